@@ -1,0 +1,1 @@
+"""Audit configuration: the pydantic schema and ready YAML configs."""

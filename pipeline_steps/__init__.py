@@ -1,0 +1,1 @@
+"""Pipeline steps (audit, gate, deploy), report rendering and the ``certgate`` CLI."""

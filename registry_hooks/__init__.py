@@ -1,0 +1,1 @@
+"""MLflow registry integration: URIs, loading, logging, tags, aliases, registry events."""

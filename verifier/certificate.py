@@ -1,0 +1,113 @@
+"""Certificates: JSON-serialisable records of what an audit proved, how, and at what cost.
+
+Every audit returns a :class:`Certificate`. ``verdict`` is only ever a *proven* statement
+(``satisfied``/``violated``, or an audit-specific proven verdict such as ``fair``/``biased``);
+anything not proven — a timeout, an undecided interval — is ``unknown`` with the bounds reached.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+import verifier
+
+PROVEN_VERDICTS = ("satisfied", "violated", "fair", "biased")
+VERDICTS = (*PROVEN_VERDICTS, "unknown")
+
+
+@dataclass
+class Certificate:
+    """What one audit established.
+
+    ``bounds`` maps a quantity name to its certified ``[lower, upper]`` interval;
+    ``details`` holds audit-specific records (regions, witnesses, per-probability intervals);
+    ``settings`` the algorithm's parameters; ``cost`` the time and work spent.
+    """
+
+    audit: str
+    verdict: str
+    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    cost: dict[str, float] = field(default_factory=dict)
+    algorithm: str = ""
+    created_at: float = field(default_factory=time.time)
+    versions: dict[str, str] = field(default_factory=lambda: software_versions())
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        for name, (lower, upper) in self.bounds.items():
+            if math.isnan(lower) or math.isnan(upper) or lower > upper:
+                raise ValueError(f"bounds for {name!r} are not an interval: [{lower}, {upper}]")
+
+    @property
+    def proven(self) -> bool:
+        """True when the verdict is a proof, not ``unknown``."""
+        return self.verdict in PROVEN_VERDICTS
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (numpy values converted, infinities as strings)."""
+        return to_jsonable(asdict(self))
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Certificate:
+        """Inverse of :meth:`to_dict`."""
+        payload = from_jsonable(dict(data))
+        payload["bounds"] = {k: (float(v[0]), float(v[1])) for k, v in payload["bounds"].items()}
+        return cls(**payload)
+
+
+def software_versions() -> dict[str, str]:
+    """Versions that produced a certificate (for reproducibility)."""
+    import scipy
+    import torch
+
+    return {
+        "certgate": verifier.__version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+    }
+
+
+def to_jsonable(value: Any) -> Any:
+    """Recursively convert numpy types and tuples; ``±inf`` become ``"inf"``/``"-inf"``."""
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return to_jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise ValueError("NaN cannot appear in a certificate")
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+    return value
+
+
+def from_jsonable(value: Any) -> Any:
+    """Inverse of :func:`to_jsonable` for infinities."""
+    if isinstance(value, dict):
+        return {k: from_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_jsonable(v) for v in value]
+    if value == "inf":
+        return math.inf
+    if value == "-inf":
+        return -math.inf
+    return value

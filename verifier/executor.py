@@ -1,0 +1,93 @@
+"""Where independent work runs: in-process, a local process pool, or Dask.
+
+Every backend is a :class:`concurrent.futures.Executor`, so callers use ``submit``/``map`` and
+never care which one runs their work. ``make_executor("local")`` runs tasks in the calling
+thread (deterministic, no pickling); ``"process"`` uses a ``ProcessPoolExecutor``;
+``"dask"`` / ``"dask=ADDRESS"`` uses ``distributed`` (extra ``certgate[dask]``): a client of the
+scheduler at ADDRESS, or of a new ``LocalCluster`` when no address is given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from typing import Any
+
+from verifier.errors import CertgateInputError
+
+
+class InProcessExecutor(Executor):
+    """Runs each task immediately in the caller's thread; exceptions land in the future."""
+
+    def __init__(self) -> None:
+        self._shutdown = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        if self._shutdown:
+            raise RuntimeError("cannot submit to an executor that was shut down")
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as error:  # the future carries it to the caller
+            future.set_exception(error)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._shutdown = True
+
+
+class DaskExecutor(Executor):
+    """A ``distributed`` client's executor that also closes the client (and its cluster)."""
+
+    def __init__(self, address: str | None, workers: int | None = None) -> None:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError as error:  # pragma: no cover - depends on the installed extras
+            raise CertgateInputError(
+                "the dask executor needs the extra: pip install 'certgate[dask]'"
+            ) from error
+        self._cluster = None
+        if address:
+            self._client = Client(address)
+        else:
+            self._cluster = LocalCluster(
+                n_workers=workers or default_workers(),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+            )
+            self._client = Client(self._cluster)
+        self._executor = self._client.get_executor()
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        return self._executor.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._executor.shutdown(wait=wait)
+        self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def default_workers() -> int:
+    """Worker count for local pools: the machine's cores."""
+    return max(1, os.cpu_count() or 1)
+
+
+def make_executor(spec: str = "local", workers: int | None = None) -> Executor:
+    """Build an executor from ``local``, ``process``, ``dask`` or ``dask=ADDRESS``."""
+    kind, _, address = spec.partition("=")
+    if kind == "local":
+        return InProcessExecutor()
+    if kind == "process":
+        return ProcessPoolExecutor(max_workers=workers or default_workers())
+    if kind == "dask":
+        return DaskExecutor(address or None, workers)
+    raise CertgateInputError(
+        f"unknown executor {spec!r}; use local, process, dask or dask=ADDRESS"
+    )

@@ -1,0 +1,233 @@
+"""The network IR every certgate algorithm consumes.
+
+A :class:`Network` is a sequence of :class:`Layer` objects, each an affine map ``W·h + b``
+followed by an element-wise piecewise-linear activation. Weights are float64 numpy arrays in
+PyTorch's ``(out, in)`` layout. The IR evaluates itself (numpy or torch), exports to
+``torch.nn`` and can be *lowered* to a form whose activations are only ``none``, ``relu`` and
+``leaky_relu`` (every ``hardtanh`` rewritten exactly into two ReLUs), which is the form the bound
+propagators, the causal-fairness checker and the WMI encoder work on.
+
+Loaders from torch modules, ONNX files, ``.nnet`` files and the neutral JSON format live in
+:mod:`verifier.convert`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import torch
+
+from verifier.errors import CertgateInputError
+
+ActivationName = Literal["none", "relu", "leaky_relu", "hardtanh"]
+ACTIVATIONS: tuple[str, ...] = ("none", "relu", "leaky_relu", "hardtanh")
+
+
+class NetworkError(CertgateInputError):
+    """A network cannot be represented, converted or evaluated as asked."""
+
+
+@dataclass(frozen=True)
+class Layer:
+    """``activation(weight @ h + bias)``.
+
+    ``negative_slope`` is used by ``leaky_relu``; ``min_val``/``max_val`` by ``hardtanh``.
+    """
+
+    weight: np.ndarray
+    bias: np.ndarray
+    activation: ActivationName = "none"
+    negative_slope: float = 0.01
+    min_val: float = -1.0
+    max_val: float = 1.0
+
+    def __post_init__(self) -> None:
+        weight = np.ascontiguousarray(np.asarray(self.weight, dtype=np.float64))
+        bias = np.ascontiguousarray(np.asarray(self.bias, dtype=np.float64).reshape(-1))
+        if weight.ndim != 2:
+            raise NetworkError(f"layer weight must be 2-D (out, in), got shape {weight.shape}")
+        if bias.shape != (weight.shape[0],):
+            raise NetworkError(
+                f"layer bias has shape {bias.shape}, expected ({weight.shape[0]},) to match the "
+                f"weight's {weight.shape[0]} outputs"
+            )
+        if self.activation not in ACTIVATIONS:
+            raise NetworkError(
+                f"unsupported activation {self.activation!r}; supported: {', '.join(ACTIVATIONS)}"
+            )
+        if not (np.all(np.isfinite(weight)) and np.all(np.isfinite(bias))):
+            raise NetworkError("layer weights and biases must be finite")
+        if self.activation == "leaky_relu" and not 0.0 <= self.negative_slope <= 1.0:
+            raise NetworkError(f"leaky_relu slope must lie in [0, 1], got {self.negative_slope}")
+        if self.activation == "hardtanh" and not self.min_val < self.max_val:
+            raise NetworkError(f"hardtanh needs min_val < max_val, got {self.min_val}, {self.max_val}")
+        object.__setattr__(self, "weight", weight)
+        object.__setattr__(self, "bias", bias)
+
+    @property
+    def in_features(self) -> int:
+        return int(self.weight.shape[1])
+
+    @property
+    def out_features(self) -> int:
+        return int(self.weight.shape[0])
+
+    @property
+    def negative_slope_effective(self) -> float:
+        """Slope left of the kink at 0: 0 for ReLU, the leak for LeakyReLU, 1 for ``none``."""
+        if self.activation == "relu":
+            return 0.0
+        if self.activation == "leaky_relu":
+            return float(self.negative_slope)
+        if self.activation == "none":
+            return 1.0
+        raise NetworkError("hardtanh has two kinks; lower the network first")
+
+    def activate(self, z: torch.Tensor) -> torch.Tensor:
+        """Apply this layer's activation to pre-activations ``z``."""
+        if self.activation == "relu":
+            return torch.relu(z)
+        if self.activation == "leaky_relu":
+            return torch.nn.functional.leaky_relu(z, self.negative_slope)
+        if self.activation == "hardtanh":
+            return torch.clamp(z, self.min_val, self.max_val)
+        return z
+
+
+@dataclass
+class Network:
+    """A feed-forward piecewise-linear network: ``layers[-1](…layers[0](x))``.
+
+    ``input_names`` and ``output_names`` name the columns of the input and output vectors.
+    """
+
+    layers: list[Layer]
+    input_names: list[str] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.layers:
+            raise NetworkError("a network needs at least one layer")
+        for index, (previous, layer) in enumerate(zip(self.layers, self.layers[1:], strict=False)):
+            if previous.out_features != layer.in_features:
+                raise NetworkError(
+                    f"layer {index + 1} expects {layer.in_features} inputs but layer {index} "
+                    f"produces {previous.out_features}"
+                )
+        if not self.input_names:
+            self.input_names = [f"x{i}" for i in range(self.input_size)]
+        if not self.output_names:
+            self.output_names = [f"y{i}" for i in range(self.output_size)]
+        if len(self.input_names) != self.input_size:
+            raise NetworkError(
+                f"{len(self.input_names)} input names for a network with {self.input_size} inputs"
+            )
+        if len(self.output_names) != self.output_size:
+            raise NetworkError(
+                f"{len(self.output_names)} output names for a network with {self.output_size} "
+                "outputs"
+            )
+
+    @property
+    def input_size(self) -> int:
+        return self.layers[0].in_features
+
+    @property
+    def output_size(self) -> int:
+        return self.layers[-1].out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Evaluate on a batch ``x`` of shape ``(batch, input_size)`` in ``x``'s dtype."""
+        h = x
+        for layer in self.layers:
+            weight = torch.as_tensor(layer.weight, dtype=x.dtype, device=x.device)
+            bias = torch.as_tensor(layer.bias, dtype=x.dtype, device=x.device)
+            h = layer.activate(h @ weight.T + bias)
+        return h
+
+    def evaluate(self, x: np.ndarray | Sequence[Sequence[float]]) -> np.ndarray:
+        """Evaluate on a numpy batch in float64; a 1-D input is treated as one row."""
+        array = np.asarray(x, dtype=np.float64)
+        single = array.ndim == 1
+        batch = array.reshape(1, -1) if single else array
+        if batch.shape[1] != self.input_size:
+            raise NetworkError(
+                f"input has {batch.shape[1]} columns, the network expects {self.input_size}"
+            )
+        with torch.no_grad():
+            out = self.forward(torch.from_numpy(np.ascontiguousarray(batch))).numpy()
+        return out[0] if single else out
+
+    def classify(self, x: np.ndarray) -> np.ndarray:
+        """Index of the largest output per row (ties go to the lowest index)."""
+        return np.argmax(self.evaluate(x), axis=-1)
+
+    def read_inputs(self) -> np.ndarray:
+        """Boolean mask of the input columns the first layer actually reads (non-zero weight)."""
+        return np.any(self.layers[0].weight != 0.0, axis=0)
+
+    def relu_layer_sizes(self) -> list[int]:
+        """Number of neurons of every layer with a kink (after lowering)."""
+        return [layer.out_features for layer in self.lowered().layers if layer.activation != "none"]
+
+    def lowered(self) -> Network:
+        """An equivalent network whose activations are only ``none``, ``relu``, ``leaky_relu``.
+
+        ``hardtanh(z) = a + relu(z − a) − relu(z − b)`` for ``a < b``: a hardtanh layer becomes a
+        ReLU layer of twice the width whose outputs the next layer (or a new final affine layer)
+        combines. The rewrite is exact in real arithmetic; in float64 it moves biases by at most
+        one rounding, well inside the certified-comparison margins of :mod:`verifier.bounds`.
+        """
+        if all(layer.activation != "hardtanh" for layer in self.layers):
+            return self
+        layers: list[Layer] = []
+        pending: tuple[np.ndarray, np.ndarray] | None = None  # affine map to fold into next layer
+        for layer in self.layers:
+            weight, bias = layer.weight, layer.bias
+            if pending is not None:
+                post_weight, post_bias = pending
+                weight, bias = weight @ post_weight, weight @ post_bias + bias
+                pending = None
+            if layer.activation != "hardtanh":
+                layers.append(
+                    Layer(weight, bias, layer.activation, negative_slope=layer.negative_slope)
+                )
+                continue
+            width = layer.out_features
+            doubled_weight = np.vstack([weight, weight])
+            doubled_bias = np.concatenate([bias - layer.min_val, bias - layer.max_val])
+            layers.append(Layer(doubled_weight, doubled_bias, "relu"))
+            identity = np.eye(width)
+            pending = (np.hstack([identity, -identity]), np.full(width, layer.min_val))
+        if pending is not None:
+            layers.append(Layer(pending[0], pending[1], "none"))
+        return Network(layers, list(self.input_names), list(self.output_names))
+
+    def to_torch(self) -> torch.nn.Sequential:
+        """Export as ``torch.nn.Sequential`` of ``Linear`` and activation modules (float64)."""
+        modules: list[torch.nn.Module] = []
+        for layer in self.layers:
+            linear = torch.nn.Linear(layer.in_features, layer.out_features, dtype=torch.float64)
+            with torch.no_grad():
+                linear.weight.copy_(torch.from_numpy(layer.weight))
+                linear.bias.copy_(torch.from_numpy(layer.bias))
+            modules.append(linear)
+            if layer.activation == "relu":
+                modules.append(torch.nn.ReLU())
+            elif layer.activation == "leaky_relu":
+                modules.append(torch.nn.LeakyReLU(layer.negative_slope))
+            elif layer.activation == "hardtanh":
+                modules.append(torch.nn.Hardtanh(layer.min_val, layer.max_val))
+        return torch.nn.Sequential(*modules)
+
+    def describe(self) -> str:
+        """One line per layer: sizes and activation."""
+        lines = [f"network: {self.input_size} inputs -> {self.output_size} outputs"]
+        for index, layer in enumerate(self.layers):
+            lines.append(
+                f"  layer {index}: {layer.in_features} -> {layer.out_features}, {layer.activation}"
+            )
+        return "\n".join(lines)
