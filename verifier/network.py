@@ -63,7 +63,9 @@ class Layer:
         if self.activation == "leaky_relu" and not 0.0 <= self.negative_slope <= 1.0:
             raise NetworkError(f"leaky_relu slope must lie in [0, 1], got {self.negative_slope}")
         if self.activation == "hardtanh" and not self.min_val < self.max_val:
-            raise NetworkError(f"hardtanh needs min_val < max_val, got {self.min_val}, {self.max_val}")
+            raise NetworkError(
+                f"hardtanh needs min_val < max_val, got {self.min_val}, {self.max_val}"
+            )
         object.__setattr__(self, "weight", weight)
         object.__setattr__(self, "bias", bias)
 

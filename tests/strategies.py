@@ -1,0 +1,44 @@
+"""Shared hypothesis strategies and small random networks for the tests."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import strategies as st
+
+from verifier.network import Layer, Network
+
+
+def random_network(
+    rng: np.random.Generator, sizes: list[int], activation: str = "relu",
+    output_activation: str = "none",
+) -> Network:
+    """A network with the given layer sizes and standard-normal-ish weights."""
+    layers = []
+    for index, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
+        last = index == len(sizes) - 2
+        layers.append(
+            Layer(
+                rng.normal(size=(fan_out, fan_in)) / np.sqrt(fan_in),
+                rng.normal(size=fan_out) * 0.5,
+                output_activation if last else activation,
+                negative_slope=0.1,
+                min_val=-0.5,
+                max_val=0.7,
+            )
+        )
+    return Network(layers)
+
+
+@st.composite
+def networks(draw: st.DrawFn, max_inputs: int = 4, max_width: int = 8) -> Network:
+    """Random small piecewise-linear networks (ReLU, LeakyReLU, Hardtanh; 1–3 hidden layers)."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    inputs = draw(st.integers(1, max_inputs))
+    hidden = draw(st.lists(st.integers(1, max_width), min_size=1, max_size=3))
+    outputs = draw(st.integers(1, 3))
+    activation = draw(st.sampled_from(["relu", "leaky_relu", "hardtanh"]))
+    output_activation = draw(st.sampled_from(["none", "relu"]))
+    rng = np.random.default_rng(seed)
+    return random_network(rng, [inputs, *hidden, outputs], activation, output_activation)
