@@ -18,12 +18,15 @@ def random_network(
     layers = []
     for index, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         last = index == len(sizes) - 2
+        slope: float | tuple[float, ...] = 0.1
+        if activation == "mixed":
+            slope = tuple(rng.choice([0.0, 0.1, 1.0], size=fan_out).tolist())
         layers.append(
             Layer(
                 rng.normal(size=(fan_out, fan_in)) / np.sqrt(fan_in),
                 rng.normal(size=fan_out) * 0.5,
-                output_activation if last else activation,
-                negative_slope=0.1,
+                output_activation if last else activation.replace("mixed", "leaky_relu"),
+                negative_slope=slope,
                 min_val=-0.5,
                 max_val=0.7,
             )
@@ -33,12 +36,13 @@ def random_network(
 
 @st.composite
 def networks(draw: st.DrawFn, max_inputs: int = 4, max_width: int = 8) -> Network:
-    """Random small piecewise-linear networks (ReLU, LeakyReLU, Hardtanh; 1–3 hidden layers)."""
+    """Random small piecewise-linear networks (ReLU, LeakyReLU, Hardtanh, per-neuron slopes
+    mixing pass-through and ReLU neurons; 1–3 hidden layers)."""
     seed = draw(st.integers(0, 2**32 - 1))
     inputs = draw(st.integers(1, max_inputs))
     hidden = draw(st.lists(st.integers(1, max_width), min_size=1, max_size=3))
     outputs = draw(st.integers(1, 3))
-    activation = draw(st.sampled_from(["relu", "leaky_relu", "hardtanh"]))
+    activation = draw(st.sampled_from(["relu", "leaky_relu", "hardtanh", "mixed"]))
     output_activation = draw(st.sampled_from(["none", "relu"]))
     rng = np.random.default_rng(seed)
     return random_network(rng, [inputs, *hidden, outputs], activation, output_activation)

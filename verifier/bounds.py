@@ -93,7 +93,7 @@ class _Affine:
     weight: torch.Tensor
     bias: torch.Tensor
     abs_weight: torch.Tensor
-    slope: float | None  # left slope of the kink (0 ReLU, s LeakyReLU); None: no activation
+    slope: torch.Tensor | None  # per-neuron left slope of the kink; None: no activation
 
 
 def _prepare(network: Network) -> tuple[Network, list[_Affine]]:
@@ -107,7 +107,10 @@ def _prepare(network: Network) -> tuple[Network, list[_Affine]]:
     affines = []
     for layer in layers:
         weight = torch.from_numpy(layer.weight)
-        slope = None if layer.activation == "none" else layer.negative_slope_effective
+        slope = (
+            None if layer.activation == "none"
+            else torch.from_numpy(layer.negative_slope_effective)
+        )
         affines.append(_Affine(weight, torch.from_numpy(layer.bias), weight.abs(), slope))
     return lowered, affines
 
@@ -216,14 +219,19 @@ def _interval_affine(
 
 
 def _activate_interval(
-    lo: torch.Tensor, hi: torch.Tensor, slope: float | None
+    lo: torch.Tensor, hi: torch.Tensor, slope: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Interval image of a monotone one-kink activation (identity when ``slope`` is None)."""
     if slope is None:
         return lo, hi
-    if slope == 0.0:
-        return lo.clamp(min=0.0), hi.clamp(min=0.0)
-    return torch.where(lo < 0, lo * slope, lo), torch.where(hi < 0, hi * slope, hi)
+    # a slope times an infinite bound is still infinite (slopes are > 0) or 0 (slope 0): never NaN
+    return _leaky(lo, slope), _leaky(hi, slope)
+
+
+def _leaky(z: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:
+    """``z`` where ``z >= 0`` else ``slope·z``; ``0·(−∞)`` is taken as 0."""
+    scaled = torch.where(slope == 0.0, torch.zeros_like(z), z * slope)
+    return torch.where(z < 0, scaled, z)
 
 
 def _spec_interval(
@@ -313,7 +321,7 @@ class _Relaxation:
     upper_intercept: torch.Tensor
 
 
-def _relax(lo: torch.Tensor, hi: torch.Tensor, slope: float) -> _Relaxation:
+def _relax(lo: torch.Tensor, hi: torch.Tensor, slope: torch.Tensor) -> _Relaxation:
     """CROWN's linear relaxation of a one-kink activation with left slope ``slope``.
 
     Unstable neurons get the chord through ``(l, slope·l)`` and ``(u, u)`` as upper bound and
@@ -321,11 +329,12 @@ def _relax(lo: torch.Tensor, hi: torch.Tensor, slope: float) -> _Relaxation:
     """
     unstable = (lo < 0) & (hi > 0)
     active = lo >= 0
-    stable_slope = torch.where(active, torch.ones_like(lo), torch.full_like(lo, slope))
+    slope = slope.expand_as(lo)
+    stable_slope = torch.where(active, torch.ones_like(lo), slope)
     width = torch.where(unstable, hi - lo, torch.ones_like(lo))
     chord = torch.where(unstable, (hi - slope * lo) / width, stable_slope)
     intercept = torch.where(unstable, hi * (1.0 - chord), torch.zeros_like(lo))
-    adaptive = torch.where(hi >= -lo, torch.ones_like(lo), torch.full_like(lo, slope))
+    adaptive = torch.where(hi >= -lo, torch.ones_like(lo), slope)
     lower_slope = torch.where(unstable, adaptive, stable_slope)
     return _Relaxation(lower_slope, chord, intercept)
 
@@ -537,7 +546,7 @@ def _alpha_optimise(
         optimiser.step()
         with torch.no_grad():
             for k, param in params.items():
-                param.clamp_(min=minimum[k], max=1.0)
+                param.copy_(torch.maximum(param.clamp(max=1.0), minimum[k]))
     return best[:, :rows], -best[:, rows:]
 
 

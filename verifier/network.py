@@ -34,13 +34,16 @@ class NetworkError(CertgateInputError):
 class Layer:
     """``activation(weight @ h + bias)``.
 
-    ``negative_slope`` is used by ``leaky_relu``; ``min_val``/``max_val`` by ``hardtanh``.
+    ``negative_slope`` is used by ``leaky_relu``: one slope for the layer, or a tuple with one
+    slope per neuron (slope 1 passes a neuron through unchanged, slope 0 is a ReLU), which lets
+    pre-processing such as ``min(a, b) = a − relu(a − b)`` be composed with a network.
+    ``min_val``/``max_val`` are used by ``hardtanh``.
     """
 
     weight: np.ndarray
     bias: np.ndarray
     activation: ActivationName = "none"
-    negative_slope: float = 0.01
+    negative_slope: float | tuple[float, ...] = 0.01
     min_val: float = -1.0
     max_val: float = 1.0
 
@@ -60,8 +63,17 @@ class Layer:
             )
         if not (np.all(np.isfinite(weight)) and np.all(np.isfinite(bias))):
             raise NetworkError("layer weights and biases must be finite")
-        if self.activation == "leaky_relu" and not 0.0 <= self.negative_slope <= 1.0:
-            raise NetworkError(f"leaky_relu slope must lie in [0, 1], got {self.negative_slope}")
+        if isinstance(self.negative_slope, list | tuple | np.ndarray):
+            slopes = tuple(float(value) for value in np.asarray(self.negative_slope).reshape(-1))
+            if len(slopes) != weight.shape[0]:
+                raise NetworkError(
+                    f"{len(slopes)} per-neuron slopes for a layer with {weight.shape[0]} neurons"
+                )
+            object.__setattr__(self, "negative_slope", slopes)
+        if self.activation == "leaky_relu" and not all(
+            0.0 <= slope <= 1.0 for slope in np.atleast_1d(self.negative_slope)
+        ):
+            raise NetworkError(f"leaky_relu slopes must lie in [0, 1], got {self.negative_slope}")
         if self.activation == "hardtanh" and not self.min_val < self.max_val:
             raise NetworkError(
                 f"hardtanh needs min_val < max_val, got {self.min_val}, {self.max_val}"
@@ -78,14 +90,17 @@ class Layer:
         return int(self.weight.shape[0])
 
     @property
-    def negative_slope_effective(self) -> float:
-        """Slope left of the kink at 0: 0 for ReLU, the leak for LeakyReLU, 1 for ``none``."""
+    def negative_slope_effective(self) -> np.ndarray:
+        """Per-neuron slope left of the kink at 0: 0 for ReLU, the leak for LeakyReLU, 1 for
+        ``none``."""
         if self.activation == "relu":
-            return 0.0
+            return np.zeros(self.out_features)
         if self.activation == "leaky_relu":
-            return float(self.negative_slope)
+            return np.broadcast_to(
+                np.asarray(self.negative_slope, dtype=np.float64), (self.out_features,)
+            ).copy()
         if self.activation == "none":
-            return 1.0
+            return np.ones(self.out_features)
         raise NetworkError("hardtanh has two kinks; lower the network first")
 
     def activate(self, z: torch.Tensor) -> torch.Tensor:
@@ -93,7 +108,8 @@ class Layer:
         if self.activation == "relu":
             return torch.relu(z)
         if self.activation == "leaky_relu":
-            return torch.nn.functional.leaky_relu(z, self.negative_slope)
+            slope = torch.as_tensor(self.negative_slope_effective, dtype=z.dtype)
+            return torch.where(z < 0, z * slope, z)
         if self.activation == "hardtanh":
             return torch.clamp(z, self.min_val, self.max_val)
         return z
@@ -220,7 +236,7 @@ class Network:
             if layer.activation == "relu":
                 modules.append(torch.nn.ReLU())
             elif layer.activation == "leaky_relu":
-                modules.append(torch.nn.LeakyReLU(layer.negative_slope))
+                modules.append(_leaky_module(layer.negative_slope))
             elif layer.activation == "hardtanh":
                 modules.append(torch.nn.Hardtanh(layer.min_val, layer.max_val))
         return torch.nn.Sequential(*modules)
@@ -233,3 +249,20 @@ class Network:
                 f"  layer {index}: {layer.in_features} -> {layer.out_features}, {layer.activation}"
             )
         return "\n".join(lines)
+
+
+class PerNeuronLeakyReLU(torch.nn.Module):
+    """``x`` where ``x >= 0``, else ``slope[i]·x``: a LeakyReLU with one slope per neuron."""
+
+    def __init__(self, slopes: tuple[float, ...]) -> None:
+        super().__init__()
+        self.register_buffer("slopes", torch.tensor(slopes, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.where(x < 0, x * self.slopes.to(x.dtype), x)
+
+
+def _leaky_module(slope: float | tuple[float, ...]) -> torch.nn.Module:
+    if isinstance(slope, tuple):
+        return PerNeuronLeakyReLU(slope)
+    return torch.nn.LeakyReLU(slope)
