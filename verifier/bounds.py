@@ -621,3 +621,19 @@ def alpha_crown(network: Network, lower: np.ndarray, upper: np.ndarray,
         network, lower, upper, spec, "alpha-crown", alpha_steps=steps, alpha_lr=learning_rate
     )
 
+
+
+def linear_interval(
+    matrix: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sound bounds of ``matrix @ x`` for every box (rows of ``lower``/``upper``).
+
+    Exact up to the floating-point margin; infinite box sides contribute ±∞ only through
+    non-zero coefficients (never ``0·∞``).
+    """
+    weight = torch.as_tensor(np.asarray(matrix, dtype=np.float64))
+    lo = torch.from_numpy(np.ascontiguousarray(lower, dtype=np.float64))
+    hi = torch.from_numpy(np.ascontiguousarray(upper, dtype=np.float64))
+    bias = torch.zeros(weight.shape[0], dtype=torch.float64)
+    out_lo, out_hi = _interval_affine(weight, weight.abs(), bias, lo, hi)
+    return out_lo.numpy(), out_hi.numpy()

@@ -1,0 +1,575 @@
+"""PV: certified probability bounds by input-space branch and bound (paper 003, DESIGN D5).
+
+One box tree serves every probability of a specification (they share the input
+distribution): each box carries the set of *events* still undecided on it. A box is bounded
+once — CROWN on a specification matrix holding every output atom (e.g. ``y_1 − y_0``), exact
+intervals for input atoms — and each event's three-valued truth follows by Kleene logic. When
+an event is proven true on a box, the box's (rounded-down) mass is added to the event's lower
+bound; proven false, it is subtracted from the event's upper bound. Boxes with no undecided
+event leave the tree.
+
+Selection is SelectProb (largest mass first); splitting is BaBSB (IBP look-ahead on both
+children of every candidate dimension) alternating with LongestEdge every ``k`` levels for
+completeness (BaBSB-LongestEdge-k). Only dimensions that the network or an atom reads are ever
+split; every other dimension is integrated out by the box probabilities. Split rules:
+bounded continuous dimensions are bisected; unbounded ones are cut at quantiles of the
+population's marginal (halving the marginal mass of the unbounded side); integer dimensions
+split into disjoint integer ranges; one-hot groups split into "this category" / "not it".
+
+Soundness: every box bound comes from :mod:`verifier.bounds` (sound, with float margins);
+masses come as ``(lower, upper)`` enclosures and only lower masses are ever added or
+subtracted; sums are rounded down by a relative ``1e-12``; derived probabilities and the
+specification's expression use outward-rounded interval arithmetic. A conditional probability
+``P[E | C]`` is ``a / (a + b)`` with ``a = P[E ∧ C]``, ``b = P[¬E ∧ C]``, which is monotone
+in both and so tighter than dividing two independent intervals. Assumption: continuous
+columns have no point masses (a split face shared by two children has probability zero).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from verifier.bounds import METHODS, compute_bounds, linear_interval
+from verifier.certificate import Certificate
+from verifier.errors import CertgateInputError
+from verifier.network import Network
+from verifier.spec import (
+    And,
+    Atom,
+    Event,
+    Interval,
+    Not,
+    Specification,
+    atom_truth,
+    atoms_of,
+    evaluate_event,
+    interval_eval,
+)
+
+MassFunction = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+SplitRule = Literal["babsb", "longest-edge", "babsb-longest-edge"]
+SUM_ROUNDING = 1e-12
+QUANTILE_LEVELS = np.unique(
+    np.concatenate([2.0 ** -np.arange(1, 41), 1.0 - 2.0 ** -np.arange(1, 41), [0.5]])
+)
+
+
+@dataclass(frozen=True)
+class InputDomain:
+    """The root box of the search and how each input column may be split.
+
+    ``integer[i]``: column ``i`` takes integer values only. ``groups``: one-hot groups (lists
+    of column indices whose values are 0/1 with exactly one 1).
+    """
+
+    lower: np.ndarray
+    upper: np.ndarray
+    integer: np.ndarray
+    groups: tuple[tuple[int, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.lower.shape != self.upper.shape or self.integer.shape != self.lower.shape:
+            raise CertgateInputError("input domain arrays disagree in length")
+        if (self.lower > self.upper).any():
+            raise CertgateInputError("input domain is empty (lower > upper)")
+
+
+@dataclass
+class PVSettings:
+    """Knobs of the branch and bound; the defaults follow paper 003's configuration."""
+
+    batch_size: int = 1024
+    method: str = "crown"
+    split: SplitRule = "babsb-longest-edge"
+    longest_edge_every: int = 10
+    timeout_s: float | None = 60.0
+    precision: float | None = None
+    max_boxes: int | None = None
+    max_candidate_dims: int = 24
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise CertgateInputError(f"unknown bound method {self.method!r}")
+        if self.batch_size < 1:
+            raise CertgateInputError("batch_size must be positive")
+        if self.precision is not None and self.precision <= 0:
+            raise CertgateInputError("precision must be positive")
+
+
+@dataclass
+class PVProgress:
+    """One anytime report: the current sound intervals."""
+
+    probabilities: dict[str, Interval]
+    value: Interval
+    verdict: str
+    boxes: int
+    open_boxes: int
+    elapsed_s: float
+
+
+@dataclass
+class PVResult:
+    """What PV proved: the verdict (only if proven), every interval, and the cost."""
+
+    verdict: str
+    value: Interval
+    probabilities: dict[str, Interval]
+    boxes: int
+    iterations: int
+    elapsed_s: float
+    stopped_by: str
+    specification: Specification
+    history: list[tuple[float, Interval]] = field(default_factory=list)
+
+    def to_certificate(self) -> Certificate:
+        spec = self.specification
+        bounds = {"value": self.value, **self.probabilities}
+        return Certificate(
+            audit=spec.name,
+            verdict=self.verdict,
+            bounds=bounds,
+            details={
+                "expression": spec.expression_text,
+                "comparison": spec.comparison,
+                "threshold": spec.threshold,
+                "probabilities": {k: t.describe() for k, t in spec.probabilities.items()},
+                "stopped_by": self.stopped_by,
+                "history": [[t, list(v)] for t, v in self.history],
+                **spec.metadata,
+            },
+            cost={"elapsed_s": self.elapsed_s, "boxes": self.boxes, "iterations": self.iterations},
+            algorithm="PV branch and bound (SelectProb, BaBSB-LongestEdge, CROWN)",
+        )
+
+
+class _Events:
+    """The events tracked for a specification and how probabilities derive from them."""
+
+    def __init__(self, spec: Specification) -> None:
+        self.events: list[Event] = []
+        self.terms: dict[str, tuple[int, int | None]] = {}
+        for name, term in spec.probabilities.items():
+            if term.condition is None:
+                self.terms[name] = (self._add(term.event), None)
+            else:
+                joint = self._add(And((term.event, term.condition)))
+                complement = self._add(And((Not(term.event), term.condition)))
+                self.terms[name] = (joint, complement)
+        self.atoms: list[Atom] = []
+        for event in self.events:
+            for atom in atoms_of(event):
+                if atom not in self.atoms:
+                    self.atoms.append(atom)
+
+    def _add(self, event: Event) -> int:
+        if event not in self.events:
+            self.events.append(event)
+        return self.events.index(event)
+
+    def probabilities(self, lower: np.ndarray, upper: np.ndarray) -> dict[str, Interval]:
+        """Sound intervals of every named probability from the event intervals."""
+        result = {}
+        for name, (joint, complement) in self.terms.items():
+            if complement is None:
+                result[name] = (max(0.0, float(lower[joint])), min(1.0, float(upper[joint])))
+                continue
+            a_lo, a_hi = float(lower[joint]), float(upper[joint])
+            b_lo, b_hi = float(lower[complement]), float(upper[complement])
+            result[name] = _ratio_share(a_lo, a_hi, b_lo, b_hi)
+        return result
+
+
+def _ratio_share(a_lo: float, a_hi: float, b_lo: float, b_hi: float) -> Interval:
+    """Enclosure of ``a / (a + b)`` for ``a ∈ [a_lo, a_hi]``, ``b ∈ [b_lo, b_hi]``, all ≥ 0."""
+    low_den = _up(a_lo + b_hi)
+    high_den = _down(a_hi + b_lo)
+    low = _down(a_lo / low_den) if low_den > 0 else 0.0
+    high = _up(a_hi / high_den) if high_den > 0 else 1.0
+    return (max(0.0, low), min(1.0, high))
+
+
+def _down(value: float) -> float:
+    return float(np.nextafter(value, -np.inf))
+
+
+def _up(value: float) -> float:
+    return float(np.nextafter(value, np.inf))
+
+
+class _Quantiles:
+    """Marginal quantiles of the population for columns with an unbounded side."""
+
+    def __init__(self, masses: MassFunction, domain: InputDomain) -> None:
+        self.masses = masses
+        self.domain = domain
+        self.values: dict[int, np.ndarray] = {}
+        for column in range(domain.lower.size):
+            if not (math.isfinite(domain.lower[column]) and math.isfinite(domain.upper[column])):
+                self.values[column] = self._table(column)
+
+    def cdf(self, column: int, points: np.ndarray) -> np.ndarray:
+        """``P[x_column <= t]`` (upper mass enclosure) for every ``t`` in ``points``."""
+        count = points.size
+        lo = np.repeat(self.domain.lower[None, :], count, axis=0)
+        hi = np.repeat(self.domain.upper[None, :], count, axis=0)
+        hi[:, column] = np.minimum(points, self.domain.upper[column])
+        _, upper = self.masses(lo, hi)
+        return upper
+
+    def _table(self, column: int) -> np.ndarray:
+        levels = QUANTILE_LEVELS
+        low = np.full(levels.size, -1.0)
+        high = np.full(levels.size, 1.0)
+        for _ in range(64):
+            below = self.cdf(column, low) > levels
+            above = self.cdf(column, high) < levels
+            if not (below.any() or above.any()):
+                break
+            low[below] *= 2.0
+            high[above] *= 2.0
+        for _ in range(60):
+            middle = (low + high) * 0.5
+            take_high = self.cdf(column, middle) >= levels
+            high = np.where(take_high, middle, high)
+            low = np.where(take_high, low, middle)
+        return np.maximum.accumulate(high)
+
+    def split_points(self, column: int, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """A finite cut strictly inside each interval with an infinite side."""
+        table = self.values[column]
+        points = np.empty(lower.size)
+        both = ~np.isfinite(lower) & ~np.isfinite(upper)
+        points[both] = table[np.searchsorted(QUANTILE_LEVELS, 0.5)]
+        right = np.isfinite(lower) & ~np.isfinite(upper)
+        if right.any():
+            level = (self.cdf(column, lower[right]) + 1.0) * 0.5
+            index = np.minimum(np.searchsorted(QUANTILE_LEVELS, level), table.size - 1)
+            cut = table[index]
+            fallback = lower[right] + np.maximum(1.0, np.abs(lower[right]))
+            points[right] = np.where(cut > lower[right], cut, fallback)
+        left = ~np.isfinite(lower) & np.isfinite(upper)
+        if left.any():
+            level = self.cdf(column, upper[left]) * 0.5
+            index = np.maximum(np.searchsorted(QUANTILE_LEVELS, level, side="right") - 1, 0)
+            cut = table[index]
+            fallback = upper[left] - np.maximum(1.0, np.abs(upper[left]))
+            points[left] = np.where(cut < upper[left], cut, fallback)
+        return points
+
+
+class ProbabilityBranchAndBound:
+    """Shared-tree branch and bound for all events of one specification."""
+
+    def __init__(
+        self, network: Network, spec: Specification, masses: MassFunction,
+        domain: InputDomain, settings: PVSettings,
+    ) -> None:
+        if domain.lower.size != network.input_size:
+            raise CertgateInputError(
+                f"the population has {domain.lower.size} columns, the network "
+                f"{network.input_size} inputs"
+            )
+        self.network = network
+        self.spec = spec
+        self.masses = masses
+        self.domain = domain
+        self.settings = settings
+        self.tracked = _Events(spec)
+        atoms = self.tracked.atoms
+        width = network.input_size
+        self.output_rows = np.array(
+            [a.output_coeffs if a.reads_outputs else [0.0] * network.output_size for a in atoms]
+        ).reshape(len(atoms), network.output_size)
+        self.input_rows = np.array(
+            [a.input_coeffs if a.reads_inputs else [0.0] * width for a in atoms]
+        ).reshape(len(atoms), width)
+        self.constants = np.array([a.constant for a in atoms])
+        self.reads_outputs = np.array([a.reads_outputs for a in atoms], dtype=bool)
+        read = network.read_inputs() if self.reads_outputs.any() else np.zeros(width, bool)
+        self.splittable = read | (self.input_rows != 0.0).any(axis=0)
+        self.group_of = np.full(width, -1)
+        self.group_members = np.zeros((max(1, len(domain.groups)), width), dtype=bool)
+        for index, group in enumerate(domain.groups):
+            self.group_of[list(group)] = index
+            self.group_members[index, list(group)] = True
+        self.quantiles = _Quantiles(masses, domain)
+        self.root_width = domain.upper - domain.lower
+        for column, table in self.quantiles.values.items():
+            central = table[(QUANTILE_LEVELS >= 2.0**-10) & (QUANTILE_LEVELS <= 1 - 2.0**-10)]
+            self.root_width[column] = max(float(central[-1] - central[0]), 1e-12)
+        self.root_width = np.where(self.root_width > 0, self.root_width, 1.0)
+
+    # ---------------------------------------------------------------- bounding boxes
+    def atom_bounds(
+        self, lo: np.ndarray, hi: np.ndarray, method: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sound bounds of every atom's left-hand side on every box, shape (B, atoms)."""
+        count = lo.shape[0]
+        atoms = len(self.tracked.atoms)
+        low = np.zeros((count, atoms))
+        high = np.zeros((count, atoms))
+        if self.reads_outputs.any():
+            rows = self.output_rows[self.reads_outputs]
+            result = compute_bounds(self.network, lo, hi, rows, method)  # type: ignore[arg-type]
+            low[:, self.reads_outputs] = result.lower
+            high[:, self.reads_outputs] = result.upper
+        reads_inputs = (self.input_rows != 0.0).any(axis=1)
+        if reads_inputs.any():
+            in_lo, in_hi = linear_interval(self.input_rows[reads_inputs], lo, hi)
+            low[:, reads_inputs] += in_lo
+            high[:, reads_inputs] += in_hi
+        magnitude = np.abs(low) + np.abs(high) + np.abs(self.constants)
+        margin = np.where(np.isfinite(magnitude), 1e-12 * magnitude, 0.0)
+        return low + self.constants - margin, high + self.constants + margin
+
+    def truth(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """Kleene truth of every event per box: (B, events) in {−1, 0, 1}."""
+        values = {
+            atom: atom_truth(atom, low[:, i], high[:, i])
+            for i, atom in enumerate(self.tracked.atoms)
+        }
+        return np.stack(
+            [evaluate_event(event, values) for event in self.tracked.events], axis=1
+        ).astype(np.int8)
+
+    # ---------------------------------------------------------------- splitting
+    def _candidates(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Splittable columns per box: read, non-degenerate, one-hot columns still open."""
+        open_column = (hi > lo) & self.splittable[None, :]
+        in_group = self.group_of >= 0
+        if in_group.any():
+            open_column[:, in_group] &= (lo[:, in_group] == 0.0) & (hi[:, in_group] == 1.0)
+        return open_column
+
+    def _children(
+        self, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Split box ``i`` along ``dims[i]``: returns (left_lo, left_hi, right_lo, right_hi)."""
+        rows = np.arange(lo.shape[0])
+        left_lo, left_hi = lo.copy(), hi.copy()
+        right_lo, right_hi = lo.copy(), hi.copy()
+        low, high = lo[rows, dims], hi[rows, dims]
+        infinite = ~(np.isfinite(low) & np.isfinite(high))
+        cut = (np.where(infinite, 0.0, low) + np.where(infinite, 0.0, high)) * 0.5
+        for column in np.unique(dims[infinite]):
+            chosen = infinite & (dims == column)
+            cut[chosen] = self.quantiles.split_points(int(column), low[chosen], high[chosen])
+        integer = self.domain.integer[dims]
+        left_cut = np.where(integer, np.floor(cut), cut)
+        right_cut = np.where(integer, np.floor(cut) + 1.0, cut)
+        left_hi[rows, dims] = left_cut
+        right_lo[rows, dims] = right_cut
+        grouped = self.group_of[dims] >= 0
+        if grouped.any():
+            rows_g, dims_g = rows[grouped], dims[grouped]
+            members = self.group_members[self.group_of[dims_g]]
+            left_lo[rows_g] = np.where(members, 0.0, lo[rows_g])
+            left_hi[rows_g] = np.where(members, 0.0, hi[rows_g])
+            left_lo[rows_g, dims_g], left_hi[rows_g, dims_g] = 1.0, 1.0
+            right_lo[rows_g], right_hi[rows_g] = lo[rows_g], hi[rows_g]
+            right_lo[rows_g, dims_g], right_hi[rows_g, dims_g] = 0.0, 0.0
+        return left_lo, left_hi, right_lo, right_hi
+
+    def choose_dims(
+        self, lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, undecided_atoms: np.ndarray
+    ) -> np.ndarray:
+        """One split column per box (BaBSB, LongestEdge every k levels)."""
+        count = lo.shape[0]
+        candidates = self._candidates(lo, hi)
+        with np.errstate(invalid="ignore"):
+            relative = np.where(candidates, (hi - lo) / self.root_width[None, :], -np.inf)
+        longest = np.argmax(relative, axis=1)
+        rule = self.settings.split
+        if rule == "longest-edge":
+            return longest
+        use_longest = np.zeros(count, dtype=bool)
+        if rule == "babsb-longest-edge":
+            k = self.settings.longest_edge_every
+            use_longest = depth % k == k - 1
+        babsb = ~use_longest
+        dims = longest.copy()
+        if babsb.any():
+            dims[babsb] = self._babsb(
+                lo[babsb], hi[babsb], candidates[babsb], relative[babsb], undecided_atoms[babsb]
+            )
+        return dims
+
+    def _babsb(
+        self, lo: np.ndarray, hi: np.ndarray, candidates: np.ndarray, relative: np.ndarray,
+        undecided: np.ndarray,
+    ) -> np.ndarray:
+        count, width = lo.shape
+        limit = min(width, self.settings.max_candidate_dims)
+        influence = np.abs(self.network.layers[0].weight).sum(axis=0) + np.abs(
+            self.input_rows
+        ).sum(axis=0)
+        weight = np.where(candidates, np.minimum(relative, 1e300) * influence[None, :] + 1e-300, 0)
+        order = np.argsort(-weight, axis=1, kind="stable")[:, :limit]
+        valid = np.take_along_axis(candidates, order, axis=1)
+        flat_rows = np.repeat(np.arange(count), limit)
+        flat_dims = order.reshape(-1)
+        left_lo, left_hi, right_lo, right_hi = self._children(
+            lo[flat_rows], hi[flat_rows], flat_dims
+        )
+        both_lo = np.concatenate([left_lo, right_lo])
+        both_hi = np.concatenate([left_hi, right_hi])
+        low, high = self.atom_bounds(both_lo, both_hi, "ibp")
+        half = flat_rows.size
+        l1, l2 = low[:half], low[half:]
+        h1, h2 = high[:half], high[half:]
+        active = np.repeat(undecided, limit, axis=0)
+        output = active & self.reads_outputs[None, :]
+        margin = np.maximum(np.maximum(l1, l2), -np.minimum(h1, h2))
+        margin = np.where(output & np.isfinite(margin), margin, -np.inf)
+        progress = np.round(margin.max(axis=1), 4)
+        settled = ~self._undecided_atoms(l1, h1) & ~self._undecided_atoms(l2, h2)
+        decided = (settled & active).sum(axis=1)
+        score = decided * 1e12 + np.where(np.isfinite(progress), progress, -1e11)
+        unbounded = ~np.isfinite(hi[flat_rows, flat_dims] - lo[flat_rows, flat_dims])
+        score = np.where(unbounded, np.inf, score)
+        score = np.where(valid.reshape(-1), score, -np.inf).reshape(count, limit)
+        return order[np.arange(count), np.argmax(score, axis=1)]
+
+    # ---------------------------------------------------------------- main loop
+    def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
+        """Refine until the verdict is proven, the precision is reached, the time budget or
+        the box budget runs out, or no undecided box is left. Anytime: ``progress`` gets
+        every new (monotonically tightening) set of intervals."""
+        started = time.perf_counter()
+        settings = self.settings
+        events = len(self.tracked.events)
+        root_lo = self.domain.lower[None, :].copy()
+        root_hi = self.domain.upper[None, :].copy()
+        mass_lo, mass_hi = self.masses(root_lo, root_hi)
+        if mass_hi[0] <= 0.0:
+            raise CertgateInputError("the population model gives the input domain probability 0")
+        lower = np.zeros(events)
+        violated = np.zeros(events)
+        total = float(mass_hi[0])
+        boxes_lo, boxes_hi = root_lo, root_hi
+        box_mass_lo, box_mass_hi = mass_lo, mass_hi
+        pending = np.ones((1, events), dtype=bool)
+        depth = np.zeros(1, dtype=np.int64)
+        processed = 0
+        iterations = 0
+        history: list[tuple[float, Interval]] = []
+        low, high = self.atom_bounds(boxes_lo, boxes_hi, settings.method)
+        truth = self.truth(low, high)
+        undecided_atoms = self._undecided_atoms(low, high)
+        stopped_by = "exhausted"
+        while True:
+            # settle decided events on the newest boxes
+            sat = pending & (truth == 1)
+            viol = pending & (truth == -1)
+            lower += (sat * box_mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
+            violated += (viol * box_mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
+            pending = pending & (truth == 0)
+            keep = pending.any(axis=1) & (box_mass_hi > 0.0)
+            if iterations == 0:
+                open_lo, open_hi = boxes_lo[keep], boxes_hi[keep]
+                open_mlo, open_mhi = box_mass_lo[keep], box_mass_hi[keep]
+                open_pending, open_depth = pending[keep], depth[keep]
+                open_atoms = undecided_atoms[keep]
+            else:
+                open_lo = np.concatenate([open_lo, boxes_lo[keep]])
+                open_hi = np.concatenate([open_hi, boxes_hi[keep]])
+                open_mlo = np.concatenate([open_mlo, box_mass_lo[keep]])
+                open_mhi = np.concatenate([open_mhi, box_mass_hi[keep]])
+                open_pending = np.concatenate([open_pending, pending[keep]])
+                open_depth = np.concatenate([open_depth, depth[keep]])
+                open_atoms = np.concatenate([open_atoms, undecided_atoms[keep]])
+            upper = np.maximum(total - violated, lower)
+            probabilities = self.tracked.probabilities(lower, np.minimum(upper, 1.0))
+            value = interval_eval(self.spec.expression, probabilities)
+            verdict = self.spec.decide(value)
+            elapsed = time.perf_counter() - started
+            history.append((elapsed, value))
+            if progress is not None:
+                progress(PVProgress(probabilities, value, verdict, processed, open_lo.shape[0],
+                                    elapsed))
+            iterations += 1
+            if verdict != "unknown":
+                stopped_by = "decided"
+                break
+            if open_lo.shape[0] == 0:
+                stopped_by = "exhausted"
+                break
+            if settings.precision is not None and all(
+                hi_ - lo_ <= settings.precision for lo_, hi_ in probabilities.values()
+            ):
+                stopped_by = "precision"
+                break
+            if settings.timeout_s is not None and elapsed >= settings.timeout_s:
+                stopped_by = "timeout"
+                break
+            if settings.max_boxes is not None and processed >= settings.max_boxes:
+                stopped_by = "max_boxes"
+                break
+            # select the heaviest open boxes and split them
+            take = min(settings.batch_size, open_lo.shape[0])
+            if take < open_lo.shape[0]:
+                chosen = np.argpartition(-open_mhi, take - 1)[:take]
+            else:
+                chosen = np.arange(open_lo.shape[0])
+            rest = np.ones(open_lo.shape[0], dtype=bool)
+            rest[chosen] = False
+            sel_lo, sel_hi = open_lo[chosen], open_hi[chosen]
+            sel_pending, sel_depth = open_pending[chosen], open_depth[chosen]
+            sel_atoms = open_atoms[chosen]
+            open_lo, open_hi = open_lo[rest], open_hi[rest]
+            open_mlo, open_mhi = open_mlo[rest], open_mhi[rest]
+            open_pending, open_depth = open_pending[rest], open_depth[rest]
+            open_atoms = open_atoms[rest]
+            splittable = self._candidates(sel_lo, sel_hi).any(axis=1)
+            if not splittable.all():
+                raise CertgateInputError(
+                    "a box with undecided events cannot be split further (all read dimensions "
+                    "are points): the specification is ill-posed on this population model"
+                )
+            dims = self.choose_dims(sel_lo, sel_hi, sel_depth, sel_atoms)
+            left_lo, left_hi, right_lo, right_hi = self._children(sel_lo, sel_hi, dims)
+            boxes_lo = np.concatenate([left_lo, right_lo])
+            boxes_hi = np.concatenate([left_hi, right_hi])
+            pending = np.concatenate([sel_pending, sel_pending])
+            depth = np.concatenate([sel_depth, sel_depth]) + 1
+            box_mass_lo, box_mass_hi = self.masses(boxes_lo, boxes_hi)
+            low, high = self.atom_bounds(boxes_lo, boxes_hi, settings.method)
+            truth = self.truth(low, high)
+            undecided_atoms = self._undecided_atoms(low, high)
+            processed += boxes_lo.shape[0]
+        return PVResult(
+            verdict=verdict,
+            value=value,
+            probabilities=probabilities,
+            boxes=processed,
+            iterations=iterations,
+            elapsed_s=time.perf_counter() - started,
+            stopped_by=stopped_by,
+            specification=self.spec,
+            history=history,
+        )
+
+    def _undecided_atoms(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        values = [
+            atom_truth(atom, low[:, i], high[:, i]) for i, atom in enumerate(self.tracked.atoms)
+        ]
+        return np.stack(values, axis=1) == 0
+
+
+def verify(
+    network: Network, spec: Specification, masses: MassFunction, domain: InputDomain,
+    settings: PVSettings | None = None, progress: Callable[[PVProgress], None] | None = None,
+) -> PVResult:
+    """Run PV on ``spec``: sound intervals for every probability and the expression, and the
+    verdict if (and only if) it is proven. See :class:`ProbabilityBranchAndBound`."""
+    engine = ProbabilityBranchAndBound(network, spec, masses, domain, settings or PVSettings())
+    return engine.run(progress)
+
+
