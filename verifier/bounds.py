@@ -53,7 +53,10 @@ class BoundsResult:
 
     ``lower``/``upper`` have shape ``(B, S)``. ``pre_lower[k]``/``pre_upper[k]`` bound the
     pre-activations of the ``k``-th layer of ``network`` (the lowered network actually
-    bounded) for every layer index in ``kink_layers``.
+    bounded) for every layer index in ``kink_layers``. ``sensitivity`` (CROWN methods only;
+    shape ``(B, S, inputs)``) holds ``|A_lower| + |A_upper|``, the absolute input coefficients
+    of the final linear bounds: times an input's width, how much of the gap that input drives
+    (zero for boxes bounded by IBP only).
     """
 
     lower: np.ndarray
@@ -63,6 +66,7 @@ class BoundsResult:
     pre_lower: dict[int, np.ndarray] = field(default_factory=dict)
     pre_upper: dict[int, np.ndarray] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    sensitivity: np.ndarray | None = None
 
     @property
     def kink_layers(self) -> list[int]:
@@ -356,12 +360,13 @@ def _backsubstitute(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
     coeffs: torch.Tensor, const: torch.Tensor, box: torch.Tensor,
     inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], *, paired: bool = False,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Lower bounds of rows ``coeffs·h + const``, ``h`` the input of layer ``layer``.
 
     Rows are flat: row ``r`` belongs to box ``box[r]``; ``inputs_lo[j]``/``inputs_hi[j]``
     bound the input of layer ``j`` for every box (``j = 0``: the box itself). Returns widened,
-    sound lower bounds ``(R,)``.
+    sound lower bounds ``(R,)`` and the input coefficients of the rows that reached the input
+    (all rows, in order, unless ``paired``).
 
     With ``paired=True`` the rows are ``[+w; −w]`` halves for the same neurons (lower and
     negated upper bound of a pre-activation). After every step the partial bound is
@@ -404,12 +409,12 @@ def _backsubstitute(
         coeffs, const, magnitude = coeffs[keep], const[keep], magnitude[keep]
         box, row_ids = box[keep], row_ids[keep]
         if row_ids.numel() == 0:
-            return result
+            return result, coeffs
     result[row_ids] = _concretise(
         coeffs, const, magnitude, inputs_lo[0].index_select(0, box),
         inputs_hi[0].index_select(0, box),
     )
-    return result
+    return result, coeffs
 
 
 def _crown_layer_bounds(
@@ -427,7 +432,7 @@ def _crown_layer_bounds(
         n = neuron[start : start + ROW_CHUNK]
         rows = affine.weight.index_select(0, n)
         bias = affine.bias.index_select(0, n)
-        bound = _backsubstitute(
+        bound, _ = _backsubstitute(
             affines, relaxations, layer, torch.cat([rows, -rows]), torch.cat([bias, -bias]),
             torch.cat([b, b]), inputs_lo, inputs_hi, paired=True,
         )
@@ -440,8 +445,9 @@ def _crown_layer_bounds(
 def _crown_finite(
     affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
-           dict[int, _Relaxation]]:
-    """CROWN with CROWN intermediate bounds on boxes with finite coordinates."""
+           dict[int, _Relaxation], torch.Tensor]:
+    """CROWN with CROWN intermediate bounds on boxes with finite coordinates; also returns
+    ``|A_lower| + |A_upper|``, the input coefficients of the final linear bounds."""
     relaxations: dict[int, _Relaxation] = {}
     pre_lo: list[torch.Tensor] = []
     pre_hi: list[torch.Tensor] = []
@@ -462,19 +468,20 @@ def _crown_finite(
         inputs_lo.append(h_lo)
         inputs_hi.append(h_hi)
     last = len(affines) - 1
-    lower, upper = _crown_spec(affines, relaxations, spec, inputs_lo, inputs_hi)
+    lower, upper, coefficients = _crown_spec(affines, relaxations, spec, inputs_lo, inputs_hi)
     ibp_lower, ibp_upper = _spec_interval(spec, affines[last], inputs_lo[last], inputs_hi[last])
     return (
         torch.maximum(lower, ibp_lower), torch.minimum(upper, ibp_upper),
-        pre_lo, pre_hi, relaxations,
+        pre_lo, pre_hi, relaxations, coefficients,
     )
 
 
 def _crown_spec(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], spec: torch.Tensor,
     inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """CROWN bounds of ``spec @ net(x)`` given the relaxations of all kink layers."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """CROWN bounds of ``spec @ net(x)`` given the relaxations of all kink layers, and
+    ``|A_lower| + |A_upper|`` per box, row and input (how much each input drives the gap)."""
     batch, rows, _ = spec.shape
     last = affines[-1]
     folded = (spec @ last.weight).reshape(batch * rows, -1)
@@ -482,10 +489,12 @@ def _crown_spec(
     box = torch.arange(batch).repeat_interleave(rows)
     lower = torch.empty(batch * rows, dtype=torch.float64)
     upper = torch.empty_like(lower)
+    width = inputs_lo[0].shape[1]
+    sensitivity = torch.empty(batch * rows, width, dtype=torch.float64)
     for start in range(0, box.numel(), ROW_CHUNK):
         part = slice(start, start + ROW_CHUNK)
         b = box[part]
-        bound = _backsubstitute(
+        bound, coeffs = _backsubstitute(
             affines, relaxations, len(affines) - 1,
             torch.cat([folded[part], -folded[part]]),
             torch.cat([folded_bias[part], -folded_bias[part]]),
@@ -494,7 +503,11 @@ def _crown_spec(
         count = b.numel()
         lower[part] = bound[:count]
         upper[part] = -bound[count:]
-    return lower.reshape(batch, rows), upper.reshape(batch, rows)
+        sensitivity[part] = coeffs[:count].abs() + coeffs[count:].abs()
+    return (
+        lower.reshape(batch, rows), upper.reshape(batch, rows),
+        sensitivity.reshape(batch, rows, width),
+    )
 
 
 def _alpha_optimise(
@@ -576,9 +589,14 @@ def compute_bounds(
         out_lo, out_hi = _spec_interval(spec_tensor, affines[-1], h_lo, h_hi)
         finite = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
         run_crown = method != "ibp" and bool(finite.any())
+        sensitivity = None
         if run_crown:
             f_lo, f_hi, f_spec = lo[finite], hi[finite], spec_tensor[finite]
-            c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations = _crown_finite(affines, f_spec, f_lo, f_hi)
+            c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity = _crown_finite(
+                affines, f_spec, f_lo, f_hi
+            )
+            sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
+            sensitivity[finite.numpy()] = c_sensitivity.numpy()
             out_lo[finite], out_hi[finite] = c_lo, c_hi
             for index in range(len(pre_lo)):
                 pre_lo[index][finite] = c_pre_lo[index]
@@ -598,6 +616,7 @@ def compute_bounds(
         pre_lower={k: pre_lo[k].numpy() for k in kinks},
         pre_upper={k: pre_hi[k].numpy() for k in kinks},
         elapsed_s=time.perf_counter() - started,
+        sensitivity=sensitivity,
     )
 
 

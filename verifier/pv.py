@@ -53,7 +53,12 @@ from verifier.spec import (
 )
 
 MassFunction = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-SplitRule = Literal["babsb", "longest-edge", "babsb-longest-edge"]
+SplitRule = Literal[
+    "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
+]
+SPLIT_RULES: tuple[str, ...] = (
+    "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
+)
 SUM_ROUNDING = 1e-12
 QUANTILE_LEVELS = np.unique(
     np.concatenate([2.0 ** -np.arange(1, 41), 1.0 - 2.0 ** -np.arange(1, 41), [0.5]])
@@ -86,7 +91,7 @@ class PVSettings:
 
     batch_size: int = 1024
     method: str = "crown"
-    split: SplitRule = "babsb-longest-edge"
+    split: SplitRule = "smear-longest-edge"
     longest_edge_every: int = 10
     timeout_s: float | None = 60.0
     precision: float | None = None
@@ -96,6 +101,10 @@ class PVSettings:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise CertgateInputError(f"unknown bound method {self.method!r}")
+        if self.split not in SPLIT_RULES:
+            raise CertgateInputError(
+                f"unknown split rule {self.split!r}; use one of {', '.join(SPLIT_RULES)}"
+            )
         if self.batch_size < 1:
             raise CertgateInputError("batch_size must be positive")
         if self.precision is not None and self.precision <= 0:
@@ -311,15 +320,27 @@ class ProbabilityBranchAndBound:
         self, lo: np.ndarray, hi: np.ndarray, method: str
     ) -> tuple[np.ndarray, np.ndarray]:
         """Sound bounds of every atom's left-hand side on every box, shape (B, atoms)."""
+        low, high, _ = self.atom_bounds_and_drive(lo, hi, method)
+        return low, high
+
+    def atom_bounds_and_drive(
+        self, lo: np.ndarray, hi: np.ndarray, method: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Atom bounds (B, atoms) and each input's drive on each atom's gap (B, atoms, D):
+        the absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
+        itself (input atoms); multiplied by an input's width, its share of the gap."""
         count = lo.shape[0]
         atoms = len(self.tracked.atoms)
         low = np.zeros((count, atoms))
         high = np.zeros((count, atoms))
+        drive = np.broadcast_to(np.abs(self.input_rows), (count, *self.input_rows.shape)).copy()
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
             result = compute_bounds(self.network, lo, hi, rows, method)  # type: ignore[arg-type]
             low[:, self.reads_outputs] = result.lower
             high[:, self.reads_outputs] = result.upper
+            if result.sensitivity is not None:
+                drive[:, self.reads_outputs] += result.sensitivity
         reads_inputs = (self.input_rows != 0.0).any(axis=1)
         if reads_inputs.any():
             in_lo, in_hi = linear_interval(self.input_rows[reads_inputs], lo, hi)
@@ -327,7 +348,7 @@ class ProbabilityBranchAndBound:
             high[:, reads_inputs] += in_hi
         magnitude = np.abs(low) + np.abs(high) + np.abs(self.constants)
         margin = np.where(np.isfinite(magnitude), 1e-12 * magnitude, 0.0)
-        return low + self.constants - margin, high + self.constants + margin
+        return low + self.constants - margin, high + self.constants + margin, drive
 
     def truth(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """Kleene truth of every event per box: (B, events) in {−1, 0, 1}."""
@@ -378,9 +399,11 @@ class ProbabilityBranchAndBound:
         return left_lo, left_hi, right_lo, right_hi
 
     def choose_dims(
-        self, lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, undecided_atoms: np.ndarray
+        self, lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, undecided_atoms: np.ndarray,
+        drive: np.ndarray,
     ) -> np.ndarray:
-        """One split column per box (BaBSB, LongestEdge every k levels)."""
+        """One split column per box: smear (largest drive × width) or BaBSB, with LongestEdge
+        every k levels for the ``*-longest-edge`` rules; unbounded read columns first."""
         count = lo.shape[0]
         candidates = self._candidates(lo, hi)
         with np.errstate(invalid="ignore"):
@@ -390,15 +413,28 @@ class ProbabilityBranchAndBound:
         if rule == "longest-edge":
             return longest
         use_longest = np.zeros(count, dtype=bool)
-        if rule == "babsb-longest-edge":
+        if rule.endswith("-longest-edge"):
             k = self.settings.longest_edge_every
             use_longest = depth % k == k - 1
-        babsb = ~use_longest
+        other = ~use_longest
         dims = longest.copy()
-        if babsb.any():
-            dims[babsb] = self._babsb(
-                lo[babsb], hi[babsb], candidates[babsb], relative[babsb], undecided_atoms[babsb]
+        if not other.any():
+            return dims
+        if rule.startswith("babsb"):
+            dims[other] = self._babsb(
+                lo[other], hi[other], candidates[other], relative[other], undecided_atoms[other]
             )
+            return dims
+        width = hi[other] - lo[other]
+        with np.errstate(invalid="ignore"):
+            score = np.where(np.isfinite(width), drive[other] * width, np.inf)
+        score = np.where(candidates[other], score, -np.inf)
+        best = np.argmax(score, axis=1)
+        no_signal = ~np.isfinite(score[np.arange(best.size), best]) | (
+            score[np.arange(best.size), best] <= 0.0
+        )
+        unbounded = np.isinf(score[np.arange(best.size), best])
+        dims[other] = np.where(no_signal & ~unbounded, longest[other], best)
         return dims
 
     def _babsb(
@@ -460,9 +496,10 @@ class ProbabilityBranchAndBound:
         processed = 0
         iterations = 0
         history: list[tuple[float, Interval]] = []
-        low, high = self.atom_bounds(boxes_lo, boxes_hi, settings.method)
+        low, high, atom_drive = self.atom_bounds_and_drive(boxes_lo, boxes_hi, settings.method)
         truth = self.truth(low, high)
         undecided_atoms = self._undecided_atoms(low, high)
+        drive = self._drive(atom_drive, undecided_atoms)
         stopped_by = "exhausted"
         while True:
             # settle decided events on the newest boxes
@@ -476,7 +513,7 @@ class ProbabilityBranchAndBound:
                 open_lo, open_hi = boxes_lo[keep], boxes_hi[keep]
                 open_mlo, open_mhi = box_mass_lo[keep], box_mass_hi[keep]
                 open_pending, open_depth = pending[keep], depth[keep]
-                open_atoms = undecided_atoms[keep]
+                open_atoms, open_drive = undecided_atoms[keep], drive[keep]
             else:
                 open_lo = np.concatenate([open_lo, boxes_lo[keep]])
                 open_hi = np.concatenate([open_hi, boxes_hi[keep]])
@@ -485,6 +522,7 @@ class ProbabilityBranchAndBound:
                 open_pending = np.concatenate([open_pending, pending[keep]])
                 open_depth = np.concatenate([open_depth, depth[keep]])
                 open_atoms = np.concatenate([open_atoms, undecided_atoms[keep]])
+                open_drive = np.concatenate([open_drive, drive[keep]])
             upper = np.maximum(total - violated, lower)
             probabilities = self.tracked.probabilities(lower, np.minimum(upper, 1.0))
             value = interval_eval(self.spec.expression, probabilities)
@@ -522,27 +560,30 @@ class ProbabilityBranchAndBound:
             rest[chosen] = False
             sel_lo, sel_hi = open_lo[chosen], open_hi[chosen]
             sel_pending, sel_depth = open_pending[chosen], open_depth[chosen]
-            sel_atoms = open_atoms[chosen]
+            sel_atoms, sel_drive = open_atoms[chosen], open_drive[chosen]
             open_lo, open_hi = open_lo[rest], open_hi[rest]
             open_mlo, open_mhi = open_mlo[rest], open_mhi[rest]
             open_pending, open_depth = open_pending[rest], open_depth[rest]
-            open_atoms = open_atoms[rest]
+            open_atoms, open_drive = open_atoms[rest], open_drive[rest]
             splittable = self._candidates(sel_lo, sel_hi).any(axis=1)
             if not splittable.all():
                 raise CertgateInputError(
                     "a box with undecided events cannot be split further (all read dimensions "
                     "are points): the specification is ill-posed on this population model"
                 )
-            dims = self.choose_dims(sel_lo, sel_hi, sel_depth, sel_atoms)
+            dims = self.choose_dims(sel_lo, sel_hi, sel_depth, sel_atoms, sel_drive)
             left_lo, left_hi, right_lo, right_hi = self._children(sel_lo, sel_hi, dims)
             boxes_lo = np.concatenate([left_lo, right_lo])
             boxes_hi = np.concatenate([left_hi, right_hi])
             pending = np.concatenate([sel_pending, sel_pending])
             depth = np.concatenate([sel_depth, sel_depth]) + 1
             box_mass_lo, box_mass_hi = self.masses(boxes_lo, boxes_hi)
-            low, high = self.atom_bounds(boxes_lo, boxes_hi, settings.method)
+            low, high, atom_drive = self.atom_bounds_and_drive(
+                boxes_lo, boxes_hi, settings.method
+            )
             truth = self.truth(low, high)
             undecided_atoms = self._undecided_atoms(low, high)
+            drive = self._drive(atom_drive, undecided_atoms)
             processed += boxes_lo.shape[0]
         return PVResult(
             verdict=verdict,
@@ -555,6 +596,11 @@ class ProbabilityBranchAndBound:
             specification=self.spec,
             history=history,
         )
+
+    @staticmethod
+    def _drive(atom_drive: np.ndarray, undecided_atoms: np.ndarray) -> np.ndarray:
+        """Per box and input: the largest drive over the atoms still undecided there."""
+        return np.where(undecided_atoms[:, :, None], atom_drive, 0.0).max(axis=1)
 
     def _undecided_atoms(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         values = [
