@@ -242,6 +242,10 @@ def _spec_interval(
     spec: torch.Tensor, last: _Affine, lo: torch.Tensor, hi: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """IBP bound of ``spec @ (W h + b)`` with the spec folded into the last layer."""
+    if spec.stride(0) == 0:  # one matrix shared by every box
+        shared = spec[0]
+        folded = shared @ last.weight
+        return _interval_affine(folded, folded.abs(), shared @ last.bias, lo, hi)
     batch, rows, _ = spec.shape
     folded_weight = spec @ last.weight  # (B, S, n)
     folded_bias = spec @ last.bias  # (B, S)
@@ -591,7 +595,11 @@ def compute_bounds(
         run_crown = method != "ibp" and bool(finite.any())
         sensitivity = None
         if run_crown:
-            f_lo, f_hi, f_spec = lo[finite], hi[finite], spec_tensor[finite]
+            f_lo, f_hi = lo[finite], hi[finite]
+            if spec_tensor.stride(0) == 0:
+                f_spec = spec_tensor[0].expand(f_lo.shape[0], *spec_tensor.shape[1:])
+            else:
+                f_spec = spec_tensor[finite]
             c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity = _crown_finite(
                 affines, f_spec, f_lo, f_hi
             )

@@ -38,6 +38,7 @@ import numpy as np
 from verifier.bounds import METHODS, compute_bounds, linear_interval
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
+from verifier.exact_arith import linear_form_bounds
 from verifier.network import Network
 from verifier.spec import (
     And,
@@ -273,6 +274,72 @@ class _Quantiles:
         return points
 
 
+@dataclass
+class _Boxes:
+    """A batch of boxes and what PV keeps per box: masses, undecided events (``pending``),
+    split depth, undecided atoms, per-input drive and the events' three-valued truth."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    mass_lo: np.ndarray
+    mass_hi: np.ndarray
+    pending: np.ndarray
+    depth: np.ndarray
+    atoms: np.ndarray
+    drive: np.ndarray
+    truth: np.ndarray
+
+    def select(self, rows: np.ndarray) -> _Boxes:
+        return _Boxes(*(getattr(self, name)[rows] for name in _BOX_FIELDS))
+
+
+_BOX_FIELDS = ("lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "truth")
+
+
+class _BoxPool:
+    """Open boxes in preallocated arrays; freed slots are reused, capacity doubles."""
+
+    def __init__(self) -> None:
+        self.store: _Boxes | None = None
+        self.alive = np.zeros(0, dtype=bool)
+
+    @property
+    def size(self) -> int:
+        return int(self.alive.sum())
+
+    def add(self, boxes: _Boxes) -> None:
+        count = boxes.lo.shape[0]
+        if count == 0:
+            return
+        if self.store is None:
+            self.store = boxes.select(np.arange(count))
+            self.alive = np.ones(count, dtype=bool)
+            return
+        free = np.flatnonzero(~self.alive)
+        if free.size < count:
+            grow = max(count - free.size, self.alive.size)
+            for name in _BOX_FIELDS:
+                array = getattr(self.store, name)
+                padding = np.zeros((grow, *array.shape[1:]), dtype=array.dtype)
+                setattr(self.store, name, np.concatenate([array, padding]))
+            self.alive = np.concatenate([self.alive, np.zeros(grow, dtype=bool)])
+            free = np.flatnonzero(~self.alive)
+        slots = free[:count]
+        for name in _BOX_FIELDS:
+            getattr(self.store, name)[slots] = getattr(boxes, name)
+        self.alive[slots] = True
+
+    def pop_heaviest(self, count: int) -> _Boxes:
+        """Remove and return the ``count`` open boxes of largest mass (SelectProb)."""
+        assert self.store is not None
+        alive = np.flatnonzero(self.alive)
+        if count < alive.size:
+            heaviest = np.argpartition(-self.store.mass_hi[alive], count - 1)[:count]
+            alive = alive[heaviest]
+        self.alive[alive] = False
+        return self.store.select(alive)
+
+
 class ProbabilityBranchAndBound:
     """Shared-tree branch and bound for all events of one specification."""
 
@@ -342,13 +409,20 @@ class ProbabilityBranchAndBound:
             if result.sensitivity is not None:
                 drive[:, self.reads_outputs] += result.sensitivity
         reads_inputs = (self.input_rows != 0.0).any(axis=1)
-        if reads_inputs.any():
-            in_lo, in_hi = linear_interval(self.input_rows[reads_inputs], lo, hi)
-            low[:, reads_inputs] += in_lo
-            high[:, reads_inputs] += in_hi
+        mixed = reads_inputs & self.reads_outputs
+        if mixed.any():
+            in_lo, in_hi = linear_interval(self.input_rows[mixed], lo, hi)
+            low[:, mixed] += in_lo
+            high[:, mixed] += in_hi
         magnitude = np.abs(low) + np.abs(high) + np.abs(self.constants)
         margin = np.where(np.isfinite(magnitude), 1e-12 * magnitude, 0.0)
-        return low + self.constants - margin, high + self.constants + margin, drive
+        low, high = low + self.constants - margin, high + self.constants + margin
+        pure = reads_inputs & ~self.reads_outputs
+        if pure.any():
+            low[:, pure], high[:, pure] = linear_form_bounds(
+                self.input_rows[pure], self.constants[pure], lo, hi
+            )
+        return low, high, drive
 
     def truth(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """Kleene truth of every event per box: (B, events) in {−1, 0, 1}."""
@@ -474,6 +548,15 @@ class ProbabilityBranchAndBound:
         return order[np.arange(count), np.argmax(score, axis=1)]
 
     # ---------------------------------------------------------------- main loop
+    def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
+                  depth: np.ndarray) -> _Boxes:
+        """Bound new boxes and record what PV keeps about each."""
+        mass_lo, mass_hi = self.masses(lo, hi)
+        low, high, atom_drive = self.atom_bounds_and_drive(lo, hi, self.settings.method)
+        undecided = self._undecided_atoms(low, high)
+        return _Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided,
+                      self._drive(atom_drive, undecided), self.truth(low, high))
+
     def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
         """Refine until the verdict is proven, the precision is reached, the time budget or
         the box budget runs out, or no undecided box is left. Anytime: ``progress`` gets
@@ -481,110 +564,52 @@ class ProbabilityBranchAndBound:
         started = time.perf_counter()
         settings = self.settings
         events = len(self.tracked.events)
-        root_lo = self.domain.lower[None, :].copy()
-        root_hi = self.domain.upper[None, :].copy()
-        mass_lo, mass_hi = self.masses(root_lo, root_hi)
-        if mass_hi[0] <= 0.0:
+        new = self._evaluate(
+            self.domain.lower[None, :].copy(), self.domain.upper[None, :].copy(),
+            np.ones((1, events), dtype=bool), np.zeros(1, dtype=np.int64),
+        )
+        if new.mass_hi[0] <= 0.0:
             raise CertgateInputError("the population model gives the input domain probability 0")
+        total = float(new.mass_hi[0])
         lower = np.zeros(events)
         violated = np.zeros(events)
-        total = float(mass_hi[0])
-        boxes_lo, boxes_hi = root_lo, root_hi
-        box_mass_lo, box_mass_hi = mass_lo, mass_hi
-        pending = np.ones((1, events), dtype=bool)
-        depth = np.zeros(1, dtype=np.int64)
-        processed = 0
-        iterations = 0
+        pool = _BoxPool()
+        processed = iterations = 0
         history: list[tuple[float, Interval]] = []
-        low, high, atom_drive = self.atom_bounds_and_drive(boxes_lo, boxes_hi, settings.method)
-        truth = self.truth(low, high)
-        undecided_atoms = self._undecided_atoms(low, high)
-        drive = self._drive(atom_drive, undecided_atoms)
-        stopped_by = "exhausted"
         while True:
-            # settle decided events on the newest boxes
-            sat = pending & (truth == 1)
-            viol = pending & (truth == -1)
-            lower += (sat * box_mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
-            violated += (viol * box_mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
-            pending = pending & (truth == 0)
-            keep = pending.any(axis=1) & (box_mass_hi > 0.0)
-            if iterations == 0:
-                open_lo, open_hi = boxes_lo[keep], boxes_hi[keep]
-                open_mlo, open_mhi = box_mass_lo[keep], box_mass_hi[keep]
-                open_pending, open_depth = pending[keep], depth[keep]
-                open_atoms, open_drive = undecided_atoms[keep], drive[keep]
-            else:
-                open_lo = np.concatenate([open_lo, boxes_lo[keep]])
-                open_hi = np.concatenate([open_hi, boxes_hi[keep]])
-                open_mlo = np.concatenate([open_mlo, box_mass_lo[keep]])
-                open_mhi = np.concatenate([open_mhi, box_mass_hi[keep]])
-                open_pending = np.concatenate([open_pending, pending[keep]])
-                open_depth = np.concatenate([open_depth, depth[keep]])
-                open_atoms = np.concatenate([open_atoms, undecided_atoms[keep]])
-                open_drive = np.concatenate([open_drive, drive[keep]])
-            upper = np.maximum(total - violated, lower)
-            probabilities = self.tracked.probabilities(lower, np.minimum(upper, 1.0))
+            sat = new.pending & (new.truth == 1)
+            viol = new.pending & (new.truth == -1)
+            lower += (sat * new.mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
+            violated += (viol * new.mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
+            new.pending = new.pending & (new.truth == 0)
+            pool.add(new.select(new.pending.any(axis=1) & (new.mass_hi > 0.0)))
+            upper = np.minimum(np.maximum(total - violated, lower), 1.0)
+            probabilities = self.tracked.probabilities(lower, upper)
             value = interval_eval(self.spec.expression, probabilities)
             verdict = self.spec.decide(value)
             elapsed = time.perf_counter() - started
             history.append((elapsed, value))
             if progress is not None:
-                progress(PVProgress(probabilities, value, verdict, processed, open_lo.shape[0],
-                                    elapsed))
+                progress(PVProgress(probabilities, value, verdict, processed, pool.size, elapsed))
             iterations += 1
-            if verdict != "unknown":
-                stopped_by = "decided"
+            stopped_by = self._stop_reason(verdict, pool.size, probabilities, elapsed, processed)
+            if stopped_by is not None:
                 break
-            if open_lo.shape[0] == 0:
-                stopped_by = "exhausted"
-                break
-            if settings.precision is not None and all(
-                hi_ - lo_ <= settings.precision for lo_, hi_ in probabilities.values()
-            ):
-                stopped_by = "precision"
-                break
-            if settings.timeout_s is not None and elapsed >= settings.timeout_s:
-                stopped_by = "timeout"
-                break
-            if settings.max_boxes is not None and processed >= settings.max_boxes:
-                stopped_by = "max_boxes"
-                break
-            # select the heaviest open boxes and split them
-            take = min(settings.batch_size, open_lo.shape[0])
-            if take < open_lo.shape[0]:
-                chosen = np.argpartition(-open_mhi, take - 1)[:take]
-            else:
-                chosen = np.arange(open_lo.shape[0])
-            rest = np.ones(open_lo.shape[0], dtype=bool)
-            rest[chosen] = False
-            sel_lo, sel_hi = open_lo[chosen], open_hi[chosen]
-            sel_pending, sel_depth = open_pending[chosen], open_depth[chosen]
-            sel_atoms, sel_drive = open_atoms[chosen], open_drive[chosen]
-            open_lo, open_hi = open_lo[rest], open_hi[rest]
-            open_mlo, open_mhi = open_mlo[rest], open_mhi[rest]
-            open_pending, open_depth = open_pending[rest], open_depth[rest]
-            open_atoms, open_drive = open_atoms[rest], open_drive[rest]
-            splittable = self._candidates(sel_lo, sel_hi).any(axis=1)
-            if not splittable.all():
+            chosen = pool.pop_heaviest(settings.batch_size)
+            if not self._candidates(chosen.lo, chosen.hi).any(axis=1).all():
                 raise CertgateInputError(
                     "a box with undecided events cannot be split further (all read dimensions "
                     "are points): the specification is ill-posed on this population model"
                 )
-            dims = self.choose_dims(sel_lo, sel_hi, sel_depth, sel_atoms, sel_drive)
-            left_lo, left_hi, right_lo, right_hi = self._children(sel_lo, sel_hi, dims)
-            boxes_lo = np.concatenate([left_lo, right_lo])
-            boxes_hi = np.concatenate([left_hi, right_hi])
-            pending = np.concatenate([sel_pending, sel_pending])
-            depth = np.concatenate([sel_depth, sel_depth]) + 1
-            box_mass_lo, box_mass_hi = self.masses(boxes_lo, boxes_hi)
-            low, high, atom_drive = self.atom_bounds_and_drive(
-                boxes_lo, boxes_hi, settings.method
+            dims = self.choose_dims(chosen.lo, chosen.hi, chosen.depth, chosen.atoms,
+                                    chosen.drive)
+            left_lo, left_hi, right_lo, right_hi = self._children(chosen.lo, chosen.hi, dims)
+            new = self._evaluate(
+                np.concatenate([left_lo, right_lo]), np.concatenate([left_hi, right_hi]),
+                np.concatenate([chosen.pending, chosen.pending]),
+                np.concatenate([chosen.depth, chosen.depth]) + 1,
             )
-            truth = self.truth(low, high)
-            undecided_atoms = self._undecided_atoms(low, high)
-            drive = self._drive(atom_drive, undecided_atoms)
-            processed += boxes_lo.shape[0]
+            processed += new.lo.shape[0]
         return PVResult(
             verdict=verdict,
             value=value,
@@ -596,6 +621,23 @@ class ProbabilityBranchAndBound:
             specification=self.spec,
             history=history,
         )
+
+    def _stop_reason(self, verdict: str, open_boxes: int, probabilities: dict[str, Interval],
+                     elapsed: float, processed: int) -> str | None:
+        settings = self.settings
+        if verdict != "unknown":
+            return "decided"
+        if open_boxes == 0:
+            return "exhausted"
+        if settings.precision is not None and all(
+            high - low <= settings.precision for low, high in probabilities.values()
+        ):
+            return "precision"
+        if settings.timeout_s is not None and elapsed >= settings.timeout_s:
+            return "timeout"
+        if settings.max_boxes is not None and processed >= settings.max_boxes:
+            return "max_boxes"
+        return None
 
     @staticmethod
     def _drive(atom_drive: np.ndarray, undecided_atoms: np.ndarray) -> np.ndarray:

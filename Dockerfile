@@ -1,0 +1,20 @@
+# certgate: certify neural-network classifiers in an MLflow registry (CPU image).
+FROM python:3.11-slim
+
+ENV PIP_NO_CACHE_DIR=1 \
+    MLFLOW_DISABLE_TELEMETRY=true \
+    PYTHONUNBUFFERED=1
+
+WORKDIR /opt/certgate
+COPY pyproject.toml README.md ./
+COPY verifier ./verifier
+COPY pipeline_steps ./pipeline_steps
+COPY registry_hooks ./registry_hooks
+COPY configs ./configs
+
+# The CPU wheel of torch first, so the project's torch range never pulls a CUDA build.
+RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
+    && pip install ".[dask]"
+
+ENTRYPOINT ["certgate"]
+CMD ["--help"]

@@ -1,0 +1,263 @@
+"""PV against independent oracles: closed forms, exhaustive enumeration, dense Monte Carlo.
+
+The box masses here are written out in the tests (closed-form products of normal CDFs,
+uniform volumes, discrete pmfs), independently of ``verifier.population``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.special import ndtr
+from strategies import random_network
+
+from verifier.errors import CertgateInputError
+from verifier.network import Layer, Network
+from verifier.pv import InputDomain, PVSettings, verify
+from verifier.spec import Names, SpecError, demographic_parity, specification_from_dict
+
+
+def normal_masses(mean: np.ndarray, std: np.ndarray):
+    def masses(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = np.prod(ndtr((hi - mean) / std) - ndtr((lo - mean) / std), axis=1)
+        return p * (1 - 1e-12), np.minimum(p * (1 + 1e-12), 1.0)
+
+    return masses
+
+
+def uniform_masses(low: np.ndarray, high: np.ndarray):
+    volume = np.prod(high - low)
+
+    def masses(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        width = np.clip(np.minimum(hi, high) - np.maximum(lo, low), 0.0, None)
+        p = np.prod(width, axis=1) / volume
+        return p * (1 - 1e-12), np.minimum(p * (1 + 1e-12), 1.0)
+
+    return masses
+
+
+def discrete_masses(values: list[np.ndarray], pmfs: list[np.ndarray]):
+    """Independent discrete columns: column i takes values[i] with probabilities pmfs[i]."""
+
+    def masses(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = np.ones(lo.shape[0])
+        for i, (vals, pmf) in enumerate(zip(values, pmfs, strict=True)):
+            inside = (vals[None, :] >= lo[:, i : i + 1]) & (vals[None, :] <= hi[:, i : i + 1])
+            p = p * (inside * pmf[None, :]).sum(axis=1)
+        return p * (1 - 1e-12), np.minimum(p * (1 + 1e-12), 1.0)
+
+    return masses
+
+
+def unbounded(dim: int) -> InputDomain:
+    return InputDomain(np.full(dim, -np.inf), np.full(dim, np.inf), np.zeros(dim, dtype=bool))
+
+
+def linear_threshold_network(weights: np.ndarray, threshold: float) -> Network:
+    """Outputs (no, yes) with yes − no = weights·x − threshold."""
+    weight = np.vstack([np.zeros_like(weights), weights])
+    return Network([Layer(weight, np.array([0.0, -threshold]), "none")],
+                   [f"x{i}" for i in range(weights.size)], ["no", "yes"])
+
+
+@pytest.mark.parametrize(("seed", "dim", "width"),
+                         [(0, 1, 1e-4), (1, 2, 2e-3), (2, 2, 2e-3), (3, 3, 1e-2), (4, 3, 1e-2)])
+def test_linear_threshold_under_gaussians_matches_closed_form(
+    seed: int, dim: int, width: float
+) -> None:
+    """P[w·x > t] = 1 − Φ((t − w·μ)/‖w∘σ‖) for independent Gaussians on all of R^dim; the
+    required width grows with the dimension (boxes must cover a (dim−1)-surface)."""
+    rng = np.random.default_rng(seed)
+    weights, mean = rng.normal(size=dim), rng.normal(size=dim)
+    std = rng.uniform(0.5, 3.0, size=dim)
+    threshold = float(rng.normal())
+    network = linear_threshold_network(weights, threshold)
+    names = Names.of(network.input_names, network.output_names)
+    spec = specification_from_dict({"probabilities": {"p": {"event": "y.yes > y.no"}}}, names)
+    result = verify(network, spec, normal_masses(mean, std), unbounded(dim),
+                    PVSettings(timeout_s=30, precision=width))
+    exact = 1.0 - ndtr((threshold - weights @ mean) / np.sqrt((weights**2 * std**2).sum()))
+    low, high = result.probabilities["p"]
+    assert low <= exact <= high
+    assert high - low <= width
+    assert result.stopped_by == "precision"
+
+
+def test_relu_network_on_small_discrete_space_matches_enumeration() -> None:
+    rng = np.random.default_rng(1)
+    network = random_network(rng, [3, 6, 5, 2])
+    values = [np.arange(4.0), np.arange(-2.0, 3.0), np.array([0.0, 1.0])]
+    pmfs = [rng.dirichlet(np.ones(v.size)) for v in values]
+    names = Names.of(network.input_names, network.output_names)
+    spec = specification_from_dict(
+        {"probabilities": {"p": {"event": "y[1] > y[0]", "given": "x[0] >= 1"}}}, names
+    )
+    domain = InputDomain(np.array([0.0, -2.0, 0.0]), np.array([3.0, 2.0, 1.0]),
+                         np.ones(3, dtype=bool))
+    result = verify(network, spec, discrete_masses(values, pmfs), domain,
+                    PVSettings(timeout_s=30, precision=1e-9))
+    joint = condition = 0.0
+    for point in itertools.product(*values):
+        weight = np.prod([pmf[list(v).index(x)] for pmf, v, x in zip(pmfs, values, point,
+                                                                        strict=True)])
+        out = network.evaluate(np.array(point))
+        if point[0] >= 1:
+            condition += weight
+            joint += weight * (out[1] > out[0])
+    exact = joint / condition
+    low, high = result.probabilities["p"]
+    assert low <= exact <= high
+    assert high - low <= 1e-9
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_continuous_relu_network_contains_dense_monte_carlo(seed: int) -> None:
+    rng = np.random.default_rng(10 + seed)
+    network = random_network(rng, [2, 8, 8, 2])
+    mean, std = rng.normal(size=2), rng.uniform(0.5, 1.5, size=2)
+    names = Names.of(network.input_names, network.output_names)
+    spec = specification_from_dict(
+        {"probabilities": {"p": {"event": "y[1] > y[0] and x[0] <= 0.5"}}}, names
+    )
+    result = verify(network, spec, normal_masses(mean, std), unbounded(2),
+                    PVSettings(timeout_s=20, precision=5e-3))
+    samples = mean + std * rng.standard_normal(size=(1_000_000, 2))
+    out = network.evaluate(samples)
+    hits = (out[:, 1] > out[:, 0]) & (samples[:, 0] <= 0.5)
+    estimate, error = hits.mean(), hits.std() / np.sqrt(hits.size)
+    low, high = result.probabilities["p"]
+    assert low - 4 * error <= estimate <= high + 4 * error
+
+
+def test_uniform_box_violation_probability_contains_monte_carlo() -> None:
+    rng = np.random.default_rng(4)
+    network = random_network(rng, [3, 10, 10, 3])
+    low_corner, high_corner = -np.ones(3), np.array([1.0, 0.5, 2.0])
+    names = Names.of(network.input_names, network.output_names)
+    spec = specification_from_dict(
+        {"probabilities": {"v": {"event": "y[0] >= y[1] and y[0] >= y[2]"}}}, names
+    )
+    domain = InputDomain(low_corner, high_corner, np.zeros(3, dtype=bool))
+    result = verify(network, spec, uniform_masses(low_corner, high_corner), domain,
+                    PVSettings(timeout_s=20, precision=1e-2))
+    samples = rng.uniform(low_corner, high_corner, size=(1_000_000, 3))
+    out = network.evaluate(samples)
+    hits = (out[:, 0] >= out[:, 1]) & (out[:, 0] >= out[:, 2])
+    error = hits.std() / np.sqrt(hits.size)
+    low, high = result.probabilities["v"]
+    assert low - 4 * error <= hits.mean() <= high + 4 * error
+
+
+def _sex_shift_network(shift: float) -> Network:
+    """yes − no = x0 + shift·sex − 0.5: favourable outcome depends on sex by ``shift``."""
+    return Network([Layer(np.array([[0.0, 0.0], [1.0, shift]]), np.array([0.0, -0.5]), "none")],
+                   ["score", "sex"], ["no", "yes"])
+
+
+@pytest.mark.parametrize(("shift", "gamma", "verdict"), [
+    (0.0, 0.85, "satisfied"),   # ratio exactly 1
+    (0.6, 0.85, "violated"),    # the privileged group is favoured strongly
+    (0.1, 0.85, "satisfied"),
+])
+def test_demographic_parity_verdicts_match_closed_form(shift: float, gamma: float,
+                                                       verdict: str) -> None:
+    network = _sex_shift_network(shift)
+    names = Names.of(network.input_names, network.output_names)
+    spec = demographic_parity(names, protected="sex", privileged=1.0, favorable_class=1,
+                              gamma=gamma)
+    mean, std = np.array([0.3, 0.0]), np.array([1.0, 1.0])
+    p_sex = np.array([0.4, 0.6])
+
+    def masses(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        score = ndtr((hi[:, 0] - mean[0]) / std[0]) - ndtr((lo[:, 0] - mean[0]) / std[0])
+        sex = ((lo[:, 1] <= 0) & (hi[:, 1] >= 0)) * p_sex[0] + (
+            (lo[:, 1] <= 1) & (hi[:, 1] >= 1)) * p_sex[1]
+        p = score * sex
+        return p * (1 - 1e-12), np.minimum(p * (1 + 1e-12), 1.0)
+
+    domain = InputDomain(np.array([-np.inf, 0.0]), np.array([np.inf, 1.0]),
+                         np.array([False, True]))
+    result = verify(network, spec, masses, domain, PVSettings(timeout_s=30))
+    female = 1 - ndtr(0.5 - mean[0])
+    male = 1 - ndtr(0.5 - shift - mean[0])
+    exact_ratio = female / male
+    assert result.verdict == verdict
+    low, high = result.value
+    assert low <= exact_ratio <= high
+    assert result.probabilities["p_unprivileged"][0] <= female <= result.probabilities[
+        "p_unprivileged"][1]
+
+
+def test_anytime_intervals_are_nested_and_timeout_is_unknown() -> None:
+    rng = np.random.default_rng(2)
+    network = random_network(rng, [3, 12, 12, 2])
+    names = Names.of(network.input_names, network.output_names)
+    spec = specification_from_dict(
+        {"probabilities": {"p": {"event": "y[1] > y[0]"}}, "expression": "p",
+         "comparison": ">", "threshold": 0.0},
+        names,
+    )
+    seen = []
+    result = verify(network, spec, normal_masses(np.zeros(3), np.ones(3)), unbounded(3),
+                    PVSettings(max_boxes=5000, timeout_s=None),
+                    progress=lambda p: seen.append(p.probabilities["p"]))
+    lows, highs = np.array([s[0] for s in seen]), np.array([s[1] for s in seen])
+    assert np.all(np.diff(lows) >= 0) and np.all(np.diff(highs) <= 0)
+    samples = rng.standard_normal(size=(400_000, 3))
+    out = network.evaluate(samples)
+    estimate = (out[:, 1] > out[:, 0]).mean()
+    if result.verdict == "unknown":
+        assert result.stopped_by == "max_boxes"
+    assert seen[-1][0] - 0.01 <= estimate <= seen[-1][1] + 0.01
+
+
+def test_one_hot_groups_are_split_by_category() -> None:
+    rng = np.random.default_rng(8)
+    network = random_network(rng, [4, 6, 2])
+    probs = np.array([0.2, 0.5, 0.3])
+
+    def masses(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        onehot = np.eye(3)
+        inside = np.all((onehot[None] >= lo[:, None, :3]) & (onehot[None] <= hi[:, None, :3]),
+                        axis=2)
+        cat = (inside * probs).sum(axis=1)
+        cont = ndtr(hi[:, 3]) - ndtr(lo[:, 3])
+        p = cat * cont
+        return p * (1 - 1e-12), np.minimum(p * (1 + 1e-12), 1.0)
+
+    domain = InputDomain(np.array([0, 0, 0, -np.inf]), np.array([1, 1, 1, np.inf]),
+                         np.array([True, True, True, False]), groups=((0, 1, 2),))
+    names = Names.of(network.input_names, network.output_names)
+    spec = specification_from_dict({"probabilities": {"p": {"event": "y[1] > y[0]"}}}, names)
+    result = verify(network, spec, masses, domain, PVSettings(timeout_s=20, precision=2e-3))
+    samples = rng.standard_normal(size=1_000_000)
+    cats = rng.choice(3, size=samples.size, p=probs)
+    x = np.column_stack([np.eye(3)[cats], samples])
+    out = network.evaluate(x)
+    hits = out[:, 1] > out[:, 0]
+    error = hits.std() / np.sqrt(hits.size)
+    low, high = result.probabilities["p"]
+    assert low - 4 * error <= hits.mean() <= high + 4 * error
+
+
+def test_bad_specifications_are_clear_errors() -> None:
+    names = Names.of(["age", "sex"], ["no", "yes"])
+    with pytest.raises(SpecError, match="unknown feature or output 'income'"):
+        specification_from_dict({"probabilities": {"p": {"event": "income > 3"}}}, names)
+    with pytest.raises(SpecError, match="gamma"):
+        demographic_parity(names, protected="sex", privileged=1, favorable_class=1, gamma=1.5)
+    with pytest.raises(SpecError, match="protected feature 'race'"):
+        demographic_parity(names, protected="race", privileged=1, favorable_class=1, gamma=0.8)
+    with pytest.raises(SpecError, match="linear"):
+        specification_from_dict({"probabilities": {"p": {"event": "age * sex > 3"}}}, names)
+    with pytest.raises(SpecError, match="unknown probability 'q'"):
+        specification_from_dict(
+            {"probabilities": {"p": {"event": "age > 3"}}, "expression": "p / q"}, names
+        )
+    network = linear_threshold_network(np.ones(3), 0.0)
+    spec = specification_from_dict({"probabilities": {"p": {"event": "yes > no"}}},
+                                   Names.of(network.input_names, network.output_names))
+    with pytest.raises(CertgateInputError, match="2 columns"):
+        verify(network, spec, normal_masses(np.zeros(2), np.ones(2)), unbounded(2))
