@@ -266,3 +266,46 @@ def _leaky_module(slope: float | tuple[float, ...]) -> torch.nn.Module:
     if isinstance(slope, tuple):
         return PerNeuronLeakyReLU(slope)
     return torch.nn.LeakyReLU(slope)
+
+
+def compose(first: Network, second: Network) -> Network:
+    """The network ``second ∘ first`` (``first``'s outputs feed ``second``'s inputs).
+
+    When ``first`` ends in an affine layer without activation it is merged into ``second``'s
+    first layer (exact in real arithmetic), so composing adds no layer.
+    """
+    if first.output_size != second.input_size:
+        raise NetworkError(
+            f"cannot compose: the first network has {first.output_size} outputs, the second "
+            f"{second.input_size} inputs"
+        )
+    head, tail = list(first.layers), list(second.layers)
+    if head[-1].activation == "none":
+        last = head.pop()
+        merged = tail[0]
+        tail[0] = Layer(
+            merged.weight @ last.weight, merged.weight @ last.bias + merged.bias,
+            merged.activation, merged.negative_slope, merged.min_val, merged.max_val,
+        )
+    return Network([*head, *tail], list(first.input_names), list(second.output_names))
+
+
+def min_feature_transform(input_names: list[str], target: str, other: str) -> Network:
+    """Pre-processing that replaces ``target`` by ``min(target, other)`` and passes every other
+    input through: ``min(a, b) = a − relu(a − b)``, one pass-through/ReLU layer plus an affine
+    layer. Exact."""
+    for name in (target, other):
+        if name not in input_names:
+            raise NetworkError(f"unknown input {name!r}; inputs: {', '.join(input_names)}")
+    width = len(input_names)
+    t, o = input_names.index(target), input_names.index(other)
+    gap = np.zeros((1, width))
+    gap[0, t], gap[0, o] = 1.0, -1.0
+    first = Layer(
+        np.vstack([np.eye(width), gap]), np.zeros(width + 1), "leaky_relu",
+        negative_slope=(*([1.0] * width), 0.0),
+    )
+    combine = np.hstack([np.eye(width), np.zeros((width, 1))])
+    combine[t, width] = -1.0
+    second = Layer(combine, np.zeros(width), "none")
+    return Network([first, second], list(input_names), list(input_names))

@@ -31,7 +31,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -70,17 +70,25 @@ QUANTILE_LEVELS = np.unique(
 class InputDomain:
     """The root box of the search and how each input column may be split.
 
-    ``integer[i]``: column ``i`` takes integer values only. ``groups``: one-hot groups (lists
-    of column indices whose values are 0/1 with exactly one 1).
+    ``integer[i]``: column ``i`` takes integer values only (split into disjoint integer
+    ranges). ``atomless[i]``: column ``i`` has no point masses (split children may share a
+    face). Any other column is split into ``[lo, m]`` and ``[next float after m, hi]``: disjoint
+    over the floats, so no atom is counted twice; the real gap between two adjacent floats is
+    simply never credited to either bound, which is conservative. ``groups``: one-hot groups
+    (column indices whose values are 0/1 with exactly one 1).
     """
 
     lower: np.ndarray
     upper: np.ndarray
     integer: np.ndarray
     groups: tuple[tuple[int, ...], ...] = ()
+    atomless: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        if self.lower.shape != self.upper.shape or self.integer.shape != self.lower.shape:
+        if self.atomless is None:
+            object.__setattr__(self, "atomless", ~np.asarray(self.integer, dtype=bool))
+        shapes = {self.lower.shape, self.upper.shape, self.integer.shape, self.atomless.shape}
+        if len(shapes) != 1:
             raise CertgateInputError("input domain arrays disagree in length")
         if (self.lower > self.upper).any():
             raise CertgateInputError("input domain is empty (lower > upper)")
@@ -457,8 +465,11 @@ class ProbabilityBranchAndBound:
             chosen = infinite & (dims == column)
             cut[chosen] = self.quantiles.split_points(int(column), low[chosen], high[chosen])
         integer = self.domain.integer[dims]
+        atomless = self.domain.atomless[dims]
         left_cut = np.where(integer, np.floor(cut), cut)
-        right_cut = np.where(integer, np.floor(cut) + 1.0, cut)
+        right_cut = np.where(
+            integer, np.floor(cut) + 1.0, np.where(atomless, cut, np.nextafter(cut, np.inf))
+        )
         left_hi[rows, dims] = left_cut
         right_lo[rows, dims] = right_cut
         grouped = self.group_of[dims] >= 0
@@ -649,6 +660,20 @@ class ProbabilityBranchAndBound:
             atom_truth(atom, low[:, i], high[:, i]) for i, atom in enumerate(self.tracked.atoms)
         ]
         return np.stack(values, axis=1) == 0
+
+
+def population_domain(population: Any) -> tuple[MassFunction, InputDomain]:
+    """PV's view of a population model: its sound box-mass enclosure and its input domain
+    (support box, integer and atomless columns, one-hot groups)."""
+    lower, upper = population.support()
+    domain = InputDomain(
+        np.asarray(lower, dtype=np.float64),
+        np.asarray(upper, dtype=np.float64),
+        np.asarray(population.integer_columns(), dtype=bool),
+        tuple(tuple(int(c) for c in group) for group in population.onehot_groups()),
+        np.asarray(population.atomless_columns(), dtype=bool),
+    )
+    return population.prob_boxes_interval, domain
 
 
 def verify(
