@@ -1,0 +1,357 @@
+"""torch models to the IR, checked against torch's own forward pass in float64.
+
+Oracle: the source module evaluated by torch (a float64 copy) on fresh random inputs that the
+converter's self-check never saw; outputs must agree to ``1e-9 · max(1, |y|)`` (both sides
+compute in float64, so this only allows for different summation orders).
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verifier.convert import from_torch, load_network, network_from_state_dict
+from verifier.convert.torch_fx import from_graph_module
+from verifier.network import Network, NetworkError
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_thread_torch() -> Iterator[None]:
+    """Small float64 matmuls: one torch thread avoids OpenMP waits on a loaded 2-core box."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+TOLERANCE = 1e-9
+
+
+def _assert_matches(
+    network: Network, module: torch.nn.Module, input_shape: tuple[int, ...]
+) -> None:
+    double = copy.deepcopy(module).to(torch.float64)
+    x = np.random.default_rng(7).normal(scale=2.0, size=(50, *input_shape))
+    with torch.no_grad():
+        expected = double(torch.from_numpy(x)).reshape(50, -1).numpy()
+    actual = network.evaluate(x.reshape(50, -1))
+    scale = np.maximum(1.0, np.abs(expected))
+    assert np.all(np.abs(actual - expected) <= TOLERANCE * scale), np.abs(actual - expected).max()
+
+
+def _batch_norm(rng: np.random.Generator, width: int) -> torch.nn.BatchNorm1d:
+    norm = torch.nn.BatchNorm1d(width, eps=float(rng.choice([1e-5, 1e-3])))
+    with torch.no_grad():
+        norm.running_mean.copy_(torch.from_numpy(rng.normal(size=width)))
+        norm.running_var.copy_(torch.from_numpy(rng.uniform(0.2, 3.0, size=width)))
+        norm.weight.copy_(torch.from_numpy(rng.normal(size=width)))
+        norm.bias.copy_(torch.from_numpy(rng.normal(size=width)))
+    return norm
+
+
+def _activation(rng: np.random.Generator, kind: str) -> torch.nn.Module | None:
+    if kind == "relu":
+        return torch.nn.ReLU()
+    if kind == "leaky_relu":
+        return torch.nn.LeakyReLU(float(rng.uniform(0.0, 1.0)))
+    if kind == "hardtanh":
+        low = float(rng.uniform(-2.0, 0.0))
+        return torch.nn.Hardtanh(low, low + float(rng.uniform(0.1, 3.0)))
+    if kind == "relu6":
+        return torch.nn.ReLU6()
+    if kind == "identity":
+        return torch.nn.Identity()
+    return None
+
+
+@st.composite
+def sequentials(draw: st.DrawFn) -> tuple[torch.nn.Sequential, int]:
+    """Random eval-mode Sequentials of every supported module type (nested sometimes)."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    inputs = draw(st.integers(1, 5))
+    blocks = draw(
+        st.lists(
+            st.tuples(
+                st.integers(1, 6),
+                st.sampled_from(["relu", "leaky_relu", "hardtanh", "relu6", "identity", "none"]),
+                st.sampled_from(["none", "before", "after"]),
+                st.booleans(),
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
+    modules: list[torch.nn.Module] = [torch.nn.Flatten()] if draw(st.booleans()) else []
+    width = inputs
+    for out, kind, norm, dropout, nest in blocks:
+        block: list[torch.nn.Module] = []
+        if norm == "before":
+            block.append(_batch_norm(rng, width))
+        block.append(torch.nn.Linear(width, out))
+        if norm == "after":
+            block.append(_batch_norm(rng, out))
+        activation = _activation(rng, kind)
+        if activation is not None:
+            block.append(activation)
+        if dropout:
+            block.append(torch.nn.Dropout(0.3))
+        modules += [torch.nn.Sequential(*block)] if nest else block
+        width = out
+    return torch.nn.Sequential(*modules).eval(), inputs
+
+
+@settings(max_examples=40)
+@given(case=sequentials())
+def test_random_sequentials_match_torch(case: tuple[torch.nn.Sequential, int]) -> None:
+    module, inputs = case
+    network = from_torch(module)
+    assert network.input_size == inputs
+    linears = sum(isinstance(child, torch.nn.Linear) for child in module.modules())
+    activations = sum(
+        isinstance(child, torch.nn.ReLU | torch.nn.LeakyReLU | torch.nn.Hardtanh)
+        for child in module.modules()
+    )
+    assert len(network.layers) <= min(linears, activations) + 1 + activations
+    _assert_matches(network, module, (inputs,))
+
+
+def test_affine_maps_merge_and_activations_attach() -> None:
+    """Linear→BatchNorm→Linear is one layer; ReLU→Hardtanh composes into one activation;
+    an activation first gets an identity layer."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(3, 4),
+        torch.nn.BatchNorm1d(4),
+        torch.nn.Linear(4, 5),
+        torch.nn.ReLU(),
+        torch.nn.Hardtanh(-1.0, 2.0),
+        torch.nn.Linear(5, 2),
+    ).eval()
+    network = from_torch(module)
+    assert [layer.activation for layer in network.layers] == ["hardtanh", "none"]
+    assert (network.layers[0].min_val, network.layers[0].max_val) == (0.0, 2.0)
+    _assert_matches(network, module, (3,))
+    leading = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    with pytest.raises(NetworkError, match="input_shape"):
+        from_torch(leading)
+    network = from_torch(leading, input_shape=3)
+    assert np.array_equal(network.layers[0].weight, np.eye(3))
+    _assert_matches(network, leading, (3,))
+
+
+def test_input_names_and_output_names() -> None:
+    module = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    network = from_torch(module, ["age", "income"], ["no", "yes"])
+    assert network.input_names == ["age", "income"]
+    assert network.output_names == ["no", "yes"]
+
+
+class _Normalised(torch.nn.Module):
+    """Custom forward with buffers, functional ops, view by batch size and addmm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor([1.0, -2.0, 0.5, 3.0]))
+        self.register_buffer("std", torch.tensor([2.0, 0.5, 1.5, 4.0]))
+        self.fc = torch.nn.Linear(4, 6)
+        self.norm = torch.nn.BatchNorm1d(6)
+        self.weight = torch.nn.Parameter(torch.randn(6, 3))
+        self.out = torch.nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = (x - self.mean) / self.std
+        h = torch.clamp(self.norm(self.fc(h)), min=-0.5)
+        h = h.view(h.size(0), -1)
+        h = torch.addmm(torch.full((3,), 0.25, dtype=h.dtype), h, self.weight)
+        h = torch.nn.functional.leaky_relu(h.reshape(-1, 3), 0.1) * 2.0 + 1.0
+        h = torch.clamp(h, max=4.0)
+        h = torch.nn.functional.dropout(h, 0.2, training=False)
+        return -self.out(torch.nn.functional.relu6(h))
+
+
+def _custom() -> torch.nn.Module:
+    torch.manual_seed(1)
+    module = _Normalised()
+    with torch.no_grad():
+        module.norm.running_mean.uniform_(-1.0, 1.0)
+        module.norm.running_var.uniform_(0.5, 2.0)
+    return module.eval()
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_exported_graph_module(dynamic: bool) -> None:
+    """``torch.export`` (static or dynamic batch) of a custom module: aten ops."""
+    module = _custom()
+    shapes = ({0: torch.export.Dim.AUTO},) if dynamic else None
+    exported = torch.export.export(module, (torch.randn(3, 4),), dynamic_shapes=shapes).module()
+    network = from_torch(exported)
+    _assert_matches(network, module, (4,))
+
+
+def test_symbolic_trace_and_export_through_input_shape() -> None:
+    module = _custom()
+    traced = torch.fx.symbolic_trace(module)
+    _assert_matches(from_torch(traced), module, (4,))
+    _assert_matches(from_torch(module, input_shape=(4,)), module, (4,))
+    with pytest.raises(NetworkError, match=r"_Normalised.*input_shape"):
+        from_torch(module)
+
+
+def test_exported_sequential_with_every_module_type() -> None:
+    torch.manual_seed(2)
+    module = torch.nn.Sequential(
+        torch.nn.Flatten(),
+        torch.nn.Linear(6, 5),
+        torch.nn.BatchNorm1d(5),
+        torch.nn.LeakyReLU(0.2),
+        torch.nn.Dropout(0.5),
+        torch.nn.Linear(5, 4),
+        torch.nn.Hardtanh(-0.5, 1.5),
+        torch.nn.Identity(),
+        torch.nn.Linear(4, 3),
+        torch.nn.ReLU6(),
+        torch.nn.Linear(3, 2),
+    ).eval()
+    exported = torch.export.export(module, (torch.randn(2, 2, 3),)).module()
+    network = from_torch(exported)
+    assert network.input_size == 6
+    _assert_matches(network, module, (2, 3))
+    _assert_matches(from_torch(module, input_shape=(2, 3)), module, (2, 3))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("mode", ["script", "trace"])
+def test_torchscript_modules_and_files(mode: str, tmp_path) -> None:
+    torch.manual_seed(3)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(4, 5),
+        torch.nn.LeakyReLU(0.3),
+        torch.nn.Sequential(torch.nn.BatchNorm1d(5), torch.nn.Hardtanh(-1.0, 2.0)),
+        torch.nn.Flatten(),
+        torch.nn.Linear(5, 3),
+        torch.nn.ReLU6(),
+        torch.nn.Dropout(0.1),
+        torch.nn.Linear(3, 2),
+    ).eval()
+    with torch.no_grad():
+        module[2][0].running_var.uniform_(0.5, 2.0)
+    script = (
+        torch.jit.script(module) if mode == "script" else torch.jit.trace(module, torch.randn(3, 4))
+    )
+    _assert_matches(from_torch(script), module, (4,))
+    path = tmp_path / "model.pt"
+    torch.jit.save(script, str(path))
+    _assert_matches(load_network(path), module, (4,))
+
+
+def test_state_dict_files(tmp_path) -> None:
+    torch.manual_seed(4)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(3, 4),
+        torch.nn.ReLU(),
+        torch.nn.Linear(4, 4),
+        torch.nn.ReLU(),
+        torch.nn.Linear(4, 2),
+    )
+    path = tmp_path / "weights.pth"
+    torch.save(module.state_dict(), path)
+    _assert_matches(load_network(path, activation="relu"), module, (3,))
+    with pytest.raises(NetworkError, match="activation='relu'"):
+        load_network(path)
+    leaky = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.LeakyReLU(0.2), torch.nn.Linear(4, 1)
+    )
+    network = network_from_state_dict(
+        leaky.state_dict(), activation="leaky_relu", negative_slope=0.2
+    )
+    _assert_matches(network, leaky, (3,))
+    normed = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    with pytest.raises(NetworkError, match="running_mean"):
+        network_from_state_dict(normed.state_dict(), activation="relu")
+    with pytest.raises(NetworkError, match="'sigmoid' is not supported"):
+        network_from_state_dict(module.state_dict(), activation="sigmoid")
+
+
+def test_pickled_module_is_refused_not_unpickled(tmp_path) -> None:
+    path = tmp_path / "whole.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(2, 1)), path)
+    with pytest.raises(NetworkError, match="pickled Python objects"):
+        load_network(path)
+
+
+def test_exported_program_archive(tmp_path) -> None:
+    module = _custom()
+    program = torch.export.export(
+        module, (torch.randn(3, 4),), dynamic_shapes=({0: torch.export.Dim.AUTO},)
+    )
+    path = tmp_path / "model.pt2"
+    torch.export.save(program, str(path))
+    _assert_matches(load_network(path), module, (4,))
+
+
+def test_unsupported_modules_and_ops_are_named() -> None:
+    module = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Sequential(torch.nn.Sigmoid()))
+    with pytest.raises(NetworkError, match=r"unsupported module Sigmoid at '1\.0'.*Linear"):
+        from_torch(module)
+    exported = torch.export.export(module, (torch.randn(2, 3),)).module()
+    with pytest.raises(NetworkError, match=r"'sigmoid' at node 'sigmoid'.*relu"):
+        from_torch(exported)
+    conv = torch.nn.Sequential(torch.nn.Conv1d(1, 2, 3))
+    with pytest.raises(NetworkError, match="Conv1d"):
+        from_torch(conv)
+
+
+def test_training_mode_is_refused() -> None:
+    dropout = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5))
+    with pytest.raises(NetworkError, match="training mode"):
+        from_torch(dropout)
+    norm = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    with pytest.raises(NetworkError, match=r"model\.eval"):
+        from_torch(norm)
+
+
+class _Residual(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.relu(self.fc(x))
+
+
+def test_branching_graphs_are_refused() -> None:
+    traced = torch.fx.symbolic_trace(_Residual())
+    with pytest.raises(NetworkError, match="branches"):
+        from_graph_module(traced)
+
+
+def _weight_graph(transform: object) -> torch.fx.GraphModule:
+    """``linear(x, transform(w))`` with ``w`` a buffer of ones."""
+    root = torch.nn.Module()
+    root.register_buffer("w", torch.ones(2, 2))
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    weight = graph.call_function(transform, (graph.get_attr("w"),))
+    graph.output(graph.call_function(torch.nn.functional.linear, (x, weight)))
+    return torch.fx.GraphModule(root, graph)
+
+
+def _double(value: torch.Tensor) -> torch.Tensor:
+    return value * 2
+
+
+def test_fx_constant_folding_only_runs_torch_and_operator_functions() -> None:
+    network = from_graph_module(_weight_graph(operator.neg))
+    assert np.array_equal(network.layers[0].weight, -np.ones((2, 2)))
+    network = from_graph_module(_weight_graph(torch.t))
+    assert np.array_equal(network.layers[0].weight, np.ones((2, 2)))
+    with pytest.raises(NetworkError, match="cannot evaluate"):
+        from_graph_module(_weight_graph(_double))

@@ -1,0 +1,424 @@
+"""Build the IR from a chain of affine maps and activations, in the order a model applies them.
+
+Every converter walks its source (a torch ``Sequential``, an fx graph, an ONNX graph, a JSON
+document) and tells an :class:`AffineChain` what happens to the one tensor that flows through
+the model. The chain keeps the tensor's per-sample feature shape (the batch dimension is never
+part of it) and a *pending* affine map: every affine operation since the last activation
+(Linear, BatchNorm in eval mode, constant shifts and scales, reshapes) is composed into it, so
+consecutive affine maps become one IR layer, and the next activation closes that layer. An
+activation with nothing pending gets an identity affine layer.
+
+Features are the C-order flattening of the feature shape, which is what ``Flatten`` and
+``Reshape`` in torch and ONNX do; a reshape therefore only relabels the shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from verifier.network import Layer, Network, NetworkError
+
+
+class AffineChain:
+    """Accumulates ``activation(W·h + b)`` layers for a single flowing tensor.
+
+    ``feature_shape`` is the per-sample shape of the model input, or ``None`` when the
+    converter learns it from the first operation that fixes it (a Linear layer's input width,
+    a BatchNorm's feature count, a constant's shape).
+    """
+
+    def __init__(self, feature_shape: Sequence[int] | None = None) -> None:
+        self.input_shape: tuple[int, ...] | None = None
+        self.shape: tuple[int, ...] | None = None
+        self.layers: list[Layer] = []
+        self._pending: tuple[np.ndarray, np.ndarray] | None = None
+        if feature_shape is not None:
+            self._fix_shape(tuple(int(size) for size in feature_shape))
+
+    # -- shape -------------------------------------------------------------------------------
+
+    def _fix_shape(self, shape: tuple[int, ...]) -> None:
+        if any(size <= 0 for size in shape):
+            raise NetworkError(f"feature shape {shape} has a non-positive dimension")
+        if self.input_shape is None:
+            self.input_shape = shape
+        self.shape = shape
+
+    @property
+    def known(self) -> bool:
+        """Whether the feature shape is known yet."""
+        return self.shape is not None
+
+    @property
+    def width(self) -> int:
+        """Number of features of the flowing tensor."""
+        return math.prod(self._require_shape("this operation"))
+
+    def _require_shape(self, what: str) -> tuple[int, ...]:
+        if self.shape is None:
+            raise NetworkError(
+                f"cannot apply {what} before the model's input size is known; pass the input "
+                "size (input_shape=...) to the converter"
+            )
+        return self.shape
+
+    def assume_shape(self, shape: Sequence[int], what: str) -> None:
+        """Fix the feature shape if still unknown, else check that it matches."""
+        shape = tuple(int(size) for size in shape)
+        if self.shape is None:
+            self._fix_shape(shape)
+        elif math.prod(self.shape) != math.prod(shape):
+            raise NetworkError(
+                f"{what} expects {math.prod(shape)} features {shape}, but the tensor reaching it "
+                f"has {self.width} {self.shape}"
+            )
+
+    # -- affine operations --------------------------------------------------------------------
+
+    def affine(self, weight: np.ndarray, bias: np.ndarray | None, out_shape: Sequence[int]) -> None:
+        """Compose ``h ↦ weight @ h + bias`` on the flattened features; the result has
+        ``out_shape``."""
+        weight = np.asarray(weight, dtype=np.float64)
+        out_shape = tuple(int(size) for size in out_shape)
+        if self.shape is None:
+            self._fix_shape((weight.shape[1],))
+        if weight.shape != (math.prod(out_shape), self.width):
+            raise NetworkError(
+                f"affine map of shape {weight.shape} does not fit {self.width} input features "
+                f"and output shape {out_shape}"
+            )
+        bias_vector = (
+            np.zeros(weight.shape[0])
+            if bias is None
+            else np.broadcast_to(np.asarray(bias, dtype=np.float64).reshape(-1), weight.shape[:1])
+        )
+        if self._pending is None:
+            self._pending = (weight.copy(), bias_vector.copy())
+        else:
+            pending_weight, pending_bias = self._pending
+            self._pending = (weight @ pending_weight, weight @ pending_bias + bias_vector)
+        self.shape = out_shape
+
+    def linear_last_dim(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
+        """``h @ weight.T + bias`` over the last feature dimension (``torch.nn.Linear``,
+        ``Gemm``, ``MatMul``); ``weight`` is ``(out, in)``. Leading feature dimensions are
+        kept, each slice mapped by the same weight."""
+        weight = np.asarray(weight, dtype=np.float64)
+        if weight.ndim != 2:
+            raise NetworkError(f"linear weight must be 2-D, got shape {weight.shape}")
+        out_features, in_features = weight.shape
+        if self.shape is None:
+            self._fix_shape((in_features,))
+        shape = self._require_shape("a linear map")
+        if shape[-1] != in_features:
+            raise NetworkError(
+                f"linear map expects {in_features} features in the last dimension, the tensor "
+                f"reaching it has shape {shape}"
+            )
+        bias_vector = (
+            np.zeros(out_features)
+            if bias is None
+            else np.broadcast_to(np.asarray(bias, dtype=np.float64).reshape(-1), (out_features,))
+        )
+        leading = math.prod(shape[:-1])
+        if leading == 1:
+            self.affine(weight, bias_vector, (*shape[:-1], out_features))
+            return
+        self.affine(
+            np.kron(np.eye(leading), weight),
+            np.tile(bias_vector, leading),
+            (*shape[:-1], out_features),
+        )
+
+    def elementwise(self, scale: np.ndarray | float, shift: np.ndarray | float) -> None:
+        """``h ↦ scale * h + shift`` with numpy broadcasting against one sample ``(1, *shape)``.
+
+        The constants may carry a leading batch dimension of size 1; they must not enlarge the
+        tensor (that would change the model's output shape per sample).
+        """
+        scale_array = np.asarray(scale, dtype=np.float64)
+        shift_array = np.asarray(shift, dtype=np.float64)
+        if self.shape is None:
+            self._infer_shape_from_constants(scale_array, shift_array)
+        shape = self._require_shape("an element-wise operation")
+        sample = (1, *shape)
+        try:
+            result = np.broadcast_shapes(sample, scale_array.shape, shift_array.shape)
+        except ValueError as error:
+            raise NetworkError(
+                f"constant of shape {scale_array.shape or shift_array.shape} does not broadcast "
+                f"against the tensor of per-sample shape {shape}"
+            ) from error
+        if result != sample:
+            raise NetworkError(
+                f"constant broadcasting would change the per-sample shape {shape} to "
+                f"{result[1:]}; only per-feature or scalar constants are supported"
+            )
+        scale_vector = np.broadcast_to(scale_array, sample).reshape(-1)
+        shift_vector = np.broadcast_to(shift_array, sample).reshape(-1)
+        if self._pending is None:
+            self._pending = (np.diag(scale_vector), shift_vector.copy())
+        else:
+            pending_weight, pending_bias = self._pending
+            self._pending = (
+                scale_vector[:, None] * pending_weight,
+                scale_vector * pending_bias + shift_vector,
+            )
+
+    def channel_affine(self, scale: np.ndarray, shift: np.ndarray, what: str) -> None:
+        """``h ↦ scale[c] * h + shift[c]`` along the first feature dimension (the channel
+        dimension of ``BatchNorm1d`` and ONNX ``BatchNormalization``); a tensor of unknown shape
+        is taken to have exactly these channels."""
+        scale = np.asarray(scale, dtype=np.float64).reshape(-1)
+        shift = np.asarray(shift, dtype=np.float64).reshape(-1)
+        if self.shape is None:
+            self._fix_shape((scale.size,))
+        shape = self._require_shape(what)
+        if shape[0] != scale.size or shift.size != scale.size:
+            raise NetworkError(
+                f"{what} has {scale.size} channels, the tensor reaching it has shape {shape}"
+            )
+        trailing = (1,) * (len(shape) - 1)
+        self.elementwise(scale.reshape(scale.size, *trailing), shift.reshape(scale.size, *trailing))
+
+    def batch_norm(
+        self,
+        mean: np.ndarray,
+        variance: np.ndarray,
+        weight: np.ndarray | None,
+        bias: np.ndarray | None,
+        eps: float,
+        what: str,
+    ) -> None:
+        """Inference-mode batch normalisation ``(h − mean)/sqrt(variance + eps)·weight + bias``
+        folded into the pending affine map."""
+        mean = np.asarray(mean, dtype=np.float64).reshape(-1)
+        variance = np.asarray(variance, dtype=np.float64).reshape(-1)
+        gamma = np.ones_like(mean) if weight is None else np.asarray(weight, np.float64).reshape(-1)
+        beta = np.zeros_like(mean) if bias is None else np.asarray(bias, np.float64).reshape(-1)
+        if np.any(variance + eps <= 0):
+            raise NetworkError(f"{what}: running variance + eps must be positive")
+        scale = gamma / np.sqrt(variance + eps)
+        self.channel_affine(scale, beta - mean * scale, what)
+
+    def _infer_shape_from_constants(self, *constants: np.ndarray) -> None:
+        widest = max(constants, key=lambda array: array.ndim)
+        if widest.ndim == 0 or widest.size == 1:
+            self._require_shape("a scalar element-wise operation")
+        shape = widest.shape[1:] if widest.ndim >= 2 and widest.shape[0] == 1 else widest.shape
+        self._fix_shape(tuple(int(size) for size in shape))
+
+    def reshape(self, shape: Sequence[int]) -> None:
+        """Relabel the feature shape (C-order flattening is unchanged)."""
+        shape = tuple(int(size) for size in shape)
+        current = self._require_shape("a reshape")
+        if math.prod(shape) != math.prod(current):
+            raise NetworkError(
+                f"cannot reshape {math.prod(current)} features {current} to {shape} per sample"
+            )
+        self.shape = shape
+
+    def resolve_reshape(self, target: Sequence[int | None]) -> tuple[int, ...]:
+        """Per-sample shape of ``reshape(x, target)``, where ``target[0]`` is the batch size
+        (``None`` for a symbolic batch size, ``-1``, ``0`` or a literal) and ``-1``/``0`` elsewhere
+        mean "inferred" and "copied", as in torch and ONNX. Raises when the reshape would mix
+        samples of a batch."""
+        current = self._require_shape("a reshape")
+        width = math.prod(current)
+        if len(target) == 0:
+            raise NetworkError("reshape to a scalar is not supported")
+        rest = [
+            current[index] if size == 0 and index < len(current) else size
+            for index, size in enumerate(target[1:], start=0)
+        ]
+        if any(size is None for size in rest):
+            raise NetworkError(f"reshape target {list(target)} has a symbolic non-batch size")
+        if rest.count(-1) > 1:
+            raise NetworkError(f"reshape target {list(target)} has more than one -1")
+        known = math.prod(size for size in rest if size != -1)
+        if -1 in rest:
+            if known == 0 or width % known:
+                raise NetworkError(f"cannot reshape {width} features to {list(target)}")
+            rest = [width // known if size == -1 else size for size in rest]
+        if math.prod(rest) != width:
+            raise NetworkError(
+                f"reshape to {list(target)} changes the number of features per sample from "
+                f"{width} to {math.prod(rest)}: it would mix the samples of a batch"
+            )
+        return tuple(int(size) for size in rest) if rest else (1,)
+
+    def append_layer(self, layer: Layer) -> None:
+        """Append a whole IR layer unchanged, or composed with the pending affine map if one is
+        pending (so that layers read from a file keep their exact weights)."""
+        if self._pending is not None:
+            self.affine(layer.weight, layer.bias, (layer.out_features,))
+            weight, bias = self._pending
+            self.layers.append(replace(layer, weight=weight, bias=bias))
+            self._pending = None
+            return
+        if self.shape is None:
+            self._fix_shape((layer.in_features,))
+        if self.width != layer.in_features:
+            raise NetworkError(
+                f"layer expects {layer.in_features} inputs, the previous layer has {self.width}"
+            )
+        self.layers.append(layer)
+        self.shape = (layer.out_features,)
+
+    # -- activations ---------------------------------------------------------------------------
+
+    def _close_layer(self, **activation: object) -> None:
+        if self._merge_into_last(activation):
+            return
+        width = self.width
+        weight, bias = (
+            self._pending if self._pending is not None else (np.eye(width), np.zeros(width))
+        )
+        self.layers.append(Layer(weight, bias, **activation))  # type: ignore[arg-type]
+        self._pending = None
+
+    def _merge_into_last(self, activation: dict[str, object]) -> bool:
+        """Compose an activation applied right after another into one, when the IR can
+        express the composition exactly: clamps of overlapping intervals (ReLU is
+        ``clamp(0, ∞)``), and LeakyReLUs (slopes multiply; ReLU has slope 0)."""
+        kind = activation.get("activation")
+        if self._pending is not None or not self.layers or kind == "none":
+            return False
+        last = self.layers[-1]
+        clamps = {"relu", "hardtanh"}
+        if last.activation in clamps and kind in clamps:
+            lower = max(
+                last.min_val if last.activation == "hardtanh" else 0.0,
+                float(activation.get("min_val", 0.0)),
+            )  # type: ignore[arg-type]
+            upper = min(
+                last.max_val if last.activation == "hardtanh" else math.inf,
+                float(activation.get("max_val", math.inf)),
+            )  # type: ignore[arg-type]
+            if not lower < upper or (upper == math.inf and lower != 0.0):
+                return False
+            merged = (
+                replace(last, activation="relu")
+                if upper == math.inf
+                else replace(last, activation="hardtanh", min_val=lower, max_val=upper)
+            )
+        elif last.activation in ("relu", "leaky_relu") and kind in ("relu", "leaky_relu"):
+            slope = activation.get("negative_slope", 0.0)
+            if last.activation == "relu" or kind == "relu":
+                merged = replace(last, activation="relu")
+            elif isinstance(slope, tuple) or isinstance(last.negative_slope, tuple):
+                product = last.negative_slope_effective * np.asarray(slope, dtype=np.float64)
+                merged = replace(last, negative_slope=tuple(product.tolist()))
+            else:
+                merged = replace(last, negative_slope=float(last.negative_slope) * float(slope))  # type: ignore[arg-type]
+        else:
+            return False
+        self.layers[-1] = merged
+        return True
+
+    def relu(self) -> None:
+        self._close_layer(activation="relu")
+
+    def leaky_relu(self, negative_slope: float | Sequence[float]) -> None:
+        """LeakyReLU with one slope or one slope per feature (each in [0, 1])."""
+        slopes = np.asarray(negative_slope, dtype=np.float64)
+        if slopes.ndim == 0:
+            self._close_layer(activation="leaky_relu", negative_slope=float(slopes))
+            return
+        per_feature = np.broadcast_to(slopes, (1, *self._require_shape("a PReLU"))).reshape(-1)
+        self._close_layer(activation="leaky_relu", negative_slope=tuple(per_feature.tolist()))
+
+    def clip(self, lower: float | None, upper: float | None) -> None:
+        """``clamp(h, lower, upper)`` with either bound optional.
+
+        Both bounds: ``hardtanh``. Lower only: ``relu(h − lower) + lower``. Upper only:
+        ``upper − relu(upper − h)``. Neither: the identity. Exact in real arithmetic.
+        """
+        if lower is not None and not math.isfinite(lower):
+            lower = None
+        if upper is not None and not math.isfinite(upper):
+            upper = None
+        if lower is not None and upper is not None:
+            if not lower < upper:
+                raise NetworkError(f"clip needs lower < upper, got {lower} and {upper}")
+            self._close_layer(activation="hardtanh", min_val=float(lower), max_val=float(upper))
+        elif lower == 0.0:
+            self.relu()
+        elif lower is not None:
+            self.elementwise(1.0, -float(lower))
+            self.relu()
+            self.elementwise(1.0, float(lower))
+        elif upper is not None:
+            self.elementwise(-1.0, float(upper))
+            self.relu()
+            self.elementwise(-1.0, float(upper))
+
+    def window_max(self, windows: Sequence[Sequence[int]], out_shape: Sequence[int]) -> None:
+        """``out[i] = max(h[j] for j in windows[i])`` over the flattened features (max
+        pooling), exactly, as a tournament of ReLU layers.
+
+        Each round pairs a window's candidates ``a, b`` into ``max(a, b) = b + relu(a − b)``:
+        two neurons of a LeakyReLU layer with per-neuron slopes, slope 1 (pass ``b`` through)
+        and slope 0 (``relu(a − b)``); a pair shared by overlapping windows is computed once.
+        ``⌈log2(largest window)⌉`` rounds, then the selected sums feed the next affine map.
+        """
+        width = self.width
+        if not windows or any(len(window) == 0 for window in windows):
+            raise NetworkError("max pooling needs non-empty windows")
+        if any(not 0 <= index < width for window in windows for index in window):
+            raise NetworkError(f"max-pooling window index outside the {width} features")
+        Row = tuple[tuple[int, float], ...]
+        candidates: list[list[Row]] = [[((int(j), 1.0),) for j in window] for window in windows]
+        while any(len(window) > 1 for window in candidates):
+            neurons: dict[tuple[Row, float], int] = {}
+
+            def neuron(row: Row, slope: float, neurons: dict = neurons) -> int:
+                return neurons.setdefault((row, slope), len(neurons))
+
+            rounds: list[list[Row]] = []
+            for window in candidates:
+                merged: list[Row] = []
+                for first, second in zip(window[0::2], window[1::2], strict=False):
+                    passed = neuron(second, 1.0)
+                    difference = dict(first)
+                    for index, coefficient in second:
+                        difference[index] = difference.get(index, 0.0) - coefficient
+                    kink = neuron(tuple(sorted(difference.items())), 0.0)
+                    merged.append(((passed, 1.0), (kink, 1.0)))
+                if len(window) % 2:
+                    merged.append(((neuron(window[-1], 1.0), 1.0),))
+                rounds.append(merged)
+            self._apply_rows([row for row, _ in neurons], self.width, None)
+            self.leaky_relu([slope for _, slope in neurons])
+            candidates = rounds
+        self._apply_rows([window[0] for window in candidates], self.width, out_shape)
+
+    def _apply_rows(
+        self,
+        rows: Sequence[tuple[tuple[int, float], ...]],
+        width: int,
+        out_shape: Sequence[int] | None,
+    ) -> None:
+        matrix = np.zeros((len(rows), width))
+        for row_index, row in enumerate(rows):
+            for column, coefficient in row:
+                matrix[row_index, column] += coefficient
+        self.affine(matrix, None, tuple(out_shape) if out_shape else (len(rows),))
+
+    # -- result --------------------------------------------------------------------------------
+
+    def network(
+        self, input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None
+    ) -> Network:
+        """The IR network; a pending affine map becomes a final layer without activation."""
+        if self._pending is not None or not self.layers:
+            self._close_layer(activation="none")
+        return Network(
+            list(self.layers),
+            list(input_names) if input_names else [],
+            list(output_names) if output_names else [],
+        )

@@ -1,0 +1,526 @@
+"""ONNX graphs (opset 8 to 21) to the IR.
+
+Supported ops on the data tensor: Gemm, MatMul (with a constant right operand), Add, Sub, Mul,
+Div by constants (scalar or per-feature), Relu, LeakyRelu, PRelu (constant slopes in [0, 1]),
+Clip (both bounds: hardtanh; one bound: a shifted ReLU), Flatten and Reshape that keep the
+batch dimension, Identity, Dropout (inference), BatchNormalization (inference) and MaxPool
+(exactly, as ReLU layers: see :meth:`AffineChain.window_max`). Nodes whose
+inputs are all constants (``Constant``, shape arithmetic, transposed weights) are evaluated with
+the ONNX reference implementation; ``Shape`` of the data tensor reports a batch size of 1, which
+is exact for the per-sample IR and checked against the source by the self-check.
+
+Initializers may also be listed as graph inputs (IR version 3 files such as the ACAS Xu
+networks): the model input is the one graph input without an initializer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import helper, numpy_helper
+
+from verifier.convert.affine_chain import AffineChain
+from verifier.convert.self_check import assert_agrees
+from verifier.network import Network, NetworkError
+
+MIN_OPSET = 8
+MAX_OPSET = 21
+INPUT_NAMES_KEY = "certgate.input_names"
+OUTPUT_NAMES_KEY = "certgate.output_names"
+_DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64}
+
+
+@dataclass(frozen=True)
+class _Data:
+    """The data tensor after ``version`` operations."""
+
+    version: int
+
+
+@dataclass
+class _Walk:
+    chain: AffineChain
+    data: _Data
+    node: onnx.NodeProto
+    opset: int
+    values: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        return f"{self.node.op_type} node {self.node.name or self.node.output[0]!r}"
+
+    def input(self, index: int) -> Any:
+        """Value of input ``index``, ``None`` for an absent optional input."""
+        if index >= len(self.node.input) or not self.node.input[index]:
+            return None
+        name = self.node.input[index]
+        if name not in self.values:
+            raise NetworkError(f"{self.where}: input {name!r} is not computed by the graph")
+        return self.values[name]
+
+    def constant(self, index: int, what: str) -> np.ndarray:
+        value = self.input(index)
+        if not isinstance(value, np.ndarray):
+            raise NetworkError(f"{self.where}: {what} must be a constant")
+        return value
+
+    def take(self, value: Any) -> None:
+        if not isinstance(value, _Data):
+            raise NetworkError(f"{self.where}: expected the data tensor")
+        if value.version != self.data.version:
+            raise NetworkError(
+                f"{self.where} reads an earlier data tensor: the graph branches, and only "
+                "chains of operations are supported"
+            )
+
+    def advance(self) -> _Data:
+        self.data = _Data(self.data.version + 1)
+        return self.data
+
+    def attribute(self, name: str, default: Any) -> Any:
+        for attribute in self.node.attribute:
+            if attribute.name == name:
+                return helper.get_attribute_value(attribute)
+        return default
+
+
+Rule = Callable[[_Walk], Any]
+
+
+def _float(array: np.ndarray) -> np.ndarray:
+    return np.asarray(array, dtype=np.float64)
+
+
+def _gemm(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    if walk.attribute("transA", 0):
+        raise NetworkError(f"{walk.where}: transA=1 on the data tensor is not supported")
+    shape = walk.chain.shape
+    if shape is not None and len(shape) != 1:
+        raise NetworkError(f"{walk.where}: Gemm on a tensor of per-sample shape {shape}")
+    matrix = _float(walk.constant(1, "B"))
+    if matrix.ndim != 2:
+        raise NetworkError(f"{walk.where}: B must be 2-D, got shape {matrix.shape}")
+    weight = matrix if walk.attribute("transB", 0) else matrix.T
+    alpha = float(walk.attribute("alpha", 1.0))
+    beta = float(walk.attribute("beta", 1.0))
+    bias_value = walk.input(2)
+    bias = None
+    if bias_value is not None:
+        bias_array = _float(walk.constant(2, "C"))
+        if bias_array.size not in (1, weight.shape[0]):
+            raise NetworkError(f"{walk.where}: C of shape {bias_array.shape} is not per-feature")
+        bias = beta * np.broadcast_to(bias_array.reshape(-1), (weight.shape[0],))
+    walk.chain.linear_last_dim(alpha * weight, bias)
+    return walk.advance()
+
+
+def _matmul(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    matrix = _float(walk.constant(1, "the right operand"))
+    if matrix.ndim != 2:
+        raise NetworkError(f"{walk.where}: the constant operand must be 2-D, got {matrix.shape}")
+    walk.chain.linear_last_dim(matrix.T, None)
+    return walk.advance()
+
+
+def _binary(walk: _Walk) -> tuple[Any, np.ndarray, bool]:
+    """(data, constant, data_first) for a binary element-wise node."""
+    left, right = walk.input(0), walk.input(1)
+    if isinstance(left, _Data) and isinstance(right, _Data):
+        raise NetworkError(
+            f"{walk.where} combines two data tensors: only chains of operations are supported"
+        )
+    if isinstance(left, _Data):
+        walk.take(left)
+        return left, _float(right), True
+    walk.take(right)
+    return right, _float(left), False
+
+
+def _add(walk: _Walk) -> _Data:
+    _, constant, _ = _binary(walk)
+    walk.chain.elementwise(1.0, constant)
+    return walk.advance()
+
+
+def _sub(walk: _Walk) -> _Data:
+    _, constant, data_first = _binary(walk)
+    if data_first:
+        walk.chain.elementwise(1.0, -constant)
+    else:
+        walk.chain.elementwise(-1.0, constant)
+    return walk.advance()
+
+
+def _mul(walk: _Walk) -> _Data:
+    _, constant, _ = _binary(walk)
+    walk.chain.elementwise(constant, 0.0)
+    return walk.advance()
+
+
+def _div(walk: _Walk) -> _Data:
+    _, constant, data_first = _binary(walk)
+    if not data_first:
+        raise NetworkError(f"{walk.where}: dividing by the data tensor is not affine")
+    if np.any(constant == 0):
+        raise NetworkError(f"{walk.where}: division by zero")
+    walk.chain.elementwise(1.0 / constant, 0.0)
+    return walk.advance()
+
+
+def _relu(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    walk.chain.relu()
+    return walk.advance()
+
+
+def _leaky_relu(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    slope = float(walk.attribute("alpha", 0.01))
+    if not 0.0 <= slope <= 1.0:
+        raise NetworkError(f"{walk.where}: alpha {slope} is outside [0, 1]")
+    walk.chain.leaky_relu(slope)
+    return walk.advance()
+
+
+def _prelu(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    slopes = _float(walk.constant(1, "slope"))
+    if not np.all((slopes >= 0.0) & (slopes <= 1.0)):
+        raise NetworkError(f"{walk.where}: slopes must lie in [0, 1]")
+    if slopes.size == 1:
+        walk.chain.leaky_relu(float(slopes.reshape(-1)[0]))
+    else:
+        walk.chain.leaky_relu(slopes)
+    return walk.advance()
+
+
+def _clip(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    if walk.opset < 11:
+        lower = float(walk.attribute("min", -math.inf))
+        upper = float(walk.attribute("max", math.inf))
+    else:
+        lower_value, upper_value = walk.input(1), walk.input(2)
+        lower = None if lower_value is None else float(walk.constant(1, "min").reshape(()))
+        upper = None if upper_value is None else float(walk.constant(2, "max").reshape(()))
+    walk.chain.clip(lower, upper)
+    return walk.advance()
+
+
+def _flatten(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    shape = walk.chain.shape
+    axis = int(walk.attribute("axis", 1))
+    if shape is not None:
+        axis %= len(shape) + 1
+    if axis != 1:
+        raise NetworkError(f"{walk.where}: Flatten with axis {axis} would merge the batch")
+    walk.chain.reshape((walk.chain.width,))
+    return walk.advance()
+
+
+def _reshape(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    target = [int(size) for size in walk.constant(1, "shape").reshape(-1)]
+    if walk.attribute("allowzero", 0) and 0 in target:
+        raise NetworkError(f"{walk.where}: allowzero reshape to a zero-size dimension")
+    walk.chain.reshape(walk.chain.resolve_reshape(target))
+    return walk.advance()
+
+
+def _identity(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    return walk.data
+
+
+def _dropout(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    training = walk.input(2)
+    if training is not None and (not isinstance(training, np.ndarray) or bool(training)):
+        raise NetworkError(f"{walk.where}: dropout in training mode")
+    if walk.opset < 7 and not walk.attribute("is_test", 0):
+        raise NetworkError(f"{walk.where}: dropout in training mode (is_test=0)")
+    return walk.data
+
+
+def _batch_normalization(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    if walk.attribute("training_mode", 0) or sum(bool(name) for name in walk.node.output) > 1:
+        raise NetworkError(f"{walk.where}: batch normalisation in training mode")
+    scale, bias, mean, variance = (
+        _float(walk.constant(index, name))
+        for index, name in enumerate(("scale", "B", "mean", "var"), 1)
+    )
+    if walk.opset < 9 and walk.attribute("spatial", 1) == 0:
+        raise NetworkError(f"{walk.where}: spatial=0 batch normalisation is not supported")
+    eps = float(walk.attribute("epsilon", 1e-5))
+    walk.chain.batch_norm(mean, variance, scale, bias, eps, walk.where)
+    return walk.advance()
+
+
+def _max_pool(walk: _Walk) -> _Data:
+    """MaxPool without indices output, ``ceil_mode=0`` and explicit or no padding (padding
+    never wins a maximum, so padded positions are left out of their windows)."""
+    walk.take(walk.input(0))
+    if len(walk.node.output) > 1 and walk.node.output[1]:
+        raise NetworkError(f"{walk.where}: the Indices output is not supported")
+    if walk.attribute("ceil_mode", 0) or walk.attribute("auto_pad", b"NOTSET") not in (
+        b"NOTSET",
+        b"VALID",
+        "NOTSET",
+        "VALID",
+    ):
+        raise NetworkError(f"{walk.where}: only ceil_mode=0 with explicit or no padding")
+    shape = walk.chain.shape
+    kernel = [int(size) for size in walk.attribute("kernel_shape", [])]
+    if shape is None or len(shape) != len(kernel) + 1:
+        raise NetworkError(f"{walk.where}: kernel {kernel} does not fit per-sample shape {shape}")
+    spatial = shape[1:]
+    rank = len(kernel)
+    strides = [int(value) for value in walk.attribute("strides", [1] * rank)]
+    dilations = [int(value) for value in walk.attribute("dilations", [1] * rank)]
+    pads = [int(value) for value in walk.attribute("pads", [0] * (2 * rank))]
+    out_dims = [
+        (spatial[axis] + pads[axis] + pads[axis + rank] - dilations[axis] * (kernel[axis] - 1) - 1)
+        // strides[axis]
+        + 1
+        for axis in range(rank)
+    ]
+    if any(size <= 0 for size in out_dims):
+        raise NetworkError(f"{walk.where}: the pooling output would be empty")
+    offsets = list(itertools.product(*(range(size) for size in kernel)))
+    windows = []
+    for channel in range(shape[0]):
+        for position in itertools.product(*(range(size) for size in out_dims)):
+            window = []
+            for offset in offsets:
+                point = [
+                    position[axis] * strides[axis] - pads[axis] + offset[axis] * dilations[axis]
+                    for axis in range(rank)
+                ]
+                if all(0 <= point[axis] < spatial[axis] for axis in range(rank)):
+                    window.append(int(np.ravel_multi_index((channel, *point), shape)))
+            windows.append(window)
+    walk.chain.window_max(windows, (shape[0], *out_dims))
+    return walk.advance()
+
+
+def _shape(walk: _Walk) -> np.ndarray:
+    data = walk.input(0)
+    if not isinstance(data, _Data):
+        raise NetworkError(f"{walk.where}: expected the data tensor")
+    shape = walk.chain.shape
+    if data.version != walk.data.version or shape is None:
+        raise NetworkError(f"{walk.where}: shape of an earlier or unknown-shape tensor")
+    full = np.array([1, *shape], dtype=np.int64)
+    start = int(walk.attribute("start", 0))
+    end = walk.attribute("end", None)
+    return full[start:end]
+
+
+ONNX_RULES: dict[str, Rule] = {
+    "Gemm": _gemm,
+    "MatMul": _matmul,
+    "Add": _add,
+    "Sub": _sub,
+    "Mul": _mul,
+    "Div": _div,
+    "Relu": _relu,
+    "LeakyRelu": _leaky_relu,
+    "PRelu": _prelu,
+    "Clip": _clip,
+    "Flatten": _flatten,
+    "Reshape": _reshape,
+    "Identity": _identity,
+    "Dropout": _dropout,
+    "BatchNormalization": _batch_normalization,
+    "MaxPool": _max_pool,
+    "Shape": _shape,
+}
+
+
+def _load(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    path = Path(model)
+    if not path.is_file():
+        raise NetworkError(f"ONNX file not found: {path}")
+    try:
+        return onnx.load(str(path))
+    except (DecodeError, OSError, ValueError) as error:
+        raise NetworkError(f"cannot read ONNX file {path}: {error}") from error
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            return int(opset.version)
+    raise NetworkError("the ONNX model imports no default-domain opset")
+
+
+def _input_shape(value: onnx.ValueInfoProto) -> tuple[tuple[int, ...], int | None, np.dtype]:
+    """Per-sample shape, fixed batch size (``None`` if symbolic) and dtype of a graph input."""
+    tensor = value.type.tensor_type
+    dtype = _DTYPES.get(tensor.elem_type)
+    if dtype is None:
+        name = onnx.TensorProto.DataType.Name(tensor.elem_type)
+        raise NetworkError(f"input {value.name!r} has type {name}; FLOAT or DOUBLE is supported")
+    dims = list(tensor.shape.dim)
+    if len(dims) < 2:
+        raise NetworkError(
+            f"input {value.name!r} has rank {len(dims)}; expected (batch, features...)"
+        )
+    per_sample = []
+    for index, dim in enumerate(dims[1:], 1):
+        if not dim.HasField("dim_value") or dim.dim_value <= 0:
+            raise NetworkError(f"input {value.name!r}: dimension {index} is not a fixed size")
+        per_sample.append(int(dim.dim_value))
+    batch = int(dims[0].dim_value) if dims[0].HasField("dim_value") else None
+    return tuple(per_sample), batch or None, np.dtype(dtype)
+
+
+def _fold(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int) -> list[np.ndarray]:
+    """Evaluate a node whose inputs are all constants with the ONNX reference evaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    initializers = [
+        numpy_helper.from_array(np.asarray(value), name)
+        for name, value in zip(node.input, inputs, strict=True)
+        if name
+    ]
+    outputs = [onnx.ValueInfoProto(name=name) for name in node.output if name]
+    graph = helper.make_graph([node], "fold", [], outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    try:
+        return list(ReferenceEvaluator(model).run(None, {}))
+    except (RuntimeError, ValueError, TypeError, KeyError, NotImplementedError) as error:
+        raise NetworkError(
+            f"{node.op_type} node {node.name!r}: cannot evaluate it on constants: {error}"
+        ) from error
+
+
+def _names(model: onnx.ModelProto, key: str, count: int, tensor: str) -> list[str]:
+    for prop in model.metadata_props:
+        if prop.key == key:
+            names = json.loads(prop.value)
+            if isinstance(names, list) and len(names) == count:
+                return [str(name) for name in names]
+    return [tensor] if count == 1 else [f"{tensor}[{index}]" for index in range(count)]
+
+
+def from_onnx(
+    model: str | Path | onnx.ModelProto,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    *,
+    verify: bool = True,
+) -> Network:
+    """Convert an ONNX model (a path or a ``ModelProto``) to the IR.
+
+    Column names default to names stored by :func:`verifier.convert.onnx_export.network_to_onnx`
+    in the model metadata, else ``"<tensor>[i]"`` from the graph's input and output names.
+    With ``verify`` the IR is checked against onnxruntime (the ONNX reference evaluator when
+    onnxruntime is not installed) on random inputs in the model's input dtype.
+    """
+    proto = _load(model)
+    opset = _default_opset(proto)
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise NetworkError(f"ONNX opset {opset} is not supported ({MIN_OPSET} to {MAX_OPSET})")
+    graph = proto.graph
+    constants: dict[str, Any] = {
+        tensor.name: numpy_helper.to_array(tensor) for tensor in graph.initializer
+    }
+    inputs = [value for value in graph.input if value.name not in constants]
+    if len(inputs) != 1:
+        raise NetworkError(
+            f"the ONNX graph has {len(inputs)} inputs without initializers "
+            f"({', '.join(value.name for value in inputs)}); exactly one is supported"
+        )
+    if len(graph.output) != 1:
+        raise NetworkError(f"the ONNX graph has {len(graph.output)} outputs; one is supported")
+    shape, batch, dtype = _input_shape(inputs[0])
+    chain = AffineChain(shape)
+    values: dict[str, Any] = dict(constants)
+    values[inputs[0].name] = _Data(0)
+    walk = _Walk(chain, _Data(0), graph.node[0] if graph.node else onnx.NodeProto(), opset, values)
+    for node in graph.node:
+        _convert_node(walk, node, opset)
+    result = values.get(graph.output[0].name)
+    if not isinstance(result, _Data):
+        raise NetworkError(f"graph output {graph.output[0].name!r} is not computed from the input")
+    walk.take(result)
+    network = chain.network()
+    names_in = input_names or _names(proto, INPUT_NAMES_KEY, network.input_size, inputs[0].name)
+    names_out = output_names or _names(
+        proto, OUTPUT_NAMES_KEY, network.output_size, graph.output[0].name
+    )
+    network = Network(network.layers, list(names_in), list(names_out))
+    if verify:
+        source = onnx_source(proto, inputs[0].name)
+        assert_agrees(network, source, shape, dtype, "ONNX model", batch_size=batch)
+    return network
+
+
+def _convert_node(walk: _Walk, node: onnx.NodeProto, opset: int) -> None:
+    walk.node = node
+    if node.domain not in ("", "ai.onnx"):
+        raise NetworkError(f"{walk.where}: operator domain {node.domain!r} is not supported")
+    inputs = [walk.input(index) for index in range(len(node.input))]
+    if not any(isinstance(value, _Data) for value in inputs):
+        for name, value in zip(node.output, _fold(node, inputs, opset), strict=False):
+            walk.values[name] = np.asarray(value)
+        return
+    rule = ONNX_RULES.get(node.op_type)
+    if rule is None:
+        raise NetworkError(
+            f"unsupported ONNX operator {node.op_type!r} at node {node.name or node.output[0]!r}; "
+            f"supported: {', '.join(ONNX_RULES)}"
+        )
+    try:
+        walk.values[node.output[0]] = rule(walk)
+    except NetworkError as error:
+        if walk.where in str(error):
+            raise
+        raise NetworkError(f"{walk.where}: {error}") from error
+
+
+def onnx_source(model: onnx.ModelProto, input_name: str) -> Callable[[np.ndarray], np.ndarray]:
+    """Evaluate ``model`` with onnxruntime, or the ONNX reference evaluator without it."""
+    try:
+        import onnxruntime
+    except ImportError:
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(model)
+
+        def run_reference(inputs: np.ndarray) -> np.ndarray:
+            return np.asarray(evaluator.run(None, {input_name: inputs})[0])
+
+        return run_reference
+    options = onnxruntime.SessionOptions()
+    # one thread, no busy-waiting: a spinning pool would starve torch on small machines
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        session = onnxruntime.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except (RuntimeError, ValueError) as error:
+        raise NetworkError(f"onnxruntime cannot load the model: {error}") from error
+
+    def run(inputs: np.ndarray) -> np.ndarray:
+        return np.asarray(session.run(None, {input_name: inputs})[0])
+
+    return run

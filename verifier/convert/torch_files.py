@@ -1,0 +1,203 @@
+"""Torch files, loaded without unpickling arbitrary objects.
+
+* State dicts (``torch.save(model.state_dict(), path)``), read with
+  ``torch.load(weights_only=True)``. A state dict holds only the ``Linear`` weights and biases
+  of a ``Sequential`` (keys ``0.weight``, ``0.bias``, ``2.weight``, ... in module order); it does
+  not record the activations, so the caller names one (``activation="relu"``), applied between
+  consecutive Linear layers and not after the last one. Batch-norm statistics are rejected:
+  where the normalisation sits relative to the activation is not recorded either.
+* TorchScript archives (``torch.jit.save``), read with ``torch.jit.load`` and converted by
+  :mod:`verifier.convert.torchscript`.
+* ``torch.export`` archives (``.pt2``, ``torch.export.save``; MLflow's ``pt2`` format), read with
+  ``torch.export.load`` and converted as fx graphs.
+
+A file holding pickled Python objects (a whole ``nn.Module`` saved with ``torch.save``) is
+refused rather than unpickled.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from verifier.convert.torch_fx import from_graph_module
+from verifier.convert.torch_module import from_torch
+from verifier.convert.torchscript import from_torchscript
+from verifier.network import Network, NetworkError
+
+STATE_DICT_ACTIVATIONS = ("relu", "leaky_relu", "hardtanh", "none")
+
+
+def _archive_names(path: Path) -> list[str]:
+    if not zipfile.is_zipfile(path):
+        return []
+    with zipfile.ZipFile(path) as archive:
+        return archive.namelist()
+
+
+def is_torchscript(path: Path) -> bool:
+    """TorchScript archives carry their compiled code under ``<archive>/code/``."""
+    return any("/code/" in name for name in _archive_names(path))
+
+
+def is_exported_program(path: Path) -> bool:
+    """``torch.export.save`` archives carry ``<archive>/archive_format``."""
+    return any(name.endswith("/archive_format") for name in _archive_names(path))
+
+
+def load_torch_file(
+    path: str | Path,
+    *,
+    activation: str | None = None,
+    negative_slope: float = 0.01,
+    min_val: float = -1.0,
+    max_val: float = 1.0,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    verify: bool = True,
+) -> Network:
+    """Load a ``.pt``/``.pth`` file: a TorchScript archive, a ``torch.export`` archive or a state
+    dict (see the module docstring for what ``activation`` and its parameters mean)."""
+    path = Path(path)
+    if not path.is_file():
+        raise NetworkError(f"torch file not found: {path}")
+    if is_torchscript(path):
+        with warnings.catch_warnings():
+            # TorchScript is deprecated upstream, but it is the only reader of these archives
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = torch.jit.load(str(path), map_location="cpu")
+        return from_torchscript(module, input_names, output_names, verify=verify)
+    if is_exported_program(path):
+        return load_exported_program(path, input_names, output_names, verify=verify)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise NetworkError(
+            f"{path} holds pickled Python objects (e.g. a whole module saved with torch.save), "
+            "which certgate does not unpickle; save the state dict, a TorchScript archive "
+            "(torch.jit.save) or a torch.export archive (torch.export.save) instead"
+        ) from error
+    except (RuntimeError, OSError, EOFError) as error:
+        raise NetworkError(f"cannot read torch file {path}: {error}") from error
+    if isinstance(state, Mapping) and isinstance(state.get("state_dict"), Mapping):
+        state = state["state_dict"]
+    if not isinstance(state, Mapping):
+        raise NetworkError(f"{path} holds a {type(state).__name__}, not a state dict")
+    return network_from_state_dict(
+        state,
+        activation=activation,
+        negative_slope=negative_slope,
+        min_val=min_val,
+        max_val=max_val,
+        input_names=input_names,
+        output_names=output_names,
+        verify=verify,
+    )
+
+
+def _linear_layers(state: Mapping[str, Any]) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
+    """``(module path, weight, bias)`` per Linear layer, in state-dict order."""
+    groups: dict[str, dict[str, Any]] = {}
+    for key, value in state.items():
+        prefix, _, name = str(key).rpartition(".")
+        if name not in ("weight", "bias"):
+            raise NetworkError(
+                f"state dict entry {key!r} is not a Linear weight or bias; only Sequential "
+                "stacks of Linear layers can be read from a state dict (batch-norm and other "
+                "layers need a TorchScript, torch.export or ONNX file)"
+            )
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            raise NetworkError(f"state dict entry {key!r} is not a floating-point tensor")
+        groups.setdefault(prefix, {})[name] = value
+    layers = []
+    for prefix, tensors in groups.items():
+        weight = tensors.get("weight")
+        if weight is None or weight.ndim != 2:
+            raise NetworkError(f"state dict module {prefix!r} has no 2-D weight")
+        layers.append((prefix, weight, tensors.get("bias")))
+    if not layers:
+        raise NetworkError("the state dict is empty")
+    return layers
+
+
+def _activation_module(
+    activation: str, negative_slope: float, min_val: float, max_val: float
+) -> torch.nn.Module | None:
+    if activation == "relu":
+        return torch.nn.ReLU()
+    if activation == "leaky_relu":
+        return torch.nn.LeakyReLU(negative_slope)
+    if activation == "hardtanh":
+        return torch.nn.Hardtanh(min_val, max_val)
+    return None
+
+
+def network_from_state_dict(
+    state: Mapping[str, Any],
+    *,
+    activation: str | None = None,
+    negative_slope: float = 0.01,
+    min_val: float = -1.0,
+    max_val: float = 1.0,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    verify: bool = True,
+) -> Network:
+    """A network from a ``Sequential`` state dict of Linear layers with ``activation`` between
+    consecutive layers (required when there are several) and none after the last."""
+    layers = _linear_layers(state)
+    if len(layers) > 1 and activation is None:
+        raise NetworkError(
+            "a state dict does not record activations: pass activation='relu' (or "
+            f"{', '.join(STATE_DICT_ACTIVATIONS[1:])}) to apply between its Linear layers"
+        )
+    if activation is not None and activation not in STATE_DICT_ACTIVATIONS:
+        raise NetworkError(
+            f"activation {activation!r} is not supported; use one of "
+            f"{', '.join(STATE_DICT_ACTIVATIONS)}"
+        )
+    modules: list[torch.nn.Module] = []
+    previous_width: int | None = None
+    for prefix, weight, bias in layers:
+        if previous_width is not None:
+            if previous_width != weight.shape[1]:
+                raise NetworkError(
+                    f"state dict module {prefix!r} expects {weight.shape[1]} inputs, the "
+                    f"previous layer has {previous_width}"
+                )
+            between = _activation_module(activation or "none", negative_slope, min_val, max_val)
+            if between is not None:
+                modules.append(between)
+        linear = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+        linear = linear.to(torch.float64)
+        with torch.no_grad():
+            linear.weight.copy_(weight)
+            if bias is not None:
+                linear.bias.copy_(bias.reshape(-1))
+        modules.append(linear)
+        previous_width = int(weight.shape[0])
+    return from_torch(torch.nn.Sequential(*modules), input_names, output_names, verify=verify)
+
+
+def load_exported_program(
+    path: str | Path,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    *,
+    verify: bool = True,
+) -> Network:
+    """Load a ``torch.export`` archive (``.pt2``) and convert its graph module."""
+    path = Path(path)
+    if not path.is_file():
+        raise NetworkError(f"torch.export archive not found: {path}")
+    try:
+        program = torch.export.load(str(path))
+    except (RuntimeError, OSError, ValueError, KeyError) as error:
+        raise NetworkError(f"cannot read torch.export archive {path}: {error}") from error
+    return from_graph_module(program.module(), input_names, output_names, verify=verify)

@@ -1,0 +1,149 @@
+"""TorchScript modules to the IR, Sequential-style.
+
+A scripted or traced module keeps, for every submodule, the name of its original class
+(``original_name``). The converter rebuilds the model as plain ``torch.nn`` modules from those
+names and their tensors, converts that with :mod:`verifier.convert.torch_module`, and checks
+the result against the TorchScript module itself. Hyper-parameters (slopes, clip bounds,
+``eps``) are attributes of scripted modules; traced modules inline them as constants of their
+single aten call, where they are read from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from verifier.convert.affine_chain import AffineChain
+from verifier.convert.torch_module import apply_module, check_against_module
+from verifier.network import Network, NetworkError
+
+
+def _graph_constants(module: torch.jit.ScriptModule, op: str) -> list[Any]:
+    """The constant arguments of the ``aten::<op>`` call in a traced module's graph."""
+    for node in module.graph.nodes():
+        if node.kind() == f"aten::{op}":
+            return [
+                value.toIValue()
+                for value in node.inputs()
+                if value.node().kind() == "prim::Constant"
+            ]
+    raise NetworkError(f"TorchScript {module.original_name}: no aten::{op} call in its graph")
+
+
+def _attribute(module: torch.jit.ScriptModule, name: str, op: str, position: int) -> Any:
+    """A hyper-parameter: the scripted attribute, else the traced constant at ``position``."""
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        constants = _graph_constants(module, op)
+        if position >= len(constants):
+            raise NetworkError(
+                f"TorchScript {module.original_name}: cannot find {name!r}"
+            ) from None
+        return constants[position]
+
+
+def _tensor(module: torch.jit.ScriptModule, name: str) -> torch.Tensor | None:
+    value = getattr(module, name, None)
+    return value.detach().clone() if isinstance(value, torch.Tensor) else None
+
+
+def _linear(module: torch.jit.ScriptModule) -> torch.nn.Module:
+    weight = _tensor(module, "weight")
+    if weight is None or weight.ndim != 2:
+        raise NetworkError("TorchScript Linear without a 2-D weight")
+    bias = _tensor(module, "bias")
+    linear = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+    linear = linear.to(weight.dtype)
+    with torch.no_grad():
+        linear.weight.copy_(weight)
+        if bias is not None:
+            linear.bias.copy_(bias)
+    return linear
+
+
+def _leaky_relu(module: torch.jit.ScriptModule) -> torch.nn.Module:
+    return torch.nn.LeakyReLU(float(_attribute(module, "negative_slope", "leaky_relu", 0)))
+
+
+def _hardtanh(module: torch.jit.ScriptModule) -> torch.nn.Module:
+    lower = float(_attribute(module, "min_val", "hardtanh", 0))
+    upper = float(_attribute(module, "max_val", "hardtanh", 1))
+    return torch.nn.Hardtanh(lower, upper)
+
+
+def _flatten(module: torch.jit.ScriptModule) -> torch.nn.Module:
+    start = int(_attribute(module, "start_dim", "flatten", 0))
+    end = int(_attribute(module, "end_dim", "flatten", 1))
+    return torch.nn.Flatten(start, end)
+
+
+def _batch_norm(module: torch.jit.ScriptModule) -> torch.nn.Module:
+    mean, variance = _tensor(module, "running_mean"), _tensor(module, "running_var")
+    if mean is None or variance is None:
+        raise NetworkError("TorchScript BatchNorm1d without running statistics")
+    eps = float(_attribute(module, "eps", "batch_norm", 2))
+    weight, bias = _tensor(module, "weight"), _tensor(module, "bias")
+    norm = torch.nn.BatchNorm1d(mean.numel(), eps=eps, affine=weight is not None).to(mean.dtype)
+    with torch.no_grad():
+        norm.running_mean.copy_(mean)
+        norm.running_var.copy_(variance)
+        if weight is not None and bias is not None:
+            norm.weight.copy_(weight)
+            norm.bias.copy_(bias)
+    return norm.eval()
+
+
+REBUILDERS: dict[str, Callable[[torch.jit.ScriptModule], torch.nn.Module]] = {
+    "Linear": _linear,
+    "ReLU": lambda module: torch.nn.ReLU(),
+    "LeakyReLU": _leaky_relu,
+    "Hardtanh": _hardtanh,
+    "ReLU6": lambda module: torch.nn.ReLU6(),
+    "Identity": lambda module: torch.nn.Identity(),
+    "Dropout": lambda module: torch.nn.Dropout().eval(),
+    "Flatten": _flatten,
+    "BatchNorm1d": _batch_norm,
+}
+
+
+def rebuild(module: torch.jit.ScriptModule, name: str = "") -> torch.nn.Module:
+    """Plain ``torch.nn`` modules equivalent to a TorchScript ``Sequential`` of supported
+    layers; any other class is an error naming it and its path."""
+    kind = module.original_name
+    if kind == "Sequential":
+        children = [
+            rebuild(child, f"{name}.{child_name}" if name else child_name)
+            for child_name, child in module.named_children()
+        ]
+        return torch.nn.Sequential(*children)
+    rebuilder = REBUILDERS.get(kind)
+    if rebuilder is None:
+        raise NetworkError(
+            f"unsupported TorchScript module {kind} at {name or '<root>'!r}; supported: "
+            f"Sequential, {', '.join(REBUILDERS)}"
+        )
+    if kind in ("Dropout", "BatchNorm1d") and module.training:
+        raise NetworkError(f"TorchScript {kind} at {name!r} is in training mode")
+    return rebuilder(module)
+
+
+def from_torchscript(
+    module: torch.jit.ScriptModule,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    *,
+    verify: bool = True,
+) -> Network:
+    """Convert a TorchScript ``Sequential`` (scripted or traced) to the IR; with ``verify``
+    the IR is checked against the TorchScript module on random inputs."""
+    rebuilt = rebuild(module)
+    chain = AffineChain()
+    apply_module(chain, rebuilt, "")
+    network = chain.network(input_names, output_names)
+    if verify:
+        input_shape = chain.input_shape or (network.input_size,)
+        check_against_module(network, module, input_shape, f"TorchScript {module.original_name}")
+    return network
