@@ -1,0 +1,78 @@
+"""``certgate bounds``: certified output bounds of a network over an input box."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from verifier.bounds import METHODS, compute_bounds
+from verifier.certificate import to_jsonable
+from verifier.errors import CertgateInputError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bounds",
+        help="bound a network's outputs (or C·outputs) over an input box",
+        description=(
+            "Sound lower/upper bounds of the network outputs, or of C·outputs for a matrix C, "
+            "for every input in the box [lower, upper]. Use 'inf'/'-inf' for unbounded sides."
+        ),
+    )
+    parser.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
+    parser.add_argument("--lower", required=True, help="comma-separated lower corner")
+    parser.add_argument("--upper", required=True, help="comma-separated upper corner")
+    parser.add_argument("--method", choices=METHODS, default="crown")
+    parser.add_argument("--spec", help="JSON file with a list of rows C (bounds C·outputs)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=run)
+
+
+def parse_vector(text: str, name: str) -> np.ndarray:
+    """Parse ``"1,2.5,-inf"`` into a float array; errors name the option."""
+    try:
+        return np.array([float(part) for part in text.split(",")], dtype=np.float64)
+    except ValueError as error:
+        message = f"--{name}: not a comma-separated list of numbers: {text!r}"
+        raise CertgateInputError(message) from error
+
+
+def load_spec(path: str) -> np.ndarray:
+    """A specification matrix from a JSON list of rows."""
+    try:
+        rows = json.loads(Path(path).read_text())
+        matrix = np.array(rows, dtype=np.float64)
+    except (json.JSONDecodeError, ValueError, TypeError) as error:
+        raise CertgateInputError(f"--spec {path}: expected a JSON list of numeric rows") from error
+    if matrix.ndim != 2:
+        raise CertgateInputError(
+            f"--spec {path}: expected a JSON list of rows, got shape {matrix.shape}"
+        )
+    return matrix
+
+
+def run(args: argparse.Namespace) -> int:
+    from verifier.convert import load_network
+
+    network = load_network(args.model)
+    lower = parse_vector(args.lower, "lower")
+    upper = parse_vector(args.upper, "upper")
+    spec = load_spec(args.spec) if args.spec else None
+    result = compute_bounds(network, lower[None, :], upper[None, :], spec, args.method)
+    if args.json:
+        payload = {
+            "lower": result.lower[0],
+            "upper": result.upper[0],
+            "method": args.method,
+            "elapsed_s": result.elapsed_s,
+        }
+        print(json.dumps(to_jsonable(payload)))
+        return 0
+    names = network.output_names if spec is None else [f"row{i}" for i in range(spec.shape[0])]
+    print(f"{args.method} bounds over the box ({result.elapsed_s * 1e3:.1f} ms):")
+    for name, low, high in zip(names, result.lower[0], result.upper[0], strict=True):
+        print(f"  {name}: [{low:.9g}, {high:.9g}]")
+    return 0

@@ -1,0 +1,170 @@
+"""``certgate verify …``: certified probabilistic audits from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tqdm import tqdm
+
+from verifier.certificate import Certificate, to_jsonable
+from verifier.errors import CertgateInputError
+from verifier.pv import SPLIT_RULES, PVProgress, PVSettings
+
+EXIT_FOR_VERDICT = {"satisfied": 0, "violated": 1, "unknown": 1}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "verify", help="certify a probabilistic property of a network under a population model"
+    )
+    verbs = parser.add_subparsers(dest="verify_command", metavar="AUDIT", required=True)
+
+    parity = verbs.add_parser(
+        "demographic-parity",
+        help="certified bounds on P[fav | unprivileged] / P[fav | privileged]",
+        description=(
+            "Certify demographic parity: the ratio P[class = K | protected != V] / "
+            "P[class = K | protected = V] must exceed GAMMA. Exit code 0 when proven, 1 when "
+            "violated or undecided, 2 on bad input."
+        ),
+    )
+    _common(parity)
+    parity.add_argument("--protected", required=True, help="protected feature (input column)")
+    parity.add_argument("--privileged", required=True, type=float,
+                        help="value of the protected feature for the privileged group")
+    parity.add_argument("--favorable-class", required=True, type=int,
+                        help="index of the favourable output class (argmax)")
+    parity.add_argument("--gamma", required=True, type=float, help="threshold, in (0, 1]")
+    parity.add_argument("--qualified", help='condition of qualification, e.g. "age >= 18"')
+    parity.add_argument("--form", choices=("ratio", "difference"), default="ratio")
+    parity.set_defaults(func=run_demographic_parity)
+
+    probability = verbs.add_parser(
+        "probability",
+        help="certified bounds on a specification over probabilities",
+        description=(
+            "Certify a specification file (YAML/JSON): named probabilities {event, given}, an "
+            "expression over them, and optionally a comparison and threshold."
+        ),
+    )
+    _common(probability)
+    probability.add_argument("--spec", required=True, help="specification file (YAML or JSON)")
+    probability.set_defaults(func=run_probability)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
+    parser.add_argument("--population", required=True, help="population model (JSON)")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="time budget in seconds (default 60); on timeout the bounds "
+                             "reached are reported with verdict unknown")
+    parser.add_argument("--precision", type=float,
+                        help="stop once every probability interval is at most this wide")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--split", choices=SPLIT_RULES, default="smear-longest-edge")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _settings(args: argparse.Namespace) -> PVSettings:
+    if args.timeout is not None and args.timeout <= 0:
+        raise CertgateInputError("--timeout must be positive")
+    return PVSettings(timeout_s=args.timeout, precision=args.precision,
+                      batch_size=args.batch_size, split=args.split)
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Any]:
+    from verifier.convert import load_network
+    from verifier.population import load_population
+
+    return load_network(args.model), load_population(args.population)
+
+
+class _ProgressBar:
+    """A tqdm bar on stderr showing boxes processed and the current interval."""
+
+    def __init__(self, enabled: bool, timeout: float | None) -> None:
+        self.bar = tqdm(total=timeout, unit="s", file=sys.stderr, disable=not enabled,
+                        bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s {postfix}")
+        self.last = 0.0
+
+    def __call__(self, progress: PVProgress) -> None:
+        low, high = progress.value
+        self.bar.set_postfix_str(f"[{low:.5g}, {high:.5g}] boxes={progress.boxes}")
+        self.bar.update(progress.elapsed_s - self.last)
+        self.last = progress.elapsed_s
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
+    elapsed = certificate.cost["elapsed_s"]
+    value = certificate.bounds["value"]
+    probabilities = {k: v for k, v in certificate.bounds.items() if k != "value"}
+    if as_json:
+        payload = {
+            "verdict": certificate.verdict,
+            value_name: list(value),
+            "probabilities": {k: list(v) for k, v in probabilities.items()},
+            "elapsed_s": elapsed,
+            "boxes": certificate.cost["boxes"],
+            "stopped_by": certificate.details["stopped_by"],
+        }
+        print(json.dumps(to_jsonable(payload)))
+    else:
+        details = certificate.details
+        comparison = (f" {details['comparison']} {details['threshold']}"
+                      if details.get("comparison") else "")
+        print(f"{certificate.audit}: {details['expression']}{comparison}")
+        print(f"  verdict: {certificate.verdict} ({details['stopped_by']}, "
+              f"{certificate.cost['boxes']} boxes, {elapsed:.2f} s)")
+        print(f"  {value_name}: [{_fmt(value[0])}, {_fmt(value[1])}]")
+        for name, (low, high) in probabilities.items():
+            print(f"  {name} = {details['probabilities'][name]}: [{_fmt(low)}, {_fmt(high)}]")
+    return EXIT_FOR_VERDICT.get(certificate.verdict, 1)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}" if math.isfinite(value) else str(value)
+
+
+def run_demographic_parity(args: argparse.Namespace) -> int:
+    from verifier.audits import demographic_parity_audit
+
+    network, population = _load(args)
+    bar = _ProgressBar(not args.json, args.timeout)
+    try:
+        certificate = demographic_parity_audit(
+            network, population, protected=args.protected, privileged=args.privileged,
+            favorable_class=args.favorable_class, gamma=args.gamma, qualified=args.qualified,
+            form=args.form, settings=_settings(args), progress=bar,
+        )
+    finally:
+        bar.close()
+    return _report(certificate, args.json, "ratio" if args.form == "ratio" else "difference")
+
+
+def run_probability(args: argparse.Namespace) -> int:
+    from verifier.audits import probability_audit
+
+    path = Path(args.spec)
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise CertgateInputError(f"--spec {path}: not valid YAML/JSON ({error})") from error
+    if not isinstance(document, dict):
+        raise CertgateInputError(f"--spec {path}: expected a mapping at the top level")
+    network, population = _load(args)
+    bar = _ProgressBar(not args.json, args.timeout)
+    try:
+        certificate = probability_audit(network, population, document,
+                                        settings=_settings(args), progress=bar)
+    finally:
+        bar.close()
+    return _report(certificate, args.json, "value")
