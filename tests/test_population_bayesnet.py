@@ -1,0 +1,265 @@
+"""Bayesian networks: exact enumeration of small discrete networks, Monte Carlo for continuous
+ones, latent nodes, and the validation of CPT partitions."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from verifier.population import (
+    BayesianNetwork,
+    BayesNode,
+    Categorical,
+    CPTRow,
+    Discrete,
+    Mixture,
+    Normal,
+    Uniform,
+    distribution_from_json,
+)
+
+INF = np.inf
+
+
+def random_discrete_network(seed: int) -> tuple[BayesianNetwork, list[dict]]:
+    """A random network of integer nodes (values 0..k-1) and one-hot categorical nodes, some
+    latent, with CPT rows that cut each parent's range into consecutive intervals."""
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(2, 6))
+    specs: list[dict] = []
+    nodes = []
+    for index in range(count):
+        name = f"v{index}"
+        categorical = bool(rng.random() < 0.35)
+        k = int(rng.integers(2, 4))
+        latent = bool(rng.random() < 0.3) and index < count - 1
+        candidates = list(range(index))
+        parents = sorted(rng.choice(candidates, size=min(len(candidates), int(rng.integers(0, 3))),
+                                    replace=False).tolist()) if candidates else []
+        pieces = {}
+        for p in parents:
+            size = specs[p]["k"]
+            cut = int(rng.integers(0, size))
+            if cut == 0 or rng.random() < 0.2:
+                pieces[p] = [None]
+            else:
+                low_end = None if rng.random() < 0.5 else 0.0
+                high_end = None if rng.random() < 0.5 else float(size - 1)
+                pieces[p] = [(low_end, float(cut - 1)), (float(cut), high_end)]
+        rows = []
+        tables = []
+        for combination in itertools.product(*(pieces[p] for p in parents)):
+            condition = {f"v{p}": piece for p, piece in zip(parents, combination, strict=True)
+                         if piece is not None}
+            probabilities = rng.dirichlet(np.ones(k))
+            if rng.random() < 0.3:
+                probabilities[int(rng.integers(0, k))] = 0.0
+                probabilities /= probabilities.sum()
+            probabilities_list = probabilities.tolist()
+            distribution = (Categorical(probabilities=probabilities_list) if categorical
+                            else Discrete(values=list(range(k)), probabilities=probabilities_list))
+            rows.append(CPTRow(condition=condition, distribution=distribution))
+            tables.append((condition, probabilities))
+        columns = [f"{name}_{j}" for j in range(k)] if categorical and not latent else None
+        nodes.append(BayesNode(name=name, parents=[f"v{p}" for p in parents], latent=latent,
+                               columns=columns, cpt=rows))
+        specs.append({"k": k, "categorical": categorical, "latent": latent, "tables": tables})
+    if all(spec["latent"] for spec in specs):
+        specs[-1]["latent"] = False
+    return BayesianNetwork(nodes=nodes), specs
+
+
+def joint_table(specs: list[dict]) -> list[tuple[tuple[int, ...], float]]:
+    """Every value combination with its probability (brute force over the chain rule)."""
+    table = []
+    for values in itertools.product(*(range(spec["k"]) for spec in specs)):
+        probability = 1.0
+        for index, spec in enumerate(specs):
+            matching = [
+                probs for condition, probs in spec["tables"]
+                if all((lo is None or values[int(p[1:])] >= lo) and
+                       (hi is None or values[int(p[1:])] <= hi)
+                       for p, (lo, hi) in condition.items())
+            ]
+            assert len(matching) == 1
+            probability *= matching[0][values[index]]
+        table.append((values, probability))
+    return table
+
+
+def observed_vector(specs: list[dict], values: tuple[int, ...]) -> np.ndarray:
+    parts = []
+    for spec, value in zip(specs, values, strict=True):
+        if spec["latent"]:
+            continue
+        parts.append(np.eye(spec["k"])[value] if spec["categorical"] else [float(value)])
+    return np.concatenate(parts)
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_box_probabilities_equal_enumeration_of_the_joint_table(seed: int) -> None:
+    network, specs = random_discrete_network(seed)
+    table = joint_table(specs)
+    points = np.array([observed_vector(specs, values) for values, _ in table])
+    weights = np.array([p for _, p in table])
+    rng = np.random.default_rng(seed)
+    ends = np.array([-INF, -0.5, 0.0, 0.5, 1.0, 2.0, INF])
+    lo = rng.choice(ends, size=(64, network.dimension))
+    hi = np.maximum(lo, rng.choice(ends, size=(64, network.dimension)))
+    lo[0], hi[0] = -INF, INF
+    inside = ((points[None] >= lo[:, None]) & (points[None] <= hi[:, None])).all(axis=2)
+    expected = inside.astype(float) @ weights
+    np.testing.assert_allclose(network.prob_boxes(lo, hi), expected, rtol=1e-12, atol=1e-15)
+    lower, upper = network.prob_boxes_interval(lo, hi)
+    oracle_rounding = 1e-14 * expected + 1e-16  # the float64 sum of the joint table itself
+    assert (lower <= expected + oracle_rounding).all()
+    assert (expected - oracle_rounding <= upper).all()
+
+
+def latent_mixture_network() -> BayesianNetwork:
+    return BayesianNetwork(nodes=[
+        BayesNode(name="z", latent=True, cpt=[
+            CPTRow(distribution=Discrete(values=[0, 1], probabilities=[0.3, 0.7]))]),
+        BayesNode(name="x", parents=["z"], cpt=[
+            CPTRow(condition={"z": (0, 0)}, distribution=Normal(mean=-2.0, std=1.0)),
+            CPTRow(condition={"z": (1, 1)}, distribution=Normal(mean=3.0, std=0.5))]),
+    ])
+
+
+def test_latent_node_is_integrated_out_like_a_mixture() -> None:
+    network = latent_mixture_network()
+    mixture = Mixture(weights=[0.3, 0.7], components=[Normal(mean=-2.0, std=1.0),
+                                                        Normal(mean=3.0, std=0.5)])
+    assert network.column_names() == ("x",)
+    rng = np.random.default_rng(0)
+    lo = rng.normal(0, 3, size=(500, 1))
+    hi = lo + rng.exponential(2, size=(500, 1))
+    np.testing.assert_allclose(network.prob_boxes(lo, hi), mixture.prob_boxes(lo, hi),
+                               rtol=1e-14, atol=1e-17)
+
+
+def continuous_network() -> BayesianNetwork:
+    """Continuous parents with step dependencies, a latent categorical and a one-hot child."""
+    return BayesianNetwork(nodes=[
+        BayesNode(name="g", latent=True, cpt=[CPTRow(distribution=Categorical(
+            probabilities=[0.2, 0.5, 0.3]))]),
+        BayesNode(name="u", parents=["g"], cpt=[
+            CPTRow(condition={"g": (0, 1)}, distribution=Normal(mean=0.0, std=1.0)),
+            CPTRow(condition={"g": (2, 2)}, distribution=Uniform(lower=1.0, upper=4.0))]),
+        BayesNode(name="c", parents=["u"], columns=["c0", "c1"], cpt=[
+            CPTRow(condition={"u": (None, 0.5)},
+                   distribution=Categorical(probabilities=[0.8, 0.2])),
+            CPTRow(condition={"u": (0.5, None)},
+                   distribution=Categorical(probabilities=[0.3, 0.7]))]),
+        BayesNode(name="w", parents=["u", "c"], cpt=[
+            CPTRow(condition={"u": (None, 1.0), "c": (0, 0)},
+                   distribution=Normal(mean=1.0, std=2.0)),
+            CPTRow(condition={"u": (1.0, None), "c": (0, 0)},
+                   distribution=Normal(mean=-1.0, std=0.5)),
+            CPTRow(condition={"c": (1, 1)}, distribution=Uniform(lower=-3.0, upper=3.0))]),
+    ])
+
+
+def test_continuous_network_agrees_with_a_million_samples() -> None:
+    network = continuous_network()
+    assert network.column_names() == ("u", "c0", "c1", "w")
+    n = 1_000_000
+    samples = network.sample(n, np.random.default_rng(2024))
+    lo = np.array([[-INF, -INF, -INF, -INF], [0.0, 0, 1, -INF], [-1.0, 1, 0, 0.0],
+                   [0.5, 0, 0, -1.0], [2.0, 0, 1, -INF], [-INF, -INF, -INF, 1.5]])
+    hi = np.array([[0.5, INF, INF, INF], [1.0, 0, 1, 0.5], [1.5, 1, 0, 2.0],
+                   [3.0, 1, 1, 1.0], [INF, 0, 1, 2.5], [0.0, INF, INF, INF]])
+    probabilities = network.prob_boxes(lo, hi)
+    inside = ((samples[:, None, :] >= lo[None]) & (samples[:, None, :] <= hi[None])).all(axis=2)
+    frequencies = inside.mean(axis=0)
+    error = np.sqrt(probabilities * (1 - probabilities) / n)
+    assert (np.abs(frequencies - probabilities) <= 4 * error).all(), (frequencies, probabilities)
+
+
+def test_regimes_are_pruned_structurally() -> None:
+    network = continuous_network()
+    # 1 · 2 · 2 · 3 = 12 row combinations. Dropped: u normal with c's "u <= 0.5" and w's
+    # "u >= 1" (empty); u uniform on [1, 4] with c's "u <= 0.5" (two combinations: no mass);
+    # u uniform with c's "u >= 0.5" and w's "u <= 1" (the single point u = 1, no mass).
+    assert network.regime_count == 7
+
+
+def node(name, parents, rows, **extra):
+    return {"name": name, "parents": parents, "cpt": rows, **extra}
+
+
+BINARY = {"kind": "discrete", "values": [0, 1], "probabilities": [0.5, 0.5]}
+NORMAL = {"kind": "normal", "mean": 0.0, "std": 1.0}
+
+
+def network(*nodes) -> dict:
+    return {"kind": "bayesian_network", "nodes": list(nodes)}
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (network(node("s", [], [{"distribution": BINARY}]),
+                 node("x", ["s"], [{"condition": {"s": [0, 0]}, "distribution": NORMAL}])),
+         r"node 'x': the region s = 1 is not covered"),
+        (network(node("s", [], [{"distribution": BINARY}]),
+                 node("x", ["s"], [{"condition": {"s": [0, 1]}, "distribution": NORMAL},
+                                   {"condition": {"s": [1, 1]}, "distribution": NORMAL}])),
+         r"node 'x': CPT rows \[0, 1\] overlap on the region s = 1"),
+        (network(node("u", [], [{"distribution": NORMAL}]),
+                 node("x", ["u"], [{"condition": {"u": [None, 0]}, "distribution": NORMAL},
+                                   {"condition": {"u": [1, None]}, "distribution": NORMAL}])),
+         r"node 'x': the region u in \(0, 1\) is not covered"),
+        (network(node("u", [], [{"distribution": NORMAL}]),
+                 node("x", ["u"], [{"condition": {"u": [None, 1]}, "distribution": NORMAL},
+                                   {"condition": {"u": [0, None]}, "distribution": NORMAL}])),
+         r"node 'x': CPT rows \[0, 1\] overlap on the region u in \(0, 1\)"),
+        (network(node("x", ["s"], [{"distribution": NORMAL}]),
+                 node("s", [], [{"distribution": BINARY}])),
+         "not defined before it"),
+        (network(node("s", [], [{"distribution": BINARY}]),
+                 node("x", [], [{"condition": {"s": [0, 0]}, "distribution": NORMAL}])),
+         "conditions on non-parents"),
+        (network(node("x", [], [{"distribution": NORMAL}, {"distribution": NORMAL}])),
+         r"overlap on the region the whole space"),
+        (network(node("z", [], [{"distribution": NORMAL}], latent=True, columns=["a"])),
+         "latent and cannot occupy columns"),
+        (network(node("z", [], [{"distribution": {"kind": "categorical",
+                                                  "probabilities": [0.5, 0.5]}}])),
+         "occupies 1 columns but its values need 2"),
+        (network(node("x", [], [{"distribution": {
+            "kind": "product", "factors": [{"columns": ["a"], "distribution": NORMAL}]}}])),
+         "not a 1-D distribution"),
+        (network(node("x", [], [{"distribution": NORMAL}]),
+                 node("x", [], [{"distribution": NORMAL}])),
+         "used twice"),
+        (network(node("s", [], [{"distribution": BINARY}]),
+                 node("x", ["s"], [{"condition": {"s": [1, 0]}, "distribution": NORMAL}])),
+         "condition on 's' is empty"),
+    ],
+)
+def test_invalid_networks_name_node_and_region(document: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        distribution_from_json(document)
+
+
+def test_shared_endpoints_are_fine_for_continuous_parents_and_gaps_without_mass() -> None:
+    shared = network(
+        node("u", [], [{"distribution": NORMAL}]),
+        node("x", ["u"], [{"condition": {"u": [None, 0.0]}, "distribution": NORMAL},
+                          {"condition": {"u": [0.0, None]}, "distribution": NORMAL}]),
+    )
+    integer_gap = network(
+        node("s", [], [{"distribution": BINARY}]),
+        node("x", ["s"], [{"condition": {"s": [None, 0]}, "distribution": NORMAL},
+                          {"condition": {"s": [1, None]}, "distribution": NORMAL}]),
+    )
+    for document in (shared, integer_gap):
+        model = distribution_from_json(document)
+        total = model.prob_boxes(np.full(2, -INF), np.full(2, INF))[0]
+        assert total == pytest.approx(1.0, abs=1e-15)

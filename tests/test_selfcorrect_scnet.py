@@ -1,0 +1,203 @@
+"""SelfCorrectingNetwork: composition, ⊥ handling, pickling, TorchScript and ONNX export."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from verifier.selfcorrect import (
+    ConstraintError,
+    SelfCorrectingNetwork,
+    UnsatisfiableConstraintsError,
+    parse_constraints,
+)
+from verifier.selfcorrect.export import (
+    OnnxExportError,
+    export_onnx,
+    load_torchscript,
+    save_torchscript,
+    script_module,
+)
+
+CONSTRAINTS = {
+    "classes": ["a", "b", "c", "d"],
+    "input_size": 2,
+    "constraints": [
+        {
+            "name": "left",
+            "precondition": {"kind": "box", "lower": [None, None], "upper": [0.0, None]},
+            "postcondition": [["a < b", "a < c"], ["d < a"]],
+        },
+        {
+            "name": "top",
+            "precondition": {"kind": "linear", "a": [0.0, 1.0], "b": 0.5, "strict": True},
+            "postcondition": [["c < d"], ["b < d"]],
+        },
+        {
+            "name": "predicted_b",
+            "precondition": {"kind": "predicted_in", "classes": ["b"]},
+            "postcondition": [["c < a", "d < a"], ["c < d"]],
+        },
+        # cyclic (a < d < a): unsatisfiable wherever it is active, i.e. on the line x0 == 0
+        {
+            "name": "edge",
+            "precondition": {"kind": "box", "lower": [0.0, None], "upper": [0.0, None]},
+            "postcondition": [["b < a", "c < a", "d < a", "a < d"]],
+        },
+    ],
+}
+
+
+def _model(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Linear(2, 16, dtype=torch.float64),
+        torch.nn.ReLU(),
+        torch.nn.Linear(16, 4, dtype=torch.float64),
+    ).eval()
+
+
+def _inputs(rows: int = 400, seed: int = 1) -> torch.Tensor:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1.0, 1.0, size=(rows, 2))
+    x[::7, 0] = 0.0  # on the ⊥ strip
+    return torch.from_numpy(x)
+
+
+def test_forward_is_the_layer_applied_to_the_model() -> None:
+    model = _model()
+    net = SelfCorrectingNetwork(model, parse_constraints(CONSTRAINTS))
+    x = _inputs()
+    with torch.no_grad():
+        expected, bottom = net.layer(x, model(x))
+        got = net(x)
+    assert torch.equal(got, expected)
+    assert torch.equal(net.last_bottom, bottom)
+    assert bottom.any() and (~bottom).any()
+    predicted = model(x).argmax(dim=1)
+    assert net.layer.satisfied(x, got, predicted)[~bottom].all()
+
+
+def test_on_bottom_raise_names_the_rows() -> None:
+    net = SelfCorrectingNetwork(_model(), parse_constraints(CONSTRAINTS), on_bottom="raise")
+    with pytest.raises(UnsatisfiableConstraintsError, match=r"unsatisfiable \(bottom\) at input"):
+        net(_inputs())
+    safe_rows = _inputs()[1:7]
+    assert net(safe_rows).shape == (6, 4)
+
+
+def test_abstain_column_is_top_exactly_on_bottom_rows() -> None:
+    net = SelfCorrectingNetwork(_model(), parse_constraints(CONSTRAINTS), on_bottom="abstain")
+    assert net.num_outputs == 5
+    x = _inputs()
+    with torch.no_grad():
+        out, bottom = net.forward_with_bottom(x)
+        corrected, _ = net.layer(x, net.model(x))
+    assert out.shape == (400, 5)
+    assert torch.equal(out[:, :4], corrected)
+    assert torch.equal(out.argmax(dim=1) == 4, bottom)
+    assert torch.isfinite(out).all()
+    assert (torch.softmax(out, dim=1)[~bottom, 4] == 0.0).all()
+
+
+def test_abstain_class_by_name_goes_on_top_of_bottom_rows() -> None:
+    net = SelfCorrectingNetwork(
+        _model(), parse_constraints(CONSTRAINTS), on_bottom="abstain", abstain_class="c"
+    )
+    assert net.num_outputs == 4
+    x = _inputs()
+    with torch.no_grad():
+        out, bottom = net.forward_with_bottom(x)
+        corrected, _ = net.layer(x, net.model(x))
+    assert (out.argmax(dim=1)[bottom] == 2).all()
+    assert torch.equal(out[~bottom], corrected[~bottom])
+    assert torch.equal(out[bottom][:, [0, 1, 3]], corrected[bottom][:, [0, 1, 3]])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"on_bottom": "ignore"}, "on_bottom must be one of mark, raise, abstain"),
+        ({"abstain_class": "c"}, "only used with on_bottom='abstain'"),
+        ({"on_bottom": "abstain", "abstain_class": "z"}, "unknown class 'z'"),
+        ({"num_classes": 3}, "over 4 classes but the layer has 3"),
+    ],
+)
+def test_bad_arguments(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConstraintError, match=message):
+        SelfCorrectingNetwork(_model(), parse_constraints(CONSTRAINTS), **kwargs)
+
+
+@pytest.mark.parametrize("on_bottom", ["mark", "abstain"])
+def test_torchscript_gives_identical_outputs(tmp_path: Path, on_bottom: str) -> None:
+    net = SelfCorrectingNetwork(_model(), parse_constraints(CONSTRAINTS), on_bottom=on_bottom)
+    path = save_torchscript(net, tmp_path / "model.pt")
+    loaded = load_torchscript(path)
+    for seed in range(3):
+        x = _inputs(300, seed)
+        with torch.no_grad():
+            expected, expected_bottom = net.forward_with_bottom(x)
+            got, got_bottom = loaded.forward_with_bottom(x)
+            assert torch.equal(loaded(x), expected)
+        assert torch.equal(got, expected)
+        assert torch.equal(got_bottom, expected_bottom)
+        assert torch.equal(loaded.last_bottom, expected_bottom)
+
+
+def test_torchscript_layer_methods() -> None:
+    layer = SelfCorrectingNetwork(_model(), parse_constraints(CONSTRAINTS)).layer
+    scripted = script_module(layer)
+    x = _inputs()
+    logits = _model()(x).detach()
+    predicted = logits.argmax(dim=1)
+    corrected, _ = layer(x, logits)
+    for method in ("satisfied", "active_constraints"):
+        for args in ((x, logits), (x, corrected, predicted)):
+            assert torch.equal(getattr(scripted, method)(*args), getattr(layer, method)(*args))
+
+
+def test_a_plain_sequence_of_constraints() -> None:
+    constraints = parse_constraints(CONSTRAINTS).constraints
+    net = SelfCorrectingNetwork(_model(), constraints, num_classes=4)
+    reference = SelfCorrectingNetwork(_model(), parse_constraints(CONSTRAINTS))
+    with torch.no_grad():
+        assert torch.equal(net(_inputs()), reference(_inputs()))
+    assert net.layer.input_size == 2
+    with pytest.raises(ConstraintError, match="num_classes is required"):
+        SelfCorrectingNetwork(_model(), constraints)
+
+
+def test_torchscript_raise_mode_still_raises() -> None:
+    scripted = script_module(
+        SelfCorrectingNetwork(_model(), parse_constraints(CONSTRAINTS), on_bottom="raise")
+    )
+    with pytest.raises(torch.jit.Error, match="unsatisfiable"):
+        scripted(_inputs())
+
+
+def test_pickle_round_trip() -> None:
+    net = SelfCorrectingNetwork(_model(), parse_constraints(CONSTRAINTS))
+    x = _inputs()
+    with torch.no_grad():
+        expected = net(x)
+        restored = pickle.loads(pickle.dumps(net))
+        assert torch.equal(restored(x), expected)
+    assert restored.layer.describe() == net.layer.describe()
+
+
+def test_onnx_export_of_an_scnet_is_refused_with_the_reason(tmp_path: Path) -> None:
+    net = SelfCorrectingNetwork(_model(), parse_constraints(CONSTRAINTS))
+    target = tmp_path / "model.onnx"
+    with pytest.raises(OnnxExportError, match=r"torch\.onnx\.export cannot express this module"):
+        export_onnx(net, target, _inputs(8))
+    assert not target.exists()
+
+
+def test_onnx_export_of_a_plain_model_is_checked_with_onnxruntime(tmp_path: Path) -> None:
+    model = _model().float()
+    path = export_onnx(model, tmp_path / "plain.onnx", _inputs(8).float())
+    assert path.exists() and path.stat().st_size > 0

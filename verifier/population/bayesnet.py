@@ -1,0 +1,515 @@
+"""Bayesian networks with box-conditioned probability tables.
+
+Nodes are listed in topological order. Each node has ``parents`` and CPT rows
+``{condition: {parent: [lo, hi]}, distribution}``: the row applies when every named parent
+lies in its closed interval (``null`` = unbounded; a parent left out is unconstrained). A
+node's *value* is its coordinate for a 1-D node (rows hold 1-D distributions) or its category
+index ``0..k-1`` for a categorical node (rows hold ``categorical`` distributions and the node
+occupies the ``k`` columns of a one-hot group). Latent nodes (``latent: true``) occupy no
+column and are integrated out. Observed nodes occupy ``columns`` (default: the node name).
+
+Validation: the rows of a node must partition its parents' space up to probability-zero sets:
+the parents' axes are cut at every row endpoint into points and open gaps; every cell that a
+parent's distributions may charge must lie in exactly one row (closed intervals sharing an
+endpoint are fine for a parent without an atom there). Errors name the node and the cell.
+
+Exact box probability. A *regime* picks one row per node. Because the rows partition the
+parents' space, ``P(box) = Σ_regimes P(box ∧ regime)``, and within a regime the joint density
+factorises into ``Π_v p_v^{row}(x_v) · Π_{v} 1[x_parents(v) ∈ condition(row_v)]``; each
+indicator is a product over parents, so ``P(box ∧ regime) = Π_u P_u^{row_u}(E_u)`` where the
+event ``E_u`` of node ``u`` is its box coordinate intersected with every interval that the
+chosen rows of its children impose on it (an interval, or a set of categories). Regimes in
+which some node's event is empty or carries no mass (structurally, e.g. ``sex ∈ [0,0] ∩ [1,1]``
+or a continuous node on a single point) are dropped once when the model is built. Evaluation
+loops over nodes and CPT rows only and is vectorised over boxes × regimes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from verifier.population.base import (
+    Bound,
+    Distribution,
+    PopulationBase,
+    finite_or_none,
+    lower_bound,
+    upper_bound,
+)
+from verifier.population.distributions import Categorical, Discrete, PointMass
+from verifier.population.errors import PopulationError
+from verifier.population.rounding import Enclosure, product, summed
+
+if TYPE_CHECKING:
+    from verifier.population.union import AnyDistribution
+
+MAX_REGIMES = 100_000
+MAX_PARTITION_CELLS = 1_000_000
+CHUNK_ELEMENTS = 2_000_000
+
+
+class CPTRow(PopulationBase):
+    """One row of a conditional probability table."""
+
+    condition: dict[str, tuple[Bound, Bound]] = Field(default_factory=dict)
+    distribution: AnyDistribution
+    label: str | None = None
+
+    @field_validator("condition")
+    @classmethod
+    def _check_condition(
+        cls, condition: dict[str, tuple[Bound, Bound]]
+    ) -> dict[str, tuple[Bound, Bound]]:
+        cleaned = {}
+        for parent, (low, high) in condition.items():
+            low, high = finite_or_none(low), finite_or_none(high)
+            if lower_bound(low) > upper_bound(high):
+                raise ValueError(f"condition on {parent!r} is empty: [{low}, {high}]")
+            cleaned[parent] = (low, high)
+        return cleaned
+
+    def interval(self, parent: str) -> tuple[float, float]:
+        """The closed interval this row requires of ``parent`` (±inf when unconstrained)."""
+        low, high = self.condition.get(parent, (None, None))
+        return lower_bound(low), upper_bound(high)
+
+
+class BayesNode(PopulationBase):
+    """A node: its parents, whether it is latent, its columns and its CPT rows."""
+
+    name: str
+    parents: list[str] = Field(default_factory=list)
+    latent: bool = False
+    columns: list[str] | None = None
+    cpt: list[CPTRow]
+
+    @model_validator(mode="after")
+    def _check_node(self) -> BayesNode:
+        where = f"node {self.name!r}"
+        if not self.cpt:
+            raise ValueError(f"{where} has no CPT rows")
+        if len(set(self.parents)) != len(self.parents) or self.name in self.parents:
+            raise ValueError(f"{where}: parents must be distinct and exclude the node itself")
+        for index, row in enumerate(self.cpt):
+            unknown = sorted(set(row.condition) - set(self.parents))
+            if unknown:
+                raise ValueError(f"{where} row {index} conditions on non-parents {unknown}")
+        categorical = [isinstance(row.distribution, Categorical) for row in self.cpt]
+        if any(categorical):
+            sizes = {row.distribution.dimension for row in self.cpt}
+            if not all(categorical) or len(sizes) != 1:
+                raise ValueError(
+                    f"{where}: a categorical node needs categorical rows with equal category counts"
+                )
+        else:
+            for index, row in enumerate(self.cpt):
+                if not row.distribution.is_univariate():
+                    raise ValueError(
+                        f"{where} row {index}: a {row.distribution.kind} distribution of "
+                        f"dimension {row.distribution.dimension} is not a 1-D distribution"
+                    )
+        if self.latent and self.columns is not None:
+            raise ValueError(f"{where} is latent and cannot occupy columns")
+        if not self.latent and len(self.observed_columns()) != self.width:
+            raise ValueError(
+                f"{where} occupies {len(self.observed_columns())} columns but its values need "
+                f"{self.width}"
+            )
+        return self
+
+    @property
+    def categorical(self) -> bool:
+        return isinstance(self.cpt[0].distribution, Categorical)
+
+    @property
+    def width(self) -> int:
+        """Number of columns of the node's values (categories of a categorical node)."""
+        return self.cpt[0].distribution.dimension if self.categorical else 1
+
+    def observed_columns(self) -> list[str]:
+        """Column names occupied by the node (none for a latent node)."""
+        if self.latent:
+            return []
+        return list(self.columns) if self.columns is not None else [self.name]
+
+    def describe_lines(self) -> list[str]:
+        parents = f" | {', '.join(self.parents)}" if self.parents else ""
+        tag = " (latent)" if self.latent else ""
+        lines = [f"{self.name}{parents}{tag}:"]
+        for row in self.cpt:
+            condition = ", ".join(
+                f"{p} in {_interval_text(*row.interval(p))}" for p in row.condition
+            ) or "always"
+            label = f" ({row.label})" if row.label else ""
+            inner = row.distribution.describe_lines()
+            lines.append(f"  {condition}{label}: {inner[0]}")
+            lines.extend(f"    {line}" for line in inner[1:])
+        return lines
+
+
+def _interval_text(low: float, high: float) -> str:
+    left = "(" if low == -np.inf else "["
+    right = ")" if high == np.inf else "]"
+    return f"{left}{low:g}, {high:g}{right}"
+
+
+@dataclass(frozen=True)
+class _NodePlan:
+    """Per node: the distinct (row, constraint interval) pairs used by the regimes."""
+
+    columns: np.ndarray
+    combo_row: np.ndarray
+    combo_lo: np.ndarray
+    combo_hi: np.ndarray
+    inverse: np.ndarray
+    category_weights: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    regime_rows: np.ndarray
+    regime_lo: np.ndarray
+    regime_hi: np.ndarray
+    nodes: list[_NodePlan]
+    latent: Enclosure | None
+
+
+class BayesianNetwork(Distribution):
+    """Bayesian network with box-conditioned CPTs (see the module docstring)."""
+
+    kind: Literal["bayesian_network"] = "bayesian_network"
+    nodes: list[BayesNode]
+
+    @model_validator(mode="after")
+    def _check_network(self) -> BayesianNetwork:
+        if not self.nodes:
+            raise ValueError("a Bayesian network needs at least one node")
+        seen: set[str] = set()
+        for node in self.nodes:
+            if node.name in seen:
+                raise ValueError(f"node name {node.name!r} is used twice")
+            for parent in node.parents:
+                if parent not in seen:
+                    raise ValueError(
+                        f"node {node.name!r} lists parent {parent!r} which is not defined before "
+                        "it (nodes must be in topological order)"
+                    )
+            seen.add(node.name)
+        columns = [name for node in self.nodes for name in node.observed_columns()]
+        if not columns:
+            raise ValueError("a Bayesian network needs at least one observed node")
+        repeated = sorted({name for name in columns if columns.count(name) > 1})
+        if repeated:
+            raise ValueError(f"columns {repeated} are occupied by more than one node")
+        for node in self.nodes:
+            self._check_partition(node)
+        self._plan  # noqa: B018 - builds the regimes, raising on an empty or oversized model
+        return self
+
+    # ------------------------------------------------------------------ structure
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {node.name: index for index, node in enumerate(self.nodes)}
+
+    def _rows(self, name: str) -> list[Distribution]:
+        return [row.distribution for row in self.nodes[self._index[name]].cpt]
+
+    def _check_partition(self, node: BayesNode) -> None:
+        axes = []
+        for parent in node.parents:
+            distributions = self._rows(parent)
+            ends = sorted({
+                end for row in node.cpt for end in row.interval(parent) if np.isfinite(end)
+            } | _listed_atoms(distributions))
+            cells = []
+            for low, high in zip([-np.inf, *ends], [*ends, np.inf], strict=True):
+                if any(d.mass_inside(low, high) for d in distributions):
+                    cells.append((low, high, False))
+                if high != np.inf and any(d.has_atom(high) for d in distributions):
+                    cells.append((high, high, True))
+            axes.append(cells)
+        shape = tuple(len(cells) for cells in axes)
+        if int(np.prod(shape, dtype=float)) > MAX_PARTITION_CELLS:
+            raise ValueError(
+                f"node {node.name!r}: {int(np.prod(shape, dtype=float))} parent cells to check "
+                f"exceed {MAX_PARTITION_CELLS}"
+            )
+        count = np.zeros(shape, dtype=np.int64)
+        covering = []
+        for row in node.cpt:
+            cover = np.ones(shape, dtype=bool)
+            for axis, (parent, cells) in enumerate(zip(node.parents, axes, strict=True)):
+                low, high = row.interval(parent)
+                inside = np.array([low <= a and b <= high for a, b, _ in cells], dtype=bool)
+                view = [1] * len(shape)
+                view[axis] = len(cells)
+                cover = cover & inside.reshape(view)
+            covering.append(cover)
+            count += cover
+        for cells, overlap in ((count == 0, False), (count > 1, True)):
+            found = np.argwhere(cells)
+            if len(found) == 0:
+                continue
+            cell = tuple(found[0])
+            region = ", ".join(
+                f"{parent} = {axes[a][cell[a]][0]:g}" if axes[a][cell[a]][2]
+                else f"{parent} in ({axes[a][cell[a]][0]:g}, {axes[a][cell[a]][1]:g})"
+                for a, parent in enumerate(node.parents)
+            ) or "the whole space (the node has no parents)"
+            if overlap:
+                rows = [i for i, cover in enumerate(covering) if cover[cell]]
+                raise ValueError(
+                    f"node {node.name!r}: CPT rows {rows} overlap on the region {region} "
+                    "(rows must partition the parents' space)"
+                )
+            raise ValueError(
+                f"node {node.name!r}: the region {region} is not covered by any CPT row "
+                "(rows must cover the parents' space)"
+            )
+
+    def _regimes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        count = len(self.nodes)
+        found: list[tuple[tuple[int, ...], np.ndarray, np.ndarray]] = []
+        stack = [((), np.full(count, -np.inf), np.full(count, np.inf))]
+        explored = 0
+        while stack:
+            chosen, low, high = stack.pop()
+            depth = len(chosen)
+            if depth == count:
+                found.append((chosen, low, high))
+                if len(found) > MAX_REGIMES:
+                    raise ValueError(f"the network has more than {MAX_REGIMES} regimes")
+                continue
+            for r, row in enumerate(self.nodes[depth].cpt):
+                explored += 1
+                if explored > 20 * MAX_REGIMES:
+                    raise ValueError("too many partial regimes to enumerate")
+                new_low, new_high = low.copy(), high.copy()
+                feasible = True
+                for parent in row.condition:
+                    p = self._index[parent]
+                    a, b = row.interval(parent)
+                    new_low[p], new_high[p] = max(new_low[p], a), min(new_high[p], b)
+                    distribution = self.nodes[p].cpt[chosen[p]].distribution
+                    if distribution.support_in(new_low[p], new_high[p]) is None:
+                        feasible = False
+                        break
+                if feasible:
+                    stack.append(((*chosen, r), new_low, new_high))
+        if not found:
+            raise ValueError("every combination of CPT rows has probability zero")
+        found.sort(key=lambda item: item[0])
+        return (
+            np.array([item[0] for item in found], dtype=np.int64).reshape(len(found), count),
+            np.array([item[1] for item in found]),
+            np.array([item[2] for item in found]),
+        )
+
+    @cached_property
+    def _plan(self) -> _Plan:
+        rows, low, high = self._regimes()
+        offsets = np.cumsum([0, *[len(node.observed_columns()) for node in self.nodes]])
+        plans = []
+        latent_factors = []
+        for u, node in enumerate(self.nodes):
+            stacked = np.stack([rows[:, u].astype(float), low[:, u], high[:, u]], axis=1)
+            combos, inverse = np.unique(stacked, axis=0, return_inverse=True)
+            combo_row = combos[:, 0].astype(np.int64)
+            weights = None
+            if node.categorical:
+                k = node.width
+                index = np.arange(k)
+                allowed = (index[None, :] >= combos[:, 1:2]) & (index[None, :] <= combos[:, 2:3])
+                table = np.array([row.distribution.weights for row in node.cpt])
+                weights = table[combo_row] * allowed
+            plan = _NodePlan(
+                np.arange(offsets[u], offsets[u + 1]), combo_row, combos[:, 1], combos[:, 2],
+                inverse.reshape(-1), weights,
+            )
+            plans.append(plan)
+            if node.latent:
+                infinite = np.full((1, node.width), np.inf)
+                latent_factors.append(self._node_enclosure(node, plan, -infinite, infinite))
+        latent = product(latent_factors).reshape((-1,)) if latent_factors else None
+        return _Plan(rows, low, high, plans, latent)
+
+    # ------------------------------------------------------------------ contract
+    @property
+    def dimension(self) -> int:
+        return sum(len(node.observed_columns()) for node in self.nodes)
+
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(name for node in self.nodes for name in node.observed_columns())
+
+    @property
+    def regime_count(self) -> int:
+        """Number of row combinations with possibly positive probability."""
+        return int(self._plan.regime_rows.shape[0])
+
+    def _node_enclosure(
+        self, node: BayesNode, plan: _NodePlan, box_lo: np.ndarray, box_hi: np.ndarray
+    ) -> Enclosure:
+        """``(b, regimes)`` probabilities of the node's events; ``box_lo``/``box_hi`` are the
+        ``(b, width)`` box coordinates of the node (±inf for latent nodes)."""
+        if node.categorical:
+            mask = Categorical.category_mask(box_lo, box_hi).astype(np.float64)
+            value = mask @ plan.category_weights.T
+            margin = node.cpt[0].distribution.margin
+            result = Enclosure.from_error(value, margin * value)
+        else:
+            event_lo = np.maximum(box_lo[:, :1], plan.combo_lo[None, :])
+            event_hi = np.minimum(box_hi[:, :1], plan.combo_hi[None, :])
+            shape = event_lo.shape
+            value, lower, upper = np.empty(shape), np.empty(shape), np.empty(shape)
+            for r, row in enumerate(node.cpt):
+                chosen = plan.combo_row == r
+                if chosen.any():
+                    part = row.distribution.interval(event_lo[:, chosen], event_hi[:, chosen])
+                    value[:, chosen], lower[:, chosen] = part.value, part.lower
+                    upper[:, chosen] = part.upper
+            result = Enclosure(value, lower, upper)
+        return Enclosure(
+            result.value[:, plan.inverse], result.lower[:, plan.inverse],
+            result.upper[:, plan.inverse],
+        )
+
+    def enclosure(self, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
+        plan = self._plan
+        regimes = plan.regime_rows.shape[0]
+        chunk = max(1, CHUNK_ELEMENTS // regimes)
+        values, lowers, uppers = [], [], []
+        for start in range(0, lo.shape[0], chunk):
+            part = slice(start, start + chunk)
+            factors = [] if plan.latent is None else [plan.latent]
+            for node, node_plan in zip(self.nodes, plan.nodes, strict=True):
+                if not node.latent:
+                    columns = node_plan.columns
+                    factors.append(
+                        self._node_enclosure(node, node_plan, lo[part][:, columns],
+                                             hi[part][:, columns])
+                    )
+            total = summed(product(factors), axis=1)
+            values.append(total.value)
+            lowers.append(total.lower)
+            uppers.append(total.upper)
+        if not values:
+            empty = np.zeros(0)
+            return Enclosure(empty, empty, empty)
+        return Enclosure(np.concatenate(values), np.concatenate(lowers), np.concatenate(uppers))
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        values = np.zeros((n, len(self.nodes)))
+        for u, node in enumerate(self.nodes):
+            row_of = np.full(n, -1)
+            for r, row in enumerate(node.cpt):
+                match = row_of < 0
+                for parent in row.condition:
+                    a, b = row.interval(parent)
+                    parent_values = values[:, self._index[parent]]
+                    match &= (parent_values >= a) & (parent_values <= b)
+                row_of[match] = r
+            if (row_of < 0).any():
+                raise PopulationError(
+                    f"node {node.name!r}: a sample's parents fell outside every CPT row"
+                )
+            for r, row in enumerate(node.cpt):
+                chosen = row_of == r
+                if not chosen.any():
+                    continue
+                size = int(chosen.sum())
+                if node.categorical:
+                    values[chosen, u] = row.distribution.draw_index(size, rng)
+                else:
+                    values[chosen, u] = row.distribution.draw(size, rng)[:, 0]
+        columns = []
+        for u, node in enumerate(self.nodes):
+            if node.latent:
+                continue
+            if node.categorical:
+                columns.append(np.eye(node.width)[values[:, u].astype(np.int64)])
+            else:
+                columns.append(values[:, u:u + 1])
+        return np.concatenate(columns, axis=1)
+
+    def support(self) -> tuple[np.ndarray, np.ndarray]:
+        plan = self._plan
+        lows, highs = [], []
+        for u, node in enumerate(self.nodes):
+            if node.latent:
+                continue
+            rows, low, high = plan.regime_rows[:, u], plan.regime_lo[:, u], plan.regime_hi[:, u]
+            if node.categorical:
+                charged = np.zeros(node.width, dtype=bool)
+                for r, a, b in zip(rows, low, high, strict=True):
+                    weights = node.cpt[r].distribution.weights
+                    index = np.arange(node.width)
+                    charged |= (weights > 0) & (index >= a) & (index <= b)
+                node_low, node_high = Categorical.support_of_indices(charged)
+            else:
+                hulls = [
+                    node.cpt[r].distribution.support_in(a, b)
+                    for r, a, b in zip(rows, low, high, strict=True)
+                ]
+                hulls = [hull for hull in hulls if hull is not None]
+                node_low = np.array([min(h[0] for h in hulls)])
+                node_high = np.array([max(h[1] for h in hulls)])
+            lows.append(node_low)
+            highs.append(node_high)
+        return np.concatenate(lows), np.concatenate(highs)
+
+    def _column_flags(self, flag: str) -> np.ndarray:
+        flags = []
+        for node in self.nodes:
+            if node.latent:
+                continue
+            if node.categorical:
+                flags.append(np.full(node.width, flag == "integer"))
+            else:
+                method = "atomless_columns" if flag == "atomless" else "integer_columns"
+                flags.append(np.array([
+                    all(getattr(row.distribution, method)()[0] for row in node.cpt)
+                ]))
+        return np.concatenate(flags)
+
+    def atomless_columns(self) -> np.ndarray:
+        return self._column_flags("atomless")
+
+    def integer_columns(self) -> np.ndarray:
+        return self._column_flags("integer")
+
+    def onehot_groups(self) -> list[tuple[int, ...]]:
+        return [
+            tuple(int(c) for c in plan.columns)
+            for node, plan in zip(self.nodes, self._plan.nodes, strict=True)
+            if node.categorical and not node.latent
+        ]
+
+    def describe_lines(self) -> list[str]:
+        latent = sum(node.latent for node in self.nodes)
+        lines = [
+            f"Bayesian network of {len(self.nodes)} nodes ({latent} latent), "
+            f"{self.regime_count} regimes:"
+        ]
+        for node in self.nodes:
+            lines.extend("  " + line for line in node.describe_lines())
+        return lines
+
+
+def _listed_atoms(distributions: list[Distribution]) -> set[float]:
+    """The atoms of parents with finitely many listed values (discrete, point, categorical
+    index), so that a partition error names the value rather than a gap around it."""
+    atoms: set[float] = set()
+    for distribution in distributions:
+        if isinstance(distribution, Discrete):
+            atoms.update(v for v, p in zip(distribution.values, distribution.probabilities,
+                                           strict=True) if p > 0)
+        elif isinstance(distribution, Categorical):
+            atoms.update(float(j) for j, p in enumerate(distribution.probabilities) if p > 0)
+        elif isinstance(distribution, PointMass):
+            atoms.add(distribution.value)
+    return atoms

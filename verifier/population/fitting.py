@@ -1,0 +1,377 @@
+"""Fitting population models from a pandas DataFrame.
+
+* :func:`infer_features` — a feature schema from column dtypes (one-hot groups given).
+* :func:`fit_marginal` — one feature's marginal: normal (unbounded domain) or truncated normal
+  (maximum likelihood on the domain) for continuous features; the empirical distribution for
+  integer/binary features with at most ``max_discrete_values`` distinct values, else a
+  discretised normal on the domain; the category frequencies for a one-hot group.
+* :func:`fit_gaussian_mixture` — a 1-D Gaussian mixture (scikit-learn ``GaussianMixture``);
+  on a bounded domain every component is truncated to the domain (an approximation of the
+  maximum-likelihood truncated mixture that keeps the support inside the domain).
+* :func:`fit_density_tree` — a piecewise-constant density: recursive median splits (widest
+  relative edge first) down to ``min_leaf`` points per leaf; leaf density ``count / (n ·
+  volume)`` on a bounded box (the domain, or the data's range where the domain is unbounded).
+* :func:`fit_product` — an independent product of the above, as a :class:`PopulationModel`.
+* :func:`fit_bayesian_network` — a Bayesian network for a given structure: each node gets
+  one CPT row per combination of its parents' cells (continuous parents cut at the given
+  ``bins``; integer parents at ``value <= bin``; discrete parents per observed value;
+  categorical parents per category), fitted on the rows of the data in that cell (cells with
+  fewer than ``min_rows`` rows get the node's pooled fit).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize
+from scipy.stats import truncnorm
+
+from verifier.population.base import Distribution
+from verifier.population.bayesnet import BayesianNetwork, BayesNode, CPTRow
+from verifier.population.distributions import (
+    Categorical,
+    Discrete,
+    DiscretisedNormal,
+    Normal,
+    PointMass,
+    TruncatedNormal,
+)
+from verifier.population.errors import PopulationError
+from verifier.population.mixture import Mixture
+from verifier.population.model import PopulationModel
+from verifier.population.piecewise import Leaf, PiecewiseDensity
+from verifier.population.product import Factor, Product
+from verifier.population.schema import Feature
+
+ContinuousMethod = Literal["normal", "gaussian_mixture", "density_tree"]
+MAX_DISCRETE_VALUES = 20
+
+
+def infer_features(
+    frame: pd.DataFrame,
+    categorical: dict[str, list[str]] | None = None,
+    domains: dict[str, tuple[float | None, float | None]] | None = None,
+) -> list[Feature]:
+    """Features for every column of ``frame`` in column order: the given one-hot groups
+    (feature name → its columns) become categorical features placed at their first column;
+    bool columns and integer columns holding only 0/1 are binary, other integer columns are
+    integer, everything else is continuous. ``domains`` sets a feature's domain (default
+    unbounded)."""
+    categorical = categorical or {}
+    domains = domains or {}
+    grouped = {column: name for name, columns in categorical.items() for column in columns}
+    missing = sorted(set(grouped) - set(frame.columns))
+    if missing:
+        raise PopulationError(f"one-hot columns {missing} are not in the data")
+    features: list[Feature] = []
+    for column in frame.columns:
+        if column in grouped:
+            name = grouped[column]
+            if all(f.name != name for f in features):
+                features.append(Feature(name=name, kind="categorical", columns=categorical[name]))
+            continue
+        series = frame[column]
+        domain = domains.get(column)
+        if pd.api.types.is_bool_dtype(series) or (
+            pd.api.types.is_integer_dtype(series) and set(series.unique()) <= {0, 1}
+        ):
+            features.append(Feature(name=column, kind="binary", domain=domain))
+        elif pd.api.types.is_integer_dtype(series):
+            features.append(Feature(name=column, kind="integer", domain=domain))
+        else:
+            features.append(Feature(name=column, kind="continuous", domain=domain))
+    return features
+
+
+def _values(frame: pd.DataFrame, feature: Feature) -> np.ndarray:
+    missing = [c for c in feature.column_names() if c not in frame.columns]
+    if missing:
+        raise PopulationError(f"feature {feature.name!r}: columns {missing} are not in the data")
+    values = frame[feature.column_names()].to_numpy(dtype=np.float64)
+    if not np.isfinite(values).all():
+        raise PopulationError(f"feature {feature.name!r}: the data holds NaN or infinite values")
+    if values.shape[0] == 0:
+        raise PopulationError(f"feature {feature.name!r}: no data rows to fit")
+    low, high = feature.interval()
+    if (values < low).any() or (values > high).any():
+        raise PopulationError(
+            f"feature {feature.name!r}: data outside the domain [{low:g}, {high:g}]"
+        )
+    return values if feature.kind == "categorical" else values[:, 0]
+
+
+def fit_truncated_normal(values: np.ndarray, lower: float, upper: float) -> TruncatedNormal:
+    """Maximum-likelihood normal truncated to ``[lower, upper]`` (either side may be ±inf)."""
+    start = np.array([values.mean(), math.log(max(values.std(), 1e-6 * (1 + abs(values.mean()))))])
+
+    def negative_log_likelihood(parameters: np.ndarray) -> float:
+        mean, log_std = parameters
+        std = math.exp(log_std)
+        a, b = (lower - mean) / std, (upper - mean) / std
+        total = truncnorm.logpdf(values, a, b, loc=mean, scale=std).sum()
+        return float(-total) if np.isfinite(total) else 1e300
+
+    result = minimize(negative_log_likelihood, start, method="Nelder-Mead",
+                      options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
+    mean, log_std = result.x
+    return TruncatedNormal(
+        mean=float(mean), std=float(math.exp(log_std)),
+        lower=None if math.isinf(lower) else lower, upper=None if math.isinf(upper) else upper,
+    )
+
+
+def _continuous(values: np.ndarray, feature: Feature) -> Distribution:
+    low, high = feature.interval()
+    if np.ptp(values) == 0:
+        raise PopulationError(f"feature {feature.name!r} is constant; it has no density")
+    if math.isinf(low) and math.isinf(high):
+        return Normal(mean=float(values.mean()), std=float(values.std()))
+    return fit_truncated_normal(values, low, high)
+
+
+def _integer(values: np.ndarray, feature: Feature, max_discrete_values: int) -> Distribution:
+    if not np.all(values == np.floor(values)):
+        raise PopulationError(f"feature {feature.name!r} is {feature.kind} but the data is not")
+    distinct, counts = np.unique(values, return_counts=True)
+    if distinct.size == 1:
+        return PointMass(value=float(distinct[0]))
+    if distinct.size <= max_discrete_values:
+        return Discrete(values=distinct.tolist(), probabilities=(counts / counts.sum()).tolist())
+    low, high = feature.interval()
+    return DiscretisedNormal(
+        mean=float(values.mean()), std=float(max(values.std(), 0.5)),
+        lower=None if math.isinf(low) else int(low), upper=None if math.isinf(high) else int(high),
+    )
+
+
+def _categories(values: np.ndarray, feature: Feature) -> Categorical:
+    if not (np.isin(values, (0.0, 1.0)).all() and (values.sum(axis=1) == 1).all()):
+        raise PopulationError(
+            f"feature {feature.name!r}: every row of columns {feature.column_names()} must be "
+            "one-hot (exactly one 1)"
+        )
+    frequencies = values.mean(axis=0)
+    return Categorical(probabilities=(frequencies / frequencies.sum()).tolist())
+
+
+def fit_marginal(
+    frame: pd.DataFrame, feature: Feature, max_discrete_values: int = MAX_DISCRETE_VALUES
+) -> Distribution:
+    """The marginal of one feature (see the module docstring)."""
+    values = _values(frame, feature)
+    if feature.kind == "categorical":
+        return _categories(values, feature)
+    if feature.kind == "continuous":
+        return _continuous(values, feature)
+    return _integer(values, feature, max_discrete_values)
+
+
+def fit_gaussian_mixture(
+    frame: pd.DataFrame, feature: Feature, n_components: int = 3, seed: int = 0
+) -> Mixture:
+    """A 1-D Gaussian mixture of a continuous feature (truncated to a bounded domain)."""
+    from sklearn.mixture import GaussianMixture
+
+    if feature.kind != "continuous":
+        raise PopulationError(
+            f"feature {feature.name!r}: a Gaussian mixture needs a continuous feature"
+        )
+    values = _values(frame, feature)
+    fitted = GaussianMixture(n_components=n_components, random_state=seed).fit(values[:, None])
+    weights = fitted.weights_ / fitted.weights_.sum()
+    low, high = feature.interval()
+    components: list[Distribution] = []
+    for mean, covariance in zip(fitted.means_[:, 0], fitted.covariances_.reshape(-1), strict=True):
+        std = float(math.sqrt(covariance))
+        if math.isinf(low) and math.isinf(high):
+            components.append(Normal(mean=float(mean), std=std))
+        else:
+            components.append(TruncatedNormal(
+                mean=float(mean), std=std, lower=None if math.isinf(low) else low,
+                upper=None if math.isinf(high) else high,
+            ))
+    return Mixture(weights=weights.tolist(), components=components)
+
+
+def fit_density_tree(
+    frame: pd.DataFrame,
+    columns: list[str],
+    min_leaf: int = 50,
+    lower: list[float] | None = None,
+    upper: list[float] | None = None,
+) -> PiecewiseDensity:
+    """Piecewise-constant density of ``columns`` by recursive median splits (module docstring).
+
+    ``lower``/``upper`` give the bounded box (default: the data's range per column); every
+    data point must lie in it.
+    """
+    data = frame[columns].to_numpy(dtype=np.float64)
+    count = data.shape[0]
+    if count < max(1, min_leaf) or min_leaf < 1:
+        raise PopulationError(f"a density tree needs at least min_leaf={min_leaf} >= 1 rows")
+    box_lo = np.asarray(lower, dtype=np.float64) if lower is not None else data.min(axis=0)
+    box_hi = np.asarray(upper, dtype=np.float64) if upper is not None else data.max(axis=0)
+    if not (np.isfinite(box_lo).all() and np.isfinite(box_hi).all()):
+        raise PopulationError("a density tree needs a bounded box")
+    flat = [columns[i] for i in np.flatnonzero(box_hi <= box_lo)]
+    if flat:
+        raise PopulationError(f"columns {flat} have an empty or zero-width range")
+    if ((data < box_lo) | (data > box_hi)).any():
+        raise PopulationError("data points lie outside the density tree's box")
+    width = box_hi - box_lo
+    leaves: list[Leaf] = []
+    stack = [(np.arange(count), box_lo.copy(), box_hi.copy())]
+    while stack:
+        index, low, high = stack.pop()
+        split = None
+        if index.size >= 2 * min_leaf:
+            for dim in np.argsort(-(high - low) / width, kind="stable"):
+                median = float(np.median(data[index, dim]))
+                left = data[index, dim] <= median
+                balanced = min_leaf <= left.sum() <= index.size - min_leaf
+                if low[dim] < median < high[dim] and balanced:
+                    split = (dim, median, left)
+                    break
+        if split is None:
+            volume = float(np.prod(high - low))
+            leaves.append(Leaf(lower=low.tolist(), upper=high.tolist(),
+                               constant=index.size / (count * volume)))
+            continue
+        dim, median, left = split
+        left_high, right_low = high.copy(), low.copy()
+        left_high[dim] = median
+        right_low[dim] = median
+        stack.append((index[~left], right_low, high))
+        stack.append((index[left], low, left_high))
+    return PiecewiseDensity(columns=list(columns), leaves=leaves)
+
+
+def fit_product(
+    frame: pd.DataFrame,
+    features: list[Feature],
+    continuous: ContinuousMethod = "normal",
+    n_components: int = 3,
+    min_leaf: int = 50,
+    max_discrete_values: int = MAX_DISCRETE_VALUES,
+    seed: int = 0,
+) -> PopulationModel:
+    """Independent product of per-feature marginals; continuous features by ``continuous``:
+    ``normal`` (normal/truncated normal), ``gaussian_mixture`` (per feature), or
+    ``density_tree`` (one joint piecewise-constant density over all continuous features)."""
+    factors: list[Factor] = []
+    tree_columns: list[str] = []
+    domains: dict[str, tuple[float, float]] = {}
+    for feature in features:
+        if feature.kind == "continuous" and continuous == "density_tree":
+            tree_columns.extend(feature.column_names())
+            domains[feature.column_names()[0]] = feature.interval()
+            continue
+        if feature.kind == "continuous" and continuous == "gaussian_mixture":
+            distribution: Distribution = fit_gaussian_mixture(frame, feature, n_components, seed)
+        else:
+            distribution = fit_marginal(frame, feature, max_discrete_values)
+        factors.append(Factor(columns=feature.column_names(), distribution=distribution))
+    if tree_columns:
+        data = frame[tree_columns]
+        lower = [domains[c][0] if math.isfinite(domains[c][0]) else float(data[c].min())
+                 for c in tree_columns]
+        upper = [domains[c][1] if math.isfinite(domains[c][1]) else float(data[c].max())
+                 for c in tree_columns]
+        tree = fit_density_tree(frame, tree_columns, min_leaf, lower, upper)
+        factors.append(Factor(columns=tree_columns, distribution=tree))
+    return PopulationModel(features=features, distribution=Product(factors=factors))
+
+
+def _topological(features: list[Feature], parents: dict[str, list[str]]) -> list[Feature]:
+    by_name = {feature.name: feature for feature in features}
+    named = {p for ps in parents.values() for p in ps} | set(parents)
+    unknown = sorted(name for name in named if name not in by_name)
+    if unknown:
+        raise PopulationError(f"the network structure names unknown features {unknown}")
+    ordered: list[Feature] = []
+    placed: set[str] = set()
+    while len(ordered) < len(features):
+        ready = [
+            f for f in features
+            if f.name not in placed and all(p in placed for p in parents.get(f.name, []))
+        ]
+        if not ready:
+            cycle = sorted(f.name for f in features if f.name not in placed)
+            raise PopulationError(f"the network structure has a cycle among {cycle}")
+        ordered.append(ready[0])
+        placed.add(ready[0].name)
+    return ordered
+
+
+def _parent_cells(
+    frame: pd.DataFrame, feature: Feature, bins: list[float] | None, max_discrete_values: int
+) -> list[tuple[float | None, float | None]]:
+    """Closed value intervals of a parent that partition its values (category index for a
+    categorical parent)."""
+    if feature.kind == "categorical":
+        return [(float(j), float(j)) for j in range(len(feature.column_names()))]
+    if feature.kind == "continuous":
+        if not bins:
+            raise PopulationError(f"continuous parent {feature.name!r} needs bins (cut points)")
+        cuts = sorted(float(b) for b in bins)
+        return list(itertools.pairwise([None, *cuts, None]))
+    if bins:
+        cuts = sorted({math.floor(b) for b in bins})
+        starts = [None, *[c + 1.0 for c in cuts]]
+        ends = [*[float(c) for c in cuts], None]
+        return list(zip(starts, ends, strict=True))
+    values = np.unique(frame[feature.name].to_numpy(dtype=np.float64))
+    if values.size > max_discrete_values:
+        raise PopulationError(
+            f"integer parent {feature.name!r} has {values.size} distinct values; give bins"
+        )
+    return [(float(v), float(v)) for v in values]
+
+
+def _parent_values(frame: pd.DataFrame, feature: Feature) -> np.ndarray:
+    if feature.kind == "categorical":
+        return np.argmax(frame[feature.column_names()].to_numpy(dtype=np.float64), axis=1)
+    return frame[feature.name].to_numpy(dtype=np.float64)
+
+
+def fit_bayesian_network(
+    frame: pd.DataFrame,
+    features: list[Feature],
+    parents: dict[str, list[str]],
+    bins: dict[str, list[float]] | None = None,
+    min_rows: int = 30,
+    max_discrete_values: int = MAX_DISCRETE_VALUES,
+) -> PopulationModel:
+    """A Bayesian network with the given ``parents`` (feature name → parent feature names);
+    see the module docstring for the CPT rows."""
+    bins = bins or {}
+    by_name = {feature.name: feature for feature in features}
+    ordered = _topological(features, parents)
+    cells = {}
+    for name in sorted({p for ps in parents.values() for p in ps}):
+        cells[name] = _parent_cells(frame, by_name[name], bins.get(name), max_discrete_values)
+    nodes = []
+    for feature in ordered:
+        node_parents = parents.get(feature.name, [])
+        pooled = fit_marginal(frame, feature, max_discrete_values)
+        rows = []
+        for combination in itertools.product(*(cells[p] for p in node_parents)):
+            selected = np.ones(len(frame), dtype=bool)
+            for parent, (low, high) in zip(node_parents, combination, strict=True):
+                values = _parent_values(frame, by_name[parent])
+                low_f = -np.inf if low is None else low
+                high_f = np.inf if high is None else high
+                selected &= (values >= low_f) & (values <= high_f)
+            subset = frame[selected]
+            distribution = pooled
+            if len(subset) >= min_rows:
+                distribution = fit_marginal(subset, feature, max_discrete_values)
+            rows.append(CPTRow(condition=dict(zip(node_parents, combination, strict=True)),
+                               distribution=distribution))
+        nodes.append(BayesNode(name=feature.name, parents=node_parents,
+                               columns=feature.column_names(), cpt=rows))
+    return PopulationModel(features=features, distribution=BayesianNetwork(nodes=nodes))

@@ -1,0 +1,252 @@
+"""The population-model document: a feature schema and a distribution over its columns.
+
+JSON form::
+
+    {"format": "certgate.population/v1",
+     "features": [{"name": "age", "kind": "continuous", "domain": [0, 125]}, ...],
+     "column_order": [...],            # optional, default: the features' columns in order
+     "distribution": {"kind": "product", ...}}
+
+The distribution's columns are matched to the model's columns by name (an anonymous
+distribution, e.g. one marginal or an unnamed piecewise density, by position). Validation
+checks, besides every distribution's own rules:
+
+* the distribution covers exactly the model's columns;
+* a continuous feature's column has no point masses (so that a split face has probability 0);
+* integer, binary and categorical columns put all their mass on integers;
+* a categorical feature's columns form one one-hot group of the distribution;
+* the support of every column lies inside its feature's domain.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import model_validator
+
+from verifier.population.base import PopulationBase, as_boxes, as_generator
+from verifier.population.errors import PopulationError, PopulationMismatchError
+from verifier.population.schema import Feature, FeatureSchema
+from verifier.population.union import AnyDistribution
+
+FORMAT = "certgate.population/v1"
+
+
+class PopulationModel(PopulationBase):
+    """A probability distribution over a network's input vector, with its feature schema."""
+
+    format: Literal["certgate.population/v1"] = FORMAT
+    name: str | None = None
+    description: str | None = None
+    features: list[Feature]
+    column_order: list[str] | None = None
+    distribution: AnyDistribution
+
+    @model_validator(mode="after")
+    def _check_model(self) -> PopulationModel:
+        schema = self.feature_schema
+        distribution = self.distribution
+        if distribution.dimension != schema.dimension:
+            raise ValueError(
+                f"the distribution has {distribution.dimension} columns, the features "
+                f"{schema.dimension} ({', '.join(schema.columns)})"
+            )
+        names = distribution.column_names()
+        if names is not None and sorted(names) != sorted(schema.columns):
+            missing = sorted(set(schema.columns) - set(names))
+            extra = sorted(set(names) - set(schema.columns))
+            raise ValueError(
+                f"the distribution's columns do not match the features: feature columns the "
+                f"distribution lacks {missing}, distribution columns no feature has {extra}"
+            )
+        atomless = self._to_model_order(distribution.atomless_columns())
+        integer = self._to_model_order(distribution.integer_columns())
+        low, high = (self._to_model_order(end) for end in distribution.support())
+        domain_low, domain_high = schema.domain_box()
+        groups = {
+            frozenset(int(self._order[i]) for i in group)
+            for group in distribution.onehot_groups()
+        }
+        for index, column in enumerate(schema.columns):
+            feature = schema.feature_of(column)
+            where = f"feature {feature.name!r} (column {column!r})"
+            if feature.kind == "continuous" and not atomless[index]:
+                raise ValueError(
+                    f"{where} is continuous but its distribution has point masses; declare it "
+                    "integer or give it a density"
+                )
+            if feature.kind != "continuous" and not integer[index]:
+                raise ValueError(
+                    f"{where} is {feature.kind} but its distribution is not integer-valued"
+                )
+            if low[index] < domain_low[index] or high[index] > domain_high[index]:
+                raise ValueError(
+                    f"{where}: the distribution's support [{low[index]:g}, {high[index]:g}] "
+                    f"leaves the domain [{domain_low[index]:g}, {domain_high[index]:g}]"
+                )
+        for feature in schema.features:
+            if feature.kind != "categorical":
+                continue
+            group = frozenset(schema.columns.index(name) for name in feature.column_names())
+            if group not in groups:
+                raise ValueError(
+                    f"feature {feature.name!r} is categorical over columns "
+                    f"{feature.column_names()}, but the distribution does not model them as one "
+                    "one-hot categorical"
+                )
+        return self
+
+    # ------------------------------------------------------------------ layout
+    @cached_property
+    def feature_schema(self) -> FeatureSchema:
+        """The features and the column order, with column helpers."""
+        return FeatureSchema(features=self.features, column_order=self.column_order)
+
+    @cached_property
+    def _order(self) -> np.ndarray:
+        """Model column of each local column of the distribution."""
+        names = self.distribution.column_names()
+        columns = self.feature_schema.columns
+        if names is None:
+            return np.arange(len(columns))
+        return np.array([columns.index(name) for name in names])
+
+    def _to_model_order(self, local: np.ndarray) -> np.ndarray:
+        placed = np.empty(len(local), dtype=np.asarray(local).dtype)
+        placed[self._order] = local
+        return placed
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Input column names in input order."""
+        return self.feature_schema.columns
+
+    @property
+    def dimension(self) -> int:
+        return self.feature_schema.dimension
+
+    def column_kinds(self) -> list[str]:
+        """Feature kind of every input column."""
+        return self.feature_schema.column_kinds()
+
+    def onehot_groups(self) -> list[list[int]]:
+        """Column indices of every one-hot group (categorical feature)."""
+        return self.feature_schema.onehot_groups()
+
+    def integer_columns(self) -> np.ndarray:
+        """``(d,)`` bool: integer-valued columns (integer, binary, categorical features)."""
+        return self.feature_schema.integer_columns()
+
+    def atomless_columns(self) -> np.ndarray:
+        """``(d,)`` bool: columns whose marginal has no point masses (every continuous
+        feature's column, by validation)."""
+        return self._to_model_order(self.distribution.atomless_columns())
+
+    def domain_box(self) -> tuple[np.ndarray, np.ndarray]:
+        """The features' declared domain per column."""
+        return self.feature_schema.domain_box()
+
+    # ------------------------------------------------------------------ probabilities
+    def prob_boxes(self, lo: Any, hi: Any) -> np.ndarray:
+        """``(B,)`` float64: ``P(x ∈ [lo, hi])`` for closed boxes in input-column order.
+
+        ``lo``/``hi``: ``(B, d)`` or ``(d,)``; ±inf allowed; ``lo > hi`` anywhere gives 0.
+        """
+        lo, hi, empty = as_boxes(lo, hi, self.dimension)
+        order = self._order
+        return self.distribution.enclosure(lo[:, order], hi[:, order]).zero_where(empty).value
+
+    def prob_boxes_interval(self, lo: Any, hi: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)``: sound enclosures of the exact box probabilities (float
+        rounding accounted for as in :mod:`verifier.population.rounding`). This has the
+        signature of :data:`verifier.pv.MassFunction`."""
+        lo, hi, empty = as_boxes(lo, hi, self.dimension)
+        order = self._order
+        result = self.distribution.enclosure(lo[:, order], hi[:, order]).zero_where(empty)
+        return result.lower, result.upper
+
+    def marginal_cdf(self, column: str | int, t: Any) -> np.ndarray:
+        """``P(x_column <= t)`` for every ``t`` (array-like; returns the same shape)."""
+        try:
+            index = self.feature_schema.column_index(column)
+        except ValueError as error:
+            raise PopulationError(str(error)) from error
+        points = np.asarray(t, dtype=np.float64)
+        flat = points.reshape(-1)
+        lo = np.full((flat.size, self.dimension), -np.inf)
+        hi = np.full((flat.size, self.dimension), np.inf)
+        hi[:, index] = flat
+        return self.prob_boxes(lo, hi).reshape(points.shape)
+
+    def sample(self, n: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
+        """``(n, d)`` samples in input-column order."""
+        if int(n) != n or n < 0:
+            raise PopulationError(f"the number of samples must be a non-negative integer, got {n}")
+        local = self.distribution.draw(int(n), as_generator(rng))
+        samples = np.empty_like(local)
+        samples[:, self._order] = local
+        return samples
+
+    def support(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)``: the smallest box containing the support, in input-column order."""
+        low, high = self.distribution.support()
+        return self._to_model_order(low), self._to_model_order(high)
+
+    def describe(self) -> str:
+        """Readable multi-line description: features, then the distribution."""
+        title = f"population model {self.name!r}" if self.name else "population model"
+        lines = [f"{title}: {self.dimension} columns ({', '.join(self.columns)})"]
+        if self.description:
+            lines.append(self.description)
+        lines.append("features:")
+        lines.extend(f"  {feature.describe()}" for feature in self.features)
+        lines.append("distribution:")
+        lines.extend(f"  {line}" for line in self.distribution.describe_lines())
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document (unset optional fields left out)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PopulationModel:
+        """Validate a JSON document (raises pydantic ValidationError naming the field)."""
+        return cls.model_validate(data)
+
+
+def check_matches_network(
+    model: PopulationModel, input_size: int, input_names: list[str] | None = None
+) -> None:
+    """Raise :class:`PopulationMismatchError` unless the model's columns fit the network's
+    inputs: the same count and, when ``input_names`` is given, the same names in order."""
+    columns = list(model.columns)
+    if len(columns) != input_size:
+        raise PopulationMismatchError(
+            f"the population model has {len(columns)} columns ({', '.join(columns)}) but the "
+            f"network has {input_size} inputs"
+        )
+    if input_names is None:
+        return
+    names = list(input_names)
+    if len(names) != input_size:
+        raise PopulationMismatchError(
+            f"{len(names)} input names given for a network with {input_size} inputs"
+        )
+    if names == columns:
+        return
+    position = next(i for i, (a, b) in enumerate(zip(columns, names, strict=True)) if a != b)
+    if sorted(names) == sorted(columns):
+        raise PopulationMismatchError(
+            f"the population model and the network have the same columns in a different "
+            f"order: input {position} is {columns[position]!r} in the population model and "
+            f"{names[position]!r} in the network; set column_order in the population model"
+        )
+    missing = sorted(set(names) - set(columns))
+    unknown = sorted(set(columns) - set(names))
+    raise PopulationMismatchError(
+        f"input {position} is {columns[position]!r} in the population model and "
+        f"{names[position]!r} in the network (network inputs missing from the model: "
+        f"{missing}; model columns unknown to the network: {unknown})"
+    )

@@ -1,0 +1,56 @@
+"""The discriminated union of every distribution kind (JSON field ``kind``).
+
+Products, mixtures and Bayesian networks nest distributions of any kind, so their models are
+completed here, once every kind is defined.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, TypeAdapter
+
+from verifier.population.base import Distribution
+from verifier.population.bayesnet import BayesianNetwork, BayesNode, CPTRow
+from verifier.population.distributions import (
+    Categorical,
+    Discrete,
+    DiscretisedNormal,
+    Normal,
+    PointMass,
+    TruncatedNormal,
+    Uniform,
+)
+from verifier.population.mixture import Mixture
+from verifier.population.piecewise import PiecewiseDensity
+from verifier.population.product import Factor, Product
+
+AnyDistribution = Annotated[
+    Normal
+    | TruncatedNormal
+    | Uniform
+    | Discrete
+    | DiscretisedNormal
+    | PointMass
+    | Categorical
+    | Product
+    | Mixture
+    | BayesianNetwork
+    | PiecewiseDensity,
+    Field(discriminator="kind"),
+]
+
+DISTRIBUTION_KINDS: tuple[str, ...] = (
+    "normal", "truncated_normal", "uniform", "discrete", "discretised_normal", "point",
+    "categorical", "product", "mixture", "bayesian_network", "piecewise",
+)
+
+for _model in (Factor, Product, Mixture, CPTRow, BayesNode, BayesianNetwork):
+    _model.model_rebuild(_types_namespace={"AnyDistribution": AnyDistribution})
+
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyDistribution)
+
+
+def distribution_from_json(data: dict[str, Any]) -> Distribution:
+    """Validate a JSON dict as a distribution of any kind (raises pydantic ValidationError)."""
+    return _ADAPTER.validate_python(data)

@@ -1,0 +1,184 @@
+"""Vectorised evaluation of the preconditions of a constraint set.
+
+Every precondition is compiled into a disjunction of *cells*, each a conjunction of *atoms*:
+a box (per-side open/closed, infinite sides), a linear inequality ``a·x <= b`` (or ``<``), or
+"the predicted class is in a set". ``always`` is one cell without atoms, ``union`` one cell per
+box, ``all`` the product of its parts' cells. At run time all atoms of all constraints are
+evaluated at once and reduced to an ``[batch, constraints]`` activity mask with ``index_add``:
+no Python loop over rows or constraints.
+
+Inputs are compared in float64. Box tests are exact (float32/float64 inputs convert exactly;
+an open side ``x > a`` is tested as ``x >= nextafter(a, +inf)``, which is equivalent in float64).
+A linear atom's dot product is rounded, so a point within rounding of the hyperplane may be
+decided either way; NaN inputs are rejected by the layer before they get here.
+"""
+
+import itertools
+from dataclasses import dataclass, field
+from typing import cast
+
+import torch
+from torch import Tensor
+
+from verifier.errors import CertgateInputError
+from verifier.selfcorrect.constraints import SafeOrderingConstraint
+from verifier.selfcorrect.schema import (
+    AllPrecondition,
+    AlwaysPrecondition,
+    BoxPrecondition,
+    LinearPrecondition,
+    Precondition,
+    PredictedInPrecondition,
+    UnionPrecondition,
+)
+
+
+class SelfCorrectionInputError(CertgateInputError):
+    """Inputs or logits handed to the SC-layer have the wrong shape or non-finite values."""
+
+
+@dataclass
+class _Atoms:
+    """Atoms collected while compiling; each atom belongs to exactly one cell."""
+
+    box_lo: list[list[float]] = field(default_factory=list)
+    box_hi: list[list[float]] = field(default_factory=list)
+    box_lo_closed: list[list[bool]] = field(default_factory=list)
+    box_hi_closed: list[list[bool]] = field(default_factory=list)
+    box_cell: list[int] = field(default_factory=list)
+    lin_a: list[list[float]] = field(default_factory=list)
+    lin_b: list[float] = field(default_factory=list)
+    lin_strict: list[bool] = field(default_factory=list)
+    lin_cell: list[int] = field(default_factory=list)
+    pred_mask: list[list[bool]] = field(default_factory=list)
+    pred_cell: list[int] = field(default_factory=list)
+    cell_constraint: list[int] = field(default_factory=list)
+
+
+_Atom = tuple[str, object]
+
+
+def _cells(precondition: Precondition) -> list[list[_Atom]]:
+    """The precondition as a DNF over atoms (a list of cells, each a list of atoms)."""
+    if isinstance(precondition, AlwaysPrecondition):
+        return [[]]
+    if isinstance(precondition, BoxPrecondition):
+        return [[("box", precondition)]]
+    if isinstance(precondition, UnionPrecondition):
+        return [[("box", box)] for box in precondition.boxes]
+    if isinstance(precondition, LinearPrecondition):
+        return [
+            [
+                ("linear", (row, bound, precondition.strict))
+                for row, bound in zip(precondition.a, precondition.b, strict=True)
+            ]
+        ]
+    if isinstance(precondition, PredictedInPrecondition):
+        return [[("predicted", [int(c) for c in precondition.classes])]]
+    if isinstance(precondition, AllPrecondition):
+        parts = [_cells(part) for part in precondition.conditions]
+        return [
+            [atom for cell in combination for atom in cell]
+            for combination in itertools.product(*parts)
+        ]
+    raise CertgateInputError(f"unknown precondition kind {type(precondition).__name__}")
+
+
+def _side_flags(flags: bool | list[bool], size: int) -> list[bool]:
+    return [flags] * size if isinstance(flags, bool) else list(flags)
+
+
+def _add_atom(atoms: _Atoms, atom: _Atom, cell: int, num_classes: int) -> None:
+    kind, payload = atom
+    if kind == "box":
+        payload = cast(BoxPrecondition, payload)
+        atoms.box_lo.append([float("-inf") if v is None else float(v) for v in payload.lower])
+        atoms.box_hi.append([float("inf") if v is None else float(v) for v in payload.upper])
+        atoms.box_lo_closed.append(_side_flags(payload.lower_closed, payload.size))
+        atoms.box_hi_closed.append(_side_flags(payload.upper_closed, payload.size))
+        atoms.box_cell.append(cell)
+    elif kind == "linear":
+        row, bound, strict = cast(tuple[list[float], float, bool], payload)
+        atoms.lin_a.append([float(v) for v in row])
+        atoms.lin_b.append(float(bound))
+        atoms.lin_strict.append(bool(strict))
+        atoms.lin_cell.append(cell)
+    else:
+        classes = set(cast(list[int], payload))
+        atoms.pred_mask.append([c in classes for c in range(num_classes)])
+        atoms.pred_cell.append(cell)
+
+
+def _matrix(rows: list[list[float]] | list[list[bool]], width: int, dtype: torch.dtype) -> Tensor:
+    if not rows:
+        return torch.zeros(0, width, dtype=dtype)
+    return torch.tensor(rows, dtype=dtype)
+
+
+class PreconditionEvaluator(torch.nn.Module):
+    """``forward(x, predicted) -> [batch, constraints]`` bool: which preconditions hold.
+
+    ``x`` is ``[batch, input_size]`` (any float dtype, compared in float64); ``predicted`` is
+    ``[batch]`` int64, the argmax of the uncorrected logits.
+    """
+
+    def __init__(
+        self,
+        constraints: tuple[SafeOrderingConstraint, ...],
+        num_classes: int,
+        input_size: int | None,
+    ) -> None:
+        super().__init__()
+        atoms = _Atoms()
+        for c_index, constraint in enumerate(constraints):
+            for cell in _cells(constraint.precondition):
+                cell_index = len(atoms.cell_constraint)
+                atoms.cell_constraint.append(c_index)
+                for atom in cell:
+                    _add_atom(atoms, atom, cell_index, num_classes)
+        width = 0 if input_size is None else input_size
+        self.num_constraints = len(constraints)
+        self.num_cells = len(atoms.cell_constraint)
+        # Strict sides become closed ones at the neighbouring float64: for a float64 value v,
+        # v > a  <=>  v >= nextafter(a, +inf), and v < b  <=>  v <= nextafter(b, -inf).
+        lo = _matrix(atoms.box_lo, width, torch.float64)
+        hi = _matrix(atoms.box_hi, width, torch.float64)
+        lo_closed = _matrix(atoms.box_lo_closed, width, torch.bool)
+        hi_closed = _matrix(atoms.box_hi_closed, width, torch.bool)
+        lo = torch.where(lo_closed, lo, torch.nextafter(lo, torch.full_like(lo, float("inf"))))
+        hi = torch.where(hi_closed, hi, torch.nextafter(hi, torch.full_like(hi, float("-inf"))))
+        bound = torch.tensor(atoms.lin_b, dtype=torch.float64)
+        strict = torch.tensor(atoms.lin_strict, dtype=torch.bool)
+        bound = torch.where(
+            strict, torch.nextafter(bound, torch.full_like(bound, float("-inf"))), bound
+        )
+        self.register_buffer("box_lo", lo, False)
+        self.register_buffer("box_hi", hi, False)
+        self.register_buffer("box_cell", torch.tensor(atoms.box_cell, dtype=torch.long), False)
+        self.register_buffer("lin_a", _matrix(atoms.lin_a, width, torch.float64), False)
+        self.register_buffer("lin_b", bound, False)
+        self.register_buffer("lin_cell", torch.tensor(atoms.lin_cell, dtype=torch.long), False)
+        self.register_buffer("pred_mask", _matrix(atoms.pred_mask, num_classes, torch.bool), False)
+        self.register_buffer("pred_cell", torch.tensor(atoms.pred_cell, dtype=torch.long), False)
+        self.register_buffer(
+            "cell_constraint", torch.tensor(atoms.cell_constraint, dtype=torch.long), False
+        )
+
+    def forward(self, x: Tensor, predicted: Tensor) -> Tensor:
+        batch = x.shape[0]
+        x64 = x.to(torch.float64)
+        false_atoms = torch.zeros(batch, self.num_cells, dtype=torch.float64, device=x.device)
+        if self.box_lo.shape[0] > 0:
+            point = x64.unsqueeze(1)
+            outside = ((point < self.box_lo) | (point > self.box_hi)).any(dim=2)
+            false_atoms.index_add_(1, self.box_cell, outside.to(torch.float64))
+        if self.lin_a.shape[0] > 0:
+            fails = (x64 @ self.lin_a.t()) > self.lin_b
+            false_atoms.index_add_(1, self.lin_cell, fails.to(torch.float64))
+        if self.pred_mask.shape[0] > 0:
+            holds = self.pred_mask.index_select(1, predicted).t()
+            false_atoms.index_add_(1, self.pred_cell, (~holds).to(torch.float64))
+        cell_true = false_atoms.eq(0.0).to(torch.float64)
+        active = torch.zeros(batch, self.num_constraints, dtype=torch.float64, device=x.device)
+        active.index_add_(1, self.cell_constraint, cell_true)
+        return active.gt(0.0)

@@ -1,0 +1,233 @@
+"""The YAML/JSON schema of safe-ordering constraints (pydantic v2, closed and frozen).
+
+A constraint file looks like::
+
+    classes: [COC, WL, WR, SL, SR]          # or num_classes: 5 (names optional)
+    input_size: 5                           # optional; inferred from the preconditions
+    constraints:
+      - name: phi2
+        precondition: {kind: box, lower: [0.6, null, null, 0.45, null],
+                       upper: [null, null, null, null, -0.45]}
+        postcondition:                      # DNF: a list of disjuncts, each a list of literals
+          - ["SL < COC"]
+          - ["WL < COC"]
+          - [[2, 0]]                        # the pair [a, b] means y_a < y_b
+
+Literals are ``"a < b"`` or ``"a > b"`` (``a``/``b`` a class name, an index, or ``y<index>``) or a
+pair ``[a, b]`` meaning ``y_a < y_b``. Preconditions (``kind``): ``box`` (``null`` = unbounded side,
+``lower_closed``/``upper_closed`` per side or for all sides), ``union`` of boxes, ``linear``
+(every row ``a·x <= b``, or ``<`` with ``strict``), ``predicted_in`` (the argmax of the
+*uncorrected* logits lies in ``classes``), ``always``, and ``all`` (a conjunction of preconditions).
+Names are resolved to indices by :mod:`verifier.selfcorrect.constraints`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+_LITERAL_PATTERN = re.compile(r"^\s*([^<>\s]+)\s*([<>])\s*([^<>\s]+)\s*$")
+
+
+class SchemaModel(BaseModel):
+    """Base of every schema model: unknown keys are errors and instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _parse_literal(value: Any) -> Any:
+    """``"a < b"`` → ``(a, b)``; ``"a > b"`` → ``(b, a)``; a pair passes through unchanged."""
+    if isinstance(value, str):
+        match = _LITERAL_PATTERN.match(value)
+        if match is None:
+            raise ValueError(
+                f"order literal {value!r} is not of the form 'a < b' or 'a > b' "
+                "(a, b: class names, indices or y<index>)"
+            )
+        left, operator, right = match.groups()
+        return (left, right) if operator == "<" else (right, left)
+    if isinstance(value, list | tuple) and len(value) != 2:
+        raise ValueError(f"an order literal pair needs exactly 2 entries [a, b], got {value!r}")
+    return value
+
+
+ClassRef = int | str
+OrderLiteralSpec = Annotated[tuple[ClassRef, ClassRef], BeforeValidator(_parse_literal)]
+"""``(a, b)``: the logit of class ``a`` must be strictly smaller than that of class ``b``."""
+
+
+def _check_finite_or_none(values: list[float | None], field_name: str) -> None:
+    for index, value in enumerate(values):
+        if value is not None and math.isnan(value):
+            raise ValueError(f"{field_name}[{index}] is NaN; use null for an unbounded side")
+
+
+def _per_side(flags: bool | list[bool], size: int, field_name: str) -> list[bool]:
+    if isinstance(flags, bool):
+        return [flags] * size
+    if len(flags) != size:
+        raise ValueError(f"{field_name} has {len(flags)} entries, the box has {size} sides")
+    return list(flags)
+
+
+class BoxPrecondition(SchemaModel):
+    """``lower <= x <= upper`` per coordinate; ``null`` is an unbounded side, a ``False`` in
+    ``lower_closed``/``upper_closed`` makes that side strict (``<``)."""
+
+    kind: Literal["box"]
+    lower: list[float | None] = Field(min_length=1)
+    upper: list[float | None] = Field(min_length=1)
+    lower_closed: bool | list[bool] = True
+    upper_closed: bool | list[bool] = True
+
+    @model_validator(mode="after")
+    def _check_box(self) -> BoxPrecondition:
+        if len(self.lower) != len(self.upper):
+            raise ValueError(f"lower has {len(self.lower)} entries but upper has {len(self.upper)}")
+        _check_finite_or_none(self.lower, "lower")
+        _check_finite_or_none(self.upper, "upper")
+        for index, (low, high) in enumerate(zip(self.lower, self.upper, strict=True)):
+            if low == math.inf or high == -math.inf:
+                raise ValueError(
+                    f"side {index} is empty: lower={low}, upper={high}; "
+                    "use null for an unbounded side"
+                )
+        lower_closed = _per_side(self.lower_closed, len(self.lower), "lower_closed")
+        upper_closed = _per_side(self.upper_closed, len(self.upper), "upper_closed")
+        for index, (low, high) in enumerate(zip(self.lower, self.upper, strict=True)):
+            if low is None or high is None:
+                continue
+            both_closed = lower_closed[index] and upper_closed[index]
+            if low > high or (low == high and not both_closed):
+                raise ValueError(
+                    f"side {index} is empty: lower={low}, upper={high}"
+                    + ("" if low > high else " with an open end")
+                )
+        return self
+
+    @property
+    def size(self) -> int:
+        return len(self.lower)
+
+
+class UnionPrecondition(SchemaModel):
+    """``x`` lies in at least one of ``boxes``."""
+
+    kind: Literal["union"]
+    boxes: list[BoxPrecondition] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_sizes(self) -> UnionPrecondition:
+        sizes = {box.size for box in self.boxes}
+        if len(sizes) != 1:
+            raise ValueError(f"the boxes of a union have different sizes: {sorted(sizes)}")
+        return self
+
+
+class LinearPrecondition(SchemaModel):
+    """Every row holds: ``a[i]·x <= b[i]`` (``<`` when ``strict``). A single row may be given
+    as a flat list ``a: [..]`` with a number ``b``."""
+
+    kind: Literal["linear"]
+    a: list[list[float]] = Field(min_length=1)
+    b: list[float] = Field(min_length=1)
+    strict: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_row(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            row, bound = data.get("a"), data.get("b")
+            if isinstance(row, list) and row and not isinstance(row[0], list):
+                data = {**data, "a": [row]}
+            if isinstance(bound, int | float) and not isinstance(bound, bool):
+                data = {**data, "b": [bound]}
+        return data
+
+    @model_validator(mode="after")
+    def _check_rows(self) -> LinearPrecondition:
+        if len(self.a) != len(self.b):
+            raise ValueError(f"a has {len(self.a)} rows but b has {len(self.b)} entries")
+        widths = {len(row) for row in self.a}
+        if len(widths) != 1 or 0 in widths:
+            raise ValueError(f"the rows of a must be non-empty and equally long, got {widths}")
+        for name, values in (("a", [v for row in self.a for v in row]), ("b", self.b)):
+            if not all(math.isfinite(value) for value in values):
+                raise ValueError(f"{name} must be finite")
+        return self
+
+    @property
+    def size(self) -> int:
+        return len(self.a[0])
+
+
+class PredictedInPrecondition(SchemaModel):
+    """The class predicted by the *uncorrected* logits (argmax, ties to the lowest index) is
+    one of ``classes``."""
+
+    kind: Literal["predicted_in"]
+    classes: list[ClassRef] = Field(min_length=1)
+
+
+class AlwaysPrecondition(SchemaModel):
+    """Holds for every input (the paper's ⊤)."""
+
+    kind: Literal["always"]
+
+
+class AllPrecondition(SchemaModel):
+    """Every one of ``conditions`` holds."""
+
+    kind: Literal["all"]
+    conditions: list[Precondition] = Field(min_length=1)
+
+
+Precondition = Annotated[
+    BoxPrecondition
+    | UnionPrecondition
+    | LinearPrecondition
+    | PredictedInPrecondition
+    | AlwaysPrecondition
+    | AllPrecondition,
+    Field(discriminator="kind"),
+]
+AllPrecondition.model_rebuild()
+
+
+class ConstraintSpec(SchemaModel):
+    """One safe-ordering constraint ⟨precondition, postcondition⟩; the postcondition is in DNF."""
+
+    name: str = Field(min_length=1)
+    precondition: Precondition = Field(default_factory=lambda: AlwaysPrecondition(kind="always"))
+    postcondition: list[Annotated[list[OrderLiteralSpec], Field(min_length=1)]] = Field(
+        min_length=1
+    )
+    description: str | None = None
+
+
+class ConstraintFileSpec(SchemaModel):
+    """A constraint file: the class names or count, optionally the input size, the constraints."""
+
+    classes: list[str] | None = Field(default=None, min_length=1)
+    num_classes: int | None = Field(default=None, ge=1)
+    input_size: int | None = Field(default=None, ge=1)
+    constraints: list[ConstraintSpec]
+
+    @model_validator(mode="after")
+    def _check_header(self) -> ConstraintFileSpec:
+        if self.classes is not None:
+            duplicates = sorted({n for n in self.classes if self.classes.count(n) > 1})
+            if duplicates:
+                raise ValueError(f"classes: duplicate names {duplicates}")
+            if self.num_classes is not None and self.num_classes != len(self.classes):
+                raise ValueError(
+                    f"num_classes={self.num_classes} but classes lists {len(self.classes)} names"
+                )
+        names = [constraint.name for constraint in self.constraints]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"constraints: duplicate constraint names {duplicates}")
+        return self
