@@ -250,3 +250,16 @@ def test_bad_boxes_are_rejected_with_clear_errors() -> None:
         crown(network, np.zeros((1, 2)), np.ones((1, 2)), np.ones((1, 5)))
     with pytest.raises(CertgateInputError, match="unknown bound method"):
         compute_bounds(network, np.zeros((1, 2)), np.ones((1, 2)), None, "deeppoly")  # type: ignore[arg-type]
+
+
+def test_outputs_behind_dead_relus_are_exact_zero() -> None:
+    """Both outputs clamped to 0 by an output ReLU: y1 − y0 is exactly 0, with no margin, so
+    a strict comparison y1 > y0 is decidable (false) there."""
+    network = Network([
+        Layer(np.array([[1.0], [2.0]]), np.array([-5.0, -6.0]), "relu"),
+        Layer(np.array([[1.0, 0.5], [0.3, 1.0]]), np.array([0.0, 0.0]), "relu"),
+    ])
+    lower, upper = np.array([[-1.0]]), np.array([[1.0]])
+    for method in METHODS:
+        result = compute_bounds(network, lower, upper, np.array([[-1.0, 1.0]]), method)
+        assert result.lower[0, 0] == 0.0 and result.upper[0, 0] == 0.0, method

@@ -15,7 +15,8 @@ Guarantees
   so each is never looser than the cheaper method.
 * Floating point (DESIGN D2): every computed bound — intermediate and final — is widened
   outward by ``REL_MARGIN × (sum of the absolute values of all terms summed into it) +
-  ABS_MARGIN``. float64 accumulation error of a dot product of ``n`` terms is at most
+  ABS_MARGIN`` (no widening when every term is exactly zero, e.g. behind dead ReLUs, since
+  such a sum is exact). float64 accumulation error of a dot product of ``n`` terms is at most
   ``n·2⁻⁵³`` times that magnitude, so the margin dominates rounding by orders of magnitude for
   layers up to ~10⁵ neurons; rounding can only make a bound looser, never wrong.
 
@@ -169,9 +170,15 @@ def _as_spec(spec: np.ndarray | None, outputs: int, batch: int) -> torch.Tensor:
     )
 
 
+def _margin(magnitude: torch.Tensor) -> torch.Tensor:
+    """The rounding margin for a sum whose terms have absolute values adding up to
+    ``magnitude``: zero when every term was exactly zero (the sum is then exact)."""
+    return torch.where(magnitude > 0, REL_MARGIN * magnitude + ABS_MARGIN, 0.0)
+
+
 def _widen(lower: torch.Tensor, upper: torch.Tensor, magnitude: torch.Tensor) -> None:
     """Widen ``[lower, upper]`` in place by the floating-point margin (see module doc)."""
-    margin = REL_MARGIN * magnitude + ABS_MARGIN
+    margin = _margin(magnitude)
     lower.sub_(margin)
     upper.add_(margin)
 
@@ -357,7 +364,7 @@ def _concretise(
     abs_coeffs = coeffs.abs()
     value = (coeffs * mid).sum(dim=1) - (abs_coeffs * rad).sum(dim=1) + const
     magnitude = magnitude + (abs_coeffs * (mid.abs() + rad)).sum(dim=1)
-    return value - (REL_MARGIN * magnitude + ABS_MARGIN)
+    return value - _margin(magnitude)
 
 
 def _backsubstitute(
@@ -554,7 +561,7 @@ def _alpha_optimise(
             coeffs = coeffs @ affines[index].weight
         value = (coeffs * mid).sum(-1) - (coeffs.abs() * rad).sum(-1) + const
         magnitude = magnitude + (coeffs.abs() * (mid.abs() + rad)).sum(-1)
-        bound = value - (REL_MARGIN * magnitude + ABS_MARGIN)
+        bound = value - _margin(magnitude)
         best = torch.maximum(best, bound.detach())
         if steps == 0:
             break

@@ -10,11 +10,14 @@ event leave the tree.
 
 Selection is SelectProb (largest mass first); splitting is BaBSB (IBP look-ahead on both
 children of every candidate dimension) alternating with LongestEdge every ``k`` levels for
-completeness (BaBSB-LongestEdge-k). Only dimensions that the network or an atom reads are ever
-split; every other dimension is integrated out by the box probabilities. Split rules:
-bounded continuous dimensions are bisected; unbounded ones are cut at quantiles of the
-population's marginal (halving the marginal mass of the unbounded side); integer dimensions
-split into disjoint integer ranges; one-hot groups split into "this category" / "not it".
+completeness (BaBSB-LongestEdge-k). A box with an undecided input atom on one column
+(``x.age >= 18``) is first cut exactly at the atom's threshold, with the threshold on the
+atom's true side, which decides that atom on both children. Only dimensions that the network
+or an atom reads are ever split; every other dimension is integrated out by the box
+probabilities. Split rules: bounded continuous dimensions are bisected; unbounded ones are cut
+at quantiles of the population's marginal (halving the marginal mass of the unbounded side);
+integer dimensions split into disjoint integer ranges; one-hot groups split into "this
+category" / "not it".
 
 Soundness: every box bound comes from :mod:`verifier.bounds` (sound, with float margins);
 masses come as ``(lower, upper)`` enclosures and only lower masses are ever added or
@@ -384,11 +387,55 @@ class ProbabilityBranchAndBound:
             self.group_of[list(group)] = index
             self.group_members[index, list(group)] = True
         self.quantiles = _Quantiles(masses, domain)
+        self._threshold_atoms()
         self.root_width = domain.upper - domain.lower
         for column, table in self.quantiles.values.items():
             central = table[(QUANTILE_LEVELS >= 2.0**-10) & (QUANTILE_LEVELS <= 1 - 2.0**-10)]
             self.root_width[column] = max(float(central[-1] - central[0]), 1e-12)
         self.root_width = np.where(self.root_width > 0, self.root_width, 1.0)
+
+    def _threshold_atoms(self) -> None:
+        """Atoms ``c·x_d + k ≥ 0`` (or ``> 0``) on one input column: their column, threshold
+        ``t = −k/c`` and the cut that puts ``t`` on the atom's true side."""
+        single = (~self.reads_outputs) & ((self.input_rows != 0.0).sum(axis=1) == 1)
+        self.threshold_atom = np.flatnonzero(single)
+        columns = np.argmax(self.input_rows[single] != 0.0, axis=1)
+        coeff = self.input_rows[single, columns]
+        self.threshold_column = columns
+        self.threshold_value = -self.constants[single] / coeff
+        strict = np.array([self.tracked.atoms[i].strict for i in self.threshold_atom], bool)
+        # True side above t (c > 0) holds t itself unless strict; below t (c < 0) likewise.
+        self.threshold_t_goes_right = np.where(coeff > 0, ~strict, strict)
+
+    def _threshold_cuts(
+        self, lo: np.ndarray, hi: np.ndarray, undecided_atoms: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For every box with an undecided one-column input atom whose threshold splits the
+        box: (has_cut, column, left_hi, right_lo); the first such atom wins."""
+        count = lo.shape[0]
+        has_cut = np.zeros(count, dtype=bool)
+        column = np.zeros(count, dtype=np.int64)
+        left_hi = np.zeros(count)
+        right_lo = np.zeros(count)
+        for index, atom in enumerate(self.threshold_atom):
+            d = self.threshold_column[index]
+            t = self.threshold_value[index]
+            right = self.threshold_t_goes_right[index]
+            if self.domain.integer[d]:
+                cut_left = np.ceil(t) - 1.0 if right else np.floor(t)
+                cut_right = cut_left + 1.0
+            else:
+                cut_left = np.nextafter(t, -np.inf) if right else t
+                cut_right = t if right else np.nextafter(t, np.inf)
+            usable = (
+                ~has_cut & undecided_atoms[:, atom] & (lo[:, d] <= cut_left)
+                & (cut_right <= hi[:, d]) & self.splittable[d]
+            )
+            has_cut |= usable
+            column[usable] = d
+            left_hi[usable] = cut_left
+            right_lo[usable] = cut_right
+        return has_cut, column, left_hi, right_lo
 
     # ---------------------------------------------------------------- bounding boxes
     def atom_bounds(
@@ -531,9 +578,12 @@ class ProbabilityBranchAndBound:
         influence = np.abs(self.network.layers[0].weight).sum(axis=0) + np.abs(
             self.input_rows
         ).sum(axis=0)
-        weight = np.where(candidates, np.minimum(relative, 1e300) * influence[None, :] + 1e-300, 0)
+        finite_relative = np.where(candidates, np.minimum(relative, 1e300), 0.0)
+        weight = np.where(candidates, finite_relative * influence[None, :] + 1e-300, 0.0)
         order = np.argsort(-weight, axis=1, kind="stable")[:, :limit]
         valid = np.take_along_axis(candidates, order, axis=1)
+        # padding entries (boxes with fewer candidates) repeat the box's best candidate
+        order = np.where(valid, order, order[:, :1])
         flat_rows = np.repeat(np.arange(count), limit)
         flat_dims = order.reshape(-1)
         left_lo, left_hi, right_lo, right_hi = self._children(
@@ -615,6 +665,17 @@ class ProbabilityBranchAndBound:
             dims = self.choose_dims(chosen.lo, chosen.hi, chosen.depth, chosen.atoms,
                                     chosen.drive)
             left_lo, left_hi, right_lo, right_hi = self._children(chosen.lo, chosen.hi, dims)
+            cut, cut_column, cut_left, cut_right = self._threshold_cuts(
+                chosen.lo, chosen.hi, chosen.atoms
+            )
+            if cut.any():
+                rows = np.flatnonzero(cut)
+                columns = cut_column[rows]
+                for target, source in ((left_lo, chosen.lo), (left_hi, chosen.hi),
+                                       (right_lo, chosen.lo), (right_hi, chosen.hi)):
+                    target[rows] = source[rows]
+                left_hi[rows, columns] = cut_left[rows]
+                right_lo[rows, columns] = cut_right[rows]
             new = self._evaluate(
                 np.concatenate([left_lo, right_lo]), np.concatenate([left_hi, right_hi]),
                 np.concatenate([chosen.pending, chosen.pending]),
