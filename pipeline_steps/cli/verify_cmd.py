@@ -86,21 +86,29 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 class _ProgressBar:
-    """A tqdm bar on stderr showing boxes processed and the current interval."""
+    """A tqdm bar on stderr showing boxes processed and the current interval; created at the
+    first report, so input errors found before any work print nothing but the error."""
 
     def __init__(self, enabled: bool, timeout: float | None) -> None:
-        self.bar = tqdm(total=timeout, unit="s", file=sys.stderr, disable=not enabled,
-                        bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s {postfix}")
+        self.enabled = enabled
+        self.timeout = timeout
+        self.bar: tqdm | None = None
         self.last = 0.0
 
     def __call__(self, progress: PVProgress) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            self.bar = tqdm(total=self.timeout, unit="s", file=sys.stderr,
+                            bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s {postfix}")
         low, high = progress.value
         self.bar.set_postfix_str(f"[{low:.5g}, {high:.5g}] boxes={progress.boxes}")
         self.bar.update(progress.elapsed_s - self.last)
         self.last = progress.elapsed_s
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
