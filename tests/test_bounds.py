@@ -29,7 +29,7 @@ from verifier.bounds import (
     ibp,
 )
 from verifier.errors import CertgateInputError
-from verifier.network import Layer, Network
+from verifier.network import Layer, Network, compose, min_feature_transform
 
 SLACK = 1e-9  # sampled values are computed in float64 too: allow their own rounding
 
@@ -263,3 +263,21 @@ def test_outputs_behind_dead_relus_are_exact_zero() -> None:
     for method in METHODS:
         result = compute_bounds(network, lower, upper, np.array([[-1.0, 1.0]]), method)
         assert result.lower[0, 0] == 0.0 and result.upper[0, 0] == 0.0, method
+
+
+def test_columns_passed_through_but_never_used_are_not_read() -> None:
+    """A pre-processing layer passes column 2 through; nothing after it uses it. An infinite
+    column 2 must not push the box out of CROWN."""
+    rng = np.random.default_rng(9)
+    classifier = random_network(rng, [3, 5, 2])
+    weight = classifier.layers[0].weight.copy()
+    weight[:, 2] = 0.0
+    classifier = Network([Layer(weight, classifier.layers[0].bias, "relu"), classifier.layers[1]])
+    network = compose(min_feature_transform(["a", "b", "c"], "b", "a"), classifier)
+    assert network.read_inputs().tolist() == [True, True, False]
+    lo, hi = _boxes(rng, 3, 3, 0.5)
+    finite = crown(network, lo, hi)
+    lo[:, 2], hi[:, 2] = -np.inf, np.inf
+    unbounded = crown(network, lo, hi)
+    np.testing.assert_array_equal(unbounded.lower, finite.lower)
+    assert unbounded.sensitivity is not None and np.isfinite(unbounded.lower).all()

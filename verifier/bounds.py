@@ -54,7 +54,9 @@ class BoundsResult:
 
     ``lower``/``upper`` have shape ``(B, S)``. ``pre_lower[k]``/``pre_upper[k]`` bound the
     pre-activations of the ``k``-th layer of ``network`` (the lowered network actually
-    bounded) for every layer index in ``kink_layers``. ``sensitivity`` (CROWN methods only;
+    bounded) for every layer index in ``kink_layers`` (input columns no output depends on are
+    set to 0 before bounding, so the pre-activations of neurons that only such columns feed
+    are not meaningful; every output bound is). ``sensitivity`` (CROWN methods only;
     shape ``(B, S, inputs)``) holds ``|A_lower| + |A_upper|``, the absolute input coefficients
     of the final linear bounds: times an input's width, how much of the gap that input drives
     (zero for boxes bounded by IBP only).

@@ -184,8 +184,13 @@ class Network:
         return np.argmax(self.evaluate(x), axis=-1)
 
     def read_inputs(self) -> np.ndarray:
-        """Boolean mask of the input columns the first layer actually reads (non-zero weight)."""
-        return np.any(self.layers[0].weight != 0.0, axis=0)
+        """Boolean mask of the input columns some output depends on: there is a path of
+        non-zero weights from the column to an output (a column passed through a first layer
+        but ignored afterwards is not read)."""
+        needed = np.ones(self.output_size, dtype=bool)
+        for layer in reversed(self.layers):
+            needed = (np.abs(layer.weight[needed]) > 0.0).any(axis=0)
+        return needed
 
     def relu_layer_sizes(self) -> list[int]:
         """Number of neurons of every layer with a kink (after lowering)."""
