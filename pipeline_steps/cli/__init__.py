@@ -14,14 +14,23 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from pipeline_steps.cli import bounds_cmd, population_cmd, selfcorrect_cmd, verify_cmd
+from pipeline_steps.cli import (
+    bounds_cmd,
+    config_cmd,
+    pipeline_cmd,
+    population_cmd,
+    selfcorrect_cmd,
+    verify_cmd,
+)
 from verifier.errors import CertgateInputError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ERROR = 2
 
-COMMAND_GROUPS = (bounds_cmd, verify_cmd, population_cmd, selfcorrect_cmd)
+COMMAND_GROUPS = (
+    bounds_cmd, verify_cmd, population_cmd, selfcorrect_cmd, config_cmd, pipeline_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

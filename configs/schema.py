@@ -1,0 +1,317 @@
+"""The audit configuration: what to audit, against which thresholds, and what to do with it.
+
+A configuration is a YAML file validated by :class:`CertgateConfig` (pydantic v2, unknown keys
+rejected everywhere). String values may reference environment variables as ``${NAME}`` or
+``${NAME:-default}`` (``$${`` writes a literal ``${``); expansion happens on the parsed values,
+so a variable can never inject YAML structure. :func:`load_config` turns every problem — a
+missing file, broken YAML, an undefined variable, a typo'd key, an out-of-range value — into a
+:class:`ConfigError` whose one-line message names the file and the field.
+
+Audits form a discriminated union on ``kind``; a new audit kind is a new model class added to
+:data:`AuditSettings`. Each audit declares the certified quantity its gate reads and the
+threshold it must clear (:class:`Requirement`); only a *proven* comparison passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from verifier.errors import CertgateInputError
+
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
+ALIAS_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+EXECUTOR_PATTERN = re.compile(r"^(local|process|dask(=\S+)?)$")
+_ENV_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ConfigError(CertgateInputError):
+    """A configuration that cannot be used: the message names the file and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Requirement(_Strict):
+    """What a gate demands of one certificate: ``bounds[quantity]`` must lie entirely on the
+    passing side of ``threshold`` (``>``: its lower bound exceeds it; ``<``: its upper bound
+    stays below it)."""
+
+    quantity: str
+    label: str
+    comparison: Literal[">", "<"]
+    threshold: float
+
+    def proven_pass(self, lower: float, upper: float) -> bool:
+        """True only when every value in ``[lower, upper]`` passes."""
+        return lower > self.threshold if self.comparison == ">" else upper < self.threshold
+
+    def proven_fail(self, lower: float, upper: float) -> bool:
+        """True only when no value in ``[lower, upper]`` passes."""
+        return upper <= self.threshold if self.comparison == ">" else lower >= self.threshold
+
+    def describe(self) -> str:
+        return f"{self.label} {self.comparison} {self.threshold:g}"
+
+
+class DemographicParityAudit(_Strict):
+    """Demographic parity of ``favorable_class`` between ``protected == privileged`` and the rest.
+
+    ``form: ratio`` certifies ``P[fav | unprivileged] / P[fav | privileged]`` and passes when
+    its certified lower bound exceeds ``gamma`` (γ in (0, 1], e.g. the 80 % rule).
+    ``form: difference`` certifies ``|P[fav | unprivileged] − P[fav | privileged]|`` and passes
+    when its certified upper bound is below ``gamma`` (γ in (0, 1)). ``qualified`` conditions
+    every probability on an event over the inputs (e.g. ``"x.income >= 30000"``).
+    ``timeout_s`` bounds the search (``null``: no limit); ``precision`` stops it once the
+    interval is that narrow.
+    """
+
+    kind: Literal["demographic_parity"]
+    name: str = Field(default="demographic_parity", pattern=NAME_PATTERN)
+    protected: str = Field(min_length=1)
+    privileged: float
+    favorable_class: int = Field(ge=0)
+    gamma: float
+    qualified: str | None = None
+    form: Literal["ratio", "difference"] = "ratio"
+    timeout_s: float | None = Field(default=60.0, gt=0)
+    precision: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _gamma_in_range(self) -> DemographicParityAudit:
+        if self.form == "ratio" and not 0.0 < self.gamma <= 1.0:
+            raise ValueError(f"gamma must lie in (0, 1] for the ratio form, got {self.gamma}")
+        if self.form == "difference" and not 0.0 < self.gamma < 1.0:
+            raise ValueError(f"gamma must lie in (0, 1) for the difference form, got {self.gamma}")
+        return self
+
+    @property
+    def requirement(self) -> Requirement:
+        if self.form == "ratio":
+            return Requirement(quantity="value", label="ratio", comparison=">",
+                               threshold=self.gamma)
+        return Requirement(quantity="value", label="difference", comparison="<",
+                           threshold=self.gamma)
+
+
+AUDIT_TYPES: tuple[type[BaseModel], ...] = (DemographicParityAudit,)
+"""Every audit kind a configuration may list; extend this tuple to add one."""
+
+AuditSettings = Annotated[Union[AUDIT_TYPES], Field(discriminator="kind")]  # noqa: UP007
+_AUDIT_KINDS = frozenset(get_args(kind.model_fields["kind"].annotation)[0] for kind in AUDIT_TYPES)
+
+
+class ModelSource(_Strict):
+    """The model to audit and, optionally, where its population model lives.
+
+    ``uri``: ``models:/NAME@ALIAS``, ``models:/NAME/VERSION``, ``runs:/RUN_ID/PATH``, or a local
+    ``.onnx``/``.pt``/``.nnet``/``.json`` file. ``population_uri``: an MLflow artifact URI or a
+    local JSON file; ``null`` uses the ``population_model.json`` shipped inside the model
+    version.
+    """
+
+    uri: str = Field(min_length=1)
+    population_uri: str | None = None
+
+
+class TrackingSettings(_Strict):
+    """Where MLflow lives. ``null`` URIs fall back to ``MLFLOW_TRACKING_URI``/MLflow defaults."""
+
+    tracking_uri: str | None = None
+    registry_uri: str | None = None
+    experiment: str = Field(default="certgate-audits", min_length=1)
+
+
+class ValidationSettings(_Strict):
+    """Data checks before any audit: ``population_samples`` rows drawn (seeded) from the
+    population model, and an optional ``audit_data`` CSV with one column per network input."""
+
+    population_samples: int = Field(default=2000, ge=1)
+    seed: int = 0
+    audit_data: Path | None = None
+
+
+class GatePolicy(_Strict):
+    """How certificates become a decision.
+
+    ``undecided: fail`` makes an unproven audit (timeout, interval straddling the threshold)
+    fail the gate; ``warn`` lets the pipeline continue but still never promotes.
+    ``promote_alias`` is moved to the audited version on a proven pass (``null``: never move).
+    ``mlflow_validation`` also runs the decision through ``mlflow.validate_evaluation_results``.
+    """
+
+    undecided: Literal["fail", "warn"] = "fail"
+    promote_alias: str | None = Field(default="champion", pattern=ALIAS_PATTERN)
+    mlflow_validation: bool = False
+
+
+class DeploySettings(_Strict):
+    """The self-correcting deployment: safe-ordering constraints and where to register it."""
+
+    constraints: Path
+    registered_model: str = Field(min_length=1)
+    alias: str = Field(default="champion", pattern=ALIAS_PATTERN)
+
+
+class CertgateConfig(_Strict):
+    """One audit configuration (see the module docstring and ``certgate config schema``)."""
+
+    tracking: TrackingSettings = TrackingSettings()
+    model: ModelSource
+    validation: ValidationSettings = ValidationSettings()
+    audits: list[AuditSettings] = Field(min_length=1)
+    gate: GatePolicy = GatePolicy()
+    deploy: DeploySettings | None = None
+    executor: str = Field(default="local", description="local, process, dask or dask=ADDRESS")
+
+    @field_validator("executor")
+    @classmethod
+    def _known_executor(cls, value: str) -> str:
+        if not EXECUTOR_PATTERN.match(value):
+            raise ValueError(
+                f"unknown executor {value!r}; use local, process, dask or dask=ADDRESS"
+            )
+        return value
+
+    def audit_fingerprint(self) -> str:
+        """A short hash of everything that determines the certificates (population source,
+        data validation, audits); a version audited under another fingerprint is due again."""
+        relevant = {
+            "population_uri": self.model.population_uri,
+            "validation": self.validation.model_dump(mode="json"),
+            "audits": [audit.model_dump(mode="json") for audit in self.audits],
+        }
+        text = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @model_validator(mode="after")
+    def _unique_audit_names(self) -> CertgateConfig:
+        seen: set[str] = set()
+        for audit in self.audits:
+            if audit.name in seen:
+                raise ValueError(
+                    f"two audits are named {audit.name!r}; give each a distinct 'name'"
+                )
+            seen.add(audit.name)
+        return self
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`CertgateConfig` (what ``certgate config schema`` prints)."""
+    return CertgateConfig.model_json_schema()
+
+
+def expand_environment(value: Any, environ: Mapping[str, str] | None = None,
+                       location: str = "") -> Any:
+    """Replace ``${NAME}``/``${NAME:-default}`` in every string of a parsed YAML document.
+
+    Raises :class:`ConfigError` naming the field when a variable without default is unset.
+    """
+    env = os.environ if environ is None else environ
+    if isinstance(value, dict):
+        return {key: expand_environment(item, env, _join(location, str(key)))
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [expand_environment(item, env, f"{location}[{index}]")
+                for index, item in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise ConfigError(
+            f"{location or '<root>'}: environment variable {name} is not set "
+            f"(write ${{{name}:-default}} to give a default)"
+        )
+
+    return _ENV_REFERENCE.sub(substitute, value)
+
+
+def parse_config(document: Any, source: str = "<config>") -> CertgateConfig:
+    """Validate an already-parsed document (after environment expansion)."""
+    if not isinstance(document, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got "
+                          f"{type(document).__name__}")
+    try:
+        expanded = expand_environment(document)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from error
+    try:
+        return CertgateConfig.model_validate(expanded)
+    except ValidationError as error:
+        raise ConfigError(f"{source}: {describe_validation_error(error)}") from error
+
+
+def load_config(path: str | Path) -> CertgateConfig:
+    """Read, expand and validate a YAML configuration file."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"config file not found: {file}")
+    try:
+        document = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ConfigError(f"{file}:{where}: invalid YAML: {problem}") from error
+    return parse_config(document, str(file))
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line per problem joined by ``; ``, each naming the field as ``a.b[0].c``."""
+    problems = []
+    for item in error.errors():
+        field = _field_path(item["loc"])
+        if item["type"] == "extra_forbidden":
+            problems.append(f"{field}: unknown key")
+        elif item["type"] == "missing":
+            problems.append(f"{field}: required key missing")
+        elif item["type"] == "union_tag_not_found":
+            known = ", ".join(sorted(_AUDIT_KINDS))
+            problems.append(f"{_join(field, 'kind')}: required key missing (one of: {known})")
+        elif item["type"] == "union_tag_invalid":
+            tag = item["ctx"]["tag"]
+            known = ", ".join(sorted(_AUDIT_KINDS))
+            problems.append(f"{_join(field, 'kind')}: unknown audit kind {tag!r}; known: {known}")
+        else:
+            message = item["msg"].removeprefix("Value error, ")
+            problems.append(f"{field}: {message}")
+    return "; ".join(problems)
+
+
+def _field_path(location: tuple[Any, ...]) -> str:
+    """``('audits', 0, 'demographic_parity', 'gamm')`` -> ``audits[0].gamm`` (union tags
+    dropped)."""
+    path = ""
+    previous_was_index = False
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+            previous_was_index = True
+            continue
+        if previous_was_index and part in _AUDIT_KINDS:
+            previous_was_index = False
+            continue
+        path = _join(path, part)
+        previous_was_index = False
+    return path or "<root>"
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+

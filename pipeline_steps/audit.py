@@ -1,0 +1,379 @@
+"""The audit step: load → check → certify → log → tag.
+
+1. Connect to the tracking store and resolve the model URI. A registered version already
+   audited under the same configuration fingerprint is not audited again (its recorded
+   certificates are returned) unless ``force`` is set.
+2. Load the model as the IR and its population model (:mod:`registry_hooks.loading`).
+3. Validate (:mod:`pipeline_steps.validation`): the exact domain check, then
+   great-expectations on population samples and the optional audit dataset. Nothing is
+   written to the registry or the tracking store before these pass.
+4. Certify every configured audit on the configured executor, with a progress bar on stderr
+   for in-process runs.
+5. Log one MLflow run per audit: parameters, final certified bounds and costs as metrics
+   (linked to the logged model), the anytime bounds as step metrics, each certificate
+   (``certificates/<audit>.json``), the validation results, the convergence plots and the
+   self-contained HTML report; then tag the model version (``certgate.<audit>.<field>``,
+   ``certgate.audit.*``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow.entities import Metric
+
+from configs.schema import AuditSettings, CertgateConfig, DemographicParityAudit
+from pipeline_steps.gate import CERTIFICATE_ARTIFACT, decide, load_certificates
+from pipeline_steps.report import (
+    AuditSection,
+    ReportData,
+    convergence_figure,
+    figure_png,
+    render_report,
+)
+from pipeline_steps.validation import ValidationReport, validate_audit_inputs
+from registry_hooks.connection import Registry, connect, registry_errors
+from registry_hooks.loading import LoadedModel, load_model, load_population_model
+from registry_hooks.tags import (
+    CONFIG_HASH_TAG,
+    RUN_ID_TAG,
+    STATUS_AUDITED,
+    STATUS_RUNNING,
+    STATUS_TAG,
+    audit_tag,
+    is_due,
+    set_version_tags,
+    version_tags,
+)
+from registry_hooks.uris import parse_model_uri, resolve_version
+from verifier.certificate import Certificate, to_jsonable
+from verifier.executor import make_executor
+from verifier.network import Network
+from verifier.pv import PVProgress
+
+REPORT_ARTIFACT = "report/report.html"
+FIGURE_ARTIFACT = "report/{name}_convergence.png"
+VALIDATION_ARTIFACT = "validation/results.json"
+CONFIG_ARTIFACT = "config/audit_config.json"
+
+ProgressCallback = Callable[[PVProgress], None]
+
+
+@dataclass
+class AuditOutcome:
+    """What the audit step produced for one model."""
+
+    model_uri: str
+    model_name: str | None
+    model_version: str | None
+    run_id: str | None
+    certificates: dict[str, Certificate]
+    fingerprint: str
+    reused: bool = False
+    validation: ValidationReport | None = None
+    report_uri: str | None = None
+    report_path: Path | None = None
+    artifact_uri: str | None = None
+    elapsed_s: float = 0.0
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------ certifying
+
+
+def run_demographic_parity(settings: DemographicParityAudit, network: Network, population: Any,
+                           progress: ProgressCallback | None) -> Certificate:
+    """One demographic-parity certificate (see :func:`verifier.audits.demographic_parity_audit`)."""
+    from verifier.audits import demographic_parity_audit
+
+    return demographic_parity_audit(
+        network, population, protected=settings.protected, privileged=settings.privileged,
+        favorable_class=settings.favorable_class, gamma=settings.gamma,
+        qualified=settings.qualified, form=settings.form, timeout_s=settings.timeout_s,
+        precision=settings.precision, progress=progress,
+    )
+
+
+AUDIT_RUNNERS: dict[str, Callable[..., Certificate]] = {
+    "demographic_parity": run_demographic_parity,
+}
+
+
+def certify(settings: AuditSettings, network: Network, population: Any,
+            progress: ProgressCallback | None = None) -> Certificate:
+    """Run one configured audit (picklable: the executor may run it in another process)."""
+    return AUDIT_RUNNERS[settings.kind](settings, network, population, progress)
+
+
+class ProgressBar:
+    """A tqdm bar on stderr fed by PV's anytime reports: boxes processed, current interval."""
+
+    def __init__(self, settings: AuditSettings, enabled: bool) -> None:
+        from tqdm import tqdm
+
+        self.label = settings.requirement.label
+        self.bar = tqdm(desc=settings.name, unit=" boxes", file=sys.stderr, disable=not enabled,
+                        dynamic_ncols=True, leave=True)
+        self.boxes = 0
+
+    def __call__(self, report: PVProgress) -> None:
+        low, high = report.value
+        self.bar.update(max(0, report.boxes - self.boxes))
+        self.boxes = max(self.boxes, report.boxes)
+        self.bar.set_postfix_str(f"{self.label} ∈ [{low:.4g}, {high:.4g}], "
+                                 f"open {report.open_boxes}, {report.verdict}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def certify_all(config: CertgateConfig, network: Network, population: Any,
+                progress: bool) -> dict[str, Certificate]:
+    """Every configured audit's certificate. In-process runs report progress; other
+    executors run the audits in parallel and report each as it completes."""
+    certificates: dict[str, Certificate] = {}
+    if config.executor == "local":
+        for settings in config.audits:
+            bar = ProgressBar(settings, progress)
+            try:
+                certificates[settings.name] = certify(settings, network, population, bar)
+            finally:
+                bar.close()
+        return certificates
+    executor = make_executor(config.executor)
+    try:
+        futures = {settings.name: executor.submit(certify, settings, network, population)
+                   for settings in config.audits}
+        for name, future in futures.items():
+            certificates[name] = future.result()
+            if progress:
+                print(f"{name}: {certificates[name].verdict}", file=sys.stderr)
+    finally:
+        executor.shutdown()
+    return certificates
+
+
+# ------------------------------------------------------------------------------ logging
+
+
+def headline_metrics(settings: AuditSettings, certificate: Certificate) -> dict[str, float]:
+    """Final metrics of one audit: every certified bound, the proof flag and the cost."""
+    requirement = settings.requirement
+    metrics: dict[str, float] = {}
+    for quantity, (low, high) in certificate.bounds.items():
+        label = requirement.label if quantity == requirement.quantity else quantity
+        metrics[f"{settings.name}.{label}_lower"] = low
+        metrics[f"{settings.name}.{label}_upper"] = high
+    metrics[f"{settings.name}.proven"] = 1.0 if certificate.proven else 0.0
+    for key, value in certificate.cost.items():
+        metrics[f"{settings.name}.{key}"] = float(value)
+    return {key: value for key, value in metrics.items() if math.isfinite(value)}
+
+
+def history_metrics(settings: AuditSettings, certificate: Certificate,
+                    start_ms: int) -> list[Metric]:
+    """The anytime bounds of ``details["history"]`` as step metrics (step = report index,
+    timestamp = run start + elapsed time); infinite bounds are left out."""
+    label = settings.requirement.label
+    metrics = []
+    for step, (elapsed, (low, high)) in enumerate(certificate.details.get("history", [])):
+        timestamp = start_ms + int(1000 * float(elapsed))
+        for side, value in (("lower", low), ("upper", high)):
+            if math.isfinite(float(value)):
+                metrics.append(Metric(f"{settings.name}.anytime.{label}_{side}", float(value),
+                                      timestamp, step))
+    return metrics
+
+
+def version_result_tags(settings: AuditSettings, certificate: Certificate) -> dict[str, str]:
+    """``certgate.<audit>.<field>`` tags for the model version."""
+    requirement = settings.requirement
+    low, high = certificate.bounds[requirement.quantity]
+    return {
+        audit_tag(settings.name, "verdict"): certificate.verdict,
+        audit_tag(settings.name, f"{requirement.label}_lower"): repr(float(low)),
+        audit_tag(settings.name, f"{requirement.label}_upper"): repr(float(high)),
+        audit_tag(settings.name, "requirement"): requirement.describe(),
+        audit_tag(settings.name, "elapsed_s"): f"{certificate.cost.get('elapsed_s', 0.0):.3f}",
+    }
+
+
+def _flat_params(config: CertgateConfig) -> dict[str, str]:
+    params: dict[str, str] = {"executor": config.executor,
+                              "population_samples": str(config.validation.population_samples)}
+    for settings in config.audits:
+        for key, value in settings.model_dump(mode="json").items():
+            params[f"{settings.name}.{key}"] = str(value)
+    return params
+
+
+def build_report(config: CertgateConfig, loaded: LoadedModel, run_id: str | None,
+                 certificates: dict[str, Certificate], validation: ValidationReport,
+                 figures: dict[str, bytes]) -> str:
+    """The HTML report of this audit run, including the gate's verdict on these
+    certificates under the configured policy."""
+    preview = decide(list(config.audits), certificates, config.gate)
+    sections = []
+    for settings, check in zip(config.audits, preview.checks, strict=True):
+        sections.append(AuditSection(
+            settings.name, settings.model_dump(mode="json"), settings.requirement,
+            certificates[settings.name], check.status, figures.get(settings.name),
+        ))
+    data = ReportData(
+        loaded.uri, loaded.name, loaded.version, run_id, sections,
+        domain_checks=[check.to_dict() for check in validation.domain_checks],
+        data_validation=validation.data_results,
+        gate_preview=preview.summary(),
+    )
+    return render_report(data)
+
+
+def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedModel,
+                  population_source: str, validation: ValidationReport,
+                  certificates: dict[str, Certificate],
+                  report_dir: Path | None = None) -> AuditOutcome:
+    """Write the audit run and its artifacts (see the module docstring); with ``report_dir``
+    also keep a local copy of the HTML report there."""
+    fingerprint = config.audit_fingerprint()
+    with registry_errors(f"cannot log the audit run to {registry.tracking_uri}"):
+        mlflow.set_experiment(config.tracking.experiment)
+        run_name = (f"audit {loaded.name} v{loaded.version}" if loaded.name
+                    else f"audit {Path(loaded.uri).name}")
+        run_tags = {"certgate.model_uri": loaded.uri, "certgate.audit.config_hash": fingerprint}
+        if loaded.name is not None:
+            run_tags.update({"certgate.model_name": loaded.name,
+                             "certgate.model_version": str(loaded.version)})
+        with mlflow.start_run(run_name=run_name, tags=run_tags) as run:
+            run_id = run.info.run_id
+            start_ms = int(run.info.start_time)
+            mlflow.log_params({"model_uri": loaded.uri, "population": population_source,
+                               "flavor": f"{loaded.flavor}/{loaded.serialization}",
+                               **_flat_params(config)})
+            mlflow.log_dict(config.model_dump(mode="json"), CONFIG_ARTIFACT)
+            mlflow.log_dict(validation.to_dict(), VALIDATION_ARTIFACT)
+            figures: dict[str, bytes] = {}
+            for settings in config.audits:
+                certificate = certificates[settings.name]
+                mlflow.log_metrics(headline_metrics(settings, certificate),
+                                   model_id=loaded.model_id)
+                steps = history_metrics(settings, certificate, start_ms)
+                if steps:
+                    registry.client.log_batch(run_id, metrics=steps)
+                mlflow.log_dict(certificate.to_dict(),
+                                CERTIFICATE_ARTIFACT.format(name=settings.name))
+                figure = convergence_figure(settings.name, settings.requirement, certificate)
+                mlflow.log_figure(figure, FIGURE_ARTIFACT.format(name=settings.name))
+                figures[settings.name] = figure_png(figure)
+                mlflow.set_tag(audit_tag(settings.name, "verdict"), certificate.verdict)
+            html = build_report(config, loaded, run_id, certificates, validation, figures)
+            mlflow.log_text(html, REPORT_ARTIFACT)
+            artifact_uri = run.info.artifact_uri
+    report_path = None
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        report_path = report_dir / f"report-{run_id}.html"
+        report_path.write_text(html, encoding="utf-8")
+    tags: dict[str, str] = {}
+    for settings in config.audits:
+        tags.update(version_result_tags(settings, certificates[settings.name]))
+    tags.update({STATUS_TAG: STATUS_AUDITED, RUN_ID_TAG: run_id, CONFIG_HASH_TAG: fingerprint})
+    if loaded.name is not None and loaded.version is not None:
+        set_version_tags(registry, loaded.name, loaded.version, tags)
+    return AuditOutcome(
+        loaded.uri, loaded.name, loaded.version, run_id, certificates, fingerprint,
+        validation=validation, report_uri=f"{artifact_uri}/{REPORT_ARTIFACT}",
+        report_path=report_path, artifact_uri=artifact_uri, tags=tags,
+    )
+
+
+# ------------------------------------------------------------------------------ the step
+
+
+def previous_audit(config: CertgateConfig, registry: Registry,
+                   model_uri: str) -> AuditOutcome | None:
+    """The recorded audit of the version ``model_uri`` names under this configuration, if it
+    exists (then nothing needs to run)."""
+    reference = parse_model_uri(model_uri)
+    if not reference.in_registry:
+        return None
+    version = resolve_version(registry, reference)
+    fingerprint = config.audit_fingerprint()
+    tags = version_tags(registry, version.name, str(version.version))
+    if is_due(tags, fingerprint) or tags.get(STATUS_TAG) != STATUS_AUDITED:
+        return None
+    run_id = tags[RUN_ID_TAG]
+    names = [settings.name for settings in config.audits]
+    certificates = load_certificates(registry, run_id, names)
+    with registry_errors(f"cannot read audit run {run_id}"):
+        artifact_uri = registry.client.get_run(run_id).info.artifact_uri
+    return AuditOutcome(
+        model_uri, version.name, str(version.version), run_id, certificates, fingerprint,
+        reused=True, report_uri=f"{artifact_uri}/{REPORT_ARTIFACT}", artifact_uri=artifact_uri,
+        tags={k: v for k, v in tags.items() if k.startswith("certgate.")},
+    )
+
+
+def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,
+              progress: bool = True, registry: Registry | None = None,
+              report_dir: Path | None = None) -> AuditOutcome:
+    """The audit step for ``model_uri`` (default: the configuration's ``model.uri``); with
+    ``report_dir`` a copy of the HTML report is written there too."""
+    started = time.monotonic()
+    uri = model_uri or config.model.uri
+    registry = registry or connect(config.tracking.tracking_uri, config.tracking.registry_uri)
+    if not force and (reused := previous_audit(config, registry, uri)) is not None:
+        return reused
+    with tempfile.TemporaryDirectory(prefix="certgate-audit-") as scratch:
+        scratch_dir = Path(scratch)
+        loaded = load_model(uri, registry, scratch_dir)
+        population, source = load_population_model(loaded, config.model.population_uri,
+                                                    scratch_dir)
+        validation = validate_audit_inputs(
+            loaded.network, population, loaded.input_domain(),
+            samples=config.validation.population_samples, seed=config.validation.seed,
+            audit_data=config.validation.audit_data,
+        )
+        in_registry = loaded.name is not None and loaded.version is not None
+        if in_registry:
+            set_version_tags(registry, loaded.name, loaded.version, {STATUS_TAG: STATUS_RUNNING})
+        try:
+            certificates = certify_all(config, loaded.network, population, progress)
+            outcome = log_audit_run(config, registry, loaded, source, validation, certificates,
+                                    report_dir)
+        except BaseException:
+            if in_registry:
+                with registry_errors(f"cannot reset the audit status of {loaded.uri}"):
+                    registry.client.delete_model_version_tag(loaded.name, loaded.version,
+                                                             STATUS_TAG)
+            raise
+    outcome.elapsed_s = time.monotonic() - started
+    return outcome
+
+
+def outcome_summary(outcome: AuditOutcome, config: CertgateConfig) -> dict[str, Any]:
+    """A JSON-ready summary: version, run, and per audit the verdict and certified interval."""
+    audits = {}
+    for settings in config.audits:
+        certificate = outcome.certificates[settings.name]
+        low, high = certificate.bounds[settings.requirement.quantity]
+        audits[settings.name] = {
+            "verdict": certificate.verdict,
+            settings.requirement.label: [low, high],
+            "requirement": settings.requirement.describe(),
+            "elapsed_s": certificate.cost.get("elapsed_s"),
+        }
+    return to_jsonable({
+        "model_uri": outcome.model_uri, "model_name": outcome.model_name,
+        "model_version": outcome.model_version, "run_id": outcome.run_id,
+        "reused": outcome.reused, "report": outcome.report_uri,
+        "local_report": str(outcome.report_path) if outcome.report_path else None,
+        "audits": audits,
+    })

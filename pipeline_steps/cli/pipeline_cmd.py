@@ -1,0 +1,345 @@
+"""``certgate audit|gate|run`` and ``certgate hooks serve|watch``: the MLflow pipeline verbs.
+
+Exit codes: ``audit`` 0 once the audit is recorded; ``gate`` and ``run`` 0 when the gate
+passes (or only warns), 1 when it fails; every error is one line on stderr with exit code 2.
+MLflow and the pipeline steps are imported when a verb runs, so other verbs start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from configs.schema import CertgateConfig, load_config
+from verifier.errors import CertgateInputError
+
+if TYPE_CHECKING:
+    from pipeline_steps.audit import AuditOutcome
+    from pipeline_steps.gate import GateDecision
+    from registry_hooks.connection import Registry
+    from registry_hooks.dispatch import Dispatcher
+    from registry_hooks.events import RegistryEvent
+
+SECRET_ENV = "CERTGATE_WEBHOOK_SECRET"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    _register_audit(subparsers)
+    _register_gate(subparsers)
+    _register_run(subparsers)
+    _register_hooks(subparsers)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="audit configuration (YAML)")
+    parser.add_argument("--model-uri", help="audit this model instead of the config's model.uri")
+    parser.add_argument("--json", action="store_true", help="end with one JSON summary line")
+
+
+def _audit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true",
+                        help="audit again even if this version was audited with this config")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--report-dir", type=Path,
+                        help="also write the HTML report into this directory")
+
+
+def _register_audit(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "audit", help="certify a model and record the audit in MLflow",
+        description="Load the model and its population model, validate, run every configured "
+        "audit, log the audit run (metrics, certificates, report) and tag the model version.",
+    )
+    _common(parser)
+    _audit_options(parser)
+    parser.set_defaults(func=audit_command)
+
+
+def _register_gate(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "gate", help="decide promotion from a version's recorded certificates",
+        description="Only proven passes pass. Tags certgate.gate and certgate.gate.reasons; "
+        "moves the promotion alias on pass. Exit code 0 pass (or warn), 1 fail, 2 error.",
+    )
+    _common(parser)
+    parser.set_defaults(func=gate_command)
+
+
+def _register_run(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run", help="audit, gate (and deploy when configured) in one go",
+        description="The whole pipeline for one model. Exit code 0 when the gate passes (or "
+        "warns), 1 when it fails, 2 on errors.",
+    )
+    _common(parser)
+    _audit_options(parser)
+    parser.set_defaults(func=run_command)
+
+
+def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "hooks", help="audit registry events: webhook receiver or polling watcher",
+        description="Run the pipeline (audit + gate) for new model versions, once per version.",
+    )
+    verbs = parser.add_subparsers(dest="hooks_command", metavar="VERB", required=True)
+    serve = verbs.add_parser(
+        "serve", help="receive MLflow registry webhooks",
+        description="Serve POST PATH; verify MLflow's HMAC signature (secret from --secret or "
+        f"${SECRET_ENV}); audit on model_version_alias.created for --alias, or on "
+        "model_version.created when no alias is given.",
+    )
+    serve.add_argument("--config", required=True, help="audit configuration (YAML)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, required=True)
+    serve.add_argument("--path", default="/webhook", help="URL path to serve (default /webhook)")
+    serve.add_argument("--secret", default=os.environ.get(SECRET_ENV),
+                       help=f"webhook secret (default: ${SECRET_ENV})")
+    serve.add_argument("--alias", help="act on this alias being set (e.g. candidate)")
+    serve.set_defaults(func=serve_command)
+    watch = verbs.add_parser(
+        "watch", help="poll the registry for versions awaiting an audit",
+        description="Every --interval seconds, audit versions not yet audited (or the version "
+        "--alias points to), once per version.",
+    )
+    watch.add_argument("--config", required=True, help="audit configuration (YAML)")
+    watch.add_argument("--interval", type=float, default=30.0, help="seconds between polls")
+    watch.add_argument("--once", action="store_true", help="poll once and exit")
+    watch.add_argument("--alias", help="audit the version this alias points to")
+    watch.set_defaults(func=watch_command)
+
+
+# ------------------------------------------------------------------------------ printing
+
+
+def _interval(bounds: tuple[float, float]) -> str:
+    return f"[{bounds[0]:.6g}, {bounds[1]:.6g}]"
+
+
+def print_audit(outcome: AuditOutcome, config: CertgateConfig) -> None:
+    target = (f"models:/{outcome.model_name}/{outcome.model_version}" if outcome.model_name
+              else outcome.model_uri)
+    if outcome.reused:
+        print(f"audit {target}: already audited with this configuration in run "
+              f"{outcome.run_id} (use --force to audit again)")
+    else:
+        print(f"audit {target}: run {outcome.run_id} ({outcome.elapsed_s:.1f} s)")
+    for settings in config.audits:
+        certificate = outcome.certificates.get(settings.name)
+        if certificate is None:
+            print(f"  {settings.name}: no certificate")
+            continue
+        requirement = settings.requirement
+        interval = certificate.bounds[requirement.quantity]
+        print(f"  {settings.name}: {certificate.verdict}, certified {requirement.label} ∈ "
+              f"{_interval(interval)} (requirement {requirement.describe()}, "
+              f"{certificate.cost.get('elapsed_s', 0.0):.1f} s)")
+    if outcome.report_uri:
+        print(f"  report: {outcome.report_uri}")
+    if outcome.report_path:
+        print(f"  report (local copy): {outcome.report_path}")
+
+
+def print_gate(decision: GateDecision, config: CertgateConfig) -> None:
+    print(f"gate: {decision.outcome}")
+    for reason in decision.reasons:
+        print(f"  {reason}")
+    if decision.mlflow_validation is not None:
+        print(f"  mlflow.validate_evaluation_results: {decision.mlflow_validation}")
+    alias = config.gate.promote_alias
+    if decision.promoted_alias:
+        print(f"  alias {decision.promoted_alias!r} -> models:/{decision.model_name}/"
+              f"{decision.model_version}")
+    elif alias and decision.model_name is not None:
+        print(f"  alias {alias!r} not moved")
+
+
+def gate_summary(decision: GateDecision) -> dict[str, Any]:
+    from verifier.certificate import to_jsonable
+
+    return to_jsonable({
+        "outcome": decision.outcome,
+        "exit_code": decision.exit_code,
+        "reasons": decision.reasons,
+        "promoted_alias": decision.promoted_alias,
+        "mlflow_validation": decision.mlflow_validation,
+        "checks": {check.audit: {"status": check.status, "interval": check.interval}
+                   for check in decision.checks},
+    })
+
+
+# ------------------------------------------------------------------------------ commands
+
+
+def _quiet_downloads() -> None:
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+def _registry(config: CertgateConfig) -> Registry:
+    from registry_hooks.connection import connect
+
+    return connect(config.tracking.tracking_uri, config.tracking.registry_uri)
+
+
+def audit_command(args: argparse.Namespace) -> int:
+    from pipeline_steps.audit import outcome_summary, run_audit
+    from registry_hooks.connection import registry_errors
+
+    config = load_config(args.config)
+    _quiet_downloads()
+    with registry_errors("certgate audit"):
+        outcome = run_audit(config, model_uri=args.model_uri, force=args.force,
+                            progress=not args.no_progress, report_dir=args.report_dir)
+    print_audit(outcome, config)
+    if args.json:
+        print(json.dumps(outcome_summary(outcome, config)))
+    return 0
+
+
+def gate_command(args: argparse.Namespace) -> int:
+    from pipeline_steps.gate import run_gate
+    from registry_hooks.connection import registry_errors
+
+    config = load_config(args.config)
+    _quiet_downloads()
+    with registry_errors("certgate gate"):
+        decision = run_gate(config, model_uri=args.model_uri)
+    print_gate(decision, config)
+    if args.json:
+        print(json.dumps(gate_summary(decision)))
+    return decision.exit_code
+
+
+def audit_and_gate(config: CertgateConfig, registry: Registry, model_uri: str | None, *,
+                   force: bool, progress: bool,
+                   report_dir: Path | None) -> tuple[AuditOutcome, GateDecision]:
+    """The audit step, then the gate on its certificates (tags and alias for registered
+    versions)."""
+    from pipeline_steps.audit import run_audit
+    from pipeline_steps.gate import gate_certificates
+
+    outcome = run_audit(config, model_uri=model_uri, force=force, progress=progress,
+                        registry=registry, report_dir=report_dir)
+    in_registry = outcome.model_name is not None
+    decision = gate_certificates(config, outcome.certificates,
+                                 registry if in_registry else None,
+                                 outcome.model_name, outcome.model_version)
+    return outcome, decision
+
+
+DEPLOY_MODULE = "pipeline_steps.deploy"
+
+
+def require_deploy_step(config: CertgateConfig) -> None:
+    """Refuse, before anything runs, a configuration asking for a deploy step that this
+    installation does not have."""
+    if config.deploy is not None and importlib.util.find_spec(DEPLOY_MODULE) is None:
+        raise CertgateInputError(
+            "the configuration has a 'deploy' section, but this certgate has no deploy step "
+            "yet; remove the section to run audit and gate only"
+        )
+
+
+def deploy_step(config: CertgateConfig, registry: Registry, decision: GateDecision) -> str:
+    """Run the deploy step after a passed gate: ``pipeline_steps.deploy.run_deploy(config,
+    registry=…, model_name=…, model_version=…)``, whose result is printed."""
+    deploy = importlib.import_module(DEPLOY_MODULE)
+    return str(deploy.run_deploy(config, registry=registry, model_name=decision.model_name,
+                                 model_version=decision.model_version))
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from pipeline_steps.audit import outcome_summary
+    from registry_hooks.connection import registry_errors
+
+    config = load_config(args.config)
+    require_deploy_step(config)
+    _quiet_downloads()
+    with registry_errors("certgate run"):
+        registry = _registry(config)
+        outcome, decision = audit_and_gate(config, registry, args.model_uri, force=args.force,
+                                           progress=not args.no_progress,
+                                           report_dir=args.report_dir)
+        print_audit(outcome, config)
+        print_gate(decision, config)
+        deployed = None
+        if config.deploy is not None and decision.outcome == "passed":
+            deployed = deploy_step(config, registry, decision)
+            print(f"deploy: {deployed}")
+    if args.json:
+        print(json.dumps({"audit": outcome_summary(outcome, config),
+                          "gate": gate_summary(decision), "deploy": deployed}))
+    return decision.exit_code
+
+
+def _event_callback(config: CertgateConfig,
+                    registry: Registry) -> Callable[[RegistryEvent], None]:
+    def handle(event: RegistryEvent) -> None:
+        print(f"event {event.kind}: {event.model_uri}", flush=True)
+        outcome, decision = audit_and_gate(config, registry, event.model_uri, force=False,
+                                           progress=False, report_dir=None)
+        print_audit(outcome, config)
+        print_gate(decision, config)
+        sys.stdout.flush()
+
+    return handle
+
+
+def _dispatcher(config: CertgateConfig, registry: Registry, alias: str | None,
+                background: bool) -> Dispatcher:
+    from registry_hooks.dispatch import Dispatcher, registry_due_check
+
+    due = registry_due_check(registry, config.audit_fingerprint())
+    return Dispatcher(_event_callback(config, registry), due, alias=alias,
+                      background=background)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    from registry_hooks.connection import registry_errors
+    from registry_hooks.receiver import WebhookReceiver
+
+    if not args.secret:
+        raise CertgateInputError(f"a webhook secret is required: --secret or ${SECRET_ENV}")
+    config = load_config(args.config)
+    _quiet_downloads()
+    with registry_errors("certgate hooks serve"):
+        registry = _registry(config)
+        dispatcher = _dispatcher(config, registry, args.alias, background=True)
+        receiver = WebhookReceiver(dispatcher, args.secret, host=args.host, port=args.port,
+                                   path=args.path)
+        trigger = f"alias {args.alias!r} set" if args.alias else "model_version.created"
+        print(f"certgate hooks: listening on {receiver.url} (acting on {trigger})", flush=True)
+        try:
+            receiver.serve_forever()
+        except KeyboardInterrupt:
+            print("certgate hooks: stopping", file=sys.stderr)
+        finally:
+            receiver.stop()
+    return 0
+
+
+def watch_command(args: argparse.Namespace) -> int:
+    from registry_hooks.connection import registry_errors
+    from registry_hooks.uris import parse_model_uri
+    from registry_hooks.watcher import watch
+
+    config = load_config(args.config)
+    _quiet_downloads()
+    reference = parse_model_uri(config.model.uri) if config.model.uri.startswith("models:/") \
+        else None
+    names = [reference.name] if reference is not None and reference.name else None
+    with registry_errors("certgate hooks watch"):
+        registry = _registry(config)
+        dispatcher = _dispatcher(config, registry, args.alias, background=False)
+        try:
+            handled = watch(registry, dispatcher, args.interval, names, once=args.once)
+        except KeyboardInterrupt:
+            handled = dispatcher.handled
+    print(f"certgate hooks: {len(handled)} version(s) handled, {len(dispatcher.failed)} failed")
+    return 2 if dispatcher.failed else 0

@@ -1,0 +1,245 @@
+"""The gate: decide from certificates and thresholds whether a model version is promoted.
+
+Only a proven pass passes. For each configured audit the gate reads the certified interval of
+the audited quantity and the requirement (e.g. ``ratio > 0.8``): the interval entirely on the
+passing side is a *proven pass*, entirely on the failing side a *proven fail*, straddling the
+threshold *undecided*; a missing certificate, or one whose verdict contradicts its own
+interval for the same threshold, fails. The decision is ``passed`` when every audit is a
+proven pass, ``failed`` when any audit fails (or is undecided under ``undecided: fail``), and
+``warned`` when the only problems are undecided audits under ``undecided: warn``.
+
+Applying a decision writes the model-version tags ``certgate.gate`` and
+``certgate.gate.reasons``, and moves the promotion alias on ``passed`` only. Exit codes: 0
+passed or warned, 1 failed (2, an error, comes from the CLI).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from configs.schema import AuditSettings, CertgateConfig, GatePolicy, Requirement
+from registry_hooks.connection import Registry, RegistryError, registry_errors
+from registry_hooks.tags import (
+    CONFIG_HASH_TAG,
+    GATE_REASONS_TAG,
+    GATE_TAG,
+    RUN_ID_TAG,
+    STATUS_AUDITED,
+    STATUS_TAG,
+    move_alias,
+    set_version_tags,
+    version_tags,
+)
+from verifier.certificate import Certificate
+
+CheckStatus = Literal["proven_pass", "proven_fail", "undecided", "missing", "inconsistent"]
+Outcome = Literal["passed", "failed", "warned"]
+EXIT_CODES: dict[str, int] = {"passed": 0, "warned": 0, "failed": 1}
+
+
+@dataclass(frozen=True)
+class AuditCheck:
+    """How one audit's certificate compares with its requirement."""
+
+    audit: str
+    requirement: Requirement
+    status: CheckStatus
+    interval: tuple[float, float] | None
+    verdict: str | None
+    reason: str
+
+
+@dataclass
+class GateDecision:
+    """The gate's decision for one model version, and what it did about it."""
+
+    outcome: Outcome
+    checks: list[AuditCheck]
+    model_name: str | None = None
+    model_version: str | None = None
+    promoted_alias: str | None = None
+    mlflow_validation: str | None = None
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.outcome]
+
+    def summary(self) -> str:
+        """One line: the outcome and the reasons."""
+        return f"{self.outcome}: " + "; ".join(self.reasons)
+
+
+def _interval_text(interval: tuple[float, float]) -> str:
+    return f"[{interval[0]:.6g}, {interval[1]:.6g}]"
+
+
+def check_certificate(audit: AuditSettings, certificate: Certificate | None) -> AuditCheck:
+    """Compare one certificate with the audit's requirement (see the module docstring)."""
+    requirement = audit.requirement
+    if certificate is None:
+        return AuditCheck(audit.name, requirement, "missing", None, None,
+                          f"{audit.name}: no certificate")
+    if requirement.quantity not in certificate.bounds:
+        return AuditCheck(audit.name, requirement, "missing", None, certificate.verdict,
+                          f"{audit.name}: the certificate has no bound on "
+                          f"{requirement.quantity!r}")
+    low, high = certificate.bounds[requirement.quantity]
+    interval = (float(low), float(high))
+    text = f"{requirement.label} ∈ {_interval_text(interval)}"
+    if requirement.proven_pass(*interval):
+        status: CheckStatus = "proven_pass"
+        reason = f"{audit.name}: proven {requirement.describe()} ({text})"
+    elif requirement.proven_fail(*interval):
+        status = "proven_fail"
+        reason = f"{audit.name}: proven to violate {requirement.describe()} ({text})"
+    else:
+        status = "undecided"
+        reason = f"{audit.name}: undecided, {text} straddles {requirement.threshold:g}"
+    recorded = certificate.details.get("threshold")
+    same_threshold = isinstance(recorded, int | float) and float(recorded) == requirement.threshold
+    contradicts = (
+        (certificate.verdict == "satisfied" and status != "proven_pass")
+        or (certificate.verdict == "violated" and status != "proven_fail")
+    )
+    if same_threshold and contradicts:
+        return AuditCheck(audit.name, requirement, "inconsistent", interval, certificate.verdict,
+                          f"{audit.name}: verdict {certificate.verdict!r} contradicts its "
+                          f"interval {text}")
+    return AuditCheck(audit.name, requirement, status, interval, certificate.verdict, reason)
+
+
+def decide(audits: list[AuditSettings], certificates: dict[str, Certificate],
+           policy: GatePolicy) -> GateDecision:
+    """The decision for these certificates under ``policy`` (no side effects)."""
+    checks = [check_certificate(audit, certificates.get(audit.name)) for audit in audits]
+    statuses = {check.status for check in checks}
+    if statuses <= {"proven_pass"}:
+        outcome: Outcome = "passed"
+    elif statuses & {"proven_fail", "missing", "inconsistent"}:
+        outcome = "failed"
+    else:
+        outcome = "failed" if policy.undecided == "fail" else "warned"
+    return GateDecision(outcome, checks, reasons=[check.reason for check in checks])
+
+
+def mirror_in_mlflow(decision: GateDecision) -> str:
+    """Run the decision's numbers through ``mlflow.validate_evaluation_results``.
+
+    Each audit contributes its certified bound on the passing side (``<name>.<label>_lower``
+    for ``>`` requirements, ``_upper`` for ``<``) and a ``<name>.proven_pass`` flag (1 or 0)
+    that must reach 1, so MLflow's non-strict comparison can never pass an unproven audit.
+    Returns ``"passed"`` or ``"failed: <MLflow's message>"``.
+    """
+    import mlflow
+    from mlflow.models import EvaluationResult, MetricThreshold
+    from mlflow.models.evaluation.validation import ModelValidationFailedException
+
+    metrics: dict[str, float] = {}
+    thresholds: dict[str, MetricThreshold] = {}
+    for check in decision.checks:
+        requirement = check.requirement
+        greater = requirement.comparison == ">"
+        side = "lower" if greater else "upper"
+        bound_key = f"{check.audit}.{requirement.label}_{side}"
+        flag_key = f"{check.audit}.proven_pass"
+        if check.interval is not None:
+            metrics[bound_key] = check.interval[0] if greater else check.interval[1]
+            thresholds[bound_key] = MetricThreshold(threshold=requirement.threshold,
+                                                    greater_is_better=greater)
+        metrics[flag_key] = 1.0 if check.status == "proven_pass" else 0.0
+        thresholds[flag_key] = MetricThreshold(threshold=1.0, greater_is_better=True)
+    try:
+        mlflow.validate_evaluation_results(thresholds, EvaluationResult(metrics, {}))
+    except ModelValidationFailedException as error:
+        return "failed: " + " ".join(str(error).split())
+    return "passed"
+
+
+def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolicy) -> None:
+    """Tag the version with the decision; move ``policy.promote_alias`` only on ``passed``."""
+    name, version = decision.model_name, decision.model_version
+    if name is None or version is None:
+        raise RegistryError("a gate decision can only be applied to a registered model version")
+    set_version_tags(registry, name, version, {
+        GATE_TAG: decision.outcome,
+        GATE_REASONS_TAG: "; ".join(decision.reasons),
+    })
+    if decision.outcome == "passed" and policy.promote_alias:
+        move_alias(registry, name, policy.promote_alias, version)
+        decision.promoted_alias = policy.promote_alias
+
+
+def audited_run(registry: Registry, name: str, version: str, fingerprint: str) -> str:
+    """The run id of the version's completed audit for this configuration; raises
+    :class:`RegistryError` when there is none or it used another configuration."""
+    tags = version_tags(registry, name, version)
+    if tags.get(STATUS_TAG) != STATUS_AUDITED or RUN_ID_TAG not in tags:
+        raise RegistryError(
+            f"models:/{name}/{version} has no completed certgate audit; run `certgate audit` first"
+        )
+    if tags.get(CONFIG_HASH_TAG) != fingerprint:
+        raise RegistryError(
+            f"models:/{name}/{version} was audited with a different audit configuration "
+            f"(hash {tags.get(CONFIG_HASH_TAG)}, now {fingerprint}); run `certgate audit` again"
+        )
+    return tags[RUN_ID_TAG]
+
+
+def gate_certificates(config: CertgateConfig, certificates: dict[str, Certificate],
+                      registry: Registry | None, name: str | None,
+                      version: str | None) -> GateDecision:
+    """Decide, optionally mirror through MLflow, and apply the decision to the version."""
+    decision = decide(list(config.audits), certificates, config.gate)
+    decision.model_name, decision.model_version = name, version
+    if config.gate.mlflow_validation:
+        decision.mlflow_validation = mirror_in_mlflow(decision)
+    if registry is not None and name is not None and version is not None:
+        apply_decision(registry, decision, config.gate)
+    return decision
+
+
+CERTIFICATE_ARTIFACT = "certificates/{name}.json"
+
+
+def load_certificates(registry: Registry, run_id: str,
+                      names: list[str]) -> dict[str, Certificate]:
+    """The certificates an audit run logged, by audit name (audits without one are left
+    out, so the gate reports them missing)."""
+    import mlflow
+
+    with registry_errors(f"cannot read the certificates of run {run_id}"):
+        present = {Path(item.path).name
+                   for item in registry.client.list_artifacts(run_id, "certificates")}
+        certificates: dict[str, Certificate] = {}
+        for name in names:
+            path = CERTIFICATE_ARTIFACT.format(name=name)
+            if Path(path).name in present:
+                document = mlflow.artifacts.load_dict(f"runs:/{run_id}/{path}")
+                certificates[name] = Certificate.from_dict(document)
+    return certificates
+
+
+def run_gate(config: CertgateConfig, *, model_uri: str | None = None,
+             registry: Registry | None = None) -> GateDecision:
+    """The gate step alone: read the certificates of the version's recorded audit (same
+    configuration fingerprint), decide, and apply the decision."""
+    from registry_hooks.connection import connect
+    from registry_hooks.uris import parse_model_uri, resolve_version
+
+    uri = model_uri or config.model.uri
+    registry = registry or connect(config.tracking.tracking_uri, config.tracking.registry_uri)
+    reference = parse_model_uri(uri)
+    if not reference.in_registry:
+        raise RegistryError(
+            f"the gate acts on registered model versions; {uri} is not one (use `certgate run` "
+            "to audit and gate a local file in one go)"
+        )
+    version = resolve_version(registry, reference)
+    name, number = version.name, str(version.version)
+    run_id = audited_run(registry, name, number, config.audit_fingerprint())
+    names = [settings.name for settings in config.audits]
+    certificates = load_certificates(registry, run_id, names)
+    return gate_certificates(config, certificates, registry, name, number)

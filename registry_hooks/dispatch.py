@@ -1,0 +1,106 @@
+"""Hand registry events to a callback: filtered, once per model version, one at a time.
+
+Both event sources (the webhook receiver and the polling watcher) feed a :class:`Dispatcher`.
+It keeps the events the configuration asks for (``model_version_alias.created`` for one alias,
+or ``model_version.created`` when no alias is configured), drops a version that is already
+queued, running or audited (the registry's ``certgate.audit.status`` tag, read through
+``is_due``, and an in-process set against duplicate deliveries), and runs the callback for the
+rest. A callback that raises leaves the version due again, so a later event retries it.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+from collections.abc import Callable
+from typing import Literal
+
+from registry_hooks.connection import Registry
+from registry_hooks.events import ALIAS_CREATED, MODEL_VERSION_CREATED, RegistryEvent
+from registry_hooks.tags import is_due, version_tags
+
+EventCallback = Callable[[RegistryEvent], None]
+DueCheck = Callable[[str, str], bool]
+Offer = Literal["queued", "ignored", "duplicate"]
+
+
+def registry_due_check(registry: Registry, config_hash: str | None = None) -> DueCheck:
+    """``is_due(name, version)`` read from the version's tags in the registry."""
+
+    def check(name: str, version: str) -> bool:
+        return is_due(version_tags(registry, name, version), config_hash)
+
+    return check
+
+
+class Dispatcher:
+    """Filters, de-duplicates and runs events; ``background=True`` runs callbacks on a worker
+    thread (so a webhook answers at once), otherwise in the caller's thread."""
+
+    def __init__(self, callback: EventCallback, due: DueCheck, *, alias: str | None = None,
+                 background: bool = False) -> None:
+        self.callback = callback
+        self.due = due
+        self.alias = alias
+        self.handled: list[RegistryEvent] = []
+        self.failed: list[tuple[RegistryEvent, BaseException]] = []
+        self._claimed: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[RegistryEvent | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        if background:
+            self._worker = threading.Thread(target=self._work, name="certgate-dispatch",
+                                            daemon=True)
+            self._worker.start()
+
+    def wanted(self, event: RegistryEvent) -> bool:
+        """Whether the configuration acts on this kind of event."""
+        if self.alias is not None:
+            return event.kind == ALIAS_CREATED and event.alias == self.alias
+        return event.kind == MODEL_VERSION_CREATED
+
+    def offer(self, event: RegistryEvent) -> Offer:
+        """Queue (or run) the event unless it is unwanted or its version is taken."""
+        if not self.wanted(event):
+            return "ignored"
+        key = (event.name, event.version)
+        with self._lock:
+            if key in self._claimed or not self.due(event.name, event.version):
+                return "duplicate"
+            self._claimed.add(key)
+        if self._worker is None:
+            self._run(event)
+        else:
+            self._queue.put(event)
+        return "queued"
+
+    def _run(self, event: RegistryEvent) -> None:
+        try:
+            self.callback(event)
+        except Exception as error:  # reported, and the version becomes due again
+            print(f"certgate: {event.model_uri}: {error}", file=sys.stderr)
+            self.failed.append((event, error))
+            with self._lock:
+                self._claimed.discard((event.name, event.version))
+        else:
+            self.handled.append(event)
+
+    def _work(self) -> None:
+        while (event := self._queue.get()) is not None:
+            try:
+                self._run(event)
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
+
+    def drain(self) -> None:
+        """Wait until every queued event has been handled."""
+        self._queue.join()
+
+    def close(self) -> None:
+        """Finish the queued events and stop the worker thread."""
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._worker = None

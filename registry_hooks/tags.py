@@ -1,0 +1,107 @@
+"""certgate's state in the registry: model-version tags and aliases.
+
+Tag schema (all values are strings):
+
+* ``certgate.audit.status``: ``running`` while an audit writes, ``audited`` once its run is
+  complete; absent means the version awaits an audit. Event handlers use it for idempotency.
+* ``certgate.audit.run_id``, ``certgate.audit.config_hash``: the audit run and the hash of the
+  configuration it used (a changed configuration makes the version due again).
+* ``certgate.<audit>.<field>``: per-audit results, e.g. ``certgate.demographic_parity.verdict``,
+  ``certgate.demographic_parity.ratio_lower``.
+* ``certgate.gate`` (``passed``/``failed``/``warned``) and ``certgate.gate.reasons``.
+
+Aliases move only through :func:`move_alias`, which the gate calls on a proven pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from mlflow.entities.model_registry import ModelVersion
+
+from registry_hooks.connection import Registry, registry_errors
+
+PREFIX = "certgate."
+STATUS_TAG = "certgate.audit.status"
+RUN_ID_TAG = "certgate.audit.run_id"
+CONFIG_HASH_TAG = "certgate.audit.config_hash"
+GATE_TAG = "certgate.gate"
+GATE_REASONS_TAG = "certgate.gate.reasons"
+STATUS_RUNNING = "running"
+STATUS_AUDITED = "audited"
+MAX_TAG_VALUE = 5000
+
+
+def audit_tag(audit: str, field: str) -> str:
+    """``certgate.<audit>.<field>``."""
+    return f"{PREFIX}{audit}.{field}"
+
+
+def format_value(value: float | str) -> str:
+    """Tag text for a number (17 significant digits: the float round-trips) or a string."""
+    if isinstance(value, str):
+        return value
+    return repr(float(value))
+
+
+def set_version_tags(registry: Registry, name: str, version: str,
+                     tags: Mapping[str, float | str]) -> None:
+    """Write every tag on model version ``name``/``version`` (values truncated to MLflow's
+    limit with a trailing ``…``)."""
+    with registry_errors(f"cannot tag models:/{name}/{version}"):
+        for key, value in tags.items():
+            text = format_value(value)
+            if len(text) > MAX_TAG_VALUE:
+                text = text[: MAX_TAG_VALUE - 1] + "…"
+            registry.client.set_model_version_tag(name, version, key, text)
+
+
+def version_tags(registry: Registry, name: str, version: str) -> dict[str, str]:
+    """The current tags of a model version."""
+    with registry_errors(f"cannot read models:/{name}/{version}"):
+        return dict(registry.client.get_model_version(name, version).tags)
+
+
+def move_alias(registry: Registry, name: str, alias: str, version: str) -> None:
+    """Point ``models:/name@alias`` at ``version``."""
+    with registry_errors(f"cannot set alias {alias!r} of {name}"):
+        registry.client.set_registered_model_alias(name, alias, version)
+
+
+def alias_version(registry: Registry, name: str, alias: str) -> str | None:
+    """The version ``models:/name@alias`` points to, or ``None`` when the alias is unset."""
+    with registry_errors(f"cannot read registered model {name}"):
+        aliases = registry.client.get_registered_model(name).aliases
+    return aliases.get(alias)
+
+
+def is_due(tags: Mapping[str, str], config_hash: str | None = None) -> bool:
+    """Whether a version with these tags awaits an audit: no audit is running or complete, or
+    the completed one used a different configuration than ``config_hash``."""
+    status = tags.get(STATUS_TAG)
+    if status is None:
+        return True
+    if status == STATUS_RUNNING:
+        return False
+    return config_hash is not None and tags.get(CONFIG_HASH_TAG) != config_hash
+
+
+def versions_awaiting_audit(registry: Registry, names: Iterable[str] | None = None,
+                            config_hash: str | None = None) -> list[ModelVersion]:
+    """Model versions (of ``names``, or of every registered model) that :func:`is_due`, oldest
+    first."""
+    filters = [f"name='{name}'" for name in names] if names is not None else [""]
+    found: list[ModelVersion] = []
+    with registry_errors("cannot search model versions"):
+        for filter_string in filters:
+            page_token = None
+            while True:
+                page = registry.client.search_model_versions(
+                    filter_string or None, max_results=200, page_token=page_token
+                )
+                found.extend(page)
+                page_token = page.token
+                if not page_token:
+                    break
+    due = [version for version in found if is_due(version.tags, config_hash)]
+    return sorted(due, key=lambda v: (v.name, int(v.version)))

@@ -1,0 +1,79 @@
+"""A polling watcher for stores without webhooks (local sqlite, file stores, older servers).
+
+Each poll turns the registry's current state into the events a webhook would have sent and
+offers them to the :class:`~registry_hooks.dispatch.Dispatcher`: with an alias, the version
+each watched model's alias points to (``model_version_alias.created``); without one, every
+version not yet audited (``model_version.created``). The dispatcher's idempotency makes
+repeated polls harmless: a version is handled once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from registry_hooks.connection import Registry, registry_errors
+from registry_hooks.dispatch import Dispatcher
+from registry_hooks.events import ALIAS_CREATED, MODEL_VERSION_CREATED, RegistryEvent
+from registry_hooks.tags import versions_awaiting_audit
+
+POLL_DELIVERY_ID = "poll"
+
+
+def registered_names(registry: Registry) -> list[str]:
+    """Every registered model's name."""
+    names: list[str] = []
+    with registry_errors("cannot list registered models"):
+        page_token = None
+        while True:
+            page = registry.client.search_registered_models(max_results=200,
+                                                            page_token=page_token)
+            names.extend(model.name for model in page)
+            page_token = page.token
+            if not page_token:
+                break
+    return names
+
+
+def pending_events(registry: Registry, names: Iterable[str] | None,
+                   alias: str | None) -> list[RegistryEvent]:
+    """The events one poll produces (see the module docstring)."""
+    if alias is None:
+        return [
+            RegistryEvent(MODEL_VERSION_CREATED, version.name, str(version.version), None,
+                          POLL_DELIVERY_ID)
+            for version in versions_awaiting_audit(registry, names)
+        ]
+    events = []
+    for name in names if names is not None else registered_names(registry):
+        with registry_errors(f"cannot read registered model {name}"):
+            aliases = registry.client.get_registered_model(name).aliases
+        if alias in aliases:
+            events.append(RegistryEvent(ALIAS_CREATED, name, str(aliases[alias]), alias,
+                                        POLL_DELIVERY_ID))
+    return events
+
+
+def poll_once(registry: Registry, dispatcher: Dispatcher,
+              names: Iterable[str] | None = None) -> list[RegistryEvent]:
+    """Offer this poll's events; return those that were queued (or run)."""
+    queued = []
+    for event in pending_events(registry, names, dispatcher.alias):
+        if dispatcher.offer(event) == "queued":
+            queued.append(event)
+    return queued
+
+
+def watch(registry: Registry, dispatcher: Dispatcher, interval_s: float,
+          names: Iterable[str] | None = None, *, once: bool = False,
+          stop: threading.Event | None = None) -> list[RegistryEvent]:
+    """Poll every ``interval_s`` seconds until ``stop`` is set (or once); return everything
+    queued."""
+    names = list(names) if names is not None else None
+    stop = stop or threading.Event()
+    queued: list[RegistryEvent] = []
+    while True:
+        queued.extend(poll_once(registry, dispatcher, names))
+        if once or stop.wait(interval_s):
+            dispatcher.drain()
+            return queued

@@ -1,0 +1,106 @@
+"""The gate's decision rule (no registry): only proven passes pass; undecided follows the
+policy; the MLflow mirror never passes what the gate does not."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from configs.schema import DemographicParityAudit, GatePolicy
+from pipeline_steps.gate import check_certificate, decide, mirror_in_mlflow
+from verifier.certificate import Certificate
+
+
+def audit(name: str = "dp", gamma: float = 0.8, form: str = "ratio") -> DemographicParityAudit:
+    return DemographicParityAudit(kind="demographic_parity", name=name, protected="sex",
+                                  privileged=1, favorable_class=1, gamma=gamma, form=form)
+
+
+def certificate(low: float, high: float, verdict: str, threshold: float | None = 0.8
+                ) -> Certificate:
+    details = {} if threshold is None else {"threshold": threshold}
+    return Certificate(audit="demographic_parity", verdict=verdict,
+                       bounds={"value": (low, high)}, details=details)
+
+
+FAIL = GatePolicy(undecided="fail")
+WARN = GatePolicy(undecided="warn")
+
+
+def test_each_status() -> None:
+    assert check_certificate(audit(), certificate(0.81, 1.2, "satisfied")).status == \
+        "proven_pass"
+    assert check_certificate(audit(), certificate(0.1, 0.8, "violated")).status == \
+        "proven_fail"
+    assert check_certificate(audit(), certificate(0.7, 0.9, "unknown")).status == "undecided"
+    assert check_certificate(audit(), None).status == "missing"
+    inconsistent = check_certificate(audit(), certificate(0.7, 0.9, "satisfied"))
+    assert inconsistent.status == "inconsistent"
+    assert "contradicts" in inconsistent.reason
+    other_threshold = check_certificate(audit(gamma=0.9), certificate(0.81, 1.2, "satisfied"))
+    assert other_threshold.status == "undecided"
+
+
+def test_difference_form_reads_the_upper_bound() -> None:
+    settings = audit(gamma=0.1, form="difference")
+    assert check_certificate(settings, certificate(0.0, 0.05, "satisfied", 0.1)).status == \
+        "proven_pass"
+    assert check_certificate(settings, certificate(0.1, 0.3, "violated", 0.1)).status == \
+        "proven_fail"
+    assert check_certificate(settings, certificate(0.05, 0.1, "unknown", 0.1)).status == \
+        "undecided"
+
+
+def test_decision_combines_audits_and_policy() -> None:
+    audits = [audit("a"), audit("b")]
+    passing = certificate(0.9, 1.0, "satisfied")
+    undecided = certificate(0.7, 0.9, "unknown")
+    failing = certificate(0.1, 0.5, "violated")
+    assert decide(audits, {"a": passing, "b": passing}, FAIL).outcome == "passed"
+    assert decide(audits, {"a": passing, "b": undecided}, FAIL).outcome == "failed"
+    warned = decide(audits, {"a": passing, "b": undecided}, WARN)
+    assert warned.outcome == "warned" and warned.exit_code == 0
+    assert decide(audits, {"a": failing, "b": undecided}, WARN).outcome == "failed"
+    missing = decide(audits, {"a": passing}, WARN)
+    assert missing.outcome == "failed" and missing.exit_code == 1
+    assert missing.reasons[1] == "b: no certificate"
+
+
+intervals = st.tuples(st.floats(0, 3, allow_nan=False), st.floats(0, 3, allow_nan=False)).map(
+    sorted)
+
+
+@given(intervals, st.floats(0.05, 1.0), st.sampled_from(["fail", "warn"]))
+def test_only_a_proven_pass_passes(interval: list[float], gamma: float, policy: str) -> None:
+    low, high = interval
+    verdict = "satisfied" if low > gamma else "violated" if high <= gamma else "unknown"
+    decision = decide([audit(gamma=gamma)], {"dp": certificate(low, high, verdict, gamma)},
+                      GatePolicy(undecided=policy))
+    assert (decision.outcome == "passed") == (low > gamma)
+    if high <= gamma:
+        assert decision.outcome == "failed"
+    assert decision.checks[0].interval == (low, high)
+
+
+@pytest.mark.parametrize(("low", "high", "verdict", "expected"), [
+    (0.85, 1.1, "satisfied", "passed"),
+    (0.8, 1.1, "unknown", "failed"),
+    (0.1, 0.5, "violated", "failed"),
+])
+def test_mlflow_mirror_agrees_with_the_gate(low: float, high: float, verdict: str,
+                                            expected: str) -> None:
+    decision = decide([audit()], {"dp": certificate(low, high, verdict)}, FAIL)
+    assert decision.outcome == expected
+    mirrored = mirror_in_mlflow(decision)
+    assert mirrored.split(":")[0] == expected
+    if expected == "failed":
+        assert "dp.proven_pass" in mirrored
+
+
+def test_infinite_bounds_are_undecided_not_errors() -> None:
+    check = check_certificate(audit(), certificate(0.0, math.inf, "unknown"))
+    assert check.status == "undecided"
+    assert "inf" in check.reason
