@@ -158,8 +158,14 @@ class DeploySettings(_Strict):
     """The self-correcting deployment: safe-ordering constraints and where to register it."""
 
     constraints: Path
-    registered_model: str = Field(min_length=1)
-    alias: str = Field(default="champion", pattern=ALIAS_PATTERN)
+    registered_model: str | None = Field(
+        default=None, min_length=1,
+        description="where to register the variant (default: the audited registered model)",
+    )
+    alias: str = Field(default="safe", pattern=ALIAS_PATTERN)
+    on_bottom: Literal["mark", "raise", "abstain"] = Field(
+        default="mark", description="rows whose constraints cannot be met: flag, raise, abstain"
+    )
 
 
 class CertgateConfig(_Strict):

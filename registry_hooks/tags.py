@@ -75,9 +75,16 @@ def alias_version(registry: Registry, name: str, alias: str) -> str | None:
     return aliases.get(alias)
 
 
+VARIANT_TAG = "certgate.variant"
+VARIANT_SELF_CORRECTING = "self-correcting"
+
+
 def is_due(tags: Mapping[str, str], config_hash: str | None = None) -> bool:
     """Whether a version with these tags awaits an audit: no audit is running or complete, or
-    the completed one used a different configuration than ``config_hash``."""
+    the completed one used a different configuration than ``config_hash``. Self-correcting
+    variants registered by the deploy step are never due (they are wrappers, not networks)."""
+    if tags.get(VARIANT_TAG) == VARIANT_SELF_CORRECTING:
+        return False
     status = tags.get(STATUS_TAG)
     if status is None:
         return True

@@ -259,7 +259,7 @@ def test_bad_input_is_one_line_and_writes_nothing(
     deploying = write_config(tmp_path, registry.tracking_uri, uri, deploy={
         "constraints": str(tmp_path / "constraints.yaml"), "registered_model": "safe"})
     code, _, err = run_cli(capsys, "run", "--config", str(deploying))
-    assert code == 2 and "has no deploy step yet" in one_line_error(err)
+    assert code == 2 and "constraints file not found" in one_line_error(err)
     assert runs_in(registry, deploying) == 0
     code, _, err = run_cli(capsys, "gate", "--config", str(missing.with_name("absent.yaml")))
     assert code == 2 and "config file not found" in one_line_error(err)

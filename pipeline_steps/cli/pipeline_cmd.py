@@ -238,11 +238,15 @@ DEPLOY_MODULE = "pipeline_steps.deploy"
 
 def require_deploy_step(config: CertgateConfig) -> None:
     """Refuse, before anything runs, a configuration asking for a deploy step that this
-    installation does not have."""
+    installation does not have, or whose constraints file does not exist."""
     if config.deploy is not None and importlib.util.find_spec(DEPLOY_MODULE) is None:
         raise CertgateInputError(
             "the configuration has a 'deploy' section, but this certgate has no deploy step "
             "yet; remove the section to run audit and gate only"
+        )
+    if config.deploy is not None and not config.deploy.constraints.is_file():
+        raise CertgateInputError(
+            f"deploy.constraints: constraints file not found: {config.deploy.constraints}"
         )
 
 

@@ -6,7 +6,9 @@
 * ``wrap --model M --constraints C --out DIR``: write ``DIR/model.pt`` (TorchScript of the
   self-correcting network, checked against the eager module), ``DIR/constraints.yaml`` (the
   normalised constraints) and ``DIR/model.onnx`` when the ONNX exporter can express the module
-  (otherwise the reason is printed).
+  (otherwise the reason is printed). With ``--out models:/NAME`` the variant is registered
+  instead as a new version of ``NAME`` (``pipeline_steps.deploy``; ``M`` may then also be a
+  registry URI), and ``--alias`` (default ``safe``) is pointed at it.
 * ``describe --constraints C``: the constraints in readable form.
 
 The constraints assume the max-logit convention (predicted class = argmax); ``wrap
@@ -68,11 +70,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "wrap",
         help="wrap a model in the SC-layer and export it",
         description="Write DIR/model.pt (TorchScript), DIR/constraints.yaml and, when "
-        "exportable, DIR/model.onnx.",
+        "exportable, DIR/model.onnx; or, with --out models:/NAME, register the wrapped model "
+        "as a new version of NAME (pyfunc flavour) and set --alias on it.",
     )
-    wrap.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
+    wrap.add_argument("--model", required=True,
+                      help="network file (.onnx, .nnet, .json, .pt); with --out models:/NAME "
+                      "also a model URI (models:/NAME/VERSION, models:/NAME@ALIAS, runs:/…)")
     wrap.add_argument("--constraints", required=True, help="constraint file (.yaml/.json)")
-    wrap.add_argument("--out", required=True, help="output directory")
+    wrap.add_argument("--out", required=True,
+                      help="output directory, or models:/NAME to register a new version")
+    wrap.add_argument("--alias", default="safe",
+                      help="with --out models:/NAME: alias set on the new version (default safe)")
+    wrap.add_argument("--tracking-uri",
+                      help="with --out models:/NAME: MLflow tracking URI (default: "
+                      "$MLFLOW_TRACKING_URI)")
     wrap.add_argument("--network", help="network whose constraints to use (per-network files)")
     wrap.add_argument(
         "--on-bottom",
@@ -158,6 +169,9 @@ def _format_row(values: np.ndarray) -> str:
 def run_wrap(args: argparse.Namespace) -> int:
     from verifier.convert import load_network
 
+    if args.out.startswith("models:"):
+        return _register_wrapped(args)
+
     network = load_network(args.model)
     if args.negate_outputs:
         network = negate_outputs(network)
@@ -199,6 +213,34 @@ def run_wrap(args: argparse.Namespace) -> int:
         print(f"  wrote {path}")
     if onnx_error is not None:
         print(f"  model.onnx not written: {onnx_error}")
+    return 0
+
+
+def _register_wrapped(args: argparse.Namespace) -> int:
+    """``wrap --out models:/NAME``: register the variant with the deploy step."""
+    import tempfile
+
+    from pipeline_steps.deploy import deploy_self_correcting
+    from registry_hooks.connection import connect, registry_errors
+
+    name = args.out.removeprefix("models:/").strip("/")
+    if not args.out.startswith("models:/") or not name or "/" in name or "@" in name:
+        raise CertgateInputError(
+            f"--out {args.out}: to register, give models:/NAME (no version or alias)"
+        )
+    with registry_errors("certgate selfcorrect wrap"), \
+            tempfile.TemporaryDirectory(prefix="certgate-wrap-") as workdir:
+        record = deploy_self_correcting(
+            args.model, args.constraints, registry=connect(args.tracking_uri),
+            target_name=name, alias=args.alias, on_bottom=args.on_bottom,
+            abstain_class=args.abstain_class, constraints_network=args.network,
+            negate=args.negate_outputs, workdir=Path(workdir),
+        )
+    if args.json:
+        print(json.dumps({"registered": {"name": record.name, "version": record.version,
+                                         "alias": record.alias, "uri": record.uri}}))
+    else:
+        print(record)
     return 0
 
 

@@ -1,0 +1,316 @@
+"""The deploy step: register the self-correcting (safe-by-construction) variant of a model.
+
+:func:`deploy_self_correcting` loads a registered model version, wraps it in the SC-layer built
+from a constraint file (paper 004; :class:`verifier.selfcorrect.SelfCorrectingNetwork`), and
+logs the result as a new model version with the pyfunc flavour (model code
+:mod:`registry_hooks.selfcorrect_pyfunc`, so it loads and serves without certgate):
+
+* artifacts: the TorchScript SC-Net (checked to reproduce the eager module exactly before it is
+  logged), ``constraints.yaml`` (the normalised constraint set), and the source version's
+  population model when it ships one (its path recorded in the metadata as usual);
+* a column signature (the network's input names in, ``logit_<i>``/``bottom``/
+  ``predicted_class`` out), an input example, explicit ``pip_requirements``;
+* model-version tags ``certgate.variant=self-correcting``, ``certgate.source_model``,
+  ``certgate.source_version``, ``certgate.selfcorrect.on_bottom`` and
+  ``certgate.selfcorrect.constraints`` (their count), then the alias.
+
+Everything that can be wrong with the input (unknown model, constraints that do not fit the
+model's classes or inputs, a model TorchScript cannot compile) is checked before anything is
+written to the registry; such errors are :class:`~verifier.errors.CertgateInputError`.
+:func:`run_deploy` is the pipeline's entry point after a passed gate.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+from mlflow.models import ModelSignature
+from mlflow.types import ColSpec, Schema, TensorSpec
+
+from configs.schema import CertgateConfig
+from registry_hooks import selfcorrect_pyfunc
+from registry_hooks.connection import Registry, registry_errors
+from registry_hooks.loading import (
+    METADATA_INPUT_NAMES,
+    METADATA_POPULATION,
+    POPULATION_FILE,
+    LoadedModel,
+    load_model,
+)
+from registry_hooks.publish import pinned_requirements
+from registry_hooks.tags import VARIANT_SELF_CORRECTING, VARIANT_TAG, move_alias
+from registry_hooks.uris import registered_uri
+from verifier.errors import CertgateInputError
+from verifier.network import Network
+from verifier.selfcorrect import (
+    ConstraintError,
+    ConstraintSet,
+    SelfCorrectingNetwork,
+    negate_outputs,
+)
+from verifier.selfcorrect.export import load_torchscript, save_torchscript
+from verifier.selfcorrect.loaders import load_constraints
+
+SOURCE_MODEL_TAG = "certgate.source_model"
+SOURCE_VERSION_TAG = "certgate.source_version"
+ON_BOTTOM_TAG = "certgate.selfcorrect.on_bottom"
+CONSTRAINT_COUNT_TAG = "certgate.selfcorrect.constraints"
+METADATA_CONSTRAINTS = "certgate.selfcorrect.constraints"
+METADATA_OUTPUT_COLUMNS = "certgate.selfcorrect.output_columns"
+DEFAULT_ALIAS = "safe"
+ARTIFACT_NAME = "model"
+EXAMPLE_ROWS = 5
+CHECK_ROWS = 256
+
+
+class DeployError(CertgateInputError):
+    """The self-correcting variant cannot be built or registered; the message says why."""
+
+
+@dataclass(frozen=True)
+class DeployRecord:
+    """The registered variant: ``models:/name/version``, reachable as ``models:/name@alias``
+    (``alias`` is ``None`` when none was set)."""
+
+    name: str
+    version: str
+    alias: str | None
+    uri: str
+    source_uri: str
+
+    def __str__(self) -> str:
+        text = f"self-correcting variant of {self.source_uri} registered as {self.uri}"
+        if self.alias is None:
+            return text
+        return f"{text} (alias {self.alias!r} -> models:/{self.name}@{self.alias})"
+
+
+@dataclass(frozen=True)
+class _ScnetOptions:
+    """How the SC-Net is built (see :func:`deploy_self_correcting`)."""
+
+    on_bottom: str
+    abstain_class: int | str | None
+    constraints_network: str | None
+    negate: bool
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """Everything to log, built and checked before the registry is touched."""
+
+    loaded: LoadedModel
+    constraints: ConstraintSet
+    scnet: SelfCorrectingNetwork
+
+
+def run_deploy(config: CertgateConfig, *, registry: Registry, model_name: str | None,
+               model_version: str | None) -> DeployRecord:
+    """Deploy ``models:/model_name/model_version`` with the configuration's ``deploy`` section.
+
+    Raises:
+        DeployError: the configuration has no ``deploy`` section, or no registered version
+            was given (a local model file cannot be deployed to the registry).
+    """
+    settings = config.deploy
+    if settings is None:
+        raise DeployError("the configuration has no 'deploy' section")
+    if model_name is None or model_version is None:
+        raise DeployError(
+            f"deploy needs a registered model version; {config.model.uri} is not one"
+        )
+    mlflow.set_experiment(config.tracking.experiment)
+    with tempfile.TemporaryDirectory(prefix="certgate-deploy-") as workdir:
+        return deploy_self_correcting(
+            registered_uri(model_name, str(model_version)), settings.constraints,
+            registry=registry, target_name=settings.registered_model, alias=settings.alias,
+            on_bottom=settings.on_bottom, workdir=Path(workdir),
+        )
+
+
+def deploy_self_correcting(
+    model_uri: str,
+    constraints_path: str | Path,
+    *,
+    registry: Registry,
+    target_name: str | None = None,
+    alias: str | None = DEFAULT_ALIAS,
+    on_bottom: str = "mark",
+    abstain_class: int | str | None = None,
+    constraints_network: str | None = None,
+    negate: bool = False,
+    workdir: Path,
+) -> DeployRecord:
+    """Register the SC-Net of ``model_uri`` under ``constraints_path`` as a new version.
+
+    ``target_name`` defaults to the source's registered model (the variant becomes its next
+    version); ``alias`` (``None``: none) is pointed at the new version. ``on_bottom`` and
+    ``abstain_class`` are passed to :class:`SelfCorrectingNetwork`; ``constraints_network``
+    picks one network's constraints from per-network files (ACAS Xu); ``negate`` negates the
+    network's outputs first (argmin networks; the constraints use the max-logit convention).
+
+    Guarantees: the registered TorchScript computes exactly the outputs and ⊥ flags of the
+    in-memory ``SelfCorrectingNetwork(network.to_torch(), constraints)``; on any input error
+    nothing is written to the registry.
+
+    Raises:
+        DeployError: the constraints do not fit the model (class count, input width), the
+            source is not a registered version and no ``target_name`` is given, or the
+            TorchScript export disagrees with the eager module.
+        RegistryError: the model URI is unknown or the registry refused a write.
+    """
+    prepared = _prepare(model_uri, Path(constraints_path), registry, workdir,
+                        _ScnetOptions(on_bottom, abstain_class, constraints_network, negate))
+    loaded = prepared.loaded
+    name = target_name or loaded.name
+    if name is None:
+        raise DeployError(f"{model_uri} is not a registered model version; give target_name")
+    staging = workdir / "variant"
+    staging.mkdir(parents=True, exist_ok=True)
+    artifacts = _write_artifacts(prepared, staging)
+    tags = {
+        VARIANT_TAG: VARIANT_SELF_CORRECTING,
+        SOURCE_MODEL_TAG: loaded.name or model_uri,
+        ON_BOTTOM_TAG: on_bottom,
+        CONSTRAINT_COUNT_TAG: str(len(prepared.constraints)),
+    }
+    if loaded.version is not None:
+        tags[SOURCE_VERSION_TAG] = loaded.version
+    version = _register_variant(prepared, artifacts, name, tags)
+    if alias is not None:
+        move_alias(registry, name, alias, version)
+    source = registered_uri(loaded.name, loaded.version) if loaded.name and loaded.version \
+        else model_uri
+    return DeployRecord(name, version, alias, registered_uri(name, version), source)
+
+
+def _prepare(model_uri: str, constraints_path: Path, registry: Registry, workdir: Path,
+             options: _ScnetOptions) -> _Prepared:
+    if not constraints_path.is_file():
+        raise DeployError(f"deploy constraints file not found: {constraints_path}")
+    loaded = load_model(model_uri, registry, workdir)
+    if options.negate:
+        loaded.network = negate_outputs(loaded.network)
+    network = loaded.network
+    try:
+        constraints = load_constraints(constraints_path, num_classes=network.output_size,
+                                       network=options.constraints_network)
+        scnet = SelfCorrectingNetwork(network.to_torch(), constraints,
+                                      on_bottom=options.on_bottom,
+                                      abstain_class=options.abstain_class,
+                                      input_size=network.input_size).eval()
+    except ConstraintError as error:
+        raise DeployError(
+            f"constraints {constraints_path} do not fit {model_uri} ({network.input_size} "
+            f"inputs, {network.output_size} classes): {error}"
+        ) from error
+    return _Prepared(loaded, constraints, scnet)
+
+
+def _write_artifacts(prepared: _Prepared, staging: Path) -> dict[str, str]:
+    """TorchScript (checked), constraints YAML and the carried-over population model."""
+    torchscript = save_torchscript(prepared.scnet, staging / "scnet.pt")
+    _check_torchscript(prepared.scnet, torchscript, prepared.loaded.network.input_size)
+    constraints_file = staging / "constraints.yaml"
+    constraints_file.write_text(yaml.safe_dump(prepared.constraints.to_dict(), sort_keys=False,
+                                               allow_unicode=True), encoding="utf-8")
+    artifacts = {selfcorrect_pyfunc.TORCHSCRIPT_ARTIFACT: str(torchscript),
+                 selfcorrect_pyfunc.CONSTRAINTS_ARTIFACT: str(constraints_file)}
+    population = _shipped_population(prepared.loaded)
+    if population is not None:
+        artifacts["population_model"] = str(population)
+    return artifacts
+
+
+def _check_torchscript(scnet: SelfCorrectingNetwork, path: Path, input_size: int) -> None:
+    """The saved module must give the eager module's outputs and ⊥ flags bit for bit on
+    ``CHECK_ROWS`` standard-normal rows (seeded)."""
+    compiled = load_torchscript(path)
+    rows = torch.from_numpy(np.random.default_rng(0).normal(size=(CHECK_ROWS, input_size)))
+    with torch.no_grad():
+        expected = scnet.forward_with_bottom(rows)
+        got = compiled.forward_with_bottom(rows)
+    if not (torch.equal(expected[0], got[0]) and torch.equal(expected[1], got[1])):
+        raise DeployError(f"{path.name}: the TorchScript SC-Net disagrees with the eager one")
+
+
+def _shipped_population(loaded: LoadedModel) -> Path | None:
+    if loaded.local_dir is None:
+        return None
+    shipped = loaded.local_dir / str(loaded.metadata.get(METADATA_POPULATION,
+                                                         f"extra_files/{POPULATION_FILE}"))
+    return shipped if shipped.is_file() else None
+
+
+def _input_example(loaded: LoadedModel, population: Path | None) -> np.ndarray:
+    """A few representative float64 rows in input order: population samples if shipped, else
+    the declared domain's midpoints (zeros for unbounded sides), else zeros."""
+    network = loaded.network
+    if population is not None:
+        from verifier.population import load_population
+
+        return np.asarray(load_population(population).sample(EXAMPLE_ROWS, 0), dtype=np.float64)
+    domain = loaded.input_domain() or {}
+    centre = [_midpoint(*domain.get(name, (0.0, 0.0))) for name in network.input_names]
+    return np.tile(np.asarray(centre, dtype=np.float64), (EXAMPLE_ROWS, 1))
+
+
+def _midpoint(low: float, high: float) -> float:
+    if np.isfinite(low) and np.isfinite(high):
+        return (low + high) / 2.0
+    if np.isfinite(low):
+        return low
+    return high if np.isfinite(high) else 0.0
+
+
+def _signature(network: Network, output_columns: list[str]) -> ModelSignature:
+    inputs = Schema([TensorSpec(np.dtype(np.float64), (-1, network.input_size))])
+    outputs = Schema([*(ColSpec("double", column) for column in output_columns),
+                      ColSpec("boolean", selfcorrect_pyfunc.BOTTOM_COLUMN),
+                      ColSpec("long", selfcorrect_pyfunc.PREDICTED_COLUMN)])
+    return ModelSignature(inputs=inputs, outputs=outputs)
+
+
+def _requirements() -> list[str]:
+    return [*pinned_requirements("pytorch"), f"numpy=={np.__version__}",
+            f"pandas=={pd.__version__}"]
+
+
+def _register_variant(prepared: _Prepared, artifacts: dict[str, str], name: str,
+                      tags: dict[str, str]) -> str:
+    """Log the pyfunc model and register it as a new version of ``name`` carrying ``tags``
+    from its creation (event handlers see them with the ``model_version.created`` event)."""
+    network = prepared.loaded.network
+    output_columns = selfcorrect_pyfunc.logit_columns(prepared.scnet.num_outputs)
+    population = artifacts.get("population_model")
+    metadata: dict[str, Any] = {
+        METADATA_INPUT_NAMES: list(network.input_names),
+        METADATA_CONSTRAINTS: "artifacts/constraints.yaml",
+        METADATA_OUTPUT_COLUMNS: output_columns,
+        VARIANT_TAG: VARIANT_SELF_CORRECTING,
+    }
+    if population is not None:
+        metadata[METADATA_POPULATION] = f"artifacts/{Path(population).name}"
+    example = _input_example(prepared.loaded, Path(population) if population else None)
+    with registry_errors(f"cannot register the self-correcting variant as {name}"):
+        info = mlflow.pyfunc.log_model(
+            name=ARTIFACT_NAME,
+            python_model=selfcorrect_pyfunc.__file__,
+            artifacts=artifacts,
+            model_config={"input_names": list(network.input_names),
+                          "output_columns": output_columns},
+            signature=_signature(network, output_columns),
+            input_example=example,
+            pip_requirements=_requirements(),
+            metadata=metadata,
+        )
+        registered = mlflow.register_model(info.model_uri, name, tags=tags)
+    return str(registered.version)

@@ -1,0 +1,400 @@
+"""The deploy step against a real ``mlflow server``: the self-correcting variant is registered,
+loads back through ``models:/NAME@safe`` with plain ``mlflow.pyfunc`` (and over HTTP from
+``mlflow models serve``), and gives exactly the in-memory SC-Net's outputs, which satisfy every
+active constraint wherever some ordering of the classes can (checked against an enumeration of
+all 3! orderings). Bad input is one line and registers nothing; ``certgate run`` deploys after
+a passed gate only.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import numpy as np
+import pytest
+import requests
+import torch
+import yaml
+
+from pipeline_steps.cli import main
+from pipeline_steps.deploy import DeployError, deploy_self_correcting
+from registry_hooks.connection import Registry, RegistryError, connect
+from registry_hooks.publish import log_model_with_population
+from registry_hooks.tags import alias_version, version_tags
+from verifier.convert import from_torch, save_network
+from verifier.selfcorrect import SelfCorrectingNetwork, load_constraints
+
+pytest_plugins = ["mlflow_server"]
+
+INCOME, DEBT = 1, 2
+HIGH_INCOME, HEAVY_DEBT = 60.0, 0.7
+# (precondition on a row, DNF of (a, b) literals meaning y_a < y_b), mirroring CONSTRAINTS
+ORACLE = [
+    (lambda x: x[:, INCOME] >= HIGH_INCOME, [[(0, 2), (1, 2)]]),
+    (lambda x: x[:, DEBT] >= HEAVY_DEBT, [[(2, 0)], [(2, 1)]]),
+    (lambda x: np.ones(len(x), dtype=bool), [[(0, 1)]]),
+]
+CONSTRAINTS = {
+    "classes": ["reject", "review", "accept"],
+    "constraints": [
+        {"name": "high_income_is_accepted",
+         "precondition": {"kind": "box", "lower": [None, HIGH_INCOME, None, None, None, None],
+                          "upper": [None] * 6},
+         "postcondition": [["reject < accept", "review < accept"]]},
+        {"name": "heavy_debt_is_not_accepted",
+         "precondition": {"kind": "box", "lower": [None, None, HEAVY_DEBT, None, None, None],
+                          "upper": [None] * 6},
+         "postcondition": [["accept < reject"], ["accept < review"]]},
+        {"name": "review_outranks_reject", "precondition": {"kind": "always"},
+         "postcondition": [["reject < review"]]},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def registry(mlflow_server) -> Registry:
+    return connect(mlflow_server.url)
+
+
+@pytest.fixture(scope="module")
+def population() -> Any:
+    from mlflow_server import demo_module
+
+    return demo_module("demo_credit").population_model()
+
+
+@pytest.fixture(scope="module")
+def mlp() -> torch.nn.Sequential:
+    """A 6-16-3 ReLU classifier reading raw credit features (inputs scaled to ~unit range)."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    with torch.no_grad():
+        model[0].weight /= torch.tensor([40.0, 50.0, 0.5, 1.0, 1.0, 1.0])
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def constraints_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("deploy") / "constraints.yaml"
+    path.write_text(yaml.safe_dump(CONSTRAINTS, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def source(registry: Registry, mlp: torch.nn.Sequential, population: Any) -> tuple[str, str]:
+    name = f"mlp3_{uuid.uuid4().hex[:8]}"
+    info = log_model_with_population(mlp, population, registered_model_name=name,
+                                     serialization_format="pickle", alias="candidate",
+                                     registry=registry)
+    return name, str(info.registered_model_version)
+
+
+def registered_versions(registry: Registry, name: str) -> list[str]:
+    found = registry.client.search_model_versions(f"name='{name}'")
+    return sorted(str(version.version) for version in found)
+
+
+def satisfies(logits: np.ndarray, dnf: list[list[tuple[int, int]]]) -> np.ndarray:
+    """Rows of ``logits`` where some disjunct's literals all hold strictly."""
+    return np.any([np.all([logits[:, a] < logits[:, b] for a, b in disjunct], axis=0)
+                   for disjunct in dnf], axis=0)
+
+
+def satisfiable(active: tuple[bool, ...], classes: int = 3) -> bool:
+    """Whether some strict ordering of the classes satisfies every active constraint."""
+    for ranking in itertools.permutations(range(classes)):
+        values = np.array([ranking], dtype=np.float64)
+        if all(satisfies(values, dnf)[0] for on, (_, dnf) in zip(active, ORACLE, strict=True)
+               if on):
+            return True
+    return False
+
+
+def test_variant_serves_the_sc_net_and_satisfies_constraints(
+        registry: Registry, source: tuple[str, str], mlp: torch.nn.Sequential, population: Any,
+        constraints_file: Path, tmp_path: Path) -> None:
+    name, version = source
+    record = deploy_self_correcting(f"models:/{name}@candidate", constraints_file,
+                                    registry=registry, workdir=tmp_path)
+    assert (record.name, record.alias) == (name, "safe")
+    assert int(record.version) == int(version) + 1
+    assert record.uri == f"models:/{name}/{record.version}"
+    assert alias_version(registry, name, "safe") == record.version
+    assert alias_version(registry, name, "candidate") == version
+    tags = version_tags(registry, name, record.version)
+    assert tags["certgate.variant"] == "self-correcting"
+    assert (tags["certgate.source_model"], tags["certgate.source_version"]) == (name, version)
+    assert tags["certgate.selfcorrect.constraints"] == "3"
+
+    served = mlflow.pyfunc.load_model(f"models:/{name}@safe")
+    rng = np.random.default_rng(5)
+    x = np.concatenate([population.sample(1500, rng),
+                        rng.normal([40, 60, 0.6, 0.5, 0.5, 0.5], [20, 40, 0.4, 1, 1, 1],
+                                   size=(500, 6))])
+    frame = served.predict(x)
+    columns = ["logit_0", "logit_1", "logit_2"]
+    assert list(frame.columns) == [*columns, "bottom", "predicted_class"]
+    corrected, bottom = frame[columns].to_numpy(), frame["bottom"].to_numpy()
+
+    float64_mlp = copy.deepcopy(mlp).double()
+    reference = SelfCorrectingNetwork(float64_mlp,
+                                      load_constraints(constraints_file, num_classes=3))
+    with torch.no_grad():
+        expected, expected_bottom = reference.forward_with_bottom(torch.from_numpy(x))
+        raw = float64_mlp(torch.from_numpy(x)).numpy()
+    np.testing.assert_array_equal(corrected, expected.numpy())
+    np.testing.assert_array_equal(bottom, expected_bottom.numpy())
+    np.testing.assert_array_equal(frame["predicted_class"].to_numpy(), corrected.argmax(1))
+
+    active = np.stack([pre(x) for pre, _ in ORACLE], axis=1)
+    expected_bottom_oracle = np.array([not satisfiable(tuple(row)) for row in active])
+    np.testing.assert_array_equal(bottom, expected_bottom_oracle)
+    assert bottom.any() and not bottom.all()
+    np.testing.assert_array_equal(corrected[bottom], raw[bottom])
+    raw_violations = np.zeros(len(x), dtype=bool)
+    for index, (_, dnf) in enumerate(ORACLE):
+        on = active[:, index] & ~bottom
+        assert satisfies(corrected[on], dnf).all()
+        raw_violations |= on & ~satisfies(raw, dnf)
+    assert raw_violations.sum() > 50
+    assert (corrected[~raw_violations & ~bottom] == raw[~raw_violations & ~bottom]).all()
+
+
+def test_variant_carries_constraints_population_signature_and_requirements(
+        registry: Registry, source: tuple[str, str], population: Any, constraints_file: Path,
+        tmp_path: Path) -> None:
+    name, version = source
+    target = f"{name}-selfcorrecting"
+    record = deploy_self_correcting(f"models:/{name}/{version}", constraints_file,
+                                    registry=registry, target_name=target, alias="guarded",
+                                    workdir=tmp_path / "work")
+    assert (record.name, record.version, record.alias) == (target, "1", "guarded")
+    assert alias_version(registry, target, "guarded") == "1"
+    local = Path(mlflow.artifacts.download_artifacts(f"models:/{target}/1",
+                                                     dst_path=str(tmp_path / "variant")))
+    shipped = load_constraints(local / "artifacts" / "constraints.yaml", num_classes=3)
+    assert shipped.to_dict() == load_constraints(constraints_file, num_classes=3).to_dict()
+    source_dir = Path(mlflow.artifacts.download_artifacts(f"models:/{name}/{version}",
+                                                          dst_path=str(tmp_path / "source")))
+    assert ((local / "artifacts" / "population_model.json").read_text()
+            == (source_dir / "extra_files" / "population_model.json").read_text())
+    info = mlflow.models.get_model_info(f"models:/{target}/1")
+    assert info.metadata["certgate.population"] == "artifacts/population_model.json"
+    assert info.metadata["certgate.input_names"] == ["age", "income", "debt_ratio", "sex",
+                                                     "housing_own", "housing_rent"]
+    inputs = info.signature.inputs.to_dict()
+    assert inputs == [{"type": "tensor", "tensor-spec": {"dtype": "float64", "shape": (-1, 6)}}]
+    assert [spec["name"] for spec in info.signature.outputs.to_dict()] == [
+        "logit_0", "logit_1", "logit_2", "bottom", "predicted_class"]
+    assert (local / "input_example.json").is_file()
+    requirements = (local / "requirements.txt").read_text().split()
+    assert f"torch=={torch.__version__.split('+')[0]}" in requirements
+    assert f"mlflow=={mlflow.__version__}" in requirements
+
+
+def test_bad_inputs_register_nothing(registry: Registry, source: tuple[str, str],
+                                     tmp_path: Path) -> None:
+    name, _ = source
+    before = registered_versions(registry, name)
+    five = tmp_path / "five.yaml"
+    five.write_text(yaml.safe_dump({"num_classes": 5, "constraints": [
+        {"name": "c", "postcondition": [["0 < 4"]]}]}))
+    with pytest.raises(DeployError, match="declares 5 classes but the model has 3") as error:
+        deploy_self_correcting(f"models:/{name}@candidate", five, registry=registry,
+                               workdir=tmp_path / "a")
+    assert "\n" not in str(error.value)
+    missing = f"missing_{uuid.uuid4().hex[:6]}"
+    with pytest.raises(RegistryError, match=f"models:/{missing}/1 not found") as error:
+        deploy_self_correcting(f"models:/{missing}/1", five, registry=registry,
+                               target_name=f"{missing}_sc", workdir=tmp_path / "b")
+    assert "\n" not in str(error.value)
+    assert registered_versions(registry, name) == before
+    assert registry.client.search_registered_models(f"name='{missing}_sc'") == []
+
+
+def test_cli_wrap_registers_to_a_models_uri(
+        registry: Registry, source: tuple[str, str], mlp: torch.nn.Sequential,
+        constraints_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name, version = source
+    target = f"{name}_cli"
+    capsys.readouterr()
+    code = main(["selfcorrect", "wrap", "--model", f"models:/{name}/{version}",
+                 "--constraints", str(constraints_file), "--out", f"models:/{target}",
+                 "--tracking-uri", registry.tracking_uri, "--json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    registered = json.loads(out.strip().splitlines()[-1])["registered"]
+    assert registered == {"name": target, "version": "1", "alias": "safe",
+                          "uri": f"models:/{target}/1"}
+    assert version_tags(registry, target, "1")["certgate.source_version"] == version
+
+    code = main(["selfcorrect", "wrap", "--model", f"models:/{name}/{version}",
+                 "--constraints", str(constraints_file), "--out", f"models:/{target}/3",
+                 "--tracking-uri", registry.tracking_uri])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.count("\n") == 1 and "models:/NAME (no version or alias)" in captured.err
+    assert registered_versions(registry, target) == ["1"]
+
+    network_file = tmp_path / "mlp.json"
+    save_network(from_torch(mlp), network_file)
+    code = main(["selfcorrect", "wrap", "--model", str(network_file), "--constraints",
+                 str(constraints_file), "--out", f"models:/{target}", "--alias", "fromfile",
+                 "--tracking-uri", registry.tracking_uri])
+    assert code == 0 and f"registered as models:/{target}/2" in capsys.readouterr().out
+    tags = version_tags(registry, target, "2")
+    assert tags["certgate.source_model"] == str(network_file)
+    assert "certgate.source_version" not in tags
+    x = np.random.default_rng(4).normal([40, 60, 0.6, 0.5, 0.5, 0.5], [20, 40, 0.4, 1, 1, 1],
+                                        size=(200, 6))
+    from_file = mlflow.pyfunc.load_model(f"models:/{target}@fromfile").predict(x)
+    from_registry = mlflow.pyfunc.load_model(f"models:/{target}@safe").predict(x)
+    assert from_file.equals(from_registry)
+
+
+def write_run_config(tmp_path: Path, tracking_uri: str, model_uri: str,
+                     deploy: dict[str, Any]) -> Path:
+    document = {
+        "tracking": {"tracking_uri": tracking_uri, "experiment": f"exp_{uuid.uuid4().hex[:8]}"},
+        "model": {"uri": model_uri},
+        "validation": {"population_samples": 500},
+        "audits": [{"kind": "demographic_parity", "protected": "sex", "privileged": 1,
+                    "favorable_class": 1, "gamma": 0.8, "timeout_s": 60}],
+        "deploy": deploy,
+    }
+    path = tmp_path / f"config_{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_certgate_run_deploys_only_after_a_passed_gate(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    constraints = tmp_path / "credit.yaml"
+    constraints.write_text(yaml.safe_dump({"classes": ["deny", "grant"], "constraints": [
+        {"name": "wealthy_low_debt_granted",
+         "precondition": {"kind": "box", "lower": [None, 100, None, None, None, None],
+                          "upper": [None, None, 0.2, None, None, None]},
+         "postcondition": [["deny < grant"]]}]}))
+    name = f"credit_{uuid.uuid4().hex[:8]}"
+    target = f"{name}-selfcorrecting"
+    deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}
+    for model in (credit_demo.biased, credit_demo.fair):
+        log_model_with_population(model, credit_demo.population, registered_model_name=name,
+                                  serialization_format="pickle", alias="candidate",
+                                  registry=registry)
+    config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}/1", deploy)
+    capsys.readouterr()
+    code = main(["run", "--config", str(config), "--no-progress", "--json"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert json.loads(out.strip().splitlines()[-1])["deploy"] is None
+    assert registry.client.search_registered_models(f"name='{target}'") == []
+
+    config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                              deploy)
+    code = main(["run", "--config", str(config), "--no-progress", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["gate"]["outcome"] == "passed"
+    assert f"registered as models:/{target}/1" in summary["deploy"]
+    assert alias_version(registry, target, "safe") == "1"
+    tags = version_tags(registry, target, "1")
+    assert (tags["certgate.variant"], tags["certgate.source_model"],
+            tags["certgate.source_version"]) == ("self-correcting", name, "2")
+    served = mlflow.pyfunc.load_model(f"models:/{target}@safe")
+    x = credit_demo.population.sample(400, np.random.default_rng(2))
+    x[:200, 1], x[:200, 2] = 120.0, 0.1
+    frame = served.predict(x)
+    assert (frame["logit_0"][:200] < frame["logit_1"][:200]).all()
+    assert (frame["predicted_class"][:200] == 1).all()
+    assert not frame["bottom"].any()
+
+
+def test_abstain_variant_appends_an_abstain_column(
+        registry: Registry, source: tuple[str, str], mlp: torch.nn.Sequential, population: Any,
+        constraints_file: Path, tmp_path: Path) -> None:
+    name, version = source
+    target = f"{name}_abstain"
+    record = deploy_self_correcting(f"models:/{name}/{version}", constraints_file,
+                                    registry=registry, target_name=target, alias=None,
+                                    on_bottom="abstain", workdir=tmp_path)
+    assert record.alias is None and "alias" not in str(record)
+    assert registry.client.get_registered_model(target).aliases == {}
+    assert version_tags(registry, target, record.version)["certgate.selfcorrect.on_bottom"] \
+        == "abstain"
+    x = population.sample(600, np.random.default_rng(8))
+    frame = mlflow.pyfunc.load_model(record.uri).predict(x)
+    assert list(frame.columns) == ["logit_0", "logit_1", "logit_2", "logit_3", "bottom",
+                                   "predicted_class"]
+    active = np.stack([pre(x) for pre, _ in ORACLE], axis=1)
+    expected_bottom = np.array([not satisfiable(tuple(row)) for row in active])
+    np.testing.assert_array_equal(frame["bottom"].to_numpy(), expected_bottom)
+    assert expected_bottom.any()
+    np.testing.assert_array_equal(frame["predicted_class"].to_numpy() == 3, expected_bottom)
+
+
+def test_served_over_http_returns_corrected_logits_and_bottom_flags(
+        registry: Registry, source: tuple[str, str], mlp: torch.nn.Sequential, population: Any,
+        constraints_file: Path, tmp_path: Path) -> None:
+    from mlflow_server import free_port
+
+    name, version = source
+    target = f"{name}_served"
+    deploy_self_correcting(f"models:/{name}/{version}", constraints_file, registry=registry,
+                           target_name=target, workdir=tmp_path)
+    port = free_port()
+    # the scoring server runs ``uvicorn`` from PATH: put this interpreter's scripts first
+    scripts = str(Path(sys.executable).parent)
+    environment = {**os.environ, "MLFLOW_TRACKING_URI": registry.tracking_uri,
+                   "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")])}
+    log = (tmp_path / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "models", "serve", "-m", f"models:/{target}@safe",
+         "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)],
+        env=environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "model server did not answer /ping"
+            try:
+                if requests.get(f"{url}/ping", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                time.sleep(0.5)
+        x = population.sample(300, np.random.default_rng(9))
+        response = requests.post(f"{url}/invocations", json={"inputs": x.tolist()}, timeout=60)
+        assert response.status_code == 200, response.text
+        predictions = response.json()["predictions"]
+        reference = SelfCorrectingNetwork(copy.deepcopy(mlp).double(),
+                                          load_constraints(constraints_file, num_classes=3))
+        with torch.no_grad():
+            expected, bottom = reference.forward_with_bottom(torch.from_numpy(x))
+        served = np.array([[row[f"logit_{i}"] for i in range(3)] for row in predictions])
+        np.testing.assert_array_equal(served, expected.numpy())
+        assert [row["bottom"] for row in predictions] == bottom.tolist()
+        assert bottom.any()
+        assert [row["predicted_class"] for row in predictions] == \
+            expected.argmax(1).tolist()
+        narrow = requests.post(f"{url}/invocations", json={"inputs": x[:, :5].tolist()},
+                               timeout=60)
+        assert narrow.status_code == 400 and "shape" in narrow.text
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)
+        log.close()
