@@ -30,7 +30,6 @@ columns have no point masses (a split face shared by two children has probabilit
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,10 +38,12 @@ from typing import Any, Literal
 import numpy as np
 
 from verifier.bounds import METHODS, compute_bounds, linear_interval
+from verifier.boxpool import Boxes, BoxPool
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import linear_form_bounds
 from verifier.network import Network
+from verifier.quantiles import QUANTILE_LEVELS, MarginalQuantiles, MassFunction
 from verifier.spec import (
     And,
     Atom,
@@ -56,7 +57,6 @@ from verifier.spec import (
     interval_eval,
 )
 
-MassFunction = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 SplitRule = Literal[
     "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
 ]
@@ -64,9 +64,6 @@ SPLIT_RULES: tuple[str, ...] = (
     "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
 )
 SUM_ROUNDING = 1e-12
-QUANTILE_LEVELS = np.unique(
-    np.concatenate([2.0 ** -np.arange(1, 41), 1.0 - 2.0 ** -np.arange(1, 41), [0.5]])
-)
 
 
 @dataclass(frozen=True)
@@ -224,133 +221,6 @@ def _up(value: float) -> float:
     return float(np.nextafter(value, np.inf))
 
 
-class _Quantiles:
-    """Marginal quantiles of the population for columns with an unbounded side."""
-
-    def __init__(self, masses: MassFunction, domain: InputDomain) -> None:
-        self.masses = masses
-        self.domain = domain
-        self.values: dict[int, np.ndarray] = {}
-        for column in range(domain.lower.size):
-            if not (math.isfinite(domain.lower[column]) and math.isfinite(domain.upper[column])):
-                self.values[column] = self._table(column)
-
-    def cdf(self, column: int, points: np.ndarray) -> np.ndarray:
-        """``P[x_column <= t]`` (upper mass enclosure) for every ``t`` in ``points``."""
-        count = points.size
-        lo = np.repeat(self.domain.lower[None, :], count, axis=0)
-        hi = np.repeat(self.domain.upper[None, :], count, axis=0)
-        hi[:, column] = np.minimum(points, self.domain.upper[column])
-        _, upper = self.masses(lo, hi)
-        return upper
-
-    def _table(self, column: int) -> np.ndarray:
-        levels = QUANTILE_LEVELS
-        low = np.full(levels.size, -1.0)
-        high = np.full(levels.size, 1.0)
-        for _ in range(64):
-            below = self.cdf(column, low) > levels
-            above = self.cdf(column, high) < levels
-            if not (below.any() or above.any()):
-                break
-            low[below] *= 2.0
-            high[above] *= 2.0
-        for _ in range(60):
-            middle = (low + high) * 0.5
-            take_high = self.cdf(column, middle) >= levels
-            high = np.where(take_high, middle, high)
-            low = np.where(take_high, low, middle)
-        return np.maximum.accumulate(high)
-
-    def split_points(self, column: int, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-        """A finite cut strictly inside each interval with an infinite side."""
-        table = self.values[column]
-        points = np.empty(lower.size)
-        both = ~np.isfinite(lower) & ~np.isfinite(upper)
-        points[both] = table[np.searchsorted(QUANTILE_LEVELS, 0.5)]
-        right = np.isfinite(lower) & ~np.isfinite(upper)
-        if right.any():
-            level = (self.cdf(column, lower[right]) + 1.0) * 0.5
-            index = np.minimum(np.searchsorted(QUANTILE_LEVELS, level), table.size - 1)
-            cut = table[index]
-            fallback = lower[right] + np.maximum(1.0, np.abs(lower[right]))
-            points[right] = np.where(cut > lower[right], cut, fallback)
-        left = ~np.isfinite(lower) & np.isfinite(upper)
-        if left.any():
-            level = self.cdf(column, upper[left]) * 0.5
-            index = np.maximum(np.searchsorted(QUANTILE_LEVELS, level, side="right") - 1, 0)
-            cut = table[index]
-            fallback = upper[left] - np.maximum(1.0, np.abs(upper[left]))
-            points[left] = np.where(cut < upper[left], cut, fallback)
-        return points
-
-
-@dataclass
-class _Boxes:
-    """A batch of boxes and what PV keeps per box: masses, undecided events (``pending``),
-    split depth, undecided atoms, per-input drive and the events' three-valued truth."""
-
-    lo: np.ndarray
-    hi: np.ndarray
-    mass_lo: np.ndarray
-    mass_hi: np.ndarray
-    pending: np.ndarray
-    depth: np.ndarray
-    atoms: np.ndarray
-    drive: np.ndarray
-    truth: np.ndarray
-
-    def select(self, rows: np.ndarray) -> _Boxes:
-        return _Boxes(*(getattr(self, name)[rows] for name in _BOX_FIELDS))
-
-
-_BOX_FIELDS = ("lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "truth")
-
-
-class _BoxPool:
-    """Open boxes in preallocated arrays; freed slots are reused, capacity doubles."""
-
-    def __init__(self) -> None:
-        self.store: _Boxes | None = None
-        self.alive = np.zeros(0, dtype=bool)
-
-    @property
-    def size(self) -> int:
-        return int(self.alive.sum())
-
-    def add(self, boxes: _Boxes) -> None:
-        count = boxes.lo.shape[0]
-        if count == 0:
-            return
-        if self.store is None:
-            self.store = boxes.select(np.arange(count))
-            self.alive = np.ones(count, dtype=bool)
-            return
-        free = np.flatnonzero(~self.alive)
-        if free.size < count:
-            grow = max(count - free.size, self.alive.size)
-            for name in _BOX_FIELDS:
-                array = getattr(self.store, name)
-                padding = np.zeros((grow, *array.shape[1:]), dtype=array.dtype)
-                setattr(self.store, name, np.concatenate([array, padding]))
-            self.alive = np.concatenate([self.alive, np.zeros(grow, dtype=bool)])
-            free = np.flatnonzero(~self.alive)
-        slots = free[:count]
-        for name in _BOX_FIELDS:
-            getattr(self.store, name)[slots] = getattr(boxes, name)
-        self.alive[slots] = True
-
-    def pop_heaviest(self, count: int) -> _Boxes:
-        """Remove and return the ``count`` open boxes of largest mass (SelectProb)."""
-        assert self.store is not None
-        alive = np.flatnonzero(self.alive)
-        if count < alive.size:
-            heaviest = np.argpartition(-self.store.mass_hi[alive], count - 1)[:count]
-            alive = alive[heaviest]
-        self.alive[alive] = False
-        return self.store.select(alive)
-
-
 class ProbabilityBranchAndBound:
     """Shared-tree branch and bound for all events of one specification."""
 
@@ -386,7 +256,7 @@ class ProbabilityBranchAndBound:
         for index, group in enumerate(domain.groups):
             self.group_of[list(group)] = index
             self.group_members[index, list(group)] = True
-        self.quantiles = _Quantiles(masses, domain)
+        self.quantiles = MarginalQuantiles(masses, domain)
         self._threshold_atoms()
         self.root_width = domain.upper - domain.lower
         for column, table in self.quantiles.values.items():
@@ -610,12 +480,12 @@ class ProbabilityBranchAndBound:
 
     # ---------------------------------------------------------------- main loop
     def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
-                  depth: np.ndarray) -> _Boxes:
+                  depth: np.ndarray) -> Boxes:
         """Bound new boxes and record what PV keeps about each."""
         mass_lo, mass_hi = self.masses(lo, hi)
         low, high, atom_drive = self.atom_bounds_and_drive(lo, hi, self.settings.method)
         undecided = self._undecided_atoms(low, high)
-        return _Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided,
+        return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided,
                       self._drive(atom_drive, undecided), self.truth(low, high))
 
     def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
@@ -634,7 +504,7 @@ class ProbabilityBranchAndBound:
         total = float(new.mass_hi[0])
         lower = np.zeros(events)
         violated = np.zeros(events)
-        pool = _BoxPool()
+        pool = BoxPool()
         processed = iterations = 0
         history: list[tuple[float, Interval]] = []
         while True:

@@ -1,0 +1,73 @@
+"""The open boxes of a branch and bound: per-box records in preallocated arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Boxes:
+    """A batch of boxes and what PV keeps per box: masses, undecided events (``pending``),
+    split depth, undecided atoms, per-input drive and the events' three-valued truth."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    mass_lo: np.ndarray
+    mass_hi: np.ndarray
+    pending: np.ndarray
+    depth: np.ndarray
+    atoms: np.ndarray
+    drive: np.ndarray
+    truth: np.ndarray
+
+    def select(self, rows: np.ndarray) -> Boxes:
+        return Boxes(*(getattr(self, name)[rows] for name in BOX_FIELDS))
+
+
+BOX_FIELDS = ("lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "truth")
+
+
+class BoxPool:
+    """Open boxes in preallocated arrays; freed slots are reused, capacity doubles."""
+
+    def __init__(self) -> None:
+        self.store: Boxes | None = None
+        self.alive = np.zeros(0, dtype=bool)
+
+    @property
+    def size(self) -> int:
+        return int(self.alive.sum())
+
+    def add(self, boxes: Boxes) -> None:
+        count = boxes.lo.shape[0]
+        if count == 0:
+            return
+        if self.store is None:
+            self.store = boxes.select(np.arange(count))
+            self.alive = np.ones(count, dtype=bool)
+            return
+        free = np.flatnonzero(~self.alive)
+        if free.size < count:
+            grow = max(count - free.size, self.alive.size)
+            for name in BOX_FIELDS:
+                array = getattr(self.store, name)
+                padding = np.zeros((grow, *array.shape[1:]), dtype=array.dtype)
+                setattr(self.store, name, np.concatenate([array, padding]))
+            self.alive = np.concatenate([self.alive, np.zeros(grow, dtype=bool)])
+            free = np.flatnonzero(~self.alive)
+        slots = free[:count]
+        for name in BOX_FIELDS:
+            getattr(self.store, name)[slots] = getattr(boxes, name)
+        self.alive[slots] = True
+
+    def pop_heaviest(self, count: int) -> Boxes:
+        """Remove and return the ``count`` open boxes of largest mass (SelectProb)."""
+        assert self.store is not None
+        alive = np.flatnonzero(self.alive)
+        if count < alive.size:
+            heaviest = np.argpartition(-self.store.mass_hi[alive], count - 1)[:count]
+            alive = alive[heaviest]
+        self.alive[alive] = False
+        return self.store.select(alive)
