@@ -1,0 +1,91 @@
+"""The WMI verify verbs end to end on small files (closed-form answers)."""
+
+import argparse
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.tree import DecisionTreeClassifier
+
+from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
+from verifier.convert import save_network
+from verifier.errors import CertgateInputError
+from verifier.network import Layer, Network
+from verifier.population import (
+    Factor,
+    Feature,
+    PopulationModel,
+    Product,
+    Uniform,
+    save_population,
+)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    net = Network([Layer(np.array([[1.0, -1.0]]), np.array([0.0]))], ["a", "b"], ["logit"])
+    save_network(net, tmp_path / "net.json")
+    prior = PopulationModel(
+        features=[Feature(name="a", kind="continuous"),
+                  Feature(name="b", kind="continuous")],
+        distribution=Product(factors=[
+            Factor(columns=["a"], distribution=Uniform(lower=0, upper=1)),
+            Factor(columns=["b"], distribution=Uniform(lower=0, upper=1))]))
+    save_population(prior, tmp_path / "pop.json")
+    x = np.random.default_rng(0).uniform(0, 1, size=(300, 2))
+    tree = DecisionTreeClassifier(max_depth=1).fit(x, (x[:, 0] > 0.3).astype(int))
+    with open(tmp_path / "tree.pkl", "wb") as handle:
+        pickle.dump(tree, handle)
+    return {"net": tmp_path / "net.json", "pop": tmp_path / "pop.json",
+            "tree": tmp_path / "tree.pkl", "threshold": float(tree.tree_.threshold[0])}
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, dict]:
+    parser = argparse.ArgumentParser()
+    add_wmi_parsers(parser.add_subparsers(dest="verb"))
+    args = parser.parse_args(argv)
+    code = args.func(args)
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_monotonicity_cli(files: dict, capsys: pytest.CaptureFixture) -> None:
+    code, doc = run(["monotonicity", "--model", str(files["net"]), "--population",
+                     str(files["pop"]), "--feature", "b", "--json", "--threshold", "0.9"],
+                    capsys)
+    assert code == 1 and doc["verdict"] == "violated"
+    assert set(doc) >= {"probability", "regions", "integrals", "elapsed_s"}
+    assert doc["probability"] <= 2 / 3 + 1e-12
+    code, doc = run(["monotonicity", "--model", str(files["net"]), "--population",
+                     str(files["pop"]), "--feature", "a", "--json", "--threshold", "0.9"],
+                    capsys)
+    assert code == 0 and doc["probability"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_noise_and_local_robustness_cli(files: dict, capsys: pytest.CaptureFixture) -> None:
+    # a + n with n uniform on [0, 1]: class 1 = {a >= b} can only be gained, on
+    # {0 < b - a <= n}: E_n[n - n²/2] = 1/2 - 1/6 = 1/3
+    code, doc = run(["noise-robustness", "--model", str(files["net"]), "--population",
+                     str(files["pop"]), "--features", "a", "--noise-uniform", "0", "1",
+                     "--json"], capsys)
+    assert code == 0 and doc["probability"] == pytest.approx(2 / 3, abs=1e-12)
+    code, doc = run(["local-robustness", "--model", str(files["net"]), "--population",
+                     str(files["pop"]), "--center", "0.5,0.5", "--epsilon", "0.5",
+                     "--label", "1", "--json"], capsys)
+    assert doc["probability"] == pytest.approx(0.5, abs=1e-12)
+
+
+def test_equivalence_cli_with_tree(files: dict, capsys: pytest.CaptureFixture) -> None:
+    code, doc = run(["equivalence", "--model", str(files["net"]), "--population",
+                     str(files["pop"]), "--surrogate", str(files["tree"]), "--json"], capsys)
+    assert code == 0
+    # disagreement: the tree (a > t) and the net (a >= b) differ on two triangles
+    t = files["threshold"]
+    assert doc["probability"] == pytest.approx(1 - (t**2 + (1 - t) ** 2) / 2, abs=1e-12)
+
+
+def test_bad_feature_is_refused(files: dict, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(CertgateInputError, match="--feature"):
+        run(["monotonicity", "--model", str(files["net"]), "--population",
+             str(files["pop"]), "--feature", "zzz"], capsys)

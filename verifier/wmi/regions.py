@@ -1,0 +1,194 @@
+"""Depth-first enumeration of the convex regions of piecewise-affine models.
+
+A :class:`Region` is a full-dimensional polytope with an interior witness point. Splitting by a
+hyperplane costs at most one LP: the side holding the witness strictly is non-empty for free,
+only the other side is checked (Chebyshev LP, HiGHS). A model enumerates ``(region, outputs)``
+pairs, ``outputs = (S, t)`` the affine map ``z -> S z + t`` of its output vector on the region;
+the regions of one model partition its input region up to measure zero.
+
+ReLU networks branch only on neurons that bound propagation (CROWN over the root's input box,
+:func:`verifier.bounds.compute_bounds`) leaves unstable; stable neurons are fixed without an LP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import linprog
+
+from verifier.bounds import ACTIVE, compute_bounds
+from verifier.network import Network
+from verifier.wmi.polytope import Polytope, PolytopeError, make_polytope
+
+Outputs = tuple[np.ndarray, np.ndarray]
+INTERIOR_MARGIN = 1e-7
+BOX_PADDING = 1e-6
+
+
+@dataclass
+class Counters:
+    """Work done: LPs solved, complete regions reached, polytopes integrated."""
+
+    lps: int = 0
+    regions: int = 0
+    integrals: int = 0
+
+    def add(self, other: Counters) -> None:
+        self.lps += other.lps
+        self.regions += other.regions
+        self.integrals += other.integrals
+
+
+@dataclass
+class Region:
+    """A full-dimensional polytope ``A z <= b`` with a strictly interior point."""
+
+    A: np.ndarray
+    b: np.ndarray
+    point: np.ndarray
+    counters: Counters = field(repr=False)
+
+    def restrict(self, A: np.ndarray, b: np.ndarray) -> Region | None:
+        """The intersection with ``A z <= b`` if it has positive volume."""
+        if A.shape[0] == 0:
+            return self
+        inside = np.all(A @ self.point < b)
+        stacked_A, stacked_b = np.vstack([self.A, A]), np.concatenate([self.b, b])
+        if inside:
+            return Region(stacked_A, stacked_b, self.point, self.counters)
+        self.counters.lps += 1
+        poly = make_polytope(stacked_A, stacked_b)
+        return None if poly is None else Region(poly.A, poly.b, poly.point, self.counters)
+
+    def split(self, a: np.ndarray, c: float) -> tuple[Region | None, Region | None]:
+        """``(region ∩ {a·z + c >= 0}, region ∩ {a·z + c <= 0})``, each ``None`` when of measure
+        zero. A zero ``a`` keeps the whole region on the side the constant ``c`` selects."""
+        if not np.any(a):
+            return (self, None) if c >= 0 else (None, self)
+        value = float(a @ self.point + c)
+        return self._with(-a, c, value <= 0), self._with(a, -c, value >= 0)
+
+    def _with(self, a: np.ndarray, bound: float, needs_lp: bool) -> Region | None:
+        A, b = np.vstack([self.A, a[None]]), np.append(self.b, bound)
+        if not needs_lp:
+            return Region(A, b, self.point, self.counters)
+        self.counters.lps += 1
+        poly = make_polytope(A, b)
+        return None if poly is None else Region(poly.A, poly.b, poly.point, self.counters)
+
+    def bounding_box(self) -> tuple[np.ndarray, np.ndarray]:
+        """A box containing the region: the ``2 D`` LP optima (HiGHS) widened by
+        ``BOX_PADDING · (1 + |bound|)`` to absorb the solver's feasibility tolerance."""
+        dimension = self.A.shape[1]
+        lower, upper = np.empty(dimension), np.empty(dimension)
+        for axis in range(dimension):
+            for sign, target in ((1.0, lower), (-1.0, upper)):
+                cost = np.zeros(dimension)
+                cost[axis] = sign
+                self.counters.lps += 1
+                result = linprog(cost, A_ub=self.A, b_ub=self.b,
+                                 bounds=[(None, None)] * dimension, method="highs")
+                if result.status != 0:
+                    raise PolytopeError(f"bounding a region failed: {result.message}")
+                target[axis] = result.x[axis]
+        return (lower - BOX_PADDING * (1 + np.abs(lower)),
+                upper + BOX_PADDING * (1 + np.abs(upper)))
+
+    def polytope(self) -> Polytope | None:
+        """The region as a polytope with an interior point for vertex enumeration: the
+        witness when it is clearly interior, else a Chebyshev centre (``None`` if the region
+        turns out to be a measure-zero sliver)."""
+        norms = np.linalg.norm(self.A, axis=1)
+        slack = (self.b - self.A @ self.point) / np.where(norms > 0, norms, 1.0)
+        if slack.min() > INTERIOR_MARGIN:
+            return Polytope(self.A, self.b, self.point, float(slack.min()))
+        self.counters.lps += 1
+        return make_polytope(self.A, self.b)
+
+
+def box_of(region_lo: np.ndarray, region_hi: np.ndarray, matrix: np.ndarray,
+           offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Interval image of the box ``[region_lo, region_hi]`` under ``z -> matrix z + offset``."""
+    centre, radius = (region_hi + region_lo) / 2, (region_hi - region_lo) / 2
+    middle = matrix @ centre + offset
+    spread = np.abs(matrix) @ radius
+    return middle - spread, middle + spread
+
+
+class PiecewiseAffineModel:
+    """Interface: ``pieces(region, matrix, offset, z_lo, z_hi)`` yields ``(region, outputs)``
+    for the model applied to ``x = matrix z + offset`` on ``region`` (inside the z-box)."""
+
+    output_size: int
+
+    def pieces(self, region: Region, matrix: np.ndarray, offset: np.ndarray,
+               z_lo: np.ndarray, z_hi: np.ndarray) -> Iterator[tuple[Region, Outputs]]:
+        raise TypeError(f"{type(self).__name__} does not enumerate regions")
+
+
+class NetworkModel(PiecewiseAffineModel):
+    """A ReLU / LeakyReLU network (lowered IR) as a piecewise-affine model."""
+
+    def __init__(self, network: Network, bound_method: str = "crown") -> None:
+        self.network = network.lowered()
+        self.output_size = self.network.output_size
+        self.bound_method = bound_method
+        self._status_cache: dict[bytes, list[np.ndarray]] = {}
+
+    def status(self, x_lo: np.ndarray, x_hi: np.ndarray) -> list[np.ndarray]:
+        """Per layer: 1 stable active, -1 stable inactive, 0 unstable, over the input box (all
+        neurons unstable when bound propagation is off)."""
+        layers = self.network.layers
+        if self.bound_method == "none":
+            return [np.zeros(layer.out_features, dtype=np.int8) for layer in layers]
+        result = compute_bounds(self.network, x_lo[None], x_hi[None], method=self.bound_method)
+        return [result.activation_status(k)[0] if k in result.pre_lower
+                else np.zeros(layer.out_features, dtype=np.int8)
+                for k, layer in enumerate(layers)]
+
+    def pieces(self, region: Region, matrix: np.ndarray, offset: np.ndarray,
+               z_lo: np.ndarray, z_hi: np.ndarray) -> Iterator[tuple[Region, Outputs]]:
+        x_lo, x_hi = box_of(z_lo, z_hi, matrix, offset)
+        key = x_lo.tobytes() + x_hi.tobytes()
+        if key not in self._status_cache:
+            self._status_cache = {key: self.status(x_lo, x_hi)}
+        status = self._status_cache[key]
+        yield from self._walk(region, 0, matrix, offset, status)
+
+    def _walk(self, region: Region, index: int, H: np.ndarray, g: np.ndarray,
+              status: list[np.ndarray]) -> Iterator[tuple[Region, Outputs]]:
+        layer = self.network.layers[index]
+        pre_H, pre_g = layer.weight @ H, layer.weight @ g + layer.bias
+        if index == len(self.network.layers) - 1 and layer.activation == "none":
+            yield region, (pre_H, pre_g)
+            return
+        if layer.activation == "none":
+            yield from self._walk(region, index + 1, pre_H, pre_g, status)
+            return
+        unstable = np.flatnonzero(status[index] == 0)
+        active = status[index] == ACTIVE
+        yield from self._branch(region, index, pre_H, pre_g, active, unstable, 0, status)
+
+    def _branch(self, region: Region, index: int, pre_H: np.ndarray, pre_g: np.ndarray,
+                active: np.ndarray, unstable: np.ndarray, position: int,
+                status: list[np.ndarray]) -> Iterator[tuple[Region, Outputs]]:
+        if position == unstable.size:
+            layer = self.network.layers[index]
+            slopes = np.where(active, 1.0, layer.negative_slope_effective)
+            H, g = slopes[:, None] * pre_H, slopes * pre_g
+            if index == len(self.network.layers) - 1:
+                yield region, (H, g)
+            else:
+                yield from self._walk(region, index + 1, H, g, status)
+            return
+        neuron = unstable[position]
+        on, off = region.split(pre_H[neuron], float(pre_g[neuron]))
+        for side, is_active in ((on, True), (off, False)):
+            if side is None:
+                continue
+            chosen = active.copy()
+            chosen[neuron] = is_active
+            yield from self._branch(side, index, pre_H, pre_g, chosen, unstable, position + 1,
+                                    status)
