@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from tqdm import tqdm
 
+from pipeline_steps.cli.causal_cmd import add_causal_parser
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
@@ -57,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(probability)
     probability.add_argument("--spec", required=True, help="specification file (YAML or JSON)")
     probability.set_defaults(func=run_probability)
+    add_causal_parser(verbs)
     add_wmi_parsers(verbs)
 
 

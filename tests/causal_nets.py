@@ -1,0 +1,42 @@
+"""Tiny networks whose biased sets are known in closed form, for the causal-fairness tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verifier.network import Layer, Network
+
+
+def threshold_network(weights: list[float], bias: float, names: list[str]) -> Network:
+    """Two classes: class 1 iff ``w·x + b > 0`` (hidden ReLUs ``relu(z)``, ``relu(−z)``)."""
+    w = np.asarray(weights, dtype=float)
+    hidden = Layer(np.stack([w, -w]), np.array([bias, -bias]), "relu")
+    output = Layer(np.array([[0.0, 1.0], [1.0, 0.0]]), np.zeros(2), "none")
+    return Network([hidden, output], input_names=names)
+
+
+def random_network(inputs: int, hidden: list[int], seed: int) -> Network:
+    """A random ReLU classifier with two classes whose decision boundary crosses the unit
+    cube (the output bias is shifted by the mean score difference)."""
+    rng = np.random.default_rng(seed)
+    layers, width = [], inputs
+    for size in hidden:
+        layers.append(Layer(rng.normal(size=(size, width)), rng.normal(size=size) * 0.5, "relu"))
+        width = size
+    last = Layer(rng.normal(size=(2, width)), np.zeros(2), "none")
+    names = [f"x{i}" for i in range(inputs)]
+    scores = Network([*layers, last], input_names=names).evaluate(rng.uniform(size=(2000, inputs)))
+    shift = float(np.mean(scores[:, 0] - scores[:, 1]))
+    balanced = Layer(last.weight, np.array([0.0, shift]), "none")
+    return Network([*layers, balanced], input_names=names)
+
+
+def biased_by_grid(network: Network, points: np.ndarray, sensitive: list[int],
+                   values: np.ndarray) -> np.ndarray:
+    """``(N,)`` whether some two of the sensitive ``values`` ``(V, k)`` give different classes
+    at each non-sensitive point (rows of ``points``; sensitive entries overwritten)."""
+    count = values.shape[0]
+    rows = np.repeat(points, count, axis=0)
+    rows[:, sensitive] = np.tile(values, (points.shape[0], 1))
+    classes = network.classify(rows).reshape(points.shape[0], count)
+    return classes.min(axis=1) != classes.max(axis=1)

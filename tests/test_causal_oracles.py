@@ -1,0 +1,196 @@
+"""Causal-fairness certification against closed forms, grids and Monte Carlo."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.causal_nets import biased_by_grid, random_network, threshold_network
+from verifier.bounds import compute_bounds
+from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
+from verifier.causal.analysis import (
+    BIASED_EVERYWHERE,
+    BIASED_WITNESS,
+    FAIR,
+    AnalysisSettings,
+    analyse_chunk,
+)
+from verifier.causal.exact_check import check_partition
+from verifier.causal.partition import initial_partition, with_sensitive
+from verifier.population import Factor, Product, Uniform
+
+FAST = CausalSettings(max_unstable=4, timeout_s=20.0, target_width=0.01)
+
+
+def _witnesses_flip(network, certificate, sensitive: list[int]) -> None:
+    for witness in certificate.details["witnesses"]:
+        a, b = np.array(witness["x"]), np.array(witness["x_other"])
+        others = [i for i in range(a.size) if i not in sensitive]
+        assert np.array_equal(a[others], b[others])
+        classes = network.classify(np.stack([a, b]))
+        assert classes.tolist() == witness["classes"]
+        assert classes[0] != classes[1]
+
+
+def test_continuous_sensitive_closed_form() -> None:
+    # class 1 iff x + 0.5 s > 0.75: biased iff x in (0.25, 0.75], share 0.5
+    network = threshold_network([1.0, 0.5], -0.75, ["x", "s"])
+    problem = build_problem(network, ["s"], split_values=[0.5])
+    certificate = certify_causal_fairness(problem, FAST)
+    low, high = certificate.bounds["biased_share"]
+    assert certificate.verdict == "biased"
+    assert low <= 0.5 <= high and high - low <= 0.01
+    _witnesses_flip(network, certificate, [1])
+
+
+def test_one_hot_sensitive_closed_form() -> None:
+    # s0 -> class 1 iff x > 0.3; s1 -> iff x > 0.7: biased share 0.4
+    network = threshold_network([1.0, -0.3, -0.7], 0.0, ["x", "s0", "s1"])
+    problem = build_problem(network, ["s0", "s1"], sensitive_kind="one_hot")
+    certificate = certify_causal_fairness(problem, FAST)
+    low, high = certificate.bounds["biased_share"]
+    assert low <= 0.4 <= high and high - low <= 0.01
+    _witnesses_flip(network, certificate, [1, 2])
+
+
+def test_non_box_biased_region() -> None:
+    # class 1 iff x1 + x2 + 0.5 s > 1.25: biased iff x1 + x2 in (0.75, 1.25], area 0.4375
+    network = threshold_network([1.0, 1.0, 0.5], -1.25, ["x1", "x2", "s"])
+    problem = build_problem(network, ["s"])
+    certificate = certify_causal_fairness(
+        problem, CausalSettings(max_unstable=4, timeout_s=30.0, target_width=0.03)
+    )
+    low, high = certificate.bounds["biased_share"]
+    assert low <= 0.4375 <= high and high - low <= 0.03
+    assert certificate.details["fair_fraction"] + high == pytest.approx(1.0)
+
+
+def test_one_hot_non_sensitive_groups_and_query() -> None:
+    # class 1 iff x + 0.4 s - 0.5 - 2 g2 > 0: g0, g1 biased on x in (0.1, 0.5]; g2 fair
+    network = threshold_network([1.0, 0.0, 0.0, -2.0, 0.4], -0.5, ["x", "g0", "g1", "g2", "s"])
+    problem = build_problem(network, ["s"], onehot_groups=[["g0", "g1", "g2"]])
+    certificate = certify_causal_fairness(problem, FAST)
+    low, high = certificate.bounds["biased_share"]
+    assert low <= 0.8 / 3 <= high and high - low <= 0.01
+    queried = build_problem(network, ["s"], onehot_groups=[["g0", "g1", "g2"]],
+                            query={"x": (0.0, 0.5), "g2": (0.0, 0.0)})
+    assert queried.query_fraction() == pytest.approx(0.5 * 2 / 3)
+    certificate = certify_causal_fairness(queried, FAST)
+    low, high = certificate.bounds["biased_share"]
+    assert low <= 0.8 <= high and high - low <= 0.01
+    _witnesses_flip(network, certificate, [4])
+
+
+def test_fair_network_is_certified_fair() -> None:
+    network = threshold_network([1.0, -0.4, 0.0], 0.1, ["x1", "x2", "s"])
+    problem = build_problem(network, ["s"])
+    certificate = certify_causal_fairness(problem, FAST)
+    assert certificate.verdict == "fair"
+    assert certificate.bounds["biased_share"] == (0.0, 0.0)
+    assert certificate.details["fair_fraction"] == pytest.approx(1.0)
+    assert certificate.details["witnesses"] == []
+
+
+@pytest.mark.parametrize("seed", [3, 13])
+def test_random_networks_against_monte_carlo(seed: int) -> None:
+    """Anytime: whatever the budget reached, the interval must contain the estimate."""
+    network = random_network(3, [6, 6], seed)
+    problem = build_problem(network, ["x2"], split_values=[0.5])
+    certificate = certify_causal_fairness(
+        problem, CausalSettings(max_unstable=6, timeout_s=5.0, target_width=0.03)
+    )
+    low, high = certificate.bounds["biased_share"]
+    assert low > 0.0 and high - low <= 0.2
+    rng = np.random.default_rng(seed)
+    points = rng.uniform(size=(4000, 3))
+    estimate = biased_by_grid(network, points, [2], np.linspace(0, 1, 201)[:, None]).mean()
+    error = 4 * np.sqrt(max(estimate * (1 - estimate), 1e-4) / points.shape[0])
+    assert low - error <= estimate <= high + error
+    parts = certificate.details["partition_counts"]
+    assert sum(parts.values()) == certificate.cost["partitions"]
+    _witnesses_flip(network, certificate, [2])
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), lo=st.floats(0.0, 0.6), width=st.floats(0.05, 0.4))
+def test_chunk_verdicts_hold_on_dense_grids(seed: int, lo: float, width: float) -> None:
+    """Fair partitions have no biased grid point; biased-everywhere ones only biased points;
+    every witness flips the class."""
+    network = random_network(3, [5, 5], seed)
+    problem = build_problem(network, ["x2"], split_values=[0.4])
+    starts = np.linspace(lo, lo + width, 4)
+    lower = np.column_stack([starts[:-1], np.full(3, lo), np.zeros(3)])
+    upper = np.column_stack([starts[1:], np.full(3, lo + width), np.ones(3)])
+    outcome = analyse_chunk(problem, AnalysisSettings(max_unstable=6), lower, upper)
+    grid = np.linspace(0.0, 1.0, 41)
+    for b in range(3):
+        g1, g2 = np.meshgrid(np.linspace(lower[b, 0], upper[b, 0], 15),
+                             np.linspace(lower[b, 1], upper[b, 1], 15))
+        points = np.column_stack([g1.ravel(), g2.ravel(), np.zeros(g1.size)])
+        biased = biased_by_grid(network, points, [2], grid[:, None])
+        if outcome.status[b] == FAIR:
+            assert not biased.any()
+        if outcome.status[b] == BIASED_EVERYWHERE:
+            assert biased.all()
+        if outcome.status[b] in (BIASED_EVERYWHERE, BIASED_WITNESS):
+            a, w = outcome.witness_a[b], outcome.witness_b[b]
+            assert np.array_equal(a[:2], w[:2])
+            assert network.classify(a) != network.classify(w)
+
+
+def test_exact_check_witness_flips_the_class() -> None:
+    network = threshold_network([1.0, 0.5], -0.75, ["x", "s"])
+    problem = build_problem(network, ["s"])
+    lower, upper = initial_partition(problem)
+    boxes = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    result = compute_bounds(problem.network, *boxes, None, "crown")
+    cell_bounds = [({k: v[c] for k, v in result.pre_lower.items()},
+                    {k: v[c] for k, v in result.pre_upper.items()}) for c in range(2)]
+    outcome = check_partition(problem, lower[0], upper[0], cell_bounds)
+    assert outcome.status == "witness"
+    classes = network.classify(np.stack([outcome.x_a, outcome.x_b]))
+    assert classes.tolist() == list(outcome.classes) and classes[0] != classes[1]
+    assert outcome.x_a[0] == outcome.x_b[0]
+    fair = threshold_network([1.0, 0.0], -0.5, ["x", "s"])
+    fair_problem = build_problem(fair, ["s"])
+    result = compute_bounds(fair_problem.network, *boxes, None, "crown")
+    cell_bounds = [({k: v[c] for k, v in result.pre_lower.items()},
+                    {k: v[c] for k, v in result.pre_upper.items()}) for c in range(2)]
+    assert check_partition(fair_problem, lower[0], upper[0], cell_bounds).status == "fair"
+
+
+def test_population_share_matches_uniform_and_a_skewed_model() -> None:
+    network = threshold_network([1.0, 0.5], -0.75, ["x", "s"])
+    problem = build_problem(network, ["s"])
+    uniform = Product(factors=[Factor(columns=["x"], distribution=Uniform(lower=0, upper=1)),
+                               Factor(columns=["s"], distribution=Uniform(lower=0, upper=1))])
+    certificate = certify_causal_fairness(problem, FAST, population=uniform)
+    u_low, u_high = certificate.bounds["biased_share"]
+    p_low, p_high = certificate.bounds["biased_share_population"]
+    assert p_low == pytest.approx(u_low, abs=1e-6) and p_high == pytest.approx(u_high, abs=1e-6)
+    # x uniform on [0, 0.5]: biased iff x in (0.25, 0.5], probability 0.5
+    skewed = Product(factors=[Factor(columns=["x"], distribution=Uniform(lower=0, upper=0.5)),
+                              Factor(columns=["s"], distribution=Uniform(lower=0, upper=1))])
+    certificate = certify_causal_fairness(problem, FAST, population=skewed)
+    p_low, p_high = certificate.bounds["biased_share_population"]
+    assert p_low <= 0.5 <= p_high and p_high - p_low <= 0.03
+
+
+@pytest.mark.parametrize("budget", [0.05, 0.3, 1.0])
+def test_anytime_stop_keeps_the_ledger_consistent(budget: float) -> None:
+    """Whenever the time budget ends (even mid-refinement), the partitions tile the query and
+    the interval still contains the closed-form share."""
+    network = threshold_network([1.0, 1.0, 0.5], -1.25, ["x1", "x2", "s"])
+    problem = build_problem(network, ["s"])
+    certificate = certify_causal_fairness(
+        problem, CausalSettings(max_unstable=4, timeout_s=budget, target_width=0.0)
+    )
+    details = certificate.details
+    low, high = certificate.bounds["biased_share"]
+    assert low <= 0.4375 <= high
+    total = (details["fair_fraction"] + low + details["witnessed_fraction"]
+             + details["excluded_fraction"])
+    assert total == pytest.approx(1.0)
+    assert high == pytest.approx(1.0 - details["fair_fraction"])

@@ -1,0 +1,95 @@
+"""Problem construction: Libra specification/query formats, partitions and their weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.causal_nets import threshold_network
+from verifier.causal import CausalInputError, build_problem, load_libra_spec, load_query_box
+from verifier.causal.partition import initial_partition, split_candidates, uniform_share
+from verifier.convert import load_network
+
+LIBRA = Path("/work/shared/benchmarks/libra")
+
+
+@pytest.mark.skipif(not LIBRA.is_dir(), reason="Libra benchmark folder not present")
+def test_compas_query_fixes_a_one_hot_category() -> None:
+    network = load_network(LIBRA / "compas/networks/no-bias1.json")
+    spec = load_libra_spec(LIBRA / "compas/specs/race.json")
+    query = load_query_box(LIBRA / "compas/queries/Lt25_no-bias.json")
+    problem = build_problem(network, **spec, query=query)
+    assert spec["sensitive_kind"] == "one_hot" and problem.cell_count == 6
+    age = next(i for i, g in enumerate(problem.onehot_groups) if 3 in g)
+    assert problem.query_allowed[age].tolist() == [False, True, False]
+    assert problem.query_fraction() == pytest.approx(1 / 3)
+    lower, upper = initial_partition(problem)
+    assert lower[0, 3] == 1.0 and upper[0, 2] == 0.0 and upper[0, 4] == 0.0
+
+
+def test_splits_tile_the_partition_exactly() -> None:
+    network = threshold_network([1.0, 0.0, 0.0, 0.0, 1.0, 0.5], 0.0,
+                                ["x", "g0", "g1", "g2", "y", "s"])
+    problem = build_problem(network, ["s"], onehot_groups=[["g0", "g1", "g2"]],
+                            query={"x": (0.2, 0.6)})
+    lower, upper = initial_partition(problem)
+    assert uniform_share(problem, lower, upper) == pytest.approx([1.0])
+    child_lo, child_hi, valid = split_candidates(problem, lower, upper, 0.0)
+    assert valid.all()
+    for d in range(valid.shape[1]):
+        shares = uniform_share(problem, child_lo[0, d], child_hi[0, d])
+        assert shares.sum() == pytest.approx(1.0)
+    group = child_hi[0, 2][:, 1:4]  # the one-hot candidate: {g0, g1} and {g2}
+    assert group.tolist() == [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    assert child_lo[0, 2][1, 3] == 1.0
+    narrow = split_candidates(problem, lower, upper, 0.5)[2]
+    assert not narrow[0, 0] and narrow[0, 2]
+
+
+def test_bad_specifications() -> None:
+    network = threshold_network([1.0, 1.0, 1.0], 0.0, ["a", "b", "c"])
+    with pytest.raises(CausalInputError, match="'d' is not an input"):
+        build_problem(network, ["d"])
+    with pytest.raises(CausalInputError, match="overlaps one-hot group 0"):
+        build_problem(network, ["c"], onehot_groups=[["a", "b"], ["b", "a"]])
+    with pytest.raises(CausalInputError, match="overlaps the sensitive feature"):
+        build_problem(network, ["c"], onehot_groups=[["a", "c"]])
+    with pytest.raises(CausalInputError, match="split value"):
+        build_problem(network, ["c"], split_values=[1.5])
+    with pytest.raises(CausalInputError, match="empty"):
+        build_problem(network, ["c"], query={"a": (1.5, 2.0)})
+    with pytest.raises(CausalInputError, match="zero volume"):
+        build_problem(network, ["c"], query={"a": (0.3, 0.3)})
+    assert np.isclose(build_problem(network, ["c"], query={"a": (0.0, 0.25)}).query_fraction(),
+                      0.25)
+
+
+def test_unfinished_refinement_is_undone_up_to_the_outermost_parent() -> None:
+    from verifier.causal.analysis import BIASED_WITNESS, FAIR
+    from verifier.causal.certify import UNRESOLVED, _Ledger
+
+    def box(a: float, b: float) -> np.ndarray:
+        return np.array([[a, 0.0], [b, 1.0]])
+
+    witness = np.array([[0.3, 0.0], [0.3, 1.0]])
+    # parent 0 = [0, 0.5] (a top-level partition); parent 1 = [0.25, 0.5] inside it;
+    # parent 2 = [0.5, 1] elsewhere, fully refined
+    parents = [(box(0.0, 0.5), witness, -1), (box(0.25, 0.5), witness, 0),
+               (box(0.5, 1.0), witness, -1)]
+    nan = np.full((1, 2), np.nan)
+
+    def undo(first_status: int) -> list[tuple[float, float, int]]:
+        ledger = _Ledger()
+        rows = [((0.0, 0.25), first_status, 0), ((0.25, 0.375), FAIR, 1),
+                ((0.375, 0.5), UNRESOLVED, 1), ((0.5, 1.0), FAIR, 2)]
+        for (a, b), status, origin in rows:
+            ledger.add(box(a, b)[:1], box(a, b)[1:], [status], nan, nan, [[-1, -1]], [origin])
+        ledger.undo_unfinished(parents, 2)
+        lower, upper, status, *_ = ledger.arrays(2)
+        return sorted((float(a), float(b), int(c))
+                      for a, b, c in zip(lower[:, 0], upper[:, 0], status, strict=True))
+
+    assert undo(FAIR) == [(0.0, 0.25, FAIR), (0.25, 0.5, BIASED_WITNESS), (0.5, 1.0, FAIR)]
+    assert undo(UNRESOLVED) == [(0.0, 0.5, BIASED_WITNESS), (0.5, 1.0, FAIR)]

@@ -1,0 +1,267 @@
+"""Per-partition analysis: bound screening, the exact check, and the split choice.
+
+:func:`analyse_chunk` is the unit of parallel work: it takes a batch of partitions (one
+pickled :class:`FairnessProblem` per chunk, never one per partition) and returns each one's
+verdict plus, when undecided or biased without a proof of bias everywhere, its two children.
+Partitions biased at a witness are refined for quantification only, so their children may go
+below L.
+
+Screening uses CROWN bounds on every logit difference ``y_c − y_d`` over the partition times
+each sensitive cell (and, for a continuous sensitive input, each cell endpoint as a point):
+
+* **fair**: one class ``c`` is proven on every cell, hence for every sensitive value;
+* **biased everywhere**: two sensitive values are proven to give two different classes on the
+  whole partition, so every non-sensitive point of it is biased.
+
+Undecided partitions are then searched for a witness at fixed sample points (cheap), and only
+those without one and with at most U unstable ReLUs go to the exact MILP check.
+
+**Split rule.** Every admissible binary split (bisect one continuous input, or halve one
+one-hot group's categories) is scored by the number of unstable ReLUs of its two children
+(each child: the most over the sensitive cells, as for the budget U), and the lowest score
+wins; ties go to the widest edge. The exact check's cost grows exponentially with the unstable
+ReLUs and U gates it, so this is the split that brings partitions under the budget soonest —
+round-robin bisection (Libra's rule) spends splits on inputs the network barely reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from verifier.bounds import compute_bounds
+from verifier.causal.exact_check import check_partition
+from verifier.causal.partition import representative, split_candidates, with_sensitive
+from verifier.causal.problem import FairnessProblem
+from verifier.causal.sampling import find_witnesses
+
+FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, SPLIT, EXCLUDED = 0, 1, 2, 3, 4
+STATUS_NAMES = ("fair", "biased_everywhere", "biased_witness", "split", "excluded")
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """``min_edge`` is Libra's L (no continuous edge is split below it), ``max_unstable`` its U
+    (most unstable ReLUs per sensitive cell handed to the exact check). ``witness_sampling``
+    off reproduces Libra's budget semantics exactly: a partition over budget is split or
+    excluded even when a sample point would show it biased."""
+
+    min_edge: float = 0.0
+    max_unstable: int = 8
+    bound_method: str = "crown"
+    milp_time_limit: float = 10.0
+    witness_sampling: bool = True
+
+
+@dataclass
+class ChunkOutcome:
+    """Per partition of a chunk: ``status`` (see ``STATUS_NAMES``), children ``(B, 2, n)``
+    where ``has_children``, witnesses ``(B, n)`` (NaN rows where none) with their classes, the
+    most unstable ReLUs over the cells, and the number of MILPs solved."""
+
+    status: np.ndarray
+    children_lower: np.ndarray
+    children_upper: np.ndarray
+    has_children: np.ndarray
+    children_hints: np.ndarray
+    witness_a: np.ndarray
+    witness_b: np.ndarray
+    witness_classes: np.ndarray
+    unstable: np.ndarray
+    milps: int
+
+
+def class_spec(classes: int) -> np.ndarray:
+    """``(K(K−1), K)`` rows ``e_c − e_d`` grouped by ``c`` (``d ≠ c`` ascending)."""
+    rows = []
+    for c in range(classes):
+        for d in range(classes):
+            if d != c:
+                row = np.zeros(classes)
+                row[c], row[d] = 1.0, -1.0
+                rows.append(row)
+    return np.array(rows)
+
+
+def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+                   method: str):
+    """``(M,)`` the class proven to win strictly on each box (−1 if none), and the bounds."""
+    classes = problem.network.output_size
+    result = compute_bounds(problem.network, lower, upper, class_spec(classes), method)
+    wins = (result.lower > 0.0).reshape(lower.shape[0], classes, classes - 1).all(axis=2)
+    proven = np.where(wins.any(axis=1), np.argmax(wins, axis=1), -1)
+    return proven, result
+
+
+def _probe_boxes(problem: FairnessProblem) -> np.ndarray:
+    """``(P, 2, k)`` sensitive value boxes used to prove bias everywhere."""
+    if problem.sensitive_kind == "one_hot":
+        return problem.sensitive_cells
+    points = problem.probe_points()
+    return np.stack([points, points], axis=1)
+
+
+def _unstable(result, batch: int, cells: int) -> np.ndarray:
+    return result.unstable_count().reshape(batch, cells).max(axis=1)
+
+
+def choose_split(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+                 settings: AnalysisSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Children ``(B, 2, n)`` of each partition by the split rule of the module docstring,
+    and ``(B,)`` whether any split is admissible."""
+    n = lower.shape[1]
+    child_lo, child_hi, valid = split_candidates(problem, lower, upper, settings.min_edge)
+    out_lo = np.repeat(lower[:, None, :], 2, axis=1)
+    out_hi = np.repeat(upper[:, None, :], 2, axis=1)
+    splittable = valid.any(axis=1)
+    if not splittable.any():
+        return out_lo, out_hi, splittable
+    b_idx, d_idx = np.nonzero(valid)
+    flat_lo = child_lo[b_idx, d_idx].reshape(-1, n)
+    flat_hi = child_hi[b_idx, d_idx].reshape(-1, n)
+    cells = problem.sensitive_cells
+    box_lo, box_hi = with_sensitive(problem, flat_lo, flat_hi, cells)
+    result = compute_bounds(problem.network, box_lo, box_hi, None, settings.bound_method)
+    unstable = _unstable(result, flat_lo.shape[0], cells.shape[0]).reshape(-1, 2).sum(axis=1)
+    score = np.full(valid.shape, np.inf)
+    width = _relative_width(problem, lower, upper)[b_idx, d_idx]
+    score[b_idx, d_idx] = unstable + 0.5 * (1.0 - width)
+    best = np.argmin(score, axis=1)
+    rows = np.flatnonzero(splittable)
+    out_lo[rows] = child_lo[rows, best[rows]]
+    out_hi[rows] = child_hi[rows, best[rows]]
+    return out_lo, out_hi, splittable
+
+
+def _relative_width(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    widths = [
+        (upper[:, i] - lower[:, i]) / (problem.query_upper[i] - problem.query_lower[i])
+        for i in problem.continuous
+    ]
+    widths += [
+        (upper[:, list(group)] > 0.5).sum(axis=1) / len(group) for group in problem.onehot_groups
+    ]
+    return np.stack(widths, axis=1) if widths else np.zeros((lower.shape[0], 0))
+
+
+def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
+                  upper: np.ndarray, hints: np.ndarray | None = None) -> ChunkOutcome:
+    """Decide a batch of partitions (see the module docstring). Every witness returned has been
+    re-evaluated: the two points differ only in sensitive inputs and get the two classes.
+    ``hints`` ``(B, 2, n)`` (NaN where none): an ancestor's witness pair; its sensitive values
+    are tried as extra probes and its point as an extra sample. Children inherit their
+    parent's witness (or hint).
+
+    Runs torch single-threaded (restoring the caller's setting): the boxes are small and the
+    executor already supplies the parallelism, so intra-op threads only contend for cores."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _analyse(problem, settings, lower, upper, hints)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _probe_values(problem: FairnessProblem, hints: np.ndarray | None, batch: int) -> np.ndarray:
+    """``(B, P, k)`` concrete sensitive values tried per partition: the global probes, then the
+    partition's hinted pair (sensitive values of an ancestor's witness) when it has one."""
+    base = _probe_boxes(problem)[:, 0, :]
+    values = np.broadcast_to(base, (batch, *base.shape))
+    if hints is None:
+        return values.copy()
+    hinted = hints[:, :, list(problem.sensitive)]
+    filled = np.where(np.isnan(hinted), values[:, :1, :], hinted)
+    return np.concatenate([values, filled], axis=1)
+
+
+def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
+             upper: np.ndarray, hints: np.ndarray | None) -> ChunkOutcome:
+    batch, n = lower.shape
+    cells = problem.sensitive_cells
+    cell_count = cells.shape[0]
+    cell_lo, cell_hi = with_sensitive(problem, lower, upper, cells)
+    cell_classes, cell_result = proven_classes(problem, cell_lo, cell_hi, settings.bound_method)
+    cell_classes = cell_classes.reshape(batch, cell_count)
+    unstable = _unstable(cell_result, batch, cell_count)
+    fair = (cell_classes[:, 0] >= 0) & (cell_classes == cell_classes[:, :1]).all(axis=1)
+
+    sens = list(problem.sensitive)
+    probes = _probe_values(problem, hints, batch)
+    count = probes.shape[1]
+    probe_lo = np.repeat(lower, count, axis=0)
+    probe_hi = np.repeat(upper, count, axis=0)
+    probe_lo[:, sens] = probes.reshape(-1, len(sens))
+    probe_hi[:, sens] = probes.reshape(-1, len(sens))
+    probe_classes = proven_classes(problem, probe_lo, probe_hi, settings.bound_method)[0]
+    probe_classes = probe_classes.reshape(batch, count)
+    high = np.where(probe_classes >= 0, probe_classes, -1)
+    low = np.where(probe_classes >= 0, probe_classes, np.iinfo(np.int64).max)
+    biased_all = ~fair & (high.max(axis=1) > low.min(axis=1)) & (probe_classes >= 0).any(axis=1)
+
+    status = np.full(batch, SPLIT, dtype=np.int8)
+    status[fair] = FAIR
+    witness_a = np.full((batch, n), np.nan)
+    witness_b = np.full((batch, n), np.nan)
+    witness_classes = np.full((batch, 2), -1, dtype=np.int64)
+    if biased_all.any():
+        rows = np.flatnonzero(biased_all)
+        first = np.argmin(low[rows], axis=1)
+        second = np.argmax(high[rows], axis=1)
+        point = representative(problem, lower[rows], upper[rows])
+        a, b = point.copy(), point.copy()
+        a[:, sens] = probes[rows, first]
+        b[:, sens] = probes[rows, second]
+        classes_a = problem.network.classify(a)
+        classes_b = problem.network.classify(b)
+        confirmed = classes_a != classes_b
+        rows = rows[confirmed]
+        status[rows] = BIASED_EVERYWHERE
+        witness_a[rows], witness_b[rows] = a[confirmed], b[confirmed]
+        witness_classes[rows] = np.stack([classes_a, classes_b], axis=1)[confirmed]
+
+    undecided = np.flatnonzero(status == SPLIT)
+    if undecided.size and settings.witness_sampling:
+        anchors = None if hints is None else hints[undecided, 0]
+        found, x_a, x_b, pair = find_witnesses(problem, lower[undecided], upper[undecided],
+                                               probes[undecided], anchors)
+        rows = undecided[found]
+        status[rows] = BIASED_WITNESS
+        witness_a[rows], witness_b[rows] = x_a[found], x_b[found]
+        witness_classes[rows] = pair[found]
+
+    milps = 0
+    feasible = np.flatnonzero((status == SPLIT) & (unstable <= settings.max_unstable))
+    for b in feasible:
+        bounds = [
+            ({k: v[b * cell_count + c] for k, v in cell_result.pre_lower.items()},
+             {k: v[b * cell_count + c] for k, v in cell_result.pre_upper.items()})
+            for c in range(cell_count)
+        ]
+        outcome = check_partition(problem, lower[b], upper[b], bounds, settings.milp_time_limit)
+        milps += outcome.solved
+        if outcome.status == "fair":
+            status[b] = FAIR
+        elif outcome.status == "witness":
+            status[b] = BIASED_WITNESS
+            witness_a[b], witness_b[b] = outcome.x_a, outcome.x_b
+            witness_classes[b] = outcome.classes
+
+    children_lo = np.repeat(lower[:, None, :], 2, axis=1)
+    children_hi = np.repeat(upper[:, None, :], 2, axis=1)
+    has_children = np.zeros(batch, dtype=bool)
+    refine = replace(settings, min_edge=0.0)
+    for code, rule in ((SPLIT, settings), (BIASED_WITNESS, refine)):
+        rows = np.flatnonzero(status == code)
+        if rows.size:
+            c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows], rule)
+            children_lo[rows], children_hi[rows], has_children[rows] = c_lo, c_hi, ok
+    status[(status == SPLIT) & ~has_children] = EXCLUDED
+    children_hints = np.full((batch, 2, n), np.nan) if hints is None else hints.copy()
+    witnessed = witness_classes[:, 0] >= 0
+    children_hints[witnessed, 0] = witness_a[witnessed]
+    children_hints[witnessed, 1] = witness_b[witnessed]
+    return ChunkOutcome(status, children_lo, children_hi, has_children, children_hints,
+                        witness_a, witness_b,
+                        witness_classes, unstable, milps)

@@ -1,0 +1,344 @@
+"""Anytime causal-fairness certification: partition, decide, refine, report.
+
+Rounds: every pending partition is analysed (in chunks through an executor); fair, biased
+everywhere and excluded partitions are final; undecided ones are replaced by their children;
+partitions biased only at a witness are refined (replaced by their children) once nothing
+else is pending, until the biased-share interval is at most ``target_width`` wide, nothing can
+be refined, or the time budget ends. Partitions still pending at the deadline count as
+excluded. The final partitions tile the query exactly, so the fractions sum to one.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Executor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from verifier.causal.analysis import (
+    BIASED_EVERYWHERE,
+    BIASED_WITNESS,
+    EXCLUDED,
+    FAIR,
+    AnalysisSettings,
+    ChunkOutcome,
+    analyse_chunk,
+)
+from verifier.causal.partition import initial_partition, uniform_share
+from verifier.causal.problem import CausalInputError, FairnessProblem
+from verifier.causal.share import population_bounds, uniform_bounds
+from verifier.certificate import Certificate
+from verifier.executor import InProcessExecutor
+
+UNRESOLVED = 5
+
+
+@dataclass(frozen=True)
+class CausalSettings:
+    """``min_edge`` (L) and ``max_unstable`` (U) as in Libra; ``timeout_s`` the time budget;
+    ``target_width`` stops refinement once the uniform biased-share interval is this narrow;
+    ``chunk_size`` partitions per executor task."""
+
+    min_edge: float = 0.0
+    max_unstable: int = 8
+    timeout_s: float = 60.0
+    target_width: float = 0.0
+    chunk_size: int = 64
+    bound_method: str = "crown"
+    milp_time_limit: float = 10.0
+    max_regions: int = 50
+    max_witnesses: int = 20
+    witness_sampling: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.min_edge >= 0.0:
+            raise CausalInputError(f"L (smallest partition edge) must be >= 0, got {self.min_edge}")
+        if self.max_unstable < 0:
+            raise CausalInputError(
+                f"U (most unstable ReLUs for the exact check) must be >= 0, got {self.max_unstable}"
+            )
+        if not self.timeout_s > 0.0:
+            raise CausalInputError(f"the timeout must be positive, got {self.timeout_s}")
+        if self.chunk_size < 1:
+            raise CausalInputError(f"chunk size must be >= 1, got {self.chunk_size}")
+
+    def analysis(self) -> AnalysisSettings:
+        return AnalysisSettings(self.min_edge, self.max_unstable, self.bound_method,
+                                self.milp_time_limit, self.witness_sampling)
+
+
+@dataclass
+class _Ledger:
+    """Final partitions with status, witness and *origin*: the index of the refined parent
+    they descend from (−1 outside refinement), so an unfinished refinement can be undone."""
+
+    lower: list[np.ndarray] = field(default_factory=list)
+    upper: list[np.ndarray] = field(default_factory=list)
+    status: list[np.ndarray] = field(default_factory=list)
+    witness_a: list[np.ndarray] = field(default_factory=list)
+    witness_b: list[np.ndarray] = field(default_factory=list)
+    witness_classes: list[np.ndarray] = field(default_factory=list)
+    origin: list[np.ndarray] = field(default_factory=list)
+    witness_records: list[tuple[np.ndarray, np.ndarray, tuple[int, int]]] = field(
+        default_factory=list
+    )
+
+    def add(self, lower, upper, status, wa, wb, wc, origin) -> None:
+        self.lower.append(lower)
+        self.upper.append(upper)
+        self.status.append(np.asarray(status, dtype=np.int8))
+        self.witness_a.append(wa)
+        self.witness_b.append(wb)
+        self.witness_classes.append(np.asarray(wc, dtype=np.int64).reshape(-1, 2))
+        self.origin.append(np.asarray(origin, dtype=np.int64).reshape(-1))
+
+    def arrays(self, n: int) -> tuple[np.ndarray, ...]:
+        """``lower, upper, status, witness_a, witness_b, witness_classes, origin``."""
+        if not self.lower:
+            empty = np.zeros((0, n))
+            return (empty, empty, np.zeros(0, dtype=np.int8), empty, empty,
+                    np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64))
+        return (np.vstack(self.lower), np.vstack(self.upper), np.concatenate(self.status),
+                np.vstack(self.witness_a), np.vstack(self.witness_b),
+                np.vstack(self.witness_classes), np.concatenate(self.origin))
+
+    def undo_unfinished(self, parents: list[tuple[np.ndarray, np.ndarray, int]], n: int) -> None:
+        """Replace the whole subtree of every refined parent with an unresolved descendant by
+        the parent itself (biased at its witness); the outermost such parent wins."""
+        lower, upper, status, wa, wb, wc, origin = self.arrays(n)
+        undone = np.zeros(len(parents), dtype=bool)
+        undone[np.unique(origin[(status == UNRESOLVED) & (origin >= 0)])] = True
+        if not undone.any():
+            return
+        covered = np.zeros(len(parents), dtype=bool)
+        restored = []
+        for index, (_, _, parent_origin) in enumerate(parents):
+            inherited = parent_origin >= 0 and covered[parent_origin]
+            covered[index] = undone[index] or inherited
+            if undone[index] and not inherited:
+                restored.append(index)
+        keep = (origin < 0) | ~covered[np.maximum(origin, 0)]
+        boxes = [parents[j][0] for j in restored]
+        witnesses = [parents[j][1] for j in restored]
+        self.lower = [lower[keep], *[box[:1] for box in boxes]]
+        self.upper = [upper[keep], *[box[1:] for box in boxes]]
+        self.status = [status[keep], np.full(len(restored), BIASED_WITNESS, dtype=np.int8)]
+        self.witness_a = [wa[keep], *[w[:1] for w in witnesses]]
+        self.witness_b = [wb[keep], *[w[1:] for w in witnesses]]
+        self.witness_classes = [wc[keep], np.full((len(restored), 2), -1, dtype=np.int64)]
+        self.origin = [origin[keep], np.array([parents[j][2] for j in restored], dtype=np.int64)]
+
+
+def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisSettings,
+               lower: np.ndarray, upper: np.ndarray, hints: np.ndarray, chunk: int,
+               deadline: float) -> list[tuple[np.ndarray, ChunkOutcome | None]]:
+    """Submit the partitions in chunks (none after the deadline); a chunk not back by the
+    deadline yields ``None``."""
+    futures = []
+    for start in range(0, lower.shape[0], chunk):
+        rows = np.arange(start, min(start + chunk, lower.shape[0]))
+        if time.monotonic() >= deadline:
+            futures.append((rows, None))
+            continue
+        futures.append((rows, executor.submit(analyse_chunk, problem, settings, lower[rows],
+                                              upper[rows], hints[rows])))
+    results: list[tuple[np.ndarray, ChunkOutcome | None]] = []
+    for rows, future in futures:
+        if future is None:
+            results.append((rows, None))
+            continue
+        try:
+            results.append((rows, future.result(timeout=max(deadline - time.monotonic(), 0.0))))
+        except FutureTimeout:
+            future.cancel()
+            results.append((rows, None))
+    return results
+
+
+def certify_causal_fairness(
+    problem: FairnessProblem,
+    settings: CausalSettings | None = None,
+    executor: Executor | None = None,
+    population=None,
+) -> Certificate:
+    """Certify causal fairness of ``problem.network`` on the query (see the module docstring).
+
+    The certificate's verdict is ``fair`` only when every partition is proven fair, ``biased``
+    when some witness (re-evaluated by the network) exists, ``unknown`` otherwise. Bounds:
+    ``biased_share`` (uniform on the query) and, with a population model,
+    ``biased_share_population`` (conditional on the query).
+    """
+    settings = settings or CausalSettings()
+    executor = executor or InProcessExecutor()
+    started = time.monotonic()
+    deadline = started + settings.timeout_s
+    analysis = settings.analysis()
+    n = problem.inputs
+    ledger = _Ledger()
+    pending_lo, pending_hi = initial_partition(problem)
+    pending_hints = np.full((1, 2, n), np.nan)
+    pending_origin = np.full(1, -1, dtype=np.int64)
+    # witnessed partitions awaiting refinement: children lo/hi, box, witness, hints, origin
+    refinable: list[tuple[np.ndarray, ...]] = []
+    parents: list[tuple[np.ndarray, np.ndarray, int]] = []
+    analysed = milps = rounds = 0
+    while True:
+        if pending_lo.shape[0] == 0:
+            bounds = _current_bounds(problem, ledger, refinable, n)
+            width = bounds.biased[1] - bounds.biased[0]
+            if not refinable or width <= settings.target_width or time.monotonic() >= deadline:
+                break
+            for _, _, box, witness, _, origin in refinable:
+                parents.append((box, witness, origin))
+            pending_lo = np.vstack([r[0] for r in refinable])
+            pending_hi = np.vstack([r[1] for r in refinable])
+            pending_hints = np.vstack([np.stack([r[4], r[4]]) for r in refinable])
+            pending_origin = np.repeat(np.arange(len(parents) - len(refinable), len(parents)), 2)
+            refinable = []
+        if time.monotonic() >= deadline:
+            break
+        order = np.argsort(-uniform_share(problem, pending_lo, pending_hi), kind="stable")
+        pending_lo, pending_hi = pending_lo[order], pending_hi[order]
+        pending_hints, pending_origin = pending_hints[order], pending_origin[order]
+        results = _run_round(executor, problem, analysis, pending_lo, pending_hi, pending_hints,
+                             settings.chunk_size, deadline)
+        rounds += 1
+        next_lo, next_hi, next_hints, next_origin = [], [], [], []
+        for rows, outcome in results:
+            lo, hi, origin = pending_lo[rows], pending_hi[rows], pending_origin[rows]
+            if outcome is None:
+                nan = np.full((rows.size, n), np.nan)
+                ledger.add(lo, hi, np.full(rows.size, UNRESOLVED), nan, nan,
+                           np.full((rows.size, 2), -1), origin)
+                continue
+            analysed += rows.size
+            milps += outcome.milps
+            final = np.isin(outcome.status, (FAIR, BIASED_EVERYWHERE, EXCLUDED)) | (
+                (outcome.status == BIASED_WITNESS) & ~outcome.has_children
+            )
+            ledger.add(lo[final], hi[final], outcome.status[final], outcome.witness_a[final],
+                       outcome.witness_b[final], outcome.witness_classes[final], origin[final])
+            witnessed = (outcome.status == BIASED_WITNESS) & outcome.has_children
+            for r in np.flatnonzero(witnessed):
+                witness = np.stack([outcome.witness_a[r], outcome.witness_b[r]])
+                refinable.append((outcome.children_lower[r], outcome.children_upper[r],
+                                  np.stack([lo[r], hi[r]]), witness, outcome.children_hints[r],
+                                  int(origin[r])))
+                ledger.witness_records.append(
+                    (witness[0].copy(), witness[1].copy(),
+                     (int(outcome.witness_classes[r, 0]), int(outcome.witness_classes[r, 1])))
+                )
+            split = ~final & ~witnessed
+            next_lo.append(outcome.children_lower[split].reshape(-1, n))
+            next_hi.append(outcome.children_upper[split].reshape(-1, n))
+            next_hints.append(np.repeat(outcome.children_hints[split], 2, axis=0))
+            next_origin.append(np.repeat(origin[split], 2))
+        pending_lo = np.vstack(next_lo) if next_lo else np.zeros((0, n))
+        pending_hi = np.vstack(next_hi) if next_hi else np.zeros((0, n))
+        pending_hints = np.vstack(next_hints) if next_hints else np.zeros((0, 2, n))
+        pending_origin = np.concatenate(next_origin) if next_origin else np.zeros(0, np.int64)
+    if pending_lo.shape[0]:
+        nan = np.full((pending_lo.shape[0], n), np.nan)
+        ledger.add(pending_lo, pending_hi, np.full(pending_lo.shape[0], UNRESOLVED), nan, nan,
+                   np.full((pending_lo.shape[0], 2), -1), pending_origin)
+    for _, _, box, witness, _, origin in refinable:
+        ledger.add(box[:1], box[1:], [BIASED_WITNESS], witness[:1], witness[1:], [[-1, -1]],
+                   [origin])
+    ledger.undo_unfinished(parents, n)
+    return _certificate(problem, settings, ledger, population, analysed, milps, rounds,
+                        time.monotonic() - started)
+
+
+def _current_bounds(problem, ledger: _Ledger, refinable, n: int):
+    lo, hi, status, *_ = ledger.arrays(n)
+    if refinable:
+        lo = np.vstack([lo, *[r[2][:1] for r in refinable]])
+        hi = np.vstack([hi, *[r[2][1:] for r in refinable]])
+        status = np.concatenate([status, np.full(len(refinable), BIASED_WITNESS, dtype=np.int8)])
+    return uniform_bounds(problem, lo, hi, status, np.isin(status, (EXCLUDED, UNRESOLVED)))
+
+
+def _names_box(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray) -> dict:
+    names = problem.network.input_names
+    box = {names[i]: [float(lower[i]), float(upper[i])] for i in problem.continuous}
+    categories = {
+        ",".join(names[i] for i in group): [names[i] for i in group if upper[i] > 0.5]
+        for group in problem.onehot_groups
+    }
+    return {"box": box, "categories": categories}
+
+
+def _witness(a: np.ndarray, b: np.ndarray, classes: tuple[int, int]) -> dict:
+    return {"x": a.tolist(), "x_other": b.tolist(), "classes": [int(classes[0]), int(classes[1])]}
+
+
+def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Ledger,
+                 population, analysed: int, milps: int, rounds: int, elapsed: float
+                 ) -> Certificate:
+    n = problem.inputs
+    lo, hi, status, wa, wb, wc, _ = ledger.arrays(n)
+    excluded_mask = np.isin(status, (EXCLUDED, UNRESOLVED))
+    shares = uniform_bounds(problem, lo, hi, status, excluded_mask)
+    weight = uniform_share(problem, lo, hi)
+    witnesses = [
+        _witness(wa[i], wb[i], (int(wc[i, 0]), int(wc[i, 1])))
+        for i in np.flatnonzero(wc[:, 0] >= 0)
+    ]
+    witnesses += [_witness(a, b, c) for a, b, c in ledger.witness_records]
+    biased_rows = np.flatnonzero(np.isin(status, (BIASED_EVERYWHERE, BIASED_WITNESS)))
+    biased_rows = biased_rows[np.argsort(-weight[biased_rows], kind="stable")]
+    regions = [
+        {
+            "kind": "biased_everywhere" if status[i] == BIASED_EVERYWHERE else "contains_bias",
+            "share": float(weight[i]),
+            **_names_box(problem, lo[i], hi[i]),
+            **({"witness": _witness(wa[i], wb[i], (int(wc[i, 0]), int(wc[i, 1])))}
+               if wc[i, 0] >= 0 else {}),
+        }
+        for i in biased_rows[: settings.max_regions]
+    ]
+    if witnesses:
+        verdict = "biased"
+    elif shares.fair >= 1.0 - 1e-12 and not excluded_mask.any():
+        verdict = "fair"
+    else:
+        verdict = "unknown"
+    bounds = {"biased_share": shares.biased}
+    if population is not None:
+        query_lo, query_hi = initial_partition(problem)
+        bounds["biased_share_population"] = population_bounds(
+            problem, population, lo, hi, status, query_lo[0], query_hi[0]
+        )
+    counts = {name: int((status == code).sum()) for code, name in (
+        (FAIR, "fair"), (BIASED_EVERYWHERE, "biased_everywhere"),
+        (BIASED_WITNESS, "biased_witness"), (EXCLUDED, "excluded"), (UNRESOLVED, "unresolved"))}
+    return Certificate(
+        audit="causal-fairness",
+        verdict=verdict,
+        bounds=bounds,
+        details={
+            "fair_fraction": shares.fair,
+            "excluded_fraction": shares.excluded,
+            "biased_everywhere_fraction": shares.biased[0],
+            "witnessed_fraction": float(weight[status == BIASED_WITNESS].sum()),
+            "query_fraction": problem.query_fraction(),
+            "partition_counts": counts,
+            "regions": regions,
+            "witnesses": witnesses[: settings.max_witnesses],
+            "witness_count": len(witnesses),
+        },
+        settings={
+            "L": settings.min_edge, "U": settings.max_unstable,
+            "timeout_s": settings.timeout_s, "target_width": settings.target_width,
+            "bound_method": settings.bound_method, "chunk_size": settings.chunk_size,
+            "sensitive": [problem.network.input_names[i] for i in problem.sensitive],
+            "split_rule": "fewest-unstable-relus",
+            "witness_sampling": settings.witness_sampling,
+        },
+        cost={"elapsed_s": elapsed, "partitions": float(len(status)),
+              "analysed_partitions": float(analysed), "milps": float(milps),
+              "rounds": float(rounds)},
+        algorithm="input partitioning with CROWN screening and a two-copy MILP (HiGHS)",
+    )

@@ -1,0 +1,260 @@
+"""Exact check of one partition: a MILP over two copies of the network (HiGHS via scipy).
+
+Copy A and copy B share every non-sensitive input; their sensitive inputs range over two
+sensitive cells. Each ReLU/LeakyReLU whose pre-activation bounds (valid over the partition and
+the copy's cell) straddle zero gets one binary variable (big-M encoding with those bounds);
+stable neurons are linear. For an ordered pair of classes ``(c, c')`` the MILP maximises the
+margin ``t`` with ``y^A_c − y^A_d ≥ t`` for all ``d ≠ c`` and ``y^B_{c'} − y^B_d ≥ t`` for all
+``d ≠ c'``. In real arithmetic the encoding is exact, so
+
+* a proven optimum ``t* ≤ TIE_TOLERANCE`` for every cell pair and class pair means no
+  non-sensitive point of the partition gets two different classes (ties within the tolerance
+  count as no class, as in Libra's strict outcome constraints);
+* ``t* > 0`` gives a candidate witness that the caller re-evaluates with the network.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_array
+
+from verifier.causal.problem import FairnessProblem
+
+TIE_TOLERANCE = 1e-7
+MARGIN_CAP = 1.0
+
+
+@dataclass
+class ExactOutcome:
+    """``status``: ``fair`` (proven), ``witness`` (``x_a``/``x_b`` re-evaluated to the
+    different classes ``classes``) or ``unknown`` (solver limit, or a candidate that did not
+    survive re-evaluation). ``solved`` counts the MILPs run."""
+
+    status: str
+    solved: int
+    x_a: np.ndarray | None = None
+    x_b: np.ndarray | None = None
+    classes: tuple[int, int] | None = None
+
+
+class _Model:
+    """Sparse rows ``lb ≤ A·v ≤ ub`` and variable bounds, built incrementally."""
+
+    def __init__(self) -> None:
+        self.lower: list[float] = []
+        self.upper: list[float] = []
+        self.integral: list[int] = []
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.vals: list[float] = []
+        self.row_lower: list[float] = []
+        self.row_upper: list[float] = []
+
+    def variables(self, lower: np.ndarray, upper: np.ndarray, integral: bool = False) -> np.ndarray:
+        start = len(self.lower)
+        self.lower.extend(np.asarray(lower, dtype=float).tolist())
+        self.upper.extend(np.asarray(upper, dtype=float).tolist())
+        self.integral.extend([int(integral)] * len(lower))
+        return np.arange(start, len(self.lower))
+
+    def row(self, columns: list[int], values: list[float], low: float, high: float) -> None:
+        index = len(self.row_lower)
+        self.rows.extend([index] * len(columns))
+        self.cols.extend(columns)
+        self.vals.extend(values)
+        self.row_lower.append(low)
+        self.row_upper.append(high)
+
+    def affine_rows(self, out: np.ndarray, weight: np.ndarray, inputs: np.ndarray,
+                    bias: np.ndarray) -> None:
+        """``out_j − Σ_i W_ji in_i = b_j``."""
+        for j in range(weight.shape[0]):
+            nz = np.flatnonzero(weight[j])
+            self.row([int(out[j]), *inputs[nz].tolist()], [1.0, *(-weight[j, nz]).tolist()],
+                     float(bias[j]), float(bias[j]))
+
+
+def _encode_copy(model: _Model, problem: FairnessProblem, x: np.ndarray,
+                 pre_lower: dict[int, np.ndarray], pre_upper: dict[int, np.ndarray]) -> np.ndarray:
+    """Add one network copy reading inputs ``x``; returns the output variables."""
+    h = x
+    for index, layer in enumerate(problem.network.layers):
+        if index in pre_lower:
+            low, high = pre_lower[index], pre_upper[index]
+            z = model.variables(low, high)
+        else:
+            z = model.variables(np.full(layer.out_features, -np.inf),
+                                np.full(layer.out_features, np.inf))
+        model.affine_rows(z, layer.weight, h, layer.bias)
+        if layer.activation == "none":
+            h = z
+            continue
+        slopes = layer.negative_slope_effective
+        low, high = pre_lower[index], pre_upper[index]
+        out_low = np.minimum(low, slopes * low)
+        out_high = np.maximum(high, slopes * high)
+        h = model.variables(np.minimum(out_low, 0.0), out_high)
+        for j in range(layer.out_features):
+            a, lj, uj = float(slopes[j]), float(low[j]), float(high[j])
+            hj, zj = int(h[j]), int(z[j])
+            if lj >= 0.0:
+                model.row([hj, zj], [1.0, -1.0], 0.0, 0.0)
+            elif uj <= 0.0:
+                model.row([hj, zj], [1.0, -a], 0.0, 0.0)
+            else:
+                delta = int(model.variables(np.zeros(1), np.ones(1), integral=True)[0])
+                model.row([hj, zj], [1.0, -1.0], 0.0, np.inf)
+                model.row([hj, zj], [1.0, -a], 0.0, np.inf)
+                model.row([hj, zj, delta], [1.0, -1.0, -(1.0 - a) * lj], -np.inf, -(1.0 - a) * lj)
+                model.row([hj, zj, delta], [1.0, -a, -(1.0 - a) * uj], -np.inf, 0.0)
+    return h
+
+
+def _pair_model(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+                cells: tuple[int, int], bounds: tuple[tuple[dict, dict], tuple[dict, dict]]
+                ) -> tuple[_Model, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    model = _Model()
+    copies = []
+    outputs = []
+    for cell, (pre_lo, pre_hi) in zip(cells, bounds, strict=True):
+        lo, hi = lower.copy(), upper.copy()
+        sens = list(problem.sensitive)
+        lo[sens] = problem.sensitive_cells[cell, 0]
+        hi[sens] = problem.sensitive_cells[cell, 1]
+        x = model.variables(lo, hi)
+        copies.append(x)
+        outputs.append(_encode_copy(model, problem, x, pre_lo, pre_hi))
+    x_a, x_b = copies
+    sensitive = set(problem.sensitive)
+    for i in range(problem.inputs):
+        if i not in sensitive:
+            model.row([int(x_a[i]), int(x_b[i])], [1.0, -1.0], 0.0, 0.0)
+    for group in problem.onehot_groups:
+        columns = [int(x_a[i]) for i in group]
+        for column in columns:
+            model.integral[column] = 1
+        model.row(columns, [1.0] * len(columns), 1.0, 1.0)
+    t = int(model.variables(np.array([-np.inf]), np.array([MARGIN_CAP]))[0])
+    return model, x_a, x_b, outputs[0], outputs[1], t
+
+
+def _margin_rows(model: _Model, y: np.ndarray, cls: int, t: int) -> None:
+    for d in range(len(y)):
+        if d != cls:
+            model.row([int(y[cls]), int(y[d]), t], [1.0, -1.0, -1.0], 0.0, np.inf)
+
+
+@contextmanager
+def _native_stdout_silenced() -> Iterator[None]:
+    """HiGHS prints some diagnostics from native code straight to file descriptor 1; keep them
+    out of the command's (JSON) output."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as sink:
+            os.dup2(sink.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _solve(model: _Model, t: int, time_limit: float) -> tuple[str, float, np.ndarray | None]:
+    size = len(model.lower)
+    matrix = coo_array((model.vals, (model.rows, model.cols)),
+                       shape=(len(model.row_lower), size)).tocsr()
+    objective = np.zeros(size)
+    objective[t] = -1.0
+    with _native_stdout_silenced():
+        result = milp(
+            objective,
+            constraints=LinearConstraint(matrix, model.row_lower, model.row_upper),
+            integrality=np.asarray(model.integral),
+            bounds=Bounds(model.lower, model.upper),
+            options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": 1e-9},
+        )
+    if result.status == 2:
+        return "infeasible", -np.inf, None
+    dual = getattr(result, "mip_dual_bound", None)
+    best_upper = -float(dual) if dual is not None and np.isfinite(dual) else np.inf
+    if result.x is None:
+        return ("bounded" if best_upper <= TIE_TOLERANCE else "unknown"), best_upper, None
+    return "solved", best_upper, np.asarray(result.x)
+
+
+def check_partition(
+    problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+    cell_bounds: list[tuple[dict[int, np.ndarray], dict[int, np.ndarray]]],
+    time_limit: float = 10.0,
+) -> ExactOutcome:
+    """Decide one partition exactly (see the module docstring).
+
+    ``lower``/``upper``: the partition box over all inputs (one-hot groups as 0/1 bounds);
+    ``cell_bounds[v]``: pre-activation bounds of every kink layer valid over the partition with
+    the sensitive inputs in cell ``v``. A witness is returned only after the network, evaluated
+    at both points, gives the two different classes.
+    """
+    cells = problem.cell_count
+    pairs = [(a, b) for a in range(cells) for b in range(a + 1, cells)] or [(0, 0)]
+    classes = problem.network.output_size
+    solved = 0
+    undecided = False
+    for cell_a, cell_b in pairs:
+        for class_a in range(classes):
+            for class_b in range(classes):
+                if class_a == class_b:
+                    continue
+                model, x_a, x_b, y_a, y_b, t = _pair_model(
+                    problem, lower, upper, (cell_a, cell_b),
+                    (cell_bounds[cell_a], cell_bounds[cell_b]),
+                )
+                _margin_rows(model, y_a, class_a, t)
+                _margin_rows(model, y_b, class_b, t)
+                status, best_upper, solution = _solve(model, t, time_limit)
+                solved += 1
+                if status == "infeasible" or best_upper <= TIE_TOLERANCE:
+                    continue
+                if solution is not None and solution[t] > 0.0:
+                    witness = _confirm(problem, solution[x_a], solution[x_b], lower, upper,
+                                       (class_a, class_b))
+                    if witness is not None:
+                        return ExactOutcome("witness", solved, witness[0], witness[1],
+                                            (class_a, class_b))
+                undecided = True
+    return ExactOutcome("unknown" if undecided else "fair", solved)
+
+
+def _confirm(problem: FairnessProblem, x_a: np.ndarray, x_b: np.ndarray, lower: np.ndarray,
+             upper: np.ndarray, classes: tuple[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Snap the solver's point into the partition (one-hots exact, shared non-sensitive part)
+    and keep it only if the network strictly prefers the two classes."""
+    a = np.clip(x_a, lower, upper)
+    for group in problem.onehot_groups:
+        members = list(group)
+        chosen = members[int(np.argmax(a[members]))]
+        a[members] = 0.0
+        a[chosen] = 1.0
+    b = a.copy()
+    sens = list(problem.sensitive)
+    b[sens] = x_b[sens]
+    if problem.sensitive_kind == "one_hot":
+        for point in (a, b):
+            chosen = sens[int(np.argmax(point[sens]))]
+            point[sens] = 0.0
+            point[chosen] = 1.0
+    else:
+        a[sens] = np.clip(a[sens], 0.0, 1.0)
+        b[sens] = np.clip(b[sens], 0.0, 1.0)
+    outputs = problem.network.evaluate(np.stack([a, b]))
+    for row, cls in zip(outputs, classes, strict=True):
+        others = np.delete(row, cls)
+        if not np.all(row[cls] > others):
+            return None
+    return a, b

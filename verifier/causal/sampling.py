@@ -1,0 +1,90 @@
+"""Cheap witness search: evaluate the network on fixed sample points of each partition.
+
+The sample offsets are a fixed pseudo-random set (seed 0), scaled into each partition, so the
+points of a partition do not depend on how partitions are chunked or which executor runs
+them. Only points whose two classes are both strict winners are returned as witnesses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verifier.causal.problem import FairnessProblem
+
+SAMPLES = 16
+
+
+def _offsets(samples: int, inputs: int) -> np.ndarray:
+    offsets = np.random.default_rng(0).uniform(size=(samples, inputs))
+    offsets[0] = 0.5
+    return offsets
+
+
+def sample_points(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+                  samples: int = SAMPLES) -> np.ndarray:
+    """``(B, S, n)`` points inside each partition (one-hot groups get one allowed category;
+    sensitive entries are zero, for the caller to set)."""
+    n = lower.shape[1]
+    u = _offsets(samples, n)[None, :, :]
+    points = lower[:, None, :] + u * (upper - lower)[:, None, :]
+    for group in problem.onehot_groups:
+        members = np.asarray(group)
+        allowed = upper[:, members] > 0.5
+        count = allowed.sum(axis=1)
+        pick = np.minimum((u[0, :, members[0]][None, :] * count[:, None]).astype(int),
+                          count[:, None] - 1)
+        rank = np.cumsum(allowed, axis=1) - 1
+        chosen = (rank[:, None, :] == pick[:, :, None]) & allowed[:, None, :]
+        points[:, :, members] = chosen.astype(float)
+    points[:, :, list(problem.sensitive)] = 0.0
+    return points
+
+
+def strict_classes(problem: FairnessProblem, rows: np.ndarray) -> np.ndarray:
+    """Class of each row, or −1 where the top two outputs tie."""
+    outputs = problem.network.evaluate(rows)
+    top = np.argmax(outputs, axis=1)
+    ordered = np.sort(outputs, axis=1)
+    return np.where(ordered[:, -1] > ordered[:, -2], top, -1)
+
+
+def find_witnesses(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+                   values: np.ndarray, anchors: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Search each partition for a point and two sensitive values (``values`` ``(B, P, k)``,
+    per partition) with two different strict classes. ``anchors`` ``(B, n)`` (NaN rows where
+    none): an extra point per partition, e.g. an ancestor's witness, used when it lies inside.
+    Returns ``found`` ``(B,)``, ``x_a``/``x_b`` ``(B, n)`` and the two classes ``(B, 2)``
+    (meaningful where ``found``)."""
+    batch, n = lower.shape
+    sens = list(problem.sensitive)
+    points = sample_points(problem, lower, upper)
+    if anchors is not None:
+        inside = ~np.isnan(anchors).any(axis=1)
+        others = [i for i in range(n) if i not in set(sens)]
+        filled = np.where(np.isnan(anchors), 0.0, anchors)
+        inside &= ((filled[:, others] >= lower[:, others])
+                   & (filled[:, others] <= upper[:, others])).all(axis=1)
+        extra = np.where(inside[:, None], filled, points[:, 0, :])
+        extra[:, sens] = 0.0
+        points = np.concatenate([extra[:, None, :], points], axis=1)
+    samples, probes = points.shape[1], values.shape[1]
+    rows = np.repeat(points[:, :, None, :], probes, axis=2)
+    rows[:, :, :, sens] = values[:, None, :, :]
+    classes = strict_classes(problem, rows.reshape(-1, n)).reshape(batch, samples, probes)
+    high = classes.max(axis=2)
+    masked = np.where(classes >= 0, classes, np.iinfo(np.int64).max)
+    low = masked.min(axis=2)
+    flips = (classes >= 0).any(axis=2) & (high > low)
+    found = flips.any(axis=1)
+    sample = np.argmax(flips, axis=1)
+    index = np.arange(batch)
+    chosen = classes[index, sample]
+    first = np.argmin(np.where(chosen >= 0, chosen, np.iinfo(np.int64).max), axis=1)
+    second = np.argmax(chosen, axis=1)
+    base = points[index, sample]
+    x_a, x_b = base.copy(), base.copy()
+    x_a[:, sens] = values[index, first]
+    x_b[:, sens] = values[index, second]
+    pair = np.stack([chosen[index, first], chosen[index, second]], axis=1)
+    return found, x_a, x_b, pair

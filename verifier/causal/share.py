@@ -1,0 +1,71 @@
+"""Certified bounds on the biased share from the final partition ledger.
+
+Every partition of the query ends in exactly one class: proven fair, proven biased everywhere,
+biased with a witness (some but maybe not all points biased), or excluded/unresolved. The
+biased share (measure of non-sensitive points with two sensitive values giving different
+classes, relative to the query) therefore lies in ``[mass(biased everywhere), 1 − mass(fair)]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from verifier.causal.analysis import BIASED_EVERYWHERE, FAIR
+from verifier.causal.partition import uniform_share
+from verifier.causal.problem import CausalInputError, FairnessProblem
+
+
+@dataclass(frozen=True)
+class ShareBounds:
+    """Fractions of the query: ``fair``, ``biased`` = ``(lower, upper)``, ``excluded``."""
+
+    fair: float
+    biased: tuple[float, float]
+    excluded: float
+
+
+def uniform_bounds(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+                   status: np.ndarray, excluded_mask: np.ndarray) -> ShareBounds:
+    """Bounds under the uniform measure on the query box."""
+    weight = uniform_share(problem, lower, upper)
+    fair = float(weight[status == FAIR].sum())
+    everywhere = float(weight[status == BIASED_EVERYWHERE].sum())
+    excluded = float(weight[excluded_mask].sum())
+    high = min(1.0, max(everywhere, 1.0 - fair))
+    return ShareBounds(fair=fair, biased=(min(everywhere, high), high), excluded=excluded)
+
+
+def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
+                      upper: np.ndarray, status: np.ndarray,
+                      query_lower: np.ndarray, query_upper: np.ndarray) -> tuple[float, float]:
+    """``P(biased | query)`` bounds under ``population`` (columns = network inputs), from the
+    sound box-probability enclosures of every partition (sensitive inputs over their range)."""
+    if population.dimension != problem.inputs:
+        raise CausalInputError(
+            f"the population model has {population.dimension} columns, the network "
+            f"{problem.inputs} inputs"
+        )
+    columns = getattr(population, "columns", None)
+    if columns is not None and tuple(columns) != tuple(problem.network.input_names):
+        raise CausalInputError(
+            "the population model's columns must be the network's inputs in order: "
+            f"{list(columns)} vs {problem.network.input_names}"
+        )
+    sens = list(problem.sensitive)
+    boxes_lo = np.vstack([lower, query_lower[None, :]])
+    boxes_hi = np.vstack([upper, query_upper[None, :]])
+    boxes_lo[:, sens] = 0.0
+    boxes_hi[:, sens] = 1.0
+    low, high = population.prob_boxes_interval(boxes_lo, boxes_hi)
+    q_low, q_high = float(low[-1]), float(high[-1])
+    low, high = low[:-1], high[:-1]
+    biased_low = float(low[status == BIASED_EVERYWHERE].sum())
+    not_fair_high = min(float(high[status != FAIR].sum()),
+                        q_high - float(low[status == FAIR].sum()))
+    if q_low <= 0.0:
+        return (0.0 if q_high <= 0.0 else min(1.0, biased_low / q_high)), 1.0
+    share_low = min(1.0, biased_low / q_high)
+    share_high = min(1.0, max(not_fair_high, 0.0) / q_low)
+    return share_low, max(share_low, share_high)
