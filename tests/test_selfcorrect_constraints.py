@@ -364,3 +364,21 @@ def test_preconditions_match_a_numpy_oracle(
         axis=1,
     )
     assert np.array_equal(active, expected)
+
+
+def test_a_constraint_that_can_never_hold_warns_at_load_time() -> None:
+    import warnings as _warnings
+
+    from verifier.selfcorrect.constraints import UnsatisfiableConstraintWarning
+    from verifier.selfcorrect.loaders import parse_constraints
+
+    document = {"classes": ["a", "b", "c"], "constraints": [
+        {"name": "cycle", "postcondition": [[["a", "b"], ["b", "a"]]]},
+        {"name": "fine", "postcondition": [[["a", "b"]]]},
+    ]}
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        parse_constraints(document)
+    messages = [str(w.message) for w in caught
+                if issubclass(w.category, UnsatisfiableConstraintWarning)]
+    assert len(messages) == 1 and "'cycle' can never hold" in messages[0]

@@ -109,6 +109,7 @@ def check_rows(
     """All per-row guarantees and exact agreement; returns (#corrected, #bottom)."""
     corrected_t, bottom_t = layer(torch.from_numpy(x), torch.from_numpy(y))
     corrected, bottom = corrected_t.numpy(), bottom_t.numpy()
+    twice = layer(torch.from_numpy(x), corrected_t)[0].numpy()
     m = y.shape[1]
     satisfying: dict[tuple[DNF, ...], list[tuple[int, ...]]] = {}
     n_corrected = 0
@@ -138,6 +139,10 @@ def check_rows(
         expected, expected_bottom = reference_layer(reference, x[row], logits)
         assert expected_bottom == bool(bottom[row])
         assert output == expected, (row, logits, output, expected, dnfs)
+        # idempotence: where the corrected output activates the same constraints (always, for
+        # preconditions on the input alone), a second application changes nothing
+        if active_dnfs(reference, x[row], output) == dnfs:
+            assert twice[row].tolist() == output, (row, logits, output, dnfs)
         n_corrected += int(output != logits)
     return n_corrected, int(bottom.sum())
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,21 @@ class ConstraintError(CertgateInputError):
     """A constraint file or constraint set is malformed; the message names the field."""
 
 
+class UnsatisfiableConstraintWarning(UserWarning):
+    """A constraint whose postcondition no ordering of the classes satisfies."""
+
+
+def never_satisfiable(constraint: SafeOrderingConstraint, num_classes: int) -> bool:
+    """True when every disjunct of the postcondition is a cyclic order (no ranking fits)."""
+    from verifier.selfcorrect.graphs import adjacency_from_literals, graph_tables
+
+    for disjunct in constraint.postcondition:
+        cyclic, _, _, _ = graph_tables(adjacency_from_literals(list(disjunct), num_classes)[None])
+        if not bool(cyclic[0]):
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class SafeOrderingConstraint:
     """⟨precondition, postcondition⟩: where the precondition holds, some disjunct of the
@@ -70,6 +86,14 @@ class ConstraintSet:
             raise ConstraintError(
                 f"class_names has {len(self.class_names)} names for {self.num_classes} classes"
             )
+        for constraint in self.constraints:
+            if never_satisfiable(constraint, self.num_classes):
+                warnings.warn(
+                    f"constraint {constraint.name!r} can never hold: every disjunct of its "
+                    "postcondition orders classes in a cycle, so inputs where it is active get ⊥",
+                    UnsatisfiableConstraintWarning,
+                    stacklevel=3,
+                )
 
     def __len__(self) -> int:
         return len(self.constraints)
