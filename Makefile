@@ -27,4 +27,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bounds_speed.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis mlruns mlflow.db
+	rm -rf $(VENV) .pytest_cache .hypothesis mlruns mlflow.db certgate-demo

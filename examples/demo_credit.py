@@ -1,4 +1,7 @@
-"""The demo's credit-scoring model: synthetic applicants, a small MLP and its population model.
+"""A credit-scoring fixture: synthetic applicants, a small MLP and its population model.
+
+The registry integration tests train and register this model (``tests/mlflow_server.py``);
+``certgate demo`` uses the income classifier of ``pipeline_steps/income_data.py`` instead.
 
 Applicants have an age, an income (k€), a debt ratio, a sex (binary, the protected feature)
 and a housing situation (one-hot: own / rent). Credit is granted (class 1) when a hidden score

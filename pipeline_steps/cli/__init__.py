@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from pipeline_steps.cli import (
     bounds_cmd,
     config_cmd,
+    demo_cmd,
     pipeline_cmd,
     population_cmd,
     selfcorrect_cmd,
@@ -30,6 +31,7 @@ EXIT_ERROR = 2
 
 COMMAND_GROUPS = (
     bounds_cmd, verify_cmd, population_cmd, selfcorrect_cmd, config_cmd, pipeline_cmd,
+    demo_cmd,
 )
 
 
