@@ -17,9 +17,10 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" bash examples/demo.sh
+	$(BIN)/certgate demo
 
 test: $(STAMP)
+	bash scripts/install_chromium.sh
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
