@@ -65,9 +65,20 @@ def probe(uri: str, timeout_s: float = HEALTH_TIMEOUT_S) -> None:
 
 def connect(tracking_uri: str | None = None, registry_uri: str | None = None) -> Registry:
     """Point MLflow at the given store (``None``: ``MLFLOW_TRACKING_URI`` or MLflow's default)
-    and return a client, after checking that a remote server answers."""
+    and return a client, after checking that a remote server answers.
+
+    The registry is ``registry_uri`` when given; otherwise the tracking store itself when
+    ``tracking_uri`` is given, and ``MLFLOW_REGISTRY_URI`` (else the tracking store) only when
+    both come from the environment. MLflow writes both variables whenever a store is set, so
+    reading ``MLFLOW_REGISTRY_URI`` beside an explicit tracking URI would silently send
+    registry calls to the store of an earlier connection in the same process."""
     tracking = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or mlflow.get_tracking_uri()
-    registry = registry_uri or os.environ.get("MLFLOW_REGISTRY_URI") or tracking
+    if registry_uri is not None:
+        registry = registry_uri
+    elif tracking_uri is not None:
+        registry = tracking_uri
+    else:
+        registry = os.environ.get("MLFLOW_REGISTRY_URI") or tracking
     for uri in {tracking, registry}:
         if is_remote(uri):
             probe(uri)

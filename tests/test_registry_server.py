@@ -187,3 +187,17 @@ def test_watcher_picks_up_a_new_version_once(registry: Registry, credit_demo) ->
     assert [e.version for e in poll_once(registry, alias_dispatcher, [name])] == ["2"]
     assert poll_once(registry, alias_dispatcher, [name]) == []
     assert [e.version for e in handled] == ["1", "2"]
+
+
+def test_an_earlier_local_store_does_not_capture_the_servers_registry(
+        registry: Registry, tmp_path: Path) -> None:
+    """MLflow exports MLFLOW_REGISTRY_URI whenever a store is set: after a connection to a
+    local store in the same process, connecting to the server must still register there."""
+    local = connect(f"sqlite:///{tmp_path / 'local.db'}")
+    assert local.registry_uri == local.tracking_uri
+    again = connect(registry.tracking_uri)
+    assert again.registry_uri == registry.tracking_uri
+    name = unique("after_local")
+    again.client.create_registered_model(name)
+    assert registry.client.get_registered_model(name).name == name
+    assert name not in [m.name for m in local.client.search_registered_models()]
