@@ -9,6 +9,7 @@ import pytest
 
 from tests.causal_nets import threshold_network
 from verifier.causal import CausalInputError, build_problem, load_libra_spec, load_query_box
+from verifier.causal.analysis import AnalysisSettings, choose_split, class_gaps, decision_gap
 from verifier.causal.partition import initial_partition, split_candidates, uniform_share
 from verifier.convert import load_network
 
@@ -93,3 +94,29 @@ def test_unfinished_refinement_is_undone_up_to_the_outermost_parent() -> None:
 
     assert undo(FAIR) == [(0.0, 0.25, FAIR), (0.25, 0.5, BIASED_WITNESS), (0.5, 1.0, FAIR)]
     assert undo(UNRESOLVED) == [(0.0, 0.5, BIASED_WITNESS), (0.5, 1.0, FAIR)]
+
+
+def test_decision_gap_closed_form() -> None:
+    # one cell pair decided for class 0 (gap 0 + 0): fair gap 0
+    assert decision_gap(np.array([[[0.0, 1.0], [0.0, 2.0]]]),
+                        np.array([[[0.5, 0.1], [0.2, 0.3]]])).tolist() == [0.0]
+    # fair needs 1 + 2 or 3 + 0.5; bias needs p0:c1 + p1:c0 = 0.1 + 0.2
+    gap = decision_gap(np.array([[[1.0, 3.0], [2.0, 0.5]]]),
+                       np.array([[[0.5, 0.1], [0.2, 0.3]]]))
+    assert gap == pytest.approx([0.3])
+    lower_bounds = np.array([[-0.4, 0.4], [0.2, -0.2]])  # rows y0 - y1, y1 - y0 per box
+    assert class_gaps(lower_bounds, 1, 2).tolist() == [[[0.4, 0.0]], [[0.0, 0.2]]]
+
+
+def test_refinement_cuts_the_input_that_moves_the_border() -> None:
+    # class 1 iff x + 0.5 s > 0.75; z is never read. Both edges are equally wide, so only the
+    # decision-gap rule tells x (index 1) from z (index 0).
+    network = threshold_network([0.0, 1.0, 0.5], -0.75, ["z", "x", "s"])
+    problem = build_problem(network, ["s"])
+    lower, upper = initial_partition(problem)
+    probes = problem.probe_points()[None, :, :]
+    children_lo, children_hi, ok = choose_split(problem, lower, upper, AnalysisSettings(),
+                                                probes)
+    assert ok.tolist() == [True]
+    assert children_hi[0, 0].tolist()[:2] == [1.0, 0.5]
+    assert children_lo[0, 1].tolist()[:2] == [0.0, 0.5]

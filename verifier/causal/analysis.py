@@ -16,12 +16,20 @@ each sensitive cell (and, for a continuous sensitive input, each cell endpoint a
 Undecided partitions are then searched for a witness at fixed sample points (cheap), and only
 those without one and with at most U unstable ReLUs go to the exact MILP check.
 
-**Split rule.** Every admissible binary split (bisect one continuous input, or halve one
-one-hot group's categories) is scored by the number of unstable ReLUs of its two children
-(each child: the most over the sensitive cells, as for the budget U), and the lowest score
-wins; ties go to the widest edge. The exact check's cost grows exponentially with the unstable
-ReLUs and U gates it, so this is the split that brings partitions under the budget soonest —
-round-robin bisection (Libra's rule) spends splits on inputs the network barely reads.
+**Split rules.** Every admissible binary split (bisect one continuous input, or halve one
+one-hot group's categories) is bounded and scored, and the lowest score wins; ties go to the
+widest edge. Round-robin bisection (Libra's rule) spends splits on inputs the network barely
+reads; both rules below look at what the split does to the bounds instead.
+
+* *Undecided* partitions: the number of unstable ReLUs of the two children (each child: the
+  most over the sensitive cells, as for the budget U). The exact check's cost grows
+  exponentially with the unstable ReLUs and U gates it, so this split brings partitions under
+  the budget soonest.
+* *Witnessed* partitions (refined only to tighten the biased share): the children's
+  *decision gap* (:func:`decision_gap`), how far their CROWN bounds are from proving them
+  fair or biased everywhere. Such a partition straddles the border of the biased set, and the
+  inputs that move the logits most across it are the ones worth cutting; the unstable-ReLU
+  count says nothing about that border.
 """
 
 from __future__ import annotations
@@ -107,10 +115,35 @@ def _unstable(result, batch: int, cells: int) -> np.ndarray:
     return result.unstable_count().reshape(batch, cells).max(axis=1)
 
 
+def class_gaps(lower_bounds: np.ndarray, boxes: int, classes: int) -> np.ndarray:
+    """``(N, boxes, K)`` from class-spec lower bounds ``(N·boxes, K(K−1))`` (rows of
+    :func:`class_spec`): ``max(0, −min_d lb(y_c − y_d))``, how far class ``c`` is from being
+    proven on each box (0 when proven, up to ties)."""
+    lb = lower_bounds.reshape(-1, boxes, classes, classes - 1)
+    return np.maximum(0.0, -lb.min(axis=3))
+
+
+def decision_gap(cell_gaps: np.ndarray, probe_gaps: np.ndarray) -> np.ndarray:
+    """``(N,)`` the least total bound improvement that would decide each partition: proven
+    fair (one class ``c`` on every cell: ``min_c Σ_cells gap``) or proven biased everywhere
+    (two probes ``p ≠ q`` with two classes ``c ≠ c'``: ``min gap_c(p) + gap_c'(q)``).
+    ``cell_gaps`` ``(N, V, K)``, ``probe_gaps`` ``(N, P, K)`` from :func:`class_gaps`."""
+    fair = cell_gaps.sum(axis=1).min(axis=1)
+    count, probes, classes = probe_gaps.shape
+    pairs = probe_gaps[:, :, None, :, None] + probe_gaps[:, None, :, None, :]
+    allowed = (~np.eye(probes, dtype=bool))[:, :, None, None] & (
+        ~np.eye(classes, dtype=bool))[None, None, :, :]
+    biased = np.where(allowed[None], pairs, np.inf).reshape(count, -1).min(axis=1)
+    return np.minimum(fair, biased)
+
+
 def choose_split(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
-                 settings: AnalysisSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Children ``(B, 2, n)`` of each partition by the split rule of the module docstring,
-    and ``(B,)`` whether any split is admissible."""
+                 settings: AnalysisSettings, probes: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Children ``(B, 2, n)`` of each partition by the split rules of the module docstring
+    (the unstable-ReLU rule, or the decision-gap rule when ``probes`` ``(B, P, k)``, the
+    sensitive values tried per partition, are given), and ``(B,)`` whether any split is
+    admissible."""
     n = lower.shape[1]
     child_lo, child_hi, valid = split_candidates(problem, lower, upper, settings.min_edge)
     out_lo = np.repeat(lower[:, None, :], 2, axis=1)
@@ -121,18 +154,51 @@ def choose_split(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
     b_idx, d_idx = np.nonzero(valid)
     flat_lo = child_lo[b_idx, d_idx].reshape(-1, n)
     flat_hi = child_hi[b_idx, d_idx].reshape(-1, n)
-    cells = problem.sensitive_cells
-    box_lo, box_hi = with_sensitive(problem, flat_lo, flat_hi, cells)
-    result = compute_bounds(problem.network, box_lo, box_hi, None, settings.bound_method)
-    unstable = _unstable(result, flat_lo.shape[0], cells.shape[0]).reshape(-1, 2).sum(axis=1)
+    if probes is None:
+        per_child = _child_unstable(problem, flat_lo, flat_hi, settings)
+    else:
+        per_child = _child_gap(problem, flat_lo, flat_hi, np.repeat(probes[b_idx], 2, axis=0),
+                               settings)
     score = np.full(valid.shape, np.inf)
-    width = _relative_width(problem, lower, upper)[b_idx, d_idx]
-    score[b_idx, d_idx] = unstable + 0.5 * (1.0 - width)
-    best = np.argmin(score, axis=1)
+    score[b_idx, d_idx] = per_child.reshape(-1, 2).sum(axis=1)
+    width = np.full(valid.shape, -np.inf)
+    width[b_idx, d_idx] = _relative_width(problem, lower, upper)[b_idx, d_idx]
+    tied = score <= score.min(axis=1, keepdims=True)
+    best = np.argmax(np.where(tied & valid, width, -np.inf), axis=1)
     rows = np.flatnonzero(splittable)
     out_lo[rows] = child_lo[rows, best[rows]]
     out_hi[rows] = child_hi[rows, best[rows]]
     return out_lo, out_hi, splittable
+
+
+def _child_unstable(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+                    settings: AnalysisSettings) -> np.ndarray:
+    """``(M,)`` the most unstable ReLUs of each child over the sensitive cells."""
+    cells = problem.sensitive_cells
+    box_lo, box_hi = with_sensitive(problem, lower, upper, cells)
+    result = compute_bounds(problem.network, box_lo, box_hi, None, settings.bound_method)
+    return _unstable(result, lower.shape[0], cells.shape[0]).astype(float)
+
+
+def _child_gap(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+               probes: np.ndarray, settings: AnalysisSettings) -> np.ndarray:
+    """``(M,)`` the decision gap of each child, its cells and its probes ``(M, P, k)``."""
+    classes = problem.network.output_size
+    cells = problem.sensitive_cells
+    cell_lo, cell_hi = with_sensitive(problem, lower, upper, cells)
+    count = probes.shape[1]
+    probe_lo = np.repeat(lower, count, axis=0)
+    probe_hi = np.repeat(upper, count, axis=0)
+    sens = list(problem.sensitive)
+    probe_lo[:, sens] = probes.reshape(-1, len(sens))
+    probe_hi[:, sens] = probes.reshape(-1, len(sens))
+    result = compute_bounds(problem.network, np.vstack([cell_lo, probe_lo]),
+                            np.vstack([cell_hi, probe_hi]), class_spec(classes),
+                            settings.bound_method)
+    split = cell_lo.shape[0]
+    cell_gaps = class_gaps(result.lower[:split], cells.shape[0], classes)
+    probe_gaps = class_gaps(result.lower[split:], count, classes)
+    return decision_gap(cell_gaps, probe_gaps)
 
 
 def _relative_width(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -251,12 +317,15 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     children_lo = np.repeat(lower[:, None, :], 2, axis=1)
     children_hi = np.repeat(upper[:, None, :], 2, axis=1)
     has_children = np.zeros(batch, dtype=bool)
-    refine = replace(settings, min_edge=0.0)
-    for code, rule in ((SPLIT, settings), (BIASED_WITNESS, refine)):
-        rows = np.flatnonzero(status == code)
-        if rows.size:
-            c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows], rule)
-            children_lo[rows], children_hi[rows], has_children[rows] = c_lo, c_hi, ok
+    rows = np.flatnonzero(status == SPLIT)
+    if rows.size:
+        c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows], settings)
+        children_lo[rows], children_hi[rows], has_children[rows] = c_lo, c_hi, ok
+    rows = np.flatnonzero(status == BIASED_WITNESS)
+    if rows.size:
+        c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows],
+                                      replace(settings, min_edge=0.0), probes[rows])
+        children_lo[rows], children_hi[rows], has_children[rows] = c_lo, c_hi, ok
     status[(status == SPLIT) & ~has_children] = EXCLUDED
     children_hints = np.full((batch, 2, n), np.nan) if hints is None else hints.copy()
     witnessed = witness_classes[:, 0] >= 0
