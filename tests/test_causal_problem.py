@@ -120,3 +120,20 @@ def test_refinement_cuts_the_input_that_moves_the_border() -> None:
     assert ok.tolist() == [True]
     assert children_hi[0, 0].tolist()[:2] == [1.0, 0.5]
     assert children_lo[0, 1].tolist()[:2] == [0.0, 0.5]
+
+
+def test_query_files_true_is_the_whole_space_and_unnamed_is_an_error(tmp_path: Path) -> None:
+    network = threshold_network([1.0, 1.0, 1.0], 0.0, ["a", "b", "c"])
+    whole = tmp_path / "true.json"
+    whole.write_text('{"name": "A", "constraints": [], "box": {}}')
+    assert load_query_box(whole) == {}
+    problem = build_problem(network, ["c"], query=load_query_box(whole))
+    assert problem.query_fraction() == 1.0
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text("{}")
+    with pytest.raises(CausalInputError, match="names no input bounds"):
+        load_query_box(nothing)
+    reversed_box = tmp_path / "reversed.json"
+    reversed_box.write_text('{"box": {"a": {"lower": 0.7, "upper": 0.2}}}')
+    with pytest.raises(CausalInputError, match="empty at 'a'"):
+        load_query_box(reversed_box)

@@ -211,10 +211,13 @@ def load_libra_spec(path: str | Path) -> dict[str, Any]:
 def load_query_box(path: str | Path) -> dict[str, tuple[float, float]]:
     """Read a query box: Libra's format (``box`` of ``{lower, upper}``) or ``{name: [lo, hi]}``.
 
-    A strict lower bound of 0 on a one-hot input (``x > 0``) forces that input to 1.
+    A strict lower bound of 0 on a one-hot input (``x > 0``) forces that input to 1. An
+    explicit empty ``box`` (Libra's query ``TRUE``) is the whole input space.
     """
     data = _read_json(path, "query")
     box = data.get("box", data)
+    if isinstance(box, dict) and not box and "box" in data:
+        return {}
     if not isinstance(box, dict) or not box:
         raise CausalInputError(f"{path}: the query names no input bounds")
     result: dict[str, tuple[float, float]] = {}
