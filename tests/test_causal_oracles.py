@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -159,6 +161,19 @@ def test_exact_check_witness_flips_the_class() -> None:
     cell_bounds = [({k: v[c] for k, v in result.pre_lower.items()},
                     {k: v[c] for k, v in result.pre_upper.items()}) for c in range(2)]
     assert check_partition(fair_problem, lower[0], upper[0], cell_bounds).status == "fair"
+    expired = check_partition(fair_problem, lower[0], upper[0], cell_bounds,
+                              deadline=time.time() - 1.0)
+    assert (expired.status, expired.solved) == ("unknown", 0)
+
+
+def test_no_exact_check_runs_past_the_deadline() -> None:
+    network = random_network(3, [5, 5], 7)
+    problem = build_problem(network, ["x2"], split_values=[0.4])
+    lower, upper = initial_partition(problem)
+    settings = AnalysisSettings(max_unstable=100, witness_sampling=False)
+    assert analyse_chunk(problem, settings, lower, upper).milps > 0
+    late = analyse_chunk(problem, settings, lower, upper, deadline=time.time() - 1.0)
+    assert late.milps == 0 and late.status[0] != FAIR
 
 
 def test_population_share_matches_uniform_and_a_skewed_model() -> None:

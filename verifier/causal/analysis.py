@@ -213,19 +213,22 @@ def _relative_width(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarr
 
 
 def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
-                  upper: np.ndarray, hints: np.ndarray | None = None) -> ChunkOutcome:
+                  upper: np.ndarray, hints: np.ndarray | None = None,
+                  deadline: float | None = None) -> ChunkOutcome:
     """Decide a batch of partitions (see the module docstring). Every witness returned has been
     re-evaluated: the two points differ only in sensitive inputs and get the two classes.
     ``hints`` ``(B, 2, n)`` (NaN where none): an ancestor's witness pair; its sensitive values
     are tried as extra probes and its point as an extra sample. Children inherit their
-    parent's witness (or hint).
+    parent's witness (or hint). No exact check runs past ``deadline`` (``time.time()``
+    seconds, comparable across processes and machines up to clock skew): partitions it
+    leaves undecided are split as usual.
 
     Runs torch single-threaded (restoring the caller's setting): the boxes are small and the
     executor already supplies the parallelism, so intra-op threads only contend for cores."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _analyse(problem, settings, lower, upper, hints)
+        return _analyse(problem, settings, lower, upper, hints, deadline)
     finally:
         torch.set_num_threads(previous)
 
@@ -243,7 +246,8 @@ def _probe_values(problem: FairnessProblem, hints: np.ndarray | None, batch: int
 
 
 def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
-             upper: np.ndarray, hints: np.ndarray | None) -> ChunkOutcome:
+             upper: np.ndarray, hints: np.ndarray | None, deadline: float | None
+             ) -> ChunkOutcome:
     batch, n = lower.shape
     cells = problem.sensitive_cells
     cell_count = cells.shape[0]
@@ -305,7 +309,8 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
              {k: v[b * cell_count + c] for k, v in cell_result.pre_upper.items()})
             for c in range(cell_count)
         ]
-        outcome = check_partition(problem, lower[b], upper[b], bounds, settings.milp_time_limit)
+        outcome = check_partition(problem, lower[b], upper[b], bounds, settings.milp_time_limit,
+                                  deadline)
         milps += outcome.solved
         if outcome.status == "fair":
             status[b] = FAIR

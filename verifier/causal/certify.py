@@ -142,8 +142,9 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
         if time.monotonic() >= deadline:
             futures.append((rows, None))
             continue
+        wall_deadline = time.time() + (deadline - time.monotonic())
         futures.append((rows, executor.submit(analyse_chunk, problem, settings, lower[rows],
-                                              upper[rows], hints[rows])))
+                                              upper[rows], hints[rows], wall_deadline)))
     results: list[tuple[np.ndarray, ChunkOutcome | None]] = []
     for rows, future in futures:
         if future is None:

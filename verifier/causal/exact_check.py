@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -192,14 +193,16 @@ def _solve(model: _Model, t: int, time_limit: float) -> tuple[str, float, np.nda
 def check_partition(
     problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
     cell_bounds: list[tuple[dict[int, np.ndarray], dict[int, np.ndarray]]],
-    time_limit: float = 10.0,
+    time_limit: float = 10.0, deadline: float | None = None,
 ) -> ExactOutcome:
     """Decide one partition exactly (see the module docstring).
 
     ``lower``/``upper``: the partition box over all inputs (one-hot groups as 0/1 bounds);
     ``cell_bounds[v]``: pre-activation bounds of every kink layer valid over the partition with
     the sensitive inputs in cell ``v``. A witness is returned only after the network, evaluated
-    at both points, gives the two different classes.
+    at both points, gives the two different classes. Each MILP gets at most ``time_limit``
+    seconds and none runs past ``deadline`` (``time.time()`` seconds): the outcome is then
+    ``unknown``, never ``fair``.
     """
     cells = problem.cell_count
     pairs = [(a, b) for a in range(cells) for b in range(a + 1, cells)] or [(0, 0)]
@@ -211,13 +214,17 @@ def check_partition(
             for class_b in range(classes):
                 if class_a == class_b:
                     continue
+                limit = time_limit if deadline is None else min(time_limit,
+                                                                deadline - time.time())
+                if limit <= 0.0:
+                    return ExactOutcome("unknown", solved)
                 model, x_a, x_b, y_a, y_b, t = _pair_model(
                     problem, lower, upper, (cell_a, cell_b),
                     (cell_bounds[cell_a], cell_bounds[cell_b]),
                 )
                 _margin_rows(model, y_a, class_a, t)
                 _margin_rows(model, y_b, class_b, t)
-                status, best_upper, solution = _solve(model, t, time_limit)
+                status, best_upper, solution = _solve(model, t, limit)
                 solved += 1
                 if status == "infeasible" or best_upper <= TIE_TOLERANCE:
                     continue
