@@ -169,7 +169,8 @@ def run_monotonicity(args: argparse.Namespace) -> int:
 
 
 def _noise_density(args: argparse.Namespace, count: int) -> Any:
-    from verifier.population import Leaf, PiecewiseDensity, load_population
+    from verifier.population import load_population
+    from verifier.wmi.noise import triangular_noise, uniform_noise
 
     if args.noise:
         return load_population(args.noise)
@@ -177,25 +178,8 @@ def _noise_density(args: argparse.Namespace, count: int) -> Any:
         raise CertgateInputError("--noise-uniform/--noise-triangular describe one feature; give "
                                  "a --noise population file for several")
     if args.noise_uniform:
-        low, high = args.noise_uniform
-        if not low < high:
-            raise CertgateInputError("--noise-uniform needs LOW < HIGH")
-        return PiecewiseDensity(leaves=[Leaf(lower=[low], upper=[high],
-                                             constant=1.0 / (high - low))])
-    low, mode, high = args.noise_triangular
-    if not (low <= mode <= high and low < high):
-        raise CertgateInputError("--noise-triangular needs LOW <= MODE <= HIGH and LOW < HIGH")
-    peak = 2.0 / (high - low)
-    leaves = []
-    if mode > low:
-        slope = peak / (mode - low)
-        leaves.append(Leaf(lower=[low], upper=[mode],
-                           polynomial=[([0], -slope * low), ([1], slope)]))
-    if high > mode:
-        slope = peak / (high - mode)
-        leaves.append(Leaf(lower=[mode], upper=[high],
-                           polynomial=[([0], slope * high), ([1], -slope)]))
-    return PiecewiseDensity(leaves=leaves)
+        return uniform_noise(*args.noise_uniform)
+    return triangular_noise(*args.noise_triangular)
 
 
 def run_noise_robustness(args: argparse.Namespace) -> int:
