@@ -12,8 +12,9 @@
 5. Log one MLflow run per audit: parameters, final certified bounds and costs as metrics
    (linked to the logged model), the anytime bounds as step metrics, each certificate
    (``certificates/<audit>.json``), the validation results, the convergence plots and the
-   self-contained HTML report; then tag the model version (``certgate.<audit>.<field>``,
-   ``certgate.audit.*``).
+   self-contained HTML report; certificates listing biased regions and witnesses (causal
+   fairness) also as CSV (``certificates/<audit>.regions.csv``, ``.witnesses.csv``); then
+   tag the model version (``certgate.<audit>.<field>``, ``certgate.audit.*``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import mlflow
 from mlflow.entities import Metric
 
 from configs.schema import AuditSettings, CertgateConfig, DemographicParityAudit
+from pipeline_steps.audit_kinds import KIND_RUNNERS, detail_tables
 from pipeline_steps.gate import CERTIFICATE_ARTIFACT, decide, load_certificates
 from pipeline_steps.report import (
     AuditSection,
@@ -63,6 +65,7 @@ REPORT_ARTIFACT = "report/report.html"
 FIGURE_ARTIFACT = "report/{name}_convergence.png"
 VALIDATION_ARTIFACT = "validation/results.json"
 CONFIG_ARTIFACT = "config/audit_config.json"
+DETAIL_TABLE_ARTIFACT = "certificates/{name}.{table}.csv"
 
 ProgressCallback = Callable[[PVProgress], None]
 
@@ -104,6 +107,7 @@ def run_demographic_parity(settings: DemographicParityAudit, network: Network, p
 
 AUDIT_RUNNERS: dict[str, Callable[..., Certificate]] = {
     "demographic_parity": run_demographic_parity,
+    **KIND_RUNNERS,
 }
 
 
@@ -269,6 +273,10 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
                     registry.client.log_batch(run_id, metrics=steps)
                 mlflow.log_dict(certificate.to_dict(),
                                 CERTIFICATE_ARTIFACT.format(name=settings.name))
+                for table, text in detail_tables(certificate,
+                                                 loaded.network.input_names).items():
+                    mlflow.log_text(text, DETAIL_TABLE_ARTIFACT.format(name=settings.name,
+                                                                       table=table))
                 figure = convergence_figure(settings.name, settings.requirement, certificate)
                 mlflow.log_figure(figure, FIGURE_ARTIFACT.format(name=settings.name))
                 figures[settings.name] = figure_png(figure)

@@ -129,8 +129,9 @@ def mirror_in_mlflow(decision: GateDecision) -> str:
     """Run the decision's numbers through ``mlflow.validate_evaluation_results``.
 
     Each audit contributes its certified bound on the passing side (``<name>.<label>_lower``
-    for ``>`` requirements, ``_upper`` for ``<``) and a ``<name>.proven_pass`` flag (1 or 0)
-    that must reach 1, so MLflow's non-strict comparison can never pass an unproven audit.
+    for ``>``/``>=`` requirements, ``_upper`` for ``<``/``<=``) and a ``<name>.proven_pass``
+    flag (1 or 0) that must reach 1, so MLflow's non-strict comparison can never pass an
+    unproven audit.
     Returns ``"passed"`` or ``"failed: <MLflow's message>"``.
     """
     import mlflow
@@ -141,7 +142,7 @@ def mirror_in_mlflow(decision: GateDecision) -> str:
     thresholds: dict[str, MetricThreshold] = {}
     for check in decision.checks:
         requirement = check.requirement
-        greater = requirement.comparison == ">"
+        greater = requirement.greater_is_better
         side = "lower" if greater else "upper"
         bound_key = f"{check.audit}.{requirement.label}_{side}"
         flag_key = f"{check.audit}.proven_pass"

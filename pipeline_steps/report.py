@@ -59,9 +59,11 @@ class ReportData:
     created_at: float = field(default_factory=time.time)
 
 
-def history_series(certificate: Certificate) -> tuple[list[float], list[float], list[float]]:
-    """``(elapsed_s, lower, upper)`` of the anytime bounds in ``details["history"]``, ending
-    with the certified final interval of ``bounds["value"]``."""
+def history_series(certificate: Certificate, quantity: str = "value"
+                   ) -> tuple[list[float], list[float], list[float]]:
+    """``(elapsed_s, lower, upper)`` of the anytime bounds in ``details["history"]`` (none:
+    only the final point), ending with the certified final interval of
+    ``bounds[quantity]``."""
     times: list[float] = []
     lows: list[float] = []
     highs: list[float] = []
@@ -70,7 +72,7 @@ def history_series(certificate: Certificate) -> tuple[list[float], list[float], 
         times.append(float(elapsed))
         lows.append(float(low))
         highs.append(float(high))
-    final_low, final_high = certificate.bounds["value"]
+    final_low, final_high = certificate.bounds[quantity]
     end = float(certificate.cost.get("elapsed_s", times[-1] if times else 0.0))
     if not times or (lows[-1], highs[-1]) != (final_low, final_high) or times[-1] < end:
         times.append(max(end, times[-1] if times else 0.0))
@@ -81,7 +83,7 @@ def history_series(certificate: Certificate) -> tuple[list[float], list[float], 
 
 def convergence_figure(name: str, requirement: Requirement, certificate: Certificate) -> Figure:
     """The certified interval of the audited quantity over time, with the gate threshold."""
-    times, lows, highs = history_series(certificate)
+    times, lows, highs = history_series(certificate, requirement.quantity)
     figure = Figure(figsize=(6.4, 3.6), dpi=100)
     axes = figure.add_subplot()
     finite_low = [value if math.isfinite(value) else math.nan for value in lows]

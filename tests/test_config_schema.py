@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from configs.schema import (
     CertgateConfig,
     ConfigError,
+    Requirement,
     expand_environment,
     json_schema,
     load_config,
@@ -206,3 +207,173 @@ def test_json_schema_forbids_extra_keys_everywhere() -> None:
     audits = schema["properties"]["audits"]["items"]
     assert audits["discriminator"]["propertyName"] == "kind"
     assert "demographic_parity" in audits["discriminator"]["mapping"]
+
+
+# ------------------------------------------------------------------------------ more kinds
+
+KIND_EXAMPLES: dict[str, dict[str, Any]] = {
+    "causal_fairness": {"kind": "causal_fairness", "sensitive": ["sex"],
+                        "max_biased_share": 0.05},
+    "monotonicity": {"kind": "monotonicity", "feature": "income", "min_probability": 0.99},
+    "noise_robustness": {"kind": "noise_robustness", "features": ["income"],
+                         "noise_uniform": [-0.1, 0.1], "min_probability": 0.95},
+    "local_robustness": {"kind": "local_robustness", "center": [0.5, 0.5], "epsilon": 0.1,
+                         "min_probability": 0.9},
+}
+
+
+def with_audit(audit: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    document = copy.deepcopy(MINIMAL)
+    document["audits"] = [{**copy.deepcopy(audit), **changes}]
+    return document
+
+
+def uncommented_template() -> str:
+    """The template with its commented audit examples enabled (the block of ``  # `` lines
+    after the 'More audit kinds' marker)."""
+    lines = (CONFIGS / "template.yaml").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if "More audit kinds" in line) + 1
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("  # "))
+    enabled = [f"  {line[4:]}" for line in lines[start:end]]
+    return "\n".join([*lines[:start], *enabled, *lines[end:]])
+
+
+def test_template_examples_of_every_kind_are_valid(tmp_path: Path) -> None:
+    path = tmp_path / "enabled.yaml"
+    path.write_text(uncommented_template())
+    config = load_config(path)
+    assert [audit.kind for audit in config.audits] == ["demographic_parity", *KIND_EXAMPLES]
+    assert [audit.requirement.describe() for audit in config.audits[1:]] == [
+        "biased_share < 0.05", "probability >= 0.99", "probability >= 0.95",
+        "probability >= 0.9",
+    ]
+
+
+def test_defaults_and_requirements_of_the_new_kinds() -> None:
+    audits = [parse_config(with_audit(example)).audits[0] for example in KIND_EXAMPLES.values()]
+    causal, mono, noise, local = audits
+    assert (causal.name, causal.sensitive_kind, causal.measure, causal.lower_edge,
+            causal.max_unstable, causal.timeout_s) == (
+        "causal_fairness", "continuous", "uniform", 0.0, 8, 60.0)
+    assert causal.requirement == Requirement(quantity="biased_share", label="biased_share",
+                                             comparison="<", threshold=0.05)
+    population = parse_config(with_audit(KIND_EXAMPLES["causal_fairness"],
+                                         measure="population")).audits[0]
+    assert population.requirement.quantity == population.requirement.label == \
+        "biased_share_population"
+    assert (mono.name, mono.decreasing, mono.positive_class, mono.use_prior) == (
+        "monotonicity", False, 1, False)
+    assert noise.noise_triangular is None and local.label is None
+    for audit in (mono, noise, local):
+        assert (audit.requirement.quantity, audit.requirement.comparison) == (
+            "probability", ">=")
+    one_hot = parse_config(with_audit(KIND_EXAMPLES["causal_fairness"], sensitive=["a", "b"],
+                                      sensitive_kind="one_hot",
+                                      onehot_groups=[["c", "d"]],
+                                      query={"e": [0.2, 0.4]})).audits[0]
+    assert one_hot.query == {"e": (0.2, 0.4)}
+
+
+@pytest.mark.parametrize(("kind", "changes", "expected"), [
+    ("causal_fairness", {"max_biased_shar": 0.1}, "audits[0].max_biased_shar: unknown key"),
+    ("causal_fairness", {"max_biased_share": 0.0},
+     "audits[0]: max_biased_share must lie in (0, 1]"),
+    ("causal_fairness", {"max_biased_share": 1.5},
+     "audits[0]: max_biased_share must lie in (0, 1]"),
+    ("causal_fairness", {"measure": "weighted"}, "audits[0].measure: Input should be"),
+    ("causal_fairness", {"sensitive_kind": "onehot"}, "audits[0].sensitive_kind"),
+    ("causal_fairness", {"sensitive": []}, "audits[0].sensitive"),
+    ("causal_fairness", {"sensitive": ["a", "b"]},
+     "audits[0]: a continuous sensitive feature is exactly one input"),
+    ("causal_fairness", {"sensitive": ["a", "a"], "sensitive_kind": "one_hot"},
+     "audits[0]: sensitive lists an input twice"),
+    ("causal_fairness", {"sensitive_kind": "one_hot"},
+     "audits[0]: a one_hot sensitive feature needs at least two inputs"),
+    ("causal_fairness", {"sensitive": ["a", "b"], "sensitive_kind": "one_hot",
+                         "split_values": [0.5]},
+     "audits[0]: split_values only apply to a continuous sensitive input"),
+    ("causal_fairness", {"split_values": [0.5, 1.0]},
+     "audits[0].split_values: every split value must lie in (0, 1), got 1.0"),
+    ("causal_fairness", {"onehot_groups": [["c", "d"], ["e"]]},
+     "audits[0].onehot_groups[1]: List should have at least 2 items"),
+    ("causal_fairness", {"query": {"age": [0.8, 0.2]}},
+     "audits[0].query: the query interval of 'age' is empty: [0.8, 0.2]"),
+    ("causal_fairness", {"query": {"age": [0.2]}}, "audits[0].query.age"),
+    ("causal_fairness", {"lower_edge": -0.1}, "audits[0].lower_edge"),
+    ("causal_fairness", {"max_unstable": -1}, "audits[0].max_unstable"),
+    ("causal_fairness", {"timeout_s": 0}, "audits[0].timeout_s"),
+    ("causal_fairness", {"target_width": float("nan")}, "audits[0].target_width"),
+    ("monotonicity", {"featur": "age"}, "audits[0].featur: unknown key"),
+    ("monotonicity", {"min_probability": 1.0},
+     "audits[0].min_probability: min_probability must lie in [0, 1)"),
+    ("monotonicity", {"min_probability": -0.1},
+     "audits[0].min_probability: min_probability must lie in [0, 1)"),
+    ("monotonicity", {"positive_class": -1}, "audits[0].positive_class"),
+    ("monotonicity", {"name": "9lives"}, "audits[0].name"),
+    ("noise_robustness", {"noise_triangular": [-0.1, 0.0, 0.1]},
+     "audits[0]: give exactly one of noise_uniform"),
+    ("noise_robustness", {"noise_uniform": None},
+     "audits[0]: give exactly one of noise_uniform"),
+    ("noise_robustness", {"features": ["income", "age"]},
+     "audits[0]: noise_uniform/noise_triangular describe the noise on one feature"),
+    ("noise_robustness", {"noise_uniform": [0.1, -0.1]},
+     "audits[0]: noise_uniform needs low < high"),
+    ("noise_robustness", {"noise_uniform": None, "noise_triangular": [0.0, 0.2, 0.1]},
+     "audits[0]: noise_triangular needs low <= mode <= high"),
+    ("noise_robustness", {"noise_uniform": [0.1]}, "audits[0].noise_uniform"),
+    ("local_robustness", {"epsilon": 0.0}, "audits[0].epsilon"),
+    ("local_robustness", {"center": []}, "audits[0].center"),
+    ("local_robustness", {"center": [0.5, float("inf")]}, "audits[0].center[1]"),
+    ("local_robustness", {"label": -1}, "audits[0].label"),
+    ("local_robustness", {"min_probabilty": 0.9}, "audits[0].min_probabilty: unknown key"),
+])
+def test_new_kinds_reject_bad_values_naming_the_field(kind: str, changes: dict[str, Any],
+                                                       expected: str) -> None:
+    assert expected in error_of(with_audit(KIND_EXAMPLES[kind], **changes))
+
+
+def test_missing_threshold_and_known_kinds_are_named() -> None:
+    document = with_audit(KIND_EXAMPLES["monotonicity"])
+    del document["audits"][0]["min_probability"]
+    assert "audits[0].min_probability: required key missing" in error_of(document)
+    message = error_of(with_change(["audits", 0, "kind"], "monotonic"))
+    assert ("known: causal_fairness, demographic_parity, local_robustness, monotonicity, "
+            "noise_robustness") in message
+
+
+@pytest.mark.parametrize(("comparison", "passing", "failing", "undecided"), [
+    (">", [(0.51, 0.9)], [(0.1, 0.5), (0.5, 0.5)], [(0.5, 0.9), (0.4, 0.6)]),
+    (">=", [(0.5, 0.9), (0.5, 0.5)], [(0.1, 0.49)], [(0.49, 0.5), (0.4, 0.6)]),
+    ("<", [(0.1, 0.49)], [(0.5, 0.9), (0.5, 0.5)], [(0.1, 0.5), (0.4, 0.6)]),
+    ("<=", [(0.1, 0.5), (0.5, 0.5)], [(0.51, 0.9)], [(0.5, 0.51), (0.4, 0.6)]),
+])
+def test_requirement_comparisons_pass_and_fail_only_when_proven(
+        comparison: str, passing: list[tuple[float, float]],
+        failing: list[tuple[float, float]], undecided: list[tuple[float, float]]) -> None:
+    requirement = Requirement(quantity="q", label="q", comparison=comparison, threshold=0.5)
+    for interval in passing:
+        assert requirement.proven_pass(*interval) and not requirement.proven_fail(*interval)
+    for interval in failing:
+        assert requirement.proven_fail(*interval) and not requirement.proven_pass(*interval)
+    for interval in undecided:
+        assert not requirement.proven_pass(*interval)
+        assert not requirement.proven_fail(*interval)
+    assert requirement.greater_is_better == comparison.startswith(">")
+    assert requirement.describe() == f"q {comparison} 0.5"
+
+
+@given(st.sampled_from([">", ">=", "<", "<="]),
+       st.floats(-2, 2), st.floats(-2, 2), st.floats(-2, 2))
+def test_requirement_verdicts_agree_with_every_point_of_the_interval(
+        comparison: str, a: float, b: float, threshold: float) -> None:
+    """A proven pass means every point passes, a proven fail that none does (checked at the
+    ends and the middle, which decide a monotone comparison)."""
+    low, high = min(a, b), max(a, b)
+    requirement = Requirement(quantity="q", label="q", comparison=comparison,
+                              threshold=threshold)
+    holds = {">": float.__gt__, ">=": float.__ge__, "<": float.__lt__, "<=": float.__le__}
+    points = [low, (low + high) / 2, high]
+    if requirement.proven_pass(low, high):
+        assert all(holds[comparison](p, threshold) for p in points)
+    if requirement.proven_fail(low, high):
+        assert not any(holds[comparison](p, threshold) for p in points)
