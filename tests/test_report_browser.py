@@ -9,7 +9,6 @@ Without Chromium the test skips and says so: ``scripts/install_chromium.sh`` ins
 
 from __future__ import annotations
 
-import math
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -27,7 +26,7 @@ from pipeline_steps.report import (
     figure_png,
     render_report,
 )
-from verifier.certificate import Certificate
+from tests.test_pipeline_report import sample_certificate
 
 CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -58,19 +57,6 @@ def run_chromium(page: Path, profile: Path, *args: str) -> str:
                             timeout=BROWSER_TIMEOUT_S, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
-
-
-def sample_certificate() -> Certificate:
-    history = [[0.1, [0.0, math.inf]], [0.5, [0.4, 2.0]], [1.0, [0.79, 1.3]]]
-    return Certificate(
-        audit="demographic_parity", verdict="satisfied",
-        bounds={"value": (0.81, 1.2), "p_unprivileged": (0.4, 0.5),
-                "p_privileged": (0.45, 0.52)},
-        details={"history": history, "expression": "p_unprivileged / p_privileged",
-                 "comparison": ">", "threshold": 0.8, "stopped_by": "decided"},
-        cost={"elapsed_s": 1.25, "boxes": 900, "iterations": 9},
-        algorithm="PV branch and bound",
-    )
 
 
 def report_page(directory: Path, with_plot: bool) -> Path:
