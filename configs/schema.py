@@ -115,6 +115,10 @@ class DemographicParityAudit(_Strict):
             raise ValueError(f"gamma must lie in (0, 1) for the difference form, got {self.gamma}")
         return self
 
+    def referenced_inputs(self) -> tuple[str, ...]:
+        """Input names this audit reads (checked against the model before anything runs)."""
+        return (self.protected,)
+
     @property
     def requirement(self) -> Requirement:
         if self.form == "ratio":
@@ -197,6 +201,11 @@ class CausalFairnessAudit(_Strict):
             )
         return self
 
+    def referenced_inputs(self) -> tuple[str, ...]:
+        """Input names this audit reads (checked against the model before anything runs)."""
+        grouped = [name for group in self.onehot_groups or [] for name in group]
+        return (*self.sensitive, *grouped, *(self.query or {}))
+
     @property
     def requirement(self) -> Requirement:
         quantity = "biased_share" if self.measure == "uniform" else "biased_share_population"
@@ -229,6 +238,10 @@ class _ProbabilityAudit(_Strict):
             )
         return value
 
+    def referenced_inputs(self) -> tuple[str, ...]:
+        """Input names this audit reads (checked against the model before anything runs)."""
+        return ()
+
     @property
     def requirement(self) -> Requirement:
         return Requirement(quantity="probability", label="probability", comparison=">=",
@@ -251,6 +264,10 @@ class MonotonicityAudit(_ProbabilityAudit):
     positive_class: int = Field(default=1, ge=0)
     use_prior: bool = False
 
+    def referenced_inputs(self) -> tuple[str, ...]:
+        """Input names this audit reads (checked against the model before anything runs)."""
+        return (self.feature,)
+
 
 class NoiseRobustnessAudit(_ProbabilityAudit):
     """Robustness to additive noise: ``P(class(x) = class(x + n))`` with ``x`` drawn from the
@@ -264,6 +281,10 @@ class NoiseRobustnessAudit(_ProbabilityAudit):
     features: list[str] = Field(min_length=1)
     noise_uniform: tuple[float, float] | None = None
     noise_triangular: tuple[float, float, float] | None = None
+
+    def referenced_inputs(self) -> tuple[str, ...]:
+        """Input names this audit reads (checked against the model before anything runs)."""
+        return tuple(self.features)
 
     @model_validator(mode="after")
     def _one_noise(self) -> NoiseRobustnessAudit:

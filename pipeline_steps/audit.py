@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from pipeline_steps.report import (
     figure_png,
     render_report,
 )
-from pipeline_steps.validation import ValidationReport, validate_audit_inputs
+from pipeline_steps.validation import ValidationReport, input_names, validate_audit_inputs
 from registry_hooks.connection import Registry, connect, registry_errors
 from registry_hooks.loading import LoadedModel, load_model, load_population_model
 from registry_hooks.tags import (
@@ -57,6 +57,7 @@ from registry_hooks.tags import (
 )
 from registry_hooks.uris import parse_model_uri, resolve_version
 from verifier.certificate import Certificate, to_jsonable
+from verifier.errors import CertgateInputError
 from verifier.executor import make_executor
 from verifier.network import Network
 from verifier.pv import PVProgress
@@ -329,6 +330,33 @@ def previous_audit(config: CertgateConfig, registry: Registry,
     )
 
 
+def named_network(config: CertgateConfig, network: Network, population: Any) -> Network:
+    """``network`` with its inputs named as the audits see them (the population model's
+    columns when the network carries only default names), after checking that every input an
+    audit names exists: a typo fails here, before anything is written to the registry."""
+    names = input_names(network, population)
+    for settings in config.audits:
+        missing = [name for name in settings.referenced_inputs() if name not in names]
+        if missing:
+            raise CertgateInputError(
+                f"audit {settings.name!r}: {', '.join(map(repr, missing))} "
+                f"{'is not an input' if len(missing) == 1 else 'are not inputs'} of the model "
+                f"(inputs: {', '.join(names)})"
+            )
+    if names == list(network.input_names):
+        return network
+    return replace(network, input_names=names)
+
+
+def _restore_status(registry: Registry, loaded: LoadedModel, previous: str | None) -> None:
+    """Put the version's audit-status tag back as it was before a failed audit."""
+    with registry_errors(f"cannot reset the audit status of {loaded.uri}"):
+        if previous is None:
+            registry.client.delete_model_version_tag(loaded.name, loaded.version, STATUS_TAG)
+        else:
+            set_version_tags(registry, loaded.name, loaded.version, {STATUS_TAG: previous})
+
+
 def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,
               progress: bool = True, registry: Registry | None = None,
               report_dir: Path | None = None) -> AuditOutcome:
@@ -349,18 +377,19 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
             samples=config.validation.population_samples, seed=config.validation.seed,
             audit_data=config.validation.audit_data,
         )
+        network = named_network(config, loaded.network, population)
         in_registry = loaded.name is not None and loaded.version is not None
+        previous_status = None
         if in_registry:
+            previous_status = version_tags(registry, loaded.name, loaded.version).get(STATUS_TAG)
             set_version_tags(registry, loaded.name, loaded.version, {STATUS_TAG: STATUS_RUNNING})
         try:
-            certificates = certify_all(config, loaded.network, population, progress)
+            certificates = certify_all(config, network, population, progress)
             outcome = log_audit_run(config, registry, loaded, source, validation, certificates,
                                     report_dir)
         except BaseException:
             if in_registry:
-                with registry_errors(f"cannot reset the audit status of {loaded.uri}"):
-                    registry.client.delete_model_version_tag(loaded.name, loaded.version,
-                                                             STATUS_TAG)
+                _restore_status(registry, loaded, previous_status)
             raise
     outcome.elapsed_s = time.monotonic() - started
     return outcome

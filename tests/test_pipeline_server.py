@@ -29,7 +29,13 @@ from pipeline_steps.cli.pipeline_cmd import _dispatcher
 from registry_hooks.connection import Registry, connect
 from registry_hooks.publish import log_model_with_population
 from registry_hooks.receiver import WebhookReceiver
-from registry_hooks.tags import alias_version, version_tags
+from registry_hooks.tags import (
+    STATUS_AUDITED,
+    STATUS_TAG,
+    alias_version,
+    set_version_tags,
+    version_tags,
+)
 from verifier.certificate import Certificate
 
 pytest_plugins = ["mlflow_server"]
@@ -264,8 +270,28 @@ def test_bad_input_is_one_line_and_writes_nothing(
     code, _, err = run_cli(capsys, "gate", "--config", str(missing.with_name("absent.yaml")))
     assert code == 2 and "config file not found" in one_line_error(err)
 
+    typo = write_config(tmp_path, registry.tracking_uri, uri, audit={"protected": "gender"})
+    code, _, err = run_cli(capsys, "run", "--config", str(typo))
+    message = one_line_error(err)
+    assert code == 2 and "audit 'demographic_parity': 'gender' is not an input" in message
+    assert "sex" in message and runs_in(registry, typo) == 0
+
     assert version_tags(registry, name, version) == {}
     assert alias_version(registry, name, "champion") is None
+
+
+def test_an_audit_failing_midway_puts_the_status_tag_back(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    name = f"midway_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    uri = f"models:/{name}/{version}"
+    set_version_tags(registry, name, version, {STATUS_TAG: STATUS_AUDITED})
+    no_mass = write_config(tmp_path, registry.tracking_uri, uri, audit={"privileged": 7})
+    code, _, err = run_cli(capsys, "audit", "--config", str(no_mass), "--no-progress")
+    assert code == 2 and "probability 0" in one_line_error(err)
+    assert version_tags(registry, name, version) == {STATUS_TAG: STATUS_AUDITED}
+    assert runs_in(registry, no_mass) == 0
 
 
 def wait_for(condition, timeout_s: float = 120.0) -> None:
