@@ -21,6 +21,8 @@ from verifier.causal.analysis import (
 )
 from verifier.causal.exact_check import check_partition
 from verifier.causal.partition import initial_partition, with_sensitive
+from verifier.causal.problem import CausalInputError
+from verifier.network import Layer, Network
 from verifier.population import Factor, Product, Uniform
 
 FAST = CausalSettings(max_unstable=4, timeout_s=20.0, target_width=0.01)
@@ -209,3 +211,78 @@ def test_anytime_stop_keeps_the_ledger_consistent(budget: float) -> None:
              + details["excluded_fraction"])
     assert total == pytest.approx(1.0)
     assert high == pytest.approx(1.0 - details["fair_fraction"])
+
+
+def _one_hot_problem(network: Network, values: int):
+    names = list(network.input_names)
+    return build_problem(network, names[2:2 + values], sensitive_kind="one_hot")
+
+
+def _cell_bounds(problem, lower: np.ndarray, upper: np.ndarray) -> list:
+    boxes = with_sensitive(problem, lower[None, :], upper[None, :], problem.sensitive_cells)
+    result = compute_bounds(problem.network, *boxes, None, "crown")
+    return [({k: v[c] for k, v in result.pre_lower.items()},
+             {k: v[c] for k, v in result.pre_upper.items()}) for c in range(problem.cell_count)]
+
+
+def _partition(problem, lo: float, width: float) -> tuple[np.ndarray, np.ndarray]:
+    lower, upper = initial_partition(problem)
+    lower, upper = lower[0].copy(), upper[0].copy()
+    lower[:2], upper[:2] = lo, lo + width
+    return lower, upper
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), values=st.sampled_from([3, 4]), lo=st.floats(0.0, 0.7),
+       width=st.floats(0.05, 0.3))
+def test_merged_one_hot_encoding_agrees_with_cell_pairs(seed: int, values: int, lo: float,
+                                                        width: float) -> None:
+    """The single merged MILP family and the per-cell-pair family decide alike; a fair verdict
+    has no biased grid point and every witness flips the class between two one-hot values."""
+    network = random_network(2 + values, [5, 4], seed)
+    problem = _one_hot_problem(network, values)
+    lower, upper = _partition(problem, lo, width)
+    cell_bounds = _cell_bounds(problem, lower, upper)
+    pairs = check_partition(problem, lower, upper, cell_bounds, merge_cells=False)
+    merged = check_partition(problem, lower, upper, cell_bounds, merge_cells=True)
+    assert pairs.status == merged.status
+    assert pairs.status in ("fair", "witness")
+    if merged.status == "fair":
+        assert (merged.solved, pairs.solved) == (2, values * (values - 1))
+    sens = list(problem.sensitive)
+    if merged.status == "fair":
+        g1, g2 = np.meshgrid(np.linspace(lo, lo + width, 21), np.linspace(lo, lo + width, 21))
+        points = np.zeros((g1.size, problem.inputs))
+        points[:, 0], points[:, 1] = g1.ravel(), g2.ravel()
+        assert not biased_by_grid(network, points, sens, np.eye(values)).any()
+    for outcome in (pairs, merged):
+        if outcome.status != "witness":
+            continue
+        a, b = outcome.x_a, outcome.x_b
+        assert np.array_equal(a[:2], b[:2])
+        assert np.all((lower[:2] <= a[:2]) & (a[:2] <= upper[:2]))
+        for point in (a, b):
+            assert sorted(point[sens].tolist()) == [0.0] * (values - 1) + [1.0]
+        classes = network.classify(np.stack([a, b]))
+        assert classes.tolist() == list(outcome.classes) and classes[0] != classes[1]
+
+
+def test_merged_one_hot_encoding_proves_a_blind_network_fair() -> None:
+    """Zero weights on the sensitive inputs: the class never depends on them."""
+    random = random_network(6, [6, 5], 11)
+    first = random.layers[0]
+    weight = first.weight.copy()
+    weight[:, 2:] = 0.0
+    layers = [Layer(weight, first.bias, first.activation), *random.layers[1:]]
+    network = Network(layers, input_names=list(random.input_names))
+    problem = _one_hot_problem(network, 4)
+    lower, upper = _partition(problem, 0.2, 0.5)
+    cell_bounds = _cell_bounds(problem, lower, upper)
+    outcome = check_partition(problem, lower, upper, cell_bounds, merge_cells=True)
+    assert (outcome.status, outcome.solved) == ("fair", 2)
+    expired = check_partition(problem, lower, upper, cell_bounds, merge_cells=True,
+                              deadline=time.time() - 1.0)
+    assert (expired.status, expired.solved) == ("unknown", 0)
+    continuous = build_problem(network, ["x2"])
+    with pytest.raises(CausalInputError, match="merge_cells"):
+        check_partition(continuous, lower, upper, cell_bounds, merge_cells=True)
