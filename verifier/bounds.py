@@ -14,11 +14,19 @@ Guarantees
 * CROWN and alpha-CROWN are intersected with IBP on the final layer, and alpha-CROWN with CROWN,
   so each is never looser than the cheaper method.
 * Floating point (DESIGN D2): every computed bound — intermediate and final — is widened
-  outward by ``REL_MARGIN × (sum of the absolute values of all terms summed into it) +
-  ABS_MARGIN`` (no widening when every term is exactly zero, e.g. behind dead ReLUs, since
-  such a sum is exact). float64 accumulation error of a dot product of ``n`` terms is at most
-  ``n·2⁻⁵³`` times that magnitude, so the margin dominates rounding by orders of magnitude for
-  layers up to ~10⁵ neurons; rounding can only make a bound looser, never wrong.
+  outward by ``REL_MARGIN × magnitude + ABS_MARGIN``. The *magnitude* is the network (and
+  the specification) evaluated in absolute values — ``|C|·|W_L|·…·|W_1|·max(|lo|, |hi|)``
+  plus the absolute biases and relaxation intercepts — computed from the unfolded factors,
+  never from float products that may have cancelled (``C·W`` can round to an exact zero
+  that is not zero in real arithmetic). The forward error of any float evaluation of a sum
+  of products is at most ``γ_n`` times that magnitude (``n·2⁻⁵³`` for ``n`` factors and
+  terms), so the margin dominates rounding by orders of magnitude for networks up to ~10⁵
+  neurons. The margin is skipped only when every term is zero *in real arithmetic*, decided
+  structurally (a product is zero iff one of its float factors is exactly zero; a ReLU whose
+  sound upper bound is ``<= 0`` outputs exactly zero), never because a float rounded to zero.
+* Overflow: a bound whose float evaluation overflowed or became NaN is replaced by ``−∞``
+  (lower) or ``+∞`` (upper), never a finite value; CROWN runs only on boxes whose IBP
+  intermediate bounds are all finite (the others keep their IBP bounds).
 
 Work for CROWN is proportional to the number of *unstable* neurons: stable neurons (decided by
 IBP from the previous layer's CROWN bounds) are never back-substituted, and back-substitution
@@ -29,6 +37,7 @@ runs on a flat list of ``(box, row)`` pairs that share each layer's weight matri
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -95,12 +104,71 @@ class BoundsResult:
 
 @dataclass(frozen=True)
 class _Affine:
-    """One affine map of the lowered network, as torch tensors, with its activation's slope."""
+    """One affine map as torch tensors, with what the margin rule needs about it.
+
+    ``weight``/``bias`` are the (possibly folded) float coefficients used for values;
+    ``mag_weight``/``mag_bias`` are entrywise upper bounds of the absolute values of the real
+    terms that make them up (``|C|·|W|`` for a folded ``C·W``); ``support_weight`` (0/1) and
+    ``support_bias`` (bool) say which real coefficients may be non-zero (structurally).
+    """
 
     weight: torch.Tensor
     bias: torch.Tensor
     abs_weight: torch.Tensor
     slope: torch.Tensor | None  # per-neuron left slope of the kink; None: no activation
+    mag_weight: torch.Tensor
+    mag_bias: torch.Tensor
+    support_weight: torch.Tensor
+    support_bias: torch.Tensor
+
+
+def _affine(
+    weight: torch.Tensor, bias: torch.Tensor, slope: torch.Tensor | None = None,
+    weight_magnitude: torch.Tensor | None = None, bias_magnitude: torch.Tensor | None = None,
+) -> _Affine:
+    """An affine map whose real coefficients' terms have the given magnitudes (default: the
+    coefficients' absolute values, for coefficients that are not folded)."""
+    abs_weight = weight.abs()
+    mag_weight = abs_weight if weight_magnitude is None else weight_magnitude
+    mag_bias = bias.abs() if bias_magnitude is None else bias_magnitude
+    return _Affine(
+        weight, bias, abs_weight, slope, mag_weight, mag_bias,
+        (mag_weight != 0).to(torch.float64), mag_bias != 0,
+    )
+
+
+def _folded(spec: torch.Tensor, last: _Affine) -> _Affine:
+    """``spec @ last`` as one affine map (``spec``: ``(S, n)``, or ``(B, S, n)`` for one
+    matrix per box), keeping the unfolded magnitudes and supports so that cancellation in
+    ``spec @ W`` is never mistaken for an exact zero."""
+    weight = spec @ last.weight
+    spec_abs = spec.abs()
+    spec_support = (spec != 0).to(torch.float64)
+    return _Affine(
+        weight, spec @ last.bias, weight.abs(), None,
+        spec_abs @ last.mag_weight, spec_abs @ last.mag_bias,
+        ((spec_support @ last.support_weight) > 0).to(torch.float64),
+        (spec_support @ last.support_bias.to(torch.float64)) > 0,
+    )
+
+
+def _restricted(affine: _Affine, mask: torch.Tensor) -> _Affine:
+    """The affine map for the boxes in ``mask`` (itself when shared by every box)."""
+    if affine.weight.ndim == 2:
+        return affine
+    return _Affine(
+        affine.weight[mask], affine.bias[mask], affine.abs_weight[mask], None,
+        affine.mag_weight[mask], affine.mag_bias[mask], affine.support_weight[mask],
+        affine.support_bias[mask],
+    )
+
+
+def _apply(matrix: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """``matrix @ v`` for every row ``v`` of ``vectors``: ``matrix`` shared ``(S, n)`` or one
+    per row ``(B, S, n)``."""
+    if matrix.ndim == 2:
+        return vectors @ matrix.T
+    return (matrix @ vectors.unsqueeze(-1)).squeeze(-1)
 
 
 def _prepare(network: Network) -> tuple[Network, list[_Affine]]:
@@ -113,12 +181,17 @@ def _prepare(network: Network) -> tuple[Network, list[_Affine]]:
         lowered = Network(layers, list(lowered.input_names), list(lowered.output_names))
     affines = []
     for layer in layers:
-        weight = torch.from_numpy(layer.weight)
         slope = (
             None if layer.activation == "none"
             else torch.from_numpy(layer.negative_slope_effective)
         )
-        affines.append(_Affine(weight, torch.from_numpy(layer.bias), weight.abs(), slope))
+        assert layer.weight_magnitude is not None and layer.bias_magnitude is not None
+        affines.append(
+            _affine(
+                torch.from_numpy(layer.weight), torch.from_numpy(layer.bias), slope,
+                torch.from_numpy(layer.weight_magnitude), torch.from_numpy(layer.bias_magnitude),
+            )
+        )
     return lowered, affines
 
 
@@ -172,63 +245,107 @@ def _as_spec(spec: np.ndarray | None, outputs: int, batch: int) -> torch.Tensor:
     )
 
 
-def _margin(magnitude: torch.Tensor) -> torch.Tensor:
-    """The rounding margin for a sum whose terms have absolute values adding up to
-    ``magnitude``: zero when every term was exactly zero (the sum is then exact)."""
-    return torch.where(magnitude > 0, REL_MARGIN * magnitude + ABS_MARGIN, 0.0)
+def _margin(magnitude: torch.Tensor, support: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """The rounding margin of a sum whose real terms have absolute values adding up to at
+    most ``magnitude`` (computed in float).
+
+    ``REL_MARGIN·magnitude + ABS_MARGIN`` in general. Where ``magnitude`` is exactly zero in
+    float, ``support()`` (same shape; only called then) says whether some real term may
+    still be non-zero (e.g. a product that underflowed): then ``ABS_MARGIN``, which dominates
+    any such underflowed sum; only a structurally zero sum — every term exactly zero in real
+    arithmetic — gets no margin, because its float evaluation is exact.
+    """
+    margin = REL_MARGIN * magnitude + ABS_MARGIN
+    zero = magnitude == 0
+    if bool(zero.any()):
+        margin = torch.where(zero, torch.where(support(), ABS_MARGIN, 0.0), margin)
+    return margin
 
 
-def _widen(lower: torch.Tensor, upper: torch.Tensor, magnitude: torch.Tensor) -> None:
-    """Widen ``[lower, upper]`` in place by the floating-point margin (see module doc)."""
-    margin = _margin(magnitude)
-    lower.sub_(margin)
-    upper.add_(margin)
+def _sanitise(lower: torch.Tensor, upper: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Replace bounds that overflowed or became NaN by the infinite bound on their side.
+
+    A lower bound of ``+∞`` or NaN (an overflow, or ``∞ − ∞``) becomes ``−∞``, an upper bound
+    of ``−∞`` or NaN becomes ``+∞``: always sound, never a finite value from a broken sum.
+    """
+    lower = torch.where(torch.isnan(lower) | (lower == np.inf), -np.inf, lower)
+    upper = torch.where(torch.isnan(upper) | (upper == -np.inf), np.inf, upper)
+    return lower, upper
+
+
+def _halves(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Midpoint and radius of ``[lo, hi]`` without overflow (``lo/2 + hi/2``, ``hi/2 − lo/2``);
+    the radius is never negative. Their rounding is covered by the margin rule."""
+    return lo * 0.5 + hi * 0.5, hi * 0.5 - lo * 0.5
+
+
+def _nonzero_inputs(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """1.0 where a box coordinate may be non-zero (its interval is not exactly ``{0}``)."""
+    return ((lo != 0) | (hi != 0)).to(torch.float64)
 
 
 def _interval_affine(
-    weight: torch.Tensor, abs_weight: torch.Tensor, bias: torch.Tensor,
-    lo: torch.Tensor, hi: torch.Tensor,
+    affine: _Affine, lo: torch.Tensor, hi: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sound interval image of ``weight @ x + bias`` for ``x`` in ``[lo, hi]`` (batched).
+    """Sound interval image of ``weight @ x + bias`` for ``x`` in ``[lo, hi]`` (batched; the
+    map may be shared or one per box).
 
     Finite rows use the midpoint/radius form; rows with infinite coordinates use
     infinity-safe arithmetic: an infinite coordinate contributes ±∞ only through a non-zero
-    weight, never ``0·∞``.
+    weight, never ``0·∞``. Widened by the margin rule and sanitised (module doc).
     """
     finite = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
-    out_lo = torch.empty(lo.shape[0], weight.shape[0], dtype=torch.float64)
+    out_lo = torch.empty(lo.shape[0], affine.weight.shape[-2], dtype=torch.float64)
     out_hi = torch.empty_like(out_lo)
     if finite.any():
+        part = _restricted(affine, finite)
         f_lo, f_hi = lo[finite], hi[finite]
-        mid = (f_lo + f_hi) * 0.5
-        rad = (f_hi - f_lo) * 0.5
-        center = mid @ weight.T + bias
-        radius = rad @ abs_weight.T
-        magnitude = mid.abs() @ abs_weight.T + bias.abs() + radius
-        c_lo, c_hi = center - radius, center + radius
-        _widen(c_lo, c_hi, magnitude)
-        out_lo[finite], out_hi[finite] = c_lo, c_hi
+        mid, rad = _halves(f_lo, f_hi)
+        center = _apply(part.weight, mid) + part.bias
+        radius = _apply(part.abs_weight, rad)
+        out_lo[finite], out_hi[finite] = _widened(
+            part, center - radius, center + radius, f_lo, f_hi
+        )
     infinite = ~finite
     if infinite.any():
+        part = _restricted(affine, infinite)
         i_lo, i_hi = lo[infinite], hi[infinite]
-        positive = weight.clamp(min=0.0)
-        negative = weight.clamp(max=0.0)
+        positive = part.weight.clamp(min=0.0)
+        negative = part.weight.clamp(max=0.0)
         lo_f = torch.where(torch.isfinite(i_lo), i_lo, torch.zeros_like(i_lo))
         hi_f = torch.where(torch.isfinite(i_hi), i_hi, torch.zeros_like(i_hi))
-        c_lo = lo_f @ positive.T + hi_f @ negative.T + bias
-        c_hi = hi_f @ positive.T + lo_f @ negative.T + bias
-        magnitude = torch.maximum(lo_f.abs(), hi_f.abs()) @ abs_weight.T + bias.abs()
-        _widen(c_lo, c_hi, magnitude)
+        c_lo, c_hi = _widened(
+            part,
+            _apply(positive, lo_f) + _apply(negative, hi_f) + part.bias,
+            _apply(positive, hi_f) + _apply(negative, lo_f) + part.bias,
+            lo_f, hi_f,
+        )
         lo_inf = (i_lo == -np.inf).to(torch.float64)
         hi_inf = (i_hi == np.inf).to(torch.float64)
         has_pos = (positive > 0).to(torch.float64)
         has_neg = (negative < 0).to(torch.float64)
-        to_minus = (lo_inf @ has_pos.T + hi_inf @ has_neg.T) > 0
-        to_plus = (hi_inf @ has_pos.T + lo_inf @ has_neg.T) > 0
+        to_minus = (_apply(has_pos, lo_inf) + _apply(has_neg, hi_inf)) > 0
+        to_plus = (_apply(has_pos, hi_inf) + _apply(has_neg, lo_inf)) > 0
         c_lo[to_minus] = -np.inf
         c_hi[to_plus] = np.inf
         out_lo[infinite], out_hi[infinite] = c_lo, c_hi
     return out_lo, out_hi
+
+
+def _widened(
+    affine: _Affine, lower: torch.Tensor, upper: torch.Tensor,
+    lo: torch.Tensor, hi: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[lower, upper]`` (values of ``affine`` over the finite box ``[lo, hi]``) widened by
+    the margin rule, with the magnitude from the affine map's real terms, and sanitised."""
+    magnitude = _apply(affine.mag_weight, torch.maximum(lo.abs(), hi.abs())) + affine.mag_bias
+
+    def support() -> torch.Tensor:
+        reach = _apply(affine.support_weight, _nonzero_inputs(lo, hi))
+        return (reach > 0) | affine.support_bias
+
+    margin = _margin(magnitude, support)
+    return _sanitise(lower - margin, upper + margin)
 
 
 def _activate_interval(
@@ -250,55 +367,10 @@ def _leaky(z: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:
 def _spec_interval(
     spec: torch.Tensor, last: _Affine, lo: torch.Tensor, hi: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """IBP bound of ``spec @ (W h + b)`` with the spec folded into the last layer."""
-    if spec.stride(0) == 0:  # one matrix shared by every box
-        shared = spec[0]
-        folded = shared @ last.weight
-        return _interval_affine(folded, folded.abs(), shared @ last.bias, lo, hi)
-    batch, rows, _ = spec.shape
-    folded_weight = spec @ last.weight  # (B, S, n)
-    folded_bias = spec @ last.bias  # (B, S)
-    abs_weight = folded_weight.abs()
-    finite = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
-    out_lo = torch.empty(batch, rows, dtype=torch.float64)
-    out_hi = torch.empty_like(out_lo)
-    if finite.any():
-        mid = ((lo[finite] + hi[finite]) * 0.5).unsqueeze(-1)
-        rad = ((hi[finite] - lo[finite]) * 0.5).unsqueeze(-1)
-        center = (folded_weight[finite] @ mid).squeeze(-1) + folded_bias[finite]
-        radius = (abs_weight[finite] @ rad).squeeze(-1)
-        magnitude = (
-            (abs_weight[finite] @ mid.abs()).squeeze(-1)
-            + (spec[finite].abs() @ last.bias.abs())
-            + radius
-        )
-        c_lo, c_hi = center - radius, center + radius
-        _widen(c_lo, c_hi, magnitude)
-        out_lo[finite], out_hi[finite] = c_lo, c_hi
-    infinite = ~finite
-    if infinite.any():
-        i_lo, i_hi = lo[infinite].unsqueeze(-1), hi[infinite].unsqueeze(-1)
-        weight = folded_weight[infinite]
-        positive = weight.clamp(min=0.0)
-        negative = weight.clamp(max=0.0)
-        lo_f = torch.where(torch.isfinite(i_lo), i_lo, torch.zeros_like(i_lo))
-        hi_f = torch.where(torch.isfinite(i_hi), i_hi, torch.zeros_like(i_hi))
-        bias = folded_bias[infinite]
-        c_lo = (positive @ lo_f + negative @ hi_f).squeeze(-1) + bias
-        c_hi = (positive @ hi_f + negative @ lo_f).squeeze(-1) + bias
-        magnitude = (
-            (abs_weight[infinite] @ torch.maximum(lo_f.abs(), hi_f.abs())).squeeze(-1)
-            + (spec[infinite].abs() @ last.bias.abs())
-        )
-        _widen(c_lo, c_hi, magnitude)
-        lo_inf = (i_lo == -np.inf).to(torch.float64)
-        hi_inf = (i_hi == np.inf).to(torch.float64)
-        has_pos = (positive > 0).to(torch.float64)
-        has_neg = (negative < 0).to(torch.float64)
-        c_lo[(has_pos @ lo_inf + has_neg @ hi_inf).squeeze(-1) > 0] = -np.inf
-        c_hi[(has_pos @ hi_inf + has_neg @ lo_inf).squeeze(-1) > 0] = np.inf
-        out_lo[infinite], out_hi[infinite] = c_lo, c_hi
-    return out_lo, out_hi
+    """IBP bound of ``spec @ (W h + b)`` with the spec folded into the last layer (the margin
+    comes from the unfolded ``|spec|·|W|``, so cancellation in the fold is covered)."""
+    matrix = spec[0] if spec.stride(0) == 0 else spec
+    return _interval_affine(_folded(matrix, last), lo, hi)
 
 
 def _ibp_layers(
@@ -308,7 +380,7 @@ def _ibp_layers(
     pre_lo, pre_hi = [], []
     h_lo, h_hi = lo, hi
     for affine in affines[:-1]:
-        z_lo, z_hi = _interval_affine(affine.weight, affine.abs_weight, affine.bias, h_lo, h_hi)
+        z_lo, z_hi = _interval_affine(affine, h_lo, h_hi)
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
         h_lo, h_hi = _activate_interval(z_lo, z_hi, affine.slope)
@@ -331,55 +403,67 @@ class _Relaxation:
 
     ``slope·z`` (through the origin) is a lower bound and ``upper_slope·z + upper_intercept``
     an upper bound of the activation on ``[l, u]``; both are exact on stable neurons.
+    ``slope_bound`` bounds every lower slope alpha-CROWN may choose and the upper slope
+    (used for magnitudes).
     """
 
     lower_slope: torch.Tensor
     upper_slope: torch.Tensor
     upper_intercept: torch.Tensor
+    slope_bound: torch.Tensor
 
 
 def _relax(lo: torch.Tensor, hi: torch.Tensor, slope: torch.Tensor) -> _Relaxation:
     """CROWN's linear relaxation of a one-kink activation with left slope ``slope``.
 
     Unstable neurons get the chord through ``(l, slope·l)`` and ``(u, u)`` as upper bound and
-    the adaptive lower slope (1 when ``u >= -l``, else ``slope``).
+    the adaptive lower slope (1 when ``u >= -l``, else ``slope``). Bounds must be finite; the
+    chord is computed on halved values where ``u − l`` would overflow.
     """
     unstable = (lo < 0) & (hi > 0)
     active = lo >= 0
     slope = slope.expand_as(lo)
     stable_slope = torch.where(active, torch.ones_like(lo), slope)
-    width = torch.where(unstable, hi - lo, torch.ones_like(lo))
-    chord = torch.where(unstable, (hi - slope * lo) / width, stable_slope)
+    width = hi - lo
+    rise = hi - slope * lo
+    overflow = ~torch.isfinite(width) | ~torch.isfinite(rise)
+    if bool(overflow.any()):
+        width = torch.where(overflow, hi * 0.5 - lo * 0.5, width)
+        rise = torch.where(overflow, hi * 0.5 - (slope * 0.5) * lo, rise)
+    width = torch.where(unstable, width, torch.ones_like(lo))
+    chord = torch.where(unstable, rise / width, stable_slope)
     intercept = torch.where(unstable, hi * (1.0 - chord), torch.zeros_like(lo))
     adaptive = torch.where(hi >= -lo, torch.ones_like(lo), slope)
     lower_slope = torch.where(unstable, adaptive, stable_slope)
-    return _Relaxation(lower_slope, chord, intercept)
+    steepest = torch.maximum(torch.maximum(chord, lower_slope), torch.ones_like(lo))
+    slope_bound = torch.where(unstable, steepest, stable_slope)
+    return _Relaxation(lower_slope, chord, intercept, slope_bound)
 
 
 def _concretise(
-    coeffs: torch.Tensor, const: torch.Tensor, magnitude: torch.Tensor,
+    coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor,
     h_lo: torch.Tensor, h_hi: torch.Tensor,
 ) -> torch.Tensor:
-    """Widened lower bound of ``coeffs·h + const`` for ``h`` in ``[h_lo, h_hi]`` (row-wise)."""
-    mid = (h_lo + h_hi) * 0.5
-    rad = (h_hi - h_lo) * 0.5
-    abs_coeffs = coeffs.abs()
-    value = (coeffs * mid).sum(dim=1) - (abs_coeffs * rad).sum(dim=1) + const
-    magnitude = magnitude + (abs_coeffs * (mid.abs() + rad)).sum(dim=1)
-    return value - _margin(magnitude)
+    """Lower bound of ``coeffs·h + const`` for ``h`` in ``[h_lo, h_hi]`` (row-wise), widened
+    by ``margin`` (see :func:`_row_margins`); NaN (an overflow) becomes ``−∞``."""
+    mid, rad = _halves(h_lo, h_hi)
+    value = (coeffs * mid).sum(dim=1) - (coeffs.abs() * rad).sum(dim=1) + const - margin
+    return torch.where(torch.isnan(value) | (value == np.inf), -np.inf, value)
 
 
 def _backsubstitute(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
-    coeffs: torch.Tensor, const: torch.Tensor, box: torch.Tensor,
+    coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor, box: torch.Tensor,
     inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], *, paired: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Lower bounds of rows ``coeffs·h + const``, ``h`` the input of layer ``layer``.
 
-    Rows are flat: row ``r`` belongs to box ``box[r]``; ``inputs_lo[j]``/``inputs_hi[j]``
-    bound the input of layer ``j`` for every box (``j = 0``: the box itself). Returns widened,
-    sound lower bounds ``(R,)`` and the input coefficients of the rows that reached the input
-    (all rows, in order, unless ``paired``).
+    Rows are flat: row ``r`` belongs to box ``box[r]`` and is widened by ``margin[r]``, the
+    margin of its real terms down to the input box (:func:`_row_margins`), which also covers
+    every partial concretisation; ``inputs_lo[j]``/``inputs_hi[j]`` bound the input of layer
+    ``j`` for every box (``j = 0``: the box itself). Returns sound lower bounds ``(R,)`` and
+    the input coefficients of the rows that reached the input (all rows, in order, unless
+    ``paired``).
 
     With ``paired=True`` the rows are ``[+w; −w]`` halves for the same neurons (lower and
     negated upper bound of a pre-activation). After every step the partial bound is
@@ -390,26 +474,24 @@ def _backsubstitute(
     total = coeffs.shape[0]
     result = torch.empty(total, dtype=torch.float64)
     row_ids = torch.arange(total)
-    magnitude = const.abs()
     for index in range(layer - 1, -1, -1):
         affine = affines[index]
         relaxation = relaxations.get(index)
         if relaxation is not None:
             positive = coeffs.clamp(min=0.0)
             negative = coeffs.clamp(max=0.0)
-            shift = (negative * relaxation.upper_intercept.index_select(0, box)).sum(dim=1)
-            const = const + shift
-            magnitude = magnitude - shift
+            const = const + (negative * relaxation.upper_intercept.index_select(0, box)).sum(
+                dim=1
+            )
             coeffs = positive * relaxation.lower_slope.index_select(
                 0, box
             ) + negative * relaxation.upper_slope.index_select(0, box)
         const = const + coeffs @ affine.bias
-        magnitude = magnitude + coeffs.abs() @ affine.bias.abs()
         coeffs = coeffs @ affine.weight
         if not paired or index == 0:
             continue
         partial = _concretise(
-            coeffs, const, magnitude,
+            coeffs, const, margin,
             inputs_lo[index].index_select(0, box), inputs_hi[index].index_select(0, box),
         )
         half = partial.shape[0] // 2
@@ -419,23 +501,58 @@ def _backsubstitute(
         decided = torch.cat([decided_neuron, decided_neuron])
         result[row_ids[decided]] = partial[decided]
         keep = ~decided
-        coeffs, const, magnitude = coeffs[keep], const[keep], magnitude[keep]
+        coeffs, const, margin = coeffs[keep], const[keep], margin[keep]
         box, row_ids = box[keep], row_ids[keep]
         if row_ids.numel() == 0:
             return result, coeffs
     result[row_ids] = _concretise(
-        coeffs, const, magnitude, inputs_lo[0].index_select(0, box),
+        coeffs, const, margin, inputs_lo[0].index_select(0, box),
         inputs_hi[0].index_select(0, box),
     )
     return result, coeffs
 
 
+@dataclass
+class _Magnitudes:
+    """Per box, for the pre-activations of every layer: an upper bound of the sum of the
+    absolute values of the real terms that make them up (the network evaluated in absolute
+    values from ``max(|lo|, |hi|)``, relaxations included), and whether any such term may be
+    non-zero (structurally: non-zero factors only, dead ReLUs output exactly zero)."""
+
+    value: list[torch.Tensor] = field(default_factory=list)
+    support: list[torch.Tensor] = field(default_factory=list)
+
+    def push(
+        self, affine: _Affine, value_in: torch.Tensor, support_in: torch.Tensor
+    ) -> None:
+        """Add the pre-activations of ``affine`` given its input's magnitude and support."""
+        self.value.append(value_in @ affine.mag_weight.T + affine.mag_bias)
+        reach = support_in @ affine.support_weight.T
+        self.support.append(((reach > 0) | affine.support_bias).to(torch.float64))
+
+    def activated(
+        self, relaxation: _Relaxation | None, dead: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Magnitude and support of the last pushed layer's output (after its activation)."""
+        value, support = self.value[-1], self.support[-1]
+        if relaxation is None:
+            return value, support
+        value = relaxation.slope_bound * value + relaxation.upper_intercept
+        return value, torch.where(dead, 0.0, support)
+
+
+def _row_margins(magnitude: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+    """Margins of rows with real-term magnitudes ``magnitude`` (the margin rule)."""
+    return _margin(magnitude, lambda: support > 0)
+
+
 def _crown_layer_bounds(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
-    ibp_lo: torch.Tensor, ibp_hi: torch.Tensor,
+    ibp_lo: torch.Tensor, ibp_hi: torch.Tensor, margins: torch.Tensor,
     inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tighten the IBP pre-activation bounds of ``layer`` by CROWN on its unstable neurons."""
+    """Tighten the IBP pre-activation bounds of ``layer`` by CROWN on its unstable neurons
+    (``margins``: per box and neuron, the margin of the neuron's real terms)."""
     unstable = (ibp_lo < 0) & (ibp_hi > 0)
     box, neuron = torch.nonzero(unstable, as_tuple=True)
     out_lo, out_hi = ibp_lo.clone(), ibp_hi.clone()
@@ -445,9 +562,10 @@ def _crown_layer_bounds(
         n = neuron[start : start + ROW_CHUNK]
         rows = affine.weight.index_select(0, n)
         bias = affine.bias.index_select(0, n)
+        margin = margins[b, n]
         bound, _ = _backsubstitute(
             affines, relaxations, layer, torch.cat([rows, -rows]), torch.cat([bias, -bias]),
-            torch.cat([b, b]), inputs_lo, inputs_hi, paired=True,
+            torch.cat([margin, margin]), torch.cat([b, b]), inputs_lo, inputs_hi, paired=True,
         )
         count = b.numel()
         out_lo[b, n] = torch.maximum(out_lo[b, n], bound[:count])
@@ -458,40 +576,55 @@ def _crown_layer_bounds(
 def _crown_finite(
     affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
-           dict[int, _Relaxation], torch.Tensor]:
-    """CROWN with CROWN intermediate bounds on boxes with finite coordinates; also returns
-    ``|A_lower| + |A_upper|``, the input coefficients of the final linear bounds."""
+           dict[int, _Relaxation], torch.Tensor, torch.Tensor]:
+    """CROWN with CROWN intermediate bounds on boxes whose IBP bounds are finite; also
+    returns ``|A_lower| + |A_upper|`` (the input coefficients of the final linear bounds) and
+    the margins of the spec rows (for alpha-CROWN)."""
     relaxations: dict[int, _Relaxation] = {}
     pre_lo: list[torch.Tensor] = []
     pre_hi: list[torch.Tensor] = []
     inputs_lo, inputs_hi = [lo], [hi]
+    magnitudes = _Magnitudes()
+    value_in = torch.maximum(lo.abs(), hi.abs())
+    support_in = _nonzero_inputs(lo, hi)
     for index, affine in enumerate(affines[:-1]):
-        z_lo, z_hi = _interval_affine(
-            affine.weight, affine.abs_weight, affine.bias, inputs_lo[index], inputs_hi[index]
-        )
+        z_lo, z_hi = _interval_affine(affine, inputs_lo[index], inputs_hi[index])
+        magnitudes.push(affine, value_in, support_in)
         if index > 0 and affine.slope is not None:
             z_lo, z_hi = _crown_layer_bounds(
-                affines, relaxations, index, z_lo, z_hi, inputs_lo, inputs_hi
+                affines, relaxations, index, z_lo, z_hi,
+                _row_margins(magnitudes.value[-1], magnitudes.support[-1]),
+                inputs_lo, inputs_hi,
             )
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
+        dead = None
         if affine.slope is not None:
             relaxations[index] = _relax(z_lo, z_hi, affine.slope)
+            dead = (affine.slope == 0) & (z_hi <= 0)
+        value_in, support_in = magnitudes.activated(relaxations.get(index), dead)
         h_lo, h_hi = _activate_interval(z_lo, z_hi, affine.slope)
         inputs_lo.append(h_lo)
         inputs_hi.append(h_hi)
     last = len(affines) - 1
-    lower, upper, coefficients = _crown_spec(affines, relaxations, spec, inputs_lo, inputs_hi)
+    magnitudes.push(affines[last], value_in, support_in)
+    spec_margin = _row_margins(
+        (spec.abs() @ magnitudes.value[-1].unsqueeze(-1)).squeeze(-1),
+        ((spec != 0).to(torch.float64) @ magnitudes.support[-1].unsqueeze(-1)).squeeze(-1),
+    )
+    lower, upper, coefficients = _crown_spec(
+        affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi
+    )
     ibp_lower, ibp_upper = _spec_interval(spec, affines[last], inputs_lo[last], inputs_hi[last])
     return (
         torch.maximum(lower, ibp_lower), torch.minimum(upper, ibp_upper),
-        pre_lo, pre_hi, relaxations, coefficients,
+        pre_lo, pre_hi, relaxations, coefficients, spec_margin,
     )
 
 
 def _crown_spec(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], spec: torch.Tensor,
-    inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
+    spec_margin: torch.Tensor, inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """CROWN bounds of ``spec @ net(x)`` given the relaxations of all kink layers, and
     ``|A_lower| + |A_upper|`` per box, row and input (how much each input drives the gap)."""
@@ -499,6 +632,7 @@ def _crown_spec(
     last = affines[-1]
     folded = (spec @ last.weight).reshape(batch * rows, -1)
     folded_bias = (spec @ last.bias).reshape(-1)
+    margin = spec_margin.reshape(-1)
     box = torch.arange(batch).repeat_interleave(rows)
     lower = torch.empty(batch * rows, dtype=torch.float64)
     upper = torch.empty_like(lower)
@@ -511,12 +645,14 @@ def _crown_spec(
             affines, relaxations, len(affines) - 1,
             torch.cat([folded[part], -folded[part]]),
             torch.cat([folded_bias[part], -folded_bias[part]]),
+            torch.cat([margin[part], margin[part]]),
             torch.cat([b, b]), inputs_lo, inputs_hi,
         )
         count = b.numel()
         lower[part] = bound[:count]
         upper[part] = -bound[count:]
         sensitivity[part] = coeffs[:count].abs() + coeffs[count:].abs()
+    lower, upper = _sanitise(lower, upper)
     return (
         lower.reshape(batch, rows), upper.reshape(batch, rows),
         sensitivity.reshape(batch, rows, width),
@@ -525,15 +661,18 @@ def _crown_spec(
 
 def _alpha_optimise(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], spec: torch.Tensor,
-    lo: torch.Tensor, hi: torch.Tensor, steps: int, learning_rate: float,
+    spec_margin: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, steps: int,
+    learning_rate: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Best lower/upper spec bounds over ``steps`` Adam steps on the lower slopes.
 
     Every lower slope in ``[slope, 1]`` gives a sound relaxation, so every iterate's bound is
     sound and the best one over the iterations is returned (starting from CROWN's slopes).
+    The margins are CROWN's: their magnitudes already allow any slope in that range.
     """
     batch, rows, _ = spec.shape
     both = torch.cat([spec, -spec], dim=1)  # lower bounds of both signs: (B, 2S, out)
+    margin = torch.cat([spec_margin, spec_margin], dim=1)
     kink = sorted(relaxations)
     minimum = {k: affines[k].slope for k in kink}
     params = {
@@ -543,12 +682,11 @@ def _alpha_optimise(
     }
     optimiser = torch.optim.Adam(list(params.values()), lr=learning_rate)
     best = torch.full((batch, 2 * rows), -np.inf, dtype=torch.float64)
-    mid = ((lo + hi) * 0.5).unsqueeze(1)
-    rad = ((hi - lo) * 0.5).unsqueeze(1)
+    mid, rad = _halves(lo, hi)
+    mid, rad = mid.unsqueeze(1), rad.unsqueeze(1)
     for _ in range(steps + 1):
         coeffs = both @ affines[-1].weight
         const = both @ affines[-1].bias
-        magnitude = both.abs() @ affines[-1].bias.abs()
         for index in range(len(affines) - 2, -1, -1):
             if index in params:
                 relaxation = relaxations[index]
@@ -556,15 +694,12 @@ def _alpha_optimise(
                 negative = coeffs.clamp(max=0.0)
                 intercept = relaxation.upper_intercept.unsqueeze(1)
                 const = const + (negative * intercept).sum(dim=-1)
-                magnitude = magnitude + (negative.abs() * intercept.abs()).sum(dim=-1)
                 coeffs = positive * params[index] + negative * relaxation.upper_slope.unsqueeze(1)
             const = const + coeffs @ affines[index].bias
-            magnitude = magnitude + coeffs.abs() @ affines[index].bias.abs()
             coeffs = coeffs @ affines[index].weight
-        value = (coeffs * mid).sum(-1) - (coeffs.abs() * rad).sum(-1) + const
-        magnitude = magnitude + (coeffs.abs() * (mid.abs() + rad)).sum(-1)
-        bound = value - _margin(magnitude)
-        best = torch.maximum(best, bound.detach())
+        bound = (coeffs * mid).sum(-1) - (coeffs.abs() * rad).sum(-1) + const - margin
+        usable = bound.detach()
+        best = torch.maximum(best, torch.where(torch.isnan(usable), -np.inf, usable))
         if steps == 0:
             break
         optimiser.zero_grad()
@@ -573,6 +708,7 @@ def _alpha_optimise(
         with torch.no_grad():
             for k, param in params.items():
                 param.copy_(torch.maximum(param.clamp(max=1.0), minimum[k]))
+    best = torch.where(best == np.inf, -np.inf, best)
     return best[:, :rows], -best[:, rows:]
 
 
@@ -600,30 +736,32 @@ def compute_bounds(
         pre_lo, pre_hi = _ibp_layers(affines, lo, hi)
         h_lo, h_hi = _post_activation(affines, pre_lo, pre_hi, lo, hi, len(affines) - 1)
         out_lo, out_hi = _spec_interval(spec_tensor, affines[-1], h_lo, h_hi)
-        finite = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
-        run_crown = method != "ibp" and bool(finite.any())
+        crownable = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
+        for z_lo, z_hi in zip(pre_lo, pre_hi, strict=True):
+            crownable &= torch.isfinite(z_lo).all(dim=1) & torch.isfinite(z_hi).all(dim=1)
+        run_crown = method != "ibp" and bool(crownable.any())
         sensitivity = None
         if run_crown:
-            f_lo, f_hi = lo[finite], hi[finite]
+            f_lo, f_hi = lo[crownable], hi[crownable]
             if spec_tensor.stride(0) == 0:
                 f_spec = spec_tensor[0].expand(f_lo.shape[0], *spec_tensor.shape[1:])
             else:
-                f_spec = spec_tensor[finite]
-            c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity = _crown_finite(
-                affines, f_spec, f_lo, f_hi
+                f_spec = spec_tensor[crownable]
+            c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, spec_margin = (
+                _crown_finite(affines, f_spec, f_lo, f_hi)
             )
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
-            sensitivity[finite.numpy()] = c_sensitivity.numpy()
-            out_lo[finite], out_hi[finite] = c_lo, c_hi
+            sensitivity[crownable.numpy()] = c_sensitivity.numpy()
+            out_lo[crownable], out_hi[crownable] = c_lo, c_hi
             for index in range(len(pre_lo)):
-                pre_lo[index][finite] = c_pre_lo[index]
-                pre_hi[index][finite] = c_pre_hi[index]
+                pre_lo[index][crownable] = c_pre_lo[index]
+                pre_hi[index][crownable] = c_pre_hi[index]
     if run_crown and method == "alpha-crown" and relaxations:
         a_lo, a_hi = _alpha_optimise(
-            affines, relaxations, f_spec, f_lo, f_hi, alpha_steps, alpha_lr
+            affines, relaxations, f_spec, spec_margin, f_lo, f_hi, alpha_steps, alpha_lr
         )
-        out_lo[finite] = torch.maximum(out_lo[finite], a_lo)
-        out_hi[finite] = torch.minimum(out_hi[finite], a_hi)
+        out_lo[crownable] = torch.maximum(out_lo[crownable], a_lo)
+        out_hi[crownable] = torch.minimum(out_hi[crownable], a_hi)
     kinks = [index for index, affine in enumerate(affines[:-1]) if affine.slope is not None]
     return BoundsResult(
         lower=out_lo.numpy(),
@@ -658,7 +796,6 @@ def alpha_crown(network: Network, lower: np.ndarray, upper: np.ndarray,
     )
 
 
-
 def linear_interval(
     matrix: np.ndarray, lower: np.ndarray, upper: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -670,6 +807,7 @@ def linear_interval(
     weight = torch.as_tensor(np.asarray(matrix, dtype=np.float64))
     lo = torch.from_numpy(np.ascontiguousarray(lower, dtype=np.float64))
     hi = torch.from_numpy(np.ascontiguousarray(upper, dtype=np.float64))
-    bias = torch.zeros(weight.shape[0], dtype=torch.float64)
-    out_lo, out_hi = _interval_affine(weight, weight.abs(), bias, lo, hi)
+    out_lo, out_hi = _interval_affine(
+        _affine(weight, torch.zeros(weight.shape[0], dtype=torch.float64)), lo, hi
+    )
     return out_lo.numpy(), out_hi.numpy()

@@ -25,6 +25,12 @@ class Boxes:
     def select(self, rows: np.ndarray) -> Boxes:
         return Boxes(*(getattr(self, name)[rows] for name in BOX_FIELDS))
 
+    def extended(self, other: Boxes) -> Boxes:
+        """These boxes followed by ``other``'s."""
+        return Boxes(*(
+            np.concatenate([getattr(self, name), getattr(other, name)]) for name in BOX_FIELDS
+        ))
+
 
 BOX_FIELDS = ("lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "truth")
 

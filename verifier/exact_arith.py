@@ -1,4 +1,5 @@
-"""Rigorous bounds of linear forms over boxes, exact whenever float64 arithmetic is exact.
+"""Rigorous bounds of linear forms over boxes, exact whenever float64 arithmetic is exact, and
+exact rational evaluation of a network at a point (:func:`exact_outputs`).
 
 Input atoms such as ``x.sex >= 1`` must be decided *exactly* on the point box ``sex = 1``:
 a blanket rounding margin would leave ``0 >= 0`` undecided forever. Here every product and
@@ -14,7 +15,12 @@ smaller than ~1e-280 (where splitting underflows) use the rigorous bound
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from fractions import Fraction
+
 import numpy as np
+
+from verifier.network import Layer, Network
 
 _SPLITTER = 134217729.0  # 2**27 + 1
 _SAFE = 1e290
@@ -94,3 +100,48 @@ def linear_form_bounds(
         bound = np.where(plus_inf, np.inf, bound)
         result.append(bound)
     return result[0], result[1]
+
+
+def exact_outputs(network: Network, x: Sequence[float | Fraction]) -> list[Fraction]:
+    """The network's outputs at the point ``x`` in exact rational arithmetic.
+
+    Every float weight, bias, slope, clamp bound and coordinate is exactly a rational, so
+    this is the network's real-arithmetic value, free of rounding (slow: for deciding a few
+    points where float evaluation cannot, e.g. ties and witnesses).
+    """
+    values = [v if isinstance(v, Fraction) else Fraction(float(v)) for v in x]
+    for layer in network.layers:
+        rows = [
+            sum(
+                (Fraction(float(w)) * values[j] for j, w in enumerate(row) if w != 0.0),
+                Fraction(float(b)),
+            )
+            for row, b in zip(layer.weight, layer.bias, strict=True)
+        ]
+        values = [_activate_exact(layer, index, z) for index, z in enumerate(rows)]
+    return values
+
+
+def _activate_exact(layer: Layer, index: int, z: Fraction) -> Fraction:
+    if layer.activation == "none":
+        return z
+    if layer.activation == "hardtanh":
+        return min(max(z, Fraction(layer.min_val)), Fraction(layer.max_val))
+    if z >= 0:
+        return z
+    return Fraction(float(layer.negative_slope_effective[index])) * z
+
+
+def exact_linear_value(
+    output_coeffs: Sequence[float], input_coeffs: Sequence[float], constant: float,
+    outputs: Sequence[Fraction], x: Sequence[float],
+) -> Fraction:
+    """``output_coeffs·y + input_coeffs·x + constant`` exactly (``y`` = ``outputs``; zero
+    coefficients are skipped, so ``outputs`` may be empty when no output coefficient is
+    non-zero)."""
+    total = Fraction(float(constant))
+    for coeffs, values in ((output_coeffs, outputs), (input_coeffs, x)):
+        for c, v in zip(coeffs, values, strict=False):
+            if c != 0.0:
+                total += Fraction(float(c)) * (v if isinstance(v, Fraction) else Fraction(float(v)))
+    return total

@@ -14,7 +14,7 @@ Loaders from torch modules, ONNX files, ``.nnet`` files and the neutral JSON for
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -38,6 +38,14 @@ class Layer:
     slope per neuron (slope 1 passes a neuron through unchanged, slope 0 is a ReLU), which lets
     pre-processing such as ``min(a, b) = a − relu(a − b)`` be composed with a network.
     ``min_val``/``max_val`` are used by ``hardtanh``.
+
+    ``weight_magnitude``/``bias_magnitude`` (same shapes as ``weight``/``bias``; default their
+    absolute values) bound the sum of the absolute values of the real terms each coefficient
+    was computed from when it is the float result of folding several maps (a normalisation
+    merged into a Linear layer, a lowered hardtanh): the bound propagators' rounding margins
+    are taken from them, since a folded float coefficient may have cancelled (even to an
+    exact zero) where the real one did not. An entry is zero only if every term is exactly
+    zero (see :func:`fold_affine`).
     """
 
     weight: np.ndarray
@@ -46,6 +54,8 @@ class Layer:
     negative_slope: float | tuple[float, ...] = 0.01
     min_val: float = -1.0
     max_val: float = 1.0
+    weight_magnitude: np.ndarray | None = None
+    bias_magnitude: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         weight = np.ascontiguousarray(np.asarray(self.weight, dtype=np.float64))
@@ -80,6 +90,15 @@ class Layer:
             )
         object.__setattr__(self, "weight", weight)
         object.__setattr__(self, "bias", bias)
+        for name, value in (("weight_magnitude", weight), ("bias_magnitude", bias)):
+            given = getattr(self, name)
+            magnitude = np.abs(value)
+            if given is not None:
+                given = np.asarray(given, dtype=np.float64)
+                if given.shape != value.shape:
+                    raise NetworkError(f"{name} must have the shape {value.shape}")
+                magnitude = np.maximum(magnitude, given)
+            object.__setattr__(self, name, np.ascontiguousarray(magnitude))
 
     @property
     def in_features(self) -> int:
@@ -186,11 +205,24 @@ class Network:
     def read_inputs(self) -> np.ndarray:
         """Boolean mask of the input columns some output depends on: there is a path of
         non-zero weights from the column to an output (a column passed through a first layer
-        but ignored afterwards is not read)."""
+        but ignored afterwards is not read). A folded weight that rounded to zero still counts
+        when its real value may be non-zero (its magnitude is not zero)."""
         needed = np.ones(self.output_size, dtype=bool)
         for layer in reversed(self.layers):
-            needed = (np.abs(layer.weight[needed]) > 0.0).any(axis=0)
+            assert layer.weight_magnitude is not None
+            needed = (layer.weight_magnitude[needed] > 0.0).any(axis=0)
         return needed
+
+    @property
+    def folded(self) -> bool:
+        """Whether some coefficient is the float result of folding several maps (its magnitude
+        exceeds its absolute value): the IR is then a rounded stand-in for the model, and
+        evaluating it exactly does not give the model's real-arithmetic value."""
+        return any(
+            bool((layer.weight_magnitude != np.abs(layer.weight)).any())
+            or bool((layer.bias_magnitude != np.abs(layer.bias)).any())
+            for layer in self.layers
+        )
 
     def relu_layer_sizes(self) -> list[int]:
         """Number of neurons of every layer with a kink (after lowering)."""
@@ -209,24 +241,22 @@ class Network:
         layers: list[Layer] = []
         pending: tuple[np.ndarray, np.ndarray] | None = None  # affine map to fold into next layer
         for layer in self.layers:
-            weight, bias = layer.weight, layer.bias
             if pending is not None:
-                post_weight, post_bias = pending
-                weight, bias = weight @ post_weight, weight @ post_bias + bias
+                layer = replace(layer, **fold_affine(layer, pending))
                 pending = None
             if layer.activation != "hardtanh":
-                layers.append(
-                    Layer(weight, bias, layer.activation, negative_slope=layer.negative_slope)
-                )
+                layers.append(layer)
                 continue
             width = layer.out_features
-            doubled_weight = np.vstack([weight, weight])
-            doubled_bias = np.concatenate([bias - layer.min_val, bias - layer.max_val])
-            layers.append(Layer(doubled_weight, doubled_bias, "relu"))
+            shifts = Layer(
+                np.vstack([np.eye(width), np.eye(width)]),
+                np.concatenate([np.full(width, -layer.min_val), np.full(width, -layer.max_val)]),
+            )
+            layers.append(Layer(activation="relu", **fold_affine(shifts, layer)))
             identity = np.eye(width)
-            pending = (np.hstack([identity, -identity]), np.full(width, layer.min_val))
+            pending = Layer(np.hstack([identity, -identity]), np.full(width, layer.min_val))
         if pending is not None:
-            layers.append(Layer(pending[0], pending[1], "none"))
+            layers.append(pending)
         return Network(layers, list(self.input_names), list(self.output_names))
 
     def to_torch(self) -> torch.nn.Sequential:
@@ -273,6 +303,36 @@ def _leaky_module(slope: float | tuple[float, ...]) -> torch.nn.Module:
     return torch.nn.LeakyReLU(slope)
 
 
+def fold_affine(outer: Layer, inner: Layer) -> dict[str, np.ndarray]:
+    """Weights, biases and their magnitudes of ``outer``'s affine map after ``inner``'s
+    (``inner``'s activation is ignored): ``W_o·W_i`` and ``W_o·b_i + b_o``, as keyword
+    arguments for :class:`Layer`.
+
+    The magnitudes are ``|W_o|·|W_i|`` and ``|W_o|·|b_i| + |b_o|`` over the operands'
+    magnitudes; an entry that underflowed to zero although some term is non-zero
+    (structurally: both factors non-zero) is raised to the smallest positive float, so a
+    zero magnitude always means an exactly zero real coefficient.
+    """
+    outer_w, inner_w = outer.weight_magnitude, inner.weight_magnitude
+    assert outer_w is not None and inner_w is not None
+    assert outer.bias_magnitude is not None and inner.bias_magnitude is not None
+    weight_magnitude = outer_w @ inner_w
+    bias_magnitude = outer_w @ inner.bias_magnitude + outer.bias_magnitude
+    outer_support = (outer_w != 0).astype(np.float64)
+    weight_support = outer_support @ (inner_w != 0).astype(np.float64) > 0
+    bias_support = (outer_support @ (inner.bias_magnitude != 0) > 0) | (
+        outer.bias_magnitude != 0
+    )
+    tiny = np.nextafter(0.0, 1.0)
+    return {
+        "weight": outer.weight @ inner.weight,
+        "bias": outer.weight @ inner.bias + outer.bias,
+        "weight_magnitude": np.where(weight_support & (weight_magnitude == 0), tiny,
+                                     weight_magnitude),
+        "bias_magnitude": np.where(bias_support & (bias_magnitude == 0), tiny, bias_magnitude),
+    }
+
+
 def compose(first: Network, second: Network) -> Network:
     """The network ``second ∘ first`` (``first``'s outputs feed ``second``'s inputs).
 
@@ -286,12 +346,7 @@ def compose(first: Network, second: Network) -> Network:
         )
     head, tail = list(first.layers), list(second.layers)
     if head[-1].activation == "none":
-        last = head.pop()
-        merged = tail[0]
-        tail[0] = Layer(
-            merged.weight @ last.weight, merged.weight @ last.bias + merged.bias,
-            merged.activation, merged.negative_slope, merged.min_val, merged.max_val,
-        )
+        tail[0] = replace(tail[0], **fold_affine(tail[0], head.pop()))
     return Network([*head, *tail], list(first.input_names), list(second.output_names))
 
 

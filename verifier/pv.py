@@ -41,7 +41,7 @@ from verifier.bounds import METHODS, compute_bounds, linear_interval
 from verifier.boxpool import Boxes, BoxPool
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
-from verifier.exact_arith import linear_form_bounds
+from verifier.exact_arith import exact_linear_value, exact_outputs, linear_form_bounds
 from verifier.network import Network
 from verifier.quantiles import QUANTILE_LEVELS, MarginalQuantiles, MassFunction
 from verifier.spec import (
@@ -527,30 +527,15 @@ class ProbabilityBranchAndBound:
             if stopped_by is not None:
                 break
             chosen = pool.pop_heaviest(settings.batch_size)
-            if not self._candidates(chosen.lo, chosen.hi).any(axis=1).all():
-                raise CertgateInputError(
-                    "a box with undecided events cannot be split further (all read dimensions "
-                    "are points): the specification is ill-posed on this population model"
+            points = ~self._candidates(chosen.lo, chosen.hi).any(axis=1)
+            if points.all():
+                new = self._decide_points(chosen)
+            elif points.any():
+                new = self._decide_points(chosen.select(points)).extended(
+                    self._split(chosen.select(~points))
                 )
-            dims = self.choose_dims(chosen.lo, chosen.hi, chosen.depth, chosen.atoms,
-                                    chosen.drive)
-            left_lo, left_hi, right_lo, right_hi = self._children(chosen.lo, chosen.hi, dims)
-            cut, cut_column, cut_left, cut_right = self._threshold_cuts(
-                chosen.lo, chosen.hi, chosen.atoms
-            )
-            if cut.any():
-                rows = np.flatnonzero(cut)
-                columns = cut_column[rows]
-                for target, source in ((left_lo, chosen.lo), (left_hi, chosen.hi),
-                                       (right_lo, chosen.lo), (right_hi, chosen.hi)):
-                    target[rows] = source[rows]
-                left_hi[rows, columns] = cut_left[rows]
-                right_lo[rows, columns] = cut_right[rows]
-            new = self._evaluate(
-                np.concatenate([left_lo, right_lo]), np.concatenate([left_hi, right_hi]),
-                np.concatenate([chosen.pending, chosen.pending]),
-                np.concatenate([chosen.depth, chosen.depth]) + 1,
-            )
+            else:
+                new = self._split(chosen)
             processed += new.lo.shape[0]
         return PVResult(
             verdict=verdict,
@@ -563,6 +548,61 @@ class ProbabilityBranchAndBound:
             specification=self.spec,
             history=history,
         )
+
+    def _split(self, chosen: Boxes) -> Boxes:
+        """Both children of every chosen box, bounded (an input-atom threshold cut where one
+        applies, else the split rule's column)."""
+        dims = self.choose_dims(chosen.lo, chosen.hi, chosen.depth, chosen.atoms, chosen.drive)
+        left_lo, left_hi, right_lo, right_hi = self._children(chosen.lo, chosen.hi, dims)
+        cut, cut_column, cut_left, cut_right = self._threshold_cuts(
+            chosen.lo, chosen.hi, chosen.atoms
+        )
+        if cut.any():
+            rows = np.flatnonzero(cut)
+            columns = cut_column[rows]
+            for target, source in ((left_lo, chosen.lo), (left_hi, chosen.hi),
+                                   (right_lo, chosen.lo), (right_hi, chosen.hi)):
+                target[rows] = source[rows]
+            left_hi[rows, columns] = cut_left[rows]
+            right_lo[rows, columns] = cut_right[rows]
+        return self._evaluate(
+            np.concatenate([left_lo, right_lo]), np.concatenate([left_hi, right_hi]),
+            np.concatenate([chosen.pending, chosen.pending]),
+            np.concatenate([chosen.depth, chosen.depth]) + 1,
+        )
+
+    def _decide_points(self, boxes: Boxes) -> Boxes:
+        """Decide every event on boxes that are single points in every column that matters.
+
+        Their bounds (with rounding margins) left some event undecided, so the atoms are
+        evaluated exactly at the point in rational arithmetic (a tie such as ``y1 − y0 = 0``
+        is then decided exactly). That is the model's real value only when the network IR
+        holds the model's own coefficients; for a folded IR (a normalisation merged into a
+        layer) a tie within its rounding cannot be decided and is reported as an error.
+        """
+        if self.reads_outputs.any() and self.network.folded:
+            raise CertgateInputError(
+                "a single-point box leaves an event undecided within the rounding of the "
+                "network's folded coefficients (a tie at a point of positive probability): "
+                "the event cannot be decided; move its threshold off the tie"
+            )
+        atoms = self.tracked.atoms
+        values = np.empty((boxes.lo.shape[0], len(atoms)), dtype=np.int8)
+        for row, (lo, hi) in enumerate(zip(boxes.lo, boxes.hi, strict=True)):
+            point = np.where(lo == hi, lo, np.where(np.isfinite(lo), lo, np.where(
+                np.isfinite(hi), hi, 0.0)))
+            outputs = exact_outputs(self.network, point) if self.reads_outputs.any() else []
+            for index, atom in enumerate(atoms):
+                value = exact_linear_value(
+                    atom.output_coeffs, atom.input_coeffs, atom.constant, outputs, point
+                )
+                holds = value > 0 if atom.strict else value >= 0
+                values[row, index] = 1 if holds else -1
+        truth = {atom: values[:, index] for index, atom in enumerate(atoms)}
+        boxes.truth = np.stack(
+            [evaluate_event(event, truth) for event in self.tracked.events], axis=1
+        ).astype(np.int8)
+        return boxes
 
     def _stop_reason(self, verdict: str, open_boxes: int, probabilities: dict[str, Interval],
                      elapsed: float, processed: int) -> str | None:

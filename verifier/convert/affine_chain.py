@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from verifier.network import Layer, Network, NetworkError
+from verifier.network import Layer, Network, NetworkError, fold_affine
 
 
 class AffineChain:
@@ -35,7 +35,7 @@ class AffineChain:
         self.input_shape: tuple[int, ...] | None = None
         self.shape: tuple[int, ...] | None = None
         self.layers: list[Layer] = []
-        self._pending: tuple[np.ndarray, np.ndarray] | None = None
+        self._pending: Layer | None = None  # affine map (no activation) not yet closed
         if feature_shape is not None:
             self._fix_shape(tuple(int(size) for size in feature_shape))
 
@@ -96,12 +96,12 @@ class AffineChain:
             if bias is None
             else np.broadcast_to(np.asarray(bias, dtype=np.float64).reshape(-1), weight.shape[:1])
         )
-        if self._pending is None:
-            self._pending = (weight.copy(), bias_vector.copy())
-        else:
-            pending_weight, pending_bias = self._pending
-            self._pending = (weight @ pending_weight, weight @ pending_bias + bias_vector)
+        self._then(Layer(weight.copy(), bias_vector.copy()))
         self.shape = out_shape
+
+    def _then(self, step: Layer) -> None:
+        """Compose the affine map ``step`` after the pending one (folded, with magnitudes)."""
+        self._pending = step if self._pending is None else Layer(**fold_affine(step, self._pending))
 
     def linear_last_dim(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
         """``h @ weight.T + bias`` over the last feature dimension (``torch.nn.Linear``,
@@ -160,14 +160,7 @@ class AffineChain:
             )
         scale_vector = np.broadcast_to(scale_array, sample).reshape(-1)
         shift_vector = np.broadcast_to(shift_array, sample).reshape(-1)
-        if self._pending is None:
-            self._pending = (np.diag(scale_vector), shift_vector.copy())
-        else:
-            pending_weight, pending_bias = self._pending
-            self._pending = (
-                scale_vector[:, None] * pending_weight,
-                scale_vector * pending_bias + shift_vector,
-            )
+        self._then(Layer(np.diag(scale_vector), shift_vector.copy()))
 
     def channel_affine(self, scale: np.ndarray, shift: np.ndarray, what: str) -> None:
         """``h ↦ scale[c] * h + shift[c]`` along the first feature dimension (the channel
@@ -255,9 +248,9 @@ class AffineChain:
         """Append a whole IR layer unchanged, or composed with the pending affine map if one is
         pending (so that layers read from a file keep their exact weights)."""
         if self._pending is not None:
+            pending = self._pending
             self.affine(layer.weight, layer.bias, (layer.out_features,))
-            weight, bias = self._pending
-            self.layers.append(replace(layer, weight=weight, bias=bias))
+            self.layers.append(replace(layer, **fold_affine(layer, pending)))
             self._pending = None
             return
         if self.shape is None:
@@ -275,10 +268,8 @@ class AffineChain:
         if self._merge_into_last(activation):
             return
         width = self.width
-        weight, bias = (
-            self._pending if self._pending is not None else (np.eye(width), np.zeros(width))
-        )
-        self.layers.append(Layer(weight, bias, **activation))  # type: ignore[arg-type]
+        affine = self._pending or Layer(np.eye(width), np.zeros(width))
+        self.layers.append(replace(affine, **activation))  # type: ignore[arg-type]
         self._pending = None
 
     def _merge_into_last(self, activation: dict[str, object]) -> bool:
