@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verifier.bounds import METHODS, compute_bounds
+from verifier.causal.witness import certified_classes, confirmed_pairs
 from verifier.exact_arith import exact_outputs
 from verifier.network import Layer, Network, compose
 from verifier.pv import InputDomain, PVResult, PVSettings, verify
@@ -236,3 +237,40 @@ def test_a_tie_at_an_atom_of_the_population_is_decided_exactly() -> None:
     weak = _probability(network, "y.y1 >= y.y0", masses, domain)
     low, high = weak.probabilities["p"]
     assert low <= 0.75 <= high and high - low <= 1e-9
+
+
+# -- witnesses decided in real arithmetic
+
+_TIE_WEIGHTS = np.array([0.1257302210933933, -0.1321048632913019, 0.6404226504432821,
+                         0.10490011715303971, -0.535669373161111, 0.36159505490948474])
+_TIE_VALUE = 0.5648738071467869  # w·1 rounds to exactly this in float64; the real sum exceeds it
+
+
+def _tie_network() -> Network:
+    """``y0 = c``, ``y1 = w·x``: at ``x = 1`` float64 says ``y0 == y1``, exactly ``y1 > y0``."""
+    weight = np.vstack([np.zeros(6), _TIE_WEIGHTS])
+    return Network([Layer(weight, np.array([_TIE_VALUE, 0.0]))])
+
+
+def test_the_tie_is_a_float_tie_and_an_exact_win() -> None:
+    network = _tie_network()
+    ones = np.ones(6)
+    y = network.evaluate(ones[None])[0]
+    assert y[0] == y[1]
+    exact = exact_outputs(network, ones)
+    assert exact[1] > exact[0]
+    assert network.classify(ones[None])[0] == 0  # what float argmax (and torch) report
+
+
+def test_witness_classes_are_certified_in_real_arithmetic() -> None:
+    network = _tie_network()
+    ones = np.ones(6)
+    moved = ones.copy()
+    moved[5] = 2.0
+    assert certified_classes(network, np.vstack([ones, moved])).tolist() == [1, 1]
+    genuine, class_a, class_b = confirmed_pairs(network, ones[None], moved[None])
+    assert not genuine[0] and class_a[0] == class_b[0] == 1
+    lowered = moved.copy()
+    lowered[5] = -2.0
+    genuine, class_a, class_b = confirmed_pairs(network, ones[None], lowered[None])
+    assert genuine[0] and (class_a[0], class_b[0]) == (1, 0)

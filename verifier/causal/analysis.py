@@ -44,6 +44,7 @@ from verifier.causal.exact_check import check_partition
 from verifier.causal.partition import representative, split_candidates, with_sensitive
 from verifier.causal.problem import FairnessProblem
 from verifier.causal.sampling import find_witnesses
+from verifier.causal.witness import confirmed_pairs
 
 FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, SPLIT, EXCLUDED = 0, 1, 2, 3, 4
 STATUS_NAMES = ("fair", "biased_everywhere", "biased_witness", "split", "excluded")
@@ -283,9 +284,7 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
         a, b = point.copy(), point.copy()
         a[:, sens] = probes[rows, first]
         b[:, sens] = probes[rows, second]
-        classes_a = problem.network.classify(a)
-        classes_b = problem.network.classify(b)
-        confirmed = classes_a != classes_b
+        confirmed, classes_a, classes_b = confirmed_pairs(problem.network, a, b)
         rows = rows[confirmed]
         status[rows] = BIASED_EVERYWHERE
         witness_a[rows], witness_b[rows] = a[confirmed], b[confirmed]
@@ -296,6 +295,10 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
         anchors = None if hints is None else hints[undecided, 0]
         found, x_a, x_b, pair = find_witnesses(problem, lower[undecided], upper[undecided],
                                                probes[undecided], anchors)
+        if found.any():
+            genuine, class_a, class_b = confirmed_pairs(problem.network, x_a[found], x_b[found])
+            pair[found] = np.stack([class_a, class_b], axis=1)
+            found[np.flatnonzero(found)[~genuine]] = False
         rows = undecided[found]
         status[rows] = BIASED_WITNESS
         witness_a[rows], witness_b[rows] = x_a[found], x_b[found]

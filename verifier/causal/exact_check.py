@@ -31,6 +31,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array
 
 from verifier.causal.problem import CausalInputError, FairnessProblem
+from verifier.causal.witness import confirmed_pairs
 
 TIE_TOLERANCE = 1e-7
 MARGIN_CAP = 1.0
@@ -303,7 +304,7 @@ def check_partition(
 def _confirm(problem: FairnessProblem, x_a: np.ndarray, x_b: np.ndarray, lower: np.ndarray,
              upper: np.ndarray, classes: tuple[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
     """Snap the solver's point into the partition (one-hots exact, shared non-sensitive part)
-    and keep it only if the network strictly prefers the two classes."""
+    and keep it only if the network strictly prefers the two classes in real arithmetic."""
     a = np.clip(x_a, lower, upper)
     for group in problem.onehot_groups:
         members = list(group)
@@ -321,9 +322,7 @@ def _confirm(problem: FairnessProblem, x_a: np.ndarray, x_b: np.ndarray, lower: 
     else:
         a[sens] = np.clip(a[sens], 0.0, 1.0)
         b[sens] = np.clip(b[sens], 0.0, 1.0)
-    outputs = problem.network.evaluate(np.stack([a, b]))
-    for row, cls in zip(outputs, classes, strict=True):
-        others = np.delete(row, cls)
-        if not np.all(row[cls] > others):
-            return None
+    genuine, class_a, class_b = confirmed_pairs(problem.network, a, b)
+    if not genuine[0] or (int(class_a[0]), int(class_b[0])) != tuple(classes):
+        return None
     return a, b

@@ -7,10 +7,14 @@ box, ``all`` the product of its parts' cells. At run time all atoms of all const
 evaluated at once and reduced to an ``[batch, constraints]`` activity mask with ``index_add``:
 no Python loop over rows or constraints.
 
-Inputs are compared in float64. Box tests are exact (float32/float64 inputs convert exactly;
-an open side ``x > a`` is tested as ``x >= nextafter(a, +inf)``, which is equivalent in float64).
-A linear atom's dot product is rounded, so a point within rounding of the hyperplane may be
-decided either way; NaN inputs are rejected by the layer before they get here.
+Semantics: every atom is decided in real arithmetic on the float values of the input and of
+the constraint's coefficients, identically in the layer, its TorchScript export and every
+check of the wrapped model. Box tests are exact comparisons (float32/float64 inputs convert
+exactly; an open side ``x > a`` is tested as ``x >= nextafter(a, +inf)``, equivalent in
+float64). A linear atom ``a·x <= b`` (``<``) is decided by the exact sign of ``a·x − b``
+(:func:`verifier.selfcorrect.exact_sign.exact_linear_sign`): points within rounding of the
+hyperplane, exact ties included, are not left to the float dot product. NaN inputs are
+rejected by the layer before they get here.
 """
 
 import itertools
@@ -22,6 +26,7 @@ from torch import Tensor
 
 from verifier.errors import CertgateInputError
 from verifier.selfcorrect.constraints import SafeOrderingConstraint
+from verifier.selfcorrect.exact_sign import exact_linear_sign
 from verifier.selfcorrect.schema import (
     AllPrecondition,
     AlwaysPrecondition,
@@ -149,14 +154,12 @@ class PreconditionEvaluator(torch.nn.Module):
         hi = torch.where(hi_closed, hi, torch.nextafter(hi, torch.full_like(hi, float("-inf"))))
         bound = torch.tensor(atoms.lin_b, dtype=torch.float64)
         strict = torch.tensor(atoms.lin_strict, dtype=torch.bool)
-        bound = torch.where(
-            strict, torch.nextafter(bound, torch.full_like(bound, float("-inf"))), bound
-        )
         self.register_buffer("box_lo", lo, False)
         self.register_buffer("box_hi", hi, False)
         self.register_buffer("box_cell", torch.tensor(atoms.box_cell, dtype=torch.long), False)
         self.register_buffer("lin_a", _matrix(atoms.lin_a, width, torch.float64), False)
         self.register_buffer("lin_b", bound, False)
+        self.register_buffer("lin_strict", strict, False)
         self.register_buffer("lin_cell", torch.tensor(atoms.lin_cell, dtype=torch.long), False)
         self.register_buffer("pred_mask", _matrix(atoms.pred_mask, num_classes, torch.bool), False)
         self.register_buffer("pred_cell", torch.tensor(atoms.pred_cell, dtype=torch.long), False)
@@ -173,7 +176,8 @@ class PreconditionEvaluator(torch.nn.Module):
             outside = ((point < self.box_lo) | (point > self.box_hi)).any(dim=2)
             false_atoms.index_add_(1, self.box_cell, outside.to(torch.float64))
         if self.lin_a.shape[0] > 0:
-            fails = (x64 @ self.lin_a.t()) > self.lin_b
+            sign = exact_linear_sign(x64, self.lin_a, self.lin_b)
+            fails = (sign > 0) | ((sign == 0) & self.lin_strict)
             false_atoms.index_add_(1, self.lin_cell, fails.to(torch.float64))
         if self.pred_mask.shape[0] > 0:
             holds = self.pred_mask.index_select(1, predicted).t()
