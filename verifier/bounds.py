@@ -268,8 +268,8 @@ def _sanitise(lower: torch.Tensor, upper: torch.Tensor) -> tuple[torch.Tensor, t
     A lower bound of ``+∞`` or NaN (an overflow, or ``∞ − ∞``) becomes ``−∞``, an upper bound
     of ``−∞`` or NaN becomes ``+∞``: always sound, never a finite value from a broken sum.
     """
-    lower = torch.where(torch.isnan(lower) | (lower == np.inf), -np.inf, lower)
-    upper = torch.where(torch.isnan(upper) | (upper == -np.inf), np.inf, upper)
+    lower = lower.nan_to_num(nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
+    upper = upper.nan_to_num(nan=np.inf, posinf=np.inf, neginf=np.inf)
     return lower, upper
 
 
@@ -295,16 +295,13 @@ def _interval_affine(
     weight, never ``0·∞``. Widened by the margin rule and sanitised (module doc).
     """
     finite = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
+    if bool(finite.all()):
+        return _finite_interval_affine(affine, lo, hi)
     out_lo = torch.empty(lo.shape[0], affine.weight.shape[-2], dtype=torch.float64)
     out_hi = torch.empty_like(out_lo)
     if finite.any():
-        part = _restricted(affine, finite)
-        f_lo, f_hi = lo[finite], hi[finite]
-        mid, rad = _halves(f_lo, f_hi)
-        center = _apply(part.weight, mid) + part.bias
-        radius = _apply(part.abs_weight, rad)
-        out_lo[finite], out_hi[finite] = _widened(
-            part, center - radius, center + radius, f_lo, f_hi
+        out_lo[finite], out_hi[finite] = _finite_interval_affine(
+            _restricted(affine, finite), lo[finite], hi[finite]
         )
     infinite = ~finite
     if infinite.any():
@@ -318,12 +315,15 @@ def _interval_affine(
             part,
             _apply(positive, lo_f) + _apply(negative, hi_f) + part.bias,
             _apply(positive, hi_f) + _apply(negative, lo_f) + part.bias,
-            lo_f, hi_f,
+            lo_f, hi_f, _nonzero_inputs(i_lo, i_hi),
         )
         lo_inf = (i_lo == -np.inf).to(torch.float64)
         hi_inf = (i_hi == np.inf).to(torch.float64)
-        has_pos = (positive > 0).to(torch.float64)
-        has_neg = (negative < 0).to(torch.float64)
+        # a folded coefficient within rounding of zero has an unknown real sign
+        certain = part.weight.abs() > REL_MARGIN * part.mag_weight
+        unsure = (part.support_weight > 0) & ~certain
+        has_pos = ((positive > 0) & certain | unsure).to(torch.float64)
+        has_neg = ((negative < 0) & certain | unsure).to(torch.float64)
         to_minus = (_apply(has_pos, lo_inf) + _apply(has_neg, hi_inf)) > 0
         to_plus = (_apply(has_pos, hi_inf) + _apply(has_neg, lo_inf)) > 0
         c_lo[to_minus] = -np.inf
@@ -332,16 +332,29 @@ def _interval_affine(
     return out_lo, out_hi
 
 
+def _finite_interval_affine(
+    affine: _Affine, lo: torch.Tensor, hi: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_interval_affine` on boxes whose coordinates are all finite (midpoint/radius)."""
+    mid, rad = _halves(lo, hi)
+    center = _apply(affine.weight, mid) + affine.bias
+    radius = _apply(affine.abs_weight, rad)
+    return _widened(affine, center - radius, center + radius, lo, hi)
+
+
 def _widened(
     affine: _Affine, lower: torch.Tensor, upper: torch.Tensor,
-    lo: torch.Tensor, hi: torch.Tensor,
+    lo: torch.Tensor, hi: torch.Tensor, nonzero: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``[lower, upper]`` (values of ``affine`` over the finite box ``[lo, hi]``) widened by
-    the margin rule, with the magnitude from the affine map's real terms, and sanitised."""
+    the margin rule, with the magnitude from the affine map's real terms, and sanitised.
+    ``nonzero``: which coordinates may be non-zero, when ``[lo, hi]`` stands for a box whose
+    infinite sides were replaced by zeros (default: from ``lo``/``hi``)."""
     magnitude = _apply(affine.mag_weight, torch.maximum(lo.abs(), hi.abs())) + affine.mag_bias
 
     def support() -> torch.Tensor:
-        reach = _apply(affine.support_weight, _nonzero_inputs(lo, hi))
+        inputs = _nonzero_inputs(lo, hi) if nonzero is None else nonzero
+        reach = _apply(affine.support_weight, inputs)
         return (reach > 0) | affine.support_bias
 
     margin = _margin(magnitude, support)
