@@ -263,3 +263,36 @@ def test_shared_endpoints_are_fine_for_continuous_parents_and_gaps_without_mass(
         model = distribution_from_json(document)
         total = model.prob_boxes(np.full(2, -INF), np.full(2, INF))[0]
         assert total == pytest.approx(1.0, abs=1e-15)
+
+
+def test_a_parent_with_atoms_and_a_density_is_enclosed_on_both_sides_of_a_cut() -> None:
+    """Parent ``x``: half a point mass at 5, half N(0, 1); its child reads ``x <= 0`` / ``x >= 0``.
+    The gap cells around the cut at 0 have open ends there; the enclosure must contain the
+    closed form ``P(x ∈ [lo, hi]) · P(y ∈ box_y | side)`` summed over the sides."""
+    from scipy.stats import norm
+
+    x = Mixture(weights=[0.5, 0.5], components=[
+        Discrete(values=[5.0], probabilities=[1.0]), Normal(mean=0.0, std=1.0)])
+    network = BayesianNetwork(nodes=[
+        BayesNode(name="x", cpt=[CPTRow(distribution=x)]),
+        BayesNode(name="y", parents=["x"], cpt=[
+            CPTRow(condition={"x": (None, 0.0)},
+                   distribution=Discrete(values=[0, 1], probabilities=[0.2, 0.8])),
+            CPTRow(condition={"x": (0.0, None)},
+                   distribution=Discrete(values=[0, 1], probabilities=[0.6, 0.4])),
+        ]),
+    ])
+    boxes = [((-1.0, 1.0), (1.0, 1.0)), ((0.0, 6.0), (0.0, 0.0)), ((-INF, 0.0), (0.0, 1.0)),
+             ((-2.0, 5.0), (1.0, 1.0))]
+    lo = np.array([[b[0][0], b[1][0]] for b in boxes])
+    hi = np.array([[b[0][1], b[1][1]] for b in boxes])
+    lower, upper = network.prob_boxes_interval(lo, hi)
+    for index, ((a, b), (c, d)) in enumerate(boxes):
+        left = 0.5 * (norm.cdf(min(b, 0.0)) - norm.cdf(a)) if a < 0.0 else 0.0
+        right = 0.5 * (norm.cdf(b) - norm.cdf(max(a, 0.0))) if b > 0.0 else 0.0
+        right += 0.5 if a <= 5.0 <= b else 0.0
+        y_left = sum(p for v, p in ((0, 0.2), (1, 0.8)) if c <= v <= d)
+        y_right = sum(p for v, p in ((0, 0.6), (1, 0.4)) if c <= v <= d)
+        expected = left * y_left + right * y_right
+        assert lower[index] - 1e-12 <= expected <= upper[index] + 1e-12
+        assert upper[index] - lower[index] < 1e-9

@@ -13,15 +13,11 @@ the parents' axes are cut at every row endpoint into points and open gaps; every
 parent's distributions may charge must lie in exactly one row (closed intervals sharing an
 endpoint are fine for a parent without an atom there). Errors name the node and the cell.
 
-Exact box probability. A *regime* picks one row per node. Because the rows partition the
-parents' space, ``P(box) = Σ_regimes P(box ∧ regime)``, and within a regime the joint density
-factorises into ``Π_v p_v^{row}(x_v) · Π_{v} 1[x_parents(v) ∈ condition(row_v)]``; each
-indicator is a product over parents, so ``P(box ∧ regime) = Π_u P_u^{row_u}(E_u)`` where the
-event ``E_u`` of node ``u`` is its box coordinate intersected with every interval that the
-chosen rows of its children impose on it (an interval, or a set of categories). Regimes in
-which some node's event is empty or carries no mass (structurally, e.g. ``sex ∈ [0,0] ∩ [1,1]``
-or a continuous node on a single point) are dropped once when the model is built. Evaluation
-loops over nodes and CPT rows only and is vectorised over boxes × regimes.
+Exact box probability: by variable elimination over cells of each node's value axis, batched
+over boxes (:mod:`verifier.population.elimination`). *Regimes* (one CPT row per node, with the
+interval each child's row imposes on its parents) are enumerated once when the model is built:
+a model whose every regime has probability zero is refused, and the support is the hull of
+the regimes' supports.
 """
 
 from __future__ import annotations
@@ -42,8 +38,9 @@ from verifier.population.base import (
     upper_bound,
 )
 from verifier.population.distributions import Categorical, Discrete, PointMass
+from verifier.population.elimination import Elimination
 from verifier.population.errors import PopulationError
-from verifier.population.rounding import Enclosure, product, summed
+from verifier.population.rounding import Enclosure
 
 if TYPE_CHECKING:
     from verifier.population.union import AnyDistribution
@@ -159,24 +156,13 @@ def _interval_text(low: float, high: float) -> str:
 
 
 @dataclass(frozen=True)
-class _NodePlan:
-    """Per node: the distinct (row, constraint interval) pairs used by the regimes."""
-
-    columns: np.ndarray
-    combo_row: np.ndarray
-    combo_lo: np.ndarray
-    combo_hi: np.ndarray
-    inverse: np.ndarray
-    category_weights: np.ndarray | None
-
-
-@dataclass(frozen=True)
 class _Plan:
+    """The regimes (row combinations with possibly positive probability) and the interval
+    each imposes on every node."""
+
     regime_rows: np.ndarray
     regime_lo: np.ndarray
     regime_hi: np.ndarray
-    nodes: list[_NodePlan]
-    latent: Enclosure | None
 
 
 class BayesianNetwork(Distribution):
@@ -312,31 +298,11 @@ class BayesianNetwork(Distribution):
 
     @cached_property
     def _plan(self) -> _Plan:
-        rows, low, high = self._regimes()
-        offsets = np.cumsum([0, *[len(node.observed_columns()) for node in self.nodes]])
-        plans = []
-        latent_factors = []
-        for u, node in enumerate(self.nodes):
-            stacked = np.stack([rows[:, u].astype(float), low[:, u], high[:, u]], axis=1)
-            combos, inverse = np.unique(stacked, axis=0, return_inverse=True)
-            combo_row = combos[:, 0].astype(np.int64)
-            weights = None
-            if node.categorical:
-                k = node.width
-                index = np.arange(k)
-                allowed = (index[None, :] >= combos[:, 1:2]) & (index[None, :] <= combos[:, 2:3])
-                table = np.array([row.distribution.weights for row in node.cpt])
-                weights = table[combo_row] * allowed
-            plan = _NodePlan(
-                np.arange(offsets[u], offsets[u + 1]), combo_row, combos[:, 1], combos[:, 2],
-                inverse.reshape(-1), weights,
-            )
-            plans.append(plan)
-            if node.latent:
-                infinite = np.full((1, node.width), np.inf)
-                latent_factors.append(self._node_enclosure(node, plan, -infinite, infinite))
-        latent = product(latent_factors).reshape((-1,)) if latent_factors else None
-        return _Plan(rows, low, high, plans, latent)
+        return _Plan(*self._regimes())
+
+    @cached_property
+    def _elimination(self) -> Elimination:
+        return Elimination(self)
 
     # ------------------------------------------------------------------ contract
     @property
@@ -351,56 +317,19 @@ class BayesianNetwork(Distribution):
         """Number of row combinations with possibly positive probability."""
         return int(self._plan.regime_rows.shape[0])
 
-    def _node_enclosure(
-        self, node: BayesNode, plan: _NodePlan, box_lo: np.ndarray, box_hi: np.ndarray
-    ) -> Enclosure:
-        """``(b, regimes)`` probabilities of the node's events; ``box_lo``/``box_hi`` are the
-        ``(b, width)`` box coordinates of the node (±inf for latent nodes)."""
-        if node.categorical:
-            mask = Categorical.category_mask(box_lo, box_hi).astype(np.float64)
-            value = mask @ plan.category_weights.T
-            margin = node.cpt[0].distribution.margin
-            result = Enclosure.from_error(value, margin * value)
-        else:
-            event_lo = np.maximum(box_lo[:, :1], plan.combo_lo[None, :])
-            event_hi = np.minimum(box_hi[:, :1], plan.combo_hi[None, :])
-            shape = event_lo.shape
-            value, lower, upper = np.empty(shape), np.empty(shape), np.empty(shape)
-            for r, row in enumerate(node.cpt):
-                chosen = plan.combo_row == r
-                if chosen.any():
-                    part = row.distribution.interval(event_lo[:, chosen], event_hi[:, chosen])
-                    value[:, chosen], lower[:, chosen] = part.value, part.lower
-                    upper[:, chosen] = part.upper
-            result = Enclosure(value, lower, upper)
-        return Enclosure(
-            result.value[:, plan.inverse], result.lower[:, plan.inverse],
-            result.upper[:, plan.inverse],
-        )
-
     def enclosure(self, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
-        plan = self._plan
-        regimes = plan.regime_rows.shape[0]
-        chunk = max(1, CHUNK_ELEMENTS // regimes)
-        values, lowers, uppers = [], [], []
-        for start in range(0, lo.shape[0], chunk):
-            part = slice(start, start + chunk)
-            factors = [] if plan.latent is None else [plan.latent]
-            for node, node_plan in zip(self.nodes, plan.nodes, strict=True):
-                if not node.latent:
-                    columns = node_plan.columns
-                    factors.append(
-                        self._node_enclosure(node, node_plan, lo[part][:, columns],
-                                             hi[part][:, columns])
-                    )
-            total = summed(product(factors), axis=1)
-            values.append(total.value)
-            lowers.append(total.lower)
-            uppers.append(total.upper)
-        if not values:
+        if lo.shape[0] == 0:
             empty = np.zeros(0)
             return Enclosure(empty, empty, empty)
-        return Enclosure(np.concatenate(values), np.concatenate(lowers), np.concatenate(uppers))
+        chunk = max(1, CHUNK_ELEMENTS // self._elimination.elements_per_box)
+        parts = [
+            self._elimination.enclosure(lo[start:start + chunk], hi[start:start + chunk])
+            for start in range(0, lo.shape[0], chunk)
+        ]
+        return Enclosure(
+            np.concatenate([p.value for p in parts]), np.concatenate([p.lower for p in parts]),
+            np.concatenate([p.upper for p in parts]),
+        )
 
     def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         values = np.zeros((n, len(self.nodes)))
@@ -484,8 +413,8 @@ class BayesianNetwork(Distribution):
 
     def onehot_groups(self) -> list[tuple[int, ...]]:
         return [
-            tuple(int(c) for c in plan.columns)
-            for node, plan in zip(self.nodes, self._plan.nodes, strict=True)
+            tuple(int(c) for c in columns)
+            for node, columns in zip(self.nodes, self._elimination.columns, strict=True)
             if node.categorical and not node.latent
         ]
 
