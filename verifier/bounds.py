@@ -37,7 +37,7 @@ runs on a flat list of ``(box, row)`` pairs that share each layer's weight matri
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -53,6 +53,7 @@ METHODS: tuple[str, ...] = ("ibp", "crown", "alpha-crown")
 REL_MARGIN = 1e-9
 ABS_MARGIN = 1e-12
 ROW_CHUNK = 1 << 12
+GROUP_CHUNK = 1 << 22
 
 ACTIVE, UNSTABLE, INACTIVE = 1, 0, -1
 
@@ -68,7 +69,8 @@ class BoundsResult:
     are not meaningful; every output bound is). ``sensitivity`` (CROWN methods only;
     shape ``(B, S, inputs)``) holds ``|A_lower| + |A_upper|``, the absolute input coefficients
     of the final linear bounds: times an input's width, how much of the gap that input drives
-    (zero for boxes bounded by IBP only).
+    (zero for boxes bounded by IBP only); ``lower_coefficients`` (same shape) is ``A_lower``
+    itself, signed.
     """
 
     lower: np.ndarray
@@ -79,6 +81,7 @@ class BoundsResult:
     pre_upper: dict[int, np.ndarray] = field(default_factory=dict)
     elapsed_s: float = 0.0
     sensitivity: np.ndarray | None = None
+    lower_coefficients: np.ndarray | None = None
 
     @property
     def kink_layers(self) -> list[int]:
@@ -163,6 +166,68 @@ def _restricted(affine: _Affine, mask: torch.Tensor) -> _Affine:
     )
 
 
+@dataclass(frozen=True)
+class _OneHot:
+    """One-hot groups of input columns and, per box, which categories it still allows.
+
+    A group's columns hold a one-hot vector (exactly one 1). Over a box, category ``c`` of a
+    group is *allowed* when ``e_c`` fits the box's columns of that group; the group's part of
+    a linear form ``a·x`` then ranges exactly over ``{a_c : c allowed}`` (a vertex set, not the
+    ``[0, 1]^g`` box). A group with no allowed category (the box holds no one-hot vector of
+    it, so no point of the population) keeps the box relaxation, which is sound for any box.
+    ``index``: ``(G, m)`` group columns, padded by repeating the first; ``allowed``:
+    ``(B, G, m)``; ``usable``: ``(B, G)`` groups bounded by their categories; ``free``:
+    ``(B, D)`` 1.0 for columns bounded by the box, 0.0 for columns of usable groups.
+    """
+
+    index: torch.Tensor
+    allowed: torch.Tensor
+    usable: torch.Tensor
+    free: torch.Tensor
+
+    def select(self, rows: torch.Tensor) -> _OneHot:
+        """The records of the boxes ``rows`` (a mask or an index)."""
+        return _OneHot(self.index, self.allowed[rows], self.usable[rows], self.free[rows])
+
+
+def _onehot(
+    groups: Sequence[Sequence[int]], lo: torch.Tensor, hi: torch.Tensor
+) -> _OneHot | None:
+    """The one-hot records of the boxes ``[lo, hi]`` (None without groups)."""
+    if not groups:
+        return None
+    width = max(len(group) for group in groups)
+    index = torch.tensor([[*g, *([g[0]] * (width - len(g)))] for g in groups], dtype=torch.long)
+    valid = torch.tensor([[True] * len(g) + [False] * (width - len(g)) for g in groups])
+    g_lo, g_hi = lo[:, index], hi[:, index]
+    zero_fails = ~((g_lo <= 0.0) & (g_hi >= 0.0)) & valid
+    one_fits = (g_lo <= 1.0) & (g_hi >= 1.0) & valid
+    others_fail = zero_fails.sum(dim=2, keepdim=True) - zero_fails.to(torch.long)
+    allowed = one_fits & (others_fail == 0)
+    usable = allowed.any(dim=2)
+    free = torch.ones_like(lo)
+    rows, group = torch.nonzero(usable, as_tuple=True)
+    if rows.numel():
+        slots = valid[group]
+        free[rows[:, None].expand(-1, width)[slots], index[group][slots]] = 0.0
+    return _OneHot(index, allowed, usable, free)
+
+
+def _group_extreme(
+    coeffs: torch.Tensor, onehot: _OneHot, largest: bool = False
+) -> torch.Tensor:
+    """``Σ`` over usable groups of ``min`` (``max`` if ``largest``) over allowed categories of
+    the coefficients: ``coeffs`` ``(R, K, D)`` with ``onehot`` records for the ``R`` boxes;
+    returns ``(R, K)``."""
+    values = coeffs[:, :, onehot.index]  # (R, K, G, m)
+    allowed = onehot.allowed[:, None]
+    if largest:
+        extreme = torch.where(allowed, values, -np.inf).amax(dim=3)
+    else:
+        extreme = torch.where(allowed, values, np.inf).amin(dim=3)
+    return torch.where(onehot.usable[:, None], extreme, 0.0).sum(dim=2)
+
+
 def _apply(matrix: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
     """``matrix @ v`` for every row ``v`` of ``vectors``: ``matrix`` shared ``(S, n)`` or one
     per row ``(B, S, n)``."""
@@ -220,6 +285,22 @@ def _as_boxes(network: Network, lower: np.ndarray, upper: np.ndarray) -> tuple[t
         lo[:, unread] = 0.0
         hi[:, unread] = 0.0
     return torch.from_numpy(lo), torch.from_numpy(hi)
+
+
+def _checked_groups(groups: Sequence[Sequence[int]], width: int) -> list[list[int]]:
+    """The one-hot groups as lists of column indices, checked: at least two columns each,
+    within the input, no column in two groups."""
+    checked = [[int(c) for c in group] for group in groups]
+    seen: set[int] = set()
+    for group in checked:
+        if len(group) < 2 or any(not 0 <= c < width for c in group):
+            raise CertgateInputError(
+                f"one-hot group {group} must name at least 2 of the {width} input columns"
+            )
+        if seen & set(group) or len(set(group)) != len(group):
+            raise CertgateInputError(f"one-hot group {group} repeats a column")
+        seen |= set(group)
+    return checked
 
 
 def _as_spec(spec: np.ndarray | None, outputs: int, batch: int) -> torch.Tensor:
@@ -361,6 +442,34 @@ def _widened(
     return _sanitise(lower - margin, upper + margin)
 
 
+def _first_interval(
+    affine: _Affine, lo: torch.Tensor, hi: torch.Tensor, onehot: _OneHot | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_interval_affine` of a map applied to the input box, with every usable one-hot
+    group bounded exactly by its allowed categories (boxes with an infinite coordinate keep
+    the plain interval image). The margin's magnitude comes from the whole box, which holds
+    every allowed one-hot vector, so it still dominates the rounding."""
+    if onehot is None or not bool(torch.isfinite(lo).all() & torch.isfinite(hi).all()):
+        return _interval_affine(affine, lo, hi)
+    mid, rad = _halves(lo * onehot.free, hi * onehot.free)
+    center = _apply(affine.weight, mid) + affine.bias
+    radius = _apply(affine.abs_weight, rad)
+    low, high = center - radius, center + radius
+    batch = lo.shape[0]
+    neurons = affine.weight.shape[-2]
+    step = max(1, GROUP_CHUNK // max(1, neurons * onehot.index.numel()))
+    for start in range(0, batch, step):
+        part = slice(start, start + step)
+        records = onehot.select(part)
+        if affine.weight.ndim == 3:
+            weight = affine.weight[part]
+        else:
+            weight = affine.weight.expand(records.free.shape[0], *affine.weight.shape)
+        low[part] += _group_extreme(weight, records)
+        high[part] += _group_extreme(weight, records, largest=True)
+    return _widened(affine, low, high, lo, hi)
+
+
 def _activate_interval(
     lo: torch.Tensor, hi: torch.Tensor, slope: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -378,22 +487,27 @@ def _leaky(z: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:
 
 
 def _spec_interval(
-    spec: torch.Tensor, last: _Affine, lo: torch.Tensor, hi: torch.Tensor
+    spec: torch.Tensor, last: _Affine, lo: torch.Tensor, hi: torch.Tensor,
+    onehot: _OneHot | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """IBP bound of ``spec @ (W h + b)`` with the spec folded into the last layer (the margin
-    comes from the unfolded ``|spec|·|W|``, so cancellation in the fold is covered)."""
+    comes from the unfolded ``|spec|·|W|``, so cancellation in the fold is covered);
+    ``onehot`` when ``h`` is the input box itself (a one-layer network)."""
     matrix = spec[0] if spec.stride(0) == 0 else spec
-    return _interval_affine(_folded(matrix, last), lo, hi)
+    return _first_interval(_folded(matrix, last), lo, hi, onehot)
 
 
 def _ibp_layers(
-    affines: list[_Affine], lo: torch.Tensor, hi: torch.Tensor
+    affines: list[_Affine], lo: torch.Tensor, hi: torch.Tensor, onehot: _OneHot | None = None,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Pre-activation IBP bounds of every layer but the last."""
     pre_lo, pre_hi = [], []
     h_lo, h_hi = lo, hi
-    for affine in affines[:-1]:
-        z_lo, z_hi = _interval_affine(affine, h_lo, h_hi)
+    for index, affine in enumerate(affines[:-1]):
+        if index == 0:
+            z_lo, z_hi = _first_interval(affine, h_lo, h_hi, onehot)
+        else:
+            z_lo, z_hi = _interval_affine(affine, h_lo, h_hi)
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
         h_lo, h_hi = _activate_interval(z_lo, z_hi, affine.slope)
@@ -464,10 +578,24 @@ def _concretise(
     return torch.where(torch.isnan(value) | (value == np.inf), -np.inf, value)
 
 
+def _concretise_input(
+    coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor,
+    lo: torch.Tensor, hi: torch.Tensor, onehot: _OneHot | None,
+) -> torch.Tensor:
+    """:func:`_concretise` against the input box, every usable one-hot group at its best
+    allowed category (``onehot``: the records of each row's box)."""
+    if onehot is None:
+        return _concretise(coeffs, const, margin, lo, hi)
+    value = _concretise(coeffs * onehot.free, const, margin, lo, hi)
+    value = value + _group_extreme(coeffs[:, None, :], onehot)[:, 0]
+    return torch.where(torch.isnan(value) | (value == np.inf), -np.inf, value)
+
+
 def _backsubstitute(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
     coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor, box: torch.Tensor,
     inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], *, paired: bool = False,
+    onehot: _OneHot | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Lower bounds of rows ``coeffs·h + const``, ``h`` the input of layer ``layer``.
 
@@ -518,9 +646,9 @@ def _backsubstitute(
         box, row_ids = box[keep], row_ids[keep]
         if row_ids.numel() == 0:
             return result, coeffs
-    result[row_ids] = _concretise(
+    result[row_ids] = _concretise_input(
         coeffs, const, margin, inputs_lo[0].index_select(0, box),
-        inputs_hi[0].index_select(0, box),
+        inputs_hi[0].index_select(0, box), None if onehot is None else onehot.select(box),
     )
     return result, coeffs
 
@@ -562,7 +690,7 @@ def _row_margins(magnitude: torch.Tensor, support: torch.Tensor) -> torch.Tensor
 def _crown_layer_bounds(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
     ibp_lo: torch.Tensor, ibp_hi: torch.Tensor, margins: torch.Tensor,
-    inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
+    inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], onehot: _OneHot | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tighten the IBP pre-activation bounds of ``layer`` by CROWN on its unstable neurons
     (``margins``: per box and neuron, the margin of the neuron's real terms)."""
@@ -579,6 +707,7 @@ def _crown_layer_bounds(
         bound, _ = _backsubstitute(
             affines, relaxations, layer, torch.cat([rows, -rows]), torch.cat([bias, -bias]),
             torch.cat([margin, margin]), torch.cat([b, b]), inputs_lo, inputs_hi, paired=True,
+            onehot=onehot,
         )
         count = b.numel()
         out_lo[b, n] = torch.maximum(out_lo[b, n], bound[:count])
@@ -588,11 +717,12 @@ def _crown_layer_bounds(
 
 def _crown_finite(
     affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+    onehot: _OneHot | None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
-           dict[int, _Relaxation], torch.Tensor, torch.Tensor]:
+           dict[int, _Relaxation], torch.Tensor, torch.Tensor, torch.Tensor]:
     """CROWN with CROWN intermediate bounds on boxes whose IBP bounds are finite; also
-    returns ``|A_lower| + |A_upper|`` (the input coefficients of the final linear bounds) and
-    the margins of the spec rows (for alpha-CROWN)."""
+    returns ``|A_lower| + |A_upper|`` and ``A_lower`` (the input coefficients of the final
+    linear bounds) and the margins of the spec rows (for alpha-CROWN)."""
     relaxations: dict[int, _Relaxation] = {}
     pre_lo: list[torch.Tensor] = []
     pre_hi: list[torch.Tensor] = []
@@ -601,13 +731,16 @@ def _crown_finite(
     value_in = torch.maximum(lo.abs(), hi.abs())
     support_in = _nonzero_inputs(lo, hi)
     for index, affine in enumerate(affines[:-1]):
-        z_lo, z_hi = _interval_affine(affine, inputs_lo[index], inputs_hi[index])
+        if index == 0:
+            z_lo, z_hi = _first_interval(affine, lo, hi, onehot)
+        else:
+            z_lo, z_hi = _interval_affine(affine, inputs_lo[index], inputs_hi[index])
         magnitudes.push(affine, value_in, support_in)
         if index > 0 and affine.slope is not None:
             z_lo, z_hi = _crown_layer_bounds(
                 affines, relaxations, index, z_lo, z_hi,
                 _row_margins(magnitudes.value[-1], magnitudes.support[-1]),
-                inputs_lo, inputs_hi,
+                inputs_lo, inputs_hi, onehot,
             )
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
@@ -625,22 +758,26 @@ def _crown_finite(
         (spec.abs() @ magnitudes.value[-1].unsqueeze(-1)).squeeze(-1),
         ((spec != 0).to(torch.float64) @ magnitudes.support[-1].unsqueeze(-1)).squeeze(-1),
     )
-    lower, upper, coefficients = _crown_spec(
-        affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi
+    lower, upper, coefficients, lower_coefficients = _crown_spec(
+        affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi, onehot
     )
-    ibp_lower, ibp_upper = _spec_interval(spec, affines[last], inputs_lo[last], inputs_hi[last])
+    ibp_lower, ibp_upper = _spec_interval(
+        spec, affines[last], inputs_lo[last], inputs_hi[last], onehot if last == 0 else None
+    )
     return (
         torch.maximum(lower, ibp_lower), torch.minimum(upper, ibp_upper),
-        pre_lo, pre_hi, relaxations, coefficients, spec_margin,
+        pre_lo, pre_hi, relaxations, coefficients, lower_coefficients, spec_margin,
     )
 
 
 def _crown_spec(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], spec: torch.Tensor,
     spec_margin: torch.Tensor, inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """CROWN bounds of ``spec @ net(x)`` given the relaxations of all kink layers, and
-    ``|A_lower| + |A_upper|`` per box, row and input (how much each input drives the gap)."""
+    onehot: _OneHot | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """CROWN bounds of ``spec @ net(x)`` given the relaxations of all kink layers,
+    ``|A_lower| + |A_upper|`` per box, row and input (how much each input drives the gap), and
+    ``A_lower`` itself (signed)."""
     batch, rows, _ = spec.shape
     last = affines[-1]
     folded = (spec @ last.weight).reshape(batch * rows, -1)
@@ -651,6 +788,7 @@ def _crown_spec(
     upper = torch.empty_like(lower)
     width = inputs_lo[0].shape[1]
     sensitivity = torch.empty(batch * rows, width, dtype=torch.float64)
+    signed = torch.empty(batch * rows, width, dtype=torch.float64)
     for start in range(0, box.numel(), ROW_CHUNK):
         part = slice(start, start + ROW_CHUNK)
         b = box[part]
@@ -659,23 +797,24 @@ def _crown_spec(
             torch.cat([folded[part], -folded[part]]),
             torch.cat([folded_bias[part], -folded_bias[part]]),
             torch.cat([margin[part], margin[part]]),
-            torch.cat([b, b]), inputs_lo, inputs_hi,
+            torch.cat([b, b]), inputs_lo, inputs_hi, onehot=onehot,
         )
         count = b.numel()
         lower[part] = bound[:count]
         upper[part] = -bound[count:]
         sensitivity[part] = coeffs[:count].abs() + coeffs[count:].abs()
+        signed[part] = coeffs[:count]
     lower, upper = _sanitise(lower, upper)
     return (
         lower.reshape(batch, rows), upper.reshape(batch, rows),
-        sensitivity.reshape(batch, rows, width),
+        sensitivity.reshape(batch, rows, width), signed.reshape(batch, rows, width),
     )
 
 
 def _alpha_optimise(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], spec: torch.Tensor,
     spec_margin: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, steps: int,
-    learning_rate: float,
+    learning_rate: float, onehot: _OneHot | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Best lower/upper spec bounds over ``steps`` Adam steps on the lower slopes.
 
@@ -695,7 +834,8 @@ def _alpha_optimise(
     }
     optimiser = torch.optim.Adam(list(params.values()), lr=learning_rate)
     best = torch.full((batch, 2 * rows), -np.inf, dtype=torch.float64)
-    mid, rad = _halves(lo, hi)
+    free = torch.ones_like(lo) if onehot is None else onehot.free
+    mid, rad = _halves(lo * free, hi * free)
     mid, rad = mid.unsqueeze(1), rad.unsqueeze(1)
     for _ in range(steps + 1):
         coeffs = both @ affines[-1].weight
@@ -711,6 +851,8 @@ def _alpha_optimise(
             const = const + coeffs @ affines[index].bias
             coeffs = coeffs @ affines[index].weight
         bound = (coeffs * mid).sum(-1) - (coeffs.abs() * rad).sum(-1) + const - margin
+        if onehot is not None:
+            bound = bound + _group_extreme(coeffs, onehot)
         usable = bound.detach()
         best = torch.maximum(best, torch.where(torch.isnan(usable), -np.inf, usable))
         if steps == 0:
@@ -728,13 +870,17 @@ def _alpha_optimise(
 def compute_bounds(
     network: Network, lower: np.ndarray, upper: np.ndarray, spec: np.ndarray | None = None,
     method: Method = "crown", *, alpha_steps: int = 20, alpha_lr: float = 0.1,
+    groups: Sequence[Sequence[int]] = (),
 ) -> BoundsResult:
     """Sound bounds of ``spec @ network(x)`` over each box ``[lower[b], upper[b]]``.
 
     ``lower``/``upper``: ``(B, inputs)`` (a single box may be 1-D). ``method``: ``ibp``,
     ``crown`` (CROWN intermediate bounds) or ``alpha-crown`` (``alpha_steps`` Adam steps on the
     lower slopes of the final bound). Boxes with infinite coordinates that the network reads
-    are bounded by IBP only. See the module docstring for the guarantees.
+    are bounded by IBP only. ``groups``: one-hot groups of input columns (the inputs of
+    interest hold exactly one 1 in each): the bounds then hold over the one-hot points of each
+    box, and a group's part of every linear bound is exact over its allowed categories. See
+    the module docstring for the guarantees.
     """
     if method not in METHODS:
         raise CertgateInputError(
@@ -743,35 +889,44 @@ def compute_bounds(
     started = time.perf_counter()
     lowered, affines = _prepare(network)
     lo, hi = _as_boxes(network, lower, upper)
+    onehot = _onehot(_checked_groups(groups, network.input_size),
+                     torch.as_tensor(np.atleast_2d(np.asarray(lower, dtype=np.float64))),
+                     torch.as_tensor(np.atleast_2d(np.asarray(upper, dtype=np.float64))))
     batch = lo.shape[0]
     spec_tensor = _as_spec(spec, network.output_size, batch)
     with torch.no_grad():
-        pre_lo, pre_hi = _ibp_layers(affines, lo, hi)
+        pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot)
         h_lo, h_hi = _post_activation(affines, pre_lo, pre_hi, lo, hi, len(affines) - 1)
-        out_lo, out_hi = _spec_interval(spec_tensor, affines[-1], h_lo, h_hi)
+        out_lo, out_hi = _spec_interval(
+            spec_tensor, affines[-1], h_lo, h_hi, onehot if len(affines) == 1 else None
+        )
         crownable = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
         for z_lo, z_hi in zip(pre_lo, pre_hi, strict=True):
             crownable &= torch.isfinite(z_lo).all(dim=1) & torch.isfinite(z_hi).all(dim=1)
         run_crown = method != "ibp" and bool(crownable.any())
-        sensitivity = None
+        sensitivity = lower_coefficients = None
+        f_onehot = None
         if run_crown:
             f_lo, f_hi = lo[crownable], hi[crownable]
             if spec_tensor.stride(0) == 0:
                 f_spec = spec_tensor[0].expand(f_lo.shape[0], *spec_tensor.shape[1:])
             else:
                 f_spec = spec_tensor[crownable]
-            c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, spec_margin = (
-                _crown_finite(affines, f_spec, f_lo, f_hi)
-            )
+            f_onehot = None if onehot is None else onehot.select(crownable)
+            (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_signed,
+             spec_margin) = _crown_finite(affines, f_spec, f_lo, f_hi, f_onehot)
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
             sensitivity[crownable.numpy()] = c_sensitivity.numpy()
+            lower_coefficients = np.zeros_like(sensitivity)
+            lower_coefficients[crownable.numpy()] = c_signed.numpy()
             out_lo[crownable], out_hi[crownable] = c_lo, c_hi
             for index in range(len(pre_lo)):
                 pre_lo[index][crownable] = c_pre_lo[index]
                 pre_hi[index][crownable] = c_pre_hi[index]
     if run_crown and method == "alpha-crown" and relaxations:
         a_lo, a_hi = _alpha_optimise(
-            affines, relaxations, f_spec, spec_margin, f_lo, f_hi, alpha_steps, alpha_lr
+            affines, relaxations, f_spec, spec_margin, f_lo, f_hi, alpha_steps, alpha_lr,
+            f_onehot,
         )
         out_lo[crownable] = torch.maximum(out_lo[crownable], a_lo)
         out_hi[crownable] = torch.minimum(out_hi[crownable], a_hi)
@@ -785,6 +940,7 @@ def compute_bounds(
         pre_upper={k: pre_hi[k].numpy() for k in kinks},
         elapsed_s=time.perf_counter() - started,
         sensitivity=sensitivity,
+        lower_coefficients=lower_coefficients,
     )
 
 

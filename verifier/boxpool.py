@@ -10,7 +10,8 @@ import numpy as np
 @dataclass
 class Boxes:
     """A batch of boxes and what PV keeps per box: masses, undecided events (``pending``),
-    split depth, undecided atoms, per-input drive and the events' three-valued truth."""
+    split depth, undecided atoms, per-input drive, the signed input coefficients that order a
+    one-hot group's categories for splitting, and the events' three-valued truth."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -20,6 +21,7 @@ class Boxes:
     depth: np.ndarray
     atoms: np.ndarray
     drive: np.ndarray
+    order: np.ndarray
     truth: np.ndarray
 
     def select(self, rows: np.ndarray) -> Boxes:
@@ -32,7 +34,9 @@ class Boxes:
         ))
 
 
-BOX_FIELDS = ("lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "truth")
+BOX_FIELDS = (
+    "lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "order", "truth"
+)
 
 
 class BoxPool:

@@ -256,6 +256,13 @@ class ProbabilityBranchAndBound:
         for index, group in enumerate(domain.groups):
             self.group_of[list(group)] = index
             self.group_members[index, list(group)] = True
+        slots = max((len(group) for group in domain.groups), default=1)
+        self.group_index = np.array(
+            [[*g, *([g[0]] * (slots - len(g)))] for g in domain.groups], dtype=np.int64
+        ).reshape(len(domain.groups), slots)
+        self.group_valid = np.array(
+            [[True] * len(g) + [False] * (slots - len(g)) for g in domain.groups], dtype=bool
+        ).reshape(len(domain.groups), slots)
         self.quantiles = MarginalQuantiles(masses, domain)
         self._threshold_atoms()
         self.root_width = domain.upper - domain.lower
@@ -312,27 +319,34 @@ class ProbabilityBranchAndBound:
         self, lo: np.ndarray, hi: np.ndarray, method: str
     ) -> tuple[np.ndarray, np.ndarray]:
         """Sound bounds of every atom's left-hand side on every box, shape (B, atoms)."""
-        low, high, _ = self.atom_bounds_and_drive(lo, hi, method)
+        low, high, _, _ = self.atom_bounds_and_drive(lo, hi, method)
         return low, high
 
     def atom_bounds_and_drive(
         self, lo: np.ndarray, hi: np.ndarray, method: str
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Atom bounds (B, atoms) and each input's drive on each atom's gap (B, atoms, D):
-        the absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
-        itself (input atoms); multiplied by an input's width, its share of the gap."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Atom bounds (B, atoms), each input's drive on each atom's gap (B, atoms, D): the
+        absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
+        itself (input atoms); multiplied by an input's width, its share of the gap; and the
+        signed coefficients of the lower linear bounds (B, atoms, D)."""
         count = lo.shape[0]
         atoms = len(self.tracked.atoms)
         low = np.zeros((count, atoms))
         high = np.zeros((count, atoms))
         drive = np.broadcast_to(np.abs(self.input_rows), (count, *self.input_rows.shape)).copy()
+        signed = np.broadcast_to(self.input_rows, (count, *self.input_rows.shape)).copy()
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
-            result = compute_bounds(self.network, lo, hi, rows, method)  # type: ignore[arg-type]
+            result = compute_bounds(
+                self.network, lo, hi, rows, method,  # type: ignore[arg-type]
+                groups=self.domain.groups,
+            )
             low[:, self.reads_outputs] = result.lower
             high[:, self.reads_outputs] = result.upper
             if result.sensitivity is not None:
                 drive[:, self.reads_outputs] += result.sensitivity
+            if result.lower_coefficients is not None:
+                signed[:, self.reads_outputs] += result.lower_coefficients
         reads_inputs = (self.input_rows != 0.0).any(axis=1)
         mixed = reads_inputs & self.reads_outputs
         if mixed.any():
@@ -347,7 +361,7 @@ class ProbabilityBranchAndBound:
             low[:, pure], high[:, pure] = linear_form_bounds(
                 self.input_rows[pure], self.constants[pure], lo, hi
             )
-        return low, high, drive
+        return low, high, drive, signed
 
     def truth(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """Kleene truth of every event per box: (B, events) in {−1, 0, 1}."""
@@ -360,18 +374,40 @@ class ProbabilityBranchAndBound:
         ).astype(np.int8)
 
     # ---------------------------------------------------------------- splitting
+    def _allowed(self, lo: np.ndarray, hi: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """Per box ``i``: which slots of one-hot group ``groups[i]`` are categories the box
+        still allows (their unit vector fits the box), shape ``(B, slots)``."""
+        columns = self.group_index[groups]
+        valid = self.group_valid[groups]
+        rows = np.arange(lo.shape[0])[:, None]
+        g_lo, g_hi = lo[rows, columns], hi[rows, columns]
+        zero_fails = valid & ~((g_lo <= 0.0) & (g_hi >= 0.0))
+        one_fits = valid & (g_lo <= 1.0) & (g_hi >= 1.0)
+        others_fail = zero_fails.sum(axis=1, keepdims=True) - zero_fails
+        return one_fits & (others_fail == 0)
+
     def _candidates(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Splittable columns per box: read, non-degenerate, one-hot columns still open."""
+        """Splittable columns per box: read and non-degenerate; a one-hot group is split as
+        a whole, through its first column, while it allows two categories or more."""
         open_column = (hi > lo) & self.splittable[None, :]
         in_group = self.group_of >= 0
         if in_group.any():
-            open_column[:, in_group] &= (lo[:, in_group] == 0.0) & (hi[:, in_group] == 1.0)
+            open_column[:, in_group] = False
+            for group in range(self.group_index.shape[0]):
+                first = self.group_index[group, 0]
+                allowed = self._allowed(lo, hi, np.full(lo.shape[0], group))
+                read = self.splittable[self.group_index[group]].any()
+                open_column[:, first] = read & (allowed.sum(axis=1) >= 2)
         return open_column
 
     def _children(
-        self, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray
+        self, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray, order: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Split box ``i`` along ``dims[i]``: returns (left_lo, left_hi, right_lo, right_hi)."""
+        """Split box ``i`` along ``dims[i]``: returns (left_lo, left_hi, right_lo, right_hi).
+
+        A one-hot group's allowed categories are sorted by ``order`` (the leading atom's
+        coefficients) and halved: each child allows one half, so both children's ranges of
+        that coefficient shrink; a child left with one category fixes it."""
         rows = np.arange(lo.shape[0])
         left_lo, left_hi = lo.copy(), hi.copy()
         right_lo, right_hi = lo.copy(), hi.copy()
@@ -391,18 +427,43 @@ class ProbabilityBranchAndBound:
         right_lo[rows, dims] = right_cut
         grouped = self.group_of[dims] >= 0
         if grouped.any():
-            rows_g, dims_g = rows[grouped], dims[grouped]
-            members = self.group_members[self.group_of[dims_g]]
-            left_lo[rows_g] = np.where(members, 0.0, lo[rows_g])
-            left_hi[rows_g] = np.where(members, 0.0, hi[rows_g])
-            left_lo[rows_g, dims_g], left_hi[rows_g, dims_g] = 1.0, 1.0
-            right_lo[rows_g], right_hi[rows_g] = lo[rows_g], hi[rows_g]
-            right_lo[rows_g, dims_g], right_hi[rows_g, dims_g] = 0.0, 0.0
+            rows_g = rows[grouped]
+            groups = self.group_of[dims[grouped]]
+            allowed = self._allowed(lo[rows_g], hi[rows_g], groups)
+            columns = self.group_index[groups]
+            valid = self.group_valid[groups]
+            key = np.where(allowed, order[rows_g[:, None], columns], np.inf)
+            rank = np.argsort(np.argsort(key, axis=1, kind="stable"), axis=1, kind="stable")
+            count = allowed.sum(axis=1, keepdims=True)
+            halves = (allowed & (rank < count // 2), allowed & (rank >= count // 2))
+            where = (np.repeat(rows_g[:, None], columns.shape[1], axis=1)[valid], columns[valid])
+            for (child_lo, child_hi), half in zip(
+                ((left_lo, left_hi), (right_lo, right_hi)), halves, strict=True
+            ):
+                single = half & (half.sum(axis=1, keepdims=True) == 1)
+                child_hi[where] = half.astype(np.float64)[valid]
+                child_lo[where] = single.astype(np.float64)[valid]
         return left_lo, left_hi, right_lo, right_hi
+
+    def _group_scores(
+        self, score: np.ndarray, lo: np.ndarray, hi: np.ndarray, order: np.ndarray
+    ) -> np.ndarray:
+        """Smear scores with each one-hot group's (on its first column) replaced by the range
+        of the leading atom's coefficients over the categories the box allows: how much of
+        the gap the group's choice drives (twice, as the drive counts both bounds)."""
+        rows = np.arange(lo.shape[0])[:, None]
+        for group in range(self.group_index.shape[0]):
+            allowed = self._allowed(lo, hi, np.full(lo.shape[0], group))
+            values = order[rows, self.group_index[group][None, :]]
+            high = np.where(allowed, values, -np.inf).max(axis=1)
+            low = np.where(allowed, values, np.inf).min(axis=1)
+            spread = np.where(allowed.sum(axis=1) >= 2, 2.0 * (high - low), 0.0)
+            score[:, self.group_index[group, 0]] = spread
+        return score
 
     def choose_dims(
         self, lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, undecided_atoms: np.ndarray,
-        drive: np.ndarray,
+        drive: np.ndarray, order: np.ndarray,
     ) -> np.ndarray:
         """One split column per box: smear (largest drive × width) or BaBSB, with LongestEdge
         every k levels for the ``*-longest-edge`` rules; unbounded read columns first."""
@@ -424,12 +485,14 @@ class ProbabilityBranchAndBound:
             return dims
         if rule.startswith("babsb"):
             dims[other] = self._babsb(
-                lo[other], hi[other], candidates[other], relative[other], undecided_atoms[other]
+                lo[other], hi[other], candidates[other], relative[other], undecided_atoms[other],
+                order[other],
             )
             return dims
         width = hi[other] - lo[other]
         with np.errstate(invalid="ignore"):
             score = np.where(np.isfinite(width), drive[other] * width, np.inf)
+        score = self._group_scores(score, lo[other], hi[other], order[other])
         score = np.where(candidates[other], score, -np.inf)
         best = np.argmax(score, axis=1)
         no_signal = ~np.isfinite(score[np.arange(best.size), best]) | (
@@ -441,7 +504,7 @@ class ProbabilityBranchAndBound:
 
     def _babsb(
         self, lo: np.ndarray, hi: np.ndarray, candidates: np.ndarray, relative: np.ndarray,
-        undecided: np.ndarray,
+        undecided: np.ndarray, order: np.ndarray,
     ) -> np.ndarray:
         count, width = lo.shape
         limit = min(width, self.settings.max_candidate_dims)
@@ -457,7 +520,7 @@ class ProbabilityBranchAndBound:
         flat_rows = np.repeat(np.arange(count), limit)
         flat_dims = order.reshape(-1)
         left_lo, left_hi, right_lo, right_hi = self._children(
-            lo[flat_rows], hi[flat_rows], flat_dims
+            lo[flat_rows], hi[flat_rows], flat_dims, order[flat_rows]
         )
         both_lo = np.concatenate([left_lo, right_lo])
         both_hi = np.concatenate([left_hi, right_hi])
@@ -483,10 +546,13 @@ class ProbabilityBranchAndBound:
                   depth: np.ndarray) -> Boxes:
         """Bound new boxes and record what PV keeps about each."""
         mass_lo, mass_hi = self.masses(lo, hi)
-        low, high, atom_drive = self.atom_bounds_and_drive(lo, hi, self.settings.method)
+        low, high, atom_drive, signed = self.atom_bounds_and_drive(
+            lo, hi, self.settings.method
+        )
         undecided = self._undecided_atoms(low, high)
-        return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided,
-                      self._drive(atom_drive, undecided), self.truth(low, high))
+        drive, order = self._drive(atom_drive, signed, undecided)
+        return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
+                     self.truth(low, high))
 
     def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
         """Refine until the verdict is proven, the precision is reached, the time budget or
@@ -552,8 +618,12 @@ class ProbabilityBranchAndBound:
     def _split(self, chosen: Boxes) -> Boxes:
         """Both children of every chosen box, bounded (an input-atom threshold cut where one
         applies, else the split rule's column)."""
-        dims = self.choose_dims(chosen.lo, chosen.hi, chosen.depth, chosen.atoms, chosen.drive)
-        left_lo, left_hi, right_lo, right_hi = self._children(chosen.lo, chosen.hi, dims)
+        dims = self.choose_dims(
+            chosen.lo, chosen.hi, chosen.depth, chosen.atoms, chosen.drive, chosen.order
+        )
+        left_lo, left_hi, right_lo, right_hi = self._children(
+            chosen.lo, chosen.hi, dims, chosen.order
+        )
         cut, cut_column, cut_left, cut_right = self._threshold_cuts(
             chosen.lo, chosen.hi, chosen.atoms
         )
@@ -622,9 +692,16 @@ class ProbabilityBranchAndBound:
         return None
 
     @staticmethod
-    def _drive(atom_drive: np.ndarray, undecided_atoms: np.ndarray) -> np.ndarray:
-        """Per box and input: the largest drive over the atoms still undecided there."""
-        return np.where(undecided_atoms[:, :, None], atom_drive, 0.0).max(axis=1)
+    def _drive(
+        atom_drive: np.ndarray, signed: np.ndarray, undecided_atoms: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per box and input: the largest drive over the atoms still undecided there, and the
+        signed coefficients of the undecided atom with the largest total drive (they order a
+        one-hot group's categories when it is split)."""
+        undecided_drive = np.where(undecided_atoms[:, :, None], atom_drive, 0.0)
+        leading = np.argmax(undecided_drive.sum(axis=2), axis=1)
+        order = signed[np.arange(signed.shape[0]), leading]
+        return undecided_drive.max(axis=1), order
 
     def _undecided_atoms(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         values = [
