@@ -63,7 +63,8 @@ def _exact_rates(
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("budget", [0.3, 20.0])
-def test_pv_intervals_contain_the_enumerated_rates(seed: int, budget: float) -> None:
+@pytest.mark.parametrize("split", ["smear-longest-edge", "babsb-longest-edge", "longest-edge"])
+def test_pv_intervals_contain_the_enumerated_rates(seed: int, budget: float, split: str) -> None:
     rng = np.random.default_rng(seed)
     network = random_network(rng, [9, 8, 6, 2])
     network = Network(network.layers, COLUMNS, ["no", "yes"])
@@ -73,7 +74,7 @@ def test_pv_intervals_contain_the_enumerated_rates(seed: int, budget: float) -> 
     gamma = float(abs(unprivileged - privileged)) or 0.05
     certificate = demographic_parity_audit(
         network, population, protected="sex", privileged=1, favorable_class=1, gamma=gamma,
-        form="difference", settings=PVSettings(timeout_s=budget, batch_size=64),
+        form="difference", settings=PVSettings(timeout_s=budget, batch_size=64, split=split),
     )
     # the point masses above are float enclosure midpoints: allow their relative 1e-12 rounding
     slack = Fraction(1, 10**9)

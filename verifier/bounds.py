@@ -455,19 +455,39 @@ def _first_interval(
     center = _apply(affine.weight, mid) + affine.bias
     radius = _apply(affine.abs_weight, rad)
     low, high = center - radius, center + radius
-    batch = lo.shape[0]
-    neurons = affine.weight.shape[-2]
-    step = max(1, GROUP_CHUNK // max(1, neurons * onehot.index.numel()))
-    for start in range(0, batch, step):
+    if affine.weight.ndim == 2:
+        group_low, group_high = _shared_group_extremes(affine.weight, onehot)
+        return _widened(affine, low + group_low, high + group_high, lo, hi)
+    step = max(1, GROUP_CHUNK // max(1, affine.weight.shape[-2] * onehot.index.numel()))
+    for start in range(0, lo.shape[0], step):
         part = slice(start, start + step)
         records = onehot.select(part)
-        if affine.weight.ndim == 3:
-            weight = affine.weight[part]
-        else:
-            weight = affine.weight.expand(records.free.shape[0], *affine.weight.shape)
-        low[part] += _group_extreme(weight, records)
-        high[part] += _group_extreme(weight, records, largest=True)
+        low[part] += _group_extreme(affine.weight[part], records)
+        high[part] += _group_extreme(affine.weight[part], records, largest=True)
     return _widened(affine, low, high, lo, hi)
+
+
+def _shared_group_extremes(
+    weight: torch.Tensor, onehot: _OneHot
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per box and row of a weight matrix shared by every box: the sums over usable groups of
+    the smallest and largest weight over the allowed categories, ``(B, rows)`` each.
+
+    Boxes of a batch share few distinct sets of allowed categories per group, so each set's
+    extremes are computed once and gathered."""
+    batch = onehot.allowed.shape[0]
+    low = torch.zeros(batch, weight.shape[0], dtype=torch.float64)
+    high = torch.zeros_like(low)
+    for group in range(onehot.index.shape[0]):
+        patterns, inverse = torch.unique(onehot.allowed[:, group], dim=0, return_inverse=True)
+        values = weight[:, onehot.index[group]]  # (rows, m)
+        allowed = patterns[:, None, :]
+        smallest = torch.where(allowed, values[None], np.inf).amin(dim=2)
+        largest = torch.where(allowed, values[None], -np.inf).amax(dim=2)
+        usable = onehot.usable[:, group, None]
+        low += torch.where(usable, smallest[inverse], 0.0)
+        high += torch.where(usable, largest[inverse], 0.0)
+    return low, high
 
 
 def _activate_interval(

@@ -504,7 +504,7 @@ class ProbabilityBranchAndBound:
 
     def _babsb(
         self, lo: np.ndarray, hi: np.ndarray, candidates: np.ndarray, relative: np.ndarray,
-        undecided: np.ndarray, order: np.ndarray,
+        undecided: np.ndarray, coefficients: np.ndarray,
     ) -> np.ndarray:
         count, width = lo.shape
         limit = min(width, self.settings.max_candidate_dims)
@@ -520,7 +520,7 @@ class ProbabilityBranchAndBound:
         flat_rows = np.repeat(np.arange(count), limit)
         flat_dims = order.reshape(-1)
         left_lo, left_hi, right_lo, right_hi = self._children(
-            lo[flat_rows], hi[flat_rows], flat_dims, order[flat_rows]
+            lo[flat_rows], hi[flat_rows], flat_dims, coefficients[flat_rows]
         )
         both_lo = np.concatenate([left_lo, right_lo])
         both_hi = np.concatenate([left_hi, right_hi])
