@@ -12,12 +12,13 @@ import pandas as pd
 import pytest
 from strategies import random_network
 
-from verifier.audits import demographic_parity_audit
+from verifier.audits import check_population_fits, demographic_parity_audit
 from verifier.exact_arith import exact_outputs
 from verifier.network import Network
 from verifier.population.fitting import fit_bayesian_network, infer_features
 from verifier.population.model import PopulationModel
-from verifier.pv import PVSettings
+from verifier.pv import ProbabilityBranchAndBound, PVSettings, population_domain
+from verifier.spec import demographic_parity
 
 COLUMNS = ["sex", "job=a", "job=b", "job=c", "job=d", "edu=x", "edu=y", "edu=z", "hours"]
 
@@ -63,8 +64,13 @@ def _exact_rates(
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("budget", [0.3, 20.0])
-@pytest.mark.parametrize("split", ["smear-longest-edge", "babsb-longest-edge", "longest-edge"])
-def test_pv_intervals_contain_the_enumerated_rates(seed: int, budget: float, split: str) -> None:
+@pytest.mark.parametrize(("split", "enumerate_points"), [
+    ("smear-longest-edge", 0), ("smear-longest-edge", 40), ("babsb-longest-edge", 0),
+    ("longest-edge", 1000),
+])
+def test_pv_intervals_contain_the_enumerated_rates(
+    seed: int, budget: float, split: str, enumerate_points: int
+) -> None:
     rng = np.random.default_rng(seed)
     network = random_network(rng, [9, 8, 6, 2])
     network = Network(network.layers, COLUMNS, ["no", "yes"])
@@ -74,7 +80,8 @@ def test_pv_intervals_contain_the_enumerated_rates(seed: int, budget: float, spl
     gamma = float(abs(unprivileged - privileged)) or 0.05
     certificate = demographic_parity_audit(
         network, population, protected="sex", privileged=1, favorable_class=1, gamma=gamma,
-        form="difference", settings=PVSettings(timeout_s=budget, batch_size=64, split=split),
+        form="difference", settings=PVSettings(timeout_s=budget, batch_size=64, split=split,
+                            enumerate_points=enumerate_points),
     )
     # the point masses above are float enclosure midpoints: allow their relative 1e-12 rounding
     slack = Fraction(1, 10**9)
@@ -86,3 +93,24 @@ def test_pv_intervals_contain_the_enumerated_rates(seed: int, budget: float, spl
         for name in ("p_unprivileged", "p_privileged"):
             low, high = certificate.bounds[name]
             assert high - low < 1e-9
+
+
+def test_enumerating_a_box_gives_each_of_its_points_once_and_all_its_mass() -> None:
+    population = _population(3)
+    network = Network(random_network(np.random.default_rng(3), [9, 5, 2]).layers, COLUMNS,
+                      ["no", "yes"])
+    names = check_population_fits(network, population)
+    spec = demographic_parity(names, protected="sex", privileged=1, favorable_class=1, gamma=0.8)
+    masses, domain = population_domain(population)
+    engine = ProbabilityBranchAndBound(network, spec, masses, domain, PVSettings())
+    lo, hi = domain.lower.copy(), domain.upper.copy()
+    hi[1] = 0.0  # job=a excluded: 3 jobs left
+    lo[8], hi[8] = 2.0, 4.0  # hours in {2, 3, 4}
+    box = engine._evaluate(lo[None], hi[None], np.ones((1, 4), bool), np.zeros(1, np.int64))
+    assert engine.point_counts(box.lo, box.hi)[0] == 2 * 3 * 3 * 3
+    points = engine._enumerate(box)
+    assert points.lo.shape[0] == 54
+    assert np.array_equal(points.lo, points.hi)
+    assert len({tuple(p) for p in points.lo}) == 54
+    total_lo, total_hi = masses(lo[None], hi[None])
+    assert points.mass_lo.sum() <= total_hi[0] and total_lo[0] <= points.mass_hi.sum()

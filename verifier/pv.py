@@ -106,6 +106,8 @@ class PVSettings:
     precision: float | None = None
     max_boxes: int | None = None
     max_candidate_dims: int = 24
+    enumerate_points: int = 0
+    max_points_per_batch: int = 1 << 16
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -118,6 +120,10 @@ class PVSettings:
             raise CertgateInputError("batch_size must be positive")
         if self.precision is not None and self.precision <= 0:
             raise CertgateInputError("precision must be positive")
+        if self.enumerate_points < 0 or self.max_points_per_batch < 1:
+            raise CertgateInputError(
+                "enumerate_points must be >= 0 and max_points_per_batch positive"
+            )
 
 
 @dataclass
@@ -543,11 +549,12 @@ class ProbabilityBranchAndBound:
 
     # ---------------------------------------------------------------- main loop
     def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
-                  depth: np.ndarray) -> Boxes:
-        """Bound new boxes and record what PV keeps about each."""
+                  depth: np.ndarray, method: str | None = None) -> Boxes:
+        """Bound new boxes (with ``method``, default the settings') and record what PV keeps
+        about each."""
         mass_lo, mass_hi = self.masses(lo, hi)
         low, high, atom_drive, signed = self.atom_bounds_and_drive(
-            lo, hi, self.settings.method
+            lo, hi, method or self.settings.method
         )
         undecided = self._undecided_atoms(low, high)
         drive, order = self._drive(atom_drive, signed, undecided)
@@ -593,15 +600,7 @@ class ProbabilityBranchAndBound:
             if stopped_by is not None:
                 break
             chosen = pool.pop_heaviest(settings.batch_size)
-            points = ~self._candidates(chosen.lo, chosen.hi).any(axis=1)
-            if points.all():
-                new = self._decide_points(chosen)
-            elif points.any():
-                new = self._decide_points(chosen.select(points)).extended(
-                    self._split(chosen.select(~points))
-                )
-            else:
-                new = self._split(chosen)
+            new = self._refine(chosen)
             processed += new.lo.shape[0]
         return PVResult(
             verdict=verdict,
@@ -614,6 +613,86 @@ class ProbabilityBranchAndBound:
             specification=self.spec,
             history=history,
         )
+
+    def _refine(self, chosen: Boxes) -> Boxes:
+        """The next boxes from the chosen ones: single points are decided exactly, boxes with
+        few discrete points are replaced by all their points, the others are split."""
+        points = ~self._candidates(chosen.lo, chosen.hi).any(axis=1)
+        counts = self.point_counts(chosen.lo, chosen.hi)
+        small = ~points & (counts <= self.settings.enumerate_points)
+        small &= np.cumsum(np.where(small, counts, 0.0)) <= self.settings.max_points_per_batch
+        parts = []
+        if points.any():
+            parts.append(self._decide_points(chosen.select(points)))
+        if small.any():
+            parts.append(self._enumerate(chosen.select(small)))
+        rest = ~points & ~small
+        if rest.any():
+            parts.append(self._split(chosen.select(rest)))
+        new = parts[0]
+        for part in parts[1:]:
+            new = new.extended(part)
+        return new
+
+    def _discrete_axes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The integer columns (outside one-hot groups) and the one-hot groups that a split
+        may cut: the axes along which a box's points are counted and enumerated."""
+        integer = np.flatnonzero(self.domain.integer & self.splittable & (self.group_of < 0))
+        groups = np.array([
+            g for g in range(self.group_index.shape[0])
+            if self.splittable[self.group_index[g][self.group_valid[g]]].any()
+        ], dtype=np.int64)
+        return integer, groups
+
+    def point_counts(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per box: how many points its splittable columns can take (``inf`` when one of them
+        is continuous): integer values per integer column times allowed categories per
+        one-hot group."""
+        counts = np.ones(lo.shape[0])
+        continuous = self.splittable & ~self.domain.integer & (self.group_of < 0)
+        open_continuous = (hi[:, continuous] > lo[:, continuous]).any(axis=1)
+        integer, groups = self._discrete_axes()
+        for d in integer:
+            counts *= np.maximum(np.floor(hi[:, d]) - np.ceil(lo[:, d]) + 1.0, 0.0)
+        for g in groups:
+            counts *= self._allowed(lo, hi, np.full(lo.shape[0], g)).sum(axis=1)
+        return np.where(open_continuous, np.inf, counts)
+
+    def _enumerate(self, boxes: Boxes) -> Boxes:
+        """Every point of each box (all combinations of integer values and allowed categories
+        on its splittable discrete axes; other columns keep their interval), bounded by IBP,
+        which is exact at a point up to the rounding margin. Together the points carry all
+        the box's mass: integer columns have mass on integers only, one-hot groups on their
+        categories only."""
+        integer, groups = self._discrete_axes()
+        count = boxes.lo.shape[0]
+        allowed = [self._allowed(boxes.lo, boxes.hi, np.full(count, g)) for g in groups]
+        sizes = np.concatenate([
+            np.maximum(np.floor(boxes.hi[:, integer]) - np.ceil(boxes.lo[:, integer]) + 1, 0),
+            np.array([a.sum(axis=1) for a in allowed]).reshape(len(groups), count).T,
+        ], axis=1).astype(np.int64)
+        totals = sizes.prod(axis=1)
+        parent = np.repeat(np.arange(count), totals)
+        rest = np.arange(parent.size) - np.repeat(np.cumsum(totals) - totals, totals)
+        lo, hi = boxes.lo[parent].copy(), boxes.hi[parent].copy()
+        for axis, d in enumerate(integer):
+            size = sizes[parent, axis]
+            value = np.ceil(boxes.lo[parent, d]) + rest % size
+            rest = rest // size
+            lo[:, d] = hi[:, d] = value
+        rows = np.arange(parent.size)
+        for axis, g in enumerate(groups, start=len(integer)):
+            size = sizes[parent, axis]
+            digit = rest % size
+            rest = rest // size
+            mask = allowed[axis - len(integer)][parent]
+            rank = np.cumsum(mask, axis=1) - 1
+            slot = np.argmax(mask & (rank == digit[:, None]), axis=1)
+            columns = self.group_index[g][self.group_valid[g]]
+            lo[:, columns] = hi[:, columns] = 0.0
+            chosen = self.group_index[g][slot]
+            lo[rows, chosen] = hi[rows, chosen] = 1.0
+        return self._evaluate(lo, hi, boxes.pending[parent], boxes.depth[parent] + 1, "ibp")
 
     def _split(self, chosen: Boxes) -> Boxes:
         """Both children of every chosen box, bounded (an input-atom threshold cut where one
