@@ -106,11 +106,11 @@ def test_enumerating_a_box_gives_each_of_its_points_once_and_all_its_mass() -> N
     lo, hi = domain.lower.copy(), domain.upper.copy()
     hi[1] = 0.0  # job=a excluded: 3 jobs left
     lo[8], hi[8] = 2.0, 4.0  # hours in {2, 3, 4}
-    box = engine._evaluate(lo[None], hi[None], np.ones((1, 4), bool), np.zeros(1, np.int64))
-    assert engine.point_counts(box.lo, box.hi)[0] == 2 * 3 * 3 * 3
-    points = engine._enumerate(box)
-    assert points.lo.shape[0] == 54
-    assert np.array_equal(points.lo, points.hi)
-    assert len({tuple(p) for p in points.lo}) == 54
+    assert engine.splitter.point_counts(lo[None], hi[None])[0] == 2 * 3 * 3 * 3
+    point_lo, point_hi, parent = engine.splitter.enumerate(lo[None], hi[None])
+    assert point_lo.shape[0] == 54 and (parent == 0).all()
+    assert np.array_equal(point_lo, point_hi)
+    assert len({tuple(p) for p in point_lo}) == 54
     total_lo, total_hi = masses(lo[None], hi[None])
-    assert points.mass_lo.sum() <= total_hi[0] and total_lo[0] <= points.mass_hi.sum()
+    mass_lo, mass_hi = masses(point_lo, point_hi)
+    assert mass_lo.sum() <= total_hi[0] and total_lo[0] <= mass_hi.sum()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from verifier.pv import InputDomain
+    from verifier.pv.domain import InputDomain
 
 MassFunction = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 QUANTILE_LEVELS = np.unique(

@@ -1,0 +1,43 @@
+"""PV: certified probability bounds by input-space branch and bound (paper 003, DESIGN D5).
+
+One box tree serves every probability of a specification (they share the input
+distribution): each box carries the set of *events* still undecided on it. A box is bounded
+once — CROWN on a specification matrix holding every output atom (e.g. ``y_1 − y_0``), exact
+intervals for input atoms — and each event's three-valued truth follows by Kleene logic. When
+an event is proven true on a box, the box's (rounded-down) mass is added to the event's lower
+bound; proven false, it is subtracted from the event's upper bound. Boxes with no undecided
+event leave the tree.
+
+Selection is SelectProb (largest mass first). The package's modules, one job each:
+:mod:`~verifier.pv.engine` (the loop), :mod:`~verifier.pv.splitting` (split rules, child
+boxes, point enumeration), :mod:`~verifier.pv.atoms` (atom bounds, truth, exact point
+decisions), :mod:`~verifier.pv.evaluation` (the per-batch work, on any executor),
+:mod:`~verifier.pv.events` (events and derived probabilities), :mod:`~verifier.pv.domain`,
+:mod:`~verifier.pv.settings`, :mod:`~verifier.pv.result`, :mod:`~verifier.pv.boxpool` and
+:mod:`~verifier.pv.quantiles`.
+
+Soundness: every box bound comes from :mod:`verifier.bounds` (sound, with float margins);
+masses come as ``(lower, upper)`` enclosures and only lower masses are ever added or
+subtracted; sums are rounded down by a relative ``1e-12``; derived probabilities and the
+specification's expression use outward-rounded interval arithmetic. A conditional probability
+``P[E | C]`` is ``a / (a + b)`` with ``a = P[E ∧ C]``, ``b = P[¬E ∧ C]``, which is monotone
+in both and so tighter than dividing two independent intervals. Assumption: continuous
+columns have no point masses (a split face shared by two children has probability zero).
+"""
+
+from verifier.pv.domain import InputDomain, population_domain
+from verifier.pv.engine import ProbabilityBranchAndBound, verify
+from verifier.pv.result import PVProgress, PVResult
+from verifier.pv.settings import SPLIT_RULES, PVSettings, SplitRule
+
+__all__ = [
+    "SPLIT_RULES",
+    "InputDomain",
+    "PVProgress",
+    "PVResult",
+    "PVSettings",
+    "ProbabilityBranchAndBound",
+    "SplitRule",
+    "population_domain",
+    "verify",
+]

@@ -1,0 +1,157 @@
+"""The atoms of a specification's events: sound bounds of them on boxes, the events'
+three-valued truth, and exact decisions at single points.
+
+An atom is ``c_y·y + c_x·x + k ≥ 0`` (or ``> 0``). Output atoms are bounded together as one
+specification matrix (CROWN on ``C·net(x)``, one-hot groups as simplices), input parts by
+exact intervals, and every sum gets a relative ``1e-12`` margin; pure input atoms are bounded
+with error-free arithmetic. An event's truth follows by Kleene logic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from verifier.bounds import compute_bounds, linear_interval
+from verifier.errors import CertgateInputError
+from verifier.exact_arith import exact_linear_value, exact_outputs, linear_form_bounds
+from verifier.network import Network
+from verifier.pv.events import TrackedEvents
+from verifier.spec import atom_truth, evaluate_event
+
+
+class AtomBounds:
+    """Bounds and truth of the tracked events' atoms on batches of boxes."""
+
+    def __init__(
+        self, network: Network, tracked: TrackedEvents, groups: Sequence[Sequence[int]]
+    ) -> None:
+        self.network = network
+        self.tracked = tracked
+        self.groups = tuple(tuple(int(c) for c in group) for group in groups)
+        atoms = tracked.atoms
+        width = network.input_size
+        self.output_rows = np.array(
+            [a.output_coeffs if a.reads_outputs else [0.0] * network.output_size for a in atoms]
+        ).reshape(len(atoms), network.output_size)
+        self.input_rows = np.array(
+            [a.input_coeffs if a.reads_inputs else [0.0] * width for a in atoms]
+        ).reshape(len(atoms), width)
+        self.constants = np.array([a.constant for a in atoms])
+        self.reads_outputs = np.array([a.reads_outputs for a in atoms], dtype=bool)
+        self.strict = np.array([a.strict for a in atoms], dtype=bool)
+
+    def read_columns(self) -> np.ndarray:
+        """Input columns that some atom depends on (through the network or directly)."""
+        width = self.network.input_size
+        read = self.network.read_inputs() if self.reads_outputs.any() else np.zeros(width, bool)
+        return read | (self.input_rows != 0.0).any(axis=0)
+
+    def bounds(self, lo: np.ndarray, hi: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
+        """Sound bounds of every atom's left-hand side on every box, shape (B, atoms)."""
+        low, high, _, _ = self.bounds_and_drive(lo, hi, method)
+        return low, high
+
+    def bounds_and_drive(
+        self, lo: np.ndarray, hi: np.ndarray, method: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Atom bounds (B, atoms), each input's drive on each atom's gap (B, atoms, D): the
+        absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
+        itself (input atoms); multiplied by an input's width, its share of the gap; and the
+        signed coefficients of the lower linear bounds (B, atoms, D)."""
+        count = lo.shape[0]
+        atoms = len(self.tracked.atoms)
+        low = np.zeros((count, atoms))
+        high = np.zeros((count, atoms))
+        drive = np.broadcast_to(np.abs(self.input_rows), (count, *self.input_rows.shape)).copy()
+        signed = np.broadcast_to(self.input_rows, (count, *self.input_rows.shape)).copy()
+        if self.reads_outputs.any():
+            rows = self.output_rows[self.reads_outputs]
+            result = compute_bounds(
+                self.network, lo, hi, rows, method,  # type: ignore[arg-type]
+                groups=self.groups,
+            )
+            low[:, self.reads_outputs] = result.lower
+            high[:, self.reads_outputs] = result.upper
+            if result.sensitivity is not None:
+                drive[:, self.reads_outputs] += result.sensitivity
+            if result.lower_coefficients is not None:
+                signed[:, self.reads_outputs] += result.lower_coefficients
+        reads_inputs = (self.input_rows != 0.0).any(axis=1)
+        mixed = reads_inputs & self.reads_outputs
+        if mixed.any():
+            in_lo, in_hi = linear_interval(self.input_rows[mixed], lo, hi)
+            low[:, mixed] += in_lo
+            high[:, mixed] += in_hi
+        magnitude = np.abs(low) + np.abs(high) + np.abs(self.constants)
+        margin = np.where(np.isfinite(magnitude), 1e-12 * magnitude, 0.0)
+        low, high = low + self.constants - margin, high + self.constants + margin
+        pure = reads_inputs & ~self.reads_outputs
+        if pure.any():
+            low[:, pure], high[:, pure] = linear_form_bounds(
+                self.input_rows[pure], self.constants[pure], lo, hi
+            )
+        return low, high, drive, signed
+
+    def truth(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """Kleene truth of every event per box: (B, events) in {−1, 0, 1}."""
+        values = {
+            atom: atom_truth(atom, low[:, i], high[:, i])
+            for i, atom in enumerate(self.tracked.atoms)
+        }
+        return self._events(values)
+
+    def undecided(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """Per box and atom: whether the bounds leave the atom's truth open, (B, atoms)."""
+        values = [
+            atom_truth(atom, low[:, i], high[:, i]) for i, atom in enumerate(self.tracked.atoms)
+        ]
+        return np.stack(values, axis=1) == 0
+
+    @staticmethod
+    def leading_drive(
+        atom_drive: np.ndarray, signed: np.ndarray, undecided: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per box and input: the largest drive over the atoms still undecided there, and the
+        signed coefficients of the undecided atom with the largest total drive (they order a
+        one-hot group's categories when it is split)."""
+        undecided_drive = np.where(undecided[:, :, None], atom_drive, 0.0)
+        leading = np.argmax(undecided_drive.sum(axis=2), axis=1)
+        order = signed[np.arange(signed.shape[0]), leading]
+        return undecided_drive.max(axis=1), order
+
+    def decide_points(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Every event's truth on boxes that are single points in every column that matters,
+        (B, events) in {−1, 1}.
+
+        Their bounds (with rounding margins) left some event undecided, so the atoms are
+        evaluated exactly at the point in rational arithmetic (a tie such as ``y1 − y0 = 0``
+        is then decided exactly). That is the model's real value only when the network IR
+        holds the model's own coefficients; for a folded IR (a normalisation merged into a
+        layer) a tie within its rounding cannot be decided and is reported as an error.
+        """
+        if self.reads_outputs.any() and self.network.folded:
+            raise CertgateInputError(
+                "a single-point box leaves an event undecided within the rounding of the "
+                "network's folded coefficients (a tie at a point of positive probability): "
+                "the event cannot be decided; move its threshold off the tie"
+            )
+        atoms = self.tracked.atoms
+        values = np.empty((lo.shape[0], len(atoms)), dtype=np.int8)
+        for row, (box_lo, box_hi) in enumerate(zip(lo, hi, strict=True)):
+            point = np.where(box_lo == box_hi, box_lo, np.where(
+                np.isfinite(box_lo), box_lo, np.where(np.isfinite(box_hi), box_hi, 0.0)))
+            outputs = exact_outputs(self.network, point) if self.reads_outputs.any() else []
+            for index, atom in enumerate(atoms):
+                value = exact_linear_value(
+                    atom.output_coeffs, atom.input_coeffs, atom.constant, outputs, point
+                )
+                holds = value > 0 if atom.strict else value >= 0
+                values[row, index] = 1 if holds else -1
+        return self._events({atom: values[:, i] for i, atom in enumerate(atoms)})
+
+    def _events(self, values: dict) -> np.ndarray:
+        return np.stack(
+            [evaluate_event(event, values) for event in self.tracked.events], axis=1
+        ).astype(np.int8)

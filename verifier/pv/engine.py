@@ -1,0 +1,188 @@
+"""The PV loop: select the heaviest open boxes, refine them, bound the new ones, and credit
+the mass of every box on which an event is decided (see :mod:`verifier.pv`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from verifier.errors import CertgateInputError
+from verifier.executor import default_workers, make_executor
+from verifier.network import Network
+from verifier.pv.atoms import AtomBounds
+from verifier.pv.boxpool import Boxes, BoxPool
+from verifier.pv.domain import InputDomain
+from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
+from verifier.pv.events import SUM_ROUNDING, TrackedEvents
+from verifier.pv.quantiles import MassFunction
+from verifier.pv.result import PVProgress, PVResult
+from verifier.pv.settings import PVSettings
+from verifier.pv.splitting import Splitter
+from verifier.spec import Interval, Specification, interval_eval
+
+
+class ProbabilityBranchAndBound:
+    """Shared-tree branch and bound for all events of one specification."""
+
+    def __init__(
+        self, network: Network, spec: Specification, masses: MassFunction,
+        domain: InputDomain, settings: PVSettings,
+    ) -> None:
+        if domain.lower.size != network.input_size:
+            raise CertgateInputError(
+                f"the population has {domain.lower.size} columns, the network "
+                f"{network.input_size} inputs"
+            )
+        self.network = network
+        self.spec = spec
+        self.masses = masses
+        self.domain = domain
+        self.settings = settings
+        self.tracked = TrackedEvents(spec)
+        self.atoms = AtomBounds(network, self.tracked, domain.groups)
+        self.splitter = Splitter(network.layers[0].weight, self.atoms, masses, domain, settings)
+        self.evaluation = BoxEvaluation(masses, self.atoms)
+
+    def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
+                  depth: np.ndarray, evaluate: Callable[..., tuple[np.ndarray, ...]],
+                  method: str | None = None) -> Boxes:
+        """Bound new boxes (with ``method``, default the settings') and record what PV keeps
+        about each."""
+        mass_lo, mass_hi, low, high, atom_drive, signed = evaluate(
+            lo, hi, method or self.settings.method
+        )
+        undecided = self.atoms.undecided(low, high)
+        drive, order = self.atoms.leading_drive(atom_drive, signed, undecided)
+        return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
+                     self.atoms.truth(low, high))
+
+    def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
+        """Refine until the verdict is proven, the precision is reached, the time budget or
+        the box budget runs out, or no undecided box is left. Anytime: ``progress`` gets
+        every new (monotonically tightening) set of intervals. The bounding of each batch
+        runs on the settings' executor."""
+        settings = self.settings
+        executor = make_executor(settings.executor, settings.workers)
+        try:
+            evaluate = DistributedEvaluation(
+                self.evaluation, executor, settings.workers or default_workers(),
+                settings.min_boxes_per_task,
+            )
+            return self._run(evaluate, progress)
+        finally:
+            executor.shutdown()
+
+    def _run(self, evaluate: DistributedEvaluation,
+             progress: Callable[[PVProgress], None] | None) -> PVResult:
+        started = time.perf_counter()
+        settings = self.settings
+        events = len(self.tracked.events)
+        new = self._evaluate(
+            self.domain.lower[None, :].copy(), self.domain.upper[None, :].copy(),
+            np.ones((1, events), dtype=bool), np.zeros(1, dtype=np.int64), evaluate,
+        )
+        if new.mass_hi[0] <= 0.0:
+            raise CertgateInputError("the population model gives the input domain probability 0")
+        total = float(new.mass_hi[0])
+        lower = np.zeros(events)
+        violated = np.zeros(events)
+        pool = BoxPool()
+        processed = iterations = 0
+        history: list[tuple[float, Interval]] = []
+        while True:
+            sat = new.pending & (new.truth == 1)
+            viol = new.pending & (new.truth == -1)
+            lower += (sat * new.mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
+            violated += (viol * new.mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
+            new.pending = new.pending & (new.truth == 0)
+            pool.add(new.select(new.pending.any(axis=1) & (new.mass_hi > 0.0)))
+            upper = np.minimum(np.maximum(total - violated, lower), 1.0)
+            probabilities = self.tracked.probabilities(lower, upper)
+            value = interval_eval(self.spec.expression, probabilities)
+            verdict = self.spec.decide(value)
+            elapsed = time.perf_counter() - started
+            history.append((elapsed, value))
+            if progress is not None:
+                progress(PVProgress(probabilities, value, verdict, processed, pool.size, elapsed))
+            iterations += 1
+            stopped_by = self._stop_reason(verdict, pool.size, probabilities, elapsed, processed)
+            if stopped_by is not None:
+                break
+            chosen = pool.pop_heaviest(settings.batch_size)
+            new = self._refine(chosen, evaluate)
+            processed += new.lo.shape[0]
+        return PVResult(
+            verdict=verdict,
+            value=value,
+            probabilities=probabilities,
+            boxes=processed,
+            iterations=iterations,
+            elapsed_s=time.perf_counter() - started,
+            stopped_by=stopped_by,
+            specification=self.spec,
+            history=history,
+            settings=settings,
+        )
+
+    def _refine(self, chosen: Boxes, evaluate: DistributedEvaluation) -> Boxes:
+        """The next boxes from the chosen ones: single points are decided exactly, boxes with
+        few discrete points are replaced by all their points (bounded by IBP, exact at a
+        point up to the rounding margin), the others are split."""
+        splitter = self.splitter
+        points = ~splitter.candidates(chosen.lo, chosen.hi).any(axis=1)
+        counts = splitter.point_counts(chosen.lo, chosen.hi)
+        small = ~points & (counts <= self.settings.enumerate_points)
+        small &= np.cumsum(np.where(small, counts, 0.0)) <= self.settings.max_points_per_batch
+        parts = []
+        if points.any():
+            decided = chosen.select(points)
+            decided.truth = self.atoms.decide_points(decided.lo, decided.hi)
+            parts.append(decided)
+        if small.any():
+            boxes = chosen.select(small)
+            lo, hi, parent = splitter.enumerate(boxes.lo, boxes.hi)
+            parts.append(self._evaluate(lo, hi, boxes.pending[parent],
+                                        boxes.depth[parent] + 1, evaluate, "ibp"))
+        rest = ~points & ~small
+        if rest.any():
+            boxes = chosen.select(rest)
+            lo, hi = splitter.split(boxes)
+            parts.append(self._evaluate(
+                lo, hi, np.concatenate([boxes.pending, boxes.pending]),
+                np.concatenate([boxes.depth, boxes.depth]) + 1, evaluate,
+            ))
+        new = parts[0]
+        for part in parts[1:]:
+            new = new.extended(part)
+        return new
+
+    def _stop_reason(self, verdict: str, open_boxes: int, probabilities: dict[str, Interval],
+                     elapsed: float, processed: int) -> str | None:
+        settings = self.settings
+        if verdict != "unknown":
+            return "decided"
+        if open_boxes == 0:
+            return "exhausted"
+        if settings.precision is not None and all(
+            high - low <= settings.precision for low, high in probabilities.values()
+        ):
+            return "precision"
+        if settings.timeout_s is not None and elapsed >= settings.timeout_s:
+            return "timeout"
+        if settings.max_boxes is not None and processed >= settings.max_boxes:
+            return "max_boxes"
+        return None
+
+
+def verify(
+    network: Network, spec: Specification, masses: MassFunction, domain: InputDomain,
+    settings: PVSettings | None = None, progress: Callable[[PVProgress], None] | None = None,
+) -> PVResult:
+    """Run PV on ``spec``: sound intervals for every probability and the expression, and the
+    verdict if (and only if) it is proven. See :class:`ProbabilityBranchAndBound`."""
+    engine = ProbabilityBranchAndBound(network, spec, masses, domain, settings or PVSettings())
+    return engine.run(progress)
+
+

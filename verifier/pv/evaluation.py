@@ -1,0 +1,77 @@
+"""The work PV does on every new batch of boxes — box masses and atom bounds — in one
+picklable object, so that a batch can be cut into tasks for any
+:class:`concurrent.futures.Executor` (in-process, a process pool, Dask).
+
+A task carries the object pickled once per run (a few hundred kB for a network and a
+population model) and a key; each worker process unpickles it on its first task and keeps it
+for the later ones. The results are concatenated in batch order, so the branch and bound is
+the same whichever executor runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+import numpy as np
+
+from verifier.executor import InProcessExecutor
+from verifier.pv.atoms import AtomBounds
+from verifier.pv.quantiles import MassFunction
+
+_WORKER_CACHE: dict[str, BoxEvaluation] = {}
+
+
+@dataclass
+class BoxEvaluation:
+    """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, signed)``."""
+
+    masses: MassFunction
+    atoms: AtomBounds
+
+    def __call__(
+        self, lo: np.ndarray, hi: np.ndarray, method: str
+    ) -> tuple[np.ndarray, ...]:
+        mass_lo, mass_hi = self.masses(lo, hi)
+        return (mass_lo, mass_hi, *self.atoms.bounds_and_drive(lo, hi, method))
+
+
+def _evaluate_task(
+    key: str, payload: bytes, lo: np.ndarray, hi: np.ndarray, method: str
+) -> tuple[np.ndarray, ...]:
+    """One task on a worker: the evaluation for ``key`` (unpickled once per process)."""
+    evaluation = _WORKER_CACHE.get(key)
+    if evaluation is None:
+        _WORKER_CACHE.clear()
+        evaluation = pickle.loads(payload)
+        _WORKER_CACHE[key] = evaluation
+    return evaluation(lo, hi, method)
+
+
+class DistributedEvaluation:
+    """Runs a :class:`BoxEvaluation` on an executor, in tasks of at least ``min_boxes``."""
+
+    def __init__(
+        self, evaluation: BoxEvaluation, executor: Executor, workers: int, min_boxes: int
+    ) -> None:
+        self.evaluation = evaluation
+        self.executor = executor
+        self.local = isinstance(executor, InProcessExecutor) or workers <= 1
+        self.workers = workers
+        self.min_boxes = min_boxes
+        self.payload = b"" if self.local else pickle.dumps(evaluation)
+        self.key = hashlib.sha256(self.payload).hexdigest()
+
+    def __call__(self, lo: np.ndarray, hi: np.ndarray, method: str) -> tuple[np.ndarray, ...]:
+        tasks = min(self.workers, lo.shape[0] // self.min_boxes)
+        if self.local or tasks <= 1:
+            return self.evaluation(lo, hi, method)
+        parts = np.array_split(np.arange(lo.shape[0]), tasks)
+        futures = [
+            self.executor.submit(_evaluate_task, self.key, self.payload, lo[p], hi[p], method)
+            for p in parts
+        ]
+        results = [future.result() for future in futures]
+        return tuple(np.concatenate(arrays) for arrays in zip(*results, strict=True))

@@ -1,0 +1,68 @@
+"""The events PV tracks for a specification, and the probabilities that derive from them.
+
+A conditional probability ``P[E | C]`` is ``a / (a + b)`` with ``a = P[E ∧ C]`` and
+``b = P[¬E ∧ C]``, monotone in both, which keeps the correlation that dividing independent
+intervals of ``P[E ∧ C]`` and ``P[C]`` would lose. Every derived end is rounded outward.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verifier.spec import And, Atom, Event, Interval, Not, Specification, atoms_of
+
+SUM_ROUNDING = 1e-12
+
+
+class TrackedEvents:
+    """The events tracked for a specification and how probabilities derive from them."""
+
+    def __init__(self, spec: Specification) -> None:
+        self.events: list[Event] = []
+        self.terms: dict[str, tuple[int, int | None]] = {}
+        for name, term in spec.probabilities.items():
+            if term.condition is None:
+                self.terms[name] = (self._add(term.event), None)
+            else:
+                joint = self._add(And((term.event, term.condition)))
+                complement = self._add(And((Not(term.event), term.condition)))
+                self.terms[name] = (joint, complement)
+        self.atoms: list[Atom] = []
+        for event in self.events:
+            for atom in atoms_of(event):
+                if atom not in self.atoms:
+                    self.atoms.append(atom)
+
+    def _add(self, event: Event) -> int:
+        if event not in self.events:
+            self.events.append(event)
+        return self.events.index(event)
+
+    def probabilities(self, lower: np.ndarray, upper: np.ndarray) -> dict[str, Interval]:
+        """Sound intervals of every named probability from the event intervals."""
+        result = {}
+        for name, (joint, complement) in self.terms.items():
+            if complement is None:
+                result[name] = (max(0.0, float(lower[joint])), min(1.0, float(upper[joint])))
+                continue
+            a_lo, a_hi = float(lower[joint]), float(upper[joint])
+            b_lo, b_hi = float(lower[complement]), float(upper[complement])
+            result[name] = ratio_share(a_lo, a_hi, b_lo, b_hi)
+        return result
+
+
+def ratio_share(a_lo: float, a_hi: float, b_lo: float, b_hi: float) -> Interval:
+    """Enclosure of ``a / (a + b)`` for ``a ∈ [a_lo, a_hi]``, ``b ∈ [b_lo, b_hi]``, all ≥ 0."""
+    low_den = round_up(a_lo + b_hi)
+    high_den = round_down(a_hi + b_lo)
+    low = round_down(a_lo / low_den) if low_den > 0 else 0.0
+    high = round_up(a_hi / high_den) if high_den > 0 else 1.0
+    return (max(0.0, low), min(1.0, high))
+
+
+def round_down(value: float) -> float:
+    return float(np.nextafter(value, -np.inf))
+
+
+def round_up(value: float) -> float:
+    return float(np.nextafter(value, np.inf))

@@ -1,0 +1,62 @@
+"""The knobs of PV's branch and bound."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from verifier.bounds import METHODS
+from verifier.errors import CertgateInputError
+
+SplitRule = Literal[
+    "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
+]
+SPLIT_RULES: tuple[str, ...] = (
+    "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
+)
+
+
+@dataclass
+class PVSettings:
+    """Knobs of the branch and bound; the defaults follow paper 003's configuration.
+
+    ``enumerate_points``: a box with at most this many discrete points in the columns that
+    matter is finished by evaluating every point (0: never). ``executor``/``workers``: where
+    the bounding of each batch runs (``local``, ``process``, ``dask`` or ``dask=ADDRESS``, see
+    :mod:`verifier.executor`), in tasks of at least ``min_boxes_per_task`` boxes."""
+
+    batch_size: int = 1024
+    method: str = "crown"
+    split: SplitRule = "smear-longest-edge"
+    longest_edge_every: int = 10
+    timeout_s: float | None = 60.0
+    precision: float | None = None
+    max_boxes: int | None = None
+    max_candidate_dims: int = 24
+    enumerate_points: int = 0
+    max_points_per_batch: int = 1 << 16
+    executor: str = "local"
+    workers: int | None = None
+    min_boxes_per_task: int = 256
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise CertgateInputError(f"unknown bound method {self.method!r}")
+        if self.split not in SPLIT_RULES:
+            raise CertgateInputError(
+                f"unknown split rule {self.split!r}; use one of {', '.join(SPLIT_RULES)}"
+            )
+        if self.batch_size < 1:
+            raise CertgateInputError("batch_size must be positive")
+        if self.precision is not None and self.precision <= 0:
+            raise CertgateInputError("precision must be positive")
+        if self.executor.partition("=")[0] not in ("local", "process", "dask"):
+            raise CertgateInputError(
+                f"unknown executor {self.executor!r}; use local, process, dask or dask=ADDRESS"
+            )
+        if self.workers is not None and self.workers < 1:
+            raise CertgateInputError("workers must be positive")
+        if self.enumerate_points < 0 or self.max_points_per_batch < 1:
+            raise CertgateInputError(
+                "enumerate_points must be >= 0 and max_points_per_batch positive"
+            )

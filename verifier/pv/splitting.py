@@ -1,0 +1,347 @@
+"""How PV cuts boxes: the split rules, child-box construction and point enumeration.
+
+Only columns that the network or an atom reads are split; every other column is integrated
+out by the box probabilities. Bounded continuous columns are bisected; unbounded ones are cut
+at quantiles of the population's marginal (halving the marginal mass of the unbounded side);
+integer columns split into disjoint integer ranges; a one-hot group is split as a whole, its
+allowed categories halved in the order of the leading atom's coefficients. A box with an
+undecided input atom on one column (``x.age >= 18``) is first cut exactly at the atom's
+threshold, with the threshold on the atom's true side, which decides that atom on both
+children. Column choice: smear (CROWN's input coefficients times the width, paper 003's
+BaBSB as an alternative), with LongestEdge every ``k`` levels for completeness.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verifier.pv.atoms import AtomBounds
+from verifier.pv.boxpool import Boxes
+from verifier.pv.domain import InputDomain
+from verifier.pv.quantiles import QUANTILE_LEVELS, MarginalQuantiles, MassFunction
+from verifier.pv.settings import PVSettings
+
+
+class Splitter:
+    """The split rules of one PV run: which column to cut and the children it gives."""
+
+    def __init__(
+        self, network_first_weight: np.ndarray, atoms: AtomBounds, masses: MassFunction,
+        domain: InputDomain, settings: PVSettings,
+    ) -> None:
+        self.first_weight = network_first_weight
+        self.atoms = atoms
+        self.domain = domain
+        self.settings = settings
+        width = domain.lower.size
+        self.splittable = atoms.read_columns()
+        self.group_of = np.full(width, -1)
+        for index, group in enumerate(domain.groups):
+            self.group_of[list(group)] = index
+        slots = max((len(group) for group in domain.groups), default=1)
+        self.group_index = np.array(
+            [[*g, *([g[0]] * (slots - len(g)))] for g in domain.groups], dtype=np.int64
+        ).reshape(len(domain.groups), slots)
+        self.group_valid = np.array(
+            [[True] * len(g) + [False] * (slots - len(g)) for g in domain.groups], dtype=bool
+        ).reshape(len(domain.groups), slots)
+        self.quantiles = MarginalQuantiles(masses, domain)
+        self._threshold_atoms()
+        self.root_width = domain.upper - domain.lower
+        for column, table in self.quantiles.values.items():
+            central = table[(QUANTILE_LEVELS >= 2.0**-10) & (QUANTILE_LEVELS <= 1 - 2.0**-10)]
+            self.root_width[column] = max(float(central[-1] - central[0]), 1e-12)
+        self.root_width = np.where(self.root_width > 0, self.root_width, 1.0)
+
+    def _threshold_atoms(self) -> None:
+        """Atoms ``c·x_d + k ≥ 0`` (or ``> 0``) on one input column: their column, threshold
+        ``t = −k/c`` and the cut that puts ``t`` on the atom's true side."""
+        single = (~self.atoms.reads_outputs) & ((self.atoms.input_rows != 0.0).sum(axis=1) == 1)
+        self.threshold_atom = np.flatnonzero(single)
+        columns = np.argmax(self.atoms.input_rows[single] != 0.0, axis=1)
+        coeff = self.atoms.input_rows[single, columns]
+        self.threshold_column = columns
+        self.threshold_value = -self.atoms.constants[single] / coeff
+        strict = self.atoms.strict[self.threshold_atom]
+        # True side above t (c > 0) holds t itself unless strict; below t (c < 0) likewise.
+        self.threshold_t_goes_right = np.where(coeff > 0, ~strict, strict)
+
+    def threshold_cuts(
+        self, lo: np.ndarray, hi: np.ndarray, undecided_atoms: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For every box with an undecided one-column input atom whose threshold splits the
+        box: (has_cut, column, left_hi, right_lo); the first such atom wins."""
+        count = lo.shape[0]
+        has_cut = np.zeros(count, dtype=bool)
+        column = np.zeros(count, dtype=np.int64)
+        left_hi = np.zeros(count)
+        right_lo = np.zeros(count)
+        for index, atom in enumerate(self.threshold_atom):
+            d = self.threshold_column[index]
+            t = self.threshold_value[index]
+            right = self.threshold_t_goes_right[index]
+            if self.domain.integer[d]:
+                cut_left = np.ceil(t) - 1.0 if right else np.floor(t)
+                cut_right = cut_left + 1.0
+            else:
+                cut_left = np.nextafter(t, -np.inf) if right else t
+                cut_right = t if right else np.nextafter(t, np.inf)
+            usable = (
+                ~has_cut & undecided_atoms[:, atom] & (lo[:, d] <= cut_left)
+                & (cut_right <= hi[:, d]) & self.splittable[d]
+            )
+            has_cut |= usable
+            column[usable] = d
+            left_hi[usable] = cut_left
+            right_lo[usable] = cut_right
+        return has_cut, column, left_hi, right_lo
+
+    def allowed(self, lo: np.ndarray, hi: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """Per box ``i``: which slots of one-hot group ``groups[i]`` are categories the box
+        still allows (their unit vector fits the box), shape ``(B, slots)``."""
+        columns = self.group_index[groups]
+        valid = self.group_valid[groups]
+        rows = np.arange(lo.shape[0])[:, None]
+        g_lo, g_hi = lo[rows, columns], hi[rows, columns]
+        zero_fails = valid & ~((g_lo <= 0.0) & (g_hi >= 0.0))
+        one_fits = valid & (g_lo <= 1.0) & (g_hi >= 1.0)
+        others_fail = zero_fails.sum(axis=1, keepdims=True) - zero_fails
+        return one_fits & (others_fail == 0)
+
+    def candidates(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Splittable columns per box: read and non-degenerate; a one-hot group is split as
+        a whole, through its first column, while it allows two categories or more."""
+        open_column = (hi > lo) & self.splittable[None, :]
+        in_group = self.group_of >= 0
+        if in_group.any():
+            open_column[:, in_group] = False
+            for group in range(self.group_index.shape[0]):
+                first = self.group_index[group, 0]
+                allowed = self.allowed(lo, hi, np.full(lo.shape[0], group))
+                read = self.splittable[self.group_index[group]].any()
+                open_column[:, first] = read & (allowed.sum(axis=1) >= 2)
+        return open_column
+
+    def children(
+        self, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray, order: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Split box ``i`` along ``dims[i]``: returns (left_lo, left_hi, right_lo, right_hi).
+
+        A one-hot group's allowed categories are sorted by ``order`` (the leading atom's
+        coefficients) and halved: each child allows one half, so both children's ranges of
+        that coefficient shrink; a child left with one category fixes it."""
+        rows = np.arange(lo.shape[0])
+        left_lo, left_hi = lo.copy(), hi.copy()
+        right_lo, right_hi = lo.copy(), hi.copy()
+        low, high = lo[rows, dims], hi[rows, dims]
+        infinite = ~(np.isfinite(low) & np.isfinite(high))
+        cut = (np.where(infinite, 0.0, low) + np.where(infinite, 0.0, high)) * 0.5
+        for column in np.unique(dims[infinite]):
+            chosen = infinite & (dims == column)
+            cut[chosen] = self.quantiles.split_points(int(column), low[chosen], high[chosen])
+        integer = self.domain.integer[dims]
+        atomless = self.domain.atomless[dims]
+        left_cut = np.where(integer, np.floor(cut), cut)
+        right_cut = np.where(
+            integer, np.floor(cut) + 1.0, np.where(atomless, cut, np.nextafter(cut, np.inf))
+        )
+        left_hi[rows, dims] = left_cut
+        right_lo[rows, dims] = right_cut
+        grouped = self.group_of[dims] >= 0
+        if grouped.any():
+            rows_g = rows[grouped]
+            groups = self.group_of[dims[grouped]]
+            allowed = self.allowed(lo[rows_g], hi[rows_g], groups)
+            columns = self.group_index[groups]
+            valid = self.group_valid[groups]
+            key = np.where(allowed, order[rows_g[:, None], columns], np.inf)
+            rank = np.argsort(np.argsort(key, axis=1, kind="stable"), axis=1, kind="stable")
+            count = allowed.sum(axis=1, keepdims=True)
+            halves = (allowed & (rank < count // 2), allowed & (rank >= count // 2))
+            where = (np.repeat(rows_g[:, None], columns.shape[1], axis=1)[valid], columns[valid])
+            for (child_lo, child_hi), half in zip(
+                ((left_lo, left_hi), (right_lo, right_hi)), halves, strict=True
+            ):
+                single = half & (half.sum(axis=1, keepdims=True) == 1)
+                child_hi[where] = half.astype(np.float64)[valid]
+                child_lo[where] = single.astype(np.float64)[valid]
+        return left_lo, left_hi, right_lo, right_hi
+
+    def _group_scores(
+        self, score: np.ndarray, lo: np.ndarray, hi: np.ndarray, order: np.ndarray
+    ) -> np.ndarray:
+        """Smear scores with each one-hot group's (on its first column) replaced by the range
+        of the leading atom's coefficients over the categories the box allows: how much of
+        the gap the group's choice drives (twice, as the drive counts both bounds)."""
+        rows = np.arange(lo.shape[0])[:, None]
+        for group in range(self.group_index.shape[0]):
+            allowed = self.allowed(lo, hi, np.full(lo.shape[0], group))
+            values = order[rows, self.group_index[group][None, :]]
+            high = np.where(allowed, values, -np.inf).max(axis=1)
+            low = np.where(allowed, values, np.inf).min(axis=1)
+            spread = np.where(allowed.sum(axis=1) >= 2, 2.0 * (high - low), 0.0)
+            score[:, self.group_index[group, 0]] = spread
+        return score
+
+    def choose_dims(
+        self, lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, undecided_atoms: np.ndarray,
+        drive: np.ndarray, order: np.ndarray,
+    ) -> np.ndarray:
+        """One split column per box: smear (largest drive × width) or BaBSB, with LongestEdge
+        every k levels for the ``*-longest-edge`` rules; unbounded read columns first."""
+        count = lo.shape[0]
+        candidates = self.candidates(lo, hi)
+        with np.errstate(invalid="ignore"):
+            relative = np.where(candidates, (hi - lo) / self.root_width[None, :], -np.inf)
+        longest = np.argmax(relative, axis=1)
+        rule = self.settings.split
+        if rule == "longest-edge":
+            return longest
+        use_longest = np.zeros(count, dtype=bool)
+        if rule.endswith("-longest-edge"):
+            k = self.settings.longest_edge_every
+            use_longest = depth % k == k - 1
+        other = ~use_longest
+        dims = longest.copy()
+        if not other.any():
+            return dims
+        if rule.startswith("babsb"):
+            dims[other] = self._babsb(
+                lo[other], hi[other], candidates[other], relative[other], undecided_atoms[other],
+                order[other],
+            )
+            return dims
+        width = hi[other] - lo[other]
+        with np.errstate(invalid="ignore"):
+            score = np.where(np.isfinite(width), drive[other] * width, np.inf)
+        score = self._group_scores(score, lo[other], hi[other], order[other])
+        score = np.where(candidates[other], score, -np.inf)
+        best = np.argmax(score, axis=1)
+        no_signal = ~np.isfinite(score[np.arange(best.size), best]) | (
+            score[np.arange(best.size), best] <= 0.0
+        )
+        unbounded = np.isinf(score[np.arange(best.size), best])
+        dims[other] = np.where(no_signal & ~unbounded, longest[other], best)
+        return dims
+
+    def _babsb(
+        self, lo: np.ndarray, hi: np.ndarray, candidates: np.ndarray, relative: np.ndarray,
+        undecided: np.ndarray, coefficients: np.ndarray,
+    ) -> np.ndarray:
+        count, width = lo.shape
+        limit = min(width, self.settings.max_candidate_dims)
+        influence = np.abs(self.first_weight).sum(axis=0) + np.abs(
+            self.atoms.input_rows
+        ).sum(axis=0)
+        finite_relative = np.where(candidates, np.minimum(relative, 1e300), 0.0)
+        weight = np.where(candidates, finite_relative * influence[None, :] + 1e-300, 0.0)
+        order = np.argsort(-weight, axis=1, kind="stable")[:, :limit]
+        valid = np.take_along_axis(candidates, order, axis=1)
+        # padding entries (boxes with fewer candidates) repeat the box's best candidate
+        order = np.where(valid, order, order[:, :1])
+        flat_rows = np.repeat(np.arange(count), limit)
+        flat_dims = order.reshape(-1)
+        left_lo, left_hi, right_lo, right_hi = self.children(
+            lo[flat_rows], hi[flat_rows], flat_dims, coefficients[flat_rows]
+        )
+        both_lo = np.concatenate([left_lo, right_lo])
+        both_hi = np.concatenate([left_hi, right_hi])
+        low, high = self.atoms.bounds(both_lo, both_hi, "ibp")
+        half = flat_rows.size
+        l1, l2 = low[:half], low[half:]
+        h1, h2 = high[:half], high[half:]
+        active = np.repeat(undecided, limit, axis=0)
+        output = active & self.atoms.reads_outputs[None, :]
+        margin = np.maximum(np.maximum(l1, l2), -np.minimum(h1, h2))
+        margin = np.where(output & np.isfinite(margin), margin, -np.inf)
+        progress = np.round(margin.max(axis=1), 4)
+        settled = ~self.atoms.undecided(l1, h1) & ~self.atoms.undecided(l2, h2)
+        decided = (settled & active).sum(axis=1)
+        score = decided * 1e12 + np.where(np.isfinite(progress), progress, -1e11)
+        unbounded = ~np.isfinite(hi[flat_rows, flat_dims] - lo[flat_rows, flat_dims])
+        score = np.where(unbounded, np.inf, score)
+        score = np.where(valid.reshape(-1), score, -np.inf).reshape(count, limit)
+        return order[np.arange(count), np.argmax(score, axis=1)]
+
+    def _discrete_axes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The integer columns (outside one-hot groups) and the one-hot groups that a split
+        may cut: the axes along which a box's points are counted and enumerated."""
+        integer = np.flatnonzero(self.domain.integer & self.splittable & (self.group_of < 0))
+        groups = np.array([
+            g for g in range(self.group_index.shape[0])
+            if self.splittable[self.group_index[g][self.group_valid[g]]].any()
+        ], dtype=np.int64)
+        return integer, groups
+
+    def point_counts(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per box: how many points its splittable columns can take (``inf`` when one of them
+        is continuous): integer values per integer column times allowed categories per
+        one-hot group."""
+        counts = np.ones(lo.shape[0])
+        continuous = self.splittable & ~self.domain.integer & (self.group_of < 0)
+        open_continuous = (hi[:, continuous] > lo[:, continuous]).any(axis=1)
+        integer, groups = self._discrete_axes()
+        for d in integer:
+            counts *= np.maximum(np.floor(hi[:, d]) - np.ceil(lo[:, d]) + 1.0, 0.0)
+        for g in groups:
+            counts *= self.allowed(lo, hi, np.full(lo.shape[0], g)).sum(axis=1)
+        return np.where(open_continuous, np.inf, counts)
+
+    def enumerate(
+        self, box_lo: np.ndarray, box_hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every point of each box: all combinations of integer values and allowed categories
+        on its splittable discrete axes (other columns keep their interval), as ``(lo, hi,
+        parent)``. Together the points carry all the box's mass: integer columns have mass
+        on integers only, one-hot groups on their categories only."""
+        integer, groups = self._discrete_axes()
+        count = box_lo.shape[0]
+        allowed = [self.allowed(box_lo, box_hi, np.full(count, g)) for g in groups]
+        sizes = np.concatenate([
+            np.maximum(np.floor(box_hi[:, integer]) - np.ceil(box_lo[:, integer]) + 1, 0),
+            np.array([a.sum(axis=1) for a in allowed]).reshape(len(groups), count).T,
+        ], axis=1).astype(np.int64)
+        totals = sizes.prod(axis=1)
+        parent = np.repeat(np.arange(count), totals)
+        rest = np.arange(parent.size) - np.repeat(np.cumsum(totals) - totals, totals)
+        lo, hi = box_lo[parent].copy(), box_hi[parent].copy()
+        for axis, d in enumerate(integer):
+            size = sizes[parent, axis]
+            value = np.ceil(box_lo[parent, d]) + rest % size
+            rest = rest // size
+            lo[:, d] = hi[:, d] = value
+        rows = np.arange(parent.size)
+        for axis, g in enumerate(groups, start=len(integer)):
+            size = sizes[parent, axis]
+            digit = rest % size
+            rest = rest // size
+            mask = allowed[axis - len(integer)][parent]
+            rank = np.cumsum(mask, axis=1) - 1
+            slot = np.argmax(mask & (rank == digit[:, None]), axis=1)
+            columns = self.group_index[g][self.group_valid[g]]
+            lo[:, columns] = hi[:, columns] = 0.0
+            chosen = self.group_index[g][slot]
+            lo[rows, chosen] = hi[rows, chosen] = 1.0
+        return lo, hi, parent
+
+    def split(self, chosen: Boxes) -> tuple[np.ndarray, np.ndarray]:
+        """Both children of every chosen box, left ones first (an input-atom threshold cut
+        where one applies, else the split rule's column), as ``(lo, hi)``."""
+        dims = self.choose_dims(
+            chosen.lo, chosen.hi, chosen.depth, chosen.atoms, chosen.drive, chosen.order
+        )
+        left_lo, left_hi, right_lo, right_hi = self.children(
+            chosen.lo, chosen.hi, dims, chosen.order
+        )
+        cut, cut_column, cut_left, cut_right = self.threshold_cuts(
+            chosen.lo, chosen.hi, chosen.atoms
+        )
+        if cut.any():
+            rows = np.flatnonzero(cut)
+            columns = cut_column[rows]
+            for target, source in ((left_lo, chosen.lo), (left_hi, chosen.hi),
+                                   (right_lo, chosen.lo), (right_hi, chosen.hi)):
+                target[rows] = source[rows]
+            left_hi[rows, columns] = cut_left[rows]
+            right_lo[rows, columns] = cut_right[rows]
+        return np.concatenate([left_lo, right_lo]), np.concatenate([left_hi, right_hi])
