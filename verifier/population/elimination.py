@@ -122,13 +122,13 @@ def _gap_mass(
 ) -> Enclosure:
     """Enclosure of ``P(X ∈ I)`` for intervals ``I`` with closed hull ``[a, b]`` and the given
     open ends (see the module docstring for the three cases)."""
+    if bool(getattr(distribution, "atomless", False)):
+        return distribution.interval(a, b)
     inner_a = np.where(open_left, np.nextafter(a, np.inf), a)
     inner_b = np.where(open_right, np.nextafter(b, -np.inf), b)
     inner = distribution.interval(inner_a, inner_b)
     if _purely_atomic(distribution) or not (open_left.any() or open_right.any()):
         return inner
-    if bool(getattr(distribution, "atomless", False)):
-        return distribution.interval(a, b)
     closed = distribution.interval(a, b)
     return Enclosure(inner.value, inner.lower, closed.upper)
 
@@ -250,7 +250,7 @@ class Elimination:
                                 for _, variables in involved)
             result = "a" + "".join(letters[v] for v in scope)
             combined = np.einsum(f"{operands}->{result}", *(t for t, _ in involved),
-                                 optimize=True)
+                                 optimize=len(involved) > 2)
             pending.append((combined, tuple(scope)))
         total = np.ones(tables[0].shape[0])
         for table, variables in pending:
