@@ -296,3 +296,26 @@ def test_a_parent_with_atoms_and_a_density_is_enclosed_on_both_sides_of_a_cut() 
         expected = left * y_left + right * y_right
         assert lower[index] - 1e-12 <= expected <= upper[index] + 1e-12
         assert upper[index] - lower[index] < 1e-9
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_point_probabilities_equal_the_joint_table(seed: int) -> None:
+    """Single points take the chain-rule path (networks without latent nodes) or variable
+    elimination (with them); both must give every point of the joint table its probability,
+    and points off the support probability 0."""
+    network, specs = random_discrete_network(seed)
+    table = joint_table(specs)
+    observed: dict[tuple, float] = {}
+    for values, probability in table:
+        key = tuple(observed_vector(specs, values))
+        observed[key] = observed.get(key, 0.0) + probability
+    points = np.array(list(observed))
+    expected = np.array(list(observed.values()))
+    lower, upper = network.prob_boxes_interval(points, points)
+    oracle_rounding = 1e-14 * expected + 1e-16
+    assert (lower <= expected + oracle_rounding).all()
+    assert (expected - oracle_rounding <= upper).all()
+    off = points.copy()
+    integer_columns = [c for c, flag in enumerate(network.integer_columns()) if flag]
+    off[:, integer_columns[0]] = 7.0  # no node takes the value 7
+    assert (network.prob_boxes_interval(off, off)[1] == 0.0).all()

@@ -321,6 +321,8 @@ class BayesianNetwork(Distribution):
         if lo.shape[0] == 0:
             empty = np.zeros(0)
             return Enclosure(empty, empty, empty)
+        if self._elimination.handles_points() and self._all_points(lo, hi):
+            return self._elimination.point_enclosure(lo)
         chunk = max(1, CHUNK_ELEMENTS // self._elimination.elements_per_box)
         parts = [
             self._elimination.enclosure(lo[start:start + chunk], hi[start:start + chunk])
@@ -330,6 +332,18 @@ class BayesianNetwork(Distribution):
             np.concatenate([p.value for p in parts]), np.concatenate([p.lower for p in parts]),
             np.concatenate([p.upper for p in parts]),
         )
+
+    def _all_points(self, lo: np.ndarray, hi: np.ndarray) -> bool:
+        """Every box is a single point: equal ends, and each categorical node's columns a
+        one-hot vector."""
+        if not np.array_equal(lo, hi):
+            return False
+        for node, columns in zip(self.nodes, self._elimination.columns, strict=True):
+            if node.categorical:
+                block = lo[:, columns]
+                if not (np.isin(block, (0.0, 1.0)).all() and (block.sum(axis=1) == 1).all()):
+                    return False
+        return True
 
     def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         values = np.zeros((n, len(self.nodes)))

@@ -187,6 +187,61 @@ class Elimination:
             order.append(best)
         return order
 
+    # ------------------------------------------------------------------ points
+    def handles_points(self) -> bool:
+        """Whether single points can take the chain-rule path (no latent node to sum out)."""
+        return not any(node.latent for node in self.network.nodes)
+
+    def _point_values(self, u: int, x: np.ndarray) -> np.ndarray:
+        """Node ``u``'s value at each point: its coordinate, or its category index."""
+        columns = x[:, self.columns[u]]
+        if self.network.nodes[u].categorical:
+            return np.argmax(columns, axis=1).astype(np.float64)
+        return columns[:, 0]
+
+    def _cell_of(self, u: int, values: np.ndarray) -> np.ndarray:
+        """Index of the cell of node ``u`` holding each value (``-1``: none, no mass)."""
+        cells = self.cells[u]
+        inside = np.where(
+            cells.point[None, :], values[:, None] == cells.low[None, :],
+            (values[:, None] > cells.low[None, :]) & (values[:, None] < cells.high[None, :]),
+        )
+        return np.where(inside.any(axis=1), np.argmax(inside, axis=1), -1)
+
+    def point_enclosure(self, x: np.ndarray) -> Enclosure:
+        """Probabilities of single points ``x`` (every observed column fixed; a categorical
+        node's columns a one-hot vector) by the chain rule: the product over nodes of the
+        probability that the row chosen by the point's parent values gives the node's value.
+        Same enclosure rules as :meth:`enclosure`; a point off every cell has probability 0."""
+        nodes = self.network.nodes
+        values = [self._point_values(u, x) for u in range(len(nodes))]
+        cells = [self._cell_of(u, values[u]) for u in range(len(nodes))]
+        count = x.shape[0]
+        lower, upper, value = np.ones(count), np.ones(count), np.ones(count)
+        off = np.zeros(count, dtype=bool)
+        for factor in self.factors:
+            u = factor.node
+            parent_cells = [cells[p] for p in factor.variables[:-1]]
+            off |= np.any([c < 0 for c in parent_cells], axis=0) if parent_cells else False
+            safe = [np.maximum(c, 0) for c in parent_cells]
+            rows = factor.row_of[tuple(safe)] if safe else np.full(count, factor.row_of.item())
+            off |= rows < 0
+            for r in np.unique(rows[rows >= 0]):
+                chosen = rows == r
+                distribution = nodes[u].cpt[r].distribution
+                mass = distribution.interval(values[u][chosen], values[u][chosen])
+                value[chosen] *= mass.value
+                lower[chosen] *= mass.lower
+                upper[chosen] *= mass.upper
+        margin = relative_margin(2 * len(nodes) + 1)
+        reached = upper > 0
+        return Enclosure(
+            np.where(off, 0.0, np.clip(value, 0.0, 1.0)),
+            np.where(off, 0.0, np.clip(lower * (1.0 - margin) - TINY, 0.0, 1.0)),
+            np.where(off, 0.0, np.clip(upper * (1.0 + margin) + np.where(reached, TINY, 0.0),
+                                       0.0, 1.0)),
+        )
+
     # ------------------------------------------------------------------ evaluation
     def _own_masses(self, u: int, lo: np.ndarray, hi: np.ndarray) -> list[Enclosure]:
         """Per CPT row of node ``u``: ``(B, cells)`` enclosures of ``P(box_u ∩ cell)``."""
