@@ -337,11 +337,24 @@ class ModelSource(_Strict):
     ``uri``: ``models:/NAME@ALIAS``, ``models:/NAME/VERSION``, ``runs:/RUN_ID/PATH``, or a local
     ``.onnx``/``.pt``/``.nnet``/``.json`` file. ``population_uri``: an MLflow artifact URI or a
     local JSON file; ``null`` uses the ``population_model.json`` shipped inside the model
-    version.
+    version. ``input_names``: the network's input names in input order, for a model that
+    records none (a plain ``mlflow.pytorch.log_model``, an ONNX export with one input tensor);
+    when the model records names they must agree. The population model is bound to these names
+    and never the other way round.
     """
 
     uri: str = Field(min_length=1)
     population_uri: str | None = None
+    input_names: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None,
+                                                                          min_length=1)
+
+    @field_validator("input_names")
+    @classmethod
+    def _distinct_names(cls, names: list[str] | None) -> list[str] | None:
+        if names is not None and len(set(names)) != len(names):
+            doubled = sorted({name for name in names if names.count(name) > 1})
+            raise ValueError(f"input names listed twice: {', '.join(doubled)}")
+        return names
 
 
 class TrackingSettings(_Strict):
@@ -412,11 +425,13 @@ class CertgateConfig(_Strict):
     def audit_fingerprint(self) -> str:
         """A short hash of everything that determines the certificates (population source,
         data validation, audits); a version audited under another fingerprint is due again."""
-        relevant = {
+        relevant: dict[str, Any] = {
             "population_uri": self.model.population_uri,
             "validation": self.validation.model_dump(mode="json"),
             "audits": [audit.model_dump(mode="json") for audit in self.audits],
         }
+        if self.model.input_names is not None:
+            relevant["input_names"] = list(self.model.input_names)
         text = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from pipeline_steps.report import (
     figure_png,
     render_report,
 )
-from pipeline_steps.validation import ValidationReport, input_names, validate_audit_inputs
+from pipeline_steps.validation import ValidationReport, validate_audit_inputs
 from registry_hooks.connection import Registry, connect, registry_errors
 from registry_hooks.loading import LoadedModel, load_model, load_population_model
 from registry_hooks.tags import (
@@ -56,6 +56,7 @@ from registry_hooks.tags import (
     version_tags,
 )
 from registry_hooks.uris import parse_model_uri, resolve_version
+from verifier.audits.binding import bind
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
 from verifier.executor import make_executor
@@ -330,11 +331,15 @@ def previous_audit(config: CertgateConfig, registry: Registry,
     )
 
 
-def named_network(config: CertgateConfig, network: Network, population: Any) -> Network:
-    """``network`` with its inputs named as the audits see them (the population model's
-    columns when the network carries only default names), after checking that every input an
-    audit names exists: a typo fails here, before anything is written to the registry."""
-    names = input_names(network, population)
+def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
+                 population: Any) -> tuple[Network, Any]:
+    """The network with its inputs named and the population model ordered by
+    :func:`verifier.audits.binding.bind` (names from the model or ``model.input_names``,
+    never from the population), after checking that every input an audit names exists: a
+    typo or an unnamed model fails here, before anything is written to the registry."""
+    network, population = bind(loaded.network, population, config.model.input_names,
+                               loaded.uri)
+    names = list(network.input_names)
     for settings in config.audits:
         missing = [name for name in settings.referenced_inputs() if name not in names]
         if missing:
@@ -343,9 +348,7 @@ def named_network(config: CertgateConfig, network: Network, population: Any) -> 
                 f"{'is not an input' if len(missing) == 1 else 'are not inputs'} of the model "
                 f"(inputs: {', '.join(names)})"
             )
-    if names == list(network.input_names):
-        return network
-    return replace(network, input_names=names)
+    return network, population
 
 
 def _restore_status(registry: Registry, loaded: LoadedModel, previous: str | None) -> None:
@@ -372,12 +375,12 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
         loaded = load_model(uri, registry, scratch_dir)
         population, source = load_population_model(loaded, config.model.population_uri,
                                                     scratch_dir)
+        network, population = bound_inputs(config, loaded, population)
         validation = validate_audit_inputs(
-            loaded.network, population, loaded.input_domain(),
+            network, population, loaded.input_domain(),
             samples=config.validation.population_samples, seed=config.validation.seed,
             audit_data=config.validation.audit_data,
         )
-        network = named_network(config, loaded.network, population)
         in_registry = loaded.name is not None and loaded.version is not None
         previous_status = None
         if in_registry:

@@ -17,6 +17,8 @@ local JSON file, or any MLflow artifact URI (a file, or a directory holding
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,7 +106,8 @@ def load_model(uri: str, registry: Registry | None, workdir: Path) -> LoadedMode
         from verifier.convert import load_network
 
         assert reference.path is not None
-        network = load_network(reference.path)
+        with unreadable_model(uri):
+            network = load_network(reference.path)
         return LoadedModel(uri, network, "file", reference.path.suffix.lstrip(".").lower())
     if reference.kind == "local_mlflow_dir":
         assert reference.path is not None
@@ -132,13 +135,14 @@ def load_mlflow_dir(path: Path, uri: str) -> LoadedModel:
     mlmodel = path / "MLmodel"
     if not mlmodel.is_file():
         raise CertgateInputError(f"{uri}: no MLmodel file in {path}; not an MLflow model")
-    model = Model.load(str(mlmodel))
+    with unreadable_model(uri):
+        model = Model.load(str(mlmodel))
     metadata = dict(model.metadata or {})
     input_names, output_names = _names(model, metadata)
     if "pytorch" in model.flavors:
         from verifier.convert import from_torch
 
-        with registry_errors(f"cannot load the PyTorch model {uri}"):
+        with registry_errors(f"cannot load the PyTorch model {uri}"), unreadable_model(uri):
             module = mlflow.pytorch.load_model(str(path))
         serialization = "pt2" if any((path / "data").glob("*.pt2")) else "pickle"
         if serialization == "pickle":
@@ -148,7 +152,7 @@ def load_mlflow_dir(path: Path, uri: str) -> LoadedModel:
     elif "onnx" in model.flavors:
         from verifier.convert import from_onnx
 
-        with registry_errors(f"cannot load the ONNX model {uri}"):
+        with registry_errors(f"cannot load the ONNX model {uri}"), unreadable_model(uri):
             proto = mlflow.onnx.load_model(str(path))
         network = from_onnx(proto)
         flavor = serialization = "onnx"
@@ -159,6 +163,21 @@ def load_mlflow_dir(path: Path, uri: str) -> LoadedModel:
         )
     network = _renamed(network, input_names, output_names, uri)
     return LoadedModel(uri, network, flavor, serialization, metadata, path)
+
+
+@contextmanager
+def unreadable_model(uri: str) -> Iterator[None]:
+    """Re-raise any failure to read a stored model's files (truncated or corrupt weights,
+    a pickle of a class that no longer exists) as one :class:`CertgateInputError` line."""
+    try:
+        yield
+    except (CertgateInputError, RegistryError):
+        raise
+    except Exception as error:  # every reader fails differently on bad bytes
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise CertgateInputError(
+            f"cannot read the model files of {uri}: {type(error).__name__}: {first}"
+        ) from error
 
 
 def _names(model: Model, metadata: dict[str, Any]) -> tuple[list[str] | None, list[str] | None]:

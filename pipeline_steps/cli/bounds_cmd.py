@@ -55,9 +55,9 @@ def load_spec(path: str) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    from verifier.convert import load_network
+    from pipeline_steps.cli.inputs import read_network
 
-    network = load_network(args.model)
+    network = read_network(args.model)
     lower = parse_vector(args.lower, "lower")
     upper = parse_vector(args.upper, "upper")
     spec = load_spec(args.spec) if args.spec else None

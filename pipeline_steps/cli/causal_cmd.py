@@ -9,6 +9,7 @@ import argparse
 import json
 from typing import Any
 
+from pipeline_steps.cli.inputs import add_input_names, bound_network, named_network, read_network
 from verifier.causal import (
     CausalInputError,
     CausalSettings,
@@ -35,6 +36,7 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
         ),
     )
     parser.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
+    add_input_names(parser)
     parser.add_argument("--sensitive", required=True,
                         help="sensitive input name, or comma-separated names of a one-hot group")
     parser.add_argument("--spec", help="specification JSON (Libra benchmark format)")
@@ -59,10 +61,21 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     return parser
 
 
-def _problem(args: argparse.Namespace):
-    from verifier.convert import load_network
+def _network_and_population(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The network and the optional population model. With a population model the two are
+    bound by name (:mod:`verifier.audits.binding`); without one, inputs are addressed by the
+    names the model records or ``--input-names`` gives (``x0, x1, …`` for an unnamed file)."""
+    network = read_network(args.model)
+    if not args.population:
+        if args.input_names is not None:
+            network = named_network(args, network)
+        return network, None
+    from verifier.population import load_population
 
-    network = load_network(args.model)
+    return bound_network(args, network, load_population(args.population))
+
+
+def _problem(args: argparse.Namespace, network: Any):
     named = [name.strip() for name in args.sensitive.split(",") if name.strip()]
     query = load_query_box(args.query) if args.query else None
     if args.spec:
@@ -85,12 +98,8 @@ def run(args: argparse.Namespace) -> int:
     settings = CausalSettings(min_edge=args.lower, max_unstable=args.upper,
                               timeout_s=args.timeout, target_width=args.target_width,
                               chunk_size=args.chunk_size)
-    problem = _problem(args)
-    population = None
-    if args.population:
-        from verifier.population import load_population
-
-        population = load_population(args.population)
+    network, population = _network_and_population(args)
+    problem = _problem(args, network)
     executor = make_executor(args.executor, args.workers)
     try:
         certificate = certify_causal_fairness(problem, settings, executor, population)

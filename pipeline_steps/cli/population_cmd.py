@@ -71,9 +71,9 @@ def run_validate(args: argparse.Namespace) -> int:
         "total_mass": total,
     }
     if args.network:
-        from verifier.convert import load_network
+        from pipeline_steps.cli.inputs import read_network
 
-        network = load_network(args.network)
+        network = read_network(args.network, "--network")
         names = list(network.input_names)
         check_matches_network(
             model, network.input_size, names if _has_named_inputs(names) else None

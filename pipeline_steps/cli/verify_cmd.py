@@ -13,6 +13,7 @@ import yaml
 from tqdm import tqdm
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
+from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
@@ -64,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
+    add_input_names(parser)
     parser.add_argument("--population", required=True, help="population model (JSON)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="time budget in seconds (default 60); on timeout the bounds "
@@ -83,10 +85,11 @@ def _settings(args: argparse.Namespace) -> PVSettings:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
-    from verifier.convert import load_network
+    """The network and the population model, bound by name (see
+    :mod:`verifier.audits.binding`)."""
     from verifier.population import load_population
 
-    return load_network(args.model), load_population(args.population)
+    return bound_network(args, read_network(args.model), load_population(args.population))
 
 
 class _ProgressBar:

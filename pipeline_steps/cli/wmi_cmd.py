@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
 from verifier.errors import CertgateInputError
+from verifier.network import Network
 
 SKLEARN_SUFFIXES = (".pkl", ".pickle", ".joblib")
 
@@ -68,6 +70,7 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
                         help="network file (.onnx, .nnet, .json, .pt) or pickled sklearn model")
+    add_input_names(parser)
     parser.add_argument("--population", required=True, help="population model (JSON)")
     parser.add_argument("--threshold", type=float,
                         help="verdict 'satisfied' iff the probability is >= this; enables the "
@@ -84,23 +87,45 @@ def _box(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("--epsilon", type=float, required=required, help="L∞ radius")
 
 
-def _load_model(path: str) -> Any:
+def _load_model(path: str, option: str = "--model") -> Any:
     if Path(path).suffix in SKLEARN_SUFFIXES:
         try:
             with open(path, "rb") as handle:
                 return pickle.load(handle)
-        except (OSError, pickle.UnpicklingError) as error:
-            raise CertgateInputError(f"cannot read the model {path!r}: {error}") from error
-    from verifier.convert import load_network
-
-    return load_network(path)
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
+                ValueError) as error:
+            raise CertgateInputError(f"{option} {path}: cannot read the model: {error}") \
+                from error
+    return read_network(path, option)
 
 
 def _columns(args: argparse.Namespace) -> tuple[str, ...]:
+    """Load ``--model`` and ``--population`` bound by name (``args.model_object``,
+    ``args.prior``); returns the bound input names in input order. A scikit-learn model names
+    its inputs with ``feature_names_in_`` when it was fitted on a DataFrame."""
+    from verifier.audits.binding import BindingError, ordered_population, parse_input_names
     from verifier.population import load_population
 
-    args.prior = load_population(args.population)
-    return args.prior.columns
+    prior = load_population(args.population)
+    model = _load_model(args.model)
+    if isinstance(model, Network):
+        model, prior = bound_network(args, model, prior)
+        names = list(model.input_names)
+    else:
+        given = parse_input_names(args.input_names)
+        own = getattr(model, "feature_names_in_", None)
+        own = [str(name) for name in own] if own is not None else None
+        if given is not None and own is not None and given != own:
+            raise BindingError(f"--model {args.model}: the input names given ({', '.join(given)})"
+                               f" disagree with the model's feature_names_in_ "
+                               f"({', '.join(own)})")
+        names = given or own
+        if names is None:
+            raise BindingError(f"--model {args.model}: the model records no input names; give "
+                               "them in the model's input order with --input-names a,b,c")
+        prior = ordered_population(prior, names, f"--model {args.model}")
+    args.model_object, args.prior = model, prior
+    return tuple(names)
 
 
 def _index(text: str, columns: tuple[str, ...], what: str) -> int:
@@ -162,7 +187,7 @@ def run_monotonicity(args: argparse.Namespace) -> int:
     from verifier.wmi import monotonicity
 
     columns = _columns(args)
-    return _solve(args, monotonicity, model=_load_model(args.model), prior=args.prior,
+    return _solve(args, monotonicity, model=args.model_object, prior=args.prior,
                   feature=_index(args.feature, columns, "--feature"),
                   decreasing=args.decreasing, positive_class=args.positive_class,
                   output=args.output, use_prior=args.use_prior)
@@ -187,7 +212,7 @@ def run_noise_robustness(args: argparse.Namespace) -> int:
 
     columns = _columns(args)
     features = [_index(part.strip(), columns, "--features") for part in args.features.split(",")]
-    return _solve(args, noise_robustness, model=_load_model(args.model), prior=args.prior,
+    return _solve(args, noise_robustness, model=args.model_object, prior=args.prior,
                   noise=_noise_density(args, len(features)), features=features)
 
 
@@ -197,8 +222,8 @@ def run_equivalence(args: argparse.Namespace) -> int:
     _columns(args)
     if (args.center is None) != (args.epsilon is None):
         raise CertgateInputError("give both --center and --epsilon, or neither")
-    return _solve(args, equivalence, model=_load_model(args.model),
-                  surrogate=_load_model(args.surrogate), prior=args.prior,
+    return _solve(args, equivalence, model=args.model_object,
+                  surrogate=_load_model(args.surrogate, "--surrogate"), prior=args.prior,
                   center=_center(args.center), epsilon=args.epsilon)
 
 
@@ -206,5 +231,5 @@ def run_local_robustness(args: argparse.Namespace) -> int:
     from verifier.wmi import local_robustness
 
     _columns(args)
-    return _solve(args, local_robustness, model=_load_model(args.model), prior=args.prior,
+    return _solve(args, local_robustness, model=args.model_object, prior=args.prior,
                   center=_center(args.center), epsilon=args.epsilon, label=args.label)

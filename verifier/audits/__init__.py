@@ -31,8 +31,9 @@ def population_columns(population: Any) -> list[str] | None:
 
 
 def check_population_fits(network: Network, population: Any) -> Names:
-    """The names events may use; raises a clear error if the population does not fit the
-    network's inputs (count, or order of names when the network's inputs are named)."""
+    """The names events may use; raises a clear error unless the population model's columns
+    are the network's inputs, by name and in order. The network's names are never replaced
+    by the population's (bind them first: :func:`verifier.audits.binding.bind`)."""
     dimension = int(population.dimension)
     if dimension != network.input_size:
         raise CertgateInputError(
@@ -41,16 +42,14 @@ def check_population_fits(network: Network, population: Any) -> Names:
         )
     columns = population_columns(population)
     inputs = list(network.input_names)
-    default_names = inputs == [f"x{i}" for i in range(network.input_size)]
-    if columns is not None and not default_names and columns != inputs:
+    if columns is not None and columns != inputs:
         mismatch = next(i for i, (a, b) in enumerate(zip(columns, inputs, strict=True)) if a != b)
         raise CertgateInputError(
             f"population column {mismatch} is {columns[mismatch]!r} but network input "
             f"{mismatch} is {inputs[mismatch]!r}: the population model does not match the "
-            "network's inputs"
+            "network's inputs (bind them by name first)"
         )
-    names = columns if (columns is not None and default_names) else inputs
-    return Names.of(names, network.output_names)
+    return Names.of(inputs, network.output_names)
 
 
 def run_specification(
