@@ -30,6 +30,10 @@ from verifier.errors import CertgateInputError
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 ALIAS_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 EXECUTOR_PATTERN = re.compile(r"^(local|process|dask(=\S+)?)$")
+RESERVED_AUDIT_NAMES = frozenset({"audit", "gate", "variant", "selfcorrect", "source_model",
+                                  "source_version"})
+"""Names no audit may take (second segments of ``certgate.*`` tags that are not results; the
+same set as :data:`registry_hooks.tags.RESERVED_AUDIT_NAMES`)."""
 _ENV_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -439,6 +443,11 @@ class CertgateConfig(_Strict):
     def _unique_audit_names(self) -> CertgateConfig:
         seen: set[str] = set()
         for audit in self.audits:
+            if audit.name in RESERVED_AUDIT_NAMES:
+                raise ValueError(
+                    f"an audit cannot be named {audit.name!r}: certgate.{audit.name}.* tags are "
+                    f"not audit results (reserved: {', '.join(sorted(RESERVED_AUDIT_NAMES))})"
+                )
             if audit.name in seen:
                 raise ValueError(
                     f"two audits are named {audit.name!r}; give each a distinct 'name'"

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 import tempfile
 import time
@@ -43,7 +44,7 @@ from pipeline_steps.report import (
 )
 from pipeline_steps.validation import ValidationReport, validate_audit_inputs
 from registry_hooks.connection import Registry, connect, registry_errors
-from registry_hooks.loading import LoadedModel, load_model, load_population_model
+from registry_hooks.loading import LoadedModel, PopulationArtifact, fetch_population, load_model
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
     RUN_ID_TAG,
@@ -52,6 +53,7 @@ from registry_hooks.tags import (
     STATUS_TAG,
     audit_tag,
     is_due,
+    replace_result_tags,
     set_version_tags,
     version_tags,
 )
@@ -67,6 +69,9 @@ REPORT_ARTIFACT = "report/report.html"
 FIGURE_ARTIFACT = "report/{name}_convergence.png"
 VALIDATION_ARTIFACT = "validation/results.json"
 CONFIG_ARTIFACT = "config/audit_config.json"
+POPULATION_ARTIFACT_DIR = "population"
+POPULATION_FILE_NAME = "population_model.json"
+POPULATION_ARTIFACT = f"{POPULATION_ARTIFACT_DIR}/{POPULATION_FILE_NAME}"
 DETAIL_TABLE_ARTIFACT = "certificates/{name}.{table}.csv"
 
 ProgressCallback = Callable[[PVProgress], None]
@@ -242,8 +247,32 @@ def build_report(config: CertgateConfig, loaded: LoadedModel, run_id: str | None
     return render_report(data)
 
 
+def provenance(loaded: LoadedModel, population: PopulationArtifact,
+               network: Network) -> dict[str, Any]:
+    """What a certificate of this audit is about: the model, the population model (logged as
+    :data:`POPULATION_ARTIFACT`, with its sha256) and the bound input names."""
+    return {
+        "model_uri": loaded.uri,
+        "model_name": loaded.name,
+        "model_version": loaded.version,
+        "population_source": population.source,
+        "population_artifact": POPULATION_ARTIFACT,
+        "population_sha256": population.sha256,
+        "input_names": list(network.input_names),
+    }
+
+
+def log_population(population: PopulationArtifact) -> None:
+    """Log the population model's file, byte for byte, as :data:`POPULATION_ARTIFACT` of the
+    active run."""
+    with tempfile.TemporaryDirectory(prefix="certgate-population-") as scratch:
+        copy = Path(scratch) / POPULATION_FILE_NAME
+        shutil.copyfile(population.path, copy)
+        mlflow.log_artifact(str(copy), POPULATION_ARTIFACT_DIR)
+
+
 def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedModel,
-                  population_source: str, validation: ValidationReport,
+                  population: PopulationArtifact, validation: ValidationReport,
                   certificates: dict[str, Certificate],
                   report_dir: Path | None = None) -> AuditOutcome:
     """Write the audit run and its artifacts (see the module docstring); with ``report_dir``
@@ -260,7 +289,9 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
         with mlflow.start_run(run_name=run_name, tags=run_tags) as run:
             run_id = run.info.run_id
             start_ms = int(run.info.start_time)
-            mlflow.log_params({"model_uri": loaded.uri, "population": population_source,
+            log_population(population)
+            mlflow.log_params({"model_uri": loaded.uri, "population": population.source,
+                               "population_sha256": population.sha256,
                                "flavor": f"{loaded.flavor}/{loaded.serialization}",
                                **_flat_params(config)})
             mlflow.log_dict(config.model_dump(mode="json"), CONFIG_ARTIFACT)
@@ -296,7 +327,7 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
         tags.update(version_result_tags(settings, certificates[settings.name]))
     tags.update({STATUS_TAG: STATUS_AUDITED, RUN_ID_TAG: run_id, CONFIG_HASH_TAG: fingerprint})
     if loaded.name is not None and loaded.version is not None:
-        set_version_tags(registry, loaded.name, loaded.version, tags)
+        replace_result_tags(registry, loaded.name, loaded.version, tags)
     return AuditOutcome(
         loaded.uri, loaded.name, loaded.version, run_id, certificates, fingerprint,
         validation=validation, report_uri=f"{artifact_uri}/{REPORT_ARTIFACT}",
@@ -373,9 +404,8 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
     with tempfile.TemporaryDirectory(prefix="certgate-audit-") as scratch:
         scratch_dir = Path(scratch)
         loaded = load_model(uri, registry, scratch_dir)
-        population, source = load_population_model(loaded, config.model.population_uri,
-                                                    scratch_dir)
-        network, population = bound_inputs(config, loaded, population)
+        artifact = fetch_population(loaded, config.model.population_uri, scratch_dir)
+        network, population = bound_inputs(config, loaded, artifact.model)
         validation = validate_audit_inputs(
             network, population, loaded.input_domain(),
             samples=config.validation.population_samples, seed=config.validation.seed,
@@ -388,8 +418,10 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
             set_version_tags(registry, loaded.name, loaded.version, {STATUS_TAG: STATUS_RUNNING})
         try:
             certificates = certify_all(config, network, population, progress)
-            outcome = log_audit_run(config, registry, loaded, source, validation, certificates,
-                                    report_dir)
+            for certificate in certificates.values():
+                certificate.provenance = provenance(loaded, artifact, network)
+            outcome = log_audit_run(config, registry, loaded, artifact, validation,
+                                    certificates, report_dir)
         except BaseException:
             if in_registry:
                 _restore_status(registry, loaded, previous_status)

@@ -8,7 +8,8 @@ interval for the same threshold, fails. The decision is ``passed`` when every au
 proven pass, ``failed`` when any audit fails (or is undecided under ``undecided: fail``), and
 ``warned`` when the only problems are undecided audits under ``undecided: warn``.
 
-Applying a decision writes the model-version tags ``certgate.gate`` and
+Applying a decision removes the result tags (``certgate.<audit>.*``) of audits the
+configuration does not list, writes the model-version tags ``certgate.gate`` and
 ``certgate.gate.reasons``, and moves the promotion alias on ``passed`` only. Exit codes: 0
 passed or warned, 1 failed (2, an error, comes from the CLI).
 """
@@ -29,6 +30,7 @@ from registry_hooks.tags import (
     STATUS_AUDITED,
     STATUS_TAG,
     move_alias,
+    remove_result_tags_except,
     set_version_tags,
     version_tags,
 )
@@ -97,7 +99,9 @@ def check_certificate(audit: AuditSettings, certificate: Certificate | None) -> 
         reason = f"{audit.name}: proven to violate {requirement.describe()} ({text})"
     else:
         status = "undecided"
-        reason = f"{audit.name}: undecided, {text} straddles {requirement.threshold:g}"
+        undefined = certificate.details.get("undefined")
+        reason = (f"{audit.name}: undecided, {undefined}" if undefined else
+                  f"{audit.name}: undecided, {text} straddles {requirement.threshold:g}")
     recorded = certificate.details.get("threshold")
     same_threshold = isinstance(recorded, int | float) and float(recorded) == requirement.threshold
     contradicts = (
@@ -164,6 +168,7 @@ def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolic
     name, version = decision.model_name, decision.model_version
     if name is None or version is None:
         raise RegistryError("a gate decision can only be applied to a registered model version")
+    remove_result_tags_except(registry, name, version, [check.audit for check in decision.checks])
     set_version_tags(registry, name, version, {
         GATE_TAG: decision.outcome,
         GATE_REASONS_TAG: "; ".join(decision.reasons),

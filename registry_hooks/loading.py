@@ -17,6 +17,7 @@ local JSON file, or any MLflow artifact URI (a file, or a directory holding
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -254,3 +255,26 @@ def load_population_model(loaded: LoadedModel, population_uri: str | None,
 
     path = population_file(loaded, population_uri, workdir)
     return load_population(path), population_source(loaded, population_uri)
+
+
+@dataclass(frozen=True)
+class PopulationArtifact:
+    """The population model an audit uses: the loaded model, the local file it was read from,
+    where that came from (for messages and run parameters) and the file's sha256 (recorded in
+    every certificate, so the exact population can be checked against the logged artifact)."""
+
+    model: Any
+    path: Path
+    source: str
+    sha256: str
+
+
+def fetch_population(loaded: LoadedModel, population_uri: str | None,
+                     workdir: Path) -> PopulationArtifact:
+    """The population model for ``loaded`` (see the module docstring), with its provenance."""
+    from verifier.population import load_population
+
+    path = population_file(loaded, population_uri, workdir)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return PopulationArtifact(load_population(path), path,
+                              population_source(loaded, population_uri), digest)

@@ -131,6 +131,8 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
             "boxes": certificate.cost["boxes"],
             "stopped_by": certificate.details["stopped_by"],
         }
+        if "undefined" in certificate.details:
+            payload["undefined"] = certificate.details["undefined"]
         print(json.dumps(to_jsonable(payload)))
     else:
         details = certificate.details
@@ -139,7 +141,10 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
         print(f"{certificate.audit}: {details['expression']}{comparison}")
         print(f"  verdict: {certificate.verdict} ({details['stopped_by']}, "
               f"{certificate.cost['boxes']} boxes, {elapsed:.2f} s)")
-        print(f"  {value_name}: [{_fmt(value[0])}, {_fmt(value[1])}]")
+        if "undefined" in certificate.details:
+            print(f"  {value_name}: {certificate.details['undefined']}")
+        else:
+            print(f"  {value_name}: [{_fmt(value[0])}, {_fmt(value[1])}]")
         for name, (low, high) in probabilities.items():
             print(f"  {name} = {details['probabilities'][name]}: [{_fmt(low)}, {_fmt(high)}]")
     return EXIT_FOR_VERDICT.get(certificate.verdict, 1)

@@ -60,6 +60,8 @@ def run_specification(
     masses, domain = population_domain(population)
     result = verify(network, spec, masses, domain, settings, progress)
     certificate = result.to_certificate()
+    certificate.algorithm = (f"PV branch and bound (SelectProb selection, {settings.split} "
+                             f"splitting, {settings.method} bounds)")
     certificate.settings = {
         "batch_size": settings.batch_size, "method": settings.method, "split": settings.split,
         "timeout_s": settings.timeout_s, "precision": settings.precision,
@@ -93,7 +95,25 @@ def demographic_parity_audit(
     )
     _require_mass(population, names, protected, privileged)
     chosen = settings or PVSettings(timeout_s=timeout_s, precision=precision)
-    return run_specification(network, population, spec, chosen, progress)
+    certificate = run_specification(network, population, spec, chosen, progress)
+    if form == "ratio":
+        _mark_undefined_ratio(certificate, favorable_class)
+    return certificate
+
+
+def _mark_undefined_ratio(certificate: Certificate, favorable_class: int) -> None:
+    """Say so when an undecided ratio is unbounded because its denominator may vanish: the
+    certified interval of ``P[fav | privileged]`` reaches 0, where the ratio is undefined (the
+    model may never predict the favourable class for the privileged group). Proven verdicts
+    are left alone."""
+    low, high = certificate.bounds["p_privileged"]
+    if certificate.verdict != "unknown" or low > 0.0:
+        return
+    certificate.details["undefined"] = (
+        f"the ratio may be undefined: P[class {favorable_class} | privileged] is certified in "
+        f"[{low:.3g}, {high:.3g}], which includes 0 (the model may never predict class "
+        f"{favorable_class} for the privileged group)"
+    )
 
 
 def probability_audit(
