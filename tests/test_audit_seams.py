@@ -1,5 +1,5 @@
-"""Small seams of the audits: a ratio that may be undefined says so, certificates name the split rule that
-ran, and audit names cannot collide with certgate's own tags."""
+"""Small seams of the audits: a ratio that may be undefined says so, certificates name the
+split rule that ran, and audit names cannot collide with certgate's own tags."""
 
 from __future__ import annotations
 
@@ -96,3 +96,18 @@ def test_audit_names_cannot_take_certgate_tag_segments() -> None:
     assert result_tag_audit("certgate.audit.run_id") is None
     assert result_tag_audit("certgate.gate") is None
     assert result_tag_audit("mlflow.parity.verdict") is None
+
+
+def test_self_correcting_signature_names_columns_and_classes() -> None:
+    from pipeline_steps.deploy import _signature, variant_output_columns
+
+    layer = Layer(np.ones((2, 3)), np.zeros(2))
+    named = Network([layer], ["age", "income", "sex"], ["deny", "grant"])
+    assert variant_output_columns(named, 2) == ["logit_deny", "logit_grant"]
+    assert variant_output_columns(named, 3) == ["logit_deny", "logit_grant", "logit_abstain"]
+    signature = _signature(named, variant_output_columns(named, 2))
+    assert signature.inputs.input_names() == ["age", "income", "sex"]
+    assert signature.outputs.input_names()[:2] == ["logit_deny", "logit_grant"]
+    unnamed = Network([layer], [], [])
+    assert variant_output_columns(unnamed, 2) == ["logit_0", "logit_1"]
+    assert not _signature(unnamed, ["logit_0", "logit_1"]).inputs.has_input_names()
