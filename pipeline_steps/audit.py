@@ -32,8 +32,7 @@ from typing import Any
 import mlflow
 from mlflow.entities import Metric
 
-from configs.schema import AuditSettings, CertgateConfig, DemographicParityAudit
-from pipeline_steps.audit_kinds import KIND_RUNNERS, detail_tables
+from configs.schema import AuditSettings, CertgateConfig
 from pipeline_steps.gate import CERTIFICATE_ARTIFACT, decide, load_certificates
 from pipeline_steps.report import (
     AuditSection,
@@ -42,6 +41,7 @@ from pipeline_steps.report import (
     figure_png,
     render_report,
 )
+from pipeline_steps.tables import detail_tables
 from pipeline_steps.validation import ValidationReport, validate_audit_inputs
 from registry_hooks.connection import Registry, connect, registry_errors
 from registry_hooks.loading import LoadedModel, PopulationArtifact, fetch_population, load_model
@@ -58,6 +58,7 @@ from registry_hooks.tags import (
     version_tags,
 )
 from registry_hooks.uris import parse_model_uri, resolve_version
+from verifier.audits import run_audit as run_audit_kind
 from verifier.audits.binding import bind
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
@@ -99,29 +100,11 @@ class AuditOutcome:
 # ------------------------------------------------------------------------------ certifying
 
 
-def run_demographic_parity(settings: DemographicParityAudit, network: Network, population: Any,
-                           progress: ProgressCallback | None) -> Certificate:
-    """One demographic-parity certificate (see :func:`verifier.audits.demographic_parity_audit`)."""
-    from verifier.audits import demographic_parity_audit
-
-    return demographic_parity_audit(
-        network, population, protected=settings.protected, privileged=settings.privileged,
-        favorable_class=settings.favorable_class, gamma=settings.gamma,
-        qualified=settings.qualified, form=settings.form, timeout_s=settings.timeout_s,
-        precision=settings.precision, progress=progress,
-    )
-
-
-AUDIT_RUNNERS: dict[str, Callable[..., Certificate]] = {
-    "demographic_parity": run_demographic_parity,
-    **KIND_RUNNERS,
-}
-
-
 def certify(settings: AuditSettings, network: Network, population: Any,
             progress: ProgressCallback | None = None) -> Certificate:
-    """Run one configured audit (picklable: the executor may run it in another process)."""
-    return AUDIT_RUNNERS[settings.kind](settings, network, population, progress)
+    """Run one configured audit (:func:`verifier.audits.run_audit`; picklable: the executor
+    may run it in another process)."""
+    return run_audit_kind(settings, network, population, None, progress)
 
 
 class ProgressBar:
