@@ -52,13 +52,13 @@ def run(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, dict]:
 
 def test_monotonicity_cli(files: dict, capsys: pytest.CaptureFixture) -> None:
     code, doc = run(["monotonicity", "--model", str(files["net"]), "--population",
-                     str(files["pop"]), "--feature", "b", "--json", "--threshold", "0.9"],
+                     str(files["pop"]), "--feature", "b", "--json", "--min-probability", "0.9"],
                     capsys)
     assert code == 1 and doc["verdict"] == "violated"
     assert set(doc) >= {"probability", "regions", "integrals", "elapsed_s"}
     assert doc["probability"] <= 2 / 3 + 1e-12
     code, doc = run(["monotonicity", "--model", str(files["net"]), "--population",
-                     str(files["pop"]), "--feature", "a", "--json", "--threshold", "0.9"],
+                     str(files["pop"]), "--feature", "a", "--json", "--min-probability", "0.9"],
                     capsys)
     assert code == 0 and doc["probability"] == pytest.approx(1.0, abs=1e-12)
 

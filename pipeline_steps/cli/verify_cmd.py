@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
 from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
+from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
@@ -155,16 +156,16 @@ def _fmt(value: float) -> str:
 
 
 def run_demographic_parity(args: argparse.Namespace) -> int:
-    from verifier.audits import demographic_parity_audit
+    """The ``demographic_parity`` audit kind (:mod:`verifier.audits.demographic_parity`) with
+    the settings given as options, exactly as ``certgate run`` runs it."""
+    from verifier.audits import DemographicParitySettings, run_audit
 
+    settings = settings_from_args(DemographicParitySettings, args, "demographic_parity")
+    engine = _settings(args)
     network, population = _load(args)
     bar = _ProgressBar(not args.json, args.timeout)
     try:
-        certificate = demographic_parity_audit(
-            network, population, protected=args.protected, privileged=args.privileged,
-            favorable_class=args.favorable_class, gamma=args.gamma, qualified=args.qualified,
-            form=args.form, settings=_settings(args), progress=bar,
-        )
+        certificate = run_audit(settings, network, population, None, bar, engine=engine)
     finally:
         bar.close()
     return _report(certificate, args.json, "ratio" if args.form == "ratio" else "difference")

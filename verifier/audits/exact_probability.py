@@ -70,8 +70,13 @@ class ProbabilitySettings(StrictSettings):
 
     @property
     def requirement(self) -> Requirement:
-        return Requirement(quantity="probability", label="probability", comparison=">=",
-                           threshold=self.min_probability)
+        return requirement_at_least(self.min_probability)
+
+
+def requirement_at_least(min_probability: float) -> Requirement:
+    """``probability >= min_probability``: the requirement of every exact-probability audit."""
+    return Requirement(quantity="probability", label="probability", comparison=">=",
+                       threshold=min_probability)
 
 
 def wmi_stop_at(min_probability: float) -> float | None:
