@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import math
-import shutil
 import sys
 import tempfile
 import time
@@ -29,11 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import mlflow
-from mlflow.entities import Metric
-
 from configs.schema import AuditSettings, CertgateConfig
-from pipeline_steps.gate import CERTIFICATE_ARTIFACT, decide, load_certificates
+from pipeline_steps.gate import decide
 from pipeline_steps.report import (
     AuditSection,
     ReportData,
@@ -43,7 +39,14 @@ from pipeline_steps.report import (
 )
 from pipeline_steps.tables import detail_tables
 from pipeline_steps.validation import ValidationReport, validate_audit_inputs
-from registry_hooks.connection import Registry, connect, registry_errors
+from registry_hooks.audit_runs import (
+    CERTIFICATE_ARTIFACT,
+    StepMetric,
+    audit_run,
+    load_certificates,
+    run_artifact_uri,
+)
+from registry_hooks.connection import Registry, connect
 from registry_hooks.loading import LoadedModel, PopulationArtifact, fetch_population, load_model
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
@@ -54,6 +57,7 @@ from registry_hooks.tags import (
     audit_tag,
     is_due,
     replace_result_tags,
+    restore_version_tag,
     set_version_tags,
     version_tags,
 )
@@ -70,9 +74,7 @@ REPORT_ARTIFACT = "report/report.html"
 FIGURE_ARTIFACT = "report/{name}_convergence.png"
 VALIDATION_ARTIFACT = "validation/results.json"
 CONFIG_ARTIFACT = "config/audit_config.json"
-POPULATION_ARTIFACT_DIR = "population"
-POPULATION_FILE_NAME = "population_model.json"
-POPULATION_ARTIFACT = f"{POPULATION_ARTIFACT_DIR}/{POPULATION_FILE_NAME}"
+POPULATION_ARTIFACT = "population/population_model.json"
 DETAIL_TABLE_ARTIFACT = "certificates/{name}.{table}.csv"
 
 ProgressCallback = Callable[[PVProgress], None]
@@ -172,18 +174,16 @@ def headline_metrics(settings: AuditSettings, certificate: Certificate) -> dict[
     return {key: value for key, value in metrics.items() if math.isfinite(value)}
 
 
-def history_metrics(settings: AuditSettings, certificate: Certificate,
-                    start_ms: int) -> list[Metric]:
-    """The anytime bounds of ``details["history"]`` as step metrics (step = report index,
-    timestamp = run start + elapsed time); infinite bounds are left out."""
+def history_metrics(settings: AuditSettings, certificate: Certificate) -> list[StepMetric]:
+    """The anytime bounds of ``details["history"]`` as step metrics (step = report index, at
+    the elapsed time of the report); infinite bounds are left out."""
     label = settings.requirement.label
     metrics = []
     for step, (elapsed, (low, high)) in enumerate(certificate.details.get("history", [])):
-        timestamp = start_ms + int(1000 * float(elapsed))
         for side, value in (("lower", low), ("upper", high)):
             if math.isfinite(float(value)):
-                metrics.append(Metric(f"{settings.name}.anytime.{label}_{side}", float(value),
-                                      timestamp, step))
+                metrics.append(StepMetric(f"{settings.name}.anytime.{label}_{side}",
+                                          float(value), float(elapsed), step))
     return metrics
 
 
@@ -245,15 +245,6 @@ def provenance(loaded: LoadedModel, population: PopulationArtifact,
     }
 
 
-def log_population(population: PopulationArtifact) -> None:
-    """Log the population model's file, byte for byte, as :data:`POPULATION_ARTIFACT` of the
-    active run."""
-    with tempfile.TemporaryDirectory(prefix="certgate-population-") as scratch:
-        copy = Path(scratch) / POPULATION_FILE_NAME
-        shutil.copyfile(population.path, copy)
-        mlflow.log_artifact(str(copy), POPULATION_ARTIFACT_DIR)
-
-
 def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedModel,
                   population: PopulationArtifact, validation: ValidationReport,
                   certificates: dict[str, Certificate],
@@ -261,45 +252,36 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
     """Write the audit run and its artifacts (see the module docstring); with ``report_dir``
     also keep a local copy of the HTML report there."""
     fingerprint = config.audit_fingerprint()
-    with registry_errors(f"cannot log the audit run to {registry.tracking_uri}"):
-        mlflow.set_experiment(config.tracking.experiment)
-        run_name = (f"audit {loaded.name} v{loaded.version}" if loaded.name
-                    else f"audit {Path(loaded.uri).name}")
-        run_tags = {"certgate.model_uri": loaded.uri, "certgate.audit.config_hash": fingerprint}
-        if loaded.name is not None:
-            run_tags.update({"certgate.model_name": loaded.name,
-                             "certgate.model_version": str(loaded.version)})
-        with mlflow.start_run(run_name=run_name, tags=run_tags) as run:
-            run_id = run.info.run_id
-            start_ms = int(run.info.start_time)
-            log_population(population)
-            mlflow.log_params({"model_uri": loaded.uri, "population": population.source,
-                               "population_sha256": population.sha256,
-                               "flavor": f"{loaded.flavor}/{loaded.serialization}",
-                               **_flat_params(config)})
-            mlflow.log_dict(config.model_dump(mode="json"), CONFIG_ARTIFACT)
-            mlflow.log_dict(validation.to_dict(), VALIDATION_ARTIFACT)
-            figures: dict[str, bytes] = {}
-            for settings in config.audits:
-                certificate = certificates[settings.name]
-                mlflow.log_metrics(headline_metrics(settings, certificate),
-                                   model_id=loaded.model_id)
-                steps = history_metrics(settings, certificate, start_ms)
-                if steps:
-                    registry.client.log_batch(run_id, metrics=steps)
-                mlflow.log_dict(certificate.to_dict(),
-                                CERTIFICATE_ARTIFACT.format(name=settings.name))
-                for table, text in detail_tables(certificate,
-                                                 loaded.network.input_names).items():
-                    mlflow.log_text(text, DETAIL_TABLE_ARTIFACT.format(name=settings.name,
-                                                                       table=table))
-                figure = convergence_figure(settings.name, settings.requirement, certificate)
-                mlflow.log_figure(figure, FIGURE_ARTIFACT.format(name=settings.name))
-                figures[settings.name] = figure_png(figure)
-                mlflow.set_tag(audit_tag(settings.name, "verdict"), certificate.verdict)
-            html = build_report(config, loaded, run_id, certificates, validation, figures)
-            mlflow.log_text(html, REPORT_ARTIFACT)
-            artifact_uri = run.info.artifact_uri
+    run_name = (f"audit {loaded.name} v{loaded.version}" if loaded.name
+                else f"audit {Path(loaded.uri).name}")
+    run_tags = {"certgate.model_uri": loaded.uri, "certgate.audit.config_hash": fingerprint}
+    if loaded.name is not None:
+        run_tags.update({"certgate.model_name": loaded.name,
+                         "certgate.model_version": str(loaded.version)})
+    with audit_run(registry, config.tracking.experiment, run_name, run_tags,
+                   loaded.model_id) as run:
+        run.file(population.path, POPULATION_ARTIFACT)
+        run.params({"model_uri": loaded.uri, "population": population.source,
+                    "population_sha256": population.sha256,
+                    "flavor": f"{loaded.flavor}/{loaded.serialization}",
+                    **_flat_params(config)})
+        run.document(config.model_dump(mode="json"), CONFIG_ARTIFACT)
+        run.document(validation.to_dict(), VALIDATION_ARTIFACT)
+        figures: dict[str, bytes] = {}
+        for settings in config.audits:
+            certificate = certificates[settings.name]
+            run.metrics(headline_metrics(settings, certificate))
+            run.step_metrics(history_metrics(settings, certificate))
+            run.document(certificate.to_dict(), CERTIFICATE_ARTIFACT.format(name=settings.name))
+            for table, text in detail_tables(certificate, loaded.network.input_names).items():
+                run.text(text, DETAIL_TABLE_ARTIFACT.format(name=settings.name, table=table))
+            figure = convergence_figure(settings.name, settings.requirement, certificate)
+            run.figure(figure, FIGURE_ARTIFACT.format(name=settings.name))
+            figures[settings.name] = figure_png(figure)
+            run.tag(audit_tag(settings.name, "verdict"), certificate.verdict)
+        html = build_report(config, loaded, run.run_id, certificates, validation, figures)
+        run.text(html, REPORT_ARTIFACT)
+        run_id, artifact_uri = run.run_id, run.artifact_uri
     report_path = None
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)
@@ -336,8 +318,7 @@ def previous_audit(config: CertgateConfig, registry: Registry,
     run_id = tags[RUN_ID_TAG]
     names = [settings.name for settings in config.audits]
     certificates = load_certificates(registry, run_id, names)
-    with registry_errors(f"cannot read audit run {run_id}"):
-        artifact_uri = registry.client.get_run(run_id).info.artifact_uri
+    artifact_uri = run_artifact_uri(registry, run_id)
     return AuditOutcome(
         model_uri, version.name, str(version.version), run_id, certificates, fingerprint,
         reused=True, report_uri=f"{artifact_uri}/{REPORT_ARTIFACT}", artifact_uri=artifact_uri,
@@ -367,11 +348,7 @@ def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
 
 def _restore_status(registry: Registry, loaded: LoadedModel, previous: str | None) -> None:
     """Put the version's audit-status tag back as it was before a failed audit."""
-    with registry_errors(f"cannot reset the audit status of {loaded.uri}"):
-        if previous is None:
-            registry.client.delete_model_version_tag(loaded.name, loaded.version, STATUS_TAG)
-        else:
-            set_version_tags(registry, loaded.name, loaded.version, {STATUS_TAG: previous})
+    restore_version_tag(registry, loaded.name, loaded.version, STATUS_TAG, previous)
 
 
 def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,

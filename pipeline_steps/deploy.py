@@ -30,17 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import mlflow
 import numpy as np
 import pandas as pd
 import torch
 import yaml
-from mlflow.models import ModelSignature
-from mlflow.types import ColSpec, Schema, TensorSpec
 
 from configs.schema import CertgateConfig
 from registry_hooks import selfcorrect_pyfunc
-from registry_hooks.connection import Registry, registry_errors
+from registry_hooks.audit_runs import use_experiment
+from registry_hooks.connection import Registry
 from registry_hooks.loading import (
     METADATA_INPUT_NAMES,
     METADATA_POPULATION,
@@ -48,7 +46,7 @@ from registry_hooks.loading import (
     LoadedModel,
     load_model,
 )
-from registry_hooks.publish import pinned_requirements
+from registry_hooks.publish import log_self_correcting_variant
 from registry_hooks.tags import VARIANT_SELF_CORRECTING, VARIANT_TAG, move_alias
 from registry_hooks.uris import registered_uri
 from verifier.audits.binding import anonymous_inputs, bound_names
@@ -70,7 +68,6 @@ CONSTRAINT_COUNT_TAG = "certgate.selfcorrect.constraints"
 METADATA_CONSTRAINTS = "certgate.selfcorrect.constraints"
 METADATA_OUTPUT_COLUMNS = "certgate.selfcorrect.output_columns"
 DEFAULT_ALIAS = "safe"
-ARTIFACT_NAME = "model"
 EXAMPLE_ROWS = 5
 CHECK_ROWS = 256
 
@@ -132,7 +129,7 @@ def run_deploy(config: CertgateConfig, *, registry: Registry, model_name: str | 
         raise DeployError(
             f"deploy needs a registered model version; {config.model.uri} is not one"
         )
-    mlflow.set_experiment(config.tracking.experiment)
+    use_experiment(config.tracking.experiment)
     with tempfile.TemporaryDirectory(prefix="certgate-deploy-") as workdir:
         return deploy_self_correcting(
             registered_uri(model_name, str(model_version)), settings.constraints,
@@ -305,24 +302,6 @@ def variant_output_columns(network: Network, num_outputs: int) -> list[str]:
     return columns
 
 
-def _signature(network: Network, output_columns: list[str]) -> ModelSignature:
-    """Named double columns in (MLflow then binds a DataFrame's columns by name, in any order)
-    when the source model names its inputs; a float64 tensor only for a model without names."""
-    if anonymous_inputs(network):
-        inputs = Schema([TensorSpec(np.dtype(np.float64), (-1, network.input_size))])
-    else:
-        inputs = Schema([ColSpec("double", name) for name in network.input_names])
-    outputs = Schema([*(ColSpec("double", column) for column in output_columns),
-                      ColSpec("boolean", selfcorrect_pyfunc.BOTTOM_COLUMN),
-                      ColSpec("long", selfcorrect_pyfunc.PREDICTED_COLUMN)])
-    return ModelSignature(inputs=inputs, outputs=outputs)
-
-
-def _requirements() -> list[str]:
-    return [*pinned_requirements("pytorch"), f"numpy=={np.__version__}",
-            f"pandas=={pd.__version__}"]
-
-
 def _register_variant(prepared: _Prepared, artifacts: dict[str, str], name: str,
                       tags: dict[str, str]) -> str:
     """Log the pyfunc model and register it as a new version of ``name`` carrying ``tags``
@@ -339,17 +318,9 @@ def _register_variant(prepared: _Prepared, artifacts: dict[str, str], name: str,
     if population is not None:
         metadata[METADATA_POPULATION] = f"artifacts/{Path(population).name}"
     example = _input_example(prepared.loaded, Path(population) if population else None)
-    with registry_errors(f"cannot register the self-correcting variant as {name}"):
-        info = mlflow.pyfunc.log_model(
-            name=ARTIFACT_NAME,
-            python_model=selfcorrect_pyfunc.__file__,
-            artifacts=artifacts,
-            model_config={"input_names": list(network.input_names),
-                          "output_columns": output_columns},
-            signature=_signature(network, output_columns),
-            input_example=example,
-            pip_requirements=_requirements(),
-            metadata=metadata,
-        )
-        registered = mlflow.register_model(info.model_uri, name, tags=tags)
-    return str(registered.version)
+    named = None if anonymous_inputs(network) else list(network.input_names)
+    return log_self_correcting_variant(
+        name, artifacts, input_names=list(network.input_names), named_inputs=named,
+        output_columns=output_columns, input_example=example, metadata=metadata, tags=tags,
+        requirements=[f"numpy=={np.__version__}", f"pandas=={pd.__version__}"],
+    )

@@ -17,11 +17,11 @@ passed or warned, 1 failed (2, an error, comes from the CLI).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from configs.schema import AuditSettings, CertgateConfig, GatePolicy, Requirement
-from registry_hooks.connection import Registry, RegistryError, registry_errors
+from registry_hooks.audit_runs import load_certificates, validate_in_mlflow
+from registry_hooks.connection import Registry, RegistryError
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
     GATE_REASONS_TAG,
@@ -130,7 +130,8 @@ def decide(audits: list[AuditSettings], certificates: dict[str, Certificate],
 
 
 def mirror_in_mlflow(decision: GateDecision) -> str:
-    """Run the decision's numbers through ``mlflow.validate_evaluation_results``.
+    """Run the decision's numbers through ``mlflow.validate_evaluation_results``
+    (:func:`registry_hooks.audit_runs.validate_in_mlflow`).
 
     Each audit contributes its certified bound on the passing side (``<name>.<label>_lower``
     for ``>``/``>=`` requirements, ``_upper`` for ``<``/``<=``) and a ``<name>.proven_pass``
@@ -138,12 +139,8 @@ def mirror_in_mlflow(decision: GateDecision) -> str:
     unproven audit.
     Returns ``"passed"`` or ``"failed: <MLflow's message>"``.
     """
-    import mlflow
-    from mlflow.models import EvaluationResult, MetricThreshold
-    from mlflow.models.evaluation.validation import ModelValidationFailedException
-
     metrics: dict[str, float] = {}
-    thresholds: dict[str, MetricThreshold] = {}
+    thresholds: dict[str, tuple[float, bool]] = {}
     for check in decision.checks:
         requirement = check.requirement
         greater = requirement.greater_is_better
@@ -152,15 +149,10 @@ def mirror_in_mlflow(decision: GateDecision) -> str:
         flag_key = f"{check.audit}.proven_pass"
         if check.interval is not None:
             metrics[bound_key] = check.interval[0] if greater else check.interval[1]
-            thresholds[bound_key] = MetricThreshold(threshold=requirement.threshold,
-                                                    greater_is_better=greater)
+            thresholds[bound_key] = (requirement.threshold, greater)
         metrics[flag_key] = 1.0 if check.status == "proven_pass" else 0.0
-        thresholds[flag_key] = MetricThreshold(threshold=1.0, greater_is_better=True)
-    try:
-        mlflow.validate_evaluation_results(thresholds, EvaluationResult(metrics, {}))
-    except ModelValidationFailedException as error:
-        return "failed: " + " ".join(str(error).split())
-    return "passed"
+        thresholds[flag_key] = (1.0, True)
+    return validate_in_mlflow(metrics, thresholds)
 
 
 def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolicy) -> None:
@@ -205,27 +197,6 @@ def gate_certificates(config: CertgateConfig, certificates: dict[str, Certificat
     if registry is not None and name is not None and version is not None:
         apply_decision(registry, decision, config.gate)
     return decision
-
-
-CERTIFICATE_ARTIFACT = "certificates/{name}.json"
-
-
-def load_certificates(registry: Registry, run_id: str,
-                      names: list[str]) -> dict[str, Certificate]:
-    """The certificates an audit run logged, by audit name (audits without one are left
-    out, so the gate reports them missing)."""
-    import mlflow
-
-    with registry_errors(f"cannot read the certificates of run {run_id}"):
-        present = {Path(item.path).name
-                   for item in registry.client.list_artifacts(run_id, "certificates")}
-        certificates: dict[str, Certificate] = {}
-        for name in names:
-            path = CERTIFICATE_ARTIFACT.format(name=name)
-            if Path(path).name in present:
-                document = mlflow.artifacts.load_dict(f"runs:/{run_id}/{path}")
-                certificates[name] = Certificate.from_dict(document)
-    return certificates
 
 
 def run_gate(config: CertgateConfig, *, model_uri: str | None = None,

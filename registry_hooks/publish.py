@@ -138,3 +138,55 @@ def log_model_with_population(
         if alias is not None:
             move_alias(registry, registered_model_name, alias, str(version))
     return info
+
+
+VARIANT_ARTIFACT_NAME = "model"
+
+
+def variant_signature(input_names: Sequence[str] | None, input_size: int,
+                      output_columns: Sequence[str]) -> Any:
+    """The self-correcting variant's signature: named double columns in (MLflow then binds a
+    posted DataFrame's columns by name, in any order) when ``input_names`` are given, a float64
+    tensor of ``input_size`` columns for a source without names; the corrected logits, the ⊥
+    flag and the class out."""
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema, TensorSpec
+
+    from registry_hooks import selfcorrect_pyfunc
+
+    if input_names is None:
+        inputs = Schema([TensorSpec(np.dtype(np.float64), (-1, input_size))])
+    else:
+        inputs = Schema([ColSpec("double", name) for name in input_names])
+    outputs = Schema([*(ColSpec("double", column) for column in output_columns),
+                      ColSpec("boolean", selfcorrect_pyfunc.BOTTOM_COLUMN),
+                      ColSpec("long", selfcorrect_pyfunc.PREDICTED_COLUMN)])
+    return ModelSignature(inputs=inputs, outputs=outputs)
+
+
+def log_self_correcting_variant(
+    name: str, artifacts: Mapping[str, str], *, input_names: Sequence[str],
+    named_inputs: Sequence[str] | None, output_columns: Sequence[str], input_example: Any,
+    metadata: Mapping[str, Any], tags: Mapping[str, str], requirements: Sequence[str],
+) -> str:
+    """Log the self-correcting variant (pyfunc model code
+    :mod:`registry_hooks.selfcorrect_pyfunc` with ``artifacts``) and register it as a new
+    version of ``name`` carrying ``tags`` from its creation; returns the version.
+    ``named_inputs`` (``None`` for a source without input names) shape the signature
+    (:func:`variant_signature`); ``requirements`` come on top of MLflow's and torch's pins."""
+    from registry_hooks import selfcorrect_pyfunc
+
+    with registry_errors(f"cannot register the self-correcting variant as {name}"):
+        info = mlflow.pyfunc.log_model(
+            name=VARIANT_ARTIFACT_NAME,
+            python_model=selfcorrect_pyfunc.__file__,
+            artifacts=dict(artifacts),
+            model_config={"input_names": list(input_names),
+                          "output_columns": list(output_columns)},
+            signature=variant_signature(named_inputs, len(input_names), output_columns),
+            input_example=input_example,
+            pip_requirements=[*pinned_requirements("pytorch"), *requirements],
+            metadata=dict(metadata),
+        )
+        registered = mlflow.register_model(info.model_uri, name, tags=dict(tags))
+    return str(registered.version)

@@ -98,6 +98,16 @@ def remove_result_tags_except(registry: Registry, name: str, version: str,
     return stale
 
 
+def restore_version_tag(registry: Registry, name: str, version: str, key: str,
+                        previous: str | None) -> None:
+    """Set tag ``key`` back to ``previous``, or delete it when it had no value."""
+    with registry_errors(f"cannot reset tag {key} of models:/{name}/{version}"):
+        if previous is None:
+            registry.client.delete_model_version_tag(name, version, key)
+        else:
+            registry.client.set_model_version_tag(name, version, key, previous)
+
+
 def version_tags(registry: Registry, name: str, version: str) -> dict[str, str]:
     """The current tags of a model version."""
     with registry_errors(f"cannot read models:/{name}/{version}"):

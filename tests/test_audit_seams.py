@@ -15,6 +15,7 @@ from pipeline_steps.gate import decide
 from registry_hooks.tags import RESERVED_AUDIT_NAMES as TAG_RESERVED
 from registry_hooks.tags import result_tag_audit
 from verifier.audits import demographic_parity_audit
+from verifier.audits.binding import anonymous_inputs
 from verifier.convert import save_network
 from verifier.network import Layer, Network
 from verifier.population import load_population
@@ -99,7 +100,12 @@ def test_audit_names_cannot_take_certgate_tag_segments() -> None:
 
 
 def test_self_correcting_signature_names_columns_and_classes() -> None:
-    from pipeline_steps.deploy import _signature, variant_output_columns
+    from pipeline_steps.deploy import variant_output_columns
+    from registry_hooks.publish import variant_signature
+
+    def _signature(network: Network, columns: list[str]):
+        names = None if anonymous_inputs(network) else list(network.input_names)
+        return variant_signature(names, network.input_size, columns)
 
     layer = Layer(np.ones((2, 3)), np.zeros(2))
     named = Network([layer], ["age", "income", "sex"], ["deny", "grant"])
