@@ -366,6 +366,7 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
         loaded = load_model(uri, registry, scratch_dir)
         artifact = fetch_population(loaded, config.model.population_uri, scratch_dir)
         network, population = bound_inputs(config, loaded, artifact.model)
+        loaded.network = network
         validation = validate_audit_inputs(
             network, population, loaded.input_domain(),
             samples=config.validation.population_samples, seed=config.validation.seed,

@@ -175,3 +175,33 @@ def test_named_model_binds_a_permuted_population_by_name(
     ratio, se = monte_carlo_ratio(credit_demo.fair, credit_demo.population)
     assert low - 4 * se <= ratio <= high + 4 * se
     assert version_tags(registry, name, "1")["certgate.gate"] == "passed"
+
+
+def test_names_from_an_mlflow_column_signature_bind_the_population(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import pandas as pd
+    from mlflow.models import infer_signature
+
+    name = f"signed_{uuid.uuid4().hex[:8]}"
+    columns = list(credit_demo.population.columns)
+    rows = pd.DataFrame(credit_demo.population.sample(20, 3), columns=columns)
+    with torch.no_grad():
+        logits = credit_demo.fair(torch.as_tensor(rows.to_numpy(), dtype=torch.float32)).numpy()
+    mlflow.set_tracking_uri(registry.tracking_uri)
+    info = mlflow.pytorch.log_model(credit_demo.fair.eval(), name="model",
+                                    serialization_format="pickle",
+                                    signature=infer_signature(rows, logits),
+                                    pip_requirements=pinned_requirements("pytorch"),
+                                    registered_model_name=name)
+    registry.client.set_registered_model_alias(name, "candidate",
+                                               str(info.registered_model_version))
+    permuted = population_file(credit_demo.population, tmp_path, SEX_FIRST)
+    config = write_config(tmp_path, registry.tracking_uri,
+                          {"uri": f"models:/{name}@candidate", "population_uri": str(permuted)})
+    code, out, err = run_cli(capsys, "run", "--config", str(config), "--no-progress", "--json")
+    assert code == 0, (out, err)
+    low, high = json.loads(out.strip().splitlines()[-1])["audit"]["audits"][
+        "demographic_parity"]["ratio"]
+    ratio, se = monte_carlo_ratio(credit_demo.fair, credit_demo.population)
+    assert low - 4 * se <= ratio <= high + 4 * se
