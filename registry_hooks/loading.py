@@ -250,11 +250,10 @@ def _explicit_population(uri: str, workdir: Path) -> Path:
 
 def load_population_model(loaded: LoadedModel, population_uri: str | None,
                           workdir: Path) -> tuple[Any, str]:
-    """The population model for ``loaded`` and a description of where it came from."""
-    from verifier.population import load_population
-
-    path = population_file(loaded, population_uri, workdir)
-    return load_population(path), population_source(loaded, population_uri)
+    """The population model for ``loaded`` and a description of where it came from (see
+    :func:`fetch_population` for its file and hash too)."""
+    artifact = fetch_population(loaded, population_uri, workdir)
+    return artifact.model, artifact.source
 
 
 @dataclass(frozen=True)
