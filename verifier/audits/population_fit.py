@@ -40,21 +40,3 @@ def check_population_fits(network: Network, population: Any) -> Names:
             "network's inputs (bind them by name first)"
         )
     return Names.of(inputs, network.output_names)
-
-
-def require_population(population: Any, network: Network) -> Any:
-    """``population`` after checking it exists and its columns are the network's inputs."""
-    if population is None:
-        raise CertgateInputError("this audit needs a population model")
-    check_population_fits(network, population)
-    return population
-
-
-def input_index(network: Network, field: str, name: str) -> int:
-    """Position of the input ``name``; raises :class:`CertgateInputError` naming the field."""
-    names = list(network.input_names)
-    if name not in names:
-        raise CertgateInputError(
-            f"{field} {name!r} is not an input of the network (inputs: {', '.join(names)})"
-        )
-    return names.index(name)
