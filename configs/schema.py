@@ -41,6 +41,10 @@ from verifier.errors import CertgateInputError
 
 ALIAS_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 EXECUTOR_PATTERN = re.compile(r"^(local|process|dask(=\S+)?)$")
+BINDING_RULE = "inputs-by-name/1"
+"""Part of every fingerprint: audits recorded before inputs were bound by name (when an
+unnamed model took the population's column order) are never reused, their versions are due
+again."""
 RESERVED_AUDIT_NAMES = frozenset({"audit", "gate", "variant", "selfcorrect", "source_model",
                                   "source_version"})
 """Names no audit may take (second segments of ``certgate.*`` tags that are not results; the
@@ -159,15 +163,16 @@ class CertgateConfig(_Strict):
         return value
 
     def audit_fingerprint(self) -> str:
-        """A short hash of everything that determines the certificates (population source,
-        data validation, audits); a version audited under another fingerprint is due again."""
+        """A short hash of everything that determines the certificates (the binding rule,
+        population source, input names, data validation, audits); a version audited under
+        another fingerprint is due again."""
         relevant: dict[str, Any] = {
+            "binding": BINDING_RULE,
             "population_uri": self.model.population_uri,
+            "input_names": self.model.input_names,
             "validation": self.validation.model_dump(mode="json"),
             "audits": [audit.model_dump(mode="json") for audit in self.audits],
         }
-        if self.model.input_names is not None:
-            relevant["input_names"] = list(self.model.input_names)
         text = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
