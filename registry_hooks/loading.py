@@ -185,8 +185,15 @@ def _names(model: Model, metadata: dict[str, Any]) -> tuple[list[str] | None, li
     inputs = metadata.get(METADATA_INPUT_NAMES)
     outputs = metadata.get(METADATA_OUTPUT_NAMES)
     signature = model.signature
-    if inputs is None and signature is not None and signature.inputs.has_input_names():
-        inputs = signature.inputs.input_names()
+    if signature is not None and not signature.inputs.is_tensor_spec() \
+            and signature.inputs.has_input_names():
+        signed = [str(name) for name in signature.inputs.input_names()]
+        if inputs is not None and list(map(str, inputs)) != signed:
+            raise CertgateInputError(
+                f"the model's {METADATA_INPUT_NAMES} metadata ({', '.join(map(str, inputs))}) "
+                f"disagrees with its MLflow signature ({', '.join(signed)})"
+            )
+        inputs = signed
     return (list(map(str, inputs)) if inputs else None,
             list(map(str, outputs)) if outputs else None)
 

@@ -128,3 +128,29 @@ def test_corrupt_model_files_are_one_line_and_exit_2(
         err = capsys.readouterr().err
         assert code == 2, name
         assert err.count("\n") == 1 and name in err and "Traceback" not in err
+
+
+def test_metadata_names_that_disagree_with_the_signature_are_refused(tmp_path: Path) -> None:
+    import mlflow
+    import pandas as pd
+    from mlflow.models import infer_signature
+
+    from registry_hooks.loading import load_model
+    from registry_hooks.publish import pinned_requirements
+    from verifier.errors import CertgateInputError
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2)).eval()
+    rows = pd.DataFrame(np.zeros((2, 3)), columns=["a", "b", "c"])
+    with torch.no_grad():
+        outputs = model(torch.zeros(2, 3)).numpy()
+    for names, directory in ((["a", "c", "b"], "disagree"), (["a", "b", "c"], "agree")):
+        mlflow.pytorch.save_model(model, str(tmp_path / directory),
+                                  serialization_format="pickle",
+                                  signature=infer_signature(rows, outputs),
+                                  metadata={"certgate.input_names": names},
+                                  pip_requirements=pinned_requirements("pytorch"))
+    with pytest.raises(CertgateInputError, match=r"\(a, c, b\) disagrees with its MLflow "
+                                                  r"signature \(a, b, c\)"):
+        load_model(str(tmp_path / "disagree"), None, tmp_path / "work")
+    loaded = load_model(str(tmp_path / "agree"), None, tmp_path / "work")
+    assert list(loaded.network.input_names) == ["a", "b", "c"]
