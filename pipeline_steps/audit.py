@@ -3,7 +3,7 @@
 1. Connect to the tracking store and resolve the model URI. A registered version already
    audited under the same configuration fingerprint is not audited again (its recorded
    certificates are returned) unless ``force`` is set.
-2. Load the model as the IR and its population model (:mod:`registry_hooks.loading`).
+2. Load the model as the IR and its population model (:mod:`registry_hooks.certgate_model`).
 3. Validate (:mod:`pipeline_steps.validation`): the exact domain check, then
    great-expectations on population samples and the optional audit dataset. Nothing is
    written to the registry or the tracking store before these pass.
@@ -46,8 +46,13 @@ from registry_hooks.audit_runs import (
     load_certificates,
     run_artifact_uri,
 )
+from registry_hooks.certgate_model import (
+    LoadedModel,
+    PopulationArtifact,
+    fetch_population,
+    load_model,
+)
 from registry_hooks.connection import Registry, connect
-from registry_hooks.loading import LoadedModel, PopulationArtifact, fetch_population, load_model
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
     RUN_ID_TAG,

@@ -44,8 +44,8 @@ from pipeline_steps.income_data import (
     generate_income_data,
 )
 from registry_hooks.audit_runs import ensure_experiments, training_run
+from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, connect
-from registry_hooks.publish import log_model_with_population
 from verifier.errors import CertgateInputError
 from verifier.population import PopulationModel
 from verifier.population.fitting import fit_bayesian_network, infer_features

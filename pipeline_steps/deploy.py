@@ -38,15 +38,15 @@ import yaml
 from configs.schema import CertgateConfig
 from registry_hooks import selfcorrect_pyfunc
 from registry_hooks.audit_runs import use_experiment
-from registry_hooks.connection import Registry
-from registry_hooks.loading import (
+from registry_hooks.certgate_model import (
     METADATA_INPUT_NAMES,
     METADATA_POPULATION,
     POPULATION_FILE,
     LoadedModel,
     load_model,
+    log_self_correcting_variant,
 )
-from registry_hooks.publish import log_self_correcting_variant
+from registry_hooks.connection import Registry
 from registry_hooks.tags import VARIANT_SELF_CORRECTING, VARIANT_TAG, move_alias
 from registry_hooks.uris import registered_uri
 from verifier.audits.binding import anonymous_inputs, bound_names

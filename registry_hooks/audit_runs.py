@@ -148,7 +148,7 @@ def use_experiment(experiment: str) -> None:
 def training_run(experiment: str, run_name: str, params: Mapping[str, Any],
                  metrics: Mapping[str, float]) -> Iterator[None]:
     """A run recording how a model was trained (``params``, ``metrics``); models logged in the
-    block (e.g. :func:`registry_hooks.publish.log_model_with_population`) belong to it."""
+    block (e.g. :func:`registry_hooks.certgate_model.log_model_with_population`) belong to it."""
     with registry_errors(f"cannot record the training run {run_name!r}"):
         mlflow.set_experiment(experiment)
         with mlflow.start_run(run_name=run_name):

@@ -101,7 +101,7 @@ def test_audit_names_cannot_take_certgate_tag_segments() -> None:
 
 def test_self_correcting_signature_names_columns_and_classes() -> None:
     from pipeline_steps.deploy import variant_output_columns
-    from registry_hooks.publish import variant_signature
+    from registry_hooks.certgate_model import variant_signature
 
     def _signature(network: Network, columns: list[str]):
         names = None if anonymous_inputs(network) else list(network.input_names)

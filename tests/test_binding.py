@@ -135,8 +135,7 @@ def test_metadata_names_that_disagree_with_the_signature_are_refused(tmp_path: P
     import pandas as pd
     from mlflow.models import infer_signature
 
-    from registry_hooks.loading import load_model
-    from registry_hooks.publish import pinned_requirements
+    from registry_hooks.certgate_model import load_model, pinned_requirements
     from verifier.errors import CertgateInputError
 
     model = torch.nn.Sequential(torch.nn.Linear(3, 2)).eval()

@@ -23,8 +23,8 @@ import torch
 import yaml
 
 from pipeline_steps.cli import main
+from registry_hooks.certgate_model import log_model_with_population, pinned_requirements
 from registry_hooks.connection import Registry, connect
-from registry_hooks.publish import log_model_with_population, pinned_requirements
 from registry_hooks.tags import alias_version, version_tags
 from verifier.population import population_from_json, save_population
 

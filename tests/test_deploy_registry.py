@@ -30,8 +30,8 @@ import yaml
 
 from pipeline_steps.cli import main
 from pipeline_steps.deploy import DeployError, deploy_self_correcting
+from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, RegistryError, connect
-from registry_hooks.publish import log_model_with_population
 from registry_hooks.tags import alias_version, version_tags
 from verifier.convert import from_torch, save_network
 from verifier.selfcorrect import SelfCorrectingNetwork, load_constraints

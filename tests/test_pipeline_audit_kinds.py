@@ -29,8 +29,8 @@ from pipeline_steps.audit import (
 )
 from pipeline_steps.gate import check_certificate, decide, run_gate
 from pipeline_steps.tables import detail_tables
+from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, connect
-from registry_hooks.publish import log_model_with_population
 from registry_hooks.tags import alias_version, version_tags
 from tests.causal_nets import threshold_network
 from verifier.audits.exact_probability import WMI_FLOAT_ALLOWANCE

@@ -26,8 +26,8 @@ import yaml
 from configs.schema import load_config
 from pipeline_steps.cli import main
 from pipeline_steps.cli.pipeline_cmd import _dispatcher
+from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, connect
-from registry_hooks.publish import log_model_with_population
 from registry_hooks.receiver import WebhookReceiver
 from registry_hooks.tags import (
     STATUS_AUDITED,

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from pipeline_steps.cli import main
+from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, connect
-from registry_hooks.publish import log_model_with_population
 from registry_hooks.tags import alias_version, version_tags
 from verifier.certificate import Certificate
 

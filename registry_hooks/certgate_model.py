@@ -1,12 +1,21 @@
-"""Load a model to audit — from the registry, a run, or a local file — as the verifier's IR,
-together with the population model that travels with it.
+"""A certgate-packaged model in MLflow, flavor-style: save/log it with its population model and
+input/output names (:func:`log_model_with_population`), log its self-correcting variant
+(:func:`log_self_correcting_variant`), and load any of them back as the verifier's IR
+(:func:`load_model`) with the population model that travels with it (:func:`fetch_population`).
 
-MLflow models are downloaded once into a work directory and read from there: the PyTorch
-flavour in both its formats (``pt2``, which loads back as a ``torch.fx.GraphModule``, and
-``pickle``, the original ``nn.Module``), and the ONNX flavour (an ``onnx.ModelProto``). Each is
-converted with :mod:`verifier.convert`, which checks the IR against the source model on random
+**Logging.** The population model goes into the model's ``extra_files`` (``extra_files/
+population_model.json`` inside the model directory) and its path, the input and output names,
+and optionally the declared input domain into the model's metadata (readable without
+downloading the weights). Requirements are given explicitly: MLflow's inference would spawn
+a subprocess costing ~10 s per model.
+
+**Loading.** A model to audit comes from the registry, a run, or a local file. MLflow
+models are downloaded once into a work directory and read from there: the PyTorch flavour in
+both its formats (``pt2``, which loads back as a ``torch.fx.GraphModule``, and ``pickle``, the
+original ``nn.Module``), and the ONNX flavour (an ``onnx.ModelProto``). Each is converted with
+:mod:`verifier.convert`, which checks the IR against the source model on random
 inputs. Input and output names come from the model's metadata (``certgate.input_names``,
-``certgate.output_names``, written by :func:`registry_hooks.publish.log_model_with_population`)
+``certgate.output_names``, written by :func:`log_model_with_population`)
 or a column-based signature.
 
 The population model is the model version's ``extra_files/population_model.json`` (its path
@@ -18,17 +27,21 @@ local JSON file, or any MLflow artifact URI (a file, or a directory holding
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import mlflow
+import numpy as np
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.models import Model
+from mlflow.models.model import ModelInfo
 
 from registry_hooks.connection import Registry, RegistryError, registry_errors
+from registry_hooks.tags import move_alias
 from registry_hooks.uris import parse_model_uri, registered_uri, resolve_version
 from verifier.errors import CertgateInputError
 from verifier.network import Network, NetworkError
@@ -284,3 +297,166 @@ def fetch_population(loaded: LoadedModel, population_uri: str | None,
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     return PopulationArtifact(load_population(path), path,
                               population_source(loaded, population_uri), digest)
+
+
+EXAMPLE_ROWS = 5
+
+
+def pinned_requirements(flavor: Literal["pytorch", "onnx"]) -> list[str]:
+    """``pip_requirements`` for a logged model: the installed versions, local labels dropped."""
+    requirements = [f"mlflow=={mlflow.__version__}"]
+    if flavor == "pytorch":
+        import torch
+
+        requirements.append(f"torch=={torch.__version__.split('+')[0]}")
+    else:
+        import onnx
+
+        requirements.append(f"onnx=={onnx.__version__}")
+        try:
+            import onnxruntime
+        except ImportError:
+            return requirements
+        requirements.append(f"onnxruntime=={onnxruntime.__version__}")
+    return requirements
+
+
+def _population_json(population: Any, directory: Path) -> tuple[Path, Any]:
+    """Write (or copy) the population model to ``directory/population_model.json``; return the
+    path and the loaded model."""
+    from verifier.population import load_population, save_population
+
+    target = directory / POPULATION_FILE
+    if isinstance(population, str | Path):
+        source = Path(population)
+        if not source.is_file():
+            raise CertgateInputError(f"population model file not found: {source}")
+        model = load_population(source)
+    else:
+        model = population
+    save_population(model, target)
+    return target, model
+
+
+def log_model_with_population(
+    model: Any,
+    population: Any,
+    *,
+    registered_model_name: str | None = None,
+    name: str = "model",
+    serialization_format: Literal["pt2", "pickle"] = "pt2",
+    input_example: np.ndarray | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    input_domain: Mapping[str, tuple[float | None, float | None]] | None = None,
+    alias: str | None = None,
+    registry: Registry | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> ModelInfo:
+    """Log ``model`` (a ``torch.nn.Module`` or an ``onnx.ModelProto``) with ``population`` (a
+    population model or the path of its JSON) and optionally register it and set ``alias``.
+
+    ``input_names`` default to the population model's columns; ``input_example`` (required by
+    the ``pt2`` format) defaults to rows sampled from the population model (seed 0). Logs into
+    the active run if there is one. Returns MLflow's ``ModelInfo``.
+    """
+    import onnx
+    import torch
+
+    if alias is not None and (registered_model_name is None or registry is None):
+        raise CertgateInputError("setting an alias needs registered_model_name and a registry")
+    with tempfile.TemporaryDirectory(prefix="certgate-log-") as scratch:
+        population_path, population_model = _population_json(population, Path(scratch))
+        names = list(input_names) if input_names is not None else list(population_model.columns)
+        metadata: dict[str, Any] = {METADATA_POPULATION: f"extra_files/{POPULATION_FILE}"}
+        metadata[METADATA_INPUT_NAMES] = names
+        if output_names is not None:
+            metadata[METADATA_OUTPUT_NAMES] = list(output_names)
+        if input_domain is not None:
+            metadata[METADATA_INPUT_DOMAIN] = {k: list(v) for k, v in input_domain.items()}
+        if input_example is None:
+            input_example = population_model.sample(EXAMPLE_ROWS, 0)
+        common: dict[str, Any] = {
+            "name": name,
+            "input_example": np.asarray(input_example, dtype=np.float32),
+            "extra_files": [str(population_path)],
+            "metadata": metadata,
+            "registered_model_name": registered_model_name,
+        }
+        with registry_errors(f"cannot log model {registered_model_name or name}"):
+            if isinstance(model, torch.nn.Module):
+                info = mlflow.pytorch.log_model(
+                    model.eval(), serialization_format=serialization_format,
+                    pip_requirements=pinned_requirements("pytorch"), **common,
+                )
+            elif isinstance(model, onnx.ModelProto):
+                info = mlflow.onnx.log_model(
+                    model, pip_requirements=pinned_requirements("onnx"), **common
+                )
+            else:
+                raise CertgateInputError(
+                    f"cannot log a {type(model).__name__}: expected a torch.nn.Module or an "
+                    "onnx.ModelProto"
+                )
+    version = info.registered_model_version
+    if registered_model_name is not None and version is not None and registry is not None:
+        if tags:
+            with registry_errors(f"cannot tag {registered_model_name} version {version}"):
+                for key, value in tags.items():
+                    registry.client.set_model_version_tag(registered_model_name, str(version),
+                                                          key, value)
+        if alias is not None:
+            move_alias(registry, registered_model_name, alias, str(version))
+    return info
+
+
+VARIANT_ARTIFACT_NAME = "model"
+
+
+def variant_signature(input_names: Sequence[str] | None, input_size: int,
+                      output_columns: Sequence[str]) -> Any:
+    """The self-correcting variant's signature: named double columns in (MLflow then binds a
+    posted DataFrame's columns by name, in any order) when ``input_names`` are given, a float64
+    tensor of ``input_size`` columns for a source without names; the corrected logits, the ⊥
+    flag and the class out."""
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema, TensorSpec
+
+    from registry_hooks import selfcorrect_pyfunc
+
+    if input_names is None:
+        inputs = Schema([TensorSpec(np.dtype(np.float64), (-1, input_size))])
+    else:
+        inputs = Schema([ColSpec("double", name) for name in input_names])
+    outputs = Schema([*(ColSpec("double", column) for column in output_columns),
+                      ColSpec("boolean", selfcorrect_pyfunc.BOTTOM_COLUMN),
+                      ColSpec("long", selfcorrect_pyfunc.PREDICTED_COLUMN)])
+    return ModelSignature(inputs=inputs, outputs=outputs)
+
+
+def log_self_correcting_variant(
+    name: str, artifacts: Mapping[str, str], *, input_names: Sequence[str],
+    named_inputs: Sequence[str] | None, output_columns: Sequence[str], input_example: Any,
+    metadata: Mapping[str, Any], tags: Mapping[str, str], requirements: Sequence[str],
+) -> str:
+    """Log the self-correcting variant (pyfunc model code
+    :mod:`registry_hooks.selfcorrect_pyfunc` with ``artifacts``) and register it as a new
+    version of ``name`` carrying ``tags`` from its creation; returns the version.
+    ``named_inputs`` (``None`` for a source without input names) shape the signature
+    (:func:`variant_signature`); ``requirements`` come on top of MLflow's and torch's pins."""
+    from registry_hooks import selfcorrect_pyfunc
+
+    with registry_errors(f"cannot register the self-correcting variant as {name}"):
+        info = mlflow.pyfunc.log_model(
+            name=VARIANT_ARTIFACT_NAME,
+            python_model=selfcorrect_pyfunc.__file__,
+            artifacts=dict(artifacts),
+            model_config={"input_names": list(input_names),
+                          "output_columns": list(output_columns)},
+            signature=variant_signature(named_inputs, len(input_names), output_columns),
+            input_example=input_example,
+            pip_requirements=[*pinned_requirements("pytorch"), *requirements],
+            metadata=dict(metadata),
+        )
+        registered = mlflow.register_model(info.model_uri, name, tags=dict(tags))
+    return str(registered.version)
