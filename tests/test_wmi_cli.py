@@ -89,3 +89,12 @@ def test_bad_feature_is_refused(files: dict, capsys: pytest.CaptureFixture) -> N
     with pytest.raises(CertgateInputError, match="--feature"):
         run(["monotonicity", "--model", str(files["net"]), "--population",
              str(files["pop"]), "--feature", "zzz"], capsys)
+
+
+def test_a_surrogate_with_other_input_names_is_refused(files: dict, tmp_path,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    swapped = Network([Layer(np.array([[1.0, -1.0]]), np.array([0.0]))], ["b", "a"], ["logit"])
+    save_network(swapped, tmp_path / "swapped.json")
+    with pytest.raises(CertgateInputError, match=r"input names \(b, a\) are not the model's"):
+        run(["equivalence", "--model", str(files["net"]), "--population", str(files["pop"]),
+             "--surrogate", str(tmp_path / "swapped.json"), "--json"], capsys)

@@ -285,16 +285,33 @@ def run_equivalence(args: argparse.Namespace) -> int:
     threshold = _min_probability(args)
     stop_at = wmi_stop_at(threshold)
     center = _center(args.center)
+    surrogate = _load_model(args.surrogate, "--surrogate")
+    _check_surrogate_names(surrogate, args.bound_names, args.surrogate)
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
-        result = equivalence(args.model_object, _load_model(args.surrogate, "--surrogate"),
+        result = equivalence(args.model_object, surrogate,
                              args.prior, None if center is None else np.asarray(center),
                              args.epsilon, stop_at=stop_at, **engine)
     expression = f"P(class_model(x) = class_surrogate(x)), surrogate {args.surrogate}"
     return _report(args, probability_certificate(
         "equivalence", requirement_at_least(threshold), result, expression, stop_at,
         bound_method=args.bound_method))
+
+
+def _check_surrogate_names(surrogate: Any, names: list[str], path: str) -> None:
+    """A surrogate that records input names must record the model's bound names, in order (one
+    without names is read in the model's input order)."""
+    from verifier.audits.binding import BindingError, anonymous_inputs
+
+    if isinstance(surrogate, Network):
+        own = None if anonymous_inputs(surrogate) else list(surrogate.input_names)
+    else:
+        recorded = getattr(surrogate, "feature_names_in_", None)
+        own = [str(name) for name in recorded] if recorded is not None else None
+    if own is not None and own != names:
+        raise BindingError(f"--surrogate {path}: its input names ({', '.join(own)}) are not the "
+                           f"model's ({', '.join(names)})")
 
 
 def run_local_robustness(args: argparse.Namespace) -> int:
