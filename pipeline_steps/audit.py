@@ -3,7 +3,7 @@
 1. Connect to the tracking store and resolve the model URI. A registered version already
    audited under the same configuration fingerprint is not audited again (its recorded
    certificates are returned) unless ``force`` is set.
-2. Load the model as the IR and its population model (:mod:`registry_hooks.loading`).
+2. Load the model as the IR and its population model (:mod:`registry_hooks.certgate_model`).
 3. Validate (:mod:`pipeline_steps.validation`): the exact domain check, then
    great-expectations on population samples and the optional audit dataset. Nothing is
    written to the registry or the tracking store before these pass.
@@ -24,16 +24,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import mlflow
-from mlflow.entities import Metric
-
-from configs.schema import AuditSettings, CertgateConfig, DemographicParityAudit
-from pipeline_steps.audit_kinds import KIND_RUNNERS, detail_tables
-from pipeline_steps.gate import CERTIFICATE_ARTIFACT, decide, load_certificates
+from configs.schema import AuditSettings, CertgateConfig
+from pipeline_steps.gate import decide
 from pipeline_steps.report import (
     AuditSection,
     ReportData,
@@ -41,9 +37,22 @@ from pipeline_steps.report import (
     figure_png,
     render_report,
 )
-from pipeline_steps.validation import ValidationReport, input_names, validate_audit_inputs
-from registry_hooks.connection import Registry, connect, registry_errors
-from registry_hooks.loading import LoadedModel, load_model, load_population_model
+from pipeline_steps.tables import detail_tables
+from pipeline_steps.validation import ValidationReport, validate_audit_inputs
+from registry_hooks.audit_runs import (
+    CERTIFICATE_ARTIFACT,
+    StepMetric,
+    audit_run,
+    load_certificates,
+    run_artifact_uri,
+)
+from registry_hooks.certgate_model import (
+    LoadedModel,
+    PopulationArtifact,
+    fetch_population,
+    load_model,
+)
+from registry_hooks.connection import Registry, connect
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
     RUN_ID_TAG,
@@ -52,10 +61,14 @@ from registry_hooks.tags import (
     STATUS_TAG,
     audit_tag,
     is_due,
+    replace_result_tags,
+    restore_version_tag,
     set_version_tags,
     version_tags,
 )
 from registry_hooks.uris import parse_model_uri, resolve_version
+from verifier.audits import run_audit as run_audit_kind
+from verifier.audits.binding import bind
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
 from verifier.executor import make_executor
@@ -66,6 +79,7 @@ REPORT_ARTIFACT = "report/report.html"
 FIGURE_ARTIFACT = "report/{name}_convergence.png"
 VALIDATION_ARTIFACT = "validation/results.json"
 CONFIG_ARTIFACT = "config/audit_config.json"
+POPULATION_ARTIFACT = "population/population_model.json"
 DETAIL_TABLE_ARTIFACT = "certificates/{name}.{table}.csv"
 
 ProgressCallback = Callable[[PVProgress], None]
@@ -93,29 +107,11 @@ class AuditOutcome:
 # ------------------------------------------------------------------------------ certifying
 
 
-def run_demographic_parity(settings: DemographicParityAudit, network: Network, population: Any,
-                           progress: ProgressCallback | None) -> Certificate:
-    """One demographic-parity certificate (see :func:`verifier.audits.demographic_parity_audit`)."""
-    from verifier.audits import demographic_parity_audit
-
-    return demographic_parity_audit(
-        network, population, protected=settings.protected, privileged=settings.privileged,
-        favorable_class=settings.favorable_class, gamma=settings.gamma,
-        qualified=settings.qualified, form=settings.form, timeout_s=settings.timeout_s,
-        precision=settings.precision, progress=progress,
-    )
-
-
-AUDIT_RUNNERS: dict[str, Callable[..., Certificate]] = {
-    "demographic_parity": run_demographic_parity,
-    **KIND_RUNNERS,
-}
-
-
 def certify(settings: AuditSettings, network: Network, population: Any,
             progress: ProgressCallback | None = None) -> Certificate:
-    """Run one configured audit (picklable: the executor may run it in another process)."""
-    return AUDIT_RUNNERS[settings.kind](settings, network, population, progress)
+    """Run one configured audit (:func:`verifier.audits.run_audit`; picklable: the executor
+    may run it in another process)."""
+    return run_audit_kind(settings, network, population, None, progress)
 
 
 class ProgressBar:
@@ -183,18 +179,16 @@ def headline_metrics(settings: AuditSettings, certificate: Certificate) -> dict[
     return {key: value for key, value in metrics.items() if math.isfinite(value)}
 
 
-def history_metrics(settings: AuditSettings, certificate: Certificate,
-                    start_ms: int) -> list[Metric]:
-    """The anytime bounds of ``details["history"]`` as step metrics (step = report index,
-    timestamp = run start + elapsed time); infinite bounds are left out."""
+def history_metrics(settings: AuditSettings, certificate: Certificate) -> list[StepMetric]:
+    """The anytime bounds of ``details["history"]`` as step metrics (step = report index, at
+    the elapsed time of the report); infinite bounds are left out."""
     label = settings.requirement.label
     metrics = []
     for step, (elapsed, (low, high)) in enumerate(certificate.details.get("history", [])):
-        timestamp = start_ms + int(1000 * float(elapsed))
         for side, value in (("lower", low), ("upper", high)):
             if math.isfinite(float(value)):
-                metrics.append(Metric(f"{settings.name}.anytime.{label}_{side}", float(value),
-                                      timestamp, step))
+                metrics.append(StepMetric(f"{settings.name}.anytime.{label}_{side}",
+                                          float(value), float(elapsed), step))
     return metrics
 
 
@@ -241,50 +235,58 @@ def build_report(config: CertgateConfig, loaded: LoadedModel, run_id: str | None
     return render_report(data)
 
 
+def provenance(loaded: LoadedModel, population: PopulationArtifact,
+               network: Network) -> dict[str, Any]:
+    """What a certificate of this audit is about: the model, the population model (logged as
+    :data:`POPULATION_ARTIFACT`, with its sha256) and the bound input names."""
+    return {
+        "model_uri": loaded.uri,
+        "model_name": loaded.name,
+        "model_version": loaded.version,
+        "population_source": population.source,
+        "population_artifact": POPULATION_ARTIFACT,
+        "population_sha256": population.sha256,
+        "input_names": list(network.input_names),
+    }
+
+
 def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedModel,
-                  population_source: str, validation: ValidationReport,
+                  population: PopulationArtifact, validation: ValidationReport,
                   certificates: dict[str, Certificate],
                   report_dir: Path | None = None) -> AuditOutcome:
     """Write the audit run and its artifacts (see the module docstring); with ``report_dir``
     also keep a local copy of the HTML report there."""
     fingerprint = config.audit_fingerprint()
-    with registry_errors(f"cannot log the audit run to {registry.tracking_uri}"):
-        mlflow.set_experiment(config.tracking.experiment)
-        run_name = (f"audit {loaded.name} v{loaded.version}" if loaded.name
-                    else f"audit {Path(loaded.uri).name}")
-        run_tags = {"certgate.model_uri": loaded.uri, "certgate.audit.config_hash": fingerprint}
-        if loaded.name is not None:
-            run_tags.update({"certgate.model_name": loaded.name,
-                             "certgate.model_version": str(loaded.version)})
-        with mlflow.start_run(run_name=run_name, tags=run_tags) as run:
-            run_id = run.info.run_id
-            start_ms = int(run.info.start_time)
-            mlflow.log_params({"model_uri": loaded.uri, "population": population_source,
-                               "flavor": f"{loaded.flavor}/{loaded.serialization}",
-                               **_flat_params(config)})
-            mlflow.log_dict(config.model_dump(mode="json"), CONFIG_ARTIFACT)
-            mlflow.log_dict(validation.to_dict(), VALIDATION_ARTIFACT)
-            figures: dict[str, bytes] = {}
-            for settings in config.audits:
-                certificate = certificates[settings.name]
-                mlflow.log_metrics(headline_metrics(settings, certificate),
-                                   model_id=loaded.model_id)
-                steps = history_metrics(settings, certificate, start_ms)
-                if steps:
-                    registry.client.log_batch(run_id, metrics=steps)
-                mlflow.log_dict(certificate.to_dict(),
-                                CERTIFICATE_ARTIFACT.format(name=settings.name))
-                for table, text in detail_tables(certificate,
-                                                 loaded.network.input_names).items():
-                    mlflow.log_text(text, DETAIL_TABLE_ARTIFACT.format(name=settings.name,
-                                                                       table=table))
-                figure = convergence_figure(settings.name, settings.requirement, certificate)
-                mlflow.log_figure(figure, FIGURE_ARTIFACT.format(name=settings.name))
-                figures[settings.name] = figure_png(figure)
-                mlflow.set_tag(audit_tag(settings.name, "verdict"), certificate.verdict)
-            html = build_report(config, loaded, run_id, certificates, validation, figures)
-            mlflow.log_text(html, REPORT_ARTIFACT)
-            artifact_uri = run.info.artifact_uri
+    run_name = (f"audit {loaded.name} v{loaded.version}" if loaded.name
+                else f"audit {Path(loaded.uri).name}")
+    run_tags = {"certgate.model_uri": loaded.uri, "certgate.audit.config_hash": fingerprint}
+    if loaded.name is not None:
+        run_tags.update({"certgate.model_name": loaded.name,
+                         "certgate.model_version": str(loaded.version)})
+    with audit_run(registry, config.tracking.experiment, run_name, run_tags,
+                   loaded.model_id) as run:
+        run.file(population.path, POPULATION_ARTIFACT)
+        run.params({"model_uri": loaded.uri, "population": population.source,
+                    "population_sha256": population.sha256,
+                    "flavor": f"{loaded.flavor}/{loaded.serialization}",
+                    **_flat_params(config)})
+        run.document(config.model_dump(mode="json"), CONFIG_ARTIFACT)
+        run.document(validation.to_dict(), VALIDATION_ARTIFACT)
+        figures: dict[str, bytes] = {}
+        for settings in config.audits:
+            certificate = certificates[settings.name]
+            run.metrics(headline_metrics(settings, certificate))
+            run.step_metrics(history_metrics(settings, certificate))
+            run.document(certificate.to_dict(), CERTIFICATE_ARTIFACT.format(name=settings.name))
+            for table, text in detail_tables(certificate, loaded.network.input_names).items():
+                run.text(text, DETAIL_TABLE_ARTIFACT.format(name=settings.name, table=table))
+            figure = convergence_figure(settings.name, settings.requirement, certificate)
+            run.figure(figure, FIGURE_ARTIFACT.format(name=settings.name))
+            figures[settings.name] = figure_png(figure)
+            run.tag(audit_tag(settings.name, "verdict"), certificate.verdict)
+        html = build_report(config, loaded, run.run_id, certificates, validation, figures)
+        run.text(html, REPORT_ARTIFACT)
+        run_id, artifact_uri = run.run_id, run.artifact_uri
     report_path = None
     if report_dir is not None:
         report_dir.mkdir(parents=True, exist_ok=True)
@@ -295,7 +297,7 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
         tags.update(version_result_tags(settings, certificates[settings.name]))
     tags.update({STATUS_TAG: STATUS_AUDITED, RUN_ID_TAG: run_id, CONFIG_HASH_TAG: fingerprint})
     if loaded.name is not None and loaded.version is not None:
-        set_version_tags(registry, loaded.name, loaded.version, tags)
+        replace_result_tags(registry, loaded.name, loaded.version, tags)
     return AuditOutcome(
         loaded.uri, loaded.name, loaded.version, run_id, certificates, fingerprint,
         validation=validation, report_uri=f"{artifact_uri}/{REPORT_ARTIFACT}",
@@ -321,8 +323,7 @@ def previous_audit(config: CertgateConfig, registry: Registry,
     run_id = tags[RUN_ID_TAG]
     names = [settings.name for settings in config.audits]
     certificates = load_certificates(registry, run_id, names)
-    with registry_errors(f"cannot read audit run {run_id}"):
-        artifact_uri = registry.client.get_run(run_id).info.artifact_uri
+    artifact_uri = run_artifact_uri(registry, run_id)
     return AuditOutcome(
         model_uri, version.name, str(version.version), run_id, certificates, fingerprint,
         reused=True, report_uri=f"{artifact_uri}/{REPORT_ARTIFACT}", artifact_uri=artifact_uri,
@@ -330,11 +331,15 @@ def previous_audit(config: CertgateConfig, registry: Registry,
     )
 
 
-def named_network(config: CertgateConfig, network: Network, population: Any) -> Network:
-    """``network`` with its inputs named as the audits see them (the population model's
-    columns when the network carries only default names), after checking that every input an
-    audit names exists: a typo fails here, before anything is written to the registry."""
-    names = input_names(network, population)
+def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
+                 population: Any) -> tuple[Network, Any]:
+    """The network with its inputs named and the population model ordered by
+    :func:`verifier.audits.binding.bind` (names from the model or ``model.input_names``,
+    never from the population), after checking that every input an audit names exists: a
+    typo or an unnamed model fails here, before anything is written to the registry."""
+    network, population = bind(loaded.network, population, config.model.input_names,
+                               loaded.uri)
+    names = list(network.input_names)
     for settings in config.audits:
         missing = [name for name in settings.referenced_inputs() if name not in names]
         if missing:
@@ -343,18 +348,12 @@ def named_network(config: CertgateConfig, network: Network, population: Any) -> 
                 f"{'is not an input' if len(missing) == 1 else 'are not inputs'} of the model "
                 f"(inputs: {', '.join(names)})"
             )
-    if names == list(network.input_names):
-        return network
-    return replace(network, input_names=names)
+    return network, population
 
 
 def _restore_status(registry: Registry, loaded: LoadedModel, previous: str | None) -> None:
     """Put the version's audit-status tag back as it was before a failed audit."""
-    with registry_errors(f"cannot reset the audit status of {loaded.uri}"):
-        if previous is None:
-            registry.client.delete_model_version_tag(loaded.name, loaded.version, STATUS_TAG)
-        else:
-            set_version_tags(registry, loaded.name, loaded.version, {STATUS_TAG: previous})
+    restore_version_tag(registry, loaded.name, loaded.version, STATUS_TAG, previous)
 
 
 def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,
@@ -370,14 +369,14 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
     with tempfile.TemporaryDirectory(prefix="certgate-audit-") as scratch:
         scratch_dir = Path(scratch)
         loaded = load_model(uri, registry, scratch_dir)
-        population, source = load_population_model(loaded, config.model.population_uri,
-                                                    scratch_dir)
+        artifact = fetch_population(loaded, config.model.population_uri, scratch_dir)
+        network, population = bound_inputs(config, loaded, artifact.model)
+        loaded.network = network
         validation = validate_audit_inputs(
-            loaded.network, population, loaded.input_domain(),
+            network, population, loaded.input_domain(),
             samples=config.validation.population_samples, seed=config.validation.seed,
             audit_data=config.validation.audit_data,
         )
-        network = named_network(config, loaded.network, population)
         in_registry = loaded.name is not None and loaded.version is not None
         previous_status = None
         if in_registry:
@@ -385,8 +384,10 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
             set_version_tags(registry, loaded.name, loaded.version, {STATUS_TAG: STATUS_RUNNING})
         try:
             certificates = certify_all(config, network, population, progress)
-            outcome = log_audit_run(config, registry, loaded, source, validation, certificates,
-                                    report_dir)
+            for certificate in certificates.values():
+                certificate.provenance = provenance(loaded, artifact, network)
+            outcome = log_audit_run(config, registry, loaded, artifact, validation,
+                                    certificates, report_dir)
         except BaseException:
             if in_registry:
                 _restore_status(registry, loaded, previous_status)

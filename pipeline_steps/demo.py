@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import mlflow
 import numpy as np
 import pandas as pd
 import torch
@@ -44,8 +43,9 @@ from pipeline_steps.income_data import (
     Variant,
     generate_income_data,
 )
+from registry_hooks.audit_runs import ensure_experiments, training_run
+from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, connect
-from registry_hooks.publish import log_model_with_population
 from verifier.errors import CertgateInputError
 from verifier.population import PopulationModel
 from verifier.population.fitting import fit_bayesian_network, infer_features
@@ -189,11 +189,7 @@ def write_config(config: CertgateConfig, path: Path) -> Path:
 def create_experiments(workdir: Path, names: list[str]) -> None:
     """Experiments whose artifacts live under ``workdir/artifacts`` (MLflow would otherwise
     put them under the current directory)."""
-    client = mlflow.MlflowClient()
-    for name in names:
-        if client.get_experiment_by_name(name) is None:
-            client.create_experiment(name, artifact_location=(workdir / "artifacts" / name)
-                                     .as_uri())
+    ensure_experiments(names, workdir / "artifacts")
 
 
 # ------------------------------------------------------------------------------ models
@@ -290,11 +286,10 @@ def register_variant(variant: Variant, registry: Registry, workdir: Path,
     model = train_classifier(train)
     accuracy, ratio = sample_statistics(model, test)
     population = fit_population(population_rows)
-    mlflow.set_experiment(TRAINING_EXPERIMENT)
-    with mlflow.start_run(run_name=f"train {variant}"):
-        mlflow.log_params({"variant": variant, "architecture": f"4-{HIDDEN}-2 ReLU MLP",
-                           "train_rows": TRAIN_ROWS, "steps": TRAIN_STEPS})
-        mlflow.log_metrics({"accuracy": accuracy, "sample_parity_ratio": ratio})
+    params = {"variant": variant, "architecture": f"4-{HIDDEN}-2 ReLU MLP",
+              "train_rows": TRAIN_ROWS, "steps": TRAIN_STEPS}
+    metrics = {"accuracy": accuracy, "sample_parity_ratio": ratio}
+    with training_run(TRAINING_EXPERIMENT, f"train {variant}", params, metrics):
         info = log_model_with_population(
             model, population, registered_model_name=MODEL_NAME, alias=CANDIDATE_ALIAS,
             registry=registry, input_names=list(INPUT_COLUMNS), output_names=list(CLASS_NAMES),

@@ -8,8 +8,10 @@ logs the result as a new model version with the pyfunc flavour (model code
 * artifacts: the TorchScript SC-Net (checked to reproduce the eager module exactly before it is
   logged), ``constraints.yaml`` (the normalised constraint set), and the source version's
   population model when it ships one (its path recorded in the metadata as usual);
-* a column signature (the network's input names in, ``logit_<i>``/``bottom``/
-  ``predicted_class`` out), an input example, explicit ``pip_requirements``;
+* a column signature: the source's input names in (MLflow binds a DataFrame's columns by
+  name; a source without input names gets a tensor input), ``logit_<class>`` (class names
+  when the source names its classes, else indices), ``bottom`` and ``predicted_class`` out;
+  an input example, explicit ``pip_requirements``;
 * model-version tags ``certgate.variant=self-correcting``, ``certgate.source_model``,
   ``certgate.source_version``, ``certgate.selfcorrect.on_bottom`` and
   ``certgate.selfcorrect.constraints`` (their count), then the alias.
@@ -23,31 +25,31 @@ written to the registry; such errors are :class:`~verifier.errors.CertgateInputE
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import mlflow
 import numpy as np
 import pandas as pd
 import torch
 import yaml
-from mlflow.models import ModelSignature
-from mlflow.types import ColSpec, Schema, TensorSpec
 
 from configs.schema import CertgateConfig
 from registry_hooks import selfcorrect_pyfunc
-from registry_hooks.connection import Registry, registry_errors
-from registry_hooks.loading import (
+from registry_hooks.audit_runs import use_experiment
+from registry_hooks.certgate_model import (
     METADATA_INPUT_NAMES,
     METADATA_POPULATION,
     POPULATION_FILE,
     LoadedModel,
     load_model,
+    log_self_correcting_variant,
 )
-from registry_hooks.publish import pinned_requirements
+from registry_hooks.connection import Registry
 from registry_hooks.tags import VARIANT_SELF_CORRECTING, VARIANT_TAG, move_alias
 from registry_hooks.uris import registered_uri
+from verifier.audits.binding import anonymous_inputs, bound_names
 from verifier.errors import CertgateInputError
 from verifier.network import Network
 from verifier.selfcorrect import (
@@ -66,7 +68,6 @@ CONSTRAINT_COUNT_TAG = "certgate.selfcorrect.constraints"
 METADATA_CONSTRAINTS = "certgate.selfcorrect.constraints"
 METADATA_OUTPUT_COLUMNS = "certgate.selfcorrect.output_columns"
 DEFAULT_ALIAS = "safe"
-ARTIFACT_NAME = "model"
 EXAMPLE_ROWS = 5
 CHECK_ROWS = 256
 
@@ -101,6 +102,7 @@ class _ScnetOptions:
     abstain_class: int | str | None
     constraints_network: str | None
     negate: bool
+    input_names: Sequence[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -127,12 +129,13 @@ def run_deploy(config: CertgateConfig, *, registry: Registry, model_name: str | 
         raise DeployError(
             f"deploy needs a registered model version; {config.model.uri} is not one"
         )
-    mlflow.set_experiment(config.tracking.experiment)
+    use_experiment(config.tracking.experiment)
     with tempfile.TemporaryDirectory(prefix="certgate-deploy-") as workdir:
         return deploy_self_correcting(
             registered_uri(model_name, str(model_version)), settings.constraints,
             registry=registry, target_name=settings.registered_model, alias=settings.alias,
             on_bottom=settings.on_bottom, workdir=Path(workdir),
+            input_names=config.model.input_names,
         )
 
 
@@ -148,6 +151,7 @@ def deploy_self_correcting(
     constraints_network: str | None = None,
     negate: bool = False,
     workdir: Path,
+    input_names: Sequence[str] | None = None,
 ) -> DeployRecord:
     """Register the SC-Net of ``model_uri`` under ``constraints_path`` as a new version.
 
@@ -156,6 +160,8 @@ def deploy_self_correcting(
     ``abstain_class`` are passed to :class:`SelfCorrectingNetwork`; ``constraints_network``
     picks one network's constraints from per-network files (ACAS Xu); ``negate`` negates the
     network's outputs first (argmin networks; the constraints use the max-logit convention).
+    ``input_names`` name the inputs of a source model that records none (they must agree
+    with the names it records: :func:`verifier.audits.binding.bound_names`).
 
     Guarantees: the registered TorchScript computes exactly the outputs and ⊥ flags of the
     in-memory ``SelfCorrectingNetwork(network.to_torch(), constraints)``; on any input error
@@ -168,7 +174,8 @@ def deploy_self_correcting(
         RegistryError: the model URI is unknown or the registry refused a write.
     """
     prepared = _prepare(model_uri, Path(constraints_path), registry, workdir,
-                        _ScnetOptions(on_bottom, abstain_class, constraints_network, negate))
+                        _ScnetOptions(on_bottom, abstain_class, constraints_network, negate,
+                                      input_names))
     loaded = prepared.loaded
     name = target_name or loaded.name
     if name is None:
@@ -197,6 +204,9 @@ def _prepare(model_uri: str, constraints_path: Path, registry: Registry, workdir
     if not constraints_path.is_file():
         raise DeployError(f"deploy constraints file not found: {constraints_path}")
     loaded = load_model(model_uri, registry, workdir)
+    if options.input_names is not None:
+        names = bound_names(loaded.network, options.input_names, model_uri)
+        loaded.network = Network(loaded.network.layers, names, list(loaded.network.output_names))
     if options.negate:
         loaded.network = negate_outputs(loaded.network)
     network = loaded.network
@@ -250,17 +260,26 @@ def _shipped_population(loaded: LoadedModel) -> Path | None:
     return shipped if shipped.is_file() else None
 
 
-def _input_example(loaded: LoadedModel, population: Path | None) -> np.ndarray:
-    """A few representative float64 rows in input order: population samples if shipped, else
-    the declared domain's midpoints (zeros for unbounded sides), else zeros."""
+def _input_example(loaded: LoadedModel, population: Path | None) -> np.ndarray | pd.DataFrame:
+    """A few representative float64 rows in input order (a DataFrame with the input names when
+    the model names its inputs): population samples if shipped, else the declared domain's
+    midpoints (zeros for unbounded sides), else zeros."""
     network = loaded.network
     if population is not None:
+        from verifier.audits.binding import ordered_population
         from verifier.population import load_population
 
-        return np.asarray(load_population(population).sample(EXAMPLE_ROWS, 0), dtype=np.float64)
-    domain = loaded.input_domain() or {}
-    centre = [_midpoint(*domain.get(name, (0.0, 0.0))) for name in network.input_names]
-    return np.tile(np.asarray(centre, dtype=np.float64), (EXAMPLE_ROWS, 1))
+        shipped = ordered_population(load_population(population), network.input_names,
+                                     loaded.uri) if not anonymous_inputs(network) \
+            else load_population(population)
+        rows = np.asarray(shipped.sample(EXAMPLE_ROWS, 0), dtype=np.float64)
+    else:
+        domain = loaded.input_domain() or {}
+        centre = [_midpoint(*domain.get(name, (0.0, 0.0))) for name in network.input_names]
+        rows = np.tile(np.asarray(centre, dtype=np.float64), (EXAMPLE_ROWS, 1))
+    if anonymous_inputs(network):
+        return rows
+    return pd.DataFrame(rows, columns=list(network.input_names))
 
 
 def _midpoint(low: float, high: float) -> float:
@@ -271,17 +290,16 @@ def _midpoint(low: float, high: float) -> float:
     return high if np.isfinite(high) else 0.0
 
 
-def _signature(network: Network, output_columns: list[str]) -> ModelSignature:
-    inputs = Schema([TensorSpec(np.dtype(np.float64), (-1, network.input_size))])
-    outputs = Schema([*(ColSpec("double", column) for column in output_columns),
-                      ColSpec("boolean", selfcorrect_pyfunc.BOTTOM_COLUMN),
-                      ColSpec("long", selfcorrect_pyfunc.PREDICTED_COLUMN)])
-    return ModelSignature(inputs=inputs, outputs=outputs)
-
-
-def _requirements() -> list[str]:
-    return [*pinned_requirements("pytorch"), f"numpy=={np.__version__}",
-            f"pandas=={pd.__version__}"]
+def variant_output_columns(network: Network, num_outputs: int) -> list[str]:
+    """The corrected-logit columns: ``logit_<class name>`` when the source model names its
+    classes (``logit_abstain`` for an appended abstain class), else ``logit_<index>``."""
+    names = list(network.output_names)
+    if names == [f"y{index}" for index in range(len(names))]:
+        return selfcorrect_pyfunc.logit_columns(num_outputs)
+    columns = [f"logit_{name}" for name in names]
+    if num_outputs > len(names):
+        columns.append("logit_abstain")
+    return columns
 
 
 def _register_variant(prepared: _Prepared, artifacts: dict[str, str], name: str,
@@ -289,7 +307,7 @@ def _register_variant(prepared: _Prepared, artifacts: dict[str, str], name: str,
     """Log the pyfunc model and register it as a new version of ``name`` carrying ``tags``
     from its creation (event handlers see them with the ``model_version.created`` event)."""
     network = prepared.loaded.network
-    output_columns = selfcorrect_pyfunc.logit_columns(prepared.scnet.num_outputs)
+    output_columns = variant_output_columns(network, prepared.scnet.num_outputs)
     population = artifacts.get("population_model")
     metadata: dict[str, Any] = {
         METADATA_INPUT_NAMES: list(network.input_names),
@@ -300,17 +318,9 @@ def _register_variant(prepared: _Prepared, artifacts: dict[str, str], name: str,
     if population is not None:
         metadata[METADATA_POPULATION] = f"artifacts/{Path(population).name}"
     example = _input_example(prepared.loaded, Path(population) if population else None)
-    with registry_errors(f"cannot register the self-correcting variant as {name}"):
-        info = mlflow.pyfunc.log_model(
-            name=ARTIFACT_NAME,
-            python_model=selfcorrect_pyfunc.__file__,
-            artifacts=artifacts,
-            model_config={"input_names": list(network.input_names),
-                          "output_columns": output_columns},
-            signature=_signature(network, output_columns),
-            input_example=example,
-            pip_requirements=_requirements(),
-            metadata=metadata,
-        )
-        registered = mlflow.register_model(info.model_uri, name, tags=tags)
-    return str(registered.version)
+    named = None if anonymous_inputs(network) else list(network.input_names)
+    return log_self_correcting_variant(
+        name, artifacts, input_names=list(network.input_names), named_inputs=named,
+        output_columns=output_columns, input_example=example, metadata=metadata, tags=tags,
+        requirements=[f"numpy=={np.__version__}", f"pandas=={pd.__version__}"],
+    )

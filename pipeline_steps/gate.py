@@ -8,7 +8,8 @@ interval for the same threshold, fails. The decision is ``passed`` when every au
 proven pass, ``failed`` when any audit fails (or is undecided under ``undecided: fail``), and
 ``warned`` when the only problems are undecided audits under ``undecided: warn``.
 
-Applying a decision writes the model-version tags ``certgate.gate`` and
+Applying a decision removes the result tags (``certgate.<audit>.*``) of audits the
+configuration does not list, writes the model-version tags ``certgate.gate`` and
 ``certgate.gate.reasons``, and moves the promotion alias on ``passed`` only. Exit codes: 0
 passed or warned, 1 failed (2, an error, comes from the CLI).
 """
@@ -16,11 +17,11 @@ passed or warned, 1 failed (2, an error, comes from the CLI).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from configs.schema import AuditSettings, CertgateConfig, GatePolicy, Requirement
-from registry_hooks.connection import Registry, RegistryError, registry_errors
+from registry_hooks.audit_runs import load_certificates, validate_in_mlflow
+from registry_hooks.connection import Registry, RegistryError
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
     GATE_REASONS_TAG,
@@ -29,6 +30,7 @@ from registry_hooks.tags import (
     STATUS_AUDITED,
     STATUS_TAG,
     move_alias,
+    remove_result_tags_except,
     set_version_tags,
     version_tags,
 )
@@ -97,7 +99,9 @@ def check_certificate(audit: AuditSettings, certificate: Certificate | None) -> 
         reason = f"{audit.name}: proven to violate {requirement.describe()} ({text})"
     else:
         status = "undecided"
-        reason = f"{audit.name}: undecided, {text} straddles {requirement.threshold:g}"
+        undefined = certificate.details.get("undefined")
+        reason = (f"{audit.name}: undecided, {undefined}" if undefined else
+                  f"{audit.name}: undecided, {text} straddles {requirement.threshold:g}")
     recorded = certificate.details.get("threshold")
     same_threshold = isinstance(recorded, int | float) and float(recorded) == requirement.threshold
     contradicts = (
@@ -126,7 +130,8 @@ def decide(audits: list[AuditSettings], certificates: dict[str, Certificate],
 
 
 def mirror_in_mlflow(decision: GateDecision) -> str:
-    """Run the decision's numbers through ``mlflow.validate_evaluation_results``.
+    """Run the decision's numbers through ``mlflow.validate_evaluation_results``
+    (:func:`registry_hooks.audit_runs.validate_in_mlflow`).
 
     Each audit contributes its certified bound on the passing side (``<name>.<label>_lower``
     for ``>``/``>=`` requirements, ``_upper`` for ``<``/``<=``) and a ``<name>.proven_pass``
@@ -134,12 +139,8 @@ def mirror_in_mlflow(decision: GateDecision) -> str:
     unproven audit.
     Returns ``"passed"`` or ``"failed: <MLflow's message>"``.
     """
-    import mlflow
-    from mlflow.models import EvaluationResult, MetricThreshold
-    from mlflow.models.evaluation.validation import ModelValidationFailedException
-
     metrics: dict[str, float] = {}
-    thresholds: dict[str, MetricThreshold] = {}
+    thresholds: dict[str, tuple[float, bool]] = {}
     for check in decision.checks:
         requirement = check.requirement
         greater = requirement.greater_is_better
@@ -148,15 +149,10 @@ def mirror_in_mlflow(decision: GateDecision) -> str:
         flag_key = f"{check.audit}.proven_pass"
         if check.interval is not None:
             metrics[bound_key] = check.interval[0] if greater else check.interval[1]
-            thresholds[bound_key] = MetricThreshold(threshold=requirement.threshold,
-                                                    greater_is_better=greater)
+            thresholds[bound_key] = (requirement.threshold, greater)
         metrics[flag_key] = 1.0 if check.status == "proven_pass" else 0.0
-        thresholds[flag_key] = MetricThreshold(threshold=1.0, greater_is_better=True)
-    try:
-        mlflow.validate_evaluation_results(thresholds, EvaluationResult(metrics, {}))
-    except ModelValidationFailedException as error:
-        return "failed: " + " ".join(str(error).split())
-    return "passed"
+        thresholds[flag_key] = (1.0, True)
+    return validate_in_mlflow(metrics, thresholds)
 
 
 def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolicy) -> None:
@@ -164,6 +160,7 @@ def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolic
     name, version = decision.model_name, decision.model_version
     if name is None or version is None:
         raise RegistryError("a gate decision can only be applied to a registered model version")
+    remove_result_tags_except(registry, name, version, [check.audit for check in decision.checks])
     set_version_tags(registry, name, version, {
         GATE_TAG: decision.outcome,
         GATE_REASONS_TAG: "; ".join(decision.reasons),
@@ -200,27 +197,6 @@ def gate_certificates(config: CertgateConfig, certificates: dict[str, Certificat
     if registry is not None and name is not None and version is not None:
         apply_decision(registry, decision, config.gate)
     return decision
-
-
-CERTIFICATE_ARTIFACT = "certificates/{name}.json"
-
-
-def load_certificates(registry: Registry, run_id: str,
-                      names: list[str]) -> dict[str, Certificate]:
-    """The certificates an audit run logged, by audit name (audits without one are left
-    out, so the gate reports them missing)."""
-    import mlflow
-
-    with registry_errors(f"cannot read the certificates of run {run_id}"):
-        present = {Path(item.path).name
-                   for item in registry.client.list_artifacts(run_id, "certificates")}
-        certificates: dict[str, Certificate] = {}
-        for name in names:
-            path = CERTIFICATE_ARTIFACT.format(name=name)
-            if Path(path).name in present:
-                document = mlflow.artifacts.load_dict(f"runs:/{run_id}/{path}")
-                certificates[name] = Certificate.from_dict(document)
-    return certificates
 
 
 def run_gate(config: CertgateConfig, *, model_uri: str | None = None,

@@ -96,18 +96,16 @@ def _interval(low: float, high: float) -> str:
 
 
 def input_names(network: Network, population: Any) -> list[str]:
-    """The names of the audited inputs: the network's, or the population model's columns when
-    the network's inputs carry only default names (``x0``, ``x1``, …). Raises
-    :class:`DomainError` when the population model does not fit the network."""
+    """The names of the audited inputs: the network's (bound before: see
+    :mod:`verifier.audits.binding`). Raises :class:`DomainError` unless the population model's
+    columns are these names in this order."""
     from verifier.population import check_matches_network
 
-    default = list(network.input_names) == [f"x{i}" for i in range(network.input_size)]
     try:
-        check_matches_network(population, network.input_size,
-                              None if default else list(network.input_names))
+        check_matches_network(population, network.input_size, list(network.input_names))
     except CertgateInputError as error:
         raise DomainError(f"population model does not fit the network: {error}") from error
-    return list(population.columns) if default else list(network.input_names)
+    return list(network.input_names)
 
 
 def exact_domain_check(network: Network, population: Any,

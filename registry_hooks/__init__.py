@@ -1,9 +1,18 @@
-"""MLflow registry integration: URIs, loading, logging, tags, aliases, registry events.
+"""MLflow registry integration: URIs, loading, logging, audit runs, tags, aliases, registry
+events. The only package that imports MLflow.
 
 This package talks to MLflow and to :mod:`verifier`; it never imports :mod:`pipeline_steps`.
 Registry events (webhooks, polling) are handed to a callback that the caller supplies.
 """
 
+from registry_hooks.certgate_model import (
+    LoadedModel,
+    PopulationArtifact,
+    fetch_population,
+    load_model,
+    load_population_model,
+    log_model_with_population,
+)
 from registry_hooks.connection import (
     Registry,
     RegistryError,
@@ -12,8 +21,6 @@ from registry_hooks.connection import (
 )
 from registry_hooks.dispatch import Dispatcher, registry_due_check
 from registry_hooks.events import RegistryEvent, verify_signature
-from registry_hooks.loading import LoadedModel, load_model, load_population_model
-from registry_hooks.publish import log_model_with_population
 from registry_hooks.receiver import WebhookReceiver
 from registry_hooks.tags import move_alias, set_version_tags, versions_awaiting_audit
 from registry_hooks.watcher import poll_once, watch
@@ -21,12 +28,14 @@ from registry_hooks.watcher import poll_once, watch
 __all__ = [
     "Dispatcher",
     "LoadedModel",
+    "PopulationArtifact",
     "Registry",
     "RegistryError",
     "RegistryEvent",
     "RegistryUnreachableError",
     "WebhookReceiver",
     "connect",
+    "fetch_population",
     "load_model",
     "load_population_model",
     "log_model_with_population",

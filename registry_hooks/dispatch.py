@@ -2,7 +2,8 @@
 
 Both event sources (the webhook receiver and the polling watcher) feed a :class:`Dispatcher`.
 It keeps the events the configuration asks for (``model_version_alias.created`` for one alias,
-or ``model_version.created`` when no alias is configured), drops a version that is already
+or ``model_version.created`` when no alias is configured) for the registered models the
+configuration names, drops a version that is already
 queued, running or audited (the registry's ``certgate.audit.status`` tag, read through
 ``is_due``, and an in-process set against duplicate deliveries), and runs the callback for the
 rest. A callback that raises leaves the version due again, so a later event retries it.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Literal
 
 from registry_hooks.connection import Registry
@@ -39,10 +40,11 @@ class Dispatcher:
     thread (so a webhook answers at once), otherwise in the caller's thread."""
 
     def __init__(self, callback: EventCallback, due: DueCheck, *, alias: str | None = None,
-                 background: bool = False) -> None:
+                 background: bool = False, model_names: Collection[str] | None = None) -> None:
         self.callback = callback
         self.due = due
         self.alias = alias
+        self.model_names = frozenset(model_names) if model_names is not None else None
         self.handled: list[RegistryEvent] = []
         self.failed: list[tuple[RegistryEvent, BaseException]] = []
         self._claimed: set[tuple[str, str]] = set()
@@ -55,7 +57,10 @@ class Dispatcher:
             self._worker.start()
 
     def wanted(self, event: RegistryEvent) -> bool:
-        """Whether the configuration acts on this kind of event."""
+        """Whether the configuration acts on this event: its kind, and the registered model
+        when ``model_names`` restricts them."""
+        if self.model_names is not None and event.name not in self.model_names:
+            return False
         if self.alias is not None:
             return event.kind == ALIAS_CREATED and event.alias == self.alias
         return event.kind == MODEL_VERSION_CREATED

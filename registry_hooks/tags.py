@@ -56,6 +56,58 @@ def set_version_tags(registry: Registry, name: str, version: str,
             registry.client.set_model_version_tag(name, version, key, text)
 
 
+RESERVED_AUDIT_NAMES = frozenset({"audit", "gate", "variant", "selfcorrect", "source_model",
+                                  "source_version"})
+"""Second segments of ``certgate.*`` tags that are not audit results (no audit may be named so)."""
+
+
+def result_tag_audit(key: str) -> str | None:
+    """The audit a ``certgate.<audit>.<field>`` result tag belongs to; ``None`` for any other
+    tag."""
+    if not key.startswith(PREFIX):
+        return None
+    audit, dot, field = key[len(PREFIX):].partition(".")
+    if not dot or not field or audit in RESERVED_AUDIT_NAMES:
+        return None
+    return audit
+
+
+def replace_result_tags(registry: Registry, name: str, version: str,
+                        tags: Mapping[str, float | str]) -> None:
+    """Write ``tags`` and delete every other audit-result tag of the version, so the version's
+    ``certgate.<audit>.*`` tags are exactly those of the audit that just ran (no stale verdict
+    of an audit the configuration no longer lists can remain)."""
+    current = version_tags(registry, name, version)
+    stale = [key for key in current if result_tag_audit(key) is not None and key not in tags]
+    with registry_errors(f"cannot remove stale tags of models:/{name}/{version}"):
+        for key in stale:
+            registry.client.delete_model_version_tag(name, version, key)
+    set_version_tags(registry, name, version, tags)
+
+
+def remove_result_tags_except(registry: Registry, name: str, version: str,
+                              audits: Iterable[str]) -> list[str]:
+    """Delete the result tags of every audit not in ``audits``; returns the deleted keys."""
+    keep = set(audits)
+    current = version_tags(registry, name, version)
+    stale = [key for key in current
+             if (audit := result_tag_audit(key)) is not None and audit not in keep]
+    with registry_errors(f"cannot remove stale tags of models:/{name}/{version}"):
+        for key in stale:
+            registry.client.delete_model_version_tag(name, version, key)
+    return stale
+
+
+def restore_version_tag(registry: Registry, name: str, version: str, key: str,
+                        previous: str | None) -> None:
+    """Set tag ``key`` back to ``previous``, or delete it when it had no value."""
+    with registry_errors(f"cannot reset tag {key} of models:/{name}/{version}"):
+        if previous is None:
+            registry.client.delete_model_version_tag(name, version, key)
+        else:
+            registry.client.set_model_version_tag(name, version, key, previous)
+
+
 def version_tags(registry: Registry, name: str, version: str) -> dict[str, str]:
     """The current tags of a model version."""
     with registry_errors(f"cannot read models:/{name}/{version}"):

@@ -52,7 +52,7 @@ def test_json_output_with_query(model: Path, tmp_path: Path, capsys) -> None:
 def test_libra_formats_are_accepted(capsys) -> None:
     code = run(_parse([
         "--model", str(LIBRA / "toy/networks/toy.json"), "--sensitive", "x02",
-        "--spec", str(LIBRA / "toy/specs/toy.json"), "--lower", "0.25", "--upper", "2",
+        "--spec", str(LIBRA / "toy/specs/toy.json"), "--lower-edge", "0.25", "--max-unstable", "2",
         "--json",
     ]))
     payload = json.loads(capsys.readouterr().out)
@@ -73,8 +73,8 @@ def test_fair_network_exit_code(tmp_path: Path, capsys) -> None:
     ("extra", "message"),
     [
         (["--sensitive", "age"], "'age' is not an input"),
-        (["--sensitive", "s", "--lower", "-1"], "smallest partition edge"),
-        (["--sensitive", "s", "--upper", "-2"], "most unstable ReLUs"),
+        (["--sensitive", "s", "--lower-edge", "-1"], "--lower-edge: Input should be greater"),
+        (["--sensitive", "s", "--max-unstable", "-2"], "--max-unstable: Input should be greater"),
         (["--sensitive", "s", "--query", "EMPTY"], "query box is empty"),
         (["--sensitive", "s", "--spec", "OVERLAP"], "overlaps"),
     ],

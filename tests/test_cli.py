@@ -44,7 +44,7 @@ def test_bounds_json_matches_the_library(capsys, tmp_path: Path) -> None:
     save_network(network, path)
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps([[-1.0, 1.0]]))
-    code, out, _ = _run(capsys, "bounds", "--model", str(path), "--lower", "-1,-1,-inf",
+    code, out, _ = _run(capsys, "bounds", "--model", str(path), "--lower=-1,-1,-inf",
                         "--upper", "1,1,0", "--spec", str(spec), "--json")
     assert code == 0
     payload = json.loads(out)

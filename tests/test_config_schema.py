@@ -194,6 +194,8 @@ def test_fingerprint_follows_the_audit_settings_only() -> None:
     assert parse_config(with_change(["gate", "undecided"], "warn")).audit_fingerprint() == base
     assert parse_config(with_change(["model", "uri"], "models:/y/1")).audit_fingerprint() == base
     assert parse_config(with_change(["audits", 0, "gamma"], 0.7)).audit_fingerprint() != base
+    assert parse_config(with_change(["model", "input_names"], ["a", "b"])).audit_fingerprint() \
+        != base
     assert parse_config(
         with_change(["validation", "seed"], 3)).audit_fingerprint() != base
 

@@ -105,8 +105,8 @@ def test_certified_ratios_enclose_a_monte_carlo_estimate(demo_run: dict[str, Any
     """Independent oracle: sample each version's shipped population model densely, run its
     network, and estimate the parity ratio; the certified interval must contain it (up to
     five standard errors of the estimate)."""
+    from registry_hooks.certgate_model import load_model, load_population_model
     from registry_hooks.connection import connect
-    from registry_hooks.loading import load_model, load_population_model
 
     summary = demo_run["summary"]
     registry = connect(summary["tracking_uri"])

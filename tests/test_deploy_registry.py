@@ -22,6 +22,7 @@ from typing import Any
 
 import mlflow
 import numpy as np
+import pandas as pd
 import pytest
 import requests
 import torch
@@ -29,11 +30,18 @@ import yaml
 
 from pipeline_steps.cli import main
 from pipeline_steps.deploy import DeployError, deploy_self_correcting
+from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, RegistryError, connect
-from registry_hooks.publish import log_model_with_population
 from registry_hooks.tags import alias_version, version_tags
 from verifier.convert import from_torch, save_network
 from verifier.selfcorrect import SelfCorrectingNetwork, load_constraints
+
+INPUT_COLUMNS = ["age", "income", "debt_ratio", "sex", "housing_own", "housing_rent"]
+
+
+def frame_of(x: np.ndarray) -> pd.DataFrame:
+    """Rows for a variant whose signature names its input columns."""
+    return pd.DataFrame(x, columns=INPUT_COLUMNS)
 
 pytest_plugins = ["mlflow_server"]
 
@@ -142,7 +150,11 @@ def test_variant_serves_the_sc_net_and_satisfies_constraints(
     x = np.concatenate([population.sample(1500, rng),
                         rng.normal([40, 60, 0.6, 0.5, 0.5, 0.5], [20, 40, 0.4, 1, 1, 1],
                                    size=(500, 6))])
-    frame = served.predict(x)
+    with pytest.raises(mlflow.exceptions.MlflowException, match="missing inputs"):
+        served.predict(x)
+    frame = served.predict(frame_of(x))
+    reordered = frame_of(x)[list(reversed(INPUT_COLUMNS))]
+    pd.testing.assert_frame_equal(served.predict(reordered), frame)
     columns = ["logit_0", "logit_1", "logit_2"]
     assert list(frame.columns) == [*columns, "bottom", "predicted_class"]
     corrected, bottom = frame[columns].to_numpy(), frame["bottom"].to_numpy()
@@ -193,8 +205,8 @@ def test_variant_carries_constraints_population_signature_and_requirements(
     assert info.metadata["certgate.population"] == "artifacts/population_model.json"
     assert info.metadata["certgate.input_names"] == ["age", "income", "debt_ratio", "sex",
                                                      "housing_own", "housing_rent"]
-    inputs = info.signature.inputs.to_dict()
-    assert inputs == [{"type": "tensor", "tensor-spec": {"dtype": "float64", "shape": (-1, 6)}}]
+    assert info.signature.inputs.input_names() == INPUT_COLUMNS
+    assert {spec["type"] for spec in info.signature.inputs.to_dict()} == {"double"}
     assert [spec["name"] for spec in info.signature.outputs.to_dict()] == [
         "logit_0", "logit_1", "logit_2", "bottom", "predicted_class"]
     assert (local / "input_example.json").is_file()
@@ -259,7 +271,7 @@ def test_cli_wrap_registers_to_a_models_uri(
     x = np.random.default_rng(4).normal([40, 60, 0.6, 0.5, 0.5, 0.5], [20, 40, 0.4, 1, 1, 1],
                                         size=(200, 6))
     from_file = mlflow.pyfunc.load_model(f"models:/{target}@fromfile").predict(x)
-    from_registry = mlflow.pyfunc.load_model(f"models:/{target}@safe").predict(x)
+    from_registry = mlflow.pyfunc.load_model(f"models:/{target}@safe").predict(frame_of(x))
     assert from_file.equals(from_registry)
 
 
@@ -317,7 +329,7 @@ def test_certgate_run_deploys_only_after_a_passed_gate(
     served = mlflow.pyfunc.load_model(f"models:/{target}@safe")
     x = credit_demo.population.sample(400, np.random.default_rng(2))
     x[:200, 1], x[:200, 2] = 120.0, 0.1
-    frame = served.predict(x)
+    frame = served.predict(frame_of(x))
     assert (frame["logit_0"][:200] < frame["logit_1"][:200]).all()
     assert (frame["predicted_class"][:200] == 1).all()
     assert not frame["bottom"].any()
@@ -336,7 +348,7 @@ def test_abstain_variant_appends_an_abstain_column(
     assert version_tags(registry, target, record.version)["certgate.selfcorrect.on_bottom"] \
         == "abstain"
     x = population.sample(600, np.random.default_rng(8))
-    frame = mlflow.pyfunc.load_model(record.uri).predict(x)
+    frame = mlflow.pyfunc.load_model(record.uri).predict(frame_of(x))
     assert list(frame.columns) == ["logit_0", "logit_1", "logit_2", "logit_3", "bottom",
                                    "predicted_class"]
     active = np.stack([pre(x) for pre, _ in ORACLE], axis=1)
@@ -377,7 +389,10 @@ def test_served_over_http_returns_corrected_logits_and_bottom_flags(
             except requests.RequestException:
                 time.sleep(0.5)
         x = population.sample(300, np.random.default_rng(9))
-        response = requests.post(f"{url}/invocations", json={"inputs": x.tolist()}, timeout=60)
+        reordered = list(reversed(INPUT_COLUMNS))
+        split = {"columns": reordered, "data": frame_of(x)[reordered].to_numpy().tolist()}
+        response = requests.post(f"{url}/invocations", json={"dataframe_split": split},
+                                 timeout=60)
         assert response.status_code == 200, response.text
         predictions = response.json()["predictions"]
         reference = SelfCorrectingNetwork(copy.deepcopy(mlp).double(),
@@ -390,9 +405,9 @@ def test_served_over_http_returns_corrected_logits_and_bottom_flags(
         assert bottom.any()
         assert [row["predicted_class"] for row in predictions] == \
             expected.argmax(1).tolist()
-        narrow = requests.post(f"{url}/invocations", json={"inputs": x[:, :5].tolist()},
-                               timeout=60)
-        assert narrow.status_code == 400 and "shape" in narrow.text
+        narrow = requests.post(f"{url}/invocations", json={"dataframe_split": {
+            "columns": INPUT_COLUMNS[:5], "data": x[:, :5].tolist()}}, timeout=60)
+        assert narrow.status_code == 400 and "housing_rent" in narrow.text
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)

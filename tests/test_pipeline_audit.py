@@ -48,11 +48,11 @@ def test_headline_metrics_name_every_finite_bound() -> None:
 
 def test_history_becomes_step_metrics() -> None:
     settings = config().audits[0]
-    metrics = history_metrics(settings, certificate(), start_ms=1_000)
-    assert [(m.key, m.value, m.timestamp, m.step) for m in metrics] == [
-        ("dp.anytime.ratio_lower", 0.0, 1_250, 0),
-        ("dp.anytime.ratio_lower", 0.5, 2_500, 1),
-        ("dp.anytime.ratio_upper", 9.0, 2_500, 1),
+    metrics = history_metrics(settings, certificate())
+    assert [(m.key, m.value, m.elapsed_s, m.step) for m in metrics] == [
+        ("dp.anytime.ratio_lower", 0.0, 0.25, 0),
+        ("dp.anytime.ratio_lower", 0.5, 1.5, 1),
+        ("dp.anytime.ratio_upper", 9.0, 1.5, 1),
     ]
 
 

@@ -27,12 +27,13 @@ from pipeline_steps.audit import (
     run_audit,
     version_result_tags,
 )
-from pipeline_steps.audit_kinds import WMI_FLOAT_ALLOWANCE, detail_tables
 from pipeline_steps.gate import check_certificate, decide, run_gate
+from pipeline_steps.tables import detail_tables
+from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, connect
-from registry_hooks.publish import log_model_with_population
 from registry_hooks.tags import alias_version, version_tags
 from tests.causal_nets import threshold_network
+from verifier.audits.exact_probability import WMI_FLOAT_ALLOWANCE
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
 from verifier.population import (

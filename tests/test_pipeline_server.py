@@ -26,8 +26,8 @@ import yaml
 from configs.schema import load_config
 from pipeline_steps.cli import main
 from pipeline_steps.cli.pipeline_cmd import _dispatcher
+from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, connect
-from registry_hooks.publish import log_model_with_population
 from registry_hooks.receiver import WebhookReceiver
 from registry_hooks.tags import (
     STATUS_AUDITED,
@@ -225,19 +225,18 @@ def test_bad_input_is_one_line_and_writes_nothing(
     name = f"bad_{uuid.uuid4().hex[:8]}"
     version = register(registry, credit_demo.fair, credit_demo.population, name)
     uri = f"models:/{name}/{version}"
-    narrow = credit_demo.population.model_copy(update={"column_order": [
-        "income", "age", "debt_ratio", "sex", "housing_own", "housing_rent"]})
-    swapped = tmp_path / "swapped.json"
-    from verifier.population import save_population
+    from verifier.population import dumps_population
 
-    save_population(narrow, swapped)
+    renamed = tmp_path / "renamed.json"
+    renamed.write_text(dumps_population(credit_demo.population).replace('"income"', '"salary"'))
     wrong_population = write_config(tmp_path, registry.tracking_uri, uri)
     document = yaml.safe_load(wrong_population.read_text())
-    document["model"]["population_uri"] = str(swapped)
+    document["model"]["population_uri"] = str(renamed)
     wrong_population.write_text(yaml.safe_dump(document))
     code, _, err = run_cli(capsys, "run", "--config", str(wrong_population), "--no-progress")
     assert code == 2
-    assert "population model does not fit the network" in one_line_error(err)
+    assert ("population model's columns (age, salary, debt_ratio, sex, housing_own, "
+            "housing_rent) are not the model's inputs") in one_line_error(err)
     assert runs_in(registry, wrong_population) == 0
 
     data = tmp_path / "applicants.csv"
@@ -315,11 +314,14 @@ def test_webhook_from_the_server_triggers_the_audit(
         name=name, url=receiver.url, events=["model_version_alias.created"], secret=secret)
     try:
         assert registry.client.test_webhook(webhook.webhook_id).response_status == 200
+        other = f"other_{uuid.uuid4().hex[:8]}"
+        other_version = register(registry, credit_demo.fair, credit_demo.population, other)
         version = register(registry, credit_demo.fair, credit_demo.population, name)
         wait_for(lambda: dispatcher.handled or dispatcher.failed)
         assert not dispatcher.failed, dispatcher.failed
         assert [(e.name, e.version, e.alias) for e in dispatcher.handled] == \
             [(name, version, "candidate")]
+        assert "certgate.audit.status" not in version_tags(registry, other, other_version)
         tags = version_tags(registry, name, version)
         assert tags["certgate.gate"] == "passed"
         assert alias_version(registry, name, "champion") == version

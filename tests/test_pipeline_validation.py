@@ -46,8 +46,10 @@ def test_exact_check_passes_for_a_fitting_population(population) -> None:
     assert 1.0 - 1e-9 <= mass <= 1.0
 
 
-def test_networks_with_default_names_take_the_population_columns(population) -> None:
-    checks = exact_domain_check(network(6), population, None)
+def test_networks_with_default_names_never_take_the_population_columns(population) -> None:
+    with pytest.raises(DomainError, match="'age' in the population model and 'x0'"):
+        exact_domain_check(network(6), population, None)
+    checks = exact_domain_check(network(6, list(population.columns)), population, None)
     assert "age, income, debt_ratio, sex, housing_own, housing_rent" in checks[0].detail
 
 

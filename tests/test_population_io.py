@@ -268,12 +268,12 @@ def test_cli_errors_are_one_line_with_exit_code_2(tmp_path: Path, capsys) -> Non
 def test_cli_validate_against_the_fairsquare_network(tmp_path: Path, capsys) -> None:
     fairsquare = str(EXAMPLES / "population_fairsquare_bayes_net_1.json")
     network = f"{FAIRSQUARE_NETWORKS}#NN_2_1"
-    assert main(["population", "validate", fairsquare, "--network", network]) == 0
+    assert main(["population", "validate", fairsquare, "--model", network]) == 0
     assert "matches network" in capsys.readouterr().out
     reordered = json.loads(Path(fairsquare).read_text())
     reordered["column_order"] = ["sex", "age", "education_num", "capital_gain", "capital_loss",
                                  "hours_per_week"]
-    assert main(["population", "validate", write(tmp_path, reordered), "--network", network]) == 2
+    assert main(["population", "validate", write(tmp_path, reordered), "--model", network]) == 2
     assert "different order: input 0 is 'sex'" in capsys.readouterr().err
 
 
@@ -281,9 +281,13 @@ def test_cli_validate_against_unnamed_networks(tmp_path: Path, capsys) -> None:
     unnamed = tmp_path / "unnamed.json"
     save_network(Network([Layer(np.ones((1, 3)), np.zeros(1))]), unnamed)
     assert main(["population", "validate", write(tmp_path, small_document()),
-                 "--network", str(unnamed)]) == 0
-    capsys.readouterr()
+                 "--model", str(unnamed)]) == 0
+    assert "column count matches (the network records no input names)" in \
+        capsys.readouterr().out
+    assert main(["population", "validate", write(tmp_path, small_document()),
+                 "--model", str(unnamed), "--input-names", "age,red,blue"]) == 0
+    assert "; matches network" in capsys.readouterr().out
     save_network(Network([Layer(np.ones((1, 2)), np.zeros(1))]), unnamed)
     assert main(["population", "validate", write(tmp_path, small_document()),
-                 "--network", str(unnamed)]) == 2
+                 "--model", str(unnamed)]) == 2
     assert "3 columns (age, red, blue) but the network has 2 inputs" in capsys.readouterr().err

@@ -136,6 +136,17 @@ def test_dispatcher_filters_and_deduplicates() -> None:
     assert recorder.events == [event]
 
 
+def test_dispatcher_acts_only_on_the_configured_models() -> None:
+    recorder = Recorder()
+    dispatcher = Dispatcher(recorder, lambda n, v: True, alias="candidate",
+                            model_names=["credit"])
+    assert dispatcher.offer(RegistryEvent(ALIAS_CREATED, "loans", "1", "candidate", "d")) \
+        == "ignored"
+    event = RegistryEvent(ALIAS_CREATED, "credit", "1", "candidate", "d")
+    assert dispatcher.offer(event) == "queued"
+    assert recorder.events == [event]
+
+
 def test_dispatcher_retries_a_version_whose_callback_failed(
         capsys: pytest.CaptureFixture[str]) -> None:
     recorder = Recorder(failures=1)

@@ -18,11 +18,14 @@ import onnxruntime
 import pytest
 import torch
 
+from registry_hooks.certgate_model import (
+    load_model,
+    load_population_model,
+    log_model_with_population,
+)
 from registry_hooks.connection import Registry, RegistryError, RegistryUnreachableError, connect
 from registry_hooks.dispatch import Dispatcher, registry_due_check
 from registry_hooks.events import RegistryEvent
-from registry_hooks.loading import load_model, load_population_model
-from registry_hooks.publish import log_model_with_population
 from registry_hooks.tags import (
     STATUS_AUDITED,
     STATUS_TAG,

@@ -52,13 +52,13 @@ def run(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, dict]:
 
 def test_monotonicity_cli(files: dict, capsys: pytest.CaptureFixture) -> None:
     code, doc = run(["monotonicity", "--model", str(files["net"]), "--population",
-                     str(files["pop"]), "--feature", "b", "--json", "--threshold", "0.9"],
+                     str(files["pop"]), "--feature", "b", "--json", "--min-probability", "0.9"],
                     capsys)
     assert code == 1 and doc["verdict"] == "violated"
     assert set(doc) >= {"probability", "regions", "integrals", "elapsed_s"}
     assert doc["probability"] <= 2 / 3 + 1e-12
     code, doc = run(["monotonicity", "--model", str(files["net"]), "--population",
-                     str(files["pop"]), "--feature", "a", "--json", "--threshold", "0.9"],
+                     str(files["pop"]), "--feature", "a", "--json", "--min-probability", "0.9"],
                     capsys)
     assert code == 0 and doc["probability"] == pytest.approx(1.0, abs=1e-12)
 
@@ -89,3 +89,12 @@ def test_bad_feature_is_refused(files: dict, capsys: pytest.CaptureFixture) -> N
     with pytest.raises(CertgateInputError, match="--feature"):
         run(["monotonicity", "--model", str(files["net"]), "--population",
              str(files["pop"]), "--feature", "zzz"], capsys)
+
+
+def test_a_surrogate_with_other_input_names_is_refused(files: dict, tmp_path,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    swapped = Network([Layer(np.array([[1.0, -1.0]]), np.array([0.0]))], ["b", "a"], ["logit"])
+    save_network(swapped, tmp_path / "swapped.json")
+    with pytest.raises(CertgateInputError, match=r"input names \(b, a\) are not the model's"):
+        run(["equivalence", "--model", str(files["net"]), "--population", str(files["pop"]),
+             "--surrogate", str(tmp_path / "swapped.json"), "--json"], capsys)

@@ -28,7 +28,9 @@ class Certificate:
 
     ``bounds`` maps a quantity name to its certified ``[lower, upper]`` interval;
     ``details`` holds audit-specific records (regions, witnesses, per-probability intervals);
-    ``settings`` the algorithm's parameters; ``cost`` the time and work spent.
+    ``settings`` the algorithm's parameters; ``cost`` the time and work spent; ``provenance``
+    what was certified (the model, the population model's file and its sha256, how the inputs
+    were bound), filled in by whoever loaded them.
     """
 
     audit: str
@@ -38,6 +40,7 @@ class Certificate:
     settings: dict[str, Any] = field(default_factory=dict)
     cost: dict[str, float] = field(default_factory=dict)
     algorithm: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict)
     created_at: float = field(default_factory=time.time)
     versions: dict[str, str] = field(default_factory=lambda: software_versions())
 

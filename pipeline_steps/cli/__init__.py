@@ -60,30 +60,10 @@ def _one_line(error: BaseException) -> str:
     return str(error).replace("\n", " ")
 
 
-VECTOR_OPTIONS = ("--lower", "--upper")
-
-
-def _join_vector_options(argv: Sequence[str]) -> list[str]:
-    """``--lower -1,0`` → ``--lower=-1,0``: a comma-separated vector starting with a minus
-    sign would otherwise be taken for an option."""
-    joined: list[str] = []
-    tokens = list(argv)
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        if token in VECTOR_OPTIONS and index + 1 < len(tokens):
-            joined.append(f"{token}={tokens[index + 1]}")
-            index += 2
-            continue
-        joined.append(token)
-        index += 1
-    return joined
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     parser = build_parser()
-    args = parser.parse_args(_join_vector_options(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args))
     except (CertgateInputError, ValidationError, FileNotFoundError, IsADirectoryError) as error:

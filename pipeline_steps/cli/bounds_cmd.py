@@ -23,8 +23,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
-    parser.add_argument("--lower", required=True, help="comma-separated lower corner")
-    parser.add_argument("--upper", required=True, help="comma-separated upper corner")
+    parser.add_argument("--lower", required=True,
+                        help="comma-separated lower corner (--lower=-1,0 when it starts with -)")
+    parser.add_argument("--upper", required=True,
+                        help="comma-separated upper corner (--upper=-1,0 when it starts with -)")
     parser.add_argument("--method", choices=METHODS, default="crown")
     parser.add_argument("--spec", help="JSON file with a list of rows C (bounds C·outputs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -55,9 +57,9 @@ def load_spec(path: str) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    from verifier.convert import load_network
+    from pipeline_steps.cli.inputs import read_network
 
-    network = load_network(args.model)
+    network = read_network(args.model)
     lower = parse_vector(args.lower, "lower")
     upper = parse_vector(args.upper, "upper")
     spec = load_spec(args.spec) if args.spec else None

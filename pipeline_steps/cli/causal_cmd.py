@@ -9,9 +9,9 @@ import argparse
 import json
 from typing import Any
 
+from pipeline_steps.cli.inputs import add_input_names, bound_network, named_network, read_network
 from verifier.causal import (
     CausalInputError,
-    CausalSettings,
     build_problem,
     certify_causal_fairness,
     load_libra_spec,
@@ -35,23 +35,29 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
         ),
     )
     parser.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
+    add_input_names(parser)
     parser.add_argument("--sensitive", required=True,
                         help="sensitive input name, or comma-separated names of a one-hot group")
     parser.add_argument("--spec", help="specification JSON (Libra benchmark format)")
     parser.add_argument("--query", help="query box JSON (Libra format or {name: [lo, hi]})")
-    parser.add_argument("--lower", type=float, default=0.0,
+    parser.add_argument("--lower-edge", type=float,
                         help="L: smallest partition edge (default 0: never exclude)")
-    parser.add_argument("--upper", type=int, default=8,
+    parser.add_argument("--max-unstable", type=int,
                         help="U: most unstable ReLUs handed to the exact check (default 8)")
     parser.add_argument("--split-value", type=float,
                         help="cell boundary of a continuous sensitive input without --spec "
                              "(default 0.5)")
+    parser.add_argument("--measure", choices=("uniform", "population"),
+                        help="which biased share --max-biased-share judges (default uniform)")
+    parser.add_argument("--max-biased-share", type=float,
+                        help="verdict 'satisfied' iff the certified biased share (under "
+                             "--measure) is below this; without it the verdict is fair/biased")
     parser.add_argument("--population", help="population model (JSON) for a weighted share")
     parser.add_argument("--executor", default="local",
                         help="local, process or dask[=ADDRESS] (default local)")
     parser.add_argument("--workers", type=int, help="worker count for process/dask pools")
-    parser.add_argument("--timeout", type=float, default=60.0, help="time budget in seconds")
-    parser.add_argument("--target-width", type=float, default=0.005,
+    parser.add_argument("--timeout", type=float, help="time budget in seconds (default 60)")
+    parser.add_argument("--target-width", type=float,
                         help="stop refining once the biased-share interval is this narrow")
     parser.add_argument("--chunk-size", type=int, default=64, help="partitions per task")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -59,49 +65,89 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     return parser
 
 
-def _problem(args: argparse.Namespace):
-    from verifier.convert import load_network
+def _network_and_population(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The network and the optional population model. With a population model the two are
+    bound by name (:mod:`verifier.audits.binding`); without one, inputs are addressed by the
+    names the model records or ``--input-names`` gives (``x0, x1, …`` for an unnamed file)."""
+    network = read_network(args.model)
+    if not args.population:
+        if args.input_names is not None:
+            network = named_network(args, network)
+        return network, None
+    from verifier.population import load_population
 
-    network = load_network(args.model)
+    return bound_network(args, network, load_population(args.population))
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    """The ``causal_fairness`` settings of the options (``--max-biased-share`` defaults to 1:
+    then only the engine's fair/biased verdict is reported)."""
+    from pipeline_steps.cli.settings_options import settings_from_args
+    from verifier.audits import CausalFairnessSettings
+
     named = [name.strip() for name in args.sensitive.split(",") if name.strip()]
+    values: dict[str, Any] = {
+        "sensitive": named,
+        "sensitive_kind": "one_hot" if len(named) > 1 else "continuous",
+        "split_values": [args.split_value] if args.split_value is not None else None,
+        "query": load_query_box(args.query) if args.query else None,
+    }
+    if args.max_biased_share is None:
+        values["max_biased_share"] = 1.0
+    return settings_from_args(CausalFairnessSettings, args, "causal_fairness", **values)
+
+
+def _libra_problem(args: argparse.Namespace, network: Any) -> Any:
+    """The problem of a Libra specification file (sensitive inputs, splits, one-hot groups)."""
+    named = [name.strip() for name in args.sensitive.split(",") if name.strip()]
+    spec = load_libra_spec(args.spec)
+    if not set(named) <= set(spec["sensitive"]):
+        raise CausalInputError(
+            f"--sensitive {args.sensitive} does not match the specification's sensitive "
+            f"inputs {', '.join(spec['sensitive'])}"
+        )
     query = load_query_box(args.query) if args.query else None
-    if args.spec:
-        spec = load_libra_spec(args.spec)
-        if not set(named) <= set(spec["sensitive"]):
-            raise CausalInputError(
-                f"--sensitive {args.sensitive} does not match the specification's sensitive "
-                f"inputs {', '.join(spec['sensitive'])}"
-            )
-        return build_problem(network, **spec, query=query)
-    kind = "one_hot" if len(named) > 1 else "continuous"
-    splits = [args.split_value] if args.split_value is not None else None
-    return build_problem(network, named, sensitive_kind=kind, split_values=splits, query=query)
+    return build_problem(network, **spec, query=query)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the certification and print the result (JSON with ``--json``)."""
+    """Run the certification and print the result (JSON with ``--json``). Without ``--spec``
+    this is the ``causal_fairness`` audit kind (:mod:`verifier.audits.causal_fairness`), run
+    as ``certgate run`` runs it; a Libra ``--spec`` file describes the problem itself."""
+    from verifier.audits import causal_fairness
     from verifier.executor import make_executor
 
-    settings = CausalSettings(min_edge=args.lower, max_unstable=args.upper,
-                              timeout_s=args.timeout, target_width=args.target_width,
-                              chunk_size=args.chunk_size)
-    problem = _problem(args)
-    population = None
-    if args.population:
-        from verifier.population import load_population
-
-        population = load_population(args.population)
+    network, population = _network_and_population(args)
+    settings = _settings(args)
+    engine = {"chunk_size": args.chunk_size}
     executor = make_executor(args.executor, args.workers)
     try:
-        certificate = certify_causal_fairness(problem, settings, executor, population)
+        if args.spec:
+            problem = _libra_problem(args, network)
+            raw = certify_causal_fairness(
+                problem, causal_fairness.engine_settings(settings, None, **engine), executor,
+                population)
+            certificate = causal_fairness.judged(settings, raw)
+        else:
+            from verifier.audits import run_audit
+
+            certificate = run_audit(settings, network, population, None, None,
+                                    executor=executor, **engine)
     finally:
         executor.shutdown()
     payload = summary(certificate)
+    judged = args.max_biased_share is not None
+    if judged:
+        payload["requirement"] = settings.requirement.describe()
+    else:
+        payload["verdict"] = certificate.details["causal_verdict"]
     if args.json:
         print(json.dumps(to_jsonable(payload)))
     else:
         _print_text(payload)
-    return EXIT_FOR_VERDICT[certificate.verdict]
+    if judged:
+        return 0 if certificate.verdict == "satisfied" else 1
+    return EXIT_FOR_VERDICT[payload["verdict"]]
 
 
 def summary(certificate: Certificate) -> dict[str, Any]:

@@ -295,13 +295,25 @@ def _event_callback(config: CertgateConfig,
     return handle
 
 
+def configured_model_names(config: CertgateConfig) -> list[str] | None:
+    """The registered model the configuration's ``model.uri`` names, or ``None`` when it names
+    a file or a run."""
+    from registry_hooks.uris import parse_model_uri
+
+    reference = parse_model_uri(config.model.uri) if config.model.uri.startswith("models:/") \
+        else None
+    return [reference.name] if reference is not None and reference.name else None
+
+
 def _dispatcher(config: CertgateConfig, registry: Registry, alias: str | None,
                 background: bool) -> Dispatcher:
+    """Events of the configured registered model only: a configuration is written for one
+    model (its inputs, its thresholds), so another model's events are ignored."""
     from registry_hooks.dispatch import Dispatcher, registry_due_check
 
     due = registry_due_check(registry, config.audit_fingerprint())
     return Dispatcher(_event_callback(config, registry), due, alias=alias,
-                      background=background)
+                      background=background, model_names=configured_model_names(config))
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -311,6 +323,11 @@ def serve_command(args: argparse.Namespace) -> int:
     if not args.secret:
         raise CertgateInputError(f"a webhook secret is required: --secret or ${SECRET_ENV}")
     config = load_config(args.config)
+    if configured_model_names(config) is None:
+        raise CertgateInputError(
+            f"model.uri {config.model.uri!r}: hooks serve acts on registry events of one "
+            "registered model; give its models:/NAME@ALIAS or models:/NAME/VERSION URI"
+        )
     _quiet_downloads()
     with registry_errors("certgate hooks serve"):
         registry = _registry(config)
@@ -330,14 +347,11 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def watch_command(args: argparse.Namespace) -> int:
     from registry_hooks.connection import registry_errors
-    from registry_hooks.uris import parse_model_uri
     from registry_hooks.watcher import watch
 
     config = load_config(args.config)
     _quiet_downloads()
-    reference = parse_model_uri(config.model.uri) if config.model.uri.startswith("models:/") \
-        else None
-    names = [reference.name] if reference is not None and reference.name else None
+    names = configured_model_names(config)
     with registry_errors("certgate hooks watch"):
         registry = _registry(config)
         dispatcher = _dispatcher(config, registry, args.alias, background=False)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -27,12 +27,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate = verbs.add_parser(
         "validate",
         help="validate a population model (schema, total mass, optionally against a network)",
-        description="Validate FILE: schema, distributions, total mass 1; with --network, also "
+        description="Validate FILE: schema, distributions, total mass 1; with --model, also "
         "that its columns match the network's inputs (count, and names when the network names "
         "its inputs). Exit code 0 when valid, 2 with a one-line message otherwise.",
     )
     validate.add_argument("file", help="population model JSON file")
-    validate.add_argument("--network", help="network file (.onnx, .nnet, .json, .pt)")
+    validate.add_argument("--model", help="network file (.onnx, .nnet, .json, .pt)")
+    validate.add_argument("--input-names",
+                          help="the network's input names in input order, comma-separated "
+                               "(for a network file that records none)")
     validate.add_argument("--json", action="store_true", help="print one JSON object")
     validate.set_defaults(func=run_validate)
 
@@ -53,10 +56,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sample.set_defaults(func=run_sample)
 
 
-def _has_named_inputs(names: list[str]) -> bool:
-    return names != [f"x{i}" for i in range(len(names))]
-
-
 def run_validate(args: argparse.Namespace) -> int:
     model = load_population(args.file)
     total = float(model.prob_boxes(np.full(model.dimension, -np.inf),
@@ -70,24 +69,37 @@ def run_validate(args: argparse.Namespace) -> int:
         "distribution": model.distribution.kind,
         "total_mass": total,
     }
-    if args.network:
-        from verifier.convert import load_network
-
-        network = load_network(args.network)
-        names = list(network.input_names)
-        check_matches_network(
-            model, network.input_size, names if _has_named_inputs(names) else None
-        )
-        summary["network"] = args.network
+    checked = ""
+    if args.model:
+        checked = _check_binding(args, model)
+        summary["network"] = args.model
+        summary["binding"] = checked
     if args.json:
         print(json.dumps(summary))
         return 0
-    against = f"; matches network {args.network}" if args.network else ""
+    against = f"; {checked} {args.model}" if args.model else ""
     print(
         f"{args.file}: valid ({model.dimension} columns, {model.distribution.kind} "
         f"distribution, total mass {total:.12g}{against})"
     )
     return 0
+
+
+def _check_binding(args: argparse.Namespace, model: Any) -> str:
+    """Check ``model`` against ``--model`` by name (:mod:`verifier.audits.binding`); a network
+    that records no input names and gets none can only be checked for its column count.
+    Returns what was checked."""
+    from pipeline_steps.cli.inputs import read_network
+    from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
+
+    network = read_network(args.model)
+    given = parse_input_names(args.input_names)
+    if given is None and anonymous_inputs(network):
+        check_matches_network(model, network.input_size, None)
+        return "column count matches (the network records no input names) of network"
+    names = bound_names(network, given, f"--model {args.model}")
+    check_matches_network(model, network.input_size, names)
+    return "matches network"
 
 
 def run_describe(args: argparse.Namespace) -> int:

@@ -167,12 +167,12 @@ def _format_row(values: np.ndarray) -> str:
 
 
 def run_wrap(args: argparse.Namespace) -> int:
-    from verifier.convert import load_network
+    from pipeline_steps.cli.inputs import read_network
 
     if args.out.startswith("models:"):
         return _register_wrapped(args)
 
-    network = load_network(args.model)
+    network = read_network(args.model)
     if args.negate_outputs:
         network = negate_outputs(network)
     constraints = load_constraints(

@@ -13,6 +13,8 @@ import yaml
 from tqdm import tqdm
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
+from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
+from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
@@ -64,6 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
+    add_input_names(parser)
     parser.add_argument("--population", required=True, help="population model (JSON)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="time budget in seconds (default 60); on timeout the bounds "
@@ -83,10 +86,11 @@ def _settings(args: argparse.Namespace) -> PVSettings:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
-    from verifier.convert import load_network
+    """The network and the population model, bound by name (see
+    :mod:`verifier.audits.binding`)."""
     from verifier.population import load_population
 
-    return load_network(args.model), load_population(args.population)
+    return bound_network(args, read_network(args.model), load_population(args.population))
 
 
 class _ProgressBar:
@@ -128,6 +132,8 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
             "boxes": certificate.cost["boxes"],
             "stopped_by": certificate.details["stopped_by"],
         }
+        if "undefined" in certificate.details:
+            payload["undefined"] = certificate.details["undefined"]
         print(json.dumps(to_jsonable(payload)))
     else:
         details = certificate.details
@@ -136,7 +142,10 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
         print(f"{certificate.audit}: {details['expression']}{comparison}")
         print(f"  verdict: {certificate.verdict} ({details['stopped_by']}, "
               f"{certificate.cost['boxes']} boxes, {elapsed:.2f} s)")
-        print(f"  {value_name}: [{_fmt(value[0])}, {_fmt(value[1])}]")
+        if "undefined" in certificate.details:
+            print(f"  {value_name}: {certificate.details['undefined']}")
+        else:
+            print(f"  {value_name}: [{_fmt(value[0])}, {_fmt(value[1])}]")
         for name, (low, high) in probabilities.items():
             print(f"  {name} = {details['probabilities'][name]}: [{_fmt(low)}, {_fmt(high)}]")
     return EXIT_FOR_VERDICT.get(certificate.verdict, 1)
@@ -147,16 +156,16 @@ def _fmt(value: float) -> str:
 
 
 def run_demographic_parity(args: argparse.Namespace) -> int:
-    from verifier.audits import demographic_parity_audit
+    """The ``demographic_parity`` audit kind (:mod:`verifier.audits.demographic_parity`) with
+    the settings given as options, exactly as ``certgate run`` runs it."""
+    from verifier.audits import DemographicParitySettings, run_audit
 
+    settings = settings_from_args(DemographicParitySettings, args, "demographic_parity")
+    engine = _settings(args)
     network, population = _load(args)
     bar = _ProgressBar(not args.json, args.timeout)
     try:
-        certificate = demographic_parity_audit(
-            network, population, protected=args.protected, privileged=args.privileged,
-            favorable_class=args.favorable_class, gamma=args.gamma, qualified=args.qualified,
-            form=args.form, settings=_settings(args), progress=bar,
-        )
+        certificate = run_audit(settings, network, population, None, bar, engine=engine)
     finally:
         bar.close()
     return _report(certificate, args.json, "ratio" if args.form == "ratio" else "difference")

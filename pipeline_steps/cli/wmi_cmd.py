@@ -1,18 +1,33 @@
 """``certgate verify monotonicity | noise-robustness | equivalence | local-robustness``: exact
-WMI audits (DESIGN D7). The lead module ``verify_cmd`` calls :func:`add_wmi_parsers`."""
+WMI audits (DESIGN D7). The lead module ``verify_cmd`` calls :func:`add_wmi_parsers`.
+
+Monotonicity, noise robustness (uniform or triangular noise on one feature) and local
+robustness are the configuration's audit kinds: their options are the settings' fields
+(:mod:`pipeline_steps.cli.settings_options`) and they run through
+:func:`verifier.audits.run_audit`, so a verdict here is the verdict of ``certgate run``.
+Equivalence and noise given as a population file are command-line questions only; they share
+the same certificate and verdict rule (:func:`verifier.audits.exact_probability.
+probability_certificate`). ``--min-probability`` gives the verdict (``satisfied`` only when
+the certified interval lies at or above it) and lets the enumeration stop early once it
+cannot be reached; without it the probability is reported with no verdict.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import pickle
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
+from pipeline_steps.cli.settings_options import settings_from_args
+from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
+from verifier.network import Network
 
 SKLEARN_SUFFIXES = (".pkl", ".pickle", ".joblib")
 
@@ -25,11 +40,11 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
                     "integration). Uniform on the population's support unless --use-prior.")
     _common(mono)
     mono.add_argument("--feature", required=True, help="input column name or index")
-    mono.add_argument("--decreasing", action="store_true")
-    mono.add_argument("--positive-class", type=int, default=1)
+    mono.add_argument("--decreasing", action="store_true", default=None)
+    mono.add_argument("--positive-class", type=int)
     mono.add_argument("--output", type=int,
                       help="regressor form: compare this output, P(f(x) <= f(x′))")
-    mono.add_argument("--use-prior", action="store_true",
+    mono.add_argument("--use-prior", action="store_true", default=None,
                       help="weight pairs by the population density instead of uniformly")
     mono.set_defaults(func=run_monotonicity)
 
@@ -52,7 +67,8 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
                     "a pickled scikit-learn tree/forest), globally or in an ε-box.")
     _common(equiv)
     equiv.add_argument("--surrogate", required=True,
-                       help="network file, or a pickled scikit-learn classifier (.pkl/.joblib)")
+                       help="network file, or a pickled scikit-learn classifier (.pkl/.joblib); "
+                            "read in the model's input order")
     _box(equiv, required=False)
     equiv.set_defaults(func=run_equivalence)
 
@@ -68,10 +84,11 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
                         help="network file (.onnx, .nnet, .json, .pt) or pickled sklearn model")
+    add_input_names(parser)
     parser.add_argument("--population", required=True, help="population model (JSON)")
-    parser.add_argument("--threshold", type=float,
-                        help="verdict 'satisfied' iff the probability is >= this; enables the "
-                             "early stop once it cannot be reached")
+    parser.add_argument("--min-probability", type=float,
+                        help="verdict 'satisfied' iff the certified probability is >= this; "
+                             "enables the early stop once it cannot be reached")
     parser.add_argument("--bound-method", choices=("crown", "ibp", "none"), default="crown",
                         help="bound propagation that fixes stable neurons (default crown)")
     parser.add_argument("--executor", default=None,
@@ -84,28 +101,51 @@ def _box(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("--epsilon", type=float, required=required, help="L∞ radius")
 
 
-def _load_model(path: str) -> Any:
+def _load_model(path: str, option: str = "--model") -> Any:
     if Path(path).suffix in SKLEARN_SUFFIXES:
         try:
             with open(path, "rb") as handle:
                 return pickle.load(handle)
-        except (OSError, pickle.UnpicklingError) as error:
-            raise CertgateInputError(f"cannot read the model {path!r}: {error}") from error
-    from verifier.convert import load_network
-
-    return load_network(path)
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
+                ValueError) as error:
+            raise CertgateInputError(f"{option} {path}: cannot read the model: {error}") \
+                from error
+    return read_network(path, option)
 
 
 def _columns(args: argparse.Namespace) -> tuple[str, ...]:
+    """Load ``--model`` and ``--population`` bound by name (``args.model_object``,
+    ``args.prior``); returns the bound input names in input order. A scikit-learn model names
+    its inputs with ``feature_names_in_`` when it was fitted on a DataFrame."""
+    from verifier.audits.binding import BindingError, ordered_population, parse_input_names
     from verifier.population import load_population
 
-    args.prior = load_population(args.population)
-    return args.prior.columns
+    prior = load_population(args.population)
+    model = _load_model(args.model)
+    if isinstance(model, Network):
+        model, prior = bound_network(args, model, prior)
+        names = list(model.input_names)
+    else:
+        given = parse_input_names(args.input_names)
+        own = getattr(model, "feature_names_in_", None)
+        own = [str(name) for name in own] if own is not None else None
+        if given is not None and own is not None and given != own:
+            raise BindingError(f"--model {args.model}: the input names given ({', '.join(given)})"
+                               f" disagree with the model's feature_names_in_ "
+                               f"({', '.join(own)})")
+        names = given or own
+        if names is None:
+            raise BindingError(f"--model {args.model}: the model records no input names; give "
+                               "them in the model's input order with --input-names a,b,c")
+        prior = ordered_population(prior, names, f"--model {args.model}")
+    args.model_object, args.prior, args.bound_names = model, prior, list(names)
+    return tuple(names)
 
 
-def _index(text: str, columns: tuple[str, ...], what: str) -> int:
+def _name(text: str, columns: tuple[str, ...], what: str) -> str:
+    """The input ``text`` names: a column name, or an index into the bound inputs."""
     if text in columns:
-        return columns.index(text)
+        return text
     try:
         value = int(text)
     except ValueError:
@@ -113,98 +153,172 @@ def _index(text: str, columns: tuple[str, ...], what: str) -> int:
                                  "nor an index") from None
     if not 0 <= value < len(columns):
         raise CertgateInputError(f"{what}: index {value} is outside 0..{len(columns) - 1}")
-    return value
+    return columns[value]
 
 
-def _center(text: str | None) -> np.ndarray | None:
+def _center(text: str | None) -> list[float] | None:
     if text is None:
         return None
     try:
-        return np.array([float(part) for part in text.split(",")])
+        return [float(part) for part in text.split(",")]
     except ValueError:
         raise CertgateInputError(f"--center: {text!r} is not a comma-separated list of numbers"
                                  ) from None
 
 
-def _stop_at(threshold: float | None) -> float | None:
-    if threshold is None:
-        return None
-    if not 0.0 <= threshold <= 1.0:
-        raise CertgateInputError(f"--threshold must lie in [0, 1], got {threshold}")
-    return math.nextafter(1.0 - threshold, math.inf)
+def _min_probability(args: argparse.Namespace) -> float:
+    """The threshold of the settings: ``--min-probability``, or 0 (every probability passes,
+    no early stop) when it is not given and only the probability is asked for."""
+    return 0.0 if args.min_probability is None else args.min_probability
 
 
-def _solve(args: argparse.Namespace, audit: Any, **options: Any) -> int:
+def _engine(args: argparse.Namespace, stack: ExitStack) -> dict[str, Any]:
+    """Engine-only options: bound method, executor, and the inputs of a non-IR model."""
     from verifier.executor import make_executor
 
-    stop_at = _stop_at(args.threshold)
-    common = {"stop_at": stop_at, "bound_method": args.bound_method}
+    engine: dict[str, Any] = {"bound_method": args.bound_method}
     if args.executor:
-        with make_executor(args.executor) as executor:
-            result = audit(**options, **common, executor=executor)
-    else:
-        result = audit(**options, **common)
-    if args.threshold is not None:
-        result.verdict = "satisfied" if result.probability >= args.threshold else "violated"
-    document = result.as_json()
+        engine["executor"] = stack.enter_context(make_executor(args.executor))
+    if not isinstance(args.model_object, Network):
+        engine["input_names"] = args.bound_names
+    return engine
+
+
+def _run_kind(args: argparse.Namespace, settings: Any, **extra: Any) -> int:
+    from verifier.audits import run_audit
+
+    with ExitStack() as stack:
+        certificate = run_audit(settings, args.model_object, args.prior, None, None,
+                                **_engine(args, stack), **extra)
+    return _report(args, certificate)
+
+
+def _report(args: argparse.Namespace, certificate: Certificate) -> int:
+    """Print the certificate's probability, interval and cost (the verdict only when
+    ``--min-probability`` was given); exit 0 unless a given threshold is not proven."""
+    details, cost = certificate.details, certificate.cost
+    low, high = certificate.bounds["probability"]
+    judged = args.min_probability is not None
+    document = {
+        "probability": details["computed_probability"],
+        "probability_interval": [low, high],
+        "violation_probability": details["violation_probability"],
+        "regions": int(cost["regions"]), "integrals": int(cost["integrals"]),
+        "lps": int(cost["lps"]), "elapsed_s": cost["elapsed_s"],
+        "stopped_early": details["stopped_early"],
+        **({"verdict": certificate.verdict} if judged else {}),
+        **{key: details[key] for key in ("label",) if key in details},
+    }
     if args.json:
-        print(json.dumps(document))
+        print(json.dumps(to_jsonable(document)))
     else:
-        bound = " (upper bound: stopped early)" if result.stopped_early else ""
-        print(f"probability {result.probability:.12g}{bound}; {result.regions} regions, "
-              f"{result.integrals} integrals, {result.elapsed_s:.3f} s")
-        if result.verdict is not None:
-            print(f"verdict: {result.verdict}")
-    return 1 if result.verdict == "violated" else 0
+        bound = " (upper bound: stopped early)" if details["stopped_early"] else ""
+        print(f"probability {document['probability']:.12g}{bound}, certified in "
+              f"[{low:.12g}, {high:.12g}]; {document['regions']} regions, "
+              f"{document['integrals']} integrals, {document['elapsed_s']:.3f} s")
+        if judged:
+            print(f"verdict: {certificate.verdict}")
+    return 0 if not judged or certificate.verdict == "satisfied" else 1
 
 
 def run_monotonicity(args: argparse.Namespace) -> int:
-    from verifier.wmi import monotonicity
+    from verifier.audits import MonotonicitySettings
 
     columns = _columns(args)
-    return _solve(args, monotonicity, model=_load_model(args.model), prior=args.prior,
-                  feature=_index(args.feature, columns, "--feature"),
-                  decreasing=args.decreasing, positive_class=args.positive_class,
-                  output=args.output, use_prior=args.use_prior)
-
-
-def _noise_density(args: argparse.Namespace, count: int) -> Any:
-    from verifier.population import load_population
-    from verifier.wmi.noise import triangular_noise, uniform_noise
-
-    if args.noise:
-        return load_population(args.noise)
-    if count != 1:
-        raise CertgateInputError("--noise-uniform/--noise-triangular describe one feature; give "
-                                 "a --noise population file for several")
-    if args.noise_uniform:
-        return uniform_noise(*args.noise_uniform)
-    return triangular_noise(*args.noise_triangular)
+    settings = settings_from_args(MonotonicitySettings, args, "monotonicity",
+                                  feature=_name(args.feature, columns, "--feature"),
+                                  min_probability=_min_probability(args))
+    return _run_kind(args, settings, output=args.output)
 
 
 def run_noise_robustness(args: argparse.Namespace) -> int:
-    from verifier.wmi import noise_robustness
+    from verifier.audits import NoiseRobustnessSettings
 
     columns = _columns(args)
-    features = [_index(part.strip(), columns, "--features") for part in args.features.split(",")]
-    return _solve(args, noise_robustness, model=_load_model(args.model), prior=args.prior,
-                  noise=_noise_density(args, len(features)), features=features)
+    features = [_name(part.strip(), columns, "--features") for part in args.features.split(",")]
+    if args.noise:
+        return _noise_file(args, features)
+    if len(features) != 1:
+        raise CertgateInputError("--noise-uniform/--noise-triangular describe one feature; give "
+                                 "a --noise population file for several")
+    settings = settings_from_args(NoiseRobustnessSettings, args, "noise_robustness",
+                                  features=features, min_probability=_min_probability(args))
+    return _run_kind(args, settings)
+
+
+def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
+    """Noise on several features from a population file (a command-line question only)."""
+    from verifier.audits.exact_probability import (
+        probability_certificate,
+        requirement_at_least,
+        wmi_stop_at,
+    )
+    from verifier.population import load_population
+    from verifier.wmi import noise_robustness
+
+    threshold = _min_probability(args)
+    stop_at = wmi_stop_at(threshold)
+    indices = [args.bound_names.index(name) for name in features]
+    with ExitStack() as stack:
+        engine = _engine(args, stack)
+        engine.pop("input_names", None)
+        result = noise_robustness(args.model_object, args.prior, load_population(args.noise),
+                                  indices, stop_at=stop_at, **engine)
+    expression = f"P(class(x) = class(x + n)), n ~ {args.noise} on {', '.join(features)}"
+    return _report(args, probability_certificate(
+        "noise_robustness", requirement_at_least(threshold), result, expression, stop_at,
+        bound_method=args.bound_method))
 
 
 def run_equivalence(args: argparse.Namespace) -> int:
+    """Agreement with a surrogate (a command-line question only; same verdict rule)."""
+    from verifier.audits.exact_probability import (
+        probability_certificate,
+        requirement_at_least,
+        wmi_stop_at,
+    )
     from verifier.wmi import equivalence
 
     _columns(args)
     if (args.center is None) != (args.epsilon is None):
         raise CertgateInputError("give both --center and --epsilon, or neither")
-    return _solve(args, equivalence, model=_load_model(args.model),
-                  surrogate=_load_model(args.surrogate), prior=args.prior,
-                  center=_center(args.center), epsilon=args.epsilon)
+    threshold = _min_probability(args)
+    stop_at = wmi_stop_at(threshold)
+    center = _center(args.center)
+    surrogate = _load_model(args.surrogate, "--surrogate")
+    _check_surrogate_names(surrogate, args.bound_names, args.surrogate)
+    with ExitStack() as stack:
+        engine = _engine(args, stack)
+        engine.pop("input_names", None)
+        result = equivalence(args.model_object, surrogate,
+                             args.prior, None if center is None else np.asarray(center),
+                             args.epsilon, stop_at=stop_at, **engine)
+    expression = f"P(class_model(x) = class_surrogate(x)), surrogate {args.surrogate}"
+    return _report(args, probability_certificate(
+        "equivalence", requirement_at_least(threshold), result, expression, stop_at,
+        bound_method=args.bound_method))
+
+
+def _check_surrogate_names(surrogate: Any, names: list[str], path: str) -> None:
+    """A surrogate that records input names must record the model's bound names, in order (one
+    without names is read in the model's input order)."""
+    from verifier.audits.binding import BindingError, anonymous_inputs
+
+    if isinstance(surrogate, Network):
+        own = None if anonymous_inputs(surrogate) else list(surrogate.input_names)
+    else:
+        recorded = getattr(surrogate, "feature_names_in_", None)
+        own = [str(name) for name in recorded] if recorded is not None else None
+    if own is not None and own != names:
+        raise BindingError(f"--surrogate {path}: its input names ({', '.join(own)}) are not the "
+                           f"model's ({', '.join(names)})")
 
 
 def run_local_robustness(args: argparse.Namespace) -> int:
-    from verifier.wmi import local_robustness
+    from verifier.audits import LocalRobustnessSettings
 
     _columns(args)
-    return _solve(args, local_robustness, model=_load_model(args.model), prior=args.prior,
-                  center=_center(args.center), epsilon=args.epsilon, label=args.label)
+    settings = settings_from_args(LocalRobustnessSettings, args, "local_robustness",
+                                  center=_center(args.center),
+                                  min_probability=_min_probability(args))
+    return _run_kind(args, settings)

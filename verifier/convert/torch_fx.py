@@ -23,7 +23,7 @@ import torch
 import torch.fx
 
 from verifier.convert.affine_chain import AffineChain
-from verifier.convert.torch_module import apply_module, check_against_module, flatten_features
+from verifier.convert.torch_layers import apply_module, check_against_module, flatten_features
 from verifier.network import Network, NetworkError
 
 

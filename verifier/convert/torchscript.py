@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from verifier.convert.affine_chain import AffineChain
-from verifier.convert.torch_module import apply_module, check_against_module
+from verifier.convert.torch_layers import apply_module, check_against_module
 from verifier.network import Network, NetworkError
 
 

@@ -171,15 +171,20 @@ class Distribution(PopulationBase, ABC):
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Distribution:
-        """Validate a JSON dict through the discriminated union of all kinds."""
-        from verifier.population.union import distribution_from_json
-
-        result = distribution_from_json(data)
-        if not isinstance(result, cls):
+        """Validate a JSON dict as this kind of distribution (a dict of any kind:
+        :func:`verifier.population.union.distribution_from_json`)."""
+        field = cls.model_fields.get("kind")
+        if field is None:
             raise PopulationError(
-                f"expected a distribution of kind {cls.__name__}, got kind {result.kind!r}"
+                f"{cls.__name__} is not one kind of distribution; read a dict of any kind with "
+                "verifier.population.union.distribution_from_json"
             )
-        return result
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if kind != field.default:
+            raise PopulationError(
+                f"expected a distribution of kind {cls.__name__}, got kind {kind!r}"
+            )
+        return cls.model_validate(data)
 
 
 def indent(lines: list[str], prefix: str = "  ") -> list[str]:

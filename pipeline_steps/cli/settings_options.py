@@ -1,0 +1,53 @@
+"""One name means one thing: command-line options are the audit settings' fields.
+
+An audit verb's option for settings field ``f`` is ``--f`` with dashes (``favorable_class`` →
+``--favorable-class``), except where :data:`OPTION_FOR_FIELD` says otherwise (``timeout_s`` is
+``--timeout``, in seconds, everywhere). :func:`settings_from_args` builds the settings object
+of :mod:`verifier.audits` from the parsed options, so pydantic validates a command line exactly
+as it validates a configuration; :func:`option_for` is what the tests use to check that every
+field has its option.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from verifier.errors import CertgateInputError
+
+OPTION_FOR_FIELD = {"timeout_s": "--timeout"}
+NOT_OPTIONS = frozenset({"kind", "name"})
+
+
+def option_for(field: str) -> str:
+    """The command-line option of settings field ``field``."""
+    return OPTION_FOR_FIELD.get(field, "--" + field.replace("_", "-"))
+
+
+def destination(field: str) -> str:
+    """The ``argparse`` destination of :func:`option_for` ``(field)``."""
+    return option_for(field).removeprefix("--").replace("-", "_")
+
+
+def settings_from_args(settings_type: type, args: argparse.Namespace, kind: str,
+                       **values: Any) -> Any:
+    """``settings_type(kind=kind, …)`` from every field's option that was given (``None``
+    leaves the field's default), with ``values`` (fields the verb derives itself) on top."""
+    from pydantic import ValidationError
+
+    given: dict[str, Any] = {}
+    for field in settings_type.model_fields:
+        if field in NOT_OPTIONS or field in values:
+            continue
+        value = getattr(args, destination(field), None)
+        if value is not None:
+            given[field] = value
+    try:
+        return settings_type(kind=kind, **given, **values)
+    except ValidationError as error:
+        problems = []
+        for item in error.errors():
+            field = str(item["loc"][0]) if item["loc"] else ""
+            where = option_for(field) if field in settings_type.model_fields else kind
+            problems.append(f"{where}: {item['msg'].removeprefix('Value error, ')}")
+        raise CertgateInputError("; ".join(problems)) from error

@@ -1,0 +1,462 @@
+"""A certgate-packaged model in MLflow, flavor-style: save/log it with its population model and
+input/output names (:func:`log_model_with_population`), log its self-correcting variant
+(:func:`log_self_correcting_variant`), and load any of them back as the verifier's IR
+(:func:`load_model`) with the population model that travels with it (:func:`fetch_population`).
+
+**Logging.** The population model goes into the model's ``extra_files`` (``extra_files/
+population_model.json`` inside the model directory) and its path, the input and output names,
+and optionally the declared input domain into the model's metadata (readable without
+downloading the weights). Requirements are given explicitly: MLflow's inference would spawn
+a subprocess costing ~10 s per model.
+
+**Loading.** A model to audit comes from the registry, a run, or a local file. MLflow
+models are downloaded once into a work directory and read from there: the PyTorch flavour in
+both its formats (``pt2``, which loads back as a ``torch.fx.GraphModule``, and ``pickle``, the
+original ``nn.Module``), and the ONNX flavour (an ``onnx.ModelProto``). Each is converted with
+:mod:`verifier.convert`, which checks the IR against the source model on random
+inputs. Input and output names come from the model's metadata (``certgate.input_names``,
+``certgate.output_names``, written by :func:`log_model_with_population`)
+or a column-based signature.
+
+The population model is the model version's ``extra_files/population_model.json`` (its path
+recorded in the metadata key ``certgate.population``) unless an explicit URI overrides it: a
+local JSON file, or any MLflow artifact URI (a file, or a directory holding
+``population_model.json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import mlflow
+import numpy as np
+from mlflow.entities.model_registry import ModelVersion
+from mlflow.models import Model
+from mlflow.models.model import ModelInfo
+
+from registry_hooks.connection import Registry, RegistryError, registry_errors
+from registry_hooks.tags import move_alias
+from registry_hooks.uris import parse_model_uri, registered_uri, resolve_version
+from verifier.errors import CertgateInputError
+from verifier.network import Network, NetworkError
+
+POPULATION_FILE = "population_model.json"
+METADATA_POPULATION = "certgate.population"
+METADATA_INPUT_NAMES = "certgate.input_names"
+METADATA_OUTPUT_NAMES = "certgate.output_names"
+METADATA_INPUT_DOMAIN = "certgate.input_domain"
+
+
+@dataclass
+class LoadedModel:
+    """A model converted to the IR, and where it came from.
+
+    ``flavor`` is ``pytorch``, ``onnx`` or ``file``; ``serialization`` is ``pt2``, ``pickle``,
+    ``onnx`` or the local file's suffix. ``model_version`` is set for registry URIs;
+    ``local_dir`` is the downloaded MLflow model directory (``None`` for a plain file).
+    """
+
+    uri: str
+    network: Network
+    flavor: str
+    serialization: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    local_dir: Path | None = None
+    model_version: ModelVersion | None = None
+
+    @property
+    def name(self) -> str | None:
+        return self.model_version.name if self.model_version is not None else None
+
+    @property
+    def version(self) -> str | None:
+        return str(self.model_version.version) if self.model_version is not None else None
+
+    @property
+    def model_id(self) -> str | None:
+        """The MLflow 3 logged-model id behind the version (for linking metrics), if any."""
+        if self.model_version is None:
+            return None
+        if self.model_version.model_id:
+            return str(self.model_version.model_id)
+        source = self.model_version.source or ""
+        return source.removeprefix("models:/") if source.startswith("models:/m-") else None
+
+    def input_domain(self) -> dict[str, tuple[float, float]] | None:
+        """The input domain declared with the model (``certgate.input_domain``), if any."""
+        declared = self.metadata.get(METADATA_INPUT_DOMAIN)
+        if declared is None:
+            return None
+        if not isinstance(declared, dict):
+            raise CertgateInputError(
+                f"model metadata {METADATA_INPUT_DOMAIN} must map input names to [low, high]"
+            )
+        domain = {}
+        for name, bounds in declared.items():
+            if not (isinstance(bounds, list | tuple) and len(bounds) == 2):
+                raise CertgateInputError(
+                    f"model metadata {METADATA_INPUT_DOMAIN}.{name}: expected [low, high]"
+                )
+            low, high = (float("-inf") if bounds[0] is None else float(bounds[0]),
+                         float("inf") if bounds[1] is None else float(bounds[1]))
+            domain[str(name)] = (low, high)
+        return domain
+
+
+def load_model(uri: str, registry: Registry | None, workdir: Path) -> LoadedModel:
+    """Resolve, download and convert the model ``uri`` names (see :mod:`registry_hooks.uris`).
+
+    Registry aliases are resolved to a version first, and that exact version is downloaded.
+    Raises :class:`CertgateInputError` subclasses naming the URI on every failure.
+    """
+    reference = parse_model_uri(uri)
+    if reference.kind == "local_file":
+        from verifier.convert import load_network
+
+        assert reference.path is not None
+        with unreadable_model(uri):
+            network = load_network(reference.path)
+        return LoadedModel(uri, network, "file", reference.path.suffix.lstrip(".").lower())
+    if reference.kind == "local_mlflow_dir":
+        assert reference.path is not None
+        return load_mlflow_dir(reference.path, uri)
+    if registry is None:
+        raise RegistryError(f"{uri} needs a tracking server or store; none is configured")
+    version = resolve_version(registry, reference) if reference.in_registry else None
+    download_uri = registered_uri(version.name, version.version) if version else uri
+    local = download(download_uri, workdir / "model", f"cannot download model {uri}")
+    loaded = load_mlflow_dir(local, uri)
+    loaded.model_version = version
+    return loaded
+
+
+def download(artifact_uri: str, destination: Path, action: str) -> Path:
+    """Download an MLflow artifact (file or directory) below ``destination``."""
+    destination.mkdir(parents=True, exist_ok=True)
+    with registry_errors(action):
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=artifact_uri,
+                                                        dst_path=str(destination)))
+
+
+def load_mlflow_dir(path: Path, uri: str) -> LoadedModel:
+    """Convert the MLflow model stored in directory ``path`` (pytorch or onnx flavour)."""
+    mlmodel = path / "MLmodel"
+    if not mlmodel.is_file():
+        raise CertgateInputError(f"{uri}: no MLmodel file in {path}; not an MLflow model")
+    with unreadable_model(uri):
+        model = Model.load(str(mlmodel))
+    metadata = dict(model.metadata or {})
+    input_names, output_names = _names(model, metadata)
+    if "pytorch" in model.flavors:
+        from verifier.convert import from_torch
+
+        with registry_errors(f"cannot load the PyTorch model {uri}"), unreadable_model(uri):
+            module = mlflow.pytorch.load_model(str(path))
+        serialization = "pt2" if any((path / "data").glob("*.pt2")) else "pickle"
+        if serialization == "pickle":
+            module.eval()
+        network = from_torch(module)
+        flavor = "pytorch"
+    elif "onnx" in model.flavors:
+        from verifier.convert import from_onnx
+
+        with registry_errors(f"cannot load the ONNX model {uri}"), unreadable_model(uri):
+            proto = mlflow.onnx.load_model(str(path))
+        network = from_onnx(proto)
+        flavor = serialization = "onnx"
+    else:
+        raise CertgateInputError(
+            f"{uri}: flavours {', '.join(sorted(model.flavors))} cannot be audited; log the "
+            "model with the pytorch or onnx flavour"
+        )
+    network = _renamed(network, input_names, output_names, uri)
+    return LoadedModel(uri, network, flavor, serialization, metadata, path)
+
+
+@contextmanager
+def unreadable_model(uri: str) -> Iterator[None]:
+    """Re-raise any failure to read a stored model's files (truncated or corrupt weights,
+    a pickle of a class that no longer exists) as one :class:`CertgateInputError` line."""
+    try:
+        yield
+    except (CertgateInputError, RegistryError):
+        raise
+    except Exception as error:  # every reader fails differently on bad bytes
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise CertgateInputError(
+            f"cannot read the model files of {uri}: {type(error).__name__}: {first}"
+        ) from error
+
+
+def _names(model: Model, metadata: dict[str, Any]) -> tuple[list[str] | None, list[str] | None]:
+    inputs = metadata.get(METADATA_INPUT_NAMES)
+    outputs = metadata.get(METADATA_OUTPUT_NAMES)
+    signature = model.signature
+    if signature is not None and not signature.inputs.is_tensor_spec() \
+            and signature.inputs.has_input_names():
+        signed = [str(name) for name in signature.inputs.input_names()]
+        if inputs is not None and list(map(str, inputs)) != signed:
+            raise CertgateInputError(
+                f"the model's {METADATA_INPUT_NAMES} metadata ({', '.join(map(str, inputs))}) "
+                f"disagrees with its MLflow signature ({', '.join(signed)})"
+            )
+        inputs = signed
+    return (list(map(str, inputs)) if inputs else None,
+            list(map(str, outputs)) if outputs else None)
+
+
+def _renamed(network: Network, inputs: list[str] | None, outputs: list[str] | None,
+             uri: str) -> Network:
+    try:
+        return Network(network.layers, inputs or list(network.input_names),
+                       outputs or list(network.output_names))
+    except NetworkError as error:
+        raise NetworkError(f"{uri}: the names recorded with the model do not fit: {error}") \
+            from error
+
+
+def population_source(loaded: LoadedModel, population_uri: str | None) -> str:
+    """Where the population model will be read from (for messages and run parameters)."""
+    if population_uri:
+        return population_uri
+    return f"{loaded.uri} ({_shipped_path(loaded)})"
+
+
+def _shipped_path(loaded: LoadedModel) -> str:
+    return str(loaded.metadata.get(METADATA_POPULATION, f"extra_files/{POPULATION_FILE}"))
+
+
+def population_file(loaded: LoadedModel, population_uri: str | None, workdir: Path) -> Path:
+    """The local JSON file of the population model to use (see the module docstring)."""
+    if population_uri:
+        return _explicit_population(population_uri, workdir)
+    if loaded.local_dir is None:
+        raise CertgateInputError(
+            f"{loaded.uri} is a plain network file and carries no population model; set "
+            "model.population_uri in the configuration"
+        )
+    shipped = loaded.local_dir / _shipped_path(loaded)
+    if not shipped.is_file():
+        raise CertgateInputError(
+            f"{loaded.uri} ships no population model ({_shipped_path(loaded)} is missing); log "
+            "it with registry_hooks.log_model_with_population or set model.population_uri"
+        )
+    return shipped
+
+
+def _explicit_population(uri: str, workdir: Path) -> Path:
+    local = Path(uri.removeprefix("file://"))
+    if local.is_file():
+        return local
+    if ":/" not in uri:
+        raise CertgateInputError(f"population model not found: {uri}")
+    fetched = download(uri, workdir / "population", f"cannot download population model {uri}")
+    if fetched.is_dir():
+        candidates = [fetched / POPULATION_FILE, fetched / "extra_files" / POPULATION_FILE]
+        found = next((candidate for candidate in candidates if candidate.is_file()), None)
+        if found is None:
+            what = "model" if uri.startswith("models:/") else "directory"
+            raise CertgateInputError(f"population model {uri}: the {what} holds no "
+                                     f"{POPULATION_FILE}")
+        return found
+    return fetched
+
+
+def load_population_model(loaded: LoadedModel, population_uri: str | None,
+                          workdir: Path) -> tuple[Any, str]:
+    """The population model for ``loaded`` and a description of where it came from (see
+    :func:`fetch_population` for its file and hash too)."""
+    artifact = fetch_population(loaded, population_uri, workdir)
+    return artifact.model, artifact.source
+
+
+@dataclass(frozen=True)
+class PopulationArtifact:
+    """The population model an audit uses: the loaded model, the local file it was read from,
+    where that came from (for messages and run parameters) and the file's sha256 (recorded in
+    every certificate, so the exact population can be checked against the logged artifact)."""
+
+    model: Any
+    path: Path
+    source: str
+    sha256: str
+
+
+def fetch_population(loaded: LoadedModel, population_uri: str | None,
+                     workdir: Path) -> PopulationArtifact:
+    """The population model for ``loaded`` (see the module docstring), with its provenance."""
+    from verifier.population import load_population
+
+    path = population_file(loaded, population_uri, workdir)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return PopulationArtifact(load_population(path), path,
+                              population_source(loaded, population_uri), digest)
+
+
+EXAMPLE_ROWS = 5
+
+
+def pinned_requirements(flavor: Literal["pytorch", "onnx"]) -> list[str]:
+    """``pip_requirements`` for a logged model: the installed versions, local labels dropped."""
+    requirements = [f"mlflow=={mlflow.__version__}"]
+    if flavor == "pytorch":
+        import torch
+
+        requirements.append(f"torch=={torch.__version__.split('+')[0]}")
+    else:
+        import onnx
+
+        requirements.append(f"onnx=={onnx.__version__}")
+        try:
+            import onnxruntime
+        except ImportError:
+            return requirements
+        requirements.append(f"onnxruntime=={onnxruntime.__version__}")
+    return requirements
+
+
+def _population_json(population: Any, directory: Path) -> tuple[Path, Any]:
+    """Write (or copy) the population model to ``directory/population_model.json``; return the
+    path and the loaded model."""
+    from verifier.population import load_population, save_population
+
+    target = directory / POPULATION_FILE
+    if isinstance(population, str | Path):
+        source = Path(population)
+        if not source.is_file():
+            raise CertgateInputError(f"population model file not found: {source}")
+        model = load_population(source)
+    else:
+        model = population
+    save_population(model, target)
+    return target, model
+
+
+def log_model_with_population(
+    model: Any,
+    population: Any,
+    *,
+    registered_model_name: str | None = None,
+    name: str = "model",
+    serialization_format: Literal["pt2", "pickle"] = "pt2",
+    input_example: np.ndarray | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    input_domain: Mapping[str, tuple[float | None, float | None]] | None = None,
+    alias: str | None = None,
+    registry: Registry | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> ModelInfo:
+    """Log ``model`` (a ``torch.nn.Module`` or an ``onnx.ModelProto``) with ``population`` (a
+    population model or the path of its JSON) and optionally register it and set ``alias``.
+
+    ``input_names`` default to the population model's columns; ``input_example`` (required by
+    the ``pt2`` format) defaults to rows sampled from the population model (seed 0). Logs into
+    the active run if there is one. Returns MLflow's ``ModelInfo``.
+    """
+    import onnx
+    import torch
+
+    if alias is not None and (registered_model_name is None or registry is None):
+        raise CertgateInputError("setting an alias needs registered_model_name and a registry")
+    with tempfile.TemporaryDirectory(prefix="certgate-log-") as scratch:
+        population_path, population_model = _population_json(population, Path(scratch))
+        names = list(input_names) if input_names is not None else list(population_model.columns)
+        metadata: dict[str, Any] = {METADATA_POPULATION: f"extra_files/{POPULATION_FILE}"}
+        metadata[METADATA_INPUT_NAMES] = names
+        if output_names is not None:
+            metadata[METADATA_OUTPUT_NAMES] = list(output_names)
+        if input_domain is not None:
+            metadata[METADATA_INPUT_DOMAIN] = {k: list(v) for k, v in input_domain.items()}
+        if input_example is None:
+            input_example = population_model.sample(EXAMPLE_ROWS, 0)
+        common: dict[str, Any] = {
+            "name": name,
+            "input_example": np.asarray(input_example, dtype=np.float32),
+            "extra_files": [str(population_path)],
+            "metadata": metadata,
+            "registered_model_name": registered_model_name,
+        }
+        with registry_errors(f"cannot log model {registered_model_name or name}"):
+            if isinstance(model, torch.nn.Module):
+                info = mlflow.pytorch.log_model(
+                    model.eval(), serialization_format=serialization_format,
+                    pip_requirements=pinned_requirements("pytorch"), **common,
+                )
+            elif isinstance(model, onnx.ModelProto):
+                info = mlflow.onnx.log_model(
+                    model, pip_requirements=pinned_requirements("onnx"), **common
+                )
+            else:
+                raise CertgateInputError(
+                    f"cannot log a {type(model).__name__}: expected a torch.nn.Module or an "
+                    "onnx.ModelProto"
+                )
+    version = info.registered_model_version
+    if registered_model_name is not None and version is not None and registry is not None:
+        if tags:
+            with registry_errors(f"cannot tag {registered_model_name} version {version}"):
+                for key, value in tags.items():
+                    registry.client.set_model_version_tag(registered_model_name, str(version),
+                                                          key, value)
+        if alias is not None:
+            move_alias(registry, registered_model_name, alias, str(version))
+    return info
+
+
+VARIANT_ARTIFACT_NAME = "model"
+
+
+def variant_signature(input_names: Sequence[str] | None, input_size: int,
+                      output_columns: Sequence[str]) -> Any:
+    """The self-correcting variant's signature: named double columns in (MLflow then binds a
+    posted DataFrame's columns by name, in any order) when ``input_names`` are given, a float64
+    tensor of ``input_size`` columns for a source without names; the corrected logits, the ⊥
+    flag and the class out."""
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema, TensorSpec
+
+    from registry_hooks import selfcorrect_pyfunc
+
+    if input_names is None:
+        inputs = Schema([TensorSpec(np.dtype(np.float64), (-1, input_size))])
+    else:
+        inputs = Schema([ColSpec("double", name) for name in input_names])
+    outputs = Schema([*(ColSpec("double", column) for column in output_columns),
+                      ColSpec("boolean", selfcorrect_pyfunc.BOTTOM_COLUMN),
+                      ColSpec("long", selfcorrect_pyfunc.PREDICTED_COLUMN)])
+    return ModelSignature(inputs=inputs, outputs=outputs)
+
+
+def log_self_correcting_variant(
+    name: str, artifacts: Mapping[str, str], *, input_names: Sequence[str],
+    named_inputs: Sequence[str] | None, output_columns: Sequence[str], input_example: Any,
+    metadata: Mapping[str, Any], tags: Mapping[str, str], requirements: Sequence[str],
+) -> str:
+    """Log the self-correcting variant (pyfunc model code
+    :mod:`registry_hooks.selfcorrect_pyfunc` with ``artifacts``) and register it as a new
+    version of ``name`` carrying ``tags`` from its creation; returns the version.
+    ``named_inputs`` (``None`` for a source without input names) shape the signature
+    (:func:`variant_signature`); ``requirements`` come on top of MLflow's and torch's pins."""
+    from registry_hooks import selfcorrect_pyfunc
+
+    with registry_errors(f"cannot register the self-correcting variant as {name}"):
+        info = mlflow.pyfunc.log_model(
+            name=VARIANT_ARTIFACT_NAME,
+            python_model=selfcorrect_pyfunc.__file__,
+            artifacts=dict(artifacts),
+            model_config={"input_names": list(input_names),
+                          "output_columns": list(output_columns)},
+            signature=variant_signature(named_inputs, len(input_names), output_columns),
+            input_example=input_example,
+            pip_requirements=[*pinned_requirements("pytorch"), *requirements],
+            metadata=dict(metadata),
+        )
+        registered = mlflow.register_model(info.model_uri, name, tags=dict(tags))
+    return str(registered.version)

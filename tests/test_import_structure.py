@@ -1,0 +1,115 @@
+"""The dependency rules of the code base, read from the source (every import, function-level
+ones included; ``if TYPE_CHECKING:`` blocks left out): ``verifier`` imports nothing of ours
+outside itself and never MLflow; ``registry_hooks`` never imports ``pipeline_steps``;
+``pipeline_steps`` never imports MLflow (it goes through ``registry_hooks``); and no module
+imports itself through a circle of others."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("verifier", "registry_hooks", "pipeline_steps", "configs")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module ``path`` imports (absolute names; ``from a import b`` counts ``a`` and
+    ``a.b``)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(path): path for package in PACKAGES
+               for path in (ROOT / package).rglob("*.py")}
+    return {name: {target for target in imports_of(path) if target in modules and
+                   target != name}
+            for name, path in modules.items()}
+
+
+def strongly_connected(edges: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's strongly connected components with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in edges.get(node, ()):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    return components
+
+
+def package_edges(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Edges between modules, without the edge from a module to the package it belongs to (a
+    submodule's import of its own package's ``__init__`` runs after that ``__init__``)."""
+    return {name: {target for target in targets if not name.startswith(f"{target}.")}
+            for name, targets in edges.items()}
+
+
+def test_no_import_circles() -> None:
+    assert strongly_connected(package_edges(graph())) == []
+
+
+def test_dependency_direction_and_the_mlflow_boundary() -> None:
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            imported = imports_of(path)
+            ours = {target.split(".")[0] for target in imported} & set(PACKAGES)
+            uses_mlflow = any(target.split(".")[0] == "mlflow" for target in imported)
+            where = path.relative_to(ROOT)
+            if package == "verifier":
+                assert ours <= {"verifier"} and not uses_mlflow, where
+            if package == "registry_hooks":
+                assert "pipeline_steps" not in ours and "configs" not in ours, where
+            if package == "pipeline_steps":
+                assert not uses_mlflow, where

@@ -1,0 +1,135 @@
+"""Binding a network's inputs to a population model's columns, explicitly and by name.
+
+A network reads a vector; a population model describes named columns. Which column feeds which
+input must come from the *model* (names recorded with it: an MLflow signature, certgate
+metadata, ONNX metadata, a named JSON network) or from the *user* (``model.input_names`` in a
+configuration, ``--input-names`` on the command line), never from the population model: a
+population whose columns happen to be in another order would otherwise be certified against
+the wrong inputs and the certificate would be wrong.
+
+:func:`bind` applies the rules:
+
+* the model's names are *anonymous* when they are only positions (``x0, x1, …``, the IR's
+  default, or ``<tensor>[0], <tensor>[1], …``, what an ONNX graph's single input tensor gives);
+* names given by the user must agree with the model's real names, if it has any (an error
+  names both lists);
+* an anonymous model without given names is refused, with one line that says how to name it;
+* the population model must then have exactly these columns: in the same order, or in another
+  order when its distribution addresses columns by name (then it is re-ordered to the
+  network's inputs: ``column_order``); a missing or unknown column is an error naming both.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from verifier.errors import CertgateInputError
+from verifier.network import Network
+
+_INDEXED = re.compile(r"^(?P<tensor>.*)\[(?P<index>\d+)\]$")
+
+
+class BindingError(CertgateInputError):
+    """The network's inputs cannot be bound to the population model's columns."""
+
+
+def anonymous_inputs(network: Network) -> bool:
+    """True when the network's input names carry no meaning beyond their position."""
+    names = list(network.input_names)
+    if names == [f"x{index}" for index in range(len(names))]:
+        return True
+    matches = [_INDEXED.match(name) for name in names]
+    if len(names) < 2 or not all(matches):
+        return False
+    tensors = {match.group("tensor") for match in matches if match}
+    indices = [int(match.group("index")) for match in matches if match]
+    return len(tensors) == 1 and indices == list(range(len(names)))
+
+
+def parse_input_names(text: str | Sequence[str] | None) -> list[str] | None:
+    """Names from ``--input-names a,b,c`` (or a list); ``None`` stays ``None``."""
+    if text is None:
+        return None
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    names = [str(part).strip() for part in parts]
+    if not names or any(not name for name in names):
+        raise BindingError(f"input names {text!r}: expected comma-separated non-empty names")
+    if len(set(names)) != len(names):
+        doubled = sorted({name for name in names if names.count(name) > 1})
+        raise BindingError(f"input names list {', '.join(doubled)} more than once")
+    return names
+
+
+def _shown(names: Sequence[str]) -> str:
+    return ", ".join(names)
+
+
+def bound_names(network: Network, given: Sequence[str] | None, where: str) -> list[str]:
+    """The network's input names after binding (see the module docstring); ``where`` names the
+    model in messages (its path or URI)."""
+    own = None if anonymous_inputs(network) else list(network.input_names)
+    if given is not None:
+        names = list(given)
+        if len(names) != network.input_size:
+            raise BindingError(
+                f"{where}: {len(names)} input names given ({_shown(names)}) but the network has "
+                f"{network.input_size} inputs"
+            )
+        if own is not None and own != names:
+            raise BindingError(
+                f"{where}: the input names given ({_shown(names)}) disagree with the names "
+                f"recorded with the model ({_shown(own)})"
+            )
+        return names
+    if own is None:
+        raise BindingError(
+            f"{where}: the model records no input names (its {network.input_size} inputs are "
+            f"only positions: {_shown(network.input_names)}); give them in the network's input "
+            "order with model.input_names in the configuration or --input-names a,b,c"
+        )
+    return own
+
+
+def bind(network: Network, population: Any, given: Sequence[str] | None,
+         where: str) -> tuple[Network, Any]:
+    """The network with its bound input names and the population model with its columns in
+    the network's input order; raises :class:`BindingError` (see the module docstring)."""
+    columns = list(population.columns)
+    if len(columns) != network.input_size:
+        raise BindingError(
+            f"{where}: the population model has {len(columns)} columns ({_shown(columns)}) but "
+            f"the network has {network.input_size} inputs"
+        )
+    names = bound_names(network, given, where)
+    if names != list(network.input_names):
+        network = Network(network.layers, names, list(network.output_names))
+    return network, ordered_population(population, names, where)
+
+
+def ordered_population(population: Any, names: Sequence[str], where: str) -> Any:
+    """``population`` with its columns in the order ``names``; raises :class:`BindingError`
+    unless it has exactly these columns."""
+    names = list(names)
+    columns = list(population.columns)
+    if columns == names:
+        return population
+    missing = [name for name in names if name not in columns]
+    unknown = [column for column in columns if column not in names]
+    if missing or unknown or len(columns) != len(names):
+        raise BindingError(
+            f"{where}: the population model's columns ({_shown(columns)}) are not the model's "
+            f"inputs ({_shown(names)}): inputs missing from the population model "
+            f"[{_shown(missing)}], population columns the model does not read "
+            f"[{_shown(unknown)}]"
+        )
+    if population.distribution.column_names() is None:
+        raise BindingError(
+            f"{where}: the population model's columns ({_shown(columns)}) are in another order "
+            f"than the model's inputs ({_shown(names)}) and its distribution addresses columns "
+            "by position; set column_order in the population model"
+        )
+    from verifier.population import population_from_json
+
+    return population_from_json({**population.to_json(), "column_order": names})

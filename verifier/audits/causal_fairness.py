@@ -1,0 +1,203 @@
+"""Causal fairness (input partitioning, :mod:`verifier.causal`): settings, runner and verdict
+in one place. A thin layer over :class:`verifier.causal.CausalSettings`: the settings below
+name the question (sensitive inputs, query, measure, threshold) and the engine's budget
+(:func:`engine_settings` maps them onto the engine's own settings, in one place).
+
+Inputs are addressed by ``network.input_names``; every input must range over ``[0, 1]``, so
+the population model's support must lie in the unit cube. The population model is always
+passed on, so the certificate carries ``biased_share`` (uniform on the query) and
+``biased_share_population`` (``P(biased | query)``); ``measure`` chooses which one the gate
+reads. Without configured ``onehot_groups`` the population model's one-hot groups
+(categorical features) that contain no sensitive input are used, so one-hot columns are never
+taken for continuous ones. The verdict is the requirement judged on the chosen bound
+(:func:`verifier.audits.requirement.judged_verdict`); the engine's own verdict
+(``fair``/``biased``/``unknown``) is kept as ``details["causal_verdict"]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from verifier.audits.population_fit import check_population_fits
+from verifier.audits.requirement import (
+    NAME_PATTERN,
+    Requirement,
+    StrictSettings,
+    effective_timeout,
+    judged_verdict,
+)
+from verifier.certificate import Certificate
+from verifier.errors import CertgateInputError
+from verifier.network import Network
+
+KIND = "causal_fairness"
+
+
+class CausalFairnessSettings(StrictSettings):
+    """Causal fairness (input partitioning, :mod:`verifier.causal`): a non-sensitive point is
+    *biased* when two values of the ``sensitive`` input(s) give it two different classes.
+
+    Every network input is taken to range over ``[0, 1]`` (min-max scaled), so the population
+    model's support must lie in the unit cube. ``sensitive`` names one continuous input
+    (``sensitive_kind: continuous``, its range cut into cells at ``split_values``, default
+    0.5) or the inputs of a one-hot group (``one_hot``). ``onehot_groups`` lists the
+    non-sensitive one-hot groups by input name (``null``: the population model's categorical
+    features); ``query`` restricts the question to a box (``name: [low, high]``; unnamed
+    inputs range over ``[0, 1]``). ``lower_edge`` (L) is the smallest partition edge before
+    a partition is excluded, ``max_unstable`` (U) the most unstable ReLUs handed to the exact
+    MILP check; ``timeout_s`` is the time budget and ``target_width`` stops refining once the
+    uniform biased-share interval is that narrow.
+
+    The gate reads the biased share of the query under ``measure`` — ``uniform``: the share
+    of the query's volume (``biased_share``); ``population``: ``P(biased | query)`` under the
+    population model (``biased_share_population``) — and passes when its certified *upper*
+    bound is strictly below ``max_biased_share`` (in ``(0, 1]``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    kind: Literal["causal_fairness"]
+    name: str = Field(default="causal_fairness", pattern=NAME_PATTERN)
+    sensitive: list[str] = Field(min_length=1)
+    sensitive_kind: Literal["continuous", "one_hot"] = "continuous"
+    split_values: list[float] | None = None
+    onehot_groups: list[Annotated[list[str], Field(min_length=2)]] | None = None
+    query: dict[str, tuple[float, float]] | None = None
+    lower_edge: float = Field(default=0.0, ge=0)
+    max_unstable: int = Field(default=8, ge=0)
+    timeout_s: float = Field(default=60.0, gt=0)
+    target_width: float = Field(default=0.005, ge=0)
+    measure: Literal["uniform", "population"] = "uniform"
+    max_biased_share: float
+
+    @field_validator("split_values")
+    @classmethod
+    def _splits_inside(cls, values: list[float] | None) -> list[float] | None:
+        for value in values or []:
+            if not 0.0 < value < 1.0:
+                raise ValueError(f"every split value must lie in (0, 1), got {value}")
+        return values
+
+    @field_validator("query")
+    @classmethod
+    def _query_intervals(cls, query: dict[str, tuple[float, float]] | None
+                         ) -> dict[str, tuple[float, float]] | None:
+        for input_name, (low, high) in (query or {}).items():
+            if low > high:
+                raise ValueError(f"the query interval of {input_name!r} is empty: "
+                                 f"[{low}, {high}]")
+        return query
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CausalFairnessSettings:
+        if len(set(self.sensitive)) != len(self.sensitive):
+            raise ValueError(f"sensitive lists an input twice: {self.sensitive}")
+        if self.sensitive_kind == "continuous" and len(self.sensitive) != 1:
+            raise ValueError("a continuous sensitive feature is exactly one input; use "
+                             "sensitive_kind: one_hot for a one-hot group")
+        if self.sensitive_kind == "one_hot" and len(self.sensitive) < 2:
+            raise ValueError("a one_hot sensitive feature needs at least two inputs")
+        if self.sensitive_kind == "one_hot" and self.split_values is not None:
+            raise ValueError("split_values only apply to a continuous sensitive input")
+        if not 0.0 < self.max_biased_share <= 1.0:
+            raise ValueError(
+                f"max_biased_share must lie in (0, 1], got {self.max_biased_share} (the gate "
+                "passes only when the certified upper bound is strictly below it)"
+            )
+        return self
+
+    def referenced_inputs(self) -> tuple[str, ...]:
+        """Input names this audit reads (checked against the model before anything runs)."""
+        grouped = [name for group in self.onehot_groups or [] for name in group]
+        return (*self.sensitive, *grouped, *(self.query or {}))
+
+    @property
+    def requirement(self) -> Requirement:
+        quantity = "biased_share" if self.measure == "uniform" else "biased_share_population"
+        return Requirement(quantity=quantity, label=quantity, comparison="<",
+                           threshold=self.max_biased_share)
+
+
+def engine_settings(settings: CausalFairnessSettings, budget: float | None = None,
+                    **engine: Any) -> Any:
+    """The :class:`verifier.causal.CausalSettings` of ``settings`` (``engine``: further
+    engine-only options, e.g. ``chunk_size``)."""
+    from verifier.causal import CausalSettings
+
+    return CausalSettings(min_edge=settings.lower_edge, max_unstable=settings.max_unstable,
+                          timeout_s=effective_timeout(settings.timeout_s, budget),
+                          target_width=settings.target_width, **engine)
+
+
+def _require_unit_cube(network: Network, population: Any) -> None:
+    """Raise unless the population's support lies in ``[0, 1]`` on every input."""
+    low, high = (np.asarray(end, dtype=np.float64) for end in population.support())
+    outside = np.flatnonzero((low < 0.0) | (high > 1.0))
+    if outside.size:
+        column = int(outside[0])
+        raise CertgateInputError(
+            f"causal fairness needs every input scaled to [0, 1], but the population's "
+            f"support of {network.input_names[column]!r} is [{low[column]:g}, {high[column]:g}]"
+        )
+
+
+def _onehot_groups(settings: CausalFairnessSettings, network: Network,
+                   population: Any) -> list[list[str]]:
+    """The configured non-sensitive one-hot groups, or (``null``) the population model's
+    one-hot groups that do not contain a sensitive input."""
+    if settings.onehot_groups is not None:
+        return [list(group) for group in settings.onehot_groups]
+    if population is None:
+        return []
+    names = list(network.input_names)
+    groups = [[names[index] for index in group] for group in population.onehot_groups()]
+    return [group for group in groups if not set(group) & set(settings.sensitive)]
+
+
+def run(settings: CausalFairnessSettings, network: Network, population: Any,
+        budget: float | None = None, progress: Any = None, executor: Any = None,
+        **engine: Any) -> Certificate:
+    """The causal-fairness certificate of ``network`` (see the module docstring): bounds
+    ``biased_share`` and, with a population model, ``biased_share_population``. ``progress``
+    is accepted for the common signature and not called (the engine reports no anytime
+    bounds); ``executor`` runs the partitions (default in-process)."""
+    from verifier.causal import build_problem, certify_causal_fairness
+
+    if population is None and settings.measure == "population":
+        raise CertgateInputError("measure: population needs a population model")
+    if population is not None:
+        check_population_fits(network, population)
+        _require_unit_cube(network, population)
+    problem = build_problem(
+        network, list(settings.sensitive), sensitive_kind=settings.sensitive_kind,
+        split_values=settings.split_values,
+        onehot_groups=_onehot_groups(settings, network, population),
+        query={name: (low, high) for name, (low, high) in (settings.query or {}).items()},
+    )
+    causal = engine_settings(settings, budget, **engine)
+    certificate = certify_causal_fairness(problem, causal, executor, population=population)
+    return judged(settings, certificate)
+
+
+def judged(settings: CausalFairnessSettings, certificate: Certificate) -> Certificate:
+    """The engine's certificate with the audit's verdict (the requirement on the chosen
+    bound); the engine's verdict is kept as ``details["causal_verdict"]``."""
+    requirement = settings.requirement
+    low, high = certificate.bounds[requirement.quantity]
+    return replace(
+        certificate,
+        audit=settings.kind,
+        verdict=judged_verdict(requirement, low, high),
+        details={
+            "expression": (f"share of the query whose class depends on "
+                           f"{', '.join(settings.sensitive)} ({settings.measure} measure)"),
+            "comparison": requirement.comparison,
+            "threshold": requirement.threshold,
+            "causal_verdict": certificate.verdict,
+            **certificate.details,
+        },
+    )

@@ -1,0 +1,155 @@
+"""Demographic parity, certified by PV: settings, runner and verdict in one place.
+
+Ratio form: ``P[class = fav | protected ≠ privileged] / P[class = fav | protected =
+privileged] > gamma``; difference form: ``|difference| < gamma``. The certificate's
+``bounds["value"]`` encloses the ratio (or difference), ``bounds["p_unprivileged"]`` and
+``bounds["p_privileged"]`` the two conditional probabilities. The verdict is PV's decision of
+the same comparison the gate reads (:attr:`DemographicParitySettings.requirement`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from verifier.audits.population_fit import check_population_fits
+from verifier.audits.probability import run_specification
+from verifier.audits.requirement import (
+    NAME_PATTERN,
+    Requirement,
+    StrictSettings,
+    effective_timeout,
+)
+from verifier.certificate import Certificate
+from verifier.errors import CertgateInputError
+from verifier.network import Network
+from verifier.pv import PVProgress, PVSettings
+from verifier.spec import Names, demographic_parity
+
+KIND = "demographic_parity"
+
+
+class DemographicParitySettings(StrictSettings):
+    """Demographic parity of ``favorable_class`` between ``protected == privileged`` and the rest.
+
+    ``form: ratio`` certifies ``P[fav | unprivileged] / P[fav | privileged]`` and passes when
+    its certified lower bound exceeds ``gamma`` (γ in (0, 1], e.g. the 80 % rule).
+    ``form: difference`` certifies ``|P[fav | unprivileged] − P[fav | privileged]|`` and passes
+    when its certified upper bound is below ``gamma`` (γ in (0, 1)). ``qualified`` conditions
+    every probability on an event over the inputs (e.g. ``"x.income >= 30000"``).
+    ``timeout_s`` bounds the search (``null``: no limit); ``precision`` stops it once the
+    interval is that narrow.
+    """
+
+    kind: Literal["demographic_parity"]
+    name: str = Field(default="demographic_parity", pattern=NAME_PATTERN)
+    protected: str = Field(min_length=1)
+    privileged: float
+    favorable_class: int = Field(ge=0)
+    gamma: float
+    qualified: str | None = None
+    form: Literal["ratio", "difference"] = "ratio"
+    timeout_s: float | None = Field(default=60.0, gt=0)
+    precision: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _gamma_in_range(self) -> DemographicParitySettings:
+        if self.form == "ratio" and not 0.0 < self.gamma <= 1.0:
+            raise ValueError(f"gamma must lie in (0, 1] for the ratio form, got {self.gamma}")
+        if self.form == "difference" and not 0.0 < self.gamma < 1.0:
+            raise ValueError(f"gamma must lie in (0, 1) for the difference form, got {self.gamma}")
+        return self
+
+    def referenced_inputs(self) -> tuple[str, ...]:
+        """Input names this audit reads (checked against the model before anything runs)."""
+        return (self.protected,)
+
+    @property
+    def requirement(self) -> Requirement:
+        if self.form == "ratio":
+            return Requirement(quantity="value", label="ratio", comparison=">",
+                               threshold=self.gamma)
+        return Requirement(quantity="value", label="difference", comparison="<",
+                           threshold=self.gamma)
+
+
+def run(settings: DemographicParitySettings, network: Network, population: Any,
+        budget: float | None = None, progress: Callable[[PVProgress], None] | None = None,
+        engine: PVSettings | None = None) -> Certificate:
+    """The demographic-parity certificate (see the module docstring). ``budget`` (seconds)
+    tightens ``settings.timeout_s``; ``engine`` tunes PV (batch size, split rule, bound
+    method; its time limit and precision are replaced by the settings')."""
+    names = check_population_fits(network, population)
+    if settings.protected not in names.inputs:
+        raise CertgateInputError(
+            f"protected feature {settings.protected!r} is not a column of the population "
+            f"model; columns: {', '.join(names.inputs)}"
+        )
+    spec = demographic_parity(
+        names, protected=settings.protected, privileged=settings.privileged,
+        favorable_class=settings.favorable_class, gamma=settings.gamma,
+        qualified=settings.qualified, form=settings.form,
+    )
+    _require_mass(population, names, settings.protected, settings.privileged)
+    base = engine or PVSettings()
+    pv = PVSettings(timeout_s=effective_timeout(settings.timeout_s, budget),
+                    precision=settings.precision, batch_size=base.batch_size,
+                    method=base.method, split=base.split)
+    certificate = run_specification(network, population, spec, pv, progress)
+    if settings.form == "ratio":
+        _mark_undefined_ratio(certificate, settings.favorable_class)
+    return certificate
+
+
+def demographic_parity_audit(
+    network: Network, population: Any, *, protected: str, privileged: float,
+    favorable_class: int, gamma: float, qualified: str | None = None,
+    form: Literal["ratio", "difference"] = "ratio", timeout_s: float | None = 60.0,
+    precision: float | None = None, progress: Callable[[PVProgress], None] | None = None,
+    settings: PVSettings | None = None,
+) -> Certificate:
+    """Keyword form of :func:`run` (``settings``: PV engine settings, whose ``timeout_s`` and
+    ``precision`` then apply)."""
+    if settings is not None:
+        timeout_s, precision = settings.timeout_s, settings.precision
+    audit = DemographicParitySettings(
+        kind=KIND, protected=protected, privileged=privileged, favorable_class=favorable_class,
+        gamma=gamma, qualified=qualified, form=form, timeout_s=timeout_s, precision=precision,
+    )
+    return run(audit, network, population, progress=progress, engine=settings)
+
+
+def _require_mass(population: Any, names: Names, protected: str, privileged: float) -> None:
+    """Both groups must have positive probability, or the ratio is undefined."""
+    column = names.inputs.index(protected)
+    lower, upper = population.support()
+    lo, hi = lower.copy(), upper.copy()
+    lo[column] = hi[column] = privileged
+    mass = float(population.prob_boxes(lo[None, :], hi[None, :])[0])
+    if mass <= 0.0:
+        raise CertgateInputError(
+            f"the population model gives {protected} = {privileged} probability 0: it does not "
+            f"cover the privileged group"
+        )
+    if mass >= 1.0:
+        raise CertgateInputError(
+            f"the population model gives {protected} = {privileged} probability 1: it does not "
+            f"cover any unprivileged group"
+        )
+
+
+def _mark_undefined_ratio(certificate: Certificate, favorable_class: int) -> None:
+    """Say so when an undecided ratio is unbounded because its denominator may vanish: the
+    certified interval of ``P[fav | privileged]`` reaches 0, where the ratio is undefined (the
+    model may never predict the favourable class for the privileged group). Proven verdicts
+    are left alone."""
+    low, high = certificate.bounds["p_privileged"]
+    if certificate.verdict != "unknown" or low > 0.0:
+        return
+    certificate.details["undefined"] = (
+        f"the ratio may be undefined: P[class {favorable_class} | privileged] is certified in "
+        f"[{low:.3g}, {high:.3g}], which includes 0 (the model may never predict class "
+        f"{favorable_class} for the privileged group)"
+    )

@@ -1,0 +1,160 @@
+"""What the exact-probability (WMI, :mod:`verifier.wmi`) audit kinds share: the settings base,
+the float allowance, the early-stop point and the one verdict rule.
+
+The probability is exact in real arithmetic but computed in float64 (LP vertices,
+triangulation, simplex quadrature). The certificate encloses it as
+``[max(0, p − a), min(1, p + a)]`` with the allowance ``a = WMI_FLOAT_ALLOWANCE``. The
+enumeration stops early once the violating mass alone shows ``P < min_probability − a``
+(``stop_at = 1 − min_probability + 2a``); the reported ``p`` is then only an upper bound (the
+violating mass found so far is a lower bound on the true one), so the certificate's interval
+is ``[0, min(1, p + a)]``, which lies below the threshold: the early stop only ever produces
+proven failures. The verdict is the requirement ``probability >= min_probability`` judged on
+that interval (:func:`verifier.audits.requirement.judged_verdict`) — for the command line
+and the pipeline alike.
+
+Time budget: the WMI engine of this version enumerates to completion and takes no time
+limit; a runner's ``budget`` is recorded in the certificate's settings (``budget_s``) and
+becomes the engine's limit where the engine accepts one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, field_validator
+
+from verifier.audits.requirement import Requirement, StrictSettings, judged_verdict
+from verifier.certificate import Certificate
+from verifier.errors import CertgateInputError
+from verifier.network import Network
+
+WMI_FLOAT_ALLOWANCE = 1e-6
+"""Absolute allowance between the float64 WMI probability and the exact one. The computed
+value is a ratio of sums of simplex integrals over cells whose vertices come from LPs; its
+rounding error grows with the number and conditioning of the cells and stays below 1e-12 on
+the closed-form tests. The allowance is a documented engineering margin, not a proven bound:
+it does not cover a cell an LP wrongly declares empty."""
+
+WMI_ALGORITHM = ("exact weighted model integration: region enumeration with HiGHS LPs, "
+                 "simplex quadrature")
+
+
+class ProbabilitySettings(StrictSettings):
+    """An exact-probability audit (weighted model integration, :mod:`verifier.wmi`) under the
+    population model.
+
+    The gate passes when the certified *lower* bound of the probability is at least
+    ``min_probability`` (``probability >= min_probability``). The probability is exact in real
+    arithmetic but computed in float64, so the certificate widens it by a documented float
+    allowance (:data:`verifier.audits.exact_probability.WMI_FLOAT_ALLOWANCE`): a threshold
+    within that allowance of the computed value stays undecided, and 1 can never be certified.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    min_probability: float
+
+    @field_validator("min_probability")
+    @classmethod
+    def _probability_below_one(cls, value: float) -> float:
+        if not 0.0 <= value < 1.0:
+            raise ValueError(
+                f"min_probability must lie in [0, 1), got {value} (a probability of exactly 1 "
+                "cannot be certified from floating-point integration)"
+            )
+        return value
+
+    def referenced_inputs(self) -> tuple[str, ...]:
+        """Input names this audit reads (checked against the model before anything runs)."""
+        return ()
+
+    @property
+    def requirement(self) -> Requirement:
+        return requirement_at_least(self.min_probability)
+
+
+def requirement_at_least(min_probability: float) -> Requirement:
+    """``probability >= min_probability``: the requirement of every exact-probability audit."""
+    return Requirement(quantity="probability", label="probability", comparison=">=",
+                       threshold=min_probability)
+
+
+def wmi_stop_at(min_probability: float) -> float | None:
+    """The violation share at which the enumeration may stop: ``1 − t + 2a`` (then
+    ``P <= t − 2a`` up to float, so ``P + a < t``), or ``None`` when that is not below 1."""
+    stop = 1.0 - min_probability + 2.0 * WMI_FLOAT_ALLOWANCE
+    return stop if stop < 1.0 else None
+
+
+def probability_interval(result: Any) -> tuple[float, float]:
+    """The certified interval of a :class:`verifier.wmi.WMIResult`'s probability (see the
+    module docstring)."""
+    computed = float(result.probability)
+    high = min(1.0, computed + WMI_FLOAT_ALLOWANCE)
+    low = 0.0 if result.stopped_early else max(0.0, computed - WMI_FLOAT_ALLOWANCE)
+    return low, high
+
+
+def probability_certificate(kind: str, requirement: Requirement, result: Any, expression: str,
+                            stop_at: float | None, budget: float | None = None,
+                            bound_method: str = "crown") -> Certificate:
+    """The certificate of a :class:`verifier.wmi.WMIResult` for an exact-probability audit:
+    ``bounds["probability"]`` from :func:`probability_interval`, verdict by
+    :func:`~verifier.audits.requirement.judged_verdict`."""
+    low, high = probability_interval(result)
+    computed = float(result.probability)
+    return Certificate(
+        audit=kind,
+        verdict=judged_verdict(requirement, low, high),
+        bounds={requirement.quantity: (low, high)},
+        details={
+            "expression": expression,
+            "comparison": requirement.comparison,
+            "threshold": requirement.threshold,
+            "computed_probability": computed,
+            "violation_probability": float(result.violation_probability),
+            "stopped_early": bool(result.stopped_early),
+            "stopped_by": ("early stop: the threshold cannot be reached"
+                           if result.stopped_early else "complete enumeration"),
+            "float_allowance": WMI_FLOAT_ALLOWANCE,
+            **result.extra,
+        },
+        settings={"stop_at": stop_at, "bound_method": bound_method, "budget_s": budget},
+        cost={"elapsed_s": float(result.elapsed_s), "regions": float(result.regions),
+              "integrals": float(result.integrals), "lps": float(result.lps)},
+        algorithm=WMI_ALGORITHM,
+    )
+
+
+def model_inputs(model: Any, population: Any, input_names: list[str] | None) -> list[str]:
+    """The input names of ``model`` (an IR network, or a scikit-learn model read in the
+    population's column order with ``input_names``) after checking the population model
+    exists and its columns are these inputs."""
+    from verifier.audits.population_fit import check_population_fits
+
+    if population is None:
+        raise CertgateInputError("this audit needs a population model")
+    if isinstance(model, Network):
+        check_population_fits(model, population)
+        return list(model.input_names)
+    if input_names is None:
+        raise CertgateInputError(
+            f"a {type(model).__name__} records no input names here; pass input_names (the "
+            "model's input order)"
+        )
+    names = list(input_names)
+    if names != list(population.columns):
+        raise CertgateInputError(
+            f"the population model's columns ({', '.join(population.columns)}) are not the "
+            f"model's inputs ({', '.join(names)}): bind them by name first"
+        )
+    return names
+
+
+def input_position(names: list[str], field: str, name: str) -> int:
+    """Position of the input ``name``; raises :class:`CertgateInputError` naming the field."""
+    if name not in names:
+        raise CertgateInputError(
+            f"{field} {name!r} is not an input of the network (inputs: {', '.join(names)})"
+        )
+    return names.index(name)

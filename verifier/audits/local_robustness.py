@@ -1,0 +1,59 @@
+"""Probabilistic local robustness (:func:`verifier.wmi.local_robustness`): settings, runner
+and verdict (:mod:`verifier.audits.exact_probability`) in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import Field
+
+from verifier.audits.exact_probability import (
+    ProbabilitySettings,
+    model_inputs,
+    probability_certificate,
+    wmi_stop_at,
+)
+from verifier.audits.requirement import NAME_PATTERN
+from verifier.certificate import Certificate
+from verifier.errors import CertgateInputError
+
+KIND = "local_robustness"
+
+
+class LocalRobustnessSettings(ProbabilitySettings):
+    """Probabilistic local robustness: ``P(class(x) = label | ‖x − center‖∞ <= epsilon)``
+    under the population model (``center``: one value per network input, in input order;
+    ``label`` defaults to the class predicted at ``center``). Passes when
+    ``P >= min_probability`` is proven.
+    """
+
+    kind: Literal["local_robustness"]
+    name: str = Field(default="local_robustness", pattern=NAME_PATTERN)
+    center: list[float] = Field(min_length=1)
+    epsilon: float = Field(gt=0)
+    label: int | None = Field(default=None, ge=0)
+
+
+def run(settings: LocalRobustnessSettings, model: Any, population: Any,
+        budget: float | None = None, progress: Any = None, *,
+        input_names: Sequence[str] | None = None, bound_method: str = "crown",
+        executor: Any = None) -> Certificate:
+    """Exact ``P(class(x) = label | ‖x − center‖∞ <= ε)``; ``input_names`` name the inputs of
+    a model that is not an IR network; ``progress`` is not called."""
+    from verifier.wmi import local_robustness
+
+    names = model_inputs(model, population, None if input_names is None else list(input_names))
+    if len(settings.center) != len(names):
+        raise CertgateInputError(
+            f"center has {len(settings.center)} values, the network {len(names)} "
+            f"inputs ({', '.join(names)})"
+        )
+    stop_at = wmi_stop_at(settings.min_probability)
+    result = local_robustness(model, population, settings.center, settings.epsilon,
+                              settings.label, stop_at=stop_at, executor=executor,
+                              bound_method=bound_method)
+    expression = (f"P(class(x) = {result.extra['label']} | ‖x − center‖∞ <= "
+                  f"{settings.epsilon:g})")
+    return probability_certificate(settings.kind, settings.requirement, result, expression,
+                                   stop_at, budget, bound_method)

@@ -1,0 +1,71 @@
+"""Monotonicity by self-composition (:func:`verifier.wmi.monotonicity`): settings, runner and
+verdict (:mod:`verifier.audits.exact_probability`) in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import Field
+
+from verifier.audits.exact_probability import (
+    ProbabilitySettings,
+    input_position,
+    model_inputs,
+    probability_certificate,
+    wmi_stop_at,
+)
+from verifier.audits.requirement import NAME_PATTERN
+from verifier.certificate import Certificate
+
+KIND = "monotonicity"
+
+
+class MonotonicitySettings(ProbabilitySettings):
+    """Monotonicity in the input ``feature`` by self-composition: the probability that
+    ``class(x) = positive_class`` implies ``class(x') = positive_class`` for pairs that agree
+    except on ``feature``, where ``x <= x'`` (``x >= x'`` when ``decreasing``). Pairs are
+    uniform on the population's support box, or weighted by the population density when
+    ``use_prior``. Passes when ``P >= min_probability`` is proven (see
+    :class:`~verifier.audits.exact_probability.ProbabilitySettings`).
+    """
+
+    kind: Literal["monotonicity"]
+    name: str = Field(default="monotonicity", pattern=NAME_PATTERN)
+    feature: str = Field(min_length=1)
+    decreasing: bool = False
+    positive_class: int = Field(default=1, ge=0)
+    use_prior: bool = False
+
+    def referenced_inputs(self) -> tuple[str, ...]:
+        """Input names this audit reads (checked against the model before anything runs)."""
+        return (self.feature,)
+
+
+def run(settings: MonotonicitySettings, model: Any, population: Any,
+        budget: float | None = None, progress: Any = None, *,
+        input_names: Sequence[str] | None = None, output: int | None = None,
+        bound_method: str = "crown", executor: Any = None) -> Certificate:
+    """Exact monotonicity probability in ``settings.feature``. ``output`` asks the regressor
+    form instead, ``P(f(x)[output] <= f(x′)[output])``; ``input_names`` name the inputs of a
+    model that is not an IR network (a scikit-learn model); ``progress`` is not called."""
+    from verifier.wmi import monotonicity
+
+    names = model_inputs(model, population, None if input_names is None else list(input_names))
+    feature = input_position(names, "feature", settings.feature)
+    stop_at = wmi_stop_at(settings.min_probability)
+    result = monotonicity(model, population, feature, decreasing=settings.decreasing,
+                          positive_class=settings.positive_class, output=output,
+                          use_prior=settings.use_prior, stop_at=stop_at, executor=executor,
+                          bound_method=bound_method)
+    order = ">=" if settings.decreasing else "<="
+    pairs = "population-weighted" if settings.use_prior else "uniform on the support box"
+    if output is None:
+        c = settings.positive_class
+        event = f"P(class(x) = {c} ⇒ class(x′) = {c})"
+    else:
+        event = f"P(f(x)[{output}] <= f(x′)[{output}])"
+    expression = (f"{event}, x′ = x except x.{settings.feature} {order} x′.{settings.feature}, "
+                  f"pairs {pairs}")
+    return probability_certificate(settings.kind, settings.requirement, result, expression,
+                                   stop_at, budget, bound_method)

@@ -1,0 +1,46 @@
+"""PV audits of a specification over probabilities (a YAML/JSON document, see
+:func:`verifier.spec.specification_from_dict`), and the PV runner every PV audit shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from verifier.audits.population_fit import check_population_fits
+from verifier.certificate import Certificate
+from verifier.network import Network
+from verifier.pv import PVProgress, PVSettings, population_domain, verify
+from verifier.spec import Specification, specification_from_dict
+
+Progress = Callable[[PVProgress], None]
+
+
+def run_specification(
+    network: Network, population: Any, spec: Specification, settings: PVSettings,
+    progress: Progress | None = None,
+) -> Certificate:
+    """PV on a ready specification; the certificate also records the settings and names the
+    split rule and bound method that ran."""
+    masses, domain = population_domain(population)
+    result = verify(network, spec, masses, domain, settings, progress)
+    certificate = result.to_certificate()
+    certificate.algorithm = (f"PV branch and bound (SelectProb selection, {settings.split} "
+                             f"splitting, {settings.method} bounds)")
+    certificate.settings = {
+        "batch_size": settings.batch_size, "method": settings.method, "split": settings.split,
+        "timeout_s": settings.timeout_s, "precision": settings.precision,
+    }
+    return certificate
+
+
+def probability_audit(
+    network: Network, population: Any, specification: dict[str, Any], *,
+    timeout_s: float | None = 60.0, precision: float | None = None,
+    progress: Progress | None = None, settings: PVSettings | None = None,
+) -> Certificate:
+    """Certify a specification given in its dict form (see
+    :func:`verifier.spec.specification_from_dict`)."""
+    names = check_population_fits(network, population)
+    spec = specification_from_dict(specification, names)
+    chosen = settings or PVSettings(timeout_s=timeout_s, precision=precision)
+    return run_specification(network, population, spec, chosen, progress)

@@ -1,0 +1,78 @@
+"""What a gate demands of one certificate, and the one rule that turns an interval into a
+verdict. Every audit kind (:mod:`verifier.audits`) judges its certified interval with
+:func:`judged_verdict`; the gate compares the same interval with the same
+:class:`Requirement`, so the command line, the pipeline and the gate cannot disagree."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
+
+
+class StrictSettings(BaseModel):
+    """Base of every settings model: unknown keys rejected, values frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Requirement(StrictSettings):
+    """What a gate demands of one certificate: ``bounds[quantity]`` must lie entirely on the
+    passing side of ``threshold``. ``>``/``>=``: its lower bound exceeds / reaches it;
+    ``<``/``<=``: its upper bound stays below / at most at it."""
+
+    quantity: str
+    label: str
+    comparison: Literal[">", "<", ">=", "<="]
+    threshold: float
+
+    def proven_pass(self, lower: float, upper: float) -> bool:
+        """True only when every value in ``[lower, upper]`` passes."""
+        match self.comparison:
+            case ">":
+                return lower > self.threshold
+            case ">=":
+                return lower >= self.threshold
+            case "<":
+                return upper < self.threshold
+            case _:
+                return upper <= self.threshold
+
+    def proven_fail(self, lower: float, upper: float) -> bool:
+        """True only when no value in ``[lower, upper]`` passes."""
+        match self.comparison:
+            case ">":
+                return upper <= self.threshold
+            case ">=":
+                return upper < self.threshold
+            case "<":
+                return lower >= self.threshold
+            case _:
+                return lower > self.threshold
+
+    @property
+    def greater_is_better(self) -> bool:
+        """True for ``>``/``>=``: the lower bound is the side that must clear the threshold."""
+        return self.comparison in (">", ">=")
+
+    def describe(self) -> str:
+        return f"{self.label} {self.comparison} {self.threshold:g}"
+
+
+def judged_verdict(requirement: Requirement, low: float, high: float) -> str:
+    """``satisfied`` when ``[low, high]`` is a proven pass of ``requirement``, ``violated``
+    when a proven fail, else ``unknown``."""
+    if requirement.proven_pass(low, high):
+        return "satisfied"
+    if requirement.proven_fail(low, high):
+        return "violated"
+    return "unknown"
+
+
+def effective_timeout(own: float | None, budget: float | None) -> float | None:
+    """The time limit an audit runs under: the tighter of its settings' ``timeout_s`` and the
+    caller's ``budget`` (``None`` on both: no limit)."""
+    limits = [limit for limit in (own, budget) if limit is not None]
+    return min(limits) if limits else None

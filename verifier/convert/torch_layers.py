@@ -1,0 +1,177 @@
+"""The ``torch.nn`` layers the IR reads, applied to an :class:`AffineChain`, and the check of
+a converted network against its source module. Shared by :mod:`verifier.convert.torch_module`
+(``nn.Sequential``), :mod:`verifier.convert.torch_fx` (graph modules) and
+:mod:`verifier.convert.torchscript`."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from verifier.convert.affine_chain import AffineChain
+from verifier.convert.self_check import assert_agrees
+from verifier.network import Network, NetworkError, PerNeuronLeakyReLU
+
+ModuleRule = Callable[[AffineChain, torch.nn.Module, str], None]
+
+
+def _array(tensor: torch.Tensor | None) -> np.ndarray | None:
+    return None if tensor is None else tensor.detach().cpu().to(torch.float64).numpy()
+
+
+def _linear(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    chain.linear_last_dim(_array(module.weight), _array(module.bias))
+
+
+def _relu(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    chain.relu()
+
+
+def _leaky_relu(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    slope = float(module.negative_slope)
+    if not 0.0 <= slope <= 1.0:
+        raise NetworkError(f"module {name!r}: LeakyReLU slope {slope} is outside [0, 1]")
+    chain.leaky_relu(slope)
+
+
+def _per_neuron_leaky_relu(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    slopes = _array(module.slopes)
+    if slopes is None or not np.all((slopes >= 0.0) & (slopes <= 1.0)):
+        raise NetworkError(f"module {name!r}: per-neuron slopes must lie in [0, 1]")
+    chain.leaky_relu(slopes)
+
+
+def _hardtanh(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    chain.clip(float(module.min_val), float(module.max_val))
+
+
+def _identity(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    """Identity and eval-mode Dropout leave the tensor unchanged."""
+    if module.training and isinstance(module, torch.nn.Dropout) and module.p > 0:
+        raise NetworkError(f"module {name!r}: Dropout is in training mode; call model.eval()")
+
+
+def _flatten(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    flatten_features(chain, int(module.start_dim), int(module.end_dim), name)
+
+
+def flatten_features(chain: AffineChain, start_dim: int, end_dim: int, name: str) -> None:
+    """``torch.flatten(x, start_dim, end_dim)`` on a batch: the batch dimension must stay."""
+    if not chain.known:
+        if start_dim == 1 and end_dim == -1:
+            return
+        raise NetworkError(f"{name!r}: flatten of a tensor of unknown shape")
+    shape = chain.shape or ()
+    rank = len(shape) + 1
+    start = start_dim % rank
+    end = end_dim % rank
+    if start == 0:
+        raise NetworkError(f"{name!r}: flatten from dimension 0 would merge the batch")
+    if end < start:
+        raise NetworkError(f"{name!r}: flatten with end_dim {end_dim} before start_dim {start_dim}")
+    merged = int(np.prod(shape[start - 1 : end]))
+    chain.reshape((*shape[: start - 1], merged, *shape[end:]))
+
+
+def _batch_norm(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    if module.training or module.running_mean is None:
+        raise NetworkError(
+            f"module {name!r}: BatchNorm1d uses batch statistics (training mode or "
+            "track_running_stats=False); call model.eval() on a model with running statistics"
+        )
+    chain.batch_norm(
+        _array(module.running_mean),
+        _array(module.running_var),
+        _array(module.weight),
+        _array(module.bias),
+        float(module.eps),
+        f"module {name!r}",
+    )
+
+
+MODULE_RULES: dict[type[torch.nn.Module], ModuleRule] = {
+    torch.nn.Linear: _linear,
+    torch.nn.ReLU: _relu,
+    torch.nn.LeakyReLU: _leaky_relu,
+    PerNeuronLeakyReLU: _per_neuron_leaky_relu,
+    torch.nn.Hardtanh: _hardtanh,
+    torch.nn.ReLU6: _hardtanh,
+    torch.nn.Identity: _identity,
+    torch.nn.Dropout: _identity,
+    torch.nn.Flatten: _flatten,
+    torch.nn.BatchNorm1d: _batch_norm,
+}
+SUPPORTED_MODULES = ("Sequential", *(kind.__name__ for kind in MODULE_RULES))
+
+
+def apply_module(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    """Apply one module (a ``Sequential`` recursively) to the chain, or raise naming it."""
+    if type(module) is torch.nn.Sequential:
+        for child_name, child in module.named_children():
+            apply_module(chain, child, f"{name}.{child_name}" if name else child_name)
+        return
+    rule = MODULE_RULES.get(type(module))
+    if rule is None:
+        raise NetworkError(
+            f"unsupported module {type(module).__name__} at {name or '<root>'!r}; supported: "
+            f"{', '.join(SUPPORTED_MODULES)}"
+        )
+    rule(chain, module, name)
+
+
+def parameter_dtype(module: torch.nn.Module) -> torch.dtype:
+    for tensor in (*module.parameters(), *module.buffers()):
+        if tensor.is_floating_point():
+            return tensor.dtype
+    return torch.float32
+
+
+def torch_source(module: torch.nn.Module) -> Callable[[np.ndarray], np.ndarray]:
+    """Evaluate ``module`` on numpy arrays (in the arrays' dtype) without gradients."""
+
+    def run(inputs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            output = module(torch.from_numpy(np.ascontiguousarray(inputs)))
+        if isinstance(output, tuple | list) and len(output) == 1:
+            output = output[0]
+        if not isinstance(output, torch.Tensor):
+            raise NetworkError(f"the model returns {type(output).__name__}, expected one tensor")
+        return output.detach().cpu().to(torch.float64).numpy()
+
+    return run
+
+
+def check_against_module(
+    network: Network,
+    module: torch.nn.Module,
+    input_shape: Sequence[int],
+    what: str,
+    *,
+    batch_size: int | None = None,
+) -> None:
+    """Check ``network`` against ``module`` on random inputs.
+
+    The check runs a float64 copy of the module (float32 weights are exact in float64) when
+    that copy runs; a graph that pins float32 (constants, guards) is checked in its own dtype
+    with the float32 tolerance of :mod:`verifier.convert.self_check`.
+    """
+    with warnings.catch_warnings():
+        # torch warns about its own internals when copying exported or scripted modules
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        double = copy.deepcopy(module).to(torch.float64)
+    try:
+        torch_source(double)(np.zeros((batch_size or 2, *input_shape)))
+    except (RuntimeError, TypeError, AssertionError):
+        dtype = torch.empty(0, dtype=parameter_dtype(module)).numpy().dtype
+        assert_agrees(
+            network, torch_source(module), input_shape, dtype, what, batch_size=batch_size
+        )
+        return
+    assert_agrees(
+        network, torch_source(double), input_shape, np.float64, what, batch_size=batch_size
+    )
