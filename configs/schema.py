@@ -151,7 +151,13 @@ class CertgateConfig(_Strict):
     audits: list[AuditSettings] = Field(min_length=1)
     gate: GatePolicy = GatePolicy()
     deploy: DeploySettings | None = None
-    executor: str = Field(default="local", description="local, process, dask or dask=ADDRESS")
+    executor: str = Field(
+        default="local",
+        description="local, process, dask or dask=ADDRESS: PV audits bound their batches of "
+                    "boxes on it, other audits run on it in parallel",
+    )
+    workers: int | None = Field(default=None, ge=1,
+                                description="worker count for process/dask (default: cores)")
 
     @field_validator("executor")
     @classmethod

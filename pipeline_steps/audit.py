@@ -73,7 +73,7 @@ from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
 from verifier.executor import make_executor
 from verifier.network import Network
-from verifier.pv import PVProgress
+from verifier.pv import PVProgress, PVSettings
 
 REPORT_ARTIFACT = "report/report.html"
 FIGURE_ARTIFACT = "report/{name}_convergence.png"
@@ -114,6 +114,10 @@ def certify(settings: AuditSettings, network: Network, population: Any,
     return run_audit_kind(settings, network, population, None, progress)
 
 
+PV_KINDS = frozenset({"demographic_parity"})
+"""Audit kinds that run on PV (their batches go to the configured executor)."""
+
+
 class ProgressBar:
     """A tqdm bar on stderr fed by PV's anytime reports: boxes processed, current interval."""
 
@@ -138,28 +142,39 @@ class ProgressBar:
 
 def certify_all(config: CertgateConfig, network: Network, population: Any,
                 progress: bool) -> dict[str, Certificate]:
-    """Every configured audit's certificate. In-process runs report progress; other
-    executors run the audits in parallel and report each as it completes."""
+    """Every configured audit's certificate. PV audits run here, one after another, with a
+    progress bar, and bound their batches of boxes on the configured executor (so one audit
+    uses every worker); the other audits run on the executor in parallel and are reported as
+    each completes (in-process, one after another, with the local executor)."""
     certificates: dict[str, Certificate] = {}
-    if config.executor == "local":
-        for settings in config.audits:
-            bar = ProgressBar(settings, progress)
-            try:
-                certificates[settings.name] = certify(settings, network, population, bar)
-            finally:
-                bar.close()
-        return certificates
-    executor = make_executor(config.executor)
+    engine = PVSettings(executor=config.executor, workers=config.workers)
+    parallel = [] if config.executor == "local" else [
+        settings for settings in config.audits if settings.kind not in PV_KINDS
+    ]
+    for settings in config.audits:
+        if settings in parallel:
+            continue
+        bar = ProgressBar(settings, progress)
+        try:
+            extra = {"engine": engine} if settings.kind in PV_KINDS else {}
+            certificates[settings.name] = run_audit_kind(
+                settings, network, population, None, bar, **extra
+            )
+        finally:
+            bar.close()
+    if not parallel:
+        return {settings.name: certificates[settings.name] for settings in config.audits}
+    executor = make_executor(config.executor, config.workers)
     try:
         futures = {settings.name: executor.submit(certify, settings, network, population)
-                   for settings in config.audits}
+                   for settings in parallel}
         for name, future in futures.items():
             certificates[name] = future.result()
             if progress:
                 print(f"{name}: {certificates[name].verdict}", file=sys.stderr)
     finally:
         executor.shutdown()
-    return certificates
+    return {settings.name: certificates[settings.name] for settings in config.audits}
 
 
 # ------------------------------------------------------------------------------ logging

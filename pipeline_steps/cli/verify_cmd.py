@@ -75,6 +75,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="stop once every probability interval is at most this wide")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--split", choices=SPLIT_RULES, default="smear-longest-edge")
+    parser.add_argument("--executor", default="local",
+                        help="where each batch of boxes is bounded: local, process, dask or "
+                             "dask=ADDRESS (default local)")
+    parser.add_argument("--workers", type=int, help="worker count for process/dask pools")
+    parser.add_argument("--enumerate-points", type=int, default=0,
+                        help="finish a box with at most this many discrete points by "
+                             "evaluating every point (default 0: never)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -82,7 +89,8 @@ def _settings(args: argparse.Namespace) -> PVSettings:
     if args.timeout is not None and args.timeout <= 0:
         raise CertgateInputError("--timeout must be positive")
     return PVSettings(timeout_s=args.timeout, precision=args.precision,
-                      batch_size=args.batch_size, split=args.split)
+                      batch_size=args.batch_size, split=args.split, executor=args.executor,
+                      workers=args.workers, enumerate_points=args.enumerate_points)
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:

@@ -10,6 +10,7 @@ the same comparison the gate reads (:attr:`DemographicParitySettings.requirement
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -80,7 +81,7 @@ def run(settings: DemographicParitySettings, network: Network, population: Any,
         engine: PVSettings | None = None) -> Certificate:
     """The demographic-parity certificate (see the module docstring). ``budget`` (seconds)
     tightens ``settings.timeout_s``; ``engine`` tunes PV (batch size, split rule, bound
-    method; its time limit and precision are replaced by the settings')."""
+    method, executor; its time limit and precision are replaced by the settings')."""
     names = check_population_fits(network, population)
     if settings.protected not in names.inputs:
         raise CertgateInputError(
@@ -93,10 +94,8 @@ def run(settings: DemographicParitySettings, network: Network, population: Any,
         qualified=settings.qualified, form=settings.form,
     )
     _require_mass(population, names, settings.protected, settings.privileged)
-    base = engine or PVSettings()
-    pv = PVSettings(timeout_s=effective_timeout(settings.timeout_s, budget),
-                    precision=settings.precision, batch_size=base.batch_size,
-                    method=base.method, split=base.split)
+    pv = replace(engine or PVSettings(), timeout_s=effective_timeout(settings.timeout_s, budget),
+                 precision=settings.precision)
     certificate = run_specification(network, population, spec, pv, progress)
     if settings.form == "ratio":
         _mark_undefined_ratio(certificate, settings.favorable_class)

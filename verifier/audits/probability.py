@@ -24,11 +24,11 @@ def run_specification(
     masses, domain = population_domain(population)
     result = verify(network, spec, masses, domain, settings, progress)
     certificate = result.to_certificate()
-    certificate.algorithm = (f"PV branch and bound (SelectProb selection, {settings.split} "
-                             f"splitting, {settings.method} bounds)")
     certificate.settings = {
         "batch_size": settings.batch_size, "method": settings.method, "split": settings.split,
         "timeout_s": settings.timeout_s, "precision": settings.precision,
+        "enumerate_points": settings.enumerate_points, "executor": settings.executor,
+        "workers": settings.workers,
     }
     return certificate
 
