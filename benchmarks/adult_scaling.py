@@ -54,7 +54,7 @@ from pipeline_steps.cli import main as certgate
 GAMMA = 0.8
 DEFAULT_BUDGET_S = 120.0
 DEFAULT_SAMPLES = 1_000_000
-DEFAULT_EXACT_MAX = 100_000
+DEFAULT_EXACT_MAX = 1_000_000
 MC_SEED = 20261125
 
 # Paper 003, Table 8 (MiniACSIncome-k, 1×10 networks, 1 h timeout, γ = 0.8):
