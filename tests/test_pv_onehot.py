@@ -14,7 +14,7 @@ from strategies import random_network
 
 from verifier.audits import check_population_fits, demographic_parity_audit
 from verifier.exact_arith import exact_outputs
-from verifier.network import Network
+from verifier.network import Layer, Network
 from verifier.population.fitting import fit_bayesian_network, infer_features
 from verifier.population.model import PopulationModel
 from verifier.pv import ProbabilityBranchAndBound, PVSettings, population_domain
@@ -114,3 +114,46 @@ def test_enumerating_a_box_gives_each_of_its_points_once_and_all_its_mass() -> N
     total_lo, total_hi = masses(lo[None], hi[None])
     mass_lo, mass_hi = masses(point_lo, point_hi)
     assert mass_lo.sum() <= total_hi[0] and total_lo[0] <= mass_hi.sum()
+
+
+def test_sparse_integer_supports_are_snapped_and_enumerated_exactly() -> None:
+    """A column whose values are a few scattered integers (capital gains: mostly 0): boxes are
+    shrunk to those values and cut between them; the exhausted interval is the exact rate."""
+    from verifier.population.distributions import Discrete
+    from verifier.population.model import PopulationModel
+    from verifier.population.product import Factor, Product
+    from verifier.population.schema import Feature
+
+    gains = [0.0, 114.0, 3103.0, 99999.0]
+    weights = [0.9, 0.04, 0.05, 0.01]
+    population = PopulationModel(
+        features=[Feature(name="sex", kind="binary"),
+                  Feature(name="gain", kind="integer", domain=(0, 99999))],
+        distribution=Product(factors=[
+            Factor(columns=["sex"], distribution=Discrete(values=[0, 1],
+                                                          probabilities=[0.4, 0.6])),
+            Factor(columns=["gain"], distribution=Discrete(values=gains,
+                                                           probabilities=weights)),
+        ]),
+    )
+    assert population.column_atoms()[1].tolist() == gains
+    layers = random_network(np.random.default_rng(5), [2, 6, 2]).layers
+    first = layers[0]
+    layers[0] = Layer(first.weight * np.array([1.0, 1e-3]), first.bias, first.activation)
+    network = Network(layers, ["sex", "gain"], ["no", "yes"])
+    rates = {}
+    for sex in (0, 1):
+        outputs = [exact_outputs(network, [float(sex), g]) for g in gains]
+        rates[sex] = sum(Fraction(w) for w, y in zip(weights, outputs, strict=True)
+                         if y[1] > y[0]) / sum(Fraction(w) for w in weights)
+    certificate = demographic_parity_audit(
+        network, population, protected="sex", privileged=1, favorable_class=1,
+        gamma=float(abs(rates[0] - rates[1])) or 0.05, form="difference",
+        settings=PVSettings(timeout_s=20, batch_size=8),
+    )
+    slack = Fraction(1, 10**9)
+    for name, sex in (("p_unprivileged", 0), ("p_privileged", 1)):
+        low, high = certificate.bounds[name]
+        assert Fraction(low) - slack <= rates[sex] <= Fraction(high) + slack
+        assert high - low < 1e-9
+    assert certificate.cost["boxes"] <= 16  # 2 sexes x 4 gains, never an empty gain range

@@ -129,6 +129,11 @@ class Distribution(PopulationBase, ABC):
         """``(d,)`` bool: the marginal of the column puts all its mass on integers."""
 
     # ------------------------------------------------------------------ defaults
+    def column_atoms(self) -> list[np.ndarray | None]:
+        """Per local column: a sorted array of the finitely many values that may carry mass
+        (a superset is fine), or None when the column's values are not such a set."""
+        return [None] * self.dimension
+
     def column_names(self) -> tuple[str, ...] | None:
         """Names of the local coordinates, or None when the context places them."""
         return None
@@ -185,6 +190,13 @@ class Distribution(PopulationBase, ABC):
                 f"expected a distribution of kind {cls.__name__}, got kind {kind!r}"
             )
         return cls.model_validate(data)
+
+
+def union_atoms(parts: list[np.ndarray | None]) -> np.ndarray | None:
+    """The sorted union of several columns' atom sets; None if any of them is not finite."""
+    if any(part is None for part in parts):
+        return None
+    return np.unique(np.concatenate([np.asarray(part, dtype=np.float64) for part in parts]))
 
 
 def indent(lines: list[str], prefix: str = "  ") -> list[str]:

@@ -35,6 +35,7 @@ from verifier.population.base import (
     PopulationBase,
     finite_or_none,
     lower_bound,
+    union_atoms,
     upper_bound,
 )
 from verifier.population.distributions import Categorical, Discrete, PointMass
@@ -421,6 +422,17 @@ class BayesianNetwork(Distribution):
 
     def atomless_columns(self) -> np.ndarray:
         return self._column_flags("atomless")
+
+    def column_atoms(self) -> list[np.ndarray | None]:
+        atoms: list[np.ndarray | None] = []
+        for node in self.nodes:
+            if node.latent:
+                continue
+            if node.categorical:
+                atoms.extend([None] * node.width)
+            else:
+                atoms.append(union_atoms([row.distribution.column_atoms()[0] for row in node.cpt]))
+        return atoms
 
     def integer_columns(self) -> np.ndarray:
         return self._column_flags("integer")

@@ -389,6 +389,9 @@ class Discrete(Marginal):
     def integer_valued(self) -> bool:
         return bool(np.all(np.floor(self._table.charged) == self._table.charged))
 
+    def column_atoms(self) -> list[np.ndarray | None]:
+        return [self._table.charged.copy()]
+
     def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         table = self._table
         return rng.choice(table.values, size=n, p=table.probabilities).reshape(n, 1)
@@ -505,6 +508,9 @@ class PointMass(Marginal):
     @property
     def integer_valued(self) -> bool:
         return float(self.value).is_integer()
+
+    def column_atoms(self) -> list[np.ndarray | None]:
+        return [np.array([float(self.value)])]
 
     def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return np.full((n, 1), self.value)

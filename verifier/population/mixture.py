@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import model_validator
 
-from verifier.population.base import Distribution, indent
+from verifier.population.base import Distribution, indent, union_atoms
 from verifier.population.distributions import check_probabilities
 from verifier.population.rounding import Enclosure, weighted_sum
 
@@ -124,6 +124,13 @@ class Mixture(Distribution):
     def integer_columns(self) -> np.ndarray:
         flags = [self._placed(k, self.components[k].integer_columns()) for k in self._active]
         return np.all(flags, axis=0)
+
+    def column_atoms(self) -> list[np.ndarray | None]:
+        placed: list[list[np.ndarray | None]] = [[] for _ in range(self.dimension)]
+        for k in self._active:
+            for local, atoms in enumerate(self.components[k].column_atoms()):
+                placed[int(self._orders[k][local])].append(atoms)
+        return [union_atoms(parts) for parts in placed]
 
     def onehot_groups(self) -> list[tuple[int, ...]]:
         common: set[frozenset[int]] | None = None

@@ -139,6 +139,14 @@ class PopulationModel(PopulationBase):
         """``(d,)`` bool: integer-valued columns (integer, binary, categorical features)."""
         return self.feature_schema.integer_columns()
 
+    def column_atoms(self) -> list[np.ndarray | None]:
+        """Per input column: a sorted array of the finitely many values that may carry mass
+        (a superset), or None (see :meth:`Distribution.column_atoms`)."""
+        placed: list[np.ndarray | None] = [None] * self.dimension
+        for local, atoms in enumerate(self.distribution.column_atoms()):
+            placed[int(self._order[local])] = atoms
+        return placed
+
     def atomless_columns(self) -> np.ndarray:
         """``(d,)`` bool: columns whose marginal has no point masses (every continuous
         feature's column, by validation)."""

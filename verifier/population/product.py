@@ -105,6 +105,9 @@ class Product(Distribution):
     def integer_columns(self) -> np.ndarray:
         return np.concatenate([f.distribution.integer_columns() for f in self.factors])
 
+    def column_atoms(self) -> list[np.ndarray | None]:
+        return [atoms for f in self.factors for atoms in f.distribution.column_atoms()]
+
     def onehot_groups(self) -> list[tuple[int, ...]]:
         groups = []
         for factor, offset in zip(self.factors, self._offsets, strict=False):

@@ -20,7 +20,9 @@ class InputDomain:
     face). Any other column is split into ``[lo, m]`` and ``[next float after m, hi]``: disjoint
     over the floats, so no atom is counted twice; the real gap between two adjacent floats is
     simply never credited to either bound, which is conservative. ``groups``: one-hot groups
-    (column indices whose values are 0/1 with exactly one 1).
+    (column indices whose values are 0/1 with exactly one 1). ``atoms``: per column, the sorted
+    finite set of values that may carry mass (None: not such a set); boxes are shrunk to them
+    and split between them.
     """
 
     lower: np.ndarray
@@ -28,6 +30,7 @@ class InputDomain:
     integer: np.ndarray
     groups: tuple[tuple[int, ...], ...] = ()
     atomless: np.ndarray | None = None
+    atoms: tuple[np.ndarray | None, ...] = ()
 
     def __post_init__(self) -> None:
         if self.atomless is None:
@@ -37,11 +40,13 @@ class InputDomain:
             raise CertgateInputError("input domain arrays disagree in length")
         if (self.lower > self.upper).any():
             raise CertgateInputError("input domain is empty (lower > upper)")
+        if self.atoms and len(self.atoms) != self.lower.size:
+            raise CertgateInputError("input domain atoms disagree in length")
 
 
 def population_domain(population: Any) -> tuple[MassFunction, InputDomain]:
     """PV's view of a population model: its sound box-mass enclosure and its input domain
-    (support box, integer and atomless columns, one-hot groups)."""
+    (support box, integer and atomless columns, one-hot groups, finite value sets)."""
     lower, upper = population.support()
     domain = InputDomain(
         np.asarray(lower, dtype=np.float64),
@@ -49,5 +54,6 @@ def population_domain(population: Any) -> tuple[MassFunction, InputDomain]:
         np.asarray(population.integer_columns(), dtype=bool),
         tuple(tuple(int(c) for c in group) for group in population.onehot_groups()),
         np.asarray(population.atomless_columns(), dtype=bool),
+        tuple(population.column_atoms()) if hasattr(population, "column_atoms") else (),
     )
     return population.prob_boxes_interval, domain

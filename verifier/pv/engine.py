@@ -79,9 +79,11 @@ class ProbabilityBranchAndBound:
         started = time.perf_counter()
         settings = self.settings
         events = len(self.tracked.events)
+        root_lo, root_hi = self.domain.lower[None, :].copy(), self.domain.upper[None, :].copy()
+        self.splitter.snap(root_lo, root_hi)
         new = self._evaluate(
-            self.domain.lower[None, :].copy(), self.domain.upper[None, :].copy(),
-            np.ones((1, events), dtype=bool), np.zeros(1, dtype=np.int64), evaluate,
+            root_lo, root_hi, np.ones((1, events), dtype=bool), np.zeros(1, dtype=np.int64),
+            evaluate,
         )
         if new.mass_hi[0] <= 0.0:
             raise CertgateInputError("the population model gives the input domain probability 0")

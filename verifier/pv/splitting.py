@@ -45,6 +45,11 @@ class Splitter:
         self.group_valid = np.array(
             [[True] * len(g) + [False] * (slots - len(g)) for g in domain.groups], dtype=bool
         ).reshape(len(domain.groups), slots)
+        self.atom_columns = [
+            (column, np.asarray(atoms, dtype=np.float64))
+            for column, atoms in enumerate(domain.atoms)
+            if atoms is not None and len(atoms) and self.group_of[column] < 0
+        ]
         self.quantiles = MarginalQuantiles(masses, domain)
         self._threshold_atoms()
         self.root_width = domain.upper - domain.lower
@@ -147,6 +152,7 @@ class Splitter:
         )
         left_hi[rows, dims] = left_cut
         right_lo[rows, dims] = right_cut
+        self._atom_cuts(lo, hi, dims, left_hi, right_lo)
         grouped = self.group_of[dims] >= 0
         if grouped.any():
             rows_g = rows[grouped]
@@ -324,6 +330,35 @@ class Splitter:
             lo[rows, chosen] = hi[rows, chosen] = 1.0
         return lo, hi, parent
 
+    def snap(self, lo: np.ndarray, hi: np.ndarray) -> None:
+        """Shrink boxes in place, on every column with a finite value set, to the smallest
+        interval holding the same values (no mass lies between them). A box holding none of
+        them keeps its sides: its mass is then zero."""
+        for column, atoms in self.atom_columns:
+            first = np.searchsorted(atoms, lo[:, column], side="left")
+            last = np.searchsorted(atoms, hi[:, column], side="right") - 1
+            some = first <= last
+            lo[some, column] = atoms[first[some]]
+            hi[some, column] = atoms[last[some]]
+
+    def _atom_cuts(
+        self, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray, left_hi: np.ndarray,
+        right_lo: np.ndarray,
+    ) -> None:
+        """Cut boxes split along a column with a finite value set between its middle two
+        values in the box (halving the values, not the range), in place."""
+        rows = np.arange(lo.shape[0])
+        for column, atoms in self.atom_columns:
+            chosen = rows[dims == column]
+            if chosen.size == 0:
+                continue
+            first = np.searchsorted(atoms, lo[chosen, column], side="left")
+            last = np.searchsorted(atoms, hi[chosen, column], side="right") - 1
+            several = last > first
+            middle = (first + last) // 2
+            left_hi[chosen[several], column] = atoms[middle[several]]
+            right_lo[chosen[several], column] = atoms[middle[several] + 1]
+
     def split(self, chosen: Boxes) -> tuple[np.ndarray, np.ndarray]:
         """Both children of every chosen box, left ones first (an input-atom threshold cut
         where one applies, else the split rule's column), as ``(lo, hi)``."""
@@ -344,4 +379,6 @@ class Splitter:
                 target[rows] = source[rows]
             left_hi[rows, columns] = cut_left[rows]
             right_lo[rows, columns] = cut_right[rows]
-        return np.concatenate([left_lo, right_lo]), np.concatenate([left_hi, right_hi])
+        lo, hi = np.concatenate([left_lo, right_lo]), np.concatenate([left_hi, right_hi])
+        self.snap(lo, hi)
+        return lo, hi
