@@ -18,7 +18,6 @@ from verifier.population import (
     Uniform,
 )
 from verifier.wmi import (
-    WMIInputError,
     equivalence,
     local_robustness,
     monotonicity,
