@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from verifier.population import (
     Uniform,
 )
 from verifier.population.base import Distribution, lower_bound, upper_bound
-from verifier.population.rounding import EPS, REL_MARGIN, TINY
+from verifier.population.rounding import EPS, REL_MARGIN, TINY, normal_interval
 from verifier.wmi.encode import WeightPiece, WMIInputError, density_pieces
 
 CORE_SIGMAS = 8.0
@@ -185,32 +186,80 @@ class Density1D:
     def scaled(self, low: float, high: float) -> Density1D:
         return Density1D(tuple(c.scaled(low, high) for c in self.components))
 
+    @cached_property
+    def _flat(self) -> tuple[dict[str, np.ndarray], list[Component]]:
+        """Normal and truncated-normal components (nested mixtures flattened) as arrays, and
+        the other components."""
+        gaussian: list[tuple[float, ...]] = []
+        others: list[Component] = []
+        stack = list(self.components)
+        while stack:
+            c = stack.pop()
+            m = c.marginal
+            if isinstance(m, Mixture):
+                stack.extend(Component(c.weight_lo * w * (1 - REL_MARGIN),
+                                       c.weight_hi * w * (1 + REL_MARGIN), inner, c.lower,
+                                       c.upper)
+                             for w, inner in zip(m.normalised_weights, m.components,
+                                                 strict=True))
+            elif isinstance(m, Normal | TruncatedNormal):
+                cut_lo, cut_hi, z_lo, z_hi = -math.inf, math.inf, 1.0, 1.0
+                if isinstance(m, TruncatedNormal):
+                    cut_lo, cut_hi = lower_bound(m.lower), upper_bound(m.upper)
+                    z_lo, z_hi = float(m._normaliser.lower), float(m._normaliser.upper)
+                gaussian.append((c.weight_lo / z_hi * (1 - REL_MARGIN),
+                                 c.weight_hi / z_lo * (1 + REL_MARGIN), m.mean, m.sigma,
+                                 max(c.lower, cut_lo), min(c.upper, cut_hi)))
+            else:
+                others.append(c)
+        table = np.array(gaussian, dtype=np.float64).reshape(-1, 6)
+        names = ("w_lo", "w_hi", "mean", "sigma", "lo", "hi")
+        return {name: table[:, k] for k, name in enumerate(names)}, others
+
     def mass(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Enclosure ``(lower, upper)`` of ``∫_a^b g`` (element-wise)."""
-        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-        low, high = np.zeros(np.broadcast(a, b).shape), np.zeros(np.broadcast(a, b).shape)
-        for c in self.components:
+        """Enclosure ``(lower, upper)`` of ``∫_a^b g`` (element-wise over ``a``, ``b``)."""
+        a = np.atleast_1d(np.asarray(a, np.float64))
+        b = np.atleast_1d(np.asarray(b, np.float64))
+        table, others = self._flat
+        low, high = np.zeros(a.shape), np.zeros(a.shape)
+        if table["mean"].size:
+            left = np.maximum(a[:, None], table["lo"][None])
+            right = np.minimum(b[:, None], table["hi"][None])
+            part = normal_interval(np.minimum(left, right), right, table["mean"][None],
+                                   table["sigma"][None])
+            empty = left > right
+            low = low + np.where(empty, 0.0, part.lower) @ table["w_lo"]
+            high = high + np.where(empty, 0.0, part.upper) @ table["w_hi"]
+        for c in others:
             left, right = np.maximum(a, c.lower), np.minimum(b, c.upper)
-            part = c.marginal.prob_boxes_interval(np.atleast_1d(np.minimum(left, right))[:, None],
-                                                  np.atleast_1d(right)[:, None])
-            empty = np.atleast_1d(left > right)
-            part_low = np.where(empty, 0.0, part[0]).reshape(low.shape)
-            part_high = np.where(empty, 0.0, part[1]).reshape(low.shape)
-            low, high = low + c.weight_lo * part_low, high + c.weight_hi * part_high
-        margin = 4.0 * (len(self.components) + 1) * EPS + REL_MARGIN
+            part_low, part_high = c.marginal.prob_boxes_interval(
+                np.minimum(left, right)[:, None], right[:, None])
+            empty = left > right
+            low = low + c.weight_lo * np.where(empty, 0.0, part_low)
+            high = high + c.weight_hi * np.where(empty, 0.0, part_high)
+        margin = 4.0 * (len(others) + table["mean"].size + 1) * EPS + REL_MARGIN
         return low * (1.0 - margin), high * (1.0 + margin)
 
     def bounds(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(L, U)`` with ``L <= g(t) <= U`` for all ``t ∈ [a, b]`` (element-wise)."""
-        a, b = np.atleast_1d(np.asarray(a, np.float64)), np.atleast_1d(np.asarray(b, np.float64))
+        a = np.atleast_1d(np.asarray(a, np.float64))
+        b = np.atleast_1d(np.asarray(b, np.float64))
+        table, others = self._flat
         low, high = np.zeros(a.shape), np.zeros(a.shape)
-        for c in self.components:
+        if table["mean"].size:
+            part_low, part_high = _gaussian_bounds(table["mean"][None], table["sigma"][None],
+                                                   a[:, None], b[:, None])
+            covered = (a[:, None] >= table["lo"][None]) & (b[:, None] <= table["hi"][None])
+            meets = (b[:, None] >= table["lo"][None]) & (a[:, None] <= table["hi"][None])
+            low = low + np.where(covered, part_low, 0.0) @ table["w_lo"]
+            high = high + np.where(meets, part_high, 0.0) @ table["w_hi"]
+        for c in others:
             part_low, part_high = _marginal_bounds(c.marginal, a, b)
             covered = (a >= c.lower) & (b <= c.upper)
             meets = (b >= c.lower) & (a <= c.upper)
             low = low + c.weight_lo * np.where(covered, part_low, 0.0)
             high = high + c.weight_hi * np.where(meets, part_high, 0.0)
-        margin = 4.0 * (len(self.components) + 1) * EPS + REL_MARGIN
+        margin = 4.0 * (len(others) + table["mean"].size + 1) * EPS + REL_MARGIN
         return low * (1.0 - margin), high * (1.0 + margin)
 
     def core(self) -> tuple[float, float, float]:
