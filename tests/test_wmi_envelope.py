@@ -1,5 +1,6 @@
 """Non-polynomial densities in WMI: certified intervals against closed forms and Monte Carlo."""
 
+import itertools
 import math
 
 import numpy as np
@@ -67,7 +68,7 @@ def test_time_budget_returns_the_interval_reached() -> None:
 def random_net(seed: int, sizes: list[int]) -> Network:
     rng = np.random.default_rng(seed)
     layers = [Layer(rng.normal(size=(b, a)), rng.normal(scale=0.5, size=b), "relu")
-              for a, b in zip(sizes[:-2], sizes[1:-1], strict=True)]
+              for a, b in itertools.pairwise(sizes[:-1])]
     layers.append(Layer(rng.normal(size=(sizes[-1], sizes[-2])), rng.normal(size=sizes[-1])))
     return Network(layers)
 
@@ -165,7 +166,7 @@ def test_bayesian_network_prior_sums_over_the_parent() -> None:
 
 
 def test_uniform_prior_refuses_an_unbounded_support() -> None:
-    with pytest.raises(WMIInputError, match="'x'.*support|support.*'x'"):
+    with pytest.raises(WMIInputError, match=r"column 'x' has support"):
         monotonicity(Network([Layer(np.array([[0.0, 1.0]]), np.array([0.0]))]),
                      sensitive_network_prior(), 1, use_prior=False)
 
@@ -178,8 +179,8 @@ def test_density_envelope_contains_the_density_and_the_mass(
         weight: float) -> None:
     """On [left, left + width]: L <= g <= U at sampled points and the mass enclosure holds
     scipy's value, for a mixture of a normal and a (truncated) normal."""
-    second = (TruncatedNormal(mean=-mean, std=std, lower=-1.0, upper=2.0) if truncated
-              else Normal(mean=-mean, std=std))
+    second = (TruncatedNormal(mean=-mean, std=std, lower=-mean - std, upper=-mean + 2 * std)
+              if truncated else Normal(mean=-mean, std=std))
     mixture = Mixture(weights=[weight, 1 - weight],
                       components=[Normal(mean=mean, std=std), second])
     density = Density1D((Component(1.0, 1.0, mixture),))
@@ -187,7 +188,7 @@ def test_density_envelope_contains_the_density_and_the_mass(
     low, high = density.bounds(np.array([left]), np.array([right]))
     points = np.linspace(left, right, 101)
     if truncated:
-        a, b = (-1.0 + mean) / std, (2.0 + mean) / std
+        a, b = -1.0, 2.0
         other = truncnorm.pdf(points, a, b, loc=-mean, scale=std)
         other_mass = (truncnorm.cdf(right, a, b, loc=-mean, scale=std)
                       - truncnorm.cdf(left, a, b, loc=-mean, scale=std))
