@@ -341,22 +341,25 @@ class ParityResult:
     exact: bool = True
 
 
-def demographic_parity(model: Any, prior: Prior, protected: int, privileged: float,
-                       favorable_class: int, *, executor: Executor | None = None,
-                       bound_method: str = "crown", timeout_s: float | None = None,
-                       tolerance: float = DEFAULT_TOLERANCE) -> ParityResult:
-    """``P(class = fav | x_p ≠ V) / P(class = fav | x_p = V)`` (Eq. 8) for a discrete
-    protected column ``p`` and privileged value ``V``; ``timeout_s`` is shared by the two
-    groups."""
-    wrapped = as_model(model, bound_method)
+def demographic_parity_queries(model: Any, prior: Prior, protected: int, privileged: float,
+                               favorable_class: int, bound_method: str = "crown"
+                               ) -> list[Query]:
+    """The queries of :func:`demographic_parity`: the unprivileged group's, then the
+    privileged group's (each list non-empty)."""
+    groups = _parity_groups(as_model(model, bound_method), prior, protected, privileged,
+                            favorable_class)
+    return groups[0] + groups[1]
+
+
+def _parity_groups(wrapped: PiecewiseAffineModel, prior: Prior, protected: int,
+                   privileged: float, favorable_class: int) -> list[list[Query]]:
     dimension = _input_size(wrapped)
-    started = time.perf_counter()
     termset = _termset(prior, dimension)
     if protected not in termset.discrete_columns():
         raise WMIInputError(f"the protected column {protected} must be discrete in the prior "
                             f"(discrete columns: {termset.discrete_columns()})")
     everywhere = np.full(dimension, -np.inf), np.full(dimension, np.inf)
-    shares, regions, integrals, exact = [], 0, 0, True
+    groups = []
     for in_group in (False, True):
         queries = _single_copy_queries(
             [wrapped], termset, dimension, *everywhere, OtherClass(favorable_class),
@@ -365,6 +368,22 @@ def demographic_parity(model: Any, prior: Prior, protected: int, privileged: flo
         if not queries:
             raise WMIInputError(f"the {'privileged' if in_group else 'unprivileged'} group "
                                 "has probability zero under the prior")
+        groups.append(queries)
+    return groups
+
+
+def demographic_parity(model: Any, prior: Prior, protected: int, privileged: float,
+                       favorable_class: int, *, executor: Executor | None = None,
+                       bound_method: str = "crown", timeout_s: float | None = None,
+                       tolerance: float = DEFAULT_TOLERANCE) -> ParityResult:
+    """``P(class = fav | x_p ≠ V) / P(class = fav | x_p = V)`` (Eq. 8) for a discrete
+    protected column ``p`` and privileged value ``V``; ``timeout_s`` is shared by the two
+    groups."""
+    started = time.perf_counter()
+    groups = _parity_groups(as_model(model, bound_method), prior, protected, privileged,
+                            favorable_class)
+    shares, regions, integrals, exact = [], 0, 0, True
+    for queries in groups:
         left = None if timeout_s is None else max(0.0, timeout_s - (time.perf_counter()
                                                                     - started))
         result = solve(queries, None, executor, timeout_s=left, tolerance=tolerance)
