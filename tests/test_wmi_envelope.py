@@ -165,6 +165,35 @@ def test_bayesian_network_prior_sums_over_the_parent() -> None:
     assert result.probability_upper - result.probability_lower <= 1e-4
 
 
+def binned_parent_prior() -> PopulationModel:
+    """y ~ N(0, 1); x | y <= 0 ~ N(−1, 0.5²), x | y > 0 ~ TN(1, 0.7², [−1, 4])."""
+    return PopulationModel(
+        features=[Feature(name="x", kind="continuous"), Feature(name="y", kind="continuous")],
+        distribution=BayesianNetwork(nodes=[
+            BayesNode(name="y", cpt=[CPTRow(distribution=Normal(mean=0.0, std=1.0))]),
+            BayesNode(name="x", parents=["y"], cpt=[
+                CPTRow(condition={"y": (None, 0.0)}, distribution=Normal(mean=-1.0, std=0.5)),
+                CPTRow(condition={"y": (0.0, None)},
+                       distribution=TruncatedNormal(mean=1.0, std=0.7, lower=-1.0, upper=4.0)),
+            ])]))
+
+
+def test_monotonicity_under_a_binned_bayesian_network_agrees_with_monte_carlo() -> None:
+    """The copy x′ is drawn from x's marginal, a mixture weighted by the parent's bins."""
+    prior = binned_parent_prior()
+    net = random_net(7, [2, 6, 1])
+    result = monotonicity(net, prior, 0, use_prior=True, tolerance=3e-3, timeout_s=60)
+    rng = np.random.default_rng(8)
+    first = prior.sample(2 * MC_SAMPLES, rng)
+    second = first.copy()
+    second[:, 0] = prior.sample(2 * MC_SAMPLES, rng)[:, 0]
+    kept = first[:, 0] <= second[:, 0]
+    first, second = first[kept], second[kept]
+    lost = (classes(net, first) == 1) & (classes(net, second) != 1)
+    assert result.probability_upper - result.probability_lower <= 3e-3
+    assert_contains(result, ~lost)
+
+
 def test_uniform_prior_refuses_an_unbounded_support() -> None:
     with pytest.raises(WMIInputError, match=r"column 'x' has support"):
         monotonicity(Network([Layer(np.array([[0.0, 1.0]]), np.array([0.0]))]),

@@ -148,14 +148,22 @@ def _merge(terms: list[Term], read: set[int]) -> list[Term]:
 
 def _factor_mass(term: Term, skip: int | None = None) -> float:
     """Upper bound on the mass of the term's continuous factors other than column ``skip``."""
-    mass = 1.0
+    return _factor_masses(term, skip)[1]
+
+
+def _factor_masses(term: Term, skip: int | None = None) -> tuple[float, float]:
+    """Enclosure of the mass of the term's continuous factors other than column ``skip``
+    (polynomial pieces integrated in float64, widened by a relative 1e-12)."""
+    low = high = 1.0
     for j, density in term.densities.items():
         if j != skip:
-            mass *= density.total()[1]
+            total = density.total()
+            low, high = low * total[0], high * total[1]
     for factor in term.poly:
         if skip not in factor.positions:
-            mass *= sum(_piece_mass(piece) for piece in factor.pieces)
-    return mass
+            mass = sum(_piece_mass(piece) for piece in factor.pieces)
+            low, high = low * mass * (1 - 1e-12), high * mass * (1 + 1e-12)
+    return low, high
 
 
 def _piece_mass(piece: WeightPiece) -> float:
@@ -412,9 +420,9 @@ def _copy_marginal(termset: TermSet, feature: int) -> tuple[list[WeightPiece] | 
     if all(d is not None for d in densities) and not all(d.polynomial() for d in densities):
         components = []
         for term, density in zip(terms, densities, strict=True):
-            rest = _factor_mass(term, feature)
-            components.extend(density.scaled(term.coefficient[0],
-                                             term.coefficient[2] * rest).components)
+            rest_lo, rest_hi = _factor_masses(term, feature)
+            components.extend(density.scaled(term.coefficient[0] * rest_lo,
+                                             term.coefficient[2] * rest_hi).components)
         return None, Density1D(tuple(components))
     if any(d is not None and not d.polynomial() for d in densities):
         raise WMIInputError(f"column {termset.name(feature)!r} mixes a multi-column "
