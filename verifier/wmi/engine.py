@@ -1,13 +1,18 @@
-"""Exact WMI of a violation condition: top-level regions, enumeration, integration, early stop.
+"""WMI of a violation condition: top-level regions, enumeration, integration, early stop,
+envelope refinement and the time budget.
 
 ``P(violation | pre) = Σ_cells ∫ w / Σ_roots ∫ w`` where the roots (products of density pieces,
 each a box, intersected with the precondition) partition the precondition up to measure zero,
 and the cells (model regions intersected with the violation condition) partition the
-violating set. With ``stop_at = k`` the enumeration stops as soon as the violating mass reaches
-``k`` times the total (the early stop of the paper's Algorithm 1); the reported probability is
-then a lower bound on the violation probability (``stopped_early``). Roots are processed in
-parallel through an executor when one is given (no early stop across roots then, except between
-completed roots).
+violating set. One query per prior term; its masses are scaled by the term's probability
+enclosure. Polynomial weights integrate exactly; a query with envelope coordinates queues its
+cells for :mod:`verifier.wmi.envelope`, which refines certified bounds after the enumeration.
+With ``stop_at = k`` the enumeration stops as soon as the violating mass is known to reach
+``k`` times the total (the early stop of the paper's Algorithm 1; ``stopped_early``), and an
+envelope refinement also stops once the violation is known to lie below ``k``. A deadline
+(``timeout_s``) leaves every root not yet enumerated with violation in ``[0, its mass]`` and
+returns the interval reached. Roots are processed in parallel through an executor when one is
+given and every weight is polynomial (no early stop and no deadline then).
 """
 
 from __future__ import annotations
