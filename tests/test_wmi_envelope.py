@@ -107,10 +107,10 @@ def assert_contains(result, hits: np.ndarray) -> None:
 def test_random_networks_under_fitted_marginals_agree_with_monte_carlo(seed: int) -> None:
     prior = fitted_prior(seed)
     net = random_net(seed, [2, 6, 2])
-    result = local_robustness(net, prior, [0.0, 0.0], 100.0, label=1, tolerance=2e-3,
-                              timeout_s=60)
+    result = local_robustness(net, prior, [0.0, 0.0], 100.0, label=1, tolerance=3e-3,
+                              timeout_s=120)
     assert not result.exact
-    assert result.probability_upper - result.probability_lower <= 2e-3
+    assert result.probability_upper - result.probability_lower <= 3e-3
     points = prior.sample(MC_SAMPLES, np.random.default_rng(seed + 10))
     assert_contains(result, classes(net, points) == 1)
 

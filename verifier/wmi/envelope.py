@@ -128,16 +128,20 @@ def tightened(A: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray
     return lower, upper
 
 
-def cell_bounds(envelope: Envelope, region: Region, lower: np.ndarray, upper: np.ndarray
-                ) -> tuple[float, float, BoxSummary | None]:
-    """Enclosure of ``∫_{region ∩ box} p Π g_j`` (module docstring)."""
+def cell_bounds(envelope: Envelope, region: Region, lower: np.ndarray, upper: np.ndarray,
+                clip: bool = True) -> tuple[float, float, BoxSummary | None, str]:
+    """Enclosure of ``∫_{region ∩ box} p Π g_j`` (module docstring) and where the box lies
+    (``outside`` / ``inside`` / ``cut``; ``clipped`` when a cut box's polytope integral was
+    taken). Without ``clip`` a cut box gets the cheap ``[0, min(M_hi, U V)]`` (no LP)."""
     where = _position(region, lower, upper)
     if where == "outside":
-        return 0.0, 0.0, None
+        return 0.0, 0.0, None, where
     summary = box_summary(envelope, lower, upper)
     margin = VOLUME_MARGIN * summary.high * summary.volume
     if where == "inside":
-        return summary.mass_lo, summary.mass_hi, summary
+        return summary.mass_lo, summary.mass_hi, summary, where
+    if not clip:
+        return 0.0, min(summary.mass_hi, summary.high * summary.volume) + margin, summary, where
     A, b = box_constraints(lower, upper)
     clipped = region.restrict(A, b)
     inner = 0.0 if clipped is None else envelope.integrate(clipped)
@@ -145,7 +149,7 @@ def cell_bounds(envelope: Envelope, region: Region, lower: np.ndarray, upper: np
     rest = summary.volume - inner
     low = max(summary.low * inner, summary.mass_lo - summary.high * rest)
     high = min(summary.high * inner, summary.mass_hi - summary.low * rest)
-    return max(0.0, low - margin), max(high, 0.0) + margin, summary
+    return max(0.0, low - margin), max(high, 0.0) + margin, summary, "clipped"
 
 
 @dataclass(order=True)
@@ -164,6 +168,7 @@ class Item:
     summary: BoxSummary | None = field(compare=False)
     scale: tuple[float, float] = field(compare=False)
     tag: tuple = field(compare=False)
+    clipped: bool = field(compare=False)
 
 
 class Refiner:
@@ -186,32 +191,39 @@ class Refiner:
         self.kind_high[tag[0]] = self.kind_high.get(tag[0], 0.0) + high
 
     def add(self, envelope: Envelope, region: Region, lower: np.ndarray, upper: np.ndarray,
-            scale: tuple[float, float], tag: tuple) -> None:
+            scale: tuple[float, float], tag: tuple, clip: bool = False) -> None:
         """Bound the cell on the box (first shrunk around the cell by constraint
-        propagation) and queue it when its bound is not tight."""
+        propagation) and queue it when a cut box's bound is not tight. Boxes inside the cell
+        are final (their width is the CDF enclosure's only)."""
         box = tightened(region.A, region.b, lower, upper)
         if box is None:
             self._count(tag, 0.0, 0.0)
             return
         lower, upper = box
-        low, high, summary = cell_bounds(envelope, region, lower, upper)
+        low, high, summary, where = cell_bounds(envelope, region, lower, upper, clip)
         scaled_low, scaled_high = scale[0] * low, scale[1] * high
         self._count(tag, scaled_low, scaled_high)
         width = scaled_high - scaled_low
-        if summary is not None and width > 0:
+        if where in ("cut", "clipped") and width > 0:
             heapq.heappush(self._heap, Item(-width, next(self._serial), envelope, region,
-                                            lower, upper, low, high, summary, scale, tag))
+                                            lower, upper, low, high, summary, scale, tag,
+                                            where == "clipped"))
 
     def widest(self) -> float:
         return -self._heap[0].priority if self._heap else 0.0
 
     def step(self) -> bool:
-        """Bisect the widest item; ``False`` when nothing is left to refine."""
+        """Clip the widest item if its bound is the cheap one, else bisect it; ``False``
+        when nothing is left to refine."""
         if not self._heap:
             return False
         item = heapq.heappop(self._heap)
         self.steps += 1
         self._count(item.tag, -item.scale[0] * item.low, -item.scale[1] * item.high)
+        if not item.clipped:
+            self.add(item.envelope, item.region, item.lower, item.upper, item.scale, item.tag,
+                     clip=True)
+            return True
         positions = item.envelope.positions
         spread = item.summary.spread
         axis = positions[int(np.argmax(spread))]
