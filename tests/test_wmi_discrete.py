@@ -122,3 +122,40 @@ def test_unread_discrete_values_share_one_query() -> None:
 def test_discrete_feature_cannot_carry_noise() -> None:
     with pytest.raises(WMIInputError, match="'s'"):
         noise_robustness(THRESHOLD, binary_and_uniform(), uniform_noise(0.0, 0.1), [0])
+
+
+def loan_population() -> PopulationModel:
+    """The issue's new user: age, salary, tenure and a binary gender fitted by fit_product
+    (truncated normals on bounded domains, a normal on salary, an empirical binary column)."""
+    import pandas as pd
+
+    from verifier.population.fitting import fit_product, infer_features
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    frame = pd.DataFrame({
+        "age": np.clip(rng.normal(40, 10, n), 18, 90),
+        "salary": rng.normal(50, 15, n),
+        "tenure": np.clip(rng.normal(8, 4, n), 0, 40),
+        "gender": rng.integers(0, 2, n),
+    })
+    features = infer_features(frame, domains={"age": (18, 90), "tenure": (0, 40)})
+    return fit_product(frame, features)
+
+
+def test_new_users_loan_model_runs_both_audits() -> None:
+    """A model increasing in salary whatever the gender: monotonicity is 1 up to the tail
+    mass the envelopes leave out; uniform pairs are refused naming the unbounded column."""
+    from verifier.wmi import check_wmi_property
+    from verifier.wmi.noise import triangular_noise
+
+    net = Network([Layer(np.array([[0.01, 0.05, 0.02, -0.3]]), np.array([-3.5]))])
+    prior = loan_population()
+    result = monotonicity(net, prior, 1, use_prior=True)
+    assert not result.exact
+    assert result.probability_upper == 1.0 and result.probability_lower >= 1 - 1e-9
+    with pytest.raises(WMIInputError, match="'salary'"):
+        check_wmi_property("monotonicity", net, prior, feature=1, use_prior=False)
+    noisy = noise_robustness(net, prior, triangular_noise(0.0, 0.0, 2.0), [2], stop_at=0.05,
+                             timeout_s=60)
+    assert noisy.probability_lower >= 0.95 or noisy.probability_upper < 0.95

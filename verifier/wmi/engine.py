@@ -278,17 +278,18 @@ class _Sums:
         share_lo, share_hi = self.share(extra)
         if exact:
             share = min(1.0, max(0.0, self.violation / self.total)) if self.total > 0 else 0.0
-            probability = 1.0 - share
-            low = high = probability
+            low = high = 1.0 - share
         else:
             low, high = 1.0 - share_hi, 1.0 - share_lo
-            probability = high if stopped else low
+            share = share_lo if stopped else share_hi
         return WMIResult(
-            probability=probability, violation_probability=1.0 - probability,
-            total_mass=self.total, violation_mass=self.violation, regions=counters.regions,
+            probability=float(1.0 - share), violation_probability=float(share),
+            total_mass=float(self.total), violation_mass=float(self.violation),
+            regions=counters.regions,
             integrals=counters.integrals, lps=counters.lps,
             elapsed_s=time.perf_counter() - started, stopped_early=stopped,
-            probability_lower=low, probability_upper=high, exact=exact, timed_out=timed_out,
+            probability_lower=float(low), probability_upper=float(high), exact=exact,
+            timed_out=timed_out,
             refinements=refinements,
         )
 
