@@ -94,6 +94,14 @@ def box_summary(envelope: Envelope, lower: np.ndarray, upper: np.ndarray) -> Box
     return BoxSummary(q * float(np.prod(widths)), mass_lo, mass_hi, low, high, spread)
 
 
+def _cutting_rows(region: Region, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Rows of the region that some point of the box violates (the others are implied by
+    the box and can be left out of the clipped polytope)."""
+    centre, radius = (upper + lower) / 2, (upper - lower) / 2
+    reach = region.A @ centre + np.abs(region.A) @ radius
+    return reach > region.b
+
+
 def _position(region: Region, lower: np.ndarray, upper: np.ndarray) -> str:
     """``inside`` / ``outside`` / ``cut``: where the box lies relative to the region."""
     centre, radius = (upper + lower) / 2, (upper - lower) / 2
@@ -143,7 +151,9 @@ def cell_bounds(envelope: Envelope, region: Region, lower: np.ndarray, upper: np
     if not clip:
         return 0.0, min(summary.mass_hi, summary.high * summary.volume) + margin, summary, where
     A, b = box_constraints(lower, upper)
-    clipped = region.restrict(A, b)
+    cutting = _cutting_rows(region, lower, upper)
+    relaxed = Region(region.A[cutting], region.b[cutting], region.point, region.counters)
+    clipped = relaxed.restrict(A, b)
     inner = 0.0 if clipped is None else envelope.integrate(clipped)
     inner = min(max(inner, 0.0), summary.volume)
     rest = summary.volume - inner
