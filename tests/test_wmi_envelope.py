@@ -231,3 +231,73 @@ def test_density_envelope_contains_the_density_and_the_mass(
         (1 - weight) * other_mass
     m_lo, m_hi = density.mass(np.array([left]), np.array([right]))
     assert m_lo[0] <= mass * (1 + 1e-12) + 1e-15 and mass <= m_hi[0] * (1 + 1e-12) + 1e-15
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 4), seed=st.integers(0, 10_000))
+def test_propagated_box_keeps_every_point_of_the_cell(rows: int, seed: int) -> None:
+    """Constraint propagation never cuts off a point of ``{z in box : A z <= b}``."""
+    from verifier.wmi.envelope import tightened
+
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(rows, 3))
+    b = rng.normal(size=rows)
+    lower, upper = -rng.random(3) - 0.1, rng.random(3) + 0.1
+    points = rng.uniform(lower, upper, size=(20_000, 3))
+    inside = points[np.all(points @ A.T <= b, axis=1)]
+    box = tightened(A, b, lower, upper)
+    if box is None:
+        assert inside.shape[0] == 0
+    else:
+        assert np.all(inside >= box[0]) and np.all(inside <= box[1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(mean=st.floats(-2, 2), std=st.floats(0.1, 2), cut=st.floats(-3, 3),
+       left=st.floats(-4, 0), width=st.floats(0.01, 5), other=st.floats(-1, 1))
+def test_cell_bounds_contain_the_exact_mass(mean: float, std: float, cut: float, left: float,
+                                            width: float, other: float) -> None:
+    """A half-plane cell z_0 >= cut on a box, weight N(mean, std²)(z_0) · N(other, 1)(z_1):
+    the certified bounds hold the exact product of normal CDF differences."""
+    from verifier.wmi.envelope import Envelope, cell_bounds
+    from verifier.wmi.engine import _integrate
+    from verifier.wmi.polynomial import compiled, constant
+    from verifier.wmi.regions import Counters, Region
+
+    lower, upper = np.array([left, -1.0]), np.array([left + width, 2.0])
+    A = np.array([[-1.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    b = np.array([-cut, upper[0], -lower[0], upper[1], -lower[1]])
+    point = np.array([0.5 * (max(cut, left) + upper[0]), 0.5])
+    if not (max(cut, left) < upper[0]):
+        return
+    region = Region(A, b, point, Counters())
+    weight = compiled(constant(1.0, 2), 2)
+    envelope = Envelope([0, 1], [Density1D((Component(1.0, 1.0, Normal(mean=mean, std=std)),)),
+                                 Density1D((Component(1.0, 1.0, Normal(mean=other, std=1.0)),))],
+                        constant(1.0, 2), lambda r: _integrate(r, weight))
+    exact = ((norm.cdf(upper[0], mean, std) - norm.cdf(max(cut, left), mean, std))
+             * (norm.cdf(2.0, other, 1.0) - norm.cdf(-1.0, other, 1.0)))
+    low, high, _, _ = cell_bounds(envelope, region, lower, upper)
+    assert low <= exact * (1 + 1e-12) + 1e-15 and exact <= high * (1 + 1e-12) + 1e-15
+
+
+def test_every_property_honours_a_zero_time_budget() -> None:
+    """With no time at all each property returns a sound, timed-out interval."""
+    from verifier.wmi import equivalence
+
+    prior = sensitive_network_prior()
+    net = Network([Layer(np.array([[0.0, 1.0]]), np.array([-0.2]))])
+    other = Network([Layer(np.array([[0.0, 1.0]]), np.array([-0.3]))])
+    exact = 0.6 * norm.sf(0.7) + 0.4 * norm.sf(-1.6)
+    results = [
+        (local_robustness(net, prior, [0.5, 0.0], 100.0, label=1, timeout_s=0.0), exact),
+        (monotonicity(net, prior, 1, use_prior=True, timeout_s=0.0), 1.0),
+        (noise_robustness(net, prior, triangular_noise(0.0, 0.0, 0.5), [1], timeout_s=0.0),
+         None),
+        (equivalence(net, other, prior, timeout_s=0.0), None),
+    ]
+    for result, value in results:
+        assert result.timed_out and not result.exact
+        assert 0.0 <= result.probability_lower <= result.probability_upper <= 1.0
+        if value is not None:
+            assert result.probability_lower <= value <= result.probability_upper
