@@ -259,8 +259,8 @@ def test_cell_bounds_contain_the_exact_mass(mean: float, std: float, cut: float,
                                             width: float, other: float) -> None:
     """A half-plane cell z_0 >= cut on a box, weight N(mean, std²)(z_0) · N(other, 1)(z_1):
     the certified bounds hold the exact product of normal CDF differences."""
-    from verifier.wmi.envelope import Envelope, cell_bounds
     from verifier.wmi.engine import _integrate
+    from verifier.wmi.envelope import Envelope, cell_bounds
     from verifier.wmi.polynomial import compiled, constant
     from verifier.wmi.regions import Counters, Region
 
