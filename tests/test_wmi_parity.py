@@ -71,7 +71,10 @@ def test_local_robustness_sums_discrete_values() -> None:
     assert result.probability == pytest.approx(0.4 + 0.6 * 0.5, abs=1e-12)
 
 
-def test_self_composition_refuses_discrete_columns() -> None:
+def test_self_composition_sums_discrete_columns_and_refuses_a_discrete_feature() -> None:
+    """Class 1 iff x >= s/2 is increasing in x for every s: probability exactly 1; the
+    discrete column s itself cannot be the monotone feature."""
     net = Network([Layer(np.array([[1.0, 0.0, -0.5]]), np.array([0.0]))])
+    assert monotonicity(net, population(UNIFORM_2D), 0).probability == 1.0
     with pytest.raises(WMIInputError, match="discrete"):
-        monotonicity(net, population(UNIFORM_2D), 0)
+        monotonicity(net, population(UNIFORM_2D), 2)

@@ -1,12 +1,16 @@
-"""Exact weighted model integration (WMI) audits of piecewise-linear models (DESIGN D7).
+"""Weighted model integration (WMI) audits of piecewise-linear models (DESIGN D7, D15).
 
 Regions of ReLU networks and scikit-learn trees/forests are enumerated depth-first (bound
 propagation fixes stable neurons, HiGHS LPs prune empty branches) and polynomial weights are
-integrated exactly over each convex cell (triangulation + Grundmann–Möller rules).
+integrated exactly over each convex cell (triangulation + Grundmann–Möller rules). Priors are
+sums of product terms (:mod:`verifier.wmi.terms`: discrete values, mixture components,
+Bayesian-network regimes); non-polynomial 1-D densities enter through certified envelopes
+(:mod:`verifier.wmi.envelope`), so results are exact or a certified interval (``exact``).
 """
 
+from verifier.wmi.check import WMI_KINDS, WMIPlan, check_wmi_property
 from verifier.wmi.encode import WMIInputError, density_pieces
-from verifier.wmi.engine import Query, WMIResult, build_roots, solve
+from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult, build_roots, solve
 from verifier.wmi.properties import (
     ParityResult,
     as_model,
@@ -18,12 +22,16 @@ from verifier.wmi.properties import (
 )
 
 __all__ = [
+    "DEFAULT_TOLERANCE",
+    "WMI_KINDS",
     "ParityResult",
     "Query",
     "WMIInputError",
+    "WMIPlan",
     "WMIResult",
     "as_model",
     "build_roots",
+    "check_wmi_property",
     "demographic_parity",
     "density_pieces",
     "equivalence",

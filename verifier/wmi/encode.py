@@ -1,10 +1,11 @@
-"""Weights and queries: population densities as polynomial pieces placed on coordinates of the
-integration space ``z``, models placed on affine images of ``z``, and violation conditions.
+"""Weights and queries: polynomial pieces placed on coordinates of the integration space
+``z``, models placed on affine images of ``z``, and violation conditions.
 
-Only piecewise-polynomial densities have exact integrals: a :class:`PiecewiseDensity`
-(density-estimation tree or polynomial leaves), a ``Uniform`` marginal, and independent
-``Product``\\ s of those. Anything else (a Gaussian, a Bayesian network, an unbounded support)
-is refused with a :class:`WMIInputError` that says how to approximate it.
+:func:`density_pieces` gives the exact pieces of the piecewise-polynomial kinds (a
+:class:`PiecewiseDensity` — density-estimation tree or polynomial leaves — and a ``Uniform``
+marginal); every other kind reaches WMI through :mod:`verifier.wmi.terms` (discrete values,
+mixtures, Bayesian networks) and :mod:`verifier.wmi.marginals` (certified envelopes of
+normal-type densities).
 """
 
 from __future__ import annotations
@@ -14,28 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifier.errors import CertgateInputError
-from verifier.population import (
-    Categorical,
-    Discrete,
-    PiecewiseDensity,
-    PointMass,
-    PopulationModel,
-    Product,
-    Uniform,
-)
+from verifier.population import PiecewiseDensity, Uniform
 from verifier.population.base import Distribution
-from verifier.wmi.polynomial import Polynomial, constant, embed, multiply, substitute_affine
+from verifier.wmi.polynomial import Polynomial, constant
 from verifier.wmi.regions import Outputs, PiecewiseAffineModel
-
-APPROXIMATE_HINT = (
-    "exact WMI needs a piecewise-polynomial density on a bounded support: approximate it by "
-    "a density-estimation tree fitted to data (verifier.population.fitting.fit_density_tree, "
-    "or fit_product(..., continuous='density_tree')), or use uniform / piecewise marginals"
-)
 
 
 class WMIInputError(CertgateInputError):
-    """A density, model or property cannot be encoded for exact WMI."""
+    """A density, model or property cannot be encoded for WMI."""
 
 
 @dataclass(frozen=True)
@@ -47,16 +34,9 @@ class WeightPiece:
     polynomial: Polynomial
 
 
-def density_pieces(distribution: Distribution | PopulationModel) -> list[WeightPiece]:
-    """The density as disjoint-or-additive polynomial pieces on boxes, in column order
-    (unnormalised constants cancel in every ratio this package computes)."""
-    if isinstance(distribution, PopulationModel):
-        local = density_pieces(distribution.distribution)
-        order = distribution._order
-        inverse = np.argsort(order)
-        return [WeightPiece(piece.lower[inverse], piece.upper[inverse],
-                            embed(piece.polynomial, list(order), order.size))
-                for piece in local]
+def density_pieces(distribution: Distribution) -> list[WeightPiece]:
+    """The density of a piecewise-polynomial distribution as polynomial pieces on boxes (local
+    column order; overlapping pieces add up)."""
     if isinstance(distribution, PiecewiseDensity):
         pieces = []
         for leaf in distribution.leaves:
@@ -70,99 +50,10 @@ def density_pieces(distribution: Distribution | PopulationModel) -> list[WeightP
     if isinstance(distribution, Uniform):
         return [WeightPiece(np.array([distribution.lower]), np.array([distribution.upper]),
                             constant(1.0 / (distribution.upper - distribution.lower), 1))]
-    if isinstance(distribution, Product):
-        return _product_pieces(distribution)
-    if isinstance(distribution, Discrete | PointMass | Categorical):
-        return _atom_pieces(distribution)
     raise WMIInputError(
         f"a {getattr(distribution, 'kind', type(distribution).__name__)} distribution is not "
-        f"piecewise polynomial; {APPROXIMATE_HINT}"
+        "piecewise polynomial"
     )
-
-
-def _atom_pieces(distribution: Discrete | PointMass | Categorical) -> list[WeightPiece]:
-    """Point masses as degenerate boxes (``lower == upper``) carrying their probability."""
-    if isinstance(distribution, PointMass):
-        atoms = [(np.array([distribution.value]), 1.0)]
-    elif isinstance(distribution, Discrete):
-        atoms = [(np.array([value]), probability) for value, probability in
-                 zip(distribution.values, distribution.probabilities, strict=True)]
-    else:
-        width = len(distribution.probabilities)
-        atoms = [(np.eye(width)[j], probability)
-                 for j, probability in enumerate(distribution.probabilities)]
-    return [WeightPiece(point, point.copy(), constant(float(probability), point.size))
-            for point, probability in atoms if probability > 0]
-
-
-@dataclass(frozen=True)
-class AtomSlice:
-    """The prior restricted to one value ``values`` of its discrete columns: continuous pieces
-    on the ``free`` columns, and the embedding ``x = embed z + offset`` of the free
-    coordinates ``z`` into the input."""
-
-    values: np.ndarray
-    free: list[int]
-    pieces: list[WeightPiece]
-    embed: np.ndarray
-    offset: np.ndarray
-
-
-def atom_slices(pieces: list[WeightPiece]) -> tuple[list[int], list[AtomSlice]]:
-    """Split pieces along their discrete columns (those where every piece is a point).
-    Returns the discrete columns and one slice per combination of their values."""
-    lower = np.array([piece.lower for piece in pieces])
-    upper = np.array([piece.upper for piece in pieces])
-    flat = lower == upper
-    atomic = np.all(flat, axis=0)
-    if np.any(flat[:, ~atomic]):
-        raise WMIInputError("a column is discrete in some pieces and continuous in others; "
-                            f"{APPROXIMATE_HINT}")
-    discrete = [int(j) for j in np.flatnonzero(atomic)]
-    free = [int(j) for j in np.flatnonzero(~atomic)]
-    width = lower.shape[1]
-    embed_matrix = np.eye(width)[:, free]
-    groups: dict[tuple[float, ...], list[WeightPiece]] = {}
-    for piece in pieces:
-        key = tuple(float(v) for v in piece.lower[discrete])
-        offset = np.zeros(width)
-        offset[discrete] = key
-        poly = substitute_affine(piece.polynomial, embed_matrix, offset)
-        groups.setdefault(key, []).append(
-            WeightPiece(piece.lower[free], piece.upper[free], poly))
-    slices = []
-    for key, members in groups.items():
-        offset = np.zeros(width)
-        offset[discrete] = key
-        slices.append(AtomSlice(np.array(key), free, members, embed_matrix, offset))
-    return discrete, slices
-
-
-def _product_pieces(product: Product) -> list[WeightPiece]:
-    names = [column for factor in product.factors for column in factor.columns]
-    width = len(names)
-    pieces = [WeightPiece(np.empty(0), np.empty(0), constant(1.0, width))]
-    start = 0
-    for factor in product.factors:
-        local = density_pieces(factor.distribution)
-        positions = list(range(start, start + len(factor.columns)))
-        start += len(factor.columns)
-        pieces = [
-            WeightPiece(np.concatenate([piece.lower, part.lower]),
-                        np.concatenate([piece.upper, part.upper]),
-                        multiply(piece.polynomial, embed(part.polynomial, positions, width)))
-            for piece in pieces for part in local
-        ]
-    return pieces
-
-
-def uniform_pieces(lower: np.ndarray, upper: np.ndarray) -> list[WeightPiece]:
-    """The uniform density on a finite box."""
-    lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
-    if not (np.isfinite(lower).all() and np.isfinite(upper).all() and (lower < upper).all()):
-        raise WMIInputError(f"a uniform prior needs a finite box with lower < upper, got "
-                            f"{lower.tolist()}, {upper.tolist()}")
-    return [WeightPiece(lower, upper, constant(1.0 / float(np.prod(upper - lower)), lower.size))]
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,18 @@
-"""Exact WMI of a violation condition: top-level regions, enumeration, integration, early stop.
+"""WMI of a violation condition: top-level regions, enumeration, integration, early stop,
+envelope refinement and the time budget.
 
 ``P(violation | pre) = Σ_cells ∫ w / Σ_roots ∫ w`` where the roots (products of density pieces,
 each a box, intersected with the precondition) partition the precondition up to measure zero,
 and the cells (model regions intersected with the violation condition) partition the
-violating set. With ``stop_at = k`` the enumeration stops as soon as the violating mass reaches
-``k`` times the total (the early stop of the paper's Algorithm 1); the reported probability is
-then a lower bound on the violation probability (``stopped_early``). Roots are processed in
-parallel through an executor when one is given (no early stop across roots then, except between
-completed roots).
+violating set. One query per prior term; its masses are scaled by the term's probability
+enclosure. Polynomial weights integrate exactly; a query with envelope coordinates queues its
+cells for :mod:`verifier.wmi.envelope`, which refines certified bounds after the enumeration.
+With ``stop_at = k`` the enumeration stops as soon as the violating mass is known to reach
+``k`` times the total (the early stop of the paper's Algorithm 1; ``stopped_early``), and an
+envelope refinement also stops once the violation is known to lie below ``k``. A deadline
+(``timeout_s``) leaves every root not yet enumerated with violation in ``[0, its mass]`` and
+returns the interval reached. Roots are processed in parallel through an executor when one is
+given and every weight is polynomial (no early stop and no deadline then).
 """
 
 from __future__ import annotations
@@ -21,28 +26,51 @@ from typing import Any
 
 import numpy as np
 
+from verifier.population.rounding import EPS
 from verifier.wmi.encode import Placement, Root, WeightFactor, WMIInputError
+from verifier.wmi.envelope import Envelope, Refiner, box_summary, refine_until
 from verifier.wmi.integrate import integrate_simplices
+from verifier.wmi.marginals import Density1D
 from verifier.wmi.polynomial import compiled, constant, embed, multiply
 from verifier.wmi.polytope import box_constraints, make_polytope, triangulate
 from verifier.wmi.regions import Counters, NetworkModel, Outputs, Region
+from verifier.wmi.terms import ONE, Coefficient
 
 ViolationCondition = Any  # callable: list[Outputs] -> list[(A, b)]
+DEFAULT_TOLERANCE = 1e-4
+MAX_REFINEMENTS = 100_000
 
 
 @dataclass(frozen=True)
 class Query:
-    """Integration space of dimension ``dimension``, roots, placed models, violation."""
+    """Integration space of dimension ``dimension``, roots, placed models, violation.
+
+    ``coefficient`` scales every mass of the query (a prior term's probability, as an
+    enclosure ``(lower, value, upper)``); ``envelopes`` lists the coordinates whose weight is
+    a non-polynomial 1-D density (their root weight is 1 on a finite core interval, see
+    :mod:`verifier.wmi.envelope`); ``lost`` bounds the prior mass the query leaves out (tails
+    beyond the cores, already scaled)."""
 
     dimension: int
     roots: list[Root]
     placements: list[Placement]
     violation: ViolationCondition
+    coefficient: Coefficient = ONE
+    envelopes: tuple[tuple[int, Density1D], ...] = ()
+    lost: float = 0.0
 
 
 @dataclass
 class WMIResult:
-    """Exact probabilities with work counters."""
+    """Probabilities with work counters.
+
+    ``exact``: every weight was polynomial and the enumeration completed, so ``probability``
+    is exact (float64 rounding aside) and ``probability_lower == probability_upper``.
+    Otherwise ``[probability_lower, probability_upper]`` is a certified interval (envelopes of
+    non-polynomial densities, a time-out, an early stop) and ``probability`` is its lower end
+    (its upper end after an early stop, where only the violation's lower bound is known);
+    ``violation_probability`` is then ``1 − probability``.
+    """
 
     probability: float
     violation_probability: float
@@ -55,12 +83,20 @@ class WMIResult:
     stopped_early: bool = False
     verdict: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    probability_lower: float = 0.0
+    probability_upper: float = 1.0
+    exact: bool = True
+    timed_out: bool = False
+    refinements: int = 0
 
     def as_json(self) -> dict[str, Any]:
         """The CLI's JSON document."""
         document: dict[str, Any] = {
             "probability": self.probability, "violation_probability": self.violation_probability,
-            "regions": self.regions, "integrals": self.integrals, "lps": self.lps,
+            "probability_lower": self.probability_lower,
+            "probability_upper": self.probability_upper, "exact": self.exact,
+            "timed_out": self.timed_out, "regions": self.regions,
+            "integrals": self.integrals, "lps": self.lps, "refinements": self.refinements,
             "elapsed_s": self.elapsed_s, "stopped_early": self.stopped_early,
         }
         if self.verdict is not None:
@@ -131,15 +167,16 @@ def _combined(query: Query, region: Region, root: Root, index: int,
         yield from _combined(query, piece, root, index + 1, [*outputs, out])
 
 
-def root_masses(query: Query, index: int, stop_mass: float = np.inf
-                ) -> tuple[float, float, Counters, bool]:
-    """``(total mass, violating mass, counters, stopped)`` of root ``index``; enumeration stops
-    once the violating mass reaches ``stop_mass``."""
+def root_masses(query: Query, index: int, stop_mass: float = np.inf,
+                deadline: float = np.inf) -> tuple[float, float, Counters, bool, bool]:
+    """``(total mass, violating mass, counters, stopped, complete)`` of root ``index`` (a
+    polynomial weight); enumeration stops once the violating mass reaches ``stop_mass`` or at
+    ``deadline`` (``time.perf_counter()``), leaving ``complete`` False."""
     counters = Counters()
     root = query.roots[index]
     region = _root_region(root, counters)
     if region is None:
-        return 0.0, 0.0, counters, False
+        return 0.0, 0.0, counters, False, True
     weight = compiled(root.weight, query.dimension)
     total = _integrate(region, weight)
     counters.integrals += 1
@@ -153,52 +190,246 @@ def root_masses(query: Query, index: int, stop_mass: float = np.inf
             violating += _integrate(cell, weight)
             counters.integrals += 1
             if violating >= stop_mass:
-                return total, violating, counters, True
-    return total, violating, counters, False
+                return total, violating, counters, True, False
+        if time.perf_counter() >= deadline:
+            return total, violating, counters, False, False
+    return total, violating, counters, False, True
 
 
 def solve(queries: Query | list[Query], stop_at: float | None = None,
-          executor: Executor | None = None) -> WMIResult:
-    """Exact ``P(no violation | pre)`` and ``P(violation | pre)`` over the union of the
-    queries' roots (one query per value of the discrete columns; see module docstring)."""
-    started = time.perf_counter()
+          executor: Executor | None = None, *, timeout_s: float | None = None,
+          tolerance: float = DEFAULT_TOLERANCE, max_refinements: int = MAX_REFINEMENTS
+          ) -> WMIResult:
+    """``P(no violation | pre)`` and ``P(violation | pre)`` over the union of the queries'
+    roots (one query per prior term; see the module docstring): exact when every weight is
+    polynomial, else a certified interval refined until it is ``tolerance`` wide (or decided
+    against ``stop_at``), ``max_refinements`` bisections or ``timeout_s`` seconds."""
     batch = [queries] if isinstance(queries, Query) else list(queries)
+    if (executor is not None and stop_at is None and timeout_s is None
+            and not any(query.envelopes for query in batch)):
+        return _solve_parallel(batch, executor)
+    return Solver(batch, stop_at, timeout_s, tolerance, max_refinements).run()
+
+
+def _solve_parallel(batch: list[Query], executor: Executor) -> WMIResult:
+    started = time.perf_counter()
     jobs = [(query, index) for query in batch for index in range(len(query.roots))]
+    futures = [executor.submit(root_masses, query, index) for query, index in jobs]
+    sums = _Sums()
     counters = Counters()
-    if executor is None or stop_at is not None:
-        totals = []
-        for query, index in jobs:
-            counters.lps += 1
-            region = _root_region(query.roots[index], Counters())
-            totals.append(0.0 if region is None else
-                          _integrate(region, compiled(query.roots[index].weight,
-                                                      query.dimension)))
-        grand_total = float(sum(totals))
-        if grand_total <= 0:
+    for (query, _), future in zip(jobs, futures, strict=True):
+        total, violating, work, _, _ = future.result()
+        sums.add_exact(query.coefficient, total, violating)
+        counters.add(work)
+    sums.lost = sum(query.lost for query in batch)
+    return sums.result(counters, started, stopped=False, timed_out=False, refinements=0,
+                       exact=sums.lost == 0)
+
+
+@dataclass
+class _Sums:
+    """Running enclosures of the total and violating masses, and their float values."""
+
+    total_lo: float = 0.0
+    total_hi: float = 0.0
+    total: float = 0.0
+    violation_lo: float = 0.0
+    violation_hi: float = 0.0
+    violation: float = 0.0
+    lost: float = 0.0
+
+    def add_exact(self, coefficient: Coefficient, total: float, violating: float,
+                  complete: bool = True) -> None:
+        """Add a polynomial root's total and violating masses (``violating`` a lower bound
+        when not ``complete``)."""
+        self.add_total(coefficient, total)
+        self.add_violation(coefficient, total, violating, complete)
+
+    def add_total(self, coefficient: Coefficient, total: float) -> None:
+        low, value, high = coefficient
+        self.total_lo += low * total
+        self.total_hi += high * total
+        self.total += value * total
+
+    def add_violation(self, coefficient: Coefficient, total: float, violating: float,
+                      complete: bool = True) -> None:
+        low, value, high = coefficient
+        self.violation_lo += low * violating
+        self.violation_hi += high * (violating if complete else total)
+        self.violation += value * violating
+
+    def share(self, extra: tuple[float, float, float, float] = (0, 0, 0, 0)
+              ) -> tuple[float, float]:
+        """Enclosure of the violation probability (``extra`` adds to the four sums)."""
+        v_lo, v_hi = self.violation_lo + extra[0], self.violation_hi + extra[1]
+        t_lo, t_hi = self.total_lo + extra[2], self.total_hi + extra[3]
+        margin = 8 * EPS
+        top = t_hi + self.lost
+        low = v_lo / top * (1 - margin) if top > 0 else 0.0
+        bottom = max(t_lo, v_hi) + self.lost
+        high = min(1.0, (v_hi + self.lost) / bottom * (1 + margin)) if bottom > 0 else 1.0
+        return max(0.0, low), max(high, low)
+
+    def result(self, counters: Counters, started: float, *, stopped: bool, timed_out: bool,
+               refinements: int, exact: bool,
+               extra: tuple[float, float, float, float] = (0, 0, 0, 0)) -> WMIResult:
+        if self.total_hi + extra[3] + self.lost <= 0:
             raise WMIInputError("the precondition has probability zero under the prior")
-        stop_mass = np.inf if stop_at is None else stop_at * grand_total
-        violating, stopped = 0.0, False
-        for (query, index), total in zip(jobs, totals, strict=True):
-            if total <= 0:
+        share_lo, share_hi = self.share(extra)
+        if exact:
+            share = min(1.0, max(0.0, self.violation / self.total)) if self.total > 0 else 0.0
+            low = high = 1.0 - share
+        else:
+            low, high = 1.0 - share_hi, 1.0 - share_lo
+            share = share_lo if stopped else share_hi
+        return WMIResult(
+            probability=float(1.0 - share), violation_probability=float(share),
+            total_mass=float(self.total), violation_mass=float(self.violation),
+            regions=counters.regions,
+            integrals=counters.integrals, lps=counters.lps,
+            elapsed_s=time.perf_counter() - started, stopped_early=stopped,
+            probability_lower=float(low), probability_upper=float(high), exact=exact,
+            timed_out=timed_out,
+            refinements=refinements,
+        )
+
+
+class Solver:
+    """The sequential solver: totals first, then each root's violating cells (exact
+    integrals, or cells queued for envelope refinement), then refinement."""
+
+    def __init__(self, batch: list[Query], stop_at: float | None, timeout_s: float | None,
+                 tolerance: float, max_refinements: int) -> None:
+        self.batch = batch
+        self.stop_at = stop_at
+        self.started = time.perf_counter()
+        self.deadline = np.inf if timeout_s is None else self.started + float(timeout_s)
+        self.tolerance = tolerance
+        self.max_refinements = max_refinements
+        self.sums = _Sums(lost=sum(query.lost for query in batch))
+        self.refiner = Refiner()
+        self.counters = Counters()
+        self.pending: dict[object, float] = {}  # envelope roots not enumerated: total upper
+
+    def _extra(self) -> tuple[float, float, float, float]:
+        r = self.refiner
+        return (r.kind_low.get("v", 0.0), r.kind_high.get("v", 0.0) + sum(self.pending.values()),
+                r.kind_low.get("t", 0.0), r.kind_high.get("t", 0.0))
+
+    def _reached(self) -> bool:
+        return self.stop_at is not None and self.sums.share(self._extra())[0] >= self.stop_at
+
+    def _envelope(self, query: Query, root: Root) -> Envelope:
+        weight = compiled(root.weight, query.dimension)
+        return Envelope([j for j, _ in query.envelopes], [d for _, d in query.envelopes],
+                        root.weight, lambda region: _integrate(region, weight))
+
+    def _totals(self) -> list[tuple[Query, int, Region | None, float]]:
+        """Root regions and exact totals; envelope roots' totals go to the sums/refiner."""
+        prepared = []
+        for q, query in enumerate(self.batch):
+            scale = (query.coefficient[0], query.coefficient[2])
+            for index, root in enumerate(query.roots):
+                region = _root_region(root, self.counters)
+                total = 0.0
+                if region is not None and not query.envelopes:
+                    total = _integrate(region, compiled(root.weight, query.dimension))
+                    self.sums.add_total(query.coefficient, total)
+                elif region is not None:
+                    envelope = self._envelope(query, root)
+                    if root.A.shape[0] == 0:
+                        summary = box_summary(envelope, root.lower, root.upper)
+                        self.sums.total_lo += scale[0] * summary.mass_lo
+                        self.sums.total_hi += scale[1] * summary.mass_hi
+                        self.sums.total += query.coefficient[1] * 0.5 * (summary.mass_lo
+                                                                         + summary.mass_hi)
+                        total = scale[1] * summary.mass_hi
+                    else:
+                        self.refiner.add(envelope, region, root.lower, root.upper, scale,
+                                         ("t", (q, index)))
+                        total = self.refiner.high[("t", (q, index))]
+                prepared.append((query, index, region, total))
+        return prepared
+
+    def run(self) -> WMIResult:
+        prepared = self._totals()
+        for query, index, region, total in prepared:
+            if region is not None and query.envelopes:
+                self.pending[(id(query), index)] = total
+        stopped = timed_out = False
+        for q_index, (query, index, region, total) in enumerate(prepared):
+            if region is None:
                 continue
-            _, mass, work, stopped = root_masses(query, index, stop_mass - violating)
-            violating += mass
-            counters.add(work)
-            if stopped:
+            if time.perf_counter() >= self.deadline:
+                timed_out = True
+                self._give_up(prepared[q_index:])
                 break
-    else:
-        futures = [executor.submit(root_masses, query, index) for query, index in jobs]
-        results = [future.result() for future in futures]
-        grand_total = float(sum(result[0] for result in results))
-        if grand_total <= 0:
-            raise WMIInputError("the precondition has probability zero under the prior")
-        violating = float(sum(result[1] for result in results))
-        for result in results:
-            counters.add(result[2])
-        stopped = False
-    share = min(1.0, max(0.0, violating / grand_total))
-    return WMIResult(
-        probability=1.0 - share, violation_probability=share, total_mass=grand_total,
-        violation_mass=violating, regions=counters.regions, integrals=counters.integrals,
-        lps=counters.lps, elapsed_s=time.perf_counter() - started, stopped_early=stopped,
-    )
+            if query.envelopes:
+                complete = self._envelope_root(query, index, region)
+                if complete:
+                    self.pending.pop((id(query), index))
+            else:
+                complete, stopped = self._exact_root(query, index, total)
+            if not complete:
+                timed_out = True
+                self._give_up(prepared[q_index + 1:])
+                break
+            if stopped or self._reached():
+                stopped = True
+                break
+        exact = not timed_out and not stopped and self.sums.lost == 0 and not any(
+            query.envelopes for query in self.batch)
+        if not (timed_out or stopped or exact):
+            decided = refine_until(self.refiner, self._refined, self.deadline,
+                                   self.max_refinements)
+            stopped = self._reached()
+            timed_out = not decided and time.perf_counter() >= self.deadline
+        return self.sums.result(self.counters, self.started, stopped=stopped,
+                                timed_out=timed_out, refinements=self.refiner.steps,
+                                exact=exact, extra=self._extra())
+
+    def _refined(self) -> bool:
+        low, high = self.sums.share(self._extra())
+        if self.stop_at is not None and (low >= self.stop_at or high < self.stop_at):
+            return True
+        return high - low <= self.tolerance
+
+    def _give_up(self, rest: list[tuple[Query, int, Region | None, float]]) -> None:
+        """Roots never enumerated: violation anywhere in ``[0, total]``."""
+        for query, _, region, total in rest:
+            if region is not None and not query.envelopes:
+                self.sums.add_violation(query.coefficient, total, 0.0, complete=False)
+
+    def _exact_root(self, query: Query, index: int, total: float) -> tuple[bool, bool]:
+        """Enumerate a polynomial root: ``(complete or stopped, stopped)``."""
+        remaining = np.inf
+        if self.stop_at is not None:
+            low = query.coefficient[0]
+            needed = self.stop_at * (self.sums.total_hi + self._extra()[3] + self.sums.lost)
+            remaining = max(0.0, needed - self.sums.violation_lo - self._extra()[0]) / low \
+                if low > 0 else np.inf
+        _, violating, work, stopped, complete = root_masses(query, index, remaining,
+                                                            self.deadline)
+        self.counters.add(work)
+        self.sums.add_violation(query.coefficient, total, violating, complete or stopped)
+        if stopped:
+            self.sums.violation_hi += query.coefficient[2] * (total - violating)
+        return complete or stopped, stopped
+
+    def _envelope_root(self, query: Query, index: int, region: Region) -> bool:
+        root = query.roots[index]
+        envelope = self._envelope(query, root)
+        scale = (query.coefficient[0], query.coefficient[2])
+        tag = ("v", (id(query), index))
+        for leaf, outputs in _combined(query, region, root, 0, []):
+            self.counters.regions += 1
+            for A, b in query.violation(outputs):
+                cell = leaf.restrict(A, b)
+                if cell is None:
+                    continue
+                self.counters.integrals += 1
+                self.refiner.add(envelope, cell, root.lower, root.upper, scale, tag)
+            if time.perf_counter() >= self.deadline:
+                self.refiner.drop(tag)
+                return False
+        return True

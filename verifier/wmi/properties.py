@@ -1,16 +1,24 @@
-"""The audited properties as exact WMI queries (paper 002, Eqs. 5, 6, 9, 10).
+"""The audited properties as WMI queries (paper 002, Eqs. 5, 6, 8, 9, 10).
 
-Each function returns a :class:`WMIResult` whose ``probability`` is the exact probability that
-the property holds (``violation_probability`` its complement), with the number of complete
-regions, of integrated polytopes and of LPs, and the elapsed time. ``stop_at = k`` stops as soon
-as the violation probability is known to be ``>= k`` (then ``stopped_early`` is set and the
-violation probability reported is a lower bound). Models are :class:`verifier.network.Network`
+Each function returns a :class:`WMIResult`: the probability that the property holds
+(``violation_probability`` its complement), exact when every density of the prior is piecewise
+polynomial (``exact``), otherwise a certified interval ``[probability_lower,
+probability_upper]`` from density envelopes (:mod:`verifier.wmi.envelope`) refined until it is
+``tolerance`` wide, decided against ``stop_at`` or ``timeout_s`` runs out (then ``timed_out``,
+with the interval reached). ``stop_at = k`` stops as soon as the violation probability is known
+to be ``>= k`` (``stopped_early``; ``probability`` is then an upper bound).
+
+The prior is any population model or distribution (:mod:`verifier.wmi.terms`): discrete
+columns (binary, integer, one-hot groups) are summed over their values, each value fixing the
+column in every copy of the input a property compares (summed once, never squared); values of
+columns no model reads are merged into one query. Models are :class:`verifier.network.Network`
 s (a single output is a logit: class 1 iff ``logit >= 0``; several outputs: argmax) or fitted
 scikit-learn ``DecisionTreeClassifier`` / ``RandomForestClassifier``.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -28,13 +36,21 @@ from verifier.wmi.encode import (
     OtherClass,
     Placement,
     WeightFactor,
+    WeightPiece,
     WMIInputError,
-    atom_slices,
-    density_pieces,
-    uniform_pieces,
 )
-from verifier.wmi.engine import Query, WMIResult, build_roots, solve
+from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult, build_roots, solve
+from verifier.wmi.marginals import Density1D
+from verifier.wmi.polynomial import constant
 from verifier.wmi.regions import NetworkModel, PiecewiseAffineModel
+from verifier.wmi.terms import (
+    PolyFactor,
+    Term,
+    TermSet,
+    combinations,
+    prior_terms,
+    times,
+)
 from verifier.wmi.trees import ForestModel
 
 Prior = Distribution | PopulationModel
@@ -49,33 +65,25 @@ def as_model(model: Any, bound_method: str = "crown") -> PiecewiseAffineModel:
     return ForestModel(model)
 
 
-def _prior_pieces(prior: Prior, dimension: int) -> tuple[list, np.ndarray, np.ndarray]:
-    pieces = density_pieces(prior)
-    if not pieces:
-        raise WMIInputError("the prior has no positive piece")
-    if pieces[0].lower.size != dimension:
-        raise WMIInputError(
-            f"the prior has {pieces[0].lower.size} columns, the model {dimension} inputs"
-        )
-    lower = np.min([piece.lower for piece in pieces], axis=0)
-    upper = np.max([piece.upper for piece in pieces], axis=0)
-    return pieces, lower, upper
+def read_columns(model: PiecewiseAffineModel) -> set[int]:
+    """Input columns the model's output may depend on (first-layer weights that are not
+    zero in real arithmetic; features a tree splits on)."""
+    if isinstance(model, NetworkModel):
+        layer = model.network.layers[0]
+        magnitude = layer.weight_magnitude if layer.weight_magnitude is not None else 0.0
+        used = (np.abs(layer.weight) + np.abs(magnitude)) > 0
+        return {int(j) for j in np.flatnonzero(used.any(axis=0))}
+    if isinstance(model, ForestModel):
+        return {int(f) for tree in model.trees for f in tree["feature"] if f >= 0}
+    return set(range(_input_size(model)))
 
 
-def _identity(dimension: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.eye(dimension, width), np.zeros(dimension)
-
-
-def _ball(lower: np.ndarray, upper: np.ndarray, center: Any, epsilon: float | None
-          ) -> tuple[np.ndarray, np.ndarray]:
-    if center is None:
-        return lower.copy(), upper.copy()
-    point = np.asarray(center, dtype=np.float64).reshape(-1)
-    if point.size != lower.size:
-        raise WMIInputError(f"the centre has {point.size} coordinates, expected {lower.size}")
-    if epsilon is None or not epsilon > 0:
-        raise WMIInputError(f"epsilon must be > 0, got {epsilon}")
-    return point - epsilon, point + epsilon
+def _input_size(*models: PiecewiseAffineModel) -> int:
+    sizes = {model.network.input_size if isinstance(model, NetworkModel) else model.input_size
+             for model in models}
+    if len(sizes) != 1:
+        raise WMIInputError(f"the models read different numbers of inputs: {sorted(sizes)}")
+    return sizes.pop()
 
 
 def _predicted(model: PiecewiseAffineModel, point: np.ndarray) -> int:
@@ -87,68 +95,248 @@ def _predicted(model: PiecewiseAffineModel, point: np.ndarray) -> int:
     raise WMIInputError("give the expected label explicitly for this model type")
 
 
-def _sliced_queries(models: list[PiecewiseAffineModel], prior: Prior, dimension: int,
-                    center: Any, epsilon: float | None, violation: Any,
-                    keep: Any = None) -> list[Query]:
-    """One dimension-preserving query per value of the prior's discrete columns (inside the
-    ε-box, and accepted by ``keep(values)`` when given)."""
-    pieces, lower, upper = _prior_pieces(prior, dimension)
-    box_lo, box_hi = _ball(lower, upper, center, epsilon)
-    discrete, slices = atom_slices(pieces)
-    if len(discrete) == dimension:
-        raise WMIInputError("every input column is discrete: nothing to integrate")
+# ------------------------------------------------------------------------------ priors
+
+
+def _termset(prior: Prior, dimension: int) -> TermSet:
+    termset = prior_terms(prior)
+    if termset.dimension != dimension:
+        raise WMIInputError(f"the prior has {termset.dimension} columns, the model "
+                            f"{dimension} inputs")
+    return termset
+
+
+def uniform_terms(prior: Prior, termset: TermSet) -> TermSet:
+    """The uniform prior on the support box: every continuous column uniform on its support
+    interval, every discrete group uniform over the values it takes. Raises
+    :class:`WMIInputError` naming a continuous column with an unbounded support."""
+    lower, upper = prior.support()
+    discrete = set(termset.discrete_columns())
+    pieces = []
+    for j in range(termset.dimension):
+        if j in discrete:
+            continue
+        if not (math.isfinite(lower[j]) and math.isfinite(upper[j])):
+            raise WMIInputError(f"use_prior false needs a bounded support, but column "
+                                f"{termset.name(j)!r} has support [{lower[j]:g}, {upper[j]:g}]")
+        if not lower[j] < upper[j]:
+            raise WMIInputError(f"column {termset.name(j)!r} has a single-point support")
+        height = 1.0 / (float(upper[j]) - float(lower[j]))
+        pieces.append(PolyFactor((j,), (WeightPiece(np.array([lower[j]]), np.array([upper[j]]),
+                                                    constant(height, 1)),)))
+    values = combinations(termset)
+    share = 1.0 / len(values)
+    terms = [Term((share, share, share), atoms, list(pieces)) for atoms in values]
+    return TermSet(termset.dimension, terms, 0.0, termset.names, termset.groups)
+
+
+def _merge(terms: list[Term], read: set[int]) -> list[Term]:
+    """Terms that differ only in atoms of unread columns become one (coefficients added)."""
+    merged: dict[tuple, Term] = {}
+    for term in terms:
+        atoms = {j: v for j, v in term.atoms.items() if j in read}
+        key = (term.continuous_key(), tuple(sorted(atoms.items())))
+        if key in merged:
+            old = merged[key]
+            c, d = old.coefficient, term.coefficient
+            merged[key] = Term((c[0] + d[0], c[1] + d[1], c[2] + d[2]), old.atoms, old.poly,
+                               old.densities)
+        else:
+            merged[key] = Term(term.coefficient, dict(term.atoms), term.poly, term.densities)
+    return list(merged.values())
+
+
+def _factor_mass(term: Term, skip: int | None = None) -> float:
+    """Upper bound on the mass of the term's continuous factors other than column ``skip``."""
+    return _factor_masses(term, skip)[1]
+
+
+def _factor_masses(term: Term, skip: int | None = None) -> tuple[float, float]:
+    """Enclosure of the mass of the term's continuous factors other than column ``skip``
+    (polynomial pieces integrated in float64, widened by a relative 1e-12)."""
+    low = high = 1.0
+    for j, density in term.densities.items():
+        if j != skip:
+            total = density.total()
+            low, high = low * total[0], high * total[1]
+    for factor in term.poly:
+        if skip not in factor.positions:
+            mass = sum(_piece_mass(piece) for piece in factor.pieces)
+            low, high = low * mass * (1 - 1e-12), high * mass * (1 + 1e-12)
+    return low, high
+
+
+def _piece_mass(piece: WeightPiece) -> float:
+    total = 0.0
+    for exponents, coefficient in piece.polynomial.items():
+        value = coefficient
+        for e, low, high in zip(exponents, piece.lower, piece.upper, strict=True):
+            value *= (high ** (e + 1) - low ** (e + 1)) / (e + 1)
+        total += value
+    return total
+
+
+@dataclass
+class _Layout:
+    """Weight factors, envelope coordinates and left-out mass of one term's query."""
+
+    factors: list[WeightFactor]
+    envelopes: list[tuple[int, Density1D]]
+    lost: float
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+def _place(term: Term, index: dict[int, int], width: int) -> _Layout:
+    """The term's continuous factors on the integration coordinates ``index[column]``."""
+    factors, envelopes, lost = [], [], 0.0
+    lower, upper = np.full(width, -np.inf), np.full(width, np.inf)
+    for factor in term.poly:
+        positions = [index[j] for j in factor.positions]
+        factors.append(WeightFactor(positions, list(factor.pieces)))
+        lower[positions] = np.min([p.lower for p in factor.pieces], axis=0)
+        upper[positions] = np.max([p.upper for p in factor.pieces], axis=0)
+    for j, density in term.densities.items():
+        if _place_density(j, index[j], density, factors, envelopes, lower, upper):
+            lost += term.coefficient[2] * _tail(density) * _factor_mass(term, j)
+    return _Layout(factors, envelopes, lost, lower, upper)
+
+
+def _tail(density: Density1D) -> float:
+    return density.core()[2]
+
+
+def _place_density(column: int, position: int, density: Density1D,
+                   factors: list[WeightFactor], envelopes: list[tuple[int, Density1D]],
+                   lower: np.ndarray, upper: np.ndarray) -> bool:
+    """Put a column's density on ``position``: exact pieces, or weight 1 on its core with an
+    envelope entry (then ``True``)."""
+    if density.polynomial():
+        pieces = density.polynomial_pieces()
+        if not pieces:
+            raise WMIInputError(f"column {column} has no mass in a part of the prior")
+        factors.append(WeightFactor([position], pieces))
+        lower[position] = min(p.lower[0] for p in pieces)
+        upper[position] = max(p.upper[0] for p in pieces)
+        return False
+    low, high, _ = density.core()
+    factors.append(WeightFactor([position], [WeightPiece(np.array([low]), np.array([high]),
+                                                         constant(1.0, 1))]))
+    envelopes.append((position, density))
+    lower[position], upper[position] = low, high
+    return True
+
+
+def _atoms_inside(term: Term, box_lo: np.ndarray, box_hi: np.ndarray) -> bool:
+    return all(box_lo[j] <= v <= box_hi[j] for j, v in term.atoms.items())
+
+
+def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
+                         dimension: int, box_lo: np.ndarray, box_hi: np.ndarray,
+                         violation: Any, keep: Any = None, kept: set[int] | None = None
+                         ) -> list[Query]:
+    """One query per (merged) term whose atoms lie in the precondition box and that
+    ``keep`` accepts; atoms of the columns ``kept`` are never merged away."""
+    read = set().union(*(read_columns(model) for model in models)) | (kept or set())
+    terms = [t for t in termset.terms if _atoms_inside(t, box_lo, box_hi)
+             and (keep is None or keep(t))]
     queries = []
-    for part in slices:
-        values = part.values
-        if np.any(values < box_lo[discrete]) or np.any(values > box_hi[discrete]):
-            continue
-        if keep is not None and not keep(values, discrete):
-            continue
-        width = len(part.free)
-        roots = build_roots(width, [WeightFactor(list(range(width)), part.pieces)],
-                            box_lo[part.free], box_hi[part.free])
-        placements = [Placement(model, part.embed, part.offset) for model in models]
-        queries.append(Query(width, roots, placements, violation))
+    for term in _merge(terms, read):
+        free = [j for j in range(dimension) if j not in term.atoms]
+        if not free:
+            raise WMIInputError("every input column is discrete: nothing to integrate")
+        index = {j: k for k, j in enumerate(free)}
+        layout = _place(term, index, len(free))
+        lo = np.maximum(layout.lower, box_lo[free])
+        hi = np.minimum(layout.upper, box_hi[free])
+        roots = build_roots(len(free), layout.factors, lo, hi)
+        embed = np.eye(dimension)[:, free]
+        offset = np.zeros(dimension)
+        for j, v in term.atoms.items():
+            offset[j] = v
+        placements = [Placement(model, embed, offset) for model in models]
+        queries.append(Query(len(free), roots, placements, violation, term.coefficient,
+                             tuple(layout.envelopes), layout.lost))
     return queries
 
 
-def _continuous_only(prior: Prior, dimension: int, what: str) -> None:
-    discrete, _ = atom_slices(_prior_pieces(prior, dimension)[0])
-    if discrete:
-        raise WMIInputError(f"{what} needs a prior without discrete columns (columns "
-                            f"{discrete} are discrete)")
+def _ball(termset: TermSet, center: Any, epsilon: float | None
+          ) -> tuple[np.ndarray, np.ndarray]:
+    dimension = termset.dimension
+    if center is None:
+        return np.full(dimension, -np.inf), np.full(dimension, np.inf)
+    point = np.asarray(center, dtype=np.float64).reshape(-1)
+    if point.size != dimension:
+        raise WMIInputError(f"the centre has {point.size} coordinates, expected {dimension}")
+    if epsilon is None or not epsilon > 0:
+        raise WMIInputError(f"epsilon must be > 0, got {epsilon}")
+    return point - epsilon, point + epsilon
+
+
+def _solve(queries: list[Query], stop_at: float | None, executor: Executor | None,
+           timeout_s: float | None, tolerance: float) -> WMIResult:
+    if not queries:
+        raise WMIInputError("the precondition has probability zero under the prior")
+    return solve(queries, stop_at, executor, timeout_s=timeout_s, tolerance=tolerance)
+
+
+# ------------------------------------------------------------------------------ properties
+
+
+def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: float,
+                             label: int | None = None, bound_method: str = "crown"
+                             ) -> tuple[list[Query], int]:
+    """The queries of :func:`local_robustness` and the label checked."""
+    wrapped = as_model(model, bound_method)
+    point = np.asarray(center, dtype=np.float64).reshape(-1)
+    termset = _termset(prior, _input_size(wrapped))
+    chosen = _predicted(wrapped, point) if label is None else int(label)
+    box_lo, box_hi = _ball(termset, point, epsilon)
+    return _single_copy_queries([wrapped], termset, point.size, box_lo, box_hi,
+                                OtherClass(chosen)), chosen
 
 
 def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
                      label: int | None = None, *, stop_at: float | None = None,
-                     executor: Executor | None = None, bound_method: str = "crown"
+                     executor: Executor | None = None, bound_method: str = "crown",
+                     timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
                      ) -> WMIResult:
     """``P(class(x) = label | ‖x − center‖∞ <= ε)`` under ``prior`` (Eq. 5); the label
-    defaults to the model's prediction at the centre. Discrete prior columns are summed."""
-    wrapped = as_model(model, bound_method)
-    point = np.asarray(center, dtype=np.float64).reshape(-1)
-    chosen = _predicted(wrapped, point) if label is None else int(label)
-    queries = _sliced_queries([wrapped], prior, point.size, point, epsilon, OtherClass(chosen))
-    result = solve(queries, stop_at, executor)
+    defaults to the model's prediction at the centre."""
+    queries, chosen = local_robustness_queries(model, prior, center, epsilon, label,
+                                               bound_method)
+    result = _solve(queries, stop_at, executor, timeout_s, tolerance)
     result.extra["label"] = chosen
     return result
 
 
+def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = None,
+                        epsilon: float | None = None, bound_method: str = "crown"
+                        ) -> list[Query]:
+    """The queries of :func:`equivalence`."""
+    first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
+    termset = _termset(prior, _input_size(first, second))
+    box_lo, box_hi = _ball(termset, center, epsilon)
+    return _single_copy_queries([first, second], termset, termset.dimension, box_lo, box_hi,
+                                Disagreement())
+
+
 def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
                 epsilon: float | None = None, *, stop_at: float | None = None,
-                executor: Executor | None = None, bound_method: str = "crown") -> WMIResult:
+                executor: Executor | None = None, bound_method: str = "crown",
+                timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
+                ) -> WMIResult:
     """``P(c₁(x) = c₂(x))`` under ``prior``, globally or in the ε-box around ``center``
-    (Eq. 6). Discrete prior columns are summed."""
-    first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
-    dimension = _input_size(first, second)
-    queries = _sliced_queries([first, second], prior, dimension, center, epsilon,
-                              Disagreement())
-    return solve(queries, stop_at, executor)
+    (Eq. 6)."""
+    queries = equivalence_queries(model, surrogate, prior, center, epsilon, bound_method)
+    return _solve(queries, stop_at, executor, timeout_s, tolerance)
 
 
 @dataclass
 class ParityResult:
-    """Exact demographic parity: ``ratio = p_unprivileged / p_privileged``."""
+    """Demographic parity: ``ratio = p_unprivileged / p_privileged`` (exact when ``exact``,
+    else the point values are the interval midpoints and ``ratio_lower``/``ratio_upper``
+    enclose the ratio)."""
 
     ratio: float
     p_unprivileged: float
@@ -156,111 +344,259 @@ class ParityResult:
     regions: int
     integrals: int
     elapsed_s: float
+    ratio_lower: float = 0.0
+    ratio_upper: float = math.inf
+    exact: bool = True
+
+
+def demographic_parity_queries(model: Any, prior: Prior, protected: int, privileged: float,
+                               favorable_class: int, bound_method: str = "crown"
+                               ) -> list[Query]:
+    """The queries of :func:`demographic_parity`: the unprivileged group's, then the
+    privileged group's (each list non-empty)."""
+    groups = _parity_groups(as_model(model, bound_method), prior, protected, privileged,
+                            favorable_class)
+    return groups[0] + groups[1]
+
+
+def _parity_groups(wrapped: PiecewiseAffineModel, prior: Prior, protected: int,
+                   privileged: float, favorable_class: int) -> list[list[Query]]:
+    dimension = _input_size(wrapped)
+    termset = _termset(prior, dimension)
+    if protected not in termset.discrete_columns():
+        raise WMIInputError(f"the protected column {protected} must be discrete in the prior "
+                            f"(discrete columns: {termset.discrete_columns()})")
+    everywhere = np.full(dimension, -np.inf), np.full(dimension, np.inf)
+    groups = []
+    for in_group in (False, True):
+        queries = _single_copy_queries(
+            [wrapped], termset, dimension, *everywhere, OtherClass(favorable_class),
+            keep=lambda t, g=in_group: (t.atoms[protected] == privileged) == g,
+            kept={protected})
+        if not queries:
+            raise WMIInputError(f"the {'privileged' if in_group else 'unprivileged'} group "
+                                "has probability zero under the prior")
+        groups.append(queries)
+    return groups
 
 
 def demographic_parity(model: Any, prior: Prior, protected: int, privileged: float,
                        favorable_class: int, *, executor: Executor | None = None,
-                       bound_method: str = "crown") -> ParityResult:
+                       bound_method: str = "crown", timeout_s: float | None = None,
+                       tolerance: float = DEFAULT_TOLERANCE) -> ParityResult:
     """``P(class = fav | x_p ≠ V) / P(class = fav | x_p = V)`` (Eq. 8) for a discrete
-    protected column ``p`` and privileged value ``V``."""
-    wrapped = as_model(model, bound_method)
-    dimension = _input_size(wrapped)
+    protected column ``p`` and privileged value ``V``; ``timeout_s`` is shared by the two
+    groups."""
     started = time.perf_counter()
-    discrete, _ = atom_slices(_prior_pieces(prior, dimension)[0])
-    if protected not in discrete:
-        raise WMIInputError(f"the protected column {protected} must be discrete in the prior "
-                            f"(discrete columns: {discrete})")
-    where = discrete.index(protected)
-    shares, regions, integrals = [], 0, 0
-    for in_group in (False, True):
-        queries = _sliced_queries(
-            [wrapped], prior, dimension, None, None, OtherClass(favorable_class),
-            keep=lambda values, _columns, g=in_group: (values[where] == privileged) == g)
-        if not queries:
-            raise WMIInputError(f"the {'privileged' if in_group else 'unprivileged'} group "
-                                "has probability zero under the prior")
-        result = solve(queries, None, executor)
-        shares.append(result.probability)
+    groups = _parity_groups(as_model(model, bound_method), prior, protected, privileged,
+                            favorable_class)
+    shares, regions, integrals, exact = [], 0, 0, True
+    for queries in groups:
+        left = None if timeout_s is None else max(0.0, timeout_s - (time.perf_counter()
+                                                                    - started))
+        result = solve(queries, None, executor, timeout_s=left, tolerance=tolerance)
+        shares.append((result.probability_lower, result.probability_upper, result.probability))
         regions += result.regions
         integrals += result.integrals
-    ratio = shares[0] / shares[1] if shares[1] > 0 else float("inf")
-    return ParityResult(ratio, shares[0], shares[1], regions, integrals,
-                        time.perf_counter() - started)
+        exact = exact and result.exact
+    (u_lo, u_hi, u_val), (p_lo, p_hi, p_val) = shares
+    if not exact:
+        u_val, p_val = 0.5 * (u_lo + u_hi), 0.5 * (p_lo + p_hi)
+    ratio = u_val / p_val if p_val > 0 else math.inf
+    low = u_lo / p_hi if p_hi > 0 else math.inf
+    high = u_hi / p_lo if p_lo > 0 else math.inf
+    if exact:
+        low = high = ratio
+    return ParityResult(ratio, u_val, p_val, regions, integrals, time.perf_counter() - started,
+                        low, high, exact)
 
 
-def _input_size(*models: PiecewiseAffineModel) -> int:
-    sizes = {model.network.input_size if isinstance(model, NetworkModel) else model.input_size
-             for model in models}
-    if len(sizes) != 1:
-        raise WMIInputError(f"the models read different numbers of inputs: {sorted(sizes)}")
-    return sizes.pop()
+def _copy_marginal(termset: TermSet, feature: int) -> tuple[list[WeightPiece] | None,
+                                                           Density1D | None]:
+    """The marginal of column ``feature`` over all terms, for the second copy ``x′_i``:
+    exact pieces when every part is polynomial, else a :class:`Density1D`."""
+    terms = termset.terms
+    densities = [t.densities.get(feature) for t in terms]
+    if all(d is not None for d in densities) and not all(d.polynomial() for d in densities):
+        components = []
+        for term, density in zip(terms, densities, strict=True):
+            rest_lo, rest_hi = _factor_masses(term, feature)
+            components.extend(density.scaled(term.coefficient[0] * rest_lo,
+                                             term.coefficient[2] * rest_hi).components)
+        return None, Density1D(tuple(components))
+    if any(d is not None and not d.polynomial() for d in densities):
+        raise WMIInputError(f"column {termset.name(feature)!r} mixes a multi-column "
+                            "polynomial density with non-polynomial ones")
+    pieces: list[WeightPiece] = []
+    for term, density in zip(terms, densities, strict=True):
+        value = term.coefficient[1] * _factor_mass(term, feature)
+        if density is not None:
+            pieces.extend(WeightPiece(p.lower, p.upper,
+                                      {k: v * value for k, v in p.polynomial.items()})
+                          for p in density.polynomial_pieces())
+            continue
+        factor = next(f for f in term.poly if feature in f.positions)
+        where = factor.positions.index(feature)
+        for piece in factor.pieces:
+            pieces.extend(_marginal_piece(piece, where, value))
+    return pieces, None
+
+
+def _marginal_piece(piece: WeightPiece, where: int, scale: float) -> list[WeightPiece]:
+    """``∫ piece`` over every coordinate but ``where`` (a polynomial in that coordinate)."""
+    result: dict[tuple[int, ...], float] = {}
+    for exponents, coefficient in piece.polynomial.items():
+        value = coefficient * scale
+        for k, (e, low, high) in enumerate(zip(exponents, piece.lower, piece.upper,
+                                               strict=True)):
+            if k != where:
+                value *= (high ** (e + 1) - low ** (e + 1)) / (e + 1)
+        key = (exponents[where],)
+        result[key] = result.get(key, 0.0) + value
+    return [WeightPiece(piece.lower[[where]], piece.upper[[where]], result)]
+
+
+def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
+                         positive_class: int = 1, output: int | None = None,
+                         use_prior: bool = False, bound_method: str = "crown"
+                         ) -> list[Query]:
+    """The queries of :func:`monotonicity`."""
+    wrapped = as_model(model, bound_method)
+    dimension = _input_size(wrapped)
+    if not 0 <= feature < dimension:
+        raise WMIInputError(f"feature index {feature} is outside 0..{dimension - 1}")
+    termset = _termset(prior, dimension)
+    if not use_prior:
+        termset = uniform_terms(prior, termset)
+    if feature in termset.discrete_columns():
+        raise WMIInputError(f"monotonicity needs a continuous feature; column "
+                            f"{termset.name(feature)!r} is discrete")
+    copy_pieces, copy_density = _copy_marginal(termset, feature)
+    violation = LostPositive(positive_class) if output is None else Decrease(output)
+    queries = []
+    for term in _merge(termset.terms, read_columns(wrapped)):
+        free = [j for j in range(dimension) if j not in term.atoms]
+        index = {j: k for k, j in enumerate(free)}
+        width = len(free) + 1
+        layout = _place(term, index, width)
+        copy = width - 1
+        if copy_pieces is not None:
+            layout.factors.append(WeightFactor([copy], copy_pieces))
+            layout.lower[copy] = min(p.lower[0] for p in copy_pieces)
+            layout.upper[copy] = max(p.upper[0] for p in copy_pieces)
+        else:
+            _place_density(feature, copy, copy_density, layout.factors, layout.envelopes,
+                           layout.lower, layout.upper)
+            layout.lost += term.coefficient[2] * _factor_mass(term) * _tail(copy_density)
+        order = np.zeros((1, width))
+        mine = index[feature]
+        order[0, mine], order[0, copy] = (-1.0, 1.0) if decreasing else (1.0, -1.0)
+        roots = build_roots(width, layout.factors, layout.lower, layout.upper, order,
+                            np.zeros(1))
+        first = np.zeros((dimension, width))
+        for j, k in index.items():
+            first[j, k] = 1.0
+        second = first.copy()
+        second[feature, mine] = 0.0
+        second[feature, copy] = 1.0
+        offset = np.zeros(dimension)
+        for j, v in term.atoms.items():
+            offset[j] = v
+        placements = [Placement(wrapped, first, offset), Placement(wrapped, second, offset)]
+        queries.append(Query(width, roots, placements, violation, term.coefficient,
+                             tuple(layout.envelopes), layout.lost))
+    return queries
 
 
 def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
                  positive_class: int = 1, output: int | None = None,
                  use_prior: bool = False, stop_at: float | None = None,
-                 executor: Executor | None = None, bound_method: str = "crown") -> WMIResult:
+                 executor: Executor | None = None, bound_method: str = "crown",
+                 timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
+                 ) -> WMIResult:
     """Monotonicity in input ``feature`` by self-composition (Eq. 9): ``x`` and ``x′`` agree
-    except on ``feature`` where ``x_i <= x′_i`` (``>=`` when ``decreasing``).
+    except on ``feature``, where ``x_i <= x′_i`` (``>=`` when ``decreasing``).
 
     Classifier (``output`` None): ``P(c(x) = positive ⇒ c(x′) = positive)``. Regressor
-    (``output`` given): ``P(f(x)[output] <= f(x′)[output])``. Integration is over
-    ``z = (x, x′_i)``: uniform on the prior's support box (the paper's choice) unless
-    ``use_prior``, then with weight ``w(x)·w(x′)``.
+    (``output`` given): ``P(f(x)[output] <= f(x′)[output])``. Pairs: ``x`` from the prior and
+    ``x′_i`` an independent draw of the feature's marginal (``use_prior``), or both from the
+    uniform prior on the support box (continuous columns uniform on their support interval,
+    discrete groups uniform over their values; an unbounded support is refused). Discrete
+    columns take the same value in both copies.
     """
-    wrapped = as_model(model, bound_method)
-    dimension = _input_size(wrapped)
-    if not 0 <= feature < dimension:
-        raise WMIInputError(f"feature index {feature} is outside 0..{dimension - 1}")
-    _continuous_only(prior, dimension, "monotonicity")
-    pieces, lower, upper = _prior_pieces(prior, dimension)
-    width = dimension + 1
-    copy = list(range(dimension))
-    copy[feature] = dimension
-    if use_prior:
-        factors = [WeightFactor(list(range(dimension)), pieces), WeightFactor(copy, pieces)]
-    else:
-        factors = [WeightFactor(list(range(dimension)), uniform_pieces(lower, upper)),
-                   WeightFactor([dimension], uniform_pieces(lower[[feature]],
-                                                            upper[[feature]]))]
-    order = np.zeros((1, width))
-    order[0, feature], order[0, dimension] = (-1.0, 1.0) if decreasing else (1.0, -1.0)
-    roots = build_roots(width, factors, np.append(lower, lower[feature]),
-                        np.append(upper, upper[feature]), order, np.zeros(1))
-    second = np.eye(dimension, width)
-    second[feature] = 0.0
-    second[feature, dimension] = 1.0
-    violation = (LostPositive(positive_class) if output is None else Decrease(output))
-    placements = [Placement(wrapped, *_identity(dimension, width)),
-                  Placement(wrapped, second, np.zeros(dimension))]
-    return solve(Query(width, roots, placements, violation), stop_at, executor)
+    queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
+                                   positive_class=positive_class, output=output,
+                                   use_prior=use_prior, bound_method=bound_method)
+    return _solve(queries, stop_at, executor, timeout_s, tolerance)
 
 
-def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
-                     stop_at: float | None = None, executor: Executor | None = None,
-                     bound_method: str = "crown") -> WMIResult:
-    """``P(c(x) = c(x + n))`` with ``x ~ prior`` and ``n ~ noise`` added to ``features``
-    (Eq. 10); ``noise`` must be piecewise polynomial of dimension ``len(features)``."""
+def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | None,
+                             features: list[int], bound_method: str = "crown"
+                             ) -> list[Query]:
+    """The queries of :func:`noise_robustness`."""
     wrapped = as_model(model, bound_method)
     dimension = _input_size(wrapped)
+    if noise is None:
+        raise WMIInputError("noise robustness needs a noise distribution with a density")
     if len(set(features)) != len(features) or not features or \
             not all(0 <= f < dimension for f in features):
         raise WMIInputError(f"noise features {features} must be distinct indices in "
                             f"0..{dimension - 1}")
-    _continuous_only(prior, dimension, "noise robustness")
-    pieces, lower, upper = _prior_pieces(prior, dimension)
-    noise_pieces, noise_lo, noise_hi = _prior_pieces(noise, len(features))
-    if np.any(noise_lo >= noise_hi) or any(np.any(p.lower >= p.upper) for p in noise_pieces):
-        raise WMIInputError("the noise needs a density (no point masses); "
-                            "use a piecewise-polynomial density")
-    width = dimension + len(features)
-    factors = [WeightFactor(list(range(dimension)), pieces),
-               WeightFactor(list(range(dimension, width)), noise_pieces)]
-    roots = build_roots(width, factors, np.concatenate([lower, noise_lo]),
-                        np.concatenate([upper, noise_hi]))
-    shifted = np.eye(dimension, width)
-    for position, feature in enumerate(features):
-        shifted[feature, dimension + position] = 1.0
-    placements = [Placement(wrapped, *_identity(dimension, width)),
-                  Placement(wrapped, shifted, np.zeros(dimension))]
-    return solve(Query(width, roots, placements, Disagreement()), stop_at, executor)
+    termset = _termset(prior, dimension)
+    for f in features:
+        if f in termset.discrete_columns():
+            raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
+                                "column; it is discrete")
+    noise_set = prior_terms(noise)
+    if noise_set.dimension != len(features):
+        raise WMIInputError(f"the noise has {noise_set.dimension} columns for "
+                            f"{len(features)} features")
+    if noise_set.discrete_columns() or noise_set.lost > 0:
+        raise WMIInputError("the noise needs a density (no point masses)")
+    queries = []
+    read = read_columns(wrapped)
+    for term in _merge(termset.terms, read):
+        free = [j for j in range(dimension) if j not in term.atoms]
+        for noise_term in noise_set.terms:
+            index = {j: k for k, j in enumerate(free)}
+            width = len(free) + len(features)
+            layout = _place(term, index, width)
+            shifted_noise = Term(noise_term.coefficient, {}, [
+                PolyFactor(tuple(len(free) + p for p in f.positions), f.pieces)
+                for f in noise_term.poly], {len(free) + j: d
+                                            for j, d in noise_term.densities.items()})
+            noise_index = {len(free) + j: len(free) + j for j in range(len(features))}
+            noise_layout = _place(shifted_noise, noise_index, width)
+            lower = np.where(np.isfinite(layout.lower), layout.lower, noise_layout.lower)
+            upper = np.where(np.isfinite(layout.upper), layout.upper, noise_layout.upper)
+            roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper)
+            first = np.zeros((dimension, width))
+            for j, k in index.items():
+                first[j, k] = 1.0
+            shifted = first.copy()
+            for position, f in enumerate(features):
+                shifted[f, len(free) + position] = 1.0
+            offset = np.zeros(dimension)
+            for j, v in term.atoms.items():
+                offset[j] = v
+            coefficient = times(term.coefficient, noise_term.coefficient)
+            lost = (layout.lost * noise_term.coefficient[2] * _factor_mass(noise_term)
+                    + noise_layout.lost * term.coefficient[2] * _factor_mass(term))
+            queries.append(Query(width, roots, [Placement(wrapped, first, offset),
+                                                Placement(wrapped, shifted, offset)],
+                                 Disagreement(), coefficient,
+                                 tuple(layout.envelopes + noise_layout.envelopes), lost))
+    return queries
+
+
+def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
+                     stop_at: float | None = None, executor: Executor | None = None,
+                     bound_method: str = "crown", timeout_s: float | None = None,
+                     tolerance: float = DEFAULT_TOLERANCE) -> WMIResult:
+    """``P(c(x) = c(x + n))`` with ``x ~ prior`` and ``n ~ noise`` added to ``features``
+    (Eq. 10); ``noise`` has a density (piecewise polynomial, or normal-type: then the result
+    is a certified interval) of dimension ``len(features)``."""
+    queries = noise_robustness_queries(model, prior, noise, features, bound_method)
+    return _solve(queries, stop_at, executor, timeout_s, tolerance)
+
+

@@ -1,0 +1,81 @@
+"""Before running: can a WMI property run on this model and population?
+
+:func:`check_wmi_property` builds the property's queries exactly as the property function
+would (prior terms, discrete values, density envelopes, roots) without enumerating a single
+region, so it is cheap (no LP) and raises the same one-line :class:`WMIInputError` the run
+would raise: a column WMI cannot handle (named), a feature index out of range, a discrete
+monotone or noisy feature, a missing noise density, an unbounded support with
+``use_prior=False``. Config validation calls it so a bad audit fails before any audit runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from verifier.population.base import Distribution
+from verifier.wmi.encode import WMIInputError
+from verifier.wmi.engine import Query
+from verifier.wmi.properties import (
+    Prior,
+    demographic_parity_queries,
+    equivalence_queries,
+    local_robustness_queries,
+    monotonicity_queries,
+    noise_robustness_queries,
+)
+
+WMI_KINDS = ("monotonicity", "noise_robustness", "local_robustness", "equivalence",
+             "demographic_parity")
+
+
+@dataclass(frozen=True)
+class WMIPlan:
+    """What a run will do: ``exact`` when every weight is piecewise polynomial (the result is
+    then exact if it finishes in time; otherwise a certified interval), the number of queries
+    (prior terms after merging) and of top-level roots."""
+
+    kind: str
+    exact: bool
+    queries: int
+    roots: int
+
+
+def check_wmi_property(kind: str, model: Any, prior: Prior, *, feature: int | None = None,
+                       decreasing: bool = False, use_prior: bool = False,
+                       features: list[int] | None = None, noise: Distribution | None = None,
+                       center: Any = None, epsilon: float | None = None,
+                       label: int | None = None, surrogate: Any = None,
+                       protected: int | None = None, privileged: float | None = None,
+                       favorable_class: int | None = None) -> WMIPlan:
+    """The :class:`WMIPlan` of property ``kind`` (one of :data:`WMI_KINDS`) with the
+    arguments its function takes; raises :class:`WMIInputError` if it cannot run."""
+    queries: list[Query]
+    if kind == "monotonicity":
+        if feature is None:
+            raise WMIInputError("monotonicity needs a feature")
+        queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
+                                       use_prior=use_prior)
+    elif kind == "noise_robustness":
+        queries = noise_robustness_queries(model, prior, noise, list(features or []))
+    elif kind == "local_robustness":
+        if center is None or epsilon is None:
+            raise WMIInputError("local robustness needs a center and an epsilon")
+        queries, _ = local_robustness_queries(model, prior, center, epsilon, label)
+    elif kind == "equivalence":
+        if surrogate is None:
+            raise WMIInputError("equivalence needs a surrogate model")
+        queries = equivalence_queries(model, surrogate, prior, center, epsilon)
+    elif kind == "demographic_parity":
+        if protected is None or privileged is None or favorable_class is None:
+            raise WMIInputError("demographic parity needs protected, privileged and "
+                                "favorable_class")
+        queries = demographic_parity_queries(model, prior, protected, privileged,
+                                             favorable_class)
+    else:
+        raise WMIInputError(f"unknown WMI property {kind!r}; expected one of "
+                            f"{', '.join(WMI_KINDS)}")
+    if not queries:
+        raise WMIInputError(f"{kind}: the precondition has probability zero under the prior")
+    exact = all(not q.envelopes and q.lost == 0 for q in queries)
+    return WMIPlan(kind, exact, len(queries), sum(len(q.roots) for q in queries))
