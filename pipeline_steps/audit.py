@@ -67,6 +67,7 @@ from registry_hooks.tags import (
     version_tags,
 )
 from registry_hooks.uris import parse_model_uri, resolve_version
+from verifier.audits import check_audit
 from verifier.audits import run_audit as run_audit_kind
 from verifier.audits.binding import bind
 from verifier.certificate import Certificate, to_jsonable
@@ -350,8 +351,10 @@ def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
                  population: Any) -> tuple[Network, Any]:
     """The network with its inputs named and the population model ordered by
     :func:`verifier.audits.binding.bind` (names from the model or ``model.input_names``,
-    never from the population), after checking that every input an audit names exists: a
-    typo or an unnamed model fails here, before anything is written to the registry."""
+    never from the population), after checking that every input an audit names exists and
+    that each audit can run on them (:func:`verifier.audits.check_audit`): a typo, an unnamed
+    model or a population an audit cannot handle fails here, before anything is written to
+    the registry or any audit starts."""
     network, population = bind(loaded.network, population, config.model.input_names,
                                loaded.uri)
     names = list(network.input_names)
@@ -363,6 +366,7 @@ def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
                 f"{'is not an input' if len(missing) == 1 else 'are not inputs'} of the model "
                 f"(inputs: {', '.join(names)})"
             )
+        check_audit(settings, network, population)
     return network, population
 
 

@@ -89,6 +89,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-probability", type=float,
                         help="verdict 'satisfied' iff the certified probability is >= this; "
                              "enables the early stop once it cannot be reached")
+    parser.add_argument("--timeout", type=float,
+                        help="time budget in seconds (default 300); on timeout the certified "
+                             "interval reached is reported")
     parser.add_argument("--bound-method", choices=("crown", "ibp", "none"), default="crown",
                         help="bound propagation that fixes stable neurons (default crown)")
     parser.add_argument("--executor", default=None,
@@ -290,13 +293,14 @@ def run_equivalence(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
+        timeout = 300.0 if args.timeout is None else args.timeout
         result = equivalence(args.model_object, surrogate,
                              args.prior, None if center is None else np.asarray(center),
-                             args.epsilon, stop_at=stop_at, **engine)
+                             args.epsilon, stop_at=stop_at, timeout_s=timeout, **engine)
     expression = f"P(class_model(x) = class_surrogate(x)), surrogate {args.surrogate}"
     return _report(args, probability_certificate(
         "equivalence", requirement_at_least(threshold), result, expression, stop_at,
-        bound_method=args.bound_method))
+        bound_method=args.bound_method, timeout_s=timeout))
 
 
 def _check_surrogate_names(surrogate: Any, names: list[str], path: str) -> None:

@@ -52,6 +52,18 @@ SETTINGS_TYPES: tuple[type, ...] = (
 """The settings model of every audit kind, in the order the configuration schema lists them."""
 
 
+def check_audit(settings: Any, network: Any, population: Any) -> None:
+    """Raise the input error ``run_audit`` would meet, without running the audit, for the kinds
+    that can tell in advance (the weighted-model-integration kinds); errors name the audit."""
+    check = getattr(KINDS[settings.kind], "check", None)
+    if check is None:
+        return
+    try:
+        check(settings, network, population)
+    except CertgateInputError as error:
+        raise type(error)(f"audit {settings.name!r}: {error}") from error
+
+
 def run_audit(settings: Any, network: Any, population: Any, budget: float | None = None,
               progress: Any = None, **engine: Any) -> Certificate:
     """Run the audit ``settings`` describe (picklable: an executor may run it in another
@@ -74,6 +86,7 @@ __all__ = [
     "MonotonicitySettings",
     "NoiseRobustnessSettings",
     "Requirement",
+    "check_audit",
     "check_population_fits",
     "demographic_parity_audit",
     "judged_verdict",

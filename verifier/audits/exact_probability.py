@@ -12,16 +12,18 @@ proven failures. The verdict is the requirement ``probability >= min_probability
 that interval (:func:`verifier.audits.requirement.judged_verdict`) — for the command line
 and the pipeline alike.
 
-Time budget: the WMI engine of this version enumerates to completion and takes no time
-limit; a runner's ``budget`` is recorded in the certificate's settings (``budget_s``) and
-becomes the engine's limit where the engine accepts one.
+Densities without a polynomial form (normal, truncated normal, their mixtures) enter through
+certified envelopes, and a run that reaches its time limit (``timeout_s``, tightened by a
+runner's ``budget``) stops with the interval reached: then the result is not exact and the
+certificate's interval is the engine's certified ``[probability_lower, probability_upper]``
+widened by the same allowance on both sides. The verdict rule is the same.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from verifier.audits.requirement import Requirement, StrictSettings, judged_verdict
 from verifier.certificate import Certificate
@@ -48,11 +50,14 @@ class ProbabilitySettings(StrictSettings):
     arithmetic but computed in float64, so the certificate widens it by a documented float
     allowance (:data:`verifier.audits.exact_probability.WMI_FLOAT_ALLOWANCE`): a threshold
     within that allowance of the computed value stays undecided, and 1 can never be certified.
+    ``timeout_s`` bounds the work (``null``: no limit); on time-out the interval reached is
+    reported and judged by the same rule.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     min_probability: float
+    timeout_s: float | None = Field(default=300.0, gt=0)
 
     @field_validator("min_probability")
     @classmethod
@@ -89,15 +94,27 @@ def wmi_stop_at(min_probability: float) -> float | None:
 def probability_interval(result: Any) -> tuple[float, float]:
     """The certified interval of a :class:`verifier.wmi.WMIResult`'s probability (see the
     module docstring)."""
+    if not result.exact:
+        return (max(0.0, float(result.probability_lower) - WMI_FLOAT_ALLOWANCE),
+                min(1.0, float(result.probability_upper) + WMI_FLOAT_ALLOWANCE))
     computed = float(result.probability)
     high = min(1.0, computed + WMI_FLOAT_ALLOWANCE)
     low = 0.0 if result.stopped_early else max(0.0, computed - WMI_FLOAT_ALLOWANCE)
     return low, high
 
 
+def _stopped_by(result: Any) -> str:
+    if result.timed_out:
+        return "timeout"
+    if result.stopped_early:
+        return "early stop: the threshold is decided"
+    return "complete enumeration" if result.exact else "certified envelopes"
+
+
 def probability_certificate(kind: str, requirement: Requirement, result: Any, expression: str,
                             stop_at: float | None, budget: float | None = None,
-                            bound_method: str = "crown") -> Certificate:
+                            bound_method: str = "crown",
+                            timeout_s: float | None = None) -> Certificate:
     """The certificate of a :class:`verifier.wmi.WMIResult` for an exact-probability audit:
     ``bounds["probability"]`` from :func:`probability_interval`, verdict by
     :func:`~verifier.audits.requirement.judged_verdict`."""
@@ -114,12 +131,14 @@ def probability_certificate(kind: str, requirement: Requirement, result: Any, ex
             "computed_probability": computed,
             "violation_probability": float(result.violation_probability),
             "stopped_early": bool(result.stopped_early),
-            "stopped_by": ("early stop: the threshold cannot be reached"
-                           if result.stopped_early else "complete enumeration"),
+            "stopped_by": _stopped_by(result),
+            "exact": bool(result.exact),
+            "timed_out": bool(result.timed_out),
             "float_allowance": WMI_FLOAT_ALLOWANCE,
             **result.extra,
         },
-        settings={"stop_at": stop_at, "bound_method": bound_method, "budget_s": budget},
+        settings={"stop_at": stop_at, "bound_method": bound_method, "budget_s": budget,
+                  "timeout_s": timeout_s},
         cost={"elapsed_s": float(result.elapsed_s), "regions": float(result.regions),
               "integrals": float(result.integrals), "lps": float(result.lps)},
         algorithm=WMI_ALGORITHM,

@@ -14,7 +14,7 @@ from verifier.audits.exact_probability import (
     probability_certificate,
     wmi_stop_at,
 )
-from verifier.audits.requirement import NAME_PATTERN
+from verifier.audits.requirement import NAME_PATTERN, effective_timeout
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
 
@@ -35,6 +35,16 @@ class LocalRobustnessSettings(ProbabilitySettings):
     label: int | None = Field(default=None, ge=0)
 
 
+def check(settings: LocalRobustnessSettings, model: Any, population: Any) -> None:
+    """Raise a one-line input error now if weighted model integration cannot run this audit
+    on this model and population."""
+    from verifier.wmi.check import check_wmi_property
+
+    model_inputs(model, population, None)
+    check_wmi_property("local_robustness", model, population, center=settings.center,
+                       epsilon=settings.epsilon, label=settings.label)
+
+
 def run(settings: LocalRobustnessSettings, model: Any, population: Any,
         budget: float | None = None, progress: Any = None, *,
         input_names: Sequence[str] | None = None, bound_method: str = "crown",
@@ -50,10 +60,11 @@ def run(settings: LocalRobustnessSettings, model: Any, population: Any,
             f"inputs ({', '.join(names)})"
         )
     stop_at = wmi_stop_at(settings.min_probability)
+    timeout_s = effective_timeout(settings.timeout_s, budget)
     result = local_robustness(model, population, settings.center, settings.epsilon,
                               settings.label, stop_at=stop_at, executor=executor,
-                              bound_method=bound_method)
+                              bound_method=bound_method, timeout_s=timeout_s)
     expression = (f"P(class(x) = {result.extra['label']} | ‖x − center‖∞ <= "
                   f"{settings.epsilon:g})")
     return probability_certificate(settings.kind, settings.requirement, result, expression,
-                                   stop_at, budget, bound_method)
+                                   stop_at, budget, bound_method, timeout_s)

@@ -15,7 +15,7 @@ from verifier.audits.exact_probability import (
     probability_certificate,
     wmi_stop_at,
 )
-from verifier.audits.requirement import NAME_PATTERN
+from verifier.audits.requirement import NAME_PATTERN, effective_timeout
 from verifier.certificate import Certificate
 
 KIND = "monotonicity"
@@ -42,6 +42,17 @@ class MonotonicitySettings(ProbabilitySettings):
         return (self.feature,)
 
 
+def check(settings: MonotonicitySettings, model: Any, population: Any) -> None:
+    """Raise a one-line input error now if weighted model integration cannot run this audit
+    on this model and population (a column it cannot handle, an unbounded support)."""
+    from verifier.wmi.check import check_wmi_property
+
+    names = model_inputs(model, population, None)
+    check_wmi_property("monotonicity", model, population,
+                       feature=input_position(names, "feature", settings.feature),
+                       decreasing=settings.decreasing, use_prior=settings.use_prior)
+
+
 def run(settings: MonotonicitySettings, model: Any, population: Any,
         budget: float | None = None, progress: Any = None, *,
         input_names: Sequence[str] | None = None, output: int | None = None,
@@ -54,10 +65,11 @@ def run(settings: MonotonicitySettings, model: Any, population: Any,
     names = model_inputs(model, population, None if input_names is None else list(input_names))
     feature = input_position(names, "feature", settings.feature)
     stop_at = wmi_stop_at(settings.min_probability)
+    timeout_s = effective_timeout(settings.timeout_s, budget)
     result = monotonicity(model, population, feature, decreasing=settings.decreasing,
                           positive_class=settings.positive_class, output=output,
                           use_prior=settings.use_prior, stop_at=stop_at, executor=executor,
-                          bound_method=bound_method)
+                          bound_method=bound_method, timeout_s=timeout_s)
     order = ">=" if settings.decreasing else "<="
     pairs = "population-weighted" if settings.use_prior else "uniform on the support box"
     if output is None:
@@ -68,4 +80,4 @@ def run(settings: MonotonicitySettings, model: Any, population: Any,
     expression = (f"{event}, x′ = x except x.{settings.feature} {order} x′.{settings.feature}, "
                   f"pairs {pairs}")
     return probability_certificate(settings.kind, settings.requirement, result, expression,
-                                   stop_at, budget, bound_method)
+                                   stop_at, budget, bound_method, timeout_s)

@@ -15,7 +15,7 @@ from verifier.audits.exact_probability import (
     probability_certificate,
     wmi_stop_at,
 )
-from verifier.audits.requirement import NAME_PATTERN
+from verifier.audits.requirement import NAME_PATTERN, effective_timeout
 from verifier.certificate import Certificate
 
 KIND = "noise_robustness"
@@ -66,6 +66,17 @@ class NoiseRobustnessSettings(ProbabilitySettings):
                 f"triangular{list(self.noise_triangular)}")
 
 
+def check(settings: NoiseRobustnessSettings, model: Any, population: Any) -> None:
+    """Raise a one-line input error now if weighted model integration cannot run this audit
+    on this model and population (a column it cannot handle, a missing noise density)."""
+    from verifier.wmi.check import check_wmi_property
+
+    names = model_inputs(model, population, None)
+    features = [input_position(names, "features", name) for name in settings.features]
+    check_wmi_property("noise_robustness", model, population, features=features,
+                       noise=settings.noise()[0])
+
+
 def run(settings: NoiseRobustnessSettings, model: Any, population: Any,
         budget: float | None = None, progress: Any = None, *,
         input_names: Sequence[str] | None = None, bound_method: str = "crown",
@@ -78,9 +89,11 @@ def run(settings: NoiseRobustnessSettings, model: Any, population: Any,
     features = [input_position(names, "features", name) for name in settings.features]
     noise, described = settings.noise()
     stop_at = wmi_stop_at(settings.min_probability)
+    timeout_s = effective_timeout(settings.timeout_s, budget)
     result = noise_robustness(model, population, noise, features, stop_at=stop_at,
-                              executor=executor, bound_method=bound_method)
+                              executor=executor, bound_method=bound_method,
+                              timeout_s=timeout_s)
     expression = (f"P(class(x) = class(x + n)), n ~ {described} on "
                   f"{', '.join(settings.features)}")
     return probability_certificate(settings.kind, settings.requirement, result, expression,
-                                   stop_at, budget, bound_method)
+                                   stop_at, budget, bound_method, timeout_s)

@@ -41,7 +41,7 @@ from verifier.population.base import (
 from verifier.population.distributions import Categorical, Discrete, PointMass
 from verifier.population.elimination import Elimination
 from verifier.population.errors import PopulationError
-from verifier.population.rounding import Enclosure
+from verifier.population.rounding import Enclosure, product
 
 if TYPE_CHECKING:
     from verifier.population.union import AnyDistribution
@@ -158,12 +158,14 @@ def _interval_text(low: float, high: float) -> str:
 
 @dataclass(frozen=True)
 class _Plan:
-    """The regimes (row combinations with possibly positive probability) and the interval
-    each imposes on every node."""
+    """The regimes (row combinations with possibly positive probability), the interval each
+    imposes on every node, and per regime the probability of the latent nodes' events (None
+    without latent nodes)."""
 
     regime_rows: np.ndarray
     regime_lo: np.ndarray
     regime_hi: np.ndarray
+    latent: Enclosure | None
 
 
 class BayesianNetwork(Distribution):
@@ -299,7 +301,20 @@ class BayesianNetwork(Distribution):
 
     @cached_property
     def _plan(self) -> _Plan:
-        return _Plan(*self._regimes())
+        rows, low, high = self._regimes()
+        factors = []
+        for u, node in enumerate(self.nodes):
+            if not node.latent:
+                continue
+            value, lower, upper = (np.zeros(rows.shape[0]) for _ in range(3))
+            for r, row in enumerate(node.cpt):
+                chosen = rows[:, u] == r
+                if chosen.any():
+                    part = row.distribution.interval(low[chosen, u], high[chosen, u])
+                    value[chosen], lower[chosen], upper[chosen] = (
+                        part.value, part.lower, part.upper)
+            factors.append(Enclosure(value, lower, upper))
+        return _Plan(rows, low, high, product(factors) if factors else None)
 
     @cached_property
     def _elimination(self) -> Elimination:
