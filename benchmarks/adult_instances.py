@@ -303,6 +303,8 @@ def build_instance(
     if epochs < 1:
         raise ValueError(f"epochs must be positive, got {epochs}")
     path = data or census_path()
+    if not path.is_file():
+        raise AdultDataError(f"census data not found at {path}")
     variables = VARIABLES[:k]
     paths = None
     if cache_dir is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,9 +33,11 @@ from benchmarks.adult_instances import (
     classify_favorable,
     enumerate_points,
     exact_reference,
+    load_census,
     monte_carlo_reference,
 )
 from verifier.audits import demographic_parity_audit
+from verifier.convert import network_to_json
 from verifier.network import Layer, Network
 from verifier.pv import PVProgress, PVSettings
 
@@ -244,3 +247,27 @@ def test_classification_oracle_matches_argmax_and_exact_ties() -> None:
         points[:, instance.columns.index("education=Bachelors")] == 1)
     assert np.array_equal(classify_favorable(tie, points, 1), male_bachelor)
     assert np.array_equal(classify_favorable(tie, points, 0), ~male_bachelor)
+
+
+def test_instances_are_cached_exactly_and_encode_male_as_one(tmp_path: Path) -> None:
+    built = build_instance(2, (4,), SEED, epochs=1, cache_dir=tmp_path)
+    assert built.network_path is not None and built.network_path.is_file()
+    cached = build_instance(2, (4,), SEED, epochs=1, cache_dir=tmp_path)
+    assert network_to_json(cached.network) == network_to_json(built.network)
+    assert cached.population.to_json() == built.population.to_json()
+    assert cached.validation_accuracy == built.validation_accuracy
+    fresh = _instance(2, (4,))
+    assert network_to_json(fresh.network) == network_to_json(built.network)
+    census = load_census()
+    male_share = float((census["sex"] == "Male").mean())
+    sex = built.population.columns.index("sex")
+    low, high = built.population.support()
+    box_lo, box_hi = low.copy(), high.copy()
+    box_lo[sex] = box_hi[sex] = 1.0
+    assert float(built.population.prob_boxes(box_lo[None], box_hi[None])[0]) == pytest.approx(
+        male_share, abs=1e-12)
+
+
+def test_missing_data_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(AdultDataError, match="census data not found"):
+        build_instance(2, (4,), SEED, cache_dir=None, data=tmp_path / "census.csv")
