@@ -467,6 +467,17 @@ def _first_interval(
     return _widened(affine, low, high, lo, hi)
 
 
+def _distinct_rows(masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct rows of a boolean ``(B, m)`` matrix and each row's index among them
+    (rows of up to 62 entries are compared as packed integers, much faster than rows)."""
+    if masks.shape[1] > 62:
+        return torch.unique(masks, dim=0, return_inverse=True)
+    weights = torch.ones(masks.shape[1], dtype=torch.long) << torch.arange(masks.shape[1])
+    keys, inverse = torch.unique((masks.long() * weights).sum(dim=1), return_inverse=True)
+    patterns = ((keys[:, None] & weights) != 0)
+    return patterns, inverse
+
+
 def _shared_group_extremes(
     weight: torch.Tensor, onehot: _OneHot
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -479,7 +490,7 @@ def _shared_group_extremes(
     low = torch.zeros(batch, weight.shape[0], dtype=torch.float64)
     high = torch.zeros_like(low)
     for group in range(onehot.index.shape[0]):
-        patterns, inverse = torch.unique(onehot.allowed[:, group], dim=0, return_inverse=True)
+        patterns, inverse = _distinct_rows(onehot.allowed[:, group])
         values = weight[:, onehot.index[group]]  # (rows, m)
         allowed = patterns[:, None, :]
         smallest = torch.where(allowed, values[None], np.inf).amin(dim=2)

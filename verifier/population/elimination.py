@@ -149,6 +149,7 @@ class Elimination:
         self.columns = [np.arange(offsets[u], offsets[u + 1]) for u in range(len(nodes))]
         self.factors = [self._factor(u, node, index) for u, node in enumerate(nodes)]
         self.order = self._order()
+        self._paths: dict[tuple, list | bool] = {}
         sizes = [len(cells) for cells in self.cells]
         self.operations = (len(nodes) + 1) * (sum(sizes) + len(nodes) + 1)
         self.elements_per_box = sum(
@@ -304,8 +305,15 @@ class Elimination:
             operands = ",".join("a" + "".join(letters[v] for v in variables)
                                 for _, variables in involved)
             result = "a" + "".join(letters[v] for v in scope)
-            combined = np.einsum(f"{operands}->{result}", *(t for t, _ in involved),
-                                 optimize=len(involved) > 2)
+            operands_list = [t for t, _ in involved]
+            subscripts = f"{operands}->{result}"
+            key = (subscripts, *(t.shape for t in operands_list))
+            path = self._paths.get(key)
+            if path is None:
+                path = (np.einsum_path(subscripts, *operands_list, optimize="greedy")[0]
+                        if len(operands_list) > 2 else False)
+                self._paths[key] = path
+            combined = np.einsum(subscripts, *operands_list, optimize=path)
             pending.append((combined, tuple(scope)))
         total = np.ones(tables[0].shape[0])
         for table, variables in pending:
