@@ -41,7 +41,12 @@ import torch
 
 from verifier.bounds import compute_bounds
 from verifier.causal.exact_check import check_partition
-from verifier.causal.partition import representative, split_candidates, with_sensitive
+from verifier.causal.partition import (
+    MIN_EDGE,
+    representative,
+    split_candidates,
+    with_sensitive,
+)
 from verifier.causal.problem import FairnessProblem
 from verifier.causal.sampling import find_witnesses
 from verifier.causal.witness import confirmed_pairs
@@ -203,8 +208,10 @@ def _child_gap(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
 
 
 def _relative_width(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    extra = problem.integer.astype(float)
     widths = [
-        (upper[:, i] - lower[:, i]) / (problem.query_upper[i] - problem.query_lower[i])
+        (upper[:, i] - lower[:, i] + extra[i])
+        / max(problem.query_upper[i] - problem.query_lower[i] + extra[i], MIN_EDGE)
         for i in problem.continuous
     ]
     widths += [

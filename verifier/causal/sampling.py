@@ -22,11 +22,15 @@ def _offsets(samples: int, inputs: int) -> np.ndarray:
 
 def sample_points(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                   samples: int = SAMPLES) -> np.ndarray:
-    """``(B, S, n)`` points inside each partition (one-hot groups get one allowed category;
-    sensitive entries are zero, for the caller to set)."""
+    """``(B, S, n)`` points inside each partition (integer inputs get integers, one-hot groups
+    one allowed category; sensitive entries are zero, for the caller to set)."""
     n = lower.shape[1]
     u = _offsets(samples, n)[None, :, :]
     points = lower[:, None, :] + u * (upper - lower)[:, None, :]
+    whole = problem.integer
+    if whole.any():
+        steps = np.floor(u[:, :, whole] * (upper - lower + 1.0)[:, None, whole])
+        points[:, :, whole] = np.minimum(lower[:, None, whole] + steps, upper[:, None, whole])
     for group in problem.onehot_groups:
         members = np.asarray(group)
         allowed = upper[:, members] > 0.5
