@@ -34,6 +34,7 @@ reads; both rules below look at what the split does to the bounds instead.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -52,7 +53,11 @@ from verifier.causal.sampling import find_witnesses
 from verifier.causal.witness import confirmed_pairs
 
 FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, SPLIT, EXCLUDED = 0, 1, 2, 3, 4
+UNFINISHED = 7
 STATUS_NAMES = ("fair", "biased_everywhere", "biased_witness", "split", "excluded")
+SPLIT_BATCH = 8
+"""Partitions whose split candidates are bounded together; the deadline is checked between
+batches, so a chunk ends soon after it (the split is a chunk's most expensive bound step)."""
 
 
 @dataclass(frozen=True)
@@ -227,9 +232,10 @@ def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: n
     re-evaluated: the two points differ only in sensitive inputs and get the two classes.
     ``hints`` ``(B, 2, n)`` (NaN where none): an ancestor's witness pair; its sensitive values
     are tried as extra probes and its point as an extra sample. Children inherit their
-    parent's witness (or hint). No exact check runs past ``deadline`` (``time.time()``
-    seconds, comparable across processes and machines up to clock skew): partitions it
-    leaves undecided are split as usual.
+    parent's witness (or hint). Nothing expensive starts past ``deadline`` (``time.time()``
+    seconds, comparable across processes and machines up to clock skew): no exact check, no
+    sampling, no further split batch; undecided partitions left without children then end
+    ``UNFINISHED`` (a witnessed one stays biased at its witness, without children).
 
     Runs torch single-threaded (restoring the caller's setting): the boxes are small and the
     executor already supplies the parallelism, so intra-op threads only contend for cores."""
@@ -251,6 +257,10 @@ def _probe_values(problem: FairnessProblem, hints: np.ndarray | None, batch: int
     hinted = hints[:, :, list(problem.sensitive)]
     filled = np.where(np.isnan(hinted), values[:, :1, :], hinted)
     return np.concatenate([values, filled], axis=1)
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.time() >= deadline
 
 
 def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
@@ -298,7 +308,7 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
         witness_classes[rows] = np.stack([classes_a, classes_b], axis=1)[confirmed]
 
     undecided = np.flatnonzero(status == SPLIT)
-    if undecided.size and settings.witness_sampling:
+    if undecided.size and settings.witness_sampling and not _past(deadline):
         anchors = None if hints is None else hints[undecided, 0]
         found, x_a, x_b, pair = find_witnesses(problem, lower[undecided], upper[undecided],
                                                probes[undecided], anchors)
@@ -313,6 +323,8 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
 
     milps = 0
     feasible = np.flatnonzero((status == SPLIT) & (unstable <= settings.max_unstable))
+    if _past(deadline):
+        feasible = feasible[:0]
     for b in feasible:
         bounds = [
             ({k: v[b * cell_count + c] for k, v in cell_result.pre_lower.items()},
@@ -332,16 +344,26 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     children_lo = np.repeat(lower[:, None, :], 2, axis=1)
     children_hi = np.repeat(upper[:, None, :], 2, axis=1)
     has_children = np.zeros(batch, dtype=bool)
-    rows = np.flatnonzero(status == SPLIT)
-    if rows.size:
-        c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows], settings)
+    split_done = np.zeros(batch, dtype=bool)
+    undecided_rows = np.flatnonzero(status == SPLIT)
+    witnessed_rows = np.flatnonzero(status == BIASED_WITNESS)
+    jobs = [(undecided_rows[i:i + SPLIT_BATCH], False)
+            for i in range(0, undecided_rows.size, SPLIT_BATCH)]
+    jobs += [(witnessed_rows[i:i + SPLIT_BATCH], True)
+             for i in range(0, witnessed_rows.size, SPLIT_BATCH)]
+    for rows, witnessed in jobs:
+        if _past(deadline):
+            break
+        if witnessed:
+            c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows],
+                                          replace(settings, min_edge=0.0), probes[rows])
+        else:
+            c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows], settings)
         children_lo[rows], children_hi[rows], has_children[rows] = c_lo, c_hi, ok
-    rows = np.flatnonzero(status == BIASED_WITNESS)
-    if rows.size:
-        c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows],
-                                      replace(settings, min_edge=0.0), probes[rows])
-        children_lo[rows], children_hi[rows], has_children[rows] = c_lo, c_hi, ok
-    status[(status == SPLIT) & ~has_children] = EXCLUDED
+        split_done[rows] = True
+    undecided = status == SPLIT
+    status[undecided & split_done & ~has_children] = EXCLUDED
+    status[undecided & ~split_done] = UNFINISHED
     children_hints = np.full((batch, 2, n), np.nan) if hints is None else hints.copy()
     witnessed = witness_classes[:, 0] >= 0
     children_hints[witnessed, 0] = witness_a[witnessed]
