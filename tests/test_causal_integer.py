@@ -137,3 +137,30 @@ def test_fairquant_compas_1_matches_brute_force_over_all_624_points() -> None:
     lower, upper = certificate.bounds["biased_share"]
     assert lower == pytest.approx(exact, abs=1e-12) and upper == pytest.approx(exact, abs=1e-12)
     _assert_integer_witnesses(network, certificate, 3)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_class_pruning_keeps_the_exact_checks_verdict(seed: int) -> None:
+    # three-valued one-hot sensitive feature: pruning class pairs that the bounds rule out
+    # must give the same verdict as running every MILP, with no more MILPs
+    from verifier.bounds import compute_bounds
+    from verifier.causal.analysis import class_spec, possible_classes
+    from verifier.causal.exact_check import check_partition
+    from verifier.causal.partition import with_sensitive
+
+    rng = np.random.default_rng(seed)
+    network = Network([Layer(rng.normal(size=(6, 5)), rng.normal(size=6), "relu"),
+                       Layer(rng.normal(size=(3, 6)), rng.normal(size=3), "none")])
+    problem = build_problem(network, ["x2", "x3", "x4"], sensitive_kind="one_hot")
+    for width in (1.0, 0.3, 0.1):
+        lower = np.array([[0.2, 0.1, 0.0, 0.0, 0.0]])
+        upper = lower.copy()
+        upper[0, :2] += width
+        boxes = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+        result = compute_bounds(problem.network, *boxes, class_spec(3), "crown")
+        cells = [({k: v[c] for k, v in result.pre_lower.items()},
+                  {k: v[c] for k, v in result.pre_upper.items()}) for c in range(3)]
+        possible = possible_classes(result.upper, 1, 3, 3)[0]
+        full = check_partition(problem, lower[0], upper[0], cells)
+        pruned = check_partition(problem, lower[0], upper[0], cells, possible=possible)
+        assert pruned.status == full.status and pruned.solved <= full.solved

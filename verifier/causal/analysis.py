@@ -114,6 +114,16 @@ def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarra
     return proven, result
 
 
+def possible_classes(upper_bounds: np.ndarray, batch: int, cells: int, classes: int
+                     ) -> np.ndarray:
+    """``(B, V, K)`` from class-spec upper bounds ``(B·V, K(K−1))`` (rows of
+    :func:`class_spec`): whether class ``k`` may win strictly somewhere in each partition ×
+    cell. It cannot where some other class is proven at least as large everywhere
+    (``ub(y_k − y_d) ≤ 0``), so the exact check may skip every class pair that needs it there."""
+    ub = upper_bounds.reshape(batch, cells, classes, classes - 1)
+    return (ub > 0.0).all(axis=3)
+
+
 def _probe_boxes(problem: FairnessProblem) -> np.ndarray:
     """``(P, 2, k)`` sensitive value boxes used to prove bias everywhere."""
     if problem.sensitive_kind == "one_hot":
@@ -274,6 +284,7 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     cell_classes = cell_classes.reshape(batch, cell_count)
     unstable = _unstable(cell_result, batch, cell_count)
     fair = (cell_classes[:, 0] >= 0) & (cell_classes == cell_classes[:, :1]).all(axis=1)
+    possible = possible_classes(cell_result.upper, batch, cell_count, problem.network.output_size)
 
     sens = list(problem.sensitive)
     probes = _probe_values(problem, hints, batch)
@@ -332,7 +343,7 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
             for c in range(cell_count)
         ]
         outcome = check_partition(problem, lower[b], upper[b], bounds, settings.milp_time_limit,
-                                  deadline)
+                                  deadline, possible=possible[b])
         milps += outcome.solved
         if outcome.status == "fair":
             status[b] = FAIR

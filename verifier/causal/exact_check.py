@@ -261,6 +261,7 @@ def check_partition(
     problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
     cell_bounds: list[CellBounds],
     time_limit: float = 10.0, deadline: float | None = None, merge_cells: bool | None = None,
+    possible: np.ndarray | None = None,
 ) -> ExactOutcome:
     """Decide one partition exactly (see the module docstring).
 
@@ -276,6 +277,10 @@ def check_partition(
     cell pair and class pair; both are exact. ``None`` merges for one-hot sensitive features
     with at least :data:`MERGE_MIN_VALUES` values, else uses the per-pair encoding. Raises
     :class:`CausalInputError` when merging is asked for a continuous sensitive feature.
+
+    ``possible`` ``(V, K)``: whether class ``k`` can win strictly anywhere in the partition
+    with cell ``v`` (sound bounds, e.g. :func:`verifier.causal.analysis.possible_classes`);
+    MILPs asking a copy for a class impossible on its cells are skipped (they are infeasible).
     """
     if merge_cells is None:
         merge_cells = (problem.sensitive_kind == "one_hot"
@@ -286,10 +291,15 @@ def check_partition(
     classes = problem.network.output_size
     solved = 0
     undecided = False
+    if possible is None:
+        possible = np.ones((problem.cell_count, classes), dtype=bool)
+    anywhere = possible.any(axis=0)
     for cells, bounds in _encodings(problem, cell_bounds, merge_cells):
+        allowed_a = anywhere if cells[0] is None else possible[cells[0]]
+        allowed_b = anywhere if cells[1] is None else possible[cells[1]]
         for class_a in range(classes):
             for class_b in range(classes):
-                if class_a == class_b:
+                if class_a == class_b or not (allowed_a[class_a] and allowed_b[class_b]):
                     continue
                 limit = time_limit if deadline is None else min(time_limit,
                                                                 deadline - time.time())
