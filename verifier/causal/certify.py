@@ -2,10 +2,12 @@
 
 Rounds: every pending partition is analysed (in chunks through an executor); fair, biased
 everywhere and excluded partitions are final; undecided ones are replaced by their children;
-partitions biased only at a witness are refined (replaced by their children) once nothing
-else is pending, until the biased-share interval is at most ``target_width`` wide, nothing can
-be refined, or the time budget ends. Partitions still pending at the deadline count as
-excluded. The final partitions tile the query exactly, so the fractions sum to one.
+partitions biased only at a witness are refined (replaced by their children) once no
+undecided partition outside a refinement is pending (coverage first), each round together
+with the refinement's own undecided partitions, largest first, until the biased-share
+interval is at most ``target_width`` wide, nothing can be refined, or the time budget ends.
+Partitions still pending at the end count as excluded (refining inside a refinement). The
+final partitions tile the query exactly, so the fractions sum to one.
 """
 
 from __future__ import annotations
@@ -171,18 +173,24 @@ def certify_causal_fairness(
     refined = 0
     analysed = milps = rounds = 0
     while True:
-        if pending_lo.shape[0] == 0:
-            bounds = _current_bounds(problem, ledger, refinable, n)
-            width = bounds.biased[1] - bounds.biased[0]
-            if not refinable or width <= settings.target_width or time.monotonic() >= deadline:
-                break
-            pending_lo = np.vstack([r[0] for r in refinable])
-            pending_hi = np.vstack([r[1] for r in refinable])
-            pending_hints = np.vstack([np.stack([r[4], r[4]]) for r in refinable])
-            pending_origin = np.repeat(np.arange(refined, refined + len(refinable)), 2)
-            refined += len(refinable)
-            refinable = []
         if time.monotonic() >= deadline:
+            break
+        if not (pending_origin < 0).any():
+            # coverage done: refine, alongside the refinement's undecided partitions
+            bounds = _current_bounds(problem, ledger, refinable, n)
+            if bounds.biased[1] - bounds.biased[0] <= settings.target_width:
+                break
+            if refinable:
+                pending_lo = np.vstack([pending_lo, *[r[0] for r in refinable]])
+                pending_hi = np.vstack([pending_hi, *[r[1] for r in refinable]])
+                pending_hints = np.vstack([pending_hints,
+                                           *[np.stack([r[4], r[4]]) for r in refinable]])
+                pending_origin = np.concatenate([
+                    pending_origin, np.repeat(np.arange(refined, refined + len(refinable)), 2)
+                ])
+                refined += len(refinable)
+                refinable = []
+        if pending_lo.shape[0] == 0:
             break
         order = np.argsort(-uniform_share(problem, pending_lo, pending_hi), kind="stable")
         pending_lo, pending_hi = pending_lo[order], pending_hi[order]
