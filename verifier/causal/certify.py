@@ -36,6 +36,9 @@ from verifier.certificate import Certificate
 from verifier.executor import InProcessExecutor
 
 UNRESOLVED = 5
+ROUND_CHUNKS = 8
+"""A round analyses at most this many chunks of the largest pending partitions (best-first:
+the children of a large partition are not kept waiting behind thousands of small ones)."""
 REFINING = 6
 """Inside a partition already shown to contain bias (a witnessed partition being refined to
 tighten the share), its own analysis unfinished at the deadline: covered (its ancestor was
@@ -195,10 +198,14 @@ def certify_causal_fairness(
         order = np.argsort(-uniform_share(problem, pending_lo, pending_hi), kind="stable")
         pending_lo, pending_hi = pending_lo[order], pending_hi[order]
         pending_hints, pending_origin = pending_hints[order], pending_origin[order]
+        take = min(pending_lo.shape[0], ROUND_CHUNKS * settings.chunk_size)
+        later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:])
+        pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
+        pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
         results = _run_round(executor, problem, analysis, pending_lo, pending_hi, pending_hints,
                              settings.chunk_size, deadline)
         rounds += 1
-        next_lo, next_hi, next_hints, next_origin = [], [], [], []
+        next_lo, next_hi, next_hints, next_origin = [later[0]], [later[1]], [later[2]], [later[3]]
         for rows, outcome in results:
             lo, hi, origin = pending_lo[rows], pending_hi[rows], pending_origin[rows]
             if outcome is None:
@@ -233,10 +240,10 @@ def certify_causal_fairness(
             next_hi.append(outcome.children_upper[split].reshape(-1, n))
             next_hints.append(np.repeat(outcome.children_hints[split], 2, axis=0))
             next_origin.append(np.repeat(origin[split], 2))
-        pending_lo = np.vstack(next_lo) if next_lo else np.zeros((0, n))
-        pending_hi = np.vstack(next_hi) if next_hi else np.zeros((0, n))
-        pending_hints = np.vstack(next_hints) if next_hints else np.zeros((0, 2, n))
-        pending_origin = np.concatenate(next_origin) if next_origin else np.zeros(0, np.int64)
+        pending_lo = np.vstack(next_lo)
+        pending_hi = np.vstack(next_hi)
+        pending_hints = np.vstack(next_hints)
+        pending_origin = np.concatenate(next_origin)
     if pending_lo.shape[0]:
         nan = np.full((pending_lo.shape[0], n), np.nan)
         ledger.add(pending_lo, pending_hi, _unfinished(pending_origin), nan, nan,
