@@ -208,7 +208,7 @@ def test_anytime_stop_keeps_the_ledger_consistent(budget: float) -> None:
     low, high = certificate.bounds["biased_share"]
     assert low <= 0.4375 <= high
     total = (details["fair_fraction"] + low + details["witnessed_fraction"]
-             + details["excluded_fraction"])
+             + details["refining_fraction"] + details["excluded_fraction"])
     assert total == pytest.approx(1.0)
     assert high == pytest.approx(1.0 - details["fair_fraction"])
 

@@ -259,6 +259,37 @@ class Network:
             layers.append(pending)
         return Network(layers, list(self.input_names), list(self.output_names))
 
+    def as_classifier(self) -> Network:
+        """The network as a classifier over argmax classes.
+
+        A network with one output is a binary classifier whose class is 1 iff the output (a
+        logit) is > 0, the reading of a single-logit or sigmoid head (sigmoid > 0.5 iff the
+        logit > 0). Its classifier view has two outputs ``(0, z)``: the last layer gains a zero
+        row in front, so ``y_1 − y_0 = z`` exactly (no rounding is added) and "class 1 wins
+        strictly" is "z > 0". At ``z = 0`` the two outputs tie; a certifier that counts a tie as
+        no class (or argmax's lowest index, class 0) agrees with "class 1 iff z > 0" wherever it
+        decides. Networks with two or more outputs are returned unchanged.
+        """
+        if self.output_size != 1:
+            return self
+        last = self.layers[-1]
+        if last.activation != "none":
+            raise NetworkError(
+                f"the single output passes through {last.activation}; a binary classifier's "
+                "logit must be the last affine layer's output"
+            )
+        zero_row = np.zeros((1, last.in_features))
+        layer = replace(
+            last,
+            weight=np.vstack([zero_row, last.weight]),
+            bias=np.concatenate([[0.0], last.bias]),
+            weight_magnitude=np.vstack([zero_row, last.weight_magnitude]),
+            bias_magnitude=np.concatenate([[0.0], last.bias_magnitude]),
+        )
+        name = self.output_names[0]
+        return Network([*self.layers[:-1], layer], list(self.input_names),
+                       [f"{name} <= 0", f"{name} > 0"])
+
     def to_torch(self) -> torch.nn.Sequential:
         """Export as ``torch.nn.Sequential`` of ``Linear`` and activation modules (float64)."""
         modules: list[torch.nn.Module] = []

@@ -34,6 +34,7 @@ reads; both rules below look at what the split does to the bounds instead.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -41,13 +42,27 @@ import torch
 
 from verifier.bounds import compute_bounds
 from verifier.causal.exact_check import check_partition
-from verifier.causal.partition import representative, split_candidates, with_sensitive
+from verifier.causal.partition import (
+    MIN_EDGE,
+    representative,
+    split_candidates,
+    with_sensitive,
+)
 from verifier.causal.problem import FairnessProblem
 from verifier.causal.sampling import find_witnesses
 from verifier.causal.witness import confirmed_pairs
 
 FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, SPLIT, EXCLUDED = 0, 1, 2, 3, 4
+UNFINISHED = 7
 STATUS_NAMES = ("fair", "biased_everywhere", "biased_witness", "split", "excluded")
+SPLIT_BATCH_MAX = 64
+SPLIT_BATCH_SECONDS = 0.25
+"""Split candidates are bounded in batches of partitions (the split is a chunk's most
+expensive bound step): the first batch has one partition, later ones as many as the last
+batch's time per partition fits in ``SPLIT_BATCH_SECONDS`` (at most ``SPLIT_BATCH_MAX``) and
+in the time left before the deadline, so a chunk ends about when the budget does (fixed
+batches of 8 on a 16-150-100-50 network took 2.2 s on a loaded machine: 20 s budgets ended at
+23 s)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +117,16 @@ def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarra
     wins = (result.lower > 0.0).reshape(lower.shape[0], classes, classes - 1).all(axis=2)
     proven = np.where(wins.any(axis=1), np.argmax(wins, axis=1), -1)
     return proven, result
+
+
+def possible_classes(upper_bounds: np.ndarray, batch: int, cells: int, classes: int
+                     ) -> np.ndarray:
+    """``(B, V, K)`` from class-spec upper bounds ``(B·V, K(K−1))`` (rows of
+    :func:`class_spec`): whether class ``k`` may win strictly somewhere in each partition ×
+    cell. It cannot where some other class is proven at least as large everywhere
+    (``ub(y_k − y_d) ≤ 0``), so the exact check may skip every class pair that needs it there."""
+    ub = upper_bounds.reshape(batch, cells, classes, classes - 1)
+    return (ub > 0.0).all(axis=3)
 
 
 def _probe_boxes(problem: FairnessProblem) -> np.ndarray:
@@ -203,8 +228,10 @@ def _child_gap(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
 
 
 def _relative_width(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    extra = problem.integer.astype(float)
     widths = [
-        (upper[:, i] - lower[:, i]) / (problem.query_upper[i] - problem.query_lower[i])
+        (upper[:, i] - lower[:, i] + extra[i])
+        / max(problem.query_upper[i] - problem.query_lower[i] + extra[i], MIN_EDGE)
         for i in problem.continuous
     ]
     widths += [
@@ -220,9 +247,10 @@ def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: n
     re-evaluated: the two points differ only in sensitive inputs and get the two classes.
     ``hints`` ``(B, 2, n)`` (NaN where none): an ancestor's witness pair; its sensitive values
     are tried as extra probes and its point as an extra sample. Children inherit their
-    parent's witness (or hint). No exact check runs past ``deadline`` (``time.time()``
-    seconds, comparable across processes and machines up to clock skew): partitions it
-    leaves undecided are split as usual.
+    parent's witness (or hint). Nothing expensive starts past ``deadline`` (``time.time()``
+    seconds, comparable across processes and machines up to clock skew): no exact check, no
+    sampling, no further split batch; undecided partitions left without children then end
+    ``UNFINISHED`` (a witnessed one stays biased at its witness, without children).
 
     Runs torch single-threaded (restoring the caller's setting): the boxes are small and the
     executor already supplies the parallelism, so intra-op threads only contend for cores."""
@@ -246,6 +274,10 @@ def _probe_values(problem: FairnessProblem, hints: np.ndarray | None, batch: int
     return np.concatenate([values, filled], axis=1)
 
 
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.time() >= deadline
+
+
 def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
              upper: np.ndarray, hints: np.ndarray | None, deadline: float | None
              ) -> ChunkOutcome:
@@ -257,6 +289,7 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     cell_classes = cell_classes.reshape(batch, cell_count)
     unstable = _unstable(cell_result, batch, cell_count)
     fair = (cell_classes[:, 0] >= 0) & (cell_classes == cell_classes[:, :1]).all(axis=1)
+    possible = possible_classes(cell_result.upper, batch, cell_count, problem.network.output_size)
 
     sens = list(problem.sensitive)
     probes = _probe_values(problem, hints, batch)
@@ -291,7 +324,7 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
         witness_classes[rows] = np.stack([classes_a, classes_b], axis=1)[confirmed]
 
     undecided = np.flatnonzero(status == SPLIT)
-    if undecided.size and settings.witness_sampling:
+    if undecided.size and settings.witness_sampling and not _past(deadline):
         anchors = None if hints is None else hints[undecided, 0]
         found, x_a, x_b, pair = find_witnesses(problem, lower[undecided], upper[undecided],
                                                probes[undecided], anchors)
@@ -306,6 +339,8 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
 
     milps = 0
     feasible = np.flatnonzero((status == SPLIT) & (unstable <= settings.max_unstable))
+    if _past(deadline):
+        feasible = feasible[:0]
     for b in feasible:
         bounds = [
             ({k: v[b * cell_count + c] for k, v in cell_result.pre_lower.items()},
@@ -313,7 +348,7 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
             for c in range(cell_count)
         ]
         outcome = check_partition(problem, lower[b], upper[b], bounds, settings.milp_time_limit,
-                                  deadline)
+                                  deadline, possible=possible[b])
         milps += outcome.solved
         if outcome.status == "fair":
             status[b] = FAIR
@@ -325,16 +360,38 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     children_lo = np.repeat(lower[:, None, :], 2, axis=1)
     children_hi = np.repeat(upper[:, None, :], 2, axis=1)
     has_children = np.zeros(batch, dtype=bool)
-    rows = np.flatnonzero(status == SPLIT)
-    if rows.size:
-        c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows], settings)
+    split_done = np.zeros(batch, dtype=bool)
+    queue = [(int(row), False) for row in np.flatnonzero(status == SPLIT)]
+    queue += [(int(row), True) for row in np.flatnonzero(status == BIASED_WITNESS)]
+    per_partition = 0.0
+    position = 0
+    while position < len(queue):
+        size = 1
+        if per_partition > 0.0:
+            size = int(np.clip(SPLIT_BATCH_SECONDS / per_partition, 1, SPLIT_BATCH_MAX))
+            if deadline is not None:
+                size = min(size, int((deadline - time.time()) / per_partition))
+        if size < 1 or _past(deadline):
+            break
+        witnessed = queue[position][1]
+        batch_rows = []
+        while (position < len(queue) and len(batch_rows) < size
+               and queue[position][1] == witnessed):
+            batch_rows.append(queue[position][0])
+            position += 1
+        rows = np.array(batch_rows)
+        started = time.time()
+        if witnessed:
+            c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows],
+                                          replace(settings, min_edge=0.0), probes[rows])
+        else:
+            c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows], settings)
+        per_partition = max((time.time() - started) / rows.size, 1e-6)
         children_lo[rows], children_hi[rows], has_children[rows] = c_lo, c_hi, ok
-    rows = np.flatnonzero(status == BIASED_WITNESS)
-    if rows.size:
-        c_lo, c_hi, ok = choose_split(problem, lower[rows], upper[rows],
-                                      replace(settings, min_edge=0.0), probes[rows])
-        children_lo[rows], children_hi[rows], has_children[rows] = c_lo, c_hi, ok
-    status[(status == SPLIT) & ~has_children] = EXCLUDED
+        split_done[rows] = True
+    undecided = status == SPLIT
+    status[undecided & split_done & ~has_children] = EXCLUDED
+    status[undecided & ~split_done] = UNFINISHED
     children_hints = np.full((batch, 2, n), np.nan) if hints is None else hints.copy()
     witnessed = witness_classes[:, 0] >= 0
     children_hints[witnessed, 0] = witness_a[witnessed]

@@ -2,10 +2,12 @@
 
 Rounds: every pending partition is analysed (in chunks through an executor); fair, biased
 everywhere and excluded partitions are final; undecided ones are replaced by their children;
-partitions biased only at a witness are refined (replaced by their children) once nothing
-else is pending, until the biased-share interval is at most ``target_width`` wide, nothing can
-be refined, or the time budget ends. Partitions still pending at the deadline count as
-excluded. The final partitions tile the query exactly, so the fractions sum to one.
+partitions biased only at a witness are refined (replaced by their children) once no
+undecided partition outside a refinement is pending (coverage first), each round together
+with the refinement's own undecided partitions, largest first, until the biased-share
+interval is at most ``target_width`` wide, nothing can be refined, or the time budget ends.
+Partitions still pending at the end count as excluded (refining inside a refinement). The
+final partitions tile the query exactly, so the fractions sum to one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from verifier.causal.analysis import (
     BIASED_WITNESS,
     EXCLUDED,
     FAIR,
+    UNFINISHED,
     AnalysisSettings,
     ChunkOutcome,
     analyse_chunk,
@@ -33,6 +36,19 @@ from verifier.certificate import Certificate
 from verifier.executor import InProcessExecutor
 
 UNRESOLVED = 5
+ROUND_CHUNKS = 8
+"""A round analyses at most this many chunks of the largest pending partitions (best-first:
+the children of a large partition are not kept waiting behind thousands of small ones)."""
+REFINING = 6
+"""Inside a partition already shown to contain bias (a witnessed partition being refined to
+tighten the share), its own analysis unfinished at the deadline: covered (its ancestor was
+decided), neither proven fair nor biased everywhere."""
+
+
+def _unfinished(origin: np.ndarray) -> np.ndarray:
+    """Status of partitions still pending at the deadline: refining inside a witnessed
+    ancestor, else unresolved (excluded from coverage)."""
+    return np.where(origin >= 0, REFINING, UNRESOLVED).astype(np.int8)
 
 
 @dataclass(frozen=True)
@@ -72,7 +88,7 @@ class CausalSettings:
 @dataclass
 class _Ledger:
     """Final partitions with status, witness and *origin*: the index of the refined parent
-    they descend from (−1 outside refinement), so an unfinished refinement can be undone."""
+    they descend from (−1 outside refinement)."""
 
     lower: list[np.ndarray] = field(default_factory=list)
     upper: list[np.ndarray] = field(default_factory=list)
@@ -103,32 +119,6 @@ class _Ledger:
         return (np.vstack(self.lower), np.vstack(self.upper), np.concatenate(self.status),
                 np.vstack(self.witness_a), np.vstack(self.witness_b),
                 np.vstack(self.witness_classes), np.concatenate(self.origin))
-
-    def undo_unfinished(self, parents: list[tuple[np.ndarray, np.ndarray, int]], n: int) -> None:
-        """Replace the whole subtree of every refined parent with an unresolved descendant by
-        the parent itself (biased at its witness); the outermost such parent wins."""
-        lower, upper, status, wa, wb, wc, origin = self.arrays(n)
-        undone = np.zeros(len(parents), dtype=bool)
-        undone[np.unique(origin[(status == UNRESOLVED) & (origin >= 0)])] = True
-        if not undone.any():
-            return
-        covered = np.zeros(len(parents), dtype=bool)
-        restored = []
-        for index, (_, _, parent_origin) in enumerate(parents):
-            inherited = parent_origin >= 0 and covered[parent_origin]
-            covered[index] = undone[index] or inherited
-            if undone[index] and not inherited:
-                restored.append(index)
-        keep = (origin < 0) | ~covered[np.maximum(origin, 0)]
-        boxes = [parents[j][0] for j in restored]
-        witnesses = [parents[j][1] for j in restored]
-        self.lower = [lower[keep], *[box[:1] for box in boxes]]
-        self.upper = [upper[keep], *[box[1:] for box in boxes]]
-        self.status = [status[keep], np.full(len(restored), BIASED_WITNESS, dtype=np.int8)]
-        self.witness_a = [wa[keep], *[w[:1] for w in witnesses]]
-        self.witness_b = [wb[keep], *[w[1:] for w in witnesses]]
-        self.witness_classes = [wc[keep], np.full((len(restored), 2), -1, dtype=np.int64)]
-        self.origin = [origin[keep], np.array([parents[j][2] for j in restored], dtype=np.int64)]
 
 
 def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisSettings,
@@ -183,39 +173,53 @@ def certify_causal_fairness(
     pending_origin = np.full(1, -1, dtype=np.int64)
     # witnessed partitions awaiting refinement: children lo/hi, box, witness, hints, origin
     refinable: list[tuple[np.ndarray, ...]] = []
-    parents: list[tuple[np.ndarray, np.ndarray, int]] = []
+    refined = 0
     analysed = milps = rounds = 0
     while True:
-        if pending_lo.shape[0] == 0:
-            bounds = _current_bounds(problem, ledger, refinable, n)
-            width = bounds.biased[1] - bounds.biased[0]
-            if not refinable or width <= settings.target_width or time.monotonic() >= deadline:
-                break
-            for _, _, box, witness, _, origin in refinable:
-                parents.append((box, witness, origin))
-            pending_lo = np.vstack([r[0] for r in refinable])
-            pending_hi = np.vstack([r[1] for r in refinable])
-            pending_hints = np.vstack([np.stack([r[4], r[4]]) for r in refinable])
-            pending_origin = np.repeat(np.arange(len(parents) - len(refinable), len(parents)), 2)
-            refinable = []
         if time.monotonic() >= deadline:
+            break
+        if not (pending_origin < 0).any():
+            # coverage done: refine, alongside the refinement's undecided partitions
+            bounds = _current_bounds(problem, ledger, refinable, n)
+            if bounds.biased[1] - bounds.biased[0] <= settings.target_width:
+                break
+            if refinable:
+                pending_lo = np.vstack([pending_lo, *[r[0] for r in refinable]])
+                pending_hi = np.vstack([pending_hi, *[r[1] for r in refinable]])
+                pending_hints = np.vstack([pending_hints,
+                                           *[np.stack([r[4], r[4]]) for r in refinable]])
+                pending_origin = np.concatenate([
+                    pending_origin, np.repeat(np.arange(refined, refined + len(refinable)), 2)
+                ])
+                refined += len(refinable)
+                refinable = []
+        if pending_lo.shape[0] == 0:
             break
         order = np.argsort(-uniform_share(problem, pending_lo, pending_hi), kind="stable")
         pending_lo, pending_hi = pending_lo[order], pending_hi[order]
         pending_hints, pending_origin = pending_hints[order], pending_origin[order]
+        take = min(pending_lo.shape[0], ROUND_CHUNKS * settings.chunk_size)
+        later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:])
+        pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
+        pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
         results = _run_round(executor, problem, analysis, pending_lo, pending_hi, pending_hints,
                              settings.chunk_size, deadline)
         rounds += 1
-        next_lo, next_hi, next_hints, next_origin = [], [], [], []
+        next_lo, next_hi, next_hints, next_origin = [later[0]], [later[1]], [later[2]], [later[3]]
         for rows, outcome in results:
             lo, hi, origin = pending_lo[rows], pending_hi[rows], pending_origin[rows]
             if outcome is None:
                 nan = np.full((rows.size, n), np.nan)
-                ledger.add(lo, hi, np.full(rows.size, UNRESOLVED), nan, nan,
+                ledger.add(lo, hi, _unfinished(origin), nan, nan,
                            np.full((rows.size, 2), -1), origin)
                 continue
             analysed += rows.size
             milps += outcome.milps
+            cut = outcome.status == UNFINISHED
+            if cut.any():
+                nan = np.full((int(cut.sum()), n), np.nan)
+                ledger.add(lo[cut], hi[cut], _unfinished(origin[cut]), nan, nan,
+                           np.full((int(cut.sum()), 2), -1), origin[cut])
             final = np.isin(outcome.status, (FAIR, BIASED_EVERYWHERE, EXCLUDED)) | (
                 (outcome.status == BIASED_WITNESS) & ~outcome.has_children
             )
@@ -231,23 +235,22 @@ def certify_causal_fairness(
                     (witness[0].copy(), witness[1].copy(),
                      (int(outcome.witness_classes[r, 0]), int(outcome.witness_classes[r, 1])))
                 )
-            split = ~final & ~witnessed
+            split = ~final & ~witnessed & ~cut
             next_lo.append(outcome.children_lower[split].reshape(-1, n))
             next_hi.append(outcome.children_upper[split].reshape(-1, n))
             next_hints.append(np.repeat(outcome.children_hints[split], 2, axis=0))
             next_origin.append(np.repeat(origin[split], 2))
-        pending_lo = np.vstack(next_lo) if next_lo else np.zeros((0, n))
-        pending_hi = np.vstack(next_hi) if next_hi else np.zeros((0, n))
-        pending_hints = np.vstack(next_hints) if next_hints else np.zeros((0, 2, n))
-        pending_origin = np.concatenate(next_origin) if next_origin else np.zeros(0, np.int64)
+        pending_lo = np.vstack(next_lo)
+        pending_hi = np.vstack(next_hi)
+        pending_hints = np.vstack(next_hints)
+        pending_origin = np.concatenate(next_origin)
     if pending_lo.shape[0]:
         nan = np.full((pending_lo.shape[0], n), np.nan)
-        ledger.add(pending_lo, pending_hi, np.full(pending_lo.shape[0], UNRESOLVED), nan, nan,
+        ledger.add(pending_lo, pending_hi, _unfinished(pending_origin), nan, nan,
                    np.full((pending_lo.shape[0], 2), -1), pending_origin)
     for _, _, box, witness, _, origin in refinable:
         ledger.add(box[:1], box[1:], [BIASED_WITNESS], witness[:1], witness[1:], [[-1, -1]],
                    [origin])
-    ledger.undo_unfinished(parents, n)
     return _certificate(problem, settings, ledger, population, analysed, milps, rounds,
                         time.monotonic() - started)
 
@@ -314,7 +317,8 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
         )
     counts = {name: int((status == code).sum()) for code, name in (
         (FAIR, "fair"), (BIASED_EVERYWHERE, "biased_everywhere"),
-        (BIASED_WITNESS, "biased_witness"), (EXCLUDED, "excluded"), (UNRESOLVED, "unresolved"))}
+        (BIASED_WITNESS, "biased_witness"), (EXCLUDED, "excluded"), (UNRESOLVED, "unresolved"),
+        (REFINING, "refining"))}
     return Certificate(
         audit="causal-fairness",
         verdict=verdict,
@@ -324,6 +328,7 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             "excluded_fraction": shares.excluded,
             "biased_everywhere_fraction": shares.biased[0],
             "witnessed_fraction": float(weight[status == BIASED_WITNESS].sum()),
+            "refining_fraction": float(weight[status == REFINING].sum()),
             "query_fraction": problem.query_fraction(),
             "partition_counts": counts,
             "regions": regions,

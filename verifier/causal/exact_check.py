@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -143,6 +144,8 @@ def _copy_inputs(model: _Model, problem: FairnessProblem, lower: np.ndarray, upp
         lo[sens] = problem.sensitive_cells[cell, 0]
         hi[sens] = problem.sensitive_cells[cell, 1]
     x = model.variables(lo, hi)
+    for index in np.flatnonzero(problem.integer):
+        model.integral[int(x[index])] = 1
     if cell is None:
         columns = [int(x[i]) for i in sens]
         for column in columns:
@@ -208,18 +211,26 @@ def _native_stdout_silenced() -> Iterator[None]:
 
 
 def _solve(model: _Model, t: int, time_limit: float) -> tuple[str, float, np.ndarray | None]:
+    """Search for a point whose margin ``t`` is above :data:`TIE_TOLERANCE`: the margin's lower
+    bound is the tolerance, so *infeasible* proves ``t* < TIE_TOLERANCE``, and HiGHS stops at
+    its first feasible point (``mip_max_improving_sols``: a candidate witness, whatever its
+    margin) instead of proving the best margin optimal."""
     size = len(model.lower)
     matrix = coo_array((model.vals, (model.rows, model.cols)),
                        shape=(len(model.row_lower), size)).tocsr()
     objective = np.zeros(size)
     objective[t] = -1.0
-    with _native_stdout_silenced():
+    lower = np.asarray(model.lower, dtype=float)
+    lower[t] = TIE_TOLERANCE
+    with _native_stdout_silenced(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Unrecognized options", category=RuntimeWarning)
         result = milp(
             objective,
             constraints=LinearConstraint(matrix, model.row_lower, model.row_upper),
             integrality=np.asarray(model.integral),
-            bounds=Bounds(model.lower, model.upper),
-            options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": MIP_REL_GAP},
+            bounds=Bounds(lower, model.upper),
+            options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": MIP_REL_GAP,
+                     "mip_max_improving_sols": 1},
         )
     if result.status == 2:
         return "infeasible", -np.inf, None
@@ -250,6 +261,7 @@ def check_partition(
     problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
     cell_bounds: list[CellBounds],
     time_limit: float = 10.0, deadline: float | None = None, merge_cells: bool | None = None,
+    possible: np.ndarray | None = None,
 ) -> ExactOutcome:
     """Decide one partition exactly (see the module docstring).
 
@@ -265,6 +277,10 @@ def check_partition(
     cell pair and class pair; both are exact. ``None`` merges for one-hot sensitive features
     with at least :data:`MERGE_MIN_VALUES` values, else uses the per-pair encoding. Raises
     :class:`CausalInputError` when merging is asked for a continuous sensitive feature.
+
+    ``possible`` ``(V, K)``: whether class ``k`` can win strictly anywhere in the partition
+    with cell ``v`` (sound bounds, e.g. :func:`verifier.causal.analysis.possible_classes`);
+    MILPs asking a copy for a class impossible on its cells are skipped (they are infeasible).
     """
     if merge_cells is None:
         merge_cells = (problem.sensitive_kind == "one_hot"
@@ -275,10 +291,15 @@ def check_partition(
     classes = problem.network.output_size
     solved = 0
     undecided = False
+    if possible is None:
+        possible = np.ones((problem.cell_count, classes), dtype=bool)
+    anywhere = possible.any(axis=0)
     for cells, bounds in _encodings(problem, cell_bounds, merge_cells):
+        allowed_a = anywhere if cells[0] is None else possible[cells[0]]
+        allowed_b = anywhere if cells[1] is None else possible[cells[1]]
         for class_a in range(classes):
             for class_b in range(classes):
-                if class_a == class_b:
+                if class_a == class_b or not (allowed_a[class_a] and allowed_b[class_b]):
                     continue
                 limit = time_limit if deadline is None else min(time_limit,
                                                                 deadline - time.time())
@@ -303,9 +324,12 @@ def check_partition(
 
 def _confirm(problem: FairnessProblem, x_a: np.ndarray, x_b: np.ndarray, lower: np.ndarray,
              upper: np.ndarray, classes: tuple[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Snap the solver's point into the partition (one-hots exact, shared non-sensitive part)
-    and keep it only if the network strictly prefers the two classes in real arithmetic."""
+    """Snap the solver's point into the partition (one-hots exact, integer inputs rounded,
+    shared non-sensitive part, sensitive values onto the nearest point cell) and keep it only
+    if the network strictly prefers the two classes in real arithmetic."""
     a = np.clip(x_a, lower, upper)
+    a[problem.integer] = np.clip(np.rint(a[problem.integer]), lower[problem.integer],
+                                 upper[problem.integer])
     for group in problem.onehot_groups:
         members = list(group)
         chosen = members[int(np.argmax(a[members]))]
@@ -319,9 +343,14 @@ def _confirm(problem: FairnessProblem, x_a: np.ndarray, x_b: np.ndarray, lower: 
             chosen = sens[int(np.argmax(point[sens]))]
             point[sens] = 0.0
             point[chosen] = 1.0
+    elif problem.point_cells:
+        values = problem.sensitive_cells[:, 0, 0]
+        for point in (a, b):
+            point[sens] = values[int(np.argmin(np.abs(values - point[sens[0]])))]
     else:
-        a[sens] = np.clip(a[sens], 0.0, 1.0)
-        b[sens] = np.clip(b[sens], 0.0, 1.0)
+        low, high = problem.domain_lower[sens], problem.domain_upper[sens]
+        a[sens] = np.clip(a[sens], low, high)
+        b[sens] = np.clip(b[sens], low, high)
     genuine, class_a, class_b = confirmed_pairs(problem.network, a, b)
     if not genuine[0] or (int(class_a[0]), int(class_b[0])) != tuple(classes):
         return None

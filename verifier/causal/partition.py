@@ -4,6 +4,11 @@ A partition is a box ``[lower, upper]`` over every input: continuous non-sensiti
 an interval, each non-sensitive one-hot group carries its allowed categories (upper 1, lower 1
 when only one is allowed, disallowed categories pinned to 0), and the sensitive inputs are
 unused (the analysis substitutes its cells). Splitting never touches the sensitive inputs.
+
+An integer input's interval ``[lo, hi]`` has integer ends and stands for the integers
+``lo, …, hi``; it is split between two integers, so no integer point is shared or lost, and its
+weight is its share of the query's integer points. The bounds still treat the interval as
+continuous, which over-approximates its integer points soundly.
 """
 
 from __future__ import annotations
@@ -32,7 +37,10 @@ def uniform_share(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
     share = np.ones(lower.shape[0])
     for index in problem.continuous:
         span = problem.query_upper[index] - problem.query_lower[index]
-        share *= (upper[:, index] - lower[:, index]) / span
+        if problem.integer[index]:
+            share *= (upper[:, index] - lower[:, index] + 1.0) / (span + 1.0)
+        elif span > 0:
+            share *= (upper[:, index] - lower[:, index]) / span
     for group, allowed in zip(problem.onehot_groups, problem.query_allowed, strict=True):
         share *= upper[:, list(group)].sum(axis=1) / allowed.sum()
     return share
@@ -57,8 +65,9 @@ def split_candidates(problem: FairnessProblem, lower: np.ndarray, upper: np.ndar
 
     Returns ``children_lower``/``children_upper`` of shape ``(B, D, 2, n)`` and ``valid``
     ``(B, D)``, with one candidate per continuous input (bisected at the midpoint; valid when
-    its width exceeds ``max(min_edge, MIN_EDGE)``) and per one-hot group (allowed categories
-    halved in index order; valid with at least two allowed).
+    its width exceeds ``max(min_edge, MIN_EDGE)``; an integer input is cut after
+    ``floor(midpoint)``, valid while it holds two integers, whatever ``min_edge``) and per
+    one-hot group (allowed categories halved in index order; valid with at least two allowed).
     """
     batch, n = lower.shape
     dims = len(problem.continuous) + len(problem.onehot_groups)
@@ -67,6 +76,12 @@ def split_candidates(problem: FairnessProblem, lower: np.ndarray, upper: np.ndar
     valid = np.zeros((batch, dims), dtype=bool)
     for d, index in enumerate(problem.continuous):
         middle = 0.5 * (lower[:, index] + upper[:, index])
+        if problem.integer[index]:
+            cut = np.floor(middle)
+            child_hi[:, d, 0, index] = cut
+            child_lo[:, d, 1, index] = cut + 1.0
+            valid[:, d] = upper[:, index] - lower[:, index] >= 1.0
+            continue
         child_hi[:, d, 0, index] = middle
         child_lo[:, d, 1, index] = middle
         valid[:, d] = upper[:, index] - lower[:, index] > max(min_edge, MIN_EDGE)
@@ -88,9 +103,10 @@ def split_candidates(problem: FairnessProblem, lower: np.ndarray, upper: np.ndar
 
 
 def representative(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """``(B, n)`` a point of each partition: continuous midpoints, the first allowed one-hot
-    category (sensitive entries left for the caller)."""
+    """``(B, n)`` a point of each partition: continuous midpoints (integer inputs: rounded
+    down), the first allowed one-hot category (sensitive entries left for the caller)."""
     point = 0.5 * (lower + upper)
+    point[:, problem.integer] = np.floor(point[:, problem.integer])
     for group in problem.onehot_groups:
         members = np.asarray(group)
         allowed = upper[:, members] > 0.5

@@ -1,11 +1,17 @@
 """What a causal-fairness question is: the network, the sensitive feature, the non-sensitive
-layout (continuous inputs and one-hot groups) and the query region.
+layout (continuous, integer and one-hot inputs), the input domain and the query region.
 
-Every input is assumed to range over ``[0, 1]`` (min-max scaled, as in the Libra benchmarks);
-one-hot groups take unit vectors. The sensitive feature is either a one-hot group (its values are
-the unit vectors) or one continuous input whose range ``[0, 1]`` is covered by *cells*
-(intervals, e.g. Libra's value classes ``[0, p)`` and ``[p, 1]``). Cells only steer the bound
-computations; the fairness question always ranges over the whole sensitive domain.
+Every input ranges over its *domain* ``[min, max]`` (a model file's declared box, a population's
+support, or the Libra benchmarks' min-max scaled ``[0, 1]``, the default); one-hot groups take
+unit vectors. *Integer* inputs (integer-coded features) range over the integers of their
+domain: partitions are cut between integers and shares count integer points.
+
+The sensitive feature is a one-hot group (its values are the unit vectors), one integer input
+(its values are the integers of its domain) or one continuous input whose domain is covered by
+*cells* (intervals, e.g. Libra's value classes ``[0, p)`` and ``[p, 1]``). Cells only steer the
+bound computations; the fairness question ranges over every value of the sensitive domain,
+or, with ``sensitive_values``, only over the values given (e.g. FairQuant's minimum versus
+maximum), each then a point cell.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ class FairnessProblem:
     non-sensitive inputs. ``onehot_groups``: index tuples of the non-sensitive one-hot groups.
     ``query_lower``/``query_upper``: the query box over all inputs (sensitive entries unused);
     ``query_allowed``: per one-hot group, a boolean mask of the categories the query admits.
+    ``domain_lower``/``domain_upper``: every input's domain; ``integer``: ``(n,)`` which inputs
+    take only integer values (their query bounds are integers).
     """
 
     network: Network
@@ -46,6 +54,9 @@ class FairnessProblem:
     query_lower: np.ndarray
     query_upper: np.ndarray
     query_allowed: tuple[np.ndarray, ...]
+    domain_lower: np.ndarray
+    domain_upper: np.ndarray
+    integer: np.ndarray
 
     @property
     def inputs(self) -> int:
@@ -55,11 +66,21 @@ class FairnessProblem:
     def cell_count(self) -> int:
         return int(self.sensitive_cells.shape[0])
 
+    @property
+    def point_cells(self) -> bool:
+        """Whether every sensitive cell is one value (one-hot, integer or chosen values)."""
+        return bool(np.all(self.sensitive_cells[:, 0] == self.sensitive_cells[:, 1]))
+
     def query_fraction(self) -> float:
-        """The query's share of the whole non-sensitive space under the uniform measure."""
+        """The query's share of the whole non-sensitive domain under the uniform measure
+        (integer inputs: share of their integer points)."""
         share = 1.0
         for index in self.continuous:
-            share *= self.query_upper[index] - self.query_lower[index]
+            span = self.domain_upper[index] - self.domain_lower[index]
+            if self.integer[index]:
+                share *= (self.query_upper[index] - self.query_lower[index] + 1) / (span + 1)
+            elif span > 0:
+                share *= (self.query_upper[index] - self.query_lower[index]) / span
         for allowed in self.query_allowed:
             share *= allowed.sum() / allowed.size
         return float(share)
@@ -82,12 +103,25 @@ def build_problem(
     split_values: list[float] | None = None,
     onehot_groups: list[list[str]] | None = None,
     query: dict[str, tuple[float, float]] | None = None,
+    domain: dict[str, tuple[float, float]] | tuple[np.ndarray, np.ndarray] | None = None,
+    integer_inputs: str | list[str] | None = None,
+    sensitive_values: list[float] | list[str] | None = None,
 ) -> FairnessProblem:
     """Validate names and build a :class:`FairnessProblem`.
 
+    The network is used as a classifier (:meth:`Network.as_classifier`: one output is a logit,
+    class 1 iff > 0). ``domain``: every input's ``[min, max]``, as ``{name: (min, max)}``
+    (unnamed inputs keep ``[0, 1]``) or as two arrays over all inputs; default ``[0, 1]``
+    everywhere. ``integer_inputs``: ``"all"`` (every input outside one-hot groups) or the names
+    of the integer-coded inputs. ``sensitive_values``: compare only these values of the
+    sensitive feature (numbers for an integer or continuous input, input names for a one-hot
+    group; at least two); default every value of its domain. ``split_values`` (continuous
+    sensitive input only) cut its domain into cells.
+
     Raises :class:`CausalInputError` when a name is not an input of the network, one-hot
-    groups overlap each other or the sensitive feature, a split value is outside ``(0, 1)``, or
-    the query box is empty.
+    groups overlap each other or the sensitive feature, a split or sensitive value is outside
+    the domain, a domain is empty or an integer domain holds no integer, or the query box is
+    empty.
     """
     names = list(network.input_names)
     position = {name: index for index, name in enumerate(names)}
@@ -104,7 +138,6 @@ def build_problem(
     sensitive_idx = tuple(index_of(name, "sensitive feature") for name in sensitive)
     if len(set(sensitive_idx)) != len(sensitive_idx):
         raise CausalInputError(f"sensitive feature lists an input twice: {sensitive}")
-    cells = _sensitive_cells(sensitive_kind, len(sensitive_idx), split_values)
     groups: list[tuple[int, ...]] = []
     seen: dict[int, str] = {i: "the sensitive feature" for i in sensitive_idx}
     for number, group in enumerate(onehot_groups or []):
@@ -119,9 +152,17 @@ def build_problem(
             seen[index] = f"one-hot group {number}"
         groups.append(indices)
     continuous = tuple(i for i in range(len(names)) if i not in seen)
-    lower, upper, allowed = _query_box(names, position, sensitive_idx, groups, query or {})
+    in_groups = {i for group in groups for i in group}
+    if sensitive_kind == "one_hot":
+        in_groups |= set(sensitive_idx)
+    integer = _integer_mask(names, position, integer_inputs, in_groups)
+    dom_lo, dom_hi = _domain(names, position, domain, integer, in_groups)
+    cells = _sensitive_cells(sensitive_kind, sensitive_idx, names, split_values,
+                             sensitive_values, dom_lo, dom_hi, integer)
+    lower, upper, allowed = _query_box(names, position, sensitive_idx, groups, query or {},
+                                       dom_lo, dom_hi, integer)
     return FairnessProblem(
-        network=network.lowered(),
+        network=network.lowered().as_classifier(),
         sensitive=sensitive_idx,
         sensitive_kind=sensitive_kind,
         sensitive_cells=cells,
@@ -130,25 +171,141 @@ def build_problem(
         query_lower=lower,
         query_upper=upper,
         query_allowed=tuple(allowed),
+        domain_lower=dom_lo,
+        domain_upper=dom_hi,
+        integer=integer,
     )
 
 
-def _sensitive_cells(kind: str, width: int, split_values: list[float] | None) -> np.ndarray:
+def _integer_mask(names: list[str], position: dict[str, int], integer_inputs: str | list[str]
+                  | None, in_groups: set[int]) -> np.ndarray:
+    mask = np.zeros(len(names), dtype=bool)
+    if integer_inputs is None:
+        return mask
+    if isinstance(integer_inputs, str):
+        if integer_inputs != "all":
+            raise CausalInputError(
+                f"integer inputs must be 'all' or a list of input names, got {integer_inputs!r}"
+            )
+        mask[:] = True
+    else:
+        for name in integer_inputs:
+            if name not in position:
+                raise CausalInputError(f"integer input {name!r} is not an input of the network")
+            mask[position[name]] = True
+    mask[list(in_groups)] = False
+    return mask
+
+
+def _domain(names: list[str], position: dict[str, int],
+            domain: dict[str, tuple[float, float]] | tuple[np.ndarray, np.ndarray] | None,
+            integer: np.ndarray, in_groups: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    lower, upper = np.zeros(len(names)), np.ones(len(names))
+    if isinstance(domain, dict):
+        for name, (low, high) in domain.items():
+            if name not in position:
+                raise CausalInputError(f"domain input {name!r} is not an input of the network")
+            lower[position[name]], upper[position[name]] = float(low), float(high)
+    elif domain is not None:
+        given_lo = np.asarray(domain[0], dtype=float).reshape(-1)
+        given_hi = np.asarray(domain[1], dtype=float).reshape(-1)
+        if given_lo.shape != (len(names),) or given_hi.shape != (len(names),):
+            raise CausalInputError(
+                f"the domain has {given_lo.size} minima and {given_hi.size} maxima for a network "
+                f"with {len(names)} inputs"
+            )
+        lower, upper = given_lo.copy(), given_hi.copy()
+    for index in range(len(names)):
+        low, high = lower[index], upper[index]
+        if not (np.isfinite(low) and np.isfinite(high)) or low > high:
+            raise CausalInputError(
+                f"the domain of input {names[index]!r} is [{low}, {high}]; it must be a finite, "
+                "non-empty interval"
+            )
+        if index in in_groups and (low > 0.0 or high < 1.0):
+            raise CausalInputError(
+                f"one-hot input {names[index]!r} has domain [{low}, {high}]; it must contain "
+                "0 and 1"
+            )
+    lower[list(in_groups)], upper[list(in_groups)] = 0.0, 1.0
+    lower[integer], upper[integer] = np.ceil(lower[integer]), np.floor(upper[integer])
+    empty = np.flatnonzero(integer & (lower > upper))
+    if empty.size:
+        raise CausalInputError(f"the domain of integer input {names[empty[0]]!r} holds no integer")
+    return lower, upper
+
+
+def _sensitive_cells(kind: str, sensitive: tuple[int, ...], names: list[str],
+                     split_values: list[float] | None,
+                     values: list[float] | list[str] | None, dom_lo: np.ndarray,
+                     dom_hi: np.ndarray, integer: np.ndarray) -> np.ndarray:
+    width = len(sensitive)
     if kind == "one_hot":
         if width < 2:
             raise CausalInputError("a one-hot sensitive feature needs at least two inputs")
         eye = np.eye(width)
-        return np.stack([eye, eye], axis=1)
+        chosen = list(range(width))
+        if values is not None:
+            members = {names[i]: k for k, i in enumerate(sensitive)}
+            unknown = [str(v) for v in values if str(v) not in members]
+            if unknown:
+                raise CausalInputError(
+                    f"sensitive value {unknown[0]!r} is not an input of the one-hot sensitive "
+                    f"feature ({', '.join(members)})"
+                )
+            chosen = sorted({members[str(v)] for v in values})
+            _need_two(chosen)
+        return np.stack([eye[chosen], eye[chosen]], axis=1)
     if kind != "continuous":
         raise CausalInputError(f"sensitive kind must be 'continuous' or 'one_hot', got {kind!r}")
     if width != 1:
         raise CausalInputError("a continuous sensitive feature is exactly one input")
-    splits = sorted(split_values if split_values else [0.5])
+    index = sensitive[0]
+    low, high = dom_lo[index], dom_hi[index]
+    if values is not None:
+        points = sorted({_number(v) for v in values})
+        for point in points:
+            if not low <= point <= high or (integer[index] and point != np.floor(point)):
+                kind_text = "an integer in " if integer[index] else ""
+                raise CausalInputError(
+                    f"sensitive value {point} of {names[index]!r} is not {kind_text}its domain "
+                    f"[{low}, {high}]"
+                )
+        _need_two(points)
+        return np.repeat(np.array(points, dtype=float).reshape(-1, 1, 1), 2, axis=1)
+    if integer[index]:
+        if split_values:
+            raise CausalInputError(
+                f"split values cut a continuous sensitive input; {names[index]!r} is integer and "
+                "compared at each of its values"
+            )
+        points = np.arange(low, high + 1.0)
+        _need_two(points.tolist())
+        return np.repeat(points.reshape(-1, 1, 1), 2, axis=1)
+    if not low < high:
+        raise CausalInputError(f"the sensitive input {names[index]!r} has a one-point domain")
+    splits = sorted(split_values) if split_values else [0.5 * (low + high)]
     for value in splits:
-        if not 0.0 < value < 1.0:
-            raise CausalInputError(f"sensitive split value {value} must lie in (0, 1)")
-    edges = np.array([0.0, *splits, 1.0])
+        if not low < value < high:
+            raise CausalInputError(
+                f"sensitive split value {value} must lie in ({low}, {high})"
+            )
+    edges = np.array([low, *splits, high])
     return np.stack([edges[:-1], edges[1:]], axis=1).reshape(-1, 2, 1)
+
+
+def _number(value: float | str) -> float:
+    try:
+        return float(value)
+    except ValueError as error:
+        raise CausalInputError(f"sensitive value {value!r} is not a number") from error
+
+
+def _need_two(values: list) -> None:
+    if len(values) < 2:
+        raise CausalInputError(
+            f"the sensitive values must name at least two different values, got {values}"
+        )
 
 
 def _query_box(
@@ -157,20 +314,27 @@ def _query_box(
     sensitive: tuple[int, ...],
     groups: list[tuple[int, ...]],
     query: dict[str, tuple[float, float]],
+    dom_lo: np.ndarray,
+    dom_hi: np.ndarray,
+    integer: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    lower = np.zeros(len(names))
-    upper = np.ones(len(names))
+    lower = dom_lo.copy()
+    upper = dom_hi.copy()
     for name, (low, high) in query.items():
         if name not in position:
             raise CausalInputError(f"query input {name!r} is not an input of the network")
         index = position[name]
         if index in sensitive:
             continue
-        lower[index] = max(0.0, float(low))
-        upper[index] = min(1.0, float(high))
+        lower[index] = max(dom_lo[index], float(low))
+        upper[index] = min(dom_hi[index], float(high))
+        if integer[index]:
+            lower[index], upper[index] = np.ceil(lower[index]), np.floor(upper[index])
         if lower[index] > upper[index]:
             raise CausalInputError(
-                f"the query box is empty: {name} in [{low}, {high}] does not meet [0, 1]"
+                f"the query box is empty: {name} in [{low}, {high}] does not meet its domain "
+                f"[{dom_lo[index]}, {dom_hi[index]}]"
+                + (" at an integer" if integer[index] else "")
             )
     allowed = []
     for group in groups:
@@ -184,7 +348,8 @@ def _query_box(
         allowed.append(mask)
     continuous_empty = [
         names[i] for i in range(len(names))
-        if i not in sensitive and not any(i in g for g in groups) and upper[i] <= lower[i]
+        if i not in sensitive and not any(i in g for g in groups) and not integer[i]
+        and upper[i] <= lower[i] and dom_hi[i] > dom_lo[i]
     ]
     if continuous_empty:
         raise CausalInputError(

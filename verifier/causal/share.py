@@ -41,7 +41,8 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
                       upper: np.ndarray, status: np.ndarray,
                       query_lower: np.ndarray, query_upper: np.ndarray) -> tuple[float, float]:
     """``P(biased | query)`` bounds under ``population`` (columns = network inputs), from the
-    sound box-probability enclosures of every partition (sensitive inputs over their range)."""
+    sound box-probability enclosures of every partition (sensitive inputs over their domain;
+    an integer input's ``[lo, hi]`` as ``[lo − ½, hi + ½]``, the mass of its integers)."""
     if population.dimension != problem.inputs:
         raise CausalInputError(
             f"the population model has {population.dimension} columns, the network "
@@ -56,8 +57,11 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
     sens = list(problem.sensitive)
     boxes_lo = np.vstack([lower, query_lower[None, :]])
     boxes_hi = np.vstack([upper, query_upper[None, :]])
-    boxes_lo[:, sens] = 0.0
-    boxes_hi[:, sens] = 1.0
+    whole = problem.integer
+    boxes_lo[:, whole] -= 0.5
+    boxes_hi[:, whole] += 0.5
+    boxes_lo[:, sens] = problem.domain_lower[sens] - 0.5 * problem.integer[sens]
+    boxes_hi[:, sens] = problem.domain_upper[sens] + 0.5 * problem.integer[sens]
     low, high = population.prob_boxes_interval(boxes_lo, boxes_hi)
     q_low, q_high = float(low[-1]), float(high[-1])
     low, high = low[:-1], high[:-1]

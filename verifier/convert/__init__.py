@@ -5,7 +5,7 @@ Every converter checks its result against the source model on random inputs and 
 the tolerance is stated in :mod:`verifier.convert.self_check`.
 """
 
-from verifier.convert.files import load_network, save_network
+from verifier.convert.files import load_classifier, load_network, save_network
 from verifier.convert.json_format import network_from_json, network_to_json
 from verifier.convert.nnet import NNetFile, read_nnet
 from verifier.convert.onnx_export import network_to_onnx
@@ -17,6 +17,7 @@ __all__ = [
     "NNetFile",
     "from_onnx",
     "from_torch",
+    "load_classifier",
     "load_network",
     "network_from_json",
     "network_from_state_dict",

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from verifier.network import Network, NetworkError
 
 FORMATS_BY_SUFFIX = {
@@ -66,6 +68,39 @@ def load_network(path: str | Path, *, fmt: str | None = None, **options: Any) ->
         return _load(file_path, chosen, key, options)
     except TypeError as error:
         raise NetworkError(f"bad option for a {chosen} network file: {error}") from error
+
+
+def load_classifier(path: str | Path, *, fmt: str | None = None,
+                    nnet_normalises_inputs: bool = True, **options: Any
+                    ) -> tuple[Network, tuple[np.ndarray, np.ndarray] | None]:
+    """A model file as a classifier on the inputs users give it, with the input domain the
+    file declares.
+
+    The network is :meth:`Network.as_classifier` of the file's (one output: class 1 iff the
+    logit is > 0). A ``.nnet`` file's domain is the header's ``[min, max]`` box, inside which
+    the file's input clipping is the identity; its network reads raw inputs: with
+    ``nnet_normalises_inputs`` (the format's definition) the header's normalisation
+    ``(x − mean)/range`` is merged into layer 0; without it the weights apply to the raw values
+    directly, as in tools that ignore the normalisation rows (FairQuant's networks are
+    evaluated so by FairQuant). Other formats declare no domain (``None``). ``options`` as for
+    :func:`load_network`.
+    """
+    file_path, _ = _split_key(path)
+    chosen = _format(file_path, fmt, LOAD_FORMATS)
+    if chosen != "nnet":
+        return load_network(path, fmt=fmt, **options).as_classifier(), None
+    if not file_path.is_file():
+        raise NetworkError(f"network file not found: {file_path}")
+    from verifier.convert.nnet import read_nnet
+
+    parsed = read_nnet(file_path, **options)
+    domain = (parsed.input_mins.copy(), parsed.input_maxs.copy())
+    if np.any(domain[0] > domain[1]):
+        bad = int(np.flatnonzero(domain[0] > domain[1])[0])
+        raise NetworkError(f"{file_path}: input {bad} has minimum above maximum")
+    network = parsed.network_with_input_normalisation() if nnet_normalises_inputs else (
+        parsed.network)
+    return network.as_classifier(), domain
 
 
 def _load(path: Path, chosen: str, key: str | None, options: dict[str, Any]) -> Network:

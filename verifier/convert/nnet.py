@@ -56,6 +56,13 @@ class NNetFile:
         first = self.network.layers[0]
         weight = first.weight / self.input_ranges[None, :]
         bias = first.bias - weight @ self.input_means
+        # the division and the shifted bias are rounded: their magnitudes (rounded up past the
+        # float error of the sums) mark the layer as folded, so bounds keep rounding margins
+        # for the real coefficients and nothing treats the floats as the model's exact values
+        terms = first.in_features + 2
+        widen = 1.0 + terms * 2.0**-52
+        weight_magnitude = np.abs(first.weight) / np.abs(self.input_ranges[None, :]) * widen
+        bias_magnitude = (np.abs(first.bias) + weight_magnitude @ np.abs(self.input_means)) * widen
         layer = Layer(
             weight,
             bias,
@@ -63,6 +70,8 @@ class NNetFile:
             negative_slope=first.negative_slope,
             min_val=first.min_val,
             max_val=first.max_val,
+            weight_magnitude=np.nextafter(weight_magnitude, np.inf),
+            bias_magnitude=np.nextafter(bias_magnitude, np.inf),
         )
         return Network(
             [layer, *self.network.layers[1:]],
