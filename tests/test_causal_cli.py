@@ -90,3 +90,22 @@ def test_bad_input(model: Path, tmp_path: Path, extra: list[str], message: str) 
     argv = [str(empty) if a == "EMPTY" else str(overlap) if a == "OVERLAP" else a for a in extra]
     with pytest.raises(CertgateInputError, match=message):
         run(_parse(["--model", str(model), *argv]))
+
+
+def test_a_fairquant_network_loads_unchanged_with_its_domain_and_integer_points(capsys) -> None:
+    """A single-logit ``.nnet`` file with its header's domain, integer inputs and two chosen
+    sensitive values: the verb runs on it as it is, and its witnesses are integer points."""
+    path = Path("/work/shared/benchmarks/fairquant/compas-1.nnet")
+    code = run(_parse(["--model", str(path), "--sensitive", "x3", "--integer-inputs", "all",
+                       "--sensitive-values", "0,1", "--timeout", "20", "--json"]))
+    payload = json.loads(capsys.readouterr().out)
+    assert code in (0, 1)
+    low, high = payload["biased_fraction"]
+    assert 0.0 <= low <= high <= 1.0 and payload["fair_fraction"] > 0.5
+    for witness in payload["witnesses"]:
+        assert all(float(v).is_integer() for v in witness["x"] + witness["x_other"])
+
+
+def test_domain_and_value_options_are_checked(model: Path) -> None:
+    with pytest.raises(CertgateInputError, match="--domain"):
+        run(_parse(["--model", str(model), "--sensitive", "s", "--domain", "x=0-1"]))

@@ -40,6 +40,7 @@ from verifier.population import (
     Categorical,
     Factor,
     Feature,
+    Normal,
     PopulationModel,
     Product,
     Uniform,
@@ -161,16 +162,30 @@ def test_regions_and_witnesses_as_csv_are_re_checked_by_the_network() -> None:
     assert detail_tables(Certificate(audit="a", verdict="unknown"), ["x"]) == {}
 
 
+def test_a_population_domain_beyond_the_unit_cube_is_partitioned_as_declared() -> None:
+    """x declared on [0, 2]: class 1 iff x + 0.5 s > 0.75 depends on s exactly for
+    x in (0.25, 0.75], a quarter of the x range (the unit cube is no longer assumed)."""
+    wide = PopulationModel(
+        features=[Feature(name="x", kind="continuous", domain=(0, 2)),
+                  Feature(name="s", kind="continuous", domain=(0, 1))],
+        distribution=Product(factors=[
+            Factor(columns=["x"], distribution=Uniform(lower=0, upper=2)),
+            Factor(columns=["s"], distribution=Uniform(lower=0, upper=1))]))
+    certificate = certify(audits(causal("wide", 0.5))[0], NETWORK, wide)
+    low, high = certificate.bounds["biased_share"]
+    assert low <= 0.25 <= high and high - low <= 0.02
+
+
 def test_causal_input_problems_name_the_field() -> None:
     settings = audits(causal("scaled", 0.5))[0]
-    with pytest.raises(CertgateInputError, match=r"^audit 'scaled': .* 'x' is \[0, 2\]"):
-        wide = PopulationModel(
-            features=[Feature(name="x", kind="continuous", domain=(0, 2)),
+    with pytest.raises(CertgateInputError, match=r"^audit 'scaled': .* 'x' is \[-inf, inf\]"):
+        unbounded = PopulationModel(
+            features=[Feature(name="x", kind="continuous"),
                       Feature(name="s", kind="continuous", domain=(0, 1))],
             distribution=Product(factors=[
-                Factor(columns=["x"], distribution=Uniform(lower=0, upper=2)),
+                Factor(columns=["x"], distribution=Normal(mean=0.5, std=1.0)),
                 Factor(columns=["s"], distribution=Uniform(lower=0, upper=1))]))
-        certify(settings, NETWORK, wide)
+        certify(settings, NETWORK, unbounded)
     unknown = audits(causal("unknown", 0.5, sensitive=["sex"]))[0]
     with pytest.raises(CertgateInputError,
                        match=r"^audit 'unknown': sensitive feature 'sex' is not an input"):

@@ -53,6 +53,15 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
                         help="verdict 'satisfied' iff the certified biased share (under "
                              "--measure) is below this; without it the verdict is fair/biased")
     parser.add_argument("--population", help="population model (JSON) for a weighted share")
+    parser.add_argument("--domain",
+                        help="inputs' ranges NAME=MIN:MAX,... (default: the population's "
+                             "support, else a .nnet header's, else [0, 1])")
+    parser.add_argument("--integer-inputs",
+                        help="all, or NAME,... of integer-coded inputs (default: the "
+                             "population's integer columns)")
+    parser.add_argument("--sensitive-values",
+                        help="compare only these values of the sensitive input: numbers, or "
+                             "input names of a one-hot group (default: every value)")
     parser.add_argument("--executor", default="local",
                         help="local, process or dask[=ADDRESS] (default local)")
     parser.add_argument("--workers", type=int, help="worker count for process/dask pools")
@@ -91,10 +100,51 @@ def _settings(args: argparse.Namespace) -> Any:
         "sensitive_kind": "one_hot" if len(named) > 1 else "continuous",
         "split_values": [args.split_value] if args.split_value is not None else None,
         "query": load_query_box(args.query) if args.query else None,
+        "domain": _domain(args.domain) if args.domain else None,
+        "integer_inputs": _integer_inputs(args.integer_inputs),
+        "sensitive_values": _sensitive_values(args.sensitive_values),
     }
     if args.max_biased_share is None:
         values["max_biased_share"] = 1.0
     return settings_from_args(CausalFairnessSettings, args, "causal_fairness", **values)
+
+
+def _domain(text: str) -> dict[str, tuple[float, float]]:
+    """``NAME=MIN:MAX,...`` as ``{name: (min, max)}``."""
+    domain = {}
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        name, _, bounds = item.partition("=")
+        low, _, high = bounds.partition(":")
+        try:
+            domain[name.strip()] = (float(low), float(high))
+        except ValueError as error:
+            raise CausalInputError(f"--domain {item!r}: expected NAME=MIN:MAX") from error
+    return domain
+
+
+def _integer_inputs(text: str | None) -> str | list[str] | None:
+    if text is None or text.strip() == "all":
+        return None if text is None else "all"
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _sensitive_values(text: str | None) -> list[float] | list[str] | None:
+    if text is None:
+        return None
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    try:
+        return [float(item) for item in items]
+    except ValueError:
+        return items
+
+
+def _model_domain(path: str) -> tuple[Any, Any] | None:
+    """The input domain a ``.nnet`` header declares (other formats declare none)."""
+    if not path.endswith(".nnet"):
+        return None
+    from verifier.convert import load_classifier
+
+    return load_classifier(path)[1]
 
 
 def _libra_problem(args: argparse.Namespace, network: Any) -> Any:
@@ -132,7 +182,8 @@ def run(args: argparse.Namespace) -> int:
             from verifier.audits import run_audit
 
             certificate = run_audit(settings, network, population, None, None,
-                                    executor=executor, **engine)
+                                    executor=executor, model_domain=_model_domain(args.model),
+                                    **engine)
     finally:
         executor.shutdown()
     payload = summary(certificate)

@@ -41,13 +41,19 @@ class CausalFairnessSettings(StrictSettings):
     """Causal fairness (input partitioning, :mod:`verifier.causal`): a non-sensitive point is
     *biased* when two values of the ``sensitive`` input(s) give it two different classes.
 
-    Every network input is taken to range over ``[0, 1]`` (min-max scaled), so the population
-    model's support must lie in the unit cube. ``sensitive`` names one continuous input
-    (``sensitive_kind: continuous``, its range cut into cells at ``split_values``, default
-    0.5) or the inputs of a one-hot group (``one_hot``). ``onehot_groups`` lists the
+    The inputs range over ``domain`` (``name: [min, max]``), else the population model's
+    declared feature domains (its support where unbounded), else the model file's own (a
+    ``.nnet`` header), else ``[0, 1]``.
+    ``integer_inputs`` (``all`` or names; default: the population's integer columns) are
+    analysed on their integer points: cuts between integers, integer witnesses, shares that
+    count points. A single-output network is a binary classifier (class 1 iff its logit is
+    > 0). ``sensitive`` names one input (``sensitive_kind: continuous``, its range cut into
+    cells at ``split_values``, default its midpoint; an integer input is compared at each of
+    its values) or the inputs of a one-hot group (``one_hot``); ``sensitive_values`` compares
+    only those values (numbers, or input names of the group). ``onehot_groups`` lists the
     non-sensitive one-hot groups by input name (``null``: the population model's categorical
-    features); ``query`` restricts the question to a box (``name: [low, high]``; unnamed
-    inputs range over ``[0, 1]``). ``lower_edge`` (L) is the smallest partition edge before
+    features); ``query`` restricts the question to a box (``name: [low, high]``).
+    ``lower_edge`` (L) is the smallest partition edge before
     a partition is excluded, ``max_unstable`` (U) the most unstable ReLUs handed to the exact
     MILP check; ``timeout_s`` is the time budget and ``target_width`` stops refining once the
     uniform biased-share interval is that narrow.
@@ -67,6 +73,9 @@ class CausalFairnessSettings(StrictSettings):
     split_values: list[float] | None = None
     onehot_groups: list[Annotated[list[str], Field(min_length=2)]] | None = None
     query: dict[str, tuple[float, float]] | None = None
+    domain: dict[str, tuple[float, float]] | None = None
+    integer_inputs: Literal["all"] | list[str] | None = None
+    sensitive_values: list[float] | list[str] | None = None
     lower_edge: float = Field(default=0.0, ge=0)
     max_unstable: int = Field(default=8, ge=0)
     timeout_s: float = Field(default=60.0, gt=0)
@@ -74,23 +83,15 @@ class CausalFairnessSettings(StrictSettings):
     measure: Literal["uniform", "population"] = "uniform"
     max_biased_share: float
 
-    @field_validator("split_values")
+    @field_validator("query", "domain")
     @classmethod
-    def _splits_inside(cls, values: list[float] | None) -> list[float] | None:
-        for value in values or []:
-            if not 0.0 < value < 1.0:
-                raise ValueError(f"every split value must lie in (0, 1), got {value}")
-        return values
-
-    @field_validator("query")
-    @classmethod
-    def _query_intervals(cls, query: dict[str, tuple[float, float]] | None
-                         ) -> dict[str, tuple[float, float]] | None:
-        for input_name, (low, high) in (query or {}).items():
+    def _nonempty_intervals(cls, boxes: dict[str, tuple[float, float]] | None, info: Any
+                            ) -> dict[str, tuple[float, float]] | None:
+        for input_name, (low, high) in (boxes or {}).items():
             if low > high:
-                raise ValueError(f"the query interval of {input_name!r} is empty: "
+                raise ValueError(f"the {info.field_name} interval of {input_name!r} is empty: "
                                  f"[{low}, {high}]")
-        return query
+        return boxes
 
     @model_validator(mode="after")
     def _consistent(self) -> CausalFairnessSettings:
@@ -133,16 +134,42 @@ def engine_settings(settings: CausalFairnessSettings, budget: float | None = Non
                           target_width=settings.target_width, **engine)
 
 
-def _require_unit_cube(network: Network, population: Any) -> None:
-    """Raise unless the population's support lies in ``[0, 1]`` on every input."""
-    low, high = (np.asarray(end, dtype=np.float64) for end in population.support())
-    outside = np.flatnonzero((low < 0.0) | (high > 1.0))
-    if outside.size:
-        column = int(outside[0])
-        raise CertgateInputError(
-            f"causal fairness needs every input scaled to [0, 1], but the population's "
-            f"support of {network.input_names[column]!r} is [{low[column]:g}, {high[column]:g}]"
-        )
+def input_domain(settings: CausalFairnessSettings, network: Network, population: Any,
+                 model_domain: Any = None) -> Any:
+    """The inputs' ``[min, max]``: the configured ``domain``, else the population's declared
+    feature domains (its support where a domain is unbounded), else the model file's own (a
+    ``.nnet`` header), else ``None`` (``[0, 1]``, Libra's convention). An input still
+    unbounded is refused."""
+    if settings.domain is not None:
+        return {name: (low, high) for name, (low, high) in settings.domain.items()}
+    if population is not None:
+        declared_low, declared_high = population.domain_box()
+        support_low, support_high = population.support()
+        low = np.where(np.isfinite(declared_low), declared_low, support_low).astype(np.float64)
+        high = np.where(np.isfinite(declared_high), declared_high, support_high).astype(
+            np.float64)
+        unbounded = np.flatnonzero(~(np.isfinite(low) & np.isfinite(high)))
+        if unbounded.size:
+            name = network.input_names[int(unbounded[0])]
+            raise CertgateInputError(
+                f"causal fairness partitions a bounded input space, but the population's "
+                f"support of {name!r} is [{low[unbounded[0]]:g}, {high[unbounded[0]]:g}]; "
+                "give domain: {name: [min, max]}"
+            )
+        return low, high
+    return model_domain
+
+
+def integer_inputs(settings: CausalFairnessSettings, network: Network,
+                   population: Any) -> str | list[str] | None:
+    """The integer-coded inputs: as configured, else the population's integer columns outside
+    one-hot groups, else none."""
+    if settings.integer_inputs is not None or population is None:
+        return settings.integer_inputs
+    grouped = {index for group in population.onehot_groups() for index in group}
+    flags = np.asarray(population.integer_columns(), dtype=bool)
+    return [name for index, name in enumerate(network.input_names)
+            if flags[index] and index not in grouped]
 
 
 def _onehot_groups(settings: CausalFairnessSettings, network: Network,
@@ -160,23 +187,26 @@ def _onehot_groups(settings: CausalFairnessSettings, network: Network,
 
 def run(settings: CausalFairnessSettings, network: Network, population: Any,
         budget: float | None = None, progress: Any = None, executor: Any = None,
-        **engine: Any) -> Certificate:
+        model_domain: Any = None, **engine: Any) -> Certificate:
     """The causal-fairness certificate of ``network`` (see the module docstring): bounds
     ``biased_share`` and, with a population model, ``biased_share_population``. ``progress``
     is accepted for the common signature and not called (the engine reports no anytime
-    bounds); ``executor`` runs the partitions (default in-process)."""
+    bounds); ``executor`` runs the partitions (default in-process); ``model_domain``: the
+    inputs' domain the model file records (:func:`input_domain`)."""
     from verifier.causal import build_problem, certify_causal_fairness
 
     if population is None and settings.measure == "population":
         raise CertgateInputError("measure: population needs a population model")
     if population is not None:
         check_population_fits(network, population)
-        _require_unit_cube(network, population)
     problem = build_problem(
         network, list(settings.sensitive), sensitive_kind=settings.sensitive_kind,
         split_values=settings.split_values,
         onehot_groups=_onehot_groups(settings, network, population),
         query={name: (low, high) for name, (low, high) in (settings.query or {}).items()},
+        domain=input_domain(settings, network, population, model_domain),
+        integer_inputs=integer_inputs(settings, network, population),
+        sensitive_values=settings.sensitive_values,
     )
     causal = engine_settings(settings, budget, **engine)
     certificate = certify_causal_fairness(problem, causal, executor, population=population)

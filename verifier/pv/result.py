@@ -61,5 +61,5 @@ class PVResult:
         settings = self.settings or PVSettings()
         finish = (f", points of boxes with <= {settings.enumerate_points} enumerated"
                   if settings.enumerate_points else "")
-        return (f"PV branch and bound (SelectProb, split {settings.split}, "
-                f"bounds {settings.method}{finish})")
+        return (f"PV branch and bound (SelectProb selection, {settings.split} splitting, "
+                f"{settings.method} bounds{finish})")
