@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from configs.schema import CertgateConfig, load_config
+from pipeline_steps.cli.output import emit_json
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
@@ -112,6 +112,7 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     watch.add_argument("--interval", type=float, default=30.0, help="seconds between polls")
     watch.add_argument("--once", action="store_true", help="poll once and exit")
     watch.add_argument("--alias", help="audit the version this alias points to")
+    watch.add_argument("--json", action="store_true", help="print one JSON object")
     watch.set_defaults(func=watch_command)
 
 
@@ -198,7 +199,7 @@ def audit_command(args: argparse.Namespace) -> int:
                             progress=not args.no_progress, report_dir=args.report_dir)
     print_audit(outcome, config)
     if args.json:
-        print(json.dumps(outcome_summary(outcome, config)))
+        emit_json(outcome_summary(outcome, config))
     return 0
 
 
@@ -212,7 +213,7 @@ def gate_command(args: argparse.Namespace) -> int:
         decision = run_gate(config, model_uri=args.model_uri)
     print_gate(decision, config)
     if args.json:
-        print(json.dumps(gate_summary(decision)))
+        emit_json(gate_summary(decision))
     return decision.exit_code
 
 
@@ -277,8 +278,8 @@ def run_command(args: argparse.Namespace) -> int:
             deployed = deploy_step(config, registry, decision)
             print(f"deploy: {deployed}")
     if args.json:
-        print(json.dumps({"audit": outcome_summary(outcome, config),
-                          "gate": gate_summary(decision), "deploy": deployed}))
+        emit_json({"audit": outcome_summary(outcome, config),
+                   "gate": gate_summary(decision), "deploy": deployed})
     return decision.exit_code
 
 
@@ -360,4 +361,7 @@ def watch_command(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             handled = dispatcher.handled
     print(f"certgate hooks: {len(handled)} version(s) handled, {len(dispatcher.failed)} failed")
-    return 2 if dispatcher.failed else 0
+    code = 2 if dispatcher.failed else 0
+    if args.json:
+        emit_json({"handled": len(handled), "failed": len(dispatcher.failed), "exit_code": code})
+    return code

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
+from pipeline_steps.cli.output import emit_json
 from verifier.population import check_matches_network, load_population
 from verifier.population.errors import PopulationError
 
@@ -41,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     describe = verbs.add_parser("describe", help="print a readable description")
     describe.add_argument("file", help="population model JSON file")
+    describe.add_argument("--json", action="store_true", help="print one JSON object")
     describe.set_defaults(func=run_describe)
 
     sample = verbs.add_parser(
@@ -53,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sample.add_argument("-n", type=int, required=True, help="number of samples")
     sample.add_argument("--seed", type=int, default=None, help="random seed")
     sample.add_argument("--out", help="output file (.csv or .npy)")
+    sample.add_argument("--json", action="store_true",
+                        help="print one JSON object (the samples, or what --out holds)")
     sample.set_defaults(func=run_sample)
 
 
@@ -75,7 +78,7 @@ def run_validate(args: argparse.Namespace) -> int:
         summary["network"] = args.model
         summary["binding"] = checked
     if args.json:
-        print(json.dumps(summary))
+        emit_json(summary)
         return 0
     against = f"; {checked} {args.model}" if args.model else ""
     print(
@@ -103,7 +106,12 @@ def _check_binding(args: argparse.Namespace, model: Any) -> str:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    print(load_population(args.file).describe())
+    model = load_population(args.file)
+    if args.json:
+        emit_json({"file": args.file, "columns": list(model.columns),
+                   "distribution": model.distribution.kind, "description": model.describe()})
+    else:
+        print(model.describe())
     return 0
 
 
@@ -113,7 +121,10 @@ def run_sample(args: argparse.Namespace) -> int:
     model = load_population(args.file)
     samples = model.sample(args.n, np.random.default_rng(args.seed))
     if args.out is None:
-        _write_csv(sys.stdout, list(model.columns), samples)
+        if args.json:
+            emit_json({"columns": list(model.columns), "samples": samples.tolist()})
+        else:
+            _write_csv(sys.stdout, list(model.columns), samples)
         return 0
     out = Path(args.out)
     if out.suffix == ".npy":
@@ -124,6 +135,8 @@ def run_sample(args: argparse.Namespace) -> int:
     else:
         raise PopulationError(f"--out must end in .csv or .npy, got {args.out!r}")
     print(f"wrote {args.n} samples of {model.dimension} columns to {out}", file=sys.stderr)
+    if args.json:
+        emit_json({"out": str(out), "samples": args.n, "columns": list(model.columns)})
     return 0
 
 
