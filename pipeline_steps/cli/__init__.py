@@ -15,20 +15,13 @@ the functions that need them, so ``certgate --help`` and a configuration error s
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import traceback
 from collections.abc import Sequence
+from types import ModuleType
 
-from pipeline_steps.cli import (
-    bounds_cmd,
-    config_cmd,
-    demo_cmd,
-    output,
-    pipeline_cmd,
-    population_cmd,
-    selfcorrect_cmd,
-    verify_cmd,
-)
+from pipeline_steps.cli import output
 from verifier.errors import CertgateInputError
 
 EXIT_OK = 0
@@ -36,10 +29,34 @@ EXIT_FAILED = 1
 EXIT_ERROR = 2
 EXIT_INTERNAL = 3
 
-COMMAND_GROUPS = (
-    bounds_cmd, verify_cmd, population_cmd, selfcorrect_cmd, config_cmd, pipeline_cmd,
-    demo_cmd,
-)
+VERBS: dict[str, tuple[str, str]] = {
+    "bounds": ("bounds_cmd", "bound a network's outputs (or C·outputs) over an input box"),
+    "verify": ("verify_cmd",
+               "certify a probabilistic property of a network under a population model"),
+    "population": ("population_cmd", "population models: validate, describe, sample"),
+    "selfcorrect": ("selfcorrect_cmd",
+                    "self-correcting layer: correct logits, wrap a model (paper 004)"),
+    "config": ("config_cmd", "audit configuration: JSON Schema and validation"),
+    "audit": ("pipeline_cmd", "certify a model and record the audit in MLflow"),
+    "gate": ("pipeline_cmd", "decide promotion from a version's recorded certificates"),
+    "run": ("pipeline_cmd", "audit, gate (and deploy when configured) in one go"),
+    "hooks": ("pipeline_cmd", "audit registry events: webhook receiver or polling watcher"),
+    "demo": ("demo_cmd", "run the pipeline end to end on a local store (no server)"),
+}
+"""Each top-level verb: the module that registers it and its one-line help (the same text the
+module registers; ``tests/test_cli_startup.py`` checks that they agree)."""
+
+
+def command_group(verb: str) -> ModuleType:
+    """The module registering ``verb`` (imported on demand: the verb modules import numpy,
+    pydantic and the verifier)."""
+    return importlib.import_module(f"pipeline_steps.cli.{VERBS[verb][0]}")
+
+
+def command_groups() -> list[ModuleType]:
+    """Every verb module, in :data:`VERBS` order."""
+    return [command_group(verb) for verb in dict.fromkeys(
+        {module: verb for verb, (module, _) in reversed(VERBS.items())}.values())]
 JSON_HELP = "print exactly one JSON object on stdout (also on errors); human text goes to stderr"
 
 
@@ -70,8 +87,15 @@ def _leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPars
     return leaves
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, with a ``--help`` and a ``--json`` for every verb."""
+def requested_verb(argv: Sequence[str]) -> str | None:
+    """The top-level verb ``argv`` names (its first word that is one), if any."""
+    return next((word for word in argv if word in VERBS), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser, with a ``--help`` and a ``--json`` for every verb. Given ``argv``,
+    only the verb it names is registered in full (the others by name and help line), so that
+    ``certgate --help`` imports no verb module; without ``argv``, every verb in full."""
     parser = CertgateParser(
         prog="certgate",
         description="Certify neural-network classifiers: bounds, population models, audits.",
@@ -84,8 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="more log output (-v INFO, -vv DEBUG)")
     parser.add_argument("-q", "--quiet", action="store_true", help="log errors only")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for group in COMMAND_GROUPS:
-        group.register(subparsers)
+    if argv is None:
+        for group in command_groups():
+            group.register(subparsers)
+    else:
+        verb = requested_verb(argv)
+        if verb is not None:
+            command_group(verb).register(subparsers)
+        for name, (_, help_line) in VERBS.items():
+            if name not in subparsers.choices:
+                subparsers.add_parser(name, help=help_line)
     for leaf in _leaf_parsers(parser):
         if "--json" not in leaf._option_string_actions:
             leaf.add_argument("--json", action="store_true", help=JSON_HELP)
@@ -93,9 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _one_line(error: BaseException) -> str:
-    from pydantic import ValidationError
-
-    if isinstance(error, ValidationError):
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is not None and isinstance(error, pydantic.ValidationError):
         problems = []
         for item in error.errors():
             location = ".".join(str(part) for part in item["loc"]) or "<root>"
@@ -106,10 +137,13 @@ def _one_line(error: BaseException) -> str:
     return str(error).replace("\n", " ")
 
 
-def _input_errors() -> tuple[type[BaseException], ...]:
-    from pydantic import ValidationError
-
-    return (CertgateInputError, ValidationError, FileNotFoundError, IsADirectoryError)
+def _is_input_error(error: BaseException) -> bool:
+    """Bad input: our own errors, a missing file, or a pydantic validation error (pydantic is
+    only consulted when something imported it)."""
+    if isinstance(error, (CertgateInputError, FileNotFoundError, IsADirectoryError)):
+        return True
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(error, pydantic.ValidationError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -128,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(arguments: list[str]) -> tuple[int, str | None]:
     """Parse and run; ``(exit code, error message or None)``."""
-    parser = build_parser()
+    parser = build_parser(arguments)
     try:
         args = parser.parse_args(arguments)
     except UsageError as error:
@@ -138,15 +172,13 @@ def _run(arguments: list[str]) -> tuple[int, str | None]:
     output.configure_logging(level, asked=bool(args.log_level or args.verbose or args.quiet))
     try:
         return int(args.func(args)), None
-    except _input_errors() as error:
-        if args.debug:
-            raise
-        return EXIT_ERROR, _one_line(error)
     except KeyboardInterrupt:
         return EXIT_ERROR, "interrupted"
     except Exception as error:
         if args.debug:
             raise
+        if _is_input_error(error):
+            return EXIT_ERROR, _one_line(error)
         traceback.print_exc(file=sys.stderr)
         return EXIT_INTERNAL, f"internal error: {type(error).__name__}: {_one_line(error)}"
 

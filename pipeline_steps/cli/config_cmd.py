@@ -4,9 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from configs.schema import json_schema, load_config
 from pipeline_steps.cli.output import emit_json
+from verifier.errors import CertgateInputError
+
+if TYPE_CHECKING:
+    from configs.schema import CertgateConfig
+
+
+def load_config(path: str | Path) -> CertgateConfig:
+    """The configuration at ``path`` (:func:`configs.schema.load_config`). A missing file is
+    reported before the schema is imported (the audit settings it validates against import
+    the verifier, torch included), with the same message."""
+    if not Path(path).is_file():
+        raise CertgateInputError(f"config file not found: {path}")
+    from configs.schema import load_config as read_config
+
+    return read_config(path)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def print_schema(args: argparse.Namespace) -> int:
+    from configs.schema import json_schema
+
     if args.json:
         emit_json(json_schema())
     else:

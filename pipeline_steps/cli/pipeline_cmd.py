@@ -2,7 +2,8 @@
 
 Exit codes: ``audit`` 0 once the audit is recorded; ``gate`` and ``run`` 0 when the gate
 passes (or only warns), 1 when it fails; every error is one line on stderr with exit code 2.
-MLflow and the pipeline steps are imported when a verb runs, so other verbs start fast.
+MLflow and the pipeline steps are imported when a verb runs, after its configuration is read,
+so other verbs and configuration errors start fast.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from configs.schema import CertgateConfig, load_config
+from pipeline_steps.cli.config_cmd import load_config
 from pipeline_steps.cli.output import emit_json
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
+    from configs.schema import CertgateConfig
     from pipeline_steps.audit import AuditOutcome
     from pipeline_steps.gate import GateDecision
     from registry_hooks.connection import Registry
@@ -189,10 +191,10 @@ def _registry(config: CertgateConfig) -> Registry:
 
 
 def audit_command(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
     from pipeline_steps.audit import outcome_summary, run_audit
     from registry_hooks.connection import registry_errors
 
-    config = load_config(args.config)
     _quiet_downloads()
     with registry_errors("certgate audit"):
         outcome = run_audit(config, model_uri=args.model_uri, force=args.force,
@@ -204,10 +206,10 @@ def audit_command(args: argparse.Namespace) -> int:
 
 
 def gate_command(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
     from pipeline_steps.gate import run_gate
     from registry_hooks.connection import registry_errors
 
-    config = load_config(args.config)
     _quiet_downloads()
     with registry_errors("certgate gate"):
         decision = run_gate(config, model_uri=args.model_uri)
@@ -260,10 +262,10 @@ def deploy_step(config: CertgateConfig, registry: Registry, decision: GateDecisi
 
 
 def run_command(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
     from pipeline_steps.audit import outcome_summary
     from registry_hooks.connection import registry_errors
 
-    config = load_config(args.config)
     require_deploy_step(config)
     _quiet_downloads()
     with registry_errors("certgate run"):
@@ -318,12 +320,12 @@ def _dispatcher(config: CertgateConfig, registry: Registry, alias: str | None,
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from registry_hooks.connection import registry_errors
-    from registry_hooks.receiver import WebhookReceiver
-
     if not args.secret:
         raise CertgateInputError(f"a webhook secret is required: --secret or ${SECRET_ENV}")
     config = load_config(args.config)
+    from registry_hooks.connection import registry_errors
+    from registry_hooks.receiver import WebhookReceiver
+
     if configured_model_names(config) is None:
         raise CertgateInputError(
             f"model.uri {config.model.uri!r}: hooks serve acts on registry events of one "
@@ -347,10 +349,10 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 def watch_command(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
     from registry_hooks.connection import registry_errors
     from registry_hooks.watcher import watch
 
-    config = load_config(args.config)
     _quiet_downloads()
     names = configured_model_names(config)
     with registry_errors("certgate hooks watch"):
