@@ -73,6 +73,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "spec.yaml").write_text(
         "probabilities:\n  p: {event: 'y.y1 > y.y0'}\nexpression: p\ncomparison: '>='\n"
         "threshold: 0.0\n")
+    (root / "table.csv").write_text("x,s\n0.1,0\n0.5,1\n0.9,1\n0.3,0\n")
     np.save(root / "inputs.npy", np.array([[-1.2, 0.0], [0.5, 0.7]]))
     np.save(root / "logits.npy", np.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))
     (root / "config.yaml").write_text(yaml.safe_dump({
@@ -112,6 +113,9 @@ def success_argv(verb: str, root: Path) -> list[str] | None:
         "population validate": [population, "--model", model],
         "population describe": [population],
         "population sample": [population, "-n", "3", "--seed", "1"],
+        "population fit": [str(root / "table.csv"), "--out", str(root / "fitted.json"),
+                           "--model", model],
+        "population schema": [],
         "selfcorrect apply": ["--constraints", str(EXAMPLES / "constraints_toy.yaml"),
                               "--inputs", str(root / "inputs.npy"),
                               "--logits", str(root / "logits.npy")],
@@ -148,6 +152,8 @@ ERROR_ARGV: dict[str, list[str]] = {
     "population validate": ["MISSING.json"],
     "population describe": ["MISSING.json"],
     "population sample": ["MISSING.json", "-n", "2"],
+    "population fit": ["MISSING.csv", "--out", "out.json"],
+    "population schema": ["--no-such-option"],
     "selfcorrect apply": ["--constraints", "MISSING.yaml", "--inputs", "MISSING.npy",
                           "--logits", "MISSING.npy"],
     "selfcorrect wrap": ["--model", "MISSING.json", "--constraints", "MISSING.yaml",

@@ -33,7 +33,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "bounds": ("bounds_cmd", "bound a network's outputs (or C·outputs) over an input box"),
     "verify": ("verify_cmd",
                "certify a probabilistic property of a network under a population model"),
-    "population": ("population_cmd", "population models: validate, describe, sample"),
+    "population": ("population_cmd", "population models: fit, validate, describe, sample, schema"),
     "selfcorrect": ("selfcorrect_cmd",
                     "self-correcting layer: correct logits, wrap a model (paper 004)"),
     "config": ("config_cmd", "audit configuration: JSON Schema and validation"),

@@ -5,21 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import numpy as np
 
 from pipeline_steps.cli.output import emit_json
-from verifier.population import check_matches_network, load_population
+from pipeline_steps.cli.population_checks import check_binding, validated_file
+from pipeline_steps.cli.population_fit_cmd import add_fit_parsers
+from verifier.population import load_population
 from verifier.population.errors import PopulationError
-
-MASS_TOLERANCE = 1e-9
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "population",
-        help="population models: validate, describe, sample",
+        help="population models: fit, validate, describe, sample, schema",
         description="Work with population-model files (certgate.population/v1 JSON).",
     )
     verbs = parser.add_subparsers(dest="population_command", metavar="VERB", required=True)
@@ -57,14 +57,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sample.add_argument("--json", action="store_true",
                         help="print one JSON object (the samples, or what --out holds)")
     sample.set_defaults(func=run_sample)
+    add_fit_parsers(verbs)
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    model = load_population(args.file)
-    total = float(model.prob_boxes(np.full(model.dimension, -np.inf),
-                                   np.full(model.dimension, np.inf))[0])
-    if abs(total - 1.0) > MASS_TOLERANCE:
-        raise PopulationError(f"{args.file}: the total probability is {total!r}, not 1")
+    model, total = validated_file(args.file)
     summary = {
         "file": args.file,
         "valid": True,
@@ -74,7 +71,7 @@ def run_validate(args: argparse.Namespace) -> int:
     }
     checked = ""
     if args.model:
-        checked = _check_binding(args, model)
+        checked = check_binding(args, model)
         summary["network"] = args.model
         summary["binding"] = checked
     if args.json:
@@ -86,23 +83,6 @@ def run_validate(args: argparse.Namespace) -> int:
         f"distribution, total mass {total:.12g}{against})"
     )
     return 0
-
-
-def _check_binding(args: argparse.Namespace, model: Any) -> str:
-    """Check ``model`` against ``--model`` by name (:mod:`verifier.audits.binding`); a network
-    that records no input names and gets none can only be checked for its column count.
-    Returns what was checked."""
-    from pipeline_steps.cli.inputs import read_network
-    from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
-
-    network = read_network(args.model)
-    given = parse_input_names(args.input_names)
-    if given is None and anonymous_inputs(network):
-        check_matches_network(model, network.input_size, None)
-        return "column count matches (the network records no input names) of network"
-    names = bound_names(network, given, f"--model {args.model}")
-    check_matches_network(model, network.input_size, names)
-    return "matches network"
 
 
 def run_describe(args: argparse.Namespace) -> int:
