@@ -104,6 +104,10 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--secret", default=os.environ.get(SECRET_ENV),
                        help=f"webhook secret (default: ${SECRET_ENV})")
     serve.add_argument("--alias", help="act on this alias being set (e.g. candidate)")
+    serve.add_argument("--certfile",
+                       help="PEM certificate (chain): serve HTTPS, as MLflow's server requires "
+                            "unless MLFLOW_WEBHOOK_ALLOWED_SCHEMES allows http")
+    serve.add_argument("--keyfile", help="PEM private key of --certfile (if not inside it)")
     serve.set_defaults(func=serve_command)
     watch = verbs.add_parser(
         "watch", help="poll the registry for versions awaiting an audit",
@@ -324,8 +328,15 @@ def serve_command(args: argparse.Namespace) -> int:
         raise CertgateInputError(f"a webhook secret is required: --secret or ${SECRET_ENV}")
     config = load_config(args.config)
     from registry_hooks.connection import registry_errors
-    from registry_hooks.receiver import WebhookReceiver
+    from registry_hooks.receiver import WebhookReceiver, tls_context
 
+    if args.keyfile and not args.certfile:
+        raise CertgateInputError("--keyfile needs --certfile (the certificate it belongs to)")
+    if args.certfile:
+        try:
+            tls_context(args.certfile, args.keyfile)
+        except ValueError as error:
+            raise CertgateInputError(f"--certfile/--keyfile: {error}") from error
     if configured_model_names(config) is None:
         raise CertgateInputError(
             f"model.uri {config.model.uri!r}: hooks serve acts on registry events of one "
@@ -336,7 +347,8 @@ def serve_command(args: argparse.Namespace) -> int:
         registry = _registry(config)
         dispatcher = _dispatcher(config, registry, args.alias, background=True)
         receiver = WebhookReceiver(dispatcher, args.secret, host=args.host, port=args.port,
-                                   path=args.path)
+                                   path=args.path, certfile=args.certfile,
+                                   keyfile=args.keyfile)
         trigger = f"alias {args.alias!r} set" if args.alias else "model_version.created"
         print(f"certgate hooks: listening on {receiver.url} (acting on {trigger})", flush=True)
         try:
