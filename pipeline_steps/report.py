@@ -256,6 +256,29 @@ def _versions_section(data: ReportData) -> str:
         + "</section>"
 
 
+GATE_GROUPS = (("failing", ("proven_fail", "missing", "inconsistent")),
+               ("undecided", ("undecided",)),
+               ("passing", ("proven_pass",)))
+"""How the report's gate lines group the checks."""
+
+
+def _gate_lines(data: ReportData) -> str:
+    """The gate's outcome (the first word of ``gate_preview``, ``outcome: reasons``), then
+    one line per group of :data:`GATE_GROUPS` that has checks (the preview's reasons list
+    every check, passing ones included, on one line)."""
+    if data.gate_preview is None:
+        return ""
+    outcome = data.gate_preview.split(":", 1)[0]
+    lines = [f"Gate (from these certificates): <b>{html.escape(outcome)}</b>"]
+    for group, statuses in GATE_GROUPS:
+        members = [f"{section.name} ({CHECK_TEXT.get(section.check, section.check)})"
+                   for section in data.audits if section.check in statuses]
+        if members:
+            lines.append(f'<span class="gate-{group}">{group}: '
+                         f"{html.escape(', '.join(members))}</span>")
+    return '<p id="gate">' + "<br>".join(lines) + "</p>"
+
+
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#1f2328}
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem}h3{font-size:1rem;color:#57606a}
@@ -274,10 +297,7 @@ def render_report(data: ReportData) -> str:
     if data.model_name is not None:
         model = f"{data.model_name} version {data.model_version} ({data.model_uri})"
     created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(data.created_at))
-    gate = ""
-    if data.gate_preview is not None:
-        gate = f'<p id="gate">Gate (from these certificates): <b>{html.escape(data.gate_preview)}' \
-               "</b></p>"
+    gate = _gate_lines(data)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>certgate audit: {html.escape(model)}</title><style>{STYLE}</style></head><body>"
