@@ -90,8 +90,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def success_argv(verb: str, root: Path) -> list[str] | None:
-    """A succeeding command line for ``verb``, or ``None`` when it needs a registered model
-    (gate, hooks, selfcorrect wrap into a registry) or minutes of work (demo)."""
+    """A succeeding command line for ``verb`` on files, or ``None`` when it needs a
+    registered model (see :data:`REGISTRY_VERBS`) or minutes of work (``demo``, covered by
+    tests/test_demo.py) or serves until interrupted (``hooks serve``, covered by
+    tests/test_pipeline_server.py)."""
     model, population = str(root / "model.json"), str(root / "population.json")
     audit_common = ["--model", model, "--population", population]
     continuous = ["--model", model, "--population", str(root / "uniform.json")]
@@ -200,6 +202,58 @@ def test_success_is_one_json_object(capsys: pytest.CaptureFixture[str],
     assert code in (0, 1), document
     assert "error" not in document
     assert document != {"exit_code": code}, "the verb said nothing about its result"
+
+
+REGISTRY_VERBS = ("gate", "hooks watch", "selfcorrect wrap into the registry")
+
+
+@pytest.fixture(scope="module")
+def registry(files: dict[str, Path]) -> dict[str, Any]:
+    """A model registered in a local sqlite store (with its population model), audited once,
+    and a configuration naming it."""
+    import mlflow
+
+    from registry_hooks.certgate_model import log_model_with_population
+    from tests.test_api import threshold_module
+
+    root = files["root"]
+    store = f"sqlite:///{root / 'registry.db'}"
+    mlflow.set_tracking_uri(store)
+    mlflow.set_registry_uri(store)
+    mlflow.set_experiment("json-contract-registry")
+    uniform = PopulationModel.model_validate_json((root / "uniform.json").read_text())
+    with mlflow.start_run():
+        log_model_with_population(threshold_module(), uniform,
+                                  registered_model_name="contract",
+                                  serialization_format="pickle")
+    config = root / "registry.yaml"
+    config.write_text(yaml.safe_dump({
+        "tracking": {"tracking_uri": store, "experiment": "json-contract-registry"},
+        "model": {"uri": "models:/contract/1"},
+        "validation": {"population_samples": 200},
+        "audits": [{"name": "mono", "kind": "monotonicity", "feature": "x",
+                    "min_probability": 0.9}],
+        "gate": {"promote_alias": None},
+    }))
+    assert main(["audit", "--config", str(config), "--no-progress"]) == 0
+    return {"store": store, "config": str(config)}
+
+
+@pytest.mark.parametrize("verb", REGISTRY_VERBS)
+def test_registry_verbs_print_one_object(capsys: pytest.CaptureFixture[str],
+                                         files: dict[str, Path], registry: dict[str, Any],
+                                         verb: str) -> None:
+    argv = {
+        "gate": ["gate", "--config", registry["config"]],
+        "hooks watch": ["hooks", "watch", "--config", registry["config"], "--once"],
+        "selfcorrect wrap into the registry": [
+            "selfcorrect", "wrap", "--model", str(files["root"] / "three_classes.json"),
+            "--constraints", str(EXAMPLES / "constraints_toy.yaml"),
+            "--out", "models:/contract_safe", "--tracking-uri", registry["store"]],
+    }[verb]
+    code, document = one_object(capsys, [*argv, "--json"])
+    assert code in (0, 1) and "error" not in document, document
+    assert document != {"exit_code": code}
 
 
 def test_json_before_the_verb(capsys: pytest.CaptureFixture[str]) -> None:
