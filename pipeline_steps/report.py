@@ -22,6 +22,8 @@ from matplotlib.figure import Figure
 from configs.schema import Requirement
 from verifier.certificate import Certificate
 
+UPPER_COLOUR = "#0969da"
+LOWER_COLOUR = "#8250df"
 VERDICT_COLOURS = {"satisfied": "#1a7f37", "violated": "#cf222e", "unknown": "#9a6700"}
 CHECK_TEXT = {
     "proven_pass": "proven pass",
@@ -82,18 +84,30 @@ def history_series(certificate: Certificate, quantity: str = "value"
 
 
 def convergence_figure(name: str, requirement: Requirement, certificate: Certificate) -> Figure:
-    """The certified interval of the audited quantity over time, with the gate threshold."""
+    """The certified interval of the audited quantity over time, with the gate threshold.
+
+    Every chart draws something: each anytime report is a marker (so a run with a single
+    report still shows it), the final certified interval is a vertical bar at the end time,
+    and an unbounded side is drawn to the edge of the plot with an arrow and labelled (an
+    undecided audit with no finite bound shows its whole interval shaded). The time axis
+    starts at 0."""
     times, lows, highs = history_series(certificate, requirement.quantity)
     figure = Figure(figsize=(6.4, 3.6), dpi=100)
     axes = figure.add_subplot()
+    bottom, top = _focus(lows[-1], highs[-1], requirement.threshold)
     finite_low = [value if math.isfinite(value) else math.nan for value in lows]
     finite_high = [value if math.isfinite(value) else math.nan for value in highs]
-    axes.step(times, finite_high, where="post", color="#0969da", label="upper bound")
-    axes.step(times, finite_low, where="post", color="#8250df", label="lower bound")
-    axes.fill_between(times, finite_low, finite_high, step="post", color="#0969da", alpha=0.12)
+    axes.step(times, finite_high, where="post", color=UPPER_COLOUR, marker="o", markersize=4,
+              label="upper bound")
+    axes.step(times, finite_low, where="post", color=LOWER_COLOUR, marker="o", markersize=4,
+              label="lower bound")
+    axes.fill_between(times, finite_low, finite_high, step="post", color=UPPER_COLOUR,
+                      alpha=0.12)
+    _final_interval(axes, times[-1], lows[-1], highs[-1], bottom, top)
     axes.axhline(requirement.threshold, color="#cf222e", linestyle="--",
                  label=f"threshold ({requirement.describe()})")
-    axes.set_ylim(*_focus(lows[-1], highs[-1], requirement.threshold))
+    axes.set_ylim(bottom, top)
+    axes.set_xlim(0.0, max(times[-1], 1e-3) * 1.08)
     axes.set_xlabel("elapsed time [s]")
     axes.set_ylabel(f"certified {requirement.label}")
     axes.set_title(f"{name}: {certificate.verdict}")
@@ -101,6 +115,27 @@ def convergence_figure(name: str, requirement: Requirement, certificate: Certifi
     axes.grid(alpha=0.3)
     figure.tight_layout()
     return figure
+
+
+def _final_interval(axes: Any, end: float, low: float, high: float, bottom: float,
+                    top: float) -> None:
+    """The final certified interval as a vertical bar at ``end``; an infinite side reaches
+    the plot's edge with an arrow, and an interval with no finite end shades the plot."""
+    shown_low = low if math.isfinite(low) else bottom
+    shown_high = high if math.isfinite(high) else top
+    if not math.isfinite(low) and not math.isfinite(high):
+        axes.axhspan(bottom, top, color=UPPER_COLOUR, alpha=0.12, hatch="//",
+                     label="final interval (−∞, ∞): no finite bound yet")
+    axes.vlines(end, shown_low, shown_high, color=UPPER_COLOUR, linewidth=3,
+                label="final certified interval")
+    axes.plot([end], [shown_high], color=UPPER_COLOUR,
+              marker="o" if math.isfinite(high) else "^", markersize=7)
+    axes.plot([end], [shown_low], color=LOWER_COLOUR,
+              marker="o" if math.isfinite(low) else "v", markersize=7)
+    for value, edge, text in ((high, top, "upper bound +∞"), (low, bottom, "lower bound −∞")):
+        if not math.isfinite(value):
+            axes.annotate(text, (end, edge), textcoords="offset points",
+                          xytext=(-6, -12 if edge == top else 4), ha="right", fontsize="small")
 
 
 def _focus(low: float, high: float, threshold: float) -> tuple[float, float]:
@@ -221,6 +256,29 @@ def _versions_section(data: ReportData) -> str:
         + "</section>"
 
 
+GATE_GROUPS = (("failing", ("proven_fail", "missing", "inconsistent")),
+               ("undecided", ("undecided",)),
+               ("passing", ("proven_pass",)))
+"""How the report's gate lines group the checks."""
+
+
+def _gate_lines(data: ReportData) -> str:
+    """The gate's outcome (the first word of ``gate_preview``, ``outcome: reasons``), then
+    one line per group of :data:`GATE_GROUPS` that has checks (the preview's reasons list
+    every check, passing ones included, on one line)."""
+    if data.gate_preview is None:
+        return ""
+    outcome = data.gate_preview.split(":", 1)[0]
+    lines = [f"Gate (from these certificates): <b>{html.escape(outcome)}</b>"]
+    for group, statuses in GATE_GROUPS:
+        members = [f"{section.name} ({CHECK_TEXT.get(section.check, section.check)})"
+                   for section in data.audits if section.check in statuses]
+        if members:
+            lines.append(f'<span class="gate-{group}">{group}: '
+                         f"{html.escape(', '.join(members))}</span>")
+    return '<p id="gate">' + "<br>".join(lines) + "</p>"
+
+
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#1f2328}
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem}h3{font-size:1rem;color:#57606a}
@@ -239,10 +297,7 @@ def render_report(data: ReportData) -> str:
     if data.model_name is not None:
         model = f"{data.model_name} version {data.model_version} ({data.model_uri})"
     created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(data.created_at))
-    gate = ""
-    if data.gate_preview is not None:
-        gate = f'<p id="gate">Gate (from these certificates): <b>{html.escape(data.gate_preview)}' \
-               "</b></p>"
+    gate = _gate_lines(data)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>certgate audit: {html.escape(model)}</title><style>{STYLE}</style></head><body>"

@@ -5,15 +5,24 @@ verify_signature`); otherwise it is answered ``401`` and nothing else happens. A
 model-version event goes to the :class:`~registry_hooks.dispatch.Dispatcher`, which runs the
 callback on its worker thread, so the answer (``202`` queued, ``200`` ignored or duplicate)
 comes back before MLflow's delivery timeout.
+
+With a certificate (``certfile``, and ``keyfile`` unless the key is in the same PEM file) it
+speaks HTTPS (stdlib ``ssl``): MLflow's server only delivers to ``https://`` URLs unless
+``MLFLOW_WEBHOOK_ALLOWED_SCHEMES`` allows ``http``. The TLS handshake runs on each
+connection's own thread, so a slow or plain-HTTP client cannot stall the server.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 
 from registry_hooks.dispatch import Dispatcher
 from registry_hooks.events import (
@@ -24,28 +33,78 @@ from registry_hooks.events import (
 )
 
 MAX_BODY_BYTES = 1 << 20
+HANDSHAKE_TIMEOUT_S = 10.0
+
+
+def tls_context(certfile: str | Path, keyfile: str | Path | None = None) -> ssl.SSLContext:
+    """A server-side TLS context (TLS 1.2 or newer) for the PEM certificate chain ``certfile``
+    and its private key (``keyfile``, or inside ``certfile``). Raises :class:`ValueError`
+    naming the file when it cannot be read or the key does not match."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(str(certfile), None if keyfile is None else str(keyfile))
+    except FileNotFoundError as error:
+        raise ValueError(f"TLS file not found: {error.filename}") from error
+    except (ssl.SSLError, OSError) as error:
+        files = str(certfile) if keyfile is None else f"{certfile} / {keyfile}"
+        raise ValueError(f"{files}: not a usable PEM certificate and private key "
+                         f"({error})") from error
+    return context
+
+
+class _TLSServer(ThreadingHTTPServer):
+    """A threading HTTP server that wraps each accepted connection in TLS on its own
+    thread."""
+
+    def __init__(self, address: tuple[str, int], handler: Any,
+                 context: ssl.SSLContext) -> None:
+        super().__init__(address, handler)
+        self.context = context
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        assert isinstance(request, socket.socket)
+        request.settimeout(HANDSHAKE_TIMEOUT_S)
+        try:
+            wrapped = self.context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return  # not TLS, or the client gave up: nothing to answer
+        wrapped.settimeout(None)
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:
+            wrapped.close()
 
 
 class WebhookReceiver:
-    """Serves ``POST <path>`` on ``host:port`` (port 0 picks a free one; see :attr:`url`)."""
+    """Serves ``POST <path>`` on ``host:port`` (port 0 picks a free one; see :attr:`url`),
+    over HTTPS when given a ``certfile`` (see the module docstring)."""
 
     def __init__(self, dispatcher: Dispatcher, secret: str, *, host: str = "127.0.0.1",
                  port: int = 0, path: str = "/webhook",
-                 tolerance_s: float = DEFAULT_TOLERANCE_S, quiet: bool = False) -> None:
+                 tolerance_s: float = DEFAULT_TOLERANCE_S, quiet: bool = False,
+                 certfile: str | Path | None = None,
+                 keyfile: str | Path | None = None) -> None:
         if not secret:
             raise ValueError("a webhook secret is required")
         self.dispatcher = dispatcher
         self.path = path
         self.rejected = 0
+        if keyfile is not None and certfile is None:
+            raise ValueError("a TLS key file needs its certificate file")
+        context = tls_context(certfile, keyfile) if certfile is not None else None
+        self.scheme = "https" if context is not None else "http"
         handler = _handler_class(self, secret, tolerance_s, quiet)
-        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server: ThreadingHTTPServer = (
+            _TLSServer((host, port), handler, context) if context is not None
+            else ThreadingHTTPServer((host, port), handler))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}{self.path}"
+        return f"{self.scheme}://{host}:{port}{self.path}"
 
     def start(self) -> WebhookReceiver:
         """Serve on a background thread."""

@@ -34,7 +34,8 @@ MONTE_CARLO_ROWS = 200_000
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One ``certgate demo --json`` run from an empty current directory."""
+    """One ``certgate demo --json`` run from an empty current directory (``stdout`` holds
+    what a person reads, which ``--json`` sends to stderr)."""
     base = tmp_path_factory.mktemp("demo")
     workdir, cwd = base / "work", base / "cwd"
     cwd.mkdir()
@@ -47,7 +48,8 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     lines = completed.stdout.strip().splitlines()
-    return {"summary": json.loads(lines[-1]), "stdout": completed.stdout, "workdir": workdir,
+    assert len(lines) == 1, completed.stdout  # --json: one object; the narration is on stderr
+    return {"summary": json.loads(lines[0]), "stdout": completed.stderr, "workdir": workdir,
             "cwd": cwd}
 
 

@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("verifier", "registry_hooks", "pipeline_steps", "configs")
+PACKAGES = ("verifier", "registry_hooks", "pipeline_steps", "configs", "certgate")
 
 
 def module_name(path: Path) -> str:

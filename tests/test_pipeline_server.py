@@ -198,10 +198,11 @@ def test_auditing_twice_reuses_the_recorded_run_unless_forced(
     assert code == 0
     first = last_json(out)
     tags_before = version_tags(registry, name, version)
-    code, out, _ = run_cli(capsys, "audit", "--config", str(config), "--no-progress", "--json")
+    code, out, err = run_cli(capsys, "audit", "--config", str(config), "--no-progress",
+                             "--json")
     again = last_json(out)
     assert code == 0 and again["reused"] and again["run_id"] == first["run_id"]
-    assert "already audited with this configuration" in out
+    assert "already audited with this configuration" in err  # --json: human text on stderr
     assert runs_in(registry, config) == 1
     assert version_tags(registry, name, version) == tags_before
     code, out, _ = run_cli(capsys, "gate", "--config", str(config), "--json")

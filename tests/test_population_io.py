@@ -11,8 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-import pipeline_steps.cli as cli_module
-from pipeline_steps.cli import main, population_cmd
+from pipeline_steps.cli import main
 from verifier.convert import save_network
 from verifier.network import Layer, Network
 from verifier.population import (
@@ -214,14 +213,6 @@ def test_random_products_round_trip_and_factorise(product: Product, seed: int) -
 
 
 # ---------------------------------------------------------------------------------- CLI
-@pytest.fixture(autouse=True)
-def population_verbs(monkeypatch) -> None:
-    """The CLI with the ``population`` verb group registered (whatever else it holds)."""
-    if population_cmd not in cli_module.COMMAND_GROUPS:
-        monkeypatch.setattr(cli_module, "COMMAND_GROUPS",
-                            (*cli_module.COMMAND_GROUPS, population_cmd))
-
-
 def write(tmp_path: Path, document: dict, name: str = "model.json") -> str:
     path = tmp_path / name
     path.write_text(json.dumps(document))

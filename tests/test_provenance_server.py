@@ -115,6 +115,8 @@ def test_corrupt_registered_model_is_one_line_and_writes_nothing(
     code, out, err = run_cli(capsys, "run", "--config", str(config), "--no-progress", "--json")
     assert code == 2, (out, err)
     assert err.count("\n") == 1 and "cannot read the model files" in err
-    assert "Traceback" not in err and json.dumps(out) == '""'
+    assert "Traceback" not in err
+    assert json.loads(out) == {"error": err.removeprefix("certgate: error: ").strip(),
+                               "exit_code": 2}  # --json: the error as one object on stdout
     assert version_tags(registry, name, version) == before
     assert alias_version(registry, name, "champion") is None

@@ -2,54 +2,131 @@
 
 Every verb group lives in its own module exposing ``register(subparsers)``; each registered
 command sets ``func(args) -> int``. Bad input (any :class:`CertgateInputError`, a pydantic
-validation error, a missing file) prints one line on stderr and exits with code 2; ``--debug``
-shows the traceback instead.
+validation error, a missing file, a usage error) prints one line on stderr and exits with code
+2; ``--debug`` shows the traceback instead. Every verb takes ``--json``: stdout then carries
+exactly one JSON object, also on errors (:mod:`pipeline_steps.cli.output`). An unexpected
+error exits with code 3 (the traceback on stderr).
+
+Verb modules are imported here, but they import torch, MLflow and the audit machinery inside
+the functions that need them, so ``certgate --help`` and a configuration error stay fast
+(``benchmarks/startup.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+import traceback
 from collections.abc import Sequence
+from types import ModuleType
 
-from pydantic import ValidationError
-
-from pipeline_steps.cli import (
-    bounds_cmd,
-    config_cmd,
-    demo_cmd,
-    pipeline_cmd,
-    population_cmd,
-    selfcorrect_cmd,
-    verify_cmd,
-)
+from pipeline_steps.cli import output
 from verifier.errors import CertgateInputError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ERROR = 2
+EXIT_INTERNAL = 3
 
-COMMAND_GROUPS = (
-    bounds_cmd, verify_cmd, population_cmd, selfcorrect_cmd, config_cmd, pipeline_cmd,
-    demo_cmd,
-)
+VERBS: dict[str, tuple[str, str]] = {
+    "bounds": ("bounds_cmd", "bound a network's outputs (or C·outputs) over an input box"),
+    "verify": ("verify_cmd",
+               "certify a probabilistic property of a network under a population model"),
+    "population": ("population_cmd", "population models: fit, validate, describe, sample, schema"),
+    "selfcorrect": ("selfcorrect_cmd",
+                    "self-correcting layer: correct logits, wrap a model (paper 004)"),
+    "config": ("config_cmd", "audit configuration: JSON Schema and validation"),
+    "audit": ("pipeline_cmd", "certify a model and record the audit in MLflow"),
+    "gate": ("pipeline_cmd", "decide promotion from a version's recorded certificates"),
+    "run": ("pipeline_cmd", "audit, gate (and deploy when configured) in one go"),
+    "hooks": ("pipeline_cmd", "audit registry events: webhook receiver or polling watcher"),
+    "demo": ("demo_cmd", "run the pipeline end to end on a local store (no server)"),
+}
+"""Each top-level verb: the module that registers it and its one-line help (the same text the
+module registers; ``tests/test_cli_startup.py`` checks that they agree)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, with a ``--help`` for every verb."""
-    parser = argparse.ArgumentParser(
+def command_group(verb: str) -> ModuleType:
+    """The module registering ``verb`` (imported on demand: the verb modules import numpy,
+    pydantic and the verifier)."""
+    return importlib.import_module(f"pipeline_steps.cli.{VERBS[verb][0]}")
+
+
+def command_groups() -> list[ModuleType]:
+    """Every verb module, in :data:`VERBS` order."""
+    return [command_group(verb) for verb in dict.fromkeys(
+        {module: verb for verb, (module, _) in reversed(VERBS.items())}.values())]
+JSON_HELP = "print exactly one JSON object on stdout (also on errors); human text goes to stderr"
+
+
+class UsageError(CertgateInputError):
+    """A command line argparse rejects."""
+
+
+class CertgateParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are raised (so ``--json`` can report them)
+    instead of exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        where = self.prog.removeprefix("certgate").strip()
+        raise UsageError(f"{where}: {message}" if where else message)
+
+
+def _leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers that run a verb (those without subcommands) under ``parser``."""
+    groups = [action for action in parser._actions
+              if isinstance(action, argparse._SubParsersAction)]
+    if not groups:
+        return [parser]
+    leaves: list[argparse.ArgumentParser] = []
+    for group in groups:
+        for child in dict.fromkeys(group.choices.values()):
+            leaves.extend(_leaf_parsers(child))
+    return leaves
+
+
+def requested_verb(argv: Sequence[str]) -> str | None:
+    """The top-level verb ``argv`` names (its first word that is one), if any."""
+    return next((word for word in argv if word in VERBS), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser, with a ``--help`` and a ``--json`` for every verb. Given ``argv``,
+    only the verb it names is registered in full (the others by name and help line), so that
+    ``certgate --help`` imports no verb module; without ``argv``, every verb in full."""
+    parser = CertgateParser(
         prog="certgate",
         description="Certify neural-network classifiers: bounds, population models, audits.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--json", dest="json_everywhere", action="store_true", help=JSON_HELP)
+    parser.add_argument("--log-level", type=str.upper, choices=output.LOG_LEVELS,
+                        help="log level on stderr, MLflow's included (default WARNING)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more log output (-v INFO, -vv DEBUG)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="log errors only")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for group in COMMAND_GROUPS:
-        group.register(subparsers)
+    if argv is None:
+        for group in command_groups():
+            group.register(subparsers)
+    else:
+        verb = requested_verb(argv)
+        if verb is not None:
+            command_group(verb).register(subparsers)
+        for name, (_, help_line) in VERBS.items():
+            if name not in subparsers.choices:
+                subparsers.add_parser(name, help=help_line)
+    for leaf in _leaf_parsers(parser):
+        if "--json" not in leaf._option_string_actions:
+            leaf.add_argument("--json", action="store_true", help=JSON_HELP)
     return parser
 
 
 def _one_line(error: BaseException) -> str:
-    if isinstance(error, ValidationError):
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is not None and isinstance(error, pydantic.ValidationError):
         problems = []
         for item in error.errors():
             location = ".".join(str(part) for part in item["loc"]) or "<root>"
@@ -60,20 +137,50 @@ def _one_line(error: BaseException) -> str:
     return str(error).replace("\n", " ")
 
 
+def _is_input_error(error: BaseException) -> bool:
+    """Bad input: our own errors, a missing file, or a pydantic validation error (pydantic is
+    only consulted when something imported it)."""
+    if isinstance(error, (CertgateInputError, FileNotFoundError, IsADirectoryError)):
+        return True
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(error, pydantic.ValidationError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    as_json = output.wants_json(arguments)
+    with output.json_mode(as_json):
+        code, message = _run(arguments)
+    if message is None:
+        output.finish(code)
+    else:
+        print(f"certgate: error: {message}", file=sys.stderr)
+        output.fail(message, code)
+    return code
+
+
+def _run(arguments: list[str]) -> tuple[int, str | None]:
+    """Parse and run; ``(exit code, error message or None)``."""
+    parser = build_parser(arguments)
     try:
-        return int(args.func(args))
-    except (CertgateInputError, ValidationError, FileNotFoundError, IsADirectoryError) as error:
+        args = parser.parse_args(arguments)
+    except UsageError as error:
+        return EXIT_ERROR, str(error)
+    args.json = args.json or args.json_everywhere
+    level = output.log_level(args.log_level, args.verbose, args.quiet)
+    output.configure_logging(level, asked=bool(args.log_level or args.verbose or args.quiet))
+    try:
+        return int(args.func(args)), None
+    except KeyboardInterrupt:
+        return EXIT_ERROR, "interrupted"
+    except Exception as error:
         if args.debug:
             raise
-        print(f"certgate: error: {_one_line(error)}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("certgate: interrupted", file=sys.stderr)
-        return EXIT_ERROR
+        if _is_input_error(error):
+            return EXIT_ERROR, _one_line(error)
+        traceback.print_exc(file=sys.stderr)
+        return EXIT_INTERNAL, f"internal error: {type(error).__name__}: {_one_line(error)}"
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline_steps.cli.output import emit_json
 from verifier.bounds import METHODS, compute_bounds
 from verifier.certificate import to_jsonable
 from verifier.errors import CertgateInputError
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             "method": args.method,
             "elapsed_s": result.elapsed_s,
         }
-        print(json.dumps(to_jsonable(payload)))
+        emit_json(to_jsonable(payload))
         return 0
     names = network.output_names if spec is None else [f"row{i}" for i in range(spec.shape[0])]
     print(f"{args.method} bounds over the box ({result.elapsed_s * 1e3:.1f} ms):")

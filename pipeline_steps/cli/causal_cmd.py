@@ -6,10 +6,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from pipeline_steps.cli.inputs import add_input_names, bound_network, named_network, read_network
+from pipeline_steps.cli.output import emit_json
 from verifier.causal import (
     CausalInputError,
     build_problem,
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         payload["verdict"] = certificate.details["causal_verdict"]
     if args.json:
-        print(json.dumps(to_jsonable(payload)))
+        emit_json(to_jsonable(payload))
     else:
         _print_text(payload)
     if judged:

@@ -4,8 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from configs.schema import json_schema, load_config
+from pipeline_steps.cli.output import emit_json
+from verifier.errors import CertgateInputError
+
+if TYPE_CHECKING:
+    from configs.schema import CertgateConfig
+
+
+def load_config(path: str | Path) -> CertgateConfig:
+    """The configuration at ``path`` (:func:`configs.schema.load_config`). A missing file is
+    reported before the schema is imported (the audit settings it validates against import
+    the verifier, torch included), with the same message."""
+    if not Path(path).is_file():
+        raise CertgateInputError(f"config file not found: {path}")
+    from configs.schema import load_config as read_config
+
+    return read_config(path)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     verbs = parser.add_subparsers(dest="config_command", metavar="VERB", required=True)
     schema = verbs.add_parser("schema", help="print the JSON Schema of audit configurations")
+    schema.add_argument("--json", action="store_true", help="print one JSON object")
     schema.set_defaults(func=print_schema)
     check = verbs.add_parser(
         "check",
@@ -24,16 +42,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "one-line message naming the field otherwise.",
     )
     check.add_argument("file", help="YAML configuration file")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
     check.set_defaults(func=check_file)
 
 
 def print_schema(args: argparse.Namespace) -> int:
-    print(json.dumps(json_schema(), indent=2))
+    from configs.schema import json_schema
+
+    if args.json:
+        emit_json(json_schema())
+    else:
+        print(json.dumps(json_schema(), indent=2))
     return 0
 
 
 def check_file(args: argparse.Namespace) -> int:
     config = load_config(args.file)
     names = ", ".join(audit.name for audit in config.audits)
+    if args.json:
+        emit_json({"file": args.file, "valid": True,
+                   "audits": [audit.name for audit in config.audits],
+                   "model": config.model.uri})
+        return 0
     print(f"{args.file}: valid ({len(config.audits)} audit(s): {names}; model {config.model.uri})")
     return 0

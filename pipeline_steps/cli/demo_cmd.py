@@ -8,10 +8,11 @@ out otherwise, 2 on errors. Heavy imports happen when the verb runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
+
+from pipeline_steps.cli.output import emit_json
 
 EXPECTED_GATES = {"biased": "failed", "unbiased": "passed"}
 
@@ -45,5 +46,5 @@ def demo_command(args: argparse.Namespace) -> int:
         print(f"certgate demo: the gates decided {gates}, expected {EXPECTED_GATES}",
               file=sys.stderr)
     if args.json:
-        print(json.dumps(result.summary(config)))
+        emit_json(result.summary(config))
     return 0 if as_designed else 1

@@ -2,7 +2,8 @@
 
 Exit codes: ``audit`` 0 once the audit is recorded; ``gate`` and ``run`` 0 when the gate
 passes (or only warns), 1 when it fails; every error is one line on stderr with exit code 2.
-MLflow and the pipeline steps are imported when a verb runs, so other verbs start fast.
+MLflow and the pipeline steps are imported when a verb runs, after its configuration is read,
+so other verbs and configuration errors start fast.
 """
 
 from __future__ import annotations
@@ -10,17 +11,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from configs.schema import CertgateConfig, load_config
+from pipeline_steps.cli.config_cmd import load_config
+from pipeline_steps.cli.output import emit_json
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
+    from configs.schema import CertgateConfig
     from pipeline_steps.audit import AuditOutcome
     from pipeline_steps.gate import GateDecision
     from registry_hooks.connection import Registry
@@ -102,6 +104,10 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--secret", default=os.environ.get(SECRET_ENV),
                        help=f"webhook secret (default: ${SECRET_ENV})")
     serve.add_argument("--alias", help="act on this alias being set (e.g. candidate)")
+    serve.add_argument("--certfile",
+                       help="PEM certificate (chain): serve HTTPS, as MLflow's server requires "
+                            "unless MLFLOW_WEBHOOK_ALLOWED_SCHEMES allows http")
+    serve.add_argument("--keyfile", help="PEM private key of --certfile (if not inside it)")
     serve.set_defaults(func=serve_command)
     watch = verbs.add_parser(
         "watch", help="poll the registry for versions awaiting an audit",
@@ -112,6 +118,7 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     watch.add_argument("--interval", type=float, default=30.0, help="seconds between polls")
     watch.add_argument("--once", action="store_true", help="poll once and exit")
     watch.add_argument("--alias", help="audit the version this alias points to")
+    watch.add_argument("--json", action="store_true", help="print one JSON object")
     watch.set_defaults(func=watch_command)
 
 
@@ -188,31 +195,31 @@ def _registry(config: CertgateConfig) -> Registry:
 
 
 def audit_command(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
     from pipeline_steps.audit import outcome_summary, run_audit
     from registry_hooks.connection import registry_errors
 
-    config = load_config(args.config)
     _quiet_downloads()
     with registry_errors("certgate audit"):
         outcome = run_audit(config, model_uri=args.model_uri, force=args.force,
                             progress=not args.no_progress, report_dir=args.report_dir)
     print_audit(outcome, config)
     if args.json:
-        print(json.dumps(outcome_summary(outcome, config)))
+        emit_json(outcome_summary(outcome, config))
     return 0
 
 
 def gate_command(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
     from pipeline_steps.gate import run_gate
     from registry_hooks.connection import registry_errors
 
-    config = load_config(args.config)
     _quiet_downloads()
     with registry_errors("certgate gate"):
         decision = run_gate(config, model_uri=args.model_uri)
     print_gate(decision, config)
     if args.json:
-        print(json.dumps(gate_summary(decision)))
+        emit_json(gate_summary(decision))
     return decision.exit_code
 
 
@@ -259,10 +266,10 @@ def deploy_step(config: CertgateConfig, registry: Registry, decision: GateDecisi
 
 
 def run_command(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
     from pipeline_steps.audit import outcome_summary
     from registry_hooks.connection import registry_errors
 
-    config = load_config(args.config)
     require_deploy_step(config)
     _quiet_downloads()
     with registry_errors("certgate run"):
@@ -277,8 +284,8 @@ def run_command(args: argparse.Namespace) -> int:
             deployed = deploy_step(config, registry, decision)
             print(f"deploy: {deployed}")
     if args.json:
-        print(json.dumps({"audit": outcome_summary(outcome, config),
-                          "gate": gate_summary(decision), "deploy": deployed}))
+        emit_json({"audit": outcome_summary(outcome, config),
+                   "gate": gate_summary(decision), "deploy": deployed})
     return decision.exit_code
 
 
@@ -317,12 +324,19 @@ def _dispatcher(config: CertgateConfig, registry: Registry, alias: str | None,
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from registry_hooks.connection import registry_errors
-    from registry_hooks.receiver import WebhookReceiver
-
     if not args.secret:
         raise CertgateInputError(f"a webhook secret is required: --secret or ${SECRET_ENV}")
     config = load_config(args.config)
+    from registry_hooks.connection import registry_errors
+    from registry_hooks.receiver import WebhookReceiver, tls_context
+
+    if args.keyfile and not args.certfile:
+        raise CertgateInputError("--keyfile needs --certfile (the certificate it belongs to)")
+    if args.certfile:
+        try:
+            tls_context(args.certfile, args.keyfile)
+        except ValueError as error:
+            raise CertgateInputError(f"--certfile/--keyfile: {error}") from error
     if configured_model_names(config) is None:
         raise CertgateInputError(
             f"model.uri {config.model.uri!r}: hooks serve acts on registry events of one "
@@ -333,7 +347,8 @@ def serve_command(args: argparse.Namespace) -> int:
         registry = _registry(config)
         dispatcher = _dispatcher(config, registry, args.alias, background=True)
         receiver = WebhookReceiver(dispatcher, args.secret, host=args.host, port=args.port,
-                                   path=args.path)
+                                   path=args.path, certfile=args.certfile,
+                                   keyfile=args.keyfile)
         trigger = f"alias {args.alias!r} set" if args.alias else "model_version.created"
         print(f"certgate hooks: listening on {receiver.url} (acting on {trigger})", flush=True)
         try:
@@ -346,10 +361,10 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 def watch_command(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
     from registry_hooks.connection import registry_errors
     from registry_hooks.watcher import watch
 
-    config = load_config(args.config)
     _quiet_downloads()
     names = configured_model_names(config)
     with registry_errors("certgate hooks watch"):
@@ -360,4 +375,7 @@ def watch_command(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             handled = dispatcher.handled
     print(f"certgate hooks: {len(handled)} version(s) handled, {len(dispatcher.failed)} failed")
-    return 2 if dispatcher.failed else 0
+    code = 2 if dispatcher.failed else 0
+    if args.json:
+        emit_json({"handled": len(handled), "failed": len(dispatcher.failed), "exit_code": code})
+    return code

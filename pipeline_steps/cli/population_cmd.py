@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import numpy as np
 
-from verifier.population import check_matches_network, load_population
+from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.population_checks import check_binding, validated_file
+from pipeline_steps.cli.population_fit_cmd import add_fit_parsers
+from verifier.population import load_population
 from verifier.population.errors import PopulationError
-
-MASS_TOLERANCE = 1e-9
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "population",
-        help="population models: validate, describe, sample",
+        help="population models: fit, validate, describe, sample, schema",
         description="Work with population-model files (certgate.population/v1 JSON).",
     )
     verbs = parser.add_subparsers(dest="population_command", metavar="VERB", required=True)
@@ -41,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     describe = verbs.add_parser("describe", help="print a readable description")
     describe.add_argument("file", help="population model JSON file")
+    describe.add_argument("--json", action="store_true", help="print one JSON object")
     describe.set_defaults(func=run_describe)
 
     sample = verbs.add_parser(
@@ -53,15 +54,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sample.add_argument("-n", type=int, required=True, help="number of samples")
     sample.add_argument("--seed", type=int, default=None, help="random seed")
     sample.add_argument("--out", help="output file (.csv or .npy)")
+    sample.add_argument("--json", action="store_true",
+                        help="print one JSON object (the samples, or what --out holds)")
     sample.set_defaults(func=run_sample)
+    add_fit_parsers(verbs)
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    model = load_population(args.file)
-    total = float(model.prob_boxes(np.full(model.dimension, -np.inf),
-                                   np.full(model.dimension, np.inf))[0])
-    if abs(total - 1.0) > MASS_TOLERANCE:
-        raise PopulationError(f"{args.file}: the total probability is {total!r}, not 1")
+    model, total = validated_file(args.file)
     summary = {
         "file": args.file,
         "valid": True,
@@ -71,11 +71,11 @@ def run_validate(args: argparse.Namespace) -> int:
     }
     checked = ""
     if args.model:
-        checked = _check_binding(args, model)
+        checked = check_binding(args, model)
         summary["network"] = args.model
         summary["binding"] = checked
     if args.json:
-        print(json.dumps(summary))
+        emit_json(summary)
         return 0
     against = f"; {checked} {args.model}" if args.model else ""
     print(
@@ -85,25 +85,13 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_binding(args: argparse.Namespace, model: Any) -> str:
-    """Check ``model`` against ``--model`` by name (:mod:`verifier.audits.binding`); a network
-    that records no input names and gets none can only be checked for its column count.
-    Returns what was checked."""
-    from pipeline_steps.cli.inputs import read_network
-    from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
-
-    network = read_network(args.model)
-    given = parse_input_names(args.input_names)
-    if given is None and anonymous_inputs(network):
-        check_matches_network(model, network.input_size, None)
-        return "column count matches (the network records no input names) of network"
-    names = bound_names(network, given, f"--model {args.model}")
-    check_matches_network(model, network.input_size, names)
-    return "matches network"
-
-
 def run_describe(args: argparse.Namespace) -> int:
-    print(load_population(args.file).describe())
+    model = load_population(args.file)
+    if args.json:
+        emit_json({"file": args.file, "columns": list(model.columns),
+                   "distribution": model.distribution.kind, "description": model.describe()})
+    else:
+        print(model.describe())
     return 0
 
 
@@ -113,7 +101,10 @@ def run_sample(args: argparse.Namespace) -> int:
     model = load_population(args.file)
     samples = model.sample(args.n, np.random.default_rng(args.seed))
     if args.out is None:
-        _write_csv(sys.stdout, list(model.columns), samples)
+        if args.json:
+            emit_json({"columns": list(model.columns), "samples": samples.tolist()})
+        else:
+            _write_csv(sys.stdout, list(model.columns), samples)
         return 0
     out = Path(args.out)
     if out.suffix == ".npy":
@@ -124,6 +115,8 @@ def run_sample(args: argparse.Namespace) -> int:
     else:
         raise PopulationError(f"--out must end in .csv or .npy, got {args.out!r}")
     print(f"wrote {args.n} samples of {model.dimension} columns to {out}", file=sys.stderr)
+    if args.json:
+        emit_json({"out": str(out), "samples": args.n, "columns": list(model.columns)})
     return 0
 
 

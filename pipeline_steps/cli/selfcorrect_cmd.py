@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import yaml
 
+from pipeline_steps.cli.output import emit_json
 from verifier.errors import CertgateInputError
 from verifier.selfcorrect.conventions import negate_outputs
 from verifier.selfcorrect.export import (
@@ -105,6 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument("--constraints", required=True, help="constraint file (.yaml/.json)")
     describe.add_argument("--num-classes", type=int, help="class count, if the file has none")
     describe.add_argument("--network", help="network whose constraints to use")
+    describe.add_argument("--json", action="store_true", help="print one JSON object")
     describe.set_defaults(func=run_describe)
 
 
@@ -147,7 +149,7 @@ def run_apply(args: argparse.Namespace) -> int:
             "bottom": bottom.tolist(),
             "changed": changed.tolist(),
         }
-        print(json.dumps(payload))
+        emit_json(payload)
         return 0
     rows = y.shape[0]
     top_changed = corrected.argmax(dim=1) != logits.argmax(dim=1)
@@ -203,7 +205,7 @@ def run_wrap(args: argparse.Namespace) -> int:
     except OnnxExportError as error:
         onnx_error = str(error)
     if args.json:
-        print(json.dumps({"written": written, "onnx_error": onnx_error}))
+        emit_json({"written": written, "onnx_error": onnx_error})
         return 0
     print(
         f"self-correcting network: {network.input_size} inputs -> {scnet.num_outputs} "
@@ -237,8 +239,8 @@ def _register_wrapped(args: argparse.Namespace) -> int:
             negate=args.negate_outputs, workdir=Path(workdir),
         )
     if args.json:
-        print(json.dumps({"registered": {"name": record.name, "version": record.version,
-                                         "alias": record.alias, "uri": record.uri}}))
+        emit_json({"registered": {"name": record.name, "version": record.version,
+                                  "alias": record.alias, "uri": record.uri}})
     else:
         print(record)
     return 0
@@ -263,5 +265,8 @@ def run_describe(args: argparse.Namespace) -> int:
     constraints = load_constraints(
         args.constraints, num_classes=args.num_classes, network=args.network
     )
-    print(constraints.describe())
+    if args.json:
+        emit_json({"constraints": len(constraints), "description": constraints.describe()})
+    else:
+        print(constraints.describe())
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from tqdm import tqdm
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
 from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
+from pipeline_steps.cli.output import emit_json
 from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
@@ -142,7 +142,7 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
         }
         if "undefined" in certificate.details:
             payload["undefined"] = certificate.details["undefined"]
-        print(json.dumps(to_jsonable(payload)))
+        emit_json(to_jsonable(payload))
     else:
         details = certificate.details
         comparison = (f" {details['comparison']} {details['threshold']}"

@@ -15,7 +15,6 @@ cannot be reached; without it the probability is reported with no verdict.
 from __future__ import annotations
 
 import argparse
-import json
 import pickle
 from contextlib import ExitStack
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
+from pipeline_steps.cli.output import emit_json
 from pipeline_steps.cli.settings_options import settings_from_args
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
@@ -213,7 +213,7 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
         **{key: details[key] for key in ("label",) if key in details},
     }
     if args.json:
-        print(json.dumps(to_jsonable(document)))
+        emit_json(to_jsonable(document))
     else:
         bound = " (upper bound: stopped early)" if details["stopped_early"] else ""
         print(f"probability {document['probability']:.12g}{bound}, certified in "

@@ -1,0 +1,136 @@
+"""The ``certgate`` MLflow evaluator against a real local MLflow store (sqlite): a registered
+model evaluated with ``mlflow.models.evaluate(..., evaluators=["certgate"])`` gets the
+certificate ``certgate run`` logs for the same model and settings, the certified metrics
+under the audit run's names (so ``mlflow.validate_evaluation_results`` thresholds decide on
+them), and the certificate as an artifact of the evaluation run.
+
+The evaluator is registered from the entry point pyproject.toml declares, the way MLflow's
+``register_entrypoints`` registers installed ones (the shared environment's installed
+metadata predates the entry point)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from pipeline_steps.cli import main
+from tests.test_api import threshold_module, without_clock
+from tests.test_front_doors import population
+
+ROOT = Path(__file__).resolve().parents[1]
+SETTINGS: dict[str, Any] = {
+    "name": "dp", "kind": "demographic_parity", "protected": "s", "privileged": 1,
+    "favorable_class": 1, "gamma": 0.3, "timeout_s": 120, "precision": 0.01}
+COMPARED = ("audit", "verdict", "bounds", "details", "settings", "algorithm")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import mlflow
+    from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry
+
+    from registry_hooks.certgate_model import log_model_with_population
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    value = declared["mlflow.model_evaluator"]["certgate"]
+    evaluator = EntryPoint("certgate", value, "mlflow.model_evaluator").load()
+    _model_evaluation_registry.register("certgate", evaluator)
+
+    root = tmp_path_factory.mktemp("evaluator")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    mlflow.set_experiment("evaluator")
+    with mlflow.start_run():
+        log_model_with_population(threshold_module(), population("binary"),
+                                  registered_model_name="evaluated",
+                                  serialization_format="pickle")
+    return {"root": root, "uri": uri, "model": "models:/evaluated/1"}
+
+
+def evaluate(store: dict[str, Any], config: dict[str, Any]) -> Any:
+    import mlflow
+
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"x": rng.uniform(0, 1, 20), "s": rng.integers(0, 2, 20)})
+    data["label"] = (data["x"] + 0.5 * data["s"] > 0.75).astype(int)
+    with mlflow.start_run() as run:
+        result = mlflow.models.evaluate(store["model"], data, targets="label",
+                                        model_type="classifier", evaluators=["certgate"],
+                                        evaluator_config={"certgate": config})
+    return run.info.run_id, result
+
+
+def run_certificate(store: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> dict:
+    """The certificate ``certgate run`` logs for the registered model."""
+    import mlflow
+
+    config = store["root"] / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "tracking": {"tracking_uri": store["uri"], "experiment": "evaluator-run"},
+        "model": {"uri": store["model"]},
+        "validation": {"population_samples": 200},
+        "audits": [SETTINGS],
+        "gate": {"promote_alias": None},
+    }))
+    capsys.readouterr()
+    code = main(["run", "--config", str(config), "--no-progress", "--force", "--json"])
+    out = capsys.readouterr().out
+    assert code in (0, 1), out
+    run_id = json.loads(out)["audit"]["run_id"]
+    path = mlflow.artifacts.download_artifacts(run_id=run_id,
+                                               artifact_path="certificates/dp.json",
+                                               dst_path=str(store["root"] / "run"))
+    return json.loads(Path(path).read_text())
+
+
+def test_evaluate_logs_the_certificate_certgate_run_logs(
+        store: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    import mlflow
+    from mlflow.models import MetricThreshold
+
+    run_id, result = evaluate(store, {"audits": [SETTINGS]})
+    logged = json.loads(mlflow.artifacts.load_text(
+        mlflow.get_run(run_id).info.artifact_uri + "/certgate/dp.json"))
+    expected = run_certificate(store, capsys)
+    evaluated, reference = without_clock(logged), without_clock(expected)
+    for field in COMPARED:
+        assert evaluated[field] == reference[field], field
+
+    low, high = expected["bounds"]["value"]  # the gated quantity, labelled "ratio"
+    assert result.metrics["dp.ratio_lower"] == low and result.metrics["dp.ratio_upper"] == high
+    assert result.metrics["dp.proven"] == (1.0 if expected["verdict"] != "unknown" else 0.0)
+    assert mlflow.get_run(run_id).data.metrics["dp.ratio_lower"] == low
+
+    mlflow.validate_evaluation_results(
+        {"dp.ratio_lower": MetricThreshold(threshold=low - 1e-3, greater_is_better=True)},
+        result)
+    with pytest.raises(mlflow.models.evaluation.validation.ModelValidationFailedException):
+        mlflow.validate_evaluation_results(
+            {"dp.ratio_lower": MetricThreshold(threshold=high + 1e-3, greater_is_better=True)},
+            result)
+
+
+def test_metric_names_are_the_audit_runs(store: dict[str, Any]) -> None:
+    from certgate.api import audit, audit_settings
+    from certgate.mlflow_evaluator import certified_metrics
+    from pipeline_steps.audit import headline_metrics
+
+    [settings] = audit_settings([SETTINGS])
+    [certificate] = audit(store["model"], None, [settings], tracking_uri=store["uri"])
+    assert certified_metrics(settings, certificate) == headline_metrics(settings, certificate)
+
+
+def test_unknown_config_key_is_named(store: dict[str, Any]) -> None:
+    from verifier.errors import CertgateInputError
+
+    with pytest.raises(CertgateInputError, match=r"unknown keys \['audit'\]"):
+        evaluate(store, {"audits": [SETTINGS], "audit": []})

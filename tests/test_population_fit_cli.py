@@ -1,0 +1,174 @@
+"""``certgate population fit`` and ``population schema``: a table with raw strings, one-hot
+columns, integers and floats becomes a valid population model that binds by name to a network
+trained on the same columns; a Bayesian network fit reproduces a known conditional table
+exactly; bad input is one line naming the column or option."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from pipeline_steps.cli import main
+from verifier.convert import from_torch, save_network
+from verifier.population import load_population
+from verifier.population.bayesnet import BayesianNetwork
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def mixed_table(rows: int, seed: int = 0) -> pd.DataFrame:
+    """Raw strings (city), an existing one-hot group (color=…), integers, binary, floats."""
+    rng = np.random.default_rng(seed)
+    colors = rng.integers(0, 3, size=rows)
+    return pd.DataFrame({
+        "age": rng.integers(18, 90, size=rows),
+        "city": rng.choice(["Rome", "Berlin", "Paris"], size=rows),
+        "income": rng.normal(50_000, 12_000, size=rows),
+        "color=red": (colors == 0).astype(int),
+        "color=green": (colors == 1).astype(int),
+        "color=blue": (colors == 2).astype(int),
+        "owns_home": rng.integers(0, 2, size=rows),
+        "score": rng.uniform(0, 1, size=rows),
+    })
+
+
+def trained_network(frame: pd.DataFrame, path: Path) -> list[str]:
+    """Train a small classifier on ``frame`` one-hot encoded by pandas (dummy columns last,
+    so in another order than the fitted model's) and save it with its input names."""
+    encoded = pd.get_dummies(frame, columns=["city"], prefix_sep="=", dtype=float)
+    names = [str(c) for c in encoded.columns]
+    x = torch.tensor(encoded.to_numpy(dtype=np.float64))
+    x = (x - x.mean(0)) / x.std(0)
+    y = torch.tensor((frame["score"] > 0.5).to_numpy(), dtype=torch.long)
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(len(names), 6), torch.nn.ReLU(),
+                                 torch.nn.Linear(6, 2)).double()
+    optimiser = torch.optim.Adam(module.parameters(), lr=0.05)
+    for _ in range(60):
+        optimiser.zero_grad()
+        torch.nn.functional.cross_entropy(module(x), y).backward()
+        optimiser.step()
+    save_network(from_torch(module, names, ["low", "high"]), path)
+    return names
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+@pytest.mark.parametrize("continuous", ["normal", "gaussian_mixture", "density_tree"])
+def test_fit_mixed_table_binds_to_a_trained_network(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, suffix: str,
+        continuous: str) -> None:
+    frame = mixed_table(400)
+    data = tmp_path / f"data{suffix}"
+    frame.to_csv(data, index=False) if suffix == ".csv" else frame.to_parquet(data)
+    network = tmp_path / "net.json"
+    names = trained_network(frame, network)
+    out = tmp_path / "population.json"
+    code, report = run(capsys, "population", "fit", str(data), "--out", str(out),
+                       "--continuous", continuous, "--domain", "score=0:1",
+                       "--domain", "age=18:", "--model", str(network))
+    assert code == 0, report
+    assert [column for f in report["features"] for column in f["columns"]] == [
+        "age", "city=Berlin", "city=Paris", "city=Rome", "income", "color=red",
+        "color=green", "color=blue", "owns_home", "score"]
+    assert report["columns"] == names  # written in the network's input order
+    kinds = {f["name"]: f["kind"] for f in report["features"]}
+    assert kinds == {"age": "integer", "city": "categorical", "income": "continuous",
+                     "color": "categorical", "owns_home": "binary", "score": "continuous"}
+    city = next(f for f in report["features"] if f["name"] == "city")
+    assert city["categories"] == ["Berlin", "Paris", "Rome"]
+    assert report["binding"] == "matches network"
+    assert report["total_mass"] == pytest.approx(1.0, abs=1e-9)
+    code, validated = run(capsys, "population", "validate", str(out), "--model", str(network))
+    assert code == 0 and validated["binding"] == "matches network"
+    model = load_population(out)
+    # the fitted city frequencies are the data's
+    counts = frame["city"].value_counts(normalize=True)
+    lo = np.full(model.dimension, -np.inf)
+    hi = np.full(model.dimension, np.inf)
+    berlin = list(model.columns).index("city=Berlin")
+    lo[berlin] = 1.0
+    assert model.prob_boxes(lo, hi)[0] == pytest.approx(counts["Berlin"], rel=1e-12)
+
+
+def test_bayesian_network_reproduces_a_known_conditional_table(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # P(group): a 1/4, b 3/4; P(approved = 1 | a) = 1/5, P(approved = 1 | b) = 7/10 — exact
+    # counts, so the fitted table must equal these fractions (up to float division).
+    rows = ([("a", 1)] * 20 + [("a", 0)] * 80 + [("b", 1)] * 210 + [("b", 0)] * 90)
+    data = tmp_path / "data.csv"
+    pd.DataFrame(rows, columns=["group", "approved"]).to_csv(data, index=False)
+    out = tmp_path / "bn.json"
+    code, report = run(capsys, "population", "fit", str(data), "--out", str(out),
+                       "--parents", "approved=group")
+    assert code == 0, report
+    model = load_population(out)
+    assert isinstance(model.distribution, BayesianNetwork)
+    node = next(n for n in model.distribution.nodes if n.name == "approved")
+    table = {row.condition["group"]: dict(zip(row.distribution.values,
+                                              row.distribution.probabilities, strict=True))
+             for row in node.cpt}
+    assert table == {(0.0, 0.0): {0.0: 80 / 100, 1.0: 20 / 100},
+                     (1.0, 1.0): {0.0: 90 / 300, 1.0: 210 / 300}}
+    columns = list(model.columns)
+    assert columns == ["group=a", "group=b", "approved"]
+    # joint P(group = b, approved = 1) = 3/4 · 7/10 through the model's own box mass
+    assert model.prob_boxes([0, 1, 1], [0, 1, 1])[0] == pytest.approx(0.525, rel=1e-12)
+
+
+def test_continuous_parent_with_bins(capsys: pytest.CaptureFixture[str],
+                                     tmp_path: Path) -> None:
+    x = np.concatenate([np.full(50, 0.25), np.full(50, 0.75)])
+    y = np.concatenate([np.r_[np.ones(10), np.zeros(40)], np.r_[np.ones(45), np.zeros(5)]])
+    data = tmp_path / "data.csv"
+    pd.DataFrame({"x": x, "y": y.astype(int)}).to_csv(data, index=False)
+    code, report = run(capsys, "population", "fit", str(data), "--out",
+                       str(tmp_path / "bn.json"), "--parents", "y=x", "--bins", "x=0.5",
+                       "--domain", "x=0:1")
+    assert code == 0, report
+    node = next(n for n in load_population(tmp_path / "bn.json").distribution.nodes
+                if n.name == "y")
+    assert [row.distribution.probabilities for row in node.cpt] == [[0.8, 0.2], [0.1, 0.9]]
+
+
+@pytest.mark.parametrize(("table", "options", "message"), [
+    ("city,x\nRome,1\n,2\nParis,3\n", [], "column 'city': missing values"),
+    ("x,y\n1.5,a\n2.5,b\n", ["--domain", "y=0:1"], "not numeric columns"),
+    ("x,y\n1.5,a\n2.5,b\n", ["--bins", "x=2"], "give parents too"),
+    ("x,y\n1.5,a\n2.5,b\n", ["--parents", "y=z"], "unknown features ['z']"),
+    ("x,y\n1.5,a\n2.5,b\n", ["--domain", "x=a:1"], "--domain x: 'a' is not a number"),
+    ("x,y\n1.5,a\n2.5,b\n", ["--categorical", "g"], "--categorical 'g': expected KEY=VALUE"),
+    ("x,y\n1.5,a\n2.5,b\n", ["--parents", "y=x", "--continuous", "density_tree"],
+     "independent product only"),
+])
+def test_bad_input_names_the_problem(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                     table: str, options: list[str], message: str) -> None:
+    data = tmp_path / "data.csv"
+    data.write_text(table)
+    code, report = run(capsys, "population", "fit", str(data), "--out",
+                       str(tmp_path / "p.json"), *options)
+    assert code == 2 and message in report["error"]
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_unknown_table_suffix(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = tmp_path / "data.xlsx"
+    data.write_text("x\n1\n")
+    code, report = run(capsys, "population", "fit", str(data), "--out", str(tmp_path / "p.json"))
+    assert code == 2 and "expected a .csv, .parquet or .pq file" in report["error"]
+
+
+def test_schema_is_the_population_model_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    from verifier.population import PopulationModel
+
+    code, schema = run(capsys, "population", "schema")
+    assert code == 0 and schema == PopulationModel.model_json_schema()
+    assert "bayesian_network" in json.dumps(schema)
