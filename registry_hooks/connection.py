@@ -71,7 +71,10 @@ def connect(tracking_uri: str | None = None, registry_uri: str | None = None) ->
     ``tracking_uri`` is given, and ``MLFLOW_REGISTRY_URI`` (else the tracking store) only when
     both come from the environment. MLflow writes both variables whenever a store is set, so
     reading ``MLFLOW_REGISTRY_URI`` beside an explicit tracking URI would silently send
-    registry calls to the store of an earlier connection in the same process."""
+    registry calls to the store of an earlier connection in the same process. Likewise an
+    active experiment (``mlflow.set_experiment`` exports ``MLFLOW_EXPERIMENT_ID``) is an id of
+    the store it was set on: switching to another store forgets it, so runs and models go to
+    that store's default experiment or the one set next, never to a foreign id."""
     tracking = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or mlflow.get_tracking_uri()
     if registry_uri is not None:
         registry = registry_uri
@@ -82,9 +85,20 @@ def connect(tracking_uri: str | None = None, registry_uri: str | None = None) ->
     for uri in {tracking, registry}:
         if is_remote(uri):
             probe(uri)
+    if mlflow.get_tracking_uri() != tracking:
+        _forget_active_experiment()
     mlflow.set_tracking_uri(tracking)
     mlflow.set_registry_uri(registry)
     return Registry(MlflowClient(tracking, registry), tracking, registry)
+
+
+def _forget_active_experiment() -> None:
+    """Drop the active experiment of the previous store (MLflow 3.17 keeps it in the fluent
+    module and in ``MLFLOW_EXPERIMENT_ID``; it has no public call to unset it)."""
+    from mlflow.tracking import fluent
+
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+    fluent._active_experiment_id = None
 
 
 @contextmanager

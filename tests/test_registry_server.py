@@ -204,3 +204,19 @@ def test_an_earlier_local_store_does_not_capture_the_servers_registry(
     again.client.create_registered_model(name)
     assert registry.client.get_registered_model(name).name == name
     assert name not in [m.name for m in local.client.search_registered_models()]
+
+
+def test_an_experiment_set_on_an_earlier_store_is_not_used_on_the_server(
+        registry: Registry, tmp_path: Path) -> None:
+    """``mlflow.set_experiment`` on a local store exports its id: after connecting to the
+    server, logging a model must not look for that id there (it used to fail with 'No
+    Experiment with id=1 exists')."""
+    import mlflow
+
+    connect(f"sqlite:///{tmp_path / 'local.db'}")
+    mlflow.set_experiment("local-only")
+    mlflow.set_experiment("local-only-second")  # an id the server does not have
+    server = connect(registry.tracking_uri)
+    with mlflow.start_run() as run:
+        mlflow.log_param("where", "server")
+    assert server.client.get_run(run.info.run_id).data.params["where"] == "server"
