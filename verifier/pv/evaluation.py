@@ -3,9 +3,10 @@ picklable object, so that a batch can be cut into tasks for any
 :class:`concurrent.futures.Executor` (in-process, a process pool, Dask).
 
 A task carries the object pickled once per run (a few hundred kB for a network and a
-population model) and a key; each worker process unpickles it on its first task and keeps it
-for the later ones. The results are concatenated in batch order, so the branch and bound is
-the same whichever executor runs it.
+population model) and a key; each worker process unpickles it on its first task, keeps it for
+the later ones and bounds with one torch thread (the workers already occupy the cores). The
+results are concatenated in batch order, so the branch and bound is the same whichever
+executor runs it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def _evaluate_task(
     """One task on a worker: the evaluation for ``key`` (unpickled once per process)."""
     evaluation = _WORKER_CACHE.get(key)
     if evaluation is None:
+        import torch
+
+        torch.set_num_threads(1)  # one worker per core: threads inside a worker only contend
         _WORKER_CACHE.clear()
         evaluation = pickle.loads(payload)
         _WORKER_CACHE[key] = evaluation
