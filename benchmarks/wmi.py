@@ -191,30 +191,11 @@ def income_use_case(seed: int, timeout: float) -> list[dict[str, Any]]:
 
 
 def _demo_network(frame: pd.DataFrame, seed: int) -> Network:
-    """A 4-8-2 classifier on (female, hpw, yexp, hw) with zero female weights, trained as the
-    demo trains it (Adam on standardised features folded into the first layer)."""
+    """The demo's own 4-8-2 classifier on (female, hpw, yexp, hw), female's weights zero."""
+    from pipeline_steps.demo import train_classifier
     from verifier.convert import from_torch
 
-    features = frame[["hpw", "yexp", "hw"]].to_numpy(dtype=np.float64)
-    mean, std = features.mean(axis=0), features.std(axis=0) + 1e-9
-    torch.manual_seed(seed)
-    hidden, output = torch.nn.Linear(3, 8), torch.nn.Linear(8, 2)
-    model = torch.nn.Sequential(hidden, torch.nn.ReLU(), output)
-    inputs = torch.tensor((features - mean) / std, dtype=torch.float32)
-    targets = torch.tensor(frame["y"].to_numpy(dtype=np.int64))
-    optimiser = torch.optim.Adam(model.parameters(), lr=0.05)
-    for _ in range(300):
-        optimiser.zero_grad()
-        torch.nn.functional.cross_entropy(model(inputs), targets).backward()
-        optimiser.step()
-    first = torch.nn.Linear(4, 8)
-    with torch.no_grad():
-        weight = hidden.weight / torch.tensor(std, dtype=torch.float32)
-        first.weight.zero_()
-        first.weight[:, 1:] = weight
-        first.bias.copy_(hidden.bias - weight @ torch.tensor(mean, dtype=torch.float32))
-    return from_torch(torch.nn.Sequential(first, torch.nn.ReLU(), output).eval(),
-                      input_shape=(4,))
+    return from_torch(train_classifier(frame, seed=seed, steps=300), input_shape=(4,))
 
 
 def envelope_cases(timeout: float, tolerance: float) -> list[dict[str, Any]]:
@@ -224,9 +205,9 @@ def envelope_cases(timeout: float, tolerance: float) -> list[dict[str, Any]]:
     (``use_prior``) and yexp-noise robustness."""
     from scipy.stats import norm
 
+    from pipeline_steps.demo import fit_population
     from pipeline_steps.income_data import generate_income_data
     from verifier.population import Feature, Normal, PopulationModel
-    from verifier.population.fitting import fit_bayesian_network, infer_features
     from verifier.wmi.noise import triangular_noise
 
     rows: list[dict[str, Any]] = []
@@ -246,13 +227,8 @@ def envelope_cases(timeout: float, tolerance: float) -> list[dict[str, Any]]:
           f"{result.probability_upper:.6f}] ∋ {exact:.6f}: "
           f"{result.probability_lower <= exact <= result.probability_upper}, width "
           f"{result.probability_upper - result.probability_lower:.2e}, {seconds:.2f} s")
-    columns = ["female", "hpw", "yexp", "hw"]
     for variant in ("biased", "unbiased"):
-        population = generate_income_data(10_000, variant=variant, seed=2)[columns]
-        features = infer_features(population, domains={"hpw": (10.0, 60.0),
-                                                       "yexp": (0.0, 55.0)})
-        prior = fit_bayesian_network(population, features, parents={"hw": ["female", "yexp"]},
-                                     bins={"yexp": [10.0, 15.0, 20.0, 25.0, 30.0]})
+        prior = fit_population(generate_income_data(10_000, variant=variant, seed=2))
         network = _demo_network(generate_income_data(10_000, variant=variant, seed=1), 0)
         audits = [(f"monotonicity {name}", lambda f=f, n=network, p=prior: monotonicity(
             n, p, f, use_prior=True, timeout_s=timeout, tolerance=tolerance))

@@ -2,14 +2,12 @@
 feature and normal / truncated-normal nodes, fitted the way ``certgate demo`` fits it, gets a
 decided monotonicity and noise-robustness result."""
 
-import numpy as np
 import pytest
-import torch
 
+from pipeline_steps.demo import fit_population, train_classifier
 from pipeline_steps.income_data import FEATURES, SENSITIVE, generate_income_data
 from verifier.convert import from_torch
 from verifier.population import PopulationModel
-from verifier.population.fitting import fit_bayesian_network, infer_features
 from verifier.wmi import WMIInputError, check_wmi_property, monotonicity, noise_robustness
 from verifier.wmi.noise import triangular_noise
 
@@ -18,38 +16,15 @@ MIN_PROBABILITY = 0.95
 
 
 def income_population() -> PopulationModel:
-    """As the demo: hw depends on female and yexp (cut at 10..30), the rest independent."""
-    frame = generate_income_data(10_000, variant="biased", seed=2)[list(COLUMNS)]
-    features = infer_features(frame, domains={"hpw": (10.0, 60.0), "yexp": (0.0, 55.0)})
-    return fit_bayesian_network(frame, features, parents={"hw": [SENSITIVE, "yexp"]},
-                                bins={"yexp": [10.0, 15.0, 20.0, 25.0, 30.0]})
+    """The demo's own fit: hw depends on female and yexp (cut at 10..30), the rest
+    independent."""
+    return fit_population(generate_income_data(10_000, variant="biased", seed=2))
 
 
 def income_network():
-    """A 4-8-2 ReLU classifier on raw features (female's weights zero), trained as the demo
-    trains it (Adam, standardised inputs folded into the first layer)."""
-    torch.set_num_threads(1)
+    """The demo's own 4-8-2 ReLU classifier on raw features (female's weights zero)."""
     frame = generate_income_data(5_000, variant="biased", seed=1)
-    features = frame[list(FEATURES)].to_numpy(dtype=np.float64)
-    mean, std = features.mean(axis=0), features.std(axis=0) + 1e-9
-    torch.manual_seed(0)
-    hidden, output = torch.nn.Linear(3, 8), torch.nn.Linear(8, 2)
-    model = torch.nn.Sequential(hidden, torch.nn.ReLU(), output)
-    inputs = torch.tensor((features - mean) / std, dtype=torch.float32)
-    targets = torch.tensor(frame["y"].to_numpy(dtype=np.int64))
-    optimiser = torch.optim.Adam(model.parameters(), lr=0.05)
-    for _ in range(200):
-        optimiser.zero_grad()
-        torch.nn.functional.cross_entropy(model(inputs), targets).backward()
-        optimiser.step()
-    first = torch.nn.Linear(4, 8)
-    with torch.no_grad():
-        weight = hidden.weight / torch.tensor(std, dtype=torch.float32)
-        first.weight.zero_()
-        first.weight[:, 1:] = weight
-        first.bias.copy_(hidden.bias - weight @ torch.tensor(mean, dtype=torch.float32))
-    return from_torch(torch.nn.Sequential(first, torch.nn.ReLU(), output).eval(),
-                      input_shape=(4,))
+    return from_torch(train_classifier(frame, seed=0, steps=200), input_shape=(4,))
 
 
 def decided(result) -> bool:
