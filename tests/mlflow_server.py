@@ -142,3 +142,39 @@ def credit_demo() -> CreditDemo:
     module = demo_module("demo_credit")
     return CreditDemo(module, module.population_model(), module.train_classifier(biased=True),
                       module.train_classifier(biased=False))
+
+
+DEFAULT_AUDIT = {"kind": "demographic_parity", "protected": "sex", "privileged": 1,
+                 "favorable_class": 1, "gamma": 0.8, "timeout_s": 60}
+
+
+def write_server_config(tmp_path: Path, tracking_uri: str, model: dict[str, Any],
+                        audits: list[dict[str, Any]] | None = None, samples: int = 500,
+                        **sections: Any) -> Path:
+    """A certgate YAML config in ``tmp_path`` for ``model`` on the server at ``tracking_uri``
+    (a fresh experiment), with ``audits`` (default: demographic parity of sex at 0.8)."""
+    import uuid
+
+    import yaml
+
+    document: dict[str, Any] = {
+        "tracking": {"tracking_uri": tracking_uri, "experiment": f"exp_{uuid.uuid4().hex[:8]}"},
+        "model": model,
+        "validation": {"population_samples": samples},
+        "audits": audits if audits is not None else [dict(DEFAULT_AUDIT)],
+        **sections,
+    }
+    path = tmp_path / f"config_{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the ``certgate`` CLI in-process; its exit code and what it printed (earlier output
+    dropped)."""
+    from pipeline_steps.cli import main
+
+    capsys.readouterr()
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -20,9 +20,8 @@ import mlflow
 import numpy as np
 import pytest
 import torch
-import yaml
+from mlflow_server import run_cli, write_server_config
 
-from pipeline_steps.cli import main
 from registry_hooks.certgate_model import log_model_with_population, pinned_requirements
 from registry_hooks.connection import Registry, connect
 from registry_hooks.tags import alias_version, version_tags
@@ -59,23 +58,7 @@ def population_file(population: Any, tmp_path: Path, order: list[str] | None) ->
 
 
 def write_config(tmp_path: Path, tracking_uri: str, model: dict[str, Any]) -> Path:
-    document = {
-        "tracking": {"tracking_uri": tracking_uri, "experiment": f"exp_{uuid.uuid4().hex[:8]}"},
-        "model": model,
-        "validation": {"population_samples": 500},
-        "audits": [{"kind": "demographic_parity", "protected": "sex", "privileged": 1,
-                    "favorable_class": 1, "gamma": 0.8, "timeout_s": 60}],
-    }
-    path = tmp_path / f"config_{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return write_server_config(tmp_path, tracking_uri, model)
 
 
 def registry_state(registry: Registry, name: str) -> tuple[dict[str, str], dict[str, str]]:

@@ -22,9 +22,9 @@ import pytest
 import requests
 import torch
 import yaml
+from mlflow_server import DEFAULT_AUDIT, run_cli, write_server_config
 
 from configs.schema import load_config
-from pipeline_steps.cli import main
 from pipeline_steps.cli.pipeline_cmd import _dispatcher
 from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, connect
@@ -56,25 +56,8 @@ def register(registry: Registry, model: torch.nn.Module, population: Any, name: 
 
 def write_config(tmp_path: Path, tracking_uri: str, model_uri: str, *,
                  audit: dict[str, Any] | None = None, **sections: Any) -> Path:
-    document: dict[str, Any] = {
-        "tracking": {"tracking_uri": tracking_uri, "experiment": f"exp_{uuid.uuid4().hex[:8]}"},
-        "model": {"uri": model_uri},
-        "validation": {"population_samples": 500},
-        "audits": [{"kind": "demographic_parity", "protected": "sex", "privileged": 1,
-                    "favorable_class": 1, "gamma": 0.8, "timeout_s": 60, **(audit or {})}],
-        **sections,
-    }
-    path = tmp_path / f"config_{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Run the CLI; return its exit code and what it printed (earlier output dropped)."""
-    capsys.readouterr()
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return write_server_config(tmp_path, tracking_uri, {"uri": model_uri},
+                               [{**DEFAULT_AUDIT, **(audit or {})}], **sections)
 
 
 def last_json(out: str) -> dict[str, Any]:

@@ -13,9 +13,8 @@ from typing import Any
 
 import mlflow
 import pytest
-import yaml
+from mlflow_server import run_cli, write_server_config
 
-from pipeline_steps.cli import main
 from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, connect
 from registry_hooks.tags import alias_version, version_tags
@@ -34,22 +33,7 @@ def registry(mlflow_server) -> Registry:
 
 def write_config(tmp_path: Path, tracking_uri: str, model_uri: str,
                  audits: list[dict[str, Any]]) -> Path:
-    document = {
-        "tracking": {"tracking_uri": tracking_uri, "experiment": f"exp_{uuid.uuid4().hex[:8]}"},
-        "model": {"uri": model_uri},
-        "validation": {"population_samples": 300},
-        "audits": audits,
-    }
-    path = tmp_path / f"config_{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return write_server_config(tmp_path, tracking_uri, {"uri": model_uri}, audits, samples=300)
 
 
 def test_population_artifact_hash_and_no_stale_tags(
