@@ -157,3 +157,12 @@ def test_sparse_integer_supports_are_snapped_and_enumerated_exactly() -> None:
         assert Fraction(low) - slack <= rates[sex] <= Fraction(high) + slack
         assert high - low < 1e-9
     assert certificate.cost["boxes"] <= 16  # 2 sexes x 4 gains, never an empty gain range
+    # the first cut of the gain column cuts off the value holding 90 % of its mass alone
+    names = check_population_fits(network, population)
+    spec = demographic_parity(names, protected="sex", privileged=1, favorable_class=1, gamma=0.8)
+    masses, domain = population_domain(population)
+    splitter = ProbabilityBranchAndBound(network, spec, masses, domain, PVSettings()).splitter
+    lo, hi = domain.lower[None].copy(), domain.upper[None].copy()
+    order = np.zeros_like(lo)
+    left_lo, left_hi, right_lo, right_hi = splitter.children(lo, hi, np.array([1]), order)
+    assert (left_lo[0, 1], left_hi[0, 1], right_lo[0, 1], right_hi[0, 1]) == (0, 0, 114, 99999)

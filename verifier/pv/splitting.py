@@ -50,6 +50,10 @@ class Splitter:
             for column, atoms in enumerate(domain.atoms)
             if atoms is not None and len(atoms) and self.group_of[column] < 0
         ]
+        self.atom_prefix = {
+            column: self._marginal_prefix(masses, domain, column, atoms)
+            for column, atoms in self.atom_columns
+        }
         self.quantiles = MarginalQuantiles(masses, domain)
         self._threshold_atoms()
         self.root_width = domain.upper - domain.lower
@@ -341,12 +345,26 @@ class Splitter:
             lo[some, column] = atoms[first[some]]
             hi[some, column] = atoms[last[some]]
 
+    @staticmethod
+    def _marginal_prefix(masses: MassFunction, domain: InputDomain, column: int,
+                         atoms: np.ndarray) -> np.ndarray:
+        """Prefix sums of the column's marginal mass at each of its values (upper enclosures;
+        only used to place cuts, so their rounding never matters for soundness)."""
+        lo = np.repeat(domain.lower[None, :], atoms.size, axis=0)
+        hi = np.repeat(domain.upper[None, :], atoms.size, axis=0)
+        lo[:, column] = hi[:, column] = atoms
+        _, upper = masses(lo, hi)
+        return np.concatenate([[0.0], np.cumsum(upper)])
+
     def _atom_cuts(
         self, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray, left_hi: np.ndarray,
         right_lo: np.ndarray,
     ) -> None:
-        """Cut boxes split along a column with a finite value set between its middle two
-        values in the box (halving the values, not the range), in place."""
+        """Cut boxes split along a column with a finite value set between two of its values
+        in the box, in place: an end value holding at least half of the column's marginal
+        mass in the box (a capital gain of 0) is cut off alone, otherwise the values are
+        halved (by count: on Adult-8 3x64, halving the mass took 74.9 s to decide against
+        42.4 s)."""
         rows = np.arange(lo.shape[0])
         for column, atoms in self.atom_columns:
             chosen = rows[dims == column]
@@ -355,7 +373,13 @@ class Splitter:
             first = np.searchsorted(atoms, lo[chosen, column], side="left")
             last = np.searchsorted(atoms, hi[chosen, column], side="right") - 1
             several = last > first
-            middle = (first + last) // 2
+            prefix = self.atom_prefix[column]
+            top = np.minimum(last, atoms.size - 1) + 1
+            half = 0.5 * (prefix[top] - prefix[first])
+            heavy_first = prefix[np.minimum(first + 1, atoms.size)] - prefix[first] >= half
+            heavy_last = prefix[top] - prefix[np.maximum(top - 1, 0)] >= half
+            middle = np.where(heavy_first, first, np.where(
+                heavy_last, np.maximum(last - 1, first), (first + last) // 2))
             left_hi[chosen[several], column] = atoms[middle[several]]
             right_lo[chosen[several], column] = atoms[middle[several] + 1]
 
