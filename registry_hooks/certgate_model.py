@@ -43,7 +43,7 @@ from mlflow.models.model import ModelInfo
 from registry_hooks.connection import Registry, RegistryError, registry_errors
 from registry_hooks.tags import move_alias
 from registry_hooks.uris import parse_model_uri, registered_uri, resolve_version
-from verifier.errors import CertgateInputError
+from verifier.errors import CertgateInputError, first_line
 from verifier.network import Network, NetworkError
 
 POPULATION_FILE = "population_model.json"
@@ -188,7 +188,7 @@ def unreadable_model(uri: str) -> Iterator[None]:
     except (CertgateInputError, RegistryError):
         raise
     except Exception as error:  # every reader fails differently on bad bytes
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        first = first_line(error)
         raise CertgateInputError(
             f"cannot read the model files of {uri}: {type(error).__name__}: {first}"
         ) from error

@@ -165,21 +165,26 @@ def test_import_certgate_is_light() -> None:
     assert result.stdout.strip() == "[]"
 
 
-def test_registered_model_with_its_shipped_population(files: dict[str, Path]) -> None:
-    """A ``models:/`` URI in a local sqlite store, with the population model it ships: the
-    same certificate as from the files."""
+def register_threshold_model(store: str, experiment: str, name: str) -> None:
+    """Register the threshold model with its population (binary ``s``) as ``name`` version 1
+    in the local store ``store``, inside a run of ``experiment``."""
     import mlflow
 
     from registry_hooks.certgate_model import log_model_with_population
 
-    store = f"sqlite:///{files['root'] / 'registry.db'}"
     mlflow.set_tracking_uri(store)
     mlflow.set_registry_uri(store)
-    mlflow.set_experiment("api-registry")
+    mlflow.set_experiment(experiment)
     with mlflow.start_run():
         log_model_with_population(threshold_module(), population("binary"),
-                                  registered_model_name="api_threshold",
-                                  serialization_format="pickle")
+                                  registered_model_name=name, serialization_format="pickle")
+
+
+def test_registered_model_with_its_shipped_population(files: dict[str, Path]) -> None:
+    """A ``models:/`` URI in a local sqlite store, with the population model it ships: the
+    same certificate as from the files."""
+    store = f"sqlite:///{files['root'] / 'registry.db'}"
+    register_threshold_model(store, "api-registry", "api_threshold")
     settings = {"kind": "causal_fairness", "sensitive": ["s"], "max_biased_share": 0.6,
                 "max_unstable": 4, "timeout_s": 120, "target_width": 0.01}
     [registered] = certgate.audit("models:/api_threshold/1", None, settings,

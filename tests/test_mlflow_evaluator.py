@@ -22,8 +22,7 @@ import pytest
 import yaml
 
 from pipeline_steps.cli import main
-from tests.test_api import threshold_module, without_clock
-from tests.test_front_doors import population
+from tests.test_api import register_threshold_model, without_clock
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS: dict[str, Any] = {
@@ -34,10 +33,7 @@ COMPARED = ("audit", "verdict", "bounds", "details", "settings", "algorithm")
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    import mlflow
     from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry
-
-    from registry_hooks.certgate_model import log_model_with_population
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     value = declared["mlflow.model_evaluator"]["certgate"]
@@ -46,13 +42,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     root = tmp_path_factory.mktemp("evaluator")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    mlflow.set_experiment("evaluator")
-    with mlflow.start_run():
-        log_model_with_population(threshold_module(), population("binary"),
-                                  registered_model_name="evaluated",
-                                  serialization_format="pickle")
+    register_threshold_model(uri, "evaluator", "evaluated")
     return {"root": root, "uri": uri, "model": "models:/evaluated/1"}
 
 

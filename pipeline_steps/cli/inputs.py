@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from verifier.errors import CertgateInputError
+from verifier.errors import CertgateInputError, first_line
 from verifier.network import Network
 
 INPUT_NAMES_HELP = ("the network's input names in input order, comma-separated (needed when the "
@@ -29,7 +29,7 @@ def read_network(path: str, option: str = "--model") -> Network:
     except (CertgateInputError, FileNotFoundError, IsADirectoryError):
         raise
     except Exception as error:  # every reader fails differently on bad bytes
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        first = first_line(error)
         raise CertgateInputError(
             f"{option} {path}: cannot read the network file ({type(error).__name__}: {first})"
         ) from error

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline_steps.cli.output import emit_json
-from verifier.errors import CertgateInputError
+from verifier.errors import CertgateInputError, first_line
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -139,7 +139,7 @@ def read_table(path: str) -> pd.DataFrame:
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
     except (ValueError, OSError, ImportError) as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        first = first_line(error)
         raise CertgateInputError(f"{path}: cannot read the table ({first})") from error
     raise CertgateInputError(f"{path}: expected a .csv, .parquet or .pq file")
 
