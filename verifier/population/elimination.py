@@ -133,6 +133,57 @@ def _gap_mass(
     return Enclosure(inner.value, inner.lower, closed.upper)
 
 
+@dataclass(frozen=True)
+class _RowTable:
+    """Every CPT row of a node whose rows are all discrete distributions on integers, as
+    prefix and suffix sums over the union of their values: one lookup serves all rows.
+
+    Zeros stand for the values a row lacks; adding an exact zero changes no float sum, so
+    every row's sums equal its own table's, and the rounding bound (a count of values) is
+    taken over the union, which is larger."""
+
+    values: np.ndarray
+    prefix: np.ndarray
+    suffix: np.ndarray
+    margin: float
+
+    @classmethod
+    def of(cls, distributions: list[Distribution]) -> _RowTable | None:
+        from verifier.population.distributions import Discrete
+
+        if not all(isinstance(d, Discrete) and _purely_atomic(d) for d in distributions):
+            return None
+        tables = [d._table for d in distributions]  # type: ignore[attr-defined]
+        values = np.unique(np.concatenate([t.values for t in tables]))
+        probabilities = np.zeros((len(tables), values.size))
+        for row, table in enumerate(tables):
+            probabilities[row, np.searchsorted(values, table.values)] = table.probabilities
+        zeros = np.zeros((len(tables), 1))
+        prefix = np.concatenate([zeros, np.cumsum(probabilities, axis=1)], axis=1)
+        suffix = np.concatenate(
+            [np.cumsum(probabilities[:, ::-1], axis=1)[:, ::-1], zeros], axis=1)
+        margin = max(t.margin for t in tables) + 2.0 * (values.size + 1) * np.finfo(float).eps
+        return cls(values, prefix, suffix, margin)
+
+    def interval(self, a: np.ndarray, b: np.ndarray) -> Enclosure:
+        """``(B, rows, cells)``: every row's ``P(a <= X <= b)`` for ``(B, cells)`` ends, as
+        each row's own table computes it (the cheaper-rounding side)."""
+        start = np.searchsorted(self.values, a, side="left")[:, None, :]
+        stop = np.searchsorted(self.values, b, side="right")[:, None, :]
+        rows = np.arange(self.prefix.shape[0])[None, :, None]
+        nonempty = stop > start
+        prefix_stop, prefix_start = self.prefix[rows, stop], self.prefix[rows, start]
+        suffix_start, suffix_stop = self.suffix[rows, start], self.suffix[rows, stop]
+        left_scale = prefix_stop + prefix_start
+        right_scale = suffix_start + suffix_stop
+        use_left = left_scale <= right_scale
+        value = np.where(nonempty, np.where(use_left, prefix_stop - prefix_start,
+                                            suffix_start - suffix_stop), 0.0)
+        error = np.where(nonempty, self.margin * np.where(use_left, left_scale, right_scale),
+                         0.0)
+        return Enclosure.from_error(value, error)
+
+
 class Elimination:
     """The elimination plan of one network: cells, factors and the order (built once)."""
 
@@ -148,6 +199,12 @@ class Elimination:
         offsets = np.cumsum([0, *[len(node.observed_columns()) for node in nodes]])
         self.columns = [np.arange(offsets[u], offsets[u + 1]) for u in range(len(nodes))]
         self.factors = [self._factor(u, node, index) for u, node in enumerate(nodes)]
+        self.row_tables = [_RowTable.of([row.distribution for row in node.cpt])
+                           if not node.categorical else None for node in nodes]
+        self.category_weights = [
+            np.stack([row.distribution.weights for row in node.cpt])  # type: ignore[union-attr]
+            if node.categorical else None for node in nodes
+        ]
         self.order = self._order()
         self._paths: dict[tuple, list | bool] = {}
         sizes = [len(cells) for cells in self.cells]
@@ -244,8 +301,9 @@ class Elimination:
         )
 
     # ------------------------------------------------------------------ evaluation
-    def _own_masses(self, u: int, lo: np.ndarray, hi: np.ndarray) -> list[Enclosure]:
-        """Per CPT row of node ``u``: ``(B, cells)`` enclosures of ``P(box_u ∩ cell)``."""
+    def _own_masses(self, u: int, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
+        """``(B, rows, cells)`` enclosures of ``P(box_u ∩ cell)`` under each CPT row of node
+        ``u``."""
         node = self.network.nodes[u]
         cells = self.cells[u]
         batch = lo.shape[0]
@@ -263,31 +321,33 @@ class Elimination:
             member = (
                 (category[None, :] > cells.low[:, None]) & (category[None, :] < cells.high[:, None])
             ) | (cells.point[:, None] & (category[None, :] == cells.low[:, None]))
-            masses = []
-            for row in node.cpt:
-                distribution = row.distribution
-                assert isinstance(distribution, Categorical)
-                value = (mask * distribution.weights[None, :]) @ member.T.astype(np.float64)
-                masses.append(Enclosure.from_error(value, distribution.margin * value))
-            return masses
+            weights = self.category_weights[u]
+            value = (mask[:, None, :] * weights[None, :, :]) @ member.T.astype(np.float64)
+            margin = max(row.distribution.margin for row in node.cpt)  # type: ignore[union-attr]
+            return Enclosure.from_error(value, margin * value)
         a, b, open_left, open_right = _cell_intervals(cells, lo_u[:, 0], hi_u[:, 0])
-        empty = a > b
-        return [
-            _gap_mass(row.distribution, a, b, open_left, open_right).zero_where(empty)
-            for row in node.cpt
-        ]
+        empty = (a > b)[:, None, :]
+        table = self.row_tables[u]
+        if table is not None:
+            inner_a = np.where(open_left, np.nextafter(a, np.inf), a)
+            inner_b = np.where(open_right, np.nextafter(b, -np.inf), b)
+            return table.interval(inner_a, inner_b).zero_where(empty)
+        parts = [_gap_mass(row.distribution, a, b, open_left, open_right) for row in node.cpt]
+        stacked = Enclosure(*(np.stack([getattr(part, end) for part in parts], axis=1)
+                              for end in ("value", "lower", "upper")))
+        return stacked.zero_where(empty)
 
     def _tables(self, lo: np.ndarray, hi: np.ndarray) -> list[tuple[np.ndarray, ...]]:
         """Per factor: the (value, lower, upper) tables of shape ``(B, parent cells…, cells)``."""
         tables = []
         for factor in self.factors:
             masses = self._own_masses(factor.node, lo, hi)
-            zero = np.zeros_like(masses[0].value)
             rows = factor.row_of.reshape(-1)
             parts = []
             for end in ("value", "lower", "upper"):
-                stacked = np.stack([getattr(m, end) for m in masses] + [zero], axis=1)
-                picked = stacked[:, rows]  # row -1 picks the zero table
+                table = getattr(masses, end)
+                padded = np.concatenate([table, np.zeros_like(table[:, :1])], axis=1)
+                picked = padded[:, rows]  # row -1 picks the zero table
                 parts.append(picked.reshape(lo.shape[0], *factor.row_of.shape, -1))
             tables.append(tuple(parts))
         return tables
