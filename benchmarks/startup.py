@@ -63,6 +63,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         invalid = Path(workdir) / "invalid.yaml"
         invalid.write_text("model: {uri: models:/m@candidate}\naudits: []\n")
+        typo = Path(workdir) / "typo.yaml"
+        typo.write_text("model: {uri: models:/m@candidate}\naudits:\n"
+                        "  - {kind: causal_fairness, sensitive: [x0], max_biased_share: 0.1,"
+                        " lower_egde: 0.1}\n")
         missing = str(Path(workdir) / "missing.yaml")
         cases = {
             "certgate --help": command("--help"),
@@ -70,6 +74,7 @@ def main() -> None:
             "certgate config check MISSING": command("config", "check", missing),
             "certgate run --config MISSING": command("run", "--config", missing),
             "certgate run --config INVALID": command("run", "--config", str(invalid)),
+            "certgate config check TYPO (audit key)": command("config", "check", str(typo)),
             "python -c pass (interpreter floor)": [sys.executable, "-c", "pass"],
         }
         print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
@@ -78,7 +83,8 @@ def main() -> None:
             median, fastest, code = timed(argv, args.repeat)
             print(f"{label:40s} {median:9.2f} {fastest:7.2f} {code:5d}")
         print(f"load average after: {os.getloadavg()[0]:.2f}")
-        for label in ("certgate --help", "certgate run --config INVALID"):
+        for label in ("certgate --help", "certgate run --config INVALID",
+                      "certgate config check TYPO (audit key)"):
             found = heavy_imports(cases[label])
             spent = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in found.items())
             print(f"heavy imports of {label!r}: {spent or 'none'}")
