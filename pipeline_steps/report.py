@@ -20,6 +20,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from configs.schema import Requirement
+from pipeline_steps.gate import CHECK_GROUPS
 from verifier.certificate import Certificate
 
 UPPER_COLOUR = "#0969da"
@@ -256,21 +257,15 @@ def _versions_section(data: ReportData) -> str:
         + "</section>"
 
 
-GATE_GROUPS = (("failing", ("proven_fail", "missing", "inconsistent")),
-               ("undecided", ("undecided",)),
-               ("passing", ("proven_pass",)))
-"""How the report's gate lines group the checks."""
-
-
 def _gate_lines(data: ReportData) -> str:
-    """The gate's outcome (the first word of ``gate_preview``, ``outcome: reasons``), then
-    one line per group of :data:`GATE_GROUPS` that has checks (the preview's reasons list
-    every check, passing ones included, on one line)."""
+    """The gate's outcome (the first word of ``gate_preview``,
+    :meth:`pipeline_steps.gate.GateDecision.summary`), then one line per group of
+    :data:`pipeline_steps.gate.CHECK_GROUPS` that has checks."""
     if data.gate_preview is None:
         return ""
     outcome = data.gate_preview.split(":", 1)[0]
     lines = [f"Gate (from these certificates): <b>{html.escape(outcome)}</b>"]
-    for group, statuses in GATE_GROUPS:
+    for group, statuses in CHECK_GROUPS:
         members = [f"{section.name} ({CHECK_TEXT.get(section.check, section.check)})"
                    for section in data.audits if section.check in statuses]
         if members:

@@ -155,8 +155,11 @@ def print_audit(outcome: AuditOutcome, config: CertgateConfig) -> None:
 
 def print_gate(decision: GateDecision, config: CertgateConfig) -> None:
     print(f"gate: {decision.outcome}")
-    for reason in decision.reasons:
-        print(f"  {reason}")
+    for group, reasons in decision.reasons_by_group().items():
+        if reasons:
+            print(f"  {group}:")
+            for reason in reasons:
+                print(f"    {reason}")
     if decision.mlflow_validation is not None:
         print(f"  mlflow.validate_evaluation_results: {decision.mlflow_validation}")
     alias = config.gate.promote_alias
@@ -173,7 +176,7 @@ def gate_summary(decision: GateDecision) -> dict[str, Any]:
     return to_jsonable({
         "outcome": decision.outcome,
         "exit_code": decision.exit_code,
-        "reasons": decision.reasons,
+        "reasons": decision.reasons_by_group(),
         "promoted_alias": decision.promoted_alias,
         "mlflow_validation": decision.mlflow_validation,
         "checks": {check.audit: {"status": check.status, "interval": check.interval}
