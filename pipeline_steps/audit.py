@@ -30,6 +30,7 @@ from typing import Any
 
 from configs.schema import AuditSettings, CertgateConfig
 from pipeline_steps.gate import decide
+from pipeline_steps.progress import audit_progress
 from pipeline_steps.report import (
     AuditSection,
     ReportData,
@@ -119,34 +120,13 @@ PV_KINDS = frozenset({"demographic_parity"})
 """Audit kinds that run on PV (their batches go to the configured executor)."""
 
 
-class ProgressBar:
-    """A tqdm bar on stderr fed by PV's anytime reports: boxes processed, current interval."""
-
-    def __init__(self, settings: AuditSettings, enabled: bool) -> None:
-        from tqdm import tqdm
-
-        self.label = settings.requirement.label
-        self.bar = tqdm(desc=settings.name, unit=" boxes", file=sys.stderr, disable=not enabled,
-                        dynamic_ncols=True, leave=True)
-        self.boxes = 0
-
-    def __call__(self, report: PVProgress) -> None:
-        low, high = report.value
-        self.bar.update(max(0, report.boxes - self.boxes))
-        self.boxes = max(self.boxes, report.boxes)
-        self.bar.set_postfix_str(f"{self.label} ∈ [{low:.4g}, {high:.4g}], "
-                                 f"open {report.open_boxes}, {report.verdict}")
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 def certify_all(config: CertgateConfig, network: Network, population: Any,
                 progress: bool) -> dict[str, Certificate]:
-    """Every configured audit's certificate. PV audits run here, one after another, with a
-    progress bar, and bound their batches of boxes on the configured executor (so one audit
-    uses every worker); the other audits run on the executor in parallel and are reported as
-    each completes (in-process, one after another, with the local executor)."""
+    """Every configured audit's certificate. PV audits run here, one after another, and bound
+    their batches of boxes on the configured executor (so one audit uses every worker); the
+    other audits run on the executor in parallel and are reported as each completes. With the
+    local executor every audit runs here, one after another, with a progress bar in its
+    kind's unit of work (:mod:`pipeline_steps.progress`)."""
     certificates: dict[str, Certificate] = {}
     engine = PVSettings(executor=config.executor, workers=config.workers)
     parallel = [] if config.executor == "local" else [
@@ -155,11 +135,11 @@ def certify_all(config: CertgateConfig, network: Network, population: Any,
     for settings in config.audits:
         if settings in parallel:
             continue
-        bar = ProgressBar(settings, progress)
+        bar = audit_progress(settings, progress)
         try:
-            extra = {"engine": engine} if settings.kind in PV_KINDS else {}
+            extra = {"engine": engine} if settings.kind in PV_KINDS else bar.engine_options()
             certificates[settings.name] = run_audit_kind(
-                settings, network, population, None, bar, **extra
+                settings, network, population, None, bar.callback, **extra
             )
         finally:
             bar.close()

@@ -197,6 +197,50 @@ def _summary(data: ReportData) -> str:
                   rows, "verdicts")
 
 
+def _count(value: Any) -> str:
+    return f"{float(value):,.0f}"
+
+
+def _percent(value: Any) -> str:
+    return f"{100 * float(value):.3g} %"
+
+
+PARTITION_TEXT = {"biased_everywhere": "biased everywhere",
+                  "biased_witness": "with a witness", "refining": "still refining"}
+"""How the report names the causal engine's final partition statuses."""
+
+
+def work_done(kind: str, certificate: Certificate) -> str:
+    """What the audit's engine did, in the unit of work that advances for its kind: PV boxes
+    (demographic parity), partitions and the share of the query they decided (causal
+    fairness), regions, integrals and LPs (the exact-probability kinds). Empty when the
+    certificate does not record it."""
+    cost, details = certificate.cost, certificate.details
+    elapsed = f"{float(cost.get('elapsed_s', 0.0)):.3g} s"
+    stopped = f"; stopped by: {details['stopped_by']}" if "stopped_by" in details else ""
+    if kind == "causal_fairness" and "analysed_partitions" in cost:
+        counts = details.get("partition_counts", {})
+        shares = ", ".join(f"{label} {_percent(details[key])}" for label, key in (
+            ("proven fair", "fair_fraction"),
+            ("biased everywhere", "biased_everywhere_fraction"),
+            ("with a witness", "witnessed_fraction"), ("excluded", "excluded_fraction"),
+            ("still refining", "refining_fraction")) if key in details)
+        tally = ", ".join(f"{_count(number)} {PARTITION_TEXT.get(name, name)}"
+                          for name, number in counts.items() if number)
+        return (f"{_count(cost['analysed_partitions'])} partitions analysed in "
+                f"{_count(cost.get('rounds', 0))} rounds ({elapsed})"
+                + (f"; final partitions: {tally}" if tally else "")
+                + (f"; share of the query: {shares}" if shares else ""))
+    if kind == "demographic_parity" and "boxes" in cost:
+        return (f"{_count(cost['boxes'])} boxes bounded in "
+                f"{_count(cost.get('iterations', 0))} iterations ({elapsed}){stopped}")
+    if "regions" in cost:
+        return (f"{_count(cost['regions'])} regions enumerated, "
+                f"{_count(cost.get('integrals', 0))} integrals, {_count(cost.get('lps', 0))} "
+                f"LPs ({elapsed}){stopped}")
+    return ""
+
+
 def _audit_section(section: AuditSection) -> str:
     certificate = section.certificate
     probability_rows = [
@@ -208,6 +252,7 @@ def _audit_section(section: AuditSection) -> str:
     detail_rows = [[html.escape(k), _cell(certificate.details[k])]
                    for k in detail_keys if k in certificate.details]
     cost_rows = [[html.escape(k), _cell(v)] for k, v in certificate.cost.items()]
+    work = work_done(str(section.settings.get("kind", "")), certificate)
     plot = ""
     if section.figure_png is not None:
         encoded = base64.b64encode(section.figure_png).decode("ascii")
@@ -217,7 +262,8 @@ def _audit_section(section: AuditSection) -> str:
         f'<section class="audit" id="audit-{html.escape(section.name)}">'
         f"<h2>{html.escape(section.name)} {_verdict_badge(certificate.verdict)}</h2>"
         f"<p>{html.escape(certificate.algorithm)}</p>"
-        f"{plot}"
+        + (f'<p class="work">Work done: {html.escape(work)}</p>' if work else "")
+        + f"{plot}"
         "<h3>Certified bounds</h3>" + _table(["quantity", "interval"], probability_rows)
         + "<h3>Specification</h3>" + _table(["field", "value"], detail_rows)
         + "<h3>Settings</h3>" + _table(["setting", "value"], settings_rows)

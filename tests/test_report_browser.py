@@ -137,3 +137,72 @@ def test_browser_draws_the_embedded_convergence_plot(tmp_path: Path) -> None:
     for line, colour in PLOT_LINE_COLOURS.items():
         assert colour_pixels(shots["with_plot"], colour) > 100, line
         assert colour_pixels(shots["without_plot"], colour) == 0, line
+
+
+class WorkLines(HTMLParser):
+    """The text of each ``<p class="work">`` in a DOM dump, by the audit section it is in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.section: str | None = None
+        self.lines: dict[str, str] = {}
+        self.text: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "section" and (found.get("id") or "").startswith("audit-"):
+            self.section = str(found["id"]).removeprefix("audit-")
+        elif tag == "p" and found.get("class") == "work":
+            self.text = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "p" and self.text is not None and self.section is not None:
+            self.lines[self.section] = "".join(self.text)
+            self.text = None
+
+    def handle_data(self, data: str) -> None:
+        if self.text is not None:
+            self.text.append(data)
+
+
+def test_browser_shows_each_kinds_work_in_its_own_unit(tmp_path: Path) -> None:
+    """A PV, a causal-fairness and a WMI audit: each section says what its engine did in its
+    own unit (boxes, partitions and the share of the query they decided, regions), and
+    carries its convergence plot."""
+    from tests.test_pipeline_audit_kinds import (
+        NETWORK,
+        audits,
+        causal,
+        probability_audit,
+        unit_population,
+    )
+    from verifier.audits import run_audit
+
+    fairness = audits(causal("fair", 0.6))[0]
+    monotonicity = probability_audit("monotonicity", 0.9, feature="x")
+    runs = [(SETTINGS, sample_certificate())] + [
+        (settings, run_audit(settings, NETWORK, unit_population()))
+        for settings in (fairness, monotonicity)]
+    sections = [AuditSection(settings.name, settings.model_dump(mode="json"),
+                             settings.requirement, certificate, "undecided",
+                             figure_png(convergence_figure(settings.name, settings.requirement,
+                                                           certificate)))
+                for settings, certificate in runs]
+    data = ReportData(model_uri="models:/credit/1", model_name="credit", model_version="1",
+                      run_id="abc123", audits=sections)
+    (tmp_path / "page").mkdir()
+    page = tmp_path / "page" / "report.html"
+    page.write_text(render_report(data), encoding="utf-8")
+    dom = run_chromium(page, tmp_path / "profile", "--dump-dom")
+    parser = WorkLines()
+    parser.feed(dom)
+    causal_certificate = runs[1][1]
+    assert parser.lines["demographic_parity"] == \
+        "Work done: 900 boxes bounded in 9 iterations (1.25 s); stopped by: decided"
+    assert parser.lines["fair"].startswith(
+        f"Work done: {causal_certificate.cost['analysed_partitions']:,.0f} partitions analysed")
+    assert "share of the query: proven fair" in parser.lines["fair"]
+    assert parser.lines["monotonicity"].startswith("Work done: ")
+    assert " regions enumerated, " in parser.lines["monotonicity"]
+    for name in ("demographic_parity", "fair", "monotonicity"):
+        assert f'alt="bound convergence of {name}"' in dom

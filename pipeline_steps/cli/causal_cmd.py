@@ -164,13 +164,15 @@ def run(args: argparse.Namespace) -> int:
     """Run the certification and print the result (JSON with ``--json``). Without ``--spec``
     this is the ``causal_fairness`` audit kind (:mod:`verifier.audits.causal_fairness`), run
     as ``certgate run`` runs it; a Libra ``--spec`` file describes the problem itself."""
+    from pipeline_steps.progress import ChunkCounter, PartitionProgress
     from verifier.audits import causal_fairness
     from verifier.executor import make_executor
 
     network, population = _network_and_population(args)
     settings = _settings(args)
     engine = {"chunk_size": args.chunk_size}
-    executor = make_executor(args.executor, args.workers)
+    bar = PartitionProgress(settings.name, not args.json)
+    executor = ChunkCounter(make_executor(args.executor, args.workers), bar.chunk_done)
     try:
         if args.spec:
             problem = _libra_problem(args, network)
@@ -186,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
                                     **engine)
     finally:
         executor.shutdown()
+        bar.close()
     payload = summary(certificate)
     judged = args.max_biased_share is not None
     if judged:
