@@ -6,12 +6,15 @@ engine actually advances.
 * ``causal_fairness``: partitions analysed, counted as the engine's chunks of partitions come
   back from the executor it submits them to (:class:`ChunkCounter` wraps that executor; the
   engine itself reports nothing until it ends), with the share of the query proven fair and
-  proven biased everywhere so far (uniform measure) and the witnesses found.
+  proven biased everywhere so far (uniform measure) and the witnesses found. The bar shows
+  the interval these shares give the uniform biased share by the engine's own rule
+  (:func:`verifier.causal.share.uniform_bounds`: ``[biased everywhere, 1 − fair]``; the
+  partitions are disjoint and each is counted once, when final). It is shown, not recorded:
+  the certificate is the engine's alone, the same through every front door.
 * the exact-probability kinds (weighted model integration): seconds of the time budget, since
   the region enumeration reports nothing until it ends.
 
-Every bar is created disabled when progress is off and writes nothing then; the causal
-counter is only put in front of the executor when the bar is shown.
+Every bar is created disabled when progress is off and writes nothing then.
 """
 
 from __future__ import annotations
@@ -109,9 +112,16 @@ class PartitionProgress(AuditProgress):
             self.bar.update(int(status.size))
             self.bar.set_postfix_str(self.describe())
 
+    def interval(self) -> tuple[float, float]:
+        """The uniform biased share's certified interval so far (the rule of
+        :func:`verifier.causal.share.uniform_bounds` on the partitions counted)."""
+        high = min(1.0, max(self.biased_share, 1.0 - self.fair_share))
+        return min(self.biased_share, high), high
+
     def describe(self) -> str:
-        return (f"proven fair {100 * self.fair_share:.1f} %, biased everywhere "
-                f"{100 * self.biased_share:.1f} % of the query, {self.witnesses} with a witness")
+        low, high = self.interval()
+        return (f"biased share ∈ [{low:.4g}, {high:.4g}], proven fair "
+                f"{100 * self.fair_share:.1f} % of the query, {self.witnesses} with a witness")
 
 
 class TimeProgress(AuditProgress):
@@ -159,7 +169,8 @@ class ChunkCounter(Executor):
     """An executor that runs tasks on ``inner`` and, for each chunk of causal-fairness
     partitions (:func:`verifier.causal.analysis.analyse_chunk`) that completes, calls
     ``on_chunk(problem, lower, upper, outcome)``. Other tasks pass through unchanged; a chunk
-    that fails or is cancelled is not counted."""
+    that fails or is cancelled is not counted, and one that a pool finishes after the engine
+    stopped waiting for it (its deadline) still is."""
 
     def __init__(self, inner: Executor,
                  on_chunk: Callable[[Any, Any, Any, Any], None]) -> None:

@@ -64,6 +64,9 @@ def test_partition_counts_agree_with_the_certificate() -> None:
     assert bar.biased_share == pytest.approx(counted.details["biased_everywhere_fraction"],
                                              abs=1e-12)
     assert 0.0 < bar.fair_share + bar.biased_share <= 1.0 + 1e-12
+    shown = bar.interval()
+    assert shown == pytest.approx(counted.bounds["biased_share"], abs=1e-12)
+    assert shown[0] <= 0.5 <= shown[1], "the closed form: biased iff 0.25 < x <= 0.75"
     assert bar.bar.n == bar.analysed
     text = work_done("causal_fairness", counted)
     assert text.startswith(f"{bar.analysed:,.0f} partitions analysed in ")
