@@ -6,7 +6,7 @@ engine actually advances.
 * ``causal_fairness``: partitions analysed, counted as the engine's chunks of partitions come
   back from the executor it submits them to (:class:`ChunkCounter` wraps that executor; the
   engine itself reports nothing until it ends), with the share of the query proven fair and
-  proven biased everywhere so far (uniform measure) and the witnesses found. The bar shows
+  proven biased everywhere so far (uniform measure) and whether bias was witnessed. The bar shows
   the interval these shares give the uniform biased share by the engine's own rule
   (:func:`verifier.causal.share.uniform_bounds`: ``[biased everywhere, 1 − fair]``; the
   partitions are disjoint and each is counted once, when final). It is shown, not recorded:
@@ -77,7 +77,9 @@ class BoxProgress(AuditProgress):
 class PartitionProgress(AuditProgress):
     """Causal fairness: partitions analysed so far, the share of the query proven fair and
     proven biased everywhere (each partition's share under the uniform measure, counted once:
-    only partitions the engine will not split again), and the witnesses found."""
+    only partitions the engine will not split again), and whether a witness of bias was found
+    (``witnesses`` counts analyses that found one; a refined partition's children count
+    again, so it is not the certificate's witness count)."""
 
     unit = " partitions"
 
@@ -120,8 +122,9 @@ class PartitionProgress(AuditProgress):
 
     def describe(self) -> str:
         low, high = self.interval()
+        witnessed = ", bias witnessed" if self.witnesses else ""
         return (f"biased share ∈ [{low:.4g}, {high:.4g}], proven fair "
-                f"{100 * self.fair_share:.1f} % of the query, {self.witnesses} with a witness")
+                f"{100 * self.fair_share:.1f} % of the query{witnessed}")
 
 
 class TimeProgress(AuditProgress):
