@@ -9,12 +9,15 @@ engine actually advances.
   proven biased everywhere so far (uniform measure) and whether bias was witnessed. The bar shows
   the interval these shares give the uniform biased share by the engine's own rule
   (:func:`verifier.causal.share.uniform_bounds`: ``[biased everywhere, 1 − fair]``; the
-  partitions are disjoint and each is counted once, when final). It is shown, not recorded:
-  the certificate is the engine's alone, the same through every front door.
+  partitions are disjoint and each is counted once, when final), and
+  :meth:`AuditProgress.observed` keeps each one: the audit step draws them in the report's
+  chart and logs them as step metrics. They are never written into the certificate, which
+  stays the engine's alone, the same through every front door.
 * the exact-probability kinds (weighted model integration): seconds of the time budget, since
   the region enumeration reports nothing until it ends.
 
-Every bar is created disabled when progress is off and writes nothing then.
+Every bar is created disabled when progress is off and writes nothing then; the causal
+counter counts all the same, so the observed bounds do not depend on the bar.
 """
 
 from __future__ import annotations
@@ -41,14 +44,23 @@ class AuditProgress:
 
     unit = " s"
     callback: Callable[..., None] | None = None
+    quantity: str | None = None
+    """The certified quantity :meth:`observed` bounds (``None``: nothing observed)."""
 
-    def __init__(self, name: str, enabled: bool, total: float | None = None) -> None:
+    def __init__(self, name: str, enabled: bool, total: float | None = None,
+                 bar_format: str | None = None) -> None:
         self.enabled = enabled
         self.bar = tqdm(desc=name, unit=self.unit, total=total, file=sys.stderr,
-                        disable=not enabled, dynamic_ncols=True, leave=True, delay=TICK_S)
+                        disable=not enabled, dynamic_ncols=True, leave=True, delay=TICK_S,
+                        bar_format=bar_format)
 
     def engine_options(self) -> dict[str, Any]:
         return {}
+
+    def observed(self) -> list[tuple[float, tuple[float, float]]]:
+        """Anytime bounds of :attr:`quantity` the bar saw that the certificate does not record,
+        as ``(elapsed_s, (lower, upper))``; none by default."""
+        return []
 
     def close(self) -> None:
         self.bar.close()
@@ -83,17 +95,19 @@ class PartitionProgress(AuditProgress):
 
     unit = " partitions"
 
+    quantity = "biased_share"
+
     def __init__(self, name: str, enabled: bool) -> None:
         super().__init__(name, enabled)
         self.analysed = 0
         self.fair_share = 0.0
         self.biased_share = 0.0
         self.witnesses = 0
+        self.history: list[tuple[float, tuple[float, float]]] = []
+        self.started = time.monotonic()
         self._lock = threading.Lock()
 
     def engine_options(self) -> dict[str, Any]:
-        if not self.enabled:
-            return {}
         from verifier.executor import InProcessExecutor
 
         return {"executor": ChunkCounter(InProcessExecutor(), self.chunk_done)}
@@ -111,6 +125,7 @@ class PartitionProgress(AuditProgress):
             self.fair_share += float(share[status == FAIR].sum())
             self.biased_share += float(share[status == BIASED_EVERYWHERE].sum())
             self.witnesses += int((status == BIASED_WITNESS).sum())
+            self.history.append((time.monotonic() - self.started, self.interval()))
             self.bar.update(int(status.size))
             self.bar.set_postfix_str(self.describe())
 
@@ -119,6 +134,9 @@ class PartitionProgress(AuditProgress):
         :func:`verifier.causal.share.uniform_bounds` on the partitions counted)."""
         high = min(1.0, max(self.biased_share, 1.0 - self.fair_share))
         return min(self.biased_share, high), high
+
+    def observed(self) -> list[tuple[float, tuple[float, float]]]:
+        return list(self.history)
 
     def describe(self) -> str:
         low, high = self.interval()
@@ -132,7 +150,9 @@ class TimeProgress(AuditProgress):
     advanced every :data:`TICK_S` by a background thread."""
 
     def __init__(self, name: str, enabled: bool, budget_s: float | None) -> None:
-        super().__init__(name, enabled, budget_s)
+        shown = ("{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} s of the time budget"
+                 if budget_s is not None else "{desc}: {n:.1f} s (no time limit)")
+        super().__init__(name, enabled, budget_s, shown)
         self.started = time.monotonic()
         self._stop = threading.Event()
         self._shown = 0.0

@@ -62,15 +62,16 @@ class ReportData:
     created_at: float = field(default_factory=time.time)
 
 
-def history_series(certificate: Certificate, quantity: str = "value"
+def history_series(certificate: Certificate, quantity: str = "value",
+                   observed: Sequence[Any] | None = None
                    ) -> tuple[list[float], list[float], list[float]]:
-    """``(elapsed_s, lower, upper)`` of the anytime bounds in ``details["history"]`` (none:
-    only the final point), ending with the certified final interval of
-    ``bounds[quantity]``."""
+    """``(elapsed_s, lower, upper)`` of the anytime bounds in ``details["history"]`` (else
+    ``observed``, anytime bounds of ``quantity`` seen while the audit ran; none: only the
+    final point), ending with the certified final interval of ``bounds[quantity]``."""
     times: list[float] = []
     lows: list[float] = []
     highs: list[float] = []
-    for entry in certificate.details.get("history", []):
+    for entry in certificate.details.get("history") or observed or []:
         elapsed, (low, high) = entry
         times.append(float(elapsed))
         lows.append(float(low))
@@ -84,15 +85,17 @@ def history_series(certificate: Certificate, quantity: str = "value"
     return times, lows, highs
 
 
-def convergence_figure(name: str, requirement: Requirement, certificate: Certificate) -> Figure:
+def convergence_figure(name: str, requirement: Requirement, certificate: Certificate,
+                       observed: Sequence[Any] | None = None) -> Figure:
     """The certified interval of the audited quantity over time, with the gate threshold.
 
     Every chart draws something: each anytime report is a marker (so a run with a single
     report still shows it), the final certified interval is a vertical bar at the end time,
     and an unbounded side is drawn to the edge of the plot with an arrow and labelled (an
     undecided audit with no finite bound shows its whole interval shaded). The time axis
-    starts at 0."""
-    times, lows, highs = history_series(certificate, requirement.quantity)
+    starts at 0. ``observed``: anytime bounds the certificate does not record
+    (:func:`history_series`)."""
+    times, lows, highs = history_series(certificate, requirement.quantity, observed)
     figure = Figure(figsize=(6.4, 3.6), dpi=100)
     axes = figure.add_subplot()
     bottom, top = _focus(lows[-1], highs[-1], requirement.threshold)

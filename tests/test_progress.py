@@ -5,11 +5,14 @@ and the shares of its final ledger), and it must not change the certificate."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
+from configs.schema import parse_config
+from pipeline_steps.audit import certify_observed, history_metrics
 from pipeline_steps.progress import (
     BoxProgress,
     ChunkCounter,
@@ -17,7 +20,7 @@ from pipeline_steps.progress import (
     TimeProgress,
     audit_progress,
 )
-from pipeline_steps.report import work_done
+from pipeline_steps.report import history_series, work_done
 from tests.test_pipeline_audit_kinds import (
     NETWORK,
     audits,
@@ -48,7 +51,8 @@ def test_each_kind_counts_its_own_unit() -> None:
     assert isinstance(bars[1].engine_options()["executor"], ChunkCounter)
     off = audit_progress(fairness, enabled=False)
     off.close()
-    assert off.engine_options() == {}, "no counting executor when the bar is off"
+    assert isinstance(off.engine_options()["executor"], ChunkCounter), \
+        "the observed bounds do not depend on whether the bar is shown"
 
 
 def test_partition_counts_agree_with_the_certificate() -> None:
@@ -66,7 +70,12 @@ def test_partition_counts_agree_with_the_certificate() -> None:
     assert 0.0 < bar.fair_share + bar.biased_share <= 1.0 + 1e-12
     shown = bar.interval()
     assert shown == pytest.approx(counted.bounds["biased_share"], abs=1e-12)
-    assert shown[0] <= 0.5 <= shown[1], "the closed form: biased iff 0.25 < x <= 0.75"
+    observed = bar.observed()
+    assert observed[-1][1] == shown and len(observed) == len(bar.history) > 1
+    for (_, (low, high)), (_, (next_low, next_high)) in itertools.pairwise(observed):
+        assert low <= next_low <= next_high <= high, "each interval inside the one before"
+    for _, (low, high) in observed:
+        assert low <= 0.5 <= high, "the closed form: biased iff 0.25 < x <= 0.75"
     assert bar.bar.n == bar.analysed
     text = work_done("causal_fairness", counted)
     assert text.startswith(f"{bar.analysed:,.0f} partitions analysed in ")
@@ -105,3 +114,24 @@ def test_pv_bar_counts_boxes_from_the_anytime_reports() -> None:
     certificate = sample_certificate()
     assert work_done("demographic_parity", certificate) == \
         "900 boxes bounded in 9 iterations (1.25 s); stopped by: decided"
+
+
+def test_the_audit_step_keeps_the_observed_causal_bounds() -> None:
+    """The chart and the step metrics of a causal audit under the uniform measure get the
+    bounds its bar observed; the certificate stays the engine's (no history written)."""
+    config = parse_config({"model": {"uri": "m.onnx"}, "audits": [
+        causal("uniform", 0.6), causal("weighted", 0.6, measure="population"),
+        {"kind": "monotonicity", "name": "mono", "feature": "x", "min_probability": 0.9}]})
+    certificates, observed = certify_observed(config, NETWORK, unit_population(), False)
+    assert set(observed) == {"uniform"}
+    certificate = certificates["uniform"]
+    assert "history" not in certificate.details
+    assert certificate.bounds == run_audit(config.audits[0], NETWORK, unit_population()).bounds
+    anytime = observed["uniform"]
+    times, lows, highs = history_series(certificate, "biased_share", anytime)
+    assert times == sorted(times) and len(times) >= len(anytime) > 1
+    assert (lows[-1], highs[-1]) == certificate.bounds["biased_share"]
+    metrics = history_metrics(config.audits[0], certificate, anytime)
+    assert [metric.step for metric in metrics] == [step for step in range(len(anytime))
+                                                   for _ in ("lower", "upper")]
+    assert history_metrics(config.audits[0], certificate) == []
