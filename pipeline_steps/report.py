@@ -200,8 +200,12 @@ def _summary(data: ReportData) -> str:
                   rows, "verdicts")
 
 
-def _count(value: Any) -> str:
-    return f"{float(value):,.0f}"
+def _count(value: Any, noun: str) -> str:
+    """``1,234 boxes``, ``1 box``: a count with its noun (``noun`` singular; plural adds
+    ``es`` after ``x``, else ``s``)."""
+    number = float(value)
+    plural = noun + ("es" if noun.endswith("x") else "s")
+    return f"{number:,.0f} {noun if number == 1 else plural}"
 
 
 def _percent(value: Any) -> str:
@@ -228,19 +232,19 @@ def work_done(kind: str, certificate: Certificate) -> str:
             ("biased everywhere", "biased_everywhere_fraction"),
             ("with a witness", "witnessed_fraction"), ("excluded", "excluded_fraction"),
             ("still refining", "refining_fraction")) if key in details)
-        tally = ", ".join(f"{_count(number)} {PARTITION_TEXT.get(name, name)}"
+        tally = ", ".join(f"{float(number):,.0f} {PARTITION_TEXT.get(name, name)}"
                           for name, number in counts.items() if number)
-        return (f"{_count(cost['analysed_partitions'])} partitions analysed in "
-                f"{_count(cost.get('rounds', 0))} rounds ({elapsed})"
+        return (f"{_count(cost['analysed_partitions'], 'partition')} analysed in "
+                f"{_count(cost.get('rounds', 0), 'round')} ({elapsed})"
                 + (f"; final partitions: {tally}" if tally else "")
                 + (f"; share of the query: {shares}" if shares else ""))
     if kind == "demographic_parity" and "boxes" in cost:
-        return (f"{_count(cost['boxes'])} boxes bounded in "
-                f"{_count(cost.get('iterations', 0))} iterations ({elapsed}){stopped}")
+        return (f"{_count(cost['boxes'], 'box')} bounded in "
+                f"{_count(cost.get('iterations', 0), 'iteration')} ({elapsed}){stopped}")
     if "regions" in cost:
-        return (f"{_count(cost['regions'])} regions enumerated, "
-                f"{_count(cost.get('integrals', 0))} integrals, {_count(cost.get('lps', 0))} "
-                f"LPs ({elapsed}){stopped}")
+        return (f"{_count(cost['regions'], 'region')} enumerated, "
+                f"{_count(cost.get('integrals', 0), 'integral')}, "
+                f"{_count(cost.get('lps', 0), 'LP')} ({elapsed}){stopped}")
     return ""
 
 

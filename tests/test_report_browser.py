@@ -203,6 +203,50 @@ def test_browser_shows_each_kinds_work_in_its_own_unit(tmp_path: Path) -> None:
         f"Work done: {causal_certificate.cost['analysed_partitions']:,.0f} partitions analysed")
     assert "share of the query: proven fair" in parser.lines["fair"]
     assert parser.lines["monotonicity"].startswith("Work done: ")
-    assert " regions enumerated, " in parser.lines["monotonicity"]
+    assert "1 region enumerated, 1 integral, " in parser.lines["monotonicity"]
     for name in ("demographic_parity", "fair", "monotonicity"):
         assert f'alt="bound convergence of {name}"' in dom
+
+
+def one_audit_pages() -> dict[str, ReportData]:
+    """One report page per audit kind, each with its chart: PV with its anytime history, a
+    causal audit with the bounds the audit step observed, and an exact-probability audit
+    (monotonicity) whose chart has only its final interval."""
+    from configs.schema import parse_config
+    from pipeline_steps.audit import certify_observed
+    from tests.test_pipeline_audit_kinds import NETWORK, causal, unit_population
+
+    config = parse_config({"model": {"uri": "m.onnx"}, "audits": [
+        causal("fair", 0.6),
+        {"kind": "monotonicity", "name": "mono", "feature": "x", "min_probability": 0.9}]})
+    certificates, observed = certify_observed(config, NETWORK, unit_population(), False)
+    runs = [(SETTINGS, sample_certificate(), None)] + [
+        (settings, certificates[settings.name], observed.get(settings.name))
+        for settings in config.audits]
+    pages = {}
+    for settings, certificate, anytime in runs:
+        png = figure_png(convergence_figure(settings.name, settings.requirement, certificate,
+                                            anytime))
+        section = AuditSection(settings.name, settings.model_dump(mode="json"),
+                               settings.requirement, certificate, "undecided", png)
+        pages[settings.kind] = ReportData(model_uri="m.onnx", model_name=None,
+                                          model_version=None, run_id="abc123",
+                                          audits=[section])
+    return pages
+
+
+def test_browser_draws_every_kinds_chart(tmp_path: Path) -> None:
+    """Each kind's chart, rendered in the browser, shows drawn bounds: each bound colour
+    appears more than twice as often as the legend alone gives it (about 50 pixels each, see
+    ``tests/test_report_charts.py``). The exact-probability chart is the least: its certified
+    interval is [1 − 1e-6, 1], drawn as the final markers (151 and 120 pixels when written)."""
+    pages = one_audit_pages()
+    assert set(pages) == {"demographic_parity", "causal_fairness", "monotonicity"}
+    for kind, data in pages.items():
+        (tmp_path / kind).mkdir()
+        page = tmp_path / kind / "report.html"
+        page.write_text(render_report(data), encoding="utf-8")
+        shot = tmp_path / f"{kind}.png"
+        run_chromium(page, tmp_path / f"profile_{kind}", f"--screenshot={shot}")
+        for line, colour in PLOT_LINE_COLOURS.items():
+            assert colour_pixels(shot, colour) > 100, (kind, line)
