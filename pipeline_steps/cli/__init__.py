@@ -57,7 +57,7 @@ def command_groups() -> list[ModuleType]:
     """Every verb module, in :data:`VERBS` order."""
     return [command_group(verb) for verb in dict.fromkeys(
         {module: verb for verb, (module, _) in reversed(VERBS.items())}.values())]
-JSON_HELP = "print exactly one JSON object on stdout (also on errors); human text goes to stderr"
+JSON_HELP = output.JSON_HELP
 
 
 class UsageError(CertgateInputError):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.bounds import METHODS, compute_bounds
 from verifier.certificate import to_jsonable
 from verifier.errors import CertgateInputError
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="comma-separated upper corner (--upper=-1,0 when it starts with -)")
     parser.add_argument("--method", choices=METHODS, default="crown")
     parser.add_argument("--spec", help="JSON file with a list of rows C (bounds C·outputs)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
     parser.set_defaults(func=run)
 
 

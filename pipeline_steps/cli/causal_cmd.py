@@ -9,7 +9,7 @@ import argparse
 from typing import Any
 
 from pipeline_steps.cli.inputs import add_input_names, bound_network, named_network, read_network
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.causal import (
     CausalInputError,
     build_problem,
@@ -69,7 +69,7 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     parser.add_argument("--target-width", type=float,
                         help="stop refining once the biased-share interval is this narrow")
     parser.add_argument("--chunk-size", type=int, default=64, help="partitions per task")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
     parser.set_defaults(func=run)
     return parser
 

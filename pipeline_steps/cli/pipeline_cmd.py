@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline_steps.cli.config_cmd import load_config
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
@@ -41,14 +41,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="audit configuration (YAML)")
-    parser.add_argument("--model-uri", help="audit this model instead of the config's model.uri")
-    parser.add_argument("--json", action="store_true", help="end with one JSON summary line")
+    parser.add_argument("--model-uri", help="this model instead of the config's model.uri")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _audit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="audit again even if this version was audited with this config")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bars on stderr")
     parser.add_argument("--report-dir", type=Path,
                         help="also write the HTML report into this directory")
 
@@ -118,7 +119,7 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     watch.add_argument("--interval", type=float, default=30.0, help="seconds between polls")
     watch.add_argument("--once", action="store_true", help="poll once and exit")
     watch.add_argument("--alias", help="audit the version this alias points to")
-    watch.add_argument("--json", action="store_true", help="print one JSON object")
+    watch.add_argument("--json", action="store_true", help=JSON_HELP)
     watch.set_defaults(func=watch_command)
 
 

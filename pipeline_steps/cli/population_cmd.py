@@ -9,7 +9,7 @@ from typing import TextIO
 
 import numpy as np
 
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.population_checks import check_binding, validated_file
 from pipeline_steps.cli.population_fit_cmd import add_fit_parsers
 from verifier.population import load_population
@@ -36,12 +36,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.add_argument("--input-names",
                           help="the network's input names in input order, comma-separated "
                                "(for a network file that records none)")
-    validate.add_argument("--json", action="store_true", help="print one JSON object")
+    validate.add_argument("--json", action="store_true", help=JSON_HELP)
     validate.set_defaults(func=run_validate)
 
     describe = verbs.add_parser("describe", help="print a readable description")
     describe.add_argument("file", help="population model JSON file")
-    describe.add_argument("--json", action="store_true", help="print one JSON object")
+    describe.add_argument("--json", action="store_true", help=JSON_HELP)
     describe.set_defaults(func=run_describe)
 
     sample = verbs.add_parser(

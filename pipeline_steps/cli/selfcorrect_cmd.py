@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import yaml
 
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.errors import CertgateInputError
 from verifier.selfcorrect.conventions import negate_outputs
 from verifier.selfcorrect.export import (
@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     apply.add_argument("--inputs", required=True, help="inputs x: .npy or .json list of rows")
     apply.add_argument("--logits", required=True, help="logits y: .npy or .json list of rows")
     apply.add_argument("--network", help="network whose constraints to use (per-network files)")
-    apply.add_argument("--json", action="store_true", help="print one JSON object")
+    apply.add_argument("--json", action="store_true", help=JSON_HELP)
     apply.set_defaults(func=run_apply)
 
     wrap = verbs.add_parser(
@@ -99,14 +99,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="negate the network's outputs first (networks that predict the argmin, e.g. the "
         "ACAS Xu files; the constraints use the max-logit convention)",
     )
-    wrap.add_argument("--json", action="store_true", help="print one JSON object")
+    wrap.add_argument("--json", action="store_true", help=JSON_HELP)
     wrap.set_defaults(func=run_wrap)
 
     describe = verbs.add_parser("describe", help="print constraints in readable form")
     describe.add_argument("--constraints", required=True, help="constraint file (.yaml/.json)")
     describe.add_argument("--num-classes", type=int, help="class count, if the file has none")
     describe.add_argument("--network", help="network whose constraints to use")
-    describe.add_argument("--json", action="store_true", help="print one JSON object")
+    describe.add_argument("--json", action="store_true", help=JSON_HELP)
     describe.set_defaults(func=run_describe)
 
 

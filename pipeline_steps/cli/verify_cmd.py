@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
 from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
@@ -82,7 +82,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--enumerate-points", type=int, default=0,
                         help="finish a box with at most this many discrete points by "
                              "evaluating every point (default 0: never)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _settings(args: argparse.Namespace) -> PVSettings:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.settings_options import settings_from_args
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
@@ -96,7 +96,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="bound propagation that fixes stable neurons (default crown)")
     parser.add_argument("--executor", default=None,
                         help="parallel over top-level regions: local, process, dask[=ADDRESS]")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _box(parser: argparse.ArgumentParser, required: bool) -> None:
