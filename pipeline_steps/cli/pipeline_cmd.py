@@ -99,8 +99,10 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
         "model_version.created when no alias is given.",
     )
     serve.add_argument("--config", required=True, help="audit configuration (YAML)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, required=True)
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1; 0.0.0.0 for every "
+                            "interface, e.g. when the MLflow server runs elsewhere)")
+    serve.add_argument("--port", type=int, required=True, help="port to listen on")
     serve.add_argument("--path", default="/webhook", help="URL path to serve (default /webhook)")
     serve.add_argument("--secret", default=os.environ.get(SECRET_ENV),
                        help=f"webhook secret (default: ${SECRET_ENV})")
