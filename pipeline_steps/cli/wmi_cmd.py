@@ -188,11 +188,17 @@ def _engine(args: argparse.Namespace, stack: ExitStack) -> dict[str, Any]:
 
 
 def _run_kind(args: argparse.Namespace, settings: Any, **extra: Any) -> int:
+    from pipeline_steps.progress import TimeProgress
     from verifier.audits import run_audit
 
     with ExitStack() as stack:
-        certificate = run_audit(settings, args.model_object, args.prior, None, None,
-                                **_engine(args, stack), **extra)
+        engine = _engine(args, stack)
+        bar = TimeProgress(settings.name, not args.json, settings.timeout_s)
+        try:
+            certificate = run_audit(settings, args.model_object, args.prior, None, None,
+                                    **engine, **extra)
+        finally:
+            bar.close()
     return _report(args, certificate)
 
 
@@ -275,6 +281,7 @@ def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
 
 def run_equivalence(args: argparse.Namespace) -> int:
     """Agreement with a surrogate (a command-line question only; same verdict rule)."""
+    from pipeline_steps.progress import TimeProgress
     from verifier.audits.exact_probability import (
         probability_certificate,
         requirement_at_least,
@@ -294,9 +301,13 @@ def run_equivalence(args: argparse.Namespace) -> int:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
         timeout = 300.0 if args.timeout is None else args.timeout
-        result = equivalence(args.model_object, surrogate,
-                             args.prior, None if center is None else np.asarray(center),
-                             args.epsilon, stop_at=stop_at, timeout_s=timeout, **engine)
+        bar = TimeProgress("equivalence", not args.json, timeout)
+        try:
+            result = equivalence(args.model_object, surrogate,
+                                 args.prior, None if center is None else np.asarray(center),
+                                 args.epsilon, stop_at=stop_at, timeout_s=timeout, **engine)
+        finally:
+            bar.close()
     expression = f"P(class_model(x) = class_surrogate(x)), surrogate {args.surrogate}"
     return _report(args, probability_certificate(
         "equivalence", requirement_at_least(threshold), result, expression, stop_at,
