@@ -49,7 +49,6 @@ class AuditProgress:
 
     def __init__(self, name: str, enabled: bool, total: float | None = None,
                  bar_format: str | None = None) -> None:
-        self.enabled = enabled
         self.bar = tqdm(desc=name, unit=self.unit, total=total, file=sys.stderr,
                         disable=not enabled, dynamic_ncols=True, leave=True, delay=TICK_S,
                         bar_format=bar_format)
