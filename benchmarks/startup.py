@@ -1,5 +1,6 @@
 """Start-up time of the ``certgate`` command line: ``--help``, a verb's ``--help``, and the
-configuration errors a user meets first (missing file, invalid field), each in a fresh
+configuration errors a user meets first (missing file, invalid field), the help of the verbs
+that import their engines to build their options, each in a fresh
 process, plus what ``python -X importtime`` attributes to torch, MLflow and scipy on the
 configuration-error path.
 
@@ -71,6 +72,10 @@ def main() -> None:
         cases = {
             "certgate --help": command("--help"),
             "certgate run --help": command("run", "--help"),
+            "certgate verify demographic-parity --help": command(
+                "verify", "demographic-parity", "--help"),
+            "certgate bounds --help": command("bounds", "--help"),
+            "certgate population fit --help": command("population", "fit", "--help"),
             "certgate config check MISSING": command("config", "check", missing),
             "certgate run --config MISSING": command("run", "--config", missing),
             "certgate run --config INVALID": command("run", "--config", str(invalid)),
@@ -78,10 +83,10 @@ def main() -> None:
             "python -c pass (interpreter floor)": [sys.executable, "-c", "pass"],
         }
         print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
-        print(f"{'command':40s} {'median s':>9s} {'min s':>7s} {'exit':>5s}")
+        print(f"{'command':44s} {'median s':>9s} {'min s':>7s} {'exit':>5s}")
         for label, argv in cases.items():
             median, fastest, code = timed(argv, args.repeat)
-            print(f"{label:40s} {median:9.2f} {fastest:7.2f} {code:5d}")
+            print(f"{label:44s} {median:9.2f} {fastest:7.2f} {code:5d}")
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         for label in ("certgate --help", "certgate run --config INVALID",
                       "certgate config check TYPO (audit key)"):

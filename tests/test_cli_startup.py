@@ -40,6 +40,7 @@ def imported_after(*argv: str) -> tuple[str, str, str]:
 
 @pytest.mark.parametrize(("argv", "expected_code"), [
     (["--help"], "0"),
+    (["population", "fit", "--help"], "0"),
     (["config", "check", "missing.yaml"], "2"),
     (["run", "--config", "missing.yaml", "--json"], "2"),
     (["audit", "--no-such-option"], "2"),
