@@ -41,6 +41,10 @@ def imported_after(*argv: str) -> tuple[str, str, str]:
 @pytest.mark.parametrize(("argv", "expected_code"), [
     (["--help"], "0"),
     (["population", "fit", "--help"], "0"),
+    (["verify", "--help"], "0"),
+    (["verify", "demographic-parity", "--help"], "0"),
+    (["verify", "causal-fairness", "--help"], "0"),
+    (["verify", "monotonicity", "--help"], "0"),
     (["config", "check", "missing.yaml"], "2"),
     (["run", "--config", "missing.yaml", "--json"], "2"),
     (["audit", "--no-such-option"], "2"),
@@ -108,3 +112,10 @@ def test_every_audit_settings_model_imports_without_torch() -> None:
     assert heavy == "["
     assert kinds == str(["causal_fairness", "demographic_parity", "local_robustness",
                          "monotonicity", "noise_robustness"])
+
+
+def test_verify_split_choices_are_the_engines() -> None:
+    from pipeline_steps.cli.verify_cmd import SPLIT_CHOICES
+    from verifier.pv import SPLIT_RULES
+
+    assert SPLIT_CHOICES == SPLIT_RULES

@@ -10,13 +10,6 @@ from typing import Any
 
 from pipeline_steps.cli.inputs import add_input_names, bound_network, named_network, read_network
 from pipeline_steps.cli.output import JSON_HELP, emit_json
-from verifier.causal import (
-    CausalInputError,
-    build_problem,
-    certify_causal_fairness,
-    load_libra_spec,
-    load_query_box,
-)
 from verifier.certificate import Certificate, to_jsonable
 
 EXIT_FOR_VERDICT = {"fair": 0, "biased": 1, "unknown": 1}
@@ -93,6 +86,7 @@ def _settings(args: argparse.Namespace) -> Any:
     then only the engine's fair/biased verdict is reported)."""
     from pipeline_steps.cli.settings_options import settings_from_args
     from verifier.audits import CausalFairnessSettings
+    from verifier.causal import load_query_box
 
     named = [name.strip() for name in args.sensitive.split(",") if name.strip()]
     values: dict[str, Any] = {
@@ -111,6 +105,8 @@ def _settings(args: argparse.Namespace) -> Any:
 
 def _domain(text: str) -> dict[str, tuple[float, float]]:
     """``NAME=MIN:MAX,...`` as ``{name: (min, max)}``."""
+    from verifier.causal import CausalInputError
+
     domain = {}
     for item in (part.strip() for part in text.split(",") if part.strip()):
         name, _, bounds = item.partition("=")
@@ -149,6 +145,8 @@ def _model_domain(path: str) -> tuple[Any, Any] | None:
 
 def _libra_problem(args: argparse.Namespace, network: Any) -> Any:
     """The problem of a Libra specification file (sensitive inputs, splits, one-hot groups)."""
+    from verifier.causal import CausalInputError, build_problem, load_libra_spec, load_query_box
+
     named = [name.strip() for name in args.sensitive.split(",") if name.strip()]
     spec = load_libra_spec(args.spec)
     if not set(named) <= set(spec["sensitive"]):
@@ -166,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
     as ``certgate run`` runs it; a Libra ``--spec`` file describes the problem itself."""
     from pipeline_steps.progress import ChunkCounter, PartitionProgress
     from verifier.audits import causal_fairness
+    from verifier.causal import certify_causal_fairness
     from verifier.executor import make_executor
 
     network, population = _network_and_population(args)

@@ -27,7 +27,6 @@ from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.settings_options import settings_from_args
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
-from verifier.network import Network
 
 SKLEARN_SUFFIXES = (".pkl", ".pickle", ".joblib")
 
@@ -121,6 +120,7 @@ def _columns(args: argparse.Namespace) -> tuple[str, ...]:
     ``args.prior``); returns the bound input names in input order. A scikit-learn model names
     its inputs with ``feature_names_in_`` when it was fitted on a DataFrame."""
     from verifier.audits.binding import BindingError, ordered_population, parse_input_names
+    from verifier.network import Network
     from verifier.population import load_population
 
     prior = load_population(args.population)
@@ -178,6 +178,7 @@ def _min_probability(args: argparse.Namespace) -> float:
 def _engine(args: argparse.Namespace, stack: ExitStack) -> dict[str, Any]:
     """Engine-only options: bound method, executor, and the inputs of a non-IR model."""
     from verifier.executor import make_executor
+    from verifier.network import Network
 
     engine: dict[str, Any] = {"bound_method": args.bound_method}
     if args.executor:
@@ -318,6 +319,7 @@ def _check_surrogate_names(surrogate: Any, names: list[str], path: str) -> None:
     """A surrogate that records input names must record the model's bound names, in order (one
     without names is read in the model's input order)."""
     from verifier.audits.binding import BindingError, anonymous_inputs
+    from verifier.network import Network
 
     if isinstance(surrogate, Network):
         own = None if anonymous_inputs(surrogate) else list(surrogate.input_names)
