@@ -46,6 +46,7 @@ def imported_after(*argv: str) -> tuple[str, str, str]:
     (["verify", "causal-fairness", "--help"], "0"),
     (["verify", "monotonicity", "--help"], "0"),
     (["bounds", "--help"], "0"),
+    (["selfcorrect", "wrap", "--help"], "0"),
     (["config", "check", "missing.yaml"], "2"),
     (["run", "--config", "missing.yaml", "--json"], "2"),
     (["audit", "--no-such-option"], "2"),
@@ -118,9 +119,12 @@ def test_every_audit_settings_model_imports_without_torch() -> None:
 def test_option_choices_listed_for_help_are_the_engines() -> None:
     """Choices the help lists without importing the engines are the engines' own."""
     from pipeline_steps.cli.bounds_cmd import METHOD_CHOICES
+    from pipeline_steps.cli.selfcorrect_cmd import ON_BOTTOM_CHOICES
     from pipeline_steps.cli.verify_cmd import SPLIT_CHOICES
     from verifier.bounds import METHODS
     from verifier.pv import SPLIT_RULES
+    from verifier.selfcorrect.scnet import ON_BOTTOM
 
     assert SPLIT_CHOICES == SPLIT_RULES
     assert METHOD_CHOICES == METHODS
+    assert ON_BOTTOM_CHOICES == ON_BOTTOM
