@@ -40,6 +40,7 @@ def imported_after(*argv: str) -> tuple[str, str, str]:
 
 @pytest.mark.parametrize(("argv", "expected_code"), [
     (["--help"], "0"),
+    (["--version"], "0"),
     (["population", "fit", "--help"], "0"),
     (["verify", "--help"], "0"),
     (["verify", "demographic-parity", "--help"], "0"),
@@ -57,6 +58,10 @@ def test_fast_paths_import_nothing_heavy(argv: list[str], expected_code: str) ->
     assert heavy == "[]"
     if argv == ["--help"]:
         assert "usage: certgate" in out
+    if argv == ["--version"]:
+        from verifier import __version__
+
+        assert out == f"certgate {__version__}\n"
 
 
 def test_help_lines_are_the_registered_ones() -> None:

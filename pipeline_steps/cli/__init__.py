@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from pipeline_steps.cli import output
+from verifier import __version__
 from verifier.errors import CertgateInputError
 
 EXIT_OK = 0
@@ -100,6 +101,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="certgate",
         description="Certify neural-network classifiers: bounds, population models, audits.",
     )
+    parser.add_argument("--version", action="version", version=f"certgate {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--json", dest="json_everywhere", action="store_true", help=JSON_HELP)
     parser.add_argument("--log-level", type=str.upper, choices=output.LOG_LEVELS,
