@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from configs.schema import AuditSettings, CertgateConfig
 from pipeline_steps.gate import decide
 from pipeline_steps.progress import audit_progress
@@ -139,8 +141,9 @@ def certify_observed(config: CertgateConfig, network: Network, population: Any, 
 
     PV audits run here, one after another, and bound their batches of boxes on the
     configured executor (so one audit uses every worker); the other audits run on the
-    executor in parallel and are reported as each completes. With the local executor every
-    audit runs here, one after another, with a progress bar in its kind's unit of work."""
+    executor in parallel, with a bar counting the audits finished (their engines report
+    nothing across processes). With the local executor every audit runs here, one after
+    another, with a progress bar in its kind's unit of work."""
     certificates: dict[str, Certificate] = {}
     observed: dict[str, Anytime] = {}
     engine = PVSettings(executor=config.executor, workers=config.workers)
@@ -164,14 +167,18 @@ def certify_observed(config: CertgateConfig, network: Network, population: Any, 
     if not parallel:
         return {name: certificates[name] for name in ordered}, observed
     executor = make_executor(config.executor, config.workers)
+    finished = tqdm(desc=f"audits on {config.executor}", unit=" audits", total=len(parallel),
+                    file=sys.stderr, disable=not progress, dynamic_ncols=True)
     try:
         futures = {settings.name: executor.submit(certify, settings, network, population)
                    for settings in parallel}
         for name, future in futures.items():
             certificates[name] = future.result()
             if progress:
-                print(f"{name}: {certificates[name].verdict}", file=sys.stderr)
+                finished.write(f"{name}: {certificates[name].verdict}", file=sys.stderr)
+            finished.update(1)
     finally:
+        finished.close()
         executor.shutdown()
     return {name: certificates[name] for name in ordered}, observed
 
