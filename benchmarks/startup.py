@@ -1,5 +1,6 @@
 """Start-up time of the ``certgate`` command line: ``--help``, a verb's ``--help``, and the
-configuration errors a user meets first (missing file, invalid field), each in a fresh
+configuration errors a user meets first (missing file, invalid field), the help of the verbs
+that import their engines to build their options, each in a fresh
 process, plus what ``python -X importtime`` attributes to torch, MLflow and scipy on the
 configuration-error path.
 
@@ -63,22 +64,32 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         invalid = Path(workdir) / "invalid.yaml"
         invalid.write_text("model: {uri: models:/m@candidate}\naudits: []\n")
+        typo = Path(workdir) / "typo.yaml"
+        typo.write_text("model: {uri: models:/m@candidate}\naudits:\n"
+                        "  - {kind: causal_fairness, sensitive: [x0], max_biased_share: 0.1,"
+                        " lower_egde: 0.1}\n")
         missing = str(Path(workdir) / "missing.yaml")
         cases = {
             "certgate --help": command("--help"),
             "certgate run --help": command("run", "--help"),
+            "certgate verify demographic-parity --help": command(
+                "verify", "demographic-parity", "--help"),
+            "certgate bounds --help": command("bounds", "--help"),
+            "certgate population fit --help": command("population", "fit", "--help"),
             "certgate config check MISSING": command("config", "check", missing),
             "certgate run --config MISSING": command("run", "--config", missing),
             "certgate run --config INVALID": command("run", "--config", str(invalid)),
+            "certgate config check TYPO (audit key)": command("config", "check", str(typo)),
             "python -c pass (interpreter floor)": [sys.executable, "-c", "pass"],
         }
         print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
-        print(f"{'command':40s} {'median s':>9s} {'min s':>7s} {'exit':>5s}")
+        print(f"{'command':44s} {'median s':>9s} {'min s':>7s} {'exit':>5s}")
         for label, argv in cases.items():
             median, fastest, code = timed(argv, args.repeat)
-            print(f"{label:40s} {median:9.2f} {fastest:7.2f} {code:5d}")
+            print(f"{label:44s} {median:9.2f} {fastest:7.2f} {code:5d}")
         print(f"load average after: {os.getloadavg()[0]:.2f}")
-        for label in ("certgate --help", "certgate run --config INVALID"):
+        for label in ("certgate --help", "certgate run --config INVALID",
+                      "certgate config check TYPO (audit key)"):
             found = heavy_imports(cases[label])
             spent = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in found.items())
             print(f"heavy imports of {label!r}: {spent or 'none'}")

@@ -28,8 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from configs.schema import AuditSettings, CertgateConfig
 from pipeline_steps.gate import decide
+from pipeline_steps.progress import audit_progress
 from pipeline_steps.report import (
     AuditSection,
     ReportData,
@@ -119,35 +122,30 @@ PV_KINDS = frozenset({"demographic_parity"})
 """Audit kinds that run on PV (their batches go to the configured executor)."""
 
 
-class ProgressBar:
-    """A tqdm bar on stderr fed by PV's anytime reports: boxes processed, current interval."""
-
-    def __init__(self, settings: AuditSettings, enabled: bool) -> None:
-        from tqdm import tqdm
-
-        self.label = settings.requirement.label
-        self.bar = tqdm(desc=settings.name, unit=" boxes", file=sys.stderr, disable=not enabled,
-                        dynamic_ncols=True, leave=True)
-        self.boxes = 0
-
-    def __call__(self, report: PVProgress) -> None:
-        low, high = report.value
-        self.bar.update(max(0, report.boxes - self.boxes))
-        self.boxes = max(self.boxes, report.boxes)
-        self.bar.set_postfix_str(f"{self.label} ∈ [{low:.4g}, {high:.4g}], "
-                                 f"open {report.open_boxes}, {report.verdict}")
-
-    def close(self) -> None:
-        self.bar.close()
+Anytime = list[tuple[float, tuple[float, float]]]
+"""Anytime bounds ``(elapsed_s, (lower, upper))`` of an audit's gated quantity."""
 
 
 def certify_all(config: CertgateConfig, network: Network, population: Any,
                 progress: bool) -> dict[str, Certificate]:
-    """Every configured audit's certificate. PV audits run here, one after another, with a
-    progress bar, and bound their batches of boxes on the configured executor (so one audit
-    uses every worker); the other audits run on the executor in parallel and are reported as
-    each completes (in-process, one after another, with the local executor)."""
+    """Every configured audit's certificate (:func:`certify_observed` without the observed
+    bounds)."""
+    return certify_observed(config, network, population, progress)[0]
+
+
+def certify_observed(config: CertgateConfig, network: Network, population: Any, progress: bool
+                     ) -> tuple[dict[str, Certificate], dict[str, Anytime]]:
+    """Every configured audit's certificate, and the anytime bounds of its gated quantity
+    that its progress bar observed and its certificate does not record (causal fairness
+    under the uniform measure, run in-process: :mod:`pipeline_steps.progress`).
+
+    PV audits run here, one after another, and bound their batches of boxes on the
+    configured executor (so one audit uses every worker); the other audits run on the
+    executor in parallel, with a bar counting the audits finished (their engines report
+    nothing across processes). With the local executor every audit runs here, one after
+    another, with a progress bar in its kind's unit of work."""
     certificates: dict[str, Certificate] = {}
+    observed: dict[str, Anytime] = {}
     engine = PVSettings(executor=config.executor, workers=config.workers)
     parallel = [] if config.executor == "local" else [
         settings for settings in config.audits if settings.kind not in PV_KINDS
@@ -155,27 +153,34 @@ def certify_all(config: CertgateConfig, network: Network, population: Any,
     for settings in config.audits:
         if settings in parallel:
             continue
-        bar = ProgressBar(settings, progress)
+        bar = audit_progress(settings, progress)
         try:
-            extra = {"engine": engine} if settings.kind in PV_KINDS else {}
+            extra = {"engine": engine} if settings.kind in PV_KINDS else bar.engine_options()
             certificates[settings.name] = run_audit_kind(
-                settings, network, population, None, bar, **extra
+                settings, network, population, None, bar.callback, **extra
             )
         finally:
             bar.close()
+        if bar.quantity == settings.requirement.quantity and bar.observed():
+            observed[settings.name] = bar.observed()
+    ordered = [settings.name for settings in config.audits]
     if not parallel:
-        return {settings.name: certificates[settings.name] for settings in config.audits}
+        return {name: certificates[name] for name in ordered}, observed
     executor = make_executor(config.executor, config.workers)
+    finished = tqdm(desc=f"audits on {config.executor}", unit=" audits", total=len(parallel),
+                    file=sys.stderr, disable=not progress, dynamic_ncols=True)
     try:
         futures = {settings.name: executor.submit(certify, settings, network, population)
                    for settings in parallel}
         for name, future in futures.items():
             certificates[name] = future.result()
             if progress:
-                print(f"{name}: {certificates[name].verdict}", file=sys.stderr)
+                finished.write(f"{name}: {certificates[name].verdict}", file=sys.stderr)
+            finished.update(1)
     finally:
+        finished.close()
         executor.shutdown()
-    return {settings.name: certificates[settings.name] for settings in config.audits}
+    return {name: certificates[name] for name in ordered}, observed
 
 
 # ------------------------------------------------------------------------------ logging
@@ -195,12 +200,15 @@ def headline_metrics(settings: AuditSettings, certificate: Certificate) -> dict[
     return {key: value for key, value in metrics.items() if math.isfinite(value)}
 
 
-def history_metrics(settings: AuditSettings, certificate: Certificate) -> list[StepMetric]:
-    """The anytime bounds of ``details["history"]`` as step metrics (step = report index, at
-    the elapsed time of the report); infinite bounds are left out."""
+def history_metrics(settings: AuditSettings, certificate: Certificate,
+                    observed: Anytime | None = None) -> list[StepMetric]:
+    """The anytime bounds of ``details["history"]`` (else the ``observed`` ones,
+    :func:`certify_observed`) as step metrics (step = report index, at the elapsed time of the
+    report); infinite bounds are left out."""
     label = settings.requirement.label
     metrics = []
-    for step, (elapsed, (low, high)) in enumerate(certificate.details.get("history", [])):
+    history = certificate.details.get("history") or observed or []
+    for step, (elapsed, (low, high)) in enumerate(history):
         for side, value in (("lower", low), ("upper", high)):
             if math.isfinite(float(value)):
                 metrics.append(StepMetric(f"{settings.name}.anytime.{label}_{side}",
@@ -269,9 +277,12 @@ def provenance(loaded: LoadedModel, population: PopulationArtifact,
 def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedModel,
                   population: PopulationArtifact, validation: ValidationReport,
                   certificates: dict[str, Certificate],
-                  report_dir: Path | None = None) -> AuditOutcome:
+                  report_dir: Path | None = None,
+                  observed: dict[str, Anytime] | None = None) -> AuditOutcome:
     """Write the audit run and its artifacts (see the module docstring); with ``report_dir``
-    also keep a local copy of the HTML report there."""
+    also keep a local copy of the HTML report there. ``observed``: anytime bounds the
+    certificates do not record (:func:`certify_observed`), for the step metrics and charts."""
+    observed = observed or {}
     fingerprint = config.audit_fingerprint()
     run_name = (f"audit {loaded.name} v{loaded.version}" if loaded.name
                 else f"audit {Path(loaded.uri).name}")
@@ -292,11 +303,13 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
         for settings in config.audits:
             certificate = certificates[settings.name]
             run.metrics(headline_metrics(settings, certificate))
-            run.step_metrics(history_metrics(settings, certificate))
+            run.step_metrics(history_metrics(settings, certificate,
+                                             observed.get(settings.name)))
             run.document(certificate.to_dict(), CERTIFICATE_ARTIFACT.format(name=settings.name))
             for table, text in detail_tables(certificate, loaded.network.input_names).items():
                 run.text(text, DETAIL_TABLE_ARTIFACT.format(name=settings.name, table=table))
-            figure = convergence_figure(settings.name, settings.requirement, certificate)
+            figure = convergence_figure(settings.name, settings.requirement, certificate,
+                                        observed.get(settings.name))
             run.figure(figure, FIGURE_ARTIFACT.format(name=settings.name))
             figures[settings.name] = figure_png(figure)
             run.tag(audit_tag(settings.name, "verdict"), certificate.verdict)
@@ -402,11 +415,11 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
             previous_status = version_tags(registry, loaded.name, loaded.version).get(STATUS_TAG)
             set_version_tags(registry, loaded.name, loaded.version, {STATUS_TAG: STATUS_RUNNING})
         try:
-            certificates = certify_all(config, network, population, progress)
+            certificates, observed = certify_observed(config, network, population, progress)
             for certificate in certificates.values():
                 certificate.provenance = provenance(loaded, artifact, network)
             outcome = log_audit_run(config, registry, loaded, artifact, validation,
-                                    certificates, report_dir)
+                                    certificates, report_dir, observed)
         except BaseException:
             if in_registry:
                 _restore_status(registry, loaded, previous_status)

@@ -97,7 +97,8 @@ class VersionResult:
         return {
             "variant": self.variant, "version": self.version, "accuracy": self.accuracy,
             "sample_parity_ratio": self.sample_parity_ratio, "audit_run": self.audit.run_id,
-            "audits": audits, "gate": self.gate.outcome, "gate_reasons": self.gate.reasons,
+            "audits": audits, "gate": self.gate.outcome,
+            "gate_reasons": self.gate.reasons_by_group(),
             "promoted_alias": self.gate.promoted_alias,
         }
 
@@ -321,8 +322,9 @@ def audit_and_gate(config: CertgateConfig, registry: Registry, variant: str, ver
             f"{_interval(certificate.bounds[requirement.quantity])} "
             f"(requirement {requirement.describe()}, audit run {outcome.run_id})")
     say(f"  gate for version {version}: {decision.outcome.upper()}")
-    for reason in decision.reasons:
-        say(f"    {reason}")
+    for group, reasons in decision.reasons_by_group().items():
+        for reason in reasons:
+            say(f"    {group}: {reason}")
     if decision.promoted_alias:
         say(f"    alias {decision.promoted_alias!r} -> version {version}")
     elif config.gate.promote_alias:

@@ -39,6 +39,14 @@ from verifier.certificate import Certificate
 CheckStatus = Literal["proven_pass", "proven_fail", "undecided", "missing", "inconsistent"]
 Outcome = Literal["passed", "failed", "warned"]
 EXIT_CODES: dict[str, int] = {"passed": 0, "warned": 0, "failed": 1}
+CHECK_GROUPS: tuple[tuple[str, tuple[CheckStatus, ...]], ...] = (
+    ("failing", ("proven_fail", "missing", "inconsistent")),
+    ("undecided", ("undecided",)),
+    ("passing", ("proven_pass",)),
+)
+"""How the gate's reasons are shown, failing checks first: every output (command line,
+``--json``, the ``certgate.gate.reasons`` tag, the report) groups them this way, so a passing
+check is never listed as a reason for a failure."""
 
 
 @dataclass(frozen=True)
@@ -69,9 +77,21 @@ class GateDecision:
     def exit_code(self) -> int:
         return EXIT_CODES[self.outcome]
 
+    def reasons_by_group(self) -> dict[str, list[str]]:
+        """The reasons of the checks in each group of :data:`CHECK_GROUPS` (every group, in
+        that order; an empty list when no check falls in it)."""
+        return {group: [check.reason for check in self.checks if check.status in statuses]
+                for group, statuses in CHECK_GROUPS}
+
+    def reasons_text(self) -> str:
+        """One line, the non-empty groups separated by `` | ``: ``failing: b: proven to
+        violate …; c: no certificate | passing: a: proven …``."""
+        return " | ".join(f"{group}: " + "; ".join(reasons)
+                          for group, reasons in self.reasons_by_group().items() if reasons)
+
     def summary(self) -> str:
-        """One line: the outcome and the reasons."""
-        return f"{self.outcome}: " + "; ".join(self.reasons)
+        """One line: the outcome, then the reasons by group (:meth:`reasons_text`)."""
+        return f"{self.outcome}: {self.reasons_text()}"
 
 
 def _interval_text(interval: tuple[float, float]) -> str:
@@ -163,7 +183,7 @@ def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolic
     remove_result_tags_except(registry, name, version, [check.audit for check in decision.checks])
     set_version_tags(registry, name, version, {
         GATE_TAG: decision.outcome,
-        GATE_REASONS_TAG: "; ".join(decision.reasons),
+        GATE_REASONS_TAG: decision.reasons_text(),
     })
     if decision.outcome == "passed" and policy.promote_alias:
         move_alias(registry, name, policy.promote_alias, version)

@@ -20,6 +20,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from configs.schema import Requirement
+from pipeline_steps.gate import CHECK_GROUPS
 from verifier.certificate import Certificate
 
 UPPER_COLOUR = "#0969da"
@@ -61,15 +62,16 @@ class ReportData:
     created_at: float = field(default_factory=time.time)
 
 
-def history_series(certificate: Certificate, quantity: str = "value"
+def history_series(certificate: Certificate, quantity: str = "value",
+                   observed: Sequence[Any] | None = None
                    ) -> tuple[list[float], list[float], list[float]]:
-    """``(elapsed_s, lower, upper)`` of the anytime bounds in ``details["history"]`` (none:
-    only the final point), ending with the certified final interval of
-    ``bounds[quantity]``."""
+    """``(elapsed_s, lower, upper)`` of the anytime bounds in ``details["history"]`` (else
+    ``observed``, anytime bounds of ``quantity`` seen while the audit ran; none: only the
+    final point), ending with the certified final interval of ``bounds[quantity]``."""
     times: list[float] = []
     lows: list[float] = []
     highs: list[float] = []
-    for entry in certificate.details.get("history", []):
+    for entry in certificate.details.get("history") or observed or []:
         elapsed, (low, high) = entry
         times.append(float(elapsed))
         lows.append(float(low))
@@ -83,15 +85,17 @@ def history_series(certificate: Certificate, quantity: str = "value"
     return times, lows, highs
 
 
-def convergence_figure(name: str, requirement: Requirement, certificate: Certificate) -> Figure:
+def convergence_figure(name: str, requirement: Requirement, certificate: Certificate,
+                       observed: Sequence[Any] | None = None) -> Figure:
     """The certified interval of the audited quantity over time, with the gate threshold.
 
     Every chart draws something: each anytime report is a marker (so a run with a single
     report still shows it), the final certified interval is a vertical bar at the end time,
     and an unbounded side is drawn to the edge of the plot with an arrow and labelled (an
     undecided audit with no finite bound shows its whole interval shaded). The time axis
-    starts at 0."""
-    times, lows, highs = history_series(certificate, requirement.quantity)
+    starts at 0. ``observed``: anytime bounds the certificate does not record
+    (:func:`history_series`)."""
+    times, lows, highs = history_series(certificate, requirement.quantity, observed)
     figure = Figure(figsize=(6.4, 3.6), dpi=100)
     axes = figure.add_subplot()
     bottom, top = _focus(lows[-1], highs[-1], requirement.threshold)
@@ -196,6 +200,54 @@ def _summary(data: ReportData) -> str:
                   rows, "verdicts")
 
 
+def _count(value: Any, noun: str) -> str:
+    """``1,234 boxes``, ``1 box``: a count with its noun (``noun`` singular; plural adds
+    ``es`` after ``x``, else ``s``)."""
+    number = float(value)
+    plural = noun + ("es" if noun.endswith("x") else "s")
+    return f"{number:,.0f} {noun if number == 1 else plural}"
+
+
+def _percent(value: Any) -> str:
+    return f"{100 * float(value):.3g} %"
+
+
+PARTITION_TEXT = {"biased_everywhere": "biased everywhere",
+                  "biased_witness": "with a witness", "refining": "still refining"}
+"""How the report names the causal engine's final partition statuses."""
+
+
+def work_done(kind: str, certificate: Certificate) -> str:
+    """What the audit's engine did, in the unit of work that advances for its kind: PV boxes
+    (demographic parity), partitions and the share of the query they decided (causal
+    fairness), regions, integrals and LPs (the exact-probability kinds). Empty when the
+    certificate does not record it."""
+    cost, details = certificate.cost, certificate.details
+    elapsed = f"{float(cost.get('elapsed_s', 0.0)):.3g} s"
+    stopped = f"; stopped by: {details['stopped_by']}" if "stopped_by" in details else ""
+    if kind == "causal_fairness" and "analysed_partitions" in cost:
+        counts = details.get("partition_counts", {})
+        shares = ", ".join(f"{label} {_percent(details[key])}" for label, key in (
+            ("proven fair", "fair_fraction"),
+            ("biased everywhere", "biased_everywhere_fraction"),
+            ("with a witness", "witnessed_fraction"), ("excluded", "excluded_fraction"),
+            ("still refining", "refining_fraction")) if key in details)
+        tally = ", ".join(f"{float(number):,.0f} {PARTITION_TEXT.get(name, name)}"
+                          for name, number in counts.items() if number)
+        return (f"{_count(cost['analysed_partitions'], 'partition')} analysed in "
+                f"{_count(cost.get('rounds', 0), 'round')} ({elapsed})"
+                + (f"; final partitions: {tally}" if tally else "")
+                + (f"; share of the query: {shares}" if shares else ""))
+    if kind == "demographic_parity" and "boxes" in cost:
+        return (f"{_count(cost['boxes'], 'box')} bounded in "
+                f"{_count(cost.get('iterations', 0), 'iteration')} ({elapsed}){stopped}")
+    if "regions" in cost:
+        return (f"{_count(cost['regions'], 'region')} enumerated, "
+                f"{_count(cost.get('integrals', 0), 'integral')}, "
+                f"{_count(cost.get('lps', 0), 'LP')} ({elapsed}){stopped}")
+    return ""
+
+
 def _audit_section(section: AuditSection) -> str:
     certificate = section.certificate
     probability_rows = [
@@ -207,6 +259,7 @@ def _audit_section(section: AuditSection) -> str:
     detail_rows = [[html.escape(k), _cell(certificate.details[k])]
                    for k in detail_keys if k in certificate.details]
     cost_rows = [[html.escape(k), _cell(v)] for k, v in certificate.cost.items()]
+    work = work_done(str(section.settings.get("kind", "")), certificate)
     plot = ""
     if section.figure_png is not None:
         encoded = base64.b64encode(section.figure_png).decode("ascii")
@@ -216,7 +269,8 @@ def _audit_section(section: AuditSection) -> str:
         f'<section class="audit" id="audit-{html.escape(section.name)}">'
         f"<h2>{html.escape(section.name)} {_verdict_badge(certificate.verdict)}</h2>"
         f"<p>{html.escape(certificate.algorithm)}</p>"
-        f"{plot}"
+        + (f'<p class="work">Work done: {html.escape(work)}</p>' if work else "")
+        + f"{plot}"
         "<h3>Certified bounds</h3>" + _table(["quantity", "interval"], probability_rows)
         + "<h3>Specification</h3>" + _table(["field", "value"], detail_rows)
         + "<h3>Settings</h3>" + _table(["setting", "value"], settings_rows)
@@ -256,21 +310,15 @@ def _versions_section(data: ReportData) -> str:
         + "</section>"
 
 
-GATE_GROUPS = (("failing", ("proven_fail", "missing", "inconsistent")),
-               ("undecided", ("undecided",)),
-               ("passing", ("proven_pass",)))
-"""How the report's gate lines group the checks."""
-
-
 def _gate_lines(data: ReportData) -> str:
-    """The gate's outcome (the first word of ``gate_preview``, ``outcome: reasons``), then
-    one line per group of :data:`GATE_GROUPS` that has checks (the preview's reasons list
-    every check, passing ones included, on one line)."""
+    """The gate's outcome (the first word of ``gate_preview``,
+    :meth:`pipeline_steps.gate.GateDecision.summary`), then one line per group of
+    :data:`pipeline_steps.gate.CHECK_GROUPS` that has checks."""
     if data.gate_preview is None:
         return ""
     outcome = data.gate_preview.split(":", 1)[0]
     lines = [f"Gate (from these certificates): <b>{html.escape(outcome)}</b>"]
-    for group, statuses in GATE_GROUPS:
+    for group, statuses in CHECK_GROUPS:
         members = [f"{section.name} ({CHECK_TEXT.get(section.check, section.check)})"
                    for section in data.audits if section.check in statuses]
         if members:

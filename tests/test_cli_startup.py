@@ -40,6 +40,14 @@ def imported_after(*argv: str) -> tuple[str, str, str]:
 
 @pytest.mark.parametrize(("argv", "expected_code"), [
     (["--help"], "0"),
+    (["--version"], "0"),
+    (["population", "fit", "--help"], "0"),
+    (["verify", "--help"], "0"),
+    (["verify", "demographic-parity", "--help"], "0"),
+    (["verify", "causal-fairness", "--help"], "0"),
+    (["verify", "monotonicity", "--help"], "0"),
+    (["bounds", "--help"], "0"),
+    (["selfcorrect", "wrap", "--help"], "0"),
     (["config", "check", "missing.yaml"], "2"),
     (["run", "--config", "missing.yaml", "--json"], "2"),
     (["audit", "--no-such-option"], "2"),
@@ -50,6 +58,10 @@ def test_fast_paths_import_nothing_heavy(argv: list[str], expected_code: str) ->
     assert heavy == "[]"
     if argv == ["--help"]:
         assert "usage: certgate" in out
+    if argv == ["--version"]:
+        from verifier import __version__
+
+        assert out == f"certgate {__version__}\n"
 
 
 def test_help_lines_are_the_registered_ones() -> None:
@@ -65,3 +77,59 @@ def test_a_named_verb_is_parsed_in_full() -> None:
     args = build_parser(["bounds", "--model", "m.json", "--lower", "0", "--upper", "1"])\
         .parse_args(["bounds", "--model", "m.json", "--lower", "0", "--upper", "1"])
     assert args.model == "m.json" and args.func.__module__ == "pipeline_steps.cli.bounds_cmd"
+
+
+HEAVY_FOR_VALIDATION = ("torch", "mlflow", "scipy", "great_expectations", "pandas")
+
+
+@pytest.mark.parametrize("argv", [
+    ["config", "check", "{config}"],
+    ["run", "--config", "{config}", "--json"],
+])
+def test_a_config_error_imports_no_verb_machinery(tmp_path: Path, argv: list[str]) -> None:
+    """Validating a configuration needs pydantic and the audit settings, never the engines
+    that run the audits (torch), MLflow or the data checks."""
+    config = tmp_path / "invalid.yaml"
+    config.write_text("model: {uri: models:/m@candidate}\naudits:\n"
+                      "  - {kind: causal_fairness, sensitive: [x0], max_biased_share: 0.1,"
+                      " no_such_field: 1}\n")
+    probe = PROBE.replace("name for name in HEAVY", "name for name in HEAVY_FOR_VALIDATION")
+    result = subprocess.run(
+        [sys.executable, "-c", f"HEAVY_FOR_VALIDATION = {HEAVY_FOR_VALIDATION!r}" + probe,
+         *(part.format(config=config) for part in argv)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False, timeout=120)
+    code, heavy = result.stderr.strip().splitlines()[-1].split(" ", 1)
+    assert code == "2"
+    assert heavy == "[]"
+    assert "audits[0].no_such_field: unknown key" in result.stderr + result.stdout
+
+
+def test_every_audit_settings_model_imports_without_torch() -> None:
+    """``configs.schema`` and every kind module's settings import without the engines; the
+    engines are imported when an audit runs."""
+    code = ("import sys, configs.schema, verifier.audits\n"
+            "from verifier.audits import KINDS\n"
+            "print(sorted(n for n in ('torch', 'mlflow', 'scipy', 'great_expectations', "
+            "'pandas') if n in sys.modules), sorted(KINDS))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
+                            timeout=120)
+    heavy, kinds = result.stdout.strip().split("] ", 1)
+    assert heavy == "["
+    assert kinds == str(["causal_fairness", "demographic_parity", "local_robustness",
+                         "monotonicity", "noise_robustness"])
+
+
+def test_option_choices_listed_for_help_are_the_engines() -> None:
+    """Choices the help lists without importing the engines are the engines' own."""
+    from pipeline_steps.cli.bounds_cmd import METHOD_CHOICES
+    from pipeline_steps.cli.selfcorrect_cmd import ON_BOTTOM_CHOICES
+    from pipeline_steps.cli.verify_cmd import SPLIT_CHOICES
+    from verifier.bounds import METHODS
+    from verifier.pv import SPLIT_RULES
+    from verifier.selfcorrect.scnet import ON_BOTTOM
+
+    assert SPLIT_CHOICES == SPLIT_RULES
+    assert METHOD_CHOICES == METHODS
+    assert ON_BOTTOM_CHOICES == ON_BOTTOM

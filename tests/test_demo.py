@@ -66,7 +66,8 @@ def test_biased_version_fails_the_gate_with_a_proven_violation(demo_run: dict[st
     assert 0.0 <= low <= high <= GAMMA
     assert biased["gate"] == "failed"
     assert biased["promoted_alias"] is None
-    assert any("proven to violate" in reason for reason in biased["gate_reasons"])
+    assert any("proven to violate" in reason for reason in biased["gate_reasons"]["failing"])
+    assert biased["gate_reasons"]["passing"] == []
 
 
 def test_unbiased_version_passes_and_holds_champion(demo_run: dict[str, Any]) -> None:

@@ -104,3 +104,39 @@ def test_infinite_bounds_are_undecided_not_errors() -> None:
     check = check_certificate(audit(), certificate(0.0, math.inf, "unknown"))
     assert check.status == "undecided"
     assert "inf" in check.reason
+
+
+def test_reasons_are_grouped_failing_first(capsys: pytest.CaptureFixture[str]) -> None:
+    """A passing check is never shown among the reasons of a failure: the command line,
+    ``--json`` and the tag text group the reasons as failing, undecided, passing."""
+    from configs.schema import CertgateConfig
+    from pipeline_steps.cli.pipeline_cmd import gate_summary, print_gate
+
+    audits = [audit("a"), audit("b"), audit("c"), audit("d")]
+    decision = decide(audits, {"a": certificate(0.9, 1.0, "satisfied"),
+                               "b": certificate(0.1, 0.5, "violated"),
+                               "c": certificate(0.7, 0.9, "unknown")}, FAIL)
+    groups = decision.reasons_by_group()
+    assert list(groups) == ["failing", "undecided", "passing"]
+    assert [reason.split(":")[0] for reason in groups["failing"]] == ["b", "d"]
+    assert [reason.split(":")[0] for reason in groups["undecided"]] == ["c"]
+    assert [reason.split(":")[0] for reason in groups["passing"]] == ["a"]
+    assert decision.reasons_text() == " | ".join([
+        f"failing: {groups['failing'][0]}; d: no certificate",
+        f"undecided: {groups['undecided'][0]}", f"passing: {groups['passing'][0]}"])
+    assert decision.summary() == f"failed: {decision.reasons_text()}"
+    assert gate_summary(decision)["reasons"] == groups
+
+    config = CertgateConfig.model_validate({"model": {"uri": "m.json"}, "audits": [
+        item.model_dump() for item in audits]})
+    print_gate(decision, config)
+    assert capsys.readouterr().out.splitlines() == [
+        "gate: failed", "  failing:", f"    {groups['failing'][0]}", "    d: no certificate",
+        "  undecided:", f"    {groups['undecided'][0]}",
+        "  passing:", f"    {groups['passing'][0]}"]
+
+
+def test_a_passed_gate_lists_only_passing_checks() -> None:
+    decision = decide([audit("a")], {"a": certificate(0.9, 1.0, "satisfied")}, FAIL)
+    assert decision.reasons_by_group()["failing"] == []
+    assert decision.reasons_text().startswith("passing: a: proven ratio > 0.8")

@@ -137,3 +137,116 @@ def test_browser_draws_the_embedded_convergence_plot(tmp_path: Path) -> None:
     for line, colour in PLOT_LINE_COLOURS.items():
         assert colour_pixels(shots["with_plot"], colour) > 100, line
         assert colour_pixels(shots["without_plot"], colour) == 0, line
+
+
+class WorkLines(HTMLParser):
+    """The text of each ``<p class="work">`` in a DOM dump, by the audit section it is in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.section: str | None = None
+        self.lines: dict[str, str] = {}
+        self.text: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "section" and (found.get("id") or "").startswith("audit-"):
+            self.section = str(found["id"]).removeprefix("audit-")
+        elif tag == "p" and found.get("class") == "work":
+            self.text = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "p" and self.text is not None and self.section is not None:
+            self.lines[self.section] = "".join(self.text)
+            self.text = None
+
+    def handle_data(self, data: str) -> None:
+        if self.text is not None:
+            self.text.append(data)
+
+
+def test_browser_shows_each_kinds_work_in_its_own_unit(tmp_path: Path) -> None:
+    """A PV, a causal-fairness and a WMI audit: each section says what its engine did in its
+    own unit (boxes, partitions and the share of the query they decided, regions), and
+    carries its convergence plot."""
+    from tests.test_pipeline_audit_kinds import (
+        NETWORK,
+        audits,
+        causal,
+        probability_audit,
+        unit_population,
+    )
+    from verifier.audits import run_audit
+
+    fairness = audits(causal("fair", 0.6))[0]
+    monotonicity = probability_audit("monotonicity", 0.9, feature="x")
+    runs = [(SETTINGS, sample_certificate())] + [
+        (settings, run_audit(settings, NETWORK, unit_population()))
+        for settings in (fairness, monotonicity)]
+    sections = [AuditSection(settings.name, settings.model_dump(mode="json"),
+                             settings.requirement, certificate, "undecided",
+                             figure_png(convergence_figure(settings.name, settings.requirement,
+                                                           certificate)))
+                for settings, certificate in runs]
+    data = ReportData(model_uri="models:/credit/1", model_name="credit", model_version="1",
+                      run_id="abc123", audits=sections)
+    (tmp_path / "page").mkdir()
+    page = tmp_path / "page" / "report.html"
+    page.write_text(render_report(data), encoding="utf-8")
+    dom = run_chromium(page, tmp_path / "profile", "--dump-dom")
+    parser = WorkLines()
+    parser.feed(dom)
+    causal_certificate = runs[1][1]
+    assert parser.lines["demographic_parity"] == \
+        "Work done: 900 boxes bounded in 9 iterations (1.25 s); stopped by: decided"
+    assert parser.lines["fair"].startswith(
+        f"Work done: {causal_certificate.cost['analysed_partitions']:,.0f} partitions analysed")
+    assert "share of the query: proven fair" in parser.lines["fair"]
+    assert parser.lines["monotonicity"].startswith("Work done: ")
+    assert "1 region enumerated, 1 integral, " in parser.lines["monotonicity"]
+    for name in ("demographic_parity", "fair", "monotonicity"):
+        assert f'alt="bound convergence of {name}"' in dom
+
+
+def one_audit_pages() -> dict[str, ReportData]:
+    """One report page per audit kind, each with its chart: PV with its anytime history, a
+    causal audit with the bounds the audit step observed, and an exact-probability audit
+    (monotonicity) whose chart has only its final interval."""
+    from configs.schema import parse_config
+    from pipeline_steps.audit import certify_observed
+    from tests.test_pipeline_audit_kinds import NETWORK, causal, unit_population
+
+    config = parse_config({"model": {"uri": "m.onnx"}, "audits": [
+        causal("fair", 0.6),
+        {"kind": "monotonicity", "name": "mono", "feature": "x", "min_probability": 0.9}]})
+    certificates, observed = certify_observed(config, NETWORK, unit_population(), False)
+    runs = [(SETTINGS, sample_certificate(), None)] + [
+        (settings, certificates[settings.name], observed.get(settings.name))
+        for settings in config.audits]
+    pages = {}
+    for settings, certificate, anytime in runs:
+        png = figure_png(convergence_figure(settings.name, settings.requirement, certificate,
+                                            anytime))
+        section = AuditSection(settings.name, settings.model_dump(mode="json"),
+                               settings.requirement, certificate, "undecided", png)
+        pages[settings.kind] = ReportData(model_uri="m.onnx", model_name=None,
+                                          model_version=None, run_id="abc123",
+                                          audits=[section])
+    return pages
+
+
+def test_browser_draws_every_kinds_chart(tmp_path: Path) -> None:
+    """Each kind's chart, rendered in the browser, shows drawn bounds: each bound colour
+    appears more than twice as often as the legend alone gives it (about 50 pixels each, see
+    ``tests/test_report_charts.py``). The exact-probability chart is the least: its certified
+    interval is [1 − 1e-6, 1], drawn as the final markers (151 and 120 pixels when written)."""
+    pages = one_audit_pages()
+    assert set(pages) == {"demographic_parity", "causal_fairness", "monotonicity"}
+    for kind, data in pages.items():
+        (tmp_path / kind).mkdir()
+        page = tmp_path / kind / "report.html"
+        page.write_text(render_report(data), encoding="utf-8")
+        shot = tmp_path / f"{kind}.png"
+        run_chromium(page, tmp_path / f"profile_{kind}", f"--screenshot={shot}")
+        for line, colour in PLOT_LINE_COLOURS.items():
+            assert colour_pixels(shot, colour) > 100, (kind, line)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from pipeline_steps.cli import output
+from verifier import __version__
 from verifier.errors import CertgateInputError
 
 EXIT_OK = 0
@@ -57,7 +58,7 @@ def command_groups() -> list[ModuleType]:
     """Every verb module, in :data:`VERBS` order."""
     return [command_group(verb) for verb in dict.fromkeys(
         {module: verb for verb, (module, _) in reversed(VERBS.items())}.values())]
-JSON_HELP = "print exactly one JSON object on stdout (also on errors); human text goes to stderr"
+JSON_HELP = output.JSON_HELP
 
 
 class UsageError(CertgateInputError):
@@ -100,6 +101,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="certgate",
         description="Certify neural-network classifiers: bounds, population models, audits.",
     )
+    parser.add_argument("--version", action="version", version=f"certgate {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--json", dest="json_everywhere", action="store_true", help=JSON_HELP)
     parser.add_argument("--log-level", type=str.upper, choices=output.LOG_LEVELS,

@@ -9,14 +9,7 @@ import argparse
 from typing import Any
 
 from pipeline_steps.cli.inputs import add_input_names, bound_network, named_network, read_network
-from pipeline_steps.cli.output import emit_json
-from verifier.causal import (
-    CausalInputError,
-    build_problem,
-    certify_causal_fairness,
-    load_libra_spec,
-    load_query_box,
-)
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.certificate import Certificate, to_jsonable
 
 EXIT_FOR_VERDICT = {"fair": 0, "biased": 1, "unknown": 1}
@@ -69,7 +62,7 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     parser.add_argument("--target-width", type=float,
                         help="stop refining once the biased-share interval is this narrow")
     parser.add_argument("--chunk-size", type=int, default=64, help="partitions per task")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
     parser.set_defaults(func=run)
     return parser
 
@@ -93,6 +86,7 @@ def _settings(args: argparse.Namespace) -> Any:
     then only the engine's fair/biased verdict is reported)."""
     from pipeline_steps.cli.settings_options import settings_from_args
     from verifier.audits import CausalFairnessSettings
+    from verifier.causal import load_query_box
 
     named = [name.strip() for name in args.sensitive.split(",") if name.strip()]
     values: dict[str, Any] = {
@@ -111,6 +105,8 @@ def _settings(args: argparse.Namespace) -> Any:
 
 def _domain(text: str) -> dict[str, tuple[float, float]]:
     """``NAME=MIN:MAX,...`` as ``{name: (min, max)}``."""
+    from verifier.causal import CausalInputError
+
     domain = {}
     for item in (part.strip() for part in text.split(",") if part.strip()):
         name, _, bounds = item.partition("=")
@@ -149,6 +145,8 @@ def _model_domain(path: str) -> tuple[Any, Any] | None:
 
 def _libra_problem(args: argparse.Namespace, network: Any) -> Any:
     """The problem of a Libra specification file (sensitive inputs, splits, one-hot groups)."""
+    from verifier.causal import CausalInputError, build_problem, load_libra_spec, load_query_box
+
     named = [name.strip() for name in args.sensitive.split(",") if name.strip()]
     spec = load_libra_spec(args.spec)
     if not set(named) <= set(spec["sensitive"]):
@@ -164,13 +162,16 @@ def run(args: argparse.Namespace) -> int:
     """Run the certification and print the result (JSON with ``--json``). Without ``--spec``
     this is the ``causal_fairness`` audit kind (:mod:`verifier.audits.causal_fairness`), run
     as ``certgate run`` runs it; a Libra ``--spec`` file describes the problem itself."""
+    from pipeline_steps.progress import ChunkCounter, PartitionProgress
     from verifier.audits import causal_fairness
+    from verifier.causal import certify_causal_fairness
     from verifier.executor import make_executor
 
     network, population = _network_and_population(args)
     settings = _settings(args)
     engine = {"chunk_size": args.chunk_size}
-    executor = make_executor(args.executor, args.workers)
+    bar = PartitionProgress(settings.name, not args.json)
+    executor = ChunkCounter(make_executor(args.executor, args.workers), bar.chunk_done)
     try:
         if args.spec:
             problem = _libra_problem(args, network)
@@ -186,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
                                     **engine)
     finally:
         executor.shutdown()
+        bar.close()
     payload = summary(certificate)
     judged = args.max_biased_share is not None
     if judged:

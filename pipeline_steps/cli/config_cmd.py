@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     verbs = parser.add_subparsers(dest="config_command", metavar="VERB", required=True)
     schema = verbs.add_parser("schema", help="print the JSON Schema of audit configurations")
-    schema.add_argument("--json", action="store_true", help="print one JSON object")
+    schema.add_argument("--json", action="store_true", help=JSON_HELP)
     schema.set_defaults(func=print_schema)
     check = verbs.add_parser(
         "check",
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "one-line message naming the field otherwise.",
     )
     check.add_argument("file", help="YAML configuration file")
-    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument("--json", action="store_true", help=JSON_HELP)
     check.set_defaults(func=check_file)
 
 

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 
 EXPECTED_GATES = {"biased": "failed", "unbiased": "passed"}
 
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--workdir", type=Path, default=Path("certgate-demo"),
                         help="directory for the sqlite store and every file (default "
                         "./certgate-demo)")
-    parser.add_argument("--json", action="store_true", help="end with one JSON summary line")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
     parser.set_defaults(func=demo_command)
 
 

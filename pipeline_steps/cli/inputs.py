@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verifier.errors import CertgateInputError, first_line
-from verifier.network import Network
+
+if TYPE_CHECKING:
+    from verifier.network import Network
 
 INPUT_NAMES_HELP = ("the network's input names in input order, comma-separated (needed when the "
                     "model file records none; must agree with the names it records)")
@@ -48,6 +50,7 @@ def bound_network(args: argparse.Namespace, network: Network,
 def named_network(args: argparse.Namespace, network: Network) -> Network:
     """``network`` with its bound input names (no population model to order)."""
     from verifier.audits.binding import bound_names, parse_input_names
+    from verifier.network import Network
 
     names = bound_names(network, parse_input_names(getattr(args, "input_names", None)),
                         f"--model {args.model}")

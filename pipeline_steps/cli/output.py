@@ -21,6 +21,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+JSON_HELP = "print exactly one JSON object on stdout (also on errors); human text goes to stderr"
+"""The help of every ``--json`` option."""
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_LOG_LEVEL = "WARNING"
 

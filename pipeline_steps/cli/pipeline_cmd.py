@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline_steps.cli.config_cmd import load_config
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
@@ -41,14 +41,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="audit configuration (YAML)")
-    parser.add_argument("--model-uri", help="audit this model instead of the config's model.uri")
-    parser.add_argument("--json", action="store_true", help="end with one JSON summary line")
+    parser.add_argument("--model-uri", help="this model instead of the config's model.uri")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _audit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="audit again even if this version was audited with this config")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bars on stderr")
     parser.add_argument("--report-dir", type=Path,
                         help="also write the HTML report into this directory")
 
@@ -98,8 +99,10 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
         "model_version.created when no alias is given.",
     )
     serve.add_argument("--config", required=True, help="audit configuration (YAML)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, required=True)
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1; 0.0.0.0 for every "
+                            "interface, e.g. when the MLflow server runs elsewhere)")
+    serve.add_argument("--port", type=int, required=True, help="port to listen on")
     serve.add_argument("--path", default="/webhook", help="URL path to serve (default /webhook)")
     serve.add_argument("--secret", default=os.environ.get(SECRET_ENV),
                        help=f"webhook secret (default: ${SECRET_ENV})")
@@ -118,7 +121,7 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     watch.add_argument("--interval", type=float, default=30.0, help="seconds between polls")
     watch.add_argument("--once", action="store_true", help="poll once and exit")
     watch.add_argument("--alias", help="audit the version this alias points to")
-    watch.add_argument("--json", action="store_true", help="print one JSON object")
+    watch.add_argument("--json", action="store_true", help=JSON_HELP)
     watch.set_defaults(func=watch_command)
 
 
@@ -155,8 +158,11 @@ def print_audit(outcome: AuditOutcome, config: CertgateConfig) -> None:
 
 def print_gate(decision: GateDecision, config: CertgateConfig) -> None:
     print(f"gate: {decision.outcome}")
-    for reason in decision.reasons:
-        print(f"  {reason}")
+    for group, reasons in decision.reasons_by_group().items():
+        if reasons:
+            print(f"  {group}:")
+            for reason in reasons:
+                print(f"    {reason}")
     if decision.mlflow_validation is not None:
         print(f"  mlflow.validate_evaluation_results: {decision.mlflow_validation}")
     alias = config.gate.promote_alias
@@ -173,7 +179,7 @@ def gate_summary(decision: GateDecision) -> dict[str, Any]:
     return to_jsonable({
         "outcome": decision.outcome,
         "exit_code": decision.exit_code,
-        "reasons": decision.reasons,
+        "reasons": decision.reasons_by_group(),
         "promoted_alias": decision.promoted_alias,
         "mlflow_validation": decision.mlflow_validation,
         "checks": {check.audit: {"status": check.status, "interval": check.interval}

@@ -1,19 +1,20 @@
-"""``certgate population``: validate, describe and sample population-model files."""
+"""``certgate population``: validate, describe and sample population-model files.
+
+The population models and numpy are imported by the verbs that read a file, so
+``certgate population … --help`` answers without them."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import numpy as np
-
-from pipeline_steps.cli.output import emit_json
-from pipeline_steps.cli.population_checks import check_binding, validated_file
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.population_fit_cmd import add_fit_parsers
-from verifier.population import load_population
-from verifier.population.errors import PopulationError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,12 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.add_argument("--input-names",
                           help="the network's input names in input order, comma-separated "
                                "(for a network file that records none)")
-    validate.add_argument("--json", action="store_true", help="print one JSON object")
+    validate.add_argument("--json", action="store_true", help=JSON_HELP)
     validate.set_defaults(func=run_validate)
 
     describe = verbs.add_parser("describe", help="print a readable description")
     describe.add_argument("file", help="population model JSON file")
-    describe.add_argument("--json", action="store_true", help="print one JSON object")
+    describe.add_argument("--json", action="store_true", help=JSON_HELP)
     describe.set_defaults(func=run_describe)
 
     sample = verbs.add_parser(
@@ -61,6 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    from pipeline_steps.cli.population_checks import check_binding, validated_file
+
     model, total = validated_file(args.file)
     summary = {
         "file": args.file,
@@ -86,6 +89,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_describe(args: argparse.Namespace) -> int:
+    from verifier.population import load_population
+
     model = load_population(args.file)
     if args.json:
         emit_json({"file": args.file, "columns": list(model.columns),
@@ -96,6 +101,11 @@ def run_describe(args: argparse.Namespace) -> int:
 
 
 def run_sample(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from verifier.population import load_population
+    from verifier.population.errors import PopulationError
+
     if args.n < 0:
         raise PopulationError(f"-n must be non-negative, got {args.n}")
     model = load_population(args.file)
@@ -121,5 +131,7 @@ def run_sample(args: argparse.Namespace) -> int:
 
 
 def _write_csv(handle: TextIO, columns: list[str], samples: np.ndarray) -> None:
+    import numpy as np
+
     handle.write(",".join(columns) + "\n")
     np.savetxt(handle, samples, delimiter=",", fmt="%.17g")

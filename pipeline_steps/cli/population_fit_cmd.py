@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.errors import CertgateInputError, first_line
 
 if TYPE_CHECKING:
@@ -63,11 +63,11 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
                      help="network file whose inputs the model must bind to by name")
     fit.add_argument("--input-names", help="the network's input names, comma-separated "
                                            "(for a network file that records none)")
-    fit.add_argument("--json", action="store_true", help="print one JSON object")
+    fit.add_argument("--json", action="store_true", help=JSON_HELP)
     fit.set_defaults(func=run_fit)
 
     schema = verbs.add_parser("schema", help="print the JSON Schema of population models")
-    schema.add_argument("--json", action="store_true", help="print one JSON object")
+    schema.add_argument("--json", action="store_true", help=JSON_HELP)
     schema.set_defaults(func=run_schema)
 
 

@@ -23,26 +23,21 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 import yaml
 
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.errors import CertgateInputError
-from verifier.selfcorrect.conventions import negate_outputs
-from verifier.selfcorrect.export import (
-    OnnxExportError,
-    export_onnx,
-    load_torchscript,
-    save_torchscript,
-)
-from verifier.selfcorrect.layer import SelfCorrectingLayer
-from verifier.selfcorrect.loaders import load_constraints
-from verifier.selfcorrect.scnet import ON_BOTTOM, SelfCorrectingNetwork
+
+if TYPE_CHECKING:
+    from verifier.selfcorrect.scnet import SelfCorrectingNetwork
 
 TORCHSCRIPT_CHECK_ROWS = 256
+ON_BOTTOM_CHOICES = ("mark", "raise", "abstain")
+"""``verifier.selfcorrect.scnet.ON_BOTTOM``, listed here so that ``certgate selfcorrect …
+--help`` does not import torch; ``tests/test_cli_startup.py`` checks they agree."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     apply.add_argument("--inputs", required=True, help="inputs x: .npy or .json list of rows")
     apply.add_argument("--logits", required=True, help="logits y: .npy or .json list of rows")
     apply.add_argument("--network", help="network whose constraints to use (per-network files)")
-    apply.add_argument("--json", action="store_true", help="print one JSON object")
+    apply.add_argument("--json", action="store_true", help=JSON_HELP)
     apply.set_defaults(func=run_apply)
 
     wrap = verbs.add_parser(
@@ -88,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     wrap.add_argument("--network", help="network whose constraints to use (per-network files)")
     wrap.add_argument(
         "--on-bottom",
-        choices=ON_BOTTOM,
+        choices=ON_BOTTOM_CHOICES,
         default="mark",
         help="what to do where the constraints are unsatisfiable (default: mark)",
     )
@@ -99,14 +94,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="negate the network's outputs first (networks that predict the argmin, e.g. the "
         "ACAS Xu files; the constraints use the max-logit convention)",
     )
-    wrap.add_argument("--json", action="store_true", help="print one JSON object")
+    wrap.add_argument("--json", action="store_true", help=JSON_HELP)
     wrap.set_defaults(func=run_wrap)
 
     describe = verbs.add_parser("describe", help="print constraints in readable form")
     describe.add_argument("--constraints", required=True, help="constraint file (.yaml/.json)")
     describe.add_argument("--num-classes", type=int, help="class count, if the file has none")
     describe.add_argument("--network", help="network whose constraints to use")
-    describe.add_argument("--json", action="store_true", help="print one JSON object")
+    describe.add_argument("--json", action="store_true", help=JSON_HELP)
     describe.set_defaults(func=run_describe)
 
 
@@ -133,6 +128,11 @@ def load_rows(path: str, option: str) -> np.ndarray:
 
 
 def run_apply(args: argparse.Namespace) -> int:
+    import torch
+
+    from verifier.selfcorrect.layer import SelfCorrectingLayer
+    from verifier.selfcorrect.loaders import load_constraints
+
     x = load_rows(args.inputs, "inputs")
     y = load_rows(args.logits, "logits")
     if x.shape[0] != y.shape[0]:
@@ -169,7 +169,13 @@ def _format_row(values: np.ndarray) -> str:
 
 
 def run_wrap(args: argparse.Namespace) -> int:
+    import torch
+
     from pipeline_steps.cli.inputs import read_network
+    from verifier.selfcorrect.conventions import negate_outputs
+    from verifier.selfcorrect.export import OnnxExportError, export_onnx, save_torchscript
+    from verifier.selfcorrect.loaders import load_constraints
+    from verifier.selfcorrect.scnet import SelfCorrectingNetwork
 
     if args.out.startswith("models:"):
         return _register_wrapped(args)
@@ -249,6 +255,10 @@ def _register_wrapped(args: argparse.Namespace) -> int:
 def _check_torchscript(scnet: SelfCorrectingNetwork, path: Path, input_size: int) -> None:
     """The saved TorchScript model and SC-layer must reproduce the eager ones on random inputs
     (logits, corrected logits and ⊥ flags, compared exactly)."""
+    import torch
+
+    from verifier.selfcorrect.export import load_torchscript
+
     loaded = load_torchscript(path)
     rng = np.random.default_rng(0)
     x = torch.from_numpy(rng.normal(size=(TORCHSCRIPT_CHECK_ROWS, input_size)))
@@ -262,6 +272,8 @@ def _check_torchscript(scnet: SelfCorrectingNetwork, path: Path, input_size: int
 
 
 def run_describe(args: argparse.Namespace) -> int:
+    from verifier.selfcorrect.loaders import load_constraints
+
     constraints = load_constraints(
         args.constraints, num_classes=args.num_classes, network=args.network
     )

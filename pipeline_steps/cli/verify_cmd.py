@@ -6,19 +6,25 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from tqdm import tqdm
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
 from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
-from verifier.pv import SPLIT_RULES, PVProgress, PVSettings
+
+if TYPE_CHECKING:
+    from verifier.pv import PVProgress, PVSettings
+
+SPLIT_CHOICES = ("smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge")
+"""``verifier.pv.SPLIT_RULES``, listed here so that ``certgate verify … --help`` does not
+import the PV engine (and torch); ``tests/test_cli_startup.py`` checks they agree."""
 
 EXIT_FOR_VERDICT = {"satisfied": 0, "violated": 1, "unknown": 1}
 
@@ -74,7 +80,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", type=float,
                         help="stop once every probability interval is at most this wide")
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--split", choices=SPLIT_RULES, default="smear-longest-edge")
+    parser.add_argument("--split", choices=SPLIT_CHOICES, default="smear-longest-edge")
     parser.add_argument("--executor", default="local",
                         help="where each batch of boxes is bounded: local, process, dask or "
                              "dask=ADDRESS (default local)")
@@ -82,10 +88,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--enumerate-points", type=int, default=0,
                         help="finish a box with at most this many discrete points by "
                              "evaluating every point (default 0: never)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _settings(args: argparse.Namespace) -> PVSettings:
+    from verifier.pv import PVSettings
+
     if args.timeout is not None and args.timeout <= 0:
         raise CertgateInputError("--timeout must be positive")
     return PVSettings(timeout_s=args.timeout, precision=args.precision,

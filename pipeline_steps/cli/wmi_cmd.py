@@ -23,11 +23,10 @@ from typing import Any
 import numpy as np
 
 from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
-from pipeline_steps.cli.output import emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.settings_options import settings_from_args
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
-from verifier.network import Network
 
 SKLEARN_SUFFIXES = (".pkl", ".pickle", ".joblib")
 
@@ -96,7 +95,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="bound propagation that fixes stable neurons (default crown)")
     parser.add_argument("--executor", default=None,
                         help="parallel over top-level regions: local, process, dask[=ADDRESS]")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _box(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -121,6 +120,7 @@ def _columns(args: argparse.Namespace) -> tuple[str, ...]:
     ``args.prior``); returns the bound input names in input order. A scikit-learn model names
     its inputs with ``feature_names_in_`` when it was fitted on a DataFrame."""
     from verifier.audits.binding import BindingError, ordered_population, parse_input_names
+    from verifier.network import Network
     from verifier.population import load_population
 
     prior = load_population(args.population)
@@ -178,6 +178,7 @@ def _min_probability(args: argparse.Namespace) -> float:
 def _engine(args: argparse.Namespace, stack: ExitStack) -> dict[str, Any]:
     """Engine-only options: bound method, executor, and the inputs of a non-IR model."""
     from verifier.executor import make_executor
+    from verifier.network import Network
 
     engine: dict[str, Any] = {"bound_method": args.bound_method}
     if args.executor:
@@ -188,11 +189,17 @@ def _engine(args: argparse.Namespace, stack: ExitStack) -> dict[str, Any]:
 
 
 def _run_kind(args: argparse.Namespace, settings: Any, **extra: Any) -> int:
+    from pipeline_steps.progress import TimeProgress
     from verifier.audits import run_audit
 
     with ExitStack() as stack:
-        certificate = run_audit(settings, args.model_object, args.prior, None, None,
-                                **_engine(args, stack), **extra)
+        engine = _engine(args, stack)
+        bar = TimeProgress(settings.name, not args.json, settings.timeout_s)
+        try:
+            certificate = run_audit(settings, args.model_object, args.prior, None, None,
+                                    **engine, **extra)
+        finally:
+            bar.close()
     return _report(args, certificate)
 
 
@@ -275,6 +282,7 @@ def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
 
 def run_equivalence(args: argparse.Namespace) -> int:
     """Agreement with a surrogate (a command-line question only; same verdict rule)."""
+    from pipeline_steps.progress import TimeProgress
     from verifier.audits.exact_probability import (
         probability_certificate,
         requirement_at_least,
@@ -294,9 +302,13 @@ def run_equivalence(args: argparse.Namespace) -> int:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
         timeout = 300.0 if args.timeout is None else args.timeout
-        result = equivalence(args.model_object, surrogate,
-                             args.prior, None if center is None else np.asarray(center),
-                             args.epsilon, stop_at=stop_at, timeout_s=timeout, **engine)
+        bar = TimeProgress("equivalence", not args.json, timeout)
+        try:
+            result = equivalence(args.model_object, surrogate,
+                                 args.prior, None if center is None else np.asarray(center),
+                                 args.epsilon, stop_at=stop_at, timeout_s=timeout, **engine)
+        finally:
+            bar.close()
     expression = f"P(class_model(x) = class_surrogate(x)), surrogate {args.surrogate}"
     return _report(args, probability_certificate(
         "equivalence", requirement_at_least(threshold), result, expression, stop_at,
@@ -307,6 +319,7 @@ def _check_surrogate_names(surrogate: Any, names: list[str], path: str) -> None:
     """A surrogate that records input names must record the model's bound names, in order (one
     without names is read in the model's input order)."""
     from verifier.audits.binding import BindingError, anonymous_inputs
+    from verifier.network import Network
 
     if isinstance(surrogate, Network):
         own = None if anonymous_inputs(surrogate) else list(surrogate.input_names)

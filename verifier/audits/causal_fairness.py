@@ -17,7 +17,7 @@ taken for continuous ones. The verdict is the requirement judged on the chosen b
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -32,7 +32,9 @@ from verifier.audits.requirement import (
 )
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
-from verifier.network import Network
+
+if TYPE_CHECKING:
+    from verifier.network import Network
 
 KIND = "causal_fairness"
 

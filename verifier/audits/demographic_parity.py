@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
 from verifier.audits.population_fit import check_population_fits
-from verifier.audits.probability import run_specification
 from verifier.audits.requirement import (
     NAME_PATTERN,
     Requirement,
@@ -25,9 +24,11 @@ from verifier.audits.requirement import (
 )
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
-from verifier.network import Network
-from verifier.pv import PVProgress, PVSettings
 from verifier.spec import Names, demographic_parity
+
+if TYPE_CHECKING:
+    from verifier.network import Network
+    from verifier.pv import PVProgress, PVSettings
 
 KIND = "demographic_parity"
 
@@ -82,6 +83,9 @@ def run(settings: DemographicParitySettings, network: Network, population: Any,
     """The demographic-parity certificate (see the module docstring). ``budget`` (seconds)
     tightens ``settings.timeout_s``; ``engine`` tunes PV (batch size, split rule, bound
     method, executor; its time limit and precision are replaced by the settings')."""
+    from verifier.audits.probability import run_specification
+    from verifier.pv import PVSettings
+
     names = check_population_fits(network, population)
     if settings.protected not in names.inputs:
         raise CertgateInputError(

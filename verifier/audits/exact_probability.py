@@ -28,7 +28,6 @@ from pydantic import ConfigDict, Field, field_validator
 from verifier.audits.requirement import Requirement, StrictSettings, judged_verdict
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
-from verifier.network import Network
 
 WMI_FLOAT_ALLOWANCE = 1e-6
 """Absolute allowance between the float64 WMI probability and the exact one. The computed
@@ -150,6 +149,7 @@ def model_inputs(model: Any, population: Any, input_names: list[str] | None) -> 
     population's column order with ``input_names``) after checking the population model
     exists and its columns are these inputs."""
     from verifier.audits.population_fit import check_population_fits
+    from verifier.network import Network
 
     if population is None:
         raise CertgateInputError("this audit needs a population model")

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verifier.errors import CertgateInputError
-from verifier.network import Network
 from verifier.spec import Names
+
+if TYPE_CHECKING:
+    from verifier.network import Network
 
 
 def population_columns(population: Any) -> list[str] | None:

@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verifier.audits.population_fit import check_population_fits
 from verifier.certificate import Certificate
-from verifier.network import Network
-from verifier.pv import PVProgress, PVSettings, population_domain, verify
 from verifier.spec import Specification, specification_from_dict
 
-Progress = Callable[[PVProgress], None]
+if TYPE_CHECKING:
+    from verifier.network import Network
+    from verifier.pv import PVProgress, PVSettings
+
+Progress = Callable[["PVProgress"], None]
 
 
 def run_specification(
@@ -21,6 +23,8 @@ def run_specification(
 ) -> Certificate:
     """PV on a ready specification; the certificate also records the settings and names the
     split rule and bound method that ran."""
+    from verifier.pv import population_domain, verify
+
     masses, domain = population_domain(population)
     result = verify(network, spec, masses, domain, settings, progress)
     certificate = result.to_certificate()
@@ -40,6 +44,8 @@ def probability_audit(
 ) -> Certificate:
     """Certify a specification given in its dict form (see
     :func:`verifier.spec.specification_from_dict`)."""
+    from verifier.pv import PVSettings
+
     names = check_population_fits(network, population)
     spec = specification_from_dict(specification, names)
     chosen = settings or PVSettings(timeout_s=timeout_s, precision=precision)

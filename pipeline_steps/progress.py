@@ -1,0 +1,219 @@
+"""Progress of an audit on stderr: one tqdm bar per audit, counting the unit of work its
+engine actually advances.
+
+* PV (``demographic_parity``): boxes bounded, from PV's anytime reports, with the current
+  certified interval and the boxes still open.
+* ``causal_fairness``: partitions analysed, counted as the engine's chunks of partitions come
+  back from the executor it submits them to (:class:`ChunkCounter` wraps that executor; the
+  engine itself reports nothing until it ends), with the share of the query proven fair and
+  proven biased everywhere so far (uniform measure) and whether bias was witnessed. The bar shows
+  the interval these shares give the uniform biased share by the engine's own rule
+  (:func:`verifier.causal.share.uniform_bounds`: ``[biased everywhere, 1 − fair]``; the
+  partitions are disjoint and each is counted once, when final), and
+  :meth:`AuditProgress.observed` keeps each one: the audit step draws them in the report's
+  chart and logs them as step metrics. They are never written into the certificate, which
+  stays the engine's alone, the same through every front door.
+* the exact-probability kinds (weighted model integration): seconds of the time budget, since
+  the region enumeration reports nothing until it ends.
+
+Every bar is created disabled when progress is off and writes nothing then; the causal
+counter counts all the same, so the observed bounds do not depend on the bar.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any
+
+from tqdm import tqdm
+
+TICK_S = 0.5
+"""How often a time-budget bar advances, and how long any bar waits before it first shows
+(an input error found at once prints the error alone)."""
+
+
+class AuditProgress:
+    """The progress of one audit: ``callback`` is the runner's ``progress`` argument,
+    ``engine_options`` what the runner's engine takes besides (a counting executor), and
+    ``close`` ends the bar."""
+
+    unit = " s"
+    callback: Callable[..., None] | None = None
+    quantity: str | None = None
+    """The certified quantity :meth:`observed` bounds (``None``: nothing observed)."""
+
+    def __init__(self, name: str, enabled: bool, total: float | None = None,
+                 bar_format: str | None = None) -> None:
+        self.bar = tqdm(desc=name, unit=self.unit, total=total, file=sys.stderr,
+                        disable=not enabled, dynamic_ncols=True, leave=True, delay=TICK_S,
+                        bar_format=bar_format)
+
+    def engine_options(self) -> dict[str, Any]:
+        return {}
+
+    def observed(self) -> list[tuple[float, tuple[float, float]]]:
+        """Anytime bounds of :attr:`quantity` the bar saw that the certificate does not record,
+        as ``(elapsed_s, (lower, upper))``; none by default."""
+        return []
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class BoxProgress(AuditProgress):
+    """PV: boxes bounded so far, the current certified interval, the boxes still open."""
+
+    unit = " boxes"
+
+    def __init__(self, name: str, label: str, enabled: bool) -> None:
+        super().__init__(name, enabled)
+        self.label = label
+        self.boxes = 0
+        self.callback = self.report
+
+    def report(self, report: Any) -> None:
+        """One :class:`verifier.pv.PVProgress`."""
+        low, high = report.value
+        self.bar.update(max(0, report.boxes - self.boxes))
+        self.boxes = max(self.boxes, report.boxes)
+        self.bar.set_postfix_str(f"{self.label} ∈ [{low:.4g}, {high:.4g}], "
+                                 f"open {report.open_boxes}, {report.verdict}")
+
+
+class PartitionProgress(AuditProgress):
+    """Causal fairness: partitions analysed so far, the share of the query proven fair and
+    proven biased everywhere (each partition's share under the uniform measure, counted once:
+    only partitions the engine will not split again), and whether a witness of bias was found
+    (``witnesses`` counts analyses that found one; a refined partition's children count
+    again, so it is not the certificate's witness count)."""
+
+    unit = " partitions"
+
+    quantity = "biased_share"
+
+    def __init__(self, name: str, enabled: bool) -> None:
+        super().__init__(name, enabled)
+        self.analysed = 0
+        self.fair_share = 0.0
+        self.biased_share = 0.0
+        self.witnesses = 0
+        self.history: list[tuple[float, tuple[float, float]]] = []
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+
+    def engine_options(self) -> dict[str, Any]:
+        from verifier.executor import InProcessExecutor
+
+        return {"executor": ChunkCounter(InProcessExecutor(), self.chunk_done)}
+
+    def chunk_done(self, problem: Any, lower: Any, upper: Any, outcome: Any) -> None:
+        """Count one analysed chunk (:func:`verifier.causal.analysis.analyse_chunk`'s
+        partitions ``lower``/``upper`` and its :class:`~verifier.causal.analysis.ChunkOutcome`)."""
+        from verifier.causal.analysis import BIASED_EVERYWHERE, BIASED_WITNESS, FAIR
+        from verifier.causal.partition import uniform_share
+
+        status = outcome.status
+        share = uniform_share(problem, lower, upper)
+        with self._lock:
+            self.analysed += int(status.size)
+            self.fair_share += float(share[status == FAIR].sum())
+            self.biased_share += float(share[status == BIASED_EVERYWHERE].sum())
+            self.witnesses += int((status == BIASED_WITNESS).sum())
+            self.history.append((time.monotonic() - self.started, self.interval()))
+            self.bar.update(int(status.size))
+            self.bar.set_postfix_str(self.describe())
+
+    def interval(self) -> tuple[float, float]:
+        """The uniform biased share's certified interval so far (the rule of
+        :func:`verifier.causal.share.uniform_bounds` on the partitions counted)."""
+        high = min(1.0, max(self.biased_share, 1.0 - self.fair_share))
+        return min(self.biased_share, high), high
+
+    def observed(self) -> list[tuple[float, tuple[float, float]]]:
+        return list(self.history)
+
+    def describe(self) -> str:
+        low, high = self.interval()
+        witnessed = ", bias witnessed" if self.witnesses else ""
+        return (f"biased share ∈ [{low:.4g}, {high:.4g}], proven fair "
+                f"{100 * self.fair_share:.1f} % of the query{witnessed}")
+
+
+class TimeProgress(AuditProgress):
+    """Exact-probability audits: seconds spent of the time budget (``None``: no limit),
+    advanced every :data:`TICK_S` by a background thread."""
+
+    def __init__(self, name: str, enabled: bool, budget_s: float | None) -> None:
+        shown = ("{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} s of the time budget"
+                 if budget_s is not None else "{desc}: {n:.1f} s (no time limit)")
+        super().__init__(name, enabled, budget_s, shown)
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._shown = 0.0
+        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        if enabled:
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(TICK_S):
+            self._advance()
+
+    def _advance(self) -> None:
+        elapsed = time.monotonic() - self.started
+        if self.bar.total is not None:
+            elapsed = min(elapsed, float(self.bar.total))
+        self.bar.update(elapsed - self._shown)
+        self._shown = elapsed
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._ticker.is_alive():
+            self._ticker.join()
+        self._advance()
+        super().close()
+
+
+def audit_progress(settings: Any, enabled: bool) -> AuditProgress:
+    """The progress bar of one configured audit, in its kind's unit of work."""
+    if settings.kind == "demographic_parity":
+        return BoxProgress(settings.name, settings.requirement.label, enabled)
+    if settings.kind == "causal_fairness":
+        return PartitionProgress(settings.name, enabled)
+    return TimeProgress(settings.name, enabled, getattr(settings, "timeout_s", None))
+
+
+class ChunkCounter(Executor):
+    """An executor that runs tasks on ``inner`` and, for each chunk of causal-fairness
+    partitions (:func:`verifier.causal.analysis.analyse_chunk`) that completes, calls
+    ``on_chunk(problem, lower, upper, outcome)``. Other tasks pass through unchanged; a chunk
+    that fails or is cancelled is not counted, and one that a pool finishes after the engine
+    stopped waiting for it (its deadline) still is."""
+
+    def __init__(self, inner: Executor,
+                 on_chunk: Callable[[Any, Any, Any, Any], None]) -> None:
+        from verifier.causal.analysis import analyse_chunk
+
+        self.inner = inner
+        self.on_chunk = on_chunk
+        self._chunk_task = analyse_chunk
+        self._signature = inspect.signature(analyse_chunk)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future = self.inner.submit(fn, *args, **kwargs)
+        if fn is self._chunk_task:
+            call = self._signature.bind(*args, **kwargs).arguments
+            future.add_done_callback(
+                lambda done: self._counted(done, call["problem"], call["lower"], call["upper"]))
+        return future
+
+    def _counted(self, done: Future, problem: Any, lower: Any, upper: Any) -> None:
+        if not done.cancelled() and done.exception() is None:
+            self.on_chunk(problem, lower, upper, done.result())
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.inner.shutdown(wait=wait, cancel_futures=cancel_futures)
