@@ -5,7 +5,7 @@ paper 003 §6.2); the violation event is ``y0 >= y_j for every j != 0``. Prints 
 interval after 10, 30 and 60 s (and longer budgets if asked) beside the paper's Tables 2/5.
 
 Usage: ``python benchmarks/acasxu_phi2.py [--networks 4_3 4_9 5_8] [--budgets 10 30 60]
-[--json]``.
+[--executor local|process|dask[=ADDRESS]] [--workers N] [--json]``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def paper_rows(data: Path, network: str) -> dict[str, Any]:
     return found
 
 
-def run(data: Path, network_id: str, budgets: list[float]) -> dict[str, Any]:
+def run(data: Path, network_id: str, budgets: list[float], executor: str = "local",
+        workers: int | None = None) -> dict[str, Any]:
     network = load_network(data / "onnx" / f"ACASXU_run2a_{network_id}_batch_2000.onnx")
     population = uniform_population(*phi2_box(data))
     names = Names.of(INPUTS, [f"y{i}" for i in range(5)])
@@ -74,8 +75,9 @@ def run(data: Path, network_id: str, budgets: list[float]) -> dict[str, Any]:
             if budget not in marks and progress.elapsed_s >= budget:
                 marks[budget] = list(progress.probabilities["violation"])
 
-    result = verify(network, spec, masses, domain, PVSettings(timeout_s=max(budgets),
-                                                              batch_size=512), record)
+    settings = PVSettings(timeout_s=max(budgets), batch_size=512, executor=executor,
+                          workers=workers)
+    result = verify(network, spec, masses, domain, settings, record)
     final = list(result.probabilities["violation"])
     for budget in budgets:
         marks.setdefault(budget, final)
@@ -91,9 +93,14 @@ def main() -> None:
                         help="network ids a_b (N_a,b), a >= 2")
     parser.add_argument("--budgets", nargs="+", type=float, default=[10.0, 30.0, 60.0])
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--executor", default="local",
+                        help="where each batch is bounded: local, process, dask[=ADDRESS]")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="worker processes (default: one per core)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    rows = [run(args.data, network, sorted(args.budgets)) for network in args.networks]
+    rows = [run(args.data, network, sorted(args.budgets), args.executor, args.workers)
+            for network in args.networks]
     if args.json:
         print(json.dumps(to_jsonable(rows)))
         return
