@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ import numpy as np
 from verifier.network import Network
 from verifier.population import PopulationModel
 from verifier.population.base import Distribution
+from verifier.population.rounding import EPS, REL_MARGIN
 from verifier.wmi.encode import (
     Decrease,
     Disagreement,
@@ -44,6 +45,7 @@ from verifier.wmi.marginals import Density1D
 from verifier.wmi.polynomial import constant
 from verifier.wmi.regions import NetworkModel, PiecewiseAffineModel
 from verifier.wmi.terms import (
+    Coefficient,
     PolyFactor,
     Term,
     TermSet,
@@ -257,7 +259,7 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
         placements = [Placement(model, embed, offset) for model in models]
         queries.append(Query(len(free), roots, placements, violation, term.coefficient,
                              tuple(layout.envelopes), layout.lost))
-    return queries
+    return _with_lost(queries, termset.lost)
 
 
 def _ball(termset: TermSet, center: Any, epsilon: float | None
@@ -468,11 +470,11 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
     termset = _termset(prior, dimension)
     if not use_prior:
         termset = uniform_terms(prior, termset)
-    if feature in termset.discrete_columns():
-        raise WMIInputError(f"monotonicity needs a continuous feature; column "
-                            f"{termset.name(feature)!r} is discrete")
-    copy_pieces, copy_density = _copy_marginal(termset, feature)
     violation = LostPositive(positive_class) if output is None else Decrease(output)
+    if feature in termset.discrete_columns():
+        return _with_lost(_discrete_monotonicity_queries(wrapped, termset, feature, decreasing,
+                                                         violation), 2 * termset.lost)
+    copy_pieces, copy_density = _copy_marginal(termset, feature)
     queries = []
     for term in _merge(termset.terms, read_columns(wrapped)):
         free = [j for j in range(dimension) if j not in term.atoms]
@@ -505,7 +507,78 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
         placements = [Placement(wrapped, first, offset), Placement(wrapped, second, offset)]
         queries.append(Query(width, roots, placements, violation, term.coefficient,
                              tuple(layout.envelopes), layout.lost))
+    return _with_lost(queries, 2 * termset.lost)
+
+
+def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
+    """``P(x_feature = v)`` for every value ``v`` of a discrete column, as enclosures: the sum
+    of the coefficients of the terms fixing ``v``, each times the mass of its continuous
+    factors (outward-rounded)."""
+    sums: dict[float, list[float]] = {}
+    for term in termset.terms:
+        low, high = _factor_masses(term)
+        c = term.coefficient
+        entry = sums.setdefault(term.atoms[feature], [0.0, 0.0, 0.0, 0])
+        entry[0] += c[0] * low
+        entry[1] += c[1] * 0.5 * (low + high)
+        entry[2] += c[2] * high
+        entry[3] += 1
+    marginal = {}
+    for value, (low, mid, high, count) in sums.items():
+        margin = REL_MARGIN + 4 * (count + 2) * EPS
+        marginal[value] = (low * (1 - margin), mid, high * (1 + margin))
+    return marginal
+
+
+def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermSet,
+                                   feature: int, decreasing: bool, violation: Any
+                                   ) -> list[Query]:
+    """Monotonicity in a discrete (binary or integer) column: one query per (merged) prior
+    term ``x`` and value ``v′`` of the feature's marginal with ``x_i < v′`` (``>`` when
+    ``decreasing``); both copies share the term's continuous coordinates and differ only in
+    the feature's fixed value, weighted by ``P(x_i′ = v′)``. Pairs with equal values cannot
+    violate the property and are left out of the precondition, as the measure-zero diagonal
+    is in the continuous case."""
+    if any(feature in group for group in termset.groups):
+        raise WMIInputError(f"monotonicity needs an ordered feature; column "
+                            f"{termset.name(feature)!r} belongs to a one-hot group")
+    marginal = _value_marginal(termset, feature)
+    dimension = termset.dimension
+    queries = []
+    for term in _merge(termset.terms, read_columns(wrapped) | {feature}):
+        value = term.atoms[feature]
+        larger = [(v, c) for v, c in sorted(marginal.items())
+                  if (v < value if decreasing else v > value) and c[2] > 0]
+        if not larger:
+            continue
+        free = [j for j in range(dimension) if j not in term.atoms]
+        if not free:
+            raise WMIInputError("every input column is discrete: nothing to integrate")
+        index = {j: k for k, j in enumerate(free)}
+        layout = _place(term, index, len(free))
+        roots = build_roots(len(free), layout.factors, layout.lower, layout.upper)
+        embed = np.eye(dimension)[:, free]
+        offset = np.zeros(dimension)
+        for j, v in term.atoms.items():
+            offset[j] = v
+        for other, weight in larger:
+            moved = offset.copy()
+            moved[feature] = other
+            placements = [Placement(wrapped, embed, offset), Placement(wrapped, embed, moved)]
+            queries.append(Query(len(free), roots, placements, violation,
+                                 times(term.coefficient, weight), tuple(layout.envelopes),
+                                 layout.lost * weight[2]))
+    if not queries:
+        raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
+                            "differs in it")
     return queries
+
+
+def _with_lost(queries: list[Query], lost: float) -> list[Query]:
+    """``queries`` with ``lost`` (prior mass no term carries) added to the first query's."""
+    if not queries or lost <= 0:
+        return queries
+    return [replace(queries[0], lost=queries[0].lost + lost), *queries[1:]]
 
 
 def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
@@ -522,7 +595,10 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
     ``x′_i`` an independent draw of the feature's marginal (``use_prior``), or both from the
     uniform prior on the support box (continuous columns uniform on their support interval,
     discrete groups uniform over their values; an unbounded support is refused). Discrete
-    columns take the same value in both copies.
+    columns take the same value in both copies. A discrete (binary or integer) ``feature`` is
+    compared on its values: ``x′_i`` is drawn from the values the feature takes and pairs
+    with ``x_i < x′_i`` (``>`` when ``decreasing``) form the precondition; a column of a
+    one-hot group is refused.
     """
     queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
                                    positive_class=positive_class, output=output,
@@ -586,7 +662,7 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
                                                 Placement(wrapped, shifted, offset)],
                                  Disagreement(), coefficient,
                                  tuple(layout.envelopes + noise_layout.envelopes), lost))
-    return queries
+    return _with_lost(queries, termset.lost)
 
 
 def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
