@@ -134,3 +134,24 @@ def test_configs_without_wmi_audits_need_no_preflight(capsys: pytest.CaptureFixt
     assert code == 0
     assert json.loads(out)["preflight"] == {"checked": [], "against": None, "unchecked": [],
                                             "reason": None}
+
+
+def test_a_prior_with_too_many_discrete_combinations_is_refused_naming_the_columns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Five integer columns of 8 values each: 8⁵ = 32768 combinations > 20000 terms."""
+    names = [f"k{j}" for j in range(5)]
+    factors = [Factor(columns=[name], distribution=Discrete(values=list(range(8)),
+                                                            probabilities=[0.125] * 8))
+               for name in names]
+    save_population(PopulationModel(
+        features=[*(Feature(name=name, kind="integer", domain=(0, 7)) for name in names),
+                  Feature(name="x", kind="continuous", domain=(0, 1))],
+        distribution=Product(factors=[
+            *factors, Factor(columns=["x"], distribution=Uniform(lower=0, upper=1))])),
+        tmp_path / "wide.json")
+    path = config(tmp_path, "models:/loan@candidate", str(tmp_path / "wide.json"), MONOTONE)
+    code, _, err = check(capsys, path)
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert "more than 20000 product terms" in line
+    assert "'k0' up to 8 × 'k1' up to 8" in line and "audit 'monotone_x'" in line
