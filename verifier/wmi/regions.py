@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linprog
 
 from verifier.bounds import ACTIVE, compute_bounds
 from verifier.network import Network
-from verifier.wmi.polytope import Polytope, PolytopeError, make_polytope
+from verifier.wmi.lp import coordinate_extremes
+from verifier.wmi.polytope import Polytope, make_polytope
 
 Outputs = tuple[np.ndarray, np.ndarray]
 INTERIOR_MARGIN = 1e-7
@@ -79,20 +79,11 @@ class Region:
         return None if poly is None else Region(poly.A, poly.b, poly.point, self.counters)
 
     def bounding_box(self) -> tuple[np.ndarray, np.ndarray]:
-        """A box containing the region: the ``2 D`` LP optima (HiGHS) widened by
+        """A box containing the region: the ``2 D`` LP optima (HiGHS, one model re-solved
+        warm per cost) widened by
         ``BOX_PADDING · (1 + |bound|)`` to absorb the solver's feasibility tolerance."""
-        dimension = self.A.shape[1]
-        lower, upper = np.empty(dimension), np.empty(dimension)
-        for axis in range(dimension):
-            for sign, target in ((1.0, lower), (-1.0, upper)):
-                cost = np.zeros(dimension)
-                cost[axis] = sign
-                self.counters.lps += 1
-                result = linprog(cost, A_ub=self.A, b_ub=self.b,
-                                 bounds=[(None, None)] * dimension, method="highs")
-                if result.status != 0:
-                    raise PolytopeError(f"bounding a region failed: {result.message}")
-                target[axis] = result.x[axis]
+        self.counters.lps += 2 * self.A.shape[1]
+        lower, upper = coordinate_extremes(self.A, self.b)
         return (lower - BOX_PADDING * (1 + np.abs(lower)),
                 upper + BOX_PADDING * (1 + np.abs(upper)))
 
