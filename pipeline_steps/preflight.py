@@ -10,6 +10,8 @@ audit starts (:func:`pipeline_steps.audit.bound_inputs`).
 * a population only reachable through a registry or tracking server: nothing is fetched, and
   :attr:`Preflight.reason` says what could not be checked.
 
+MLflow is imported only for a local MLflow model directory (reading it needs MLflow anyway).
+
 A refusal raises the same one-line :class:`~verifier.errors.CertgateInputError` the run would.
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from configs.schema import CertgateConfig
-from verifier.errors import CertgateInputError
+from verifier.errors import CertgateInputError, first_line
 
 
 @dataclass(frozen=True)
@@ -53,36 +55,54 @@ def _local_population_file(uri: str | None) -> Path | None:
     return path if path.is_file() else None
 
 
+def _in_registry(uri: str) -> bool:
+    """A ``models:/`` or ``runs:/`` URI (classified without importing MLflow)."""
+    return uri.strip().startswith(("models:", "runs:"))
+
+
+def _local_model(uri: str) -> tuple[str, Path] | None:
+    """``("mlflow_dir" | "file", path)`` of a local model that exists, else ``None``."""
+    path = Path(uri.strip().removeprefix("file://"))
+    if path.is_dir() and (path / "MLmodel").is_file():
+        return "mlflow_dir", path
+    if path.is_file():
+        return "file", path
+    return None
+
+
 def preflight(config: CertgateConfig) -> Preflight:
-    """Run the pre-flight (module docstring); raises the run's input error on a refusal."""
+    """Run the pre-flight (module docstring); raises the run's input error on a refusal.
+    MLflow is imported only for a local MLflow model directory."""
     audits = checked_in_advance(config)
     if not audits:
         return Preflight()
     names = [settings.name for settings in audits]
-    from registry_hooks.uris import parse_model_uri
-
     uri = config.model.uri
-    try:
-        reference = parse_model_uri(uri)
-    except CertgateInputError as error:
-        return Preflight(unchecked=names, reason=f"the model is not readable here ({error})")
-    local_model = reference.kind in ("local_file", "local_mlflow_dir")
-    population_file = _local_population_file(config.model.population_uri)
-    if config.model.population_uri is not None and population_file is None:
-        return Preflight(unchecked=names, reason=f"population_uri "
-                         f"{config.model.population_uri} is not a local file (it is fetched "
-                         "at run time)")
-    if not local_model and population_file is None:
-        return Preflight(unchecked=names, reason=f"the population ships with {uri}, which is "
-                         "fetched from the registry at run time")
-    with tempfile.TemporaryDirectory(prefix="certgate-check-") as scratch:
-        if local_model:
-            return _with_model(config, audits, Path(scratch))
-        assert population_file is not None
+    given = config.model.population_uri
+    population_file = _local_population_file(given)
+    if given is not None and population_file is None:
+        return Preflight(unchecked=names, reason=f"population_uri {given} is not a local file "
+                         "(it is fetched at run time)")
+    if _in_registry(uri):
+        if population_file is None:
+            return Preflight(unchecked=names, reason=f"the population ships with {uri}, which "
+                             "is fetched from the registry at run time")
         return _population_only(config, audits, population_file)
+    local = _local_model(uri)
+    if local is None:
+        return Preflight(unchecked=names, reason=f"the model {uri} is not a local file or MLflow "
+                         "model directory here")
+    kind, path = local
+    if kind == "mlflow_dir":
+        with tempfile.TemporaryDirectory(prefix="certgate-check-") as scratch:
+            return _with_mlflow_dir(config, audits, Path(scratch))
+    if population_file is None:
+        raise CertgateInputError(f"{uri} is a plain network file and carries no population "
+                                 "model; set model.population_uri in the configuration")
+    return _with_network_file(config, audits, path, population_file)
 
 
-def _with_model(config: CertgateConfig, audits: list[Any], scratch: Path) -> Preflight:
+def _with_mlflow_dir(config: CertgateConfig, audits: list[Any], scratch: Path) -> Preflight:
     from pipeline_steps.audit import bound_inputs
     from registry_hooks.certgate_model import fetch_population, load_model
 
@@ -93,8 +113,28 @@ def _with_model(config: CertgateConfig, audits: list[Any], scratch: Path) -> Pre
                      against=f"model {config.model.uri} and population {artifact.source}")
 
 
+def _with_network_file(config: CertgateConfig, audits: list[Any], model: Path,
+                       population_file: Path) -> Preflight:
+    """The checks of :func:`pipeline_steps.audit.bound_inputs` on a network file."""
+    from verifier.audits.binding import bind
+    from verifier.convert import load_network
+    from verifier.population import load_population
+
+    try:
+        network = load_network(model)
+    except CertgateInputError:
+        raise
+    except Exception as error:  # as registry_hooks.certgate_model.unreadable_model words it
+        raise CertgateInputError(f"cannot read the model files of {config.model.uri}: "
+                                 f"{type(error).__name__}: {first_line(error)}") from error
+    network, population = bind(network, load_population(population_file),
+                               config.model.input_names, config.model.uri)
+    _check_all(audits, network, population, list(network.input_names), "an input of the model")
+    return Preflight(checked=[settings.name for settings in audits],
+                     against=f"model {config.model.uri} and population {population_file}")
+
+
 def _population_only(config: CertgateConfig, audits: list[Any], path: Path) -> Preflight:
-    from verifier.audits import check_audit
     from verifier.audits.binding import ordered_population
     from verifier.population import load_population
 
@@ -102,16 +142,23 @@ def _population_only(config: CertgateConfig, audits: list[Any], path: Path) -> P
     given = config.model.input_names
     if given is not None:
         population = ordered_population(population, given, str(path))
-    names = list(population.columns)
+    _check_all(audits, None, population, list(population.columns),
+               f"a column of the population model {path}")
+    return Preflight(checked=[settings.name for settings in audits],
+                     against=f"population {path} alone ({config.model.uri} is fetched at run "
+                     "time; the model-side checks run then)")
+
+
+def _check_all(audits: list[Any], network: Any, population: Any, names: list[str],
+               what: str) -> None:
+    from verifier.audits import check_audit
+
     for settings in audits:
         missing = [name for name in settings.referenced_inputs() if name not in names]
         if missing:
             raise CertgateInputError(
                 f"audit {settings.name!r}: {', '.join(map(repr, missing))} "
-                f"{'is not a column' if len(missing) == 1 else 'are not columns'} of the "
-                f"population model {path} (columns: {', '.join(names)})"
+                f"{'is not' if len(missing) == 1 else 'are not'} {what} "
+                f"(names: {', '.join(names)})"
             )
-        check_audit(settings, None, population)
-    return Preflight(checked=[settings.name for settings in audits],
-                     against=f"population {path} alone ({config.model.uri} is fetched at run "
-                     "time; the model-side checks run then)")
+        check_audit(settings, network, population)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from configs.schema import load_config
 from pipeline_steps.demo import (
@@ -44,7 +45,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     loaded = load_model(model_uri, registry, workdir / "scratch")
     population = fetch_population(loaded, None, workdir / "scratch").model
     return {"uri": uri, "version": version, "network": loaded.network,
-            "population": population}
+            "population": population, "local_dir": loaded.local_dir}
 
 
 def _predicted(network: Any, x: np.ndarray) -> np.ndarray:
@@ -97,3 +98,21 @@ def test_income_wmi_config_decides_both_audits(store: dict[str, Any],
     noisy[:, yexp] += rng.triangular(0.0, 0.0, 15.0, SAMPLES)
     same = _predicted(network, x) == _predicted(network, noisy)
     assert _contains(audits["robust_to_experience_noise"]["probability"], same)
+
+
+def test_config_check_runs_the_preflight_on_a_local_mlflow_model_directory(
+        store: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The version's downloaded MLflow directory (population shipped inside): the example
+    config's audits can run; uniform pairs on the unbounded normal hw column cannot."""
+    document = yaml.safe_load(CONFIG.read_text())
+    document["model"] = {"uri": str(store["local_dir"])}
+    path = tmp_path / "local.yaml"
+    path.write_text(yaml.safe_dump(document))
+    code, out, err = run_cli(capsys, "config", "check", str(path))
+    assert code == 0, err
+    assert "can run: monotone_in_hours, robust_to_experience_noise (checked on model" in out
+    document["audits"][0]["use_prior"] = False
+    path.write_text(yaml.safe_dump(document))
+    code, out, err = run_cli(capsys, "config", "check", str(path))
+    assert code == 2 and out == ""
+    assert "audit 'monotone_in_hours'" in err and "bounded support" in err and "'hw'" in err
