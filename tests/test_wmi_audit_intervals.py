@@ -59,7 +59,7 @@ def test_a_budget_reaches_the_engine_and_the_interval_stays_sound() -> None:
     ({"kind": "monotonicity", "feature": "x", "use_prior": False},
      "needs a bounded support, but column 'x'"),
     ({"kind": "noise_robustness", "features": ["s"], "noise_uniform": [-0.5, 0.5]},
-     "noise on column 's' needs a continuous column; it is discrete"),
+     "noise on column 's' needs a continuous column or a discrete noise distribution"),
 ])
 def test_an_audit_wmi_cannot_run_is_refused_before_any_audit_starts(
     audit: dict, message: str

@@ -3,9 +3,10 @@
 :func:`check_wmi_property` builds the property's queries exactly as the property function
 would (prior terms, discrete values, density envelopes, roots) without enumerating a single
 region, so it is cheap (no LP) and raises the same one-line :class:`WMIInputError` the run
-would raise: a column WMI cannot handle (named), a feature index out of range, a noisy
-discrete feature, a monotone one-hot column, a missing noise density, an unbounded support with
-``use_prior=False``. Config validation calls it so a bad audit fails before any audit runs.
+would raise: a column WMI cannot handle (named), a feature index out of range, continuous
+noise on a discrete feature, a monotone one-hot column, a missing noise distribution, an
+unbounded support with ``use_prior=False``, a prior of more than 20 000 terms. Config
+validation calls it so a bad audit fails before any audit runs.
 
 Without a model (``model=None``: ``certgate config check`` on a configuration whose model
 lives in a registry but whose population file is local), the check runs on the population

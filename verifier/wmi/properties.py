@@ -613,56 +613,68 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
     wrapped = as_model(model, bound_method)
     dimension = _input_size(wrapped)
     if noise is None:
-        raise WMIInputError("noise robustness needs a noise distribution with a density")
+        raise WMIInputError("noise robustness needs a noise distribution")
     if len(set(features)) != len(features) or not features or \
             not all(0 <= f < dimension for f in features):
         raise WMIInputError(f"noise features {features} must be distinct indices in "
                             f"0..{dimension - 1}")
     termset = _termset(prior, dimension)
-    for f in features:
-        if f in termset.discrete_columns():
-            raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
-                                "column; it is discrete")
     noise_set = prior_terms(noise)
     if noise_set.dimension != len(features):
         raise WMIInputError(f"the noise has {noise_set.dimension} columns for "
                             f"{len(features)} features")
-    if noise_set.discrete_columns() or noise_set.lost > 0:
-        raise WMIInputError("the noise needs a density (no point masses)")
+    discrete_noise = set(noise_set.discrete_columns())
+    for position, f in enumerate(features):
+        if f in termset.discrete_columns() and position not in discrete_noise:
+            raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
+                                "column or a discrete noise distribution; it is discrete")
     queries = []
-    read = read_columns(wrapped)
-    for term in _merge(termset.terms, read):
-        free = [j for j in range(dimension) if j not in term.atoms]
+    for term in _merge(termset.terms, read_columns(wrapped)):
         for noise_term in noise_set.terms:
-            index = {j: k for k, j in enumerate(free)}
-            width = len(free) + len(features)
-            layout = _place(term, index, width)
-            shifted_noise = Term(noise_term.coefficient, {}, [
-                PolyFactor(tuple(len(free) + p for p in f.positions), f.pieces)
-                for f in noise_term.poly], {len(free) + j: d
-                                            for j, d in noise_term.densities.items()})
-            noise_index = {len(free) + j: len(free) + j for j in range(len(features))}
-            noise_layout = _place(shifted_noise, noise_index, width)
-            lower = np.where(np.isfinite(layout.lower), layout.lower, noise_layout.lower)
-            upper = np.where(np.isfinite(layout.upper), layout.upper, noise_layout.upper)
-            roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper)
-            first = np.zeros((dimension, width))
-            for j, k in index.items():
-                first[j, k] = 1.0
-            shifted = first.copy()
-            for position, f in enumerate(features):
-                shifted[f, len(free) + position] = 1.0
-            offset = np.zeros(dimension)
-            for j, v in term.atoms.items():
-                offset[j] = v
-            coefficient = times(term.coefficient, noise_term.coefficient)
-            lost = (layout.lost * noise_term.coefficient[2] * _factor_mass(noise_term)
-                    + noise_layout.lost * term.coefficient[2] * _factor_mass(term))
-            queries.append(Query(width, roots, [Placement(wrapped, first, offset),
-                                                Placement(wrapped, shifted, offset)],
-                                 Disagreement(), coefficient,
-                                 tuple(layout.envelopes + noise_layout.envelopes), lost))
-    return _with_lost(queries, termset.lost)
+            queries.append(_noise_query(wrapped, term, noise_term, features, dimension))
+    return _with_lost(queries, termset.lost + noise_set.lost)
+
+
+def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
+                 features: list[int], dimension: int) -> Query:
+    """One (prior term, noise term) query: the prior's free columns, then the noise's
+    continuous columns as integration coordinates; a discrete noise value shifts its feature
+    in the second copy by a constant."""
+    free = [j for j in range(dimension) if j not in term.atoms]
+    moving = [p for p in range(len(features)) if p not in noise_term.atoms]
+    width = len(free) + len(moving)
+    if width == 0:
+        raise WMIInputError("every input column and the noise are discrete: nothing to "
+                            "integrate")
+    index = {j: k for k, j in enumerate(free)}
+    layout = _place(term, index, width)
+    coordinate = {p: len(free) + k for k, p in enumerate(moving)}
+    shifted_noise = Term(noise_term.coefficient, {}, [
+        PolyFactor(tuple(coordinate[p] for p in f.positions), f.pieces)
+        for f in noise_term.poly], {coordinate[p]: d for p, d in noise_term.densities.items()})
+    noise_layout = _place(shifted_noise, {k: k for k in coordinate.values()}, width)
+    lower = np.where(np.isfinite(layout.lower), layout.lower, noise_layout.lower)
+    upper = np.where(np.isfinite(layout.upper), layout.upper, noise_layout.upper)
+    roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper)
+    first = np.zeros((dimension, width))
+    for j, k in index.items():
+        first[j, k] = 1.0
+    shifted = first.copy()
+    for p, k in coordinate.items():
+        shifted[features[p], k] = 1.0
+    offset = np.zeros(dimension)
+    for j, v in term.atoms.items():
+        offset[j] = v
+    moved = offset.copy()
+    for p, value in noise_term.atoms.items():
+        moved[features[p]] += value
+    coefficient = times(term.coefficient, noise_term.coefficient)
+    lost = (layout.lost * noise_term.coefficient[2] * _factor_mass(noise_term)
+            + noise_layout.lost * term.coefficient[2] * _factor_mass(term))
+    return Query(width, roots, [Placement(wrapped, first, offset),
+                                Placement(wrapped, shifted, moved)],
+                 Disagreement(), coefficient, tuple(layout.envelopes + noise_layout.envelopes),
+                 lost)
 
 
 def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
@@ -670,8 +682,10 @@ def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: li
                      bound_method: str = "crown", timeout_s: float | None = None,
                      tolerance: float = DEFAULT_TOLERANCE) -> WMIResult:
     """``P(c(x) = c(x + n))`` with ``x ~ prior`` and ``n ~ noise`` added to ``features``
-    (Eq. 10); ``noise`` has a density (piecewise polynomial, or normal-type: then the result
-    is a certified interval) of dimension ``len(features)``."""
+    (Eq. 10); ``noise`` has dimension ``len(features)``: a density (piecewise polynomial, or
+    normal-type: then the result is a certified interval) or discrete values (each shifts its
+    feature by a constant). A discrete feature of the prior takes discrete noise only (a
+    density would move it off its values)."""
     queries = noise_robustness_queries(model, prior, noise, features, bound_method)
     return _solve(queries, stop_at, executor, timeout_s, tolerance)
 
