@@ -2,9 +2,11 @@
 
 A :class:`Region` is a full-dimensional polytope with an interior witness point. Splitting by a
 hyperplane costs at most one LP: the side holding the witness strictly is non-empty for free,
-only the other side is checked (Chebyshev LP, HiGHS). A model enumerates ``(region, outputs)``
-pairs, ``outputs = (S, t)`` the affine map ``z -> S z + t`` of its output vector on the region;
-the regions of one model partition its input region up to measure zero.
+only the other side is checked (Chebyshev LP, HiGHS), unless constraint propagation over the
+root box's rows proves it empty first (:func:`verifier.wmi.propagation.provably_empty`, no
+LP). A model enumerates ``(region, outputs)`` pairs, ``outputs = (S, t)`` the affine map
+``z -> S z + t`` of its output vector on the region; the regions of one model partition its
+input region up to measure zero.
 
 ReLU networks branch only on neurons that bound propagation (CROWN over the root's input box,
 :func:`verifier.bounds.compute_bounds`) leaves unstable; stable neurons are fixed without an LP.
@@ -21,6 +23,7 @@ from verifier.bounds import ACTIVE, compute_bounds
 from verifier.network import Network
 from verifier.wmi.lp import coordinate_extremes
 from verifier.wmi.polytope import Polytope, make_polytope
+from verifier.wmi.propagation import provably_empty
 
 Outputs = tuple[np.ndarray, np.ndarray]
 INTERIOR_MARGIN = 1e-7
@@ -58,6 +61,8 @@ class Region:
         stacked_A, stacked_b = np.vstack([self.A, A]), np.concatenate([self.b, b])
         if inside:
             return Region(stacked_A, stacked_b, self.point, self.counters)
+        if provably_empty(stacked_A, stacked_b):
+            return None
         self.counters.lps += 1
         poly = make_polytope(stacked_A, stacked_b)
         return None if poly is None else Region(poly.A, poly.b, poly.point, self.counters)
@@ -74,6 +79,8 @@ class Region:
         A, b = np.vstack([self.A, a[None]]), np.append(self.b, bound)
         if not needs_lp:
             return Region(A, b, self.point, self.counters)
+        if provably_empty(A, b):
+            return None
         self.counters.lps += 1
         poly = make_polytope(A, b)
         return None if poly is None else Region(poly.A, poly.b, poly.point, self.counters)
