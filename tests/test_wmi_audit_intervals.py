@@ -56,15 +56,17 @@ def test_a_budget_reaches_the_engine_and_the_interval_stays_sound() -> None:
 
 
 @pytest.mark.parametrize(("audit", "message"), [
-    ({"feature": "x", "use_prior": False}, "needs a bounded support, but column 'x'"),
-    ({"feature": "s", "use_prior": True}, "needs a continuous feature; column 's' is discrete"),
+    ({"kind": "monotonicity", "feature": "x", "use_prior": False},
+     "needs a bounded support, but column 'x'"),
+    ({"kind": "noise_robustness", "features": ["s"], "noise_uniform": [-0.5, 0.5]},
+     "noise on column 's' needs a continuous column or a discrete noise distribution"),
 ])
 def test_an_audit_wmi_cannot_run_is_refused_before_any_audit_starts(
     audit: dict, message: str
 ) -> None:
-    """Audits WMI cannot run (uniform pairs on an unbounded support; monotonicity in a discrete
-    column) fail while the pipeline binds the model, naming the audit and the column, before
-    any audit of the run has started."""
+    """Audits WMI cannot run (uniform pairs on an unbounded support; continuous noise on a
+    discrete column) fail while the pipeline binds the model, naming the audit and the column,
+    before any audit of the run has started."""
     from configs.schema import parse_config
     from pipeline_steps.audit import bound_inputs
     from registry_hooks.certgate_model import LoadedModel
@@ -82,7 +84,7 @@ def test_an_audit_wmi_cannot_run_is_refused_before_any_audit_starts(
         ]),
     )
     config = parse_config({"model": {"uri": "models:/m/1"}, "audits": [
-        {"kind": "monotonicity", "name": "mono", "min_probability": 0.9, **audit}]})
+        {"name": "mono", "min_probability": 0.9, **audit}]})
     loaded = LoadedModel(uri="models:/m/1", network=network, flavor="file", serialization="json")
     with pytest.raises(CertgateInputError) as error:
         bound_inputs(config, loaded, population)

@@ -237,7 +237,7 @@ def test_density_envelope_contains_the_density_and_the_mass(
 @given(rows=st.integers(1, 4), seed=st.integers(0, 10_000))
 def test_propagated_box_keeps_every_point_of_the_cell(rows: int, seed: int) -> None:
     """Constraint propagation never cuts off a point of ``{z in box : A z <= b}``."""
-    from verifier.wmi.envelope import tightened
+    from verifier.wmi.propagation import tightened
 
     rng = np.random.default_rng(seed)
     A = rng.normal(size=(rows, 3))

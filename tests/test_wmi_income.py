@@ -63,4 +63,5 @@ def test_config_time_checks_name_what_cannot_run(case) -> None:
     with pytest.raises(WMIInputError, match="noise"):
         check_wmi_property("noise_robustness", net, prior, features=[2])
     with pytest.raises(WMIInputError, match="'female'"):
-        check_wmi_property("monotonicity", net, prior, feature=0, use_prior=True)
+        check_wmi_property("noise_robustness", net, prior, features=[0],
+                           noise=triangular_noise(0.0, 0.0, 1.0))

@@ -15,7 +15,7 @@ from verifier.population import (
     PopulationModel,
     Product,
 )
-from verifier.wmi import WMIInputError, demographic_parity, local_robustness, monotonicity
+from verifier.wmi import demographic_parity, local_robustness, monotonicity
 
 
 def population(continuous: object) -> PopulationModel:
@@ -71,10 +71,13 @@ def test_local_robustness_sums_discrete_values() -> None:
     assert result.probability == pytest.approx(0.4 + 0.6 * 0.5, abs=1e-12)
 
 
-def test_self_composition_sums_discrete_columns_and_refuses_a_discrete_feature() -> None:
-    """Class 1 iff x >= s/2 is increasing in x for every s: probability exactly 1; the
-    discrete column s itself cannot be the monotone feature."""
+def test_self_composition_sums_discrete_columns_and_compares_a_discrete_feature() -> None:
+    """Class 1 iff x >= s/2 is increasing in x for every s: probability exactly 1. In the
+    binary s the only ordered pair is (0, 1), which loses the positive class exactly when
+    x < 1/2: probability 1/2 increasing (either weighting), 1 decreasing."""
     net = Network([Layer(np.array([[1.0, 0.0, -0.5]]), np.array([0.0]))])
     assert monotonicity(net, population(UNIFORM_2D), 0).probability == 1.0
-    with pytest.raises(WMIInputError, match="discrete"):
-        monotonicity(net, population(UNIFORM_2D), 2)
+    for use_prior in (False, True):
+        result = monotonicity(net, population(UNIFORM_2D), 2, use_prior=use_prior)
+        assert result.exact and result.probability == pytest.approx(0.5, abs=1e-12)
+    assert monotonicity(net, population(UNIFORM_2D), 2, decreasing=True).probability == 1.0

@@ -38,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check = verbs.add_parser(
         "check",
         help="validate a configuration file",
-        description="Validate FILE (after ${ENV} expansion). Exit code 0 when valid, 2 with a "
+        description="Validate FILE (after ${ENV} expansion) and, for the exact-probability "
+        "(WMI) audits, check they can run on the model and population when the file names them "
+        "locally (what could not be checked is listed). Exit code 0 when valid, 2 with a "
         "one-line message naming the field otherwise.",
     )
     check.add_argument("file", help="YAML configuration file")
@@ -58,11 +60,19 @@ def print_schema(args: argparse.Namespace) -> int:
 
 def check_file(args: argparse.Namespace) -> int:
     config = load_config(args.file)
+    from pipeline_steps.preflight import preflight
+
+    checked = preflight(config)
     names = ", ".join(audit.name for audit in config.audits)
     if args.json:
         emit_json({"file": args.file, "valid": True,
                    "audits": [audit.name for audit in config.audits],
-                   "model": config.model.uri})
+                   "model": config.model.uri, "preflight": checked.as_json()})
         return 0
     print(f"{args.file}: valid ({len(config.audits)} audit(s): {names}; model {config.model.uri})")
+    if checked.checked:
+        print(f"  can run: {', '.join(checked.checked)} (checked on {checked.against})")
+    if checked.unchecked:
+        print(f"  not checked: {', '.join(checked.unchecked)}: {checked.reason}; certgate run "
+              "checks them before any audit starts")
     return 0

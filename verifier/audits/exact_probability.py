@@ -147,12 +147,16 @@ def probability_certificate(kind: str, requirement: Requirement, result: Any, ex
 def model_inputs(model: Any, population: Any, input_names: list[str] | None) -> list[str]:
     """The input names of ``model`` (an IR network, or a scikit-learn model read in the
     population's column order with ``input_names``) after checking the population model
-    exists and its columns are these inputs."""
+    exists and its columns are these inputs. ``model`` ``None`` (a pre-flight before the model
+    is fetched, its population already bound to the configured input names): the population's
+    columns."""
     from verifier.audits.population_fit import check_population_fits
     from verifier.network import Network
 
     if population is None:
         raise CertgateInputError("this audit needs a population model")
+    if model is None:
+        return list(population.columns)
     if isinstance(model, Network):
         check_population_fits(model, population)
         return list(model.input_names)

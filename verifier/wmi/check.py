@@ -3,9 +3,16 @@
 :func:`check_wmi_property` builds the property's queries exactly as the property function
 would (prior terms, discrete values, density envelopes, roots) without enumerating a single
 region, so it is cheap (no LP) and raises the same one-line :class:`WMIInputError` the run
-would raise: a column WMI cannot handle (named), a feature index out of range, a discrete
-monotone or noisy feature, a missing noise density, an unbounded support with
-``use_prior=False``. Config validation calls it so a bad audit fails before any audit runs.
+would raise: a column WMI cannot handle (named), a feature index out of range, continuous
+noise on a discrete feature, a monotone one-hot column, a missing noise distribution, an
+unbounded support with ``use_prior=False``, a prior of more than 20 000 terms. Config
+validation calls it so a bad audit fails before any audit runs.
+
+Without a model (``model=None``: ``certgate config check`` on a configuration whose model
+lives in a registry but whose population file is local), the check runs on the population
+alone: every column counts as read by the model, so the population-side refusals (a column or
+feature WMI cannot handle, an unbounded support, too many prior terms) are the same; a model
+that turns out to have another number of inputs is refused later, when it is fetched.
 """
 
 from __future__ import annotations
@@ -24,9 +31,19 @@ from verifier.wmi.properties import (
     monotonicity_queries,
     noise_robustness_queries,
 )
+from verifier.wmi.regions import PiecewiseAffineModel
 
 WMI_KINDS = ("monotonicity", "noise_robustness", "local_robustness", "equivalence",
              "demographic_parity")
+
+
+class InputsOnly(PiecewiseAffineModel):
+    """A model known only by its number of inputs, all of them read. It enumerates no region:
+    its queries can be built, checked and counted, never solved."""
+
+    def __init__(self, input_size: int) -> None:
+        self.input_size = input_size
+        self.output_size = 0
 
 
 @dataclass(frozen=True)
@@ -49,8 +66,13 @@ def check_wmi_property(kind: str, model: Any, prior: Prior, *, feature: int | No
                        protected: int | None = None, privileged: float | None = None,
                        favorable_class: int | None = None) -> WMIPlan:
     """The :class:`WMIPlan` of property ``kind`` (one of :data:`WMI_KINDS`) with the
-    arguments its function takes; raises :class:`WMIInputError` if it cannot run."""
+    arguments its function takes; raises :class:`WMIInputError` if it cannot run. ``model``
+    ``None`` checks the population side only (module docstring)."""
     queries: list[Query]
+    if model is None:
+        model = InputsOnly(prior.dimension)
+        if label is None:
+            label = 0  # the label at the centre needs the model; it changes nothing checked
     if kind == "monotonicity":
         if feature is None:
             raise WMIInputError("monotonicity needs a feature")

@@ -33,6 +33,7 @@ import numpy as np
 from verifier.wmi.marginals import Density1D
 from verifier.wmi.polynomial import Polynomial
 from verifier.wmi.polytope import box_constraints
+from verifier.wmi.propagation import tightened
 from verifier.wmi.regions import Region
 
 VOLUME_MARGIN = 1e-9
@@ -113,27 +114,6 @@ def _position(region: Region, lower: np.ndarray, upper: np.ndarray) -> str:
     if np.all(middle + reach <= region.b - slack):
         return "inside"
     return "cut"
-
-
-def tightened(A: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-              sweeps: int = 3) -> tuple[np.ndarray, np.ndarray] | None:
-    """A box containing ``{z ∈ [lower, upper] : A z <= b}`` (constraint propagation, each
-    bound relaxed by a relative ``1e-9`` against rounding); ``None`` when provably empty."""
-    lower, upper = lower.copy(), upper.copy()
-    positive, negative = np.maximum(A, 0.0), np.minimum(A, 0.0)
-    for _ in range(sweeps):
-        least = positive * lower + negative * upper  # (rows, D): each term's minimum
-        total = least.sum(axis=1)
-        rest = b[:, None] - (total[:, None] - least)  # a_j z_j <= rest
-        with np.errstate(divide="ignore", invalid="ignore"):
-            limit = rest / A
-            slack = 1e-9 * (np.abs(limit) + np.abs(rest) + 1.0)
-            upper_cut = np.where(A > 0, limit + slack, np.inf).min(axis=0)
-            lower_cut = np.where(A < 0, limit - slack, -np.inf).max(axis=0)
-        lower, upper = np.maximum(lower, lower_cut), np.minimum(upper, upper_cut)
-        if np.any(lower > upper):
-            return None
-    return lower, upper
 
 
 def cell_bounds(envelope: Envelope, region: Region, lower: np.ndarray, upper: np.ndarray,

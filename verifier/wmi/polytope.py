@@ -1,10 +1,11 @@
 """Convex polytopes in H-representation ``A z <= b``: emptiness by LP, vertices, triangulation.
 
 A polytope counts as non-empty only when it contains a ball of radius above ``RADIUS_TOL``
-(Chebyshev centre, one HiGHS LP): WMI ignores sets of measure zero, and a convex set whose
-inscribed ball has radius ``r`` inside a region of diameter ``δ`` has volume at most
-``D · r · δ^(D−1)`` — so a dropped sliver changes an integral by at most that bound times the
-weight's maximum (below 1e-9 of the mass on the bounded boxes this module is used on).
+(Chebyshev centre, one HiGHS LP, :mod:`verifier.wmi.lp`): WMI ignores sets of measure zero,
+and a convex set whose inscribed ball has radius ``r`` inside a region of diameter ``δ`` has
+volume at most ``D · r · δ^(D−1)`` — so a dropped sliver changes an integral by at most that
+bound times the weight's maximum (below 1e-9 of the mass on the bounded boxes this module is
+used on).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
 from scipy.spatial import Delaunay, HalfspaceIntersection, QhullError
 
 from verifier.errors import CertgateInputError
+from verifier.wmi.lp import minimise
 
 RADIUS_TOL = 1e-11
 
@@ -51,13 +52,13 @@ def chebyshev(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float] | None:
     dimension = A.shape[1]
     cost = np.zeros(dimension + 1)
     cost[-1] = -1.0
-    result = linprog(
-        cost, A_ub=np.hstack([A / norms[:, None], np.ones((A.shape[0], 1))]), b_ub=b / norms,
-        bounds=[(None, None)] * dimension + [(0.0, None)], method="highs",
-    )
-    if result.status == 3:
+    lower = np.full(dimension + 1, -np.inf)
+    lower[-1] = 0.0
+    result = minimise(cost, np.hstack([A / norms[:, None], np.ones((A.shape[0], 1))]),
+                      b / norms, lower, np.full(dimension + 1, np.inf))
+    if result.status == "unbounded":
         raise PolytopeError("the integration domain is unbounded; give a bounded support")
-    if result.status != 0 or result.x[-1] <= RADIUS_TOL:
+    if result.x is None or result.x[-1] <= RADIUS_TOL:
         return None
     return result.x[:-1], float(result.x[-1])
 

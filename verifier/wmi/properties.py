@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ import numpy as np
 from verifier.network import Network
 from verifier.population import PopulationModel
 from verifier.population.base import Distribution
+from verifier.population.rounding import EPS, REL_MARGIN
 from verifier.wmi.encode import (
     Decrease,
     Disagreement,
@@ -44,6 +45,7 @@ from verifier.wmi.marginals import Density1D
 from verifier.wmi.polynomial import constant
 from verifier.wmi.regions import NetworkModel, PiecewiseAffineModel
 from verifier.wmi.terms import (
+    Coefficient,
     PolyFactor,
     Term,
     TermSet,
@@ -257,7 +259,7 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
         placements = [Placement(model, embed, offset) for model in models]
         queries.append(Query(len(free), roots, placements, violation, term.coefficient,
                              tuple(layout.envelopes), layout.lost))
-    return queries
+    return _with_lost(queries, termset.lost)
 
 
 def _ball(termset: TermSet, center: Any, epsilon: float | None
@@ -468,11 +470,11 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
     termset = _termset(prior, dimension)
     if not use_prior:
         termset = uniform_terms(prior, termset)
-    if feature in termset.discrete_columns():
-        raise WMIInputError(f"monotonicity needs a continuous feature; column "
-                            f"{termset.name(feature)!r} is discrete")
-    copy_pieces, copy_density = _copy_marginal(termset, feature)
     violation = LostPositive(positive_class) if output is None else Decrease(output)
+    if feature in termset.discrete_columns():
+        return _with_lost(_discrete_monotonicity_queries(wrapped, termset, feature, decreasing,
+                                                         violation), 2 * termset.lost)
+    copy_pieces, copy_density = _copy_marginal(termset, feature)
     queries = []
     for term in _merge(termset.terms, read_columns(wrapped)):
         free = [j for j in range(dimension) if j not in term.atoms]
@@ -505,7 +507,78 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
         placements = [Placement(wrapped, first, offset), Placement(wrapped, second, offset)]
         queries.append(Query(width, roots, placements, violation, term.coefficient,
                              tuple(layout.envelopes), layout.lost))
+    return _with_lost(queries, 2 * termset.lost)
+
+
+def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
+    """``P(x_feature = v)`` for every value ``v`` of a discrete column, as enclosures: the sum
+    of the coefficients of the terms fixing ``v``, each times the mass of its continuous
+    factors (outward-rounded)."""
+    sums: dict[float, list[float]] = {}
+    for term in termset.terms:
+        low, high = _factor_masses(term)
+        c = term.coefficient
+        entry = sums.setdefault(term.atoms[feature], [0.0, 0.0, 0.0, 0])
+        entry[0] += c[0] * low
+        entry[1] += c[1] * 0.5 * (low + high)
+        entry[2] += c[2] * high
+        entry[3] += 1
+    marginal = {}
+    for value, (low, mid, high, count) in sums.items():
+        margin = REL_MARGIN + 4 * (count + 2) * EPS
+        marginal[value] = (low * (1 - margin), mid, high * (1 + margin))
+    return marginal
+
+
+def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermSet,
+                                   feature: int, decreasing: bool, violation: Any
+                                   ) -> list[Query]:
+    """Monotonicity in a discrete (binary or integer) column: one query per (merged) prior
+    term ``x`` and value ``v′`` of the feature's marginal with ``x_i < v′`` (``>`` when
+    ``decreasing``); both copies share the term's continuous coordinates and differ only in
+    the feature's fixed value, weighted by ``P(x_i′ = v′)``. Pairs with equal values cannot
+    violate the property and are left out of the precondition, as the measure-zero diagonal
+    is in the continuous case."""
+    if any(feature in group for group in termset.groups):
+        raise WMIInputError(f"monotonicity needs an ordered feature; column "
+                            f"{termset.name(feature)!r} belongs to a one-hot group")
+    marginal = _value_marginal(termset, feature)
+    dimension = termset.dimension
+    queries = []
+    for term in _merge(termset.terms, read_columns(wrapped) | {feature}):
+        value = term.atoms[feature]
+        larger = [(v, c) for v, c in sorted(marginal.items())
+                  if (v < value if decreasing else v > value) and c[2] > 0]
+        if not larger:
+            continue
+        free = [j for j in range(dimension) if j not in term.atoms]
+        if not free:
+            raise WMIInputError("every input column is discrete: nothing to integrate")
+        index = {j: k for k, j in enumerate(free)}
+        layout = _place(term, index, len(free))
+        roots = build_roots(len(free), layout.factors, layout.lower, layout.upper)
+        embed = np.eye(dimension)[:, free]
+        offset = np.zeros(dimension)
+        for j, v in term.atoms.items():
+            offset[j] = v
+        for other, weight in larger:
+            moved = offset.copy()
+            moved[feature] = other
+            placements = [Placement(wrapped, embed, offset), Placement(wrapped, embed, moved)]
+            queries.append(Query(len(free), roots, placements, violation,
+                                 times(term.coefficient, weight), tuple(layout.envelopes),
+                                 layout.lost * weight[2]))
+    if not queries:
+        raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
+                            "differs in it")
     return queries
+
+
+def _with_lost(queries: list[Query], lost: float) -> list[Query]:
+    """``queries`` with ``lost`` (prior mass no term carries) added to the first query's."""
+    if not queries or lost <= 0:
+        return queries
+    return [replace(queries[0], lost=queries[0].lost + lost), *queries[1:]]
 
 
 def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
@@ -522,7 +595,10 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
     ``x′_i`` an independent draw of the feature's marginal (``use_prior``), or both from the
     uniform prior on the support box (continuous columns uniform on their support interval,
     discrete groups uniform over their values; an unbounded support is refused). Discrete
-    columns take the same value in both copies.
+    columns take the same value in both copies. A discrete (binary or integer) ``feature`` is
+    compared on its values: ``x′_i`` is drawn from the values the feature takes and pairs
+    with ``x_i < x′_i`` (``>`` when ``decreasing``) form the precondition; a column of a
+    one-hot group is refused.
     """
     queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
                                    positive_class=positive_class, output=output,
@@ -537,56 +613,68 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
     wrapped = as_model(model, bound_method)
     dimension = _input_size(wrapped)
     if noise is None:
-        raise WMIInputError("noise robustness needs a noise distribution with a density")
+        raise WMIInputError("noise robustness needs a noise distribution")
     if len(set(features)) != len(features) or not features or \
             not all(0 <= f < dimension for f in features):
         raise WMIInputError(f"noise features {features} must be distinct indices in "
                             f"0..{dimension - 1}")
     termset = _termset(prior, dimension)
-    for f in features:
-        if f in termset.discrete_columns():
-            raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
-                                "column; it is discrete")
     noise_set = prior_terms(noise)
     if noise_set.dimension != len(features):
         raise WMIInputError(f"the noise has {noise_set.dimension} columns for "
                             f"{len(features)} features")
-    if noise_set.discrete_columns() or noise_set.lost > 0:
-        raise WMIInputError("the noise needs a density (no point masses)")
+    discrete_noise = set(noise_set.discrete_columns())
+    for position, f in enumerate(features):
+        if f in termset.discrete_columns() and position not in discrete_noise:
+            raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
+                                "column or a discrete noise distribution; it is discrete")
     queries = []
-    read = read_columns(wrapped)
-    for term in _merge(termset.terms, read):
-        free = [j for j in range(dimension) if j not in term.atoms]
+    for term in _merge(termset.terms, read_columns(wrapped)):
         for noise_term in noise_set.terms:
-            index = {j: k for k, j in enumerate(free)}
-            width = len(free) + len(features)
-            layout = _place(term, index, width)
-            shifted_noise = Term(noise_term.coefficient, {}, [
-                PolyFactor(tuple(len(free) + p for p in f.positions), f.pieces)
-                for f in noise_term.poly], {len(free) + j: d
-                                            for j, d in noise_term.densities.items()})
-            noise_index = {len(free) + j: len(free) + j for j in range(len(features))}
-            noise_layout = _place(shifted_noise, noise_index, width)
-            lower = np.where(np.isfinite(layout.lower), layout.lower, noise_layout.lower)
-            upper = np.where(np.isfinite(layout.upper), layout.upper, noise_layout.upper)
-            roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper)
-            first = np.zeros((dimension, width))
-            for j, k in index.items():
-                first[j, k] = 1.0
-            shifted = first.copy()
-            for position, f in enumerate(features):
-                shifted[f, len(free) + position] = 1.0
-            offset = np.zeros(dimension)
-            for j, v in term.atoms.items():
-                offset[j] = v
-            coefficient = times(term.coefficient, noise_term.coefficient)
-            lost = (layout.lost * noise_term.coefficient[2] * _factor_mass(noise_term)
-                    + noise_layout.lost * term.coefficient[2] * _factor_mass(term))
-            queries.append(Query(width, roots, [Placement(wrapped, first, offset),
-                                                Placement(wrapped, shifted, offset)],
-                                 Disagreement(), coefficient,
-                                 tuple(layout.envelopes + noise_layout.envelopes), lost))
-    return queries
+            queries.append(_noise_query(wrapped, term, noise_term, features, dimension))
+    return _with_lost(queries, termset.lost + noise_set.lost)
+
+
+def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
+                 features: list[int], dimension: int) -> Query:
+    """One (prior term, noise term) query: the prior's free columns, then the noise's
+    continuous columns as integration coordinates; a discrete noise value shifts its feature
+    in the second copy by a constant."""
+    free = [j for j in range(dimension) if j not in term.atoms]
+    moving = [p for p in range(len(features)) if p not in noise_term.atoms]
+    width = len(free) + len(moving)
+    if width == 0:
+        raise WMIInputError("every input column and the noise are discrete: nothing to "
+                            "integrate")
+    index = {j: k for k, j in enumerate(free)}
+    layout = _place(term, index, width)
+    coordinate = {p: len(free) + k for k, p in enumerate(moving)}
+    shifted_noise = Term(noise_term.coefficient, {}, [
+        PolyFactor(tuple(coordinate[p] for p in f.positions), f.pieces)
+        for f in noise_term.poly], {coordinate[p]: d for p, d in noise_term.densities.items()})
+    noise_layout = _place(shifted_noise, {k: k for k in coordinate.values()}, width)
+    lower = np.where(np.isfinite(layout.lower), layout.lower, noise_layout.lower)
+    upper = np.where(np.isfinite(layout.upper), layout.upper, noise_layout.upper)
+    roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper)
+    first = np.zeros((dimension, width))
+    for j, k in index.items():
+        first[j, k] = 1.0
+    shifted = first.copy()
+    for p, k in coordinate.items():
+        shifted[features[p], k] = 1.0
+    offset = np.zeros(dimension)
+    for j, v in term.atoms.items():
+        offset[j] = v
+    moved = offset.copy()
+    for p, value in noise_term.atoms.items():
+        moved[features[p]] += value
+    coefficient = times(term.coefficient, noise_term.coefficient)
+    lost = (layout.lost * noise_term.coefficient[2] * _factor_mass(noise_term)
+            + noise_layout.lost * term.coefficient[2] * _factor_mass(term))
+    return Query(width, roots, [Placement(wrapped, first, offset),
+                                Placement(wrapped, shifted, moved)],
+                 Disagreement(), coefficient, tuple(layout.envelopes + noise_layout.envelopes),
+                 lost)
 
 
 def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
@@ -594,8 +682,10 @@ def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: li
                      bound_method: str = "crown", timeout_s: float | None = None,
                      tolerance: float = DEFAULT_TOLERANCE) -> WMIResult:
     """``P(c(x) = c(x + n))`` with ``x ~ prior`` and ``n ~ noise`` added to ``features``
-    (Eq. 10); ``noise`` has a density (piecewise polynomial, or normal-type: then the result
-    is a certified interval) of dimension ``len(features)``."""
+    (Eq. 10); ``noise`` has dimension ``len(features)``: a density (piecewise polynomial, or
+    normal-type: then the result is a certified interval) or discrete values (each shifts its
+    feature by a constant). A discrete feature of the prior takes discrete noise only (a
+    density would move it off its values)."""
     queries = noise_robustness_queries(model, prior, noise, features, bound_method)
     return _solve(queries, stop_at, executor, timeout_s, tolerance)
 

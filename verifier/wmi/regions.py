@@ -2,9 +2,11 @@
 
 A :class:`Region` is a full-dimensional polytope with an interior witness point. Splitting by a
 hyperplane costs at most one LP: the side holding the witness strictly is non-empty for free,
-only the other side is checked (Chebyshev LP, HiGHS). A model enumerates ``(region, outputs)``
-pairs, ``outputs = (S, t)`` the affine map ``z -> S z + t`` of its output vector on the region;
-the regions of one model partition its input region up to measure zero.
+only the other side is checked (Chebyshev LP, HiGHS), unless constraint propagation over the
+root box's rows proves it empty first (:func:`verifier.wmi.propagation.provably_empty`, no
+LP). A model enumerates ``(region, outputs)`` pairs, ``outputs = (S, t)`` the affine map
+``z -> S z + t`` of its output vector on the region; the regions of one model partition its
+input region up to measure zero.
 
 ReLU networks branch only on neurons that bound propagation (CROWN over the root's input box,
 :func:`verifier.bounds.compute_bounds`) leaves unstable; stable neurons are fixed without an LP.
@@ -16,11 +18,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linprog
 
 from verifier.bounds import ACTIVE, compute_bounds
 from verifier.network import Network
-from verifier.wmi.polytope import Polytope, PolytopeError, make_polytope
+from verifier.wmi.lp import coordinate_extremes
+from verifier.wmi.polytope import Polytope, make_polytope
+from verifier.wmi.propagation import provably_empty
 
 Outputs = tuple[np.ndarray, np.ndarray]
 INTERIOR_MARGIN = 1e-7
@@ -58,6 +61,8 @@ class Region:
         stacked_A, stacked_b = np.vstack([self.A, A]), np.concatenate([self.b, b])
         if inside:
             return Region(stacked_A, stacked_b, self.point, self.counters)
+        if provably_empty(stacked_A, stacked_b):
+            return None
         self.counters.lps += 1
         poly = make_polytope(stacked_A, stacked_b)
         return None if poly is None else Region(poly.A, poly.b, poly.point, self.counters)
@@ -74,25 +79,18 @@ class Region:
         A, b = np.vstack([self.A, a[None]]), np.append(self.b, bound)
         if not needs_lp:
             return Region(A, b, self.point, self.counters)
+        if provably_empty(A, b):
+            return None
         self.counters.lps += 1
         poly = make_polytope(A, b)
         return None if poly is None else Region(poly.A, poly.b, poly.point, self.counters)
 
     def bounding_box(self) -> tuple[np.ndarray, np.ndarray]:
-        """A box containing the region: the ``2 D`` LP optima (HiGHS) widened by
+        """A box containing the region: the ``2 D`` LP optima (HiGHS, one model re-solved
+        warm per cost) widened by
         ``BOX_PADDING · (1 + |bound|)`` to absorb the solver's feasibility tolerance."""
-        dimension = self.A.shape[1]
-        lower, upper = np.empty(dimension), np.empty(dimension)
-        for axis in range(dimension):
-            for sign, target in ((1.0, lower), (-1.0, upper)):
-                cost = np.zeros(dimension)
-                cost[axis] = sign
-                self.counters.lps += 1
-                result = linprog(cost, A_ub=self.A, b_ub=self.b,
-                                 bounds=[(None, None)] * dimension, method="highs")
-                if result.status != 0:
-                    raise PolytopeError(f"bounding a region failed: {result.message}")
-                target[axis] = result.x[axis]
+        self.counters.lps += 2 * self.A.shape[1]
+        lower, upper = coordinate_extremes(self.A, self.b)
         return (lower - BOX_PADDING * (1 + np.abs(lower)),
                 upper + BOX_PADDING * (1 + np.abs(upper)))
 

@@ -99,11 +99,41 @@ class TermSet:
         return sorted({j for term in self.terms for j in term.atoms})
 
 
+class TooManyTerms(WMIInputError):
+    """The prior expands into more than :data:`MAX_TERMS` product terms."""
+
+
 def _check_count(terms: list[Term]) -> list[Term]:
     if len(terms) > MAX_TERMS:
-        raise WMIInputError(f"the prior expands into more than {MAX_TERMS} product terms "
-                            "(discrete values × mixture components × network regimes)")
+        raise TooManyTerms(f"the prior expands into more than {MAX_TERMS} product terms "
+                           "(discrete values × mixture components × network regimes)")
     return terms
+
+
+def _discrete_sizes(prior: PopulationModel) -> str:
+    """``'name' n × …`` over the population's discrete features (``up to n`` for an integer
+    feature, from its declared domain)."""
+    parts = []
+    for feature in prior.features:
+        if feature.kind == "binary":
+            parts.append(f"{feature.name!r} 2")
+        elif feature.kind == "categorical":
+            parts.append(f"{feature.name!r} {len(feature.columns or [])}")
+        elif feature.kind == "integer":
+            low, high = feature.domain or (None, None)
+            size = (f"up to {int(high - low) + 1}" if low is not None and high is not None
+                    else "unbounded")
+            parts.append(f"{feature.name!r} {size}")
+    return " × ".join(parts)
+
+
+def _too_many(error: TooManyTerms, prior: Distribution | PopulationModel) -> WMIInputError:
+    sizes = _discrete_sizes(prior) if isinstance(prior, PopulationModel) else ""
+    where = f"; discrete values: {sizes}" if sizes else ""
+    return TooManyTerms(f"{error}{where}. WMI enumerates the model's regions once per "
+                        "combination of the discrete values it reads: audit a population with "
+                        "fewer or coarser discrete columns, or use an audit kind that "
+                        "partitions the input space (demographic_parity, causal_fairness)")
 
 
 def _atoms(distribution: Distribution, columns: list[int], low: float, high: float
@@ -235,7 +265,15 @@ def _bayesian(network: BayesianNetwork, columns: list[int]) -> tuple[list[Term],
 
 
 def prior_terms(prior: Distribution | PopulationModel) -> TermSet:
-    """The prior's terms in model column order (see the module docstring)."""
+    """The prior's terms in model column order (see the module docstring); more than
+    :data:`MAX_TERMS` raise :class:`TooManyTerms` naming the discrete features."""
+    try:
+        return _prior_terms(prior)
+    except TooManyTerms as error:
+        raise _too_many(error, prior) from error
+
+
+def _prior_terms(prior: Distribution | PopulationModel) -> TermSet:
     if isinstance(prior, PopulationModel):
         order = [int(j) for j in prior._order]
         terms, lost = decompose(prior.distribution, order)
@@ -290,6 +328,6 @@ def combinations(termset: TermSet) -> list[dict[int, float]]:
             atoms.update(dict(zip(group, values, strict=True)))
         result.append(atoms)
         if len(result) > MAX_TERMS:
-            raise WMIInputError(f"the discrete columns take more than {MAX_TERMS} value "
-                                "combinations")
+            raise TooManyTerms(f"the discrete columns take more than {MAX_TERMS} value "
+                               "combinations")
     return result

@@ -1,0 +1,157 @@
+"""``certgate config check`` runs the WMI audits' pre-flight (the checks ``certgate run`` makes
+before any audit starts) on what the configuration names locally, refuses what WMI cannot
+run with one line naming the audit and the column, and says what it could not check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.causal_nets import threshold_network
+from tests.mlflow_server import run_cli
+from verifier.convert import save_network
+from verifier.population import (
+    Discrete,
+    Factor,
+    Feature,
+    Normal,
+    PopulationModel,
+    Product,
+    Uniform,
+    save_population,
+)
+
+MONOTONE = {"kind": "monotonicity", "name": "monotone_x", "feature": "x",
+            "min_probability": 0.9}
+NOISY = {"kind": "noise_robustness", "name": "noisy", "features": ["x"],
+         "noise_uniform": [-0.1, 0.1], "min_probability": 0.9}
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    """A network over (x, s); populations with x normal (unbounded) or uniform, s binary."""
+    save_network(threshold_network([1.0, 0.5], -0.75, ["x", "s"]), tmp_path / "model.json")
+    binary = Factor(columns=["s"], distribution=Discrete(values=[0, 1], probabilities=[0.4, 0.6]))
+    features = [Feature(name="x", kind="continuous"), Feature(name="s", kind="binary")]
+    save_population(PopulationModel(features=features, distribution=Product(factors=[
+        Factor(columns=["x"], distribution=Normal(mean=0.5, std=1.0)), binary])),
+        tmp_path / "normal.json")
+    save_population(PopulationModel(features=[
+        Feature(name="x", kind="continuous", domain=(0, 1)), features[1]],
+        distribution=Product(factors=[
+            Factor(columns=["x"], distribution=Uniform(lower=0, upper=1)), binary])),
+        tmp_path / "uniform.json")
+    return {"root": tmp_path, "model": tmp_path / "model.json",
+            "normal": tmp_path / "normal.json", "uniform": tmp_path / "uniform.json"}
+
+
+def config(root: Path, model: str, population: str | None, *audits: dict[str, Any],
+           input_names: list[str] | None = None) -> str:
+    document = {"model": {"uri": model, "population_uri": population,
+                          "input_names": input_names},
+                "audits": list(audits)}
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return str(path)
+
+
+def check(capsys: pytest.CaptureFixture[str], path: str) -> tuple[int, str, str]:
+    return run_cli(capsys, "config", "check", path)
+
+
+def test_unbounded_support_with_use_prior_false_is_refused(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    path = config(files["root"], str(files["model"]), str(files["normal"]), MONOTONE)
+    code, out, err = check(capsys, path)
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert "audit 'monotone_x'" in line and "'x'" in line and "bounded support" in line
+
+
+def test_the_same_audit_weighted_by_the_population_can_run(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    path = config(files["root"], str(files["model"]), str(files["normal"]),
+                  {**MONOTONE, "use_prior": True}, NOISY)
+    code, out, _ = check(capsys, path)
+    assert code == 0
+    assert "can run: monotone_x, noisy (checked on model" in out
+    code, out, _ = run_cli(capsys, "config", "check", "--json", path)
+    document = json.loads(out)
+    assert document["preflight"]["checked"] == ["monotone_x", "noisy"]
+    assert document["preflight"]["unchecked"] == []
+
+
+def test_noise_on_a_binary_column_is_refused_naming_it(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    path = config(files["root"], str(files["model"]), str(files["uniform"]),
+                  {**NOISY, "features": ["s"]})
+    code, _, err = check(capsys, path)
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert "audit 'noisy'" in line and "'s'" in line and "discrete" in line
+
+
+def test_a_registry_model_with_a_local_population_is_checked_on_the_population(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    refused = config(files["root"], "models:/loan@candidate", str(files["normal"]), MONOTONE,
+                     input_names=["x", "s"])
+    code, _, err = check(capsys, refused)
+    assert code == 2 and "bounded support" in err and "'x'" in err
+    # input names bind the population by name: given in the other order, still checked
+    fine = config(files["root"], "models:/loan@candidate", str(files["uniform"]), MONOTONE,
+                  NOISY, input_names=["s", "x"])
+    code, out, _ = check(capsys, fine)
+    assert code == 0
+    assert "can run: monotone_x, noisy (checked on population" in out
+    assert "model-side checks run then" in out
+    typo = config(files["root"], "models:/loan@candidate", str(files["uniform"]),
+                  {**MONOTONE, "feature": "z"})
+    code, _, err = check(capsys, typo)
+    assert code == 2 and "'z' is not a column" in err
+
+
+def test_a_population_in_the_registry_is_reported_as_not_checked(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    path = config(files["root"], "models:/loan@candidate", None, MONOTONE, NOISY)
+    code, out, _ = check(capsys, path)
+    assert code == 0
+    assert "not checked: monotone_x, noisy: the population ships with " \
+           "models:/loan@candidate" in out
+    code, out, _ = run_cli(capsys, "config", "check", "--json", path)
+    preflight = json.loads(out)["preflight"]
+    assert preflight["checked"] == [] and preflight["unchecked"] == ["monotone_x", "noisy"]
+    assert "registry" in preflight["reason"]
+
+
+def test_configs_without_wmi_audits_need_no_preflight(capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    demo = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    code, out, _ = run_cli(capsys, "config", "check", "--json", str(demo))
+    assert code == 0
+    assert json.loads(out)["preflight"] == {"checked": [], "against": None, "unchecked": [],
+                                            "reason": None}
+
+
+def test_a_prior_with_too_many_discrete_combinations_is_refused_naming_the_columns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Five integer columns of 8 values each: 8⁵ = 32768 combinations > 20000 terms."""
+    names = [f"k{j}" for j in range(5)]
+    factors = [Factor(columns=[name], distribution=Discrete(values=list(range(8)),
+                                                            probabilities=[0.125] * 8))
+               for name in names]
+    save_population(PopulationModel(
+        features=[*(Feature(name=name, kind="integer", domain=(0, 7)) for name in names),
+                  Feature(name="x", kind="continuous", domain=(0, 1))],
+        distribution=Product(factors=[
+            *factors, Factor(columns=["x"], distribution=Uniform(lower=0, upper=1))])),
+        tmp_path / "wide.json")
+    path = config(tmp_path, "models:/loan@candidate", str(tmp_path / "wide.json"), MONOTONE)
+    code, _, err = check(capsys, path)
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert "more than 20000 product terms" in line
+    assert "'k0' up to 8 × 'k1' up to 8" in line and "audit 'monotone_x'" in line
