@@ -116,8 +116,10 @@ def _time(seconds: float | None) -> str:
 def _print(entry: dict[str, Any], ours: dict[str, Any]) -> None:
     low, high = ours["bias_whole_pct"]
     print(f"{entry['name']}  (ours: L={entry['L']:g}, U={entry['U']})")
+    q_low, q_high = ours["biased"]
     print(f"  ours     covered {100 * ours['covered']:7.3f}% of query   bias(whole) "
-          f"[{low:.3f}, {high:.3f}]%   {ours['verdict']:7s} {ours['partitions']} parts "
+          f"[{low:.3f}, {high:.3f}]%   (query: width {100 * (q_high - q_low):.2f} points)   "
+          f"{ours['verdict']:7s} {ours['partitions']} parts "
           f"{ours['milps']} MILPs  {ours['time_s']:.1f}s")
     for row in entry["published"]:
         covered = "—" if row["covered_pct"] is None else f"{row['covered_pct']:7.3f}%"

@@ -17,7 +17,6 @@ worth its time.
 from __future__ import annotations
 
 import time
-from collections import deque
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -51,23 +50,30 @@ tighten the share), its own analysis unfinished at the deadline: covered (its an
 decided), neither proven fair nor biased everywhere."""
 
 
-EXACT_WINDOW = 32
-EXACT_MIN_YIELD = 0.25
-"""Exact checks inside refinements stay on while at least this share of the last
-``EXACT_WINDOW`` of them proved their partition fair (on while fewer were made). When off,
-one refining partition per round (the largest) is still checked, so the estimate follows the
-partitions as they shrink."""
+EXACT_WARMUP = 64
+"""Exact checks inside refinements made before their rate is trusted."""
+EXACT_DECAY = 0.9
+"""Weight of the previous rounds in the exact-check rates (they follow the partitions as
+they shrink)."""
 
 
 class _ExactYield:
-    """Outcomes of the recent exact checks inside refinements (fair or not)."""
+    """Whether exact checks inside refinements pay: the certified share they prove per unit
+    of cost (sampling and MILPs, :data:`verifier.causal.analysis.MILP_COST`) against the share
+    that bound screening proves per partition on the other refining partitions. Off while
+    lower; then one refining partition per round (the largest) is still checked, so both
+    rates stay current. On for the first :data:`EXACT_WARMUP` checks. Costs are counted,
+    not timed: the run does not depend on load or executor."""
 
     def __init__(self) -> None:
-        self.recent: deque[bool] = deque(maxlen=EXACT_WINDOW)
+        self.exact_share = self.exact_cost = 0.0
+        self.bound_share = self.bound_cost = 0.0
+        self.checks = 0
 
     def worthwhile(self) -> bool:
-        return (len(self.recent) < EXACT_WINDOW
-                or sum(self.recent) >= EXACT_MIN_YIELD * len(self.recent))
+        if self.checks < EXACT_WARMUP or self.bound_cost <= 0.0:
+            return True
+        return self.exact_share / self.exact_cost >= self.bound_share / self.bound_cost
 
     def bounds_only(self, refining: np.ndarray) -> np.ndarray:
         """``(B,)`` partitions (largest first) to analyse by bounds alone this round."""
@@ -77,8 +83,20 @@ class _ExactYield:
         chosen[np.flatnonzero(refining)[:1]] = False
         return chosen
 
-    def record(self, checked: np.ndarray, fair: np.ndarray) -> None:
-        self.recent.extend(bool(f) for f in fair[checked])
+    def decay(self) -> None:
+        self.exact_share *= EXACT_DECAY
+        self.exact_cost *= EXACT_DECAY
+        self.bound_share *= EXACT_DECAY
+        self.bound_cost *= EXACT_DECAY
+
+    def record(self, outcome: ChunkOutcome, refining: np.ndarray, share: np.ndarray) -> None:
+        fair = outcome.status == FAIR
+        checked = outcome.exact_checked & refining
+        self.exact_share += float(share[checked & fair].sum())
+        self.exact_cost += outcome.exact_cost
+        self.checks += int(checked.sum())
+        self.bound_share += float(share[refining & ~checked & fair].sum())
+        self.bound_cost += float(refining.sum())
 
 
 def _unfinished(origin: np.ndarray) -> np.ndarray:
@@ -252,6 +270,7 @@ def certify_causal_fairness(
                              refining, exact_yield.bounds_only(refining), settings.chunk_size,
                              deadline)
         rounds += 1
+        exact_yield.decay()
         next_lo, next_hi, next_hints, next_origin = [later[0]], [later[1]], [later[2]], [later[3]]
         for rows, outcome in results:
             lo, hi, origin = pending_lo[rows], pending_hi[rows], pending_origin[rows]
@@ -262,7 +281,7 @@ def certify_causal_fairness(
                 continue
             analysed += rows.size
             milps += outcome.milps
-            exact_yield.record(outcome.exact_checked & (origin >= 0), outcome.status == FAIR)
+            exact_yield.record(outcome, origin >= 0, uniform_share(problem, lo, hi))
             cut = outcome.status == UNFINISHED
             if cut.any():
                 nan = np.full((int(cut.sum()), n), np.nan)
