@@ -67,38 +67,34 @@ def test_unknown_split_rule_is_an_input_error() -> None:
         CausalSettings(split_rule="round-robin")
 
 
-def _outcome(status: list[int], checked: list[bool], cost: float) -> ChunkOutcome:
+def _outcome(status: list[int], checked: list[bool]) -> ChunkOutcome:
     count = len(status)
     empty = np.zeros((count, 2, 1))
     return ChunkOutcome(np.array(status, dtype=np.int8), empty, empty, np.zeros(count, bool),
                         empty, np.zeros((count, 1)), np.zeros((count, 1)),
                         np.zeros((count, 2), dtype=np.int64), np.zeros(count, dtype=np.int64),
-                        0, np.array(checked), cost)
+                        0, np.array(checked))
 
 
-def test_exact_switch_compares_share_per_cost_after_the_warm_up() -> None:
+def test_exact_switch_follows_the_fair_yield_of_recent_checks() -> None:
     switch = certify_module._ExactYield()
     refining = np.array([True, True, True, False])
     assert not switch.bounds_only(refining).any()  # nothing measured: checks on
-    share = np.full(4, 0.01)
-    for _ in range(certify_module.EXACT_WARMUP):
-        # one check per chunk proves nothing; screening proves one partition of two fair
-        switch.record(_outcome([2, FAIR, 3, FAIR], [True, False, False, True], 40.0),
-                      refining, share)
+    for _ in range(certify_module.EXACT_WINDOW):
+        # a checked refining partition that is not proven fair; the unchecked fair one and the
+        # checked one outside a refinement do not count
+        switch.record(_outcome([2, FAIR, 3, FAIR], [True, False, False, True]), refining)
     chosen = switch.bounds_only(refining)
     # off, except the largest refining partition (first), kept as the probe
     assert chosen.tolist() == [False, True, True, False]
-    for _ in range(200):
-        switch.decay()
-        switch.record(_outcome([FAIR, FAIR, 3, 3], [True, False, False, False], 1.0),
-                      refining, share)
+    for _ in range(certify_module.EXACT_WINDOW):
+        switch.record(_outcome([FAIR, FAIR, 3, 3], [True, False, False, False]), refining)
     assert not switch.bounds_only(refining).any()
 
 
 @pytest.mark.parametrize("seed", [11, 12])
 def test_bounds_only_refinement_against_monte_carlo(seed: int, monkeypatch) -> None:
     # exact checks in refinements switched off from the start: every share is still sound
-    monkeypatch.setattr(certify_module, "EXACT_WARMUP", 0)
     monkeypatch.setattr(certify_module._ExactYield, "worthwhile", lambda self: False)
     network = random_network(3, [8, 8], seed=seed)
     problem = build_problem(network, ["x2"], split_values=[0.5])

@@ -65,13 +65,6 @@ from verifier.causal.witness import confirmed_pairs
 FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, SPLIT, EXCLUDED = 0, 1, 2, 3, 4
 UNFINISHED = 7
 SPLIT_RULES = ("smear", "bounds")
-SAMPLING_COST = 2.0
-MILP_COST = 40.0
-"""Costs in units of one partition's bound screening and smear split (the exact-check
-switch of :mod:`verifier.causal.certify` compares shares per unit; counted, not timed, so a
-certificate does not depend on machine load or executor). Measured on FairQuant's GC-1
-(20-50-1): screening and split ≈ 0.2 ms per partition, witness sampling ≈ 0.45 ms, one
-two-copy MILP ≈ 9 ms."""
 STATUS_NAMES = ("fair", "biased_everywhere", "biased_witness", "split", "excluded")
 SPLIT_BATCH_MAX = 64
 SPLIT_BATCH_SECONDS = 0.25
@@ -103,8 +96,7 @@ class ChunkOutcome:
     """Per partition of a chunk: ``status`` (see ``STATUS_NAMES``), children ``(B, 2, n)``
     where ``has_children``, witnesses ``(B, n)`` (NaN rows where none) with their classes, the
     most unstable ReLUs over the cells, the number of MILPs solved, ``(B,)`` which
-    partitions went to the exact check (it may have been cut by the deadline) and the cost of
-    sampling and exact checks on refining partitions (:data:`MILP_COST` units)."""
+    partitions went to the exact check (it may have been cut by the deadline)."""
 
     status: np.ndarray
     children_lower: np.ndarray
@@ -117,7 +109,6 @@ class ChunkOutcome:
     unstable: np.ndarray
     milps: int
     exact_checked: np.ndarray
-    exact_cost: float
 
 
 def class_spec(classes: int) -> np.ndarray:
@@ -386,7 +377,6 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     bounds_only = refining & bounds_only & split_candidates(problem, lower, upper,
                                                             0.0)[2].any(axis=1)
     undecided = np.flatnonzero((status == SPLIT) & ~bounds_only)
-    exact_cost = 0.0
     if undecided.size and settings.witness_sampling and not _past(deadline):
         anchors = None if hints is None else hints[undecided, 0]
         found, x_a, x_b, pair = find_witnesses(problem, lower[undecided], upper[undecided],
@@ -399,8 +389,6 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
         status[rows] = BIASED_WITNESS
         witness_a[rows], witness_b[rows] = x_a[found], x_b[found]
         witness_classes[rows] = pair[found]
-    if settings.witness_sampling:
-        exact_cost += SAMPLING_COST * float(refining[undecided].sum())
 
     milps = 0
     feasible = np.flatnonzero((status == SPLIT) & (unstable <= settings.max_unstable)
@@ -418,8 +406,6 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
         outcome = check_partition(problem, lower[b], upper[b], bounds, settings.milp_time_limit,
                                   deadline, possible=possible[b])
         milps += outcome.solved
-        if refining[b]:
-            exact_cost += MILP_COST * outcome.solved
         if outcome.status == "fair":
             status[b] = FAIR
         elif outcome.status == "witness":
@@ -473,4 +459,4 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     children_hints[witnessed, 1] = witness_b[witnessed]
     return ChunkOutcome(status, children_lo, children_hi, has_children, children_hints,
                         witness_a, witness_b,
-                        witness_classes, unstable, milps, exact_checked, exact_cost)
+                        witness_classes, unstable, milps, exact_checked)
