@@ -8,7 +8,10 @@ the query; ``bias_whole`` = our biased-share interval × the query's share of th
 comparable to Libra's whole-space bias % (Libra's is a box-wrapped over-estimate, so it should
 not lie below our lower bound). The toy network is compared with the paper's §2 numbers.
 
-Usage: ``python benchmarks/libra.py [--dataset toy german compas census japanese]
+``--dataset adult-k`` runs the Adult-k models of the PV-at-scale benchmark (sex protected,
+built or read from ``benchmarks/.adult_cache``; no published rows).
+
+Usage: ``python benchmarks/libra.py [--dataset toy german compas census japanese adult-k]
 [--only TEXT] [--timeout S] [--executor local|process|dask[=ADDR]] [--json]``, or
 ``--network FILE --spec FILE [--query FILE] [--lower L] [--upper U]`` for any network in the
 benchmark's neutral format.
@@ -34,7 +37,11 @@ from verifier.convert import load_network
 from verifier.executor import make_executor
 
 DATA = Path(__file__).resolve().parents[2] / "shared/benchmarks/libra"
-DATASETS = ("toy", "german", "compas", "census", "japanese")
+DATASETS = ("toy", "german", "compas", "census", "japanese", "adult-k")
+ADULT_K_PLAN = [(k, (10,)) for k in (4, 8, 13)] + [(8, (32, 32)), (13, (64, 64))]
+"""Adult-k instances of the PV-at-scale benchmark (``benchmarks/adult_instances.py``), sex as
+the protected input (compared at both values), the population's domain, one-hot groups and
+integer columns."""
 TOY_PUBLISHED = [{"domain": "paper §2", "L": 0.25, "U": 2, "covered_pct": 75.0,
                   "biased_pct": 21.455, "total_s": None}]
 
@@ -105,6 +112,40 @@ def run_one(network: Path, spec: Path, query: Path | None, lower: float, upper: 
     }
 
 
+def run_adult_k(k: int, hidden: tuple[int, ...], timeout: float, executor_spec: str,
+                target_width: float) -> dict[str, Any]:
+    """Causal fairness of one Adult-k instance w.r.t. sex, as the causal audit kind runs it
+    (domain, one-hot groups and integer inputs from the population model)."""
+    from benchmarks.adult_instances import build_instance
+    from verifier.audits.causal_fairness import CausalFairnessSettings
+    from verifier.audits.causal_fairness import run as run_audit
+
+    instance = build_instance(k, hidden, 0)
+    settings = CausalFairnessSettings(kind="causal_fairness", sensitive=[instance.protected],
+                                      timeout_s=timeout, target_width=target_width,
+                                      max_biased_share=1.0)
+    executor = make_executor(executor_spec)
+    try:
+        certificate = run_audit(settings, instance.network, instance.population,
+                                executor=executor)
+    finally:
+        executor.shutdown()
+    details = certificate.details
+    low, high = certificate.bounds["biased_share"]
+    return {
+        "verdict": certificate.verdict,
+        "covered": 1.0 - details["excluded_fraction"],
+        "fair": details["fair_fraction"],
+        "biased": [low, high],
+        "biased_population": certificate.bounds.get("biased_share_population"),
+        "query_fraction": 1.0,
+        "bias_whole_pct": [100 * low, 100 * high],
+        "partitions": int(certificate.cost["partitions"]),
+        "milps": int(certificate.cost["milps"]),
+        "time_s": certificate.cost["elapsed_s"],
+    }
+
+
 def _time(seconds: float | None) -> str:
     if seconds is None:
         return "—"
@@ -116,8 +157,10 @@ def _time(seconds: float | None) -> str:
 def _print(entry: dict[str, Any], ours: dict[str, Any]) -> None:
     low, high = ours["bias_whole_pct"]
     print(f"{entry['name']}  (ours: L={entry['L']:g}, U={entry['U']})")
+    q_low, q_high = ours["biased"]
     print(f"  ours     covered {100 * ours['covered']:7.3f}% of query   bias(whole) "
-          f"[{low:.3f}, {high:.3f}]%   {ours['verdict']:7s} {ours['partitions']} parts "
+          f"[{low:.3f}, {high:.3f}]%   (query: width {100 * (q_high - q_low):.2f} points)   "
+          f"{ours['verdict']:7s} {ours['partitions']} parts "
           f"{ours['milps']} MILPs  {ours['time_s']:.1f}s")
     for row in entry["published"]:
         covered = "—" if row["covered_pct"] is None else f"{row['covered_pct']:7.3f}%"
@@ -148,9 +191,18 @@ def main(argv: list[str] | None = None) -> int:
         entries = [{"name": args.network.name, "network": args.network, "spec": args.spec,
                     "query": args.query, "L": args.lower, "U": args.upper, "published": []}]
     else:
-        entries = [e for d in args.dataset for e in groups(d, args.data)
+        entries = [e for d in args.dataset if d != "adult-k" for e in groups(d, args.data)
                    if not args.only or args.only in e["name"]]
     results = []
+    if "adult-k" in args.dataset:
+        for k, hidden in ADULT_K_PLAN:
+            name = f"adult-{k}/{'x'.join(map(str, hidden))}/sex"
+            if args.only and args.only not in name:
+                continue
+            ours = run_adult_k(k, hidden, args.timeout, args.executor, args.target_width)
+            results.append({"instance": name, "ours": ours, "published": []})
+            if not args.json:
+                _print({"name": name, "L": 0.0, "U": 8, "published": []}, ours)
     for entry in entries:
         ours = run_one(entry["network"], entry["spec"], entry["query"], entry["L"], entry["U"],
                        args.timeout, args.executor, args.target_width,
