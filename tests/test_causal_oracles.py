@@ -19,6 +19,8 @@ from verifier.causal.analysis import (
     AnalysisSettings,
     analyse_chunk,
 )
+from verifier.causal.analysis import BIASED_EVERYWHERE as BIASED_EVERYWHERE_STATUS
+from verifier.causal.analysis import FAIR as FAIR_STATUS
 from verifier.causal.exact_check import check_partition
 from verifier.causal.partition import initial_partition, with_sensitive
 from verifier.causal.problem import CausalInputError
@@ -286,3 +288,38 @@ def test_merged_one_hot_encoding_proves_a_blind_network_fair() -> None:
     continuous = build_problem(network, ["x2"])
     with pytest.raises(CausalInputError, match="merge_cells"):
         check_partition(continuous, lower, upper, cell_bounds, merge_cells=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cuts=st.lists(st.integers(1, 2**20), min_size=1, max_size=12, unique=True),
+       statuses=st.lists(st.sampled_from([FAIR_STATUS, BIASED_EVERYWHERE_STATUS, 2]),
+                         min_size=13, max_size=13))
+def test_uniform_share_bounds_are_rounded_outward(cuts: list[int],
+                                                   statuses: list[int]) -> None:
+    """Partitions of x1 at arbitrary cuts (shares like 1/3 that floats cannot hold): the
+    fair share never exceeds, and the biased share's ends never cross, the exact rational
+    shares."""
+    from fractions import Fraction
+
+    from verifier.causal.share import uniform_bounds
+
+    network = threshold_network([1.0, -0.4, 0.0], 0.1, ["x1", "x2", "s"])
+    problem = build_problem(network, ["s"])
+    span = 2**20 + 1
+    edges = [0, *sorted(cuts), span]
+    count = len(edges) - 1
+    lo = np.repeat(problem.query_lower[None, :], count, axis=0).astype(float)
+    hi = np.repeat(problem.query_upper[None, :], count, axis=0).astype(float)
+    width = problem.query_upper[0] - problem.query_lower[0]
+    lo[:, 0] = [problem.query_lower[0] + width * e / span for e in edges[:-1]]
+    hi[:, 0] = [problem.query_lower[0] + width * e / span for e in edges[1:]]
+    status = np.array(statuses[:count])
+    bounds = uniform_bounds(problem, lo, hi, status, np.zeros(count, dtype=bool))
+    exact = [Fraction(float(h)) - Fraction(float(lw)) for lw, h in zip(lo[:, 0], hi[:, 0], strict=True)]
+    total = Fraction(float(width))
+    fair = sum((e for e, s in zip(exact, status, strict=True) if s == FAIR_STATUS), Fraction(0)) / total
+    everywhere = sum((e for e, s in zip(exact, status, strict=True) if s == BIASED_EVERYWHERE_STATUS),
+                     Fraction(0)) / total
+    assert Fraction(bounds.fair) <= fair
+    assert Fraction(bounds.biased[0]) <= everywhere
+    assert Fraction(bounds.biased[1]) >= 1 - fair

@@ -16,6 +16,8 @@ from verifier.causal.analysis import BIASED_EVERYWHERE, FAIR
 from verifier.causal.partition import uniform_share
 from verifier.causal.problem import CausalInputError, FairnessProblem
 
+EPS = float(np.finfo(np.float64).eps)
+
 
 @dataclass(frozen=True)
 class ShareBounds:
@@ -28,12 +30,20 @@ class ShareBounds:
 
 def uniform_bounds(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                    status: np.ndarray, excluded_mask: np.ndarray) -> ShareBounds:
-    """Bounds under the uniform measure on the query box."""
+    """Bounds under the uniform measure on the query box, rounded outward: each partition's
+    share is a product of one quotient per input or group (a few roundings each) and the
+    shares are summed, so a relative margin over that count is taken off the fair and
+    biased-everywhere masses. The partitions tile the query, so the biased share is at most
+    both ``1 − fair`` (rounded up) and the shares of the partitions not proven fair (with the
+    margin added; exactly 0 when every partition is fair)."""
     weight = uniform_share(problem, lower, upper)
-    fair = float(weight[status == FAIR].sum())
-    everywhere = float(weight[status == BIASED_EVERYWHERE].sum())
+    factors = len(problem.continuous) + len(problem.onehot_groups)
+    margin = 4.0 * (4 * factors + weight.size + 4) * EPS
+    fair = float(weight[status == FAIR].sum()) * (1.0 - margin)
+    everywhere = float(weight[status == BIASED_EVERYWHERE].sum()) * (1.0 - margin)
     excluded = float(weight[excluded_mask].sum())
-    high = min(1.0, max(everywhere, 1.0 - fair))
+    unfair = float(weight[status != FAIR].sum()) * (1.0 + margin)
+    high = min(1.0, float(np.nextafter(1.0 - fair, np.inf)), max(everywhere, unfair))
     return ShareBounds(fair=fair, biased=(min(everywhere, high), high), excluded=excluded)
 
 
