@@ -315,11 +315,12 @@ def test_uniform_share_bounds_are_rounded_outward(cuts: list[int],
     hi[:, 0] = [problem.query_lower[0] + width * e / span for e in edges[1:]]
     status = np.array(statuses[:count])
     bounds = uniform_bounds(problem, lo, hi, status, np.zeros(count, dtype=bool))
-    exact = [Fraction(float(h)) - Fraction(float(lw)) for lw, h in zip(lo[:, 0], hi[:, 0], strict=True)]
+    exact = [Fraction(float(h)) - Fraction(float(lw))
+             for lw, h in zip(lo[:, 0], hi[:, 0], strict=True)]
     total = Fraction(float(width))
-    fair = sum((e for e, s in zip(exact, status, strict=True) if s == FAIR_STATUS), Fraction(0)) / total
-    everywhere = sum((e for e, s in zip(exact, status, strict=True) if s == BIASED_EVERYWHERE_STATUS),
-                     Fraction(0)) / total
+    shares = list(zip(exact, status, strict=True))
+    fair = sum((e for e, s in shares if s == FAIR_STATUS), Fraction(0)) / total
+    everywhere = sum((e for e, s in shares if s == BIASED_EVERYWHERE_STATUS), Fraction(0)) / total
     assert Fraction(bounds.fair) <= fair
     assert Fraction(bounds.biased[0]) <= everywhere
     assert Fraction(bounds.biased[1]) >= 1 - fair
