@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from configs.schema import AuditSettings, CertgateConfig
 from pipeline_steps.gate import decide
+from pipeline_steps.preflight import check_audits
 from pipeline_steps.progress import audit_progress
 from pipeline_steps.report import (
     AuditSection,
@@ -70,11 +71,9 @@ from registry_hooks.tags import (
     version_tags,
 )
 from registry_hooks.uris import parse_model_uri, resolve_version
-from verifier.audits import check_audit
 from verifier.audits import run_audit as run_audit_kind
 from verifier.audits.binding import bind
 from verifier.certificate import Certificate, to_jsonable
-from verifier.errors import CertgateInputError
 from verifier.executor import make_executor
 from verifier.network import Network
 from verifier.pv import PVProgress, PVSettings
@@ -370,16 +369,8 @@ def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
     the registry or any audit starts."""
     network, population = bind(loaded.network, population, config.model.input_names,
                                loaded.uri)
-    names = list(network.input_names)
-    for settings in config.audits:
-        missing = [name for name in settings.referenced_inputs() if name not in names]
-        if missing:
-            raise CertgateInputError(
-                f"audit {settings.name!r}: {', '.join(map(repr, missing))} "
-                f"{'is not an input' if len(missing) == 1 else 'are not inputs'} of the model "
-                f"(inputs: {', '.join(names)})"
-            )
-        check_audit(settings, network, population)
+    check_audits(config.audits, network, population, list(network.input_names),
+                 ("an input of the model", "inputs of the model"))
     return network, population
 
 

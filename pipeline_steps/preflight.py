@@ -129,7 +129,8 @@ def _with_network_file(config: CertgateConfig, audits: list[Any], model: Path,
                                  f"{type(error).__name__}: {first_line(error)}") from error
     network, population = bind(network, load_population(population_file),
                                config.model.input_names, config.model.uri)
-    _check_all(audits, network, population, list(network.input_names), "an input of the model")
+    check_audits(audits, network, population, list(network.input_names),
+                 ("an input of the model", "inputs of the model"))
     return Preflight(checked=[settings.name for settings in audits],
                      against=f"model {config.model.uri} and population {population_file}")
 
@@ -142,15 +143,21 @@ def _population_only(config: CertgateConfig, audits: list[Any], path: Path) -> P
     given = config.model.input_names
     if given is not None:
         population = ordered_population(population, given, str(path))
-    _check_all(audits, None, population, list(population.columns),
-               f"a column of the population model {path}")
+    check_audits(audits, None, population, list(population.columns),
+                 (f"a column of the population model {path}",
+                  f"columns of the population model {path}"))
     return Preflight(checked=[settings.name for settings in audits],
                      against=f"population {path} alone ({config.model.uri} is fetched at run "
                      "time; the model-side checks run then)")
 
 
-def _check_all(audits: list[Any], network: Any, population: Any, names: list[str],
-               what: str) -> None:
+def check_audits(audits: list[Any], network: Any, population: Any, names: list[str],
+                 what: tuple[str, str]) -> None:
+    """Every audit's referenced inputs are among ``names`` (``what``: how one / several
+    missing names are described, e.g. ``("an input of the model", "inputs of the model")``)
+    and the audit can run on ``network`` and ``population``
+    (:func:`verifier.audits.check_audit`); the first failure is a :class:`CertgateInputError`
+    naming the audit."""
     from verifier.audits import check_audit
 
     for settings in audits:
@@ -158,7 +165,7 @@ def _check_all(audits: list[Any], network: Any, population: Any, names: list[str
         if missing:
             raise CertgateInputError(
                 f"audit {settings.name!r}: {', '.join(map(repr, missing))} "
-                f"{'is not' if len(missing) == 1 else 'are not'} {what} "
+                f"{'is not ' + what[0] if len(missing) == 1 else 'are not ' + what[1]} "
                 f"(names: {', '.join(names)})"
             )
         check_audit(settings, network, population)
