@@ -31,8 +31,8 @@ from typing import Any
 from tqdm import tqdm
 
 from configs.schema import AuditSettings, CertgateConfig
+from pipeline_steps.audit_inputs import check_audits
 from pipeline_steps.gate import decide
-from pipeline_steps.preflight import check_audits
 from pipeline_steps.progress import audit_progress
 from pipeline_steps.report import (
     AuditSection,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from configs.schema import CertgateConfig
+from pipeline_steps.audit_inputs import check_audits
 from verifier.errors import CertgateInputError, first_line
 
 
@@ -149,23 +150,3 @@ def _population_only(config: CertgateConfig, audits: list[Any], path: Path) -> P
     return Preflight(checked=[settings.name for settings in audits],
                      against=f"population {path} alone ({config.model.uri} is fetched at run "
                      "time; the model-side checks run then)")
-
-
-def check_audits(audits: list[Any], network: Any, population: Any, names: list[str],
-                 what: tuple[str, str]) -> None:
-    """Every audit's referenced inputs are among ``names`` (``what``: how one / several
-    missing names are described, e.g. ``("an input of the model", "inputs of the model")``)
-    and the audit can run on ``network`` and ``population``
-    (:func:`verifier.audits.check_audit`); the first failure is a :class:`CertgateInputError`
-    naming the audit."""
-    from verifier.audits import check_audit
-
-    for settings in audits:
-        missing = [name for name in settings.referenced_inputs() if name not in names]
-        if missing:
-            raise CertgateInputError(
-                f"audit {settings.name!r}: {', '.join(map(repr, missing))} "
-                f"{'is not ' + what[0] if len(missing) == 1 else 'are not ' + what[1]} "
-                f"(names: {', '.join(names)})"
-            )
-        check_audit(settings, network, population)
