@@ -59,20 +59,19 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "uniform": root / "uniform.json"}
 
 
-def logged_certificate(files: dict[str, Path], population_file: Path,
-                       settings: dict[str, Any], capsys: pytest.CaptureFixture[str],
-                       tag: str) -> dict[str, Any]:
-    """The certificate ``certgate run`` logs for ``settings`` (as ``certificates/checked.json``
-    of its MLflow run)."""
+def certificate_of_run(store: str, experiment: str, model: dict[str, str],
+                       audit: dict[str, Any], root: Path, tag: str,
+                       capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """The certificate ``certgate run`` logs for one ``audit`` (with its ``name``) on
+    ``model`` (the config's ``model`` section), fetched back from its MLflow run."""
     import mlflow
 
-    store = f"sqlite:///{files['root'] / 'mlflow.db'}"
-    config = files["root"] / f"{tag}.yaml"
+    config = root / f"{tag}.yaml"
     config.write_text(yaml.safe_dump({
-        "tracking": {"tracking_uri": store, "experiment": "api"},
-        "model": {"uri": str(files["model"]), "population_uri": str(population_file)},
+        "tracking": {"tracking_uri": store, "experiment": experiment},
+        "model": model,
         "validation": {"population_samples": 200},
-        "audits": [{"name": "checked", **settings}],
+        "audits": [audit],
         "gate": {"promote_alias": None},
     }))
     capsys.readouterr()
@@ -81,10 +80,20 @@ def logged_certificate(files: dict[str, Path], population_file: Path,
     assert code in (0, 1), out
     run_id = json.loads(out)["audit"]["run_id"]
     mlflow.set_tracking_uri(store)
-    path = mlflow.artifacts.download_artifacts(run_id=run_id,
-                                               artifact_path="certificates/checked.json",
-                                               dst_path=str(files["root"] / tag))
+    path = mlflow.artifacts.download_artifacts(
+        run_id=run_id, artifact_path=f"certificates/{audit['name']}.json",
+        dst_path=str(root / tag))
     return json.loads(Path(path).read_text())
+
+
+def logged_certificate(files: dict[str, Path], population_file: Path,
+                       settings: dict[str, Any], capsys: pytest.CaptureFixture[str],
+                       tag: str) -> dict[str, Any]:
+    """The certificate ``certgate run`` logs for ``settings`` on the test model."""
+    return certificate_of_run(
+        f"sqlite:///{files['root'] / 'mlflow.db'}", "api",
+        {"uri": str(files["model"]), "population_uri": str(population_file)},
+        {"name": "checked", **settings}, files["root"], tag, capsys)
 
 
 @pytest.mark.parametrize(("population_kind", "verb", "settings", "options"), CASES,

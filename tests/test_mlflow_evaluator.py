@@ -19,10 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
-from pipeline_steps.cli import main
-from tests.test_api import register_threshold_model, without_clock
+from tests.test_api import certificate_of_run, register_threshold_model, without_clock
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS: dict[str, Any] = {
@@ -61,25 +59,8 @@ def evaluate(store: dict[str, Any], config: dict[str, Any]) -> Any:
 
 def run_certificate(store: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> dict:
     """The certificate ``certgate run`` logs for the registered model."""
-    import mlflow
-
-    config = store["root"] / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "tracking": {"tracking_uri": store["uri"], "experiment": "evaluator-run"},
-        "model": {"uri": store["model"]},
-        "validation": {"population_samples": 200},
-        "audits": [SETTINGS],
-        "gate": {"promote_alias": None},
-    }))
-    capsys.readouterr()
-    code = main(["run", "--config", str(config), "--no-progress", "--force", "--json"])
-    out = capsys.readouterr().out
-    assert code in (0, 1), out
-    run_id = json.loads(out)["audit"]["run_id"]
-    path = mlflow.artifacts.download_artifacts(run_id=run_id,
-                                               artifact_path="certificates/dp.json",
-                                               dst_path=str(store["root"] / "run"))
-    return json.loads(Path(path).read_text())
+    return certificate_of_run(store["uri"], "evaluator-run", {"uri": store["model"]},
+                              SETTINGS, store["root"], "run", capsys)
 
 
 def test_evaluate_logs_the_certificate_certgate_run_logs(
