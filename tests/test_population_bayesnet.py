@@ -22,6 +22,7 @@ from verifier.population import (
     Uniform,
     distribution_from_json,
 )
+from verifier.wmi.terms import TooManyTerms, prior_terms
 
 INF = np.inf
 
@@ -319,3 +320,102 @@ def test_point_probabilities_equal_the_joint_table(seed: int) -> None:
     integer_columns = [c for c, flag in enumerate(network.integer_columns()) if flag]
     off[:, integer_columns[0]] = 7.0  # no node takes the value 7
     assert (network.prob_boxes_interval(off, off)[1] == 0.0).all()
+
+
+def support_of_table(specs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """The exact support hull: per observed node, the values of positive probability in the
+    joint table (a categorical node's columns by the one-hot hull rule)."""
+    charged = [p > 0 for _, p in joint_table(specs)]
+    values = [v for (v, _), keep in zip(joint_table(specs), charged, strict=True) if keep]
+    lows, highs = [], []
+    for index, spec in enumerate(specs):
+        if spec["latent"]:
+            continue
+        seen = sorted({v[index] for v in values})
+        if spec["categorical"]:
+            hot = np.isin(np.arange(spec["k"]), seen)
+            lows.append(np.where(hot & (len(seen) == 1), 1.0, 0.0))
+            highs.append(hot.astype(float))
+        else:
+            lows.append([float(seen[0])])
+            highs.append([float(seen[-1])])
+    return np.concatenate(lows), np.concatenate(highs)
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_support_is_the_hull_of_the_positive_points_of_the_joint_table(seed: int) -> None:
+    network, specs = random_discrete_network(seed)
+    lower, upper = network.support()
+    expected_lower, expected_upper = support_of_table(specs)
+    np.testing.assert_array_equal(lower, expected_lower)
+    np.testing.assert_array_equal(upper, expected_upper)
+
+
+def test_continuous_support_is_the_hull_of_the_positive_regimes() -> None:
+    network = continuous_network()
+    plan = network._plan
+    hulls = {}
+    for u, node in enumerate(network.nodes):
+        if node.categorical:
+            continue
+        parts = [node.cpt[r].distribution.support_in(a, b) for r, a, b in zip(
+            plan.regime_rows[:, u], plan.regime_lo[:, u], plan.regime_hi[:, u], strict=True)]
+        parts = [part for part in parts if part is not None]
+        hulls[node.name] = (min(p[0] for p in parts), max(p[1] for p in parts))
+    lower, upper = network.support()
+    names = network.column_names()
+    for name, (low, high) in hulls.items():
+        assert (lower[names.index(name)], upper[names.index(name)]) == (low, high)
+
+
+def binary_chain(length: int) -> tuple[BayesianNetwork, list[dict]]:
+    """``v0 → v1 → …``: binary nodes, each row's probabilities depending on the parent."""
+    rng = np.random.default_rng(length)
+    nodes, specs = [], []
+    for index in range(length):
+        parents = [f"v{index - 1}"] if index else []
+        pieces = [(None, 0.0), (1.0, None)] if index else [None]
+        rows, tables = [], []
+        for piece in pieces:
+            condition = {parents[0]: piece} if piece is not None else {}
+            probabilities = rng.dirichlet(np.ones(2))
+            rows.append(CPTRow(condition=condition,
+                               distribution=Discrete(values=[0, 1],
+                                                     probabilities=probabilities.tolist())))
+            tables.append((condition, probabilities))
+        nodes.append(BayesNode(name=f"v{index}", parents=parents, cpt=rows))
+        specs.append({"k": 2, "categorical": False, "latent": False, "tables": tables})
+    return BayesianNetwork(nodes=nodes), specs
+
+
+def test_a_network_with_more_regimes_than_can_be_listed_loads_and_answers_exactly() -> None:
+    # 2^17 row combinations: more than the regime enumeration lists, which only weighted
+    # model integration needs (it refuses the prior, naming why).
+    network, specs = binary_chain(18)
+    rng = np.random.default_rng(7)
+    lo = rng.choice([-INF, 0.0, 1.0], size=(32, 18))
+    hi = np.maximum(lo, rng.choice([0.0, 1.0, INF], size=(32, 18)))
+    lo[0], hi[0] = -INF, INF
+    points = np.array(list(itertools.product((0.0, 1.0), repeat=18)))
+    weights = np.ones(len(points))
+    for index, spec in enumerate(specs):
+        (_, first), (_, second) = spec["tables"] if index else (spec["tables"][0],) * 2
+        parent = points[:, index - 1] if index else np.zeros(len(points))
+        table = np.where(parent[:, None] == 0, first[None, :], second[None, :])
+        weights *= table[np.arange(len(points)), points[:, index].astype(int)]
+    inside = ((points[None] >= lo[:, None]) & (points[None] <= hi[:, None])).all(axis=2)
+    expected = inside.astype(float) @ weights
+    lower, upper = network.prob_boxes_interval(lo, hi)
+    rounding = 1e-13 * expected + 1e-16  # the float64 sum of the 2^18 products itself
+    assert (lower <= expected + rounding).all() and (expected - rounding <= upper).all()
+    np.testing.assert_allclose(network.prob_boxes(lo, hi), expected, rtol=1e-11, atol=1e-15)
+    np.testing.assert_array_equal(network.support()[0], np.zeros(18))
+    np.testing.assert_array_equal(network.support()[1], np.ones(18))
+    with pytest.raises(ValueError, match="regimes"):
+        network.regime_count  # noqa: B018
+
+
+def test_weighted_model_integration_refuses_a_network_whose_regimes_cannot_be_listed() -> None:
+    network, _ = binary_chain(18)
+    with pytest.raises(TooManyTerms, match="regimes cannot be listed"):
+        prior_terms(network)

@@ -14,10 +14,12 @@ parent's distributions may charge must lie in exactly one row (closed intervals 
 endpoint are fine for a parent without an atom there). Errors name the node and the cell.
 
 Exact box probability: by variable elimination over cells of each node's value axis, batched
-over boxes (:mod:`verifier.population.elimination`). *Regimes* (one CPT row per node, with the
-interval each child's row imposes on its parents) are enumerated once when the model is built:
-a model whose every regime has probability zero is refused, and the support is the hull of
-the regimes' supports.
+over boxes (:mod:`verifier.population.elimination`). The support is the hull of the supports
+of the CPT rows that apply with positive probability, each row's reach decided by the same
+elimination. *Regimes* (one CPT row per node, with the interval each child's row imposes on
+its parents) are enumerated only by what needs them (weighted model integration, which
+sums over them): a network with more parents than regimes can be listed still loads,
+validates and answers box probabilities.
 """
 
 from __future__ import annotations
@@ -197,7 +199,6 @@ class BayesianNetwork(Distribution):
             raise ValueError(f"columns {repeated} are occupied by more than one node")
         for node in self.nodes:
             self._check_partition(node)
-        self._plan  # noqa: B018 - builds the regimes, raising on an empty or oversized model
         return self
 
     # ------------------------------------------------------------------ structure
@@ -396,30 +397,74 @@ class BayesianNetwork(Distribution):
         return np.concatenate(columns, axis=1)
 
     def support(self) -> tuple[np.ndarray, np.ndarray]:
-        plan = self._plan
+        """The smallest box holding every value of positive probability: per observed node,
+        the hull of the supports of its reachable CPT rows (:meth:`_reachable_rows`)."""
         lows, highs = [], []
-        for u, node in enumerate(self.nodes):
+        for node, reachable in zip(self.nodes, self._reachable_rows(), strict=True):
             if node.latent:
                 continue
-            rows, low, high = plan.regime_rows[:, u], plan.regime_lo[:, u], plan.regime_hi[:, u]
+            rows = [row.distribution for row, keep in zip(node.cpt, reachable, strict=True)
+                    if keep]
             if node.categorical:
-                charged = np.zeros(node.width, dtype=bool)
-                for r, a, b in zip(rows, low, high, strict=True):
-                    weights = node.cpt[r].distribution.weights
-                    index = np.arange(node.width)
-                    charged |= (weights > 0) & (index >= a) & (index <= b)
+                charged = np.logical_or.reduce([row.weights > 0 for row in rows])
                 node_low, node_high = Categorical.support_of_indices(charged)
             else:
-                hulls = [
-                    node.cpt[r].distribution.support_in(a, b)
-                    for r, a, b in zip(rows, low, high, strict=True)
-                ]
+                hulls = [row.support_in(-np.inf, np.inf) for row in rows]
                 hulls = [hull for hull in hulls if hull is not None]
                 node_low = np.array([min(h[0] for h in hulls)])
                 node_high = np.array([max(h[1] for h in hulls)])
             lows.append(node_low)
             highs.append(node_high)
         return np.concatenate(lows), np.concatenate(highs)
+
+    def _reachable_rows(self) -> list[np.ndarray]:
+        """Per node, whether each CPT row applies with positive probability: the joint mass
+        of the row's condition box over its parents has a positive upper enclosure (exact
+        zeros stay zero in the elimination, so a row is dropped only when its condition has
+        probability zero). Conditions on latent parents are boxes over
+        :attr:`_observed_twin`, where every node has columns."""
+        twin = self._observed_twin
+        columns = twin._elimination.columns
+        base_lo, base_hi = np.full(twin.dimension, -np.inf), np.full(twin.dimension, np.inf)
+        for node, node_columns in zip(twin.nodes, columns, strict=True):
+            if node.categorical:
+                base_lo[node_columns], base_hi[node_columns] = 0.0, 1.0
+        boxes_lo, boxes_hi = [], []
+        for node in twin.nodes:
+            for row in node.cpt:
+                lo, hi = base_lo.copy(), base_hi.copy()
+                for parent in row.condition:
+                    p = twin._index[parent]
+                    a, b = row.interval(parent)
+                    if twin.nodes[p].categorical:
+                        index = np.arange(twin.nodes[p].width)
+                        hi[columns[p][(index < a) | (index > b)]] = 0.0
+                    else:
+                        column = columns[p][0]
+                        lo[column], hi[column] = max(lo[column], a), min(hi[column], b)
+                boxes_lo.append(lo)
+                boxes_hi.append(hi)
+        upper = twin.enclosure(np.array(boxes_lo), np.array(boxes_hi)).upper
+        counts = np.cumsum([0, *[len(node.cpt) for node in self.nodes]])
+        return [upper[counts[u]:counts[u + 1]] > 0.0 for u in range(len(self.nodes))]
+
+    @cached_property
+    def _observed_twin(self) -> BayesianNetwork:
+        """This network with every latent node observed (on columns named after it): the
+        same joint distribution, with boxes that can constrain every node."""
+        if not any(node.latent for node in self.nodes):
+            return self
+        taken = set(self.column_names())
+        nodes = []
+        for node in self.nodes:
+            if node.latent:
+                stem = f"{node.name} (latent)"
+                while any(name.startswith(stem) for name in taken):
+                    stem += "'"
+                names = [f"{stem}[{j}]" for j in range(node.width)] if node.categorical else [stem]
+                node = node.model_copy(update={"latent": False, "columns": names})
+            nodes.append(node)
+        return BayesianNetwork(nodes=nodes)
 
     def _column_flags(self, flag: str) -> np.ndarray:
         flags = []
@@ -461,10 +506,8 @@ class BayesianNetwork(Distribution):
 
     def describe_lines(self) -> list[str]:
         latent = sum(node.latent for node in self.nodes)
-        lines = [
-            f"Bayesian network of {len(self.nodes)} nodes ({latent} latent), "
-            f"{self.regime_count} regimes:"
-        ]
+        rows = sum(len(node.cpt) for node in self.nodes)
+        lines = [f"Bayesian network of {len(self.nodes)} nodes ({latent} latent), {rows} CPT rows:"]
         for node in self.nodes:
             lines.extend("  " + line for line in node.describe_lines())
         return lines

@@ -241,7 +241,10 @@ def _mixture(mixture: Mixture, columns: list[int], low: float, high: float
 
 
 def _bayesian(network: BayesianNetwork, columns: list[int]) -> tuple[list[Term], float]:
-    plan = network._plan
+    try:
+        plan = network._plan
+    except ValueError as error:
+        raise TooManyTerms(f"the Bayesian network's regimes cannot be listed: {error}") from error
     offsets = np.cumsum([0, *[len(node.observed_columns()) for node in network.nodes]])
     terms, lost = [], 0.0
     for r in range(plan.regime_rows.shape[0]):
