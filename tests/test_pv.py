@@ -16,7 +16,13 @@ from strategies import random_network
 from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
 from verifier.pv import InputDomain, PVSettings, verify
-from verifier.spec import Names, SpecError, demographic_parity, specification_from_dict
+from verifier.spec import (
+    Names,
+    SpecError,
+    demographic_parity,
+    parse_event,
+    specification_from_dict,
+)
 
 
 def normal_masses(mean: np.ndarray, std: np.ndarray):
@@ -240,6 +246,22 @@ def test_one_hot_groups_are_split_by_category() -> None:
     error = hits.std() / np.sqrt(hits.size)
     low, high = result.probabilities["p"]
     assert low - 4 * error <= hits.mean() <= high + 4 * error
+
+
+def test_quoted_names_reach_columns_that_are_not_identifiers() -> None:
+    names = Names.of(["hours-per-week", "sex=Male", "age"], ["no", "yes"])
+    quoted = parse_event('x["hours-per-week"] - 2 * x["sex=Male"] >= 40 and y["yes"] > y[0]',
+                         names)
+    indexed = parse_event("x[0] - 2 * x[1] >= 40 and y[1] > y[0]", names)
+    assert quoted == indexed
+    assert parse_event('x["age"] < 30', names) == parse_event("x.age < 30", names)
+    with pytest.raises(SpecError, match="unknown input 'hours'"):
+        parse_event('x["hours"] > 1', names)
+    with pytest.raises(SpecError, match="integer index"):
+        parse_event("x[True] > 1", names)
+    spec = demographic_parity(names, protected="sex=Male", privileged=1, favorable_class=1,
+                              gamma=0.8)
+    assert spec.probabilities["p_privileged"].condition == parse_event("x[1] == 1", names)
 
 
 def test_bad_specifications_are_clear_errors() -> None:

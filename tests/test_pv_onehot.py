@@ -166,3 +166,40 @@ def test_sparse_integer_supports_are_snapped_and_enumerated_exactly() -> None:
     order = np.zeros_like(lo)
     left_lo, left_hi, right_lo, right_hi = splitter.children(lo, hi, np.array([1]), order)
     assert (left_lo[0, 1], left_hi[0, 1], right_lo[0, 1], right_hi[0, 1]) == (0, 0, 114, 99999)
+
+
+def _exact_rates_of_column(network: Network, population: PopulationModel, column: int
+                           ) -> tuple[Fraction, Fraction]:
+    """P[class 1 | x[column] = 0] and P[class 1 | x[column] = 1], exactly."""
+    favourable = {0: Fraction(0), 1: Fraction(0)}
+    total = {0: Fraction(0), 1: Fraction(0)}
+    for sex, job, edu, hours in itertools.product(range(2), range(4), range(3), range(7)):
+        x = np.zeros(9)
+        x[0], x[1 + job], x[5 + edu], x[8] = sex, 1.0, 1.0, hours
+        mass = Fraction(float(population.prob_boxes(x[None], x[None])[0]))
+        if mass == 0:
+            continue
+        group = int(x[column])
+        total[group] += mass
+        if exact_outputs(network, x.tolist())[1] > exact_outputs(network, x.tolist())[0]:
+            favourable[group] += mass
+    return favourable[0] / total[0], favourable[1] / total[1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_one_hot_column_named_name_equals_value_can_be_the_protected_attribute(
+        seed: int) -> None:
+    """`population fit` names one-hot columns NAME=VALUE: such a column is a protected
+    attribute like any other (its events are written x["job=b"])."""
+    rng = np.random.default_rng(seed)
+    network = Network(random_network(rng, [9, 8, 2]).layers, COLUMNS, ["no", "yes"])
+    population = _population(seed)
+    unprivileged, privileged = _exact_rates_of_column(network, population, COLUMNS.index("job=b"))
+    certificate = demographic_parity_audit(
+        network, population, protected="job=b", privileged=1, favorable_class=1, gamma=0.5,
+        form="difference", settings=PVSettings(timeout_s=20.0, batch_size=64),
+    )
+    slack = Fraction(1, 10**9)
+    for name, exact in (("p_unprivileged", unprivileged), ("p_privileged", privileged)):
+        low, high = certificate.bounds[name]
+        assert Fraction(low) - slack <= exact <= Fraction(high) + slack

@@ -9,7 +9,9 @@ compares one quantity with a threshold.
 Events and expressions are written as text and parsed with Python's ``ast`` restricted to a
 whitelist of node types (no code is evaluated). Names resolve against the network's input and
 output names: ``x.NAME``/``x[i]`` are inputs, ``y.NAME``/``y[i]`` outputs, and a bare ``NAME``
-whichever of the two it names (an error if neither or both).
+whichever of the two it names (an error if neither or both); ``x["NAME"]``/``y["NAME"]``
+name any column, also one that is not a Python identifier (``x["sex=Male"]``,
+``x["hours-per-week"]``).
 """
 
 from __future__ import annotations
@@ -212,7 +214,8 @@ class _EventParser:
             return self.variable("y", self.names.outputs.index(name))
         if in_inputs and in_outputs:
             raise self.error(
-                f"{name!r} names both an input and an output: write x.{name} or y.{name}"
+                f"{name!r} names both an input and an output: write x[{name!r}] or "
+                f"y[{name!r}]"
             )
         raise self.error(
             f"unknown feature or output {name!r}; inputs: {', '.join(self.names.inputs)}; "
@@ -236,10 +239,13 @@ class _EventParser:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
             side = _side(node.value.id)
             index = node.slice
-            integer = isinstance(index, ast.Constant) and isinstance(index.value, int)
-            if side is None or not integer:
-                raise self.error("subscripts must be x[INDEX] or y[INDEX] with an integer index")
-            return self.variable(side, int(index.value))  # type: ignore[union-attr]
+            constant = index.value if isinstance(index, ast.Constant) else None
+            if side is not None and isinstance(constant, str):
+                return self.named(side, constant)
+            if side is None or not isinstance(constant, int) or isinstance(constant, bool):
+                raise self.error('subscripts must be x[INDEX] or y[INDEX] with an integer index, '
+                                 'or x["NAME"] / y["NAME"] for any name')
+            return self.variable(side, constant)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
             inner = self.linear(node.operand)
             return inner.scaled(-1.0) if isinstance(node.op, ast.USub) else inner
@@ -299,6 +305,12 @@ class _EventParser:
         if isinstance(op, ast.NotEq):
             return Or((_atom(difference, strict=True), _atom(difference.scaled(-1.0), strict=True)))
         raise self.error(f"unsupported comparison {type(op).__name__}")
+
+
+def input_reference(name: str) -> str:
+    """How an event names input ``name``: ``x.NAME`` for a Python identifier, else
+    ``x["NAME"]`` (one-hot columns such as ``sex=Male``, ``hours-per-week``)."""
+    return f"x.{name}" if name.isidentifier() else f"x[{name!r}]"
 
 
 def _side(name: str) -> str | None:
@@ -590,8 +602,8 @@ def demographic_parity(
     favorable = class_event(favorable_class, names)
     fav_text = f"class == {favorable_class}"
     groups = {
-        "unprivileged": f"x.{protected} != {privileged!r}",
-        "privileged": f"x.{protected} == {privileged!r}",
+        "unprivileged": f"{input_reference(protected)} != {privileged!r}",
+        "privileged": f"{input_reference(protected)} == {privileged!r}",
     }
     terms = {}
     for label, text in groups.items():
