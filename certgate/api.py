@@ -22,9 +22,6 @@ if TYPE_CHECKING:
     from verifier.network import Network
     from verifier.population import PopulationModel
 
-REGISTRY_SCHEMES = ("models:/", "runs:/", "mlflow-artifacts:/")
-
-
 def load_population(path: str | Path) -> PopulationModel:
     """The population model in the JSON file ``path``, validated (schema and distributions;
     :func:`verifier.population.load_population`)."""
@@ -72,15 +69,9 @@ def _network(model: Any, input_names: Sequence[str] | None, tracking_uri: str | 
     if isinstance(model, Network):
         return model, None
     if isinstance(model, str | Path):
-        from registry_hooks.certgate_model import load_model
+        from registry_hooks.certgate_model import load_model_source
 
-        uri = str(model)
-        registry = None
-        if uri.startswith(REGISTRY_SCHEMES):
-            from registry_hooks.connection import connect
-
-            registry = connect(tracking_uri, None)
-        loaded = load_model(uri, registry, workdir)
+        loaded = load_model_source(str(model), tracking_uri, workdir)
         return loaded.network, loaded
     import torch
 

@@ -109,6 +109,22 @@ class LoadedModel:
         return domain
 
 
+REGISTRY_SCHEMES = ("models:/", "runs:/", "mlflow-artifacts:/")
+"""URI prefixes that name a model on a tracking server or store (not a local path)."""
+
+
+def load_model_source(uri: str, tracking_uri: str | None, workdir: Path) -> LoadedModel:
+    """The model ``uri`` names, read as ``certgate run`` reads it: a local model file or
+    MLflow model directory, or a registry/run URI on ``tracking_uri`` (``None``:
+    ``MLFLOW_TRACKING_URI``, else MLflow's default store), downloaded below ``workdir``."""
+    registry = None
+    if uri.startswith(REGISTRY_SCHEMES):
+        from registry_hooks.connection import connect
+
+        registry = connect(tracking_uri, None)
+    return load_model(uri, registry, workdir)
+
+
 def load_model(uri: str, registry: Registry | None, workdir: Path) -> LoadedModel:
     """Resolve, download and convert the model ``uri`` names (see :mod:`registry_hooks.uris`).
 

@@ -200,3 +200,33 @@ def test_registered_model_with_its_shipped_population(files: dict[str, Path]) ->
                                   tracking_uri=store)
     [local] = certgate.audit(str(files["model"]), files["binary"], settings)
     assert registered.verdict == local.verdict and registered.bounds == local.bounds
+
+
+def test_verify_reads_registry_uris_and_mlflow_directories_like_run(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``certgate verify --model`` takes what ``certgate run`` takes: a ``models:/`` URI on
+    MLFLOW_TRACKING_URI and a local MLflow model directory give the file's certificate."""
+    import mlflow
+
+    store = f"sqlite:///{files['root'] / 'verify.db'}"
+    register_threshold_model(store, "verify-registry", "verify_threshold")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    directory = Path(mlflow.artifacts.download_artifacts(
+        "models:/verify_threshold/1", dst_path=str(files["root"] / "downloaded")))
+    options = ["--population", str(files["binary"]), "--protected", "s", "--privileged", "1",
+               "--favorable-class", "1", "--gamma", "0.3", "--precision", "0.01",
+               "--timeout", "120", "--json"]
+    results = []
+    for model in (str(files["model"]), "models:/verify_threshold/1",
+                  "models:/verify_threshold@champion", str(directory)):
+        if model.endswith("@champion"):
+            mlflow.MlflowClient(store).set_registered_model_alias(
+                "verify_threshold", "champion", "1")
+        code = main(["verify", "demographic-parity", "--model", model, *options])
+        result = json.loads(capsys.readouterr().out)
+        results.append((code, result["verdict"], result["ratio"], result["probabilities"]))
+    assert all(result == results[0] for result in results[1:]), results
+    assert main(["verify", "demographic-parity", "--model", "models:/absent/1",
+                 *options]) == 2
+    assert "absent" in json.loads(capsys.readouterr().out)["error"]

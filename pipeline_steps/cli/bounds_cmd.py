@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline_steps.cli.inputs import MODEL_HELP
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.certificate import to_jsonable
 from verifier.errors import CertgateInputError
@@ -26,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "for every input in the box [lower, upper]. Use 'inf'/'-inf' for unbounded sides."
         ),
     )
-    parser.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
+    parser.add_argument("--model", required=True, help=MODEL_HELP)
     parser.add_argument("--lower", required=True,
                         help="comma-separated lower corner (--lower=-1,0 when it starts with -)")
     parser.add_argument("--upper", required=True,

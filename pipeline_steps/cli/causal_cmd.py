@@ -8,7 +8,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pipeline_steps.cli.inputs import add_input_names, bound_network, named_network, read_network
+from pipeline_steps.cli.inputs import (
+    MODEL_HELP,
+    add_input_names,
+    bound_network,
+    named_network,
+    read_network,
+)
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.certificate import Certificate, to_jsonable
 
@@ -27,7 +33,7 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
             "1 when biased or undecided, 2 on bad input."
         ),
     )
-    parser.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
+    parser.add_argument("--model", required=True, help=MODEL_HELP)
     add_input_names(parser)
     parser.add_argument("--sensitive", required=True,
                         help="sensitive input name, or comma-separated names of a one-hot group")

@@ -1,10 +1,12 @@
-"""What every audit verb reads the same way: the network file (``--model``), its input names
+"""What every audit verb reads the same way: the model (``--model``), its input names
 (``--input-names``), and the population model bound to it by name
 (:mod:`verifier.audits.binding`)."""
 
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verifier.errors import CertgateInputError, first_line
@@ -21,9 +23,21 @@ def add_input_names(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-names", help=INPUT_NAMES_HELP)
 
 
+MODEL_HELP = ("the model: a network file (.onnx, .nnet, .json, .pt), a local MLflow model "
+              "directory, or models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN/PATH on "
+              "MLFLOW_TRACKING_URI")
+
+
 def read_network(path: str, option: str = "--model") -> Network:
-    """The network file ``path`` as the IR; a missing, truncated or corrupt file is one
-    :class:`CertgateInputError` line naming the option and the file."""
+    """The model ``path`` names as the IR: a network file, or (as ``certgate run`` reads
+    them) a local MLflow model directory or a registry/run URI on ``MLFLOW_TRACKING_URI``. A
+    missing, truncated or corrupt file is one :class:`CertgateInputError` line naming the
+    option and the file."""
+    if ":/" in path or Path(path).is_dir():
+        from registry_hooks.certgate_model import load_model_source
+
+        with tempfile.TemporaryDirectory(prefix="certgate-model-") as workdir:
+            return load_model_source(path, None, Path(workdir)).network
     from verifier.convert import load_network
 
     try:

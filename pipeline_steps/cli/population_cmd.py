@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from pipeline_steps.cli.inputs import MODEL_HELP
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.population_fit_cmd import add_fit_parsers
 
@@ -33,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "its inputs). Exit code 0 when valid, 2 with a one-line message otherwise.",
     )
     validate.add_argument("file", help="population model JSON file")
-    validate.add_argument("--model", help="network file (.onnx, .nnet, .json, .pt)")
+    validate.add_argument("--model", help=MODEL_HELP)
     validate.add_argument("--input-names",
                           help="the network's input names in input order, comma-separated "
                                "(for a network file that records none)")

@@ -12,7 +12,7 @@ import yaml
 from tqdm import tqdm
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
-from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
+from pipeline_steps.cli.inputs import MODEL_HELP, add_input_names, bound_network, read_network
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="network file (.onnx, .nnet, .json, .pt)")
+    parser.add_argument("--model", required=True, help=MODEL_HELP)
     add_input_names(parser)
     parser.add_argument("--population", required=True, help="population model (JSON)")
     parser.add_argument("--timeout", type=float, default=60.0,
