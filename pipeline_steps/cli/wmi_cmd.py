@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline_steps.cli.inputs import add_input_names, bound_network, read_network
+from pipeline_steps.cli.inputs import MODEL_HELP, add_input_names, bound_network, read_network
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.settings_options import settings_from_args
 from verifier.certificate import Certificate, to_jsonable
@@ -81,8 +81,7 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True,
-                        help="network file (.onnx, .nnet, .json, .pt) or pickled sklearn model")
+    parser.add_argument("--model", required=True, help=f"{MODEL_HELP}; or a pickled sklearn model")
     add_input_names(parser)
     parser.add_argument("--population", required=True, help="population model (JSON)")
     parser.add_argument("--min-probability", type=float,
