@@ -52,6 +52,15 @@ class Atom:
     def reads_inputs(self) -> bool:
         return any(c != 0.0 for c in self.input_coeffs)
 
+    @property
+    def orders_two_outputs(self) -> bool:
+        """Whether the atom is ``c·(y_a − y_b) > 0`` (or ``>= 0``) for two outputs and ``c ≠
+        0``, with no input and no constant: a strict or weak order of two outputs, which
+        every classifier head preserves (:mod:`verifier.network`)."""
+        nonzero = [c for c in self.output_coeffs if c != 0.0]
+        return (len(nonzero) == 2 and nonzero[0] == -nonzero[1] and not self.reads_inputs
+                and self.constant == 0.0)
+
     def negated(self) -> Atom:
         """The complement: ``not (e > 0)`` is ``−e >= 0`` and vice versa."""
         return Atom(
