@@ -269,6 +269,7 @@ class Network:
         """The same network (layers and head) with new input and/or output names."""
         return replace(
             self,
+            layers=list(self.layers),
             input_names=list(self.input_names if input_names is None else input_names),
             output_names=list(self.output_names if output_names is None else output_names),
         )
@@ -276,7 +277,10 @@ class Network:
     def logits(self) -> Network:
         """The network without its head: its outputs are the logits the head reads (the
         network itself when it has no head)."""
-        return self if self.head == "none" else replace(self, head="none")
+        if self.head == "none":
+            return self
+        return replace(self, layers=list(self.layers), input_names=list(self.input_names),
+                       output_names=list(self.output_names), head="none")
 
     def lowered(self) -> Network:
         """An equivalent network whose activations are only ``none``, ``relu``, ``leaky_relu``.
