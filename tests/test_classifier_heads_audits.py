@@ -261,3 +261,28 @@ def test_pipeline_and_evaluator_on_a_logged_pt2_sigmoid_model(
     for field in COMPARED:
         assert logged[field] == expected[field], field
         assert evaluated[field] == expected[field], field
+
+
+def test_class_events_of_a_single_logit_in_a_python_specification(
+        files: dict[str, Path]) -> None:
+    """Class events over the classifier view's outputs run on that view: the class
+    probabilities of ``x + 0.5 s > 0.75`` under uniform inputs contain the exact 1/2 and
+    equal the reference's; class events over the single output itself are refused."""
+    from verifier.audits import run_specification
+    from verifier.convert import load_network
+    from verifier.pv import PVSettings
+    from verifier.spec import Names, SpecError, class_distribution
+
+    pop = load_population(files["root"] / "uniform.json")
+    logit = load_network(files["logit"]).renamed(NAMES)
+    reference = load_network(files["reference"])
+    settings = PVSettings(timeout_s=60, precision=0.01)
+    spec = class_distribution(Names.of(NAMES, logit.as_classifier().output_names))
+    got = run_specification(logit, pop, spec, settings)
+    expected = run_specification(reference, pop, spec, settings)
+    assert got.bounds == expected.bounds
+    for name in ("p_class_0", "p_class_1"):
+        low, high = got.bounds[name]
+        assert low <= 0.5 <= high and high - low <= 0.01
+    with pytest.raises(SpecError, match=r"'y0' is a single output.*as_classifier"):
+        class_distribution(Names.of(NAMES, logit.output_names))

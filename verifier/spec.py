@@ -332,9 +332,18 @@ def parse_event(text: str, names: Names) -> Event:
 
 
 def class_event(cls: int, names: Names) -> Event:
-    """``argmax(y) == cls`` with ties going to the lowest index (as ``numpy.argmax``)."""
+    """``argmax(y) == cls`` with ties going to the lowest index (as ``numpy.argmax``).
+
+    ``names.outputs`` are a classifier's outputs: a single-output network's classes (class 1
+    iff its logit is > 0) are the two outputs of
+    :meth:`~verifier.network.Network.as_classifier`, whose names these must be."""
     outputs = len(names.outputs)
     no_inputs = (0.0,) * len(names.inputs)
+    if outputs == 1:
+        raise SpecError(
+            f"class events need a classifier's outputs, but {names.outputs[0]!r} is a single "
+            "output; name the outputs of network.as_classifier() (class 1 iff the logit > 0)"
+        )
     if not 0 <= cls < outputs:
         raise SpecError(f"class {cls} is out of range for a network with {outputs} outputs")
     atoms = []

@@ -41,29 +41,38 @@ def run_specification(
 def spec_network(network: Network, spec: Specification) -> Network:
     """The network whose outputs ``spec``'s events read.
 
-    Without a head: the network. With a classifier head, events that only order two outputs
-    (``y.a > y.b``; every class event, :func:`verifier.spec.class_event`) hold exactly where
-    they hold on the logits, since each head is strictly increasing in that order (real
-    arithmetic): the logits are read, and PV bounds them. An event on output values (``y0 >
-    0.7``, ``y0 + x1 > 0``) would be changed by the head and is refused naming the head and
-    the atom. A specification over classes of a single-output network is written over its
-    :meth:`~verifier.network.Network.as_classifier` view and run on that view.
+    A specification written over the two classes of a single-output network (over the outputs
+    of its :meth:`~verifier.network.Network.as_classifier` view, as demographic parity is) runs
+    on that view. Otherwise, without a head: the network. With a classifier head, events that
+    only order two outputs (``y.a > y.b``; every class event,
+    :func:`verifier.spec.class_event`) hold exactly where they hold on the logits, since each
+    head is strictly increasing in that order (real arithmetic): the logits are read, and PV
+    bounds them. An event on output values (``y0 > 0.7``, ``y0 + x1 > 0``) would be changed by
+    the head and is refused naming the head and the event.
 
     Raises:
         NetworkError: an event reads output values through a head.
+        SpecError: the events read another number of outputs than the network has.
     """
     from verifier.network import head_error
-    from verifier.spec import atoms_of
+    from verifier.spec import SpecError, atoms_of
 
+    atoms = [(term, atom) for term in spec.probabilities.values()
+             for event in (term.event, term.condition) if event is not None
+             for atom in atoms_of(event)]
+    arity = {len(atom.output_coeffs) for _, atom in atoms}
+    if arity == {2} and network.output_size == 1:
+        return network.as_classifier()
+    if arity - {network.output_size}:
+        raise SpecError(
+            f"the specification's events read {sorted(arity)} outputs, the network has "
+            f"{network.output_size}"
+        )
     if network.head == "none":
         return network
-    for term in spec.probabilities.values():
-        for event in (term.event, term.condition):
-            if event is None:
-                continue
-            for atom in atoms_of(event):
-                if atom.reads_outputs and not atom.orders_two_outputs:
-                    raise head_error(network.head, f"the event {term.describe()}")
+    for term, atom in atoms:
+        if atom.reads_outputs and not atom.orders_two_outputs:
+            raise head_error(network.head, f"the event {term.describe()}")
     return network.logits()
 
 
