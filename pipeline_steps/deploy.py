@@ -56,7 +56,7 @@ from verifier.selfcorrect import (
     ConstraintError,
     ConstraintSet,
     SelfCorrectingNetwork,
-    negate_outputs,
+    scored_network,
 )
 from verifier.selfcorrect.export import load_torchscript, save_torchscript
 from verifier.selfcorrect.loaders import load_constraints
@@ -206,9 +206,8 @@ def _prepare(model_uri: str, constraints_path: Path, registry: Registry, workdir
     loaded = load_model(model_uri, registry, workdir)
     if options.input_names is not None:
         names = bound_names(loaded.network, options.input_names, model_uri)
-        loaded.network = Network(loaded.network.layers, names, list(loaded.network.output_names))
-    if options.negate:
-        loaded.network = negate_outputs(loaded.network)
+        loaded.network = loaded.network.renamed(input_names=names)
+    loaded.network = scored_network(loaded.network, options.negate)
     network = loaded.network
     try:
         constraints = load_constraints(constraints_path, num_classes=network.output_size,

@@ -230,8 +230,7 @@ def _names(model: Model, metadata: dict[str, Any]) -> tuple[list[str] | None, li
 def _renamed(network: Network, inputs: list[str] | None, outputs: list[str] | None,
              uri: str) -> Network:
     try:
-        return Network(network.layers, inputs or list(network.input_names),
-                       outputs or list(network.output_names))
+        return network.renamed(inputs or None, outputs or None)
     except NetworkError as error:
         raise NetworkError(f"{uri}: the names recorded with the model do not fit: {error}") \
             from error

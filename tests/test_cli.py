@@ -144,17 +144,17 @@ def test_malformed_population_model(capsys, credit_network: Path, tmp_path: Path
 
 def test_onnx_with_unsupported_op(capsys, tmp_path: Path) -> None:
     graph = helper.make_graph(
-        [helper.make_node("Sigmoid", ["x"], ["y"], name="squash")],
+        [helper.make_node("Tanh", ["x"], ["y"], name="squash")],
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
     )
-    path = tmp_path / "sigmoid.onnx"
+    path = tmp_path / "tanh.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
     code, _, err = _run(capsys, "bounds", "--model", str(path), "--lower", "0,0",
                         "--upper", "1,1")
     assert code == 2
-    assert "Sigmoid" in err and "squash" in err and err.count("\n") == 1
+    assert "Tanh" in err and "squash" in err and err.count("\n") == 1
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:

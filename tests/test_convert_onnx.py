@@ -305,7 +305,7 @@ def _single_node(op: str, **attributes: object) -> onnx.ModelProto:
 @pytest.mark.parametrize(
     ("model", "message"),
     [
-        (_single_node("Sigmoid"), r"'Sigmoid' at node 'the_node'.*Gemm"),
+        (_single_node("Softplus"), r"'Softplus' at node 'the_node'.*Gemm"),
         (_single_node("Tanh"), r"'Tanh' at node 'the_node'"),
         (_single_node("Flatten", axis=0), r"Flatten node 'the_node'.*merge the batch"),
         (_single_node("LeakyRelu", alpha=2.0), r"LeakyRelu node 'the_node'.*outside \[0, 1\]"),

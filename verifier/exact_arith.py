@@ -20,7 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verifier.network import Layer, Network
+from verifier.network import Layer, Network, NetworkError
 
 _SPLITTER = 134217729.0  # 2**27 + 1
 _SAFE = 1e290
@@ -108,7 +108,16 @@ def exact_outputs(network: Network, x: Sequence[float | Fraction]) -> list[Fract
     Every float weight, bias, slope, clamp bound and coordinate is exactly a rational, so
     this is the network's real-arithmetic value, free of rounding (slow: for deciding a few
     points where float evaluation cannot, e.g. ties and witnesses).
+
+    Raises:
+        NetworkError: the network has a classifier head (not rational); evaluate its
+            :meth:`~Network.logits` or :meth:`~Network.as_classifier` view.
     """
+    if network.head != "none":
+        raise NetworkError(
+            f"exact evaluation reads rational outputs, but the network ends in a {network.head} "
+            "head; evaluate its logits() or as_classifier() view"
+        )
     values = [v if isinstance(v, Fraction) else Fraction(float(v)) for v in x]
     for layer in network.layers:
         rows = [

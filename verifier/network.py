@@ -7,23 +7,44 @@ PyTorch's ``(out, in)`` layout. The IR evaluates itself (numpy or torch), export
 ``leaky_relu`` (every ``hardtanh`` rewritten exactly into two ReLUs), which is the form the bound
 propagators, the causal-fairness checker and the WMI encoder work on.
 
+Classifier heads. A network may end in a *head*, a final ``sigmoid``, ``softmax`` or
+``log_softmax`` (over its outputs) applied after the last layer (:data:`HEADS`). The head is
+part of what the network computes: :meth:`Network.evaluate`, :meth:`Network.to_torch`, the JSON
+and ONNX writers and every converter's self-check include it. It is not piecewise linear, so
+:meth:`Network.lowered` (the entry of every bound propagator and region enumerator) refuses a
+network with a head, and each consumer chooses a view:
+
+* *Class readers* (argmax events, causal fairness, WMI class properties, the SC-layer) use
+  :meth:`Network.as_classifier`, the one rule for "the class" of a network: the head is
+  dropped, since every head is strictly increasing in the order the class is read from
+  (sigmoid element-wise; softmax and log-softmax shift all logits by one common amount, in real
+  arithmetic), so the argmax and every strict order ``y_a < y_b`` are the logits'; and a single
+  output is a binary classifier whose class is 1 iff the logit is ``> 0``.
+* *Value readers* (output bounds, events on output values) read :meth:`Network.logits` only
+  where the head preserves what they read, and otherwise bound the head soundly or refuse,
+  naming the head (:func:`head_error`).
+
 Loaders from torch modules, ONNX files, ``.nnet`` files and the neutral JSON format live in
 :mod:`verifier.convert`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 import torch
+from scipy import special
 
 from verifier.errors import CertgateInputError
 
 ActivationName = Literal["none", "relu", "leaky_relu", "hardtanh"]
 ACTIVATIONS: tuple[str, ...] = ("none", "relu", "leaky_relu", "hardtanh")
+HeadName = Literal["none", "sigmoid", "softmax", "log_softmax"]
+HEADS: tuple[str, ...] = ("none", "sigmoid", "softmax", "log_softmax")
 
 
 class NetworkError(CertgateInputError):
@@ -136,18 +157,28 @@ class Layer:
 
 @dataclass
 class Network:
-    """A feed-forward piecewise-linear network: ``layers[-1](…layers[0](x))``.
+    """A feed-forward piecewise-linear network ``layers[-1](…layers[0](x))``, optionally
+    followed by a classifier ``head`` over its outputs (module docstring).
 
-    ``input_names`` and ``output_names`` name the columns of the input and output vectors.
+    ``input_names`` and ``output_names`` name the columns of the input and output vectors (the
+    head keeps one output per logit).
     """
 
     layers: list[Layer]
     input_names: list[str] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)
+    head: HeadName = "none"
 
     def __post_init__(self) -> None:
         if not self.layers:
             raise NetworkError("a network needs at least one layer")
+        if self.head not in HEADS:
+            raise NetworkError(f"unsupported head {self.head!r}; supported: {', '.join(HEADS)}")
+        if self.head in ("softmax", "log_softmax") and self.layers[-1].out_features == 1:
+            raise NetworkError(
+                f"a {self.head} head over a single output is a constant; a binary classifier "
+                "with one logit ends in a sigmoid or in no head"
+            )
         for index, (previous, layer) in enumerate(zip(self.layers, self.layers[1:], strict=False)):
             if previous.out_features != layer.in_features:
                 raise NetworkError(
@@ -177,16 +208,18 @@ class Network:
         return self.layers[-1].out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Evaluate on a batch ``x`` of shape ``(batch, input_size)`` in ``x``'s dtype."""
+        """Evaluate on a batch ``x`` of shape ``(batch, input_size)`` in ``x``'s dtype, head
+        included."""
         h = x
         for layer in self.layers:
             weight = torch.as_tensor(layer.weight, dtype=x.dtype, device=x.device)
             bias = torch.as_tensor(layer.bias, dtype=x.dtype, device=x.device)
             h = layer.activate(h @ weight.T + bias)
-        return h
+        return apply_head(self.head, h)
 
     def evaluate(self, x: np.ndarray | Sequence[Sequence[float]]) -> np.ndarray:
-        """Evaluate on a numpy batch in float64; a 1-D input is treated as one row."""
+        """Evaluate on a numpy batch in float64, head included; a 1-D input is treated as one
+        row."""
         array = np.asarray(x, dtype=np.float64)
         single = array.ndim == 1
         batch = array.reshape(1, -1) if single else array
@@ -199,8 +232,9 @@ class Network:
         return out[0] if single else out
 
     def classify(self, x: np.ndarray) -> np.ndarray:
-        """Index of the largest output per row (ties go to the lowest index)."""
-        return np.argmax(self.evaluate(x), axis=-1)
+        """The class of every row by :meth:`as_classifier`: the index of the largest logit
+        (ties go to the lowest index); for a single output, 1 iff the logit is ``> 0``."""
+        return np.argmax(self.as_classifier().evaluate(x), axis=-1)
 
     def read_inputs(self) -> np.ndarray:
         """Boolean mask of the input columns some output depends on: there is a path of
@@ -225,8 +259,28 @@ class Network:
         )
 
     def relu_layer_sizes(self) -> list[int]:
-        """Number of neurons of every layer with a kink (after lowering)."""
-        return [layer.out_features for layer in self.lowered().layers if layer.activation != "none"]
+        """Number of neurons of every layer with a kink (after lowering; the head has none)."""
+        return [layer.out_features for layer in self.logits().lowered().layers
+                if layer.activation != "none"]
+
+    def renamed(
+        self, input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None
+    ) -> Network:
+        """The same network (layers and head) with new input and/or output names."""
+        return replace(
+            self,
+            layers=list(self.layers),
+            input_names=list(self.input_names if input_names is None else input_names),
+            output_names=list(self.output_names if output_names is None else output_names),
+        )
+
+    def logits(self) -> Network:
+        """The network without its head: its outputs are the logits the head reads (the
+        network itself when it has no head)."""
+        if self.head == "none":
+            return self
+        return replace(self, layers=list(self.layers), input_names=list(self.input_names),
+                       output_names=list(self.output_names), head="none")
 
     def lowered(self) -> Network:
         """An equivalent network whose activations are only ``none``, ``relu``, ``leaky_relu``.
@@ -235,7 +289,18 @@ class Network:
         ReLU layer of twice the width whose outputs the next layer (or a new final affine layer)
         combines. The rewrite is exact in real arithmetic; in float64 it moves biases by at most
         one rounding, well inside the certified-comparison margins of :mod:`verifier.bounds`.
+
+        Raises:
+            NetworkError: the network has a head, which no piecewise-linear network equals;
+                a consumer lowers :meth:`as_classifier` (class readers) or :meth:`logits`
+                (value readers that account for the head), never the headed network.
         """
+        if self.head != "none":
+            raise NetworkError(
+                f"the network ends in a {self.head} head, which is not piecewise linear: lower "
+                "its as_classifier() view to read classes, or its logits() where the reader "
+                "accounts for the head"
+            )
         if all(layer.activation != "hardtanh" for layer in self.layers):
             return self
         layers: list[Layer] = []
@@ -260,25 +325,33 @@ class Network:
         return Network(layers, list(self.input_names), list(self.output_names))
 
     def as_classifier(self) -> Network:
-        """The network as a classifier over argmax classes.
+        """The network as a classifier over argmax classes: the one rule every class reader
+        (argmax events, causal fairness, WMI class properties, the SC-layer) applies.
 
-        A network with one output is a binary classifier whose class is 1 iff the output (a
-        logit) is > 0, the reading of a single-logit or sigmoid head (sigmoid > 0.5 iff the
-        logit > 0). Its classifier view has two outputs ``(0, z)``: the last layer gains a zero
-        row in front, so ``y_1 − y_0 = z`` exactly (no rounding is added) and "class 1 wins
-        strictly" is "z > 0". At ``z = 0`` the two outputs tie; a certifier that counts a tie as
-        no class (or argmax's lowest index, class 0) agrees with "class 1 iff z > 0" wherever it
-        decides. Networks with two or more outputs are returned unchanged.
+        The head is dropped: the class and every strict order between outputs are the
+        logits' (module docstring). A network with one output is a binary classifier whose
+        class is 1 iff the output (a logit) is ``> 0``, the reading of a single-logit or
+        sigmoid head (sigmoid > 0.5 iff the logit > 0). Its classifier view has two outputs
+        ``(0, z)``: the last layer gains a zero row in front, so ``y_1 − y_0 = z`` exactly (no
+        rounding is added) and "class 1 wins strictly" is "z > 0". At ``z = 0`` the two
+        outputs tie; a certifier that counts a tie as no class (or argmax's lowest index,
+        class 0) agrees with "class 1 iff z > 0" wherever it decides. Networks with two or more
+        outputs keep their layers.
+
+        Raises:
+            NetworkError: the single output passes through an activation (it is not a logit).
         """
-        if self.output_size != 1:
-            return self
-        last = self.layers[-1]
+        view = self.logits()
+        if view.output_size != 1:
+            return view
+        last = view.layers[-1]
         if last.activation != "none":
             raise NetworkError(
                 f"the single output passes through {last.activation}; a binary classifier's "
                 "logit must be the last affine layer's output"
             )
         zero_row = np.zeros((1, last.in_features))
+        assert last.weight_magnitude is not None and last.bias_magnitude is not None
         layer = replace(
             last,
             weight=np.vstack([zero_row, last.weight]),
@@ -286,8 +359,8 @@ class Network:
             weight_magnitude=np.vstack([zero_row, last.weight_magnitude]),
             bias_magnitude=np.concatenate([[0.0], last.bias_magnitude]),
         )
-        name = self.output_names[0]
-        return Network([*self.layers[:-1], layer], list(self.input_names),
+        name = view.output_names[0]
+        return Network([*view.layers[:-1], layer], list(view.input_names),
                        [f"{name} <= 0", f"{name} > 0"])
 
     def to_torch(self) -> torch.nn.Sequential:
@@ -305,16 +378,61 @@ class Network:
                 modules.append(_leaky_module(layer.negative_slope))
             elif layer.activation == "hardtanh":
                 modules.append(torch.nn.Hardtanh(layer.min_val, layer.max_val))
+        if self.head != "none":
+            modules.append(HEAD_MODULES[self.head]())
         return torch.nn.Sequential(*modules)
 
     def describe(self) -> str:
-        """One line per layer: sizes and activation."""
+        """One line per layer: sizes and activation; then the head, if any."""
         lines = [f"network: {self.input_size} inputs -> {self.output_size} outputs"]
         for index, layer in enumerate(self.layers):
             lines.append(
                 f"  layer {index}: {layer.in_features} -> {layer.out_features}, {layer.activation}"
             )
+        if self.head != "none":
+            lines.append(f"  head: {self.head} over the {self.output_size} outputs")
         return "\n".join(lines)
+
+
+HEAD_MODULES: dict[str, Callable[[], torch.nn.Module]] = {
+    "sigmoid": torch.nn.Sigmoid,
+    "softmax": functools.partial(torch.nn.Softmax, dim=-1),
+    "log_softmax": functools.partial(torch.nn.LogSoftmax, dim=-1),
+}
+"""The ``torch.nn`` module of every head (softmax over the last dimension: the outputs)."""
+
+
+def apply_head(head: str, logits: torch.Tensor) -> torch.Tensor:
+    """``head`` applied to a batch of logits ``(batch, outputs)`` (over the outputs)."""
+    if head == "sigmoid":
+        return torch.sigmoid(logits)
+    if head == "softmax":
+        return torch.softmax(logits, dim=-1)
+    if head == "log_softmax":
+        return torch.log_softmax(logits, dim=-1)
+    return logits
+
+
+def apply_head_numpy(head: str, logits: np.ndarray) -> np.ndarray:
+    """:func:`apply_head` on a float64 numpy batch (no torch start-up cost)."""
+    if head == "sigmoid":
+        return special.expit(logits)
+    if head == "softmax":
+        return special.softmax(logits, axis=-1)
+    if head == "log_softmax":
+        return special.log_softmax(logits, axis=-1)
+    return logits
+
+
+def head_error(head: str, reader: str) -> NetworkError:
+    """The refusal of a value reader that cannot account for a classifier head: names the
+    head, the reader and the ways forward."""
+    return NetworkError(
+        f"the network ends in a {head} head, and {reader} reads output values, which the "
+        f"{head} changes; class audits read the logits (the {head} does not change the class), "
+        "and bounds of the logits are `certgate bounds --logits`; or convert the model "
+        f"without its final {head}"
+    )
 
 
 class PerNeuronLeakyReLU(torch.nn.Module):
@@ -368,17 +486,24 @@ def compose(first: Network, second: Network) -> Network:
     """The network ``second ∘ first`` (``first``'s outputs feed ``second``'s inputs).
 
     When ``first`` ends in an affine layer without activation it is merged into ``second``'s
-    first layer (exact in real arithmetic), so composing adds no layer.
+    first layer (exact in real arithmetic), so composing adds no layer. The result keeps
+    ``second``'s head; ``first`` must have none.
     """
     if first.output_size != second.input_size:
         raise NetworkError(
             f"cannot compose: the first network has {first.output_size} outputs, the second "
             f"{second.input_size} inputs"
         )
-    head, tail = list(first.layers), list(second.layers)
-    if head[-1].activation == "none":
-        tail[0] = replace(tail[0], **fold_affine(tail[0], head.pop()))
-    return Network([*head, *tail], list(first.input_names), list(second.output_names))
+    if first.head != "none":
+        raise NetworkError(
+            f"cannot compose: the first network ends in a {first.head} head, which is read "
+            "only as a network's last operation"
+        )
+    front, tail = list(first.layers), list(second.layers)
+    if front[-1].activation == "none":
+        tail[0] = replace(tail[0], **fold_affine(tail[0], front.pop()))
+    return Network([*front, *tail], list(first.input_names), list(second.output_names),
+                   second.head)
 
 
 def min_feature_transform(input_names: list[str], target: str, other: str) -> Network:

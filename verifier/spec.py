@@ -54,6 +54,15 @@ class Atom:
     def reads_inputs(self) -> bool:
         return any(c != 0.0 for c in self.input_coeffs)
 
+    @property
+    def orders_two_outputs(self) -> bool:
+        """Whether the atom is ``c·(y_a − y_b) > 0`` (or ``>= 0``) for two outputs and ``c ≠
+        0``, with no input and no constant: a strict or weak order of two outputs, which
+        every classifier head preserves (:mod:`verifier.network`)."""
+        nonzero = [c for c in self.output_coeffs if c != 0.0]
+        return (len(nonzero) == 2 and nonzero[0] == -nonzero[1] and not self.reads_inputs
+                and self.constant == 0.0)
+
     def negated(self) -> Atom:
         """The complement: ``not (e > 0)`` is ``−e >= 0`` and vice versa."""
         return Atom(
@@ -335,9 +344,18 @@ def parse_event(text: str, names: Names) -> Event:
 
 
 def class_event(cls: int, names: Names) -> Event:
-    """``argmax(y) == cls`` with ties going to the lowest index (as ``numpy.argmax``)."""
+    """``argmax(y) == cls`` with ties going to the lowest index (as ``numpy.argmax``).
+
+    ``names.outputs`` are a classifier's outputs: a single-output network's classes (class 1
+    iff its logit is > 0) are the two outputs of
+    :meth:`~verifier.network.Network.as_classifier`, whose names these must be."""
     outputs = len(names.outputs)
     no_inputs = (0.0,) * len(names.inputs)
+    if outputs == 1:
+        raise SpecError(
+            f"class events need a classifier's outputs, but {names.outputs[0]!r} is a single "
+            "output; name the outputs of network.as_classifier() (class 1 iff the logit > 0)"
+        )
     if not 0 <= cls < outputs:
         raise SpecError(f"class {cls} is out of range for a network with {outputs} outputs")
     atoms = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="bound a network's outputs (or C·outputs) over an input box",
         description=(
             "Sound lower/upper bounds of the network outputs, or of C·outputs for a matrix C, "
-            "for every input in the box [lower, upper]. Use 'inf'/'-inf' for unbounded sides."
+            "for every input in the box [lower, upper]. Use 'inf'/'-inf' for unbounded sides. "
+            "A model ending in a sigmoid, softmax or log-softmax head is bounded through the "
+            "head (sound, rounded outward); --logits bounds the logits the head reads instead, "
+            "and --spec needs --logits on such a model."
         ),
     )
     parser.add_argument("--model", required=True, help=MODEL_HELP)
@@ -34,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="comma-separated upper corner (--upper=-1,0 when it starts with -)")
     parser.add_argument("--method", choices=METHOD_CHOICES, default="crown")
     parser.add_argument("--spec", help="JSON file with a list of rows C (bounds C·outputs)")
+    parser.add_argument("--logits", action="store_true",
+                        help="bound the logits before the model's classifier head (sigmoid, "
+                             "softmax, log-softmax); no effect on a model without one")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     parser.set_defaults(func=run)
 
@@ -64,23 +71,31 @@ def load_spec(path: str) -> np.ndarray:
 def run(args: argparse.Namespace) -> int:
     from pipeline_steps.cli.inputs import read_network
     from verifier.bounds import compute_bounds
+    from verifier.head_bounds import output_bounds
+    from verifier.network import head_error
 
     network = read_network(args.model)
+    if args.logits:
+        network = network.logits()
     lower = parse_vector(args.lower, "lower")
     upper = parse_vector(args.upper, "upper")
     spec = load_spec(args.spec) if args.spec else None
-    result = compute_bounds(network, lower[None, :], upper[None, :], spec, args.method)
+    if spec is not None and network.head != "none":
+        raise head_error(network.head, "--spec (rows C over the outputs)")
+    started = time.perf_counter()
+    if spec is None:
+        low, high = output_bounds(network, lower[None, :], upper[None, :], args.method)
+    else:
+        result = compute_bounds(network, lower[None, :], upper[None, :], spec, args.method)
+        low, high = result.lower, result.upper
+    elapsed = time.perf_counter() - started
     if args.json:
-        payload = {
-            "lower": result.lower[0],
-            "upper": result.upper[0],
-            "method": args.method,
-            "elapsed_s": result.elapsed_s,
-        }
+        payload = {"lower": low[0], "upper": high[0], "method": args.method, "elapsed_s": elapsed}
         emit_json(to_jsonable(payload))
         return 0
     names = network.output_names if spec is None else [f"row{i}" for i in range(spec.shape[0])]
-    print(f"{args.method} bounds over the box ({result.elapsed_s * 1e3:.1f} ms):")
-    for name, low, high in zip(names, result.lower[0], result.upper[0], strict=True):
-        print(f"  {name}: [{low:.9g}, {high:.9g}]")
+    through = f", through the {network.head} head" if network.head != "none" else ""
+    print(f"{args.method} bounds over the box{through} ({elapsed * 1e3:.1f} ms):")
+    for name, low_i, high_i in zip(names, low[0], high[0], strict=True):
+        print(f"  {name}: [{low_i:.9g}, {high_i:.9g}]")
     return 0

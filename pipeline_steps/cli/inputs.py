@@ -64,10 +64,9 @@ def bound_network(args: argparse.Namespace, network: Network,
 def named_network(args: argparse.Namespace, network: Network) -> Network:
     """``network`` with its bound input names (no population model to order)."""
     from verifier.audits.binding import bound_names, parse_input_names
-    from verifier.network import Network
 
     names = bound_names(network, parse_input_names(getattr(args, "input_names", None)),
                         f"--model {args.model}")
     if names == list(network.input_names):
         return network
-    return Network(network.layers, names, list(network.output_names))
+    return network.renamed(input_names=names)

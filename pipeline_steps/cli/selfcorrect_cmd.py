@@ -172,7 +172,7 @@ def run_wrap(args: argparse.Namespace) -> int:
     import torch
 
     from pipeline_steps.cli.inputs import read_network
-    from verifier.selfcorrect.conventions import negate_outputs
+    from verifier.selfcorrect.conventions import scored_network
     from verifier.selfcorrect.export import OnnxExportError, export_onnx, save_torchscript
     from verifier.selfcorrect.loaders import load_constraints
     from verifier.selfcorrect.scnet import SelfCorrectingNetwork
@@ -180,9 +180,7 @@ def run_wrap(args: argparse.Namespace) -> int:
     if args.out.startswith("models:"):
         return _register_wrapped(args)
 
-    network = read_network(args.model)
-    if args.negate_outputs:
-        network = negate_outputs(network)
+    network = scored_network(read_network(args.model), args.negate_outputs)
     constraints = load_constraints(
         args.constraints, num_classes=network.output_size, network=args.network
     )

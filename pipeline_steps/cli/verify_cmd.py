@@ -40,8 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="certified bounds on P[fav | unprivileged] / P[fav | privileged]",
         description=(
             "Certify demographic parity: the ratio P[class = K | protected != V] / "
-            "P[class = K | protected = V] must exceed GAMMA. Exit code 0 when proven, 1 when "
-            "violated or undecided, 2 on bad input."
+            "P[class = K | protected = V] must exceed GAMMA. The class is the argmax of the "
+            "logits (a final sigmoid/softmax/log-softmax head changes no class); a one-output "
+            "model is a binary classifier, class 1 iff its logit > 0. Exit code 0 when proven, "
+            "1 when violated or undecided, 2 on bad input."
         ),
     )
     _common(parity)
@@ -49,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parity.add_argument("--privileged", required=True, type=float,
                         help="value of the protected feature for the privileged group")
     parity.add_argument("--favorable-class", required=True, type=int,
-                        help="index of the favourable output class (argmax)")
+                        help="index of the favourable output class (argmax of the logits; a "
+                             "one-output model: class 1 iff its logit > 0)")
     parity.add_argument("--gamma", required=True, type=float, help="threshold, in (0, 1]")
     parity.add_argument("--qualified", help='condition of qualification, e.g. "age >= 18"')
     parity.add_argument("--form", choices=("ratio", "difference"), default="ratio")
@@ -60,7 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="certified bounds on a specification over probabilities",
         description=(
             "Certify a specification file (YAML/JSON): named probabilities {event, given}, an "
-            "expression over them, and optionally a comparison and threshold."
+            "expression over them, and optionally a comparison and threshold. On a model "
+            "ending in a sigmoid, softmax or log-softmax head, events may order two outputs "
+            "(y.high > y.low, read on the logits); an event on output values is refused."
         ),
     )
     _common(probability)

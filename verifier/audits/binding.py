@@ -104,7 +104,7 @@ def bind(network: Network, population: Any, given: Sequence[str] | None,
         )
     names = bound_names(network, given, where)
     if names != list(network.input_names):
-        network = Network(network.layers, names, list(network.output_names))
+        network = network.renamed(input_names=names)
     return network, ordered_population(population, names, where)
 
 

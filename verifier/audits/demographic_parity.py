@@ -5,6 +5,10 @@ privileged] > gamma``; difference form: ``|difference| < gamma``. The certificat
 ``bounds["value"]`` encloses the ratio (or difference), ``bounds["p_unprivileged"]`` and
 ``bounds["p_privileged"]`` the two conditional probabilities. The verdict is PV's decision of
 the same comparison the gate reads (:attr:`DemographicParitySettings.requirement`).
+
+The class is the network's :meth:`~verifier.network.Network.as_classifier` class: a classifier
+head is dropped (it does not change the argmax), and a single output is a binary classifier,
+class 1 iff the logit is ``> 0``.
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ def run(settings: DemographicParitySettings, network: Network, population: Any,
     from verifier.audits.probability import run_specification
     from verifier.pv import PVSettings
 
+    network = network.as_classifier()
     names = check_population_fits(network, population)
     if settings.protected not in names.inputs:
         raise CertgateInputError(

@@ -22,11 +22,12 @@ def run_specification(
     progress: Progress | None = None,
 ) -> Certificate:
     """PV on a ready specification; the certificate also records the settings and names the
-    split rule and bound method that ran."""
+    split rule and bound method that ran. A network with a classifier head is read through
+    :func:`spec_network`."""
     from verifier.pv import population_domain, verify
 
     masses, domain = population_domain(population)
-    result = verify(network, spec, masses, domain, settings, progress)
+    result = verify(spec_network(network, spec), spec, masses, domain, settings, progress)
     certificate = result.to_certificate()
     certificate.settings = {
         "batch_size": settings.batch_size, "method": settings.method, "split": settings.split,
@@ -35,6 +36,44 @@ def run_specification(
         "workers": settings.workers,
     }
     return certificate
+
+
+def spec_network(network: Network, spec: Specification) -> Network:
+    """The network whose outputs ``spec``'s events read.
+
+    A specification written over the two classes of a single-output network (over the outputs
+    of its :meth:`~verifier.network.Network.as_classifier` view, as demographic parity is) runs
+    on that view. Otherwise, without a head: the network. With a classifier head, events that
+    only order two outputs (``y.a > y.b``; every class event,
+    :func:`verifier.spec.class_event`) hold exactly where they hold on the logits, since each
+    head is strictly increasing in that order (real arithmetic): the logits are read, and PV
+    bounds them. An event on output values (``y0 > 0.7``, ``y0 + x1 > 0``) would be changed by
+    the head and is refused naming the head and the event.
+
+    Raises:
+        NetworkError: an event reads output values through a head.
+        SpecError: the events read another number of outputs than the network has.
+    """
+    from verifier.network import head_error
+    from verifier.spec import SpecError, atoms_of
+
+    atoms = [(term, atom) for term in spec.probabilities.values()
+             for event in (term.event, term.condition) if event is not None
+             for atom in atoms_of(event)]
+    arity = {len(atom.output_coeffs) for _, atom in atoms}
+    if arity == {2} and network.output_size == 1:
+        return network.as_classifier()
+    if arity - {network.output_size}:
+        raise SpecError(
+            f"the specification's events read {sorted(arity)} outputs, the network has "
+            f"{network.output_size}"
+        )
+    if network.head == "none":
+        return network
+    for term, atom in atoms:
+        if atom.reads_outputs and not atom.orders_two_outputs:
+            raise head_error(network.head, f"the event {term.describe()}")
+    return network.logits()
 
 
 def probability_audit(

@@ -109,13 +109,13 @@ def build_problem(
 ) -> FairnessProblem:
     """Validate names and build a :class:`FairnessProblem`.
 
-    The network is used as a classifier (:meth:`Network.as_classifier`: one output is a logit,
-    class 1 iff > 0). ``domain``: every input's ``[min, max]``, as ``{name: (min, max)}``
-    (unnamed inputs keep ``[0, 1]``) or as two arrays over all inputs; default ``[0, 1]``
-    everywhere. ``integer_inputs``: ``"all"`` (every input outside one-hot groups) or the names
-    of the integer-coded inputs. ``sensitive_values``: compare only these values of the
-    sensitive feature (numbers for an integer or continuous input, input names for a one-hot
-    group; at least two); default every value of its domain. ``split_values`` (continuous
+    The network is used as a classifier (:meth:`Network.as_classifier`: a classifier head is
+    dropped, one output is a logit, class 1 iff > 0). ``domain``: every input's ``[min, max]``, as
+    ``{name: (min, max)}`` (unnamed inputs keep ``[0, 1]``) or as two arrays over all inputs;
+    default ``[0, 1]`` everywhere. ``integer_inputs``: ``"all"`` (every input outside one-hot
+    groups) or the names of the integer-coded inputs. ``sensitive_values``: compare only these
+    values of the sensitive feature (numbers for an integer or continuous input, input names for a
+    one-hot group; at least two); default every value of its domain. ``split_values`` (continuous
     sensitive input only) cut its domain into cells.
 
     Raises :class:`CausalInputError` when a name is not an input of the network, one-hot
@@ -162,7 +162,7 @@ def build_problem(
     lower, upper, allowed = _query_box(names, position, sensitive_idx, groups, query or {},
                                        dom_lo, dom_hi, integer)
     return FairnessProblem(
-        network=network.lowered().as_classifier(),
+        network=network.as_classifier().lowered(),
         sensitive=sensitive_idx,
         sensitive_kind=sensitive_kind,
         sensitive_cells=cells,

@@ -10,6 +10,11 @@ activation with nothing pending gets an identity affine layer.
 
 Features are the C-order flattening of the feature shape, which is what ``Flatten`` and
 ``Reshape`` in torch and ONNX do; a reshape therefore only relabels the shape.
+
+A classifier head (a final sigmoid, softmax or log-softmax; :data:`verifier.network.HEADS`) is
+recorded by :meth:`AffineChain.head` and becomes the network's ``head``. It is read only as
+the last operation: reshapes (which only relabel) may follow it, any other operation is an
+error naming the head's layer or node.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from verifier.network import Layer, Network, NetworkError, fold_affine
+from verifier.network import HeadName, Layer, Network, NetworkError, fold_affine
 
 
 class AffineChain:
@@ -36,6 +41,8 @@ class AffineChain:
         self.shape: tuple[int, ...] | None = None
         self.layers: list[Layer] = []
         self._pending: Layer | None = None  # affine map (no activation) not yet closed
+        self._head: HeadName = "none"
+        self._head_where = ""
         if feature_shape is not None:
             self._fix_shape(tuple(int(size) for size in feature_shape))
 
@@ -101,6 +108,7 @@ class AffineChain:
 
     def _then(self, step: Layer) -> None:
         """Compose the affine map ``step`` after the pending one (folded, with magnitudes)."""
+        self._refuse_after_head()
         self._pending = step if self._pending is None else Layer(**fold_affine(step, self._pending))
 
     def linear_last_dim(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
@@ -247,6 +255,7 @@ class AffineChain:
     def append_layer(self, layer: Layer) -> None:
         """Append a whole IR layer unchanged, or composed with the pending affine map if one is
         pending (so that layers read from a file keep their exact weights)."""
+        self._refuse_after_head()
         if self._pending is not None:
             pending = self._pending
             self.affine(layer.weight, layer.bias, (layer.out_features,))
@@ -265,6 +274,7 @@ class AffineChain:
     # -- activations ---------------------------------------------------------------------------
 
     def _close_layer(self, **activation: object) -> None:
+        self._refuse_after_head()
         if self._merge_into_last(activation):
             return
         width = self.width
@@ -400,16 +410,46 @@ class AffineChain:
                 matrix[row_index, column] += coefficient
         self.affine(matrix, None, tuple(out_shape) if out_shape else (len(rows),))
 
+    # -- classifier head -------------------------------------------------------------------
+
+    def head(self, kind: HeadName, where: str, dim: int | None = None) -> None:
+        """Record the classifier head ``kind`` (read at ``where``, a layer or node name).
+
+        ``softmax``/``log_softmax`` must run over the features of a one-dimensional
+        per-sample tensor: ``dim`` is the dimension of the batched tensor (1 or -1; ``None``
+        means the features).
+        """
+        self._refuse_after_head()
+        if kind in ("softmax", "log_softmax"):
+            shape = self._require_shape(f"a {kind}")
+            if len(shape) != 1 or dim not in (None, 1, -1):
+                raise NetworkError(
+                    f"{where}: {kind} over dimension {dim} of a tensor with per-sample shape "
+                    f"{shape}; a head must run over the outputs of a flat (batch, outputs) tensor"
+                )
+        if self._pending is not None or not self.layers:
+            self._close_layer(activation="none")
+        self._head, self._head_where = kind, where
+
+    def _refuse_after_head(self) -> None:
+        if self._head != "none":
+            raise NetworkError(
+                f"the {self._head} at {self._head_where} is followed by another operation; a "
+                f"{self._head} is read only as the network's last operation (a classifier head)"
+            )
+
     # -- result --------------------------------------------------------------------------------
 
     def network(
         self, input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None
     ) -> Network:
-        """The IR network; a pending affine map becomes a final layer without activation."""
+        """The IR network, with the recorded head; a pending affine map becomes a final layer
+        without activation."""
         if self._pending is not None or not self.layers:
             self._close_layer(activation="none")
         return Network(
             list(self.layers),
             list(input_names) if input_names else [],
             list(output_names) if output_names else [],
+            self._head,
         )

@@ -6,12 +6,14 @@ One network::
      "layers": [{"weight": [[...]], "bias": [...],     # out × in, PyTorch's Linear layout
                  "activation": "relu" | "none" | "leaky_relu" | "hardtanh",
                  "negative_slope": 0.01,               # leaky_relu: one slope or one per neuron
-                 "min_val": -1.0, "max_val": 1.0}]}    # hardtanh
+                 "min_val": -1.0, "max_val": 1.0}],    # hardtanh
+     "head": "sigmoid" | "softmax" | "log_softmax"}    # optional classifier head
 
 A layer computes ``activation(W·h + b)``; ``"linear"`` is accepted for ``"none"``. Layer objects
 may carry metadata (``name``, ``neurons``, ...) and a ``type``: ``"dense"`` (the default) or
 ``"maxpool1d"`` with ``"windows"`` (lists of the previous layer's unit indices; unit ``i`` is
-the maximum over window ``i``), which converts exactly into ReLU layers.
+the maximum over window ``i``), which converts exactly into ReLU layers. ``head`` (default
+``"none"``) is applied to the outputs after the last layer (:data:`verifier.network.HEADS`).
 
 A file may hold several networks: ``{"networks": {key: network, ...}}`` (as in the FairSquare
 benchmark), ``{"networks": [network with "name", ...]}``, or a plain ``{key: network}`` object;
@@ -32,7 +34,7 @@ import numpy as np
 
 from verifier.convert.affine_chain import AffineChain
 from verifier.convert.self_check import assert_agrees
-from verifier.network import ACTIVATIONS, Layer, Network, NetworkError
+from verifier.network import ACTIVATIONS, HEADS, Layer, Network, NetworkError, apply_head_numpy
 
 ACTIVATION_ALIASES = {"linear": "none"}
 LAYER_TYPES = ("dense", "maxpool1d")
@@ -191,9 +193,12 @@ def network_from_json(
             _dense(chain, layer, layer_where)
         else:
             _maxpool(chain, layer, layer_where)
+    head = _head(network.get("head", "none"), f"{where}.head")
+    if head != "none":
+        chain.head(head, f"{where}.head")
     result = chain.network(input_names, _names(network.get("outputs"), f"{where}.outputs"))
     if verify:
-        source = _numpy_source(layers)
+        source = _numpy_source(layers, head)
         assert_agrees(result, source, (result.input_size,), np.float64, f"JSON {where}")
     return result
 
@@ -210,8 +215,17 @@ def _activate(values: np.ndarray, layer: Mapping[str, Any]) -> np.ndarray:
     return values
 
 
-def _numpy_source(layers: Sequence[Mapping[str, Any]]) -> Callable[[np.ndarray], np.ndarray]:
-    """Evaluate the document's layers literally with numpy (the self-check's reference)."""
+def _head(value: Any, where: str) -> str:
+    if value not in HEADS:
+        raise NetworkError(f"{where}: unsupported head {value!r}; supported: {', '.join(HEADS)}")
+    return str(value)
+
+
+def _numpy_source(
+    layers: Sequence[Mapping[str, Any]], head: str
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Evaluate the document's layers and head literally with numpy (the self-check's
+    reference)."""
 
     def run(inputs: np.ndarray) -> np.ndarray:
         hidden = inputs
@@ -222,7 +236,7 @@ def _numpy_source(layers: Sequence[Mapping[str, Any]]) -> Callable[[np.ndarray],
             weight = np.asarray(layer["weight"], dtype=np.float64)
             bias = np.asarray(layer["bias"], dtype=np.float64)
             hidden = _activate(hidden @ weight.T + bias, layer)
-        return hidden
+        return apply_head_numpy(head, hidden)
 
     return run
 
@@ -243,11 +257,14 @@ def network_to_json(network: Network) -> dict[str, Any]:
             entry["min_val"] = float(layer.min_val)
             entry["max_val"] = float(layer.max_val)
         layers.append(entry)
-    return {
+    document: dict[str, Any] = {
         "inputs": list(network.input_names),
         "outputs": list(network.output_names),
         "layers": layers,
     }
+    if network.head != "none":
+        document["head"] = network.head
+    return document
 
 
 def read_json_network(path: str | Path, key: str | None = None, *, verify: bool = True) -> Network:

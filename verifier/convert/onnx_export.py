@@ -3,7 +3,9 @@
 ``relu`` → ``Relu``; ``leaky_relu`` → ``PRelu`` with the slope(s) as a tensor (``LeakyRelu``
 would store its slope as a float32 attribute); ``hardtanh`` → ``Clip(min, max)``; ``none`` →
 nothing. The graph input is ``input`` ``[N, inputs]`` and the output ``output``
-``[N, outputs]``; column names are stored in the model metadata (``certgate.input_names``,
+``[N, outputs]``; a head is a final ``Sigmoid``, ``Softmax`` or ``LogSoftmax`` (``axis=-1``),
+which :func:`verifier.convert.onnx_graph.from_onnx` reads back as the head. Column names are
+stored in the model metadata (``certgate.input_names``,
 ``certgate.output_names``: JSON lists), where :func:`verifier.convert.onnx_graph.from_onnx`
 reads them back.
 """
@@ -36,7 +38,7 @@ def network_to_onnx(network: Network, *, dtype: type = np.float64) -> onnx.Model
     nodes: list[onnx.NodeProto] = []
     initializers: list[onnx.TensorProto] = []
     current = "input"
-    last = len(network.layers) - 1
+    last = len(network.layers) - 1 if network.head == "none" else len(network.layers)
     for index, layer in enumerate(network.layers):
         prefix = f"layer{index}"
         initializers += [
@@ -60,6 +62,8 @@ def network_to_onnx(network: Network, *, dtype: type = np.float64) -> onnx.Model
         activated = "output" if index == last else f"{prefix}_act"
         nodes.append(_activation_node(layer, prefix, current, activated, resolved, initializers))
         current = activated
+    if network.head != "none":
+        nodes.append(_head_node(network.head, current))
     graph = helper.make_graph(
         nodes,
         "certgate_network",
@@ -82,6 +86,13 @@ def network_to_onnx(network: Network, *, dtype: type = np.float64) -> onnx.Model
     )
     onnx.checker.check_model(model)
     return model
+
+
+def _head_node(head: str, source: str) -> onnx.NodeProto:
+    if head == "sigmoid":
+        return helper.make_node("Sigmoid", [source], ["output"], name="head_sigmoid")
+    op = "Softmax" if head == "softmax" else "LogSoftmax"
+    return helper.make_node(op, [source], ["output"], name=f"head_{head}", axis=-1)
 
 
 def _activation_node(

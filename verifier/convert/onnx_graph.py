@@ -4,7 +4,9 @@ Supported ops on the data tensor: Gemm, MatMul (with a constant right operand), 
 Div by constants (scalar or per-feature), Relu, LeakyRelu, PRelu (constant slopes in [0, 1]),
 Clip (both bounds: hardtanh; one bound: a shifted ReLU), Flatten and Reshape that keep the
 batch dimension, Identity, Dropout (inference), BatchNormalization (inference) and MaxPool
-(exactly, as ReLU layers: see :meth:`AffineChain.window_max`). Nodes whose
+(exactly, as ReLU layers: see :meth:`AffineChain.window_max`); and as the last operation only
+(reshapes aside), a classifier head Sigmoid, Softmax or LogSoftmax over the outputs, recorded as
+the network's ``head`` (elsewhere an error naming its node). Nodes whose
 inputs are all constants (``Constant``, shape arithmetic, transposed weights) are evaluated with
 the ONNX reference implementation; ``Shape`` of the data tensor reports a batch size of 1, which
 is exact for the per-sample IR and checked against the source by the self-check.
@@ -316,6 +318,23 @@ def _max_pool(walk: _Walk) -> _Data:
     return walk.advance()
 
 
+def _sigmoid(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    walk.chain.head("sigmoid", walk.where)
+    return walk.advance()
+
+
+def _softmax(walk: _Walk) -> _Data:
+    """``Softmax``/``LogSoftmax`` as the network's head. Before opset 13 the input is coerced
+    to 2-D at ``axis`` (default 1); from 13 on ``axis`` (default -1) is one dimension: on a
+    ``(batch, outputs)`` tensor both mean the outputs."""
+    walk.take(walk.input(0))
+    kind = "softmax" if walk.node.op_type == "Softmax" else "log_softmax"
+    axis = int(walk.attribute("axis", 1 if walk.opset < 13 else -1))
+    walk.chain.head(kind, walk.where, axis)
+    return walk.advance()
+
+
 def _shape(walk: _Walk) -> np.ndarray:
     data = walk.input(0)
     if not isinstance(data, _Data):
@@ -346,6 +365,9 @@ ONNX_RULES: dict[str, Rule] = {
     "Dropout": _dropout,
     "BatchNormalization": _batch_normalization,
     "MaxPool": _max_pool,
+    "Sigmoid": _sigmoid,
+    "Softmax": _softmax,
+    "LogSoftmax": _softmax,
     "Shape": _shape,
 }
 
@@ -465,7 +487,7 @@ def from_onnx(
     names_out = output_names or _names(
         proto, OUTPUT_NAMES_KEY, network.output_size, graph.output[0].name
     )
-    network = Network(network.layers, list(names_in), list(names_out))
+    network = network.renamed(names_in, names_out)
     if verify:
         source = onnx_source(proto, inputs[0].name)
         assert_agrees(network, source, shape, dtype, "ONNX model", batch_size=batch)

@@ -9,6 +9,8 @@ recent data tensor (no branches such as residual connections). Operations whose 
 all constants (weights, buffers, literals) are evaluated with torch, so ``t``/``permute`` of a
 weight feeding ``addmm`` are folded. The batch size, which exported graphs read with
 ``sym_size``, is kept symbolic and may only be used as the leading size of ``view``/``reshape``.
+A final ``sigmoid``, ``softmax`` or ``log_softmax`` over the outputs is the network's classifier
+head; anywhere else it is an error naming its node.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import torch.fx
 
 from verifier.convert.affine_chain import AffineChain
 from verifier.convert.torch_layers import apply_module, check_against_module, flatten_features
-from verifier.network import Network, NetworkError
+from verifier.network import HeadName, Network, NetworkError
 
 
 @dataclass(frozen=True)
@@ -376,6 +378,25 @@ def _getitem(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> Any:
     raise NetworkError(f"node {walk.node.name!r}: indexing the data tensor is not supported")
 
 
+def _sigmoid(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
+    walk.take(args[0])
+    walk.chain.head("sigmoid", f"node {walk.node.name!r}")
+    return walk.advance()
+
+
+def _softmax_head(kind: HeadName) -> Rule:
+    """``softmax``/``log_softmax`` (torch, tensor method, aten ``softmax.int`` and
+    ``_softmax``) as the network's head; ``dim`` is argument 1."""
+
+    def rule(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
+        walk.take(args[0])
+        dim = _arg(args, kwargs, 1, "dim", None)
+        walk.chain.head(kind, f"node {walk.node.name!r}", None if dim is None else int(dim))
+        return walk.advance()
+
+    return rule
+
+
 def _no_op(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> None:
     """Runtime assertions of exported graphs: nothing to convert."""
     return None
@@ -418,6 +439,11 @@ FX_RULES: dict[str, Rule] = {
     "alias": _identity,
     "detach": _identity,
     "batch_norm": _batch_norm,
+    "sigmoid": _sigmoid,
+    "softmax": _softmax_head("softmax"),
+    "_softmax": _softmax_head("softmax"),
+    "log_softmax": _softmax_head("log_softmax"),
+    "_log_softmax": _softmax_head("log_softmax"),
     "_native_batch_norm_legit_no_training": _batch_norm_no_training,
     "sym_size": _size,
     "size": _size,

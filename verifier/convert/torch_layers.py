@@ -93,6 +93,15 @@ def _batch_norm(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
     )
 
 
+def _sigmoid(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    chain.head("sigmoid", f"module {name!r}")
+
+
+def _softmax(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    kind = "softmax" if isinstance(module, torch.nn.Softmax) else "log_softmax"
+    chain.head(kind, f"module {name!r}", None if module.dim is None else int(module.dim))
+
+
 MODULE_RULES: dict[type[torch.nn.Module], ModuleRule] = {
     torch.nn.Linear: _linear,
     torch.nn.ReLU: _relu,
@@ -104,7 +113,12 @@ MODULE_RULES: dict[type[torch.nn.Module], ModuleRule] = {
     torch.nn.Dropout: _identity,
     torch.nn.Flatten: _flatten,
     torch.nn.BatchNorm1d: _batch_norm,
+    torch.nn.Sigmoid: _sigmoid,
+    torch.nn.Softmax: _softmax,
+    torch.nn.LogSoftmax: _softmax,
 }
+"""One rule per module class; ``Sigmoid``, ``Softmax`` and ``LogSoftmax`` are read only as the
+model's last operation (a classifier head, :meth:`AffineChain.head`)."""
 SUPPORTED_MODULES = ("Sequential", *(kind.__name__ for kind in MODULE_RULES))
 
 
@@ -120,7 +134,13 @@ def apply_module(chain: AffineChain, module: torch.nn.Module, name: str) -> None
             f"unsupported module {type(module).__name__} at {name or '<root>'!r}; supported: "
             f"{', '.join(SUPPORTED_MODULES)}"
         )
-    rule(chain, module, name)
+    try:
+        rule(chain, module, name)
+    except NetworkError as error:
+        where = f"module {name or '<root>'!r}"
+        if where in str(error):
+            raise
+        raise NetworkError(f"{where} ({type(module).__name__}): {error}") from error
 
 
 def parameter_dtype(module: torch.nn.Module) -> torch.dtype:

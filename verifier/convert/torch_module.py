@@ -3,7 +3,9 @@
 Supported modules: ``Linear``, ``ReLU``, ``LeakyReLU`` (and the IR's own
 ``PerNeuronLeakyReLU``), ``Hardtanh`` (``ReLU6`` is
 ``hardtanh(0, 6)``), ``Identity``, ``Flatten``, ``Dropout`` (identity in eval mode) and
-``BatchNorm1d`` in eval mode (folded into the neighbouring affine maps). ``torch.fx``
+``BatchNorm1d`` in eval mode (folded into the neighbouring affine maps), and as the last
+module only, a classifier head ``Sigmoid``, ``Softmax`` or ``LogSoftmax`` over the outputs
+(recorded as the network's ``head``; elsewhere they are an error naming the module). ``torch.fx``
 graph modules (what ``torch.export`` and MLflow's ``pt2`` format give back) and TorchScript
 modules are dispatched to :mod:`verifier.convert.torch_fx` and
 :mod:`verifier.convert.torchscript`. Any other module is an error naming it; a custom module

@@ -96,6 +96,16 @@ def _batch_norm(module: torch.jit.ScriptModule) -> torch.nn.Module:
     return norm.eval()
 
 
+def _softmax(module: torch.jit.ScriptModule) -> torch.nn.Module:
+    dim = _attribute(module, "dim", "softmax", 0)
+    return torch.nn.Softmax(None if dim is None else int(dim))
+
+
+def _log_softmax(module: torch.jit.ScriptModule) -> torch.nn.Module:
+    dim = _attribute(module, "dim", "log_softmax", 0)
+    return torch.nn.LogSoftmax(None if dim is None else int(dim))
+
+
 REBUILDERS: dict[str, Callable[[torch.jit.ScriptModule], torch.nn.Module]] = {
     "Linear": _linear,
     "ReLU": lambda module: torch.nn.ReLU(),
@@ -106,7 +116,12 @@ REBUILDERS: dict[str, Callable[[torch.jit.ScriptModule], torch.nn.Module]] = {
     "Dropout": lambda module: torch.nn.Dropout().eval(),
     "Flatten": _flatten,
     "BatchNorm1d": _batch_norm,
+    "Sigmoid": lambda module: torch.nn.Sigmoid(),
+    "Softmax": _softmax,
+    "LogSoftmax": _log_softmax,
 }
+"""Rebuilt ``torch.nn`` module per TorchScript class; the heads (``Sigmoid``, ``Softmax``,
+``LogSoftmax``) are accepted only as the last module by the converter of the rebuilt model."""
 
 
 def rebuild(module: torch.jit.ScriptModule, name: str = "") -> torch.nn.Module:

@@ -1,5 +1,13 @@
 """Logit conventions: the SC-layer's constraints assume that the predicted class is the argmax.
 
+The layer orders the logits of the network's classifier view
+(:meth:`verifier.network.Network.as_classifier`): a classifier head is dropped, since every head
+is strictly increasing in the order of the logits, so a strict order the layer establishes
+between logits holds between the head's outputs in real arithmetic; re-applying the head in
+floating point could round two strictly ordered logits to equal probabilities (a sigmoid is
+1.0 in float64 from about 37 on), so the corrected variant outputs logits. A single output is
+the two logits ``(0, z)`` of a binary classifier.
+
 Networks that predict the *argmin* (the ACAS Xu ``.nnet``/ONNX networks: the advisory is the
 smallest score) are brought to the max-logit convention of paper 004 by negating the last
 layer's weights and bias, which negates every output exactly.
@@ -10,13 +18,25 @@ from __future__ import annotations
 from verifier.network import Layer, Network, NetworkError
 
 
+def scored_network(network: Network, negate: bool = False) -> Network:
+    """The network whose outputs the SC-layer orders: the classifier view of ``network``
+    (module docstring), with every output negated when ``negate`` (argmin networks)."""
+    view = network.as_classifier()
+    return negate_outputs(view) if negate else view
+
+
 def negate_outputs(network: Network) -> Network:
     """The same network with every output negated (``y' = −y``), exactly.
 
     Raises:
-        NetworkError: the last layer has an activation (negating its affine map would not
-            negate its output).
+        NetworkError: the network has a head, or the last layer has an activation (negating
+            its affine map would not negate its output).
     """
+    if network.head != "none":
+        raise NetworkError(
+            f"cannot negate the outputs of a network with a {network.head} head; negate its "
+            "logits (scored_network)"
+        )
     last = network.layers[-1]
     if last.activation != "none":
         raise NetworkError(

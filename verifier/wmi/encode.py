@@ -90,13 +90,11 @@ Cell = tuple[np.ndarray, np.ndarray]
 
 def class_cell(outputs: Outputs, label: int) -> Cell | None:
     """Constraints ``A z <= b`` of ``{z : the predicted class is label}`` (argmax, ties to the
-    lowest index; a single output is a logit: class 1 iff ``logit >= 0``), ``None`` if empty."""
+    lowest index), ``None`` if empty. A network's outputs here are those of its
+    :meth:`~verifier.network.Network.as_classifier` view (a single logit is two outputs)."""
     S, t = outputs
-    if S.shape[0] == 1:
-        rows = [(-S[0], t[0], False)] if label == 1 else [(S[0], -t[0], True)]
-    else:
-        rows = [(S[j] - S[label], t[label] - t[j], j < label)
-                for j in range(S.shape[0]) if j != label]
+    rows = [(S[j] - S[label], t[label] - t[j], j < label)
+            for j in range(S.shape[0]) if j != label]
     kept_A, kept_b = [], []
     for a, bound, strict in rows:
         if not np.any(a):
@@ -117,8 +115,8 @@ def both(first: Cell | None, second: Cell | None) -> Cell | None:
 
 
 def class_count(outputs: Outputs) -> int:
-    """Number of classes: 2 for a single logit, else the output size."""
-    return 2 if outputs[0].shape[0] == 1 else outputs[0].shape[0]
+    """Number of classes: the output size (of the classifier view)."""
+    return outputs[0].shape[0]
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,12 @@ The prior is any population model or distribution (:mod:`verifier.wmi.terms`): d
 columns (binary, integer, one-hot groups) are summed over their values, each value fixing the
 column in every copy of the input a property compares (summed once, never squared); values of
 columns no model reads are merged into one query. Models are :class:`verifier.network.Network`
-s (a single output is a logit: class 1 iff ``logit >= 0``; several outputs: argmax) or fitted
-scikit-learn ``DecisionTreeClassifier`` / ``RandomForestClassifier``.
+s, read as classifiers by :meth:`~verifier.network.Network.as_classifier` (argmax of the logits,
+head dropped; a single output is a logit: class 1 iff ``logit > 0``), or fitted scikit-learn
+``DecisionTreeClassifier`` / ``RandomForestClassifier``. The regressor form of monotonicity
+compares output values and reads the logits only under no head or a sigmoid head (strictly
+increasing per output, so ``f(x)[o] <= f(x′)[o]`` is the logits' event); it refuses another
+head.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.network import Network
+from verifier.network import Network, head_error
 from verifier.population import PopulationModel
 from verifier.population.base import Distribution
 from verifier.population.rounding import EPS, REL_MARGIN
@@ -58,12 +62,23 @@ from verifier.wmi.trees import ForestModel
 Prior = Distribution | PopulationModel
 
 
-def as_model(model: Any, bound_method: str = "crown") -> PiecewiseAffineModel:
-    """Wrap a network or a fitted scikit-learn tree / forest classifier."""
+def as_model(model: Any, bound_method: str = "crown", *,
+             values: bool = False) -> PiecewiseAffineModel:
+    """Wrap a network or a fitted scikit-learn tree / forest classifier.
+
+    A network is read as a classifier (:meth:`Network.as_classifier`, the rule every class
+    reader shares) unless ``values``, for a property comparing one output's values at two
+    inputs: then its logits, which are in the same order as its outputs under no head or a
+    sigmoid head (strictly increasing per output); another head is refused naming it.
+    """
     if isinstance(model, PiecewiseAffineModel):
         return model
     if isinstance(model, Network):
-        return NetworkModel(model, bound_method)
+        if not values:
+            return NetworkModel(model.as_classifier(), bound_method)
+        if model.head not in ("none", "sigmoid"):
+            raise head_error(model.head, "the output-value form of monotonicity")
+        return NetworkModel(model.logits(), bound_method)
     return ForestModel(model)
 
 
@@ -90,8 +105,7 @@ def _input_size(*models: PiecewiseAffineModel) -> int:
 
 def _predicted(model: PiecewiseAffineModel, point: np.ndarray) -> int:
     if isinstance(model, NetworkModel):
-        out = model.network.evaluate(point[None])[0]
-        return int(out[0] >= 0) if out.size == 1 else int(np.argmax(out))
+        return int(model.network.classify(point[None])[0])
     if isinstance(model, ForestModel):
         return int(np.argmax(model.predict_scores(point[None])[0]))
     raise WMIInputError("give the expected label explicitly for this model type")
@@ -463,7 +477,7 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
                          use_prior: bool = False, bound_method: str = "crown"
                          ) -> list[Query]:
     """The queries of :func:`monotonicity`."""
-    wrapped = as_model(model, bound_method)
+    wrapped = as_model(model, bound_method, values=output is not None)
     dimension = _input_size(wrapped)
     if not 0 <= feature < dimension:
         raise WMIInputError(f"feature index {feature} is outside 0..{dimension - 1}")

@@ -1,0 +1,118 @@
+"""Sound bounds of a network's outputs through its classifier head.
+
+The bound propagators (:mod:`verifier.bounds`) bound piecewise-linear networks; a head
+(:data:`verifier.network.HEADS`) is bounded here from sound bounds of the logits, in the order
+the head is applied:
+
+* ``sigmoid`` is increasing per output: ``σ(z) ∈ [σ(l), σ(u)]`` for ``z ∈ [l, u]``.
+* ``softmax`` and ``log_softmax`` read differences of logits: with ``d_ij = z_j − z_i`` bounded
+  by ``[dl_ij, du_ij]`` (one specification row ``e_j − e_i`` per pair, which bounds the
+  difference directly and is tighter than subtracting two logit bounds),
+  ``S_i = Σ_{j≠i} exp(d_ij) ∈ [Σ exp(dl_ij), Σ exp(du_ij)]``, ``softmax_i = 1/(1 + S_i)`` and
+  ``log_softmax_i = −log(1 + S_i)``, both decreasing in ``S_i``.
+
+Floating point: ``exp``, ``log1p`` and the float operations are each within a few units in the
+last place of the real value (IEEE operations within half a unit; numpy's ``exp``/``log1p``
+within 4); every intermediate is widened outward by the relative :data:`REL_MARGIN` (about
+4,500 units in the last place) plus ``n·2⁻⁵²`` for a sum of ``n`` terms, and then by one more
+float step, so rounding can only loosen a bound. Results are clipped to the head's range
+(``[0, 1]`` for sigmoid and softmax, ``(−∞, 0]`` for log-softmax). Infinite logit bounds give
+the range's ends, never NaN.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verifier.bounds import Method, compute_bounds
+from verifier.network import Network
+
+REL_MARGIN = 1e-12
+EPS = 2.0**-52
+
+
+def _up(values: np.ndarray, rel: float = REL_MARGIN) -> np.ndarray:
+    """A float at least the real value a computed ``values`` (within ``rel``) stands for."""
+    widened = np.where(values > 0, values * (1.0 + rel), values * (1.0 - rel))
+    return np.nextafter(widened, np.inf)
+
+
+def _down(values: np.ndarray, rel: float = REL_MARGIN) -> np.ndarray:
+    """A float at most the real value a computed ``values`` (within ``rel``) stands for."""
+    widened = np.where(values > 0, values * (1.0 - rel), values * (1.0 + rel))
+    return np.nextafter(widened, -np.inf)
+
+
+def sigmoid_bounds(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of ``sigmoid(z)`` for every ``z`` in ``[lower, upper]`` (element-wise, any
+    shape; infinite ends allowed)."""
+    with np.errstate(over="ignore"):
+        low = _down(1.0 / _up(1.0 + _up(np.exp(-lower))))
+        high = _up(1.0 / _down(1.0 + _down(np.exp(-upper))))
+    return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
+
+
+def difference_rows(outputs: int) -> np.ndarray:
+    """Specification rows ``e_j − e_i`` for every ordered pair ``i ≠ j``, ``i``-major:
+    ``[outputs·(outputs − 1), outputs]``."""
+    rows = []
+    for i in range(outputs):
+        for j in range(outputs):
+            if j != i:
+                row = np.zeros(outputs)
+                row[j], row[i] = 1.0, -1.0
+                rows.append(row)
+    return np.array(rows)
+
+
+def _exp_sums(lower: np.ndarray, upper: np.ndarray,
+              outputs: int) -> tuple[np.ndarray, np.ndarray]:
+    """``[S_lo, S_hi]`` of ``S_i = Σ_{j≠i} exp(z_j − z_i)`` from the difference bounds
+    ``[n_boxes, outputs·(outputs − 1)]`` in :func:`difference_rows` order."""
+    shape = (lower.shape[0], outputs, outputs - 1)
+    rel = REL_MARGIN + outputs * EPS
+    with np.errstate(over="ignore"):
+        s_lo = _down(_down(np.exp(lower.reshape(shape))).sum(axis=2), rel)
+        s_hi = _up(_up(np.exp(upper.reshape(shape))).sum(axis=2), rel)
+    return np.maximum(s_lo, 0.0), s_hi
+
+
+def softmax_bounds(diff_lower: np.ndarray, diff_upper: np.ndarray,
+                   outputs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds ``[n_boxes, outputs]`` of ``softmax(z)`` from bounds of its differences."""
+    s_lo, s_hi = _exp_sums(diff_lower, diff_upper, outputs)
+    low = _down(1.0 / _up(1.0 + s_hi))
+    high = _up(1.0 / _down(1.0 + s_lo))
+    return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
+
+
+def log_softmax_bounds(diff_lower: np.ndarray, diff_upper: np.ndarray,
+                       outputs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds ``[n_boxes, outputs]`` of ``log_softmax(z)`` from bounds of its differences."""
+    s_lo, s_hi = _exp_sums(diff_lower, diff_upper, outputs)
+    low = -_up(np.log1p(s_hi))
+    high = -_down(np.log1p(s_lo))
+    return low, np.minimum(high, 0.0)
+
+
+def output_bounds(network: Network, lower: np.ndarray, upper: np.ndarray,
+                  method: Method = "crown") -> tuple[np.ndarray, np.ndarray]:
+    """Sound bounds ``[n_boxes, outputs]`` of the network's outputs, head included, over the
+    boxes ``[lower, upper]`` (``[n_boxes, inputs]``).
+
+    Guarantee: for every box ``b`` and every real ``x`` in it, the real-arithmetic output
+    ``y = head(logits(x))`` satisfies ``result[0][b] <= y <= result[1][b]`` (module docstring
+    for the float model). Not guaranteed: tightness; softmax bounds treat the differences of
+    one output with the others as independent.
+    """
+    logits = network.logits()
+    if network.head == "none":
+        result = compute_bounds(logits, lower, upper, None, method)
+        return result.lower, result.upper
+    if network.head == "sigmoid":
+        result = compute_bounds(logits, lower, upper, None, method)
+        return sigmoid_bounds(result.lower, result.upper)
+    outputs = network.output_size
+    result = compute_bounds(logits, lower, upper, difference_rows(outputs), method)
+    bound = softmax_bounds if network.head == "softmax" else log_softmax_bounds
+    return bound(result.lower, result.upper, outputs)
