@@ -97,6 +97,16 @@ class BoundsResult:
         status[lower >= 0.0] = ACTIVE
         return status
 
+    def signs(self) -> np.ndarray:
+        """:meth:`activation_status` of every kink layer side by side, ``(B, N)`` int8 over
+        the ``N`` kink neurons in layer order: what :func:`compute_bounds` accepts as
+        ``known_signs`` for boxes inside these ones."""
+        if not self.pre_lower:
+            return np.zeros((self.lower.shape[0], 0), dtype=np.int8)
+        return np.concatenate(
+            [self.activation_status(layer) for layer in self.kink_layers], axis=1
+        )
+
     def unstable_count(self) -> np.ndarray:
         """Number of unstable neurons per box, over all kink layers."""
         total = np.zeros(self.lower.shape[0], dtype=np.int64)
@@ -285,6 +295,23 @@ def _as_boxes(network: Network, lower: np.ndarray, upper: np.ndarray) -> tuple[t
         lo[:, unread] = 0.0
         hi[:, unread] = 0.0
     return torch.from_numpy(lo), torch.from_numpy(hi)
+
+
+def _checked_signs(
+    signs: np.ndarray | None, affines: list[_Affine], batch: int
+) -> torch.Tensor | None:
+    """Known signs as an int8 ``(B, N)`` tensor, checked against the kink neuron count."""
+    if signs is None:
+        return None
+    neurons = sum(a.weight.shape[0] for a in affines[:-1] if a.slope is not None)
+    array = np.asarray(signs)
+    if array.shape != (batch, neurons):
+        raise CertgateInputError(
+            f"known signs must have shape ({batch}, {neurons}), got {array.shape}"
+        )
+    if not np.isin(array, (-1, 0, 1)).all():
+        raise CertgateInputError("known signs must be -1, 0 or 1")
+    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.int8))
 
 
 def _checked_groups(groups: Sequence[Sequence[int]], width: int) -> list[list[int]]:
@@ -528,10 +555,41 @@ def _spec_interval(
     return _first_interval(_folded(matrix, last), lo, hi, onehot)
 
 
+def _with_signs(
+    z_lo: torch.Tensor, z_hi: torch.Tensor, signs: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pre-activation bounds narrowed by known signs (``1``: ``z >= 0`` on the box, ``-1``:
+    ``z <= 0``, ``0``: nothing known); ``None`` leaves them as they are."""
+    if signs is None:
+        return z_lo, z_hi
+    return (
+        torch.where(signs > 0, z_lo.clamp(min=0.0), z_lo),
+        torch.where(signs < 0, z_hi.clamp(max=0.0), z_hi),
+    )
+
+
+def _layer_signs(
+    signs: torch.Tensor | None, affines: list[_Affine]
+) -> list[torch.Tensor | None]:
+    """``signs`` ``(B, N)`` cut into one ``(B, n_k)`` block per layer but the last (``None``
+    for layers without a kink, or when no signs are known)."""
+    blocks: list[torch.Tensor | None] = []
+    start = 0
+    for affine in affines[:-1]:
+        if signs is None or affine.slope is None:
+            blocks.append(None)
+            continue
+        width = affine.weight.shape[0]
+        blocks.append(signs[:, start : start + width])
+        start += width
+    return blocks
+
+
 def _ibp_layers(
     affines: list[_Affine], lo: torch.Tensor, hi: torch.Tensor, onehot: _OneHot | None = None,
+    signs: list[torch.Tensor | None] | None = None,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Pre-activation IBP bounds of every layer but the last."""
+    """Pre-activation IBP bounds of every layer but the last (narrowed by known signs)."""
     pre_lo, pre_hi = [], []
     h_lo, h_hi = lo, hi
     for index, affine in enumerate(affines[:-1]):
@@ -539,6 +597,8 @@ def _ibp_layers(
             z_lo, z_hi = _first_interval(affine, h_lo, h_hi, onehot)
         else:
             z_lo, z_hi = _interval_affine(affine, h_lo, h_hi)
+        if signs is not None:
+            z_lo, z_hi = _with_signs(z_lo, z_hi, signs[index])
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
         h_lo, h_hi = _activate_interval(z_lo, z_hi, affine.slope)
@@ -748,12 +808,13 @@ def _crown_layer_bounds(
 
 def _crown_finite(
     affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
-    onehot: _OneHot | None,
+    onehot: _OneHot | None, signs: list[torch.Tensor | None],
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
            dict[int, _Relaxation], torch.Tensor, torch.Tensor, torch.Tensor]:
     """CROWN with CROWN intermediate bounds on boxes whose IBP bounds are finite; also
     returns ``|A_lower| + |A_upper|`` and ``A_lower`` (the input coefficients of the final
-    linear bounds) and the margins of the spec rows (for alpha-CROWN)."""
+    linear bounds) and the margins of the spec rows (for alpha-CROWN). Neurons whose sign
+    is known (``signs``, per layer) are stable: no back-substitution runs for them."""
     relaxations: dict[int, _Relaxation] = {}
     pre_lo: list[torch.Tensor] = []
     pre_hi: list[torch.Tensor] = []
@@ -766,6 +827,7 @@ def _crown_finite(
             z_lo, z_hi = _first_interval(affine, lo, hi, onehot)
         else:
             z_lo, z_hi = _interval_affine(affine, inputs_lo[index], inputs_hi[index])
+        z_lo, z_hi = _with_signs(z_lo, z_hi, signs[index])
         magnitudes.push(affine, value_in, support_in)
         if index > 0 and affine.slope is not None:
             z_lo, z_hi = _crown_layer_bounds(
@@ -901,7 +963,7 @@ def _alpha_optimise(
 def compute_bounds(
     network: Network, lower: np.ndarray, upper: np.ndarray, spec: np.ndarray | None = None,
     method: Method = "crown", *, alpha_steps: int = 20, alpha_lr: float = 0.1,
-    groups: Sequence[Sequence[int]] = (),
+    groups: Sequence[Sequence[int]] = (), known_signs: np.ndarray | None = None,
 ) -> BoundsResult:
     """Sound bounds of ``spec @ network(x)`` over each box ``[lower[b], upper[b]]``.
 
@@ -910,8 +972,14 @@ def compute_bounds(
     lower slopes of the final bound). Boxes with infinite coordinates that the network reads
     are bounded by IBP only. ``groups``: one-hot groups of input columns (the inputs of
     interest hold exactly one 1 in each): the bounds then hold over the one-hot points of each
-    box, and a group's part of every linear bound is exact over its allowed categories. See
-    the module docstring for the guarantees.
+    box, and a group's part of every linear bound is exact over its allowed categories.
+    ``known_signs``: ``(B, N)`` int8 over the kink neurons of the lowered network (the layout
+    of :meth:`BoundsResult.signs`), ``1`` where the pre-activation is known to be ``>= 0`` on
+    the whole box, ``-1`` where ``<= 0``, ``0`` where nothing is known — typically the signs
+    proven on an enclosing box (a parent in a branch and bound). The caller guarantees them;
+    they narrow the pre-activation bounds and spare CROWN's back-substitution for those
+    neurons (a stable neuron's relaxation is exact whatever its bounds). See the module
+    docstring for the guarantees.
     """
     if method not in METHODS:
         raise CertgateInputError(
@@ -925,8 +993,9 @@ def compute_bounds(
                      torch.as_tensor(np.atleast_2d(np.asarray(upper, dtype=np.float64))))
     batch = lo.shape[0]
     spec_tensor = _as_spec(spec, network.output_size, batch)
+    signs = _checked_signs(known_signs, affines, batch)
     with torch.no_grad():
-        pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot)
+        pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot, _layer_signs(signs, affines))
         h_lo, h_hi = _post_activation(affines, pre_lo, pre_hi, lo, hi, len(affines) - 1)
         out_lo, out_hi = _spec_interval(
             spec_tensor, affines[-1], h_lo, h_hi, onehot if len(affines) == 1 else None
@@ -944,8 +1013,11 @@ def compute_bounds(
             else:
                 f_spec = spec_tensor[crownable]
             f_onehot = None if onehot is None else onehot.select(crownable)
+            f_signs = None if signs is None else signs[crownable]
             (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_signed,
-             spec_margin) = _crown_finite(affines, f_spec, f_lo, f_hi, f_onehot)
+             spec_margin) = _crown_finite(
+                affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines)
+            )
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
             sensitivity[crownable.numpy()] = c_sensitivity.numpy()
             lower_coefficients = np.zeros_like(sensitivity)
@@ -973,6 +1045,13 @@ def compute_bounds(
         sensitivity=sensitivity,
         lower_coefficients=lower_coefficients,
     )
+
+
+def kink_neurons(network: Network) -> int:
+    """How many kink neurons the lowered network has: the width of
+    :meth:`BoundsResult.signs` and of ``known_signs``."""
+    _, affines = _prepare(network)
+    return sum(a.weight.shape[0] for a in affines[:-1] if a.slope is not None)
 
 
 def ibp(network: Network, lower: np.ndarray, upper: np.ndarray,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from verifier.bounds import compute_bounds, linear_interval
+from verifier.bounds import compute_bounds, kink_neurons, linear_interval
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_linear_value, exact_outputs, linear_form_bounds
 from verifier.network import Network
@@ -41,6 +41,7 @@ class AtomBounds:
         self.constants = np.array([a.constant for a in atoms])
         self.reads_outputs = np.array([a.reads_outputs for a in atoms], dtype=bool)
         self.strict = np.array([a.strict for a in atoms], dtype=bool)
+        self.sign_width = kink_neurons(network) if self.reads_outputs.any() else 0
 
     def read_columns(self) -> np.ndarray:
         """Input columns that some atom depends on (through the network or directly)."""
@@ -50,28 +51,33 @@ class AtomBounds:
 
     def bounds(self, lo: np.ndarray, hi: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
         """Sound bounds of every atom's left-hand side on every box, shape (B, atoms)."""
-        low, high, _, _ = self.bounds_and_drive(lo, hi, method)
+        low, high, _, _, _ = self.bounds_and_drive(lo, hi, method)
         return low, high
 
     def bounds_and_drive(
-        self, lo: np.ndarray, hi: np.ndarray, method: str
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        self, lo: np.ndarray, hi: np.ndarray, method: str, known_signs: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Atom bounds (B, atoms), each input's drive on each atom's gap (B, atoms, D): the
         absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
-        itself (input atoms); multiplied by an input's width, its share of the gap; and the
-        signed coefficients of the lower linear bounds (B, atoms, D)."""
+        itself (input atoms); multiplied by an input's width, its share of the gap; the
+        signed coefficients of the lower linear bounds (B, atoms, D); and the signs of the
+        network's kink neurons proven on each box, (B, :attr:`sign_width`) int8.
+        ``known_signs`` (same layout): signs known on each box beforehand, e.g. proven on a
+        box that encloses it (see :func:`verifier.bounds.compute_bounds`)."""
         count = lo.shape[0]
         atoms = len(self.tracked.atoms)
         low = np.zeros((count, atoms))
         high = np.zeros((count, atoms))
         drive = np.broadcast_to(np.abs(self.input_rows), (count, *self.input_rows.shape)).copy()
         signed = np.broadcast_to(self.input_rows, (count, *self.input_rows.shape)).copy()
+        signs = np.zeros((count, self.sign_width), dtype=np.int8)
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
             result = compute_bounds(
                 self.network, lo, hi, rows, method,  # type: ignore[arg-type]
-                groups=self.groups,
+                groups=self.groups, known_signs=known_signs,
             )
+            signs = result.signs()
             low[:, self.reads_outputs] = result.lower
             high[:, self.reads_outputs] = result.upper
             if result.sensitivity is not None:
@@ -92,7 +98,7 @@ class AtomBounds:
             low[:, pure], high[:, pure] = linear_form_bounds(
                 self.input_rows[pure], self.constants[pure], lo, hi
             )
-        return low, high, drive, signed
+        return low, high, drive, signed, signs
 
     def truth(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """Kleene truth of every event per box: (B, events) in {−1, 0, 1}."""

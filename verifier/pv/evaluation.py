@@ -27,20 +27,24 @@ _WORKER_CACHE: dict[str, BoxEvaluation] = {}
 
 @dataclass
 class BoxEvaluation:
-    """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, signed)``."""
+    """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, signed,
+    signs)`` (see :meth:`AtomBounds.bounds_and_drive`; ``known_signs`` must hold on each
+    box)."""
 
     masses: MassFunction
     atoms: AtomBounds
 
     def __call__(
-        self, lo: np.ndarray, hi: np.ndarray, method: str
+        self, lo: np.ndarray, hi: np.ndarray, method: str,
+        known_signs: np.ndarray | None = None,
     ) -> tuple[np.ndarray, ...]:
         mass_lo, mass_hi = self.masses(lo, hi)
-        return (mass_lo, mass_hi, *self.atoms.bounds_and_drive(lo, hi, method))
+        return (mass_lo, mass_hi, *self.atoms.bounds_and_drive(lo, hi, method, known_signs))
 
 
 def _evaluate_task(
-    key: str, payload: bytes, lo: np.ndarray, hi: np.ndarray, method: str
+    key: str, payload: bytes, lo: np.ndarray, hi: np.ndarray, method: str,
+    known_signs: np.ndarray | None,
 ) -> tuple[np.ndarray, ...]:
     """One task on a worker: the evaluation for ``key`` (unpickled once per process)."""
     evaluation = _WORKER_CACHE.get(key)
@@ -51,7 +55,7 @@ def _evaluate_task(
         _WORKER_CACHE.clear()
         evaluation = pickle.loads(payload)
         _WORKER_CACHE[key] = evaluation
-    return evaluation(lo, hi, method)
+    return evaluation(lo, hi, method, known_signs)
 
 
 class DistributedEvaluation:
@@ -68,13 +72,19 @@ class DistributedEvaluation:
         self.payload = b"" if self.local else pickle.dumps(evaluation)
         self.key = hashlib.sha256(self.payload).hexdigest()
 
-    def __call__(self, lo: np.ndarray, hi: np.ndarray, method: str) -> tuple[np.ndarray, ...]:
+    def __call__(
+        self, lo: np.ndarray, hi: np.ndarray, method: str,
+        known_signs: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, ...]:
         tasks = min(self.workers, lo.shape[0] // self.min_boxes)
         if self.local or tasks <= 1:
-            return self.evaluation(lo, hi, method)
+            return self.evaluation(lo, hi, method, known_signs)
         parts = np.array_split(np.arange(lo.shape[0]), tasks)
         futures = [
-            self.executor.submit(_evaluate_task, self.key, self.payload, lo[p], hi[p], method)
+            self.executor.submit(
+                _evaluate_task, self.key, self.payload, lo[p], hi[p], method,
+                None if known_signs is None else known_signs[p],
+            )
             for p in parts
         ]
         results = [future.result() for future in futures]

@@ -383,6 +383,16 @@ class Splitter:
             left_hi[chosen[several], column] = atoms[middle[several]]
             right_lo[chosen[several], column] = atoms[middle[several] + 1]
 
+    @staticmethod
+    def inherited_signs(
+        parents: Boxes, parent: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    ) -> np.ndarray:
+        """The kink-neuron signs proven on box ``parent[i]`` of ``parents`` for every child
+        ``[lo[i], hi[i]]`` that lies inside it (a sign proven on a box holds on every box
+        inside it); nothing known (0) for a child that does not."""
+        inside = (lo >= parents.lo[parent]).all(axis=1) & (hi <= parents.hi[parent]).all(axis=1)
+        return np.where(inside[:, None], parents.signs[parent], np.int8(0))
+
     def split(self, chosen: Boxes) -> tuple[np.ndarray, np.ndarray]:
         """Both children of every chosen box, left ones first (an input-atom threshold cut
         where one applies, else the split rule's column), as ``(lo, hi)``."""
