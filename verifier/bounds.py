@@ -664,7 +664,14 @@ def _concretise(
 ) -> torch.Tensor:
     """Lower bound of ``coeffs·h + const`` for ``h`` in ``[h_lo, h_hi]`` (row-wise), widened
     by ``margin`` (see :func:`_row_margins`); NaN (an overflow) becomes ``−∞``."""
-    mid, rad = _halves(h_lo, h_hi)
+    return _concretise_halves(coeffs, const, margin, *_halves(h_lo, h_hi))
+
+
+def _concretise_halves(
+    coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor,
+    mid: torch.Tensor, rad: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`_concretise` given the box's midpoints and radii (:func:`_halves`)."""
     value = (coeffs * mid).sum(dim=1) - (coeffs.abs() * rad).sum(dim=1) + const - margin
     return torch.where(torch.isnan(value) | (value == np.inf), -np.inf, value)
 
@@ -687,13 +694,15 @@ def _backsubstitute(
     coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor, box: torch.Tensor,
     inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], *, paired: bool = False,
     onehot: _OneHot | None = None,
+    halves: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Lower bounds of rows ``coeffs·h + const``, ``h`` the input of layer ``layer``.
 
     Rows are flat: row ``r`` belongs to box ``box[r]`` and is widened by ``margin[r]``, the
     margin of its real terms down to the input box (:func:`_row_margins`), which also covers
     every partial concretisation; ``inputs_lo[j]``/``inputs_hi[j]`` bound the input of layer
-    ``j`` for every box (``j = 0``: the box itself). Returns sound lower bounds ``(R,)`` and
+    ``j`` for every box (``j = 0``: the box itself); ``halves`` caches their midpoints and
+    radii (:func:`_halves`) per layer, filled on first use. Returns sound lower bounds ``(R,)`` and
     the input coefficients of the rows that reached the input (all rows, in order, unless
     ``paired``).
 
@@ -722,9 +731,13 @@ def _backsubstitute(
         coeffs = coeffs @ affine.weight
         if not paired or index == 0:
             continue
-        partial = _concretise(
-            coeffs, const, margin,
-            inputs_lo[index].index_select(0, box), inputs_hi[index].index_select(0, box),
+        if halves is None:
+            halves = {}
+        if index not in halves:
+            halves[index] = _halves(inputs_lo[index], inputs_hi[index])
+        mid, rad = halves[index]
+        partial = _concretise_halves(
+            coeffs, const, margin, mid.index_select(0, box), rad.index_select(0, box)
         )
         half = partial.shape[0] // 2
         decided_neuron = (partial[:half] >= 0.0) | (partial[half:] >= 0.0)
@@ -782,9 +795,11 @@ def _crown_layer_bounds(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
     ibp_lo: torch.Tensor, ibp_hi: torch.Tensor, margins: torch.Tensor,
     inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], onehot: _OneHot | None,
+    halves: dict[int, tuple[torch.Tensor, torch.Tensor]],
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tighten the IBP pre-activation bounds of ``layer`` by CROWN on its unstable neurons
-    (``margins``: per box and neuron, the margin of the neuron's real terms)."""
+    (``margins``: per box and neuron, the margin of the neuron's real terms; ``halves``: the
+    cache of :func:`_backsubstitute`)."""
     unstable = (ibp_lo < 0) & (ibp_hi > 0)
     box, neuron = torch.nonzero(unstable, as_tuple=True)
     out_lo, out_hi = ibp_lo.clone(), ibp_hi.clone()
@@ -798,7 +813,7 @@ def _crown_layer_bounds(
         bound, _ = _backsubstitute(
             affines, relaxations, layer, torch.cat([rows, -rows]), torch.cat([bias, -bias]),
             torch.cat([margin, margin]), torch.cat([b, b]), inputs_lo, inputs_hi, paired=True,
-            onehot=onehot,
+            onehot=onehot, halves=halves,
         )
         count = b.numel()
         out_lo[b, n] = torch.maximum(out_lo[b, n], bound[:count])
@@ -819,6 +834,7 @@ def _crown_finite(
     pre_lo: list[torch.Tensor] = []
     pre_hi: list[torch.Tensor] = []
     inputs_lo, inputs_hi = [lo], [hi]
+    halves: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     magnitudes = _Magnitudes()
     value_in = torch.maximum(lo.abs(), hi.abs())
     support_in = _nonzero_inputs(lo, hi)
@@ -833,7 +849,7 @@ def _crown_finite(
             z_lo, z_hi = _crown_layer_bounds(
                 affines, relaxations, index, z_lo, z_hi,
                 _row_margins(magnitudes.value[-1], magnitudes.support[-1]),
-                inputs_lo, inputs_hi, onehot,
+                inputs_lo, inputs_hi, onehot, halves,
             )
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
