@@ -136,8 +136,35 @@ def test_known_signs_of_the_wrong_shape_or_values_are_refused() -> None:
 def test_a_child_outside_its_parent_inherits_nothing() -> None:
     lo = np.array([[0.0, 0.0]])
     hi = np.array([[1.0, 1.0]])
-    parents = Boxes(lo, hi, *(np.zeros(1) for _ in range(8)), np.array([[1, -1, 1]], np.int8))
+    parents = Boxes(lo, hi, *(np.zeros(1) for _ in range(8)), np.array([[1, -1, 1]], np.int8),
+                    np.array([[0.5, -2.0]]), np.array([[1.5, 3.0]]))
     child_lo = np.array([[0.0, 0.5], [0.5, 0.0], [-0.1, 0.0]])
     child_hi = np.array([[1.0, 1.0], [1.0, 0.5], [0.5, 1.0]])
-    signs = Splitter.inherited_signs(parents, np.zeros(3, dtype=np.int64), child_lo, child_hi)
-    assert signs.tolist() == [[1, -1, 1], [1, -1, 1], [0, 0, 0]]
+    known = Splitter.inherited(parents, np.zeros(3, dtype=np.int64), child_lo, child_hi)
+    assert known.signs.tolist() == [[1, -1, 1], [1, -1, 1], [0, 0, 0]]
+    assert known.low.tolist() == [[0.5, -2.0], [0.5, -2.0], [-np.inf, -np.inf]]
+    assert known.high.tolist() == [[1.5, 3.0], [1.5, 3.0], [np.inf, np.inf]]
+
+
+@given(network=networks(), seed=st.integers(0, 2**31 - 1))
+def test_rows_not_needed_keep_sound_bounds_and_needed_rows_their_crown_bounds(
+    network: Network, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    lo = rng.normal(size=(6, network.input_size))
+    hi = lo + rng.uniform(0.0, 1.0, size=lo.shape)
+    spec = rng.normal(size=(3, network.output_size))
+    needed = rng.uniform(size=(6, 3)) < 0.5
+    full = compute_bounds(network, lo, hi, spec, "crown")
+    part = compute_bounds(network, lo, hi, spec, "crown", needed=needed)
+    # the same rows, back-substituted in a smaller batch (matmul rounding may differ)
+    scale = np.abs(full.lower) + np.abs(full.upper) + 1.0
+    assert np.all(np.abs(part.lower - full.lower)[needed] <= 1e-12 * scale[needed])
+    assert np.all(np.abs(part.upper - full.upper)[needed] <= 1e-12 * scale[needed])
+    assert part.sensitivity is not None
+    assert not part.sensitivity[~needed].any()
+    unit = rng.uniform(size=(6, 200, network.input_size))
+    points = lo[:, None] + (hi - lo)[:, None] * unit
+    values = network.evaluate(points.reshape(-1, network.input_size)).reshape(6, 200, -1) @ spec.T
+    assert np.all(values.min(axis=1) >= part.lower - SLACK)
+    assert np.all(values.max(axis=1) <= part.upper + SLACK)

@@ -314,6 +314,17 @@ def _checked_signs(
     return torch.from_numpy(np.ascontiguousarray(array, dtype=np.int8))
 
 
+def _checked_needed(needed: np.ndarray, batch: int, rows: int) -> torch.Tensor:
+    """The ``needed`` mask as a bool ``(B, S)`` tensor, checked."""
+    array = np.asarray(needed)
+    if array.shape != (batch, rows) or array.dtype != np.bool_:
+        raise CertgateInputError(
+            f"needed must be a boolean array of shape ({batch}, {rows}), got "
+            f"{array.dtype} {array.shape}"
+        )
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
 def _checked_groups(groups: Sequence[Sequence[int]], width: int) -> list[list[int]]:
     """The one-hot groups as lists of column indices, checked: at least two columns each,
     within the input, no column in two groups."""
@@ -823,13 +834,14 @@ def _crown_layer_bounds(
 
 def _crown_finite(
     affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
-    onehot: _OneHot | None, signs: list[torch.Tensor | None],
+    onehot: _OneHot | None, signs: list[torch.Tensor | None], needed: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
            dict[int, _Relaxation], torch.Tensor, torch.Tensor, torch.Tensor]:
     """CROWN with CROWN intermediate bounds on boxes whose IBP bounds are finite; also
     returns ``|A_lower| + |A_upper|`` and ``A_lower`` (the input coefficients of the final
     linear bounds) and the margins of the spec rows (for alpha-CROWN). Neurons whose sign
-    is known (``signs``, per layer) are stable: no back-substitution runs for them."""
+    is known (``signs``, per layer) are stable: no back-substitution runs for them. Spec rows
+    not ``needed`` (per box) keep their IBP bounds."""
     relaxations: dict[int, _Relaxation] = {}
     pre_lo: list[torch.Tensor] = []
     pre_hi: list[torch.Tensor] = []
@@ -868,7 +880,7 @@ def _crown_finite(
         ((spec != 0).to(torch.float64) @ magnitudes.support[-1].unsqueeze(-1)).squeeze(-1),
     )
     lower, upper, coefficients, lower_coefficients = _crown_spec(
-        affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi, onehot
+        affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi, onehot, needed
     )
     ibp_lower, ibp_upper = _spec_interval(
         spec, affines[last], inputs_lo[last], inputs_hi[last], onehot if last == 0 else None
@@ -882,24 +894,28 @@ def _crown_finite(
 def _crown_spec(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], spec: torch.Tensor,
     spec_margin: torch.Tensor, inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
-    onehot: _OneHot | None,
+    onehot: _OneHot | None, needed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """CROWN bounds of ``spec @ net(x)`` given the relaxations of all kink layers,
     ``|A_lower| + |A_upper|`` per box, row and input (how much each input drives the gap), and
-    ``A_lower`` itself (signed)."""
+    ``A_lower`` itself (signed). ``needed`` ``(B, S)``: the (box, row) pairs to bound; the
+    others get ``(−∞, +∞)`` and zero coefficients."""
     batch, rows, _ = spec.shape
     last = affines[-1]
     folded = (spec @ last.weight).reshape(batch * rows, -1)
     folded_bias = (spec @ last.bias).reshape(-1)
     margin = spec_margin.reshape(-1)
     box = torch.arange(batch).repeat_interleave(rows)
-    lower = torch.empty(batch * rows, dtype=torch.float64)
-    upper = torch.empty_like(lower)
     width = inputs_lo[0].shape[1]
-    sensitivity = torch.empty(batch * rows, width, dtype=torch.float64)
-    signed = torch.empty(batch * rows, width, dtype=torch.float64)
-    for start in range(0, box.numel(), ROW_CHUNK):
-        part = slice(start, start + ROW_CHUNK)
+    lower = torch.full((batch * rows,), -np.inf, dtype=torch.float64)
+    upper = torch.full((batch * rows,), np.inf, dtype=torch.float64)
+    sensitivity = torch.zeros(batch * rows, width, dtype=torch.float64)
+    signed = torch.zeros(batch * rows, width, dtype=torch.float64)
+    pairs = torch.arange(batch * rows)
+    if needed is not None:
+        pairs = pairs[needed.reshape(-1)]
+    for start in range(0, pairs.numel(), ROW_CHUNK):
+        part = pairs[start : start + ROW_CHUNK]
         b = box[part]
         bound, coeffs = _backsubstitute(
             affines, relaxations, len(affines) - 1,
@@ -980,6 +996,7 @@ def compute_bounds(
     network: Network, lower: np.ndarray, upper: np.ndarray, spec: np.ndarray | None = None,
     method: Method = "crown", *, alpha_steps: int = 20, alpha_lr: float = 0.1,
     groups: Sequence[Sequence[int]] = (), known_signs: np.ndarray | None = None,
+    needed: np.ndarray | None = None,
 ) -> BoundsResult:
     """Sound bounds of ``spec @ network(x)`` over each box ``[lower[b], upper[b]]``.
 
@@ -995,6 +1012,9 @@ def compute_bounds(
     proven on an enclosing box (a parent in a branch and bound). The caller guarantees them;
     they narrow the pre-activation bounds and spare CROWN's back-substitution for those
     neurons (a stable neuron's relaxation is exact whatever its bounds). See the module
+    ``needed``: ``(B, S)`` bool, the (box, row) pairs whose bounds the caller uses; CROWN
+    spares the final back-substitution of the others, which keep their IBP bounds (still
+    sound, with zero ``sensitivity``; alpha-CROWN optimises every row). See the module
     docstring for the guarantees.
     """
     if method not in METHODS:
@@ -1030,9 +1050,12 @@ def compute_bounds(
                 f_spec = spec_tensor[crownable]
             f_onehot = None if onehot is None else onehot.select(crownable)
             f_signs = None if signs is None else signs[crownable]
+            f_needed = None if needed is None else _checked_needed(
+                needed, batch, spec_tensor.shape[1]
+            )[crownable]
             (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_signed,
              spec_margin) = _crown_finite(
-                affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines)
+                affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines), f_needed
             )
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
             sensitivity[crownable.numpy()] = c_sensitivity.numpy()

@@ -10,6 +10,7 @@ with error-free arithmetic. An event's truth follows by Kleene logic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,6 +20,21 @@ from verifier.exact_arith import exact_linear_value, exact_outputs, linear_form_
 from verifier.network import Network
 from verifier.pv.events import TrackedEvents
 from verifier.spec import atom_truth, evaluate_event
+
+
+@dataclass
+class Known:
+    """What is proven on each box of a batch before it is bounded, e.g. on an enclosing box
+    (a parent in the branch and bound): the signs of the network's kink neurons, ``(B, N)``
+    int8 (see :func:`verifier.bounds.compute_bounds`), and sound bounds of every atom,
+    ``(B, atoms)`` (``−∞``/``+∞`` where nothing is known)."""
+
+    signs: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+    def select(self, rows: np.ndarray) -> Known:
+        return Known(self.signs[rows], self.low[rows], self.high[rows])
 
 
 class AtomBounds:
@@ -55,15 +71,19 @@ class AtomBounds:
         return low, high
 
     def bounds_and_drive(
-        self, lo: np.ndarray, hi: np.ndarray, method: str, known_signs: np.ndarray | None = None
+        self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Atom bounds (B, atoms), each input's drive on each atom's gap (B, atoms, D): the
         absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
         itself (input atoms); multiplied by an input's width, its share of the gap; the
         signed coefficients of the lower linear bounds (B, atoms, D); and the signs of the
         network's kink neurons proven on each box, (B, :attr:`sign_width`) int8.
-        ``known_signs`` (same layout): signs known on each box beforehand, e.g. proven on a
-        box that encloses it (see :func:`verifier.bounds.compute_bounds`)."""
+
+        ``known``: what holds on each box beforehand (:class:`Known`, e.g. from its parent).
+        The known signs spare CROWN's back-substitution of stable neurons; atoms the known
+        bounds decide are not back-substituted at all, and every atom's bounds are
+        intersected with the known ones (both enclose the atom on the box). Their drive is
+        zero where nothing was computed."""
         count = lo.shape[0]
         atoms = len(self.tracked.atoms)
         low = np.zeros((count, atoms))
@@ -73,9 +93,14 @@ class AtomBounds:
         signs = np.zeros((count, self.sign_width), dtype=np.int8)
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
+            needed = None
+            if known is not None:
+                open_atoms = self.undecided(known.low, known.high)
+                needed = np.ascontiguousarray(open_atoms[:, self.reads_outputs])
             result = compute_bounds(
                 self.network, lo, hi, rows, method,  # type: ignore[arg-type]
-                groups=self.groups, known_signs=known_signs,
+                groups=self.groups, known_signs=None if known is None else known.signs,
+                needed=needed,
             )
             signs = result.signs()
             low[:, self.reads_outputs] = result.lower
@@ -98,6 +123,8 @@ class AtomBounds:
             low[:, pure], high[:, pure] = linear_form_bounds(
                 self.input_rows[pure], self.constants[pure], lo, hi
             )
+        if known is not None:
+            low, high = np.maximum(low, known.low), np.minimum(high, known.high)
         return low, high, drive, signed, signs
 
     def truth(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:

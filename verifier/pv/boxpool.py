@@ -11,8 +11,8 @@ import numpy as np
 class Boxes:
     """A batch of boxes and what PV keeps per box: masses, undecided events (``pending``),
     split depth, undecided atoms, per-input drive, the signed input coefficients that order a
-    one-hot group's categories for splitting, the events' three-valued truth, and the signs
-    of the network's kink neurons proven on the box (inherited by its children)."""
+    one-hot group's categories for splitting, the events' three-valued truth, and what its
+    children inherit: the signs of the network's kink neurons and the atoms' bounds."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -25,6 +25,8 @@ class Boxes:
     order: np.ndarray
     truth: np.ndarray
     signs: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
 
     def select(self, rows: np.ndarray) -> Boxes:
         return Boxes(*(getattr(self, name)[rows] for name in BOX_FIELDS))
@@ -38,7 +40,7 @@ class Boxes:
 
 BOX_FIELDS = (
     "lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "order", "truth",
-    "signs",
+    "signs", "low", "high",
 )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifier.executor import InProcessExecutor
-from verifier.pv.atoms import AtomBounds
+from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.quantiles import MassFunction
 
 _WORKER_CACHE: dict[str, BoxEvaluation] = {}
@@ -28,23 +28,21 @@ _WORKER_CACHE: dict[str, BoxEvaluation] = {}
 @dataclass
 class BoxEvaluation:
     """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, signed,
-    signs)`` (see :meth:`AtomBounds.bounds_and_drive`; ``known_signs`` must hold on each
-    box)."""
+    signs)`` (see :meth:`AtomBounds.bounds_and_drive`; ``known`` must hold on each box)."""
 
     masses: MassFunction
     atoms: AtomBounds
 
     def __call__(
-        self, lo: np.ndarray, hi: np.ndarray, method: str,
-        known_signs: np.ndarray | None = None,
+        self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
     ) -> tuple[np.ndarray, ...]:
         mass_lo, mass_hi = self.masses(lo, hi)
-        return (mass_lo, mass_hi, *self.atoms.bounds_and_drive(lo, hi, method, known_signs))
+        return (mass_lo, mass_hi, *self.atoms.bounds_and_drive(lo, hi, method, known))
 
 
 def _evaluate_task(
     key: str, payload: bytes, lo: np.ndarray, hi: np.ndarray, method: str,
-    known_signs: np.ndarray | None,
+    known: Known | None,
 ) -> tuple[np.ndarray, ...]:
     """One task on a worker: the evaluation for ``key`` (unpickled once per process)."""
     evaluation = _WORKER_CACHE.get(key)
@@ -55,7 +53,7 @@ def _evaluate_task(
         _WORKER_CACHE.clear()
         evaluation = pickle.loads(payload)
         _WORKER_CACHE[key] = evaluation
-    return evaluation(lo, hi, method, known_signs)
+    return evaluation(lo, hi, method, known)
 
 
 class DistributedEvaluation:
@@ -73,17 +71,16 @@ class DistributedEvaluation:
         self.key = hashlib.sha256(self.payload).hexdigest()
 
     def __call__(
-        self, lo: np.ndarray, hi: np.ndarray, method: str,
-        known_signs: np.ndarray | None = None,
+        self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
     ) -> tuple[np.ndarray, ...]:
         tasks = min(self.workers, lo.shape[0] // self.min_boxes)
         if self.local or tasks <= 1:
-            return self.evaluation(lo, hi, method, known_signs)
+            return self.evaluation(lo, hi, method, known)
         parts = np.array_split(np.arange(lo.shape[0]), tasks)
         futures = [
             self.executor.submit(
                 _evaluate_task, self.key, self.payload, lo[p], hi[p], method,
-                None if known_signs is None else known_signs[p],
+                None if known is None else known.select(p),
             )
             for p in parts
         ]
