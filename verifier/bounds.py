@@ -29,7 +29,8 @@ Guarantees
   intermediate bounds are all finite (the others keep their IBP bounds).
 
 Work for CROWN is proportional to the number of *unstable* neurons: stable neurons (decided by
-IBP from the previous layer's CROWN bounds) are never back-substituted, and back-substitution
+IBP from the previous layer's CROWN bounds, or known from an enclosing box through
+``known_signs``) are never back-substituted, and back-substitution
 runs on a flat list of ``(box, row)`` pairs that share each layer's weight matrix, so one
 ``matmul`` serves thousands of boxes at once.
 """
