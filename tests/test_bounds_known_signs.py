@@ -21,6 +21,7 @@ from verifier.bounds import ACTIVE, INACTIVE, METHODS, compute_bounds, kink_neur
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_outputs
 from verifier.network import Network
+from verifier.pv.atoms import pack_signs, unpack_signs
 from verifier.pv.boxpool import Boxes
 from verifier.pv.splitting import Splitter
 
@@ -136,12 +137,14 @@ def test_known_signs_of_the_wrong_shape_or_values_are_refused() -> None:
 def test_a_child_outside_its_parent_inherits_nothing() -> None:
     lo = np.array([[0.0, 0.0]])
     hi = np.array([[1.0, 1.0]])
-    parents = Boxes(lo, hi, *(np.zeros(1) for _ in range(8)), np.array([[1, -1, 1]], np.int8),
+    packed = pack_signs(np.array([[1, -1, 1]], np.int8))
+    parents = Boxes(lo, hi, *(np.zeros(1) for _ in range(8)), packed,
                     np.array([[0.5, -2.0]]), np.array([[1.5, 3.0]]))
     child_lo = np.array([[0.0, 0.5], [0.5, 0.0], [-0.1, 0.0]])
     child_hi = np.array([[1.0, 1.0], [1.0, 0.5], [0.5, 1.0]])
     known = Splitter.inherited(parents, np.zeros(3, dtype=np.int64), child_lo, child_hi)
-    assert known.signs.tolist() == [[1, -1, 1], [1, -1, 1], [0, 0, 0]]
+    assert known.signs.dtype == np.uint8
+    assert unpack_signs(known.signs, 3).tolist() == [[1, -1, 1], [1, -1, 1], [0, 0, 0]]
     assert known.low.tolist() == [[0.5, -2.0], [0.5, -2.0], [-np.inf, -np.inf]]
     assert known.high.tolist() == [[1.5, 3.0], [1.5, 3.0], [np.inf, np.inf]]
 
@@ -168,3 +171,12 @@ def test_rows_not_needed_keep_sound_bounds_and_needed_rows_their_crown_bounds(
     values = network.evaluate(points.reshape(-1, network.input_size)).reshape(6, 200, -1) @ spec.T
     assert np.all(values.min(axis=1) >= part.lower - SLACK)
     assert np.all(values.max(axis=1) <= part.upper + SLACK)
+
+
+@given(signs=st.lists(st.lists(st.sampled_from([-1, 0, 1]), min_size=13, max_size=13),
+                      min_size=1, max_size=5))
+def test_packed_signs_round_trip(signs: list[list[int]]) -> None:
+    array = np.array(signs, dtype=np.int8)
+    packed = pack_signs(array)
+    assert packed.dtype == np.uint8 and packed.shape == (array.shape[0], 4)
+    assert np.array_equal(unpack_signs(packed, 13), array)

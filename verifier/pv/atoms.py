@@ -22,12 +22,29 @@ from verifier.pv.events import TrackedEvents
 from verifier.spec import atom_truth, evaluate_event
 
 
+def pack_signs(signs: np.ndarray) -> np.ndarray:
+    """Kink signs ``(B, N)`` in {−1, 0, 1} as two bit masks (positive, negative), ``(B, 2⌈N/8⌉)``
+    uint8: a PV pool keeps one row per open box (a quarter of the int8 size; all zero bytes
+    mean nothing known)."""
+    return np.concatenate(
+        [np.packbits(signs > 0, axis=1), np.packbits(signs < 0, axis=1)], axis=1
+    )
+
+
+def unpack_signs(packed: np.ndarray, width: int) -> np.ndarray:
+    """The int8 ``(B, width)`` signs of :func:`pack_signs`."""
+    half = packed.shape[1] // 2
+    positive = np.unpackbits(packed[:, :half], axis=1, count=width).astype(np.int8)
+    negative = np.unpackbits(packed[:, half:], axis=1, count=width).astype(np.int8)
+    return positive - negative
+
+
 @dataclass
 class Known:
     """What is proven on each box of a batch before it is bounded, e.g. on an enclosing box
-    (a parent in the branch and bound): the signs of the network's kink neurons, ``(B, N)``
-    int8 (see :func:`verifier.bounds.compute_bounds`), and sound bounds of every atom,
-    ``(B, atoms)`` (``−∞``/``+∞`` where nothing is known)."""
+    (a parent in the branch and bound): the signs of the network's kink neurons, packed by
+    :func:`pack_signs` (see :func:`verifier.bounds.compute_bounds`), and sound bounds of every
+    atom, ``(B, atoms)`` (``−∞``/``+∞`` where nothing is known)."""
 
     signs: np.ndarray
     low: np.ndarray
@@ -77,7 +94,8 @@ class AtomBounds:
         absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
         itself (input atoms); multiplied by an input's width, its share of the gap; the
         signed coefficients of the lower linear bounds (B, atoms, D); and the signs of the
-        network's kink neurons proven on each box, (B, :attr:`sign_width`) int8.
+        network's kink neurons proven on each box (:attr:`sign_width` of them), packed by
+        :func:`pack_signs`.
 
         ``known``: what holds on each box beforehand (:class:`Known`, e.g. from its parent).
         The known signs spare CROWN's back-substitution of stable neurons; atoms the known
@@ -90,7 +108,7 @@ class AtomBounds:
         high = np.zeros((count, atoms))
         drive = np.broadcast_to(np.abs(self.input_rows), (count, *self.input_rows.shape)).copy()
         signed = np.broadcast_to(self.input_rows, (count, *self.input_rows.shape)).copy()
-        signs = np.zeros((count, self.sign_width), dtype=np.int8)
+        signs = np.zeros((count, 2 * ((self.sign_width + 7) // 8)), dtype=np.uint8)
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
             needed = None
@@ -99,10 +117,11 @@ class AtomBounds:
                 needed = np.ascontiguousarray(open_atoms[:, self.reads_outputs])
             result = compute_bounds(
                 self.network, lo, hi, rows, method,  # type: ignore[arg-type]
-                groups=self.groups, known_signs=None if known is None else known.signs,
+                groups=self.groups,
+                known_signs=None if known is None else unpack_signs(known.signs, self.sign_width),
                 needed=needed,
             )
-            signs = result.signs()
+            signs = pack_signs(result.signs())
             low[:, self.reads_outputs] = result.lower
             high[:, self.reads_outputs] = result.upper
             if result.sensitivity is not None:

@@ -393,7 +393,7 @@ class Splitter:
         inside = (lo >= parents.lo[parent]).all(axis=1) & (hi <= parents.hi[parent]).all(axis=1)
         column = inside[:, None]
         return Known(
-            np.where(column, parents.signs[parent], np.int8(0)),
+            np.where(column, parents.signs[parent], np.zeros((), parents.signs.dtype)),
             np.where(column, parents.low[parent], -np.inf),
             np.where(column, parents.high[parent], np.inf),
         )
