@@ -5,7 +5,9 @@ paper 003 §6.2); the violation event is ``y0 >= y_j for every j != 0``. Prints 
 interval after 10, 30 and 60 s (and longer budgets if asked) beside the paper's Tables 2/5.
 
 Usage: ``python benchmarks/acasxu_phi2.py [--networks 4_3 4_9 5_8] [--budgets 10 30 60]
-[--executor local|process|dask[=ADDRESS]] [--workers N] [--json]``.
+[--executor local|process|dask[=ADDRESS]] [--workers N] [--threads N] [--json]``.
+``--threads`` sets torch's threads in this process (in-process runs; workers always use
+one): on a loaded machine torch's thread pool stalls, and one thread is faster.
 """
 
 from __future__ import annotations
@@ -97,8 +99,14 @@ def main() -> None:
                         help="where each batch is bounded: local, process, dask[=ADDRESS]")
     parser.add_argument("--workers", type=int, default=None,
                         help="worker processes (default: one per core)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads in this process (default: torch's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
     rows = [run(args.data, network, sorted(args.budgets), args.executor, args.workers)
             for network in args.networks]
     if args.json:

@@ -29,7 +29,8 @@ Guarantees
   intermediate bounds are all finite (the others keep their IBP bounds).
 
 Work for CROWN is proportional to the number of *unstable* neurons: stable neurons (decided by
-IBP from the previous layer's CROWN bounds) are never back-substituted, and back-substitution
+IBP from the previous layer's CROWN bounds, or known from an enclosing box through
+``known_signs``) are never back-substituted, and back-substitution
 runs on a flat list of ``(box, row)`` pairs that share each layer's weight matrix, so one
 ``matmul`` serves thousands of boxes at once.
 """
@@ -96,6 +97,16 @@ class BoundsResult:
         status[upper <= 0.0] = INACTIVE
         status[lower >= 0.0] = ACTIVE
         return status
+
+    def signs(self) -> np.ndarray:
+        """:meth:`activation_status` of every kink layer side by side, ``(B, N)`` int8 over
+        the ``N`` kink neurons in layer order: what :func:`compute_bounds` accepts as
+        ``known_signs`` for boxes inside these ones."""
+        if not self.pre_lower:
+            return np.zeros((self.lower.shape[0], 0), dtype=np.int8)
+        return np.concatenate(
+            [self.activation_status(layer) for layer in self.kink_layers], axis=1
+        )
 
     def unstable_count(self) -> np.ndarray:
         """Number of unstable neurons per box, over all kink layers."""
@@ -285,6 +296,34 @@ def _as_boxes(network: Network, lower: np.ndarray, upper: np.ndarray) -> tuple[t
         lo[:, unread] = 0.0
         hi[:, unread] = 0.0
     return torch.from_numpy(lo), torch.from_numpy(hi)
+
+
+def _checked_signs(
+    signs: np.ndarray | None, affines: list[_Affine], batch: int
+) -> torch.Tensor | None:
+    """Known signs as an int8 ``(B, N)`` tensor, checked against the kink neuron count."""
+    if signs is None:
+        return None
+    neurons = sum(a.weight.shape[0] for a in affines[:-1] if a.slope is not None)
+    array = np.asarray(signs)
+    if array.shape != (batch, neurons):
+        raise CertgateInputError(
+            f"known signs must have shape ({batch}, {neurons}), got {array.shape}"
+        )
+    if not np.isin(array, (-1, 0, 1)).all():
+        raise CertgateInputError("known signs must be -1, 0 or 1")
+    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.int8))
+
+
+def _checked_needed(needed: np.ndarray, batch: int, rows: int) -> torch.Tensor:
+    """The ``needed`` mask as a bool ``(B, S)`` tensor, checked."""
+    array = np.asarray(needed)
+    if array.shape != (batch, rows) or array.dtype != np.bool_:
+        raise CertgateInputError(
+            f"needed must be a boolean array of shape ({batch}, {rows}), got "
+            f"{array.dtype} {array.shape}"
+        )
+    return torch.from_numpy(np.ascontiguousarray(array))
 
 
 def _checked_groups(groups: Sequence[Sequence[int]], width: int) -> list[list[int]]:
@@ -528,10 +567,41 @@ def _spec_interval(
     return _first_interval(_folded(matrix, last), lo, hi, onehot)
 
 
+def _with_signs(
+    z_lo: torch.Tensor, z_hi: torch.Tensor, signs: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pre-activation bounds narrowed by known signs (``1``: ``z >= 0`` on the box, ``-1``:
+    ``z <= 0``, ``0``: nothing known); ``None`` leaves them as they are."""
+    if signs is None:
+        return z_lo, z_hi
+    return (
+        torch.where(signs > 0, z_lo.clamp(min=0.0), z_lo),
+        torch.where(signs < 0, z_hi.clamp(max=0.0), z_hi),
+    )
+
+
+def _layer_signs(
+    signs: torch.Tensor | None, affines: list[_Affine]
+) -> list[torch.Tensor | None]:
+    """``signs`` ``(B, N)`` cut into one ``(B, n_k)`` block per layer but the last (``None``
+    for layers without a kink, or when no signs are known)."""
+    blocks: list[torch.Tensor | None] = []
+    start = 0
+    for affine in affines[:-1]:
+        if signs is None or affine.slope is None:
+            blocks.append(None)
+            continue
+        width = affine.weight.shape[0]
+        blocks.append(signs[:, start : start + width])
+        start += width
+    return blocks
+
+
 def _ibp_layers(
     affines: list[_Affine], lo: torch.Tensor, hi: torch.Tensor, onehot: _OneHot | None = None,
+    signs: list[torch.Tensor | None] | None = None,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Pre-activation IBP bounds of every layer but the last."""
+    """Pre-activation IBP bounds of every layer but the last (narrowed by known signs)."""
     pre_lo, pre_hi = [], []
     h_lo, h_hi = lo, hi
     for index, affine in enumerate(affines[:-1]):
@@ -539,6 +609,8 @@ def _ibp_layers(
             z_lo, z_hi = _first_interval(affine, h_lo, h_hi, onehot)
         else:
             z_lo, z_hi = _interval_affine(affine, h_lo, h_hi)
+        if signs is not None:
+            z_lo, z_hi = _with_signs(z_lo, z_hi, signs[index])
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
         h_lo, h_hi = _activate_interval(z_lo, z_hi, affine.slope)
@@ -604,7 +676,14 @@ def _concretise(
 ) -> torch.Tensor:
     """Lower bound of ``coeffs·h + const`` for ``h`` in ``[h_lo, h_hi]`` (row-wise), widened
     by ``margin`` (see :func:`_row_margins`); NaN (an overflow) becomes ``−∞``."""
-    mid, rad = _halves(h_lo, h_hi)
+    return _concretise_halves(coeffs, const, margin, *_halves(h_lo, h_hi))
+
+
+def _concretise_halves(
+    coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor,
+    mid: torch.Tensor, rad: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`_concretise` given the box's midpoints and radii (:func:`_halves`)."""
     value = (coeffs * mid).sum(dim=1) - (coeffs.abs() * rad).sum(dim=1) + const - margin
     return torch.where(torch.isnan(value) | (value == np.inf), -np.inf, value)
 
@@ -627,13 +706,15 @@ def _backsubstitute(
     coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor, box: torch.Tensor,
     inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], *, paired: bool = False,
     onehot: _OneHot | None = None,
+    halves: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Lower bounds of rows ``coeffs·h + const``, ``h`` the input of layer ``layer``.
 
     Rows are flat: row ``r`` belongs to box ``box[r]`` and is widened by ``margin[r]``, the
     margin of its real terms down to the input box (:func:`_row_margins`), which also covers
     every partial concretisation; ``inputs_lo[j]``/``inputs_hi[j]`` bound the input of layer
-    ``j`` for every box (``j = 0``: the box itself). Returns sound lower bounds ``(R,)`` and
+    ``j`` for every box (``j = 0``: the box itself); ``halves`` caches their midpoints and
+    radii (:func:`_halves`) per layer, filled on first use. Returns sound lower bounds ``(R,)`` and
     the input coefficients of the rows that reached the input (all rows, in order, unless
     ``paired``).
 
@@ -662,9 +743,13 @@ def _backsubstitute(
         coeffs = coeffs @ affine.weight
         if not paired or index == 0:
             continue
-        partial = _concretise(
-            coeffs, const, margin,
-            inputs_lo[index].index_select(0, box), inputs_hi[index].index_select(0, box),
+        if halves is None:
+            halves = {}
+        if index not in halves:
+            halves[index] = _halves(inputs_lo[index], inputs_hi[index])
+        mid, rad = halves[index]
+        partial = _concretise_halves(
+            coeffs, const, margin, mid.index_select(0, box), rad.index_select(0, box)
         )
         half = partial.shape[0] // 2
         decided_neuron = (partial[:half] >= 0.0) | (partial[half:] >= 0.0)
@@ -722,9 +807,11 @@ def _crown_layer_bounds(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
     ibp_lo: torch.Tensor, ibp_hi: torch.Tensor, margins: torch.Tensor,
     inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], onehot: _OneHot | None,
+    halves: dict[int, tuple[torch.Tensor, torch.Tensor]],
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tighten the IBP pre-activation bounds of ``layer`` by CROWN on its unstable neurons
-    (``margins``: per box and neuron, the margin of the neuron's real terms)."""
+    (``margins``: per box and neuron, the margin of the neuron's real terms; ``halves``: the
+    cache of :func:`_backsubstitute`)."""
     unstable = (ibp_lo < 0) & (ibp_hi > 0)
     box, neuron = torch.nonzero(unstable, as_tuple=True)
     out_lo, out_hi = ibp_lo.clone(), ibp_hi.clone()
@@ -738,7 +825,7 @@ def _crown_layer_bounds(
         bound, _ = _backsubstitute(
             affines, relaxations, layer, torch.cat([rows, -rows]), torch.cat([bias, -bias]),
             torch.cat([margin, margin]), torch.cat([b, b]), inputs_lo, inputs_hi, paired=True,
-            onehot=onehot,
+            onehot=onehot, halves=halves,
         )
         count = b.numel()
         out_lo[b, n] = torch.maximum(out_lo[b, n], bound[:count])
@@ -748,16 +835,19 @@ def _crown_layer_bounds(
 
 def _crown_finite(
     affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
-    onehot: _OneHot | None,
+    onehot: _OneHot | None, signs: list[torch.Tensor | None], needed: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
            dict[int, _Relaxation], torch.Tensor, torch.Tensor, torch.Tensor]:
     """CROWN with CROWN intermediate bounds on boxes whose IBP bounds are finite; also
     returns ``|A_lower| + |A_upper|`` and ``A_lower`` (the input coefficients of the final
-    linear bounds) and the margins of the spec rows (for alpha-CROWN)."""
+    linear bounds) and the margins of the spec rows (for alpha-CROWN). Neurons whose sign
+    is known (``signs``, per layer) are stable: no back-substitution runs for them. Spec rows
+    not ``needed`` (per box) keep their IBP bounds."""
     relaxations: dict[int, _Relaxation] = {}
     pre_lo: list[torch.Tensor] = []
     pre_hi: list[torch.Tensor] = []
     inputs_lo, inputs_hi = [lo], [hi]
+    halves: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     magnitudes = _Magnitudes()
     value_in = torch.maximum(lo.abs(), hi.abs())
     support_in = _nonzero_inputs(lo, hi)
@@ -766,12 +856,13 @@ def _crown_finite(
             z_lo, z_hi = _first_interval(affine, lo, hi, onehot)
         else:
             z_lo, z_hi = _interval_affine(affine, inputs_lo[index], inputs_hi[index])
+        z_lo, z_hi = _with_signs(z_lo, z_hi, signs[index])
         magnitudes.push(affine, value_in, support_in)
         if index > 0 and affine.slope is not None:
             z_lo, z_hi = _crown_layer_bounds(
                 affines, relaxations, index, z_lo, z_hi,
                 _row_margins(magnitudes.value[-1], magnitudes.support[-1]),
-                inputs_lo, inputs_hi, onehot,
+                inputs_lo, inputs_hi, onehot, halves,
             )
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
@@ -790,7 +881,7 @@ def _crown_finite(
         ((spec != 0).to(torch.float64) @ magnitudes.support[-1].unsqueeze(-1)).squeeze(-1),
     )
     lower, upper, coefficients, lower_coefficients = _crown_spec(
-        affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi, onehot
+        affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi, onehot, needed
     )
     ibp_lower, ibp_upper = _spec_interval(
         spec, affines[last], inputs_lo[last], inputs_hi[last], onehot if last == 0 else None
@@ -804,24 +895,28 @@ def _crown_finite(
 def _crown_spec(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], spec: torch.Tensor,
     spec_margin: torch.Tensor, inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
-    onehot: _OneHot | None,
+    onehot: _OneHot | None, needed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """CROWN bounds of ``spec @ net(x)`` given the relaxations of all kink layers,
     ``|A_lower| + |A_upper|`` per box, row and input (how much each input drives the gap), and
-    ``A_lower`` itself (signed)."""
+    ``A_lower`` itself (signed). ``needed`` ``(B, S)``: the (box, row) pairs to bound; the
+    others get ``(−∞, +∞)`` and zero coefficients."""
     batch, rows, _ = spec.shape
     last = affines[-1]
     folded = (spec @ last.weight).reshape(batch * rows, -1)
     folded_bias = (spec @ last.bias).reshape(-1)
     margin = spec_margin.reshape(-1)
     box = torch.arange(batch).repeat_interleave(rows)
-    lower = torch.empty(batch * rows, dtype=torch.float64)
-    upper = torch.empty_like(lower)
     width = inputs_lo[0].shape[1]
-    sensitivity = torch.empty(batch * rows, width, dtype=torch.float64)
-    signed = torch.empty(batch * rows, width, dtype=torch.float64)
-    for start in range(0, box.numel(), ROW_CHUNK):
-        part = slice(start, start + ROW_CHUNK)
+    lower = torch.full((batch * rows,), -np.inf, dtype=torch.float64)
+    upper = torch.full((batch * rows,), np.inf, dtype=torch.float64)
+    sensitivity = torch.zeros(batch * rows, width, dtype=torch.float64)
+    signed = torch.zeros(batch * rows, width, dtype=torch.float64)
+    pairs = torch.arange(batch * rows)
+    if needed is not None:
+        pairs = pairs[needed.reshape(-1)]
+    for start in range(0, pairs.numel(), ROW_CHUNK):
+        part = pairs[start : start + ROW_CHUNK]
         b = box[part]
         bound, coeffs = _backsubstitute(
             affines, relaxations, len(affines) - 1,
@@ -901,7 +996,8 @@ def _alpha_optimise(
 def compute_bounds(
     network: Network, lower: np.ndarray, upper: np.ndarray, spec: np.ndarray | None = None,
     method: Method = "crown", *, alpha_steps: int = 20, alpha_lr: float = 0.1,
-    groups: Sequence[Sequence[int]] = (),
+    groups: Sequence[Sequence[int]] = (), known_signs: np.ndarray | None = None,
+    needed: np.ndarray | None = None,
 ) -> BoundsResult:
     """Sound bounds of ``spec @ network(x)`` over each box ``[lower[b], upper[b]]``.
 
@@ -910,8 +1006,17 @@ def compute_bounds(
     lower slopes of the final bound). Boxes with infinite coordinates that the network reads
     are bounded by IBP only. ``groups``: one-hot groups of input columns (the inputs of
     interest hold exactly one 1 in each): the bounds then hold over the one-hot points of each
-    box, and a group's part of every linear bound is exact over its allowed categories. See
-    the module docstring for the guarantees.
+    box, and a group's part of every linear bound is exact over its allowed categories.
+    ``known_signs``: ``(B, N)`` int8 over the kink neurons of the lowered network (the layout
+    of :meth:`BoundsResult.signs`), ``1`` where the pre-activation is known to be ``>= 0`` on
+    the whole box, ``-1`` where ``<= 0``, ``0`` where nothing is known — typically the signs
+    proven on an enclosing box (a parent in a branch and bound). The caller guarantees them;
+    they narrow the pre-activation bounds and spare CROWN's back-substitution for those
+    neurons (a stable neuron's relaxation is exact whatever its bounds). See the module
+    ``needed``: ``(B, S)`` bool, the (box, row) pairs whose bounds the caller uses; CROWN
+    spares the final back-substitution of the others, which keep their IBP bounds (still
+    sound, with zero ``sensitivity``; alpha-CROWN optimises every row). See the module
+    docstring for the guarantees.
     """
     if method not in METHODS:
         raise CertgateInputError(
@@ -925,8 +1030,9 @@ def compute_bounds(
                      torch.as_tensor(np.atleast_2d(np.asarray(upper, dtype=np.float64))))
     batch = lo.shape[0]
     spec_tensor = _as_spec(spec, network.output_size, batch)
+    signs = _checked_signs(known_signs, affines, batch)
     with torch.no_grad():
-        pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot)
+        pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot, _layer_signs(signs, affines))
         h_lo, h_hi = _post_activation(affines, pre_lo, pre_hi, lo, hi, len(affines) - 1)
         out_lo, out_hi = _spec_interval(
             spec_tensor, affines[-1], h_lo, h_hi, onehot if len(affines) == 1 else None
@@ -944,8 +1050,14 @@ def compute_bounds(
             else:
                 f_spec = spec_tensor[crownable]
             f_onehot = None if onehot is None else onehot.select(crownable)
+            f_signs = None if signs is None else signs[crownable]
+            f_needed = None if needed is None else _checked_needed(
+                needed, batch, spec_tensor.shape[1]
+            )[crownable]
             (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_signed,
-             spec_margin) = _crown_finite(affines, f_spec, f_lo, f_hi, f_onehot)
+             spec_margin) = _crown_finite(
+                affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines), f_needed
+            )
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
             sensitivity[crownable.numpy()] = c_sensitivity.numpy()
             lower_coefficients = np.zeros_like(sensitivity)
@@ -973,6 +1085,13 @@ def compute_bounds(
         sensitivity=sensitivity,
         lower_coefficients=lower_coefficients,
     )
+
+
+def kink_neurons(network: Network) -> int:
+    """How many kink neurons the lowered network has: the width of
+    :meth:`BoundsResult.signs` and of ``known_signs``."""
+    _, affines = _prepare(network)
+    return sum(a.weight.shape[0] for a in affines[:-1] if a.slope is not None)
 
 
 def ibp(network: Network, lower: np.ndarray, upper: np.ndarray,

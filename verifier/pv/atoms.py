@@ -10,15 +10,48 @@ with error-free arithmetic. An event's truth follows by Kleene logic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.bounds import compute_bounds, linear_interval
+from verifier.bounds import compute_bounds, kink_neurons, linear_interval
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_linear_value, exact_outputs, linear_form_bounds
 from verifier.network import Network
 from verifier.pv.events import TrackedEvents
 from verifier.spec import atom_truth, evaluate_event
+
+
+def pack_signs(signs: np.ndarray) -> np.ndarray:
+    """Kink signs ``(B, N)`` in {−1, 0, 1} as two bit masks (positive, negative), ``(B, 2⌈N/8⌉)``
+    uint8: a PV pool keeps one row per open box (a quarter of the int8 size; all zero bytes
+    mean nothing known)."""
+    return np.concatenate(
+        [np.packbits(signs > 0, axis=1), np.packbits(signs < 0, axis=1)], axis=1
+    )
+
+
+def unpack_signs(packed: np.ndarray, width: int) -> np.ndarray:
+    """The int8 ``(B, width)`` signs of :func:`pack_signs`."""
+    half = packed.shape[1] // 2
+    positive = np.unpackbits(packed[:, :half], axis=1, count=width).astype(np.int8)
+    negative = np.unpackbits(packed[:, half:], axis=1, count=width).astype(np.int8)
+    return positive - negative
+
+
+@dataclass
+class Known:
+    """What is proven on each box of a batch before it is bounded, e.g. on an enclosing box
+    (a parent in the branch and bound): the signs of the network's kink neurons, packed by
+    :func:`pack_signs` (see :func:`verifier.bounds.compute_bounds`), and sound bounds of every
+    atom, ``(B, atoms)`` (``−∞``/``+∞`` where nothing is known)."""
+
+    signs: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+    def select(self, rows: np.ndarray) -> Known:
+        return Known(self.signs[rows], self.low[rows], self.high[rows])
 
 
 class AtomBounds:
@@ -41,6 +74,7 @@ class AtomBounds:
         self.constants = np.array([a.constant for a in atoms])
         self.reads_outputs = np.array([a.reads_outputs for a in atoms], dtype=bool)
         self.strict = np.array([a.strict for a in atoms], dtype=bool)
+        self.sign_width = kink_neurons(network) if self.reads_outputs.any() else 0
 
     def read_columns(self) -> np.ndarray:
         """Input columns that some atom depends on (through the network or directly)."""
@@ -50,28 +84,44 @@ class AtomBounds:
 
     def bounds(self, lo: np.ndarray, hi: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
         """Sound bounds of every atom's left-hand side on every box, shape (B, atoms)."""
-        low, high, _, _ = self.bounds_and_drive(lo, hi, method)
+        low, high, _, _, _ = self.bounds_and_drive(lo, hi, method)
         return low, high
 
     def bounds_and_drive(
-        self, lo: np.ndarray, hi: np.ndarray, method: str
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Atom bounds (B, atoms), each input's drive on each atom's gap (B, atoms, D): the
         absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
-        itself (input atoms); multiplied by an input's width, its share of the gap; and the
-        signed coefficients of the lower linear bounds (B, atoms, D)."""
+        itself (input atoms); multiplied by an input's width, its share of the gap; the
+        signed coefficients of the lower linear bounds (B, atoms, D); and the signs of the
+        network's kink neurons proven on each box (:attr:`sign_width` of them), packed by
+        :func:`pack_signs`.
+
+        ``known``: what holds on each box beforehand (:class:`Known`, e.g. from its parent).
+        The known signs spare CROWN's back-substitution of stable neurons; atoms the known
+        bounds decide are not back-substituted at all, and every atom's bounds are
+        intersected with the known ones (both enclose the atom on the box). Their drive is
+        zero where nothing was computed."""
         count = lo.shape[0]
         atoms = len(self.tracked.atoms)
         low = np.zeros((count, atoms))
         high = np.zeros((count, atoms))
         drive = np.broadcast_to(np.abs(self.input_rows), (count, *self.input_rows.shape)).copy()
         signed = np.broadcast_to(self.input_rows, (count, *self.input_rows.shape)).copy()
+        signs = np.zeros((count, 2 * ((self.sign_width + 7) // 8)), dtype=np.uint8)
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
+            needed = None
+            if known is not None:
+                open_atoms = self.undecided(known.low, known.high)
+                needed = np.ascontiguousarray(open_atoms[:, self.reads_outputs])
             result = compute_bounds(
                 self.network, lo, hi, rows, method,  # type: ignore[arg-type]
                 groups=self.groups,
+                known_signs=None if known is None else unpack_signs(known.signs, self.sign_width),
+                needed=needed,
             )
+            signs = pack_signs(result.signs())
             low[:, self.reads_outputs] = result.lower
             high[:, self.reads_outputs] = result.upper
             if result.sensitivity is not None:
@@ -92,7 +142,9 @@ class AtomBounds:
             low[:, pure], high[:, pure] = linear_form_bounds(
                 self.input_rows[pure], self.constants[pure], lo, hi
             )
-        return low, high, drive, signed
+        if known is not None:
+            low, high = np.maximum(low, known.low), np.minimum(high, known.high)
+        return low, high, drive, signed, signs
 
     def truth(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """Kleene truth of every event per box: (B, events) in {−1, 0, 1}."""

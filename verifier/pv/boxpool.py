@@ -11,7 +11,8 @@ import numpy as np
 class Boxes:
     """A batch of boxes and what PV keeps per box: masses, undecided events (``pending``),
     split depth, undecided atoms, per-input drive, the signed input coefficients that order a
-    one-hot group's categories for splitting, and the events' three-valued truth."""
+    one-hot group's categories for splitting, the events' three-valued truth, and what its
+    children inherit: the signs of the network's kink neurons and the atoms' bounds."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -23,6 +24,9 @@ class Boxes:
     drive: np.ndarray
     order: np.ndarray
     truth: np.ndarray
+    signs: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
 
     def select(self, rows: np.ndarray) -> Boxes:
         return Boxes(*(getattr(self, name)[rows] for name in BOX_FIELDS))
@@ -35,7 +39,8 @@ class Boxes:
 
 
 BOX_FIELDS = (
-    "lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "order", "truth"
+    "lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "order", "truth",
+    "signs", "low", "high",
 )
 
 

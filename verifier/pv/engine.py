@@ -11,7 +11,7 @@ import numpy as np
 from verifier.errors import CertgateInputError
 from verifier.executor import default_workers, make_executor
 from verifier.network import Network
-from verifier.pv.atoms import AtomBounds
+from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes, BoxPool
 from verifier.pv.domain import InputDomain
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
@@ -47,16 +47,16 @@ class ProbabilityBranchAndBound:
 
     def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
                   depth: np.ndarray, evaluate: Callable[..., tuple[np.ndarray, ...]],
-                  method: str | None = None) -> Boxes:
-        """Bound new boxes (with ``method``, default the settings') and record what PV keeps
-        about each."""
-        mass_lo, mass_hi, low, high, atom_drive, signed = evaluate(
-            lo, hi, method or self.settings.method
+                  method: str | None = None, known: Known | None = None) -> Boxes:
+        """Bound new boxes (with ``method``, default the settings'; ``known``: what their
+        parents proved) and record what PV keeps about each."""
+        mass_lo, mass_hi, low, high, atom_drive, signed, signs = evaluate(
+            lo, hi, method or self.settings.method, known
         )
         undecided = self.atoms.undecided(low, high)
         drive, order = self.atoms.leading_drive(atom_drive, signed, undecided)
         return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
-                     self.atoms.truth(low, high))
+                     self.atoms.truth(low, high), signs, low, high)
 
     def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
         """Refine until the verdict is proven, the precision is reached, the time budget or
@@ -146,14 +146,17 @@ class ProbabilityBranchAndBound:
             boxes = chosen.select(small)
             lo, hi, parent = splitter.enumerate(boxes.lo, boxes.hi)
             parts.append(self._evaluate(lo, hi, boxes.pending[parent],
-                                        boxes.depth[parent] + 1, evaluate, "ibp"))
+                                        boxes.depth[parent] + 1, evaluate, "ibp",
+                                        splitter.inherited(boxes, parent, lo, hi)))
         rest = ~points & ~small
         if rest.any():
             boxes = chosen.select(rest)
             lo, hi = splitter.split(boxes)
+            parent = np.tile(np.arange(boxes.lo.shape[0]), 2)
             parts.append(self._evaluate(
                 lo, hi, np.concatenate([boxes.pending, boxes.pending]),
                 np.concatenate([boxes.depth, boxes.depth]) + 1, evaluate,
+                known=splitter.inherited(boxes, parent, lo, hi),
             ))
         new = parts[0]
         for part in parts[1:]:

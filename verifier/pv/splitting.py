@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifier.pv.atoms import AtomBounds
+from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes
 from verifier.pv.domain import InputDomain
 from verifier.pv.quantiles import QUANTILE_LEVELS, MarginalQuantiles, MassFunction
@@ -382,6 +382,21 @@ class Splitter:
                 heavy_last, np.maximum(last - 1, first), (first + last) // 2))
             left_hi[chosen[several], column] = atoms[middle[several]]
             right_lo[chosen[several], column] = atoms[middle[several] + 1]
+
+    @staticmethod
+    def inherited(
+        parents: Boxes, parent: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    ) -> Known:
+        """What box ``parent[i]`` of ``parents`` proved (kink signs, atom bounds) for every
+        child ``[lo[i], hi[i]]`` that lies inside it (a sound bound on a box holds on every
+        box inside it); nothing known for a child that does not."""
+        inside = (lo >= parents.lo[parent]).all(axis=1) & (hi <= parents.hi[parent]).all(axis=1)
+        column = inside[:, None]
+        return Known(
+            np.where(column, parents.signs[parent], np.zeros((), parents.signs.dtype)),
+            np.where(column, parents.low[parent], -np.inf),
+            np.where(column, parents.high[parent], np.inf),
+        )
 
     def split(self, chosen: Boxes) -> tuple[np.ndarray, np.ndarray]:
         """Both children of every chosen box, left ones first (an input-atom threshold cut
