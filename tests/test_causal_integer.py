@@ -143,8 +143,8 @@ def test_fairquant_compas_1_matches_brute_force_over_all_624_points() -> None:
 def test_class_pruning_keeps_the_exact_checks_verdict(seed: int) -> None:
     # three-valued one-hot sensitive feature: pruning class pairs that the bounds rule out
     # must give the same verdict as running every MILP, with no more MILPs
-    from verifier.bounds import compute_bounds
-    from verifier.causal.analysis import class_spec, possible_classes
+    from verifier.bounds import compute_bounds, pairwise_difference_spec
+    from verifier.causal.analysis import possible_classes
     from verifier.causal.exact_check import check_partition
     from verifier.causal.partition import with_sensitive
 
@@ -157,7 +157,7 @@ def test_class_pruning_keeps_the_exact_checks_verdict(seed: int) -> None:
         upper = lower.copy()
         upper[0, :2] += width
         boxes = with_sensitive(problem, lower, upper, problem.sensitive_cells)
-        result = compute_bounds(problem.network, *boxes, class_spec(3), "crown")
+        result = compute_bounds(problem.network, *boxes, pairwise_difference_spec(3), "crown")
         cells = [({k: v[c] for k, v in result.pre_lower.items()},
                   {k: v[c] for k, v in result.pre_upper.items()}) for c in range(3)]
         possible = possible_classes(result.upper, 1, 3, 3)[0]

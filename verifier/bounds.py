@@ -1087,6 +1087,19 @@ def compute_bounds(
     )
 
 
+def pairwise_difference_spec(classes: int) -> np.ndarray:
+    """Specification rows ``e_c − e_d`` for every ordered pair ``c ≠ d`` of ``classes``
+    outputs, grouped by ``c`` (``d`` ascending): ``(classes·(classes − 1), classes)``."""
+    rows = []
+    for c in range(classes):
+        for d in range(classes):
+            if d != c:
+                row = np.zeros(classes)
+                row[c], row[d] = 1.0, -1.0
+                rows.append(row)
+    return np.array(rows)
+
+
 def kink_neurons(network: Network) -> int:
     """How many kink neurons the lowered network has: the width of
     :meth:`BoundsResult.signs` and of ``known_signs``."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifier.bounds import Method, compute_bounds
+from verifier.bounds import Method, compute_bounds, pairwise_difference_spec
 from verifier.network import Network
 
 REL_MARGIN = 1e-12
@@ -52,23 +52,11 @@ def sigmoid_bounds(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np
     return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
 
-def difference_rows(outputs: int) -> np.ndarray:
-    """Specification rows ``e_j − e_i`` for every ordered pair ``i ≠ j``, ``i``-major:
-    ``[outputs·(outputs − 1), outputs]``."""
-    rows = []
-    for i in range(outputs):
-        for j in range(outputs):
-            if j != i:
-                row = np.zeros(outputs)
-                row[j], row[i] = 1.0, -1.0
-                rows.append(row)
-    return np.array(rows)
-
-
 def _exp_sums(lower: np.ndarray, upper: np.ndarray,
               outputs: int) -> tuple[np.ndarray, np.ndarray]:
     """``[S_lo, S_hi]`` of ``S_i = Σ_{j≠i} exp(z_j − z_i)`` from the difference bounds
-    ``[n_boxes, outputs·(outputs − 1)]`` in :func:`difference_rows` order."""
+    ``[n_boxes, outputs·(outputs − 1)]``: row ``(i, j)`` bounds ``z_j − z_i``, ``i``-major
+    (``j ≠ i`` ascending)."""
     shape = (lower.shape[0], outputs, outputs - 1)
     rel = REL_MARGIN + outputs * EPS
     with np.errstate(over="ignore"):
@@ -113,6 +101,7 @@ def output_bounds(network: Network, lower: np.ndarray, upper: np.ndarray,
         result = compute_bounds(logits, lower, upper, None, method)
         return sigmoid_bounds(result.lower, result.upper)
     outputs = network.output_size
-    result = compute_bounds(logits, lower, upper, difference_rows(outputs), method)
+    # rows z_i − z_j (i-major) negated are the z_j − z_i the bounds below take
+    result = compute_bounds(logits, lower, upper, pairwise_difference_spec(outputs), method)
     bound = softmax_bounds if network.head == "softmax" else log_softmax_bounds
-    return bound(result.lower, result.upper, outputs)
+    return bound(-result.upper, -result.lower, outputs)

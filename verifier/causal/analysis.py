@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from verifier.bounds import compute_bounds
+from verifier.bounds import compute_bounds, pairwise_difference_spec
 from verifier.causal.exact_check import check_partition
 from verifier.causal.partition import (
     MIN_EDGE,
@@ -111,23 +111,12 @@ class ChunkOutcome:
     exact_checked: np.ndarray
 
 
-def class_spec(classes: int) -> np.ndarray:
-    """``(K(K−1), K)`` rows ``e_c − e_d`` grouped by ``c`` (``d ≠ c`` ascending)."""
-    rows = []
-    for c in range(classes):
-        for d in range(classes):
-            if d != c:
-                row = np.zeros(classes)
-                row[c], row[d] = 1.0, -1.0
-                rows.append(row)
-    return np.array(rows)
-
-
 def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                    method: str):
     """``(M,)`` the class proven to win strictly on each box (−1 if none), and the bounds."""
     classes = problem.network.output_size
-    result = compute_bounds(problem.network, lower, upper, class_spec(classes), method)
+    result = compute_bounds(problem.network, lower, upper, pairwise_difference_spec(classes),
+                            method)
     wins = (result.lower > 0.0).reshape(lower.shape[0], classes, classes - 1).all(axis=2)
     proven = np.where(wins.any(axis=1), np.argmax(wins, axis=1), -1)
     return proven, result
@@ -136,9 +125,10 @@ def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarra
 def possible_classes(upper_bounds: np.ndarray, batch: int, cells: int, classes: int
                      ) -> np.ndarray:
     """``(B, V, K)`` from class-spec upper bounds ``(B·V, K(K−1))`` (rows of
-    :func:`class_spec`): whether class ``k`` may win strictly somewhere in each partition ×
-    cell. It cannot where some other class is proven at least as large everywhere
-    (``ub(y_k − y_d) ≤ 0``), so the exact check may skip every class pair that needs it there."""
+    :func:`~verifier.bounds.pairwise_difference_spec`): whether class ``k`` may win strictly
+    somewhere in each partition × cell. It cannot where some other class is proven at least
+    as large everywhere (``ub(y_k − y_d) ≤ 0``), so the exact check may skip every class pair
+    that needs it there."""
     ub = upper_bounds.reshape(batch, cells, classes, classes - 1)
     return (ub > 0.0).all(axis=3)
 
@@ -157,8 +147,8 @@ def _unstable(result, batch: int, cells: int) -> np.ndarray:
 
 def class_gaps(lower_bounds: np.ndarray, boxes: int, classes: int) -> np.ndarray:
     """``(N, boxes, K)`` from class-spec lower bounds ``(N·boxes, K(K−1))`` (rows of
-    :func:`class_spec`): ``max(0, −min_d lb(y_c − y_d))``, how far class ``c`` is from being
-    proven on each box (0 when proven, up to ties)."""
+    :func:`~verifier.bounds.pairwise_difference_spec`): ``max(0, −min_d lb(y_c − y_d))``,
+    how far class ``c`` is from being proven on each box (0 when proven, up to ties)."""
     lb = lower_bounds.reshape(-1, boxes, classes, classes - 1)
     return np.maximum(0.0, -lb.min(axis=3))
 
@@ -260,7 +250,7 @@ def _child_gap(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
     probe_lo[:, sens] = probes.reshape(-1, len(sens))
     probe_hi[:, sens] = probes.reshape(-1, len(sens))
     result = compute_bounds(problem.network, np.vstack([cell_lo, probe_lo]),
-                            np.vstack([cell_hi, probe_hi]), class_spec(classes),
+                            np.vstack([cell_hi, probe_hi]), pairwise_difference_spec(classes),
                             settings.bound_method)
     split = cell_lo.shape[0]
     cell_gaps = class_gaps(result.lower[:split], cells.shape[0], classes)
