@@ -1,4 +1,5 @@
-"""Shared hypothesis strategies and small random networks for the tests."""
+"""Shared hypothesis strategies, small random networks and sampled-point checks for the
+tests."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import itertools
 import numpy as np
 from hypothesis import strategies as st
 
+from verifier.bounds import ACTIVE, INACTIVE, BoundsResult
 from verifier.network import Layer, Network
+
+SAMPLE_SLACK = 1e-9  # sampled pre-activations are computed in float64 too: their own rounding
 
 
 def random_network(
@@ -46,3 +50,19 @@ def networks(draw: st.DrawFn, max_inputs: int = 4, max_width: int = 8) -> Networ
     output_activation = draw(st.sampled_from(["none", "relu"]))
     rng = np.random.default_rng(seed)
     return random_network(rng, [inputs, *hidden, outputs], activation, output_activation)
+
+
+def assert_status_holds_at(result: BoundsResult, points: np.ndarray) -> None:
+    """Every neuron the bounds call active (inactive) on box ``b`` has a pre-activation
+    ``>= 0`` (``<= 0``) at every sampled point ``points[b]`` (``(B, P, inputs)``), evaluated
+    layer by layer on the lowered network, up to :data:`SAMPLE_SLACK`."""
+    import torch
+
+    h = points.reshape(-1, points.shape[2])
+    for index, layer in enumerate(result.network.layers[:-1]):
+        z = h @ layer.weight.T + layer.bias
+        if index in result.pre_lower:
+            status = np.repeat(result.activation_status(index), points.shape[1], axis=0)
+            assert np.all(z[status == ACTIVE] >= -SAMPLE_SLACK)
+            assert np.all(z[status == INACTIVE] <= SAMPLE_SLACK)
+        h = layer.activate(torch.from_numpy(z)).numpy()

@@ -11,16 +11,13 @@ import itertools
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import linprog
-from strategies import networks, random_network
+from strategies import assert_status_holds_at, networks, random_network
 
 from verifier.bounds import (
     ABS_MARGIN,
-    ACTIVE,
-    INACTIVE,
     METHODS,
     REL_MARGIN,
     alpha_crown,
@@ -89,16 +86,7 @@ def test_activation_status_agrees_with_sampled_pre_activations(network: Network,
     rng = np.random.default_rng(seed)
     lo, hi = _boxes(rng, 4, network.input_size, 0.5)
     result = crown(network, lo, hi)
-    points = _samples(rng, lo, hi, 100)
-    lowered = result.network
-    h = points.reshape(-1, network.input_size)
-    for index, layer in enumerate(lowered.layers[:-1]):
-        z = h @ layer.weight.T + layer.bias
-        if index in result.pre_lower:
-            status = np.repeat(result.activation_status(index), points.shape[1], axis=0)
-            assert np.all(z[status == ACTIVE] >= -SLACK)
-            assert np.all(z[status == INACTIVE] <= SLACK)
-        h = layer.activate(torch.from_numpy(z)).numpy()
+    assert_status_holds_at(result, _samples(rng, lo, hi, 100))
 
 
 def _exact_extremes(network: Network, lo: np.ndarray, hi: np.ndarray, row: np.ndarray) -> tuple:

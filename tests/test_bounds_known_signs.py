@@ -12,12 +12,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import networks, random_network
+from strategies import assert_status_holds_at, networks, random_network
 
-from verifier.bounds import ACTIVE, INACTIVE, METHODS, compute_bounds, kink_neurons
+from verifier.bounds import METHODS, compute_bounds, kink_neurons
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_outputs
 from verifier.network import Network
@@ -101,15 +100,7 @@ def test_signs_reported_with_inherited_signs_hold_at_sampled_points(
     # a sign known on the parent is never lost on a child
     assert np.all(signs[known != 0] == known[known != 0])
     unit = rng.uniform(size=(child_lo.shape[0], 300, network.input_size))
-    points = child_lo[:, None] + (child_hi - child_lo)[:, None] * unit
-    h = points.reshape(-1, network.input_size)
-    for index, layer in enumerate(result.network.layers[:-1]):
-        z = h @ layer.weight.T + layer.bias
-        if index in result.pre_lower:
-            status = np.repeat(result.activation_status(index), points.shape[1], axis=0)
-            assert np.all(z[status == ACTIVE] >= -SLACK)
-            assert np.all(z[status == INACTIVE] <= SLACK)
-        h = layer.activate(torch.from_numpy(z)).numpy()
+    assert_status_holds_at(result, child_lo[:, None] + (child_hi - child_lo)[:, None] * unit)
 
 
 @given(network=networks(), seed=st.integers(0, 2**31 - 1))
