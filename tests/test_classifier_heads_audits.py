@@ -76,6 +76,18 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 TWINS = ("logit", "sigmoid", "softmax", "log_softmax")
 
 
+def verify_json(capsys: pytest.CaptureFixture[str], arguments: list[str]) -> dict[str, Any]:
+    """``certgate verify ARGUMENTS`` (with ``--json``) run in process: its JSON object, less
+    the time it took; the run must not be an input error (exit 0 or 1)."""
+    capsys.readouterr()
+    code = main(["verify", *arguments])
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err
+    payload = json.loads(captured.out)
+    payload.pop("elapsed_s", None)
+    return payload
+
+
 @pytest.mark.parametrize(("population_kind", "verb", "settings", "options"), CASES,
                          ids=[f"{case[2]['kind']}-{index}" for index, case in enumerate(CASES)])
 def test_every_kind_certifies_the_twins_like_the_reference(
@@ -91,14 +103,9 @@ def test_every_kind_certifies_the_twins_like_the_reference(
             assert got[field] == expected[field], (twin, field)
     payloads = []
     for model in (files["reference"], files["logit"], files["softmax"]):
-        capsys.readouterr()
-        code = main(["verify", verb, "--model", str(model), "--input-names", ",".join(NAMES),
-                     "--population", str(pop), *options, "--json"])
-        captured = capsys.readouterr()
-        assert code in (0, 1), captured.err
-        payload = json.loads(captured.out)
-        payload.pop("elapsed_s", None)
-        payloads.append(payload)
+        payloads.append(verify_json(capsys, [
+            verb, "--model", str(model), "--input-names", ",".join(NAMES), "--population",
+            str(pop), *options, "--json"]))
     assert payloads[1] == payloads[0] and payloads[2] == payloads[0]
 
 
@@ -124,13 +131,8 @@ def test_demographic_parity_of_a_single_logit_contains_monte_carlo(
                "0.02", "--json"]
     results = []
     for model, names in ((path, ["--input-names", ",".join(pop.columns)]), (twin_path, [])):
-        capsys.readouterr()
-        code = main(["verify", "demographic-parity", "--model", str(model), *names, *options])
-        captured = capsys.readouterr()
-        assert code in (0, 1), captured.err
-        payload = json.loads(captured.out)
-        payload.pop("elapsed_s")
-        results.append(payload)
+        results.append(verify_json(capsys, ["demographic-parity", "--model", str(model),
+                                            *names, *options]))
     assert results[0] == results[1]
     samples = pop.sample(400_000, np.random.default_rng(1))
     with torch.no_grad():
@@ -151,15 +153,9 @@ def test_probability_spec_reads_logits_for_orders_and_refuses_values(
                      "comparison: '>'\nthreshold: 0.5\n")
     payloads = []
     for model in (files["reference"], files["softmax"]):
-        capsys.readouterr()
-        code = main(["verify", "probability", "--model", str(model), "--input-names", "x,s",
-                     "--population", pop, "--spec", str(order), "--precision", "0.01",
-                     "--json"])
-        captured = capsys.readouterr()
-        assert code in (0, 1), captured.err
-        payload = json.loads(captured.out)
-        payload.pop("elapsed_s")
-        payloads.append(payload)
+        payloads.append(verify_json(capsys, [
+            "probability", "--model", str(model), "--input-names", "x,s", "--population", pop,
+            "--spec", str(order), "--precision", "0.01", "--json"]))
     assert payloads[0] == payloads[1]
     value = tmp_path / "value.yaml"
     value.write_text("probabilities:\n  p: {event: 'y[1] > 0.7'}\n")
