@@ -309,6 +309,28 @@ def _probe_values(problem: FairnessProblem, hints: np.ndarray | None, batch: int
     return np.concatenate([values, filled], axis=1)
 
 
+def _probe_classes(problem: FairnessProblem, probes: np.ndarray, probe_lo: np.ndarray,
+                   probe_hi: np.ndarray, cell_classes: np.ndarray, method: str) -> np.ndarray:
+    """``(B, P)`` the class proven on each partition at each probe (−1 if none). A probe equal
+    to a one-value cell is the very box that cell was bounded on, so it takes the cell's
+    proven class (one-hot and integer sensitive features: every probe); only the others are
+    bounded."""
+    batch, count = probes.shape[:2]
+    cells = problem.sensitive_cells
+    point = cells[:, 0] == cells[:, 1]
+    same = (probes[:, :, None, :] == cells[None, None, :, 0, :]).all(axis=3) & point.all(
+        axis=1)[None, None, :]
+    matched = same.any(axis=2)
+    classes = np.full((batch, count), -1, dtype=np.int64)
+    rows, probe = np.nonzero(matched)
+    classes[rows, probe] = cell_classes[rows, np.argmax(same[rows, probe], axis=1)]
+    rest = np.flatnonzero(~matched.reshape(-1))
+    if rest.size:
+        classes.reshape(-1)[rest] = proven_classes(problem, probe_lo[rest], probe_hi[rest],
+                                                   method)[0]
+    return classes
+
+
 def _past(deadline: float | None) -> bool:
     return deadline is not None and time.time() >= deadline
 
@@ -336,8 +358,8 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     probe_hi = np.repeat(upper, count, axis=0)
     probe_lo[:, sens] = probes.reshape(-1, len(sens))
     probe_hi[:, sens] = probes.reshape(-1, len(sens))
-    probe_classes = proven_classes(problem, probe_lo, probe_hi, settings.bound_method)[0]
-    probe_classes = probe_classes.reshape(batch, count)
+    probe_classes = _probe_classes(problem, probes, probe_lo, probe_hi, cell_classes,
+                                   settings.bound_method)
     high = np.where(probe_classes >= 0, probe_classes, -1)
     low = np.where(probe_classes >= 0, probe_classes, np.iinfo(np.int64).max)
     biased_all = ~fair & (high.max(axis=1) > low.min(axis=1)) & (probe_classes >= 0).any(axis=1)
