@@ -177,6 +177,42 @@ def test_bounds_contain_the_exact_value_at_corners_and_sampled_points(
         _check_points(network, spec, lo, hi, points, method)
 
 
+def _rational_reference(network: Network, x: list[Fraction]) -> list[Fraction]:
+    """The network evaluated one rational operation at a time (the oracle of the integer
+    evaluation in :func:`exact_outputs`)."""
+    values = x
+    for layer in network.layers:
+        rows = [sum((Fraction(float(w)) * v for w, v in zip(row, values, strict=True)),
+                    Fraction(float(b))) for row, b in zip(layer.weight, layer.bias, strict=True)]
+        if layer.activation == "hardtanh":
+            rows = [min(max(z, Fraction(layer.min_val)), Fraction(layer.max_val)) for z in rows]
+        elif layer.activation != "none":
+            slopes = layer.negative_slope_effective
+            rows = [z if z >= 0 else Fraction(float(s)) * z for z, s in zip(rows, slopes,
+                                                                             strict=True)]
+        values = rows
+    return values
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=_awkward_case(), clamp=st.tuples(_awkward_float(), _awkward_float()),
+       thirds=st.lists(st.integers(-5, 5), min_size=3, max_size=3), hardtanh=st.booleans())
+def test_exact_outputs_equal_the_rational_evaluation(
+    case: tuple[Network, np.ndarray, np.ndarray, np.ndarray], clamp: tuple[float, float],
+    thirds: list[int], hardtanh: bool,
+) -> None:
+    network, _, lo, hi = case
+    low, high = sorted(clamp)
+    if hardtanh and low < high:
+        first, second = network.layers
+        network = Network([Layer(first.weight, first.bias, "hardtanh", min_val=low,
+                                 max_val=high), second])
+    for point in ([*lo], [*hi], [Fraction(t, 3) for t in thirds[: lo.size]]):
+        if all(np.isfinite(float(v)) for v in point):
+            rational = [v if isinstance(v, Fraction) else Fraction(float(v)) for v in point]
+            assert exact_outputs(network, point) == _rational_reference(network, rational)
+
+
 # -- the same holes inside PV events, and exactly decidable ties
 
 

@@ -15,6 +15,7 @@ smaller than ~1e-280 (where splitting underflows) use the rigorous bound
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -106,8 +107,11 @@ def exact_outputs(network: Network, x: Sequence[float | Fraction]) -> list[Fract
     """The network's outputs at the point ``x`` in exact rational arithmetic.
 
     Every float weight, bias, slope, clamp bound and coordinate is exactly a rational, so
-    this is the network's real-arithmetic value, free of rounding (slow: for deciding a few
-    points where float evaluation cannot, e.g. ties and witnesses).
+    this is the network's real-arithmetic value, free of rounding. Each layer's values are
+    integers over one common denominator (floats are dyadic: integers over powers of two),
+    so the work is integer products and sums, without a rational normalisation per
+    operation (still slow next to float: for deciding a few points where float evaluation
+    cannot, e.g. ties and witnesses).
 
     Raises:
         NetworkError: the network has a classifier head (not rational); evaluate its
@@ -119,26 +123,54 @@ def exact_outputs(network: Network, x: Sequence[float | Fraction]) -> list[Fract
             "head; evaluate its logits() or as_classifier() view"
         )
     values = [v if isinstance(v, Fraction) else Fraction(float(v)) for v in x]
+    denominator = math.lcm(1, *(v.denominator for v in values))
+    numerators = [v.numerator * (denominator // v.denominator) for v in values]
     for layer in network.layers:
-        rows = [
-            sum(
-                (Fraction(float(w)) * values[j] for j, w in enumerate(row) if w != 0.0),
-                Fraction(float(b)),
-            )
-            for row, b in zip(layer.weight, layer.bias, strict=True)
-        ]
-        values = [_activate_exact(layer, index, z) for index, z in enumerate(rows)]
-    return values
+        numerators, denominator = _exact_layer(layer, numerators, denominator)
+    return [Fraction(n, denominator) for n in numerators]
 
 
-def _activate_exact(layer: Layer, index: int, z: Fraction) -> Fraction:
+def _dyadic(values: Sequence[float]) -> tuple[list[int], int]:
+    """Integers ``m`` and one power of two ``scale`` with ``values[i] == m[i] / scale``
+    exactly."""
+    ratios = [float(v).as_integer_ratio() for v in values]
+    scale = max((d for _, d in ratios), default=1)
+    return [n * (scale // d) for n, d in ratios], scale
+
+
+def _exact_layer(layer: Layer, numerators: list[int], denominator: int
+                 ) -> tuple[list[int], int]:
+    """``layer`` applied exactly to the values ``numerators / denominator``; the outputs over
+    their own common denominator (reduced by the numerators' common factor)."""
+    weights, weight_scale = _dyadic(np.asarray(layer.weight, dtype=np.float64).ravel())
+    biases, bias_scale = _dyadic(layer.bias)
+    width = layer.weight.shape[1]
+    products_scale = weight_scale * denominator
+    scale = math.lcm(products_scale, bias_scale)
+    up, bias_up = scale // products_scale, scale // bias_scale
+    outputs = []
+    for i, bias in enumerate(biases):
+        row = weights[i * width : (i + 1) * width]
+        total = sum(w * v for w, v in zip(row, numerators, strict=True) if w)
+        outputs.append(total * up + bias * bias_up)
+    outputs, scale = _exact_activation(layer, outputs, scale)
+    common = math.gcd(scale, *outputs)
+    return [z // common for z in outputs], scale // common
+
+
+def _exact_activation(layer: Layer, values: list[int], scale: int) -> tuple[list[int], int]:
+    """The activation applied exactly to ``values / scale``."""
     if layer.activation == "none":
-        return z
+        return values, scale
     if layer.activation == "hardtanh":
-        return min(max(z, Fraction(layer.min_val)), Fraction(layer.max_val))
-    if z >= 0:
-        return z
-    return Fraction(float(layer.negative_slope_effective[index])) * z
+        (low, high), bound_scale = _dyadic([layer.min_val, layer.max_val])
+        common = math.lcm(scale, bound_scale)
+        up, bound_up = common // scale, common // bound_scale
+        low, high = low * bound_up, high * bound_up
+        return [min(max(z * up, low), high) for z in values], common
+    slopes, slope_scale = _dyadic(layer.negative_slope_effective)
+    return [z * slope_scale if z >= 0 else z * slope
+            for z, slope in zip(values, slopes, strict=True)], scale * slope_scale
 
 
 def exact_linear_value(
