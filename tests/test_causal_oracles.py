@@ -18,6 +18,7 @@ from verifier.causal.analysis import (
     FAIR,
     AnalysisSettings,
     analyse_chunk,
+    gives_up_saturated,
 )
 from verifier.causal.analysis import BIASED_EVERYWHERE as BIASED_EVERYWHERE_STATUS
 from verifier.causal.analysis import FAIR as FAIR_STATUS
@@ -119,12 +120,34 @@ def test_random_networks_against_monte_carlo(seed: int) -> None:
     _witnesses_flip(network, certificate, [2])
 
 
+@pytest.mark.parametrize("seed", [5, 21])
+def test_deep_narrow_networks_against_monte_carlo(seed: int) -> None:
+    """Six ReLU layers of four: partitions whose bounds saturate a layer are given up at it
+    (``SATURATION_DEPTH``); the certified interval must still contain the estimate."""
+    network = random_network(3, [4] * 6, seed)
+    problem = build_problem(network, ["x2"], split_values=[0.5])
+    assert gives_up_saturated(problem)
+    certificate = certify_causal_fairness(
+        problem, CausalSettings(max_unstable=6, timeout_s=5.0, target_width=0.03)
+    )
+    low, high = certificate.bounds["biased_share"]
+    rng = np.random.default_rng(seed)
+    points = rng.uniform(size=(4000, 3))
+    estimate = biased_by_grid(network, points, [2], np.linspace(0, 1, 201)[:, None]).mean()
+    error = 4 * np.sqrt(max(estimate * (1 - estimate), 1e-4) / points.shape[0])
+    assert low - error <= estimate <= high + error
+    assert certificate.details["fair_fraction"] + certificate.details["witnessed_fraction"] > 0
+    _witnesses_flip(network, certificate, [2])
+
+
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000), lo=st.floats(0.0, 0.6), width=st.floats(0.05, 0.4))
-def test_chunk_verdicts_hold_on_dense_grids(seed: int, lo: float, width: float) -> None:
+@given(seed=st.integers(0, 10_000), lo=st.floats(0.0, 0.6), width=st.floats(0.05, 0.4),
+       hidden=st.sampled_from([[5, 5], [4] * 6]))
+def test_chunk_verdicts_hold_on_dense_grids(seed: int, lo: float, width: float,
+                                            hidden: list[int]) -> None:
     """Fair partitions have no biased grid point; biased-everywhere ones only biased points;
-    every witness flips the class."""
-    network = random_network(3, [5, 5], seed)
+    every witness flips the class (a deep narrow network: saturated boxes given up)."""
+    network = random_network(3, hidden, seed)
     problem = build_problem(network, ["x2"], split_values=[0.4])
     starts = np.linspace(lo, lo + width, 4)
     lower = np.column_stack([starts[:-1], np.full(3, lo), np.zeros(3)])

@@ -807,12 +807,13 @@ def _crown_layer_bounds(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
     ibp_lo: torch.Tensor, ibp_hi: torch.Tensor, margins: torch.Tensor,
     inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], onehot: _OneHot | None,
-    halves: dict[int, tuple[torch.Tensor, torch.Tensor]],
+    halves: dict[int, tuple[torch.Tensor, torch.Tensor]], active: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tighten the IBP pre-activation bounds of ``layer`` by CROWN on its unstable neurons
     (``margins``: per box and neuron, the margin of the neuron's real terms; ``halves``: the
-    cache of :func:`_backsubstitute`)."""
-    unstable = (ibp_lo < 0) & (ibp_hi > 0)
+    cache of :func:`_backsubstitute`; ``active``: the boxes to tighten, the others keep
+    their IBP bounds)."""
+    unstable = (ibp_lo < 0) & (ibp_hi > 0) & active[:, None]
     box, neuron = torch.nonzero(unstable, as_tuple=True)
     out_lo, out_hi = ibp_lo.clone(), ibp_hi.clone()
     affine = affines[layer]
@@ -836,14 +837,18 @@ def _crown_layer_bounds(
 def _crown_finite(
     affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
     onehot: _OneHot | None, signs: list[torch.Tensor | None], needed: torch.Tensor | None,
+    give_up_saturated: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
            dict[int, _Relaxation], torch.Tensor, torch.Tensor, torch.Tensor]:
     """CROWN with CROWN intermediate bounds on boxes whose IBP bounds are finite; also
     returns ``|A_lower| + |A_upper|`` and ``A_lower`` (the input coefficients of the final
     linear bounds) and the margins of the spec rows (for alpha-CROWN). Neurons whose sign
     is known (``signs``, per layer) are stable: no back-substitution runs for them. Spec rows
-    not ``needed`` (per box) keep their IBP bounds."""
+    not ``needed`` (per box) keep their IBP bounds. With ``give_up_saturated``, a box with a
+    kink layer whose every neuron is unstable keeps IBP bounds from the next layer on (spec
+    rows included; the first layer, bounded exactly by intervals, is not counted)."""
     relaxations: dict[int, _Relaxation] = {}
+    active = torch.ones(lo.shape[0], dtype=torch.bool)
     pre_lo: list[torch.Tensor] = []
     pre_hi: list[torch.Tensor] = []
     inputs_lo, inputs_hi = [lo], [hi]
@@ -862,7 +867,7 @@ def _crown_finite(
             z_lo, z_hi = _crown_layer_bounds(
                 affines, relaxations, index, z_lo, z_hi,
                 _row_margins(magnitudes.value[-1], magnitudes.support[-1]),
-                inputs_lo, inputs_hi, onehot, halves,
+                inputs_lo, inputs_hi, onehot, halves, active,
             )
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
@@ -870,6 +875,8 @@ def _crown_finite(
         if affine.slope is not None:
             relaxations[index] = _relax(z_lo, z_hi, affine.slope)
             dead = (affine.slope == 0) & (z_hi <= 0)
+            if give_up_saturated and index > 0:
+                active &= ~((z_lo < 0) & (z_hi > 0)).all(dim=1)
         value_in, support_in = magnitudes.activated(relaxations.get(index), dead)
         h_lo, h_hi = _activate_interval(z_lo, z_hi, affine.slope)
         inputs_lo.append(h_lo)
@@ -880,6 +887,10 @@ def _crown_finite(
         (spec.abs() @ magnitudes.value[-1].unsqueeze(-1)).squeeze(-1),
         ((spec != 0).to(torch.float64) @ magnitudes.support[-1].unsqueeze(-1)).squeeze(-1),
     )
+    if not bool(active.all()):
+        rows = spec.shape[1]
+        kept = active[:, None].expand(-1, rows)
+        needed = kept if needed is None else needed & kept
     lower, upper, coefficients, lower_coefficients = _crown_spec(
         affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi, onehot, needed
     )
@@ -997,7 +1008,7 @@ def compute_bounds(
     network: Network, lower: np.ndarray, upper: np.ndarray, spec: np.ndarray | None = None,
     method: Method = "crown", *, alpha_steps: int = 20, alpha_lr: float = 0.1,
     groups: Sequence[Sequence[int]] = (), known_signs: np.ndarray | None = None,
-    needed: np.ndarray | None = None,
+    needed: np.ndarray | None = None, give_up_saturated: bool = False,
 ) -> BoundsResult:
     """Sound bounds of ``spec @ network(x)`` over each box ``[lower[b], upper[b]]``.
 
@@ -1015,8 +1026,14 @@ def compute_bounds(
     neurons (a stable neuron's relaxation is exact whatever its bounds). See the module
     ``needed``: ``(B, S)`` bool, the (box, row) pairs whose bounds the caller uses; CROWN
     spares the final back-substitution of the others, which keep their IBP bounds (still
-    sound, with zero ``sensitivity``; alpha-CROWN optimises every row). See the module
-    docstring for the guarantees.
+    sound, with zero ``sensitivity``; alpha-CROWN optimises every row).
+    ``give_up_saturated``: CROWN stops tightening a box after a kink layer (not the first)
+    whose every neuron it leaves unstable (a saturated layer); the box's later layers and
+    spec rows keep IBP bounds (sound, looser, zero ``sensitivity``; its unstable count can
+    only be larger).
+    For deep networks, where a box that saturates one layer saturates all later ones and
+    would otherwise back-substitute every neuron through every layer for nothing. See the
+    module docstring for the guarantees.
     """
     if method not in METHODS:
         raise CertgateInputError(
@@ -1056,7 +1073,8 @@ def compute_bounds(
             )[crownable]
             (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_signed,
              spec_margin) = _crown_finite(
-                affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines), f_needed
+                affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines), f_needed,
+                give_up_saturated,
             )
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
             sensitivity[crownable.numpy()] = c_sensitivity.numpy()

@@ -66,6 +66,13 @@ FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, SPLIT, EXCLUDED = 0, 1, 2, 3, 4
 UNFINISHED = 7
 SPLIT_RULES = ("smear", "bounds")
 STATUS_NAMES = ("fair", "biased_everywhere", "biased_witness", "split", "excluded")
+SATURATION_DEPTH = 4
+"""On networks this deep, a partition whose CROWN bounds leave every neuron of a layer
+unstable is given up at that layer (IBP beyond it): measured on Adult RQ4's 32 × 40 network,
+such a box saturates every later layer (1,165 of 1,280 neurons unstable) and no partition
+with more than 128 unstable neurons was ever decided by its bounds, while those boxes took
+most of the bounding time. Shallower networks keep full CROWN: there the final bound can
+still decide a box with a saturated layer."""
 SPLIT_BATCH_MAX = 64
 SPLIT_BATCH_SECONDS = 0.25
 """Split candidates are bounded in batches of partitions (the split is a chunk's most
@@ -111,12 +118,20 @@ class ChunkOutcome:
     exact_checked: np.ndarray
 
 
+def gives_up_saturated(problem: FairnessProblem) -> bool:
+    """Whether the partitions' CROWN bounds stop at a saturated layer (see
+    :func:`~verifier.bounds.compute_bounds`): on networks with at least
+    :data:`SATURATION_DEPTH` ReLU layers."""
+    kinks = sum(layer.activation != "none" for layer in problem.network.layers)
+    return kinks >= SATURATION_DEPTH
+
+
 def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                    method: str):
     """``(M,)`` the class proven to win strictly on each box (−1 if none), and the bounds."""
     classes = problem.network.output_size
     result = compute_bounds(problem.network, lower, upper, pairwise_difference_spec(classes),
-                            method)
+                            method, give_up_saturated=gives_up_saturated(problem))
     wins = (result.lower > 0.0).reshape(lower.shape[0], classes, classes - 1).all(axis=2)
     proven = np.where(wins.any(axis=1), np.argmax(wins, axis=1), -1)
     return proven, result
