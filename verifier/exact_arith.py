@@ -15,6 +15,7 @@ smaller than ~1e-280 (where splitting underflows) use the rigorous bound
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -138,11 +139,18 @@ def _dyadic(values: Sequence[float]) -> tuple[list[int], int]:
     return [n * (scale // d) for n, d in ratios], scale
 
 
+@functools.lru_cache(maxsize=256)
+def _dyadic_matrix(data: bytes) -> tuple[list[int], int]:
+    """:func:`_dyadic` of a weight matrix's float64 bytes (row-major), converted once per
+    matrix: a witness check evaluates the same layers at many points."""
+    return _dyadic(np.frombuffer(data, dtype=np.float64))
+
+
 def _exact_layer(layer: Layer, numerators: list[int], denominator: int
                  ) -> tuple[list[int], int]:
     """``layer`` applied exactly to the values ``numerators / denominator``; the outputs over
     their own common denominator (reduced by the numerators' common factor)."""
-    weights, weight_scale = _dyadic(np.asarray(layer.weight, dtype=np.float64).ravel())
+    weights, weight_scale = _dyadic_matrix(np.asarray(layer.weight, dtype=np.float64).tobytes())
     biases, bias_scale = _dyadic(layer.bias)
     width = layer.weight.shape[1]
     products_scale = weight_scale * denominator
