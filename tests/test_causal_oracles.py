@@ -122,9 +122,9 @@ def test_random_networks_against_monte_carlo(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", [5, 21])
 def test_deep_narrow_networks_against_monte_carlo(seed: int) -> None:
-    """Six ReLU layers of four: partitions whose bounds saturate a layer are given up at it
+    """Nine ReLU layers of four: partitions whose bounds saturate a layer are given up at it
     (``SATURATION_DEPTH``); the certified interval must still contain the estimate."""
-    network = random_network(3, [4] * 6, seed)
+    network = random_network(3, [4] * 9, seed)
     problem = build_problem(network, ["x2"], split_values=[0.5])
     assert gives_up_saturated(problem)
     certificate = certify_causal_fairness(
@@ -142,7 +142,7 @@ def test_deep_narrow_networks_against_monte_carlo(seed: int) -> None:
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), lo=st.floats(0.0, 0.6), width=st.floats(0.05, 0.4),
-       hidden=st.sampled_from([[5, 5], [4] * 6]))
+       hidden=st.sampled_from([[5, 5], [4] * 9]))
 def test_chunk_verdicts_hold_on_dense_grids(seed: int, lo: float, width: float,
                                             hidden: list[int]) -> None:
     """Fair partitions have no biased grid point; biased-everywhere ones only biased points;

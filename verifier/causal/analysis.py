@@ -66,13 +66,14 @@ FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, SPLIT, EXCLUDED = 0, 1, 2, 3, 4
 UNFINISHED = 7
 SPLIT_RULES = ("smear", "bounds")
 STATUS_NAMES = ("fair", "biased_everywhere", "biased_witness", "split", "excluded")
-SATURATION_DEPTH = 4
+SATURATION_DEPTH = 8
 """On networks this deep, a partition whose CROWN bounds leave every neuron of a layer
 unstable is given up at that layer (IBP beyond it): measured on Adult RQ4's 32 × 40 network,
 such a box saturates every later layer (1,165 of 1,280 neurons unstable) and no partition
 with more than 128 unstable neurons was ever decided by its bounds, while those boxes took
-most of the bounding time. Shallower networks keep full CROWN: there the final bound can
-still decide a box with a saturated layer."""
+most of the bounding time. Shallower networks keep full CROWN: CROWN's cost grows with the
+square of the depth, so giving up saves little there, and the final bound of a few layers
+can still decide a box with a saturated layer."""
 SPLIT_BATCH_MAX = 64
 SPLIT_BATCH_SECONDS = 0.25
 """Split candidates are bounded in batches of partitions (the split is a chunk's most
