@@ -347,3 +347,15 @@ def test_uniform_share_bounds_are_rounded_outward(cuts: list[int],
     assert Fraction(bounds.fair) <= fair
     assert Fraction(bounds.biased[0]) <= everywhere
     assert Fraction(bounds.biased[1]) >= 1 - fair
+
+
+@pytest.mark.parametrize("seed", [3, 13])
+def test_refinement_stops_early_only_at_the_target_width(seed: int) -> None:
+    """The stopping rule counts the refinement's pending partitions as possibly biased: a
+    run ends before its budget only once the reported interval is the target width."""
+    network = random_network(3, [6, 6], seed)
+    problem = build_problem(network, ["x2"], split_values=[0.5])
+    settings = CausalSettings(max_unstable=6, timeout_s=4.0, target_width=0.002)
+    certificate = certify_causal_fairness(problem, settings)
+    low, high = certificate.bounds["biased_share"]
+    assert high - low <= settings.target_width or certificate.cost["elapsed_s"] >= 3.8

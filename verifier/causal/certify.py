@@ -230,7 +230,7 @@ def certify_causal_fairness(
             break
         if not (pending_origin < 0).any():
             # coverage done: refine, alongside the refinement's undecided partitions
-            bounds = _current_bounds(problem, ledger, refinable, n)
+            bounds = _current_bounds(problem, ledger, refinable, pending_lo, pending_hi, n)
             if bounds.biased[1] - bounds.biased[0] <= settings.target_width:
                 break
             if refinable:
@@ -308,12 +308,17 @@ def certify_causal_fairness(
                         time.monotonic() - started)
 
 
-def _current_bounds(problem, ledger: _Ledger, refinable, n: int):
+def _current_bounds(problem, ledger: _Ledger, refinable, pending_lo: np.ndarray,
+                    pending_hi: np.ndarray, n: int):
+    """The share bounds if the run stopped now: the ledger, the witnessed partitions awaiting
+    refinement and the refinement's pending partitions (which end as refining if left)."""
     lo, hi, status, *_ = ledger.arrays(n)
     if refinable:
         lo = np.vstack([lo, *[r[2][:1] for r in refinable]])
         hi = np.vstack([hi, *[r[2][1:] for r in refinable]])
         status = np.concatenate([status, np.full(len(refinable), BIASED_WITNESS, dtype=np.int8)])
+    lo, hi = np.vstack([lo, pending_lo]), np.vstack([hi, pending_hi])
+    status = np.concatenate([status, np.full(pending_lo.shape[0], REFINING, dtype=np.int8)])
     return uniform_bounds(problem, lo, hi, status, np.isin(status, (EXCLUDED, UNRESOLVED)))
 
 
