@@ -109,6 +109,7 @@ def run_one(network: Path, spec: Path, query: Path | None, lower: float, upper: 
         "partitions": int(certificate.cost["partitions"]),
         "milps": int(certificate.cost["milps"]),
         "time_s": certificate.cost["elapsed_s"],
+        "coverage_done_s": certificate.cost.get("coverage_done_s"),
     }
 
 
@@ -162,6 +163,9 @@ def _print(entry: dict[str, Any], ours: dict[str, Any]) -> None:
           f"[{low:.3f}, {high:.3f}]%   (query: width {100 * (q_high - q_low):.2f} points)   "
           f"{ours['verdict']:7s} {ours['partitions']} parts "
           f"{ours['milps']} MILPs  {ours['time_s']:.1f}s")
+    if ours.get("coverage_done_s") is not None:
+        print(f"  ours     every partition outside refinements decided after "
+              f"{ours['coverage_done_s']:.1f}s")
     for row in entry["published"]:
         covered = "—" if row["covered_pct"] is None else f"{row['covered_pct']:7.3f}%"
         biased = "—" if row["biased_pct"] is None else f"{row['biased_pct']:.3f}%"

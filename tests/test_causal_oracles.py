@@ -359,3 +359,5 @@ def test_refinement_stops_early_only_at_the_target_width(seed: int) -> None:
     certificate = certify_causal_fairness(problem, settings)
     low, high = certificate.bounds["biased_share"]
     assert high - low <= settings.target_width or certificate.cost["elapsed_s"] >= 3.8
+    assert certificate.details["excluded_fraction"] == 0.0  # covered, and when is reported
+    assert 0.0 < certificate.cost["coverage_done_s"] <= certificate.cost["elapsed_s"]
