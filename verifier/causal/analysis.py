@@ -13,6 +13,11 @@ each sensitive cell (and, for a continuous sensitive input, each cell endpoint a
 * **biased everywhere**: two sensitive values are proven to give two different classes on the
   whole partition, so every non-sensitive point of it is biased.
 
+Probes equal to a one-value cell reuse that cell's bounds. On networks of at least
+:data:`SATURATION_DEPTH` ReLU layers, CROWN gives a box up at a layer it leaves wholly
+unstable (IBP beyond it): such partitions are split, never decided, and were most of the
+bounding time.
+
 Undecided partitions are then searched for a witness at fixed sample points (cheap), and only
 those without one and with at most U unstable ReLUs go to the exact MILP check.
 
