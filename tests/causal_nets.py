@@ -40,3 +40,16 @@ def biased_by_grid(network: Network, points: np.ndarray, sensitive: list[int],
     rows[:, sensitive] = np.tile(values, (points.shape[0], 1))
     classes = network.classify(rows).reshape(points.shape[0], count)
     return classes.min(axis=1) != classes.max(axis=1)
+
+
+def assert_share_contains_estimate(network: Network, share: tuple[float, float],
+                                   seed: int) -> None:
+    """The certified biased share of the unit cube (sensitive input ``x2`` in [0, 1], the
+    other two uniform) contains a 4,000-point Monte Carlo estimate ± 4 standard errors
+    (each point's bias decided on a grid of 201 sensitive values)."""
+    low, high = share
+    rng = np.random.default_rng(seed)
+    points = rng.uniform(size=(4000, 3))
+    estimate = biased_by_grid(network, points, [2], np.linspace(0, 1, 201)[:, None]).mean()
+    error = 4 * np.sqrt(max(estimate * (1 - estimate), 1e-4) / points.shape[0])
+    assert low - error <= estimate <= high + error

@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.causal_nets import biased_by_grid, random_network, threshold_network
+from tests.causal_nets import (
+    assert_share_contains_estimate,
+    biased_by_grid,
+    random_network,
+    threshold_network,
+)
 from verifier.bounds import compute_bounds
 from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
 from verifier.causal.analysis import (
@@ -110,11 +115,7 @@ def test_random_networks_against_monte_carlo(seed: int) -> None:
     )
     low, high = certificate.bounds["biased_share"]
     assert low > 0.0 and high - low <= 0.2
-    rng = np.random.default_rng(seed)
-    points = rng.uniform(size=(4000, 3))
-    estimate = biased_by_grid(network, points, [2], np.linspace(0, 1, 201)[:, None]).mean()
-    error = 4 * np.sqrt(max(estimate * (1 - estimate), 1e-4) / points.shape[0])
-    assert low - error <= estimate <= high + error
+    assert_share_contains_estimate(network, (low, high), seed)
     parts = certificate.details["partition_counts"]
     assert sum(parts.values()) == certificate.cost["partitions"]
     _witnesses_flip(network, certificate, [2])
@@ -131,11 +132,7 @@ def test_deep_narrow_networks_against_monte_carlo(seed: int) -> None:
         problem, CausalSettings(max_unstable=6, timeout_s=5.0, target_width=0.03)
     )
     low, high = certificate.bounds["biased_share"]
-    rng = np.random.default_rng(seed)
-    points = rng.uniform(size=(4000, 3))
-    estimate = biased_by_grid(network, points, [2], np.linspace(0, 1, 201)[:, None]).mean()
-    error = 4 * np.sqrt(max(estimate * (1 - estimate), 1e-4) / points.shape[0])
-    assert low - error <= estimate <= high + error
+    assert_share_contains_estimate(network, (low, high), seed)
     assert certificate.details["fair_fraction"] + certificate.details["witnessed_fraction"] > 0
     _witnesses_flip(network, certificate, [2])
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.causal_nets import biased_by_grid, random_network, threshold_network
+from tests.causal_nets import (
+    assert_share_contains_estimate,
+    random_network,
+    threshold_network,
+)
 from tests.test_causal_integer import _assert_integer_witnesses, _brute_force, _logit_network
 from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
 from verifier.causal import certify as certify_module
@@ -100,12 +104,7 @@ def test_bounds_only_refinement_against_monte_carlo(seed: int, monkeypatch) -> N
     problem = build_problem(network, ["x2"], split_values=[0.5])
     certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=20.0,
                                                                   target_width=0.05))
-    lower, upper = certificate.bounds["biased_share"]
-    rng = np.random.default_rng(seed)
-    points = rng.uniform(size=(4000, 3))
-    estimate = biased_by_grid(network, points, [2], np.linspace(0, 1, 201)[:, None]).mean()
-    error = 4 * np.sqrt(max(estimate * (1 - estimate), 1e-4) / points.shape[0])
-    assert lower - error <= estimate <= upper + error
+    assert_share_contains_estimate(network, certificate.bounds["biased_share"], seed)
     assert certificate.details["partition_counts"]["excluded"] == 0
     for witness in certificate.details["witnesses"]:
         a, b = np.array(witness["x"]), np.array(witness["x_other"])
