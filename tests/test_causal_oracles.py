@@ -22,8 +22,11 @@ from verifier.causal.analysis import (
     BIASED_WITNESS,
     FAIR,
     AnalysisSettings,
+    _probe_classes,
+    _probe_values,
     analyse_chunk,
     gives_up_saturated,
+    proven_classes,
 )
 from verifier.causal.analysis import BIASED_EVERYWHERE as BIASED_EVERYWHERE_STATUS
 from verifier.causal.analysis import FAIR as FAIR_STATUS
@@ -358,3 +361,29 @@ def test_refinement_stops_early_only_at_the_target_width(seed: int) -> None:
     assert high - low <= settings.target_width or certificate.cost["elapsed_s"] >= 3.8
     assert certificate.details["excluded_fraction"] == 0.0  # covered, and when is reported
     assert 0.0 < certificate.cost["coverage_done_s"] <= certificate.cost["elapsed_s"]
+
+
+@pytest.mark.parametrize("kind", ["one_hot", "continuous"])
+def test_probe_classes_equal_bounding_every_probe(kind: str) -> None:
+    """Probes that equal a one-value cell take the cell's proven class; the result is the
+    class proven by bounding every probe box itself."""
+    if kind == "one_hot":
+        network = threshold_network([1.0, -0.3, -0.7], 0.0, ["x", "s0", "s1"])
+        problem = build_problem(network, ["s0", "s1"], sensitive_kind="one_hot")
+    else:
+        network = random_network(3, [6, 6], 7)
+        problem = build_problem(network, ["x2"], split_values=[0.5])
+    lower = np.array([[0.0, 0, 0], [0.2, 0, 0], [0.5, 0, 0], [0.8, 0, 0]])
+    upper = lower + np.array([0.1, 0.5, 0.5])
+    cell_lo, cell_hi = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    cells = proven_classes(problem, cell_lo, cell_hi, "crown")[0].reshape(4, -1)
+    probes = _probe_values(problem, None, 4)
+    sens = list(problem.sensitive)
+    probe_lo = np.repeat(lower, probes.shape[1], axis=0)
+    probe_hi = np.repeat(upper, probes.shape[1], axis=0)
+    probe_lo[:, sens] = probes.reshape(-1, len(sens))
+    probe_hi[:, sens] = probes.reshape(-1, len(sens))
+    direct = proven_classes(problem, probe_lo, probe_hi, "crown")[0].reshape(4, -1)
+    reused = _probe_classes(problem, probes, probe_lo, probe_hi, cells, "crown")
+    assert np.array_equal(reused, direct)
+    assert (direct >= 0).any()
