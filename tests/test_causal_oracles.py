@@ -387,3 +387,35 @@ def test_probe_classes_equal_bounding_every_probe(kind: str) -> None:
     reused = _probe_classes(problem, probes, probe_lo, probe_hi, cells, "crown")
     assert np.array_equal(reused, direct)
     assert (direct >= 0).any()
+
+
+def test_running_share_sums_give_the_ledger_bounds() -> None:
+    """The stopping rule's running sums by status give the bounds of the whole ledger (up to
+    summation order), and pending refinement partitions count as possibly biased."""
+    from verifier.causal.analysis import EXCLUDED
+    from verifier.causal.certify import REFINING, UNRESOLVED, _current_bounds, _Ledger
+    from verifier.causal.share import uniform_bounds
+
+    network = random_network(3, [6, 6], 3)
+    problem = build_problem(network, ["x2"], split_values=[0.5])
+    rng = np.random.default_rng(0)
+    ledger = _Ledger(problem)
+    for _ in range(5):
+        lo = rng.uniform(0.0, 0.5, size=(7, 3))
+        status = rng.choice([FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, EXCLUDED, UNRESOLVED], size=7)
+        nan = np.full((7, 3), np.nan)
+        ledger.add(lo, lo + rng.uniform(0.0, 0.5, size=(7, 3)), status, nan, nan,
+                   np.full((7, 2), -1), np.full(7, -1))
+    lo, hi, status, *_ = ledger.arrays(3)
+    whole = uniform_bounds(problem, lo, hi, status, np.isin(status, (EXCLUDED, UNRESOLVED)))
+    empty = np.zeros((0, 3))
+    running = _current_bounds(problem, ledger, [], empty, empty)
+    assert running.fair == pytest.approx(whole.fair, rel=1e-12)
+    assert running.biased == pytest.approx(whole.biased, rel=1e-12)
+    assert running.excluded == pytest.approx(whole.excluded, rel=1e-12)
+    pending = _current_bounds(problem, ledger, [], lo[:3], hi[:3])
+    with_pending = uniform_bounds(problem, np.vstack([lo, lo[:3]]), np.vstack([hi, hi[:3]]),
+                                  np.concatenate([status, np.full(3, REFINING)]),
+                                  np.isin(np.concatenate([status, np.full(3, REFINING)]),
+                                          (EXCLUDED, UNRESOLVED)))
+    assert pending.biased == pytest.approx(with_pending.biased, rel=1e-12)

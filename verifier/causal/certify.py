@@ -37,7 +37,7 @@ from verifier.causal.analysis import (
 )
 from verifier.causal.partition import initial_partition, uniform_share
 from verifier.causal.problem import CausalInputError, FairnessProblem
-from verifier.causal.share import population_bounds, uniform_bounds
+from verifier.causal.share import bounds_from_sums, population_bounds, uniform_bounds
 from verifier.certificate import Certificate
 from verifier.executor import InProcessExecutor
 
@@ -135,8 +135,11 @@ class CausalSettings:
 @dataclass
 class _Ledger:
     """Final partitions with status, witness and *origin*: the index of the refined parent
-    they descend from (−1 outside refinement)."""
+    they descend from (−1 outside refinement); ``shares``/``count``: running sums of their
+    uniform shares by status and their number (for the stopping rule, without restacking
+    the whole ledger every round)."""
 
+    problem: FairnessProblem
     lower: list[np.ndarray] = field(default_factory=list)
     upper: list[np.ndarray] = field(default_factory=list)
     status: list[np.ndarray] = field(default_factory=list)
@@ -147,6 +150,8 @@ class _Ledger:
     witness_records: list[tuple[np.ndarray, np.ndarray, tuple[int, int]]] = field(
         default_factory=list
     )
+    shares: dict[int, float] = field(default_factory=dict)
+    count: int = 0
 
     def add(self, lower, upper, status, wa, wb, wc, origin) -> None:
         self.lower.append(lower)
@@ -156,6 +161,8 @@ class _Ledger:
         self.witness_b.append(wb)
         self.witness_classes.append(np.asarray(wc, dtype=np.int64).reshape(-1, 2))
         self.origin.append(np.asarray(origin, dtype=np.int64).reshape(-1))
+        _add_shares(self.shares, uniform_share(self.problem, lower, upper), self.status[-1])
+        self.count += self.status[-1].size
 
     def arrays(self, n: int) -> tuple[np.ndarray, ...]:
         """``lower, upper, status, witness_a, witness_b, witness_classes, origin``."""
@@ -218,7 +225,7 @@ def certify_causal_fairness(
     deadline = started + settings.timeout_s
     analysis = settings.analysis()
     n = problem.inputs
-    ledger = _Ledger()
+    ledger = _Ledger(problem)
     pending_lo, pending_hi = initial_partition(problem)
     pending_hints = np.full((1, 2, n), np.nan)
     pending_origin = np.full(1, -1, dtype=np.int64)
@@ -235,7 +242,7 @@ def certify_causal_fairness(
             # coverage done: refine, alongside the refinement's undecided partitions
             if covered_at is None:
                 covered_at = time.monotonic() - started
-            bounds = _current_bounds(problem, ledger, refinable, pending_lo, pending_hi, n)
+            bounds = _current_bounds(problem, ledger, refinable, pending_lo, pending_hi)
             if bounds.biased[1] - bounds.biased[0] <= settings.target_width:
                 break
             if refinable:
@@ -314,17 +321,29 @@ def certify_causal_fairness(
 
 
 def _current_bounds(problem, ledger: _Ledger, refinable, pending_lo: np.ndarray,
-                    pending_hi: np.ndarray, n: int):
+                    pending_hi: np.ndarray):
     """The share bounds if the run stopped now: the ledger, the witnessed partitions awaiting
     refinement and the refinement's pending partitions (which end as refining if left)."""
-    lo, hi, status, *_ = ledger.arrays(n)
+    shares = dict(ledger.shares)
     if refinable:
-        lo = np.vstack([lo, *[r[2][:1] for r in refinable]])
-        hi = np.vstack([hi, *[r[2][1:] for r in refinable]])
-        status = np.concatenate([status, np.full(len(refinable), BIASED_WITNESS, dtype=np.int8)])
-    lo, hi = np.vstack([lo, pending_lo]), np.vstack([hi, pending_hi])
-    status = np.concatenate([status, np.full(pending_lo.shape[0], REFINING, dtype=np.int8)])
-    return uniform_bounds(problem, lo, hi, status, np.isin(status, (EXCLUDED, UNRESOLVED)))
+        lo = np.vstack([r[2][:1] for r in refinable])
+        hi = np.vstack([r[2][1:] for r in refinable])
+        _add_shares(shares, uniform_share(problem, lo, hi),
+                    np.full(len(refinable), BIASED_WITNESS, dtype=np.int8))
+    _add_shares(shares, uniform_share(problem, pending_lo, pending_hi),
+                np.full(pending_lo.shape[0], REFINING, dtype=np.int8))
+    count = ledger.count + len(refinable) + pending_lo.shape[0]
+    return bounds_from_sums(
+        problem, shares.get(FAIR, 0.0), shares.get(BIASED_EVERYWHERE, 0.0),
+        sum(value for code, value in shares.items() if code != FAIR),
+        shares.get(EXCLUDED, 0.0) + shares.get(UNRESOLVED, 0.0), count,
+    )
+
+
+def _add_shares(shares: dict[int, float], weight: np.ndarray, status: np.ndarray) -> None:
+    """Add each partition's share ``weight`` to the running sum of its ``status``."""
+    for code in np.unique(status):
+        shares[int(code)] = shares.get(int(code), 0.0) + float(weight[status == code].sum())
 
 
 def _names_box(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray) -> dict:

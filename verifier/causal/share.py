@@ -37,12 +37,21 @@ def uniform_bounds(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarra
     both ``1 − fair`` (rounded up) and the shares of the partitions not proven fair (with the
     margin added; exactly 0 when every partition is fair)."""
     weight = uniform_share(problem, lower, upper)
+    return bounds_from_sums(problem, float(weight[status == FAIR].sum()),
+                            float(weight[status == BIASED_EVERYWHERE].sum()),
+                            float(weight[status != FAIR].sum()),
+                            float(weight[excluded_mask].sum()), weight.size)
+
+
+def bounds_from_sums(problem: FairnessProblem, fair: float, everywhere: float, unfair: float,
+                     excluded: float, count: int) -> ShareBounds:
+    """:func:`uniform_bounds` from the float sums of the ``count`` partitions' shares by class
+    (in any order: the margin covers the rounding of any summation order)."""
     factors = len(problem.continuous) + len(problem.onehot_groups)
-    margin = 4.0 * (4 * factors + weight.size + 4) * EPS
-    fair = float(weight[status == FAIR].sum()) * (1.0 - margin)
-    everywhere = float(weight[status == BIASED_EVERYWHERE].sum()) * (1.0 - margin)
-    excluded = float(weight[excluded_mask].sum())
-    unfair = float(weight[status != FAIR].sum()) * (1.0 + margin)
+    margin = 4.0 * (4 * factors + count + 4) * EPS
+    fair *= 1.0 - margin
+    everywhere *= 1.0 - margin
+    unfair *= 1.0 + margin
     high = min(1.0, float(np.nextafter(1.0 - fair, np.inf)), max(everywhere, unfair))
     return ShareBounds(fair=fair, biased=(min(everywhere, high), high), excluded=excluded)
 
