@@ -60,6 +60,33 @@ ACTIVE, UNSTABLE, INACTIVE = 1, 0, -1
 
 
 @dataclass
+class LinearBounds:
+    """CROWN's final linear bounds of ``C·net(x)`` on each box, as pointwise functions.
+
+    For every box ``b``, row ``s`` and every ``x`` in the box (for a one-hot group of the
+    bounding, every one-hot point of it), in real arithmetic::
+
+        lower_value + A_l·x − min_box(A_l·x)  <=  (C·net(x))_s
+        (C·net(x))_s  <=  upper_value + A_u·x − max_box(A_u·x)
+
+    with ``A_l = lower_coefficients[b, s]``, ``A_u = upper_coefficients[b, s]`` (float
+    numbers, taken exactly) and the extremes over the box's intervals and, for a usable
+    one-hot group, over its allowed categories (the concretisation CROWN itself did).
+    ``lower_value``/``upper_value`` are CROWN's bounds *before* they are intersected with
+    IBP's (``−∞``/``+∞`` and zero coefficients where CROWN did not bound the row). Why this
+    holds despite float coefficients: the margin of the row (module docstring) dominates
+    both the rounding of the concretisation and ``|A_float − A_real|·|x|`` at any point of
+    the box, since both are at most ``γ_n`` times the row's magnitude, which is computed with
+    ``max(|lo|, |hi|)`` over the box.
+    """
+
+    lower_coefficients: np.ndarray
+    lower_value: np.ndarray
+    upper_coefficients: np.ndarray
+    upper_value: np.ndarray
+
+
+@dataclass
 class BoundsResult:
     """Bounds of ``C·net(x)`` over each box, and the pre-activation bounds of every kink layer.
 
@@ -70,8 +97,8 @@ class BoundsResult:
     are not meaningful; every output bound is). ``sensitivity`` (CROWN methods only;
     shape ``(B, S, inputs)``) holds ``|A_lower| + |A_upper|``, the absolute input coefficients
     of the final linear bounds: times an input's width, how much of the gap that input drives
-    (zero for boxes bounded by IBP only); ``lower_coefficients`` (same shape) is ``A_lower``
-    itself, signed.
+    (zero for boxes bounded by IBP only); ``linear`` holds CROWN's final linear bounds
+    themselves (:class:`LinearBounds`).
     """
 
     lower: np.ndarray
@@ -82,7 +109,12 @@ class BoundsResult:
     pre_upper: dict[int, np.ndarray] = field(default_factory=dict)
     elapsed_s: float = 0.0
     sensitivity: np.ndarray | None = None
-    lower_coefficients: np.ndarray | None = None
+    linear: LinearBounds | None = None
+
+    @property
+    def lower_coefficients(self) -> np.ndarray | None:
+        """``A_lower``, signed (``(B, S, inputs)``; CROWN methods only)."""
+        return None if self.linear is None else self.linear.lower_coefficients
 
     @property
     def kink_layers(self) -> list[int]:
@@ -839,10 +871,11 @@ def _crown_finite(
     onehot: _OneHot | None, signs: list[torch.Tensor | None], needed: torch.Tensor | None,
     give_up_saturated: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
-           dict[int, _Relaxation], torch.Tensor, torch.Tensor, torch.Tensor]:
+           dict[int, _Relaxation], torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor]:
     """CROWN with CROWN intermediate bounds on boxes whose IBP bounds are finite; also
-    returns ``|A_lower| + |A_upper|`` and ``A_lower`` (the input coefficients of the final
-    linear bounds) and the margins of the spec rows (for alpha-CROWN). Neurons whose sign
+    returns ``|A_lower| + |A_upper|``, the final linear bounds ``(A_lower, CROWN's lower
+    bound, A_upper, CROWN's upper bound)`` before the intersection with IBP (see
+    :class:`LinearBounds`) and the margins of the spec rows (for alpha-CROWN). Neurons whose sign
     is known (``signs``, per layer) are stable: no back-substitution runs for them. Spec rows
     not ``needed`` (per box) keep their IBP bounds. With ``give_up_saturated``, a box with a
     kink layer whose every neuron is unstable keeps IBP bounds from the next layer on (spec
@@ -891,7 +924,7 @@ def _crown_finite(
         rows = spec.shape[1]
         kept = active[:, None].expand(-1, rows)
         needed = kept if needed is None else needed & kept
-    lower, upper, coefficients, lower_coefficients = _crown_spec(
+    lower, upper, coefficients, (signed_lower, signed_upper) = _crown_spec(
         affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi, onehot, needed
     )
     ibp_lower, ibp_upper = _spec_interval(
@@ -899,7 +932,8 @@ def _crown_finite(
     )
     return (
         torch.maximum(lower, ibp_lower), torch.minimum(upper, ibp_upper),
-        pre_lo, pre_hi, relaxations, coefficients, lower_coefficients, spec_margin,
+        pre_lo, pre_hi, relaxations, coefficients,
+        (signed_lower, lower, signed_upper, upper), spec_margin,
     )
 
 
@@ -907,11 +941,11 @@ def _crown_spec(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], spec: torch.Tensor,
     spec_margin: torch.Tensor, inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
     onehot: _OneHot | None, needed: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
     """CROWN bounds of ``spec @ net(x)`` given the relaxations of all kink layers,
     ``|A_lower| + |A_upper|`` per box, row and input (how much each input drives the gap), and
-    ``A_lower`` itself (signed). ``needed`` ``(B, S)``: the (box, row) pairs to bound; the
-    others get ``(−∞, +∞)`` and zero coefficients."""
+    ``(A_lower, A_upper)`` themselves (signed). ``needed`` ``(B, S)``: the (box, row) pairs to
+    bound; the others get ``(−∞, +∞)`` and zero coefficients."""
     batch, rows, _ = spec.shape
     last = affines[-1]
     folded = (spec @ last.weight).reshape(batch * rows, -1)
@@ -923,6 +957,7 @@ def _crown_spec(
     upper = torch.full((batch * rows,), np.inf, dtype=torch.float64)
     sensitivity = torch.zeros(batch * rows, width, dtype=torch.float64)
     signed = torch.zeros(batch * rows, width, dtype=torch.float64)
+    signed_upper = torch.zeros(batch * rows, width, dtype=torch.float64)
     pairs = torch.arange(batch * rows)
     if needed is not None:
         pairs = pairs[needed.reshape(-1)]
@@ -941,10 +976,12 @@ def _crown_spec(
         upper[part] = -bound[count:]
         sensitivity[part] = coeffs[:count].abs() + coeffs[count:].abs()
         signed[part] = coeffs[:count]
+        signed_upper[part] = -coeffs[count:]
     lower, upper = _sanitise(lower, upper)
     return (
         lower.reshape(batch, rows), upper.reshape(batch, rows),
-        sensitivity.reshape(batch, rows, width), signed.reshape(batch, rows, width),
+        sensitivity.reshape(batch, rows, width),
+        (signed.reshape(batch, rows, width), signed_upper.reshape(batch, rows, width)),
     )
 
 
@@ -1058,7 +1095,7 @@ def compute_bounds(
         for z_lo, z_hi in zip(pre_lo, pre_hi, strict=True):
             crownable &= torch.isfinite(z_lo).all(dim=1) & torch.isfinite(z_hi).all(dim=1)
         run_crown = method != "ibp" and bool(crownable.any())
-        sensitivity = lower_coefficients = None
+        sensitivity = linear = None
         f_onehot = None
         if run_crown:
             f_lo, f_hi = lo[crownable], hi[crownable]
@@ -1071,15 +1108,14 @@ def compute_bounds(
             f_needed = None if needed is None else _checked_needed(
                 needed, batch, spec_tensor.shape[1]
             )[crownable]
-            (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_signed,
+            (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_linear,
              spec_margin) = _crown_finite(
                 affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines), f_needed,
                 give_up_saturated,
             )
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
             sensitivity[crownable.numpy()] = c_sensitivity.numpy()
-            lower_coefficients = np.zeros_like(sensitivity)
-            lower_coefficients[crownable.numpy()] = c_signed.numpy()
+            linear = _linear_bounds(crownable.numpy(), c_linear, sensitivity.shape)
             out_lo[crownable], out_hi[crownable] = c_lo, c_hi
             for index in range(len(pre_lo)):
                 pre_lo[index][crownable] = c_pre_lo[index]
@@ -1101,8 +1137,24 @@ def compute_bounds(
         pre_upper={k: pre_hi[k].numpy() for k in kinks},
         elapsed_s=time.perf_counter() - started,
         sensitivity=sensitivity,
-        lower_coefficients=lower_coefficients,
+        linear=linear,
     )
+
+
+def _linear_bounds(
+    crownable: np.ndarray, linear: tuple[torch.Tensor, ...], shape: tuple[int, ...]
+) -> LinearBounds:
+    """The :class:`LinearBounds` of a batch from CROWN's on its ``crownable`` boxes (the
+    others: infinite values, zero coefficients)."""
+    signed_lower, lower, signed_upper, upper = (part.numpy() for part in linear)
+    result = LinearBounds(
+        np.zeros(shape), np.full(shape[:2], -np.inf), np.zeros(shape), np.full(shape[:2], np.inf)
+    )
+    result.lower_coefficients[crownable] = signed_lower
+    result.lower_value[crownable] = lower
+    result.upper_coefficients[crownable] = signed_upper
+    result.upper_value[crownable] = upper
+    return result
 
 
 def pairwise_difference_spec(classes: int) -> np.ndarray:
