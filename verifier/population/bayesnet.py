@@ -43,6 +43,7 @@ from verifier.population.base import (
 from verifier.population.distributions import Categorical, Discrete, PointMass
 from verifier.population.elimination import Elimination
 from verifier.population.errors import PopulationError
+from verifier.population.excess import ExcessBounds
 from verifier.population.rounding import Enclosure, product
 
 if TYPE_CHECKING:
@@ -349,6 +350,16 @@ class BayesianNetwork(Distribution):
             np.concatenate([p.value for p in parts]), np.concatenate([p.lower for p in parts]),
             np.concatenate([p.upper for p in parts]),
         )
+
+    @cached_property
+    def _excess(self) -> ExcessBounds:
+        return ExcessBounds(self._elimination)
+
+    def excess_lower(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
+                     threshold: np.ndarray) -> np.ndarray:
+        """Sound lower bounds of ``P(x ∈ box ∧ c·x − min_box(c·x) > τ)`` per box (see
+        :mod:`verifier.population.excess`)."""
+        return self._excess.lower(lo, hi, coefficients, threshold)
 
     def _all_points(self, lo: np.ndarray, hi: np.ndarray) -> bool:
         """Every box is a single point: equal ends, and each categorical node's columns a

@@ -175,6 +175,23 @@ class PopulationModel(PopulationBase):
         result = self.distribution.enclosure(lo[:, order], hi[:, order]).zero_where(empty)
         return result.lower, result.upper
 
+    def prob_excess_lower(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
+                          threshold: np.ndarray) -> np.ndarray:
+        """``(B,)``: sound lower bounds of ``P(x ∈ [lo, hi] ∧ c·x − min_box(c·x) > τ)`` for
+        closed boxes, coefficient rows ``c`` and thresholds ``τ`` in input-column order (the
+        minimum over the box's intervals and, for a one-hot group, its allowed categories).
+        Zero where the distribution offers no such bound (only Bayesian networks of listable
+        nodes do; see :mod:`verifier.population.excess`): always sound."""
+        lo, hi, empty = as_boxes(lo, hi, self.dimension)
+        bound = getattr(self.distribution, "excess_lower", None)
+        if bound is None:
+            return np.zeros(lo.shape[0])
+        order = self._order
+        coefficients = np.asarray(coefficients, dtype=np.float64).reshape(lo.shape)
+        result = bound(lo[:, order], hi[:, order], coefficients[:, order],
+                       np.asarray(threshold, dtype=np.float64).reshape(-1))
+        return np.where(empty, 0.0, result)
+
     def marginal_cdf(self, column: str | int, t: Any) -> np.ndarray:
         """``P(x_column <= t)`` for every ``t`` (array-like; returns the same shape)."""
         try:
