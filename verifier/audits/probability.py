@@ -27,7 +27,8 @@ def run_specification(
     from verifier.pv import population_domain, verify
 
     masses, domain = population_domain(population)
-    result = verify(spec_network(network, spec), spec, masses, domain, settings, progress)
+    result = verify(spec_network(network, spec), spec, masses, domain, settings, progress,
+                    getattr(population, "prob_excess_lower", None))
     certificate = result.to_certificate()
     certificate.settings = {
         "batch_size": settings.batch_size, "method": settings.method, "split": settings.split,

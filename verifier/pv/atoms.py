@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.bounds import compute_bounds, kink_neurons, linear_interval
+from verifier.bounds import LinearBounds, compute_bounds, kink_neurons, linear_interval
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_linear_value, exact_outputs, linear_form_bounds
 from verifier.network import Network
@@ -54,6 +54,35 @@ class Known:
         return Known(self.signs[rows], self.low[rows], self.high[rows])
 
 
+@dataclass
+class AtomLines:
+    """Per box and atom, linear pieces that decide the atom on part of the box: it holds at
+    every point ``x`` of the box where ``true_coefficients·x − min_box(true_coefficients·x) >
+    true_threshold`` and fails wherever ``false_coefficients·x − min_box(…) >
+    false_threshold`` (real arithmetic; minima over the box's intervals and a one-hot group's
+    allowed categories). Thresholds are ``+∞`` where no piece is known. From CROWN's linear
+    bounds of output atoms (:class:`verifier.bounds.LinearBounds`): with ``φ(x) = v + A·x −
+    min_box(A·x) <= atom(x)``, the atom is positive where ``A·x − min > −v``."""
+
+    true_coefficients: np.ndarray
+    true_threshold: np.ndarray
+    false_coefficients: np.ndarray
+    false_threshold: np.ndarray
+
+    @classmethod
+    def unknown(cls, count: int, atoms: int, width: int) -> AtomLines:
+        zeros = np.zeros((count, atoms, width))
+        infinite = np.full((count, atoms), np.inf)
+        return cls(zeros, infinite, zeros.copy(), infinite.copy())
+
+
+def _rounded_up(value: np.ndarray, bound: np.ndarray, constant: float) -> np.ndarray:
+    """``value = ±(bound + constant)`` widened upward by ``1e-12`` of its terms' magnitude
+    (``+∞`` where not finite)."""
+    margin = 1e-12 * (np.abs(bound) + abs(constant)) + 1e-300
+    return np.where(np.isfinite(value), value + margin, np.inf)
+
+
 class AtomBounds:
     """Bounds and truth of the tracked events' atoms on batches of boxes."""
 
@@ -84,18 +113,19 @@ class AtomBounds:
 
     def bounds(self, lo: np.ndarray, hi: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
         """Sound bounds of every atom's left-hand side on every box, shape (B, atoms)."""
-        low, high, _, _, _ = self.bounds_and_drive(lo, hi, method)
+        low, high, _, _, _, _ = self.bounds_and_drive(lo, hi, method)
         return low, high
 
     def bounds_and_drive(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, AtomLines]:
         """Atom bounds (B, atoms), each input's drive on each atom's gap (B, atoms, D): the
         absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
         itself (input atoms); multiplied by an input's width, its share of the gap; the
         signed coefficients of the lower linear bounds (B, atoms, D); and the signs of the
         network's kink neurons proven on each box (:attr:`sign_width` of them), packed by
-        :func:`pack_signs`.
+        :func:`pack_signs`; and the atoms' linear pieces (:class:`AtomLines`; output atoms
+        that read no input, CROWN methods only).
 
         ``known``: what holds on each box beforehand (:class:`Known`, e.g. from its parent).
         The known signs spare CROWN's back-substitution of stable neurons; atoms the known
@@ -109,6 +139,8 @@ class AtomBounds:
         drive = np.broadcast_to(np.abs(self.input_rows), (count, *self.input_rows.shape)).copy()
         signed = np.broadcast_to(self.input_rows, (count, *self.input_rows.shape)).copy()
         signs = np.zeros((count, 2 * ((self.sign_width + 7) // 8)), dtype=np.uint8)
+        lines = AtomLines.unknown(count, atoms, lo.shape[1])
+        linear = None
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
             needed = None
@@ -126,9 +158,12 @@ class AtomBounds:
             high[:, self.reads_outputs] = result.upper
             if result.sensitivity is not None:
                 drive[:, self.reads_outputs] += result.sensitivity
-            if result.lower_coefficients is not None:
-                signed[:, self.reads_outputs] += result.lower_coefficients
+            linear = result.linear
+            if linear is not None:
+                signed[:, self.reads_outputs] += linear.lower_coefficients
         reads_inputs = (self.input_rows != 0.0).any(axis=1)
+        if linear is not None:
+            self._fill_lines(lines, linear, reads_inputs)
         mixed = reads_inputs & self.reads_outputs
         if mixed.any():
             in_lo, in_hi = linear_interval(self.input_rows[mixed], lo, hi)
@@ -144,7 +179,32 @@ class AtomBounds:
             )
         if known is not None:
             low, high = np.maximum(low, known.low), np.minimum(high, known.high)
-        return low, high, drive, signed, signs
+        return low, high, drive, signed, signs, lines
+
+    def _fill_lines(self, lines: AtomLines, linear: LinearBounds,
+                    reads_inputs: np.ndarray) -> None:
+        """The pieces of output atoms that read no input from CROWN's linear bounds of their
+        rows: ``atom(x) = row·y + k >= v + k + (A·x − min)`` holds where the excess passes
+        ``−(v + k)``, and ``atom(x) <= w + k − (max − A_u·x)`` fails where the excess of
+        ``−A_u`` passes ``w + k``. The thresholds are rounded up (``1e-12`` relative)."""
+        rows = np.flatnonzero(self.reads_outputs)
+        for position, atom in enumerate(rows):
+            if reads_inputs[atom]:
+                continue
+            constant = self.constants[atom]
+            lower = linear.lower_value[:, position]
+            upper = linear.upper_value[:, position]
+            with np.errstate(invalid="ignore", over="ignore"):
+                true_threshold = -(lower + constant)
+                false_threshold = upper + constant
+            lines.true_coefficients[:, atom] = linear.lower_coefficients[:, position]
+            lines.true_threshold[:, atom] = _rounded_up(true_threshold, lower, constant)
+            lines.false_coefficients[:, atom] = -linear.upper_coefficients[:, position]
+            lines.false_threshold[:, atom] = _rounded_up(false_threshold, upper, constant)
+
+    def events_of(self, atom_truths: np.ndarray) -> np.ndarray:
+        """Kleene truth of every event (B, events) from the atoms' truths (B, atoms)."""
+        return self._events({atom: atom_truths[:, i] for i, atom in enumerate(self.tracked.atoms)})
 
     def truth(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """Kleene truth of every event per box: (B, events) in {−1, 0, 1}."""

@@ -11,8 +11,11 @@ import numpy as np
 class Boxes:
     """A batch of boxes and what PV keeps per box: masses, undecided events (``pending``),
     split depth, undecided atoms, per-input drive, the signed input coefficients that order a
-    one-hot group's categories for splitting, the events' three-valued truth, and what its
-    children inherit: the signs of the network's kink neurons and the atoms' bounds."""
+    one-hot group's categories for splitting, the events' three-valued truth, what its
+    children inherit (the signs of the network's kink neurons and the atoms' bounds), the
+    linear credit of every event and of its complement (zero where not pending), and its
+    priority: the largest share of its mass that no bound has credited to a pending event
+    or its complement."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -27,6 +30,9 @@ class Boxes:
     signs: np.ndarray
     low: np.ndarray
     high: np.ndarray
+    credit_true: np.ndarray
+    credit_false: np.ndarray
+    priority: np.ndarray
 
     def select(self, rows: np.ndarray) -> Boxes:
         return Boxes(*(getattr(self, name)[rows] for name in BOX_FIELDS))
@@ -40,7 +46,7 @@ class Boxes:
 
 BOX_FIELDS = (
     "lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "order", "truth",
-    "signs", "low", "high",
+    "signs", "low", "high", "credit_true", "credit_false", "priority",
 )
 
 
@@ -77,12 +83,24 @@ class BoxPool:
             getattr(self.store, name)[slots] = getattr(boxes, name)
         self.alive[slots] = True
 
+    def credits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sums over the open boxes of the linear credits (events,), each sum summed in
+        pairwise order (relative error far below ``1e-12``)."""
+        if self.store is None:
+            return np.zeros(0), np.zeros(0)
+        alive = self.alive
+        return tuple(  # type: ignore[return-value]
+            np.ascontiguousarray(getattr(self.store, name)[alive].T).sum(axis=1)
+            for name in ("credit_true", "credit_false")
+        )
+
     def pop_heaviest(self, count: int) -> Boxes:
-        """Remove and return the ``count`` open boxes of largest mass (SelectProb)."""
+        """Remove and return the ``count`` open boxes of largest priority (SelectProb on the
+        mass that no linear credit covers)."""
         assert self.store is not None
         alive = np.flatnonzero(self.alive)
         if count < alive.size:
-            heaviest = np.argpartition(-self.store.mass_hi[alive], count - 1)[:count]
+            heaviest = np.argpartition(-self.store.priority[alive], count - 1)[:count]
             alive = alive[heaviest]
         self.alive[alive] = False
         return self.store.select(alive)

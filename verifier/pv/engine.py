@@ -13,6 +13,7 @@ from verifier.executor import default_workers, make_executor
 from verifier.network import Network
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes, BoxPool
+from verifier.pv.credit import ExcessFunction
 from verifier.pv.domain import InputDomain
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.events import SUM_ROUNDING, TrackedEvents
@@ -28,7 +29,7 @@ class ProbabilityBranchAndBound:
 
     def __init__(
         self, network: Network, spec: Specification, masses: MassFunction,
-        domain: InputDomain, settings: PVSettings,
+        domain: InputDomain, settings: PVSettings, excess: ExcessFunction | None = None,
     ) -> None:
         if domain.lower.size != network.input_size:
             raise CertgateInputError(
@@ -43,20 +44,26 @@ class ProbabilityBranchAndBound:
         self.tracked = TrackedEvents(spec)
         self.atoms = AtomBounds(network, self.tracked, domain.groups)
         self.splitter = Splitter(network.layers[0].weight, self.atoms, masses, domain, settings)
-        self.evaluation = BoxEvaluation(masses, self.atoms)
+        self.evaluation = BoxEvaluation(
+            masses, self.atoms, excess if settings.linear_credit else None)
 
     def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
                   depth: np.ndarray, evaluate: Callable[..., tuple[np.ndarray, ...]],
                   method: str | None = None, known: Known | None = None) -> Boxes:
         """Bound new boxes (with ``method``, default the settings'; ``known``: what their
         parents proved) and record what PV keeps about each."""
-        mass_lo, mass_hi, low, high, atom_drive, signed, signs = evaluate(
-            lo, hi, method or self.settings.method, known
-        )
+        (mass_lo, mass_hi, low, high, atom_drive, signed, signs, credit_true,
+         credit_false) = evaluate(lo, hi, method or self.settings.method, known)
         undecided = self.atoms.undecided(low, high)
         drive, order = self.atoms.leading_drive(atom_drive, signed, undecided)
+        truth = self.atoms.truth(low, high)
+        open_events = pending & (truth == 0)
+        credit_true = np.where(open_events, credit_true, 0.0)
+        credit_false = np.where(open_events, credit_false, 0.0)
+        uncredited = np.where(open_events, mass_hi[:, None] - credit_true - credit_false, 0.0)
         return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
-                     self.atoms.truth(low, high), signs, low, high)
+                     truth, signs, low, high, credit_true, credit_false,
+                     uncredited.max(axis=1, initial=0.0))
 
     def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
         """Refine until the verdict is proven, the precision is reached, the time budget or
@@ -100,8 +107,12 @@ class ProbabilityBranchAndBound:
             violated += (viol * new.mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
             new.pending = new.pending & (new.truth == 0)
             pool.add(new.select(new.pending.any(axis=1) & (new.mass_hi > 0.0)))
-            upper = np.minimum(np.maximum(total - violated, lower), 1.0)
-            probabilities = self.tracked.probabilities(lower, upper)
+            credit_true, credit_false = (
+                (np.zeros(events), np.zeros(events)) if pool.store is None else pool.credits())
+            proven = lower + credit_true * (1.0 - SUM_ROUNDING)
+            refuted = violated + credit_false * (1.0 - SUM_ROUNDING)
+            upper = np.minimum(np.maximum(total - refuted, proven), 1.0)
+            probabilities = self.tracked.probabilities(proven, upper)
             value = interval_eval(self.spec.expression, probabilities)
             verdict = self.spec.decide(value)
             elapsed = time.perf_counter() - started
@@ -184,10 +195,14 @@ class ProbabilityBranchAndBound:
 def verify(
     network: Network, spec: Specification, masses: MassFunction, domain: InputDomain,
     settings: PVSettings | None = None, progress: Callable[[PVProgress], None] | None = None,
+    excess: ExcessFunction | None = None,
 ) -> PVResult:
     """Run PV on ``spec``: sound intervals for every probability and the expression, and the
-    verdict if (and only if) it is proven. See :class:`ProbabilityBranchAndBound`."""
-    engine = ProbabilityBranchAndBound(network, spec, masses, domain, settings or PVSettings())
+    verdict if (and only if) it is proven. See :class:`ProbabilityBranchAndBound`;
+    ``excess``: the population's :meth:`~verifier.population.model.PopulationModel.
+    prob_excess_lower`, for linear credit (:mod:`verifier.pv.credit`)."""
+    engine = ProbabilityBranchAndBound(
+        network, spec, masses, domain, settings or PVSettings(), excess)
     return engine.run(progress)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from verifier.executor import InProcessExecutor
 from verifier.pv.atoms import AtomBounds, Known
+from verifier.pv.credit import ExcessFunction, linear_credit
 from verifier.pv.quantiles import MassFunction
 
 _WORKER_CACHE: dict[str, BoxEvaluation] = {}
@@ -29,16 +30,27 @@ TASKS_PER_WORKER = 4
 @dataclass
 class BoxEvaluation:
     """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, signed,
-    signs)`` (see :meth:`AtomBounds.bounds_and_drive`; ``known`` must hold on each box)."""
+    signs, credit_true, credit_false)`` (see :meth:`AtomBounds.bounds_and_drive`; ``known``
+    must hold on each box; the credits of :func:`verifier.pv.credit.linear_credit`, zero
+    without ``excess``)."""
 
     masses: MassFunction
     atoms: AtomBounds
+    excess: ExcessFunction | None = None
 
     def __call__(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
     ) -> tuple[np.ndarray, ...]:
         mass_lo, mass_hi = self.masses(lo, hi)
-        return (mass_lo, mass_hi, *self.atoms.bounds_and_drive(lo, hi, method, known))
+        low, high, drive, signed, signs, lines = self.atoms.bounds_and_drive(
+            lo, hi, method, known)
+        if self.excess is None:
+            events = len(self.atoms.tracked.events)
+            credit_true = credit_false = np.zeros((lo.shape[0], events))
+        else:
+            credit_true, credit_false = linear_credit(
+                self.atoms, low, high, lines, lo, hi, mass_hi, self.excess)
+        return (mass_lo, mass_hi, low, high, drive, signed, signs, credit_true, credit_false)
 
 
 def _evaluate_task(

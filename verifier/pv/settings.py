@@ -21,7 +21,9 @@ class PVSettings:
     """Knobs of the branch and bound; the defaults follow paper 003's configuration.
 
     ``enumerate_points``: a box with at most this many discrete points in the columns that
-    matter is finished by evaluating every point (0: never). ``executor``/``workers``: where
+    matter is finished by evaluating every point (0: never). ``linear_credit``: credit the
+    part of an open box that CROWN's linear bounds decide (:mod:`verifier.pv.credit`; needs a
+    population that bounds such parts). ``executor``/``workers``: where
     the bounding of each batch runs (``local``, ``process``, ``dask`` or ``dask=ADDRESS``, see
     :mod:`verifier.executor`), in tasks of at least ``min_boxes_per_task`` boxes."""
 
@@ -35,6 +37,7 @@ class PVSettings:
     max_candidate_dims: int = 24
     enumerate_points: int = 0
     max_points_per_batch: int = 1 << 16
+    linear_credit: bool = True
     executor: str = "local"
     workers: int | None = None
     min_boxes_per_task: int = 256

@@ -1,0 +1,64 @@
+"""Linear credit: the mass of a box that CROWN's linear bounds decide without splitting it.
+
+On a box where an event's truth hangs on one open output atom, the atom's linear pieces
+(:class:`verifier.pv.atoms.AtomLines`) prove it true on part of the box and false on another
+part; the population's lower bound of the mass of each part (``excess``, see
+:meth:`verifier.population.model.PopulationModel.prob_excess_lower`) is credited to the event
+or to its complement while the box stays open. A box the decision boundary cuts thus counts
+with most of its mass long before splitting could decide it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from verifier.pv.atoms import AtomBounds, AtomLines
+from verifier.spec import atom_truth
+
+ExcessFunction = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def linear_credit(
+    atoms: AtomBounds, low: np.ndarray, high: np.ndarray, lines: AtomLines, lo: np.ndarray,
+    hi: np.ndarray, mass_hi: np.ndarray, excess: ExcessFunction,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(credit_true, credit_false)``, ``(B, events)``: sound lower bounds of ``P(box ∧
+    event)`` and ``P(box ∧ ¬event)`` from the linear pieces of the one atom left open on the
+    box (zero where the event is decided, where more than one atom is open or where the
+    atom has no piece). ``low``/``high``: the atoms' bounds on each box."""
+    count = lo.shape[0]
+    tracked = atoms.tracked
+    credit_true = np.zeros((count, len(tracked.events)))
+    credit_false = np.zeros_like(credit_true)
+    truths = np.stack(
+        [atom_truth(atom, low[:, i], high[:, i]) for i, atom in enumerate(tracked.atoms)], axis=1
+    ) if tracked.atoms else np.zeros((count, 0), dtype=np.int8)
+    open_atoms = truths == 0
+    single = (open_atoms.sum(axis=1) == 1) & (mass_hi > 0.0)
+    which = np.argmax(open_atoms, axis=1)
+    for j in range(len(tracked.atoms)):
+        has_piece = np.isfinite(lines.true_threshold[:, j]) | np.isfinite(
+            lines.false_threshold[:, j])
+        boxes = np.flatnonzero(single & (which == j) & has_piece)
+        if boxes.size == 0:
+            continue
+        when_true, when_false = truths[boxes].copy(), truths[boxes].copy()
+        when_true[:, j], when_false[:, j] = 1, -1
+        holds = atoms.events_of(when_true)
+        fails = atoms.events_of(when_false)
+        follows = (holds == 1) & (fails == -1)
+        negates = (holds == -1) & (fails == 1)
+        if not (follows | negates).any():
+            continue
+        both = excess(
+            np.concatenate([lo[boxes], lo[boxes]]), np.concatenate([hi[boxes], hi[boxes]]),
+            np.concatenate([lines.true_coefficients[boxes, j],
+                            lines.false_coefficients[boxes, j]]),
+            np.concatenate([lines.true_threshold[boxes, j], lines.false_threshold[boxes, j]]),
+        )
+        atom_holds, atom_fails = both[:boxes.size, None], both[boxes.size:, None]
+        credit_true[boxes] = np.where(follows, atom_holds, np.where(negates, atom_fails, 0.0))
+        credit_false[boxes] = np.where(follows, atom_fails, np.where(negates, atom_holds, 0.0))
+    return credit_true, credit_false
