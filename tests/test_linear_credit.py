@@ -1,0 +1,241 @@
+"""Linear credit: CROWN's linear bounds hold pointwise (exact rational values), the
+population's excess bound never exceeds the exact probability (brute-force enumeration of
+random Bayesian networks, closed forms), and PV with linear credit keeps the exact answer
+inside every interval."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+from strategies import random_network
+from test_population_bayesnet import joint_table, observed_vector, random_discrete_network
+
+from verifier.bounds import compute_bounds
+from verifier.exact_arith import exact_outputs
+from verifier.population import BayesianNetwork, BayesNode, Categorical, CPTRow, Discrete, Normal
+from verifier.population.model import PopulationModel
+from verifier.population.schema import Feature
+
+
+def _box_minimum(coefficients: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 groups: list[list[int]]) -> float:
+    """``min_box(c·x)`` as the linear bounds define it: intervals, and allowed categories of
+    each one-hot group (a category fits when its column may be 1 and the others 0)."""
+    grouped = {c for group in groups for c in group}
+    free = [c for c in range(lo.size) if c not in grouped]
+    total = float(np.minimum(coefficients[free] * lo[free], coefficients[free] * hi[free]).sum())
+    for group in groups:
+        allowed = Categorical.category_mask(lo[None, group], hi[None, group])[0]
+        if allowed.any():  # else the box holds no point
+            total += float(coefficients[np.array(group)[allowed]].min())
+    return total
+
+
+def _exact_dot(a: np.ndarray, x: np.ndarray) -> Fraction:
+    return sum((Fraction(float(c)) * Fraction(float(v)) for c, v in zip(a, x, strict=True)),
+               Fraction(0))
+
+
+def _exact_excess(coefficients: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                  groups: list[list[int]]) -> Fraction:
+    """``c·x − min_box(c·x)`` in rational arithmetic (the float one can round across ``τ``)."""
+    grouped = {c for group in groups for c in group}
+    total = _exact_dot(coefficients, x)
+    for column in range(lo.size):
+        if column not in grouped:
+            total -= min(Fraction(float(coefficients[column])) * Fraction(float(lo[column])),
+                         Fraction(float(coefficients[column])) * Fraction(float(hi[column])))
+    for group in groups:
+        allowed = Categorical.category_mask(lo[None, group], hi[None, group])[0]
+        total -= min(Fraction(float(coefficients[c])) for c in np.array(group)[allowed])
+    return total
+
+
+# ------------------------------------------------------------------ linear bounds
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_linear_bounds_hold_at_every_sampled_point_in_exact_arithmetic(
+    seed: int, grouped: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    inputs = 5
+    network = random_network(rng, [inputs, int(rng.integers(2, 7)), int(rng.integers(2, 5)), 2])
+    groups = [[0, 1, 2]] if grouped else []
+    lo = rng.uniform(-2.0, 0.0, size=(6, inputs))
+    hi = lo + rng.uniform(0.0, 2.0, size=(6, inputs))
+    if grouped:
+        lo[:, :3] = 0.0
+        hi[:, :3] = 1.0
+        hi[:3, 0] = 0.0  # some boxes allow two categories only
+    spec = np.array([[-1.0, 1.0], [1.0, 0.5]])
+    result = compute_bounds(network, lo, hi, spec, "crown", groups=groups)
+    linear = result.linear
+    assert linear is not None
+    for b in range(lo.shape[0]):
+        points = rng.uniform(lo[b], hi[b], size=(25, inputs))
+        if grouped:
+            allowed = np.flatnonzero(Categorical.category_mask(lo[b:b + 1, :3], hi[b:b + 1, :3])[0])
+            points[:, :3] = 0.0
+            points[np.arange(25), rng.choice(allowed, 25)] = 1.0
+        points = np.vstack([points, lo[b], hi[b]]) if not grouped else points
+        for s in range(spec.shape[0]):
+            a_low = linear.lower_coefficients[b, s]
+            a_up = linear.upper_coefficients[b, s]
+            low_min = Fraction(_box_minimum(a_low, lo[b], hi[b], groups))
+            up_max = -Fraction(_box_minimum(-a_up, lo[b], hi[b], groups))
+            for x in points:
+                outputs = exact_outputs(network, x)
+                value = sum(Fraction(float(c)) * y for c, y in zip(spec[s], outputs, strict=True))
+                a_low_x = _exact_dot(a_low, x)
+                a_up_x = _exact_dot(a_up, x)
+                assert Fraction(linear.lower_value[b, s]) + a_low_x - low_min <= value
+                assert value <= Fraction(linear.upper_value[b, s]) + a_up_x - up_max
+
+
+def test_linear_bounds_are_crowns_before_the_ibp_intersection() -> None:
+    rng = np.random.default_rng(3)
+    network = random_network(rng, [3, 8, 2])
+    lo = rng.uniform(-1.0, 0.0, size=(20, 3))
+    hi = lo + rng.uniform(0.0, 1.0, size=(20, 3))
+    result = compute_bounds(network, lo, hi, np.array([[-1.0, 1.0]]), "crown")
+    assert result.linear is not None
+    assert (result.lower[:, 0] >= result.linear.lower_value[:, 0]).all()
+    assert (result.upper[:, 0] <= result.linear.upper_value[:, 0]).all()
+    ibp = compute_bounds(network, lo, hi, np.array([[-1.0, 1.0]]), "ibp")
+    assert ibp.linear is None
+
+
+# ------------------------------------------------------------------ excess bounds
+
+
+def _random_boxes(rng: np.random.Generator, specs: list[dict], count: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes over the observed columns: integer columns cut inside their range, one-hot
+    columns forced to 0 or left free."""
+    lows, highs = [], []
+    for spec in specs:
+        if spec["latent"]:
+            continue
+        if spec["categorical"]:
+            lo = np.zeros((count, spec["k"]))
+            hi = (rng.random((count, spec["k"])) < 0.75).astype(float)
+        else:
+            ends = rng.integers(0, spec["k"], size=(count, 2)).astype(float)
+            lo, hi = ends.min(axis=1, keepdims=True), ends.max(axis=1, keepdims=True)
+            wide = rng.random(count) < 0.3
+            lo[wide], hi[wide] = 0.0, spec["k"] - 1.0
+        lows.append(lo)
+        highs.append(hi)
+    return np.hstack(lows), np.hstack(highs)
+
+
+def _groups(specs: list[dict]) -> list[list[int]]:
+    groups, offset = [], 0
+    for spec in specs:
+        if spec["latent"]:
+            continue
+        width = spec["k"] if spec["categorical"] else 1
+        if spec["categorical"]:
+            groups.append(list(range(offset, offset + width)))
+        offset += width
+    return groups
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_excess_bound_never_exceeds_the_exact_probability(seed: int) -> None:
+    network, specs = random_discrete_network(seed)
+    table = joint_table(specs)
+    points = np.array([observed_vector(specs, values) for values, _ in table])
+    weights = np.array([p for _, p in table])
+    rng = np.random.default_rng(seed)
+    lo, hi = _random_boxes(rng, specs, 24)
+    coefficients = rng.normal(size=lo.shape) * rng.choice([0.0, 1.0], size=lo.shape, p=[0.2, 0.8])
+    groups = _groups(specs)
+    exact = np.zeros(lo.shape[0])
+    threshold = np.zeros(lo.shape[0])
+    for b in range(lo.shape[0]):
+        inside = np.flatnonzero(((points >= lo[b]) & (points <= hi[b])).all(axis=1))
+        excess = points[inside] @ coefficients[b] - _box_minimum(coefficients[b], lo[b], hi[b],
+                                                                groups)
+        threshold[b] = float(np.quantile(excess, rng.uniform(0.0, 0.9))) if excess.size else 1.0
+        threshold[b] = max(threshold[b], 1e-3)
+        exact[b] = sum(weights[i] for i in inside
+                       if _exact_excess(coefficients[b], points[i], lo[b], hi[b], groups)
+                       > Fraction(threshold[b]))
+    bound = network.excess_lower(lo, hi, coefficients, threshold)
+    assert (bound >= 0.0).all()
+    assert (bound <= exact * (1.0 + 1e-12) + 1e-300).all()
+
+
+def _uniform_integers(name: str, count: int) -> BayesNode:
+    return BayesNode(name=name, cpt=[CPTRow(distribution=Discrete(
+        values=list(range(count)), probabilities=[1.0 / count] * count))])
+
+
+def test_excess_bound_is_exact_for_one_node_and_close_for_a_sum_of_two() -> None:
+    single = BayesianNetwork(nodes=[_uniform_integers("x", 10)])
+    lo, hi = np.array([[0.0]]), np.array([[9.0]])
+    bound = single.excess_lower(lo, hi, np.array([[1.0]]), np.array([4.5]))[0]
+    assert 0.5 * (1.0 - 1e-9) <= bound <= 0.5  # P(x >= 5), every such x in the top bin
+    pair = BayesianNetwork(nodes=[_uniform_integers("x", 10), _uniform_integers("y", 10)])
+    lo, hi = np.array([[0.0, 0.0]]), np.array([[9.0, 9.0]])
+    bound = pair.excess_lower(lo, hi, np.array([[1.0, 1.0]]), np.array([9.5]))[0]
+    # exact P(x + y >= 10) = 0.45; rounding each term down to a bin of width 9.5/16 loses
+    # less than 1.2 in total, so every pair with x + y >= 12 (probability 0.28) is counted
+    assert 0.28 * (1.0 - 1e-9) <= bound <= 0.45
+
+
+def test_a_node_whose_values_cannot_be_listed_counts_as_zero_excess() -> None:
+    network = BayesianNetwork(nodes=[
+        _uniform_integers("x", 10),
+        BayesNode(name="y", cpt=[CPTRow(distribution=Normal(mean=0.0, std=1.0))]),
+    ])
+    lo, hi = np.array([[0.0, -1.0]]), np.array([[9.0, 1.0]])
+    threshold = 6.5
+    bound = network.excess_lower(lo, hi, np.array([[1.0, 1.0]]), np.array([threshold]))[0]
+    # exact: Σ_x P(x) P(y ∈ [−1, 1], x + y + 1 > τ)
+    exact = sum(0.1 * max(0.0, norm.cdf(1.0) - norm.cdf(max(-1.0, threshold - 1.0 - x)))
+                for x in range(10))
+    in_box = norm.cdf(1.0) - norm.cdf(-1.0)
+    assert bound <= exact
+    assert bound >= 0.3 * in_box * (1.0 - 1e-9)  # x >= 7 alone passes τ
+
+
+def test_excess_bound_is_zero_where_nothing_can_be_bounded() -> None:
+    network = BayesianNetwork(nodes=[_uniform_integers("x", 10)])
+    lo = np.array([[0.0], [0.0], [-np.inf], [0.0]])
+    hi = np.array([[9.0], [9.0], [9.0], [9.0]])
+    coefficients = np.array([[1.0], [np.nan], [1.0], [1.0]])
+    threshold = np.array([np.inf, 1.0, 1.0, 20.0])  # unknown, NaN, infinite box, out of reach
+    assert network.excess_lower(lo, hi, coefficients, threshold).tolist() == [0.0] * 4
+
+
+def test_population_model_orders_columns_and_answers_zero_without_support() -> None:
+    network = BayesianNetwork(nodes=[_uniform_integers("a", 4), _uniform_integers("b", 4)])
+    model = PopulationModel(features=[Feature(name="b", kind="integer", domain=(0, 3)),
+                                      Feature(name="a", kind="integer", domain=(0, 3))],
+                            distribution=network)
+    lo, hi = np.array([[0.0, 0.0]]), np.array([[3.0, 3.0]])
+    # model order (b, a): weight only on b; b > 2.5 means b = 3
+    bound = model.prob_excess_lower(lo, hi, np.array([[1.0, 0.0]]), np.array([2.5]))[0]
+    assert 0.25 * (1.0 - 1e-9) <= bound <= 0.25
+    empty = model.prob_excess_lower(np.array([[1.0, 0.0]]), np.array([[0.0, 3.0]]),
+                                    np.array([[1.0, 1.0]]), np.array([0.5]))
+    assert empty.tolist() == [0.0]
+
+
+@pytest.mark.parametrize("coefficient", [2.0, -2.0])
+def test_excess_bound_reads_the_box_minimum_on_either_side(coefficient: float) -> None:
+    network = BayesianNetwork(nodes=[_uniform_integers("x", 10)])
+    lo, hi = np.array([[2.0]]), np.array([[7.0]])
+    bound = network.excess_lower(lo, hi, np.array([[coefficient]]), np.array([5.0]))[0]
+    # excess 2·(x − 2) or 2·(7 − x) > 5 holds for 3 of the box's 6 values
+    assert 0.3 * (1.0 - 1e-9) <= bound <= 0.3
