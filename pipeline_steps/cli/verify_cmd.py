@@ -93,6 +93,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--enumerate-points", type=int, default=0,
                         help="finish a box with at most this many discrete points by "
                              "evaluating every point (default 0: never)")
+    parser.add_argument("--no-linear-credit", dest="linear_credit", action="store_false",
+                        help="count an open box only once a bound decides it whole (by "
+                             "default the part its linear bounds decide is credited)")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
@@ -103,7 +106,8 @@ def _settings(args: argparse.Namespace) -> PVSettings:
         raise CertgateInputError("--timeout must be positive")
     return PVSettings(timeout_s=args.timeout, precision=args.precision,
                       batch_size=args.batch_size, split=args.split, executor=args.executor,
-                      workers=args.workers, enumerate_points=args.enumerate_points)
+                      workers=args.workers, enumerate_points=args.enumerate_points,
+                      linear_credit=args.linear_credit)
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
