@@ -95,6 +95,18 @@ class ExcessBounds:
             for node, cells in zip(elimination.network.nodes, elimination.cells, strict=True)
         ]
 
+    @cached_property
+    def listed_columns(self) -> np.ndarray:
+        """Which columns belong to nodes whose values are listed (the only ones whose excess
+        the bound counts)."""
+        elimination = self.elimination
+        width = sum(len(columns) for columns in elimination.columns)
+        mask = np.zeros(width, dtype=bool)
+        for u, listed in enumerate(self.listed):
+            if listed is not None:
+                mask[elimination.columns[u]] = True
+        return mask
+
     def lower(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
               threshold: np.ndarray, bins: int | None = None, chunk: int = 128) -> np.ndarray:
         """Sound lower bounds ``(B,)`` of ``P(x ∈ [lo, hi] ∧ c·x − min_box(c·x) > τ)`` for
@@ -114,7 +126,8 @@ class ExcessBounds:
         )
         with np.errstate(invalid="ignore", over="ignore"):
             spread = np.abs(coefficients) * np.where(np.isfinite(hi - lo), hi - lo, np.inf)
-        usable &= spread.sum(axis=1) > threshold  # else the excess never passes τ
+        # only listed nodes add to the binned excess: if their columns cannot pass τ, 0
+        usable &= spread[:, self.listed_columns].sum(axis=1) > threshold
         rows = np.flatnonzero(usable)
         if rows.size == 0:
             return result
