@@ -6,12 +6,17 @@ once — CROWN on a specification matrix holding every output atom (e.g. ``y_1 �
 intervals for input atoms — and each event's three-valued truth follows by Kleene logic. When
 an event is proven true on a box, the box's (rounded-down) mass is added to the event's lower
 bound; proven false, it is subtracted from the event's upper bound. Boxes with no undecided
-event leave the tree.
+event leave the tree. An open box whose events hang on one open output atom also counts,
+while it waits, lower bounds of the mass of its parts that CROWN's linear bounds decide
+(:mod:`~verifier.pv.credit`, under populations that bound such parts); these credits leave
+the totals when the box is split or decided.
 
-Selection is SelectProb (largest mass first). The package's modules, one job each:
+Selection is SelectProb (largest mass no credit covers first). The package's modules, one job
+each:
 :mod:`~verifier.pv.engine` (the loop), :mod:`~verifier.pv.splitting` (split rules, child
 boxes, point enumeration), :mod:`~verifier.pv.atoms` (atom bounds, truth, exact point
 decisions), :mod:`~verifier.pv.evaluation` (the per-batch work, on any executor),
+:mod:`~verifier.pv.credit` (linear credit),
 :mod:`~verifier.pv.events` (events and derived probabilities), :mod:`~verifier.pv.domain`,
 :mod:`~verifier.pv.settings`, :mod:`~verifier.pv.result`, :mod:`~verifier.pv.boxpool` and
 :mod:`~verifier.pv.quantiles`.
