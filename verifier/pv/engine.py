@@ -108,7 +108,8 @@ class ProbabilityBranchAndBound:
             new.pending = new.pending & (new.truth == 0)
             pool.add(new.select(new.pending.any(axis=1) & (new.mass_hi > 0.0)))
             credit_true, credit_false = (
-                (np.zeros(events), np.zeros(events)) if pool.store is None else pool.credits())
+                pool.credits(events) if self.evaluation.excess is not None
+                else (np.zeros(events), np.zeros(events)))
             proven = lower + credit_true * (1.0 - SUM_ROUNDING)
             refuted = violated + credit_false * (1.0 - SUM_ROUNDING)
             upper = np.minimum(np.maximum(total - refuted, proven), 1.0)
