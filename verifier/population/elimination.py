@@ -136,13 +136,15 @@ def _gap_mass(
 @dataclass(frozen=True)
 class _RowTable:
     """Every CPT row of a node whose rows are all discrete distributions on integers, as
-    prefix and suffix sums over the union of their values: one lookup serves all rows.
+    prefix and suffix sums over the union of their values (``probabilities``: ``(rows,
+    values)``, each row's own floats): one lookup serves all rows.
 
     Zeros stand for the values a row lacks; adding an exact zero changes no float sum, so
     every row's sums equal its own table's, and the rounding bound (a count of values) is
     taken over the union, which is larger."""
 
     values: np.ndarray
+    probabilities: np.ndarray
     prefix: np.ndarray
     suffix: np.ndarray
     margin: float
@@ -163,7 +165,7 @@ class _RowTable:
         suffix = np.concatenate(
             [np.cumsum(probabilities[:, ::-1], axis=1)[:, ::-1], zeros], axis=1)
         margin = max(t.margin for t in tables) + 2.0 * (values.size + 1) * np.finfo(float).eps
-        return cls(values, prefix, suffix, margin)
+        return cls(values, probabilities, prefix, suffix, margin)
 
     def interval(self, a: np.ndarray, b: np.ndarray) -> Enclosure:
         """``(B, rows, cells)``: every row's ``P(a <= X <= b)`` for ``(B, cells)`` ends, as

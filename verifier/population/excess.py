@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from verifier.population.distributions import Categorical, Discrete
-from verifier.population.elimination import LETTERS, Elimination, _purely_atomic
+from verifier.population.distributions import Categorical
+from verifier.population.elimination import LETTERS, Elimination, _RowTable
 from verifier.population.rounding import TINY, relative_margin
 
 if TYPE_CHECKING:
@@ -53,10 +53,11 @@ class _Values:
     member: np.ndarray
 
 
-def _listed_values(node: BayesNode, cells_low: np.ndarray, cells_high: np.ndarray,
-                   cells_point: np.ndarray) -> _Values | None:
-    """The values of an observed node whose CPT rows all have finitely many values (None
-    otherwise)."""
+def _listed_values(node: BayesNode, table: _RowTable | None, cells_low: np.ndarray,
+                   cells_high: np.ndarray, cells_point: np.ndarray) -> _Values | None:
+    """The values of an observed node whose CPT rows all have finitely many values
+    (``table``: their shared table, see :class:`~verifier.population.elimination._RowTable`;
+    None otherwise)."""
     distributions = [row.distribution for row in node.cpt]
     if node.latent:
         return None
@@ -66,15 +67,10 @@ def _listed_values(node: BayesNode, cells_low: np.ndarray, cells_high: np.ndarra
         values = np.arange(node.width, dtype=np.float64)
         lower = weights * (1.0 - margin)
     else:
-        if not all(isinstance(d, Discrete) and _purely_atomic(d) for d in distributions):
+        if table is None:
             return None
-        tables = [d._table for d in distributions]  # type: ignore[union-attr]
-        values = np.unique(np.concatenate([t.values for t in tables]))
-        lower = np.zeros((len(tables), values.size))
-        for row, table in enumerate(tables):
-            lower[row, np.searchsorted(values, table.values)] = (
-                table.probabilities * (1.0 - table.margin)
-            )
+        values = table.values
+        lower = table.probabilities * (1.0 - table.margin)
     inside_gap = (values[None, :] > cells_low[:, None]) & (values[None, :] < cells_high[:, None])
     on_point = cells_point[:, None] & (values[None, :] == cells_low[:, None])
     member = np.where(cells_point[:, None], on_point, inside_gap)
@@ -91,8 +87,9 @@ class ExcessBounds:
     def listed(self) -> list[_Values | None]:
         elimination = self.elimination
         return [
-            _listed_values(node, cells.low, cells.high, cells.point)
-            for node, cells in zip(elimination.network.nodes, elimination.cells, strict=True)
+            _listed_values(node, table, cells.low, cells.high, cells.point)
+            for node, table, cells in zip(elimination.network.nodes, elimination.row_tables,
+                                          elimination.cells, strict=True)
         ]
 
     @cached_property
