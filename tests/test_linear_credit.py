@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 from strategies import random_network
-from test_population_bayesnet import joint_table, observed_vector, random_discrete_network
+from test_population_bayesnet import enumerated_points, random_discrete_network
 
 from verifier.bounds import compute_bounds
 from verifier.exact_arith import exact_outputs
@@ -152,9 +152,7 @@ def _groups(specs: list[dict]) -> list[list[int]]:
 @given(st.integers(0, 2**32 - 1))
 def test_excess_bound_never_exceeds_the_exact_probability(seed: int) -> None:
     network, specs = random_discrete_network(seed)
-    table = joint_table(specs)
-    points = np.array([observed_vector(specs, values) for values, _ in table])
-    weights = np.array([p for _, p in table])
+    points, weights = enumerated_points(specs)
     rng = np.random.default_rng(seed)
     lo, hi = _random_boxes(rng, specs, 24)
     coefficients = rng.normal(size=lo.shape) * rng.choice([0.0, 1.0], size=lo.shape, p=[0.2, 0.8])

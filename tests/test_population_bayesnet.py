@@ -102,12 +102,17 @@ def observed_vector(specs: list[dict], values: tuple[int, ...]) -> np.ndarray:
     return np.concatenate(parts)
 
 
+def enumerated_points(specs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """Every value combination as an observed input vector, with its probability."""
+    table = joint_table(specs)
+    points = np.array([observed_vector(specs, values) for values, _ in table])
+    return points, np.array([p for _, p in table])
+
+
 @given(st.integers(0, 2**32 - 1))
 def test_box_probabilities_equal_enumeration_of_the_joint_table(seed: int) -> None:
     network, specs = random_discrete_network(seed)
-    table = joint_table(specs)
-    points = np.array([observed_vector(specs, values) for values, _ in table])
-    weights = np.array([p for _, p in table])
+    points, weights = enumerated_points(specs)
     rng = np.random.default_rng(seed)
     ends = np.array([-INF, -0.5, 0.0, 0.5, 1.0, 2.0, INF])
     lo = rng.choice(ends, size=(64, network.dimension))
