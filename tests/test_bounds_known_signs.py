@@ -131,7 +131,7 @@ def test_a_child_outside_its_parent_inherits_nothing() -> None:
     packed = pack_signs(np.array([[1, -1, 1]], np.int8))
     parents = Boxes(lo, hi, *(np.zeros(1) for _ in range(8)), packed,
                     np.array([[0.5, -2.0]]), np.array([[1.5, 3.0]]),
-                    *(np.zeros(1) for _ in range(3)))
+                    *(np.zeros(1) for _ in range(5)))
     child_lo = np.array([[0.0, 0.5], [0.5, 0.0], [-0.1, 0.0]])
     child_hi = np.array([[1.0, 1.0], [1.0, 0.5], [0.5, 1.0]])
     known = Splitter.inherited(parents, np.zeros(3, dtype=np.int64), child_lo, child_hi)

@@ -55,7 +55,9 @@ def test_bounds_json_matches_the_library(capsys, tmp_path: Path) -> None:
     assert set(payload) == {"lower", "upper", "method", "elapsed_s"}
 
 
-def test_linear_credit_can_be_switched_off_and_is_recorded(capsys, credit_network: Path) -> None:
+def test_linear_credit_and_selection_can_be_chosen_and_are_recorded(
+    capsys, credit_network: Path
+) -> None:
     from verifier.audits import demographic_parity_audit
     from verifier.pv import PVSettings
 
@@ -63,17 +65,18 @@ def test_linear_credit_can_be_switched_off_and_is_recorded(capsys, credit_networ
         capsys, "verify", "demographic-parity", "--model", str(credit_network),
         "--population", str(CREDIT), "--protected", "owns_home", "--privileged", "1",
         "--favorable-class", "1", "--gamma", "0.5", "--timeout", "5", "--no-linear-credit",
-        "--json",
+        "--selection", "mass", "--json",
     )
     payload = json.loads(out)
     assert code == (0 if payload["verdict"] == "satisfied" else 1)
-    for credit in (True, False):
+    for credit, selection in ((True, "directed"), (False, "mass")):
         certificate = demographic_parity_audit(
             load_network(credit_network), load_population(CREDIT), protected="owns_home",
             privileged=1.0, favorable_class=1, gamma=0.5,
-            settings=PVSettings(timeout_s=2.0, linear_credit=credit),
+            settings=PVSettings(timeout_s=2.0, linear_credit=credit, selection=selection),
         )
         assert certificate.settings["linear_credit"] is credit
+        assert certificate.settings["selection"] == selection
 
 
 def test_demographic_parity_json_contains_monte_carlo(capsys, credit_network: Path) -> None:

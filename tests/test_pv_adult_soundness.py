@@ -146,6 +146,7 @@ SETTINGS = {
                                     batch_size=64, max_boxes=2000),
     "short budget": PVSettings(timeout_s=0.05, batch_size=8),
     "no linear credit": PVSettings(timeout_s=15.0, max_boxes=300, linear_credit=False),
+    "mass selection": PVSettings(timeout_s=15.0, max_boxes=300, selection="mass"),
 }
 LARGE_SETTINGS = {
     "cli defaults, 2 s": PVSettings(timeout_s=2.0),

@@ -96,6 +96,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-linear-credit", dest="linear_credit", action="store_false",
                         help="count an open box only once a bound decides it whole (by "
                              "default the part its linear bounds decide is credited)")
+    parser.add_argument("--selection", choices=("directed", "mass"), default="directed",
+                        help="which open boxes to refine first: directed (default) favours "
+                             "those whose mass moves the end of the interval that must "
+                             "cross the threshold; mass takes the heaviest undecided ones")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
@@ -107,7 +111,7 @@ def _settings(args: argparse.Namespace) -> PVSettings:
     return PVSettings(timeout_s=args.timeout, precision=args.precision,
                       batch_size=args.batch_size, split=args.split, executor=args.executor,
                       workers=args.workers, enumerate_points=args.enumerate_points,
-                      linear_credit=args.linear_credit)
+                      linear_credit=args.linear_credit, selection=args.selection)
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:

@@ -34,7 +34,8 @@ def run_specification(
         "batch_size": settings.batch_size, "method": settings.method, "split": settings.split,
         "timeout_s": settings.timeout_s, "precision": settings.precision,
         "enumerate_points": settings.enumerate_points,
-        "linear_credit": settings.linear_credit, "executor": settings.executor,
+        "linear_credit": settings.linear_credit, "selection": settings.selection,
+        "executor": settings.executor,
         "workers": settings.workers,
     }
     return certificate

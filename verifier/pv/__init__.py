@@ -11,12 +11,16 @@ while it waits, lower bounds of the mass of its parts that CROWN's linear bounds
 (:mod:`~verifier.pv.credit`, under populations that bound such parts); these credits leave
 the totals when the box is split or decided.
 
-Selection is SelectProb (largest mass no credit covers first). The package's modules, one job
-each:
+Selection, for a specification with a threshold, is directed
+(:mod:`~verifier.pv.direction`): three quarters of each batch are the boxes whose estimated
+open mass most moves the end of the enclosure that must cross the threshold for the verdict
+the estimates point to, the rest — and every batch without a threshold — SelectProb (largest
+mass no credit covers first). The package's modules, one job each:
 :mod:`~verifier.pv.engine` (the loop), :mod:`~verifier.pv.splitting` (split rules, child
 boxes, point enumeration), :mod:`~verifier.pv.atoms` (atom bounds, truth, exact point
 decisions), :mod:`~verifier.pv.evaluation` (the per-batch work, on any executor),
-:mod:`~verifier.pv.credit` (linear credit),
+:mod:`~verifier.pv.credit` (linear credit, share estimates),
+:mod:`~verifier.pv.direction` (which boxes move the verdict),
 :mod:`~verifier.pv.events` (events and derived probabilities), :mod:`~verifier.pv.domain`,
 :mod:`~verifier.pv.settings`, :mod:`~verifier.pv.result`, :mod:`~verifier.pv.boxpool` and
 :mod:`~verifier.pv.quantiles`.

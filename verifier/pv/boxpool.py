@@ -7,6 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 EPS = float(np.finfo(np.float64).eps)
+# the rest of a directed batch goes by plain priority: a wrong guess of the verdict then only
+# slows the other side down, and every box stays reachable (completeness)
+DIRECTED_SHARE = 0.75
 
 
 @dataclass
@@ -15,9 +18,10 @@ class Boxes:
     split depth, undecided atoms, per-input drive, the signed input coefficients that order a
     one-hot group's categories for splitting, the events' three-valued truth, what its
     children inherit (the signs of the network's kink neurons and the atoms' bounds), the
-    linear credit of every event and of its complement (zero where not pending), and its
+    linear credit of every event and of its complement (zero where not pending), its
     priority: the largest share of its mass that no bound has credited to a pending event
-    or its complement."""
+    or its complement, and per event the estimated parts of that uncredited mass where the
+    event holds and where it fails (``open_true``/``open_false``, for choosing boxes only)."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -35,6 +39,8 @@ class Boxes:
     credit_true: np.ndarray
     credit_false: np.ndarray
     priority: np.ndarray
+    open_true: np.ndarray
+    open_false: np.ndarray
 
     def select(self, rows: np.ndarray) -> Boxes:
         return Boxes(*(getattr(self, name)[rows] for name in BOX_FIELDS))
@@ -49,6 +55,7 @@ class Boxes:
 BOX_FIELDS = (
     "lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "order", "truth",
     "signs", "low", "high", "credit_true", "credit_false", "priority",
+    "open_true", "open_false",
 )
 
 
@@ -96,16 +103,39 @@ class BoxPool:
         return (self.store.credit_true.sum(axis=0) * shrink,
                 self.store.credit_false.sum(axis=0) * shrink)
 
-    def pop_heaviest(self, count: int) -> Boxes:
-        """Remove and return the ``count`` open boxes of largest priority (SelectProb on the
-        mass that no linear credit covers)."""
+    def open_estimate(self, events: int) -> np.ndarray:
+        """An estimate (not a bound) of the uncredited mass of the open boxes where each event
+        holds, ``(events,)`` (freed slots hold zeros)."""
+        if self.store is None:
+            return np.zeros(events)
+        return self.store.open_true.sum(axis=0)
+
+    def pop_heaviest(
+        self, count: int, weights: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> Boxes:
+        """Remove and return ``count`` open boxes: those of largest priority (SelectProb on
+        the mass that no linear credit covers) or, given ``weights`` (per event, the worth
+        of a unit of mass proven to hold and to fail), a :data:`DIRECTED_SHARE` of them by
+        largest worth ``open_true·w_true + open_false·w_false`` and the rest by priority."""
         assert self.store is not None
         alive = np.flatnonzero(self.alive)
         if count < alive.size:
-            heaviest = np.argpartition(-self.store.priority[alive], count - 1)[:count]
-            alive = alive[heaviest]
+            priority = self.store.priority[alive]
+            if weights is None:
+                chosen = np.argpartition(-priority, count - 1)[:count]
+            else:
+                worth = (self.store.open_true[alive] @ weights[0]
+                         + self.store.open_false[alive] @ weights[1])
+                directed = max(1, int(count * DIRECTED_SHARE))
+                chosen = np.argpartition(-worth, directed - 1)[:directed]
+                if directed < count:
+                    priority = priority.copy()
+                    priority[chosen] = -np.inf
+                    rest = np.argpartition(-priority, count - directed - 1)[:count - directed]
+                    chosen = np.concatenate([chosen, rest])
+            alive = alive[chosen]
         self.alive[alive] = False
-        chosen = self.store.select(alive)
-        self.store.credit_true[alive] = 0.0
-        self.store.credit_false[alive] = 0.0
-        return chosen
+        chosen_boxes = self.store.select(alive)
+        for name in ("credit_true", "credit_false", "open_true", "open_false"):
+            getattr(self.store, name)[alive] = 0.0
+        return chosen_boxes

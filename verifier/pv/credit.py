@@ -10,9 +10,10 @@ with most of its mass long before splitting could decide it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
+from scipy.special import ndtr
 
 from verifier.population.distributions import Categorical
 from verifier.pv.atoms import AtomBounds, AtomLines
@@ -31,13 +32,66 @@ def linear_credit(
     event)`` and ``P(box ∧ ¬event)`` from the linear pieces of the one atom left open on the
     box (zero where the event is decided, where more than one atom is open or where the
     atom has no piece). ``low``/``high``: the atoms' bounds on each box."""
-    count = lo.shape[0]
-    tracked = atoms.tracked
-    credit_true = np.zeros((count, len(tracked.events)))
+    credit_true = np.zeros((lo.shape[0], len(atoms.tracked.events)))
     credit_false = np.zeros_like(credit_true)
+    for atom, boxes, follows, negates in _hanging_events(atoms, low, high, lines, mass_hi):
+        box_lo = np.concatenate([lo[boxes], lo[boxes]])
+        box_hi = np.concatenate([hi[boxes], hi[boxes]])
+        coefficients = np.concatenate([lines.true_coefficients[boxes, atom],
+                                       lines.false_coefficients[boxes, atom]])
+        threshold = np.concatenate([lines.true_threshold[boxes, atom],
+                                    lines.false_threshold[boxes, atom]])
+        mean, deviation = _excess_moments(coefficients, box_lo, box_hi, atoms.groups)
+        within = threshold <= mean + TAIL_DEVIATIONS * deviation
+        both = np.zeros(threshold.size)
+        if within.any():
+            both[within] = excess(box_lo[within], box_hi[within], coefficients[within],
+                                  threshold[within])
+        atom_holds, atom_fails = both[:boxes.size, None], both[boxes.size:, None]
+        credit_true[boxes] = np.where(follows, atom_holds, np.where(negates, atom_fails, 0.0))
+        credit_false[boxes] = np.where(follows, atom_fails, np.where(negates, atom_holds, 0.0))
+    return credit_true, credit_false
+
+
+def true_share(
+    atoms: AtomBounds, low: np.ndarray, high: np.ndarray, lines: AtomLines, lo: np.ndarray,
+    hi: np.ndarray, mass_hi: np.ndarray,
+) -> np.ndarray:
+    """A rough estimate, ``(B, events)`` in ``[0, 1]``, of the share of each box on which each
+    event holds — for choosing boxes, never for a bound. Where an event hangs on one open atom
+    with both linear pieces, the chance that the midline of the pieces (halfway between the
+    atom's lower and upper linear bounds) is positive, its terms taken as independent
+    uniforms over their ranges on the box (a normal approximation); ``0.5`` elsewhere."""
+    share = np.full((lo.shape[0], len(atoms.tracked.events)), 0.5)
+    for atom, boxes, follows, negates in _hanging_events(atoms, low, high, lines, mass_hi):
+        true_c = lines.true_coefficients[boxes, atom]
+        false_c = lines.false_coefficients[boxes, atom]
+        true_mean, _ = _excess_moments(true_c, lo[boxes], hi[boxes], atoms.groups)
+        false_mean, _ = _excess_moments(false_c, lo[boxes], hi[boxes], atoms.groups)
+        _, deviation = _excess_moments((true_c - false_c) / 2.0, lo[boxes], hi[boxes],
+                                       atoms.groups)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            centre = ((true_mean - lines.true_threshold[boxes, atom])
+                      - (false_mean - lines.false_threshold[boxes, atom])) / 2.0
+            holds = ndtr(centre / deviation)
+        holds = np.where(np.isfinite(centre) & ~np.isnan(holds), holds, 0.5)[:, None]
+        share[boxes] = np.where(follows, holds, np.where(negates, 1.0 - holds, 0.5))
+    return share
+
+
+def _hanging_events(
+    atoms: AtomBounds, low: np.ndarray, high: np.ndarray, lines: AtomLines,
+    mass_hi: np.ndarray,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per output atom ``j`` with linear pieces: the boxes of positive mass on which ``j`` is
+    the only open atom, and per such box and event whether the event follows the atom
+    (true when it holds, false when it fails) or negates it, ``(boxes, events)`` each."""
+    tracked = atoms.tracked
+    if not tracked.atoms:
+        return
     truths = np.stack(
         [atom_truth(atom, low[:, i], high[:, i]) for i, atom in enumerate(tracked.atoms)], axis=1
-    ) if tracked.atoms else np.zeros((count, 0), dtype=np.int8)
+    )
     open_atoms = truths == 0
     single = (open_atoms.sum(axis=1) == 1) & (mass_hi > 0.0)
     which = np.argmax(open_atoms, axis=1)
@@ -53,33 +107,19 @@ def linear_credit(
         fails = atoms.events_of(when_false)
         follows = (holds == 1) & (fails == -1)
         negates = (holds == -1) & (fails == 1)
-        if not (follows | negates).any():
-            continue
-        box_lo = np.concatenate([lo[boxes], lo[boxes]])
-        box_hi = np.concatenate([hi[boxes], hi[boxes]])
-        coefficients = np.concatenate([lines.true_coefficients[boxes, j],
-                                       lines.false_coefficients[boxes, j]])
-        threshold = np.concatenate([lines.true_threshold[boxes, j],
-                                    lines.false_threshold[boxes, j]])
-        within = threshold <= _typical_reach(coefficients, box_lo, box_hi, atoms.groups)
-        both = np.zeros(threshold.size)
-        if within.any():
-            both[within] = excess(box_lo[within], box_hi[within], coefficients[within],
-                                  threshold[within])
-        atom_holds, atom_fails = both[:boxes.size, None], both[boxes.size:, None]
-        credit_true[boxes] = np.where(follows, atom_holds, np.where(negates, atom_fails, 0.0))
-        credit_false[boxes] = np.where(follows, atom_fails, np.where(negates, atom_holds, 0.0))
-    return credit_true, credit_false
+        if (follows | negates).any():
+            yield j, boxes, follows, negates
 
 
-def _typical_reach(coefficients: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                   groups: tuple[tuple[int, ...], ...]) -> np.ndarray:
-    """Per box, how far the excess ``c·x − min_box(c·x)`` typically reaches: the mean plus
-    :data:`TAIL_DEVIATIONS` standard deviations of a sum of independent terms, each uniform
-    over its own range on the box (a column's ``|c|·(hi − lo)``, a one-hot group's spread
-    of coefficients over its allowed categories). A threshold beyond it is left uncredited
-    without bounding (a cost cut, never a soundness matter): on Adult-13's open boxes such
-    thresholds were most of the work and held under 1 % of the credit."""
+def _excess_moments(coefficients: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                    groups: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Per box, the mean and standard deviation of the excess ``c·x − min_box(c·x)`` taken
+    as a sum of independent terms, each uniform over its own range on the box (a column's
+    ``|c|·(hi − lo)``, a one-hot group's spread of coefficients over its allowed categories).
+    :func:`linear_credit` leaves a threshold beyond the mean plus :data:`TAIL_DEVIATIONS`
+    deviations uncredited without bounding (a cost cut, never a soundness matter): on
+    Adult-13's open boxes such thresholds were most of the work and held under 1 % of the
+    credit."""
     with np.errstate(invalid="ignore", over="ignore"):
         ranges = np.abs(coefficients) * (hi - lo)
     ranges = np.where(np.isfinite(ranges), ranges, np.inf)
@@ -93,4 +133,4 @@ def _typical_reach(coefficients: np.ndarray, lo: np.ndarray, hi: np.ndarray,
         ranges[:, columns[0]] = np.where(allowed.any(axis=1), spread, 0.0)
     mean = ranges.sum(axis=1) / 2.0
     deviation = np.sqrt((ranges ** 2).sum(axis=1) / 12.0)
-    return mean + TAIL_DEVIATIONS * deviation
+    return mean, deviation

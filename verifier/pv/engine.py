@@ -14,6 +14,7 @@ from verifier.network import Network
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes, BoxPool
 from verifier.pv.credit import ExcessFunction
+from verifier.pv.direction import verdict_weights
 from verifier.pv.domain import InputDomain
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.events import SUM_ROUNDING, TrackedEvents
@@ -53,17 +54,19 @@ class ProbabilityBranchAndBound:
         """Bound new boxes (with ``method``, default the settings'; ``known``: what their
         parents proved) and record what PV keeps about each."""
         (mass_lo, mass_hi, low, high, atom_drive, signed, signs, credit_true,
-         credit_false) = evaluate(lo, hi, method or self.settings.method, known)
+         credit_false, share) = evaluate(lo, hi, method or self.settings.method, known)
         undecided = self.atoms.undecided(low, high)
         drive, order = self.atoms.leading_drive(atom_drive, signed, undecided)
         truth = self.atoms.truth(low, high)
         open_events = pending & (truth == 0)
         credit_true = np.where(open_events, credit_true, 0.0)
         credit_false = np.where(open_events, credit_false, 0.0)
-        uncredited = np.where(open_events, mass_hi[:, None] - credit_true - credit_false, 0.0)
+        uncredited = np.where(
+            open_events, np.maximum(mass_hi[:, None] - credit_true - credit_false, 0.0), 0.0)
         return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
                      truth, signs, low, high, credit_true, credit_false,
-                     uncredited.max(axis=1, initial=0.0))
+                     uncredited.max(axis=1, initial=0.0), share * uncredited,
+                     (1.0 - share) * uncredited)
 
     def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
         """Refine until the verdict is proven, the precision is reached, the time budget or
@@ -124,7 +127,11 @@ class ProbabilityBranchAndBound:
             stopped_by = self._stop_reason(verdict, pool.size, probabilities, elapsed, processed)
             if stopped_by is not None:
                 break
-            chosen = pool.pop_heaviest(settings.batch_size)
+            weights = None
+            if settings.selection == "directed":
+                weights = verdict_weights(self.spec, self.tracked, proven, upper,
+                                          pool.open_estimate(events), total)
+            chosen = pool.pop_heaviest(settings.batch_size, weights)
             new = self._refine(chosen, evaluate)
             processed += new.lo.shape[0]
         return PVResult(

@@ -20,7 +20,7 @@ import numpy as np
 
 from verifier.executor import InProcessExecutor
 from verifier.pv.atoms import AtomBounds, Known
-from verifier.pv.credit import ExcessFunction, linear_credit
+from verifier.pv.credit import ExcessFunction, linear_credit, true_share
 from verifier.pv.quantiles import MassFunction
 
 _WORKER_CACHE: dict[str, BoxEvaluation] = {}
@@ -30,9 +30,10 @@ TASKS_PER_WORKER = 4
 @dataclass
 class BoxEvaluation:
     """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, signed,
-    signs, credit_true, credit_false)`` (see :meth:`AtomBounds.bounds_and_drive`; ``known``
-    must hold on each box; the credits of :func:`verifier.pv.credit.linear_credit`, zero
-    without ``excess``)."""
+    signs, credit_true, credit_false, share)`` (see :meth:`AtomBounds.bounds_and_drive`;
+    ``known`` must hold on each box; the credits of :func:`verifier.pv.credit.linear_credit`,
+    zero without ``excess``; the estimated share of each box where each event holds,
+    :func:`verifier.pv.credit.true_share`)."""
 
     masses: MassFunction
     atoms: AtomBounds
@@ -50,7 +51,9 @@ class BoxEvaluation:
         else:
             credit_true, credit_false = linear_credit(
                 self.atoms, low, high, lines, lo, hi, mass_hi, self.excess)
-        return (mass_lo, mass_hi, low, high, drive, signed, signs, credit_true, credit_false)
+        share = true_share(self.atoms, low, high, lines, lo, hi, mass_hi)
+        return (mass_lo, mass_hi, low, high, drive, signed, signs, credit_true, credit_false,
+                share)
 
 
 def _evaluate_task(

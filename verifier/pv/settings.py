@@ -11,6 +11,8 @@ from verifier.errors import CertgateInputError
 SplitRule = Literal[
     "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
 ]
+Selection = Literal["directed", "mass"]
+SELECTIONS: tuple[str, ...] = ("directed", "mass")
 SPLIT_RULES: tuple[str, ...] = (
     "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
 )
@@ -23,7 +25,11 @@ class PVSettings:
     ``enumerate_points``: a box with at most this many discrete points in the columns that
     matter is finished by evaluating every point (0: never). ``linear_credit``: credit the
     part of an open box that CROWN's linear bounds decide (:mod:`verifier.pv.credit`; needs a
-    population that bounds such parts). ``executor``/``workers``: where
+    population that bounds such parts). ``selection``: which open boxes are refined first —
+    ``mass`` the heaviest uncredited ones (paper 003's SelectProb), ``directed`` mostly those
+    whose mass moves the end of the enclosure that must cross the threshold
+    (:mod:`verifier.pv.direction`; the same as ``mass`` without a threshold).
+    ``executor``/``workers``: where
     the bounding of each batch runs (``local``, ``process``, ``dask`` or ``dask=ADDRESS``, see
     :mod:`verifier.executor`), in tasks of at least ``min_boxes_per_task`` boxes."""
 
@@ -38,6 +44,7 @@ class PVSettings:
     enumerate_points: int = 0
     max_points_per_batch: int = 1 << 16
     linear_credit: bool = True
+    selection: Selection = "directed"
     executor: str = "local"
     workers: int | None = None
     min_boxes_per_task: int = 256
@@ -48,6 +55,10 @@ class PVSettings:
         if self.split not in SPLIT_RULES:
             raise CertgateInputError(
                 f"unknown split rule {self.split!r}; use one of {', '.join(SPLIT_RULES)}"
+            )
+        if self.selection not in SELECTIONS:
+            raise CertgateInputError(
+                f"unknown selection {self.selection!r}; use one of {', '.join(SELECTIONS)}"
             )
         if self.batch_size < 1:
             raise CertgateInputError("batch_size must be positive")

@@ -1,0 +1,141 @@
+"""Directed selection: the worth of proven mass per event against closed-form derivatives of
+the deciding end of a parity ratio, the estimated true share of a box against exact uniform
+shares, and the pool's choice of boxes by worth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from verifier.network import Layer, Network
+from verifier.pv.atoms import AtomBounds
+from verifier.pv.boxpool import BOX_FIELDS, Boxes, BoxPool
+from verifier.pv.credit import true_share
+from verifier.pv.direction import verdict_weights
+from verifier.pv.events import TrackedEvents
+from verifier.spec import Names, demographic_parity, specification_from_dict
+
+NAMES = Names.of(["sex", "x"], ["no", "yes"])
+
+
+def _parity() -> tuple[TrackedEvents, dict[str, int]]:
+    spec = demographic_parity(NAMES, protected="sex", privileged=1.0, favorable_class=1,
+                              gamma=0.8)
+    tracked = TrackedEvents(spec)
+    (fav_u, unf_u), (fav_p, unf_p) = (tracked.terms["p_unprivileged"],
+                                      tracked.terms["p_privileged"])
+    return tracked, {"a": fav_u, "b": unf_u, "c": fav_p, "d": unf_p}
+
+
+def _vector(index: dict[str, int], values: dict[str, float]) -> np.ndarray:
+    vector = np.zeros(len(index))
+    for name, value in values.items():
+        vector[index[name]] = value
+    return vector
+
+
+PROVEN = {"a": 0.05, "b": 0.2, "c": 0.1, "d": 0.2}
+UPPER = {"a": 0.2, "b": 0.35, "c": 0.3, "d": 0.4}
+
+
+def test_a_violation_in_sight_values_mass_by_how_it_lowers_the_upper_end() -> None:
+    """Estimated ratio 0.3 < γ: the upper end ``ub(p_u)/lb(p_p)`` (2.5 here) must fall. Its
+    derivatives: privileged favourable proven 20, privileged unfavourable refuted 5,
+    unprivileged unfavourable proven 6.25, unprivileged favourable refuted 6.25; nothing else
+    moves it."""
+    tracked, index = _parity()
+    spec = demographic_parity(NAMES, protected="sex", privileged=1.0, favorable_class=1,
+                              gamma=0.8)
+    open_true = _vector(index, {"a": 0.01, "b": 0.14, "c": 0.15, "d": 0.05})
+    weights = verdict_weights(spec, tracked, _vector(index, PROVEN), _vector(index, UPPER),
+                              open_true, 1.0)
+    assert weights is not None
+    gain_true, gain_false = weights
+    expected_true = _vector(index, {"b": 6.25, "c": 20.0})
+    expected_false = _vector(index, {"a": 6.25, "d": 5.0})
+    np.testing.assert_allclose(gain_true, expected_true, rtol=1e-2, atol=1e-9)
+    np.testing.assert_allclose(gain_false, expected_false, rtol=1e-2, atol=1e-9)
+
+
+def test_a_satisfied_ratio_in_sight_values_mass_by_how_it_raises_the_lower_end() -> None:
+    """Estimated ratio 1.5 > γ: the lower end ``lb(p_u)/ub(p_p)`` must rise (derivatives
+    3.6458, 0.5208, 0.41667, 0.27778)."""
+    tracked, index = _parity()
+    spec = demographic_parity(NAMES, protected="sex", privileged=1.0, favorable_class=1,
+                              gamma=0.8)
+    open_true = _vector(index, {"a": 0.15})
+    weights = verdict_weights(spec, tracked, _vector(index, PROVEN), _vector(index, UPPER),
+                              open_true, 1.0)
+    assert weights is not None
+    gain_true, gain_false = weights
+    np.testing.assert_allclose(gain_true, _vector(index, {"a": 3.6458, "d": 0.41667}),
+                               rtol=1e-2, atol=1e-9)
+    np.testing.assert_allclose(gain_false, _vector(index, {"b": 0.5208, "c": 0.27778}),
+                               rtol=1e-2, atol=1e-9)
+
+
+def test_no_threshold_or_no_finite_deciding_end_means_refining_by_mass() -> None:
+    tracked, index = _parity()
+    spec = demographic_parity(NAMES, protected="sex", privileged=1.0, favorable_class=1,
+                              gamma=0.8)
+    nothing_proven = _vector(index, {"c": 0.0})
+    assert verdict_weights(spec, tracked, nothing_proven, _vector(index, UPPER),
+                           _vector(index, {"a": 0.01, "c": 0.2}), 1.0) is None
+    plain = specification_from_dict({"probabilities": {"p": {"event": "y.yes > y.no"}}}, NAMES)
+    plain_tracked = TrackedEvents(plain)
+    assert verdict_weights(plain, plain_tracked, np.zeros(1), np.ones(1), np.zeros(1),
+                           1.0) is None
+
+
+@pytest.mark.parametrize(("lo", "hi", "uniform_share"), [
+    (0.0, 1.0, 0.7), (0.0, 0.4, 0.25), (0.2, 1.0, 0.875),
+])
+def test_estimated_true_share_follows_the_uniform_share(lo: float, hi: float,
+                                                        uniform_share: float) -> None:
+    """``yes − no = x − 0.3`` on ``[lo, hi]``: the linear bounds are exact, so the estimate is
+    the normal approximation of a uniform share (within 0.07 of it)."""
+    network = Network([Layer(np.array([[0.0], [1.0]]), np.array([0.0, -0.3]), "none")],
+                      input_names=["x"])
+    names = Names.of(["x"], ["no", "yes"])
+    spec = specification_from_dict({"probabilities": {"p": {"event": "y.yes > y.no"}}}, names)
+    atoms = AtomBounds(network, TrackedEvents(spec), ())
+    box_lo, box_hi = np.array([[lo]]), np.array([[hi]])
+    low, high, *_, lines = atoms.bounds_and_drive(box_lo, box_hi, "crown")
+    share = true_share(atoms, low, high, lines, box_lo, box_hi, np.ones(1))
+    assert abs(share[0, 0] - uniform_share) < 0.07
+
+
+def test_a_decided_box_keeps_the_neutral_share() -> None:
+    network = Network([Layer(np.array([[0.0], [1.0]]), np.array([0.0, -0.3]), "none")],
+                      input_names=["x"])
+    names = Names.of(["x"], ["no", "yes"])
+    spec = specification_from_dict({"probabilities": {"p": {"event": "y.yes > y.no"}}}, names)
+    atoms = AtomBounds(network, TrackedEvents(spec), ())
+    box_lo, box_hi = np.array([[0.5]]), np.array([[1.0]])
+    low, high, *_, lines = atoms.bounds_and_drive(box_lo, box_hi, "crown")
+    assert true_share(atoms, low, high, lines, box_lo, box_hi, np.ones(1))[0, 0] == 0.5
+
+
+def _pool(open_true: np.ndarray, priority: np.ndarray) -> BoxPool:
+    count, events = open_true.shape
+    fields = {name: np.zeros(count) for name in BOX_FIELDS}
+    fields.update(lo=np.zeros((count, 1)), hi=np.ones((count, 1)), open_true=open_true,
+                  open_false=np.zeros_like(open_true), priority=priority,
+                  credit_true=np.zeros((count, events)), credit_false=np.zeros((count, events)))
+    pool = BoxPool()
+    pool.add(Boxes(**fields))
+    return pool
+
+
+def test_the_pool_pops_by_worth_and_keeps_a_quarter_for_the_heaviest() -> None:
+    open_true = np.array([[0.0, 0.9], [0.5, 0.0], [0.4, 0.0], [0.0, 0.8], [0.3, 0.0],
+                          [0.2, 0.0], [0.1, 0.0], [0.0, 0.0]])
+    priority = np.array([0.9, 0.5, 0.4, 0.8, 0.3, 0.2, 0.1, 0.95])
+    pool = _pool(open_true, priority)
+    chosen = pool.pop_heaviest(4, (np.array([1.0, 0.0]), np.zeros(2)))
+    # three by worth (event 0's open mass), one by priority among the rest
+    assert sorted(chosen.priority.tolist()) == [0.3, 0.4, 0.5, 0.95]
+    assert pool.size == 4
+    assert pool.open_estimate(2).tolist() == pytest.approx([0.3, 1.7])
+    plain = _pool(open_true, priority).pop_heaviest(4)
+    assert sorted(plain.priority.tolist()) == [0.5, 0.8, 0.9, 0.95]
