@@ -45,8 +45,9 @@ class ProbabilityBranchAndBound:
         self.tracked = TrackedEvents(spec)
         self.atoms = AtomBounds(network, self.tracked, domain.groups)
         self.splitter = Splitter(network.layers[0].weight, self.atoms, masses, domain, settings)
+        self.directed = settings.selection == "directed" and spec.threshold is not None
         self.evaluation = BoxEvaluation(
-            masses, self.atoms, excess if settings.linear_credit else None)
+            masses, self.atoms, excess if settings.linear_credit else None, self.directed)
 
     def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
                   depth: np.ndarray, evaluate: Callable[..., tuple[np.ndarray, ...]],
@@ -128,7 +129,7 @@ class ProbabilityBranchAndBound:
             if stopped_by is not None:
                 break
             weights = None
-            if settings.selection == "directed":
+            if self.directed:
                 weights = verdict_weights(self.spec, self.tracked, proven, upper,
                                           pool.open_estimate(events), total)
             chosen = pool.pop_heaviest(settings.batch_size, weights)

@@ -33,11 +33,13 @@ class BoxEvaluation:
     signs, credit_true, credit_false, share)`` (see :meth:`AtomBounds.bounds_and_drive`;
     ``known`` must hold on each box; the credits of :func:`verifier.pv.credit.linear_credit`,
     zero without ``excess``; the estimated share of each box where each event holds,
-    :func:`verifier.pv.credit.true_share`)."""
+    :func:`verifier.pv.credit.true_share`, or 0.5 without ``estimate_shares`` — only
+    directed selection reads it)."""
 
     masses: MassFunction
     atoms: AtomBounds
     excess: ExcessFunction | None = None
+    estimate_shares: bool = True
 
     def __call__(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
@@ -51,7 +53,8 @@ class BoxEvaluation:
         else:
             credit_true, credit_false = linear_credit(
                 self.atoms, low, high, lines, lo, hi, mass_hi, self.excess)
-        share = true_share(self.atoms, low, high, lines, lo, hi, mass_hi)
+        share = (true_share(self.atoms, low, high, lines, lo, hi, mass_hi)
+                 if self.estimate_shares else np.full_like(credit_true, 0.5))
         return (mass_lo, mass_hi, low, high, drive, signed, signs, credit_true, credit_false,
                 share)
 
