@@ -139,3 +139,23 @@ def test_the_pool_pops_by_worth_and_keeps_a_quarter_for_the_heaviest() -> None:
     assert pool.open_estimate(2).tolist() == pytest.approx([0.3, 1.7])
     plain = _pool(open_true, priority).pop_heaviest(4)
     assert sorted(plain.priority.tolist()) == [0.5, 0.8, 0.9, 0.95]
+
+
+def test_the_difference_form_weighs_the_branch_that_attains_the_upper_end() -> None:
+    """``|p_u − p_p| < 0.1`` with ``p_u ∈ [0.3, 0.5]``, ``p_p ∈ [0.35, 0.42]``: the estimate
+    (0.076) lies below the threshold, so the upper end ``ub(p_u) − lb(p_p)`` (0.15) must fall:
+    only mass that lowers ``ub(p_u)`` or raises ``lb(p_p)`` is worth anything."""
+    spec = demographic_parity(NAMES, protected="sex", privileged=1.0, favorable_class=1,
+                              gamma=0.1, form="difference")
+    tracked = TrackedEvents(spec)
+    (a, b), (c, d) = tracked.terms["p_unprivileged"], tracked.terms["p_privileged"]
+    index = {"a": a, "b": b, "c": c, "d": d}
+    proven = _vector(index, {"a": 0.15, "b": 0.25, "c": 0.175, "d": 0.29})
+    upper = _vector(index, {"a": 0.25, "b": 0.35, "c": 0.21, "d": 0.325})
+    weights = verdict_weights(spec, tracked, proven, upper, np.zeros(4), 1.0)
+    assert weights is not None
+    gain_true, gain_false = weights
+    assert (gain_true > 0).tolist() == (_vector(index, {"b": 1.0, "c": 1.0}) > 0).tolist()
+    assert (gain_false > 0).tolist() == (_vector(index, {"a": 1.0, "d": 1.0}) > 0).tolist()
+    # d ub(p_u) / d b_lo = −a_hi / (a_hi + b_lo)² = −1; d lb(p_p) / d c_lo = d_hi / (·)² = 1.3
+    np.testing.assert_allclose(gain_true[[b, c]], [1.0, 1.3], rtol=1e-2)
