@@ -19,14 +19,18 @@ from verifier.exact_arith import exact_outputs
 from verifier.network import Layer, Network
 
 GROUPS = ((0, 1, 2), (3, 4))
+# the same shapes of groups over columns that are neither contiguous nor in order
+SCATTERED_GROUPS = ((4, 0, 2), (6, 1))
 PATTERNS = ((0.0, 0.0), (1.0, 1.0), (0.0, 1.0))
 
 
-def _box(rng: np.random.Generator, width: int) -> tuple[np.ndarray, np.ndarray]:
+def _box(
+    rng: np.random.Generator, width: int, groups: tuple[tuple[int, ...], ...] = GROUPS
+) -> tuple[np.ndarray, np.ndarray]:
     """A box whose group columns are each excluded, fixed or open, other columns an interval."""
     lo = rng.normal(size=width) - rng.uniform(0, 1, size=width)
     hi = lo + rng.uniform(0, 2, size=width)
-    for group in GROUPS:
+    for group in groups:
         for column in group:
             lo[column], hi[column] = PATTERNS[int(rng.integers(0, 3))]
     return lo, hi
@@ -37,11 +41,14 @@ def _allowed(lo: np.ndarray, hi: np.ndarray, group: tuple[int, ...]) -> list[int
             and all(lo[j] <= 0.0 <= hi[j] for j in group if j != c)]
 
 
-def _one_hot_points(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray) -> list[list]:
+def _one_hot_points(
+    rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray,
+    groups: tuple[tuple[int, ...], ...] = GROUPS,
+) -> list[list]:
     """Every combination of allowed categories, with the other columns at corners and at
     random points of their intervals."""
-    choices = [_allowed(lo, hi, group) for group in GROUPS]
-    rest = [c for c in range(lo.size) if all(c not in g for g in GROUPS)]
+    choices = [_allowed(lo, hi, group) for group in groups]
+    rest = [c for c in range(lo.size) if all(c not in g for g in groups)]
     points = []
     for categories in itertools.product(*choices):
         for trial in range(6):
@@ -54,21 +61,22 @@ def _one_hot_points(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray) ->
     return points
 
 
+@pytest.mark.parametrize("groups", [GROUPS, SCATTERED_GROUPS], ids=["contiguous", "scattered"])
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), hidden=st.lists(st.integers(1, 6), min_size=0, max_size=2),
        activation=st.sampled_from(["relu", "leaky_relu", "hardtanh"]))
 def test_bounds_contain_every_one_hot_point_exactly(
-    seed: int, hidden: list[int], activation: str
+    groups: tuple[tuple[int, ...], ...], seed: int, hidden: list[int], activation: str
 ) -> None:
     rng = np.random.default_rng(seed)
     network = random_network(rng, [7, *hidden, 2], activation)
-    lo, hi = _box(rng, 7)
-    points = _one_hot_points(rng, lo, hi)
+    lo, hi = _box(rng, 7, groups)
+    points = _one_hot_points(rng, lo, hi, groups)
     spec = np.array([[1.0, -1.0], [0.5, 2.0]])
     exact = [[sum(Fraction(c) * y for c, y in zip(row, exact_outputs(network, x), strict=True))
               for row in spec] for x in points]
     for method in METHODS:
-        result = compute_bounds(network, lo, hi, spec, method, alpha_steps=3, groups=GROUPS)
+        result = compute_bounds(network, lo, hi, spec, method, alpha_steps=3, groups=groups)
         for values in exact:
             for row, value in enumerate(values):
                 assert Fraction(result.lower[0, row]) <= value <= Fraction(result.upper[0, row])
