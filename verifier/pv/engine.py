@@ -54,10 +54,9 @@ class ProbabilityBranchAndBound:
                   method: str | None = None, known: Known | None = None) -> Boxes:
         """Bound new boxes (with ``method``, default the settings'; ``known``: what their
         parents proved) and record what PV keeps about each."""
-        (mass_lo, mass_hi, low, high, atom_drive, signed, signs, credit_true,
+        (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
          credit_false, share) = evaluate(lo, hi, method or self.settings.method, known)
         undecided = self.atoms.undecided(low, high)
-        drive, order = self.atoms.leading_drive(atom_drive, signed, undecided)
         truth = self.atoms.truth(low, high)
         open_events = pending & (truth == 0)
         credit_true = np.where(open_events, credit_true, 0.0)

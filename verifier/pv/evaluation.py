@@ -29,12 +29,14 @@ TASKS_PER_WORKER = 4
 
 @dataclass
 class BoxEvaluation:
-    """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, signed,
+    """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, order,
     signs, credit_true, credit_false, share)`` (see :meth:`AtomBounds.bounds_and_drive`;
-    ``known`` must hold on each box; the credits of :func:`verifier.pv.credit.linear_credit`,
-    zero without ``excess``; the estimated share of each box where each event holds,
-    :func:`verifier.pv.credit.true_share`, or 0.5 without ``estimate_shares`` — only
-    directed selection reads it)."""
+    ``drive`` and ``order`` per box and input, :meth:`AtomBounds.leading_drive` of the
+    atoms still undecided — computed here, so a worker returns a fifth of the per-atom
+    arrays; ``known`` must hold on each box; the credits of
+    :func:`verifier.pv.credit.linear_credit`, zero without ``excess``; the estimated
+    share of each box where each event holds, :func:`verifier.pv.credit.true_share`, or 0.5
+    without ``estimate_shares`` — only directed selection reads it)."""
 
     masses: MassFunction
     atoms: AtomBounds
@@ -45,8 +47,10 @@ class BoxEvaluation:
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
     ) -> tuple[np.ndarray, ...]:
         mass_lo, mass_hi = self.masses(lo, hi)
-        low, high, drive, signed, signs, lines = self.atoms.bounds_and_drive(
+        low, high, atom_drive, signed, signs, lines = self.atoms.bounds_and_drive(
             lo, hi, method, known)
+        drive, order = self.atoms.leading_drive(
+            atom_drive, signed, self.atoms.undecided(low, high))
         if self.excess is None:
             events = len(self.atoms.tracked.events)
             credit_true = credit_false = np.zeros((lo.shape[0], events))
@@ -55,7 +59,7 @@ class BoxEvaluation:
                 self.atoms, low, high, lines, lo, hi, mass_hi, self.excess)
         share = (true_share(self.atoms, low, high, lines, lo, hi, mass_hi)
                  if self.estimate_shares else np.full_like(credit_true, 0.5))
-        return (mass_lo, mass_hi, low, high, drive, signed, signs, credit_true, credit_false,
+        return (mass_lo, mass_hi, low, high, drive, order, signs, credit_true, credit_false,
                 share)
 
 
