@@ -730,20 +730,13 @@ def _relax(lo: torch.Tensor, hi: torch.Tensor, slope: torch.Tensor) -> _Relaxati
     return _Relaxation(lower_slope, chord, intercept, slope_bound)
 
 
-def _concretise(
-    coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor,
-    h_lo: torch.Tensor, h_hi: torch.Tensor,
-) -> torch.Tensor:
-    """Lower bound of ``coeffs·h + const`` for ``h`` in ``[h_lo, h_hi]`` (row-wise), widened
-    by ``margin`` (see :func:`_row_margins`); NaN (an overflow) becomes ``−∞``."""
-    return _concretise_halves(coeffs, const, margin, *_halves(h_lo, h_hi))
-
-
 def _concretise_halves(
     coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor,
     mid: torch.Tensor, rad: torch.Tensor,
 ) -> torch.Tensor:
-    """:func:`_concretise` given the box's midpoints and radii (:func:`_halves`)."""
+    """Lower bound of ``coeffs·h + const`` for ``h`` in the box of midpoints ``mid`` and radii
+    ``rad`` (:func:`_halves`; row-wise), widened by ``margin`` (see :func:`_row_margins`);
+    NaN (an overflow) becomes ``−∞``."""
     value = (coeffs * mid).sum(dim=1) - (coeffs.abs() * rad).sum(dim=1) + const - margin
     return torch.where(torch.isnan(value) | (value == np.inf), -np.inf, value)
 
@@ -752,7 +745,7 @@ def _concretise_input(
     coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor,
     mid: torch.Tensor, rad: torch.Tensor, onehot: _OneHot | None,
 ) -> torch.Tensor:
-    """:func:`_concretise` against the input box, every usable one-hot group at its best
+    """:func:`_concretise_halves` against the input box, every usable one-hot group at its best
     allowed category (``mid``/``rad``: :func:`_input_halves` of each row's box, ``onehot``:
     its records)."""
     value = _concretise_halves(coeffs, const, margin, mid, rad)
