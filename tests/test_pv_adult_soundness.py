@@ -188,14 +188,16 @@ def test_linear_credit_narrows_the_intervals_at_equal_boxes_and_keeps_the_exact_
     reference = exact_reference(instance)
     widths = {}
     for credit in (True, False):
-        chosen = PVSettings(timeout_s=60.0, max_boxes=3000, batch_size=256,
+        chosen = PVSettings(timeout_s=60.0, max_boxes=1000, batch_size=256,
                             linear_credit=credit)
         reported = _run(instance, chosen, instance.favorable_class)
         _assert_inside(reported, reference, f"adult-6, credit {credit}")
         final = [bounds for when, name, bounds in reported.intervals
                  if when.startswith("final") and name != "value"]
         widths[credit] = sum(high - low for low, high in final)
-    assert widths[True] < 0.75 * widths[False]  # measured: 0.089 vs 0.192
+    # measured: 0.116 vs 0.261 (at 3,000 boxes the splits alone nearly finish this instance:
+    # 0.066 vs 0.070)
+    assert widths[True] < 0.75 * widths[False]
 
 
 def test_monte_carlo_estimate_lies_in_every_interval_adult_8() -> None:

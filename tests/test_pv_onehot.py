@@ -10,6 +10,8 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from strategies import random_network
 
 from verifier.audits import check_population_fits, demographic_parity_audit
@@ -18,6 +20,8 @@ from verifier.network import Layer, Network
 from verifier.population.fitting import fit_bayesian_network, infer_features
 from verifier.population.model import PopulationModel
 from verifier.pv import ProbabilityBranchAndBound, PVSettings, population_domain
+from verifier.pv.domain import InputDomain
+from verifier.pv.splitting import Splitter
 from verifier.spec import demographic_parity
 
 COLUMNS = ["sex", "job=a", "job=b", "job=c", "job=d", "edu=x", "edu=y", "edu=z", "hours"]
@@ -187,3 +191,62 @@ def test_a_one_hot_column_named_name_equals_value_can_be_the_protected_attribute
     for name, exact in (("p_unprivileged", unprivileged), ("p_privileged", privileged)):
         low, high = certificate.bounds[name]
         assert Fraction(low) - slack <= exact <= Fraction(high) + slack
+
+
+def _skewed_population() -> PopulationModel:
+    """Like :func:`_population`, but job ``a`` holds about 70 % of the mass."""
+    rng = np.random.default_rng(11)
+    rows = 600
+    sex = rng.integers(0, 2, rows)
+    job = rng.choice(4, size=rows, p=[0.7, 0.1, 0.1, 0.1])
+    edu = rng.integers(0, 3, rows)
+    frame = pd.DataFrame({"sex": sex})
+    for j, name in enumerate("abcd"):
+        frame[f"job={name}"] = (job == j).astype(int)
+    for e, name in enumerate("xyz"):
+        frame[f"edu={name}"] = (edu == e).astype(int)
+    frame["hours"] = (rng.integers(0, 4, rows) + edu).astype(int)
+    features = infer_features(
+        frame, categorical={"job": COLUMNS[1:5], "edu": COLUMNS[5:8]},
+        domains={"hours": (0, 6)},
+    )
+    return fit_bayesian_network(frame, features, {"job": ["sex"], "hours": ["edu"]}, min_rows=5)
+
+
+def _splitter(population: PopulationModel) -> tuple[Splitter, InputDomain]:
+    network = Network(random_network(np.random.default_rng(2), [9, 5, 2]).layers, COLUMNS,
+                      ["no", "yes"])
+    names = check_population_fits(network, population)
+    spec = demographic_parity(names, protected="sex", privileged=1, favorable_class=1, gamma=0.8)
+    masses, domain = population_domain(population)
+    return ProbabilityBranchAndBound(network, spec, masses, domain, PVSettings()).splitter, domain
+
+
+def test_a_category_holding_half_the_open_mass_is_cut_off_alone() -> None:
+    splitter, domain = _splitter(_skewed_population())
+    lo, hi = domain.lower[None].copy(), domain.upper[None].copy()
+    order = np.zeros_like(lo)
+    order[0, 1:5] = [0.0, 3.0, 1.0, 2.0]
+    left_lo, left_hi, right_lo, right_hi = splitter.children(lo, hi, np.array([1]), order)
+    assert left_lo[0, 1:5].tolist() == [1, 0, 0, 0] and left_hi[0, 1:5].tolist() == [1, 0, 0, 0]
+    assert right_lo[0, 1:5].tolist() == [0, 0, 0, 0] and right_hi[0, 1:5].tolist() == [0, 1, 1, 1]
+    # without job a, no open category holds half the mass: halves in coefficient order
+    hi[0, 1] = 0.0
+    left_lo, left_hi, right_lo, right_hi = splitter.children(lo, hi, np.array([1]), order)
+    assert left_lo[0, 1:5].tolist() == [0, 0, 1, 0] and left_hi[0, 1:5].tolist() == [0, 0, 1, 0]
+    assert right_lo[0, 1:5].tolist() == [0, 0, 0, 0] and right_hi[0, 1:5].tolist() == [0, 1, 0, 1]
+
+
+@given(st.data())
+def test_category_halves_partition_the_open_categories(data: st.DataObject) -> None:
+    splitter, _ = _splitter(_skewed_population())
+    boxes = data.draw(st.integers(1, 20))
+    allowed = np.array(data.draw(st.lists(
+        st.lists(st.booleans(), min_size=4, max_size=4).filter(lambda row: sum(row) >= 2),
+        min_size=boxes, max_size=boxes)))
+    coefficients = np.array(data.draw(st.lists(
+        st.lists(st.floats(-5, 5), min_size=4, max_size=4), min_size=boxes, max_size=boxes)))
+    first, second = splitter._halve_categories(allowed, np.zeros(boxes, np.int64), coefficients)
+    assert not (first & second).any()
+    assert ((first | second) == allowed).all()
+    assert first.any(axis=1).all() and second.any(axis=1).all()

@@ -3,12 +3,14 @@
 Only columns that the network or an atom reads are split; every other column is integrated
 out by the box probabilities. Bounded continuous columns are bisected; unbounded ones are cut
 at quantiles of the population's marginal (halving the marginal mass of the unbounded side);
-integer columns split into disjoint integer ranges; a one-hot group is split as a whole, its
-allowed categories halved in the order of the leading atom's coefficients. A box with an
-undecided input atom on one column (``x.age >= 18``) is first cut exactly at the atom's
-threshold, with the threshold on the atom's true side, which decides that atom on both
-children. Column choice: smear (CROWN's input coefficients times the width, paper 003's
-BaBSB as an alternative), with LongestEdge every ``k`` levels for completeness.
+integer columns split into disjoint integer ranges; a one-hot group is split as a whole: a
+category holding at least half of the allowed categories' marginal mass is cut off alone,
+otherwise the allowed categories are halved in the order of the leading atom's
+coefficients. A box with an undecided input atom on one column (``x.age >= 18``) is first
+cut exactly at the atom's threshold, with the threshold on the atom's true side, which
+decides that atom on both children. Column choice: smear (CROWN's input coefficients times
+the width, paper 003's BaBSB as an alternative), with LongestEdge every ``k`` levels for
+completeness.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Splitter:
             column: self._marginal_prefix(masses, domain, column, atoms)
             for column, atoms in self.atom_columns
         }
+        self.category_mass = self._category_masses(masses, domain)
         self.quantiles = MarginalQuantiles(masses, domain)
         self._threshold_atoms()
         self.root_width = domain.upper - domain.lower
@@ -136,9 +139,9 @@ class Splitter:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Split box ``i`` along ``dims[i]``: returns (left_lo, left_hi, right_lo, right_hi).
 
-        A one-hot group's allowed categories are sorted by ``order`` (the leading atom's
-        coefficients) and halved: each child allows one half, so both children's ranges of
-        that coefficient shrink; a child left with one category fixes it."""
+        A one-hot group's allowed categories go to two children (:meth:`_halve_categories`:
+        its heaviest category alone, or halves in the order of ``order``, the leading atom's
+        coefficients); a child left with one category fixes it."""
         rows = np.arange(lo.shape[0])
         left_lo, left_hi = lo.copy(), hi.copy()
         right_lo, right_hi = lo.copy(), hi.copy()
@@ -164,10 +167,7 @@ class Splitter:
             allowed = self.allowed(lo[rows_g], hi[rows_g], groups)
             columns = self.group_index[groups]
             valid = self.group_valid[groups]
-            key = np.where(allowed, order[rows_g[:, None], columns], np.inf)
-            rank = np.argsort(np.argsort(key, axis=1, kind="stable"), axis=1, kind="stable")
-            count = allowed.sum(axis=1, keepdims=True)
-            halves = (allowed & (rank < count // 2), allowed & (rank >= count // 2))
+            halves = self._halve_categories(allowed, groups, order[rows_g[:, None], columns])
             where = (np.repeat(rows_g[:, None], columns.shape[1], axis=1)[valid], columns[valid])
             for (child_lo, child_hi), half in zip(
                 ((left_lo, left_hi), (right_lo, right_hi)), halves, strict=True
@@ -176,6 +176,25 @@ class Splitter:
                 child_hi[where] = half.astype(np.float64)[valid]
                 child_lo[where] = single.astype(np.float64)[valid]
         return left_lo, left_hi, right_lo, right_hi
+
+    def _halve_categories(
+        self, allowed: np.ndarray, groups: np.ndarray, coefficients: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The two children's category sets (masks over the group's slots) for boxes that
+        split one-hot group ``groups[i]`` with ``allowed[i]`` categories open (two or more):
+        a category holding at least half of the open categories' marginal mass is cut off
+        alone (the heavy child fixes it at once, and the light one, holding the rare
+        categories, matters little); otherwise the open categories are halved in the order
+        of ``coefficients``. The marginal masses are the population's, not the box's: they
+        only place the cut."""
+        key = np.where(allowed, coefficients, np.inf)
+        rank = np.argsort(np.argsort(key, axis=1, kind="stable"), axis=1, kind="stable")
+        count = allowed.sum(axis=1, keepdims=True)
+        weight = np.where(allowed, self.category_mass[groups], 0.0)
+        heavy = (weight.max(axis=1) >= 0.5 * weight.sum(axis=1))[:, None]
+        heaviest = np.arange(allowed.shape[1])[None, :] == np.argmax(weight, axis=1)[:, None]
+        first = np.where(heavy, heaviest, rank < count // 2)
+        return allowed & first, allowed & ~first
 
     def _group_scores(
         self, score: np.ndarray, lo: np.ndarray, hi: np.ndarray, order: np.ndarray
@@ -344,6 +363,20 @@ class Splitter:
             some = first <= last
             lo[some, column] = atoms[first[some]]
             hi[some, column] = atoms[last[some]]
+
+    def _category_masses(self, masses: MassFunction, domain: InputDomain) -> np.ndarray:
+        """Per one-hot group and slot: the population's marginal mass of that category (an
+        upper enclosure; it only places cuts)."""
+        groups, slots = self.group_index.shape
+        result = np.zeros((groups, slots))
+        for group in range(groups):
+            columns = self.group_index[group][self.group_valid[group]]
+            lo = np.repeat(domain.lower[None, :], columns.size, axis=0)
+            hi = np.repeat(domain.upper[None, :], columns.size, axis=0)
+            lo[:, columns] = hi[:, columns] = 0.0
+            lo[np.arange(columns.size), columns] = hi[np.arange(columns.size), columns] = 1.0
+            result[group, : columns.size] = masses(lo, hi)[1]
+        return result
 
     @staticmethod
     def _marginal_prefix(masses: MassFunction, domain: InputDomain, column: int,
