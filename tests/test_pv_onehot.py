@@ -250,3 +250,22 @@ def test_category_halves_partition_the_open_categories(data: st.DataObject) -> N
     assert not (first & second).any()
     assert ((first | second) == allowed).all()
     assert first.any(axis=1).all() and second.any(axis=1).all()
+
+
+def test_a_group_with_a_heavy_category_scores_its_share_of_mass() -> None:
+    """Job's heaviest category holds ~70 % of its mass, so fixing it removes job's whole
+    coefficient range on that share: job (range 1.0) is split before education (range 1.2,
+    no heavy category), which coefficient halving alone would prefer."""
+    splitter, domain = _splitter(_skewed_population())
+    share = splitter.category_mass[0].max() / splitter.category_mass[0].sum()
+    assert 0.6 < share < 0.8
+    lo, hi = domain.lower[None].copy(), domain.upper[None].copy()
+    order = np.zeros_like(lo)
+    order[0, 1:5] = [0.0, 1.0, 0.5, 0.5]
+    order[0, 5:8] = [0.0, 1.2, 0.6]
+    undecided = np.ones((1, splitter.atoms.constants.size), dtype=bool)
+    dims = splitter.choose_dims(lo, hi, np.zeros(1, np.int64), undecided, np.zeros_like(lo), order)
+    assert dims.tolist() == [1]
+    order[0, 5:8] = [0.0, 1.6, 0.6]  # now education's range beats job's 2 × 0.7 × 1.0
+    dims = splitter.choose_dims(lo, hi, np.zeros(1, np.int64), undecided, np.zeros_like(lo), order)
+    assert dims.tolist() == [5]
