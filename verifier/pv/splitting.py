@@ -195,7 +195,8 @@ class Splitter:
         rank = np.argsort(np.argsort(key, axis=1, kind="stable"), axis=1, kind="stable")
         count = allowed.sum(axis=1, keepdims=True)
         weight = np.where(allowed, self.category_mass[groups], 0.0)
-        heavy = (weight.max(axis=1) >= HEAVY_CATEGORY_SHARE * weight.sum(axis=1))[:, None]
+        top = weight.max(axis=1)
+        heavy = ((top > 0.0) & (top >= HEAVY_CATEGORY_SHARE * weight.sum(axis=1)))[:, None]
         heaviest = np.arange(allowed.shape[1])[None, :] == np.argmax(weight, axis=1)[:, None]
         first = np.where(heavy, heaviest, rank < count // 2)
         return allowed & first, allowed & ~first
