@@ -195,11 +195,18 @@ class Splitter:
         rank = np.argsort(np.argsort(key, axis=1, kind="stable"), axis=1, kind="stable")
         count = allowed.sum(axis=1, keepdims=True)
         weight = np.where(allowed, self.category_mass[groups], 0.0)
-        top = weight.max(axis=1)
-        heavy = ((top > 0.0) & (top >= HEAVY_CATEGORY_SHARE * weight.sum(axis=1)))[:, None]
+        heavy = (self._heaviest_share(weight) >= HEAVY_CATEGORY_SHARE)[:, None]
         heaviest = np.arange(allowed.shape[1])[None, :] == np.argmax(weight, axis=1)[:, None]
         first = np.where(heavy, heaviest, rank < count // 2)
         return allowed & first, allowed & ~first
+
+    @staticmethod
+    def _heaviest_share(weight: np.ndarray) -> np.ndarray:
+        """Per box: the heaviest open category's share of the open categories' marginal
+        mass (``weight``, zero where a category is not open); 0 where they hold none."""
+        total = weight.sum(axis=1)
+        return np.where(
+            total > 0.0, weight.max(axis=1) / np.maximum(total, np.finfo(float).tiny), 0.0)
 
     def _group_scores(
         self, score: np.ndarray, lo: np.ndarray, hi: np.ndarray, order: np.ndarray
@@ -218,8 +225,8 @@ class Splitter:
             high = np.where(allowed, values, -np.inf).max(axis=1)
             low = np.where(allowed, values, np.inf).min(axis=1)
             spread = np.where(allowed.sum(axis=1) >= 2, 2.0 * (high - low), 0.0)
-            weight = np.where(allowed, self.category_mass[group][None, :], 0.0)
-            share = weight.max(axis=1) / np.maximum(weight.sum(axis=1), np.finfo(float).tiny)
+            share = self._heaviest_share(
+                np.where(allowed, self.category_mass[group][None, :], 0.0))
             heavy = share >= HEAVY_CATEGORY_SHARE
             score[:, self.group_index[group, 0]] = spread * np.where(heavy, 2.0 * share, 1.0)
         return score
