@@ -1,0 +1,95 @@
+"""The open-box pool against a plain list of the boxes it was given: every popped box comes
+back with the fields it was added with, the credit sums bound the exact sums from below, and
+the top-``k`` search returns exactly the ``k`` largest values."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from verifier.pv.boxpool import BOX_FIELDS, EVENT_FIELDS, Boxes, BoxPool, _largest
+
+EVENTS = 3
+
+
+def _boxes(rng: np.random.Generator, first_id: int, count: int) -> Boxes:
+    """``count`` boxes whose ``depth`` is a unique id and whose other fields are random."""
+    fields: dict[str, np.ndarray] = {
+        name: rng.random((count, EVENTS)) for name in EVENT_FIELDS}
+    fields.update(
+        lo=rng.random((count, 4)), hi=rng.random((count, 4)), mass_lo=rng.random(count),
+        mass_hi=rng.random(count), pending=rng.random((count, EVENTS)) < 0.5,
+        depth=np.arange(first_id, first_id + count, dtype=np.int64),
+        atoms=rng.random((count, 2)) < 0.5, drive=rng.random((count, 4)),
+        order=rng.random((count, 4)), truth=rng.integers(-1, 2, (count, EVENTS), np.int8),
+        signs=rng.integers(0, 255, (count, 2), np.uint8), low=rng.random((count, 2)),
+        high=rng.random((count, 2)), priority=rng.random(count),
+    )
+    return Boxes(**{name: fields[name] for name in BOX_FIELDS})
+
+
+def _rows(boxes: Boxes) -> dict[int, dict[str, np.ndarray]]:
+    return {int(box_id): {name: getattr(boxes, name)[i] for name in BOX_FIELDS}
+            for i, box_id in enumerate(boxes.depth)}
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1),
+       rounds=st.lists(st.tuples(st.integers(0, 300), st.integers(1, 200)), min_size=1,
+                       max_size=6),
+       directed=st.booleans())
+def test_the_pool_returns_what_it_was_given_and_bounds_the_credit_sums(
+    seed: int, rounds: list[tuple[int, int]], directed: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    pool = BoxPool()
+    reference: dict[int, dict[str, np.ndarray]] = {}
+    next_id = 0
+    weights = (rng.random(EVENTS), rng.random(EVENTS)) if directed else None
+    for added, popped in rounds:
+        if added:
+            boxes = _boxes(rng, next_id, added)
+            next_id += added
+            pool.add(boxes)
+            reference.update(_rows(boxes))
+        if not reference:
+            continue
+        chosen = pool.pop_heaviest(popped, weights)
+        assert chosen.lo.shape[0] == min(popped, len(reference))
+        for box_id, row in _rows(chosen).items():
+            expected = reference.pop(box_id)
+            for name in BOX_FIELDS:
+                assert np.array_equal(row[name], expected[name]), name
+        assert pool.size == len(reference)
+        credit_true, credit_false = pool.credits(EVENTS)
+        for name, bound in (("credit_true", credit_true), ("credit_false", credit_false)):
+            for event in range(EVENTS):
+                exact = sum((Fraction(float(row[name][event])) for row in reference.values()),
+                            Fraction(0))
+                assert Fraction(float(bound[event])) <= exact
+
+
+def test_the_pool_pops_the_heaviest_boxes_by_priority() -> None:
+    rng = np.random.default_rng(7)
+    pool = BoxPool()
+    boxes = _boxes(rng, 0, 5000)
+    pool.add(boxes)
+    chosen = pool.pop_heaviest(50)
+    assert sorted(chosen.priority.tolist()) == sorted(boxes.priority.tolist())[-50:]
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=arrays(np.float64, st.integers(1, 4000),
+                     elements=st.sampled_from([-np.inf, 0.0, 0.25, 0.5, 1.0, 3.0, 1e-300])),
+       fraction=st.floats(0.0005, 1.0))
+def test_the_top_k_search_returns_exactly_the_largest_values(
+    values: np.ndarray, fraction: float
+) -> None:
+    count = max(1, min(values.size, int(values.size * fraction)))
+    found = _largest(values, count)
+    assert np.unique(found).size == count
+    assert sorted(values[found].tolist()) == sorted(values.tolist())[-count:]
