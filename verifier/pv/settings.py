@@ -31,7 +31,8 @@ class PVSettings:
     (:mod:`verifier.pv.direction`; the same as ``mass`` without a threshold).
     ``executor``/``workers``: where
     the bounding of each batch runs (``local``, ``process``, ``dask`` or ``dask=ADDRESS``, see
-    :mod:`verifier.executor`), in tasks of at least ``min_boxes_per_task`` boxes."""
+    :mod:`verifier.executor`), in tasks of on average at least ``min_boxes_per_task`` boxes
+    (:class:`verifier.pv.evaluation.DistributedEvaluation`)."""
 
     batch_size: int = 1024
     method: str = "crown"
