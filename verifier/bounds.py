@@ -240,6 +240,14 @@ class _OneHot:
         return _OneHot(self.index, self.allowed[rows], self.usable[rows], self.free[rows],
                        self.blocked[rows], self.columns)
 
+    def for_extremes(self, rows: torch.Tensor) -> _OneHot:
+        """The records of the boxes ``rows`` that :func:`_group_extreme` reads (``blocked``,
+        ``usable``), the others left empty: one row per back-substituted row is gathered, so
+        the unread records are not copied."""
+        empty = self.free[:0]
+        return _OneHot(self.index, self.allowed[:0], self.usable[rows], empty,
+                       self.blocked[rows], self.columns)
+
 
 def _onehot(
     groups: Sequence[Sequence[int]], lo: torch.Tensor, hi: torch.Tensor
@@ -786,14 +794,15 @@ def _backsubstitute(
         affine = affines[index]
         relaxation = relaxations.get(index)
         if relaxation is not None:
-            positive = coeffs.clamp(min=0.0)
             negative = coeffs.clamp(max=0.0)
             const = const + (negative * relaxation.upper_intercept.index_select(0, box)).sum(
                 dim=1
             )
-            coeffs = positive * relaxation.lower_slope.index_select(
-                0, box
-            ) + negative * relaxation.upper_slope.index_select(0, box)
+            # the lower slope for a non-negative coefficient, the upper one for a negative one
+            coeffs = coeffs * torch.where(
+                coeffs >= 0.0, relaxation.lower_slope.index_select(0, box),
+                relaxation.upper_slope.index_select(0, box),
+            )
         const = const + coeffs @ affine.bias
         coeffs = coeffs @ affine.weight
         if not paired or index == 0:
@@ -824,7 +833,7 @@ def _backsubstitute(
     mid, rad = halves[0]
     result[row_ids] = _concretise_input(
         coeffs, const, margin, mid.index_select(0, box), rad.index_select(0, box),
-        None if onehot is None else onehot.select(box),
+        None if onehot is None else onehot.for_extremes(box),
     )
     return result, coeffs
 
