@@ -255,6 +255,22 @@ def test_category_halves_partition_the_open_categories(data: st.DataObject) -> N
     assert first.any(axis=1).all() and second.any(axis=1).all()
 
 
+@given(st.data())
+def test_one_group_on_every_box_allows_what_the_per_box_rule_allows(
+    data: st.DataObject
+) -> None:
+    splitter, domain = _splitter(_skewed_population())
+    boxes = data.draw(st.integers(1, 30))
+    ends = st.sampled_from([-0.5, 0.0, 0.5, 1.0, 1.5])
+    corners = np.array(data.draw(st.lists(
+        st.lists(st.tuples(ends, ends), min_size=domain.lower.size, max_size=domain.lower.size),
+        min_size=boxes, max_size=boxes)))
+    lo, hi = corners.min(axis=2), corners.max(axis=2)
+    for group in range(len(domain.groups)):
+        expected = splitter.allowed(lo, hi, np.full(boxes, group))
+        assert np.array_equal(splitter.group_allowed(lo, hi, group), expected)
+
+
 def test_a_group_with_a_heavy_category_scores_its_share_of_mass() -> None:
     """Job's heaviest category holds ~70 % of its mass, so fixing it removes job's whole
     coefficient range on that share: job (range 1.0) is split before education (range 1.2,

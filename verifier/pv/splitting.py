@@ -124,6 +124,19 @@ class Splitter:
         others_fail = zero_fails.sum(axis=1, keepdims=True) - zero_fails
         return one_fits & (others_fail == 0)
 
+    def group_allowed(self, lo: np.ndarray, hi: np.ndarray, group: int) -> np.ndarray:
+        """:meth:`allowed` for the same group on every box: a gather of the group's own
+        columns, several times faster than the per-box one (it runs for every group on
+        every chosen box, several times a round)."""
+        columns = self.group_index[group][self.group_valid[group]]
+        g_lo, g_hi = lo[:, columns], hi[:, columns]
+        zero_fails = ~((g_lo <= 0.0) & (g_hi >= 0.0))
+        one_fits = (g_lo <= 1.0) & (g_hi >= 1.0)
+        others_fail = zero_fails.sum(axis=1, keepdims=True) - zero_fails
+        allowed = np.zeros((lo.shape[0], self.group_index.shape[1]), dtype=bool)
+        allowed[:, : columns.size] = one_fits & (others_fail == 0)
+        return allowed
+
     def candidates(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Splittable columns per box: read and non-degenerate; a one-hot group is split as
         a whole, through its first column, while it allows two categories or more."""
@@ -133,7 +146,7 @@ class Splitter:
             open_column[:, in_group] = False
             for group in range(self.group_index.shape[0]):
                 first = self.group_index[group, 0]
-                allowed = self.allowed(lo, hi, np.full(lo.shape[0], group))
+                allowed = self.group_allowed(lo, hi, group)
                 read = self.splittable[self.group_index[group]].any()
                 open_column[:, first] = read & (allowed.sum(axis=1) >= 2)
         return open_column
@@ -220,7 +233,7 @@ class Splitter:
         child: its score is ``2s`` times the range's."""
         rows = np.arange(lo.shape[0])[:, None]
         for group in range(self.group_index.shape[0]):
-            allowed = self.allowed(lo, hi, np.full(lo.shape[0], group))
+            allowed = self.group_allowed(lo, hi, group)
             values = order[rows, self.group_index[group][None, :]]
             high = np.where(allowed, values, -np.inf).max(axis=1)
             low = np.where(allowed, values, np.inf).min(axis=1)
@@ -332,7 +345,7 @@ class Splitter:
         for d in integer:
             counts *= np.maximum(np.floor(hi[:, d]) - np.ceil(lo[:, d]) + 1.0, 0.0)
         for g in groups:
-            counts *= self.allowed(lo, hi, np.full(lo.shape[0], g)).sum(axis=1)
+            counts *= self.group_allowed(lo, hi, g).sum(axis=1)
         return np.where(open_continuous, np.inf, counts)
 
     def enumerate(
@@ -344,7 +357,7 @@ class Splitter:
         on integers only, one-hot groups on their categories only."""
         integer, groups = self._discrete_axes()
         count = box_lo.shape[0]
-        allowed = [self.allowed(box_lo, box_hi, np.full(count, g)) for g in groups]
+        allowed = [self.group_allowed(box_lo, box_hi, g) for g in groups]
         sizes = np.concatenate([
             np.maximum(np.floor(box_hi[:, integer]) - np.ceil(box_lo[:, integer]) + 1, 0),
             np.array([a.sum(axis=1) for a in allowed]).reshape(len(groups), count).T,
