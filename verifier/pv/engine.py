@@ -131,7 +131,7 @@ class ProbabilityBranchAndBound:
             if self.directed:
                 weights = verdict_weights(self.spec, self.tracked, proven, upper,
                                           pool.open_estimate(events), total)
-            chosen = pool.pop_heaviest(settings.batch_size, weights)
+            chosen = pool.pop_heaviest(settings.round_size(), weights)
             new = self._refine(chosen, evaluate)
             processed += new.lo.shape[0]
         return PVResult(

@@ -7,6 +7,7 @@ from typing import Literal
 
 from verifier.bounds import METHODS
 from verifier.errors import CertgateInputError
+from verifier.executor import default_workers
 
 SplitRule = Literal[
     "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
@@ -16,6 +17,10 @@ SELECTIONS: tuple[str, ...] = ("directed", "mass")
 SPLIT_RULES: tuple[str, ...] = (
     "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
 )
+BATCH_PER_WORKER = 1024
+"""Boxes refined per round for each worker bounding them, unless ``batch_size`` says
+otherwise (docs/decisions.md, PV: on a pool a round's fixed costs — the caller's
+bookkeeping, the tasks — are amortised over larger batches)."""
 
 
 @dataclass
@@ -32,9 +37,10 @@ class PVSettings:
     ``executor``/``workers``: where
     the bounding of each batch runs (``local``, ``process``, ``dask`` or ``dask=ADDRESS``, see
     :mod:`verifier.executor`), in tasks of on average at least ``min_boxes_per_task`` boxes
-    (:class:`verifier.pv.evaluation.DistributedEvaluation`)."""
+    (:class:`verifier.pv.evaluation.DistributedEvaluation`). ``batch_size``: boxes refined
+    per round (None: :data:`BATCH_PER_WORKER` per worker, see :meth:`round_size`)."""
 
-    batch_size: int = 1024
+    batch_size: int | None = None
     method: str = "crown"
     split: SplitRule = "smear-longest-edge"
     longest_edge_every: int = 10
@@ -61,7 +67,7 @@ class PVSettings:
             raise CertgateInputError(
                 f"unknown selection {self.selection!r}; use one of {', '.join(SELECTIONS)}"
             )
-        if self.batch_size < 1:
+        if self.batch_size is not None and self.batch_size < 1:
             raise CertgateInputError("batch_size must be positive")
         if self.precision is not None and self.precision <= 0:
             raise CertgateInputError("precision must be positive")
@@ -75,3 +81,12 @@ class PVSettings:
             raise CertgateInputError(
                 "enumerate_points must be >= 0 and max_points_per_batch positive"
             )
+
+    def round_size(self) -> int:
+        """Boxes refined per round: ``batch_size`` if given, else :data:`BATCH_PER_WORKER`
+        in-process and that many per worker on a process pool or Dask."""
+        if self.batch_size is not None:
+            return self.batch_size
+        if self.executor == "local":
+            return BATCH_PER_WORKER
+        return BATCH_PER_WORKER * (self.workers or default_workers())
