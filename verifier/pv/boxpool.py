@@ -161,10 +161,10 @@ def _stored(values: np.ndarray, name: str, count: int) -> np.ndarray:
 
 
 def _largest(values: np.ndarray, count: int) -> np.ndarray:
-    """Indices of ``count`` largest entries of ``values`` (``count`` at most its size; ties
-    broken by position order of the partition). Exact: the partition runs on the entries at
-    or above a threshold taken from an evenly strided sample (about twice ``count`` of them
-    pass), or on all entries when fewer than ``count`` pass."""
+    """Indices of ``count`` largest entries of ``values`` (``count`` at most its size; among
+    equal entries the partition picks deterministically). Exact: the partition runs on the
+    entries at or above a threshold taken from an evenly strided sample (about twice
+    ``count`` of them pass), or on all entries when fewer than ``count`` pass."""
     stride = values.size // (16 * count)
     if stride >= 4:
         sample = np.sort(values[::stride])
