@@ -16,7 +16,7 @@ from strategies import random_network
 from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
 from verifier.pv import InputDomain, PVSettings, verify
-from verifier.pv.settings import BATCH_PER_WORKER
+from verifier.pv.settings import BATCH_PER_WORKER, IN_PROCESS_BATCH
 from verifier.spec import (
     Names,
     SpecError,
@@ -286,8 +286,9 @@ def test_bad_specifications_are_clear_errors() -> None:
         verify(network, spec, normal_masses(np.zeros(2), np.ones(2)), unbounded(2))
 
 
-def test_a_round_refines_the_given_batch_or_1024_boxes_per_worker() -> None:
-    assert PVSettings().round_size() == BATCH_PER_WORKER == 1024
+def test_a_round_refines_the_given_batch_or_a_batch_per_worker() -> None:
+    assert PVSettings().round_size() == IN_PROCESS_BATCH == 1024
+    assert BATCH_PER_WORKER == 2048
     assert PVSettings(executor="process", workers=3).round_size() == 3 * BATCH_PER_WORKER
     assert PVSettings(executor="dask", workers=2).round_size() == 2 * BATCH_PER_WORKER
     assert PVSettings(executor="process", workers=3, batch_size=100).round_size() == 100

@@ -85,8 +85,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", type=float,
                         help="stop once every probability interval is at most this wide")
     parser.add_argument("--batch-size", type=int,
-                        help="boxes refined per round (default 1024 per worker: 1024 "
-                             "in-process, 2048 on a 2-worker pool)")
+                        help="boxes refined per round (default 1024 in-process, 2048 per "
+                             "worker on a process pool or Dask)")
     parser.add_argument("--split", choices=SPLIT_CHOICES, default="smear-longest-edge")
     parser.add_argument("--executor", default="local",
                         help="where each batch of boxes is bounded: local, process, dask or "

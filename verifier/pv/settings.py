@@ -17,10 +17,12 @@ SELECTIONS: tuple[str, ...] = ("directed", "mass")
 SPLIT_RULES: tuple[str, ...] = (
     "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
 )
-BATCH_PER_WORKER = 1024
-"""Boxes refined per round for each worker bounding them, unless ``batch_size`` says
-otherwise (docs/decisions.md, PV: on a pool a round's fixed costs — the caller's
-bookkeeping, the tasks — are amortised over larger batches)."""
+IN_PROCESS_BATCH = 1024
+"""Boxes refined per round in-process, unless ``batch_size`` says otherwise."""
+BATCH_PER_WORKER = 2048
+"""Boxes refined per round for each worker of a process pool or Dask, unless
+``batch_size`` says otherwise (docs/decisions.md, PV: on a pool a round's fixed costs —
+the caller's bookkeeping, the tasks — are amortised over larger batches)."""
 
 
 @dataclass
@@ -38,7 +40,8 @@ class PVSettings:
     the bounding of each batch runs (``local``, ``process``, ``dask`` or ``dask=ADDRESS``, see
     :mod:`verifier.executor`), in tasks of on average at least ``min_boxes_per_task`` boxes
     (:class:`verifier.pv.evaluation.DistributedEvaluation`). ``batch_size``: boxes refined
-    per round (None: :data:`BATCH_PER_WORKER` per worker, see :meth:`round_size`)."""
+    per round (None: :data:`IN_PROCESS_BATCH`, or :data:`BATCH_PER_WORKER` per worker on a
+    pool, see :meth:`round_size`)."""
 
     batch_size: int | None = None
     method: str = "crown"
@@ -83,10 +86,10 @@ class PVSettings:
             )
 
     def round_size(self) -> int:
-        """Boxes refined per round: ``batch_size`` if given, else :data:`BATCH_PER_WORKER`
-        in-process and that many per worker on a process pool or Dask."""
+        """Boxes refined per round: ``batch_size`` if given, else :data:`IN_PROCESS_BATCH`
+        in-process and :data:`BATCH_PER_WORKER` per worker on a process pool or Dask."""
         if self.batch_size is not None:
             return self.batch_size
         if self.executor == "local":
-            return BATCH_PER_WORKER
+            return IN_PROCESS_BATCH
         return BATCH_PER_WORKER * (self.workers or default_workers())
