@@ -240,13 +240,6 @@ class _OneHot:
         return _OneHot(self.index, self.allowed[rows], self.usable[rows], self.free[rows],
                        self.blocked[rows], self.columns)
 
-    def for_extremes(self, rows: torch.Tensor) -> _OneHot:
-        """The records of the boxes ``rows`` that :func:`_group_extreme` reads (``blocked``,
-        ``usable``), the others left empty: one row per back-substituted row is gathered, so
-        the unread records are not copied."""
-        empty = self.free[:0]
-        return _OneHot(self.index, self.allowed[:0], self.usable[rows], empty,
-                       self.blocked[rows], self.columns)
 
 
 def _onehot(
@@ -292,18 +285,22 @@ def _input_halves(
 
 
 def _group_extreme(
-    coeffs: torch.Tensor, onehot: _OneHot, largest: bool = False
+    coeffs: torch.Tensor, onehot: _OneHot, largest: bool = False,
+    rows: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``Σ`` over usable groups of ``min`` (``max`` if ``largest``) over allowed categories of
-    the coefficients: ``coeffs`` ``(R, K, D)`` with ``onehot`` records for the ``R`` boxes;
-    returns ``(R, K)``. The categories that are not allowed are masked out over the input
-    columns once (no per-group gather of the coefficients)."""
-    masked = torch.where(onehot.blocked[:, None, :], -np.inf if largest else np.inf, coeffs)
+    the coefficients: ``coeffs`` ``(R, K, D)``, row ``r`` on box ``rows[r]`` of ``onehot``
+    (box ``r`` without ``rows``); returns ``(R, K)``. The categories that are not allowed are
+    masked out over the input columns once (no per-group gather of the coefficients), and
+    only the two records read are gathered per row."""
+    blocked = onehot.blocked if rows is None else onehot.blocked[rows]
+    usable = onehot.usable if rows is None else onehot.usable[rows]
+    masked = torch.where(blocked[:, None, :], -np.inf if largest else np.inf, coeffs)
     total = torch.zeros(coeffs.shape[:2], dtype=coeffs.dtype)
     for group, columns in enumerate(onehot.columns):
         part = masked[:, :, columns]
         extreme = part.amax(dim=2) if largest else part.amin(dim=2)
-        total = total + torch.where(onehot.usable[:, group, None], extreme, 0.0)
+        total = total + torch.where(usable[:, group, None], extreme, 0.0)
     return total
 
 
@@ -751,15 +748,15 @@ def _concretise_halves(
 
 def _concretise_input(
     coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor,
-    mid: torch.Tensor, rad: torch.Tensor, onehot: _OneHot | None,
+    mid: torch.Tensor, rad: torch.Tensor, onehot: _OneHot | None, box: torch.Tensor,
 ) -> torch.Tensor:
     """:func:`_concretise_halves` against the input box, every usable one-hot group at its best
-    allowed category (``mid``/``rad``: :func:`_input_halves` of each row's box, ``onehot``:
-    its records)."""
+    allowed category (``mid``/``rad``: :func:`_input_halves` of each row's box, ``box[r]``:
+    row ``r``'s box among ``onehot``'s records)."""
     value = _concretise_halves(coeffs, const, margin, mid, rad)
     if onehot is None:
         return value
-    value = value + _group_extreme(coeffs[:, None, :], onehot)[:, 0]
+    value = value + _group_extreme(coeffs[:, None, :], onehot, rows=box)[:, 0]
     return torch.where(torch.isnan(value) | (value == np.inf), -np.inf, value)
 
 
@@ -832,8 +829,8 @@ def _backsubstitute(
         halves[0] = _input_halves(inputs_lo[0], inputs_hi[0], onehot)
     mid, rad = halves[0]
     result[row_ids] = _concretise_input(
-        coeffs, const, margin, mid.index_select(0, box), rad.index_select(0, box),
-        None if onehot is None else onehot.for_extremes(box),
+        coeffs, const, margin, mid.index_select(0, box), rad.index_select(0, box), onehot,
+        box,
     )
     return result, coeffs
 
