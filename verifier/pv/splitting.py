@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from verifier.population.distributions import Categorical
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes
 from verifier.pv.domain import InputDomain
@@ -129,12 +130,8 @@ class Splitter:
         columns, several times faster than the per-box one (it runs for every group on
         every chosen box, several times a round)."""
         columns = self.group_index[group][self.group_valid[group]]
-        g_lo, g_hi = lo[:, columns], hi[:, columns]
-        zero_fails = ~((g_lo <= 0.0) & (g_hi >= 0.0))
-        one_fits = (g_lo <= 1.0) & (g_hi >= 1.0)
-        others_fail = zero_fails.sum(axis=1, keepdims=True) - zero_fails
         allowed = np.zeros((lo.shape[0], self.group_index.shape[1]), dtype=bool)
-        allowed[:, : columns.size] = one_fits & (others_fail == 0)
+        allowed[:, : columns.size] = Categorical.category_mask(lo[:, columns], hi[:, columns])
         return allowed
 
     def candidates(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
