@@ -294,3 +294,12 @@ def test_a_round_refines_the_given_batch_or_a_batch_per_worker() -> None:
     assert PVSettings(executor="process", workers=3, batch_size=100).round_size() == 100
     with pytest.raises(CertgateInputError, match="batch_size"):
         PVSettings(batch_size=0)
+
+
+def test_pools_keep_two_rounds_in_flight_and_in_process_one() -> None:
+    assert PVSettings().rounds_ahead() == 1
+    assert PVSettings(executor="process", workers=2).rounds_ahead() == 2
+    assert PVSettings(executor="dask").rounds_ahead() == 2
+    assert PVSettings(executor="process", rounds_in_flight=1).rounds_ahead() == 1
+    with pytest.raises(CertgateInputError, match="rounds_in_flight"):
+        PVSettings(rounds_in_flight=0)

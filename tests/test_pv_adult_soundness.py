@@ -147,11 +147,17 @@ SETTINGS = {
     "short budget": PVSettings(timeout_s=0.05, batch_size=8),
     "no linear credit": PVSettings(timeout_s=15.0, max_boxes=300, linear_credit=False),
     "mass selection": PVSettings(timeout_s=15.0, max_boxes=300, selection="mass"),
+    "two rounds in flight": PVSettings(timeout_s=15.0, batch_size=32, max_boxes=600,
+                                       rounds_in_flight=2),
+    "three rounds in flight": PVSettings(timeout_s=15.0, batch_size=16, max_boxes=300,
+                                         rounds_in_flight=3),
 }
 LARGE_SETTINGS = {
     "cli defaults, 2 s": PVSettings(timeout_s=2.0),
     "300 boxes": PVSettings(timeout_s=15.0, batch_size=64, max_boxes=300),
     "babsb, 2 s": PVSettings(timeout_s=2.0, split="babsb"),
+    "two rounds in flight, 2 s": PVSettings(timeout_s=2.0, batch_size=256,
+                                            rounds_in_flight=2),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from strategies import random_network
 
 from verifier.audits import demographic_parity_audit
@@ -29,7 +30,7 @@ def _population():
     return fit_product(frame, features)
 
 
-def _intervals(executor: str) -> tuple:
+def _intervals(executor: str, rounds: int) -> tuple:
     layers = random_network(np.random.default_rng(7), [6, 16, 8, 2]).layers
     first = layers[0]
     scale = np.array([1.0, 1.0, 1.0, 1.0, 1 / 150, 1 / 35])  # hours and age to unit range
@@ -49,7 +50,7 @@ def _intervals(executor: str) -> tuple:
     male = points[:, 0] == 1
     gamma = abs(favourable[~male].mean() - favourable[male].mean())
     settings = PVSettings(timeout_s=None, max_boxes=3000, batch_size=64, executor=executor,
-                          workers=2, min_boxes_per_task=16)
+                          workers=2, min_boxes_per_task=16, rounds_in_flight=rounds)
     certificate = demographic_parity_audit(
         network, population, protected="sex", privileged=1, favorable_class=1, gamma=gamma,
         form="difference", settings=settings,
@@ -58,8 +59,11 @@ def _intervals(executor: str) -> tuple:
             certificate.bounds["p_privileged"], certificate.cost["boxes"])
 
 
-def test_local_process_and_dask_agree() -> None:
-    local = _intervals("local")
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_local_process_and_dask_agree(rounds: int) -> None:
+    """Also with two rounds in flight (the pools' default): the next round is chosen and
+    started before the last one is collected, in the same order on every executor."""
+    local = _intervals("local", rounds)
     assert local[3] > 300  # a dozen batches of 32 boxes or more, each cut into two tasks
-    assert _intervals("process") == local
-    assert _intervals("dask") == local
+    assert _intervals("process", rounds) == local
+    assert _intervals("dask", rounds) == local

@@ -87,6 +87,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int,
                         help="boxes refined per round (default 1024 in-process, 2048 per "
                              "worker on a process pool or Dask)")
+    parser.add_argument("--rounds-in-flight", type=int,
+                        help="rounds whose boxes are bounded at once: the next round is "
+                             "chosen while the workers bound the last (default 1 in-process, "
+                             "2 on a process pool or Dask)")
     parser.add_argument("--split", choices=SPLIT_CHOICES, default="smear-longest-edge")
     parser.add_argument("--executor", default="local",
                         help="where each batch of boxes is bounded: local, process, dask or "
@@ -111,7 +115,8 @@ def _settings(args: argparse.Namespace) -> PVSettings:
     if args.timeout is not None and args.timeout <= 0:
         raise CertgateInputError("--timeout must be positive")
     return PVSettings(timeout_s=args.timeout, precision=args.precision,
-                      batch_size=args.batch_size, split=args.split, executor=args.executor,
+                      batch_size=args.batch_size, rounds_in_flight=args.rounds_in_flight,
+                      split=args.split, executor=args.executor,
                       workers=args.workers, enumerate_points=args.enumerate_points,
                       linear_credit=args.linear_credit, selection=args.selection)
 

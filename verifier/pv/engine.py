@@ -18,6 +18,7 @@ from verifier.pv.direction import verdict_weights
 from verifier.pv.domain import InputDomain
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.events import SUM_ROUNDING, TrackedEvents
+from verifier.pv.inflight import Round, RoundsInFlight
 from verifier.pv.quantiles import MassFunction
 from verifier.pv.result import PVProgress, PVResult
 from verifier.pv.settings import PVSettings
@@ -50,23 +51,30 @@ class ProbabilityBranchAndBound:
             masses, self.atoms, excess if settings.linear_credit else None, self.directed)
 
     def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
-                  depth: np.ndarray, evaluate: Callable[..., tuple[np.ndarray, ...]],
-                  method: str | None = None, known: Known | None = None) -> Boxes:
-        """Bound new boxes (with ``method``, default the settings'; ``known``: what their
-        parents proved) and record what PV keeps about each."""
-        (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
-         credit_false, share) = evaluate(lo, hi, method or self.settings.method, known)
-        undecided = self.atoms.undecided(low, high)
-        truth = self.atoms.truth(low, high)
-        open_events = pending & (truth == 0)
-        credit_true = np.where(open_events, credit_true, 0.0)
-        credit_false = np.where(open_events, credit_false, 0.0)
-        uncredited = np.where(
-            open_events, np.maximum(mass_hi[:, None] - credit_true - credit_false, 0.0), 0.0)
-        return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
-                     truth, signs, low, high, credit_true, credit_false,
-                     uncredited.max(axis=1, initial=0.0), share * uncredited,
-                     (1.0 - share) * uncredited)
+                  depth: np.ndarray, evaluate: DistributedEvaluation,
+                  method: str | None = None, known: Known | None = None) -> Callable[[], Boxes]:
+        """Start bounding new boxes (with ``method``, default the settings'; ``known``: what
+        their parents proved); the returned call waits for the bounds and records what PV
+        keeps about each box."""
+        under_way = evaluate.submit(lo, hi, method or self.settings.method, known)
+
+        def record() -> Boxes:
+            (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
+             credit_false, share) = under_way.result()
+            undecided = self.atoms.undecided(low, high)
+            truth = self.atoms.truth(low, high)
+            open_events = pending & (truth == 0)
+            credit_true = np.where(open_events, credit_true, 0.0)
+            credit_false = np.where(open_events, credit_false, 0.0)
+            uncredited = np.where(
+                open_events, np.maximum(mass_hi[:, None] - credit_true - credit_false, 0.0),
+                0.0)
+            return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
+                         truth, signs, low, high, credit_true, credit_false,
+                         uncredited.max(axis=1, initial=0.0), share * uncredited,
+                         (1.0 - share) * uncredited)
+
+        return record
 
     def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
         """Refine until the verdict is proven, the precision is reached, the time budget or
@@ -82,7 +90,7 @@ class ProbabilityBranchAndBound:
             )
             return self._run(evaluate, progress)
         finally:
-            executor.shutdown()
+            executor.shutdown(cancel_futures=True)
 
     def _run(self, evaluate: DistributedEvaluation,
              progress: Callable[[PVProgress], None] | None) -> PVResult:
@@ -94,13 +102,15 @@ class ProbabilityBranchAndBound:
         new = self._evaluate(
             root_lo, root_hi, np.ones((1, events), dtype=bool), np.zeros(1, dtype=np.int64),
             evaluate,
-        )
+        )()
         if new.mass_hi[0] <= 0.0:
             raise CertgateInputError("the population model gives the input domain probability 0")
         total = float(new.mass_hi[0])
         lower = np.zeros(events)
         violated = np.zeros(events)
         pool = BoxPool()
+        flight = RoundsInFlight()
+        ahead = settings.rounds_ahead()
         processed = iterations = 0
         history: list[tuple[float, Interval]] = []
         while True:
@@ -110,9 +120,12 @@ class ProbabilityBranchAndBound:
             violated += (viol * new.mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
             new.pending = new.pending & (new.truth == 0)
             pool.add(new.select(new.pending.any(axis=1) & (new.mass_hi > 0.0)))
-            credit_true, credit_false = (
-                pool.credits(events) if self.evaluation.excess is not None
-                else (np.zeros(events), np.zeros(events)))
+            if self.evaluation.excess is not None:
+                pool_true, pool_false = pool.credits(events)
+                held_true, held_false = flight.credits(events)
+                credit_true, credit_false = pool_true + held_true, pool_false + held_false
+            else:
+                credit_true, credit_false = np.zeros(events), np.zeros(events)
             proven = lower + credit_true * (1.0 - SUM_ROUNDING)
             refuted = violated + credit_false * (1.0 - SUM_ROUNDING)
             upper = np.minimum(np.maximum(total - refuted, proven), 1.0)
@@ -124,15 +137,19 @@ class ProbabilityBranchAndBound:
             if progress is not None:
                 progress(PVProgress(probabilities, value, verdict, processed, pool.size, elapsed))
             iterations += 1
-            stopped_by = self._stop_reason(verdict, pool.size, probabilities, elapsed, processed)
+            stopped_by = self._stop_reason(
+                verdict, pool.size + flight.boxes, probabilities, elapsed, processed)
             if stopped_by is not None:
                 break
-            weights = None
-            if self.directed:
-                weights = verdict_weights(self.spec, self.tracked, proven, upper,
-                                          pool.open_estimate(events), total)
-            chosen = pool.pop_heaviest(settings.round_size(), weights)
-            new = self._refine(chosen, evaluate)
+            while len(flight) < ahead and pool.size > 0:
+                weights = None
+                if self.directed:
+                    weights = verdict_weights(
+                        self.spec, self.tracked, proven, upper,
+                        pool.open_estimate(events) + flight.open_estimate(events), total)
+                chosen = pool.pop_heaviest(settings.round_size(), weights)
+                flight.start(Round(chosen, self._refine(chosen, evaluate)))
+            new = flight.collect_oldest()
             processed += new.lo.shape[0]
         return PVResult(
             verdict=verdict,
@@ -147,10 +164,12 @@ class ProbabilityBranchAndBound:
             settings=settings,
         )
 
-    def _refine(self, chosen: Boxes, evaluate: DistributedEvaluation) -> Boxes:
-        """The next boxes from the chosen ones: single points are decided exactly, boxes with
-        few discrete points are replaced by all their points (bounded by IBP, exact at a
-        point up to the rounding margin), the others are split."""
+    def _refine(self, chosen: Boxes,
+                evaluate: DistributedEvaluation) -> list[Callable[[], Boxes]]:
+        """Start the next boxes from the chosen ones (the calls that wait for them): single
+        points are decided exactly, boxes with few discrete points are replaced by all their
+        points (bounded by IBP, exact at a point up to the rounding margin), the others are
+        split."""
         splitter = self.splitter
         points = ~splitter.candidates(chosen.lo, chosen.hi).any(axis=1)
         counts = splitter.point_counts(chosen.lo, chosen.hi)
@@ -160,7 +179,7 @@ class ProbabilityBranchAndBound:
         if points.any():
             decided = chosen.select(points)
             decided.truth = self.atoms.decide_points(decided.lo, decided.hi)
-            parts.append(decided)
+            parts.append(lambda: decided)
         if small.any():
             boxes = chosen.select(small)
             lo, hi, parent = splitter.enumerate(boxes.lo, boxes.hi)
@@ -177,10 +196,7 @@ class ProbabilityBranchAndBound:
                 np.concatenate([boxes.depth, boxes.depth]) + 1, evaluate,
                 known=splitter.inherited(boxes, parent, lo, hi),
             ))
-        new = parts[0]
-        for part in parts[1:]:
-            new = new.extended(part)
-        return new
+        return parts
 
     def _stop_reason(self, verdict: str, open_boxes: int, probabilities: dict[str, Interval],
                      elapsed: float, processed: int) -> str | None:

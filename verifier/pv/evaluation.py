@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,8 +103,15 @@ class DistributedEvaluation:
     def __call__(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
     ) -> tuple[np.ndarray, ...]:
+        return self.submit(lo, hi, method, known).result()
+
+    def submit(
+        self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
+    ) -> PendingEvaluation:
+        """Start the evaluation of a batch and return at once (in-process: the work is done
+        before it returns); :meth:`PendingEvaluation.result` gives what ``__call__`` does."""
         if self.local:
-            return self.evaluation(lo, hi, method, known)
+            return PendingEvaluation([_done(self.evaluation(lo, hi, method, known))])
         # even a small batch goes to a worker (one torch thread there): torch's thread pool
         # in the caller stalls on a loaded machine (N4,3's first 230 boxes: 0.6 s with one
         # thread, 2.5-12.7 s with two at load 3)
@@ -112,12 +119,28 @@ class DistributedEvaluation:
         weights = np.arange(tasks, 0, -1)
         ends = np.round(np.cumsum(weights) / weights.sum() * lo.shape[0]).astype(np.int64)
         parts = np.split(np.arange(lo.shape[0]), ends[:-1])
-        futures = [
+        return PendingEvaluation([
             self.executor.submit(
                 _evaluate_task, self.key, self.payload, lo[p], hi[p], method,
                 None if known is None else known.select(p),
             )
             for p in parts
-        ]
-        results = [future.result() for future in futures]
+        ])
+
+
+class PendingEvaluation:
+    """A batch's evaluation under way: the futures of its tasks, in batch order."""
+
+    def __init__(self, futures: list[Future]) -> None:
+        self.futures = futures
+
+    def result(self) -> tuple[np.ndarray, ...]:
+        """Wait for every task; the arrays of the whole batch, in batch order."""
+        results = [future.result() for future in self.futures]
         return tuple(np.concatenate(arrays) for arrays in zip(*results, strict=True))
+
+
+def _done(value: tuple[np.ndarray, ...]) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future

@@ -41,7 +41,9 @@ class PVSettings:
     :mod:`verifier.executor`), in tasks of on average at least ``min_boxes_per_task`` boxes
     (:class:`verifier.pv.evaluation.DistributedEvaluation`). ``batch_size``: boxes refined
     per round (None: :data:`IN_PROCESS_BATCH`, or :data:`BATCH_PER_WORKER` per worker on a
-    pool, see :meth:`round_size`)."""
+    pool, see :meth:`round_size`). ``rounds_in_flight``: rounds being bounded at once — the
+    next round is chosen and split while the workers bound the last one (None: 1 in-process,
+    2 on a pool, see :meth:`rounds_ahead`)."""
 
     batch_size: int | None = None
     method: str = "crown"
@@ -58,6 +60,7 @@ class PVSettings:
     executor: str = "local"
     workers: int | None = None
     min_boxes_per_task: int = 256
+    rounds_in_flight: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -78,6 +81,8 @@ class PVSettings:
             raise CertgateInputError(
                 f"unknown executor {self.executor!r}; use local, process, dask or dask=ADDRESS"
             )
+        if self.rounds_in_flight is not None and self.rounds_in_flight < 1:
+            raise CertgateInputError("rounds_in_flight must be positive")
         if self.workers is not None and self.workers < 1:
             raise CertgateInputError("workers must be positive")
         if self.enumerate_points < 0 or self.max_points_per_batch < 1:
@@ -93,3 +98,10 @@ class PVSettings:
         if self.executor == "local":
             return IN_PROCESS_BATCH
         return BATCH_PER_WORKER * (self.workers or default_workers())
+
+    def rounds_ahead(self) -> int:
+        """Rounds being bounded at once: ``rounds_in_flight`` if given, else 1 in-process and
+        2 on a process pool or Dask."""
+        if self.rounds_in_flight is not None:
+            return self.rounds_in_flight
+        return 1 if self.executor == "local" else 2

@@ -1,0 +1,74 @@
+"""Rounds of PV whose boxes are being bounded while the loop records the previous round.
+
+A round's chosen boxes leave the pool when the round starts and their children join it when
+the round is collected; in between, the parents still stand for their part of the input
+space, so their linear credits keep counting (sound: each point of the input space lies in
+exactly one box that is open in the pool, in flight, or decided) and their estimates keep
+informing the choice of the next boxes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from verifier.pv.boxpool import EPS, Boxes
+
+
+@dataclass
+class Round:
+    """The chosen boxes of one round and the calls that wait for their successors."""
+
+    parents: Boxes
+    parts: list[Callable[[], Boxes]]
+
+    def collect(self) -> Boxes:
+        """Wait for the round's boxes: the parents' children and decided points."""
+        boxes = [part() for part in self.parts]
+        new = boxes[0]
+        for part in boxes[1:]:
+            new = new.extended(part)
+        return new
+
+
+class RoundsInFlight:
+    """The rounds started and not yet collected, oldest first."""
+
+    def __init__(self) -> None:
+        self.rounds: deque[Round] = deque()
+
+    def __len__(self) -> int:
+        return len(self.rounds)
+
+    @property
+    def boxes(self) -> int:
+        """Chosen boxes in flight."""
+        return sum(r.parents.lo.shape[0] for r in self.rounds)
+
+    def start(self, started: Round) -> None:
+        self.rounds.append(started)
+
+    def collect_oldest(self) -> Boxes:
+        return self.rounds.popleft().collect()
+
+    def credits(self, events: int) -> tuple[np.ndarray, np.ndarray]:
+        """Lower bounds of the sums of the in-flight parents' linear credits, ``(events,)``
+        each (scaled down by ``2·n·ε`` for a float sum of ``n`` non-negative terms)."""
+        credit_true, credit_false = np.zeros(events), np.zeros(events)
+        count = 0
+        for started in self.rounds:
+            credit_true = credit_true + started.parents.credit_true.sum(axis=0)
+            credit_false = credit_false + started.parents.credit_false.sum(axis=0)
+            count += started.parents.lo.shape[0] + 1
+        shrink = 1.0 - 2.0 * count * EPS
+        return credit_true * shrink, credit_false * shrink
+
+    def open_estimate(self, events: int) -> np.ndarray:
+        """The parents' estimated uncredited mass where each event holds (not a bound)."""
+        estimate = np.zeros(events)
+        for started in self.rounds:
+            estimate = estimate + started.parents.open_true.sum(axis=0)
+        return estimate
