@@ -16,7 +16,7 @@ from strategies import random_network
 from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
 from verifier.pv import InputDomain, PVSettings, verify
-from verifier.pv.settings import BATCH_PER_WORKER, IN_PROCESS_BATCH
+from verifier.pv.settings import BATCH_PER_WORKER, DEEP_POOL_ROUNDS, IN_PROCESS_BATCH
 from verifier.spec import (
     Names,
     SpecError,
@@ -296,10 +296,14 @@ def test_a_round_refines_the_given_batch_or_a_batch_per_worker() -> None:
         PVSettings(batch_size=0)
 
 
-def test_pools_keep_two_rounds_in_flight_and_in_process_one() -> None:
-    assert PVSettings().rounds_ahead() == 1
-    assert PVSettings(executor="process", workers=2).rounds_ahead() == 2
-    assert PVSettings(executor="dask").rounds_ahead() == 2
-    assert PVSettings(executor="process", rounds_in_flight=1).rounds_ahead() == 1
+def test_pools_keep_two_rounds_in_flight_once_the_pool_is_deep() -> None:
+    deep = DEEP_POOL_ROUNDS * 2 * BATCH_PER_WORKER
+    assert PVSettings().rounds_ahead(10 * deep) == 1
+    pool = PVSettings(executor="process", workers=2)
+    assert pool.rounds_ahead(deep - 1) == 1
+    assert pool.rounds_ahead(deep) == 2
+    assert PVSettings(executor="dask", workers=2).rounds_ahead(deep) == 2
+    assert PVSettings(executor="process", rounds_in_flight=1).rounds_ahead(10 * deep) == 1
+    assert PVSettings(rounds_in_flight=3).rounds_ahead(0) == 3
     with pytest.raises(CertgateInputError, match="rounds_in_flight"):
         PVSettings(rounds_in_flight=0)

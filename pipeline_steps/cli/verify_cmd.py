@@ -89,8 +89,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
                              "worker on a process pool or Dask)")
     parser.add_argument("--rounds-in-flight", type=int,
                         help="rounds whose boxes are bounded at once: the next round is "
-                             "chosen while the workers bound the last (default 1 in-process, "
-                             "2 on a process pool or Dask)")
+                             "chosen while the workers bound the last (default: 1 "
+                             "in-process; on a process pool or Dask 2 once the open boxes "
+                             "fill 64 rounds, 1 before)")
     parser.add_argument("--split", choices=SPLIT_CHOICES, default="smear-longest-edge")
     parser.add_argument("--executor", default="local",
                         help="where each batch of boxes is bounded: local, process, dask or "

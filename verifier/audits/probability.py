@@ -31,7 +31,7 @@ def run_specification(
                     getattr(population, "prob_excess_lower", None))
     certificate = result.to_certificate()
     certificate.settings = {
-        "batch_size": settings.round_size(), "rounds_in_flight": settings.rounds_ahead(),
+        "batch_size": settings.round_size(), "rounds_in_flight": settings.rounds_in_flight,
         "method": settings.method, "split": settings.split,
         "timeout_s": settings.timeout_s, "precision": settings.precision,
         "enumerate_points": settings.enumerate_points,

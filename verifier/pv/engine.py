@@ -110,7 +110,6 @@ class ProbabilityBranchAndBound:
         violated = np.zeros(events)
         pool = BoxPool()
         flight = RoundsInFlight()
-        ahead = settings.rounds_ahead()
         processed = iterations = 0
         history: list[tuple[float, Interval]] = []
         while True:
@@ -134,14 +133,14 @@ class ProbabilityBranchAndBound:
             verdict = self.spec.decide(value)
             elapsed = time.perf_counter() - started
             history.append((elapsed, value))
+            open_boxes = pool.size + flight.boxes
             if progress is not None:
-                progress(PVProgress(probabilities, value, verdict, processed, pool.size, elapsed))
+                progress(PVProgress(probabilities, value, verdict, processed, open_boxes, elapsed))
             iterations += 1
-            stopped_by = self._stop_reason(
-                verdict, pool.size + flight.boxes, probabilities, elapsed, processed)
+            stopped_by = self._stop_reason(verdict, open_boxes, probabilities, elapsed, processed)
             if stopped_by is not None:
                 break
-            while len(flight) < ahead and pool.size > 0:
+            while len(flight) < settings.rounds_ahead(pool.size) and pool.size > 0:
                 weights = None
                 if self.directed:
                     weights = verdict_weights(

@@ -24,6 +24,11 @@ BATCH_PER_WORKER = 2048
 ``batch_size`` says otherwise (docs/decisions.md, PV: on a pool a round's fixed costs —
 the caller's bookkeeping, the tasks — are amortised over larger batches)."""
 
+DEEP_POOL_ROUNDS = 64
+"""On a pool, a second round goes in flight once the open boxes fill this many rounds
+(docs/decisions.md, PV: a round chosen without the last one's children cost Adult-13 1×16
+44 % more boxes while its pool held 2–20 rounds; it paid late on 2×64, with up to ~250)."""
+
 
 @dataclass
 class PVSettings:
@@ -43,7 +48,7 @@ class PVSettings:
     per round (None: :data:`IN_PROCESS_BATCH`, or :data:`BATCH_PER_WORKER` per worker on a
     pool, see :meth:`round_size`). ``rounds_in_flight``: rounds being bounded at once — the
     next round is chosen and split while the workers bound the last one (None: 1 in-process,
-    2 on a pool, see :meth:`rounds_ahead`)."""
+    up to 2 on a pool, see :meth:`rounds_ahead`)."""
 
     batch_size: int | None = None
     method: str = "crown"
@@ -99,9 +104,12 @@ class PVSettings:
             return IN_PROCESS_BATCH
         return BATCH_PER_WORKER * (self.workers or default_workers())
 
-    def rounds_ahead(self) -> int:
-        """Rounds being bounded at once: ``rounds_in_flight`` if given, else 1 in-process and
-        2 on a process pool or Dask."""
+    def rounds_ahead(self, open_boxes: int) -> int:
+        """Rounds being bounded at once: ``rounds_in_flight`` if given, else 1 in-process,
+        and on a process pool or Dask 2 once ``open_boxes`` fill :data:`DEEP_POOL_ROUNDS`
+        rounds (1 before)."""
         if self.rounds_in_flight is not None:
             return self.rounds_in_flight
-        return 1 if self.executor == "local" else 2
+        if self.executor == "local" or open_boxes < DEEP_POOL_ROUNDS * self.round_size():
+            return 1
+        return 2
