@@ -100,16 +100,12 @@ class DistributedEvaluation:
         self.payload = b"" if self.local else pickle.dumps(evaluation)
         self.key = hashlib.sha256(self.payload).hexdigest()
 
-    def __call__(
-        self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
-    ) -> tuple[np.ndarray, ...]:
-        return self.submit(lo, hi, method, known).result()
-
     def submit(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
     ) -> PendingEvaluation:
         """Start the evaluation of a batch and return at once (in-process: the work is done
-        before it returns); :meth:`PendingEvaluation.result` gives what ``__call__`` does."""
+        before it returns); :meth:`PendingEvaluation.result` gives the evaluation's arrays for
+        the whole batch."""
         if self.local:
             return PendingEvaluation([_done(self.evaluation(lo, hi, method, known))])
         # even a small batch goes to a worker (one torch thread there): torch's thread pool
