@@ -758,7 +758,7 @@ def _concretise_halves(
     ``rad`` (:func:`_halves`; row-wise), widened by ``margin`` (see :func:`_row_margins`);
     NaN (an overflow) becomes ``−∞``."""
     value = (coeffs * mid).sum(dim=1) - (coeffs.abs() * rad).sum(dim=1) + const - margin
-    return value.nan_to_num(nan=-np.inf, posinf=-np.inf)
+    return value.nan_to_num(nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
 
 
 def _concretise_input(
@@ -772,7 +772,7 @@ def _concretise_input(
     if onehot is None:
         return value
     value = value + _group_extreme(coeffs[:, None, :], onehot, rows=box)[:, 0]
-    return value.nan_to_num(nan=-np.inf, posinf=-np.inf)
+    return value.nan_to_num(nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
 
 
 def _backsubstitute(
