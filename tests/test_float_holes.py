@@ -38,6 +38,14 @@ def _spec_values(network: Network, spec: np.ndarray, point: np.ndarray) -> list[
     ]
 
 
+def _shown(value: Fraction) -> str:
+    """An exact value for a failure message (floats overflow beyond ~1.8e308)."""
+    if abs(value) < Fraction(10) ** 300:
+        return repr(float(value))
+    digits = len(str(abs(value.numerator) // value.denominator))
+    return f"{'-' if value < 0 else ''}~1e{digits - 1}"
+
+
 def _check_points(
     network: Network, spec: np.ndarray, lo: np.ndarray, hi: np.ndarray, points: np.ndarray,
     method: str,
@@ -46,7 +54,7 @@ def _check_points(
     for point in points:
         for row, value in enumerate(_spec_values(network, spec, point)):
             assert _contains(result.lower[0, row], result.upper[0, row], value), (
-                f"{method}: row {row} at {point.tolist()} is {float(value)!r}, outside "
+                f"{method}: row {row} at {point.tolist()} is {_shown(value)}, outside "
                 f"[{result.lower[0, row]!r}, {result.upper[0, row]!r}]"
             )
 
