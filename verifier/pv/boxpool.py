@@ -141,8 +141,9 @@ class BoxPool:
     ) -> Boxes:
         """Remove and return ``count`` open boxes: those of largest priority (SelectProb on
         the mass that no linear credit covers) or, given ``weights`` (per event, the worth
-        of a unit of mass proven to hold and to fail), a :data:`DIRECTED_SHARE` of them by
-        largest worth ``open_true·w_true + open_false·w_false`` and the rest by priority."""
+        of a unit of mass proven to hold and to fail), the first :func:`directed_count` of
+        them by largest worth ``open_true·w_true + open_false·w_false`` and the rest by
+        priority."""
         assert self.arrays
         used = self.used
         alive = self.alive[:used]
@@ -153,7 +154,7 @@ class BoxPool:
             else:
                 worth = (weights[0] @ self.arrays["open_true"][:, :used]
                          + weights[1] @ self.arrays["open_false"][:, :used])
-                directed = max(1, int(count * DIRECTED_SHARE))
+                directed = directed_count(count, self.size)
                 chosen = _largest(np.where(alive, worth, -np.inf), directed)
                 if directed < count:
                     priority[chosen] = -np.inf
@@ -168,6 +169,12 @@ class BoxPool:
         for name in EVENT_FIELDS:
             self.arrays[name][:, chosen] = 0.0
         return popped
+
+
+def directed_count(count: int, size: int) -> int:
+    """How many of the ``count`` boxes :meth:`BoxPool.pop_heaviest` pops from a pool of
+    ``size`` open boxes are chosen by worth, given weights (they come first)."""
+    return max(1, int(count * DIRECTED_SHARE)) if count < size else 0
 
 
 def _stored(values: np.ndarray, name: str, count: int) -> np.ndarray:

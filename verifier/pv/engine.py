@@ -12,8 +12,8 @@ from verifier.errors import CertgateInputError
 from verifier.executor import default_workers, make_executor
 from verifier.network import Network
 from verifier.pv.atoms import AtomBounds, Known
-from verifier.pv.boxpool import Boxes, BoxPool
-from verifier.pv.credit import ExcessFunction
+from verifier.pv.boxpool import Boxes, BoxPool, directed_count
+from verifier.pv.credit import ExcessFunction, WantedSides
 from verifier.pv.direction import verdict_weights
 from verifier.pv.domain import InputDomain
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
@@ -52,23 +52,26 @@ class ProbabilityBranchAndBound:
 
     def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
                   depth: np.ndarray, evaluate: DistributedEvaluation,
-                  method: str | None = None, known: Known | None = None) -> Callable[[], Boxes]:
+                  method: str | None = None, known: Known | None = None,
+                  wanted: WantedSides | None = None) -> Callable[[], Boxes]:
         """Start bounding new boxes (with ``method``, default the settings'; ``known``: what
-        their parents proved); the returned call waits for the bounds and records what PV
-        keeps about each box."""
-        under_way = evaluate.submit(lo, hi, method or self.settings.method, known)
+        their parents proved; ``wanted``: the credits to bound, None for all); the returned
+        call waits for the bounds and records what PV keeps about each box (a credit left
+        unbounded counts as its guess in the box's uncredited mass, which only orders
+        boxes)."""
+        under_way = evaluate.submit(lo, hi, method or self.settings.method, known, wanted)
 
         def record() -> Boxes:
             (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
-             credit_false, share) = under_way.result()
+             credit_false, guessed, share) = under_way.result()
             undecided = self.atoms.undecided(low, high)
             truth = self.atoms.truth(low, high)
             open_events = pending & (truth == 0)
             credit_true = np.where(open_events, credit_true, 0.0)
             credit_false = np.where(open_events, credit_false, 0.0)
             uncredited = np.where(
-                open_events, np.maximum(mass_hi[:, None] - credit_true - credit_false, 0.0),
-                0.0)
+                open_events,
+                np.maximum(mass_hi[:, None] - credit_true - credit_false - guessed, 0.0), 0.0)
             return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
                          truth, signs, low, high, credit_true, credit_false,
                          uncredited.max(axis=1, initial=0.0), share * uncredited,
@@ -146,8 +149,11 @@ class ProbabilityBranchAndBound:
                     weights = verdict_weights(
                         self.spec, self.tracked, proven, upper,
                         pool.open_estimate(events) + flight.open_estimate(events), total)
+                directed = 0 if weights is None else directed_count(
+                    settings.round_size(), pool.size)
                 chosen = pool.pop_heaviest(settings.round_size(), weights)
-                flight.start(Round(chosen, self._refine(chosen, evaluate)))
+                wanted = _wanted_credits(weights, directed, chosen.lo.shape[0])
+                flight.start(Round(chosen, self._refine(chosen, evaluate, wanted)))
             new = flight.collect_oldest()
             processed += new.lo.shape[0]
         return PVResult(
@@ -163,12 +169,12 @@ class ProbabilityBranchAndBound:
             settings=settings,
         )
 
-    def _refine(self, chosen: Boxes,
-                evaluate: DistributedEvaluation) -> list[Callable[[], Boxes]]:
+    def _refine(self, chosen: Boxes, evaluate: DistributedEvaluation,
+                wanted: WantedSides | None = None) -> list[Callable[[], Boxes]]:
         """Start the next boxes from the chosen ones (the calls that wait for them): single
         points are decided exactly, boxes with few discrete points are replaced by all their
         points (bounded by IBP, exact at a point up to the rounding margin), the others are
-        split."""
+        split. ``wanted``: per chosen box, the credits its successors bound (None: all)."""
         splitter = self.splitter
         points = ~splitter.candidates(chosen.lo, chosen.hi).any(axis=1)
         counts = splitter.point_counts(chosen.lo, chosen.hi)
@@ -182,9 +188,11 @@ class ProbabilityBranchAndBound:
         if small.any():
             boxes = chosen.select(small)
             lo, hi, parent = splitter.enumerate(boxes.lo, boxes.hi)
-            parts.append(self._evaluate(lo, hi, boxes.pending[parent],
-                                        boxes.depth[parent] + 1, evaluate, "ibp",
-                                        splitter.inherited(boxes, parent, lo, hi)))
+            parts.append(self._evaluate(
+                lo, hi, boxes.pending[parent], boxes.depth[parent] + 1, evaluate, "ibp",
+                splitter.inherited(boxes, parent, lo, hi),
+                None if wanted is None else wanted.select(np.flatnonzero(small)[parent]),
+            ))
         rest = ~points & ~small
         if rest.any():
             boxes = chosen.select(rest)
@@ -194,6 +202,7 @@ class ProbabilityBranchAndBound:
                 lo, hi, np.concatenate([boxes.pending, boxes.pending]),
                 np.concatenate([boxes.depth, boxes.depth]) + 1, evaluate,
                 known=splitter.inherited(boxes, parent, lo, hi),
+                wanted=None if wanted is None else wanted.select(np.flatnonzero(rest)[parent]),
             ))
         return parts
 
@@ -213,6 +222,20 @@ class ProbabilityBranchAndBound:
         if settings.max_boxes is not None and processed >= settings.max_boxes:
             return "max_boxes"
         return None
+
+
+def _wanted_credits(
+    weights: tuple[np.ndarray, np.ndarray] | None, directed: int, chosen: int,
+) -> WantedSides | None:
+    """The credits the successors of each chosen box bound: for the first ``directed`` boxes
+    (chosen by worth), only those whose weight is positive — a credit the deciding end does
+    not read cannot move it; for the others (chosen by uncredited mass, the guard against a
+    wrong guess of the verdict), all. None (all) without weights."""
+    if weights is None or directed == 0:
+        return None
+    by_worth = (np.arange(chosen) < directed)[:, None]
+    return WantedSides(np.where(by_worth, weights[0][None, :] > 0.0, True),
+                       np.where(by_worth, weights[1][None, :] > 0.0, True))
 
 
 def verify(

@@ -20,7 +20,7 @@ import numpy as np
 
 from verifier.executor import InProcessExecutor
 from verifier.pv.atoms import AtomBounds, Known
-from verifier.pv.credit import ExcessFunction, linear_credit, true_share
+from verifier.pv.credit import ExcessFunction, WantedSides, linear_credit, true_share
 from verifier.pv.quantiles import MassFunction
 
 _WORKER_CACHE: dict[str, BoxEvaluation] = {}
@@ -30,11 +30,13 @@ TASKS_PER_WORKER = 4
 @dataclass
 class BoxEvaluation:
     """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, order,
-    signs, credit_true, credit_false, share)`` (see :meth:`AtomBounds.bounds_and_drive`;
+    signs, credit_true, credit_false, guessed, share)`` (see
+    :meth:`AtomBounds.bounds_and_drive`;
     ``drive`` and ``order`` per box and input, :meth:`AtomBounds.leading_drive` of the
     atoms still undecided — computed here, so a worker returns a fifth of the per-atom
     arrays; ``known`` must hold on each box; the credits of
-    :func:`verifier.pv.credit.linear_credit`, zero without ``excess``; the estimated
+    :func:`verifier.pv.credit.linear_credit` on the ``wanted`` sides and the guess of the
+    others, zero without ``excess``; the estimated
     share of each box where each event holds, :func:`verifier.pv.credit.true_share`, or 0.5
     without ``estimate_shares`` — only directed selection reads it)."""
 
@@ -45,6 +47,7 @@ class BoxEvaluation:
 
     def __call__(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
+        wanted: WantedSides | None = None,
     ) -> tuple[np.ndarray, ...]:
         mass_lo, mass_hi = self.masses(lo, hi)
         low, high, atom_drive, signed, signs, lines = self.atoms.bounds_and_drive(
@@ -53,19 +56,19 @@ class BoxEvaluation:
             atom_drive, signed, self.atoms.undecided(low, high))
         if self.excess is None:
             events = len(self.atoms.tracked.events)
-            credit_true = credit_false = np.zeros((lo.shape[0], events))
+            credit_true = credit_false = guessed = np.zeros((lo.shape[0], events))
         else:
-            credit_true, credit_false = linear_credit(
-                self.atoms, low, high, lines, lo, hi, mass_hi, self.excess)
+            credit_true, credit_false, guessed = linear_credit(
+                self.atoms, low, high, lines, lo, hi, mass_hi, self.excess, wanted)
         share = (true_share(self.atoms, low, high, lines, lo, hi, mass_hi)
                  if self.estimate_shares else np.full_like(credit_true, 0.5))
         return (mass_lo, mass_hi, low, high, drive, order, signs, credit_true, credit_false,
-                share)
+                guessed, share)
 
 
 def _evaluate_task(
     key: str, payload: bytes, lo: np.ndarray, hi: np.ndarray, method: str,
-    known: Known | None,
+    known: Known | None, wanted: WantedSides | None,
 ) -> tuple[np.ndarray, ...]:
     """One task on a worker: the evaluation for ``key`` (unpickled once per process)."""
     evaluation = _WORKER_CACHE.get(key)
@@ -76,7 +79,7 @@ def _evaluate_task(
         _WORKER_CACHE.clear()
         evaluation = pickle.loads(payload)
         _WORKER_CACHE[key] = evaluation
-    return evaluation(lo, hi, method, known)
+    return evaluation(lo, hi, method, known, wanted)
 
 
 class DistributedEvaluation:
@@ -102,12 +105,13 @@ class DistributedEvaluation:
 
     def submit(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
+        wanted: WantedSides | None = None,
     ) -> PendingEvaluation:
         """Start the evaluation of a batch and return at once (in-process: the work is done
         before it returns); :meth:`PendingEvaluation.result` gives the evaluation's arrays for
         the whole batch."""
         if self.local:
-            return PendingEvaluation([_done(self.evaluation(lo, hi, method, known))])
+            return PendingEvaluation([_done(self.evaluation(lo, hi, method, known, wanted))])
         # even a small batch goes to a worker (one torch thread there): torch's thread pool
         # in the caller stalls on a loaded machine (N4,3's first 230 boxes: 0.6 s with one
         # thread, 2.5-12.7 s with two at load 3)
@@ -119,6 +123,7 @@ class DistributedEvaluation:
             self.executor.submit(
                 _evaluate_task, self.key, self.payload, lo[p], hi[p], method,
                 None if known is None else known.select(p),
+                None if wanted is None else wanted.select(p),
             )
             for p in parts
         ])

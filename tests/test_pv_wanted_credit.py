@@ -1,0 +1,82 @@
+"""Credits bounded only on the wanted sides: each bounded credit is the one the full
+evaluation gives, a side no wanted credit reads is left at zero (never a bound it did not
+prove), and only such sides carry a guess."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.adult_instances import AdultDataError, build_instance, census_path
+from verifier.audits.probability import spec_network
+from verifier.pv import PVSettings, population_domain
+from verifier.pv.credit import WantedSides
+from verifier.pv.engine import ProbabilityBranchAndBound
+from verifier.spec import Names, demographic_parity
+
+
+def _census_available() -> bool:
+    try:
+        census_path()
+    except AdultDataError:
+        return False
+    return True
+
+
+pytestmark = pytest.mark.skipif(
+    not _census_available(),
+    reason="the Adult census data (../shared/benchmarks/libra/census) is not next to the checkout",
+)
+
+
+def _engine_and_boxes() -> tuple[ProbabilityBranchAndBound, np.ndarray, np.ndarray]:
+    """PV's engine on Adult-6 with a 2×16 network, and boxes cut from the root by halving
+    random columns (many of them cut by the decision boundary)."""
+    instance = build_instance(6, (16, 16), 7, epochs=1, cache_dir=None)
+    names = Names.of(list(instance.columns), list(instance.network.output_names))
+    spec = demographic_parity(names, protected=instance.protected,
+                              privileged=instance.privileged,
+                              favorable_class=instance.favorable_class, gamma=0.8)
+    masses, domain = population_domain(instance.population)
+    engine = ProbabilityBranchAndBound(
+        spec_network(instance.network, spec), spec, masses, domain, PVSettings(),
+        instance.population.prob_excess_lower)
+    rng = np.random.default_rng(0)
+    lo = np.repeat(domain.lower[None, :], 400, axis=0)
+    hi = np.repeat(domain.upper[None, :], 400, axis=0)
+    for _ in range(6):
+        rows = np.arange(lo.shape[0])
+        columns = rng.integers(0, lo.shape[1], size=rows.size)
+        middle = np.floor((lo[rows, columns] + hi[rows, columns]) / 2.0)
+        upper = rng.random(rows.size) < 0.5
+        lo[rows[upper], columns[upper]] = np.minimum(middle[upper] + 1.0,
+                                                     hi[rows[upper], columns[upper]])
+        hi[rows[~upper], columns[~upper]] = middle[~upper]
+    engine.splitter.snap(lo, hi)
+    return engine, lo, hi
+
+
+def test_only_the_wanted_sides_are_bounded_and_each_is_the_full_credit() -> None:
+    engine, lo, hi = _engine_and_boxes()
+    evaluation = engine.evaluation
+    full = evaluation(lo, hi, "crown")
+    credit_true, credit_false, guessed = full[7], full[8], full[9]
+    assert (guessed == 0.0).all()
+    assert credit_true.sum() > 0.0 and credit_false.sum() > 0.0
+    rng = np.random.default_rng(1)
+    wanted = WantedSides(rng.random(credit_true.shape) < 0.5,
+                         rng.random(credit_true.shape) < 0.5)
+    part = evaluation(lo, hi, "crown", wanted=wanted)
+    part_true, part_false, part_guessed = part[7], part[8], part[9]
+    for bounded, reference, asked in ((part_true, credit_true, wanted.true),
+                                      (part_false, credit_false, wanted.false)):
+        assert np.array_equal(bounded[asked], reference[asked])
+        assert ((bounded == reference) | (bounded == 0.0)).all()
+    skipped = (part_true != credit_true) | (part_false != credit_false)
+    assert skipped.any()
+    assert (part_guessed[skipped] > 0.0).all()
+    assert (part_guessed >= 0.0).all() and np.isfinite(part_guessed).all()
+    every = WantedSides(np.ones_like(wanted.true), np.ones_like(wanted.false))
+    again = evaluation(lo, hi, "crown", wanted=every)
+    for left, right in zip(again, full, strict=True):
+        assert np.array_equal(left, right)
