@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from adult_engine import needs_census
 
 from benchmarks.adult_instances import (
     AdultDataError,
     AdultInstance,
     ParityReference,
     build_instance,
-    census_path,
     classify_favorable,
     enumerate_points,
     exact_reference,
@@ -41,19 +41,7 @@ from verifier.convert import network_to_json
 from verifier.network import Layer, Network
 from verifier.pv import PVProgress, PVSettings
 
-
-def _census_available() -> bool:
-    try:
-        census_path()
-    except AdultDataError:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(
-    not _census_available(),
-    reason="the Adult census data (../shared/benchmarks/libra/census) is not next to the checkout",
-)
+pytestmark = needs_census
 
 GAMMA = 0.8
 SEED = 7

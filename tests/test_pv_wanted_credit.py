@@ -5,42 +5,19 @@ prove), and only such sides carry a guess."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
+from adult_engine import needs_census, parity_engine
 
-from benchmarks.adult_instances import AdultDataError, build_instance, census_path
-from verifier.audits.probability import spec_network
-from verifier.pv import PVSettings, population_domain
 from verifier.pv.credit import WantedSides
 from verifier.pv.engine import ProbabilityBranchAndBound
-from verifier.spec import Names, demographic_parity
 
-
-def _census_available() -> bool:
-    try:
-        census_path()
-    except AdultDataError:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(
-    not _census_available(),
-    reason="the Adult census data (../shared/benchmarks/libra/census) is not next to the checkout",
-)
+pytestmark = needs_census
 
 
 def _engine_and_boxes() -> tuple[ProbabilityBranchAndBound, np.ndarray, np.ndarray]:
     """PV's engine on Adult-6 with a 2×16 network, and boxes cut from the root by halving
     random columns (many of them cut by the decision boundary)."""
-    instance = build_instance(6, (16, 16), 7, epochs=1, cache_dir=None)
-    names = Names.of(list(instance.columns), list(instance.network.output_names))
-    spec = demographic_parity(names, protected=instance.protected,
-                              privileged=instance.privileged,
-                              favorable_class=instance.favorable_class, gamma=0.8)
-    masses, domain = population_domain(instance.population)
-    engine = ProbabilityBranchAndBound(
-        spec_network(instance.network, spec), spec, masses, domain, PVSettings(),
-        instance.population.prob_excess_lower)
+    _, engine = parity_engine(6, (16, 16))
+    domain = engine.domain
     rng = np.random.default_rng(0)
     lo = np.repeat(domain.lower[None, :], 400, axis=0)
     hi = np.repeat(domain.upper[None, :], 400, axis=0)
