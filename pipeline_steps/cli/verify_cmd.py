@@ -106,7 +106,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--selection", choices=("directed", "mass"), default="directed",
                         help="which open boxes to refine first: directed (default) favours "
                              "those whose mass moves the end of the interval that must "
-                             "cross the threshold; mass takes the heaviest undecided ones")
+                             "cross the threshold, and bounds their parts' linear credit only "
+                             "on the side that moves it; mass takes the heaviest undecided "
+                             "ones")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
