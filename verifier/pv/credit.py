@@ -41,18 +41,14 @@ def linear_credit(
     atoms: AtomBounds, low: np.ndarray, high: np.ndarray, lines: AtomLines, lo: np.ndarray,
     hi: np.ndarray, mass_hi: np.ndarray, excess: ExcessFunction,
     wanted: WantedSides | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(credit_true, credit_false, guessed)``, ``(B, events)`` each. The first two are
-    sound lower bounds of ``P(box ∧ event)`` and ``P(box ∧ ¬event)`` from the linear pieces
-    of the one atom left open on the box (zero where the event is decided, where more than
-    one atom is open, where the atom has no piece, and on a side of the atom that no wanted
-    credit reads: ``wanted``, None for all). ``guessed``: for choosing boxes only, never a
-    bound — the normal-approximation estimate (:func:`_excess_moments`) of the credit on
-    the sides left unbounded because no wanted credit reads them. ``low``/``high``: the
-    atoms' bounds on each box."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(credit_true, credit_false)``, ``(B, events)``: sound lower bounds of ``P(box ∧
+    event)`` and ``P(box ∧ ¬event)`` from the linear pieces of the one atom left open on the
+    box (zero where the event is decided, where more than one atom is open, where the atom
+    has no piece, and on a side of the atom that no wanted credit reads: ``wanted``, None
+    for all). ``low``/``high``: the atoms' bounds on each box."""
     credit_true = np.zeros((lo.shape[0], len(atoms.tracked.events)))
     credit_false = np.zeros_like(credit_true)
-    guessed = np.zeros_like(credit_true)
     for atom, boxes, follows, negates in _hanging_events(atoms, low, high, lines, mass_hi):
         box_lo = np.concatenate([lo[boxes], lo[boxes]])
         box_hi = np.concatenate([hi[boxes], hi[boxes]])
@@ -75,19 +71,10 @@ def linear_credit(
         if bounded.any():
             both[bounded] = excess(box_lo[bounded], box_hi[bounded], coefficients[bounded],
                                    threshold[bounded])
-        guess = np.zeros(threshold.size)
-        skipped = within & ~read
-        if skipped.any():
-            with np.errstate(invalid="ignore", divide="ignore"):
-                share = ndtr((mean[skipped] - threshold[skipped]) / deviation[skipped])
-            guess[skipped] = np.nan_to_num(share) * np.concatenate(
-                [mass_hi[boxes], mass_hi[boxes]])[skipped]
         atom_holds, atom_fails = both[:boxes.size, None], both[boxes.size:, None]
         credit_true[boxes] = np.where(follows, atom_holds, np.where(negates, atom_fails, 0.0))
         credit_false[boxes] = np.where(follows, atom_fails, np.where(negates, atom_holds, 0.0))
-        guessed[boxes] = np.where(
-            follows | negates, guess[:boxes.size, None] + guess[boxes.size:, None], 0.0)
-    return credit_true, credit_false, guessed
+    return credit_true, credit_false
 
 
 def true_share(

@@ -56,22 +56,20 @@ class ProbabilityBranchAndBound:
                   wanted: WantedSides | None = None) -> Callable[[], Boxes]:
         """Start bounding new boxes (with ``method``, default the settings'; ``known``: what
         their parents proved; ``wanted``: the credits to bound, None for all); the returned
-        call waits for the bounds and records what PV keeps about each box (a credit left
-        unbounded counts as its guess in the box's uncredited mass, which only orders
-        boxes)."""
+        call waits for the bounds and records what PV keeps about each box."""
         under_way = evaluate.submit(lo, hi, method or self.settings.method, known, wanted)
 
         def record() -> Boxes:
             (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
-             credit_false, guessed, share) = under_way.result()
+             credit_false, share) = under_way.result()
             undecided = self.atoms.undecided(low, high)
             truth = self.atoms.truth(low, high)
             open_events = pending & (truth == 0)
             credit_true = np.where(open_events, credit_true, 0.0)
             credit_false = np.where(open_events, credit_false, 0.0)
             uncredited = np.where(
-                open_events,
-                np.maximum(mass_hi[:, None] - credit_true - credit_false - guessed, 0.0), 0.0)
+                open_events, np.maximum(mass_hi[:, None] - credit_true - credit_false, 0.0),
+                0.0)
             return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
                          truth, signs, low, high, credit_true, credit_false,
                          uncredited.max(axis=1, initial=0.0), share * uncredited,

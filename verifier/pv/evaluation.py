@@ -30,13 +30,12 @@ TASKS_PER_WORKER = 4
 @dataclass
 class BoxEvaluation:
     """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, order,
-    signs, credit_true, credit_false, guessed, share)`` (see
-    :meth:`AtomBounds.bounds_and_drive`;
+    signs, credit_true, credit_false, share)`` (see :meth:`AtomBounds.bounds_and_drive`;
     ``drive`` and ``order`` per box and input, :meth:`AtomBounds.leading_drive` of the
     atoms still undecided — computed here, so a worker returns a fifth of the per-atom
     arrays; ``known`` must hold on each box; the credits of
-    :func:`verifier.pv.credit.linear_credit` on the ``wanted`` sides and the guess of the
-    others, zero without ``excess``; the estimated
+    :func:`verifier.pv.credit.linear_credit` on the ``wanted`` sides, zero without
+    ``excess``; the estimated
     share of each box where each event holds, :func:`verifier.pv.credit.true_share`, or 0.5
     without ``estimate_shares`` — only directed selection reads it)."""
 
@@ -56,14 +55,14 @@ class BoxEvaluation:
             atom_drive, signed, self.atoms.undecided(low, high))
         if self.excess is None:
             events = len(self.atoms.tracked.events)
-            credit_true = credit_false = guessed = np.zeros((lo.shape[0], events))
+            credit_true = credit_false = np.zeros((lo.shape[0], events))
         else:
-            credit_true, credit_false, guessed = linear_credit(
+            credit_true, credit_false = linear_credit(
                 self.atoms, low, high, lines, lo, hi, mass_hi, self.excess, wanted)
         share = (true_share(self.atoms, low, high, lines, lo, hi, mass_hi)
                  if self.estimate_shares else np.full_like(credit_true, 0.5))
         return (mass_lo, mass_hi, low, high, drive, order, signs, credit_true, credit_false,
-                guessed, share)
+                share)
 
 
 def _evaluate_task(
