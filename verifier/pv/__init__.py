@@ -12,7 +12,7 @@ while it waits, lower bounds of the mass of its parts that CROWN's linear bounds
 the totals when the box is split or decided.
 
 Selection, for a specification with a threshold, is directed
-(:mod:`~verifier.pv.direction`): three quarters of each batch are the boxes whose estimated
+(:mod:`~verifier.pv.direction`): nine tenths of each batch are the boxes whose estimated
 open mass most moves the end of the enclosure that must cross the threshold for the verdict
 the estimates point to, the rest — and every batch without a threshold — SelectProb (largest
 mass no credit covers first). The package's modules, one job each:

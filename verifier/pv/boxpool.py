@@ -8,8 +8,10 @@ import numpy as np
 
 EPS = float(np.finfo(np.float64).eps)
 # the rest of a directed batch goes by plain priority: a wrong guess of the verdict then only
-# slows the other side down, and every box stays reachable (completeness)
-DIRECTED_SHARE = 0.75
+# slows the other side down, and every box stays reachable (completeness); a tenth, not a
+# quarter: Adult-13 2x64 decided in 491 s (3.28M boxes) instead of 600 s (3.68M), and at
+# 3.0M boxes the deciding end was 0.813 instead of 0.839 (docs/decisions.md, PV)
+DIRECTED_SHARE = 0.9
 GROWTH = 4
 """How many times the pool's capacity grows when it is full (see :class:`BoxPool`)."""
 
