@@ -79,6 +79,19 @@ def test_linear_credit_and_selection_can_be_chosen_and_are_recorded(
         assert certificate.settings["selection"] == selection
 
 
+def test_open_box_limit_stops_the_audit_with_its_bounds(capsys, credit_network: Path) -> None:
+    arguments = ("verify", "demographic-parity", "--model", str(credit_network),
+                 "--population", str(CREDIT), "--protected", "owns_home", "--privileged", "1",
+                 "--favorable-class", "1", "--gamma", "0.5", "--timeout", "20",
+                 "--batch-size", "4", "--json")
+    code, out, _ = _run(capsys, *arguments, "--max-open-boxes", "8")
+    payload = json.loads(out)
+    assert code == 1
+    assert payload["verdict"] == "unknown" and payload["stopped_by"] == "max_open_boxes"
+    code, _, err = _run(capsys, *arguments, "--max-open-boxes", "0")
+    assert code == 2 and "max_open_boxes must be positive" in err
+
+
 def test_demographic_parity_json_contains_monte_carlo(capsys, credit_network: Path) -> None:
     code, out, _ = _run(
         capsys, "verify", "demographic-parity", "--model", str(credit_network),

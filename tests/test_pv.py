@@ -7,6 +7,7 @@ uniform volumes, discrete pmfs), independently of ``verifier.population``.
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -16,7 +17,13 @@ from strategies import random_network
 from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
 from verifier.pv import InputDomain, PVSettings, verify
-from verifier.pv.settings import BATCH_PER_WORKER, DEEP_POOL_ROUNDS, IN_PROCESS_BATCH
+from verifier.pv import settings as pv_settings
+from verifier.pv.settings import (
+    BATCH_PER_WORKER,
+    DEEP_POOL_ROUNDS,
+    IN_PROCESS_BATCH,
+    available_memory,
+)
 from verifier.spec import (
     Names,
     SpecError,
@@ -163,6 +170,21 @@ def _sex_shift_network(shift: float) -> Network:
                    ["score", "sex"], ["no", "yes"])
 
 
+SCORE_MEAN = 0.3
+
+
+def _sex_score_masses(p_sex: np.ndarray):
+    """Box masses of (score ~ N(SCORE_MEAN, 1), sex ∈ {0, 1} with ``p_sex``), independent."""
+    def masses(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        score = ndtr(hi[:, 0] - SCORE_MEAN) - ndtr(lo[:, 0] - SCORE_MEAN)
+        sex = ((lo[:, 1] <= 0) & (hi[:, 1] >= 0)) * p_sex[0] + (
+            (lo[:, 1] <= 1) & (hi[:, 1] >= 1)) * p_sex[1]
+        p = score * sex
+        return p * (1 - 1e-12), np.minimum(p * (1 + 1e-12), 1.0)
+
+    return masses
+
+
 @pytest.mark.parametrize(("shift", "gamma", "verdict"), [
     (0.0, 0.85, "satisfied"),   # ratio exactly 1
     (0.6, 0.85, "violated"),    # the privileged group is favoured strongly
@@ -174,21 +196,12 @@ def test_demographic_parity_verdicts_match_closed_form(shift: float, gamma: floa
     names = Names.of(network.input_names, network.output_names)
     spec = demographic_parity(names, protected="sex", privileged=1.0, favorable_class=1,
                               gamma=gamma)
-    mean, std = np.array([0.3, 0.0]), np.array([1.0, 1.0])
-    p_sex = np.array([0.4, 0.6])
-
-    def masses(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        score = ndtr((hi[:, 0] - mean[0]) / std[0]) - ndtr((lo[:, 0] - mean[0]) / std[0])
-        sex = ((lo[:, 1] <= 0) & (hi[:, 1] >= 0)) * p_sex[0] + (
-            (lo[:, 1] <= 1) & (hi[:, 1] >= 1)) * p_sex[1]
-        p = score * sex
-        return p * (1 - 1e-12), np.minimum(p * (1 + 1e-12), 1.0)
-
     domain = InputDomain(np.array([-np.inf, 0.0]), np.array([np.inf, 1.0]),
                          np.array([False, True]))
-    result = verify(network, spec, masses, domain, PVSettings(timeout_s=30))
-    female = 1 - ndtr(0.5 - mean[0])
-    male = 1 - ndtr(0.5 - shift - mean[0])
+    result = verify(network, spec, _sex_score_masses(np.array([0.4, 0.6])), domain,
+                    PVSettings(timeout_s=30))
+    female = 1 - ndtr(0.5 - SCORE_MEAN)
+    male = 1 - ndtr(0.5 - shift - SCORE_MEAN)
     exact_ratio = female / male
     assert result.verdict == verdict
     low, high = result.value
@@ -307,3 +320,38 @@ def test_pools_keep_two_rounds_in_flight_once_the_pool_is_deep() -> None:
     assert PVSettings(rounds_in_flight=3).rounds_ahead(0) == 3
     with pytest.raises(CertgateInputError, match="rounds_in_flight"):
         PVSettings(rounds_in_flight=0)
+
+
+def test_open_box_limit_stops_with_the_bounds_reached() -> None:
+    """A run whose open boxes reach ``max_open_boxes`` stops there, verdict unknown, with
+    an interval around a dense Monte Carlo estimate and the open boxes at the limit."""
+    rng = np.random.default_rng(2)
+    network = random_network(rng, [3, 12, 12, 2])
+    samples = rng.standard_normal(size=(400_000, 3))
+    out = network.evaluate(samples)
+    estimate = (out[:, 1] > out[:, 0]).mean()
+    names = Names.of(network.input_names, network.output_names)
+    spec = specification_from_dict(
+        {"probabilities": {"p": {"event": "y[1] > y[0]"}}, "expression": "p",
+         "comparison": ">", "threshold": float(estimate)},
+        names,
+    )
+    seen = []
+    result = verify(network, spec, normal_masses(np.zeros(3), np.ones(3)), unbounded(3),
+                    PVSettings(timeout_s=None, batch_size=16, max_open_boxes=64),
+                    progress=lambda p: seen.append(p.open_boxes))
+    assert result.stopped_by == "max_open_boxes"
+    assert result.verdict == "unknown"
+    assert seen[-1] >= 64 > max(seen[:-1])
+    low, high = result.value
+    assert low - 0.01 <= estimate <= high + 0.01
+
+
+def test_open_box_limit_defaults_to_a_share_of_the_available_memory(monkeypatch) -> None:
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert 0 < available_memory() <= physical
+    monkeypatch.setattr(pv_settings, "available_memory", lambda: 8 * 10**9)
+    assert PVSettings().open_box_limit(4_000) == 10**6
+    assert PVSettings(max_open_boxes=7).open_box_limit(4_000) == 7
+    with pytest.raises(CertgateInputError, match="max_open_boxes"):
+        PVSettings(max_open_boxes=0)

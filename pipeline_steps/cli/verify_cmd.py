@@ -92,6 +92,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
                              "chosen while the workers bound the last (default: 1 "
                              "in-process; on a process pool or Dask 2 once the open boxes "
                              "fill 64 rounds, 1 before)")
+    parser.add_argument("--max-open-boxes", type=int,
+                        help="stop with the bounds reached (verdict unknown unless proven) "
+                             "once this many boxes are open (default: as many as half the "
+                             "memory available at the start holds)")
     parser.add_argument("--split", choices=SPLIT_CHOICES, default="smear-longest-edge")
     parser.add_argument("--executor", default="local",
                         help="where each batch of boxes is bounded: local, process, dask or "
@@ -119,7 +123,7 @@ def _settings(args: argparse.Namespace) -> PVSettings:
         raise CertgateInputError("--timeout must be positive")
     return PVSettings(timeout_s=args.timeout, precision=args.precision,
                       batch_size=args.batch_size, rounds_in_flight=args.rounds_in_flight,
-                      split=args.split, executor=args.executor,
+                      max_open_boxes=args.max_open_boxes, split=args.split, executor=args.executor,
                       workers=args.workers, enumerate_points=args.enumerate_points,
                       linear_credit=args.linear_credit, selection=args.selection)
 

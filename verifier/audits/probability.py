@@ -32,6 +32,7 @@ def run_specification(
     certificate = result.to_certificate()
     certificate.settings = {
         "batch_size": settings.round_size(), "rounds_in_flight": settings.rounds_in_flight,
+        "max_open_boxes": settings.max_open_boxes,
         "method": settings.method, "split": settings.split,
         "timeout_s": settings.timeout_s, "precision": settings.precision,
         "enumerate_points": settings.enumerate_points,

@@ -85,6 +85,15 @@ class BoxPool:
         self.used = 0
 
     @property
+    def record_bytes(self) -> int:
+        """Bytes the pool stores per open box (0 before the first box arrives)."""
+        return sum(
+            array.itemsize * (array.shape[0] if name in EVENT_FIELDS else
+                              int(np.prod(array.shape[1:])))
+            for name, array in self.arrays.items()
+        )
+
+    @property
     def size(self) -> int:
         return int(np.count_nonzero(self.alive[: self.used]))
 

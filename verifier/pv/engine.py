@@ -79,9 +79,10 @@ class ProbabilityBranchAndBound:
 
     def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
         """Refine until the verdict is proven, the precision is reached, the time budget or
-        the box budget runs out, or no undecided box is left. Anytime: ``progress`` gets
-        every new (monotonically tightening) set of intervals. The bounding of each batch
-        runs on the settings' executor."""
+        the box budget runs out, the open boxes reach :meth:`PVSettings.open_box_limit`
+        (their records would outgrow the memory), or no undecided box is left. Anytime:
+        ``progress`` gets every new (monotonically tightening) set of intervals. The
+        bounding of each batch runs on the settings' executor."""
         settings = self.settings
         executor = make_executor(settings.executor, settings.workers)
         try:
@@ -112,6 +113,7 @@ class ProbabilityBranchAndBound:
         pool = BoxPool()
         flight = RoundsInFlight()
         processed = iterations = 0
+        open_limit: int | None = None
         history: list[tuple[float, Interval]] = []
         while True:
             sat = new.pending & (new.truth == 1)
@@ -138,7 +140,10 @@ class ProbabilityBranchAndBound:
             if progress is not None:
                 progress(PVProgress(probabilities, value, verdict, processed, open_boxes, elapsed))
             iterations += 1
-            stopped_by = self._stop_reason(verdict, open_boxes, probabilities, elapsed, processed)
+            if open_limit is None and pool.record_bytes:
+                open_limit = settings.open_box_limit(pool.record_bytes)
+            stopped_by = self._stop_reason(verdict, open_boxes, probabilities, elapsed, processed,
+                                           open_limit)
             if stopped_by is not None:
                 break
             while len(flight) < settings.rounds_ahead(pool.size) and pool.size > 0:
@@ -205,7 +210,7 @@ class ProbabilityBranchAndBound:
         return parts
 
     def _stop_reason(self, verdict: str, open_boxes: int, probabilities: dict[str, Interval],
-                     elapsed: float, processed: int) -> str | None:
+                     elapsed: float, processed: int, open_limit: int | None) -> str | None:
         settings = self.settings
         if verdict != "unknown":
             return "decided"
@@ -219,6 +224,8 @@ class ProbabilityBranchAndBound:
             return "timeout"
         if settings.max_boxes is not None and processed >= settings.max_boxes:
             return "max_boxes"
+        if open_limit is not None and open_boxes >= open_limit:
+            return "max_open_boxes"
         return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,6 +25,12 @@ BATCH_PER_WORKER = 2048
 ``batch_size`` says otherwise (docs/decisions.md, PV: on a pool a round's fixed costs —
 the caller's bookkeeping, the tasks — are amortised over larger batches)."""
 
+OPEN_BOX_MEMORY_SHARE = 0.5
+"""Share of the memory available when a run starts that its open boxes' records may fill by
+default (see :meth:`PVSettings.open_box_limit`): the pool grows with every round that
+decides fewer boxes than it splits (Adult-13 2×64 on 2 workers: ~5 GB after 10 minutes),
+so an hour-long run would otherwise be killed for memory and report nothing."""
+
 DEEP_POOL_ROUNDS = 64
 """On a pool, a second round goes in flight once the open boxes fill this many rounds
 (docs/decisions.md, PV: a round chosen without the last one's children cost Adult-13 1×16
@@ -34,6 +41,9 @@ DEEP_POOL_ROUNDS = 64
 class PVSettings:
     """Knobs of the branch and bound; the defaults follow paper 003's configuration.
 
+    ``max_open_boxes``: a run stops with the bounds reached (verdict ``unknown`` unless
+    proven) once this many boxes are open (None: :meth:`open_box_limit`'s share of the
+    memory available at the start).
     ``enumerate_points``: a box with at most this many discrete points in the columns that
     matter is finished by evaluating every point (0: never). ``linear_credit``: credit the
     part of an open box that CROWN's linear bounds decide (:mod:`verifier.pv.credit`; needs a
@@ -57,6 +67,7 @@ class PVSettings:
     timeout_s: float | None = 60.0
     precision: float | None = None
     max_boxes: int | None = None
+    max_open_boxes: int | None = None
     max_candidate_dims: int = 24
     enumerate_points: int = 0
     max_points_per_batch: int = 1 << 16
@@ -88,12 +99,22 @@ class PVSettings:
             )
         if self.rounds_in_flight is not None and self.rounds_in_flight < 1:
             raise CertgateInputError("rounds_in_flight must be positive")
+        if self.max_open_boxes is not None and self.max_open_boxes < 1:
+            raise CertgateInputError("max_open_boxes must be positive")
         if self.workers is not None and self.workers < 1:
             raise CertgateInputError("workers must be positive")
         if self.enumerate_points < 0 or self.max_points_per_batch < 1:
             raise CertgateInputError(
                 "enumerate_points must be >= 0 and max_points_per_batch positive"
             )
+
+    def open_box_limit(self, bytes_per_box: int) -> int:
+        """Open boxes (pooled or in flight) at which a run stops and reports the bounds
+        reached: ``max_open_boxes``, or by default as many records of ``bytes_per_box``
+        bytes as fill :data:`OPEN_BOX_MEMORY_SHARE` of the memory available now."""
+        if self.max_open_boxes is not None:
+            return self.max_open_boxes
+        return max(1, int(OPEN_BOX_MEMORY_SHARE * available_memory() / max(bytes_per_box, 1)))
 
     def round_size(self) -> int:
         """Boxes refined per round: ``batch_size`` if given, else :data:`IN_PROCESS_BATCH`
@@ -113,3 +134,16 @@ class PVSettings:
         if self.executor == "local" or open_boxes < DEEP_POOL_ROUNDS * self.round_size():
             return 1
         return 2
+
+
+def available_memory() -> int:
+    """Bytes of memory available to new allocations without swapping: Linux's
+    ``MemAvailable`` (free memory plus reclaimable caches), else half the physical memory."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
