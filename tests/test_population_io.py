@@ -65,6 +65,17 @@ def test_document_round_trip_through_a_file(tmp_path: Path) -> None:
     assert again.onehot_groups() == [[1, 2]]
 
 
+def test_the_data_a_population_was_fitted_from_round_trips(tmp_path: Path) -> None:
+    document = small_document()
+    document["fitted_from"] = {"uri": "s3://bucket/adult.csv", "sha256": "0f" * 32, "rows": 30162}
+    model = population_from_json(document)
+    again = load_population(save_population(model, tmp_path / "population_model.json"))
+    assert again == model
+    assert again.fitted_from is not None and again.fitted_from.rows == 30162
+    assert "fitted from: s3://bucket/adult.csv (30162 rows" in again.describe()
+    assert population_from_json(small_document()).fitted_from is None
+
+
 def mutated(path: list, value) -> dict:
     document = small_document()
     target = document
@@ -88,6 +99,10 @@ def mutated(path: list, value) -> dict:
         (mutated(["features", 0, "domain"], [0, 10]), "", "leaves the domain"),
         (mutated(["features", 0, "kind"], "integer"), "", "not integer-valued"),
         (mutated(["column_order"], ["red", "age"]), "", "column_order must list"),
+        (mutated(["fitted_from"], {"uri": "a.csv", "sha256": "xyz", "rows": 3}),
+         "fitted_from.sha256", "should match pattern"),
+        (mutated(["fitted_from"], {"uri": "a.csv", "sha256": "0" * 64, "rows": 0}),
+         "fitted_from.rows", "greater than or equal to 1"),
     ],
 )
 def test_validation_errors_name_the_field(document: dict, location: str, message: str) -> None:

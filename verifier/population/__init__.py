@@ -28,7 +28,12 @@ from verifier.population.io import (
     save_population,
 )
 from verifier.population.mixture import Mixture
-from verifier.population.model import FORMAT, PopulationModel, check_matches_network
+from verifier.population.model import (
+    FORMAT,
+    DataSource,
+    PopulationModel,
+    check_matches_network,
+)
 from verifier.population.piecewise import Leaf, PiecewiseDensity
 from verifier.population.product import Factor, Product
 from verifier.population.schema import Feature, FeatureSchema
@@ -43,6 +48,7 @@ __all__ = [
     "BayesianNetwork",
     "CPTRow",
     "Categorical",
+    "DataSource",
     "Discrete",
     "DiscretisedNormal",
     "Distribution",

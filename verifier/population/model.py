@@ -5,7 +5,8 @@ JSON form::
     {"format": "certgate.population/v1",
      "features": [{"name": "age", "kind": "continuous", "domain": [0, 125]}, ...],
      "column_order": [...],            # optional, default: the features' columns in order
-     "distribution": {"kind": "product", ...}}
+     "distribution": {"kind": "product", ...},
+     "fitted_from": {"uri": "data.csv", "sha256": "...", "rows": 30162}}   # optional
 
 The distribution's columns are matched to the model's columns by name (an anonymous
 distribution, e.g. one marginal or an unnamed piecewise density, by position). Validation
@@ -24,7 +25,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from verifier.population.base import PopulationBase, as_boxes, as_generator
 from verifier.population.errors import PopulationError, PopulationMismatchError
@@ -32,6 +33,16 @@ from verifier.population.schema import Feature, FeatureSchema
 from verifier.population.union import AnyDistribution
 
 FORMAT = "certgate.population/v1"
+
+
+class DataSource(PopulationBase):
+    """The table a population was fitted from: where it was read (a path or URI), the
+    sha256 of its bytes, and how many rows the fit used. An audit with this table at hand
+    can check the population's premise against it."""
+
+    uri: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    rows: int = Field(ge=1)
 
 
 class PopulationModel(PopulationBase):
@@ -43,6 +54,7 @@ class PopulationModel(PopulationBase):
     features: list[Feature]
     column_order: list[str] | None = None
     distribution: AnyDistribution
+    fitted_from: DataSource | None = None
 
     @model_validator(mode="after")
     def _check_model(self) -> PopulationModel:
@@ -229,6 +241,10 @@ class PopulationModel(PopulationBase):
         lines.extend(f"  {feature.describe()}" for feature in self.features)
         lines.append("distribution:")
         lines.extend(f"  {line}" for line in self.distribution.describe_lines())
+        if self.fitted_from is not None:
+            source = self.fitted_from
+            lines.append(f"fitted from: {source.uri} ({source.rows} rows, sha256 "
+                         f"{source.sha256[:12]}…)")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
