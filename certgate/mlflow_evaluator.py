@@ -7,8 +7,9 @@
 runs :func:`certgate.audit` on the evaluated model (read back from MLflow by its logged-model
 id, so the certificates are those ``certgate run`` produces for it) and logs, into the
 evaluation run, every certificate (``certgate/<audit>.json``) and the certified metrics under
-the names the audit runs use (``<audit>.<label>_lower``/``_upper``, ``<audit>.proven``,
-``<audit>.elapsed_s``, …), so ``mlflow.validate_evaluation_results`` thresholds apply to them.
+the names the audit runs use (``<audit>.<label>_lower``/``_upper``,
+``<audit>.proven_pass``/``_fail``, ``<audit>.elapsed_s``, …), so
+``mlflow.validate_evaluation_results`` thresholds apply to them.
 The evaluation data is not used: certificates hold for every input of the population model.
 
 ``evaluator_config`` keys: ``audits`` (required; configuration dicts as in a configuration's
@@ -48,7 +49,8 @@ def certified_metrics(settings: Any, certificate: Any) -> dict[str, float]:
         label = requirement.label if quantity == requirement.quantity else quantity
         metrics[f"{settings.name}.{label}_lower"] = float(low)
         metrics[f"{settings.name}.{label}_upper"] = float(high)
-    metrics[f"{settings.name}.proven"] = 1.0 if certificate.proven else 0.0
+    for flag, value in certificate.proof_flags().items():
+        metrics[f"{settings.name}.{flag}"] = value
     for key, value in certificate.cost.items():
         metrics[f"{settings.name}.{key}"] = float(value)
     return {key: value for key, value in metrics.items() if math.isfinite(value)}

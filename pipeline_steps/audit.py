@@ -193,7 +193,8 @@ def headline_metrics(settings: AuditSettings, certificate: Certificate) -> dict[
         label = requirement.label if quantity == requirement.quantity else quantity
         metrics[f"{settings.name}.{label}_lower"] = low
         metrics[f"{settings.name}.{label}_upper"] = high
-    metrics[f"{settings.name}.proven"] = 1.0 if certificate.proven else 0.0
+    for flag, value in certificate.proof_flags().items():
+        metrics[f"{settings.name}.{flag}"] = value
     for key, value in certificate.cost.items():
         metrics[f"{settings.name}.{key}"] = float(value)
     return {key: value for key, value in metrics.items() if math.isfinite(value)}

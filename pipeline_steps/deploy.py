@@ -112,6 +112,7 @@ class _Prepared:
     loaded: LoadedModel
     constraints: ConstraintSet
     scnet: SelfCorrectingNetwork
+    output_columns: list[str]
 
 
 def run_deploy(config: CertgateConfig, *, registry: Registry, model_name: str | None,
@@ -207,7 +208,8 @@ def _prepare(model_uri: str, constraints_path: Path, registry: Registry, workdir
     if options.input_names is not None:
         names = bound_names(loaded.network, options.input_names, model_uri)
         loaded.network = loaded.network.renamed(input_names=names)
-    loaded.network = scored_network(loaded.network, options.negate)
+    source = loaded.network
+    loaded.network = scored_network(source, options.negate)
     network = loaded.network
     try:
         constraints = load_constraints(constraints_path, num_classes=network.output_size,
@@ -221,7 +223,8 @@ def _prepare(model_uri: str, constraints_path: Path, registry: Registry, workdir
             f"constraints {constraints_path} do not fit {model_uri} ({network.input_size} "
             f"inputs, {network.output_size} classes): {error}"
         ) from error
-    return _Prepared(loaded, constraints, scnet)
+    return _Prepared(loaded, constraints, scnet,
+                     variant_output_columns(source, scnet.num_outputs))
 
 
 def _write_artifacts(prepared: _Prepared, staging: Path) -> dict[str, str]:
@@ -289,11 +292,15 @@ def _midpoint(low: float, high: float) -> float:
     return high if np.isfinite(high) else 0.0
 
 
-def variant_output_columns(network: Network, num_outputs: int) -> list[str]:
-    """The corrected-logit columns: ``logit_<class name>`` when the source model names its
-    classes (``logit_abstain`` for an appended abstain class), else ``logit_<index>``."""
-    names = list(network.output_names)
-    if names == [f"y{index}" for index in range(len(names))]:
+def variant_output_columns(source: Network, num_outputs: int) -> list[str]:
+    """The corrected-logit columns of the SC-Net of ``source`` (the model as loaded, before
+    its classifier view): ``logit_<class name>`` when the source names its classes
+    (``logit_abstain`` for an appended abstain class), else ``logit_<index>``. A single-logit
+    source names its logit, not its classes: they are 0 and 1 (class 1 iff the logit is > 0),
+    so its columns are ``logit_0`` (the constant 0 the classifier view puts in front) and
+    ``logit_1`` (the logit)."""
+    names = list(source.output_names)
+    if source.output_size == 1 or names == [f"y{index}" for index in range(len(names))]:
         return selfcorrect_pyfunc.logit_columns(num_outputs)
     columns = [f"logit_{name}" for name in names]
     if num_outputs > len(names):
@@ -306,7 +313,7 @@ def _register_variant(prepared: _Prepared, artifacts: dict[str, str], name: str,
     """Log the pyfunc model and register it as a new version of ``name`` carrying ``tags``
     from its creation (event handlers see them with the ``model_version.created`` event)."""
     network = prepared.loaded.network
-    output_columns = variant_output_columns(network, prepared.scnet.num_outputs)
+    output_columns = prepared.output_columns
     population = artifacts.get("population_model")
     metadata: dict[str, Any] = {
         METADATA_INPUT_NAMES: list(network.input_names),

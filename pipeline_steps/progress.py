@@ -18,23 +18,67 @@ engine actually advances.
 
 Every bar is created disabled when progress is off and writes nothing then; the causal
 counter counts all the same, so the observed bounds do not depend on the bar.
+
+A display never costs a run its result: a bar that fails to draw (tqdm drops ``total`` once
+``n`` passes it, and a format reading ``{total}`` then fails) or a report that fails to
+format is switched off with one warning on the log, and the audit goes on
+(:class:`SafeBar`, :func:`display_guard`).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import logging
 import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from typing import Any
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
 TICK_S = 0.5
 """How often a time-budget bar advances, and how long any bar waits before it first shows
 (an input error found at once prints the error alone)."""
+
+logger = logging.getLogger(__name__)
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def _display_failed(bar: tqdm, error: Exception) -> None:
+    """Switch ``bar`` off after its display raised ``error``, saying so once."""
+    if not bar.disable:
+        logger.warning("progress display failed (%s: %s); the run goes on without it",
+                       type(error).__name__, error)
+    bar.disable = True
+
+
+class SafeBar(tqdm):
+    """A tqdm bar whose drawing cannot raise: a failure switches the bar off (one warning)."""
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> bool | None:
+        try:
+            return super().display(msg, pos)
+        except Exception as error:  # a display must never end the run it shows
+            _display_failed(self, error)
+            return None
+
+
+def display_guard(method: Method) -> Method:
+    """Run a display method of an :class:`AuditProgress` so that it never raises into the
+    engine calling it: a failure switches the bar off (one warning)."""
+
+    @functools.wraps(method)
+    def guarded(self: AuditProgress, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as error:  # a display must never end the run it shows
+            _display_failed(self.bar, error)
+            return None
+
+    return guarded  # type: ignore[return-value]
 
 
 class AuditProgress:
@@ -49,7 +93,7 @@ class AuditProgress:
 
     def __init__(self, name: str, enabled: bool, total: float | None = None,
                  bar_format: str | None = None) -> None:
-        self.bar = tqdm(desc=name, unit=self.unit, total=total, file=sys.stderr,
+        self.bar = SafeBar(desc=name, unit=self.unit, total=total, file=sys.stderr,
                         disable=not enabled, dynamic_ncols=True, leave=True, delay=TICK_S,
                         bar_format=bar_format)
 
@@ -61,6 +105,7 @@ class AuditProgress:
         as ``(elapsed_s, (lower, upper))``; none by default."""
         return []
 
+    @display_guard
     def close(self) -> None:
         self.bar.close()
 
@@ -76,6 +121,7 @@ class BoxProgress(AuditProgress):
         self.boxes = 0
         self.callback = self.report
 
+    @display_guard
     def report(self, report: Any) -> None:
         """One :class:`verifier.pv.PVProgress`."""
         low, high = report.value
@@ -125,8 +171,12 @@ class PartitionProgress(AuditProgress):
             self.biased_share += float(share[status == BIASED_EVERYWHERE].sum())
             self.witnesses += int((status == BIASED_WITNESS).sum())
             self.history.append((time.monotonic() - self.started, self.interval()))
-            self.bar.update(int(status.size))
-            self.bar.set_postfix_str(self.describe())
+            self._show(int(status.size))
+
+    @display_guard
+    def _show(self, analysed: int) -> None:
+        self.bar.update(analysed)
+        self.bar.set_postfix_str(self.describe())
 
     def interval(self) -> tuple[float, float]:
         """The uniform biased share's certified interval so far (the rule of
@@ -149,7 +199,7 @@ class TimeProgress(AuditProgress):
     advanced every :data:`TICK_S` by a background thread."""
 
     def __init__(self, name: str, enabled: bool, budget_s: float | None) -> None:
-        shown = ("{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} s of the time budget"
+        shown = ("{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total_fmt} s of the time budget"
                  if budget_s is not None else "{desc}: {n:.1f} s (no time limit)")
         super().__init__(name, enabled, budget_s, shown)
         self.started = time.monotonic()
@@ -163,6 +213,7 @@ class TimeProgress(AuditProgress):
         while not self._stop.wait(TICK_S):
             self._advance()
 
+    @display_guard
     def _advance(self) -> None:
         elapsed = time.monotonic() - self.started
         if self.bar.total is not None:

@@ -171,8 +171,10 @@ def load_mlflow_dir(path: Path, uri: str) -> LoadedModel:
     input_names, output_names = _names(model, metadata)
     if "pytorch" in model.flavors:
         from verifier.convert import from_torch
+        from verifier.convert.torch_files import quiet_logger
 
-        with registry_errors(f"cannot load the PyTorch model {uri}"), unreadable_model(uri):
+        with registry_errors(f"cannot load the PyTorch model {uri}"), unreadable_model(uri), \
+                quiet_logger("torch.export"):
             module = mlflow.pytorch.load_model(str(path))
         serialization = "pt2" if any((path / "data").glob("*.pt2")) else "pickle"
         if serialization == "pickle":

@@ -116,4 +116,10 @@ def test_self_correcting_signature_names_columns_and_classes() -> None:
     assert signature.outputs.input_names()[:2] == ["logit_deny", "logit_grant"]
     unnamed = Network([layer], [], [])
     assert variant_output_columns(unnamed, 2) == ["logit_0", "logit_1"]
+    # a single logit names no class: its classes are 0 and 1 (class 1 iff the logit > 0)
+    for output in ("y0", "income_over_50k"):
+        single = Network([Layer(np.ones((1, 3)), np.zeros(1))], ["age", "income", "sex"],
+                         [output])
+        assert variant_output_columns(single, 2) == ["logit_0", "logit_1"]
+        assert variant_output_columns(single, 3) == ["logit_0", "logit_1", "logit_2"]
     assert not _signature(unnamed, ["logit_0", "logit_1"]).inputs.has_input_names()

@@ -78,7 +78,10 @@ def test_evaluate_logs_the_certificate_certgate_run_logs(
 
     low, high = expected["bounds"]["value"]  # the gated quantity, labelled "ratio"
     assert result.metrics["dp.ratio_lower"] == low and result.metrics["dp.ratio_upper"] == high
-    assert result.metrics["dp.proven"] == (1.0 if expected["verdict"] != "unknown" else 0.0)
+    assert result.metrics["dp.proven_pass"] == (1.0 if expected["verdict"] == "satisfied"
+                                                else 0.0)
+    assert result.metrics["dp.proven_fail"] == (1.0 if expected["verdict"] == "violated"
+                                                else 0.0)
     assert mlflow.get_run(run_id).data.metrics["dp.ratio_lower"] == low
 
     mlflow.validate_evaluation_results(

@@ -41,9 +41,25 @@ def test_headline_metrics_name_every_finite_bound() -> None:
     metrics = headline_metrics(settings, certificate())
     assert metrics == {
         "dp.ratio_lower": 0.5, "dp.p_unprivileged_lower": 0.2, "dp.p_unprivileged_upper": 0.4,
-        "dp.p_privileged_lower": 0.0, "dp.p_privileged_upper": 0.4, "dp.proven": 0.0,
-        "dp.elapsed_s": 2.0, "dp.boxes": 64.0, "dp.iterations": 3.0,
+        "dp.p_privileged_lower": 0.0, "dp.p_privileged_upper": 0.4, "dp.proven_pass": 0.0,
+        "dp.proven_fail": 0.0, "dp.elapsed_s": 2.0, "dp.boxes": 64.0, "dp.iterations": 3.0,
     }
+
+
+def test_proof_flags_say_which_way_the_proof_went() -> None:
+    """A model proven to violate is not "proven": ``proven_pass`` is 1 only for a proven pass,
+    ``proven_fail`` only for a proven violation, and no flag reads 1 for both."""
+    settings = config().audits[0]
+    flags = {}
+    for verdict, bounds in (("satisfied", (0.85, 0.9)), ("violated", (0.2, 0.7)),
+                            ("unknown", (0.5, 0.9))):
+        metrics = headline_metrics(settings, Certificate(
+            audit="demographic_parity", verdict=verdict, bounds={"value": bounds}))
+        flags[verdict] = {key: value for key, value in metrics.items()
+                          if key.startswith("dp.proven")}
+    assert flags == {"satisfied": {"dp.proven_pass": 1.0, "dp.proven_fail": 0.0},
+                     "violated": {"dp.proven_pass": 0.0, "dp.proven_fail": 1.0},
+                     "unknown": {"dp.proven_pass": 0.0, "dp.proven_fail": 0.0}}
 
 
 def test_history_becomes_step_metrics() -> None:

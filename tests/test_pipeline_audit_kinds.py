@@ -313,7 +313,7 @@ def test_metrics_and_tags_of_the_new_kinds_are_generic() -> None:
     assert mono_tags["certgate.mono.verdict"] == "satisfied"
     assert float(mono_tags["certgate.mono.probability_lower"]) == 1 - WMI_FLOAT_ALLOWANCE
     assert mono_tags["certgate.mono.requirement"] == "probability >= 0.9"
-    assert headline_metrics(mono, certificates["mono"])["mono.proven"] == 1.0
+    assert headline_metrics(mono, certificates["mono"])["mono.proven_pass"] == 1.0
 
 
 # ------------------------------------------------------------------------------ end to end

@@ -132,7 +132,7 @@ def test_proven_pass_is_promoted_with_tags_and_artifacts(
     history = registry.client.get_metric_history(run_id,
                                                  "demographic_parity.anytime.ratio_lower")
     assert len(history) > 1 and [m.step for m in history] == sorted(m.step for m in history)
-    assert registry.client.get_run(run_id).data.metrics["demographic_parity.proven"] == 1.0
+    assert registry.client.get_run(run_id).data.metrics["demographic_parity.proven_pass"] == 1.0
     assert len(list((tmp_path / "reports").glob("report-*.html"))) == 1
 
 

@@ -18,7 +18,8 @@ import numpy as np
 
 import verifier
 
-PROVEN_VERDICTS = ("satisfied", "violated", "fair", "biased")
+PASSING_VERDICTS = ("satisfied", "fair")
+PROVEN_VERDICTS = (*PASSING_VERDICTS, "violated", "biased")
 VERDICTS = (*PROVEN_VERDICTS, "unknown")
 
 
@@ -53,8 +54,15 @@ class Certificate:
 
     @property
     def proven(self) -> bool:
-        """True when the verdict is a proof, not ``unknown``."""
+        """True when the verdict is a proof either way, not ``unknown``."""
         return self.verdict in PROVEN_VERDICTS
+
+    def proof_flags(self) -> dict[str, float]:
+        """``proven_pass`` (1.0 iff the requirement is proven to hold) and ``proven_fail``
+        (1.0 iff it is proven violated); both 0.0 when undecided. The metrics every audit run
+        and the MLflow evaluator log as ``<audit>.proven_pass`` / ``<audit>.proven_fail``."""
+        passed = self.verdict in PASSING_VERDICTS
+        return {"proven_pass": float(passed), "proven_fail": float(self.proven and not passed)}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (numpy values converted, infinities as strings)."""

@@ -432,8 +432,9 @@ def interval_eval(expr: Expr, values: dict[str, Interval]) -> Interval:
     """Sound interval enclosure of ``expr`` given intervals of its references.
 
     Every operation rounds outward by one ulp (IEEE operations are correctly rounded, so the
-    exact result lies within one ulp of the computed one). Division by an interval containing
-    zero gives ``(−∞, ∞)``.
+    exact result lies within one ulp of the computed one), except past 0 when the operands'
+    signs fix the result's (a ratio of probabilities starts at 0, not at ``-5e-324``).
+    Division by an interval containing zero gives ``(−∞, ∞)``.
     """
     if isinstance(expr, Const):
         return (expr.value, expr.value)
@@ -449,16 +450,30 @@ def interval_eval(expr: Expr, values: dict[str, Interval]) -> Interval:
     a_lo, a_hi = interval_eval(expr.left, values)
     b_lo, b_hi = interval_eval(expr.right, values)
     if expr.op == "+":
-        return (_down(a_lo + b_lo), _up(a_hi + b_hi))
+        return _on_sign(_down(a_lo + b_lo), _up(a_hi + b_hi),
+                        a_lo >= 0.0 and b_lo >= 0.0, a_hi <= 0.0 and b_hi <= 0.0)
     if expr.op == "-":
         return (_down(a_lo - b_hi), _up(a_hi - b_lo))
     if expr.op == "/":
         if b_lo <= 0.0 <= b_hi:
             return (-math.inf, math.inf)
-        b_lo, b_hi = 1.0 / b_hi, 1.0 / b_lo
-        b_lo, b_hi = _down(b_lo), _up(b_hi)
+        b_lo, b_hi = _on_sign(_down(1.0 / b_hi), _up(1.0 / b_lo), b_lo > 0.0, b_hi < 0.0)
     products = [_product(x, y) for x in (a_lo, a_hi) for y in (b_lo, b_hi)]
-    return (_down(min(products)), _up(max(products)))
+    return _on_sign(_down(min(products)), _up(max(products)),
+                    (a_lo >= 0.0 and b_lo >= 0.0) or (a_hi <= 0.0 and b_hi <= 0.0),
+                    (a_lo >= 0.0 and b_hi <= 0.0) or (a_hi <= 0.0 and b_lo >= 0.0))
+
+
+def _on_sign(low: float, high: float, nonnegative: bool, nonpositive: bool) -> Interval:
+    """``[low, high]`` kept on the side of 0 where the operands' signs put the exact result
+    (a sum or product of nonnegative numbers, the reciprocal of a positive one): outward
+    rounding of an exact 0 would otherwise report ``-5e-324``, a sign the quantity cannot
+    have. The exact value lies on that side, so the clamped interval still encloses it."""
+    if nonnegative:
+        low = max(low, 0.0)
+    if nonpositive:
+        high = min(high, 0.0)
+    return low, high
 
 
 def _product(a: float, b: float) -> float:

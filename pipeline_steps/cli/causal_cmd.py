@@ -15,7 +15,7 @@ from pipeline_steps.cli.inputs import (
     named_network,
     read_network,
 )
-from pipeline_steps.cli.output import JSON_HELP, emit_json
+from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from verifier.certificate import Certificate, to_jsonable
 
 EXIT_FOR_VERDICT = {"fair": 0, "biased": 1, "unknown": 1}
@@ -69,6 +69,7 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
                         help="stop refining once the biased-share interval is this narrow")
     parser.add_argument("--chunk-size", type=int, default=64, help="partitions per task")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    add_no_progress(parser)
     parser.set_defaults(func=run)
     return parser
 
@@ -176,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     network, population = _network_and_population(args)
     settings = _settings(args)
     engine = {"chunk_size": args.chunk_size}
-    bar = PartitionProgress(settings.name, not args.json)
+    bar = PartitionProgress(settings.name, shows_progress(args))
     executor = ChunkCounter(make_executor(args.executor, args.workers), bar.chunk_done)
     try:
         if args.spec:

@@ -1,10 +1,12 @@
 """Where the ``certgate`` CLI writes: the ``--json`` contract and the verbosity options.
 
 With ``--json`` stdout carries exactly one JSON object, on success and on error: while a verb
-runs, :func:`json_mode` points ``sys.stdout`` at stderr (human lines, MLflow's "View run"
-lines and progress all land there) and the verb hands its result to :func:`emit_json`, the
-only writer of the real stdout. A verb that has nothing else to say gets ``{"exit_code": N}``
-from :func:`finish`; an error becomes ``{"error": "...", "exit_code": 2}``.
+runs, :func:`json_mode` points ``sys.stdout`` *and file descriptor 1* at stderr (human lines,
+MLflow's "View run" lines, progress, a native library's banner such as HiGHS's and anything a
+worker process prints all land there) and the verb hands its result to :func:`emit_json`;
+the object is written to the real stdout once the verb is done. A verb that has nothing else
+to say gets ``{"exit_code": N}`` from :func:`finish`; an error becomes ``{"error": "...",
+"exit_code": 2}``.
 
 ``--log-level`` (or ``-v``/``-vv``/``-q``) sets the level of Python logging on stderr and, when
 given, of MLflow's own loggers (through ``MLFLOW_LOGGING_LEVEL``, which MLflow reads when it is
@@ -13,7 +15,9 @@ imported, so it is set before any verb imports it).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -24,62 +28,114 @@ from typing import Any, TextIO
 JSON_HELP = "print exactly one JSON object on stdout (also on errors); human text goes to stderr"
 """The help of every ``--json`` option."""
 
+PROGRESS_HELP = "no progress bars on stderr"
+"""The help of every ``--no-progress`` option."""
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_LOG_LEVEL = "WARNING"
 
 
 class _Channel:
-    """The real stdout while a ``--json`` verb runs, and whether it was written."""
+    """The real stdout while a ``--json`` verb runs, and the object waiting to be written."""
 
     def __init__(self) -> None:
         self.stream: TextIO | None = None
-        self.written = False
+        self.pending: str | None = None
+
+    def release(self) -> None:
+        """Write the pending object (if any) to the real stdout and leave ``--json`` mode."""
+        if self.stream is not None and self.pending is not None:
+            self.stream.write(self.pending + "\n")
+            self.stream.flush()
+        self.stream, self.pending = None, None
 
 
 _channel = _Channel()
 
 
+def _flush_c_streams() -> None:
+    """Flush the C library's output buffers (a native library's ``printf`` may sit there)."""
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        return
+
+
+@contextlib.contextmanager
+def _stdout_descriptor_to_stderr() -> Iterator[None]:
+    """Point file descriptor 1 at stderr's for the body: what native libraries (HiGHS's
+    banner) and child processes write to stdout lands on stderr."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError):  # no usable descriptors (an embedding host): nothing moves
+        yield
+        return
+    try:
+        yield
+    finally:
+        _flush_c_streams()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 @contextlib.contextmanager
 def json_mode(enabled: bool) -> Iterator[None]:
-    """Run the body with ``sys.stdout`` sent to stderr when ``enabled``; :func:`emit_json`
-    still reaches the real stdout."""
+    """Run the body with stdout sent to stderr when ``enabled`` — ``sys.stdout`` and file
+    descriptor 1 both, so no library's print reaches stdout; :func:`emit_json` keeps the one
+    object, which :func:`finish` or :func:`fail` writes to the real stdout afterwards."""
     if not enabled:
         yield
         return
-    _channel.stream, _channel.written = sys.stdout, False
+    _channel.stream, _channel.pending = sys.stdout, None
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with _stdout_descriptor_to_stderr(), contextlib.redirect_stdout(sys.stderr):
             yield
     except BaseException:
-        _channel.stream, _channel.written = None, False
+        _channel.stream, _channel.pending = None, None
         raise
 
 
 def emit_json(document: Any) -> None:
-    """Write ``document`` as the one JSON object of this invocation: to the real stdout in
-    ``--json`` mode, else to ``sys.stdout``. A second call in one invocation is a bug."""
-    stream = _channel.stream if _channel.stream is not None else sys.stdout
-    if _channel.stream is not None and _channel.written:
+    """Hand over ``document`` as the one JSON object of this invocation: kept for the real
+    stdout in ``--json`` mode (written when the verb is done), else written to
+    ``sys.stdout``. A second call in one invocation is a bug."""
+    text = json.dumps(document)
+    if _channel.stream is None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return
+    if _channel.pending is not None:
         raise RuntimeError("a --json invocation wrote a second JSON object")
-    stream.write(json.dumps(document) + "\n")
-    stream.flush()
-    _channel.written = _channel.stream is not None
+    _channel.pending = text
 
 
 def finish(code: int) -> None:
-    """End a ``--json`` invocation that wrote nothing with ``{"exit_code": code}``, and
-    release the real stdout."""
-    if _channel.stream is not None and not _channel.written:
-        emit_json({"exit_code": code})
-    _channel.stream, _channel.written = None, False
+    """End a ``--json`` invocation: write its object, or ``{"exit_code": code}`` when the
+    verb gave none, to the real stdout."""
+    if _channel.stream is not None and _channel.pending is None:
+        _channel.pending = json.dumps({"exit_code": code})
+    _channel.release()
 
 
 def fail(message: str, code: int) -> None:
     """End a ``--json`` invocation with ``{"error": message, "exit_code": code}`` (replacing
-    nothing: a verb that failed after writing its object keeps it)."""
-    if _channel.stream is not None and not _channel.written:
-        emit_json({"error": message, "exit_code": code})
-    _channel.stream, _channel.written = None, False
+    nothing: a verb that failed after handing over its object keeps it)."""
+    if _channel.stream is not None and _channel.pending is None:
+        _channel.pending = json.dumps({"error": message, "exit_code": code})
+    _channel.release()
+
+
+def add_no_progress(parser: argparse.ArgumentParser) -> None:
+    """Add ``--no-progress`` to a verb that shows progress bars."""
+    parser.add_argument("--no-progress", action="store_true", help=PROGRESS_HELP)
+
+
+def shows_progress(args: argparse.Namespace) -> bool:
+    """Whether a verb that shows progress bars shows them: not with ``--no-progress``, nor
+    with ``--json`` (the object is the output there)."""
+    return not (getattr(args, "no_progress", False) or getattr(args, "json", False))
 
 
 def wants_json(argv: list[str]) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline_steps.cli.config_cmd import load_config
-from pipeline_steps.cli.output import JSON_HELP, emit_json
+from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
@@ -48,8 +48,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _audit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="audit again even if this version was audited with this config")
-    parser.add_argument("--no-progress", action="store_true",
-                        help="no progress bars on stderr")
+    add_no_progress(parser)
     parser.add_argument("--report-dir", type=Path,
                         help="also write the HTML report into this directory")
 

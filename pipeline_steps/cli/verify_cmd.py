@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from tqdm import tqdm
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
 from pipeline_steps.cli.inputs import MODEL_HELP, add_input_names, bound_network, read_network
-from pipeline_steps.cli.output import JSON_HELP, emit_json
+from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
-    from verifier.pv import PVProgress, PVSettings
+    from verifier.pv import PVSettings
 
 SPLIT_CHOICES = ("smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge")
 """``verifier.pv.SPLIT_RULES``, listed here so that ``certgate verify … --help`` does not
@@ -114,6 +112,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                              "on the side that moves it; mass takes the heaviest undecided "
                              "ones")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    add_no_progress(parser)
 
 
 def _settings(args: argparse.Namespace) -> PVSettings:
@@ -134,32 +133,6 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     from verifier.population import load_population
 
     return bound_network(args, read_network(args.model), load_population(args.population))
-
-
-class _ProgressBar:
-    """A tqdm bar on stderr showing boxes processed and the current interval; created at the
-    first report, so input errors found before any work print nothing but the error."""
-
-    def __init__(self, enabled: bool, timeout: float | None) -> None:
-        self.enabled = enabled
-        self.timeout = timeout
-        self.bar: tqdm | None = None
-        self.last = 0.0
-
-    def __call__(self, progress: PVProgress) -> None:
-        if not self.enabled:
-            return
-        if self.bar is None:
-            self.bar = tqdm(total=self.timeout, unit="s", file=sys.stderr,
-                            bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s {postfix}")
-        low, high = progress.value
-        self.bar.set_postfix_str(f"[{low:.5g}, {high:.5g}] boxes={progress.boxes}")
-        self.bar.update(progress.elapsed_s - self.last)
-        self.last = progress.elapsed_s
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
@@ -201,20 +174,23 @@ def _fmt(value: float) -> str:
 def run_demographic_parity(args: argparse.Namespace) -> int:
     """The ``demographic_parity`` audit kind (:mod:`verifier.audits.demographic_parity`) with
     the settings given as options, exactly as ``certgate run`` runs it."""
+    from pipeline_steps.progress import BoxProgress
     from verifier.audits import DemographicParitySettings, run_audit
 
     settings = settings_from_args(DemographicParitySettings, args, "demographic_parity")
     engine = _settings(args)
     network, population = _load(args)
-    bar = _ProgressBar(not args.json, args.timeout)
+    bar = BoxProgress(settings.name, settings.requirement.label, shows_progress(args))
     try:
-        certificate = run_audit(settings, network, population, None, bar, engine=engine)
+        certificate = run_audit(settings, network, population, None, bar.callback,
+                                engine=engine)
     finally:
         bar.close()
     return _report(certificate, args.json, "ratio" if args.form == "ratio" else "difference")
 
 
 def run_probability(args: argparse.Namespace) -> int:
+    from pipeline_steps.progress import BoxProgress
     from verifier.audits import probability_audit
 
     path = Path(args.spec)
@@ -225,10 +201,10 @@ def run_probability(args: argparse.Namespace) -> int:
     if not isinstance(document, dict):
         raise CertgateInputError(f"--spec {path}: expected a mapping at the top level")
     network, population = _load(args)
-    bar = _ProgressBar(not args.json, args.timeout)
+    bar = BoxProgress("probability", "value", shows_progress(args))
     try:
         certificate = probability_audit(network, population, document,
-                                        settings=_settings(args), progress=bar)
+                                        settings=_settings(args), progress=bar.callback)
     finally:
         bar.close()
     return _report(certificate, args.json, "value")

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from pipeline_steps.cli.inputs import MODEL_HELP, add_input_names, bound_network, read_network
-from pipeline_steps.cli.output import JSON_HELP, emit_json
+from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from pipeline_steps.cli.settings_options import settings_from_args
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
@@ -95,6 +95,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executor", default=None,
                         help="parallel over top-level regions: local, process, dask[=ADDRESS]")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    add_no_progress(parser)
 
 
 def _box(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -193,7 +194,7 @@ def _run_kind(args: argparse.Namespace, settings: Any, **extra: Any) -> int:
 
     with ExitStack() as stack:
         engine = _engine(args, stack)
-        bar = TimeProgress(settings.name, not args.json, settings.timeout_s)
+        bar = TimeProgress(settings.name, shows_progress(args), settings.timeout_s)
         try:
             certificate = run_audit(settings, args.model_object, args.prior, None, None,
                                     **engine, **extra)
@@ -301,7 +302,7 @@ def run_equivalence(args: argparse.Namespace) -> int:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
         timeout = 300.0 if args.timeout is None else args.timeout
-        bar = TimeProgress("equivalence", not args.json, timeout)
+        bar = TimeProgress("equivalence", shows_progress(args), timeout)
         try:
             result = equivalence(args.model_object, surrogate,
                                  args.prior, None if center is None else np.asarray(center),

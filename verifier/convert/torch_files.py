@@ -17,10 +17,12 @@ refused rather than unpickled.
 
 from __future__ import annotations
 
+import logging
 import pickle
 import warnings
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ import torch
 from verifier.convert.torch_fx import from_graph_module
 from verifier.convert.torch_module import from_torch
 from verifier.convert.torchscript import from_torchscript
+from verifier.errors import first_line
 from verifier.network import Network, NetworkError
 
 STATE_DICT_ACTIVATIONS = ("relu", "leaky_relu", "hardtanh", "none")
@@ -185,6 +188,18 @@ def network_from_state_dict(
     return from_torch(torch.nn.Sequential(*modules), input_names, output_names, verify=verify)
 
 
+@contextmanager
+def quiet_logger(name: str) -> Iterator[None]:
+    """Silence logger ``name`` in the body: torch logs a traceback of a failed read before it
+    raises, and the error raised is what certgate reports (one line naming the file)."""
+    logger = logging.getLogger(name)
+    disabled, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = disabled
+
+
 def load_exported_program(
     path: str | Path,
     input_names: Sequence[str] | None = None,
@@ -196,8 +211,13 @@ def load_exported_program(
     path = Path(path)
     if not path.is_file():
         raise NetworkError(f"torch.export archive not found: {path}")
+    if not zipfile.is_zipfile(path):
+        raise NetworkError(f"cannot read torch.export archive {path}: not a zip archive (the "
+                           "file is truncated or is not a torch.export.save archive)")
     try:
-        program = torch.export.load(str(path))
-    except (RuntimeError, OSError, ValueError, KeyError) as error:
-        raise NetworkError(f"cannot read torch.export archive {path}: {error}") from error
+        with quiet_logger("torch.export"):
+            program = torch.export.load(str(path))
+    except (RuntimeError, OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        raise NetworkError(f"cannot read torch.export archive {path}: {first_line(error)}") \
+            from error
     return from_graph_module(program.module(), input_names, output_names, verify=verify)

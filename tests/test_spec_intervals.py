@@ -1,0 +1,51 @@
+"""Interval arithmetic of specification expressions (:func:`verifier.spec.interval_eval`):
+every result encloses the exact rational value (oracle: ``fractions.Fraction`` at sampled
+points of the operand intervals), and a quantity that cannot be negative — a ratio or product
+of probabilities, a sum of them — never reports a negative lower end: outward rounding of an
+exact 0 gave ``-4.94e-324`` (a denormal), which certified nothing and read as nonsense."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from verifier.spec import BinaryOp, Ref, interval_eval
+
+RATIO = BinaryOp("/", Ref("a"), Ref("b"))
+
+
+def test_a_ratio_with_a_zero_numerator_starts_at_zero() -> None:
+    low, high = interval_eval(RATIO, {"a": (0.0, 0.3), "b": (0.2, 0.4)})
+    assert low == 0.0 and str(low) == "0.0"
+    assert high >= 1.5
+
+
+def test_a_product_of_an_exact_zero_stays_zero() -> None:
+    product = BinaryOp("*", Ref("a"), Ref("b"))
+    assert interval_eval(product, {"a": (0.0, 0.0), "b": (0.2, 0.4)}) == (0.0, 0.0)
+
+
+def test_a_signed_quantity_keeps_its_outward_rounding() -> None:
+    """Only a quantity proven nonnegative is clamped: a difference near 0 still rounds out."""
+    difference = BinaryOp("-", Ref("a"), Ref("b"))
+    low, high = interval_eval(difference, {"a": (0.25, 0.25), "b": (0.25, 0.25)})
+    assert low < 0.0 < high
+
+
+probabilities = st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0)).map(sorted)
+positive = st.tuples(st.floats(1e-300, 1.0), st.floats(1e-300, 1.0)).map(sorted)
+
+
+@given(a=probabilities, b=positive, op=st.sampled_from("+*/"),
+       fa=st.fractions(0, 1), fb=st.fractions(0, 1))
+def test_nonnegative_operations_enclose_the_exact_value_from_zero_up(
+        a: list[float], b: list[float], op: str, fa: Fraction, fb: Fraction) -> None:
+    low, high = interval_eval(BinaryOp(op, Ref("a"), Ref("b")),  # type: ignore[arg-type]
+                              {"a": (a[0], a[1]), "b": (b[0], b[1])})
+    assert low >= 0.0
+    x = Fraction(a[0]) + fa * (Fraction(a[1]) - Fraction(a[0]))
+    y = Fraction(b[0]) + fb * (Fraction(b[1]) - Fraction(b[0]))
+    exact = {"+": x + y, "*": x * y, "/": x / y}[op]
+    assert Fraction(low) <= exact <= Fraction(high)
