@@ -13,8 +13,13 @@ logs the result as a new model version with the pyfunc flavour (model code
   when the source names its classes, else indices), ``bottom`` and ``predicted_class`` out;
   an input example, explicit ``pip_requirements``;
 * model-version tags ``certgate.variant=self-correcting``, ``certgate.source_model``,
-  ``certgate.source_version``, ``certgate.selfcorrect.on_bottom`` and
-  ``certgate.selfcorrect.constraints`` (their count), then the alias.
+  ``certgate.source_version``, ``certgate.selfcorrect.on_bottom``,
+  ``certgate.selfcorrect.constraints`` (their count) and ``certgate.selfcorrect.sha256`` (the
+  fingerprint of everything the SC-Net is built from), then the alias.
+
+Deploying is idempotent: a registered source version whose variant with the same fingerprint
+is already a version of the target model gets that version back (the alias is pointed at it),
+not another copy (:attr:`DeployRecord.reused`).
 
 Everything that can be wrong with the input (unknown model, constraints that do not fit the
 model's classes or inputs, a model TorchScript cannot compile) is checked before anything is
@@ -24,6 +29,8 @@ written to the registry; such errors are :class:`~verifier.errors.CertgateInputE
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,8 +54,16 @@ from registry_hooks.certgate_model import (
     log_self_correcting_variant,
 )
 from registry_hooks.connection import Registry
-from registry_hooks.tags import VARIANT_SELF_CORRECTING, VARIANT_TAG, move_alias
+from registry_hooks.tags import (
+    SOURCE_MODEL_TAG,
+    SOURCE_VERSION_TAG,
+    VARIANT_SELF_CORRECTING,
+    VARIANT_TAG,
+    move_alias,
+    versions_tagged,
+)
 from registry_hooks.uris import registered_uri
+from verifier import __version__
 from verifier.audits.binding import anonymous_inputs, bound_names
 from verifier.errors import CertgateInputError
 from verifier.network import Network
@@ -61,10 +76,9 @@ from verifier.selfcorrect import (
 from verifier.selfcorrect.export import load_torchscript, save_torchscript
 from verifier.selfcorrect.loaders import load_constraints
 
-SOURCE_MODEL_TAG = "certgate.source_model"
-SOURCE_VERSION_TAG = "certgate.source_version"
 ON_BOTTOM_TAG = "certgate.selfcorrect.on_bottom"
 CONSTRAINT_COUNT_TAG = "certgate.selfcorrect.constraints"
+FINGERPRINT_TAG = "certgate.selfcorrect.sha256"
 METADATA_CONSTRAINTS = "certgate.selfcorrect.constraints"
 METADATA_OUTPUT_COLUMNS = "certgate.selfcorrect.output_columns"
 DEFAULT_ALIAS = "safe"
@@ -86,9 +100,13 @@ class DeployRecord:
     alias: str | None
     uri: str
     source_uri: str
+    reused: bool = False
+    """The variant was already registered (same source version and fingerprint)."""
 
     def __str__(self) -> str:
-        text = f"self-correcting variant of {self.source_uri} registered as {self.uri}"
+        text = (f"self-correcting variant of {self.source_uri} already registered as "
+                f"{self.uri} with these constraints (reused)" if self.reused else
+                f"self-correcting variant of {self.source_uri} registered as {self.uri}")
         if self.alias is None:
             return text
         return f"{text} (alias {self.alias!r} -> models:/{self.name}@{self.alias})"
@@ -166,7 +184,9 @@ def deploy_self_correcting(
 
     Guarantees: the registered TorchScript computes exactly the outputs and ⊥ flags of the
     in-memory ``SelfCorrectingNetwork(network.to_torch(), constraints)``; on any input error
-    nothing is written to the registry.
+    nothing is written to the registry; a registered source version already deployed to
+    ``target_name`` with the same fingerprint (:func:`variant_fingerprint`) registers nothing
+    new: that version is returned (``reused``) and ``alias`` pointed at it.
 
     Raises:
         DeployError: the constraints do not fit the model (class count, input width), the
@@ -181,23 +201,47 @@ def deploy_self_correcting(
     name = target_name or loaded.name
     if name is None:
         raise DeployError(f"{model_uri} is not a registered model version; give target_name")
-    staging = workdir / "variant"
-    staging.mkdir(parents=True, exist_ok=True)
-    artifacts = _write_artifacts(prepared, staging)
     tags = {
         VARIANT_TAG: VARIANT_SELF_CORRECTING,
         SOURCE_MODEL_TAG: loaded.name or model_uri,
         ON_BOTTOM_TAG: on_bottom,
         CONSTRAINT_COUNT_TAG: str(len(prepared.constraints)),
+        FINGERPRINT_TAG: variant_fingerprint(prepared, on_bottom, abstain_class, negate),
     }
+    registered: list[str] = []
     if loaded.version is not None:
         tags[SOURCE_VERSION_TAG] = loaded.version
-    version = _register_variant(prepared, artifacts, name, tags)
+        registered = versions_tagged(registry, name, tags)
+    if registered:
+        version = registered[-1]
+    else:
+        staging = workdir / "variant"
+        staging.mkdir(parents=True, exist_ok=True)
+        version = _register_variant(prepared, _write_artifacts(prepared, staging), name, tags)
     if alias is not None:
         move_alias(registry, name, alias, version)
     source = registered_uri(loaded.name, loaded.version) if loaded.name and loaded.version \
         else model_uri
-    return DeployRecord(name, version, alias, registered_uri(name, version), source)
+    return DeployRecord(name, version, alias, registered_uri(name, version), source,
+                        reused=bool(registered))
+
+
+def variant_fingerprint(prepared: _Prepared, on_bottom: str, abstain_class: int | str | None,
+                        negate: bool) -> str:
+    """sha256 of what the SC-Net is built from besides the source version: the normalised
+    constraint set, the ⊥ handling, the output convention, the bound input names and output
+    columns, and the certgate version (whose SC-layer code the variant carries)."""
+    document = {
+        "constraints": prepared.constraints.to_dict(),
+        "on_bottom": on_bottom,
+        "abstain_class": abstain_class,
+        "negate": negate,
+        "input_names": list(prepared.loaded.network.input_names),
+        "output_columns": prepared.output_columns,
+        "certgate": __version__,
+    }
+    text = json.dumps(document, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _prepare(model_uri: str, constraints_path: Path, registry: Registry, workdir: Path,

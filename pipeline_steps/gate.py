@@ -12,10 +12,18 @@ Applying a decision removes the result tags (``certgate.<audit>.*``) of audits t
 configuration does not list, writes the model-version tags ``certgate.gate`` and
 ``certgate.gate.reasons``, and moves the promotion alias on ``passed`` only. Exit codes: 0
 passed or warned, 1 failed (2, an error, comes from the CLI).
+
+A ``failed`` decision withdraws what earlier passes granted (:func:`withdraw_aliases`): the
+promotion alias is removed when it points at this version, and the deploy alias when it points
+at a self-correcting variant of this version. Neither is moved to another version: which
+version should serve instead is a person's decision. What was removed is recorded in
+``GateDecision.withdrawn_aliases`` (printed by the CLI) and the version's
+``certgate.gate.withdrawn_aliases`` tag.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -27,15 +35,23 @@ from registry_hooks.tags import (
     GATE_REASONS_TAG,
     GATE_TAG,
     RUN_ID_TAG,
+    SOURCE_MODEL_TAG,
+    SOURCE_VERSION_TAG,
     STATUS_AUDITED,
     STATUS_TAG,
+    VARIANT_SELF_CORRECTING,
+    VARIANT_TAG,
+    WITHDRAWN_ALIASES_TAG,
+    alias_version,
     move_alias,
+    remove_alias,
     remove_result_tags_except,
     set_version_tags,
     version_tags,
 )
 from verifier.certificate import Certificate
 
+logger = logging.getLogger(__name__)
 CheckStatus = Literal["proven_pass", "proven_fail", "undecided", "missing", "inconsistent"]
 Outcome = Literal["passed", "failed", "warned"]
 EXIT_CODES: dict[str, int] = {"passed": 0, "warned": 0, "failed": 1}
@@ -72,6 +88,8 @@ class GateDecision:
     promoted_alias: str | None = None
     mlflow_validation: str | None = None
     reasons: list[str] = field(default_factory=list)
+    withdrawn_aliases: list[str] = field(default_factory=list)
+    """``"'alias' removed from models:/NAME/VERSION"`` for each alias a failed gate removed."""
 
     @property
     def exit_code(self) -> int:
@@ -190,6 +208,41 @@ def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolic
         decision.promoted_alias = policy.promote_alias
 
 
+def withdraw_aliases(registry: Registry, decision: GateDecision,
+                     config: CertgateConfig) -> list[str]:
+    """After a ``failed`` decision, remove the promotion alias from this version and the
+    deploy alias from this version's self-correcting variant, where they point there (module
+    docstring); returns and records what was removed. Other decisions remove nothing."""
+    name, version = decision.model_name, decision.model_version
+    if decision.outcome != "failed" or name is None or version is None:
+        return []
+    held: list[tuple[str, str, str]] = []
+    alias = config.gate.promote_alias
+    if alias and alias_version(registry, name, alias) == version:
+        held.append((name, alias, version))
+    if config.deploy is not None:
+        target = config.deploy.registered_model or name
+        variant = alias_version(registry, target, config.deploy.alias)
+        if variant is not None and _is_variant_of(version_tags(registry, target, variant),
+                                                  name, version):
+            held.append((target, config.deploy.alias, variant))
+    withdrawn = []
+    for model, alias, pointed in held:
+        remove_alias(registry, model, alias)
+        withdrawn.append(f"{alias!r} removed from models:/{model}/{pointed}")
+        logger.warning("gate failed for models:/%s/%s: alias %r removed from models:/%s/%s "
+                       "(not moved to another version)", name, version, alias, model, pointed)
+    if withdrawn:
+        set_version_tags(registry, name, version, {WITHDRAWN_ALIASES_TAG: "; ".join(withdrawn)})
+    decision.withdrawn_aliases = withdrawn
+    return withdrawn
+
+
+def _is_variant_of(tags: dict[str, str], name: str, version: str) -> bool:
+    return (tags.get(VARIANT_TAG) == VARIANT_SELF_CORRECTING
+            and tags.get(SOURCE_MODEL_TAG) == name and tags.get(SOURCE_VERSION_TAG) == version)
+
+
 def audited_run(registry: Registry, name: str, version: str, fingerprint: str) -> str:
     """The run id of the version's completed audit for this configuration; raises
     :class:`RegistryError` when there is none or it used another configuration."""
@@ -216,6 +269,7 @@ def gate_certificates(config: CertgateConfig, certificates: dict[str, Certificat
         decision.mlflow_validation = mirror_in_mlflow(decision)
     if registry is not None and name is not None and version is not None:
         apply_decision(registry, decision, config.gate)
+        withdraw_aliases(registry, decision, config)
     return decision
 
 

@@ -8,9 +8,14 @@ Tag schema (all values are strings):
   configuration it used (a changed configuration makes the version due again).
 * ``certgate.<audit>.<field>``: per-audit results, e.g. ``certgate.demographic_parity.verdict``,
   ``certgate.demographic_parity.ratio_lower``.
-* ``certgate.gate`` (``passed``/``failed``/``warned``) and ``certgate.gate.reasons``.
+* ``certgate.gate`` (``passed``/``failed``/``warned``) and ``certgate.gate.reasons``;
+  ``certgate.gate.withdrawn_aliases`` when a failed gate removed aliases (which, from where).
+* on a self-correcting variant: ``certgate.variant``, ``certgate.source_model``,
+  ``certgate.source_version`` and the ``certgate.selfcorrect.*`` tags of the deploy step.
 
-Aliases move only through :func:`move_alias`, which the gate calls on a proven pass.
+Aliases move only through :func:`move_alias`, which the gate calls on a proven pass, and are
+removed only through :func:`remove_alias`, which the gate calls when the version they point
+at (or the source of the variant they point at) fails its gate.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ RUN_ID_TAG = "certgate.audit.run_id"
 CONFIG_HASH_TAG = "certgate.audit.config_hash"
 GATE_TAG = "certgate.gate"
 GATE_REASONS_TAG = "certgate.gate.reasons"
+WITHDRAWN_ALIASES_TAG = "certgate.gate.withdrawn_aliases"
 STATUS_RUNNING = "running"
 STATUS_AUDITED = "audited"
 MAX_TAG_VALUE = 5000
@@ -129,6 +135,8 @@ def alias_version(registry: Registry, name: str, alias: str) -> str | None:
 
 VARIANT_TAG = "certgate.variant"
 VARIANT_SELF_CORRECTING = "self-correcting"
+SOURCE_MODEL_TAG = "certgate.source_model"
+SOURCE_VERSION_TAG = "certgate.source_version"
 
 
 def is_due(tags: Mapping[str, str], config_hash: str | None = None) -> bool:
@@ -145,9 +153,9 @@ def is_due(tags: Mapping[str, str], config_hash: str | None = None) -> bool:
     return config_hash is not None and tags.get(CONFIG_HASH_TAG) != config_hash
 
 
-def versions_awaiting_audit(registry: Registry, names: Iterable[str] | None = None,
-                            config_hash: str | None = None) -> list[ModelVersion]:
-    """Model versions (of ``names``, or of every registered model) that :func:`is_due`, oldest
+def model_versions(registry: Registry, names: Iterable[str] | None = None
+                   ) -> list[ModelVersion]:
+    """Every version of the registered models ``names`` (``None``: of every model), oldest
     first."""
     filters = [f"name='{name}'" for name in names] if names is not None else [""]
     found: list[ModelVersion] = []
@@ -162,5 +170,25 @@ def versions_awaiting_audit(registry: Registry, names: Iterable[str] | None = No
                 page_token = page.token
                 if not page_token:
                     break
-    due = [version for version in found if is_due(version.tags, config_hash)]
-    return sorted(due, key=lambda v: (v.name, int(v.version)))
+    return sorted(found, key=lambda v: (v.name, int(v.version)))
+
+
+def versions_awaiting_audit(registry: Registry, names: Iterable[str] | None = None,
+                            config_hash: str | None = None) -> list[ModelVersion]:
+    """Model versions (of ``names``, or of every registered model) that :func:`is_due`, oldest
+    first."""
+    return [version for version in model_versions(registry, names)
+            if is_due(version.tags, config_hash)]
+
+
+def versions_tagged(registry: Registry, name: str, tags: Mapping[str, str]) -> list[str]:
+    """The versions of registered model ``name`` (none when it does not exist) carrying every
+    tag of ``tags`` with its value, oldest first."""
+    return [str(version.version) for version in model_versions(registry, [name])
+            if all(version.tags.get(key) == value for key, value in tags.items())]
+
+
+def remove_alias(registry: Registry, name: str, alias: str) -> None:
+    """Unset ``models:/name@alias`` (it then points at no version)."""
+    with registry_errors(f"cannot remove alias {alias!r} of {name}"):
+        registry.client.delete_registered_model_alias(name, alias)

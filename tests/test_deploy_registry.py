@@ -413,3 +413,86 @@ def test_served_over_http_returns_corrected_logits_and_bottom_flags(
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=30)
         log.close()
+
+
+def test_rerunning_reuses_the_variant_and_a_failed_reaudit_withdraws_the_aliases(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Deploy is idempotent: ``certgate run`` again on the audited version registers no second
+    variant for the same source version and constraints (it points the alias at the one there
+    is). A re-audit that fails takes ``champion`` off the version and ``safe`` off its variant,
+    says so, and points neither anywhere else."""
+    constraints = tmp_path / "credit.yaml"
+    constraints.write_text(yaml.safe_dump({"classes": ["deny", "grant"], "constraints": [
+        {"name": "wealthy_low_debt_granted",
+         "precondition": {"kind": "box", "lower": [None, 100, None, None, None, None],
+                          "upper": [None, None, 0.2, None, None, None]},
+         "postcondition": [["deny < grant"]]}]}))
+    name = f"again_{uuid.uuid4().hex[:8]}"
+    target = f"{name}-selfcorrecting"
+    deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}
+    older = log_model_with_population(credit_demo.fair, credit_demo.population,
+                                      registered_model_name=name,
+                                      serialization_format="pickle", registry=registry)
+    log_model_with_population(credit_demo.fair, credit_demo.population,
+                              registered_model_name=name, serialization_format="pickle",
+                              alias="candidate", registry=registry)
+    config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                              deploy)
+    summaries = []
+    for _ in range(2):
+        capsys.readouterr()
+        code = main(["run", "--config", str(config), "--no-progress", "--json"])
+        assert code == 0
+        summaries.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
+    assert f"registered as models:/{target}/1" in summaries[0]["deploy"]
+    assert f"models:/{target}/1" in summaries[1]["deploy"] and "reused" in summaries[1]["deploy"]
+    assert registered_versions(registry, target) == ["1"]
+    assert (alias_version(registry, name, "champion"), alias_version(registry, target, "safe")
+            ) == ("2", "1")
+    # another source version is another variant
+    registry.client.set_registered_model_alias(name, "candidate",
+                                               str(older.registered_model_version))
+    capsys.readouterr()
+    assert main(["run", "--config", str(config), "--no-progress", "--json"]) == 0
+    assert registered_versions(registry, target) == ["1", "2"]
+    registry.client.set_registered_model_alias(name, "candidate", "2")
+    registry.client.set_registered_model_alias(name, "champion", "2")
+    registry.client.set_registered_model_alias(target, "safe", "1")
+
+    strict = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                              deploy)
+    document = yaml.safe_load(strict.read_text())
+    document["audits"][0].update(gamma=0.999, timeout_s=0.5)
+    strict.write_text(yaml.safe_dump(document))
+    capsys.readouterr()
+    code = main(["run", "--config", str(strict), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "alias 'champion' removed from models:/" + name + "/2" in out
+    assert "alias 'safe' removed from models:/" + target + "/1" in out
+    assert alias_version(registry, name, "champion") is None
+    assert alias_version(registry, target, "safe") is None
+    assert alias_version(registry, name, "candidate") == "2", "other aliases stay"
+    tags = version_tags(registry, name, "2")
+    assert tags["certgate.gate"] == "failed"
+    assert "champion" in tags["certgate.gate.withdrawn_aliases"]
+    assert registered_versions(registry, target) == ["1", "2"], "nothing new is deployed"
+
+
+def test_a_single_logit_variant_names_its_classes_by_index(
+        registry: Registry, credit_demo, tmp_path: Path) -> None:
+    """README: the variant's outputs are ``logit_<class>``; a one-logit model's classes are 0
+    and 1, never ``logit_y0 <= 0``."""
+    single = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    name = f"single_{uuid.uuid4().hex[:8]}"
+    info = log_model_with_population(single.eval(), credit_demo.population,
+                                     registered_model_name=name,
+                                     serialization_format="pickle", registry=registry)
+    constraints = tmp_path / "binary.yaml"
+    constraints.write_text(yaml.safe_dump({"num_classes": 2, "constraints": [
+        {"name": "c", "postcondition": [["0 < 1"]]}]}))
+    record = deploy_self_correcting(f"models:/{name}/{info.registered_model_version}",
+                                    constraints, registry=registry, workdir=tmp_path)
+    outputs = mlflow.models.get_model_info(record.uri).signature.outputs.input_names()
+    assert outputs == ["logit_0", "logit_1", "bottom", "predicted_class"]

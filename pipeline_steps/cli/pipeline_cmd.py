@@ -170,6 +170,8 @@ def print_gate(decision: GateDecision, config: CertgateConfig) -> None:
               f"{decision.model_version}")
     elif alias and decision.model_name is not None:
         print(f"  alias {alias!r} not moved")
+    for withdrawn in decision.withdrawn_aliases:
+        print(f"  alias {withdrawn} (the gate failed; no other version was given it)")
 
 
 def gate_summary(decision: GateDecision) -> dict[str, Any]:
@@ -180,6 +182,7 @@ def gate_summary(decision: GateDecision) -> dict[str, Any]:
         "exit_code": decision.exit_code,
         "reasons": decision.reasons_by_group(),
         "promoted_alias": decision.promoted_alias,
+        "withdrawn_aliases": decision.withdrawn_aliases,
         "mlflow_validation": decision.mlflow_validation,
         "checks": {check.audit: {"status": check.status, "interval": check.interval}
                    for check in decision.checks},
