@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifier.errors import CertgateInputError
+from verifier.errors import CertgateInputError, did_you_mean
 
 
 def check_audits(audits: list[Any], network: Any, population: Any, names: list[str],
@@ -22,7 +22,7 @@ def check_audits(audits: list[Any], network: Any, population: Any, names: list[s
         if missing:
             raise CertgateInputError(
                 f"audit {settings.name!r}: {', '.join(map(repr, missing))} "
-                f"{'is not ' + what[0] if len(missing) == 1 else 'are not ' + what[1]} "
-                f"(names: {', '.join(names)})"
+                f"{'is not ' + what[0] if len(missing) == 1 else 'are not ' + what[1]}"
+                f"{did_you_mean(missing[0], names)} (names: {', '.join(names)})"
             )
         check_audit(settings, network, population)

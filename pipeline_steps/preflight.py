@@ -1,22 +1,28 @@
-"""``certgate config check``'s pre-flight: the audits that can tell in advance whether they
-run (the weighted-model-integration kinds, :func:`verifier.audits.check_audit`) are checked
-on what the configuration names *locally*, with the checks ``certgate run`` makes before any
-audit starts (:func:`pipeline_steps.audit.bound_inputs`).
+"""``certgate config check``'s pre-flight: every audit's inputs are checked against what the
+configuration names and can be loaded here, with the checks ``certgate run`` makes before any
+audit starts (:func:`pipeline_steps.audit.bound_inputs`: the population bound to the model by
+name, every input an audit names present — a near miss named —, and each kind's own pre-run
+check, :func:`verifier.audits.check_audit`, e.g. the privileged group's mass, or what
+weighted model integration cannot run):
 
 * a local model (network file or MLflow model directory) and its population (a local
   ``model.population_uri`` file, or the one shipped in the model directory): the full check;
-* a registry model with a local ``model.population_uri`` file: the population side alone
-  (columns bound to ``model.input_names`` when given; every column counted as read);
-* a population only reachable through a registry or tracking server: nothing is fetched, and
-  :attr:`Preflight.reason` says what could not be checked.
+* a registry model on a tracking store that answers (``tracking.tracking_uri``, else
+  ``MLFLOW_TRACKING_URI``: an ``http(s)`` server whose ``/health`` answers, or a local store
+  that exists — none is created): loaded from there, the full check;
+* otherwise, with a local ``model.population_uri`` file: the population side alone (columns
+  bound to ``model.input_names`` when given; every column counted as read);
+* anything else is not fetched, and :attr:`Preflight.reason` says what could not be checked
+  and why (no store configured, a store that does not answer, a model not registered yet).
 
-MLflow is imported only for a local MLflow model directory (reading it needs MLflow anyway).
+MLflow is imported only to read an MLflow model (a local directory or a registry).
 
 A refusal raises the same one-line :class:`~verifier.errors.CertgateInputError` the run would.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +31,9 @@ from typing import Any
 from configs.schema import CertgateConfig
 from pipeline_steps.audit_inputs import check_audits
 from verifier.errors import CertgateInputError, first_line
+
+PROBE_TIMEOUT_S = 2.0
+"""How long config check waits for a tracking server's ``/health``."""
 
 
 @dataclass(frozen=True)
@@ -39,14 +48,6 @@ class Preflight:
     def as_json(self) -> dict[str, Any]:
         return {"checked": self.checked, "against": self.against or None,
                 "unchecked": self.unchecked, "reason": self.reason}
-
-
-def checked_in_advance(config: CertgateConfig) -> list[Any]:
-    """The audits of ``config`` whose kind has a pre-flight check."""
-    from verifier.audits import KINDS
-
-    return [settings for settings in config.audits
-            if getattr(KINDS[settings.kind], "check", None) is not None]
 
 
 def _local_population_file(uri: str | None) -> Path | None:
@@ -72,12 +73,8 @@ def _local_model(uri: str) -> tuple[str, Path] | None:
 
 
 def preflight(config: CertgateConfig) -> Preflight:
-    """Run the pre-flight (module docstring); raises the run's input error on a refusal.
-    MLflow is imported only for a local MLflow model directory."""
-    audits = checked_in_advance(config)
-    if not audits:
-        return Preflight()
-    names = [settings.name for settings in audits]
+    """Run the pre-flight (module docstring); raises the run's input error on a refusal."""
+    names = [settings.name for settings in config.audits]
     uri = config.model.uri
     given = config.model.population_uri
     population_file = _local_population_file(given)
@@ -85,36 +82,90 @@ def preflight(config: CertgateConfig) -> Preflight:
         return Preflight(unchecked=names, reason=f"population_uri {given} is not a local file "
                          "(it is fetched at run time)")
     if _in_registry(uri):
+        with tempfile.TemporaryDirectory(prefix="certgate-check-") as scratch:
+            loaded, why = _registry_model(config, Path(scratch))
+            if loaded is not None:
+                return _with_loaded_model(config, loaded, Path(scratch))
         if population_file is None:
             return Preflight(unchecked=names, reason=f"the population ships with {uri}, which "
-                             "is fetched from the registry at run time")
-        return _population_only(config, audits, population_file)
+                             f"is fetched from the registry at run time; {why}")
+        return _population_only(config, population_file, why)
     local = _local_model(uri)
     if local is None:
         return Preflight(unchecked=names, reason=f"the model {uri} is not a local file or MLflow "
                          "model directory here")
     kind, path = local
     if kind == "mlflow_dir":
+        from registry_hooks.certgate_model import load_model
+
         with tempfile.TemporaryDirectory(prefix="certgate-check-") as scratch:
-            return _with_mlflow_dir(config, audits, Path(scratch))
+            return _with_loaded_model(config, load_model(uri, None, Path(scratch)),
+                                      Path(scratch))
     if population_file is None:
         raise CertgateInputError(f"{uri} is a plain network file and carries no population "
                                  "model; set model.population_uri in the configuration")
-    return _with_network_file(config, audits, path, population_file)
+    return _with_network_file(config, path, population_file)
 
 
-def _with_mlflow_dir(config: CertgateConfig, audits: list[Any], scratch: Path) -> Preflight:
+def _store_answers(uri: str) -> str | None:
+    """Why the tracking store ``uri`` cannot be read here (``None``: it can): a server that
+    does not answer ``/health``, or a local store that does not exist (never created here)."""
+    from urllib.parse import urlparse
+
+    from registry_hooks.connection import RegistryError, is_remote, probe
+
+    if is_remote(uri):
+        try:
+            probe(uri, timeout_s=PROBE_TIMEOUT_S)
+        except RegistryError as error:
+            return str(error)
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        path = Path(uri.removeprefix("sqlite:///"))  # sqlite:////abs keeps its leading /
+    elif parsed.scheme in ("", "file"):
+        path = Path(parsed.path if parsed.scheme else uri)
+    else:
+        return f"the tracking store {uri} is not one config check reads"
+    return None if path.exists() else f"the tracking store {uri} does not exist here"
+
+
+def _registry_model(config: CertgateConfig, scratch: Path) -> tuple[Any, str]:
+    """The registry model of ``config`` loaded from a store that answers, or ``None`` and why
+    it was not (see the module docstring)."""
+    tracking = config.tracking.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not tracking:
+        return None, "no tracking store is configured here (tracking.tracking_uri, " \
+                     "MLFLOW_TRACKING_URI)"
+    problem = _store_answers(tracking)
+    if problem is not None:
+        return None, problem
+    from registry_hooks.certgate_model import load_model
+    from registry_hooks.connection import RegistryError, connect
+    from registry_hooks.uris import parse_model_uri, resolve_version
+
+    registry = connect(tracking, config.tracking.registry_uri)
+    reference = parse_model_uri(config.model.uri)
+    if reference.in_registry:
+        try:
+            resolve_version(registry, reference)
+        except RegistryError as error:
+            return None, f"{error} (not registered yet?)"
+    return load_model(config.model.uri, registry, scratch), ""
+
+
+def _with_loaded_model(config: CertgateConfig, loaded: Any, scratch: Path) -> Preflight:
+    """The full check on an MLflow model (local directory or registry) and its population."""
     from pipeline_steps.audit import bound_inputs
-    from registry_hooks.certgate_model import fetch_population, load_model
+    from registry_hooks.certgate_model import fetch_population
 
-    loaded = load_model(config.model.uri, None, scratch)
     artifact = fetch_population(loaded, config.model.population_uri, scratch)
     bound_inputs(config, loaded, artifact.model)
-    return Preflight(checked=[settings.name for settings in audits],
+    return Preflight(checked=[settings.name for settings in config.audits],
                      against=f"model {config.model.uri} and population {artifact.source}")
 
 
-def _with_network_file(config: CertgateConfig, audits: list[Any], model: Path,
+def _with_network_file(config: CertgateConfig, model: Path,
                        population_file: Path) -> Preflight:
     """The checks of :func:`pipeline_steps.audit.bound_inputs` on a network file."""
     from verifier.audits.binding import bind
@@ -130,13 +181,13 @@ def _with_network_file(config: CertgateConfig, audits: list[Any], model: Path,
                                  f"{type(error).__name__}: {first_line(error)}") from error
     network, population = bind(network, load_population(population_file),
                                config.model.input_names, config.model.uri)
-    check_audits(audits, network, population, list(network.input_names),
+    check_audits(config.audits, network, population, list(network.input_names),
                  ("an input of the model", "inputs of the model"))
-    return Preflight(checked=[settings.name for settings in audits],
+    return Preflight(checked=[settings.name for settings in config.audits],
                      against=f"model {config.model.uri} and population {population_file}")
 
 
-def _population_only(config: CertgateConfig, audits: list[Any], path: Path) -> Preflight:
+def _population_only(config: CertgateConfig, path: Path, why: str) -> Preflight:
     from verifier.audits.binding import ordered_population
     from verifier.population import load_population
 
@@ -144,9 +195,9 @@ def _population_only(config: CertgateConfig, audits: list[Any], path: Path) -> P
     given = config.model.input_names
     if given is not None:
         population = ordered_population(population, given, str(path))
-    check_audits(audits, None, population, list(population.columns),
+    check_audits(config.audits, None, population, list(population.columns),
                  (f"a column of the population model {path}",
                   f"columns of the population model {path}"))
-    return Preflight(checked=[settings.name for settings in audits],
+    return Preflight(checked=[settings.name for settings in config.audits],
                      against=f"population {path} alone ({config.model.uri} is fetched at run "
-                     "time; the model-side checks run then)")
+                     f"time; the model-side checks run then: {why})")

@@ -127,13 +127,19 @@ def test_a_population_in_the_registry_is_reported_as_not_checked(
     assert "registry" in preflight["reason"]
 
 
-def test_configs_without_wmi_audits_need_no_preflight(capsys: pytest.CaptureFixture[str]
-                                                      ) -> None:
+def test_a_registry_model_on_a_store_that_is_not_here_is_listed_as_not_checked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's configuration names its registry model on a local store that does not exist
+    here: nothing is created or fetched, and the audit is listed as not checked, with why."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'absent.db'}")
     demo = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
     code, out, _ = run_cli(capsys, "config", "check", "--json", str(demo))
     assert code == 0
-    assert json.loads(out)["preflight"] == {"checked": [], "against": None, "unchecked": [],
-                                            "reason": None}
+    preflight = json.loads(out)["preflight"]
+    assert preflight["checked"] == [] and preflight["unchecked"] == ["demographic_parity"]
+    assert "does not exist here" in preflight["reason"]
+    assert not (tmp_path / "absent.db").exists()
 
 
 def test_a_prior_with_too_many_discrete_combinations_is_refused_naming_the_columns(

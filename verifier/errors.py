@@ -1,5 +1,10 @@
 """Errors raised for bad input to the verifier: the CLI prints them as one line, exit code 2."""
 
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
 
 class CertgateInputError(ValueError):
     """Input that certgate cannot work with: the message names what is wrong and where."""
@@ -9,3 +14,12 @@ def first_line(error: BaseException) -> str:
     """The first line of ``error``'s message (its type name when the message is empty), for
     one-line reports of errors raised by third-party readers."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """`` (did you mean 'X'?)`` when ``known`` holds a name ``name`` is a likely misspelling
+    of (the same up to case, else the closest by :func:`difflib.get_close_matches`), else
+    ``""``: for errors about a name that is not there."""
+    same_case = [candidate for candidate in known if candidate.lower() == name.lower()]
+    close = same_case or difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""

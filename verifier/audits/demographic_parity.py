@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
-from verifier.audits.population_fit import check_population_fits
+from verifier.audits.population_fit import check_population_fits, population_columns
 from verifier.audits.requirement import (
     NAME_PATTERN,
     Requirement,
@@ -27,8 +27,8 @@ from verifier.audits.requirement import (
     effective_timeout,
 )
 from verifier.certificate import Certificate
-from verifier.errors import CertgateInputError
-from verifier.spec import Names, demographic_parity
+from verifier.errors import CertgateInputError, did_you_mean
+from verifier.spec import demographic_parity
 
 if TYPE_CHECKING:
     from verifier.network import Network
@@ -92,17 +92,12 @@ def run(settings: DemographicParitySettings, network: Network, population: Any,
 
     network = network.as_classifier()
     names = check_population_fits(network, population)
-    if settings.protected not in names.inputs:
-        raise CertgateInputError(
-            f"protected feature {settings.protected!r} is not a column of the population "
-            f"model; columns: {', '.join(names.inputs)}"
-        )
+    check(settings, network, population)
     spec = demographic_parity(
         names, protected=settings.protected, privileged=settings.privileged,
         favorable_class=settings.favorable_class, gamma=settings.gamma,
         qualified=settings.qualified, form=settings.form,
     )
-    _require_mass(population, names, settings.protected, settings.privileged)
     pv = replace(engine or PVSettings(), timeout_s=effective_timeout(settings.timeout_s, budget),
                  precision=settings.precision)
     certificate = run_specification(network, population, spec, pv, progress)
@@ -129,22 +124,42 @@ def demographic_parity_audit(
     return run(audit, network, population, progress=progress, engine=settings)
 
 
-def _require_mass(population: Any, names: Names, protected: str, privileged: float) -> None:
+def check(settings: DemographicParitySettings, network: Network | None,
+          population: Any) -> None:
+    """Raise the input error the audit would meet, before it runs: the protected column must
+    be a column of the population model (by its exact spelling; a near miss is named) and
+    the privileged value must leave both groups positive probability. ``network`` may be
+    ``None`` (only the population is at hand)."""
+    columns = population_columns(population)
+    if columns is None and network is not None:
+        columns = list(network.input_names)
+    if columns is None:
+        return
+    if settings.protected not in columns:
+        raise CertgateInputError(
+            f"protected feature {settings.protected!r} is not a column of the population "
+            f"model{did_you_mean(settings.protected, columns)}; columns: {', '.join(columns)}"
+        )
+    _require_mass(population, columns, settings.protected, settings.privileged)
+
+
+def _require_mass(population: Any, columns: list[str], protected: str,
+                  privileged: float) -> None:
     """Both groups must have positive probability, or the ratio is undefined."""
-    column = names.inputs.index(protected)
+    column = columns.index(protected)
     lower, upper = population.support()
     lo, hi = lower.copy(), upper.copy()
     lo[column] = hi[column] = privileged
     mass = float(population.prob_boxes(lo[None, :], hi[None, :])[0])
     if mass <= 0.0:
         raise CertgateInputError(
-            f"the population model gives {protected} = {privileged} probability 0: it does not "
-            f"cover the privileged group"
+            f"the population model gives {protected} = {privileged:g} probability 0: it does "
+            f"not cover the privileged group"
         )
     if mass >= 1.0:
         raise CertgateInputError(
-            f"the population model gives {protected} = {privileged} probability 1: it does not "
-            f"cover any unprivileged group"
+            f"the population model gives {protected} = {privileged:g} probability 1: it does "
+            f"not cover any unprivileged group"
         )
 
 
