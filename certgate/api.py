@@ -71,14 +71,16 @@ def _network(model: Any, input_names: Sequence[str] | None, tracking_uri: str | 
     if isinstance(model, str | Path):
         from registry_hooks.certgate_model import load_model_source
 
-        loaded = load_model_source(str(model), tracking_uri, workdir)
+        loaded = load_model_source(str(model), tracking_uri, workdir, input_names=input_names)
         return loaded.network, loaded
     import torch
 
     if isinstance(model, torch.nn.Module):
         from verifier.convert import from_torch
+        from verifier.convert.torch_module import needs_export
 
-        return from_torch(model, input_names), None
+        shape = (len(input_names),) if input_names and needs_export(model) else None
+        return from_torch(model, input_names, input_shape=shape), None
     raise CertgateInputError(
         f"model: expected a torch module, a verifier Network, a model file path or a "
         f"models:/ URI, got {type(model).__name__}")
@@ -97,7 +99,9 @@ def audit(model: Any, population: Any, audits: Any, *,
     the server or store, default MLflow's own). ``population``: a ``PopulationModel``, a path
     to its JSON file, or ``None`` for an MLflow model that ships one. ``audits``: see
     :func:`audit_settings`. ``input_names`` names the model's inputs when it records none
-    (the population model is bound to them by name, never by position). ``budget`` (seconds)
+    (the population model is bound to them by name, never by position); for a module
+    converted through ``torch.export`` (not a plain ``Sequential``) it also gives the input
+    width. ``budget`` (seconds)
     tightens every audit's own time limit; an audit that runs out of time says ``unknown``
     with the bounds reached. Bad input raises :class:`CertgateInputError` naming the field."""
     from verifier.audits import run_audit

@@ -392,7 +392,7 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
         return reused
     with tempfile.TemporaryDirectory(prefix="certgate-audit-") as scratch:
         scratch_dir = Path(scratch)
-        loaded = load_model(uri, registry, scratch_dir)
+        loaded = load_model(uri, registry, scratch_dir, input_names=config.model.input_names)
         artifact = fetch_population(loaded, config.model.population_uri, scratch_dir)
         network, population = bound_inputs(config, loaded, artifact.model)
         loaded.network = network

@@ -248,7 +248,7 @@ def _prepare(model_uri: str, constraints_path: Path, registry: Registry, workdir
              options: _ScnetOptions) -> _Prepared:
     if not constraints_path.is_file():
         raise DeployError(f"deploy constraints file not found: {constraints_path}")
-    loaded = load_model(model_uri, registry, workdir)
+    loaded = load_model(model_uri, registry, workdir, input_names=options.input_names)
     if options.input_names is not None:
         names = bound_names(loaded.network, options.input_names, model_uri)
         loaded.network = loaded.network.renamed(input_names=names)

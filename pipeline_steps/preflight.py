@@ -99,8 +99,8 @@ def preflight(config: CertgateConfig) -> Preflight:
         from registry_hooks.certgate_model import load_model
 
         with tempfile.TemporaryDirectory(prefix="certgate-check-") as scratch:
-            return _with_loaded_model(config, load_model(uri, None, Path(scratch)),
-                                      Path(scratch))
+            loaded = load_model(uri, None, Path(scratch), input_names=config.model.input_names)
+            return _with_loaded_model(config, loaded, Path(scratch))
     if population_file is None:
         raise CertgateInputError(f"{uri} is a plain network file and carries no population "
                                  "model; set model.population_uri in the configuration")
@@ -151,7 +151,8 @@ def _registry_model(config: CertgateConfig, scratch: Path) -> tuple[Any, str]:
             resolve_version(registry, reference)
         except RegistryError as error:
             return None, f"{error} (not registered yet?)"
-    return load_model(config.model.uri, registry, scratch), ""
+    return load_model(config.model.uri, registry, scratch,
+                      input_names=config.model.input_names), ""
 
 
 def _with_loaded_model(config: CertgateConfig, loaded: Any, scratch: Path) -> Preflight:

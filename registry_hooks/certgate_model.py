@@ -113,23 +113,31 @@ REGISTRY_SCHEMES = ("models:/", "runs:/", "mlflow-artifacts:/")
 """URI prefixes that name a model on a tracking server or store (not a local path)."""
 
 
-def load_model_source(uri: str, tracking_uri: str | None, workdir: Path) -> LoadedModel:
+def load_model_source(uri: str, tracking_uri: str | None, workdir: Path, *,
+                      input_names: Sequence[str] | None = None,
+                      input_shape: Sequence[int] | None = None) -> LoadedModel:
     """The model ``uri`` names, read as ``certgate run`` reads it: a local model file or
     MLflow model directory, or a registry/run URI on ``tracking_uri`` (``None``:
-    ``MLFLOW_TRACKING_URI``, else MLflow's default store), downloaded below ``workdir``."""
+    ``MLFLOW_TRACKING_URI``, else MLflow's default store), downloaded below ``workdir``
+    (``input_names``/``input_shape``: see :func:`load_model`)."""
     registry = None
     if uri.startswith(REGISTRY_SCHEMES):
         from registry_hooks.connection import connect
 
         registry = connect(tracking_uri, None)
-    return load_model(uri, registry, workdir)
+    return load_model(uri, registry, workdir, input_names=input_names, input_shape=input_shape)
 
 
-def load_model(uri: str, registry: Registry | None, workdir: Path) -> LoadedModel:
+def load_model(uri: str, registry: Registry | None, workdir: Path, *,
+               input_names: Sequence[str] | None = None,
+               input_shape: Sequence[int] | None = None) -> LoadedModel:
     """Resolve, download and convert the model ``uri`` names (see :mod:`registry_hooks.uris`).
 
     Registry aliases are resolved to a version first, and that exact version is downloaded.
-    Raises :class:`CertgateInputError` subclasses naming the URI on every failure.
+    ``input_names`` (the names the user gives) and ``input_shape`` (per sample) tell a pickled
+    module that is converted through ``torch.export`` its input shape when the model records
+    none (:func:`export_shape`). Raises :class:`CertgateInputError` subclasses naming the URI
+    on every failure.
     """
     reference = parse_model_uri(uri)
     if reference.kind == "local_file":
@@ -141,13 +149,13 @@ def load_model(uri: str, registry: Registry | None, workdir: Path) -> LoadedMode
         return LoadedModel(uri, network, "file", reference.path.suffix.lstrip(".").lower())
     if reference.kind == "local_mlflow_dir":
         assert reference.path is not None
-        return load_mlflow_dir(reference.path, uri)
+        return load_mlflow_dir(reference.path, uri, input_names, input_shape)
     if registry is None:
         raise RegistryError(f"{uri} needs a tracking server or store; none is configured")
     version = resolve_version(registry, reference) if reference.in_registry else None
     download_uri = registered_uri(version.name, version.version) if version else uri
     local = download(download_uri, workdir / "model", f"cannot download model {uri}")
-    loaded = load_mlflow_dir(local, uri)
+    loaded = load_mlflow_dir(local, uri, input_names, input_shape)
     loaded.model_version = version
     return loaded
 
@@ -160,18 +168,21 @@ def download(artifact_uri: str, destination: Path, action: str) -> Path:
                                                         dst_path=str(destination)))
 
 
-def load_mlflow_dir(path: Path, uri: str) -> LoadedModel:
-    """Convert the MLflow model stored in directory ``path`` (pytorch or onnx flavour)."""
+def load_mlflow_dir(path: Path, uri: str, input_names: Sequence[str] | None = None,
+                    input_shape: Sequence[int] | None = None) -> LoadedModel:
+    """Convert the MLflow model stored in directory ``path`` (pytorch or onnx flavour);
+    ``input_names``/``input_shape``: see :func:`load_model`."""
     mlmodel = path / "MLmodel"
     if not mlmodel.is_file():
         raise CertgateInputError(f"{uri}: no MLmodel file in {path}; not an MLflow model")
     with unreadable_model(uri):
         model = Model.load(str(mlmodel))
     metadata = dict(model.metadata or {})
-    input_names, output_names = _names(model, metadata)
+    input_names_recorded, output_names = _names(model, metadata)
     if "pytorch" in model.flavors:
         from verifier.convert import from_torch
         from verifier.convert.torch_files import quiet_logger
+        from verifier.convert.torch_module import needs_export
 
         with registry_errors(f"cannot load the PyTorch model {uri}"), unreadable_model(uri), \
                 quiet_logger("torch.export"):
@@ -179,7 +190,16 @@ def load_mlflow_dir(path: Path, uri: str) -> LoadedModel:
         serialization = "pt2" if any((path / "data").glob("*.pt2")) else "pickle"
         if serialization == "pickle":
             module.eval()
-        network = from_torch(module)
+        shape = None
+        if needs_export(module):
+            shape = export_shape(model, input_shape, input_names or input_names_recorded)
+            if shape is None:
+                raise CertgateInputError(
+                    f"{uri}: its {type(module).__name__} is converted through torch.export, "
+                    "which needs the input shape, and the model records none: log it with a "
+                    "signature (mlflow.models.infer_signature), or name its inputs "
+                    "(--input-names, model.input_names), or give --input-shape")
+        network = from_torch(module, input_shape=shape)
         flavor = "pytorch"
     elif "onnx" in model.flavors:
         from verifier.convert import from_onnx
@@ -193,8 +213,25 @@ def load_mlflow_dir(path: Path, uri: str) -> LoadedModel:
             f"{uri}: flavours {', '.join(sorted(model.flavors))} cannot be audited; log the "
             "model with the pytorch or onnx flavour"
         )
-    network = _renamed(network, input_names, output_names, uri)
+    network = _renamed(network, input_names_recorded, output_names, uri)
     return LoadedModel(uri, network, flavor, serialization, metadata, path)
+
+
+def export_shape(model: Model, given: Sequence[int] | None,
+                 names: Sequence[str] | None) -> tuple[int, ...] | None:
+    """The per-sample input shape of an MLflow model whose module is converted through
+    ``torch.export``: ``given``, else a tensor signature's shape without its batch
+    dimension, else one input per name (``names``: given or recorded), else ``None``. A
+    wrong shape is caught by the converter's check against the module."""
+    if given is not None:
+        return tuple(int(size) for size in given)
+    signature = model.signature
+    if signature is not None and signature.inputs.is_tensor_spec():
+        specs = signature.inputs.inputs
+        shape = tuple(specs[0].shape) if len(specs) == 1 and specs[0].shape else ()
+        if len(shape) >= 2 and shape[0] == -1 and all(size > 0 for size in shape[1:]):
+            return tuple(int(size) for size in shape[1:])
+    return (len(names),) if names else None
 
 
 @contextmanager

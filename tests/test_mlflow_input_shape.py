@@ -134,3 +134,17 @@ def test_without_a_signature_the_names_or_input_shape_give_it(
     code, out, _ = parity(capsys, model_dir, population_file, "--input-names",
                           ",".join(COLUMNS), "--input-shape", "x")
     assert code == 2 and "--input-shape" in json.loads(out)["error"]
+
+
+def test_the_python_api_takes_the_shape_from_the_input_names(
+        model: Standardised, population_file: Path) -> None:
+    import certgate
+
+    (certificate,) = certgate.audit(
+        model, population_file, [{"kind": "demographic_parity", "protected": "sex",
+                                  "privileged": 1, "favorable_class": 1, "gamma": 0.5,
+                                  "precision": 0.05, "timeout_s": 20}],
+        input_names=COLUMNS)
+    low, high = certificate.bounds["value"]
+    ratio, se = monte_carlo_ratio(model)
+    assert low - 4 * se <= ratio <= high + 4 * se

@@ -12,8 +12,8 @@ from pipeline_steps.cli.inputs import (
     MODEL_HELP,
     add_input_names,
     bound_network,
+    model_network,
     named_network,
-    read_network,
 )
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from verifier.certificate import Certificate, to_jsonable
@@ -78,7 +78,7 @@ def _network_and_population(args: argparse.Namespace) -> tuple[Any, Any]:
     """The network and the optional population model. With a population model the two are
     bound by name (:mod:`verifier.audits.binding`); without one, inputs are addressed by the
     names the model records or ``--input-names`` gives (``x0, x1, …`` for an unnamed file)."""
-    network = read_network(args.model)
+    network = model_network(args)
     if not args.population:
         if args.input_names is not None:
             network = named_network(args, network)

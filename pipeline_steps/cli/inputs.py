@@ -18,9 +18,40 @@ INPUT_NAMES_HELP = ("the network's input names in input order, comma-separated (
                     "model file records none; must agree with the names it records)")
 
 
+INPUT_SHAPE_HELP = ("the model's per-sample input shape, e.g. 12 or 1,28,28: needed only by a "
+                    "pickled torch module that is not a plain Sequential (converted through "
+                    "torch.export) when the model has no signature and no input names")
+
+
 def add_input_names(parser: argparse.ArgumentParser) -> None:
-    """Add ``--input-names``."""
+    """Add ``--input-names`` and ``--input-shape``."""
     parser.add_argument("--input-names", help=INPUT_NAMES_HELP)
+    parser.add_argument("--input-shape", help=INPUT_SHAPE_HELP)
+
+
+def input_shape(args: argparse.Namespace) -> tuple[int, ...] | None:
+    """``--input-shape`` as a tuple of positive sizes (``None`` when not given)."""
+    text = getattr(args, "input_shape", None)
+    if text is None:
+        return None
+    try:
+        shape = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or min(shape) <= 0:
+        raise CertgateInputError(f"--input-shape {text!r}: expected positive sizes, e.g. 12 "
+                                 "or 1,28,28")
+    return shape
+
+
+def model_network(args: argparse.Namespace, option: str = "--model") -> Network:
+    """:func:`read_network` of ``--model`` with the ``--input-names``/``--input-shape`` the
+    verb was given."""
+    from verifier.audits.binding import parse_input_names
+
+    return read_network(getattr(args, option.removeprefix("--").replace("-", "_")), option,
+                        input_names=parse_input_names(getattr(args, "input_names", None)),
+                        shape=input_shape(args))
 
 
 MODEL_HELP = ("the model: a network file (.onnx, .nnet, .json, .pt), a local MLflow model "
@@ -28,16 +59,19 @@ MODEL_HELP = ("the model: a network file (.onnx, .nnet, .json, .pt), a local MLf
               "MLFLOW_TRACKING_URI")
 
 
-def read_network(path: str, option: str = "--model") -> Network:
+def read_network(path: str, option: str = "--model", *, input_names: list[str] | None = None,
+                 shape: tuple[int, ...] | None = None) -> Network:
     """The model ``path`` names as the IR: a network file, or (as ``certgate run`` reads
-    them) a local MLflow model directory or a registry/run URI on ``MLFLOW_TRACKING_URI``. A
-    missing, truncated or corrupt file is one :class:`CertgateInputError` line naming the
-    option and the file."""
+    them) a local MLflow model directory or a registry/run URI on ``MLFLOW_TRACKING_URI``
+    (``input_names``/``shape``: what a pickled module converted through ``torch.export`` may
+    need, :func:`registry_hooks.certgate_model.load_model`). A missing, truncated or corrupt
+    file is one :class:`CertgateInputError` line naming the option and the file."""
     if ":/" in path or Path(path).is_dir():
         from registry_hooks.certgate_model import load_model_source
 
         with tempfile.TemporaryDirectory(prefix="certgate-model-") as workdir:
-            return load_model_source(path, None, Path(workdir)).network
+            return load_model_source(path, None, Path(workdir), input_names=input_names,
+                                     input_shape=shape).network
     from verifier.convert import load_network
 
     try:

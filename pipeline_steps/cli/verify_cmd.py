@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
-from pipeline_steps.cli.inputs import MODEL_HELP, add_input_names, bound_network, read_network
+from pipeline_steps.cli.inputs import MODEL_HELP, add_input_names, bound_network, model_network
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
@@ -132,7 +132,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     :mod:`verifier.audits.binding`)."""
     from verifier.population import load_population
 
-    return bound_network(args, read_network(args.model), load_population(args.population))
+    return bound_network(args, model_network(args), load_population(args.population))
 
 
 def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:

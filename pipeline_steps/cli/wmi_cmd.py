@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from pipeline_steps.cli.inputs import MODEL_HELP, add_input_names, bound_network, read_network
+from pipeline_steps.cli.inputs import (
+    MODEL_HELP,
+    add_input_names,
+    bound_network,
+    model_network,
+    read_network,
+)
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from pipeline_steps.cli.settings_options import settings_from_args
 from verifier.certificate import Certificate, to_jsonable
@@ -103,7 +109,10 @@ def _box(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("--epsilon", type=float, required=required, help="L∞ radius")
 
 
-def _load_model(path: str, option: str = "--model") -> Any:
+def _load_model(path: str, option: str = "--model",
+                args: argparse.Namespace | None = None) -> Any:
+    """A pickled scikit-learn model, or the network ``path`` names (with the verb's
+    ``--input-names``/``--input-shape`` when ``args`` are given)."""
     if Path(path).suffix in SKLEARN_SUFFIXES:
         try:
             with open(path, "rb") as handle:
@@ -112,7 +121,7 @@ def _load_model(path: str, option: str = "--model") -> Any:
                 ValueError) as error:
             raise CertgateInputError(f"{option} {path}: cannot read the model: {error}") \
                 from error
-    return read_network(path, option)
+    return model_network(args, option) if args is not None else read_network(path, option)
 
 
 def _columns(args: argparse.Namespace) -> tuple[str, ...]:
@@ -124,7 +133,7 @@ def _columns(args: argparse.Namespace) -> tuple[str, ...]:
     from verifier.population import load_population
 
     prior = load_population(args.population)
-    model = _load_model(args.model)
+    model = _load_model(args.model, args=args)
     if isinstance(model, Network):
         model, prior = bound_network(args, model, prior)
         names = list(model.input_names)

@@ -39,6 +39,15 @@ def _shape_tuple(input_shape: int | Sequence[int] | None) -> tuple[int, ...] | N
     return tuple(int(size) for size in input_shape)
 
 
+def needs_export(module: torch.nn.Module) -> bool:
+    """Whether :func:`from_torch` converts ``module`` through ``torch.export`` (and so needs
+    its per-sample input shape): anything but a TorchScript module, an fx graph, a
+    ``Sequential`` or one supported layer — e.g. a module whose ``forward`` standardises its
+    input first."""
+    return not (isinstance(module, torch.jit.ScriptModule | torch.fx.GraphModule)
+                or type(module) is torch.nn.Sequential or type(module) in MODULE_RULES)
+
+
 def from_torch(
     module: torch.nn.Module,
     input_names: Sequence[str] | None = None,
@@ -66,7 +75,7 @@ def from_torch(
         return from_graph_module(
             module, input_names, output_names, input_shape=shape, verify=verify
         )
-    if type(module) is not torch.nn.Sequential and type(module) not in MODULE_RULES:
+    if needs_export(module):
         if shape is None:
             raise NetworkError(
                 f"cannot convert a {type(module).__name__}: only torch.nn.Sequential containers "
