@@ -28,12 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from configs.schema import AuditSettings, CertgateConfig
 from pipeline_steps.audit_inputs import check_audits
 from pipeline_steps.gate import decide
-from pipeline_steps.progress import audit_progress
+from pipeline_steps.progress import SafeBar, audit_progress
 from pipeline_steps.report import (
     AuditSection,
     ReportData,
@@ -166,8 +164,9 @@ def certify_observed(config: CertgateConfig, network: Network, population: Any, 
     if not parallel:
         return {name: certificates[name] for name in ordered}, observed
     executor = make_executor(config.executor, config.workers)
-    finished = tqdm(desc=f"audits on {config.executor}", unit=" audits", total=len(parallel),
-                    file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    finished = SafeBar(desc=f"audits on {config.executor}", unit=" audits",
+                       total=len(parallel), file=sys.stderr, disable=not progress,
+                       dynamic_ncols=True)
     try:
         futures = {settings.name: executor.submit(certify, settings, network, population)
                    for settings in parallel}
