@@ -94,8 +94,8 @@ class AuditProgress:
     def __init__(self, name: str, enabled: bool, total: float | None = None,
                  bar_format: str | None = None) -> None:
         self.bar = SafeBar(desc=name, unit=self.unit, total=total, file=sys.stderr,
-                        disable=not enabled, dynamic_ncols=True, leave=True, delay=TICK_S,
-                        bar_format=bar_format)
+                           disable=not enabled, dynamic_ncols=True, leave=True, delay=TICK_S,
+                           bar_format=bar_format)
 
     def engine_options(self) -> dict[str, Any]:
         return {}
