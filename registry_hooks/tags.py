@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from mlflow.entities.model_registry import ModelVersion
+from mlflow.exceptions import MlflowException
 
 from registry_hooks.connection import Registry, registry_errors
 
@@ -127,9 +128,15 @@ def move_alias(registry: Registry, name: str, alias: str, version: str) -> None:
 
 
 def alias_version(registry: Registry, name: str, alias: str) -> str | None:
-    """The version ``models:/name@alias`` points to, or ``None`` when the alias is unset."""
+    """The version ``models:/name@alias`` points to, or ``None`` when the alias is unset (or
+    no model ``name`` is registered)."""
     with registry_errors(f"cannot read registered model {name}"):
-        aliases = registry.client.get_registered_model(name).aliases
+        try:
+            aliases = registry.client.get_registered_model(name).aliases
+        except MlflowException as error:
+            if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return None
+            raise
     return aliases.get(alias)
 
 

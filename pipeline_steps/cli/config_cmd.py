@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline_steps.cli.output import JSON_HELP, emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json, quiet_downloads
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ def check_file(args: argparse.Namespace) -> int:
     config = load_config(args.file)
     from pipeline_steps.preflight import preflight
 
+    quiet_downloads()
     checked = preflight(config)
     names = ", ".join(audit.name for audit in config.audits)
     if args.json:

@@ -138,6 +138,11 @@ def shows_progress(args: argparse.Namespace) -> bool:
     return not (getattr(args, "no_progress", False) or getattr(args, "json", False))
 
 
+def quiet_downloads() -> None:
+    """No MLflow artifact-download progress bars (unless the user's environment asks)."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
 def wants_json(argv: list[str]) -> bool:
     """Whether ``argv`` asks for ``--json`` (read before parsing, so that a usage error is
     reported as JSON too)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline_steps.cli.config_cmd import load_config
-from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json
+from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, quiet_downloads
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
@@ -192,10 +192,6 @@ def gate_summary(decision: GateDecision) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ commands
 
 
-def _quiet_downloads() -> None:
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-
-
 def _registry(config: CertgateConfig) -> Registry:
     from registry_hooks.connection import connect
 
@@ -207,7 +203,7 @@ def audit_command(args: argparse.Namespace) -> int:
     from pipeline_steps.audit import outcome_summary, run_audit
     from registry_hooks.connection import registry_errors
 
-    _quiet_downloads()
+    quiet_downloads()
     with registry_errors("certgate audit"):
         outcome = run_audit(config, model_uri=args.model_uri, force=args.force,
                             progress=not args.no_progress, report_dir=args.report_dir)
@@ -222,7 +218,7 @@ def gate_command(args: argparse.Namespace) -> int:
     from pipeline_steps.gate import run_gate
     from registry_hooks.connection import registry_errors
 
-    _quiet_downloads()
+    quiet_downloads()
     with registry_errors("certgate gate"):
         decision = run_gate(config, model_uri=args.model_uri)
     print_gate(decision, config)
@@ -279,7 +275,7 @@ def run_command(args: argparse.Namespace) -> int:
     from registry_hooks.connection import registry_errors
 
     require_deploy_step(config)
-    _quiet_downloads()
+    quiet_downloads()
     with registry_errors("certgate run"):
         registry = _registry(config)
         outcome, decision = audit_and_gate(config, registry, args.model_uri, force=args.force,
@@ -350,7 +346,7 @@ def serve_command(args: argparse.Namespace) -> int:
             f"model.uri {config.model.uri!r}: hooks serve acts on registry events of one "
             "registered model; give its models:/NAME@ALIAS or models:/NAME/VERSION URI"
         )
-    _quiet_downloads()
+    quiet_downloads()
     with registry_errors("certgate hooks serve"):
         registry = _registry(config)
         dispatcher = _dispatcher(config, registry, args.alias, background=True)
@@ -373,7 +369,7 @@ def watch_command(args: argparse.Namespace) -> int:
     from registry_hooks.connection import registry_errors
     from registry_hooks.watcher import watch
 
-    _quiet_downloads()
+    quiet_downloads()
     names = configured_model_names(config)
     with registry_errors("certgate hooks watch"):
         registry = _registry(config)
