@@ -230,8 +230,8 @@ def withdraw_aliases(registry: Registry, decision: GateDecision,
     for model, alias, pointed in held:
         remove_alias(registry, model, alias)
         withdrawn.append(f"{alias!r} removed from models:/{model}/{pointed}")
-        logger.warning("gate failed for models:/%s/%s: alias %r removed from models:/%s/%s "
-                       "(not moved to another version)", name, version, alias, model, pointed)
+        logger.info("gate failed for models:/%s/%s: alias %r removed from models:/%s/%s "
+                    "(not moved to another version)", name, version, alias, model, pointed)
     if withdrawn:
         set_version_tags(registry, name, version, {WITHDRAWN_ALIASES_TAG: "; ".join(withdrawn)})
     decision.withdrawn_aliases = withdrawn

@@ -15,7 +15,8 @@ weighted model integration cannot run):
 * anything else is not fetched, and :attr:`Preflight.reason` says what could not be checked
   and why (no store configured, a store that does not answer, a model not registered yet).
 
-MLflow is imported only to read an MLflow model (a local directory or a registry).
+MLflow is imported only where a model may come from MLflow (a local model directory, a
+``models:/`` or ``runs:/`` URI).
 
 A refusal raises the same one-line :class:`~verifier.errors.CertgateInputError` the run would.
 """
@@ -141,10 +142,13 @@ def _registry_model(config: CertgateConfig, scratch: Path) -> tuple[Any, str]:
     if problem is not None:
         return None, problem
     from registry_hooks.certgate_model import load_model
-    from registry_hooks.connection import RegistryError, connect
+    from registry_hooks.connection import RegistryError, RegistryUnreachableError, connect
     from registry_hooks.uris import parse_model_uri, resolve_version
 
-    registry = connect(tracking, config.tracking.registry_uri)
+    try:
+        registry = connect(tracking, config.tracking.registry_uri)
+    except RegistryUnreachableError as error:
+        return None, str(error)
     reference = parse_model_uri(config.model.uri)
     if reference.in_registry:
         try:
