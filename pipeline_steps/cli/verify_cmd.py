@@ -12,6 +12,12 @@ import yaml
 from tqdm import tqdm
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
+from pipeline_steps.cli.fidelity_options import (
+    add_fidelity_options,
+    check_fidelity,
+    exit_code,
+    fidelity_inputs,
+)
 from pipeline_steps.cli.inputs import MODEL_HELP, add_input_names, bound_network, read_network
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.settings_options import settings_from_args
@@ -56,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parity.add_argument("--gamma", required=True, type=float, help="threshold, in (0, 1]")
     parity.add_argument("--qualified", help='condition of qualification, e.g. "age >= 18"')
     parity.add_argument("--form", choices=("ratio", "difference"), default="ratio")
+    add_fidelity_options(parity)
     parity.set_defaults(func=run_demographic_parity)
 
     probability = verbs.add_parser(
@@ -163,6 +170,8 @@ class _ProgressBar:
 
 
 def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
+    from pipeline_steps.fidelity_step import fidelity_line, fidelity_summary
+
     elapsed = certificate.cost["elapsed_s"]
     value = certificate.bounds["value"]
     probabilities = {k: v for k, v in certificate.bounds.items() if k != "value"}
@@ -177,6 +186,8 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
         }
         if "undefined" in certificate.details:
             payload["undefined"] = certificate.details["undefined"]
+        if certificate.population_fidelity:
+            payload["population_fidelity"] = fidelity_summary(certificate)
         emit_json(to_jsonable(payload))
     else:
         details = certificate.details
@@ -191,6 +202,8 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
             print(f"  {value_name}: [{_fmt(value[0])}, {_fmt(value[1])}]")
         for name, (low, high) in probabilities.items():
             print(f"  {name} = {details['probabilities'][name]}: [{_fmt(low)}, {_fmt(high)}]")
+        if certificate.population_fidelity:
+            print(f"  {fidelity_line(certificate)}")
     return EXIT_FOR_VERDICT.get(certificate.verdict, 1)
 
 
@@ -206,12 +219,15 @@ def run_demographic_parity(args: argparse.Namespace) -> int:
     settings = settings_from_args(DemographicParitySettings, args, "demographic_parity")
     engine = _settings(args)
     network, population = _load(args)
+    inputs = fidelity_inputs(args, network, population)
     bar = _ProgressBar(not args.json, args.timeout)
     try:
         certificate = run_audit(settings, network, population, None, bar, engine=engine)
     finally:
         bar.close()
-    return _report(certificate, args.json, "ratio" if args.form == "ratio" else "difference")
+    check_fidelity(inputs, settings, certificate, network, population)
+    code = _report(certificate, args.json, "ratio" if args.form == "ratio" else "difference")
+    return exit_code(args, certificate, code)
 
 
 def run_probability(args: argparse.Namespace) -> int:
