@@ -242,3 +242,18 @@ def test_the_gate_policy_and_fidelity_section_are_validated() -> None:
     config = parse_config({**base, "fidelity": {"data": "x.csv"}})
     assert config.gate.population_contradicted == "fail"
     assert config.audit_fingerprint() != parse_config(base).audit_fingerprint()
+
+
+def test_assumptions_name_features_and_dependents() -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"age": [20, 30, 40, 50, 60, 25], "sex": ["F", "M", "F", "M", "M", "F"],
+                          "score": [0.1, 0.5, 0.2, 0.9, 0.4, 0.3]})
+    product = population_assumptions(fit_population(frame), "sex=M")
+    assert product["factors"] == [["age"], ["sex"], ["score"]]
+    assert product["summary"] == "independent features"
+    assert product["protected_dependents"] == ["sex=F"]
+    network = population_assumptions(fit_population(
+        frame, parents={"score": ["sex"], "age": []}), "sex=M")
+    assert network["edges"] == [["sex", "score"]]
+    assert set(network["protected_dependents"]) == {"sex=F", "score"}

@@ -51,7 +51,7 @@ def test_fitted_from_contradicts_and_fails(capsys, files) -> None:
     assert fidelity["status"] == "contradicted"
     assert fidelity["data"]["origin"] == "population fitted_from"
     assert fidelity["empirical"][1] < fidelity["certified"][0]
-    assert fidelity["assumptions"]["summary"] == "independent columns"
+    assert fidelity["assumptions"]["summary"] == "independent features"
     assert code == 1
 
 
@@ -79,7 +79,7 @@ def test_human_output_names_the_check(capsys, files) -> None:
         "--gamma", "0.8", "--timeout", "30")
     assert code == 1
     assert "population fidelity: contradicted" in out
-    assert "population: independent columns" in out
+    assert "population: independent features" in out
 
 
 def test_missing_data_file_is_an_input_error(capsys, files) -> None:

@@ -68,7 +68,7 @@ def test_logged_dataset_contradicts_the_population_and_the_gate_fails(
 
     tags = version_tags(registry, name, version)
     assert tags["certgate.demographic_parity.population_fidelity"] == "contradicted"
-    assert tags["certgate.demographic_parity.population_assumptions"] == "independent columns"
+    assert tags["certgate.demographic_parity.population_assumptions"] == "independent features"
     assert tags["certgate.gate"] == "failed"
     assert alias_version(registry, name, "champion") is None
     run_id = tags["certgate.audit.run_id"]
@@ -81,7 +81,7 @@ def test_logged_dataset_contradicts_the_population_and_the_gate_fails(
         f"runs:/{run_id}/certificates/demographic_parity.json"))
     assert certificate.population_fidelity["status"] == "contradicted"
     html = mlflow.artifacts.load_text(f"runs:/{run_id}/report/report.html")
-    assert "Population fidelity" in html and "independent columns" in html
+    assert "Population fidelity" in html and "independent features" in html
     assert "population contradicted by the data" in html
 
     warn = write_server_config(tmp_path, registry.tracking_uri, model, [PARITY], samples=300,

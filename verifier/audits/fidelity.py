@@ -110,30 +110,31 @@ def _column_of_node(node: Any) -> list[str]:
 def population_assumptions(population: Any, protected: str | None = None) -> dict[str, Any]:
     """What the population model assumes about dependence, read from its document:
     ``structure`` (``independent`` for a product, ``bayesian_network``, else the
-    distribution's kind), the independent ``factors`` or the ``edges`` (parent, child), the
+    distribution's kind), the independent ``factors`` (feature names) or the ``edges``
+    (parent, child: node names), the
     columns the model lets depend on ``protected`` (``protected_dependents``: same factor, or
     a common ancestor in the network) and a one-line ``summary``."""
     distribution = population.distribution
     columns = list(population.columns)
     record: dict[str, Any] = {"distribution": distribution.kind}
     if distribution.kind == "product":
-        factors = [list(factor.columns) for factor in distribution.factors]
-        record.update(structure="independent", factors=factors)
-        joint = [factor for factor in factors if len(factor) > 1]
-        record["summary"] = ("independent columns" if not joint else
-                             "independent factors; joint within " + "; ".join(
+        features = _factor_features(population, distribution.factors)
+        record.update(structure="independent", factors=features)
+        joint = [factor for factor in features if len(factor) > 1]
+        record["summary"] = ("independent features" if not joint else
+                             "independent factors, joint within " + "; ".join(
                                  "(" + ", ".join(factor) + ")" for factor in joint))
         if protected is not None:
             record["protected_dependents"] = next(
-                ([c for c in factor if c != protected] for factor in factors
-                 if protected in factor), [])
+                ([c for c in factor.columns if c != protected]
+                 for factor in distribution.factors if protected in factor.columns), [])
     elif distribution.kind == "bayesian_network":
         nodes = {node.name: node for node in distribution.nodes}
         edges = [[parent, node.name] for node in distribution.nodes for parent in node.parents]
         record.update(structure="bayesian_network", edges=edges)
         record["summary"] = ("Bayesian network with edges " + ", ".join(
             f"{parent} -> {child}" for parent, child in edges)) if edges else \
-            "Bayesian network without edges (independent columns)"
+            "Bayesian network without edges (independent features)"
         if protected is not None:
             record["protected_dependents"] = _dependents(nodes, protected)
     else:
@@ -143,6 +144,14 @@ def population_assumptions(population: Any, protected: str | None = None) -> dic
         if protected is not None:
             record["protected_dependents"] = [c for c in columns if c != protected]
     return record
+
+
+def _factor_features(population: Any, factors: list[Any]) -> list[list[str]]:
+    """The feature names of every factor (a categorical feature's one-hot columns are one
+    feature)."""
+    schema = population.feature_schema
+    return [list(dict.fromkeys(schema.feature_of(column).name for column in factor.columns))
+            for factor in factors]
 
 
 def _dependents(nodes: dict[str, Any], protected: str) -> list[str]:
