@@ -47,6 +47,7 @@ from verifier.audits.fidelity import (
 )
 from verifier.certificate import Certificate
 from verifier.convert import from_torch
+from verifier.errors import CertgateInputError
 from verifier.population import population_from_json
 
 AGREEMENT = 0.9
@@ -257,3 +258,21 @@ def test_assumptions_name_features_and_dependents() -> None:
         frame, parents={"score": ["sex"], "age": []}), "sex=M")
     assert network["edges"] == [["sex", "score"]]
     assert set(network["protected_dependents"]) == {"sex=F", "score"}
+
+
+def test_python_api_checks_the_data_it_is_given(frame, tmp_path: Path) -> None:
+    import certgate
+
+    path = tmp_path / "train.csv"
+    frame.to_csv(path, index=False)
+    population = fit_population(frame)
+    (certificate,) = certgate.audit(proxy_model(), population, [PARITY], input_names=COLUMNS,
+                                    data=path)
+    assert certificate.verdict == "satisfied"
+    assert certificate.population_fidelity["status"] == "contradicted"
+    assert certificate.population_fidelity["data"]["origin"] == "data"
+    (bare,) = certgate.audit(proxy_model(), population, [PARITY], input_names=COLUMNS)
+    assert bare.population_fidelity["status"] == "unchecked"
+    with pytest.raises(CertgateInputError, match="fidelity_level"):
+        certgate.audit(proxy_model(), population, [PARITY], input_names=COLUMNS,
+                       fidelity_level=1.0)
