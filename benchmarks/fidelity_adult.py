@@ -15,7 +15,8 @@ and the independent-product population fitted to the same 7 raw columns. Then, t
 ``--repeat`` times each (median and range), and prints the check's verdict beside a short PV
 run's certified interval. Model training and PV are not timed.
 
-Usage (from the checkout root): ``python -m benchmarks.fidelity_adult [--repeat 5]``.
+Usage (from the checkout root):
+``python -m benchmarks.fidelity_adult [--repeat 5] [--threads 1]``.
 """
 
 from __future__ import annotations
@@ -75,7 +76,11 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=20_000,
                         help="population draws for the fit statistics (default 20000)")
     parser.add_argument("--pv-timeout", type=float, default=30.0)
+    parser.add_argument("--threads", type=int,
+                        help="torch intra-op threads (default: torch's own choice)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     table = pd.read_csv(CENSUS)
     raw = table[RAW_COLUMNS]
@@ -101,7 +106,8 @@ def main() -> None:
         checks.append(time.perf_counter() - started)
     empirical = record["empirical"]
     print(f"Adult census {CENSUS.name}: {len(data.rows)} rows, {len(names)} columns, "
-          f"2x32 MLP; population: {record['assumptions']['summary']}")
+          f"2x32 MLP, {torch.get_num_threads()} torch threads; population: "
+          f"{record['assumptions']['summary']}")
     print(f"certified ratio {certificate.verdict} [{certificate.bounds['value'][0]:.4g}, "
           f"{certificate.bounds['value'][1]:.4g}] (PV, {args.pv_timeout:g} s budget)")
     print(f"data ratio {empirical['estimate']:.4g}, {options.level:g} interval "
