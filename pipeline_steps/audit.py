@@ -8,7 +8,8 @@
    great-expectations on population samples and the optional audit dataset. Nothing is
    written to the registry or the tracking store before these pass.
 4. Certify every configured audit on the configured executor, with a progress bar on stderr
-   for in-process runs.
+   for in-process runs; then check each certificate's population model against data
+   (:mod:`pipeline_steps.fidelity_step`; the data is resolved before any audit runs).
 5. Log one MLflow run per audit: parameters, final certified bounds and costs as metrics
    (linked to the logged model), the anytime bounds as step metrics, each certificate
    (``certificates/<audit>.json``), the validation results, the convergence plots and the
