@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from fidelity_cases import (
     COLUMNS,
@@ -246,8 +247,6 @@ def test_the_gate_policy_and_fidelity_section_are_validated() -> None:
 
 
 def test_assumptions_name_features_and_dependents() -> None:
-    import pandas as pd
-
     frame = pd.DataFrame({"age": [20, 30, 40, 50, 60, 25], "sex": ["F", "M", "F", "M", "M", "F"],
                           "score": [0.1, 0.5, 0.2, 0.9, 0.4, 0.3]})
     product = population_assumptions(fit_population(frame), "sex=M")
@@ -276,3 +275,28 @@ def test_python_api_checks_the_data_it_is_given(frame, tmp_path: Path) -> None:
     with pytest.raises(CertgateInputError, match="fidelity_level"):
         certgate.audit(proxy_model(), population, [PARITY], input_names=COLUMNS,
                        fidelity_level=1.0)
+
+
+def test_qualified_rows_and_undecided_classes(network, frame) -> None:
+    """A ``qualified`` condition restricts both groups to the rows it holds on; a row at an
+    exact tie (logit 10·0.5 − 5 = 0) is counted on neither side for sure: its group's
+    interval reaches both ends it could."""
+    population = fit_population(frame, parents={"proxy": ["sex"]})
+    certificate = Certificate(audit="d", verdict="unknown", bounds={"value": (0.0, 1.0)})
+    qualified = DemographicParityAudit(**{**PARITY, "qualified": "x.income >= 0.5"})
+    record = fidelity_check(qualified, certificate, network, population, rows_of(frame))
+    rich = frame[frame["income"] >= 0.5]
+    assert record["empirical"]["p_privileged"]["rows"] == int((rich["sex"] == 1).sum())
+    assert record["empirical"]["p_unprivileged"]["rows"] == int((rich["sex"] == 0).sum())
+    tied = frame.head(50).assign(proxy=0.5)
+    record = fidelity_check(SETTINGS, certificate, network, population, rows_of(
+        pd.concat([tied, frame])))
+    group = record["empirical"]["p_unprivileged"]
+    assert group["undecided"] == int((tied["sex"] == 0).sum()) > 0
+    decided = frame["sex"] == 0
+    favourable = int((frame.loc[decided, "proxy"] == 1).sum())
+    assert group["favourable"] == favourable
+    sided = 1 - (1 - 0.95) / 2
+    assert group["interval"] == [clopper_pearson(favourable, group["rows"], sided)[0],
+                                 clopper_pearson(favourable + group["undecided"],
+                                                 group["rows"], sided)[1]]
