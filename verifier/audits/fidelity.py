@@ -103,17 +103,13 @@ class NoData:
 # ------------------------------------------------------------------------------ assumptions
 
 
-def _column_of_node(node: Any) -> list[str]:
-    return list(node.observed_columns())
-
-
 def population_assumptions(population: Any, protected: str | None = None) -> dict[str, Any]:
     """What the population model assumes about dependence, read from its document:
     ``structure`` (``independent`` for a product, ``bayesian_network``, else the
     distribution's kind), the independent ``factors`` (feature names) or the ``edges``
-    (parent, child: node names), the
-    columns the model lets depend on ``protected`` (``protected_dependents``: same factor, or
-    a common ancestor in the network) and a one-line ``summary``."""
+    (parent, child: node names), the columns the model lets depend on ``protected``
+    (``protected_dependents``: same factor, or a common ancestor in the network, latent
+    nodes included) and a one-line ``summary``."""
     distribution = population.distribution
     columns = list(population.columns)
     record: dict[str, Any] = {"distribution": distribution.kind}
@@ -162,11 +158,11 @@ def _dependents(nodes: dict[str, Any], protected: str) -> list[str]:
     for name, node in nodes.items():  # topological order
         ancestry[name] = {name}.union(*(ancestry[parent] for parent in node.parents))
     home = next((name for name, node in nodes.items()
-                 if protected in _column_of_node(node)), None)
+                 if protected in node.observed_columns()), None)
     if home is None:
         return []
     return [column for name, node in nodes.items() if ancestry[name] & ancestry[home]
-            for column in _column_of_node(node) if column != protected]
+            for column in node.observed_columns() if column != protected]
 
 
 # ------------------------------------------------------------------------------ intervals
