@@ -214,6 +214,8 @@ def test_fitted_from_is_used_only_while_its_hash_matches(frame, tmp_path: Path) 
     rows = fitted_from_rows(population, COLUMNS, tmp_path / "population.json")
     assert isinstance(rows, DataRows)
     assert rows.source["sha256"] == digest and rows.rows.shape == (len(frame), 3)
+    assert population_assumptions(population)["fitted_from"] == {
+        "uri": "data.csv", "sha256": digest, "rows": len(frame)}
     assert fitted_from_rows(population, COLUMNS, None).reason.startswith(
         "the population was fitted from data.csv, which is not reachable")
     path.write_text(path.read_text().replace("\n1,", "\n0,", 1))
