@@ -22,6 +22,7 @@ from registry_hooks.certgate_model import log_model_with_population
 from registry_hooks.connection import Registry, connect
 from registry_hooks.tags import alias_version, version_tags
 from verifier.certificate import Certificate
+from verifier.population import save_population
 
 pytest_plugins = ["mlflow_server"]
 
@@ -105,3 +106,19 @@ def test_a_changed_dataset_file_is_said_not_used(
     assert "is not the logged dataset" in fidelity["reason"]
     assert version_tags(registry, name, version)[
         "certgate.demographic_parity.population_fidelity"] == "unchecked"
+
+
+def test_verify_reads_the_logged_dataset_of_a_registered_model(
+        registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    name, version, csv = register(registry, tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", registry.tracking_uri)
+    population = save_population(fit_population(pd.read_csv(csv)), tmp_path / "population.json")
+    code, out, err = run_cli(
+        capsys, "verify", "demographic-parity", "--model", f"models:/{name}/{version}",
+        "--population", str(population), "--protected", "sex", "--privileged", "1",
+        "--favorable-class", "1", "--gamma", "0.8", "--timeout", "30", "--json")
+    fidelity = json.loads(out)["population_fidelity"]
+    assert fidelity["status"] == "contradicted", (out, err)
+    assert fidelity["data"]["origin"] == "mlflow dataset" and fidelity["data"]["uri"] == str(csv)
+    assert code == 1
