@@ -302,3 +302,15 @@ def test_qualified_rows_and_undecided_classes(network, frame) -> None:
     assert group["interval"] == [clopper_pearson(favourable, group["rows"], sided)[0],
                                  clopper_pearson(favourable + group["undecided"],
                                                  group["rows"], sided)[1]]
+
+
+def test_rows_are_classified_in_chunks_with_the_same_result(
+        network, frame, monkeypatch: pytest.MonkeyPatch) -> None:
+    import verifier.audits.fidelity as fidelity
+
+    population = fit_population(frame, parents={"proxy": ["sex"]})
+    certificate = Certificate(audit="d", verdict="unknown", bounds={"value": (0.0, 1.0)})
+    whole = fidelity_check(SETTINGS, certificate, network, population, rows_of(frame))
+    monkeypatch.setattr(fidelity, "CHUNK_ROWS", 7)
+    chunked = fidelity_check(SETTINGS, certificate, network, population, rows_of(frame))
+    assert chunked["empirical"] == whole["empirical"]

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 STATUSES = ("consistent", "contradicted", "unchecked")
 DEFAULT_LEVEL = 0.95
 DEFAULT_POPULATION_SAMPLES = 20_000
+CHUNK_ROWS = 65_536
+"""Rows whose classes are bounded at once (the memory of one bound pass stays bounded)."""
 
 NO_COUNTERPART = {
     "causal_fairness": (
@@ -269,8 +271,11 @@ def _parity_check(settings: Any, certificate: Certificate, network: Network, pop
         names, protected=settings.protected, privileged=settings.privileged,
         favorable_class=settings.favorable_class, gamma=settings.gamma,
         qualified=settings.qualified, form=settings.form)
-    outputs = classifier.evaluate(rows) if len(rows) else np.zeros((0, classifier.output_size))
-    classes = certified_classes(classifier, rows) if len(rows) else np.zeros(0, dtype=int)
+    chunks = [rows[start:start + CHUNK_ROWS] for start in range(0, len(rows), CHUNK_ROWS)]
+    outputs = np.concatenate([classifier.evaluate(chunk) for chunk in chunks]) if chunks \
+        else np.zeros((0, classifier.output_size))
+    classes = np.concatenate([certified_classes(classifier, chunk) for chunk in chunks]) \
+        if chunks else np.zeros(0, dtype=int)
     estimated = np.argmax(outputs, axis=1) if len(rows) else np.zeros(0, dtype=int)
     sided = 1.0 - (1.0 - options.level) / 2.0
     groups: dict[str, dict[str, Any]] = {}
