@@ -314,3 +314,63 @@ def test_rows_are_classified_in_chunks_with_the_same_result(
     monkeypatch.setattr(fidelity, "CHUNK_ROWS", 7)
     chunked = fidelity_check(SETTINGS, certificate, network, population, rows_of(frame))
     assert chunked["empirical"] == whole["empirical"]
+
+
+def threshold_network():
+    """Class 1 iff ``x0 > 0.5`` (logit ``10·x0 − 5``); ``x1`` is not read."""
+    import torch
+
+    layer = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        layer.weight[:] = torch.tensor([[10.0, 0.0]])
+        layer.bias[:] = torch.tensor([-5.0])
+    return from_torch(torch.nn.Sequential(layer).double(), ["x0", "x1"])
+
+
+def uniform_rows(rows: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"x0": rng.random(rows), "x1": rng.random(rows)})
+
+
+NOISE = {"kind": "noise_robustness", "features": ["x0"], "noise_uniform": (-0.1, 0.1),
+         "min_probability": 0.9}
+NOISE_TRUTH = 1.0 - 0.1 / 2
+"""``x0 ~ U(0, 1)``, class 1 iff ``x0 > 0.5``, noise ``U(−a, a)`` on ``x0``: the class is kept
+with probability ``1 − a/2`` exactly (it flips iff ``x0`` lies within ``|n|`` of 0.5 on the
+side ``n`` crosses)."""
+
+
+def test_noise_robustness_against_its_closed_form() -> None:
+    from verifier.audits import NoiseRobustnessSettings
+
+    network = threshold_network()
+    frame = uniform_rows(4000, 5)
+    population = fit_population(frame)
+    settings = NoiseRobustnessSettings(**NOISE)
+    truth = NOISE_TRUTH
+    rows = DataRows(frame.to_numpy(), {"origin": "test"})
+    wrong = Certificate(audit="n", verdict="satisfied", bounds={"probability": (0.99, 1.0)})
+    record = fidelity_check(settings, wrong, network, population, rows)
+    low, high = record["empirical"]["interval"]
+    assert low <= truth <= high and high < 0.99
+    assert record["status"] == "contradicted" and record["empirical"]["rows"] == 4000
+    right = Certificate(audit="n", verdict="satisfied", bounds={"probability": (0.94, 0.96)})
+    assert fidelity_check(settings, right, network, population, rows)["status"] == "consistent"
+
+
+def test_noise_interval_covers_the_truth_at_its_level() -> None:
+    from verifier.audits import NoiseRobustnessSettings
+
+    network, level = threshold_network(), 0.9
+    settings = NoiseRobustnessSettings(**NOISE)
+    population = fit_population(uniform_rows(100, 0))
+    certificate = Certificate(audit="n", verdict="unknown",
+                              bounds={"probability": (NOISE_TRUTH, NOISE_TRUTH)})
+    covered = 0
+    for seed in range(COVERAGE_SAMPLES):
+        rows = DataRows(uniform_rows(COVERAGE_ROWS, 2000 + seed).to_numpy(), {})
+        record = fidelity_check(settings, certificate, network, population, rows,
+                                FidelityOptions(level=level, seed=seed))
+        low, high = record["empirical"]["interval"]
+        covered += low <= NOISE_TRUTH <= high
+    assert covered >= binom.ppf(COVERAGE_FAILURE, COVERAGE_SAMPLES, level)

@@ -8,8 +8,8 @@ certified interval:
 * ``contradicted`` — the two intervals are disjoint: at the stated ``level``, the data is
   not what the population model describes, and the proof is about another population;
 * ``consistent`` — they overlap (the data does not refute the premise; it does not prove it);
-* ``unchecked`` — no data, or no empirical counterpart for the audit kind; ``reason`` says
-  which.
+* ``unchecked`` — no data, or no empirical counterpart for the audit kind (causal fairness,
+  monotonicity, local robustness); ``reason`` says which.
 
 **Demographic parity.** The groups (and a ``qualified`` condition) are the certificate's own
 specification (:func:`verifier.spec.demographic_parity`) evaluated at the rows. A row's class
@@ -21,6 +21,11 @@ interval (``scipy.stats.binomtest``) at level ``1 − (1 − level)/2``, so that
 together with probability at least ``level`` (Bonferroni); the ratio ``p_u / p_p`` (or
 ``|p_u − p_p|``) is then enclosed by interval arithmetic, rounded outward. The interval is
 conditional on the group sizes, hence also unconditional.
+
+**Noise robustness.** ``P(class(x) = class(x + n))`` with ``x`` a data row and ``n`` one
+seeded draw of the audit's noise per row: each row is one Bernoulli trial of the data's
+probability, so its Clopper–Pearson interval at ``level`` covers it (classes decided as above;
+a row whose two classes are not both decided counts as a success for the upper end only).
 
 **Fit statistics** (diagnostics, not part of the verdict): the protected group's share in the
 data (Clopper–Pearson) against the population's exact box probability; per other column, the
@@ -60,13 +65,13 @@ NO_COUNTERPART = {
         "a counterpart of another class), not a frequency the data rows estimate"
     ),
     "monotonicity": "certgate computes no empirical counterpart of monotonicity yet",
-    "noise_robustness": "certgate computes no empirical counterpart of noise robustness yet",
     "local_robustness": (
         "local robustness is a statement about the region around one point, which data rows "
         "do not sample"
     ),
 }
-"""Why an audit kind gets no empirical check (every kind but demographic parity)."""
+"""Why an audit kind gets no empirical check (every kind but demographic parity and noise
+robustness)."""
 
 
 @dataclass(frozen=True)
@@ -244,8 +249,12 @@ def fidelity_check(settings: Any, certificate: Certificate, network: Network, po
     if isinstance(data, NoData):
         return unchecked(f"no check possible: {data.reason}", assumptions, data.source)
     started = time.perf_counter()
-    record = _parity_check(settings, certificate, network, population, data, options,
-                           assumptions)
+    check = {"demographic_parity": _parity_check, "noise_robustness": _noise_check}.get(
+        settings.kind)
+    if check is None:
+        return unchecked(f"no check possible: certgate computes no empirical counterpart of "
+                         f"{settings.kind}", assumptions, data.source)
+    record = check(settings, certificate, network, population, data, options, assumptions)
     record["elapsed_s"] = time.perf_counter() - started
     return record
 
@@ -314,11 +323,8 @@ def _parity_check(settings: Any, certificate: Certificate, network: Network, pop
     quantity = "ratio" if settings.form == "ratio" else "difference"
     return {
         "status": "contradicted" if contradicted else "consistent",
-        "reason": (f"the data's {quantity} interval {_text(empirical)} and the certified "
-                   f"{_text(certified)} are disjoint: the population model contradicts the "
-                   f"data at level {options.level:g}") if contradicted else
-                  (f"the data's {quantity} interval {_text(empirical)} meets the certified "
-                   f"{_text(certified)} at level {options.level:g}"),
+        "reason": _reason(quantity, empirical, certified, contradicted,  # type: ignore[arg-type]
+                          options.level),
         "quantity": quantity,
         "level": options.level,
         "method": ("Clopper-Pearson per rate at level 1-(1-level)/2 (Bonferroni), interval "
@@ -330,6 +336,65 @@ def _parity_check(settings: Any, certificate: Certificate, network: Network, pop
         "fit_statistics": fit_statistics(settings, network, population, rows, members,
                                          options),
     }
+
+
+def _noise_check(settings: Any, certificate: Certificate, network: Network, population: Any,
+                 data: DataRows, options: FidelityOptions,
+                 assumptions: dict[str, Any]) -> dict[str, Any]:
+    """The noise-robustness record (module docstring)."""
+    from verifier.causal.witness import certified_classes
+    from verifier.network import Network as IRNetwork
+
+    if not isinstance(network, IRNetwork):
+        return unchecked("no check possible: the model is not a network certgate evaluates",
+                         assumptions, data.source)
+    rows = np.asarray(data.rows, dtype=np.float64)
+    if len(rows) == 0:
+        return unchecked("no check possible: the data has no rows", assumptions, data.source)
+    classifier = network.as_classifier()
+    column = list(network.input_names).index(settings.features[0])
+    rng = np.random.default_rng(options.seed)
+    if settings.noise_uniform is not None:
+        noise = rng.uniform(*settings.noise_uniform, size=len(rows))
+    else:
+        noise = rng.triangular(*settings.noise_triangular, size=len(rows))
+    moved = rows.copy()
+    moved[:, column] += noise
+    pairs = np.vstack([rows, moved])
+    classes = np.concatenate([certified_classes(classifier, pairs[start:start + CHUNK_ROWS])
+                              for start in range(0, len(pairs), CHUNK_ROWS)])
+    before, after = classes[: len(rows)], classes[len(rows):]
+    decided = (before >= 0) & (after >= 0)
+    kept = int(np.sum(decided & (before == after)))
+    undecided = int(np.sum(~decided))
+    empirical = (clopper_pearson(kept, len(rows), options.level)[0],
+                 clopper_pearson(kept + undecided, len(rows), options.level)[1])
+    certified = tuple(float(v) for v in certificate.bounds[settings.requirement.quantity])
+    contradicted = _disjoint(empirical, certified)  # type: ignore[arg-type]
+    return {
+        "status": "contradicted" if contradicted else "consistent",
+        "reason": _reason("probability", empirical, certified, contradicted, options.level),
+        "quantity": "probability",
+        "level": options.level,
+        "method": ("one seeded noise draw per data row, Clopper-Pearson on the rows whose "
+                   "class is kept; classes decided in real arithmetic"),
+        "empirical": {"interval": list(empirical), "estimate": kept / len(rows),
+                      "rows": len(rows), "kept": kept, "undecided": undecided,
+                      "seed": options.seed},
+        "certified": list(certified),
+        "data": data.source,
+        "assumptions": assumptions,
+    }
+
+
+def _reason(quantity: str, empirical: tuple[float, float], certified: tuple[float, ...],
+            contradicted: bool, level: float) -> str:
+    if contradicted:
+        return (f"the data's {quantity} interval {_text(empirical)} and the certified "
+                f"{_text(certified)} are disjoint: the population model contradicts the "
+                f"data at level {level:g}")
+    return (f"the data's {quantity} interval {_text(empirical)} meets the certified "
+            f"{_text(certified)} at level {level:g}")
 
 
 def _text(interval: tuple[float, ...] | list[float]) -> str:
