@@ -61,11 +61,14 @@ def fidelity_html(certificate: Certificate) -> str:
                  _interval(empirical["interval"]), _number(empirical["estimate"]),
                  _interval(record["certified"])]]
         for name in ("p_unprivileged", "p_privileged"):
-            group = empirical[name]
-            rows.append([f"{name} ({group['condition']}; {group['rows']} rows)",
-                         _interval(group["interval"]), _number(group["estimate"]), ""])
+            group = empirical.get(name)
+            if group is not None:
+                rows.append([f"{name} ({group['condition']}; {group['rows']} rows)",
+                             _interval(group["interval"]), _number(group["estimate"]), ""])
         parts.append(_rows(["quantity", "data interval", "data estimate", "certified"], rows))
-        parts.append(_fit_table(record["fit_statistics"]))
+        parts.append(f"<p>Method: {html.escape(record['method'])}</p>")
+        if "fit_statistics" in record:
+            parts.append(_fit_table(record["fit_statistics"]))
     parts.append("</div>")
     return "".join(parts)
 

@@ -374,3 +374,25 @@ def test_noise_interval_covers_the_truth_at_its_level() -> None:
         low, high = record["empirical"]["interval"]
         covered += low <= NOISE_TRUTH <= high
     assert covered >= binom.ppf(COVERAGE_FAILURE, COVERAGE_SAMPLES, level)
+
+
+def test_the_report_renders_every_kind_of_record(network, frame) -> None:
+    from pipeline_steps.fidelity_report import fidelity_html
+    from verifier.audits import NoiseRobustnessSettings
+
+    population = fit_population(frame)
+    parity = Certificate(audit="d", verdict="satisfied", bounds={"value": (0.99, 1.01)})
+    parity.population_fidelity = fidelity_check(SETTINGS, parity, network, population,
+                                                rows_of(frame))
+    page = fidelity_html(parity)
+    assert "contradicted" in page and "Fit statistics" in page and "p_privileged" in page
+    noise = Certificate(audit="n", verdict="satisfied", bounds={"probability": (0.9, 1.0)})
+    noise.population_fidelity = fidelity_check(
+        NoiseRobustnessSettings(**NOISE), noise, threshold_network(),
+        fit_population(uniform_rows(200, 1)), DataRows(uniform_rows(200, 1).to_numpy(), {}))
+    assert "Clopper-Pearson on the rows whose class is kept" in fidelity_html(noise)
+    bare = Certificate(audit="d", verdict="satisfied", bounds={"value": (0.99, 1.01)},
+                       population_fidelity=fidelity_check(SETTINGS, parity, network,
+                                                          population, NoData("none here")))
+    assert "unchecked" in fidelity_html(bare) and "none here" in fidelity_html(bare)
+    assert fidelity_html(Certificate(audit="d", verdict="unknown")) == ""
