@@ -88,7 +88,8 @@ def _network(model: Any, input_names: Sequence[str] | None, tracking_uri: str | 
 
 def audit(model: Any, population: Any, audits: Any, *,
           input_names: Sequence[str] | None = None, tracking_uri: str | None = None,
-          budget: float | None = None) -> list[Certificate]:
+          budget: float | None = None, data: str | Path | None = None,
+          fidelity_level: float = 0.95) -> list[Certificate]:
     """Certify ``model`` under ``population`` for every audit in ``audits``; one
     :class:`~verifier.certificate.Certificate` per audit, in order.
 
@@ -103,11 +104,22 @@ def audit(model: Any, population: Any, audits: Any, *,
     converted through ``torch.export`` (not a plain ``Sequential``) it also gives the input
     width. ``budget`` (seconds)
     tightens every audit's own time limit; an audit that runs out of time says ``unknown``
-    with the bounds reached. Bad input raises :class:`CertgateInputError` naming the field."""
+    with the bounds reached. Every certificate's ``population_fidelity`` records whether data
+    contradicts the population model (:mod:`verifier.audits.fidelity`, at
+    ``fidelity_level``): ``data`` (a CSV or Parquet file), else the table the population
+    records it was fitted from, else a file-backed dataset logged with a registered model's
+    source run; without any it says no check was possible. Bad input raises
+    :class:`CertgateInputError` naming the field."""
     from verifier.audits import run_audit
     from verifier.audits.binding import bind
+    from verifier.audits.fidelity import FidelityOptions, attach, fidelity_check
 
     settings = audit_settings(audits)
+    try:
+        options = FidelityOptions(level=fidelity_level)
+    except ValueError as error:
+        raise CertgateInputError(f"fidelity_level: {error}") from error
+    population_path = Path(population) if isinstance(population, str | Path) else None
     with tempfile.TemporaryDirectory(prefix="certgate-api-") as scratch:
         network, loaded = _network(model, input_names, tracking_uri, Path(scratch))
         if population is None:
@@ -123,7 +135,38 @@ def audit(model: Any, population: Any, audits: Any, *,
         where = loaded.uri if loaded is not None else "model"
         network, population = bind(network, population,
                                    None if input_names is None else list(input_names), where)
-        return [run_audit(item, network, population, budget) for item in settings]
+        rows = _data_rows(network, population, data, population_path, loaded, tracking_uri,
+                          Path(scratch))
+        certificates = [run_audit(item, network, population, budget) for item in settings]
+        for item, certificate in zip(settings, certificates, strict=True):
+            attach(certificate, fidelity_check(item, certificate, network, population, rows,
+                                               options))
+        return certificates
+
+
+def _data_rows(network: Network, population: Any, data: str | Path | None,
+               population_path: Path | None, loaded: Any, tracking_uri: str | None,
+               workdir: Path) -> Any:
+    """The data for the fidelity check (:func:`pipeline_steps.fidelity_data.resolve_data`),
+    looking up the MLflow dataset of a registered model's source run last."""
+    from pipeline_steps.fidelity_data import resolve_data, table_rows
+    from verifier.audits.fidelity import NoData
+
+    names = list(network.input_names)
+
+    def logged() -> Any:
+        from registry_hooks.connection import connect
+        from registry_hooks.datasets import source_run_dataset
+
+        table = source_run_dataset(connect(tracking_uri, None), loaded.model_version, workdir)
+        if isinstance(table, NoData):
+            return table
+        return table_rows(table.frame, table.path, names, table.source)
+
+    registered = loaded is not None and loaded.model_version is not None
+    return resolve_data(names, population, given=data, given_origin="data",
+                        population_path=population_path,
+                        mlflow_dataset=logged if registered else None)
 
 
 def fit_population(frame: Any, **options: Any) -> PopulationModel:

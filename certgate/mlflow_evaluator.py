@@ -10,7 +10,9 @@ evaluation run, every certificate (``certgate/<audit>.json``) and the certified 
 the names the audit runs use (``<audit>.<label>_lower``/``_upper``,
 ``<audit>.proven_pass``/``_fail``, ``<audit>.elapsed_s``, …), so
 ``mlflow.validate_evaluation_results`` thresholds apply to them.
-The evaluation data is not used: certificates hold for every input of the population model.
+The evaluation data is not used: certificates hold for every input of the population model
+(the population-fidelity check reads the population's ``fitted_from`` table, as
+:func:`certgate.audit` does).
 
 ``evaluator_config`` keys: ``audits`` (required; configuration dicts as in a configuration's
 ``audits``), ``population`` (a population-model JSON file; default: the one the model ships),
@@ -34,6 +36,7 @@ from mlflow.models.evaluation.artifacts import JsonEvaluationArtifact
 from mlflow.models.evaluation.base import ModelEvaluator
 
 from certgate.api import audit, audit_settings
+from pipeline_steps.fidelity_step import fidelity_metrics
 from verifier.errors import CertgateInputError
 
 CONFIG_KEYS = frozenset({"audits", "population", "input_names", "model_uri"})
@@ -41,8 +44,8 @@ CONFIG_KEYS = frozenset({"audits", "population", "input_names", "model_uri"})
 
 def certified_metrics(settings: Any, certificate: Any) -> dict[str, float]:
     """The metrics of one certificate, named as the audit run names them: every certified
-    bound (the gated quantity under its requirement's label), the proof flag and the cost;
-    infinite values left out."""
+    bound (the gated quantity under its requirement's label), the proof flag, the cost and
+    the population-fidelity check's metrics; infinite values left out."""
     requirement = settings.requirement
     metrics: dict[str, float] = {}
     for quantity, (low, high) in certificate.bounds.items():
@@ -53,6 +56,7 @@ def certified_metrics(settings: Any, certificate: Any) -> dict[str, float]:
         metrics[f"{settings.name}.{flag}"] = value
     for key, value in certificate.cost.items():
         metrics[f"{settings.name}.{key}"] = float(value)
+    metrics.update(fidelity_metrics(settings.name, certificate))
     return {key: value for key, value in metrics.items() if math.isfinite(value)}
 
 

@@ -114,16 +114,37 @@ class ValidationSettings(_Strict):
     audit_data: Path | None = None
 
 
+class FidelitySettings(_Strict):
+    """The population-fidelity check of every audit (:mod:`verifier.audits.fidelity`).
+
+    ``data``: a CSV or Parquet table of the population (raw string columns are one-hot
+    encoded as for ``population fit``); ``null`` uses the table the population model records
+    it was fitted from (``fitted_from``, when its sha256 still matches), else a file-backed
+    dataset logged with the model version's source run, else no check is possible (said on
+    the certificate, not an error). ``level``: confidence of the empirical interval.
+    ``population_samples``/``seed``: draws from the population model for its fit statistics.
+    """
+
+    data: Path | None = None
+    level: float = Field(default=0.95, gt=0.0, lt=1.0)
+    population_samples: int = Field(default=20_000, ge=2)
+    seed: int = 0
+
+
 class GatePolicy(_Strict):
     """How certificates become a decision.
 
     ``undecided: fail`` makes an unproven audit (timeout, interval straddling the threshold)
     fail the gate; ``warn`` lets the pipeline continue but still never promotes.
+    ``population_contradicted: fail`` fails an audit whose population model the data
+    contradicts (``population_fidelity: contradicted``), whatever it proved; ``warn`` lets
+    the pipeline continue but never promotes.
     ``promote_alias`` is moved to the audited version on a proven pass (``null``: never move).
     ``mlflow_validation`` also runs the decision through ``mlflow.validate_evaluation_results``.
     """
 
     undecided: Literal["fail", "warn"] = "fail"
+    population_contradicted: Literal["fail", "warn"] = "fail"
     promote_alias: str | None = Field(default="champion", pattern=ALIAS_PATTERN)
     mlflow_validation: bool = False
 
@@ -148,6 +169,7 @@ class CertgateConfig(_Strict):
     tracking: TrackingSettings = TrackingSettings()
     model: ModelSource
     validation: ValidationSettings = ValidationSettings()
+    fidelity: FidelitySettings = FidelitySettings()
     audits: list[AuditSettings] = Field(min_length=1)
     gate: GatePolicy = GatePolicy()
     deploy: DeploySettings | None = None
@@ -170,13 +192,14 @@ class CertgateConfig(_Strict):
 
     def audit_fingerprint(self) -> str:
         """A short hash of everything that determines the certificates (the binding rule,
-        population source, input names, data validation, audits); a version audited under
-        another fingerprint is due again."""
+        population source, input names, data validation, the fidelity check, audits); a
+        version audited under another fingerprint is due again."""
         relevant: dict[str, Any] = {
             "binding": BINDING_RULE,
             "population_uri": self.model.population_uri,
             "input_names": self.model.input_names,
             "validation": self.validation.model_dump(mode="json"),
+            "fidelity": self.fidelity.model_dump(mode="json"),
             "audits": [audit.model_dump(mode="json") for audit in self.audits],
         }
         text = json.dumps(relevant, sort_keys=True, separators=(",", ":"))

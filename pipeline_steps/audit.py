@@ -8,7 +8,8 @@
    great-expectations on population samples and the optional audit dataset. Nothing is
    written to the registry or the tracking store before these pass.
 4. Certify every configured audit on the configured executor, with a progress bar on stderr
-   for in-process runs.
+   for in-process runs; then check each certificate's population model against data
+   (:mod:`pipeline_steps.fidelity_step`; the data is resolved before any audit runs).
 5. Log one MLflow run per audit: parameters, final certified bounds and costs as metrics
    (linked to the logged model), the anytime bounds as step metrics, each certificate
    (``certificates/<audit>.json``), the validation results, the convergence plots and the
@@ -30,6 +31,14 @@ from typing import Any
 
 from configs.schema import AuditSettings, CertgateConfig
 from pipeline_steps.audit_inputs import check_audits
+from pipeline_steps.fidelity_step import (
+    check_certificates,
+    fidelity_metrics,
+    fidelity_summary,
+    fidelity_tags,
+    options,
+    pipeline_data,
+)
 from pipeline_steps.gate import decide
 from pipeline_steps.progress import SafeBar, audit_progress
 from pipeline_steps.report import (
@@ -196,6 +205,7 @@ def headline_metrics(settings: AuditSettings, certificate: Certificate) -> dict[
         metrics[f"{settings.name}.{flag}"] = value
     for key, value in certificate.cost.items():
         metrics[f"{settings.name}.{key}"] = float(value)
+    metrics.update(fidelity_metrics(settings.name, certificate))
     return {key: value for key, value in metrics.items() if math.isfinite(value)}
 
 
@@ -225,6 +235,7 @@ def version_result_tags(settings: AuditSettings, certificate: Certificate) -> di
         audit_tag(settings.name, f"{requirement.label}_upper"): repr(float(high)),
         audit_tag(settings.name, "requirement"): requirement.describe(),
         audit_tag(settings.name, "elapsed_s"): f"{certificate.cost.get('elapsed_s', 0.0):.3f}",
+        **fidelity_tags(audit_tag, settings.name, certificate),
     }
 
 
@@ -312,6 +323,8 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
             run.figure(figure, FIGURE_ARTIFACT.format(name=settings.name))
             figures[settings.name] = figure_png(figure)
             run.tag(audit_tag(settings.name, "verdict"), certificate.verdict)
+            for key, value in fidelity_tags(audit_tag, settings.name, certificate).items():
+                run.tag(key, value)
         html = build_report(config, loaded, run.run_id, certificates, validation, figures)
         run.text(html, REPORT_ARTIFACT)
         run_id, artifact_uri = run.run_id, run.artifact_uri
@@ -400,6 +413,8 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
             samples=config.validation.population_samples, seed=config.validation.seed,
             audit_data=config.validation.audit_data,
         )
+        data = pipeline_data(config, registry, loaded, population, artifact.path,
+                             list(network.input_names), scratch_dir)
         in_registry = loaded.name is not None and loaded.version is not None
         previous_status = None
         if in_registry:
@@ -407,6 +422,8 @@ def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bo
             set_version_tags(registry, loaded.name, loaded.version, {STATUS_TAG: STATUS_RUNNING})
         try:
             certificates, observed = certify_observed(config, network, population, progress)
+            check_certificates(config.audits, certificates, network, population, data,
+                               options(config))
             for certificate in certificates.values():
                 certificate.provenance = provenance(loaded, artifact, network)
             outcome = log_audit_run(config, registry, loaded, artifact, validation,
@@ -430,6 +447,7 @@ def outcome_summary(outcome: AuditOutcome, config: CertgateConfig) -> dict[str, 
             settings.requirement.label: [low, high],
             "requirement": settings.requirement.describe(),
             "elapsed_s": certificate.cost.get("elapsed_s"),
+            "population_fidelity": fidelity_summary(certificate),
         }
     return to_jsonable({
         "model_uri": outcome.model_uri, "model_name": outcome.model_name,

@@ -7,6 +7,9 @@ threshold *undecided*; a missing certificate, or one whose verdict contradicts i
 interval for the same threshold, fails. The decision is ``passed`` when every audit is a
 proven pass, ``failed`` when any audit fails (or is undecided under ``undecided: fail``), and
 ``warned`` when the only problems are undecided audits under ``undecided: warn``.
+A certificate whose population model the data contradicts (``population_fidelity:
+contradicted``, :mod:`verifier.audits.fidelity`) is not a pass whatever it proved: under
+``population_contradicted: fail`` (the default) it fails, under ``warn`` it warns.
 
 Applying a decision removes the result tags (``certgate.<audit>.*``) of audits the
 configuration does not list, writes the model-version tags ``certgate.gate`` and
@@ -24,7 +27,7 @@ version should serve instead is a person's decision. What was removed is recorde
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from configs.schema import AuditSettings, CertgateConfig, GatePolicy, Requirement
@@ -52,11 +55,13 @@ from registry_hooks.tags import (
 from verifier.certificate import Certificate
 
 logger = logging.getLogger(__name__)
-CheckStatus = Literal["proven_pass", "proven_fail", "undecided", "missing", "inconsistent"]
+CheckStatus = Literal["proven_pass", "proven_fail", "undecided", "missing", "inconsistent",
+                      "contradicted", "contradicted_warn"]
 Outcome = Literal["passed", "failed", "warned"]
 EXIT_CODES: dict[str, int] = {"passed": 0, "warned": 0, "failed": 1}
 CHECK_GROUPS: tuple[tuple[str, tuple[CheckStatus, ...]], ...] = (
-    ("failing", ("proven_fail", "missing", "inconsistent")),
+    ("failing", ("proven_fail", "missing", "inconsistent", "contradicted")),
+    ("warning", ("contradicted_warn",)),
     ("undecided", ("undecided",)),
     ("passing", ("proven_pass",)),
 )
@@ -153,17 +158,38 @@ def check_certificate(audit: AuditSettings, certificate: Certificate | None) -> 
     return AuditCheck(audit.name, requirement, status, interval, certificate.verdict, reason)
 
 
+def premise_check(check: AuditCheck, certificate: Certificate | None,
+                  policy: GatePolicy) -> AuditCheck:
+    """``check`` once the data's verdict on the certificate's population model is read.
+    Under a contradicted population a pass becomes ``contradicted`` (policy ``fail``) or
+    ``contradicted_warn`` (``warn``), an undecided interval becomes ``contradicted`` under
+    ``fail`` (under ``warn`` the ``undecided`` policy still applies to it); every check
+    names the contradiction."""
+    record = certificate.population_fidelity if certificate is not None else {}
+    if record.get("status") != "contradicted":
+        return check
+    reason = f"{check.reason}; population contradicted by the data: {record['reason']}"
+    status = check.status
+    if status in ("proven_pass", "undecided") and policy.population_contradicted == "fail":
+        status = "contradicted"
+    elif status == "proven_pass":
+        status = "contradicted_warn"
+    return replace(check, status=status, reason=reason)
+
+
 def decide(audits: list[AuditSettings], certificates: dict[str, Certificate],
            policy: GatePolicy) -> GateDecision:
     """The decision for these certificates under ``policy`` (no side effects)."""
-    checks = [check_certificate(audit, certificates.get(audit.name)) for audit in audits]
+    checks = [premise_check(check_certificate(audit, certificates.get(audit.name)),
+                            certificates.get(audit.name), policy) for audit in audits]
     statuses = {check.status for check in checks}
     if statuses <= {"proven_pass"}:
         outcome: Outcome = "passed"
-    elif statuses & {"proven_fail", "missing", "inconsistent"}:
+    elif statuses & {"proven_fail", "missing", "inconsistent", "contradicted"} or (
+            "undecided" in statuses and policy.undecided == "fail"):
         outcome = "failed"
     else:
-        outcome = "failed" if policy.undecided == "fail" else "warned"
+        outcome = "warned"
     return GateDecision(outcome, checks, reasons=[check.reason for check in checks])
 
 

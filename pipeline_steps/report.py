@@ -3,7 +3,8 @@
 The page needs no network access to view: styles are inline and plots are embedded as
 base64 PNGs. It shows, for the audited model version, every audit's verdict, its certified
 interval against the gate requirement, the probabilities behind it, the settings and cost,
-the bound-convergence plot, the data-validation results and the software versions.
+the bound-convergence plot, the population-fidelity check (the population's assumptions and
+whether the data contradicts them), the data-validation results and the software versions.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from configs.schema import Requirement
+from pipeline_steps.fidelity_report import fidelity_html
 from pipeline_steps.gate import CHECK_GROUPS
 from verifier.certificate import Certificate
 
@@ -32,6 +34,8 @@ CHECK_TEXT = {
     "undecided": "undecided",
     "missing": "missing",
     "inconsistent": "inconsistent",
+    "contradicted": "population contradicted by the data",
+    "contradicted_warn": "population contradicted by the data (warning)",
 }
 
 
@@ -271,7 +275,8 @@ def _audit_section(section: AuditSection) -> str:
         f"<p>{html.escape(certificate.algorithm)}</p>"
         + (f'<p class="work">Work done: {html.escape(work)}</p>' if work else "")
         + f"{plot}"
-        "<h3>Certified bounds</h3>" + _table(["quantity", "interval"], probability_rows)
+        + fidelity_html(certificate)
+        + "<h3>Certified bounds</h3>" + _table(["quantity", "interval"], probability_rows)
         + "<h3>Specification</h3>" + _table(["field", "value"], detail_rows)
         + "<h3>Settings</h3>" + _table(["setting", "value"], settings_rows)
         + "<h3>Cost</h3>" + _table(["measure", "value"], cost_rows)

@@ -108,7 +108,9 @@ def test_infinite_bounds_are_undecided_not_errors() -> None:
 
 def test_reasons_are_grouped_failing_first(capsys: pytest.CaptureFixture[str]) -> None:
     """A passing check is never shown among the reasons of a failure: the command line,
-    ``--json`` and the tag text group the reasons as failing, undecided, passing."""
+    ``--json`` and the tag text group the reasons as failing, warning (a population the data
+    contradicts, under ``population_contradicted: warn``), undecided, passing; an empty group
+    is not shown."""
     from configs.schema import CertgateConfig
     from pipeline_steps.cli.pipeline_cmd import gate_summary, print_gate
 
@@ -117,7 +119,8 @@ def test_reasons_are_grouped_failing_first(capsys: pytest.CaptureFixture[str]) -
                                "b": certificate(0.1, 0.5, "violated"),
                                "c": certificate(0.7, 0.9, "unknown")}, FAIL)
     groups = decision.reasons_by_group()
-    assert list(groups) == ["failing", "undecided", "passing"]
+    assert list(groups) == ["failing", "warning", "undecided", "passing"]
+    assert groups["warning"] == []
     assert [reason.split(":")[0] for reason in groups["failing"]] == ["b", "d"]
     assert [reason.split(":")[0] for reason in groups["undecided"]] == ["c"]
     assert [reason.split(":")[0] for reason in groups["passing"]] == ["a"]

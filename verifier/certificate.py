@@ -31,7 +31,10 @@ class Certificate:
     ``details`` holds audit-specific records (regions, witnesses, per-probability intervals);
     ``settings`` the algorithm's parameters; ``cost`` the time and work spent; ``provenance``
     what was certified (the model, the population model's file and its sha256, how the inputs
-    were bound), filled in by whoever loaded them.
+    were bound), filled in by whoever loaded them. ``population_fidelity`` whether data
+    contradicts the population model the proof assumed (``status``: ``consistent``,
+    ``contradicted`` or ``unchecked`` with its ``reason``; :mod:`verifier.audits.fidelity`);
+    empty when no check was attempted.
     """
 
     audit: str
@@ -42,6 +45,7 @@ class Certificate:
     cost: dict[str, float] = field(default_factory=dict)
     algorithm: str = ""
     provenance: dict[str, Any] = field(default_factory=dict)
+    population_fidelity: dict[str, Any] = field(default_factory=dict)
     created_at: float = field(default_factory=time.time)
     versions: dict[str, str] = field(default_factory=lambda: software_versions())
 

@@ -132,6 +132,8 @@ def _interval(bounds: tuple[float, float]) -> str:
 
 
 def print_audit(outcome: AuditOutcome, config: CertgateConfig) -> None:
+    from pipeline_steps.fidelity_step import fidelity_line
+
     target = (f"models:/{outcome.model_name}/{outcome.model_version}" if outcome.model_name
               else outcome.model_uri)
     if outcome.reused:
@@ -149,6 +151,9 @@ def print_audit(outcome: AuditOutcome, config: CertgateConfig) -> None:
         print(f"  {settings.name}: {certificate.verdict}, certified {requirement.label} ∈ "
               f"{_interval(interval)} (requirement {requirement.describe()}, "
               f"{certificate.cost.get('elapsed_s', 0.0):.1f} s)")
+        line = fidelity_line(certificate)
+        if line:
+            print(f"    {line}")
     if outcome.report_uri:
         print(f"  report: {outcome.report_uri}")
     if outcome.report_path:

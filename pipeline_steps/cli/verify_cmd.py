@@ -10,6 +10,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
+from pipeline_steps.cli.fidelity_options import (
+    add_fidelity_options,
+    check_fidelity,
+    exit_code,
+    fidelity_inputs,
+)
 from pipeline_steps.cli.inputs import MODEL_HELP, add_input_names, bound_network, model_network
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from pipeline_steps.cli.settings_options import settings_from_args
@@ -54,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parity.add_argument("--gamma", required=True, type=float, help="threshold, in (0, 1]")
     parity.add_argument("--qualified", help='condition of qualification, e.g. "age >= 18"')
     parity.add_argument("--form", choices=("ratio", "difference"), default="ratio")
+    add_fidelity_options(parity)
     parity.set_defaults(func=run_demographic_parity)
 
     probability = verbs.add_parser(
@@ -136,6 +143,8 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
+    from pipeline_steps.fidelity_step import fidelity_line, fidelity_summary
+
     elapsed = certificate.cost["elapsed_s"]
     value = certificate.bounds["value"]
     probabilities = {k: v for k, v in certificate.bounds.items() if k != "value"}
@@ -150,6 +159,8 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
         }
         if "undefined" in certificate.details:
             payload["undefined"] = certificate.details["undefined"]
+        if certificate.population_fidelity:
+            payload["population_fidelity"] = fidelity_summary(certificate)
         emit_json(to_jsonable(payload))
     else:
         details = certificate.details
@@ -164,6 +175,8 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
             print(f"  {value_name}: [{_fmt(value[0])}, {_fmt(value[1])}]")
         for name, (low, high) in probabilities.items():
             print(f"  {name} = {details['probabilities'][name]}: [{_fmt(low)}, {_fmt(high)}]")
+        if certificate.population_fidelity:
+            print(f"  {fidelity_line(certificate)}")
     return EXIT_FOR_VERDICT.get(certificate.verdict, 1)
 
 
@@ -180,13 +193,16 @@ def run_demographic_parity(args: argparse.Namespace) -> int:
     settings = settings_from_args(DemographicParitySettings, args, "demographic_parity")
     engine = _settings(args)
     network, population = _load(args)
+    inputs = fidelity_inputs(args, network, population)
     bar = BoxProgress(settings.name, settings.requirement.label, shows_progress(args))
     try:
         certificate = run_audit(settings, network, population, None, bar.callback,
                                 engine=engine)
     finally:
         bar.close()
-    return _report(certificate, args.json, "ratio" if args.form == "ratio" else "difference")
+    check_fidelity(inputs, settings, certificate, network, population)
+    code = _report(certificate, args.json, "ratio" if args.form == "ratio" else "difference")
+    return exit_code(args, certificate, code)
 
 
 def run_probability(args: argparse.Namespace) -> int:

@@ -1,0 +1,464 @@
+"""Population fidelity: does the data contradict the population model a certificate assumed?
+
+A certificate is a proof about the population model, so it is only as true as that model.
+Where data is at hand, :func:`fidelity_check` computes the model's *empirical* value of the
+audited quantity on the data rows with a confidence interval and compares it with the
+certified interval:
+
+* ``contradicted`` — the two intervals are disjoint: at the stated ``level``, the data is
+  not what the population model describes, and the proof is about another population;
+* ``consistent`` — they overlap (the data does not refute the premise; it does not prove it);
+* ``unchecked`` — no data, or no empirical counterpart for the audit kind (causal fairness,
+  monotonicity, local robustness); ``reason`` says which.
+
+**Demographic parity.** The groups (and a ``qualified`` condition) are the certificate's own
+specification (:func:`verifier.spec.demographic_parity`) evaluated at the rows. A row's class
+is decided in real arithmetic (:func:`verifier.causal.witness.certified_classes`, the class
+rule of :meth:`~verifier.network.Network.as_classifier`); a row whose class that leaves
+undecided (a tie, or rounding too close to call) counts as favourable for the upper end and
+as unfavourable for the lower one. Each rate ``P(fav | group)`` gets an exact Clopper–Pearson
+interval (``scipy.stats.binomtest``) at level ``1 − (1 − level)/2``, so that both hold
+together with probability at least ``level`` (Bonferroni); the ratio ``p_u / p_p`` (or
+``|p_u − p_p|``) is then enclosed by interval arithmetic, rounded outward. The interval is
+conditional on the group sizes, hence also unconditional.
+
+**Noise robustness.** ``P(class(x) = class(x + n))`` with ``x`` a data row and ``n`` one
+seeded draw of the audit's noise per row: each row is one Bernoulli trial of the data's
+probability, so its Clopper–Pearson interval at ``level`` covers it (classes decided as above;
+a row whose two classes are not both decided counts as a success for the upper end only).
+
+**Fit statistics** (diagnostics, not part of the verdict): the protected group's share in the
+data (Clopper–Pearson) against the population's exact box probability; per other column, the
+difference of the group means (unprivileged − privileged) in the data and in the population
+model, the latter estimated from ``population_samples`` seeded draws, both with normal
+intervals at ``level`` (the population's interval is its sampling error); and the share of
+data rows outside the population's support box.
+
+**Assumptions** (:func:`population_assumptions`) are read from the population document: an
+independent product's factors, a Bayesian network's edges, and which columns the model lets
+depend on the protected attribute at all.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from verifier.certificate import Certificate
+
+if TYPE_CHECKING:
+    from verifier.network import Network
+
+STATUSES = ("consistent", "contradicted", "unchecked")
+DEFAULT_LEVEL = 0.95
+DEFAULT_POPULATION_SAMPLES = 20_000
+CHUNK_ROWS = 65_536
+"""Rows whose classes are bounded at once (the memory of one bound pass stays bounded)."""
+
+NO_COUNTERPART = {
+    "causal_fairness": (
+        "the biased share is a property of the model over the input space (which points have "
+        "a counterpart of another class), not a frequency the data rows estimate"
+    ),
+    "monotonicity": "certgate computes no empirical counterpart of monotonicity yet",
+    "local_robustness": (
+        "local robustness is a statement about the region around one point, which data rows "
+        "do not sample"
+    ),
+}
+"""Why an audit kind gets no empirical check (every kind but demographic parity and noise
+robustness)."""
+
+
+@dataclass(frozen=True)
+class FidelityOptions:
+    """How the check is made: the confidence ``level`` of the empirical interval and of the
+    fit statistics, and the seeded draws from the population model for its group means."""
+
+    level: float = DEFAULT_LEVEL
+    population_samples: int = DEFAULT_POPULATION_SAMPLES
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.level < 1.0:
+            raise ValueError(f"the fidelity level must lie in (0, 1), got {self.level}")
+        if self.population_samples < 2:
+            raise ValueError("the fidelity check needs at least 2 population samples")
+
+
+@dataclass(frozen=True)
+class DataRows:
+    """Data rows encoded as the network's inputs (``(n, d)``, network input order), and
+    where they came from (``source``: origin, uri, sha256, rows read, used and dropped)."""
+
+    rows: np.ndarray
+    source: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NoData:
+    """Why no data rows are at hand (``source``: what was tried, if anything)."""
+
+    reason: str
+    source: dict[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------ assumptions
+
+
+def population_assumptions(population: Any, protected: str | None = None) -> dict[str, Any]:
+    """What the population model assumes about dependence, read from its document:
+    ``structure`` (``independent`` for a product, ``bayesian_network``, else the
+    distribution's kind), the independent ``factors`` (feature names) or the ``edges``
+    (parent, child: node names), the columns the model lets depend on ``protected``
+    (``protected_dependents``: same factor, or a common ancestor in the network, latent
+    nodes included), the data it records being ``fitted_from``, and a one-line
+    ``summary``."""
+    distribution = population.distribution
+    columns = list(population.columns)
+    record: dict[str, Any] = {"distribution": distribution.kind}
+    fitted = getattr(population, "fitted_from", None)
+    if fitted is not None:
+        record["fitted_from"] = fitted.model_dump(mode="json")
+    if distribution.kind == "product":
+        features = _factor_features(population, distribution.factors)
+        record.update(structure="independent", factors=features)
+        joint = [factor for factor in features if len(factor) > 1]
+        record["summary"] = ("independent features" if not joint else
+                             "independent factors, joint within " + "; ".join(
+                                 "(" + ", ".join(factor) + ")" for factor in joint))
+        if protected is not None:
+            record["protected_dependents"] = next(
+                ([c for c in factor.columns if c != protected]
+                 for factor in distribution.factors if protected in factor.columns), [])
+    elif distribution.kind == "bayesian_network":
+        nodes = {node.name: node for node in distribution.nodes}
+        edges = [[parent, node.name] for node in distribution.nodes for parent in node.parents]
+        record.update(structure="bayesian_network", edges=edges)
+        record["summary"] = ("Bayesian network with edges " + ", ".join(
+            f"{parent} -> {child}" for parent, child in edges)) if edges else \
+            "Bayesian network without edges (independent features)"
+        if protected is not None:
+            record["protected_dependents"] = _dependents(nodes, protected)
+    else:
+        record.update(structure=distribution.kind,
+                      summary=f"a joint {distribution.kind} distribution: any column may "
+                              "depend on any other")
+        if protected is not None:
+            record["protected_dependents"] = [c for c in columns if c != protected]
+    return record
+
+
+def _factor_features(population: Any, factors: list[Any]) -> list[list[str]]:
+    """The feature names of every factor (a categorical feature's one-hot columns are one
+    feature)."""
+    schema = population.feature_schema
+    return [list(dict.fromkeys(schema.feature_of(column).name for column in factor.columns))
+            for factor in factors]
+
+
+def _dependents(nodes: dict[str, Any], protected: str) -> list[str]:
+    """Columns marginally dependent on ``protected`` in the network: those of nodes sharing
+    an ancestor (themselves included) with the protected column's node (d-connection given
+    nothing)."""
+    ancestry: dict[str, set[str]] = {}
+    for name, node in nodes.items():  # topological order
+        ancestry[name] = {name}.union(*(ancestry[parent] for parent in node.parents))
+    home = next((name for name, node in nodes.items()
+                 if protected in node.observed_columns()), None)
+    if home is None:
+        return []
+    return [column for name, node in nodes.items() if ancestry[name] & ancestry[home]
+            for column in node.observed_columns() if column != protected]
+
+
+# ------------------------------------------------------------------------------ intervals
+
+
+def clopper_pearson(successes: int, trials: int, level: float) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) interval of a binomial proportion at ``level``, by
+    ``scipy.stats.binomtest``."""
+    from scipy.stats import binomtest
+
+    interval = binomtest(int(successes), int(trials)).proportion_ci(
+        confidence_level=level, method="exact")
+    return float(interval.low), float(interval.high)
+
+
+def _down(value: float) -> float:
+    """``value`` one float lower (a zero result of a subtraction or a division of rates is
+    exact and stays zero)."""
+    return float(np.nextafter(value, -np.inf)) if math.isfinite(value) and value != 0 else value
+
+
+def _up(value: float) -> float:
+    return float(np.nextafter(value, np.inf)) if math.isfinite(value) and value != 0 else value
+
+
+def ratio_interval(unprivileged: tuple[float, float],
+                   privileged: tuple[float, float]) -> tuple[float, float]:
+    """``[u_lo / p_hi, u_hi / p_lo]`` for rates in ``[0, 1]``, rounded outward (``inf`` where
+    ``p_lo = 0``)."""
+    low = max(0.0, _down(unprivileged[0] / privileged[1])) if privileged[1] > 0 else 0.0
+    high = _up(unprivileged[1] / privileged[0]) if privileged[0] > 0 else math.inf
+    return low, high
+
+
+def absolute_difference_interval(unprivileged: tuple[float, float],
+                                 privileged: tuple[float, float]) -> tuple[float, float]:
+    """The range of ``|u − p|`` over the two intervals, rounded outward."""
+    low_d = _down(unprivileged[0] - privileged[1])
+    high_d = _up(unprivileged[1] - privileged[0])
+    straddles = low_d <= 0.0 <= high_d
+    low = 0.0 if straddles else (low_d if low_d > 0.0 else -high_d)
+    return low, max(-low_d, high_d)
+
+
+def _disjoint(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[1] < b[0] or b[1] < a[0]
+
+
+# ------------------------------------------------------------------------------ the check
+
+
+def unchecked(reason: str, assumptions: dict[str, Any],
+              source: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record of a check that could not be made."""
+    record: dict[str, Any] = {"status": "unchecked", "reason": reason,
+                              "assumptions": assumptions}
+    if source:
+        record["data"] = source
+    return record
+
+
+def fidelity_check(settings: Any, certificate: Certificate, network: Network, population: Any,
+                   data: DataRows | NoData, options: FidelityOptions | None = None
+                   ) -> dict[str, Any]:
+    """The population-fidelity record of ``certificate`` (see the module docstring). The
+    network and population must be bound (population columns = network inputs, in order)."""
+    options = options or FidelityOptions()
+    protected = getattr(settings, "protected", None)
+    assumptions = population_assumptions(population, protected)
+    if settings.kind in NO_COUNTERPART:
+        return unchecked(f"no check possible: {NO_COUNTERPART[settings.kind]}", assumptions,
+                         data.source if isinstance(data, DataRows) else None)
+    if isinstance(data, NoData):
+        return unchecked(f"no check possible: {data.reason}", assumptions, data.source)
+    started = time.perf_counter()
+    check = {"demographic_parity": _parity_check, "noise_robustness": _noise_check}.get(
+        settings.kind)
+    if check is None:
+        return unchecked(f"no check possible: certgate computes no empirical counterpart of "
+                         f"{settings.kind}", assumptions, data.source)
+    record = check(settings, certificate, network, population, data, options, assumptions)
+    record["elapsed_s"] = time.perf_counter() - started
+    return record
+
+
+def attach(certificate: Certificate, record: dict[str, Any]) -> Certificate:
+    """Record the check on the certificate (``certificate.population_fidelity``)."""
+    certificate.population_fidelity = record
+    return certificate
+
+
+def _parity_check(settings: Any, certificate: Certificate, network: Network, population: Any,
+                  data: DataRows, options: FidelityOptions,
+                  assumptions: dict[str, Any]) -> dict[str, Any]:
+    from verifier.causal.witness import certified_classes
+    from verifier.spec import Names, demographic_parity, evaluate_event_at_points
+
+    classifier = network.as_classifier()
+    rows = np.asarray(data.rows, dtype=np.float64)
+    if rows.ndim != 2 or rows.shape[1] != network.input_size:
+        raise ValueError(f"data rows must be (n, {network.input_size}), got {rows.shape}")
+    names = Names.of(list(network.input_names), list(classifier.output_names))
+    spec = demographic_parity(
+        names, protected=settings.protected, privileged=settings.privileged,
+        favorable_class=settings.favorable_class, gamma=settings.gamma,
+        qualified=settings.qualified, form=settings.form)
+    chunks = [rows[start:start + CHUNK_ROWS] for start in range(0, len(rows), CHUNK_ROWS)]
+    outputs = np.concatenate([classifier.evaluate(chunk) for chunk in chunks]) if chunks \
+        else np.zeros((0, classifier.output_size))
+    classes = np.concatenate([certified_classes(classifier, chunk) for chunk in chunks]) \
+        if chunks else np.zeros(0, dtype=int)
+    estimated = np.argmax(outputs, axis=1) if len(rows) else np.zeros(0, dtype=int)
+    sided = 1.0 - (1.0 - options.level) / 2.0
+    groups: dict[str, dict[str, Any]] = {}
+    members: dict[str, np.ndarray] = {}
+    for label in ("unprivileged", "privileged"):
+        term = spec.probabilities[f"p_{label}"]
+        assert term.condition is not None
+        inside = evaluate_event_at_points(term.condition, rows, outputs)
+        members[label] = inside
+        trials = int(inside.sum())
+        if trials == 0:
+            return unchecked(
+                f"no check possible: the data has no {label} rows ({term.condition_text})",
+                assumptions, data.source)
+        favourable = int(np.sum(inside & (classes == settings.favorable_class)))
+        undecided = int(np.sum(inside & (classes < 0)))
+        low = clopper_pearson(favourable, trials, sided)[0]
+        high = clopper_pearson(favourable + undecided, trials, sided)[1]
+        groups[f"p_{label}"] = {
+            "condition": term.condition_text, "rows": trials, "favourable": favourable,
+            "undecided": undecided,
+            "estimate": float(np.mean(estimated[inside] == settings.favorable_class)),
+            "interval": [low, high],
+        }
+    unpriv = tuple(groups["p_unprivileged"]["interval"])
+    priv = tuple(groups["p_privileged"]["interval"])
+    u_hat, p_hat = groups["p_unprivileged"]["estimate"], groups["p_privileged"]["estimate"]
+    if settings.form == "ratio":
+        empirical = ratio_interval(unpriv, priv)  # type: ignore[arg-type]
+        estimate = u_hat / p_hat if p_hat > 0 else math.inf
+    else:
+        empirical = absolute_difference_interval(unpriv, priv)  # type: ignore[arg-type]
+        estimate = abs(u_hat - p_hat)
+    certified = tuple(float(v) for v in certificate.bounds["value"])
+    contradicted = _disjoint(empirical, certified)  # type: ignore[arg-type]
+    quantity = "ratio" if settings.form == "ratio" else "difference"
+    return {
+        "status": "contradicted" if contradicted else "consistent",
+        "reason": _reason(quantity, empirical, certified, contradicted,  # type: ignore[arg-type]
+                          options.level),
+        "quantity": quantity,
+        "level": options.level,
+        "method": ("Clopper-Pearson per rate at level 1-(1-level)/2 (Bonferroni), interval "
+                   "arithmetic on the ratio/difference; classes decided in real arithmetic"),
+        "empirical": {"interval": list(empirical), "estimate": estimate, **groups},
+        "certified": list(certified),
+        "data": data.source,
+        "assumptions": assumptions,
+        "fit_statistics": fit_statistics(settings, network, population, rows, members,
+                                         options),
+    }
+
+
+def _noise_check(settings: Any, certificate: Certificate, network: Network, population: Any,
+                 data: DataRows, options: FidelityOptions,
+                 assumptions: dict[str, Any]) -> dict[str, Any]:
+    """The noise-robustness record (module docstring)."""
+    from verifier.causal.witness import certified_classes
+    from verifier.network import Network as IRNetwork
+
+    if not isinstance(network, IRNetwork):
+        return unchecked("no check possible: the model is not a network certgate evaluates",
+                         assumptions, data.source)
+    rows = np.asarray(data.rows, dtype=np.float64)
+    if len(rows) == 0:
+        return unchecked("no check possible: the data has no rows", assumptions, data.source)
+    classifier = network.as_classifier()
+    column = list(network.input_names).index(settings.features[0])
+    rng = np.random.default_rng(options.seed)
+    if settings.noise_uniform is not None:
+        noise = rng.uniform(*settings.noise_uniform, size=len(rows))
+    else:
+        noise = rng.triangular(*settings.noise_triangular, size=len(rows))
+    moved = rows.copy()
+    moved[:, column] += noise
+    pairs = np.vstack([rows, moved])
+    classes = np.concatenate([certified_classes(classifier, pairs[start:start + CHUNK_ROWS])
+                              for start in range(0, len(pairs), CHUNK_ROWS)])
+    before, after = classes[: len(rows)], classes[len(rows):]
+    decided = (before >= 0) & (after >= 0)
+    kept = int(np.sum(decided & (before == after)))
+    undecided = int(np.sum(~decided))
+    empirical = (clopper_pearson(kept, len(rows), options.level)[0],
+                 clopper_pearson(kept + undecided, len(rows), options.level)[1])
+    certified = tuple(float(v) for v in certificate.bounds[settings.requirement.quantity])
+    contradicted = _disjoint(empirical, certified)  # type: ignore[arg-type]
+    return {
+        "status": "contradicted" if contradicted else "consistent",
+        "reason": _reason("probability", empirical, certified, contradicted, options.level),
+        "quantity": "probability",
+        "level": options.level,
+        "method": ("one seeded noise draw per data row, Clopper-Pearson on the rows whose "
+                   "class is kept; classes decided in real arithmetic"),
+        "empirical": {"interval": list(empirical), "estimate": kept / len(rows),
+                      "rows": len(rows), "kept": kept, "undecided": undecided,
+                      "seed": options.seed},
+        "certified": list(certified),
+        "data": data.source,
+        "assumptions": assumptions,
+    }
+
+
+def _reason(quantity: str, empirical: tuple[float, float], certified: tuple[float, ...],
+            contradicted: bool, level: float) -> str:
+    if contradicted:
+        return (f"the data's {quantity} interval {_text(empirical)} and the certified "
+                f"{_text(certified)} are disjoint: the population model contradicts the "
+                f"data at level {level:g}")
+    return (f"the data's {quantity} interval {_text(empirical)} meets the certified "
+            f"{_text(certified)} at level {level:g}")
+
+
+def _text(interval: tuple[float, ...] | list[float]) -> str:
+    return "[" + ", ".join(f"{value:.4g}" for value in interval) + "]"
+
+
+def fit_statistics(settings: Any, network: Network, population: Any, rows: np.ndarray,
+                   members: dict[str, np.ndarray], options: FidelityOptions) -> dict[str, Any]:
+    """The population's fit statistics the parity audit relies on (see the module
+    docstring), data against population model."""
+    from scipy.stats import norm
+
+    names = list(network.input_names)
+    protected = names.index(settings.protected)
+    lower, upper = population.support()
+    box_lo, box_hi = lower.copy(), upper.copy()
+    box_lo[protected] = box_hi[protected] = settings.privileged
+    privileged_mass = float(population.prob_boxes(box_lo[None, :], box_hi[None, :])[0])
+    priv_rows = int(np.sum(rows[:, protected] == settings.privileged))
+    share = clopper_pearson(priv_rows, len(rows), options.level)
+    drawn = population.sample(options.population_samples, np.random.default_rng(options.seed))
+    drawn_priv = drawn[:, protected] == settings.privileged
+    skip = {protected}.union(*(set(group) for group in population.onehot_groups()
+                               if protected in group))
+    z = float(norm.ppf(1.0 - (1.0 - options.level) / 2.0))
+    dependence = []
+    for column, name in enumerate(names):
+        if column in skip:
+            continue
+        in_data = _mean_difference(rows[:, column], members["unprivileged"],
+                                   members["privileged"], z)
+        in_model = _mean_difference(drawn[:, column], ~drawn_priv, drawn_priv, z)
+        dependence.append({
+            "column": name, "data": in_data, "population": in_model,
+            "disjoint": in_data is not None and in_model is not None
+            and _disjoint(tuple(in_data["interval"]), tuple(in_model["interval"])),
+        })
+    outside = np.any((rows < lower) | (rows > upper), axis=1)
+    return {
+        "protected_share": {
+            "condition": f"{settings.protected} == {settings.privileged!r}",
+            "data": {"rows": priv_rows, "of": len(rows), "estimate": priv_rows / len(rows),
+                     "interval": list(share)},
+            "population": privileged_mass,
+            "disjoint": not share[0] <= privileged_mass <= share[1],
+        },
+        "group_mean_difference": dependence,
+        "population_samples": options.population_samples,
+        "seed": options.seed,
+        "rows_outside_support": int(outside.sum()),
+        "method": ("group means: unprivileged minus privileged, normal interval at the level "
+                   "(population: its sampling error over the seeded draws)"),
+    }
+
+
+def _mean_difference(values: np.ndarray, first: np.ndarray, second: np.ndarray,
+                     z: float) -> dict[str, Any] | None:
+    """Mean of ``values[first]`` minus mean of ``values[second]`` with a normal interval
+    (Welch standard error); ``None`` when a group has fewer than 2 rows."""
+    a, b = values[first], values[second]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    difference = float(a.mean() - b.mean())
+    error = math.sqrt(float(a.var(ddof=1)) / len(a) + float(b.var(ddof=1)) / len(b))
+    return {"unprivileged_mean": float(a.mean()), "privileged_mean": float(b.mean()),
+            "difference": difference,
+            "interval": [difference - z * error, difference + z * error]}
