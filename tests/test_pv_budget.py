@@ -86,14 +86,13 @@ def _sleep(seconds: float) -> float:
 
 def test_abandon_ends_a_process_pool_without_waiting_for_its_running_task() -> None:
     pool = ProcessPool(max_workers=1)
-    running = pool.submit(_sleep, 60.0)
+    pool.submit(_sleep, 60.0)
     queued = pool.submit(_sleep, 60.0)
     time.sleep(0.5)
     before = time.perf_counter()
     abandon(pool)
     assert time.perf_counter() - before < 10.0
     assert queued.cancelled() or queued.done()
-    assert not running.running() or not multiprocessing.active_children()
     assert not multiprocessing.active_children()
 
 
