@@ -158,7 +158,8 @@ def _reference_text(ref: ParityReference) -> str:
 def _outcome_text(result: dict[str, Any], budget: float) -> str:
     ratio = result["ratio"]
     if result["verdict"] == "unknown" and result["stopped_by"] == "timeout":
-        return f"unknown at {budget:g} s: {_interval(ratio)}"
+        return (f"unknown at {budget:g} s: {_interval(ratio)} (PV {result['elapsed_s']:.1f} s, "
+                f"the command {result['wall_s']:.1f} s)")
     if result["verdict"] == "unknown":
         return (f"unknown ({result['stopped_by']}) after {result['elapsed_s']:.1f} s: "
                 f"{_interval(ratio)}")

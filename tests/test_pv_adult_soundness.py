@@ -146,6 +146,8 @@ LARGE_SETTINGS = {
     "babsb, 2 s": PVSettings(timeout_s=2.0, split="babsb"),
     "two rounds in flight, 2 s": PVSettings(timeout_s=2.0, batch_size=256,
                                             rounds_in_flight=2),
+    # rounds sized to the time left, the last one abandoned at the deadline
+    "2 workers, 2 s": PVSettings(timeout_s=2.0, executor="process", workers=2),
 }
 
 

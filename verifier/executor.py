@@ -5,6 +5,7 @@ never care which one runs their work. ``make_executor("local")`` runs tasks in t
 thread (deterministic, no pickling); ``"process"`` uses a ``ProcessPoolExecutor``;
 ``"dask"`` / ``"dask=ADDRESS"`` uses ``distributed`` (extra ``certgate[dask]``): a client of the
 scheduler at ADDRESS, or of a new ``LocalCluster`` when no address is given.
+:func:`abandon` ends any of them without waiting for the tasks still running.
 """
 
 from __future__ import annotations
@@ -35,6 +36,27 @@ class InProcessExecutor(Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._shutdown = True
+
+
+WORKER_EXIT_S = 5.0
+"""Seconds :meth:`ProcessPool.terminate_workers` waits for each terminated worker to exit."""
+
+
+class ProcessPool(ProcessPoolExecutor):
+    """A local process pool whose workers can be ended without waiting for their running
+    tasks (Python 3.14's ``ProcessPoolExecutor.terminate_workers``, which 3.11 lacks)."""
+
+    def terminate_workers(self) -> None:
+        """Cancel the pending tasks, shut down without waiting, and terminate the workers
+        still alive (this process's own children; a running task's result is lost)."""
+        processes = list((self._processes or {}).values())
+        self.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(timeout=WORKER_EXIT_S)
+
 
 
 class DaskExecutor(Executor):
@@ -85,9 +107,20 @@ def make_executor(spec: str = "local", workers: int | None = None) -> Executor:
     if kind == "local":
         return InProcessExecutor()
     if kind == "process":
-        return ProcessPoolExecutor(max_workers=workers or default_workers())
+        return ProcessPool(max_workers=workers or default_workers())
     if kind == "dask":
         return DaskExecutor(address or None, workers)
     raise CertgateInputError(
         f"unknown executor {spec!r}; use local, process, dask or dask=ADDRESS"
     )
+
+
+def abandon(executor: Executor) -> None:
+    """Shut ``executor`` down without waiting for the tasks still running (their results are
+    no longer wanted, e.g. at a deadline): pending tasks are cancelled, a
+    :class:`ProcessPool`'s workers are terminated, a Dask client cancels its tasks on the
+    cluster and closes (a task already running on a Dask worker runs to its end there)."""
+    if isinstance(executor, ProcessPool):
+        executor.terminate_workers()
+    else:
+        executor.shutdown(wait=False, cancel_futures=True)

@@ -85,8 +85,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add_input_names(parser)
     parser.add_argument("--population", required=True, help="population model (JSON)")
     parser.add_argument("--timeout", type=float, default=60.0,
-                        help="time budget in seconds (default 60); on timeout the bounds "
-                             "reached are reported with verdict unknown")
+                        help="wall-time budget in seconds (default 60), the workers' start "
+                             "and end included: rounds are sized to the time left; on "
+                             "timeout the bounds reached are reported with verdict unknown")
     parser.add_argument("--precision", type=float,
                         help="stop once every probability interval is at most this wide")
     parser.add_argument("--batch-size", type=int,

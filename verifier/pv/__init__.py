@@ -23,7 +23,8 @@ decisions), :mod:`~verifier.pv.evaluation` (the per-batch work, on any executor)
 :mod:`~verifier.pv.direction` (which boxes move the verdict),
 :mod:`~verifier.pv.events` (events and derived probabilities), :mod:`~verifier.pv.domain`,
 :mod:`~verifier.pv.inflight` (rounds bounded while the loop records the last one, their
-parents' credits held), :mod:`~verifier.pv.settings`, :mod:`~verifier.pv.result`,
+parents' credits held), :mod:`~verifier.pv.pace` (rounds sized to the time left),
+:mod:`~verifier.pv.settings`, :mod:`~verifier.pv.result`,
 :mod:`~verifier.pv.boxpool` and :mod:`~verifier.pv.quantiles`.
 
 Soundness: every box bound comes from :mod:`verifier.bounds` (sound, with float margins);

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 import numpy as np
 
 from verifier.errors import CertgateInputError
-from verifier.executor import default_workers, make_executor
+from verifier.executor import abandon, default_workers, make_executor
 from verifier.network import Network
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes, BoxPool, directed_count
@@ -19,6 +20,7 @@ from verifier.pv.domain import InputDomain
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.events import SUM_ROUNDING, TrackedEvents
 from verifier.pv.inflight import Round, RoundsInFlight
+from verifier.pv.pace import Pace
 from verifier.pv.quantiles import MassFunction
 from verifier.pv.result import PVProgress, PVResult
 from verifier.pv.settings import PVSettings
@@ -53,10 +55,11 @@ class ProbabilityBranchAndBound:
     def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
                   depth: np.ndarray, evaluate: DistributedEvaluation,
                   method: str | None = None, known: Known | None = None,
-                  wanted: WantedSides | None = None) -> Callable[[], Boxes]:
+                  wanted: WantedSides | None = None) -> tuple[Callable[[], Boxes], list[Future]]:
         """Start bounding new boxes (with ``method``, default the settings'; ``known``: what
         their parents proved; ``wanted``: the credits to bound, None for all); the returned
-        call waits for the bounds and records what PV keeps about each box."""
+        call waits for the bounds and records what PV keeps about each box, the futures are
+        the tasks'."""
         under_way = evaluate.submit(lo, hi, method or self.settings.method, known, wanted)
 
         def record() -> Boxes:
@@ -75,36 +78,47 @@ class ProbabilityBranchAndBound:
                          uncredited.max(axis=1, initial=0.0), share * uncredited,
                          (1.0 - share) * uncredited)
 
-        return record
+        return record, under_way.futures
 
     def run(self, progress: Callable[[PVProgress], None] | None = None) -> PVResult:
         """Refine until the verdict is proven, the precision is reached, the time budget or
         the box budget runs out, the open boxes reach :meth:`PVSettings.open_box_limit`
         (their records would outgrow the memory), or no undecided box is left. Anytime:
         ``progress`` gets every new (monotonically tightening) set of intervals. The
-        bounding of each batch runs on the settings' executor."""
+        bounding of each batch runs on the settings' executor.
+
+        The time budget is wall time from this call to its return, the executor's start and
+        end included (DESIGN D20): each round is sized to the time left
+        (:class:`~verifier.pv.pace.Pace`), a round still running at the deadline is abandoned
+        (the bounds reported count its parents' credits, as with any stop), and the
+        executor is left without waiting for its running tasks
+        (:func:`verifier.executor.abandon`). ``elapsed_s`` is that whole time."""
         settings = self.settings
+        started = time.perf_counter()
         executor = make_executor(settings.executor, settings.workers)
         try:
             evaluate = DistributedEvaluation(
                 self.evaluation, executor, settings.workers or default_workers(),
                 settings.min_boxes_per_task,
             )
-            return self._run(evaluate, progress)
+            result = self._run(evaluate, progress, started)
         finally:
-            executor.shutdown(cancel_futures=True)
+            abandon(executor)
+        result.elapsed_s = time.perf_counter() - started
+        return result
 
     def _run(self, evaluate: DistributedEvaluation,
-             progress: Callable[[PVProgress], None] | None) -> PVResult:
-        started = time.perf_counter()
+             progress: Callable[[PVProgress], None] | None, started: float) -> PVResult:
         settings = self.settings
+        pace = Pace(None if settings.timeout_s is None else started + settings.timeout_s)
         events = len(self.tracked.events)
         root_lo, root_hi = self.domain.lower[None, :].copy(), self.domain.upper[None, :].copy()
         self.splitter.snap(root_lo, root_hi)
         new = self._evaluate(
             root_lo, root_hi, np.ones((1, events), dtype=bool), np.zeros(1, dtype=np.int64),
             evaluate,
-        )()
+        )[0]()
+        pace.last_collected = time.perf_counter()
         if new.mass_hi[0] <= 0.0:
             raise CertgateInputError("the population model gives the input domain probability 0")
         total = float(new.mass_hi[0])
@@ -147,17 +161,31 @@ class ProbabilityBranchAndBound:
             if stopped_by is not None:
                 break
             while len(flight) < settings.rounds_ahead(pool.size) and pool.size > 0:
+                now = time.perf_counter()
+                count = pace.size(min(settings.round_size(), pool.size), now, len(flight) > 0)
+                if count == 0:
+                    break
                 weights = None
                 if self.directed:
                     weights = verdict_weights(
                         self.spec, self.tracked, proven, upper,
                         pool.open_estimate(events) + flight.open_estimate(events), total)
-                directed = 0 if weights is None else directed_count(
-                    settings.round_size(), pool.size)
-                chosen = pool.pop_heaviest(settings.round_size(), weights)
+                directed = 0 if weights is None else directed_count(count, pool.size)
+                chosen = pool.pop_heaviest(count, weights)
                 wanted = _wanted_credits(weights, directed, chosen.lo.shape[0])
-                flight.start(Round(chosen, self._refine(chosen, evaluate, wanted)))
+                parts, futures = self._refine(chosen, evaluate, wanted)
+                pace.started(count, now, len(flight) > 0)
+                flight.start(Round(chosen, parts, futures, now))
+            if len(flight) == 0:
+                stopped_by = "timeout"
+                break
+            if pace.deadline is not None and not flight.oldest.wait(
+                    pace.deadline - time.perf_counter()):
+                stopped_by = "timeout"
+                break
+            oldest = flight.oldest
             new = flight.collect_oldest()
+            pace.collected(oldest.parents.lo.shape[0], oldest.started, time.perf_counter())
             processed += new.lo.shape[0]
         return PVResult(
             verdict=verdict,
@@ -173,8 +201,10 @@ class ProbabilityBranchAndBound:
         )
 
     def _refine(self, chosen: Boxes, evaluate: DistributedEvaluation,
-                wanted: WantedSides | None = None) -> list[Callable[[], Boxes]]:
-        """Start the next boxes from the chosen ones (the calls that wait for them): single
+                wanted: WantedSides | None = None
+                ) -> tuple[list[Callable[[], Boxes]], list[Future]]:
+        """Start the next boxes from the chosen ones (the calls that wait for them, and the
+        futures of the tasks bounding them): single
         points are decided exactly, boxes with few discrete points are replaced by all their
         points (bounded by IBP, exact at a point up to the rounding margin), the others are
         split. ``wanted``: per chosen box, the credits its successors bound (None: all)."""
@@ -183,7 +213,8 @@ class ProbabilityBranchAndBound:
         counts = splitter.point_counts(chosen.lo, chosen.hi)
         small = ~points & (counts <= self.settings.enumerate_points)
         small &= np.cumsum(np.where(small, counts, 0.0)) <= self.settings.max_points_per_batch
-        parts = []
+        parts: list[Callable[[], Boxes]] = []
+        futures: list[Future] = []
         if points.any():
             decided = chosen.select(points)
             decided.truth = self.atoms.decide_points(decided.lo, decided.hi)
@@ -191,23 +222,27 @@ class ProbabilityBranchAndBound:
         if small.any():
             boxes = chosen.select(small)
             lo, hi, parent = splitter.enumerate(boxes.lo, boxes.hi)
-            parts.append(self._evaluate(
+            record, started = self._evaluate(
                 lo, hi, boxes.pending[parent], boxes.depth[parent] + 1, evaluate, "ibp",
                 splitter.inherited(boxes, parent, lo, hi),
                 None if wanted is None else wanted.select(np.flatnonzero(small)[parent]),
-            ))
+            )
+            parts.append(record)
+            futures += started
         rest = ~points & ~small
         if rest.any():
             boxes = chosen.select(rest)
             lo, hi = splitter.split(boxes)
             parent = np.tile(np.arange(boxes.lo.shape[0]), 2)
-            parts.append(self._evaluate(
+            record, started = self._evaluate(
                 lo, hi, np.concatenate([boxes.pending, boxes.pending]),
                 np.concatenate([boxes.depth, boxes.depth]) + 1, evaluate,
                 known=splitter.inherited(boxes, parent, lo, hi),
                 wanted=None if wanted is None else wanted.select(np.flatnonzero(rest)[parent]),
-            ))
-        return parts
+            )
+            parts.append(record)
+            futures += started
+        return parts, futures
 
     def _stop_reason(self, verdict: str, open_boxes: int, probabilities: dict[str, Interval],
                      elapsed: float, processed: int, open_limit: int | None) -> str | None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import Future, wait
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,10 +21,22 @@ from verifier.pv.boxpool import EPS, Boxes
 
 @dataclass
 class Round:
-    """The chosen boxes of one round and the calls that wait for their successors."""
+    """The chosen boxes of one round, the calls that wait for their successors, the
+    futures of the tasks bounding them and when the round started
+    (:func:`time.perf_counter`)."""
 
     parents: Boxes
     parts: list[Callable[[], Boxes]]
+    futures: list[Future] = field(default_factory=list)
+    started: float = 0.0
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds (None: for ever) for the round's tasks; whether
+        they all ended."""
+        if not self.futures:
+            return True
+        _, not_done = wait(self.futures, timeout=None if timeout is None else max(timeout, 0.0))
+        return not not_done
 
     def collect(self) -> Boxes:
         """Wait for the round's boxes: the parents' children and decided points."""
@@ -50,6 +63,10 @@ class RoundsInFlight:
 
     def start(self, started: Round) -> None:
         self.rounds.append(started)
+
+    @property
+    def oldest(self) -> Round:
+        return self.rounds[0]
 
     def collect_oldest(self) -> Boxes:
         return self.rounds.popleft().collect()
