@@ -387,7 +387,7 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
     ]
     if witnesses:
         verdict = "biased"
-    elif shares.fair >= 1.0 - 1e-12 and not excluded_mask.any():
+    elif status.size and (status == FAIR).all():
         verdict = "fair"
     else:
         verdict = "unknown"
