@@ -19,7 +19,8 @@ there): the margin's floor is ``−τ`` with ``τ`` = :data:`TIE_MARGIN` times t
   partition fair: no point comes within ``τ`` of a bias, far beyond the solver's tolerances,
   which only enlarge the set it searches;
 * a candidate with ``t > 0`` is re-evaluated in real arithmetic (:func:`_confirm`); failing
-  that, a second solve with floor ``+τ`` searches for a clear witness;
+  that, a second solve with floor ``+τ`` searches for a clear witness (its infeasibility
+  decides nothing, so it alone may use HiGHS's presolve: see :func:`_solve`);
 * otherwise the best margin lies in ``[−τ, τ]``, a near tie the MILP cannot decide: the
   partition stays undecided (it is split; an integer point is decided exactly by
   :func:`verifier.causal.analysis.decide_points`).
@@ -236,14 +237,15 @@ def _native_stdout_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def _solve(model: _Model, t: int, time_limit: float, floor: float
+def _solve(model: _Model, t: int, time_limit: float, floor: float, presolve: bool = False
            ) -> tuple[str, float, np.ndarray | None]:
     """Search for a point whose margin ``t`` is at least ``floor``: *infeasible* says none is
     (up to the solver's tolerances, which only enlarge the set searched), and HiGHS stops at
     its first feasible point (``mip_max_improving_sols``: a candidate, whatever its margin)
-    instead of proving the best margin optimal. HiGHS's presolve is off: on a two-copy model
-    of a 3-3-3 integer network (``tests/test_causal_ties.py``) it declared infeasible a
-    problem with a feasible integer point (HiGHS in scipy 1.17.1), which would have
+    instead of proving the best margin optimal. HiGHS's presolve is off unless ``presolve``
+    (for searches whose infeasibility decides nothing): on a two-copy model of a 3-3-3
+    integer network (``tests/test_causal_ties.py``) it declared infeasible a problem with a
+    feasible integer point (HiGHS in scipy 1.17.1, and highspy 1.16), which would have
     certified a biased network fair. Returns the status (``infeasible``,
     ``solved`` with the point, or ``unknown``), the best upper bound on the margin known,
     and the point."""
@@ -262,7 +264,7 @@ def _solve(model: _Model, t: int, time_limit: float, floor: float
             integrality=np.asarray(model.integral),
             bounds=Bounds(lower, model.upper),
             options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": MIP_REL_GAP,
-                     "mip_max_improving_sols": 1, "presolve": False},
+                     "mip_max_improving_sols": 1, "presolve": presolve},
         )
     if result.status == 2:
         return "infeasible", -np.inf, None
@@ -362,7 +364,8 @@ def _decide_pair(problem: FairnessProblem, model: _Model,
         limit = time_limit if deadline is None else min(time_limit, deadline - time.time())
         if limit <= 0.0:
             return "deadline", solved, None
-        status, best_upper, solution = _solve(model, t, limit, floor)
+        # only the first solve's infeasibility proves anything: the witness search may presolve
+        status, best_upper, solution = _solve(model, t, limit, floor, presolve=floor > 0.0)
         solved += 1
         if floor < 0.0 and (status == "infeasible" or best_upper < floor):
             return "fair", solved, None
