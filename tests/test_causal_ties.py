@@ -204,6 +204,21 @@ def test_a_feasible_tie_model_that_highs_presolve_called_infeasible() -> None:
         certificate = _certify(network, ranges, 0, sampling)
         assert certificate.verdict == "biased"
         assert _assert_sound(network, ranges, 0, certificate) == Fraction(1, 2)
+    # the exact check alone, with and without a presolved first try: presolve's
+    # "infeasible" is solved again without it, which finds the witness
+    problem = build_problem(network.renamed(input_names=["x0", "x1", "x2"]), ["x0"],
+                            integer_inputs="all",
+                            domain={"x0": (0, 1), "x1": (0, 0), "x2": (0, 1)})
+    lower, upper = initial_partition(problem)
+    cell_lo, cell_hi = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    _, result = proven_classes(problem, cell_lo, cell_hi, "crown")
+    bounds = [({k: v[c] for k, v in result.pre_lower.items()},
+               {k: v[c] for k, v in result.pre_upper.items()}) for c in range(2)]
+    for first in (False, True):
+        outcome = check_partition(problem, lower[0], upper[0], bounds, presolve_first=first)
+        assert outcome.status == "witness"
+        assert [_oracle_class(network, tuple(int(v) for v in point))
+                for point in (outcome.x_a, outcome.x_b)] == list(outcome.classes)
 
 
 @settings(max_examples=300, deadline=None)

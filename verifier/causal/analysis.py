@@ -104,7 +104,9 @@ class AnalysisSettings:
     """``min_edge`` is Libra's L (no continuous edge is split below it), ``max_unstable`` its U
     (most unstable ReLUs per sensitive cell handed to the exact check). ``witness_sampling``
     off reproduces Libra's budget semantics exactly: a partition over budget is split or
-    excluded even when a sample point would show it biased."""
+    excluded even when a sample point would show it biased. ``presolve_first``: the exact
+    check tries HiGHS's presolve before the proving solve without it
+    (:func:`~verifier.causal.exact_check.check_partition`)."""
 
     min_edge: float = 0.0
     max_unstable: int = 8
@@ -112,6 +114,7 @@ class AnalysisSettings:
     milp_time_limit: float = 10.0
     witness_sampling: bool = True
     split_rule: str = "smear"
+    presolve_first: bool = False
 
 
 @dataclass
@@ -501,7 +504,8 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
             for c in range(cell_count)
         ]
         outcome = check_partition(problem, lower[b], upper[b], bounds, settings.milp_time_limit,
-                                  deadline, possible=possible[b])
+                                  deadline, possible=possible[b],
+                                  presolve_first=settings.presolve_first)
         milps += outcome.solved
         if outcome.status == "fair":
             status[b] = FAIR

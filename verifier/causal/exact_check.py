@@ -291,7 +291,7 @@ def check_partition(
     problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
     cell_bounds: list[CellBounds],
     time_limit: float = 10.0, deadline: float | None = None, merge_cells: bool | None = None,
-    possible: np.ndarray | None = None,
+    possible: np.ndarray | None = None, presolve_first: bool = False,
 ) -> ExactOutcome:
     """Decide one partition exactly (see the module docstring).
 
@@ -311,6 +311,8 @@ def check_partition(
     ``possible`` ``(V, K)``: whether class ``k`` can be the class anywhere in the partition
     with cell ``v`` (sound bounds, e.g. :func:`verifier.causal.analysis.possible_classes`);
     MILPs asking a copy for a class impossible on its cells are skipped (they are infeasible).
+    ``presolve_first``: see :func:`_decide_pair` (either way "fair" rests on a solve without
+    presolve).
     """
     if merge_cells is None:
         merge_cells = (problem.sensitive_kind == "one_hot"
@@ -336,7 +338,7 @@ def check_partition(
                 _margin_rows(model, y_b, class_b, t)
                 verdict, count, witness = _decide_pair(problem, model, (x_a, x_b, t), lower,
                                                        upper, (class_a, class_b), time_limit,
-                                                       deadline)
+                                                       deadline, presolve_first)
                 solved += count
                 if verdict == "witness":
                     assert witness is not None
@@ -351,23 +353,33 @@ def check_partition(
 def _decide_pair(problem: FairnessProblem, model: _Model,
                  columns: tuple[np.ndarray, np.ndarray, int], lower: np.ndarray,
                  upper: np.ndarray, classes: tuple[int, int], time_limit: float,
-                 deadline: float | None
+                 deadline: float | None, presolve_first: bool = False
                  ) -> tuple[str, int, tuple[np.ndarray, np.ndarray] | None]:
     """One class pair's MILP, solved with the margin's floor at ``−τ`` and, unless that
     proves the pair absent or yields a confirmed witness, at ``+τ`` (module docstring).
-    Returns ``fair``, ``witness`` (with the confirmed pair), ``unknown`` or ``deadline``,
-    and the number of solves."""
+    ``presolve_first``: the ``−τ`` solve is tried with HiGHS's presolve first (faster) and
+    only its answer "infeasible", which presolve may get wrong, is solved again without it:
+    cheaper where most pairs are feasible (witnesses, near ties), dearer where most are
+    proven absent. Returns ``fair``, ``witness`` (with the confirmed pair), ``unknown`` or
+    ``deadline``, and the number of solves."""
     x_a, x_b, t = columns
     tau = tie_margin(model)
+    attempts = [(-tau, True), (-tau, False), (tau, True)]
+    if not presolve_first:
+        attempts.pop(0)
     solved = 0
-    for floor in (-tau, tau):
+    position = 0
+    while position < len(attempts):
+        floor, presolve = attempts[position]
+        position += 1
         limit = time_limit if deadline is None else min(time_limit, deadline - time.time())
         if limit <= 0.0:
             return "deadline", solved, None
-        # only the first solve's infeasibility proves anything: the witness search may presolve
-        status, best_upper, solution = _solve(model, t, limit, floor, presolve=floor > 0.0)
+        status, best_upper, solution = _solve(model, t, limit, floor, presolve=presolve)
         solved += 1
         if floor < 0.0 and (status == "infeasible" or best_upper < floor):
+            if presolve:
+                continue  # re-solved without presolve: only that answer proves the pair absent
             return "fair", solved, None
         if solution is not None and solution[t] > 0.0:
             witness = _confirm(problem, solution[x_a], solution[x_b], lower, upper, classes)
@@ -375,6 +387,8 @@ def _decide_pair(problem: FairnessProblem, model: _Model,
                 return "witness", solved, witness
         if status != "solved":
             break
+        if floor < 0.0:
+            position = len(attempts) - 1  # feasible near zero: on to the witness search
     return "unknown", solved, None
 
 
