@@ -15,12 +15,13 @@ it near zero (a tie that the class rule counts, or a deep net's margin of 1e-17,
 there): the margin's floor is ``−τ`` with ``τ`` = :data:`TIE_MARGIN` times the model's scale
 (the largest finite variable bound, at least 1), and
 
-* *infeasible* (or a dual bound below ``−τ``) for every cell pair and class pair proves the
-  partition fair: no point comes within ``τ`` of a bias, far beyond the solver's tolerances,
-  which only enlarge the set it searches;
+* *infeasible* (or a dual bound below ``−τ``) for every cell pair and class pair, answered
+  by a solve without HiGHS's presolve (:func:`_solve`), proves the partition fair: no point
+  comes within ``τ`` of a bias, far beyond the solver's tolerances, which only enlarge the
+  set it searches;
 * a candidate with ``t > 0`` is re-evaluated in real arithmetic (:func:`_confirm`); failing
-  that, a second solve with floor ``+τ`` searches for a clear witness (its infeasibility
-  decides nothing, so it alone may use HiGHS's presolve: see :func:`_solve`);
+  that, a second solve with floor ``+τ`` searches for a clear witness. Solves whose
+  infeasibility decides nothing may presolve (:func:`_decide_pair`);
 * otherwise the best margin lies in ``[−τ, τ]``, a near tie the MILP cannot decide: the
   partition stays undecided (it is split; an integer point is decided exactly by
   :func:`verifier.causal.analysis.decide_points`).
