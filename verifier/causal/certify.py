@@ -87,9 +87,11 @@ class _ExactYield:
 
 
 PRESOLVE_WINDOW = 32
+PRESOLVE_MIN_CHECKS = 8
 PRESOLVE_MAX_FAIR = 0.6
 """The exact check tries HiGHS's presolve first (:class:`_PresolveChoice`) unless more than
-this share of the last ``PRESOLVE_WINDOW`` exact checks proved their partition fair. A
+this share of the last ``PRESOLVE_WINDOW`` exact checks (at least ``PRESOLVE_MIN_CHECKS``)
+proved their partition fair. A
 proof needs a solve without presolve (2.4–2.8 times slower, measured on German and GC-1),
 so presolving first costs ``1 + 2.5·p`` solves against ``2.5`` for a share ``p`` of proofs:
 it pays below about 0.6. Measured shares: 3 % of GC-1's first solves were proofs; 99 % of
@@ -98,14 +100,15 @@ German 0.20-bias3/Gt's."""
 
 class _PresolveChoice:
     """Whether the exact checks should try presolve first: yes until the recent exact checks
-    (at least 8 of them) proved their partition fair more often than
-    :data:`PRESOLVE_MAX_FAIR`. Counted, not timed, like :class:`_ExactYield`."""
+    proved their partition fair more often than :data:`PRESOLVE_MAX_FAIR`. Counted, not
+    timed, like :class:`_ExactYield`."""
 
     def __init__(self) -> None:
         self.recent: deque[bool] = deque(maxlen=PRESOLVE_WINDOW)
 
     def first(self) -> bool:
-        return len(self.recent) < 8 or sum(self.recent) <= PRESOLVE_MAX_FAIR * len(self.recent)
+        return (len(self.recent) < PRESOLVE_MIN_CHECKS
+                or sum(self.recent) <= PRESOLVE_MAX_FAIR * len(self.recent))
 
     def record(self, outcome: ChunkOutcome) -> None:
         self.recent.extend(bool(fair) for fair in (outcome.status == FAIR)[outcome.exact_checked])
