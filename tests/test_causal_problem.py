@@ -77,7 +77,10 @@ def test_refinement_cut_by_the_deadline_keeps_its_finished_parts() -> None:
     problem = build_problem(network, ["s"])
     full = certify_causal_fairness(problem, CausalSettings(timeout_s=20.0, target_width=0.01))
     counts = full.details["partition_counts"]
-    assert counts["refining"] == 0 and counts["unresolved"] == 0
+    # x = 0.75 itself is biased (z = 0 at s = 0 is class 0, a tie; s >= 0.5 gives class 1), so
+    # the partitions touching it hold a witness at every depth: the refinement meets the
+    # target with a few of them still being refined, never with an undecided one
+    assert counts["unresolved"] == 0
     assert full.details["excluded_fraction"] == 0.0
     low, high = full.bounds["biased_share"]
     assert low <= 0.5 <= high and high - low <= 0.01

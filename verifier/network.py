@@ -334,8 +334,9 @@ class Network:
         sigmoid head (sigmoid > 0.5 iff the logit > 0). Its classifier view has two outputs
         ``(0, z)``: the last layer gains a zero row in front, so ``y_1 − y_0 = z`` exactly (no
         rounding is added) and "class 1 wins strictly" is "z > 0". At ``z = 0`` the two
-        outputs tie; a certifier that counts a tie as no class (or argmax's lowest index,
-        class 0) agrees with "class 1 iff z > 0" wherever it decides. Networks with two or more
+        outputs tie and argmax's lowest index gives class 0, as "class 1 iff z > 0" does: a
+        tie is a class, and every certifier reads it as this one (never as "no class", which
+        would hide a sensitive change from ``z = 0`` to ``z > 0``). Networks with two or more
         outputs keep their layers.
 
         Raises:

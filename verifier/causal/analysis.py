@@ -18,6 +18,15 @@ Probes equal to a one-value cell reuse that cell's bounds. On networks of at lea
 unstable (IBP beyond it): such partitions are split, never decided, and were most of the
 bounding time.
 
+Classes follow the one class rule (:mod:`verifier.causal.classes`: argmax, ties to the lowest
+index; a tie is a class), so "proven" means strict on the rows against lower classes and
+non-strict against higher ones. Two exact decisions follow the screening, neither with a
+tolerance: a partition on which every path from the sensitive inputs to the outputs runs
+through a ReLU that is off on every cell is fair (:func:`sensitive_unread`: the outputs do not
+depend on the sensitive value there), and a partition that is one non-sensitive point (integer
+inputs refine down to them) with point sensitive cells is decided in real arithmetic
+(:func:`decide_points`).
+
 Undecided partitions are then searched for a witness at fixed sample points (cheap), and only
 those without one and with at most U unstable ReLUs go to the exact MILP check.
 
@@ -56,6 +65,7 @@ import numpy as np
 import torch
 
 from verifier.bounds import compute_bounds, pairwise_difference_spec
+from verifier.causal.classes import possible_from_upper, proven_from_lower
 from verifier.causal.exact_check import check_partition
 from verifier.causal.partition import (
     MIN_EDGE,
@@ -65,7 +75,7 @@ from verifier.causal.partition import (
 )
 from verifier.causal.problem import FairnessProblem
 from verifier.causal.sampling import find_witnesses
-from verifier.causal.witness import confirmed_pairs
+from verifier.causal.witness import certified_classes, confirmed_pairs
 
 FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, SPLIT, EXCLUDED = 0, 1, 2, 3, 4
 UNFINISHED = 7
@@ -94,7 +104,9 @@ class AnalysisSettings:
     """``min_edge`` is Libra's L (no continuous edge is split below it), ``max_unstable`` its U
     (most unstable ReLUs per sensitive cell handed to the exact check). ``witness_sampling``
     off reproduces Libra's budget semantics exactly: a partition over budget is split or
-    excluded even when a sample point would show it biased."""
+    excluded even when a sample point would show it biased. ``presolve_first``: the exact
+    check tries HiGHS's presolve before the proving solve without it
+    (:func:`~verifier.causal.exact_check.check_partition`)."""
 
     min_edge: float = 0.0
     max_unstable: int = 8
@@ -102,6 +114,7 @@ class AnalysisSettings:
     milp_time_limit: float = 10.0
     witness_sampling: bool = True
     split_rule: str = "smear"
+    presolve_first: bool = False
 
 
 @dataclass
@@ -134,24 +147,65 @@ def gives_up_saturated(problem: FairnessProblem) -> bool:
 
 def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                    method: str):
-    """``(M,)`` the class proven to win strictly on each box (−1 if none), and the bounds."""
+    """``(M,)`` the class proven on each whole box by the class rule, ties included (−1 if
+    none; :func:`~verifier.causal.classes.proven_from_lower`), and the bounds."""
     classes = problem.network.output_size
     result = compute_bounds(problem.network, lower, upper, pairwise_difference_spec(classes),
                             method, give_up_saturated=gives_up_saturated(problem))
-    wins = (result.lower > 0.0).reshape(lower.shape[0], classes, classes - 1).all(axis=2)
-    proven = np.where(wins.any(axis=1), np.argmax(wins, axis=1), -1)
-    return proven, result
+    return proven_from_lower(result.lower, classes), result
 
 
 def possible_classes(upper_bounds: np.ndarray, batch: int, cells: int, classes: int
                      ) -> np.ndarray:
     """``(B, V, K)`` from class-spec upper bounds ``(B·V, K(K−1))`` (rows of
-    :func:`~verifier.bounds.pairwise_difference_spec`): whether class ``k`` may win strictly
-    somewhere in each partition × cell. It cannot where some other class is proven at least
-    as large everywhere (``ub(y_k − y_d) ≤ 0``), so the exact check may skip every class pair
-    that needs it there."""
-    ub = upper_bounds.reshape(batch, cells, classes, classes - 1)
-    return (ub > 0.0).all(axis=3)
+    :func:`~verifier.bounds.pairwise_difference_spec`): whether class ``k`` may be the class
+    somewhere in each partition × cell (:func:`~verifier.causal.classes.possible_from_upper`),
+    so the exact check may skip every class pair that needs an impossible one."""
+    return possible_from_upper(upper_bounds, classes).reshape(batch, cells, classes)
+
+
+def sensitive_unread(problem: FairnessProblem, result, batch: int, cells: int) -> np.ndarray:
+    """``(B,)`` whether every path from the sensitive inputs to the outputs passes through a
+    neuron that is off (a ReLU with pre-activation ``≤ 0``, by the sound bounds ``result`` of
+    the partitions × cells) on every sensitive cell: the outputs are then one function of the
+    non-sensitive inputs on the whole partition, every point gets one class for every
+    sensitive value, and the partition is fair, exactly (no tolerance: zero weights are read
+    through their magnitudes, so a folded weight that rounded to zero still counts)."""
+    reach = np.zeros((batch, problem.inputs), dtype=bool)
+    reach[:, list(problem.sensitive)] = True
+    for index, layer in enumerate(problem.network.layers):
+        assert layer.weight_magnitude is not None
+        reach = (reach.astype(np.float64) @ (layer.weight_magnitude.T > 0.0)) > 0.0
+        if index in result.pre_upper:
+            off = result.pre_upper[index].reshape(batch, cells, -1) <= 0.0
+            dead = off.all(axis=1) & (layer.negative_slope_effective == 0.0)[None, :]
+            reach &= ~dead
+    return ~reach.any(axis=1)
+
+
+def decide_points(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Decide partitions that are one non-sensitive point, with point sensitive cells, in
+    real arithmetic: the class of the point at every sensitive value
+    (:func:`~verifier.causal.witness.certified_classes`: bounds, else exact rationals).
+    Returns ``(B,)`` status (``FAIR``, ``BIASED_EVERYWHERE``, or ``SPLIT`` where the IR
+    cannot decide, a folded network), witnesses ``(B, n)`` and their classes ``(B, 2)``."""
+    batch, n = lower.shape
+    values = problem.sensitive_cells[:, 0, :]
+    count = values.shape[0]
+    points = np.repeat(lower, count, axis=0)
+    points[:, list(problem.sensitive)] = np.tile(values, (batch, 1))
+    classes = certified_classes(problem.network, points).reshape(batch, count)
+    known = (classes >= 0).all(axis=1)
+    first, second = np.argmin(classes, axis=1), np.argmax(classes, axis=1)
+    rows = np.arange(batch)
+    biased = known & (classes[rows, first] != classes[rows, second])
+    status = np.where(known, np.where(biased, BIASED_EVERYWHERE, FAIR), SPLIT).astype(np.int8)
+    witness_a = np.where(biased[:, None], points.reshape(batch, count, n)[rows, first], np.nan)
+    witness_b = np.where(biased[:, None], points.reshape(batch, count, n)[rows, second], np.nan)
+    pair = np.where(biased[:, None], np.stack([classes[rows, first], classes[rows, second]],
+                                              axis=1), -1)
+    return status, witness_a, witness_b, pair
 
 
 def _probe_boxes(problem: FairnessProblem) -> np.ndarray:
@@ -404,6 +458,19 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
         witness_a[rows], witness_b[rows] = a[confirmed], b[confirmed]
         witness_classes[rows] = np.stack([classes_a, classes_b], axis=1)[confirmed]
 
+    unread = (status == SPLIT) & sensitive_unread(problem, cell_result, batch, cell_count)
+    status[unread] = FAIR
+    if problem.point_cells:
+        others = np.setdiff1d(np.arange(n), sens)
+        single = np.flatnonzero((status == SPLIT)
+                                & (lower[:, others] == upper[:, others]).all(axis=1))
+        if single.size:
+            decided, point_a, point_b, point_pair = decide_points(problem, lower[single],
+                                                                  upper[single])
+            status[single] = decided
+            witness_a[single], witness_b[single] = point_a, point_b
+            witness_classes[single] = point_pair
+
     refining = np.zeros(batch, dtype=bool) if refining is None else refining
     if bounds_only is None:
         bounds_only = np.zeros(batch, dtype=bool)
@@ -437,7 +504,8 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
             for c in range(cell_count)
         ]
         outcome = check_partition(problem, lower[b], upper[b], bounds, settings.milp_time_limit,
-                                  deadline, possible=possible[b])
+                                  deadline, possible=possible[b],
+                                  presolve_first=settings.presolve_first)
         milps += outcome.solved
         if outcome.status == "fair":
             status[b] = FAIR

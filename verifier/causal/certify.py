@@ -20,7 +20,7 @@ import time
 from collections import deque
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -84,6 +84,34 @@ class _ExactYield:
     def record(self, outcome: ChunkOutcome, refining: np.ndarray) -> None:
         checked = outcome.exact_checked & refining
         self.recent.extend(bool(fair) for fair in (outcome.status == FAIR)[checked])
+
+
+PRESOLVE_WINDOW = 32
+PRESOLVE_MIN_CHECKS = 8
+PRESOLVE_MAX_FAIR = 0.6
+"""The exact check tries HiGHS's presolve first (:class:`_PresolveChoice`) unless more than
+this share of the last ``PRESOLVE_WINDOW`` exact checks (at least ``PRESOLVE_MIN_CHECKS``)
+proved their partition fair. A
+proof needs a solve without presolve (2.4–2.8 times slower, measured on German and GC-1),
+so presolving first costs ``1 + 2.5·p`` solves against ``2.5`` for a share ``p`` of proofs:
+it pays below about 0.6. Measured shares: 3 % of GC-1's first solves were proofs; 99 % of
+German 0.20-bias3/Gt's."""
+
+
+class _PresolveChoice:
+    """Whether the exact checks should try presolve first: yes until the recent exact checks
+    proved their partition fair more often than :data:`PRESOLVE_MAX_FAIR`. Counted, not
+    timed, like :class:`_ExactYield`."""
+
+    def __init__(self) -> None:
+        self.recent: deque[bool] = deque(maxlen=PRESOLVE_WINDOW)
+
+    def first(self) -> bool:
+        return (len(self.recent) < PRESOLVE_MIN_CHECKS
+                or sum(self.recent) <= PRESOLVE_MAX_FAIR * len(self.recent))
+
+    def record(self, outcome: ChunkOutcome) -> None:
+        self.recent.extend(bool(fair) for fair in (outcome.status == FAIR)[outcome.exact_checked])
 
 
 def _unfinished(origin: np.ndarray) -> np.ndarray:
@@ -234,6 +262,7 @@ def certify_causal_fairness(
     refined = 0
     analysed = milps = rounds = 0
     exact_yield = _ExactYield()
+    presolve = _PresolveChoice()
     covered_at = None
     while True:
         if time.monotonic() >= deadline:
@@ -265,7 +294,9 @@ def certify_causal_fairness(
         pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
         pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
         refining = pending_origin >= 0
-        results = _run_round(executor, problem, analysis, pending_lo, pending_hi, pending_hints,
+        results = _run_round(executor, problem,
+                             replace(analysis, presolve_first=presolve.first()),
+                             pending_lo, pending_hi, pending_hints,
                              refining, exact_yield.bounds_only(refining), settings.chunk_size,
                              deadline)
         rounds += 1
@@ -280,6 +311,7 @@ def certify_causal_fairness(
             analysed += rows.size
             milps += outcome.milps
             exact_yield.record(outcome, origin >= 0)
+            presolve.record(outcome)
             cut = outcome.status == UNFINISHED
             if cut.any():
                 nan = np.full((int(cut.sum()), n), np.nan)
@@ -387,7 +419,7 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
     ]
     if witnesses:
         verdict = "biased"
-    elif shares.fair >= 1.0 - 1e-12 and not excluded_mask.any():
+    elif status.size and (status == FAIR).all():
         verdict = "fair"
     else:
         verdict = "unknown"

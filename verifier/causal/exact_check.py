@@ -4,13 +4,27 @@ Copy A and copy B share every non-sensitive input; their sensitive inputs range 
 sensitive cells. Each ReLU/LeakyReLU whose pre-activation bounds (valid over the partition and
 the copy's cell) straddle zero gets one binary variable (big-M encoding with those bounds);
 stable neurons are linear. For an ordered pair of classes ``(c, c')`` the MILP maximises the
-margin ``t`` with ``y^A_c − y^A_d ≥ t`` for all ``d ≠ c`` and ``y^B_{c'} − y^B_d ≥ t`` for all
-``d ≠ c'``. In real arithmetic the encoding is exact, so
+margin ``t`` with copy A's outputs in class ``c`` and copy B's in class ``c'`` under the class
+rule, ties included (:mod:`verifier.causal.classes`): ``y_c − y_d ≥ t`` against every lower
+class ``d < c`` (the strict side) and ``y_c − y_d ≥ 0`` against every higher one (ties go to
+``c``: no margin, no epsilon, the tie points belong to the class). In real arithmetic the
+encoding is exact, so the partition has a biased point with these classes iff ``t* > 0``.
 
-* a proven optimum ``t* ≤ TIE_TOLERANCE`` for every cell pair and class pair means no
-  non-sensitive point of the partition gets two different classes (ties within the tolerance
-  count as no class, as in Libra's strict outcome constraints);
-* ``t* > 0`` gives a candidate witness that the caller re-evaluates with the network.
+HiGHS solves in floating point with tolerances, so neither side of ``t* = 0`` is taken from
+it near zero (a tie that the class rule counts, or a deep net's margin of 1e-17, is exactly
+there): the margin's floor is ``−τ`` with ``τ`` = :data:`TIE_MARGIN` times the model's scale
+(the largest finite variable bound, at least 1), and
+
+* *infeasible* (or a dual bound below ``−τ``) for every cell pair and class pair, answered
+  by a solve without HiGHS's presolve (:func:`_solve`), proves the partition fair: no point
+  comes within ``τ`` of a bias, far beyond the solver's tolerances, which only enlarge the
+  set it searches;
+* a candidate with ``t > 0`` is re-evaluated in real arithmetic (:func:`_confirm`); failing
+  that, a second solve with floor ``+τ`` searches for a clear witness. Solves whose
+  infeasibility decides nothing may presolve (:func:`_decide_pair`);
+* otherwise the best margin lies in ``[−τ, τ]``, a near tie the MILP cannot decide: the
+  partition stays undecided (it is split; an integer point is decided exactly by
+  :func:`verifier.causal.analysis.decide_points`).
 
 For a one-hot sensitive feature with many values, the cell pairs can be merged into one MILP
 per class pair: each copy's sensitive inputs are binaries summing to one (any value), with
@@ -34,7 +48,9 @@ from scipy.sparse import coo_array
 from verifier.causal.problem import CausalInputError, FairnessProblem
 from verifier.causal.witness import confirmed_pairs
 
-TIE_TOLERANCE = 1e-7
+TIE_MARGIN = 1e-6
+"""The band ``[−τ, τ]`` of margins the MILP leaves undecided, relative to the model's scale
+(module docstring): ten times HiGHS's primal feasibility tolerance on a unit-scaled model."""
 MARGIN_CAP = 1.0
 MIP_REL_GAP = 1e-9
 MERGE_MIN_VALUES = 4
@@ -190,9 +206,21 @@ def _merged_bounds(cell_bounds: list[CellBounds]) -> CellBounds:
 
 
 def _margin_rows(model: _Model, y: np.ndarray, cls: int, t: int) -> None:
+    """Class ``cls`` wins at ``y`` by the class rule: ``y_cls − y_d ≥ t`` for ``d < cls``,
+    ``y_cls − y_d ≥ 0`` for ``d > cls`` (a tie with a higher index is ``cls``'s)."""
     for d in range(len(y)):
-        if d != cls:
+        if d < cls:
             model.row([int(y[cls]), int(y[d]), t], [1.0, -1.0, -1.0], 0.0, np.inf)
+        elif d > cls:
+            model.row([int(y[cls]), int(y[d])], [1.0, -1.0], 0.0, np.inf)
+
+
+def tie_margin(model: _Model) -> float:
+    """``τ`` for ``model``: :data:`TIE_MARGIN` times its largest finite variable bound (at
+    least 1)."""
+    bounds = np.abs(np.concatenate([model.lower, model.upper]))
+    finite = bounds[np.isfinite(bounds)]
+    return TIE_MARGIN * max(1.0, float(finite.max(initial=0.0)))
 
 
 @contextmanager
@@ -210,18 +238,25 @@ def _native_stdout_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def _solve(model: _Model, t: int, time_limit: float) -> tuple[str, float, np.ndarray | None]:
-    """Search for a point whose margin ``t`` is above :data:`TIE_TOLERANCE`: the margin's lower
-    bound is the tolerance, so *infeasible* proves ``t* < TIE_TOLERANCE``, and HiGHS stops at
-    its first feasible point (``mip_max_improving_sols``: a candidate witness, whatever its
-    margin) instead of proving the best margin optimal."""
+def _solve(model: _Model, t: int, time_limit: float, floor: float, presolve: bool = False
+           ) -> tuple[str, float, np.ndarray | None]:
+    """Search for a point whose margin ``t`` is at least ``floor``: *infeasible* says none is
+    (up to the solver's tolerances, which only enlarge the set searched), and HiGHS stops at
+    its first feasible point (``mip_max_improving_sols``: a candidate, whatever its margin)
+    instead of proving the best margin optimal. HiGHS's presolve is off unless ``presolve``
+    (for searches whose infeasibility decides nothing): on a two-copy model of a 3-3-3
+    integer network (``tests/test_causal_ties.py``) it declared infeasible a problem with a
+    feasible integer point (HiGHS in scipy 1.17.1, and highspy 1.16), which would have
+    certified a biased network fair. Returns the status (``infeasible``,
+    ``solved`` with the point, or ``unknown``), the best upper bound on the margin known,
+    and the point."""
     size = len(model.lower)
     matrix = coo_array((model.vals, (model.rows, model.cols)),
                        shape=(len(model.row_lower), size)).tocsr()
     objective = np.zeros(size)
     objective[t] = -1.0
     lower = np.asarray(model.lower, dtype=float)
-    lower[t] = TIE_TOLERANCE
+    lower[t] = floor
     with _native_stdout_silenced(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Unrecognized options", category=RuntimeWarning)
         result = milp(
@@ -230,18 +265,14 @@ def _solve(model: _Model, t: int, time_limit: float) -> tuple[str, float, np.nda
             integrality=np.asarray(model.integral),
             bounds=Bounds(lower, model.upper),
             options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": MIP_REL_GAP,
-                     "mip_max_improving_sols": 1},
+                     "mip_max_improving_sols": 1, "presolve": presolve},
         )
     if result.status == 2:
         return "infeasible", -np.inf, None
     dual = getattr(result, "mip_dual_bound", None)
     best_upper = -float(dual) if dual is not None and np.isfinite(dual) else np.inf
-    if result.status == 0 and not np.isfinite(best_upper):
-        # proven optimal without a reported dual bound (HiGHS omits it when presolve or the
-        # root solves the problem): the optimum itself, within the relative gap asked for
-        best_upper = -float(result.fun) + MIP_REL_GAP * max(1.0, abs(float(result.fun)))
     if result.x is None:
-        return ("bounded" if best_upper <= TIE_TOLERANCE else "unknown"), best_upper, None
+        return "unknown", best_upper, None
     return "solved", best_upper, np.asarray(result.x)
 
 
@@ -261,7 +292,7 @@ def check_partition(
     problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
     cell_bounds: list[CellBounds],
     time_limit: float = 10.0, deadline: float | None = None, merge_cells: bool | None = None,
-    possible: np.ndarray | None = None,
+    possible: np.ndarray | None = None, presolve_first: bool = False,
 ) -> ExactOutcome:
     """Decide one partition exactly (see the module docstring).
 
@@ -278,9 +309,11 @@ def check_partition(
     with at least :data:`MERGE_MIN_VALUES` values, else uses the per-pair encoding. Raises
     :class:`CausalInputError` when merging is asked for a continuous sensitive feature.
 
-    ``possible`` ``(V, K)``: whether class ``k`` can win strictly anywhere in the partition
+    ``possible`` ``(V, K)``: whether class ``k`` can be the class anywhere in the partition
     with cell ``v`` (sound bounds, e.g. :func:`verifier.causal.analysis.possible_classes`);
     MILPs asking a copy for a class impossible on its cells are skipped (they are infeasible).
+    ``presolve_first``: see :func:`_decide_pair` (either way "fair" rests on a solve without
+    presolve).
     """
     if merge_cells is None:
         merge_cells = (problem.sensitive_kind == "one_hot"
@@ -301,32 +334,70 @@ def check_partition(
             for class_b in range(classes):
                 if class_a == class_b or not (allowed_a[class_a] and allowed_b[class_b]):
                     continue
-                limit = time_limit if deadline is None else min(time_limit,
-                                                                deadline - time.time())
-                if limit <= 0.0:
-                    return ExactOutcome("unknown", solved)
                 model, x_a, x_b, y_a, y_b, t = _pair_model(problem, lower, upper, cells, bounds)
                 _margin_rows(model, y_a, class_a, t)
                 _margin_rows(model, y_b, class_b, t)
-                status, best_upper, solution = _solve(model, t, limit)
-                solved += 1
-                if status == "infeasible" or best_upper <= TIE_TOLERANCE:
-                    continue
-                if solution is not None and solution[t] > 0.0:
-                    witness = _confirm(problem, solution[x_a], solution[x_b], lower, upper,
-                                       (class_a, class_b))
-                    if witness is not None:
-                        return ExactOutcome("witness", solved, witness[0], witness[1],
-                                            (class_a, class_b))
-                undecided = True
+                verdict, count, witness = _decide_pair(problem, model, (x_a, x_b, t), lower,
+                                                       upper, (class_a, class_b), time_limit,
+                                                       deadline, presolve_first)
+                solved += count
+                if verdict == "witness":
+                    assert witness is not None
+                    return ExactOutcome("witness", solved, witness[0], witness[1],
+                                        (class_a, class_b))
+                if verdict == "deadline":
+                    return ExactOutcome("unknown", solved)
+                undecided |= verdict == "unknown"
     return ExactOutcome("unknown" if undecided else "fair", solved)
+
+
+def _decide_pair(problem: FairnessProblem, model: _Model,
+                 columns: tuple[np.ndarray, np.ndarray, int], lower: np.ndarray,
+                 upper: np.ndarray, classes: tuple[int, int], time_limit: float,
+                 deadline: float | None, presolve_first: bool = False
+                 ) -> tuple[str, int, tuple[np.ndarray, np.ndarray] | None]:
+    """One class pair's MILP, solved with the margin's floor at ``−τ`` and, unless that
+    proves the pair absent or yields a confirmed witness, at ``+τ`` (module docstring).
+    ``presolve_first``: the ``−τ`` solve is tried with HiGHS's presolve first (faster) and
+    only its answer "infeasible", which presolve may get wrong, is solved again without it:
+    cheaper where most pairs are feasible (witnesses, near ties), dearer where most are
+    proven absent. Returns ``fair``, ``witness`` (with the confirmed pair), ``unknown`` or
+    ``deadline``, and the number of solves."""
+    x_a, x_b, t = columns
+    tau = tie_margin(model)
+    attempts = [(-tau, True), (-tau, False), (tau, True)]
+    if not presolve_first:
+        attempts.pop(0)
+    solved = 0
+    position = 0
+    while position < len(attempts):
+        floor, presolve = attempts[position]
+        position += 1
+        limit = time_limit if deadline is None else min(time_limit, deadline - time.time())
+        if limit <= 0.0:
+            return "deadline", solved, None
+        status, best_upper, solution = _solve(model, t, limit, floor, presolve=presolve)
+        solved += 1
+        if floor < 0.0 and (status == "infeasible" or best_upper < floor):
+            if presolve:
+                continue  # re-solved without presolve: only that answer proves the pair absent
+            return "fair", solved, None
+        if solution is not None and solution[t] > 0.0:
+            witness = _confirm(problem, solution[x_a], solution[x_b], lower, upper, classes)
+            if witness is not None:
+                return "witness", solved, witness
+        if status != "solved":
+            break
+        if floor < 0.0:
+            position = len(attempts) - 1  # feasible near zero: on to the witness search
+    return "unknown", solved, None
 
 
 def _confirm(problem: FairnessProblem, x_a: np.ndarray, x_b: np.ndarray, lower: np.ndarray,
              upper: np.ndarray, classes: tuple[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
     """Snap the solver's point into the partition (one-hots exact, integer inputs rounded,
     shared non-sensitive part, sensitive values onto the nearest point cell) and keep it only
-    if the network strictly prefers the two classes in real arithmetic."""
+    if the network gives the two classes in real arithmetic (class rule, ties included)."""
     a = np.clip(x_a, lower, upper)
     a[problem.integer] = np.clip(np.rint(a[problem.integer]), lower[problem.integer],
                                  upper[problem.integer])

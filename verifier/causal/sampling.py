@@ -2,13 +2,16 @@
 
 The sample offsets are a fixed pseudo-random set (seed 0), scaled into each partition, so the
 points of a partition do not depend on how partitions are chunked or which executor runs
-them. Only points whose two classes are both strict winners are returned as witnesses.
+them. Classes are read in float by the class rule (argmax, ties to the lowest index):
+candidates only, which the caller re-checks in real arithmetic
+(:func:`verifier.causal.witness.confirmed_pairs`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from verifier.causal.classes import float_classes
 from verifier.causal.problem import FairnessProblem
 
 MIN_SAMPLES = 16
@@ -57,19 +60,11 @@ def sample_points(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
     return points
 
 
-def strict_classes(problem: FairnessProblem, rows: np.ndarray) -> np.ndarray:
-    """Class of each row, or −1 where the top two outputs tie."""
-    outputs = problem.network.evaluate(rows)
-    top = np.argmax(outputs, axis=1)
-    ordered = np.sort(outputs, axis=1)
-    return np.where(ordered[:, -1] > ordered[:, -2], top, -1)
-
-
 def find_witnesses(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                    values: np.ndarray, anchors: np.ndarray | None = None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Search each partition for a point and two sensitive values (``values`` ``(B, P, k)``,
-    per partition) with two different strict classes. ``anchors`` ``(B, n)`` (NaN rows where
+    per partition) with two different float classes. ``anchors`` ``(B, n)`` (NaN rows where
     none): an extra point per partition, e.g. an ancestor's witness, used when it lies inside.
     Returns ``found`` ``(B,)``, ``x_a``/``x_b`` ``(B, n)`` and the two classes ``(B, 2)``
     (meaningful where ``found``)."""
@@ -88,16 +83,14 @@ def find_witnesses(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarra
     samples, probes = points.shape[1], values.shape[1]
     rows = np.repeat(points[:, :, None, :], probes, axis=2)
     rows[:, :, :, sens] = values[:, None, :, :]
-    classes = strict_classes(problem, rows.reshape(-1, n)).reshape(batch, samples, probes)
-    high = classes.max(axis=2)
-    masked = np.where(classes >= 0, classes, np.iinfo(np.int64).max)
-    low = masked.min(axis=2)
-    flips = (classes >= 0).any(axis=2) & (high > low)
+    classes = float_classes(problem.network.evaluate(rows.reshape(-1, n))).reshape(
+        batch, samples, probes)
+    flips = classes.max(axis=2) > classes.min(axis=2)
     found = flips.any(axis=1)
     sample = np.argmax(flips, axis=1)
     index = np.arange(batch)
     chosen = classes[index, sample]
-    first = np.argmin(np.where(chosen >= 0, chosen, np.iinfo(np.int64).max), axis=1)
+    first = np.argmin(chosen, axis=1)
     second = np.argmax(chosen, axis=1)
     base = points[index, sample]
     x_a, x_b = base.copy(), base.copy()

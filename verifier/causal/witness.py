@@ -1,47 +1,40 @@
 """Witnesses are proof objects: their classes are decided in real arithmetic, not in float.
 
 A witness of bias is two points that differ only in sensitive inputs and get two different
-classes. Float evaluation can disagree with the real-arithmetic value when two outputs are
-within rounding of each other, so a witness is kept only when both classes are *certified*.
+classes under the class rule of :mod:`verifier.causal.classes` (argmax, ties to the lowest
+index; a tie is a class). Float evaluation can disagree with the real-arithmetic value when
+two outputs are within rounding of each other, so a witness is kept only when both classes
+are *certified*.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from verifier.bounds import compute_bounds
+from verifier.bounds import compute_bounds, pairwise_difference_spec
+from verifier.causal.classes import exact_class, proven_from_lower
 from verifier.exact_arith import exact_outputs
 from verifier.network import Network
 
 
-def _pair_rows(classes: int) -> np.ndarray:
-    """``(K(K−1), K)`` rows ``e_c − e_d`` grouped by ``c`` (``d ≠ c`` ascending)."""
-    eye = np.eye(classes)
-    return np.array([eye[c] - eye[d] for c in range(classes) for d in range(classes) if d != c])
-
-
 def certified_classes(network: Network, points: np.ndarray) -> np.ndarray:
-    """The class of each point that beats every other class strictly in real arithmetic, or
-    −1 where no class does (a tie) or the IR cannot decide it.
+    """The class of each point in real arithmetic (argmax, ties to the lowest index), or −1
+    where the IR cannot decide it.
 
     First the bounds of every class difference on the point (sound, with rounding margins
-    that also cover folded coefficients); a point they leave undecided is evaluated exactly
-    in rational arithmetic, which is the model's real value when the IR holds the model's own
-    coefficients (a folded IR leaves it at −1).
+    that also cover folded coefficients); a point they leave undecided (an exact tie, or
+    outputs within rounding of each other) is evaluated exactly in rational arithmetic, which
+    is the model's real value when the IR holds the model's own coefficients (a folded IR
+    leaves it at −1).
     """
     points = np.atleast_2d(np.asarray(points, dtype=np.float64))
-    count, classes = points.shape[0], network.output_size
-    result = compute_bounds(network, points, points, _pair_rows(classes), "ibp")
-    wins = (result.lower > 0.0).reshape(count, classes, classes - 1).all(axis=2)
-    certified = np.where(wins.any(axis=1), np.argmax(wins, axis=1), -1)
-    possible = (result.upper > 0.0).reshape(count, classes, classes - 1).all(axis=2)
-    undecided = (certified < 0) & possible.any(axis=1)
+    classes = network.output_size
+    result = compute_bounds(network, points, points, pairwise_difference_spec(classes), "ibp")
+    certified = proven_from_lower(result.lower, classes)
+    undecided = certified < 0
     if undecided.any() and not network.folded:
         for row in np.flatnonzero(undecided):
-            outputs = exact_outputs(network, points[row])
-            best = max(range(classes), key=lambda k: outputs[k])
-            if all(outputs[best] > outputs[k] for k in range(classes) if k != best):
-                certified[row] = best
+            certified[row] = exact_class(exact_outputs(network, points[row]))
     return certified
 
 
