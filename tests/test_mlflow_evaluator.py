@@ -4,9 +4,9 @@ certificate ``certgate run`` logs for the same model and settings, the certified
 under the audit run's names (so ``mlflow.validate_evaluation_results`` thresholds decide on
 them), and the certificate as an artifact of the evaluation run.
 
-The evaluator is registered from the entry point pyproject.toml declares, the way MLflow's
-``register_entrypoints`` registers installed ones (the shared environment's installed
-metadata predates the entry point)."""
+The evaluator is registered from the entry point pyproject.toml declares, by importing the
+class it names, the way MLflow's ``register_entrypoints`` registers installed ones (the shared
+environment's installed metadata may predate the entry point)."""
 
 from __future__ import annotations
 
@@ -93,14 +93,26 @@ def test_evaluate_logs_the_certificate_certgate_run_logs(
             result)
 
 
-def test_metric_names_are_the_audit_runs(store: dict[str, Any]) -> None:
-    from certgate.api import audit, audit_settings
-    from certgate.mlflow_evaluator import certified_metrics
-    from pipeline_steps.audit import headline_metrics
+def test_logged_metrics_are_the_audit_runs(
+        store: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """The evaluation run holds the final metrics ``certgate run``'s audit run logs for the
+    same model and settings: the same names, and the same values but the wall time."""
+    import mlflow
 
-    [settings] = audit_settings([SETTINGS])
-    [certificate] = audit(store["model"], None, [settings], tracking_uri=store["uri"])
-    assert certified_metrics(settings, certificate) == headline_metrics(settings, certificate)
+    run_id, result = evaluate(store, {"audits": [SETTINGS]})
+    evaluated = mlflow.get_run(run_id).data.metrics
+    run_certificate(store, capsys)
+    [audit_run] = mlflow.search_runs(experiment_names=["evaluator-run"], max_results=1,
+                                     order_by=["attributes.start_time DESC"],
+                                     output_format="list")
+    audited = {key: value for key, value in audit_run.data.metrics.items()
+               if not key.startswith("dp.anytime.")}
+    assert evaluated == result.metrics
+    assert set(evaluated) == set(audited)
+    assert "dp.ratio_lower" in evaluated and "dp.proven_pass" in evaluated
+    for key, value in evaluated.items():
+        if key != "dp.elapsed_s":
+            assert value == audited[key], key
 
 
 def test_unknown_config_key_is_named(store: dict[str, Any]) -> None:
