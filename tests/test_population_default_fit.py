@@ -312,6 +312,7 @@ def test_model_picks_its_columns_out_of_a_wider_table(
     assert report["binding"] == "matches network" and report["rows"] == 600
     assert ["sex", "score"] in report["edges"] and ["sex", "tenure"] in report["edges"]
     written = load_population(out)
+    assert out.stat().st_mode & 0o777 == (tmp_path / "wide.csv").stat().st_mode & 0o777
     assert isinstance(written.distribution, BayesianNetwork)
     assert written.fitted_from is not None and written.fitted_from.rows == 600
     import hashlib

@@ -231,6 +231,9 @@ def write_validated(model: PopulationModel, out: str,
                                          dir=target.parent if str(target.parent) else ".")
     os.close(handle)
     try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)  # mkstemp's 0600 would survive the rename
         save_population(model, temporary)
         written, total = validated_file(temporary)
         checked = check(written) if check is not None else None
