@@ -67,6 +67,7 @@ def is_string_column(series: pd.Series) -> bool:
 def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """``frame`` with every raw string column one-hot encoded in place (step 1 of the module
     docstring), and each encoded column's categories."""
+    import numpy as np
     import pandas as pd
 
     parts: list[pd.DataFrame] = []
@@ -85,8 +86,10 @@ def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
                 f"column {column!r}: a string column needs at least 2 distinct values to be a "
                 f"categorical feature, got {values}")
         categories[str(column)] = values
-        parts.append(pd.DataFrame({f"{column}={value}": (text == value).astype("int64")
-                                   for value in values}, index=frame.index))
+        codes = pd.Categorical(text, categories=values).codes
+        onehot = (codes[:, None] == np.arange(len(values))).astype(np.int64)
+        parts.append(pd.DataFrame(onehot, columns=[f"{column}={value}" for value in values],
+                                  index=frame.index))
     encoded = pd.concat(parts, axis=1) if parts else frame
     duplicated = sorted({c for c in encoded.columns if list(encoded.columns).count(c) > 1})
     if duplicated:

@@ -363,3 +363,21 @@ def test_independent_flag_and_text_output(capsys: pytest.CaptureFixture[str],
     assert main(["population", "fit", str(data), "--out", str(tmp_path / "q.json"),
                  "--protected", "female"]) == 0
     assert "  edges: female -> score, female -> tenure\n" in capsys.readouterr().out
+
+
+def test_counting_bic_is_pgmpys_bic() -> None:
+    from pgmpy.structure_score import BIC
+
+    from verifier.population.structure import _codes, _counting_bic
+
+    frame = proxy_table(700)
+    features = fit_population(frame, structure="independent").features
+    coded = {f.name: _codes(frame, f)[0] for f in features}
+    table = pd.DataFrame({name: pd.Categorical(codes) for name, codes in coded.items()})
+    ours = _counting_bic(table, {n: np.unique(c, return_inverse=True)[1]
+                                 for n, c in coded.items()})
+    reference = BIC(table)
+    for variable, parents in [("score", ()), ("score", ("female",)),
+                              ("tenure", ("female", "score")), ("female", ("tenure",))]:
+        assert ours.local_score(variable, parents) == pytest.approx(
+            reference.local_score(variable, parents), rel=1e-12)

@@ -244,7 +244,12 @@ def fit_marginal(
 ) -> Distribution:
     """The marginal of one feature (see the module docstring): ``continuous="histogram"``
     gives the data-shaped histograms, anything else the (truncated/discretised) normals."""
-    values = _values(frame, feature)
+    return _marginal_of(_values(frame, feature), feature, max_discrete_values, continuous)
+
+
+def _marginal_of(values: np.ndarray, feature: Feature, max_discrete_values: int,
+                 continuous: ContinuousMethod) -> Distribution:
+    """:func:`fit_marginal` of values already read and checked by :func:`_values`."""
     if feature.kind == "categorical":
         return _categories(values, feature)
     if feature.kind == "continuous":
@@ -420,15 +425,16 @@ def _parent_values(frame: pd.DataFrame, feature: Feature) -> np.ndarray:
     return frame[feature.name].to_numpy(dtype=np.float64)
 
 
-def _cell_fit(subset: pd.DataFrame, feature: Feature, pooled: Distribution, min_rows: int,
+def _cell_fit(subset: np.ndarray, feature: Feature, pooled: Distribution, min_rows: int,
               max_discrete_values: int, continuous: ContinuousMethod) -> Distribution:
-    """A CPT row's marginal: fitted on the cell's rows, or the pooled fit when the cell has
-    fewer than ``min_rows`` rows or its continuous values are all equal (no density)."""
+    """A CPT row's marginal from the cell's values (read by :func:`_values`), or the pooled
+    fit when the cell has fewer than ``min_rows`` rows or its continuous values are all
+    equal (no density)."""
     if len(subset) < min_rows:
         return pooled
-    if feature.kind == "continuous" and np.ptp(subset[feature.name].to_numpy()) == 0:
+    if feature.kind == "continuous" and np.ptp(subset) == 0:
         return pooled
-    return fit_marginal(subset, feature, max_discrete_values, continuous)
+    return _marginal_of(subset, feature, max_discrete_values, continuous)
 
 
 def fit_bayesian_network(
@@ -456,8 +462,8 @@ def fit_bayesian_network(
     nodes = []
     for feature in ordered:
         node_parents = parents.get(feature.name, [])
-        own = frame[feature.column_names()]
-        pooled = fit_marginal(own, feature, max_discrete_values, continuous)
+        own = _values(frame, feature)
+        pooled = _marginal_of(own, feature, max_discrete_values, continuous)
         rows = []
         for combination in itertools.product(*(cells[p] for p in node_parents)):
             selected = np.ones(len(frame), dtype=bool)

