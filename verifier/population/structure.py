@@ -38,7 +38,7 @@ import pandas as pd
 from verifier.population.errors import PopulationError
 from verifier.population.schema import Feature
 
-MAX_PARENTS = 2
+MAX_PARENTS = 3
 PARENT_BINS = 4
 MAX_PARENT_CELLS = 8
 
