@@ -311,6 +311,9 @@ def test_model_picks_its_columns_out_of_a_wider_table(
     assert report["columns"] == ["sex=F", "sex=M", "score", "tenure"]
     assert report["binding"] == "matches network" and report["rows"] == 600
     assert ["sex", "score"] in report["edges"] and ["sex", "tenure"] in report["edges"]
+    code, again = _cli(capsys, "population", "fit", str(data), "--out", str(out), "--model",
+                       str(network), "--protected", "sex=M")  # a column of the feature
+    assert code == 0 and again["edges"] == report["edges"]
     written = load_population(out)
     assert out.stat().st_mode & 0o777 == (tmp_path / "wide.csv").stat().st_mode & 0o777
     assert isinstance(written.distribution, BayesianNetwork)

@@ -42,7 +42,7 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
         "structure is learned from the data (hill climbing on BIC, pgmpy; with --protected "
         "COL the protected attribute is every feature's parent), on bounded, data-shaped "
         "marginals: histograms on the data's range, with an atom for any integer value "
-        "holding 5%% of the rows. --independent fits the independent product instead; "
+        "holding 5 percent of the rows. --independent fits the independent product instead; "
         "--parents gives the structure by hand. The model is validated as 'population "
         "validate' does before it is written; a failed fit writes no file. See "
         "docs/population-format.md.",
@@ -77,7 +77,8 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
     fit.add_argument("--min-rows", type=int, default=30,
                      help="Bayesian network: rows a CPT cell needs, else the pooled fit (30)")
     fit.add_argument("--max-discrete-values", type=int, default=20,
-                     help="integer columns with more distinct values get a discretised normal")
+                     help="integer columns with more distinct values get an integer "
+                          "histogram (a discretised normal with --continuous normal)")
     fit.add_argument("--seed", type=int, default=0, help="random seed (Gaussian mixtures)")
     fit.add_argument("--name", help="model name recorded in the file")
     fit.add_argument("--model", "--network", dest="model",

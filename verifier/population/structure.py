@@ -105,11 +105,15 @@ def _counting_bic(table: pd.DataFrame, coded: dict[str, np.ndarray]) -> Any:
 
 def learn_structure(frame: pd.DataFrame, features: list[Feature],
                     protected: str | None = None) -> LearnedStructure:
-    """The structure of the module docstring, learned from ``frame``'s rows. Raises
-    :class:`PopulationError` naming a protected feature that is not in ``features``."""
+    """The structure of the module docstring, learned from ``frame``'s rows. ``protected``
+    names a feature or one of its columns (``sex=Male`` stands for the one-hot feature
+    ``sex``). Raises :class:`PopulationError` naming a protected feature that is not in
+    ``features``."""
     from pgmpy.causal_discovery import ExpertKnowledge, HillClimbSearch
 
     names = [feature.name for feature in features]
+    owner = next((f.name for f in features if protected in f.column_names()), protected)
+    protected = protected if protected in names else owner
     if protected is not None and protected not in names:
         raise PopulationError(f"protected feature {protected!r} is not a feature of the data "
                               f"(features: {names})")
