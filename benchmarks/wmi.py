@@ -205,7 +205,7 @@ def envelope_cases(timeout: float, tolerance: float) -> list[dict[str, Any]]:
     (``use_prior``) and yexp-noise robustness."""
     from scipy.stats import norm
 
-    from pipeline_steps.demo import fit_population
+    from pipeline_steps.demo import income_prior
     from pipeline_steps.income_data import generate_income_data
     from verifier.population import Feature, Normal, PopulationModel
     from verifier.wmi.noise import triangular_noise
@@ -228,7 +228,7 @@ def envelope_cases(timeout: float, tolerance: float) -> list[dict[str, Any]]:
           f"{result.probability_lower <= exact <= result.probability_upper}, width "
           f"{result.probability_upper - result.probability_lower:.2e}, {seconds:.2f} s")
     for variant in ("biased", "unbiased"):
-        prior = fit_population(generate_income_data(10_000, variant=variant, seed=2))
+        prior = income_prior(generate_income_data(10_000, variant=variant, seed=2))
         network = _demo_network(generate_income_data(10_000, variant=variant, seed=1), 0)
         audits = [(f"monotonicity {name}", lambda f=f, n=network, p=prior: monotonicity(
             n, p, f, use_prior=True, timeout_s=timeout, tolerance=tolerance))

@@ -15,13 +15,28 @@ Column handling, in this order:
 4. Every other column is binary (bool, or integers in {0, 1}), integer, or continuous
    (:func:`verifier.population.fitting.infer_features`).
 
+Defaults (bounded and data-shaped, with the dependences kept):
+
+* every integer or continuous feature without a given domain gets the data's range
+  ``[min, max]`` as its domain (except ``continuous="normal"``, the unbounded normals of
+  earlier releases, which must be asked for);
+* marginals are histograms (``continuous="histogram"``: see
+  :mod:`verifier.population.fitting`);
+* the model is a Bayesian network whose structure is learned from the data
+  (:mod:`verifier.population.structure`; ``protected`` makes the audit's protected attribute
+  every feature's parent), unless ``structure="independent"`` asks for the independent
+  product or ``parents`` gives the structure. The learned edges are written in the model's
+  ``description``.
+
 The model's columns are the table's columns after step 1, in table order: a network trained
 on the same encoded table binds to it by name.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from verifier.population.errors import PopulationError
@@ -30,10 +45,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from verifier.population import PopulationModel
+    from verifier.population.model import DataSource
     from verifier.population.schema import Feature
+    from verifier.population.structure import LearnedStructure
 
-ContinuousMethod = Literal["normal", "gaussian_mixture", "density_tree"]
-CONTINUOUS_METHODS: tuple[str, ...] = ("normal", "gaussian_mixture", "density_tree")
+ContinuousMethod = Literal["histogram", "normal", "gaussian_mixture", "density_tree"]
+CONTINUOUS_METHODS: tuple[str, ...] = ("histogram", "normal", "gaussian_mixture", "density_tree")
+PRODUCT_ONLY: tuple[str, ...] = ("gaussian_mixture", "density_tree")
+Structure = Literal["learned", "independent"]
 Domain = tuple[float | None, float | None]
 
 
@@ -48,6 +67,7 @@ def is_string_column(series: pd.Series) -> bool:
 def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """``frame`` with every raw string column one-hot encoded in place (step 1 of the module
     docstring), and each encoded column's categories."""
+    import numpy as np
     import pandas as pd
 
     parts: list[pd.DataFrame] = []
@@ -66,14 +86,28 @@ def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
                 f"column {column!r}: a string column needs at least 2 distinct values to be a "
                 f"categorical feature, got {values}")
         categories[str(column)] = values
-        parts.append(pd.DataFrame({f"{column}={value}": (text == value).astype("int64")
-                                   for value in values}, index=frame.index))
+        codes = pd.Categorical(text, categories=values).codes
+        onehot = (codes[:, None] == np.arange(len(values))).astype(np.int64)
+        parts.append(pd.DataFrame(onehot, columns=[f"{column}={value}" for value in values],
+                                  index=frame.index))
     encoded = pd.concat(parts, axis=1) if parts else frame
     duplicated = sorted({c for c in encoded.columns if list(encoded.columns).count(c) > 1})
     if duplicated:
         raise PopulationError(f"one-hot encoding produced columns that already exist: "
                               f"{duplicated}")
     return encoded, categories
+
+
+def data_source(path: str | Path, rows: int) -> DataSource:
+    """What a population fitted from the table file ``path`` records as ``fitted_from``: the
+    path as given, the sha256 of the file's bytes and the number of rows the fit used."""
+    from verifier.population.model import DataSource
+
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return DataSource(uri=str(path), sha256=digest.hexdigest(), rows=rows)
 
 
 def detect_groups(columns: Sequence[str], taken: set[str]) -> dict[str, list[str]]:
@@ -93,7 +127,9 @@ def fit_population(
     *,
     categorical: Mapping[str, Sequence[str]] | None = None,
     domains: Mapping[str, Domain] | None = None,
-    continuous: ContinuousMethod = "normal",
+    continuous: ContinuousMethod = "histogram",
+    structure: Structure = "learned",
+    protected: str | None = None,
     parents: Mapping[str, Sequence[str]] | None = None,
     bins: Mapping[str, Sequence[float]] | None = None,
     n_components: int = 3,
@@ -103,12 +139,17 @@ def fit_population(
     seed: int = 0,
     name: str | None = None,
     description: str | None = None,
+    source: DataSource | None = None,
 ) -> PopulationModel:
-    """A population model of ``frame`` (columns as in the module docstring): a Bayesian
-    network with ``parents`` (feature name → parent feature names; continuous and many-valued
-    integer parents need ``bins``), else an independent product whose continuous features are
-    fitted by ``continuous``. ``domains`` bounds numeric features (``None`` = unbounded side).
-    Raises :class:`PopulationError` naming the column or feature on bad input."""
+    """A population model of ``frame`` (columns and defaults as in the module docstring): a
+    Bayesian network with the given ``parents`` (feature name → parent feature names;
+    continuous and many-valued integer parents need ``bins``) or, without them, with a
+    structure learned from the data (``structure="learned"``, the protected feature
+    ``protected`` a parent of every other feature), else (``structure="independent"``) an
+    independent product. ``continuous`` fits the marginals. ``domains`` bounds numeric
+    features (``None`` = unbounded side). ``source`` is recorded as the model's
+    ``fitted_from``. Raises :class:`PopulationError` naming the column, feature or option on
+    bad input."""
     from verifier.population.fitting import (
         fit_bayesian_network,
         fit_product,
@@ -118,10 +159,19 @@ def fit_population(
     if continuous not in CONTINUOUS_METHODS:
         raise PopulationError(f"continuous must be one of {list(CONTINUOUS_METHODS)}, "
                               f"got {continuous!r}")
-    if parents and continuous != "normal":
-        raise PopulationError("a Bayesian network (parents) fits every continuous node as a "
-                              f"(truncated) normal; continuous={continuous!r} applies to the "
-                              "independent product only")
+    if structure not in ("learned", "independent"):
+        raise PopulationError(f"structure must be 'learned' or 'independent', got {structure!r}")
+    if parents and structure == "independent":
+        raise PopulationError("parents give a Bayesian network; an independent product has "
+                              "none (drop one of the two)")
+    network = bool(parents) or structure == "learned"
+    if network and continuous in PRODUCT_ONLY:
+        raise PopulationError(f"continuous={continuous!r} applies to the independent product "
+                              "only: ask for it (structure='independent', --independent) or "
+                              "fit the network's nodes as histograms or normals")
+    if protected is not None and not network:
+        raise PopulationError("protected makes the protected attribute every feature's parent "
+                              "in a learned network; the independent product has no parents")
     encoded, string_categories = encode_strings(frame)
     groups = {key: list(columns) for key, columns in (categorical or {}).items()}
     groups.update({column: [f"{column}={value}" for value in values]
@@ -141,20 +191,48 @@ def fit_population(
         raise PopulationError(f"domain given for {unknown}, which are not numeric columns "
                               f"(numeric columns: {sorted(numeric)})")
     features = [_with_categories(feature, groups, string_categories) for feature in features]
+    if continuous != "normal":
+        features = [_on_data_range(feature, encoded) for feature in features]
+    if bins and not parents:
+        raise PopulationError("bins cut a Bayesian network's parents; give parents too")
+    notes = []
     if parents:
         model = fit_bayesian_network(
             encoded, features, {k: list(v) for k, v in parents.items()},
             {k: [float(b) for b in v] for k, v in (bins or {}).items()},
-            min_rows=min_rows, max_discrete_values=max_discrete_values)
+            min_rows=min_rows, max_discrete_values=max_discrete_values, continuous=continuous)
+    elif structure == "learned":
+        from verifier.population.structure import learn_structure
+
+        learned = learn_structure(encoded, features, protected)
+        model = fit_bayesian_network(encoded, features, learned.parents, learned.bins,
+                                     min_rows=min_rows, max_discrete_values=max_discrete_values,
+                                     continuous=continuous)
+        notes.append(learned_note(learned, len(encoded)))
     else:
-        if bins:
-            raise PopulationError("bins cut a Bayesian network's parents; give parents too")
         model = fit_product(encoded, features, continuous, n_components=n_components,
                             min_leaf=min_leaf, max_discrete_values=max_discrete_values,
                             seed=seed)
-    if name is not None or description is not None:
-        model = model.model_copy(update={"name": name, "description": description})
-    return model
+        notes.append("Independent product: every column independent of the others.")
+    text = "\n".join([*([description] if description else []), *notes]) or None
+    return model.model_copy(update={"name": name, "description": text, "fitted_from": source})
+
+
+def learned_note(learned: LearnedStructure, rows: int) -> str:
+    """The description line of a learned structure: how it was learned and its edges."""
+    protected = (f"; protected attribute {learned.protected!r} is every feature's parent"
+                 if learned.protected else "")
+    return (f"Bayesian network, structure learned from {rows} rows by hill climbing on the BIC "
+            f"score (pgmpy){protected}. Edges: {learned.edge_text()}.")
+
+
+def _on_data_range(feature: Feature, frame: pd.DataFrame) -> Feature:
+    """``feature`` with the data's range as its domain when it is integer or continuous and
+    has no domain (a given domain is kept)."""
+    if feature.kind not in ("integer", "continuous") or feature.domain is not None:
+        return feature
+    values = frame[feature.name]
+    return feature.model_copy(update={"domain": (float(values.min()), float(values.max()))})
 
 
 def _with_categories(feature: Feature, groups: Mapping[str, list[str]],

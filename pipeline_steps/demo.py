@@ -5,7 +5,8 @@ the generated data, the HTML reports and the configuration used); no server is n
 
 1. generate the income data (:mod:`pipeline_steps.income_data`), biased and unbiased, seeded;
 2. per variant, train a small ReLU classifier (torch, CPU, one thread, seeded) on
-   (hpw, yexp, hw), fit a population model of (female, hpw, yexp, hw) on separate rows, and
+   (hpw, yexp, hw), fit the default population model of (female, hpw, yexp, hw) on separate
+   rows (a Bayesian network learned from them, ``female`` a parent of every feature), and
    register the pair as the next version of ``income_classifier`` with alias ``candidate``;
 3. audit the candidate (demographic parity between women and men, certified) and gate it:
    the biased version is proven to violate the 80 % rule and is not promoted; the unbiased
@@ -255,10 +256,21 @@ def sample_statistics(model: torch.nn.Module, frame: pd.DataFrame) -> tuple[floa
     return accuracy, ratio
 
 
-def fit_population(frame: pd.DataFrame) -> PopulationModel:
-    """A Bayesian network over :data:`INPUT_COLUMNS` fitted on ``frame``: ``hw`` depends on
-    ``female`` and ``yexp`` (cut at :data:`YEXP_BINS`), the rest are independent marginals
-    on their generator's domains."""
+def fit_demo_population(frame: pd.DataFrame) -> PopulationModel:
+    """The population the demo audits: what ``certgate population fit`` writes for
+    ``frame``'s :data:`INPUT_COLUMNS` with ``--protected female`` and no other option — a
+    Bayesian network learned from the rows, ``female`` a parent of every feature, on
+    histograms bounded by the data's range."""
+    from certgate.population_data import fit_population
+
+    return fit_population(frame[list(INPUT_COLUMNS)], protected=SENSITIVE)
+
+
+def income_prior(frame: pd.DataFrame) -> PopulationModel:
+    """The hand-made income prior of the weighted-model-integration benchmarks (paper 002
+    §V): a Bayesian network over :data:`INPUT_COLUMNS` fitted on ``frame`` in which ``hw``
+    depends on ``female`` and ``yexp`` (cut at :data:`YEXP_BINS`), the rest independent
+    (truncated) normals on their generator's domains."""
     data = frame[list(INPUT_COLUMNS)]
     features = infer_features(data, domains={"hpw": HPW_BOUNDS, "yexp": YEXP_BOUNDS})
     return fit_bayesian_network(data, features, parents={"hw": [SENSITIVE, "yexp"]},
@@ -286,7 +298,7 @@ def register_variant(variant: Variant, registry: Registry, workdir: Path,
         frame.to_csv(data_dir / f"income_{variant}_{name}.csv", index=False)
     model = train_classifier(train)
     accuracy, ratio = sample_statistics(model, test)
-    population = fit_population(population_rows)
+    population = fit_demo_population(population_rows)
     params = {"variant": variant, "architecture": f"4-{HIDDEN}-2 ReLU MLP",
               "train_rows": TRAIN_ROWS, "steps": TRAIN_STEPS}
     metrics = {"accuracy": accuracy, "sample_parity_ratio": ratio}

@@ -62,10 +62,12 @@ def trained_network(frame: pd.DataFrame, path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
-@pytest.mark.parametrize("continuous", ["normal", "gaussian_mixture", "density_tree"])
+@pytest.mark.parametrize("options", [
+    [], ["--continuous", "normal"], ["--continuous", "gaussian_mixture", "--independent"],
+    ["--continuous", "density_tree", "--independent"]])
 def test_fit_mixed_table_binds_to_a_trained_network(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, suffix: str,
-        continuous: str) -> None:
+        options: list[str]) -> None:
     frame = mixed_table(400)
     data = tmp_path / f"data{suffix}"
     frame.to_csv(data, index=False) if suffix == ".csv" else frame.to_parquet(data)
@@ -73,7 +75,7 @@ def test_fit_mixed_table_binds_to_a_trained_network(
     names = trained_network(frame, network)
     out = tmp_path / "population.json"
     code, report = run(capsys, "population", "fit", str(data), "--out", str(out),
-                       "--continuous", continuous, "--domain", "score=0:1",
+                       *options, "--domain", "score=0:1",
                        "--domain", "age=18:", "--model", str(network))
     assert code == 0, report
     assert [column for f in report["features"] for column in f["columns"]] == [
@@ -148,6 +150,9 @@ def test_continuous_parent_with_bins(capsys: pytest.CaptureFixture[str],
     ("x,y\n1.5,a\n2.5,b\n", ["--categorical", "g"], "--categorical 'g': expected KEY=VALUE"),
     ("x,y\n1.5,a\n2.5,b\n", ["--parents", "y=x", "--continuous", "density_tree"],
      "independent product only"),
+    ("x,y\n1.5,a\n2.5,b\n", ["--continuous", "gaussian_mixture"], "--independent"),
+    ("x,y\n1.5,a\n2.5,b\n", ["--protected", "z"], "protected feature 'z'"),
+    ("x,y\n1.5,a\n2.5,b\n", ["--independent", "--parents", "y=x"], "drop one of the two"),
 ])
 def test_bad_input_names_the_problem(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                      table: str, options: list[str], message: str) -> None:

@@ -139,10 +139,10 @@ def test_random_networks_under_normal_marginals_contain_monte_carlo(seed: int) -
 def test_a_binary_feature_of_a_bayesian_network_contains_monte_carlo() -> None:
     """The income demo's population (female binary, hw depending on female and yexp) and a
     random network reading female: monotonicity in female."""
-    from pipeline_steps.demo import fit_population
+    from pipeline_steps.demo import income_prior
     from pipeline_steps.income_data import generate_income_data
 
-    prior = fit_population(generate_income_data(5_000, variant="biased", seed=2))
+    prior = income_prior(generate_income_data(5_000, variant="biased", seed=2))
     rng = np.random.default_rng(0)
     weight = rng.normal(size=(5, 4)) * np.array([3.0, 1 / 20, 1 / 10, 1 / 10])
     centred = -(weight @ prior.sample(2_000, 1).mean(axis=0)) + rng.normal(size=5)

@@ -4,7 +4,7 @@ decided monotonicity and noise-robustness result."""
 
 import pytest
 
-from pipeline_steps.demo import fit_population, train_classifier
+from pipeline_steps.demo import income_prior, train_classifier
 from pipeline_steps.income_data import FEATURES, SENSITIVE, generate_income_data
 from verifier.convert import from_torch
 from verifier.population import PopulationModel
@@ -18,7 +18,7 @@ MIN_PROBABILITY = 0.95
 def income_population() -> PopulationModel:
     """The demo's own fit: hw depends on female and yexp (cut at 10..30), the rest
     independent."""
-    return fit_population(generate_income_data(10_000, variant="biased", seed=2))
+    return income_prior(generate_income_data(10_000, variant="biased", seed=2))
 
 
 def income_network():

@@ -1,15 +1,21 @@
 """``certgate population fit DATA --out FILE`` and ``certgate population schema``.
 
-``fit`` reads a CSV or Parquet table, fits a population model with
-:func:`certgate.population_data.fit_population` (column handling documented there and in
-docs/population-format.md), writes it, validates the written file exactly as ``population
-validate`` does (and, with ``--model``, its binding to the network), and prints a summary.
+``fit`` reads a CSV or Parquet table (with ``--model``, only the network's input columns of
+it), fits a population model with :func:`certgate.population_data.fit_population` (column
+handling and defaults documented there and in docs/population-format.md), validates it
+exactly as ``population validate`` does (and, with ``--model``, its binding to the network),
+and only then puts it at ``--out``: a failed fit leaves no file. It prints a summary with
+the learned edges and the fitting time.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +27,7 @@ if TYPE_CHECKING:
 
     from verifier.population import PopulationModel
 
-CONTINUOUS_METHODS = ("normal", "gaussian_mixture", "density_tree")
+CONTINUOUS_METHODS = ("histogram", "normal", "gaussian_mixture", "density_tree")
 
 
 def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
@@ -32,9 +38,14 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
         description="Fit a population model to DATA and write it to --out. Raw string columns "
         "are one-hot encoded in place as COL=VALUE columns (values sorted as strings); "
         "columns named NAME=VALUE form the one-hot group NAME; other columns are binary "
-        "(0/1), integer or continuous. Without --parents the model is an independent "
-        "product; with --parents a Bayesian network. The written file is validated as "
-        "'population validate' does. See docs/population-format.md.",
+        "(0/1), integer or continuous. By default the model is a Bayesian network whose "
+        "structure is learned from the data (hill climbing on BIC, pgmpy; with --protected "
+        "COL the protected attribute is every feature's parent), on bounded, data-shaped "
+        "marginals: histograms on the data's range, with an atom for any integer value "
+        "holding 5 percent of the rows. --independent fits the independent product instead; "
+        "--parents gives the structure by hand. The model is validated as 'population "
+        "validate' does before it is written; a failed fit writes no file. See "
+        "docs/population-format.md.",
     )
     fit.add_argument("data", help="data table (.csv, or .parquet/.pq)")
     fit.add_argument("--out", required=True, help="population model JSON file to write")
@@ -43,10 +54,20 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
     fit.add_argument("--domain", action="append", default=[], metavar="COL=LO:HI",
                      help="domain of a numeric column; leave a side empty for unbounded "
                           "(repeatable; --domain=x=-1:1 when LO starts with -)")
-    fit.add_argument("--continuous", choices=CONTINUOUS_METHODS, default="normal",
-                     help="how continuous columns are fitted in a product (default normal)")
+    fit.add_argument("--continuous", choices=CONTINUOUS_METHODS, default="histogram",
+                     help="marginals: histogram (default: bounded, on the data's range), "
+                          "normal (unbounded normals unless --domain bounds them; discretised "
+                          "normals for many-valued integers), gaussian_mixture or "
+                          "density_tree (independent product only)")
+    fit.add_argument("--independent", action="store_true",
+                     help="fit the independent product (every column independent of the "
+                          "others) instead of learning a Bayesian network")
+    fit.add_argument("--protected", metavar="COL",
+                     help="the audit's protected attribute: a root of the learned network "
+                          "and a parent of every other feature")
     fit.add_argument("--parents", action="append", default=[], metavar="CHILD=P1,P2",
-                     help="Bayesian network: CHILD's parent features (repeatable)")
+                     help="Bayesian network given by hand: CHILD's parent features "
+                          "(repeatable; no structure is learned)")
     fit.add_argument("--bins", action="append", default=[], metavar="COL=b1,b2",
                      help="cut points of a continuous or many-valued integer parent")
     fit.add_argument("--components", type=int, default=3,
@@ -56,11 +77,14 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
     fit.add_argument("--min-rows", type=int, default=30,
                      help="Bayesian network: rows a CPT cell needs, else the pooled fit (30)")
     fit.add_argument("--max-discrete-values", type=int, default=20,
-                     help="integer columns with more distinct values get a discretised normal")
+                     help="integer columns with more distinct values get an integer "
+                          "histogram (a discretised normal with --continuous normal)")
     fit.add_argument("--seed", type=int, default=0, help="random seed (Gaussian mixtures)")
     fit.add_argument("--name", help="model name recorded in the file")
     fit.add_argument("--model", "--network", dest="model",
-                     help="network file whose inputs the model must bind to by name")
+                     help="network file: fit only its input columns of DATA (a raw string "
+                          "column COL feeds inputs COL=VALUE) and check the model binds to "
+                          "it by name")
     fit.add_argument("--input-names", help="the network's input names, comma-separated "
                                            "(for a network file that records none)")
     fit.add_argument("--json", action="store_true", help=JSON_HELP)
@@ -145,46 +169,121 @@ def read_table(path: str) -> pd.DataFrame:
 
 
 def summary(model: PopulationModel, rows: int) -> dict[str, Any]:
-    """What ``fit`` reports: rows, columns, features by kind, the distribution."""
+    """What ``fit`` reports: rows, columns, features by kind, the distribution, its edges
+    (a Bayesian network's, else none) and the data it was fitted from."""
+    from verifier.population import BayesianNetwork
+
+    distribution = model.distribution
+    edges = distribution.edges() if isinstance(distribution, BayesianNetwork) else []
     return {
         "rows": rows,
         "columns": list(model.columns),
-        "distribution": model.distribution.kind,
+        "distribution": distribution.kind,
+        "edges": [list(edge) for edge in edges],
+        "description": model.description,
         "features": [{"name": f.name, "kind": f.kind, "columns": f.column_names(),
                       **({"categories": f.categories} if f.categories else {}),
                       **({"domain": list(f.domain)} if f.domain else {})}
                      for f in model.features],
+        **({"fitted_from": model.fitted_from.model_dump()} if model.fitted_from else {}),
     }
 
 
-def run_fit(args: argparse.Namespace) -> int:
-    from certgate.population_data import fit_population
-    from pipeline_steps.cli.population_checks import check_binding, validated_file
+def model_columns(args: argparse.Namespace, frame: pd.DataFrame) -> pd.DataFrame:
+    """The columns of ``frame`` that the network of ``--model`` reads, in table order: a
+    column named like an input, or a raw string column ``COL`` when an input is named
+    ``COL=VALUE``. A network without input names keeps the whole table. Raises naming the
+    inputs the table lacks."""
+    from certgate.population_data import is_string_column
+    from pipeline_steps.cli.inputs import read_network
+    from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
+
+    network = read_network(args.model)
+    given = parse_input_names(args.input_names)
+    if given is None and anonymous_inputs(network):
+        return frame
+    inputs = bound_names(network, given, f"--model {args.model}")
+    raw = [str(c) for c in frame.columns if is_string_column(frame[c])]
+    feeds = {column: [name for name in inputs if name.startswith(f"{column}=")]
+             for column in raw}
+    kept = [c for c in frame.columns if str(c) in inputs or feeds.get(str(c))]
+    fed = set(map(str, kept)) | {name for c in kept for name in feeds.get(str(c), [])}
+    missing = [name for name in inputs if name not in fed]
+    if missing:
+        raise CertgateInputError(
+            f"{args.data}: the network of --model {args.model} reads inputs {missing}, which "
+            f"are not columns of the table (nor COL=VALUE of a string column COL); columns: "
+            f"{[str(c) for c in frame.columns]}")
+    return frame[kept]
+
+
+def write_validated(model: PopulationModel, out: str,
+                    check: Callable[[PopulationModel], str] | None = None
+                    ) -> tuple[PopulationModel, float, str | None]:
+    """Write ``model`` to a temporary file beside ``out``, validate that file as
+    ``population validate`` does, run ``check`` on the model read back (e.g. its binding to
+    a network), and only then rename it to ``out``: a failure leaves ``out`` as it was.
+    Returns the model read back, its total mass and what ``check`` returned."""
+    from pipeline_steps.cli.population_checks import validated_file
     from verifier.population import save_population
 
+    target = Path(out)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                         dir=target.parent if str(target.parent) else ".")
+    os.close(handle)
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)  # mkstemp's 0600 would survive the rename
+        save_population(model, temporary)
+        written, total = validated_file(temporary)
+        checked = check(written) if check is not None else None
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return written, total, checked
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    from certgate.population_data import data_source, fit_population
+    from pipeline_steps.cli.population_checks import check_binding
+
     frame = read_table(args.data)
+    if args.model:
+        frame = model_columns(args, frame)
     categorical = {key: _names(text, "--categorical", key)
                    for key, text in _pairs(args.categorical, "--categorical").items()}
     parents = {key: _names(text, "--parents", key)
                for key, text in _pairs(args.parents, "--parents").items()}
+    started = time.perf_counter()
     model = fit_population(
         frame, categorical=categorical, domains=parse_domains(args.domain),
-        continuous=args.continuous, parents=parents, bins=parse_bins(args.bins),
+        continuous=args.continuous, structure="independent" if args.independent else "learned",
+        protected=args.protected, parents=parents, bins=parse_bins(args.bins),
         n_components=args.components, min_leaf=args.min_leaf, min_rows=args.min_rows,
-        max_discrete_values=args.max_discrete_values, seed=args.seed, name=args.name)
+        max_discrete_values=args.max_discrete_values, seed=args.seed, name=args.name,
+        source=data_source(args.data, len(frame)))
+    seconds = time.perf_counter() - started
     if args.model:
         model = in_network_order(args, model)
-    out = save_population(model, args.out)
-    written, total = validated_file(str(out))
-    report = {"file": str(out), **summary(written, len(frame)), "total_mass": total}
+    written, total, binding = write_validated(
+        model, args.out, (lambda fitted: check_binding(args, fitted)) if args.model else None)
+    report = {"file": args.out, **summary(written, len(frame)), "total_mass": total,
+              "fit_seconds": seconds}
     if args.model:
         report["network"] = args.model
-        report["binding"] = check_binding(args, written)
+        report["binding"] = binding
     if args.json:
         emit_json(report)
         return 0
-    print(f"{out}: {report['distribution']} population model of {len(frame)} rows, "
-          f"{len(report['columns'])} columns, total mass {total:.12g} (valid)")
+    print(f"{args.out}: {report['distribution']} population model of {len(frame)} rows, "
+          f"{len(report['columns'])} columns, total mass {total:.12g} (valid), fitted in "
+          f"{seconds:.1f} s")
+    if report["edges"]:
+        print(f"  edges: {', '.join(f'{a} -> {b}' for a, b in report['edges'])}")
+    elif report["distribution"] == "bayesian_network":
+        print("  edges: none (no dependence found)")
     for feature in report["features"]:
         extra = (f" categories {feature['categories']}" if "categories" in feature
                  else f" domain {feature['domain']}" if "domain" in feature else "")

@@ -20,6 +20,7 @@ from verifier.population.distributions import (
     Uniform,
 )
 from verifier.population.errors import PopulationError, PopulationMismatchError
+from verifier.population.histogram import IntegerHistogram
 from verifier.population.io import (
     POPULATION_FILENAME,
     dumps_population,
@@ -55,6 +56,7 @@ __all__ = [
     "Factor",
     "Feature",
     "FeatureSchema",
+    "IntegerHistogram",
     "Leaf",
     "Marginal",
     "Mixture",

@@ -142,6 +142,12 @@ class Distribution(PopulationBase, ABC):
         """Groups of local columns guaranteed to be one-hot (exactly one 1, the rest 0)."""
         return []
 
+    def renormalised(self) -> list[str]:
+        """Where the document's probabilities or weights summed to 1 only within float32
+        precision and were renormalised by their sum (one line each, naming the place);
+        ``[]`` when every sum was 1 within 1e-9."""
+        return []
+
     def is_univariate(self) -> bool:
         """True when the distribution is 1-D and answers the value-space queries
         ``interval``, ``has_atom``, ``mass_inside`` and ``support_in``."""

@@ -26,10 +26,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from verifier.population.base import (
     Bound,
@@ -88,6 +95,20 @@ class BayesNode(PopulationBase):
     latent: bool = False
     columns: list[str] | None = None
     cpt: list[CPTRow]
+
+    @field_validator("cpt", mode="wrap")
+    @classmethod
+    def _name_the_row(cls, value: Any, handler: ValidatorFunctionWrapHandler,
+                      info: ValidationInfo) -> list[CPTRow]:
+        """Errors inside a row name the node and the row (``node 'age' row 3: …``)."""
+        try:
+            return handler(value)
+        except ValidationError as error:
+            first = error.errors()[0]
+            row = first["loc"][0] if first["loc"] else "?"
+            where = ".".join(str(part) for part in first["loc"][1:])
+            raise ValueError(f"node {info.data.get('name', '?')!r} row {row} ({where}): "
+                             f"{first['msg'].removeprefix('Value error, ')}") from error
 
     @model_validator(mode="after")
     def _check_node(self) -> BayesNode:
@@ -329,6 +350,14 @@ class BayesianNetwork(Distribution):
 
     def column_names(self) -> tuple[str, ...]:
         return tuple(name for node in self.nodes for name in node.observed_columns())
+
+    def renormalised(self) -> list[str]:
+        return [f"node {node.name!r} row {index}: {line}" for node in self.nodes
+                for index, row in enumerate(node.cpt) for line in row.distribution.renormalised()]
+
+    def edges(self) -> list[tuple[str, str]]:
+        """Every edge ``(parent, child)``, children in node order."""
+        return [(parent, node.name) for node in self.nodes for parent in node.parents]
 
     @property
     def regime_count(self) -> int:

@@ -6,8 +6,12 @@ integer, conditioned on an integer range) and ``point``. ``categorical`` is a di
 over the columns of a one-hot group (``k`` columns, one probability per category).
 
 Normal parameters accept either ``std`` or ``variance`` (exactly one); the document keeps the
-one given. Probabilities and weights must sum to 1 within ``PROBABILITY_SUM_TOLERANCE`` and
-are normalised by their sum, which defines the exact distribution.
+one given. Probabilities and weights must sum to 1 within float32 precision
+(``PROBABILITY_SUM_TOLERANCE`` = 2**-23, the float32 machine epsilon: tables written in
+float32 sum to 1 ± a few 1e-8) and are normalised by their sum, which defines the exact
+distribution. A sum further from 1 than ``EXACT_SUM_TOLERANCE`` (1e-9, float64 tables) is a
+*renormalisation*: it is listed by :meth:`Distribution.renormalised` and shown by the
+population model (:attr:`verifier.population.model.PopulationModel.renormalised`).
 """
 
 from __future__ import annotations
@@ -36,13 +40,14 @@ from verifier.population.rounding import (
     ratio,
 )
 
-PROBABILITY_SUM_TOLERANCE = 1e-9
+PROBABILITY_SUM_TOLERANCE = float(np.finfo(np.float32).eps)
+EXACT_SUM_TOLERANCE = 1e-9
 MIN_NORMALISER = 1e-280
 
 
 def check_probabilities(values: list[float], what: str) -> np.ndarray:
-    """Validate non-negative finite probabilities summing to 1 (±1e-9); return them
-    normalised by their sum as float64."""
+    """Validate non-negative finite probabilities summing to 1 within float32 precision
+    (±2**-23); return them normalised by their sum as float64."""
     array = np.asarray(values, dtype=np.float64)
     if array.size == 0:
         raise ValueError(f"{what} must not be empty")
@@ -50,8 +55,18 @@ def check_probabilities(values: list[float], what: str) -> np.ndarray:
         raise ValueError(f"{what} must be finite and non-negative, got {values}")
     total = float(array.sum())
     if abs(total - 1.0) > PROBABILITY_SUM_TOLERANCE:
-        raise ValueError(f"{what} must sum to 1 (±{PROBABILITY_SUM_TOLERANCE:g}), got {total!r}")
+        raise ValueError(f"{what} must sum to 1 within float32 precision "
+                         f"(±{PROBABILITY_SUM_TOLERANCE:.3g}), got {total!r}")
     return array / total
+
+
+def renormalisation(values: list[float], what: str) -> list[str]:
+    """``["<what> summed to <total>, renormalised"]`` when accepted ``values`` sum to 1 only
+    within float32 precision (further than ``EXACT_SUM_TOLERANCE``), else ``[]``."""
+    total = float(np.asarray(values, dtype=np.float64).sum())
+    if abs(total - 1.0) <= EXACT_SUM_TOLERANCE:
+        return []
+    return [f"{what} summed to {total!r}, renormalised"]
 
 
 def _finite(value: float, what: str) -> float:
@@ -392,6 +407,9 @@ class Discrete(Marginal):
     def column_atoms(self) -> list[np.ndarray | None]:
         return [self._table.charged.copy()]
 
+    def renormalised(self) -> list[str]:
+        return renormalisation(self.probabilities, "probabilities")
+
     def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         table = self._table
         return rng.choice(table.values, size=n, p=table.probabilities).reshape(n, 1)
@@ -607,6 +625,9 @@ class Categorical(Distribution):
 
     def support_in(self, lo: float, hi: float) -> tuple[float, float] | None:
         return self._index_table.support_in(lo, hi)
+
+    def renormalised(self) -> list[str]:
+        return renormalisation(self.probabilities, "probabilities")
 
     def describe_lines(self) -> list[str]:
         return [self.summary()]

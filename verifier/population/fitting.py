@@ -1,10 +1,17 @@
 """Fitting population models from a pandas DataFrame.
 
 * :func:`infer_features` — a feature schema from column dtypes (one-hot groups given).
-* :func:`fit_marginal` — one feature's marginal: normal (unbounded domain) or truncated normal
-  (maximum likelihood on the domain) for continuous features; the empirical distribution for
-  integer/binary features with at most ``max_discrete_values`` distinct values, else a
-  discretised normal on the domain; the category frequencies for a one-hot group.
+* :func:`fit_marginal` — one feature's marginal. With ``continuous="histogram"`` (the
+  data-shaped, bounded default of :func:`certgate.population_data.fit_population`): a
+  continuous feature gets an equal-mass histogram on the data's range (a mixture of uniforms,
+  :func:`fit_continuous_histogram`), an integer feature with more than
+  ``max_discrete_values`` distinct values an :class:`IntegerHistogram` on its observed range
+  with an atom for every value holding at least ``ATOM_SHARE`` of the rows
+  (:func:`fit_integer_histogram`). With ``continuous="normal"``: normal (unbounded domain)
+  or truncated normal (maximum likelihood on the domain), and a discretised normal on the
+  domain for many-valued integers. Either way integer/binary features with at most
+  ``max_discrete_values`` distinct values get their empirical distribution and a one-hot
+  group its category frequencies.
 * :func:`fit_gaussian_mixture` — a 1-D Gaussian mixture (scikit-learn ``GaussianMixture``);
   on a bounded domain every component is truncated to the domain (an approximation of the
   maximum-likelihood truncated mixture that keeps the support inside the domain).
@@ -39,16 +46,21 @@ from verifier.population.distributions import (
     Normal,
     PointMass,
     TruncatedNormal,
+    Uniform,
 )
 from verifier.population.errors import PopulationError
+from verifier.population.histogram import IntegerHistogram
 from verifier.population.mixture import Mixture
 from verifier.population.model import PopulationModel
 from verifier.population.piecewise import Leaf, PiecewiseDensity
 from verifier.population.product import Factor, Product
 from verifier.population.schema import Feature
 
-ContinuousMethod = Literal["normal", "gaussian_mixture", "density_tree"]
+ContinuousMethod = Literal["histogram", "normal", "gaussian_mixture", "density_tree"]
 MAX_DISCRETE_VALUES = 20
+HISTOGRAM_BINS = 16
+MIN_BIN_ROWS = 20
+ATOM_SHARE = 0.05
 
 
 def infer_features(
@@ -124,16 +136,82 @@ def fit_truncated_normal(values: np.ndarray, lower: float, upper: float) -> Trun
     )
 
 
-def _continuous(values: np.ndarray, feature: Feature) -> Distribution:
+def _bin_count(rows: int) -> int:
+    """Histogram bins for ``rows`` data rows: ``HISTOGRAM_BINS``, fewer so that a bin holds
+    ``MIN_BIN_ROWS`` rows on average."""
+    return max(1, min(HISTOGRAM_BINS, rows // MIN_BIN_ROWS))
+
+
+def fit_continuous_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS) -> Mixture:
+    """An equal-mass histogram of ``values`` on their range ``[min, max]``: the edges are
+    the ``bins``-quantiles (repeated edges merged, so an atom of the data widens no bin
+    beyond its neighbours), each bin a uniform density weighted by the share of the values
+    in it (the last bin closed). Bounded by construction; empty bins are left out."""
+    if np.ptp(values) == 0:
+        raise PopulationError("a histogram needs values that are not all equal")
+    edges = np.unique(np.quantile(values, np.linspace(0.0, 1.0, bins + 1)))
+    counts, _ = np.histogram(values, bins=edges)
+    keep = counts > 0
+    components: list[Distribution] = [
+        Uniform(lower=float(a), upper=float(b))
+        for a, b in zip(edges[:-1][keep], edges[1:][keep], strict=True)
+    ]
+    return Mixture(weights=(counts[keep] / counts.sum()).tolist(), components=components)
+
+
+def fit_integer_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
+                          atom_share: float = ATOM_SHARE) -> IntegerHistogram:
+    """An :class:`IntegerHistogram` of integer ``values`` on their observed range: every
+    value holding at least ``atom_share`` of the rows is a one-integer bin (an atom, e.g. a
+    skewed column's mode); each run of values between atoms is cut into about
+    ``bins × its share`` bins of equal mass, contiguous from the run's first to its last
+    observed value. Bin probabilities are the shares of the rows in them."""
+    distinct, counts = np.unique(values.astype(np.int64), return_counts=True)
+    total = counts.sum()
+    heavy = counts >= atom_share * total
+    ranges: list[tuple[int, int]] = []
+    masses: list[int] = []
+    start = 0
+    while start < distinct.size:
+        if heavy[start]:
+            ranges.append((int(distinct[start]), int(distinct[start])))
+            masses.append(int(counts[start]))
+            start += 1
+            continue
+        stop = start
+        while stop < distinct.size and not heavy[stop]:
+            stop += 1
+        run = counts[start:stop]
+        pieces = max(1, round(bins * run.sum() / total))
+        cumulative = np.cumsum(run)
+        targets = run.sum() * np.arange(1, pieces) / pieces
+        cuts = np.unique(np.searchsorted(cumulative, targets, side="left"))
+        first = int(distinct[start])
+        previous = 0
+        for cut in [*cuts.tolist(), run.size - 1]:
+            if cut < previous:
+                continue
+            last = int(distinct[start + cut])
+            ranges.append((first, last))
+            masses.append(int(run[previous:cut + 1].sum()))
+            first, previous = last + 1, cut + 1
+        start = stop
+    return IntegerHistogram(bins=ranges, probabilities=(np.array(masses) / total).tolist())
+
+
+def _continuous(values: np.ndarray, feature: Feature, method: str = "normal") -> Distribution:
     low, high = feature.interval()
     if np.ptp(values) == 0:
         raise PopulationError(f"feature {feature.name!r} is constant; it has no density")
+    if method == "histogram":
+        return fit_continuous_histogram(values, _bin_count(values.size))
     if math.isinf(low) and math.isinf(high):
         return Normal(mean=float(values.mean()), std=float(values.std()))
     return fit_truncated_normal(values, low, high)
 
 
-def _integer(values: np.ndarray, feature: Feature, max_discrete_values: int) -> Distribution:
+def _integer(values: np.ndarray, feature: Feature, max_discrete_values: int,
+             method: str = "normal") -> Distribution:
     if not np.all(values == np.floor(values)):
         raise PopulationError(f"feature {feature.name!r} is {feature.kind} but the data is not")
     distinct, counts = np.unique(values, return_counts=True)
@@ -141,6 +219,8 @@ def _integer(values: np.ndarray, feature: Feature, max_discrete_values: int) -> 
         return PointMass(value=float(distinct[0]))
     if distinct.size <= max_discrete_values:
         return Discrete(values=distinct.tolist(), probabilities=(counts / counts.sum()).tolist())
+    if method != "normal":
+        return fit_integer_histogram(values, _bin_count(values.size))
     low, high = feature.interval()
     return DiscretisedNormal(
         mean=float(values.mean()), std=float(max(values.std(), 0.5)),
@@ -159,15 +239,22 @@ def _categories(values: np.ndarray, feature: Feature) -> Categorical:
 
 
 def fit_marginal(
-    frame: pd.DataFrame, feature: Feature, max_discrete_values: int = MAX_DISCRETE_VALUES
+    frame: pd.DataFrame, feature: Feature, max_discrete_values: int = MAX_DISCRETE_VALUES,
+    continuous: ContinuousMethod = "normal",
 ) -> Distribution:
-    """The marginal of one feature (see the module docstring)."""
-    values = _values(frame, feature)
+    """The marginal of one feature (see the module docstring): ``continuous="histogram"``
+    gives the data-shaped histograms, anything else the (truncated/discretised) normals."""
+    return _marginal_of(_values(frame, feature), feature, max_discrete_values, continuous)
+
+
+def _marginal_of(values: np.ndarray, feature: Feature, max_discrete_values: int,
+                 continuous: ContinuousMethod) -> Distribution:
+    """:func:`fit_marginal` of values already read and checked by :func:`_values`."""
     if feature.kind == "categorical":
         return _categories(values, feature)
     if feature.kind == "continuous":
-        return _continuous(values, feature)
-    return _integer(values, feature, max_discrete_values)
+        return _continuous(values, feature, continuous)
+    return _integer(values, feature, max_discrete_values, continuous)
 
 
 def fit_gaussian_mixture(
@@ -273,7 +360,7 @@ def fit_product(
         if feature.kind == "continuous" and continuous == "gaussian_mixture":
             distribution: Distribution = fit_gaussian_mixture(frame, feature, n_components, seed)
         else:
-            distribution = fit_marginal(frame, feature, max_discrete_values)
+            distribution = fit_marginal(frame, feature, max_discrete_values, continuous)
         factors.append(Factor(columns=feature.column_names(), distribution=distribution))
     if tree_columns:
         data = frame[tree_columns]
@@ -338,6 +425,18 @@ def _parent_values(frame: pd.DataFrame, feature: Feature) -> np.ndarray:
     return frame[feature.name].to_numpy(dtype=np.float64)
 
 
+def _cell_fit(subset: np.ndarray, feature: Feature, pooled: Distribution, min_rows: int,
+              max_discrete_values: int, continuous: ContinuousMethod) -> Distribution:
+    """A CPT row's marginal from the cell's values (read by :func:`_values`), or the pooled
+    fit when the cell has fewer than ``min_rows`` rows or its continuous values are all
+    equal (no density)."""
+    if len(subset) < min_rows:
+        return pooled
+    if feature.kind == "continuous" and np.ptp(subset) == 0:
+        return pooled
+    return _marginal_of(subset, feature, max_discrete_values, continuous)
+
+
 def fit_bayesian_network(
     frame: pd.DataFrame,
     features: list[Feature],
@@ -345,31 +444,36 @@ def fit_bayesian_network(
     bins: dict[str, list[float]] | None = None,
     min_rows: int = 30,
     max_discrete_values: int = MAX_DISCRETE_VALUES,
+    continuous: ContinuousMethod = "normal",
 ) -> PopulationModel:
     """A Bayesian network with the given ``parents`` (feature name → parent feature names);
-    see the module docstring for the CPT rows."""
+    see the module docstring for the CPT rows, whose marginals :func:`fit_marginal` fits
+    by ``continuous`` (``histogram`` or ``normal``)."""
+    if continuous not in ("histogram", "normal"):
+        raise PopulationError(f"a Bayesian network fits its rows as histograms or normals, "
+                              f"not {continuous!r}")
     bins = bins or {}
     by_name = {feature.name: feature for feature in features}
     ordered = _topological(features, parents)
     cells = {}
     for name in sorted({p for ps in parents.values() for p in ps}):
         cells[name] = _parent_cells(frame, by_name[name], bins.get(name), max_discrete_values)
+    parent_values = {name: _parent_values(frame, by_name[name]) for name in cells}
     nodes = []
     for feature in ordered:
         node_parents = parents.get(feature.name, [])
-        pooled = fit_marginal(frame, feature, max_discrete_values)
+        own = _values(frame, feature)
+        pooled = _marginal_of(own, feature, max_discrete_values, continuous)
         rows = []
         for combination in itertools.product(*(cells[p] for p in node_parents)):
             selected = np.ones(len(frame), dtype=bool)
             for parent, (low, high) in zip(node_parents, combination, strict=True):
-                values = _parent_values(frame, by_name[parent])
+                values = parent_values[parent]
                 low_f = -np.inf if low is None else low
                 high_f = np.inf if high is None else high
                 selected &= (values >= low_f) & (values <= high_f)
-            subset = frame[selected]
-            distribution = pooled
-            if len(subset) >= min_rows:
-                distribution = fit_marginal(subset, feature, max_discrete_values)
+            distribution = _cell_fit(own[selected], feature, pooled, min_rows,
+                                     max_discrete_values, continuous)
             rows.append(CPTRow(condition=dict(zip(node_parents, combination, strict=True)),
                                distribution=distribution))
         nodes.append(BayesNode(name=feature.name, parents=node_parents,

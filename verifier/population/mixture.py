@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import model_validator
 
 from verifier.population.base import Distribution, indent, union_atoms
-from verifier.population.distributions import check_probabilities
+from verifier.population.distributions import check_probabilities, renormalisation
 from verifier.population.rounding import Enclosure, weighted_sum
 
 if TYPE_CHECKING:
@@ -161,6 +161,11 @@ class Mixture(Distribution):
         if not hulls:
             return None
         return min(h[0] for h in hulls), max(h[1] for h in hulls)
+
+    def renormalised(self) -> list[str]:
+        return [*renormalisation(self.weights, "weights"),
+                *(f"component {index}: {line}" for index, component in
+                  enumerate(self.components) for line in component.renormalised())]
 
     def describe_lines(self) -> list[str]:
         lines = [f"mixture of {len(self.components)} components:"]

@@ -231,6 +231,13 @@ class PopulationModel(PopulationBase):
         low, high = self.distribution.support()
         return self._to_model_order(low), self._to_model_order(high)
 
+    @property
+    def renormalised(self) -> list[str]:
+        """Where the document's probabilities summed to 1 only within float32 precision and
+        were renormalised by their sum (e.g. ``node 'age' row 3: probabilities summed to
+        0.99999997, renormalised``); ``[]`` when none was."""
+        return self.distribution.renormalised()
+
     def describe(self) -> str:
         """Readable multi-line description: features, then the distribution."""
         title = f"population model {self.name!r}" if self.name else "population model"
@@ -241,6 +248,8 @@ class PopulationModel(PopulationBase):
         lines.extend(f"  {feature.describe()}" for feature in self.features)
         lines.append("distribution:")
         lines.extend(f"  {line}" for line in self.distribution.describe_lines())
+        for line in self.renormalised:
+            lines.append(f"renormalised: {line}")
         if self.fitted_from is not None:
             source = self.fitted_from
             lines.append(f"fitted from: {source.uri} ({source.rows} rows, sha256 "

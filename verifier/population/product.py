@@ -115,6 +115,10 @@ class Product(Distribution):
                 groups.append(tuple(int(offset) + index for index in group))
         return groups
 
+    def renormalised(self) -> list[str]:
+        return [f"factor {', '.join(factor.columns)}: {line}" for factor in self.factors
+                for line in factor.distribution.renormalised()]
+
     def describe_lines(self) -> list[str]:
         lines = [f"independent product of {len(self.factors)} factors:"]
         for factor in self.factors:

@@ -21,6 +21,7 @@ from verifier.population.distributions import (
     TruncatedNormal,
     Uniform,
 )
+from verifier.population.histogram import IntegerHistogram
 from verifier.population.mixture import Mixture
 from verifier.population.piecewise import PiecewiseDensity
 from verifier.population.product import Factor, Product
@@ -31,6 +32,7 @@ AnyDistribution = Annotated[
     | Uniform
     | Discrete
     | DiscretisedNormal
+    | IntegerHistogram
     | PointMass
     | Categorical
     | Product
@@ -41,8 +43,9 @@ AnyDistribution = Annotated[
 ]
 
 DISTRIBUTION_KINDS: tuple[str, ...] = (
-    "normal", "truncated_normal", "uniform", "discrete", "discretised_normal", "point",
-    "categorical", "product", "mixture", "bayesian_network", "piecewise",
+    "normal", "truncated_normal", "uniform", "discrete", "discretised_normal",
+    "integer_histogram", "point", "categorical", "product", "mixture", "bayesian_network",
+    "piecewise",
 )
 
 for _model in (Factor, Product, Mixture, CPTRow, BayesNode, BayesianNetwork):

@@ -32,6 +32,7 @@ from verifier.population import (
     Categorical,
     Discrete,
     DiscretisedNormal,
+    IntegerHistogram,
     Mixture,
     PiecewiseDensity,
     PointMass,
@@ -143,6 +144,11 @@ def _atoms(distribution: Distribution, columns: list[int], low: float, high: flo
         values = np.array([distribution.value])
     elif isinstance(distribution, Discrete):
         values = np.asarray(distribution.values, np.float64)
+    elif isinstance(distribution, IntegerHistogram):
+        if distribution.integer_count() > MAX_TERMS:
+            raise TooManyTerms(f"column {columns[0]}: an integer histogram with "
+                               f"{distribution.integer_count()} values")
+        values = distribution.charged_integers()
     else:
         first, last = distribution.support_in(low, high) or (0.0, -1.0)
         mean, sigma = distribution.mean, distribution.sigma
@@ -191,7 +197,7 @@ def decompose(distribution: Distribution, columns: list[int], low: float = -math
     ``[low, high]``, category indices for a categorical) and the mass they leave out."""
     if isinstance(distribution, Categorical):
         return _categories(distribution, columns, low, high), 0.0
-    if isinstance(distribution, Discrete | PointMass | DiscretisedNormal):
+    if isinstance(distribution, Discrete | PointMass | DiscretisedNormal | IntegerHistogram):
         return _atoms(distribution, columns, low, high)
     if isinstance(distribution, Product):
         return _product(distribution, columns)
