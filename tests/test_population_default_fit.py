@@ -26,6 +26,7 @@ from certgate.population_data import fit_population
 from pipeline_steps.cli import main
 from verifier.audits import demographic_parity_audit, run_audit
 from verifier.audits.causal_fairness import CausalFairnessSettings
+from verifier.audits.fidelity import population_assumptions
 from verifier.audits.monotonicity import MonotonicitySettings
 from verifier.convert import from_torch, save_network
 from verifier.population import (
@@ -278,6 +279,14 @@ def test_float32_rows_load_renormalised_and_say_so() -> None:
     exact = Fraction(1, 2) * Fraction(row[2]) / total
     assert Fraction(float(lower[0])) <= exact <= Fraction(float(upper[0]))
     assert PopulationModel.from_json(_network_document([0.25, 0.25, 0.5])).renormalised == []
+
+
+def test_a_certificate_records_the_renormalised_rows_among_its_assumptions() -> None:
+    row = [float(np.float32(v)) for v in (0.1, 0.2, 0.7)]
+    model = PopulationModel.from_json(_network_document(row))
+    assert population_assumptions(model, "s")["renormalised"] == model.renormalised
+    exact = PopulationModel.from_json(_network_document([0.25, 0.25, 0.5]))
+    assert "renormalised" not in population_assumptions(exact, "s")
 
 
 def test_rows_off_by_more_than_float32_precision_are_refused_by_node_and_row() -> None:

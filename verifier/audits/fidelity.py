@@ -116,14 +116,17 @@ def population_assumptions(population: Any, protected: str | None = None) -> dic
     distribution's kind), the independent ``factors`` (feature names) or the ``edges``
     (parent, child: node names), the columns the model lets depend on ``protected``
     (``protected_dependents``: same factor, or a common ancestor in the network, latent
-    nodes included), the data it records being ``fitted_from``, and a one-line
-    ``summary``."""
+    nodes included), the data it records being ``fitted_from``, the tables it had
+    ``renormalised`` (sums off 1 within float32 precision) and a one-line ``summary``."""
     distribution = population.distribution
     columns = list(population.columns)
     record: dict[str, Any] = {"distribution": distribution.kind}
     fitted = getattr(population, "fitted_from", None)
     if fitted is not None:
         record["fitted_from"] = fitted.model_dump(mode="json")
+    renormalised = list(getattr(population, "renormalised", []))
+    if renormalised:
+        record["renormalised"] = renormalised
     if distribution.kind == "product":
         features = _factor_features(population, distribution.factors)
         record.update(structure="independent", factors=features)
