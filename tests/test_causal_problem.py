@@ -67,6 +67,17 @@ def test_bad_specifications() -> None:
                       0.25)
 
 
+def test_a_one_hot_feature_named_whole_gets_its_columns_in_the_error() -> None:
+    network = threshold_network([1.0, 1.0, 1.0], 0.0, ["age", "sex=Female", "sex=Male"])
+    with pytest.raises(CausalInputError,
+                       match="'sex' is not an input of the network; its one-hot columns are "
+                             "sex=Female,sex=Male: name them all"):
+        build_problem(network, ["sex"])
+    with pytest.raises(CausalInputError, match=r"'Age' is not an input of the network "
+                                               r"\(did you mean 'age'\?\)"):
+        build_problem(network, ["Age"])
+
+
 def test_refinement_cut_by_the_deadline_keeps_its_finished_parts() -> None:
     # class 1 iff x + 0.5 s > 0.75: biased iff x in (0.25, 0.75]. A budget that ends inside
     # the refinement keeps every finished partition; the unfinished ones inside the witnessed

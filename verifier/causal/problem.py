@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.errors import CertgateInputError
+from verifier.errors import CertgateInputError, did_you_mean
 from verifier.network import Network
 
 
@@ -128,8 +128,12 @@ def build_problem(
 
     def index_of(name: str, role: str) -> int:
         if name not in position:
+            onehot = [column for column in names if column.startswith(f"{name}=")]
+            hint = (f"; its one-hot columns are {','.join(onehot)}: name them all, comma-"
+                    "separated" if onehot else did_you_mean(name, names))
             raise CausalInputError(
-                f"{role} {name!r} is not an input of the network (inputs: {', '.join(names)})"
+                f"{role} {name!r} is not an input of the network{hint} (inputs: "
+                f"{', '.join(names)})"
             )
         return position[name]
 
