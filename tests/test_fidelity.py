@@ -70,7 +70,7 @@ def rows_of(frame) -> DataRows:
 
 
 def test_independent_population_is_proven_fair_and_contradicted(network, frame) -> None:
-    population = fit_population(frame)
+    population = fit_population(frame, structure="independent")
     assert population.distribution.kind == "product"
     certificate = run_audit(SETTINGS, network, population)
     assert certificate.verdict == "satisfied"
@@ -193,7 +193,7 @@ def test_interval_arithmetic_encloses_every_corner(a: float, b: float, c: float,
 
 
 def test_no_counterpart_and_no_data_are_said(network, frame) -> None:
-    population = fit_population(frame)
+    population = fit_population(frame, structure="independent")
     certificate = Certificate(audit="x", verdict="unknown", bounds={"value": (0.0, 1.0)})
     causal = type("Causal", (), {"kind": "causal_fairness", "name": "c"})()
     record = fidelity_check(causal, certificate, network, population, rows_of(frame))
@@ -208,7 +208,7 @@ def test_fitted_from_is_used_only_while_its_hash_matches(frame, tmp_path: Path) 
     path = tmp_path / "data.csv"
     frame.to_csv(path, index=False)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    document = {**fit_population(frame).to_json(),
+    document = {**fit_population(frame, structure="independent").to_json(),
                 "fitted_from": {"uri": "data.csv", "sha256": digest, "rows": len(frame)}}
     population = population_from_json(json.loads(json.dumps(document)))
     rows = fitted_from_rows(population, COLUMNS, tmp_path / "population.json")
@@ -251,7 +251,7 @@ def test_the_gate_policy_and_fidelity_section_are_validated() -> None:
 def test_assumptions_name_features_and_dependents() -> None:
     frame = pd.DataFrame({"age": [20, 30, 40, 50, 60, 25], "sex": ["F", "M", "F", "M", "M", "F"],
                           "score": [0.1, 0.5, 0.2, 0.9, 0.4, 0.3]})
-    product = population_assumptions(fit_population(frame), "sex=M")
+    product = population_assumptions(fit_population(frame, structure="independent"), "sex=M")
     assert product["factors"] == [["age"], ["sex"], ["score"]]
     assert product["summary"] == "independent features"
     assert product["protected_dependents"] == ["sex=F"]
@@ -266,7 +266,7 @@ def test_python_api_checks_the_data_it_is_given(frame, tmp_path: Path) -> None:
 
     path = tmp_path / "train.csv"
     frame.to_csv(path, index=False)
-    population = fit_population(frame)
+    population = fit_population(frame, structure="independent")
     (certificate,) = certgate.audit(proxy_model(), population, [PARITY], input_names=COLUMNS,
                                     data=path)
     assert certificate.verdict == "satisfied"
@@ -281,8 +281,8 @@ def test_python_api_checks_the_data_it_is_given(frame, tmp_path: Path) -> None:
 
 def test_qualified_rows_and_undecided_classes(network, frame) -> None:
     """A ``qualified`` condition restricts both groups to the rows it holds on; a row at an
-    exact tie (logit 10·0.5 − 5 = 0) is counted on neither side for sure: its group's
-    interval reaches both ends it could."""
+    exact tie (logit 10·0.5 − 5 = 0) has a class, the README's (class 1 iff the logit > 0),
+    decided in exact arithmetic: it counts as unfavourable, for sure."""
     population = fit_population(frame, parents={"proxy": ["sex"]})
     certificate = Certificate(audit="d", verdict="unknown", bounds={"value": (0.0, 1.0)})
     qualified = DemographicParityAudit(**{**PARITY, "qualified": "x.income >= 0.5"})
@@ -294,14 +294,15 @@ def test_qualified_rows_and_undecided_classes(network, frame) -> None:
     record = fidelity_check(SETTINGS, certificate, network, population, rows_of(
         pd.concat([tied, frame])))
     group = record["empirical"]["p_unprivileged"]
-    assert group["undecided"] == int((tied["sex"] == 0).sum()) > 0
+    tied_unprivileged = int((tied["sex"] == 0).sum())
+    assert tied_unprivileged > 0
+    assert group["rows"] == int((frame["sex"] == 0).sum()) + tied_unprivileged
+    assert group["undecided"] == 0
     decided = frame["sex"] == 0
     favourable = int((frame.loc[decided, "proxy"] == 1).sum())
     assert group["favourable"] == favourable
     sided = 1 - (1 - 0.95) / 2
-    assert group["interval"] == [clopper_pearson(favourable, group["rows"], sided)[0],
-                                 clopper_pearson(favourable + group["undecided"],
-                                                 group["rows"], sided)[1]]
+    assert group["interval"] == list(clopper_pearson(favourable, group["rows"], sided))
 
 
 def test_rows_are_classified_in_chunks_with_the_same_result(
@@ -345,7 +346,7 @@ def test_noise_robustness_against_its_closed_form() -> None:
 
     network = threshold_network()
     frame = uniform_rows(4000, 5)
-    population = fit_population(frame)
+    population = fit_population(frame, structure="independent")
     settings = NoiseRobustnessSettings(**NOISE)
     truth = NOISE_TRUTH
     rows = DataRows(frame.to_numpy(), {"origin": "test"})
@@ -363,7 +364,7 @@ def test_noise_interval_covers_the_truth_at_its_level() -> None:
 
     network, level = threshold_network(), 0.9
     settings = NoiseRobustnessSettings(**NOISE)
-    population = fit_population(uniform_rows(100, 0))
+    population = fit_population(uniform_rows(100, 0), structure="independent")
     certificate = Certificate(audit="n", verdict="unknown",
                               bounds={"probability": (NOISE_TRUTH, NOISE_TRUTH)})
     covered = 0
@@ -380,7 +381,7 @@ def test_the_report_renders_every_kind_of_record(network, frame) -> None:
     from pipeline_steps.fidelity_report import fidelity_html
     from verifier.audits import NoiseRobustnessSettings
 
-    population = fit_population(frame)
+    population = fit_population(frame, structure="independent")
     parity = Certificate(audit="d", verdict="satisfied", bounds={"value": (0.99, 1.01)})
     parity.population_fidelity = fidelity_check(SETTINGS, parity, network, population,
                                                 rows_of(frame))
@@ -389,7 +390,8 @@ def test_the_report_renders_every_kind_of_record(network, frame) -> None:
     noise = Certificate(audit="n", verdict="satisfied", bounds={"probability": (0.9, 1.0)})
     noise.population_fidelity = fidelity_check(
         NoiseRobustnessSettings(**NOISE), noise, threshold_network(),
-        fit_population(uniform_rows(200, 1)), DataRows(uniform_rows(200, 1).to_numpy(), {}))
+        fit_population(uniform_rows(200, 1), structure="independent"),
+        DataRows(uniform_rows(200, 1).to_numpy(), {}))
     assert "Clopper-Pearson on the rows whose class is kept" in fidelity_html(noise)
     bare = Certificate(audit="d", verdict="satisfied", bounds={"value": (0.99, 1.01)},
                        population_fidelity=fidelity_check(SETTINGS, parity, network,

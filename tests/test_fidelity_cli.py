@@ -26,10 +26,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     example = (torch.zeros(1, 3, dtype=torch.float64),)
     torch.export.save(torch.export.export(proxy_model(), example), root / "model.pt2")
     digest = hashlib.sha256(data.read_bytes()).hexdigest()
-    fitted = {**fit_population(frame).to_json(),
+    fitted = {**fit_population(frame, structure="independent").to_json(),
               "fitted_from": {"uri": "train.csv", "sha256": digest, "rows": len(frame)}}
     save_population(population_from_json(fitted), root / "fitted.json")
-    save_population(fit_population(frame), root / "bare.json")
+    save_population(fit_population(frame, structure="independent"), root / "bare.json")
     return {"root": root, "data": data, "model": root / "model.pt2",
             "fitted": root / "fitted.json", "bare": root / "bare.json"}
 

@@ -43,7 +43,8 @@ def register(registry: Registry, tmp_path: Path) -> tuple[str, str, Path]:
     with mlflow.start_run():
         dataset = mlflow.data.from_pandas(pd.read_csv(csv), source=str(csv), name="train")
         mlflow.log_input(dataset, context="training")
-        info = log_model_with_population(proxy_model(), fit_population(frame),
+        independent = fit_population(frame, structure="independent")
+        info = log_model_with_population(proxy_model(), independent,
                                          registered_model_name=name,
                                          serialization_format="pickle", alias="candidate",
                                          registry=registry)
@@ -113,7 +114,8 @@ def test_verify_reads_the_logged_dataset_of_a_registered_model(
         monkeypatch: pytest.MonkeyPatch) -> None:
     name, version, csv = register(registry, tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", registry.tracking_uri)
-    population = save_population(fit_population(pd.read_csv(csv)), tmp_path / "population.json")
+    population = save_population(fit_population(pd.read_csv(csv), structure="independent"),
+                                 tmp_path / "population.json")
     code, out, err = run_cli(
         capsys, "verify", "demographic-parity", "--model", f"models:/{name}/{version}",
         "--population", str(population), "--protected", "sex", "--privileged", "1",
