@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from verifier.wmi.marginals import Density1D
-from verifier.wmi.polynomial import Polynomial
+from verifier.wmi.polynomial import Polynomial, box_bound, compiled
 from verifier.wmi.polytope import box_constraints
 from verifier.wmi.propagation import tightened
 from verifier.wmi.regions import Region
@@ -130,7 +130,11 @@ def cell_bounds(envelope: Envelope, region: Region, lower: np.ndarray, upper: np
     if where == "inside":
         return summary.mass_lo, summary.mass_hi, summary, where
     if not clip:
-        return 0.0, min(summary.mass_hi, summary.high * summary.volume) + margin, summary, where
+        # a thin cell's volume bound caps it without an LP (box_bound: sup |p| · volume)
+        cap = summary.high * box_bound(*compiled(envelope.poly, lower.size), lower, upper,
+                                       region.volume)
+        high = min(summary.mass_hi, summary.high * summary.volume, cap)
+        return 0.0, high + margin, summary, where
     A, b = box_constraints(lower, upper)
     cutting = _cutting_rows(region, lower, upper)
     relaxed = Region(region.A[cutting], region.b[cutting], region.point, region.counters)

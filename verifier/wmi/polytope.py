@@ -25,6 +25,8 @@ from verifier.wmi.interior import strictly_inside, volume_bound
 from verifier.wmi.lp import LPError, minimise
 from verifier.wmi.propagation import row_box, tightened
 
+THIN = 1e-3  # Chebyshev radius, relative to the cell's box, below which a volume bound is kept
+
 
 class PolytopeError(CertgateInputError):
     """A polytope is unbounded or cannot be triangulated."""
@@ -37,12 +39,14 @@ class TriangulationError(PolytopeError):
 @dataclass(frozen=True)
 class Polytope:
     """``{z : A z <= b}`` with a ``point`` proven strictly inside (at distance about
-    ``radius`` from the nearest facet)."""
+    ``radius`` from the nearest facet) and an upper bound ``volume`` on its volume (computed
+    for cells thinner than :data:`THIN` of their box, else infinite)."""
 
     A: np.ndarray
     b: np.ndarray
     point: np.ndarray
     radius: float
+    volume: float = math.inf
 
     @property
     def dimension(self) -> int:
@@ -120,12 +124,16 @@ def chebyshev(A: np.ndarray, b: np.ndarray) -> Polytope | Undecided | None:
     if result.x is None or result.dual is None:
         return Undecided(lower, upper, float(np.prod(upper - lower)))
     centre = middle + half * result.x[:-1]
-    if result.x[-1] > 0 and strictly_inside(A, b, centre).all():
-        distance = (b - A @ centre) / norms
-        return Polytope(A, b, centre, float(distance.min()))
     # multipliers of the original rows, up to a common positive factor (the certificate is
     # homogeneous in them) chosen so that no scale overflows
-    volume = volume_bound(A, b, result.dual * (scale.min() / scale), lower, upper)
+    multipliers = result.dual * (scale.min() / scale)
+    if result.x[-1] > 0 and strictly_inside(A, b, centre).all():
+        distance = (b - A @ centre) / norms
+        volume = math.inf
+        if result.x[-1] < THIN:
+            volume = volume_bound(A, b, multipliers, lower, upper) or math.inf
+        return Polytope(A, b, centre, float(distance.min()), volume)
+    volume = volume_bound(A, b, multipliers, lower, upper)
     return None if volume == 0.0 else Undecided(lower, upper, volume)
 
 

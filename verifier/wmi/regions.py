@@ -14,6 +14,7 @@ ReLU networks branch only on neurons that bound propagation (CROWN over the root
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -57,12 +58,14 @@ class Region:
     """A polytope ``A z <= b`` with a ``point`` proven strictly inside it (so of positive
     volume), or ``point`` None: a cell whose interior could be neither proven nor refuted,
     kept so that its mass is counted as uncertain (:class:`~verifier.wmi.polytope.Undecided`).
-    """
+    ``volume`` is an upper bound on its volume (infinite when unknown; a sub-region inherits
+    it)."""
 
     A: np.ndarray
     b: np.ndarray
     point: np.ndarray | None
     counters: Counters = field(repr=False)
+    volume: float = math.inf
 
     @property
     def decided(self) -> bool:
@@ -75,7 +78,7 @@ class Region:
             return self
         stacked_A, stacked_b = np.vstack([self.A, A]), np.concatenate([self.b, b])
         if self.point is not None and strictly_inside(A, b, self.point).all():
-            return Region(stacked_A, stacked_b, self.point, self.counters)
+            return Region(stacked_A, stacked_b, self.point, self.counters, self.volume)
         return self._decided(stacked_A, stacked_b)
 
     def split(self, a: np.ndarray, c: float) -> tuple[Region | None, Region | None]:
@@ -90,7 +93,7 @@ class Region:
         A, b = np.vstack([self.A, a[None]]), np.append(self.b, bound)
         if self.point is not None and strictly_inside(a[None], np.array([bound]),
                                                       self.point)[0]:
-            return Region(A, b, self.point, self.counters)
+            return Region(A, b, self.point, self.counters, self.volume)
         return self._decided(A, b)
 
     def _decided(self, A: np.ndarray, b: np.ndarray) -> Region | None:
@@ -102,8 +105,8 @@ class Region:
         if poly is None:
             return None
         if isinstance(poly, Undecided):
-            return Region(A, b, None, self.counters)
-        return Region(poly.A, poly.b, poly.point, self.counters)
+            return Region(A, b, None, self.counters, min(self.volume, poly.volume))
+        return Region(poly.A, poly.b, poly.point, self.counters, min(self.volume, poly.volume))
 
     def bounding_box(self) -> tuple[np.ndarray, np.ndarray]:
         """A box proven to contain the region: the ``2 D`` LP bounds (HiGHS, in the
