@@ -16,6 +16,7 @@ from verifier.network import Layer, Network
 from verifier.population import (
     Factor,
     Feature,
+    Normal,
     PopulationModel,
     Product,
     Uniform,
@@ -98,3 +99,34 @@ def test_a_surrogate_with_other_input_names_is_refused(files: dict, tmp_path,
     with pytest.raises(CertgateInputError, match=r"input names \(b, a\) are not the model's"):
         run(["equivalence", "--model", str(files["net"]), "--population", str(files["pop"]),
              "--surrogate", str(tmp_path / "swapped.json"), "--json"], capsys)
+
+
+def test_json_stdout_is_one_object_and_holds_the_thin_cell(tmp_path: Path) -> None:
+    """Issue 33's reproducer through a fresh ``certgate`` process: stdout is exactly one JSON
+    object (HiGHS's banner goes to stderr) and the interval holds the closed form
+    0.9601224 (x ~ N(5e-10, (1e-10)²), class 0 on |x − 5e-10| <= 5e-12)."""
+    import os
+    import subprocess
+    import sys
+
+    from scipy.stats import norm
+
+    net = Network([Layer(np.array([[1.0], [-1.0]]), np.array([-5e-10, 5e-10]), "relu"),
+                   Layer(np.array([[1.0, 1.0]]), np.array([-5e-12]))], ["x"], ["logit"])
+    save_network(net, tmp_path / "thin.json")
+    save_population(PopulationModel(features=[Feature(name="x", kind="continuous")],
+                                    distribution=Normal(mean=5e-10, std=1e-10)),
+                    tmp_path / "pop.json")
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline_steps", "verify", "local-robustness", "--model",
+         str(tmp_path / "thin.json"), "--population", str(tmp_path / "pop.json"),
+         "--center", "2e-10", "--epsilon", "1e-9", "--json"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)},
+        check=False, timeout=300)
+    document = json.loads(result.stdout)
+    # the ball reaches 7 and 13 standard deviations: P(ball) = 1 − 1.3e-12
+    truth = 1 - (2 * norm.cdf(0.05) - 1) / (norm.cdf(7) - norm.cdf(-13))
+    low, high = document["probability_interval"]
+    assert result.returncode == 0
+    assert low <= truth - 1e-9 and truth + 1e-9 <= high

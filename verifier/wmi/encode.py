@@ -10,6 +10,7 @@ normal-type densities).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,8 +49,13 @@ def density_pieces(distribution: Distribution) -> list[WeightPiece]:
                                           np.asarray(leaf.upper, dtype=np.float64), poly))
         return pieces
     if isinstance(distribution, Uniform):
+        height = 1.0 / (distribution.upper - distribution.lower)
+        if not math.isfinite(height):
+            raise WMIInputError(f"a uniform on [{distribution.lower!r}, {distribution.upper!r}] "
+                                "has a density 1/width beyond float64's range; rescale the "
+                                "column")
         return [WeightPiece(np.array([distribution.lower]), np.array([distribution.upper]),
-                            constant(1.0 / (distribution.upper - distribution.lower), 1))]
+                            constant(height, 1))]
     raise WMIInputError(
         f"a {getattr(distribution, 'kind', type(distribution).__name__)} distribution is not "
         "piecewise polynomial"

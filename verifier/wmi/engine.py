@@ -31,12 +31,20 @@ from verifier.wmi.encode import Placement, Root, WeightFactor, WMIInputError
 from verifier.wmi.envelope import Envelope, Refiner, box_summary, refine_until
 from verifier.wmi.integrate import integrate_simplices
 from verifier.wmi.marginals import Density1D
-from verifier.wmi.polynomial import compiled, constant, embed, multiply
-from verifier.wmi.polytope import box_constraints, make_polytope, triangulate
+from verifier.wmi.polynomial import box_bound, compiled, constant, embed, multiply
+from verifier.wmi.polytope import (
+    TriangulationError,
+    Undecided,
+    box_constraints,
+    enclosing_box,
+    make_polytope,
+    triangulate,
+)
 from verifier.wmi.regions import Counters, NetworkModel, Outputs, Region
 from verifier.wmi.terms import ONE, Coefficient
 
 ViolationCondition = Any  # callable: list[Outputs] -> list[(A, b)]
+Mass = tuple[float, float]  # an enclosure (low, high) of a mass
 DEFAULT_TOLERANCE = 1e-4
 MAX_REFINEMENTS = 100_000
 
@@ -129,9 +137,22 @@ def build_roots(dimension: int, factors: list[WeightFactor], pre_lower: np.ndarr
     return roots
 
 
-def _integrate(region: Region, weight: tuple[np.ndarray, np.ndarray]) -> float:
+def _integrate(region: Region, weight: tuple[np.ndarray, np.ndarray]) -> Mass:
+    """Enclosure ``(low, high)`` of ``∫_region weight``: one value when the region is proven
+    to have an interior and triangulates (exact up to float64 rounding), else ``[0, ∫ |p|]``
+    bounded over a box proven to hold it and a bound on its volume (its interior undecided,
+    :class:`~verifier.wmi.polytope.Undecided`, or Qhull failing on it)."""
     polytope = region.polytope()
-    return 0.0 if polytope is None else integrate_simplices(triangulate(polytope), *weight)
+    if polytope is None:
+        return 0.0, 0.0
+    if isinstance(polytope, Undecided):
+        return 0.0, box_bound(*weight, polytope.lower, polytope.upper, polytope.volume)
+    try:
+        value = integrate_simplices(triangulate(polytope), *weight)
+    except TriangulationError:
+        box = enclosing_box(polytope.A, polytope.b)
+        return (0.0, 0.0) if box is None else (0.0, box_bound(*weight, *box))
+    return value, value
 
 
 def _root_region(root: Root, counters: Counters) -> Region | None:
@@ -139,7 +160,11 @@ def _root_region(root: Root, counters: Counters) -> Region | None:
     A, b = np.vstack([A, root.A]), np.concatenate([b, root.b])
     counters.lps += 1
     poly = make_polytope(A, b)
-    return None if poly is None else Region(poly.A, poly.b, poly.point, counters)
+    if poly is None:
+        return None
+    if isinstance(poly, Undecided):
+        return Region(A, b, None, counters)
+    return Region(poly.A, poly.b, poly.point, counters)
 
 
 def _combined(query: Query, region: Region, root: Root, index: int,
@@ -168,32 +193,34 @@ def _combined(query: Query, region: Region, root: Root, index: int,
 
 
 def root_masses(query: Query, index: int, stop_mass: float = np.inf,
-                deadline: float = np.inf) -> tuple[float, float, Counters, bool, bool]:
+                deadline: float = np.inf) -> tuple[Mass, Mass, Counters, bool, bool]:
     """``(total mass, violating mass, counters, stopped, complete)`` of root ``index`` (a
-    polynomial weight); enumeration stops once the violating mass reaches ``stop_mass`` or at
+    polynomial weight; masses as enclosures ``(low, high)``, see :func:`_integrate`);
+    enumeration stops once the violating mass's lower end reaches ``stop_mass`` or at
     ``deadline`` (``time.perf_counter()``), leaving ``complete`` False."""
     counters = Counters()
     root = query.roots[index]
     region = _root_region(root, counters)
     if region is None:
-        return 0.0, 0.0, counters, False, True
+        return (0.0, 0.0), (0.0, 0.0), counters, False, True
     weight = compiled(root.weight, query.dimension)
     total = _integrate(region, weight)
     counters.integrals += 1
-    violating = 0.0
+    low = high = 0.0
     for leaf, outputs in _combined(query, region, root, 0, []):
         counters.regions += 1
         for A, b in query.violation(outputs):
             cell = leaf.restrict(A, b)
             if cell is None:
                 continue
-            violating += _integrate(cell, weight)
+            mass = _integrate(cell, weight)
+            low, high = low + mass[0], high + mass[1]
             counters.integrals += 1
-            if violating >= stop_mass:
-                return total, violating, counters, True, False
+            if low >= stop_mass:
+                return total, (low, high), counters, True, False
         if time.perf_counter() >= deadline:
-            return total, violating, counters, False, False
-    return total, violating, counters, False, True
+            return total, (low, high), counters, False, False
+    return total, (low, high), counters, False, True
 
 
 def solve(queries: Query | list[Query], stop_at: float | None = None,
@@ -230,6 +257,7 @@ def _solve_parallel(batch: list[Query], executor: Executor) -> WMIResult:
 class _Sums:
     """Running enclosures of the total and violating masses, and their float values."""
 
+    uncertain: bool = False
     total_lo: float = 0.0
     total_hi: float = 0.0
     total: float = 0.0
@@ -238,25 +266,29 @@ class _Sums:
     violation: float = 0.0
     lost: float = 0.0
 
-    def add_exact(self, coefficient: Coefficient, total: float, violating: float,
+    def add_exact(self, coefficient: Coefficient, total: Mass, violating: Mass,
                   complete: bool = True) -> None:
-        """Add a polynomial root's total and violating masses (``violating`` a lower bound
-        when not ``complete``)."""
+        """Add a polynomial root's total and violating mass enclosures (``violating``'s
+        upper end replaced by the total's when not ``complete``)."""
         self.add_total(coefficient, total)
-        self.add_violation(coefficient, total, violating, complete)
+        self.add_violation(coefficient, total[1], violating, complete)
 
-    def add_total(self, coefficient: Coefficient, total: float) -> None:
+    def add_total(self, coefficient: Coefficient, total: Mass) -> None:
         low, value, high = coefficient
-        self.total_lo += low * total
-        self.total_hi += high * total
-        self.total += value * total
+        self.total_lo += low * total[0]
+        self.total_hi += high * total[1]
+        self.total += value * total[0]
+        self.uncertain |= total[0] != total[1]
 
-    def add_violation(self, coefficient: Coefficient, total: float, violating: float,
+    def add_violation(self, coefficient: Coefficient, total: float, violating: Mass,
                       complete: bool = True) -> None:
+        """Add a violating mass enclosure; ``total`` (an upper bound of the root's mass)
+        replaces its upper end when not ``complete``."""
         low, value, high = coefficient
-        self.violation_lo += low * violating
-        self.violation_hi += high * (violating if complete else total)
-        self.violation += value * violating
+        self.violation_lo += low * violating[0]
+        self.violation_hi += high * (violating[1] if complete else total)
+        self.violation += value * violating[0]
+        self.uncertain |= violating[0] != violating[1]
 
     def share(self, extra: tuple[float, float, float, float] = (0, 0, 0, 0)
               ) -> tuple[float, float]:
@@ -276,6 +308,7 @@ class _Sums:
         if self.total_hi + extra[3] + self.lost <= 0:
             raise WMIInputError("the precondition has probability zero under the prior")
         share_lo, share_hi = self.share(extra)
+        exact = exact and not self.uncertain
         if exact:
             share = min(1.0, max(0.0, self.violation / self.total)) if self.total > 0 else 0.0
             low = high = 1.0 - share
@@ -333,8 +366,9 @@ class Solver:
                 region = _root_region(root, self.counters)
                 total = 0.0
                 if region is not None and not query.envelopes:
-                    total = _integrate(region, compiled(root.weight, query.dimension))
-                    self.sums.add_total(query.coefficient, total)
+                    mass = _integrate(region, compiled(root.weight, query.dimension))
+                    self.sums.add_total(query.coefficient, mass)
+                    total = mass[1]
                 elif region is not None:
                     envelope = self._envelope(query, root)
                     if root.A.shape[0] == 0:
@@ -398,7 +432,8 @@ class Solver:
         """Roots never enumerated: violation anywhere in ``[0, total]``."""
         for query, _, region, total in rest:
             if region is not None and not query.envelopes:
-                self.sums.add_violation(query.coefficient, total, 0.0, complete=False)
+                self.sums.add_violation(query.coefficient, total, (0.0, 0.0),
+                                        complete=False)
 
     def _exact_root(self, query: Query, index: int, total: float) -> tuple[bool, bool]:
         """Enumerate a polynomial root: ``(complete or stopped, stopped)``."""
@@ -413,7 +448,7 @@ class Solver:
         self.counters.add(work)
         self.sums.add_violation(query.coefficient, total, violating, complete or stopped)
         if stopped:
-            self.sums.violation_hi += query.coefficient[2] * (total - violating)
+            self.sums.violation_hi += query.coefficient[2] * max(0.0, total - violating[1])
         return complete or stopped, stopped
 
     def _envelope_root(self, query: Query, index: int, region: Region) -> bool:

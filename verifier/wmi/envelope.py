@@ -17,7 +17,8 @@ The uncertainty comes only from boxes that ``P``'s boundary cuts, where it is at
 ``(U − L) · min(v, V − v)``: second order in the box width. :func:`refine` bisects the box with
 the widest interval (along the envelope side whose density varies most) until a width target,
 a step limit or a deadline. Each polytope integral is widened by :data:`VOLUME_MARGIN` of the
-box's mass bound (the float error of triangulation and of dropped measure-zero slivers).
+box's mass bound (the float error of triangulation; no cell is dropped unless proven of
+measure zero, see :mod:`verifier.wmi.polytope`).
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from verifier.wmi.marginals import Density1D
-from verifier.wmi.polynomial import Polynomial
+from verifier.wmi.polynomial import Polynomial, box_bound, compiled
 from verifier.wmi.polytope import box_constraints
 from verifier.wmi.propagation import tightened
 from verifier.wmi.regions import Region
 
 VOLUME_MARGIN = 1e-9
-Integrator = Callable[[Region], float]
+Integrator = Callable[[Region], tuple[float, float]]  # an enclosure of ∫_region p
 
 
 def box_integral(poly: Polynomial, lower: np.ndarray, upper: np.ndarray,
@@ -108,7 +109,7 @@ def _position(region: Region, lower: np.ndarray, upper: np.ndarray) -> str:
     centre, radius = (upper + lower) / 2, (upper - lower) / 2
     middle = region.A @ centre
     reach = np.abs(region.A) @ radius
-    slack = 1e-12 * (np.abs(region.b) + np.abs(region.A) @ (np.abs(centre) + radius) + 1.0)
+    slack = 1e-12 * (np.abs(region.b) + np.abs(region.A) @ (np.abs(centre) + radius))
     if np.any(middle - reach > region.b + slack):
         return "outside"
     if np.all(middle + reach <= region.b - slack):
@@ -129,16 +130,20 @@ def cell_bounds(envelope: Envelope, region: Region, lower: np.ndarray, upper: np
     if where == "inside":
         return summary.mass_lo, summary.mass_hi, summary, where
     if not clip:
-        return 0.0, min(summary.mass_hi, summary.high * summary.volume) + margin, summary, where
+        # a thin cell's volume bound caps it without an LP (box_bound: sup |p| · volume)
+        cap = summary.high * box_bound(*compiled(envelope.poly, lower.size), lower, upper,
+                                       region.volume)
+        high = min(summary.mass_hi, summary.high * summary.volume, cap)
+        return 0.0, high + margin, summary, where
     A, b = box_constraints(lower, upper)
     cutting = _cutting_rows(region, lower, upper)
     relaxed = Region(region.A[cutting], region.b[cutting], region.point, region.counters)
     clipped = relaxed.restrict(A, b)
-    inner = 0.0 if clipped is None else envelope.integrate(clipped)
-    inner = min(max(inner, 0.0), summary.volume)
-    rest = summary.volume - inner
-    low = max(summary.low * inner, summary.mass_lo - summary.high * rest)
-    high = min(summary.high * inner, summary.mass_hi - summary.low * rest)
+    inner_lo, inner_hi = (0.0, 0.0) if clipped is None else envelope.integrate(clipped)
+    inner_lo = min(max(inner_lo, 0.0), summary.volume)
+    inner_hi = min(max(inner_hi, inner_lo), summary.volume)
+    low = max(summary.low * inner_lo, summary.mass_lo - summary.high * (summary.volume - inner_lo))
+    high = min(summary.high * inner_hi, summary.mass_hi - summary.low * (summary.volume - inner_hi))
     return max(0.0, low - margin), max(high, 0.0) + margin, summary, "clipped"
 
 

@@ -13,6 +13,8 @@ because the solver gave up.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -32,16 +34,33 @@ class LPError(CertgateInputError):
 
 @dataclass(frozen=True)
 class LPResult:
-    """``status`` is ``optimal``, ``infeasible`` or ``unbounded``; ``x`` the optimum."""
+    """``status`` is ``optimal``, ``infeasible`` or ``unbounded``; ``x`` the optimum and
+    ``dual`` its row multipliers, sign-flipped to be ``>= 0`` for the ``<=`` rows of a
+    minimisation (``cost = −Σ dual_i A_i`` up to the solver's tolerance)."""
 
     status: str
     x: np.ndarray | None = None
+    dual: np.ndarray | None = None
+
+
+def _quiet_highs() -> highspy.Highs:
+    """A ``Highs`` object whose copyright banner goes to stderr: HiGHS writes it to the
+    process's stdout on construction, before any option can silence it, which would put a
+    second thing beside ``--json``'s one object on stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        return highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _solver() -> highspy.Highs:
     solver = getattr(_local, "solver", None)
     if solver is None:
-        solver = highspy.Highs()
+        solver = _quiet_highs()
         solver.setOptionValue("output_flag", False)
         solver.setOptionValue("presolve", "off")
         _local.solver = solver
@@ -73,7 +92,9 @@ def _outcome(solver: highspy.Highs, columns: int) -> LPResult:
     solver.run()
     status = solver.getModelStatus()
     if status == _STATUS.kOptimal:
-        return LPResult("optimal", np.array(solver.getSolution().col_value[:columns]))
+        solution = solver.getSolution()
+        return LPResult("optimal", np.array(solution.col_value[:columns]),
+                        -np.array(solution.row_dual))
     if status == _STATUS.kInfeasible:
         return LPResult("infeasible")
     if status == _STATUS.kUnbounded:
@@ -99,17 +120,19 @@ def minimise(cost: np.ndarray, A: np.ndarray, b: np.ndarray, lower: np.ndarray,
 
 
 def coordinate_extremes(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(min z_j, max z_j)`` over ``A z <= b`` for every coordinate ``j`` (the model is passed
-    once and re-solved warm with each cost); raises :class:`LPError` unless every LP has an
-    optimum."""
+    """Row multipliers ``(D, 2, rows)`` of ``min z_j`` (``[:, 0]``) and ``max z_j``
+    (``[:, 1]``) over ``A z <= b`` for every coordinate ``j``, sign-flipped to be ``>= 0``
+    (``Aᵀy ≈ ∓e_j``), with the optima ``(D, 2)`` (the model is passed once and re-solved warm
+    with each cost); raises :class:`LPError` unless every LP has an optimum."""
     solver = _solver()
     dimension = A.shape[1]
     free = np.full(dimension, np.inf)
     _pass(solver, np.zeros(dimension), A, b, -free, free)
     everything = np.arange(dimension, dtype=np.int32)
-    lower, upper = np.empty(dimension), np.empty(dimension)
+    duals = np.empty((dimension, 2, A.shape[0]))
+    optima = np.empty((dimension, 2))
     for axis in range(dimension):
-        for sign, target in ((1.0, lower), (-1.0, upper)):
+        for side, sign in enumerate((1.0, -1.0)):
             cost = np.zeros(dimension)
             cost[axis] = sign
             solver.changeColsCost(dimension, everything, cost)
@@ -117,5 +140,7 @@ def coordinate_extremes(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.nd
             if solver.getModelStatus() != _STATUS.kOptimal:
                 raise LPError(f"bounding a region failed: "
                               f"{solver.modelStatusToString(solver.getModelStatus())}")
-            target[axis] = solver.getSolution().col_value[axis]
-    return lower, upper
+            solution = solver.getSolution()
+            duals[axis, side] = -np.array(solution.row_dual)
+            optima[axis, side] = solution.col_value[axis]
+    return duals, optima

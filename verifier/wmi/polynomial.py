@@ -90,3 +90,16 @@ def evaluate(exponents: np.ndarray, coefficients: np.ndarray, points: np.ndarray
     """Values at points of shape ``(..., D)``."""
     monomials = np.prod(points[..., None, :] ** exponents, axis=-1)
     return monomials @ coefficients
+
+
+def box_bound(exponents: np.ndarray, coefficients: np.ndarray, lower: np.ndarray,
+              upper: np.ndarray, volume: float = np.inf) -> float:
+    """An upper bound on ``∫_S |p|`` for a compiled polynomial over a set ``S`` inside the
+    finite box ``[lower, upper]`` of volume at most ``volume`` (default the box's):
+    ``vol · Σ_t |c_t| Π_j max(|lower_j|, |upper_j|)^{e_tj}``, widened by a relative bound on
+    its float rounding."""
+    reach = np.maximum(np.abs(lower), np.abs(upper))
+    volume = min(volume, float(np.prod(upper - lower)))
+    peak = float(np.abs(coefficients) @ np.prod(reach[None, :] ** exponents, axis=1))
+    operations = exponents.shape[0] + int(exponents.sum()) + 2 * lower.size + 4
+    return volume * peak * (1.0 + 4.0 * operations * np.finfo(np.float64).eps)

@@ -3,7 +3,8 @@ proof of emptiness that needs no LP.
 
 :func:`tightened` shrinks a box to ``{z ∈ box : A z <= b}`` by bounding each coordinate from
 each row with the others at their extremes (interval arithmetic, every bound relaxed by a
-relative ``1e-9``, far above the float error of these sums on the bounded boxes WMI uses);
+relative ``1e-9`` plus a bound on the float error of its row's sum, never by an absolute
+amount, so a result means the same at every scale of the inputs);
 ``None`` means no point of the box satisfies the rows. :func:`provably_empty` runs it from the
 box that the single-coordinate rows of ``A`` impose (region enumeration always keeps its root
 box's rows): an empty answer there is an empty polytope, so the Chebyshev LP that would say
@@ -36,7 +37,7 @@ def tightened(A: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray
         error = 2.0 * terms * EPS * (np.abs(least).sum(axis=1) + np.abs(b))
         with np.errstate(divide="ignore", invalid="ignore"):
             limit = rest / A
-            slack = 1e-9 * (np.abs(limit) + np.abs(rest) + 1.0) + error[:, None] / np.abs(A)
+            slack = 1e-9 * (np.abs(limit) + np.abs(rest)) + error[:, None] / np.abs(A)
             upper_cut = np.where(A > 0, limit + slack, np.inf).min(axis=0)
             lower_cut = np.where(A < 0, limit - slack, -np.inf).max(axis=0)
         lower, upper = np.maximum(lower, lower_cut), np.minimum(upper, upper_cut)
@@ -53,7 +54,7 @@ def row_box(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
     column = np.argmax(rows != 0, axis=1)
     coefficient = rows[np.arange(rows.shape[0]), column]
     value = rhs / coefficient
-    value = value + np.where(coefficient > 0, 1.0, -1.0) * START_MARGIN * (np.abs(value) + 1.0)
+    value = value + np.where(coefficient > 0, 1.0, -1.0) * START_MARGIN * np.abs(value)
     dimension = A.shape[1]
     upper = np.full(dimension, np.inf)
     lower = np.full(dimension, -np.inf)

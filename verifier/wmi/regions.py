@@ -14,6 +14,7 @@ ReLU networks branch only on neurons that bound propagation (CROWN over the root
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -21,13 +22,21 @@ import numpy as np
 
 from verifier.bounds import ACTIVE, compute_bounds
 from verifier.network import Network
-from verifier.wmi.lp import coordinate_extremes
-from verifier.wmi.polytope import Polytope, make_polytope
+from verifier.wmi.interior import safe_box, strictly_inside
+from verifier.wmi.lp import LPError, coordinate_extremes
+from verifier.wmi.polytope import (
+    Polytope,
+    PolytopeError,
+    Undecided,
+    enclosing_box,
+    make_polytope,
+    row_norms,
+    scaling,
+)
 from verifier.wmi.propagation import provably_empty
 
 Outputs = tuple[np.ndarray, np.ndarray]
 INTERIOR_MARGIN = 1e-7
-BOX_PADDING = 1e-6
 
 
 @dataclass
@@ -46,62 +55,94 @@ class Counters:
 
 @dataclass
 class Region:
-    """A full-dimensional polytope ``A z <= b`` with a strictly interior point."""
+    """A polytope ``A z <= b`` with a ``point`` proven strictly inside it (so of positive
+    volume), or ``point`` None: a cell whose interior could be neither proven nor refuted,
+    kept so that its mass is counted as uncertain (:class:`~verifier.wmi.polytope.Undecided`).
+    ``volume`` is an upper bound on its volume (infinite when unknown; a sub-region inherits
+    it)."""
 
     A: np.ndarray
     b: np.ndarray
-    point: np.ndarray
+    point: np.ndarray | None
     counters: Counters = field(repr=False)
+    volume: float = math.inf
+
+    @property
+    def decided(self) -> bool:
+        return self.point is not None
 
     def restrict(self, A: np.ndarray, b: np.ndarray) -> Region | None:
-        """The intersection with ``A z <= b`` if it has positive volume."""
+        """The intersection with ``A z <= b``; ``None`` only when proven empty or of measure
+        zero."""
         if A.shape[0] == 0:
             return self
-        inside = np.all(A @ self.point < b)
         stacked_A, stacked_b = np.vstack([self.A, A]), np.concatenate([self.b, b])
-        if inside:
-            return Region(stacked_A, stacked_b, self.point, self.counters)
-        if provably_empty(stacked_A, stacked_b):
-            return None
-        self.counters.lps += 1
-        poly = make_polytope(stacked_A, stacked_b)
-        return None if poly is None else Region(poly.A, poly.b, poly.point, self.counters)
+        if self.point is not None and strictly_inside(A, b, self.point).all():
+            return Region(stacked_A, stacked_b, self.point, self.counters, self.volume)
+        return self._decided(stacked_A, stacked_b)
 
     def split(self, a: np.ndarray, c: float) -> tuple[Region | None, Region | None]:
-        """``(region ∩ {a·z + c >= 0}, region ∩ {a·z + c <= 0})``, each ``None`` when of measure
-        zero. A zero ``a`` keeps the whole region on the side the constant ``c`` selects."""
+        """``(region ∩ {a·z + c >= 0}, region ∩ {a·z + c <= 0})``, each ``None`` only when
+        proven of measure zero. A zero ``a`` keeps the whole region on the side the constant
+        ``c`` selects."""
         if not np.any(a):
             return (self, None) if c >= 0 else (None, self)
-        value = float(a @ self.point + c)
-        return self._with(-a, c, value <= 0), self._with(a, -c, value >= 0)
+        return self._with(-a, c), self._with(a, -c)
 
-    def _with(self, a: np.ndarray, bound: float, needs_lp: bool) -> Region | None:
+    def _with(self, a: np.ndarray, bound: float) -> Region | None:
         A, b = np.vstack([self.A, a[None]]), np.append(self.b, bound)
-        if not needs_lp:
-            return Region(A, b, self.point, self.counters)
+        if self.point is not None and strictly_inside(a[None], np.array([bound]),
+                                                      self.point)[0]:
+            return Region(A, b, self.point, self.counters, self.volume)
+        return self._decided(A, b)
+
+    def _decided(self, A: np.ndarray, b: np.ndarray) -> Region | None:
+        """The region ``A z <= b`` after propagation and the LP's proofs."""
         if provably_empty(A, b):
             return None
         self.counters.lps += 1
         poly = make_polytope(A, b)
-        return None if poly is None else Region(poly.A, poly.b, poly.point, self.counters)
+        if poly is None:
+            return None
+        if isinstance(poly, Undecided):
+            return Region(A, b, None, self.counters, min(self.volume, poly.volume))
+        return Region(poly.A, poly.b, poly.point, self.counters, min(self.volume, poly.volume))
 
     def bounding_box(self) -> tuple[np.ndarray, np.ndarray]:
-        """A box containing the region: the ``2 D`` LP optima (HiGHS, one model re-solved
-        warm per cost) widened by
-        ``BOX_PADDING · (1 + |bound|)`` to absorb the solver's feasibility tolerance."""
+        """A box proven to contain the region: the ``2 D`` LP bounds (HiGHS, in the
+        coordinates of the region's propagated box scaled to ``[-1, 1]^D``, one model
+        re-solved warm per cost) made rigorous by weak duality
+        (:func:`~verifier.wmi.interior.safe_box`), within the propagated box."""
+        box = enclosing_box(self.A, self.b)
+        if box is None:
+            raise PolytopeError("bounding an empty region")
+        lower, upper = box
+        if not (np.isfinite(lower).all() and np.isfinite(upper).all()):
+            raise PolytopeError("the integration domain is unbounded; give a bounded support")
+        middle, half = scaling(lower, upper)
+        scaled = self.A * half[None, :]
+        norms = row_norms(scaled)
+        rows = norms > 0
         self.counters.lps += 2 * self.A.shape[1]
-        lower, upper = coordinate_extremes(self.A, self.b)
-        return (lower - BOX_PADDING * (1 + np.abs(lower)),
-                upper + BOX_PADDING * (1 + np.abs(upper)))
+        try:
+            duals, _ = coordinate_extremes(scaled[rows] / norms[rows, None],
+                                           (self.b[rows] - self.A[rows] @ middle) / norms[rows])
+        except LPError:
+            return lower, upper
+        multipliers = np.zeros((*duals.shape[:2], self.A.shape[0]))
+        multipliers[:, :, rows] = duals / norms[rows] / np.where(half > 0, half, 1.0)[:, None, None]
+        return safe_box(self.A, self.b, multipliers, lower, upper)
 
-    def polytope(self) -> Polytope | None:
-        """The region as a polytope with an interior point for vertex enumeration: the
-        witness when it is clearly interior, else a Chebyshev centre (``None`` if the region
-        turns out to be a measure-zero sliver)."""
-        norms = np.linalg.norm(self.A, axis=1)
-        slack = (self.b - self.A @ self.point) / np.where(norms > 0, norms, 1.0)
-        if slack.min() > INTERIOR_MARGIN:
-            return Polytope(self.A, self.b, self.point, float(slack.min()))
+    def polytope(self) -> Polytope | Undecided | None:
+        """The region for vertex enumeration: with the witness when it is clearly interior
+        (every facet at least ``INTERIOR_MARGIN`` times the farthest one away: relative, for
+        Qhull's precision), else with a Chebyshev centre; :class:`Undecided` or ``None`` as
+        :func:`~verifier.wmi.polytope.make_polytope` decides."""
+        if self.point is not None:
+            norms = row_norms(self.A)
+            slack = (self.b - self.A @ self.point) / np.where(norms > 0, norms, 1.0)
+            if slack.min() > INTERIOR_MARGIN * slack.max():
+                return Polytope(self.A, self.b, self.point, float(slack.min()))
         self.counters.lps += 1
         return make_polytope(self.A, self.b)
 

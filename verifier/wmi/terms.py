@@ -112,8 +112,11 @@ def _check_count(terms: list[Term]) -> list[Term]:
 
 
 def _discrete_sizes(prior: PopulationModel) -> str:
-    """``'name' n × …`` over the population's discrete features (``up to n`` for an integer
-    feature, from its declared domain)."""
+    """``'name' n × …`` over the population's discrete features: an integer feature counts
+    the values its marginal's table lists, else ``up to n`` from its declared domain, else
+    ``unbounded`` (a marginal on all integers, e.g. a discretised normal)."""
+    atoms = prior.distribution.column_atoms()
+    local = {int(model): k for k, model in enumerate(prior._order)}
     parts = []
     for feature in prior.features:
         if feature.kind == "binary":
@@ -121,9 +124,15 @@ def _discrete_sizes(prior: PopulationModel) -> str:
         elif feature.kind == "categorical":
             parts.append(f"{feature.name!r} {len(feature.columns or [])}")
         elif feature.kind == "integer":
+            column = prior.columns.index((feature.columns or [feature.name])[0])
+            table = atoms[local[column]]
             low, high = feature.domain or (None, None)
-            size = (f"up to {int(high - low) + 1}" if low is not None and high is not None
-                    else "unbounded")
+            if table is not None:
+                size = str(len(table))
+            elif low is not None and high is not None:
+                size = f"up to {int(high - low) + 1}"
+            else:
+                size = "unbounded"
             parts.append(f"{feature.name!r} {size}")
     return " × ".join(parts)
 
@@ -156,8 +165,8 @@ def _atoms(distribution: Distribution, columns: list[int], low: float, high: flo
         last = min(last, math.ceil(mean + CORE_SIGMAS * sigma + 1))
         values = np.arange(first, last + 1, dtype=np.float64)
         if values.size > MAX_TERMS:
-            raise WMIInputError(f"column {columns[0]}: a discretised normal with "
-                                f"{values.size} values in its core")
+            raise TooManyTerms(f"column {columns[0]}: a discretised normal with "
+                               f"{values.size} values in its core")
     values = values[(values >= low) & (values <= high)]
     lows, highs = distribution.prob_boxes_interval(values[:, None], values[:, None])
     mids = distribution.prob_boxes(values[:, None], values[:, None])
