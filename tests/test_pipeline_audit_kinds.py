@@ -106,13 +106,17 @@ def test_causal_gate_sides_of_the_closed_form_share() -> None:
 
 def test_population_measure_is_what_the_gate_reads() -> None:
     """x ~ U[0, 0.25]: no population mass where the class depends on s (x > 0.25), while the
-    uniform share of the unit square stays 1/2."""
+    uniform share of the unit square stays 1/2. At x = 0.25 the logit reaches exactly 0 (an
+    exact tie, class 0): a float MILP cannot tell that border from a bias of 1e-17, so the
+    partitions touching it stay unproven and the population share is certified to the audit's
+    target width, not to zero."""
     uniform, weighted = audits(causal("uniform", 0.4),
                                causal("weighted", 0.4, measure="population"))
     skewed = unit_population(0.25)
     first, second = certify(uniform, NETWORK, skewed), certify(weighted, NETWORK, skewed)
     assert first.bounds["biased_share"][1] >= 0.5
-    assert second.bounds["biased_share_population"][1] <= 1e-9
+    low, high = second.bounds["biased_share_population"]
+    assert low == 0.0 and high <= FAST["target_width"]
     assert (checked(uniform, first), checked(weighted, second)) == ("proven_fail",
                                                                     "proven_pass")
 
