@@ -273,10 +273,15 @@ def test_merged_one_hot_encoding_agrees_with_cell_pairs(seed: int, values: int, 
     problem = _one_hot_problem(network, values)
     lower, upper = _partition(problem, lo, width)
     cell_bounds = _cell_bounds(problem, lower, upper)
-    pairs = check_partition(problem, lower, upper, cell_bounds, merge_cells=False)
-    merged = check_partition(problem, lower, upper, cell_bounds, merge_cells=True)
+    pairs = check_partition(problem, lower, upper, cell_bounds, merge_cells=False,
+                            relaxation_first=False)
+    merged = check_partition(problem, lower, upper, cell_bounds, merge_cells=True,
+                             relaxation_first=False)
     assert pairs.status == merged.status
     assert pairs.status in ("fair", "witness")
+    for merge in (False, True):  # LP-relaxation proofs first: the same verdict
+        assert check_partition(problem, lower, upper, cell_bounds, merge_cells=merge,
+                               relaxation_first=True).status == pairs.status
     if merged.status == "fair":
         assert (merged.solved, pairs.solved) == (2, values * (values - 1))
     sens = list(problem.sensitive)

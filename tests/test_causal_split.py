@@ -89,8 +89,11 @@ def test_exact_switch_follows_the_fair_yield_of_recent_checks() -> None:
         # checked one outside a refinement do not count
         switch.record(_outcome([2, FAIR, 3, FAIR], [True, False, False, True]), refining)
     chosen = switch.bounds_only(refining)
-    # off, except the largest refining partition (first), kept as the probe
-    assert chosen.tolist() == [False, True, True, False]
+    # off, except the EXACT_PROBES largest refining partitions (first), kept as probes
+    assert chosen.tolist() == [False, False, False, False]
+    many = np.ones(certify_module.EXACT_PROBES + 3, dtype=bool)
+    assert switch.bounds_only(many).tolist() == ([False] * certify_module.EXACT_PROBES
+                                                 + [True] * 3)
     for _ in range(certify_module.EXACT_WINDOW):
         switch.record(_outcome([FAIR, FAIR, 3, 3], [True, False, False, False]), refining)
     assert not switch.bounds_only(refining).any()

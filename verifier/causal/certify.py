@@ -52,6 +52,12 @@ decided), neither proven fair nor biased everywhere."""
 
 
 EXACT_WINDOW = 64
+EXACT_PROBES = 16
+"""While exact checks are off in refinements, the largest this many refining partitions of
+each round still get one, so the yield below is re-measured within ``EXACT_WINDOW /
+EXACT_PROBES`` rounds. With one probe per round, German 0.20-bias5/Gt switched them off at
+round 14 and needed 12 more rounds to see them pay again (bounds alone stall on partitions
+straddling a bias-free decision border): 27 rounds to the target width, 16 probes 21."""
 EXACT_MIN_YIELD = 0.8
 """Exact checks inside refinements stay on while fewer than ``EXACT_WINDOW`` were made or at
 least this share of the last ``EXACT_WINDOW`` proved their partition fair. Measured (see
@@ -62,9 +68,10 @@ wins; 2.5 % on FairQuant's GC-1."""
 
 class _ExactYield:
     """Whether exact checks inside refinements pay: the share of the recent ones that proved
-    their partition fair. Off below :data:`EXACT_MIN_YIELD`; then one refining partition per
-    round (the largest) is still checked, so the estimate follows the partitions as they
-    shrink. Outcomes are counted, not timed: the run does not depend on load or executor."""
+    their partition fair. Off below :data:`EXACT_MIN_YIELD`; then the largest
+    :data:`EXACT_PROBES` refining partitions of each round are still checked, so the estimate
+    follows the partitions as they shrink. Outcomes are counted, not timed: the run does not
+    depend on load or executor."""
 
     def __init__(self) -> None:
         self.recent: deque[bool] = deque(maxlen=EXACT_WINDOW)
@@ -78,7 +85,7 @@ class _ExactYield:
         if self.worthwhile():
             return np.zeros_like(refining)
         chosen = refining.copy()
-        chosen[np.flatnonzero(refining)[:1]] = False
+        chosen[np.flatnonzero(refining)[:EXACT_PROBES]] = False
         return chosen
 
     def record(self, outcome: ChunkOutcome, refining: np.ndarray) -> None:

@@ -20,11 +20,21 @@ there): the margin's floor is ``−τ`` with ``τ`` = :data:`TIE_MARGIN` times t
   comes within ``τ`` of a bias, far beyond the solver's tolerances, which only enlarge the
   set it searches;
 * a candidate with ``t > 0`` is re-evaluated in real arithmetic (:func:`_confirm`); failing
-  that, a second solve with floor ``+τ`` searches for a clear witness. Solves whose
+  that, a second solve searches for a clear witness: every class row of both copies (the
+  non-strict ones too) with margin ``≥ +τ``, since the best point of the first solve may sit
+  exactly on one copy's tie, where the real class is the other one by 1e-17. Solves whose
   infeasibility decides nothing may presolve (:func:`_decide_pair`);
 * otherwise the best margin lies in ``[−τ, τ]``, a near tie the MILP cannot decide: the
   partition stays undecided (it is split; an integer point is decided exactly by
   :func:`verifier.causal.analysis.decide_points`).
+
+Where most checks end in proofs, each class pair is first tried on the MILP's LP relaxation
+(:func:`relaxation_margin_bound`): HiGHS only suggests row multipliers (the optimum's duals,
+or a Farkas ray when the relaxation is empty) and :mod:`verifier.lp_bound` turns them into an
+upper bound on the margin proven in real arithmetic. A bound ``≤ 0`` proves the pair absent
+with no MILP and no trust in the solver. Every variable of the encoding has finite bounds
+(the linear output layer's by :func:`verifier.lp_bound.affine_interval`), which such bounds
+need.
 
 For a one-hot sensitive feature with many values, the cell pairs can be merged into one MILP
 per class pair: each copy's sensitive inputs are binaries summing to one (any value), with
@@ -37,16 +47,18 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array
+from scipy.sparse import coo_array, csr_array
 
 from verifier.causal.problem import CausalInputError, FairnessProblem
 from verifier.causal.witness import confirmed_pairs
+from verifier.highs import minimise_rows
+from verifier.lp_bound import affine_interval, proven_upper_bound
 
 TIE_MARGIN = 1e-6
 """The band ``[−τ, τ]`` of margins the MILP leaves undecided, relative to the model's scale
@@ -118,8 +130,11 @@ def _encode_copy(model: _Model, problem: FairnessProblem, x: np.ndarray,
             low, high = pre_lower[index], pre_upper[index]
             z = model.variables(low, high)
         else:
-            z = model.variables(np.full(layer.out_features, -np.inf),
-                                np.full(layer.out_features, np.inf))
+            z = model.variables(*affine_interval(
+                np.asarray(layer.weight, dtype=np.float64),
+                np.asarray(layer.bias, dtype=np.float64),
+                np.asarray(model.lower, dtype=np.float64)[h],
+                np.asarray(model.upper, dtype=np.float64)[h]))
         model.affine_rows(z, layer.weight, h, layer.bias)
         if layer.activation == "none":
             h = z
@@ -146,6 +161,9 @@ def _encode_copy(model: _Model, problem: FairnessProblem, x: np.ndarray,
 
 
 CellBounds = tuple[dict[int, np.ndarray], dict[int, np.ndarray]]
+PairModel = Callable[[bool], tuple["_Model", np.ndarray, np.ndarray, int]]
+"""Builds one class pair's two-copy model (``clear``: see :func:`_margin_rows`); returns the
+model, both copies' input columns and the margin's column."""
 
 
 def _copy_inputs(model: _Model, problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
@@ -205,11 +223,13 @@ def _merged_bounds(cell_bounds: list[CellBounds]) -> CellBounds:
     return lower, upper
 
 
-def _margin_rows(model: _Model, y: np.ndarray, cls: int, t: int) -> None:
+def _margin_rows(model: _Model, y: np.ndarray, cls: int, t: int, clear: bool = False) -> None:
     """Class ``cls`` wins at ``y`` by the class rule: ``y_cls − y_d ≥ t`` for ``d < cls``,
-    ``y_cls − y_d ≥ 0`` for ``d > cls`` (a tie with a higher index is ``cls``'s)."""
+    ``y_cls − y_d ≥ 0`` for ``d > cls`` (a tie with a higher index is ``cls``'s). ``clear``:
+    the margin ``t`` on every row, for a witness search whose points must not sit on a tie
+    (float rounding there decides nothing; the real class may be the other one)."""
     for d in range(len(y)):
-        if d < cls:
+        if d < cls or (clear and d > cls):
             model.row([int(y[cls]), int(y[d]), t], [1.0, -1.0, -1.0], 0.0, np.inf)
         elif d > cls:
             model.row([int(y[cls]), int(y[d])], [1.0, -1.0], 0.0, np.inf)
@@ -251,8 +271,7 @@ def _solve(model: _Model, t: int, time_limit: float, floor: float, presolve: boo
     ``solved`` with the point, or ``unknown``), the best upper bound on the margin known,
     and the point."""
     size = len(model.lower)
-    matrix = coo_array((model.vals, (model.rows, model.cols)),
-                       shape=(len(model.row_lower), size)).tocsr()
+    matrix = _matrix(model)
     objective = np.zeros(size)
     objective[t] = -1.0
     lower = np.asarray(model.lower, dtype=float)
@@ -276,6 +295,42 @@ def _solve(model: _Model, t: int, time_limit: float, floor: float, presolve: boo
     return "solved", best_upper, np.asarray(result.x)
 
 
+def _matrix(model: _Model) -> csr_array:
+    return coo_array((model.vals, (model.rows, model.cols)),
+                     shape=(len(model.row_lower), len(model.lower))).tocsr()
+
+
+def relaxation_margin_bound(model: _Model, t: int) -> float:
+    """An upper bound, proven in real arithmetic, on the margin ``t`` over the model's LP
+    relaxation (binaries in ``[0, 1]``), hence over the MILP: ≤ 0 proves the class pair
+    absent. HiGHS (presolve and all) only suggests the row multipliers;
+    :func:`verifier.lp_bound.proven_upper_bound` turns them into the bound, so no solver
+    tolerance or solver bug enters a proof. ``t``'s floor is moved low enough to keep the
+    relaxation feasible (points with ``t > 0``, the only ones that matter, all stay). ``−inf``
+    when HiGHS's Farkas ray proves the relaxation empty, ``inf`` when nothing is proven."""
+    matrix = _matrix(model)
+    lower = np.asarray(model.lower, dtype=float)
+    upper = np.asarray(model.upper, dtype=float)
+    finite = np.abs(np.concatenate([lower, upper]))
+    lower[t] = -2.0 * float(finite[np.isfinite(finite)].max(initial=1.0)) - 1.0
+    row_lower = np.asarray(model.row_lower, dtype=float)
+    row_upper = np.asarray(model.row_upper, dtype=float)
+    cost = np.zeros(matrix.shape[1])
+    cost[t] = -1.0
+    with _native_stdout_silenced():
+        status, multipliers = minimise_rows(cost, matrix, row_lower, row_upper, lower, upper)
+    if multipliers is None:
+        return np.inf
+    if status == "infeasible":
+        # a Farkas ray: 0 = (−Aᵀy)ᵀv + yᵀ(Av) ≤ its bound < 0 proves no point exists
+        empty = min(proven_upper_bound(np.zeros_like(cost), matrix, row_lower, row_upper,
+                                       lower, upper, sign * multipliers)
+                    for sign in (1.0, -1.0))
+        return -np.inf if empty < 0.0 else np.inf
+    return min(proven_upper_bound(-cost, matrix, row_lower, row_upper, lower, upper,
+                                  sign * multipliers) for sign in (1.0, -1.0))
+
+
 def _encodings(problem: FairnessProblem, cell_bounds: list[CellBounds], merge_cells: bool
                ) -> list[tuple[tuple[int | None, int | None], tuple[CellBounds, CellBounds]]]:
     """The (cells, bounds) of every two-copy MILP family: one per unordered cell pair, or one
@@ -293,6 +348,7 @@ def check_partition(
     cell_bounds: list[CellBounds],
     time_limit: float = 10.0, deadline: float | None = None, merge_cells: bool | None = None,
     possible: np.ndarray | None = None, presolve_first: bool = False,
+    relaxation_first: bool | None = None,
 ) -> ExactOutcome:
     """Decide one partition exactly (see the module docstring).
 
@@ -313,8 +369,11 @@ def check_partition(
     with cell ``v`` (sound bounds, e.g. :func:`verifier.causal.analysis.possible_classes`);
     MILPs asking a copy for a class impossible on its cells are skipped (they are infeasible).
     ``presolve_first``: see :func:`_decide_pair` (either way "fair" rests on a solve without
-    presolve).
+    presolve). ``relaxation_first``: try the LP-relaxation proof before each MILP (``None``:
+    where proofs are expected, i.e. unless ``presolve_first``); ``solved`` counts MILPs only.
     """
+    if relaxation_first is None:
+        relaxation_first = not presolve_first
     if merge_cells is None:
         merge_cells = (problem.sensitive_kind == "one_hot"
                        and problem.cell_count >= MERGE_MIN_VALUES)
@@ -334,12 +393,18 @@ def check_partition(
             for class_b in range(classes):
                 if class_a == class_b or not (allowed_a[class_a] and allowed_b[class_b]):
                     continue
-                model, x_a, x_b, y_a, y_b, t = _pair_model(problem, lower, upper, cells, bounds)
-                _margin_rows(model, y_a, class_a, t)
-                _margin_rows(model, y_b, class_b, t)
-                verdict, count, witness = _decide_pair(problem, model, (x_a, x_b, t), lower,
+                def build(clear: bool, cells=cells, bounds=bounds, pair=(class_a, class_b)
+                          ) -> tuple[_Model, np.ndarray, np.ndarray, int]:
+                    model, x_a, x_b, y_a, y_b, t = _pair_model(problem, lower, upper, cells,
+                                                               bounds)
+                    _margin_rows(model, y_a, pair[0], t, clear)
+                    _margin_rows(model, y_b, pair[1], t, clear)
+                    return model, x_a, x_b, t
+
+                verdict, count, witness = _decide_pair(problem, build, lower,
                                                        upper, (class_a, class_b), time_limit,
-                                                       deadline, presolve_first)
+                                                       deadline, presolve_first,
+                                                       relaxation_first=relaxation_first)
                 solved += count
                 if verdict == "witness":
                     assert witness is not None
@@ -351,19 +416,24 @@ def check_partition(
     return ExactOutcome("unknown" if undecided else "fair", solved)
 
 
-def _decide_pair(problem: FairnessProblem, model: _Model,
-                 columns: tuple[np.ndarray, np.ndarray, int], lower: np.ndarray,
+def _decide_pair(problem: FairnessProblem, build: PairModel, lower: np.ndarray,
                  upper: np.ndarray, classes: tuple[int, int], time_limit: float,
-                 deadline: float | None, presolve_first: bool = False
+                 deadline: float | None, presolve_first: bool = False,
+                 relaxation_first: bool = False
                  ) -> tuple[str, int, tuple[np.ndarray, np.ndarray] | None]:
-    """One class pair's MILP, solved with the margin's floor at ``−τ`` and, unless that
-    proves the pair absent or yields a confirmed witness, at ``+τ`` (module docstring).
-    ``presolve_first``: the ``−τ`` solve is tried with HiGHS's presolve first (faster) and
-    only its answer "infeasible", which presolve may get wrong, is solved again without it:
-    cheaper where most pairs are feasible (witnesses, near ties), dearer where most are
-    proven absent. Returns ``fair``, ``witness`` (with the confirmed pair), ``unknown`` or
-    ``deadline``, and the number of solves."""
-    x_a, x_b, t = columns
+    """One class pair, on the model ``build(False)``: solved with the margin's floor at
+    ``−τ`` and, unless that proves the pair absent or yields a confirmed witness, searched
+    for a clear witness on ``build(True)`` (every class row with margin ``≥ +τ``; module
+    docstring). ``relaxation_first``: first try to prove the pair absent from the LP
+    relaxation (:func:`relaxation_margin_bound`, no MILP at all), which pays where most
+    checks end in proofs. ``presolve_first``: the ``−τ`` solve is tried with HiGHS's
+    presolve first (faster) and only its answer "infeasible", which presolve may get wrong,
+    is solved again without it: cheaper where most pairs are feasible (witnesses, near ties),
+    dearer where most are proven absent. Returns ``fair``, ``witness`` (with the confirmed
+    pair), ``unknown`` or ``deadline``, and the number of MILPs solved."""
+    model, x_a, x_b, t = build(False)
+    if relaxation_first and relaxation_margin_bound(model, t) <= 0.0:
+        return "fair", 0, None
     tau = tie_margin(model)
     attempts = [(-tau, True), (-tau, False), (tau, True)]
     if not presolve_first:
@@ -376,6 +446,8 @@ def _decide_pair(problem: FairnessProblem, model: _Model,
         limit = time_limit if deadline is None else min(time_limit, deadline - time.time())
         if limit <= 0.0:
             return "deadline", solved, None
+        if floor > 0.0:
+            model, x_a, x_b, t = build(True)
         status, best_upper, solution = _solve(model, t, limit, floor, presolve=presolve)
         solved += 1
         if floor < 0.0 and (status == "infeasible" or best_upper < floor):

@@ -28,13 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verifier.population.rounding import EPS
-
-
-def gamma(n: int) -> float:
-    """Higham's ``γ_n``: the relative error bound of an ``n``-term float dot product, widened
-    by a factor 2 for the rounding of the bound itself."""
-    return 2.0 * n * EPS / (1.0 - n * EPS)
+from verifier.lp_bound import gamma
 
 
 def strictly_inside(A: np.ndarray, b: np.ndarray, point: np.ndarray) -> np.ndarray:

@@ -13,8 +13,6 @@ because the solver gave up.
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from dataclasses import dataclass
 
@@ -22,9 +20,9 @@ import highspy
 import numpy as np
 
 from verifier.errors import CertgateInputError
+from verifier.highs import INFINITY, quiet_highs
 
 _STATUS = highspy.HighsModelStatus
-INFINITY = highspy.kHighsInf
 _local = threading.local()
 
 
@@ -43,24 +41,10 @@ class LPResult:
     dual: np.ndarray | None = None
 
 
-def _quiet_highs() -> highspy.Highs:
-    """A ``Highs`` object whose copyright banner goes to stderr: HiGHS writes it to the
-    process's stdout on construction, before any option can silence it, which would put a
-    second thing beside ``--json``'s one object on stdout."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        return highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def _solver() -> highspy.Highs:
     solver = getattr(_local, "solver", None)
     if solver is None:
-        solver = _quiet_highs()
+        solver = quiet_highs()
         solver.setOptionValue("output_flag", False)
         solver.setOptionValue("presolve", "off")
         _local.solver = solver

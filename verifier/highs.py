@@ -1,0 +1,86 @@
+"""HiGHS through ``highspy`` directly: a quiet solver per thread and sparse LPs solved to their
+row multipliers.
+
+``scipy.optimize.linprog(method="highs")`` runs the same solver but spends most of a small
+LP's time validating options and converting matrices (``verifier/wmi/lp.py``'s measurements).
+Nothing here proves anything: callers turn the multipliers into proven bounds
+(:mod:`verifier.lp_bound`) or decide only what an exact check confirms.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import highspy
+import numpy as np
+from scipy.sparse import csr_array
+
+STATUS = highspy.HighsModelStatus
+INFINITY = highspy.kHighsInf
+_local = threading.local()
+
+
+def quiet_highs() -> highspy.Highs:
+    """A ``Highs`` object whose copyright banner goes to stderr: HiGHS writes it to the
+    process's stdout on construction, before any option can silence it, which would put a
+    second thing beside ``--json``'s one object on stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        return highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _sparse_solver() -> highspy.Highs:
+    solver = getattr(_local, "sparse", None)
+    if solver is None:
+        solver = quiet_highs()
+        solver.setOptionValue("output_flag", False)
+        solver.setOptionValue("presolve", "off")  # an infeasible LP then reports its ray
+        _local.sparse = solver
+    return solver
+
+
+def _finite_or_inf(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    return np.clip(values, -INFINITY, INFINITY)
+
+
+def minimise_rows(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray,
+                  row_upper: np.ndarray, lower: np.ndarray, upper: np.ndarray
+                  ) -> tuple[str, np.ndarray | None]:
+    """Row multipliers for ``min cost·v`` subject to ``row_lower ≤ matrix·v ≤ row_upper`` and
+    ``lower ≤ v ≤ upper`` (infinite entries: free): ``("optimal", duals at the optimum)``,
+    ``("infeasible", a dual ray)`` (Farkas multipliers, ``None`` if HiGHS has none), or
+    ``(status, None)``. Multipliers are a suggestion, signs as HiGHS gives them."""
+    solver = _sparse_solver()
+    rows, columns = matrix.shape
+    lp = highspy.HighsLp()
+    lp.num_col_ = columns
+    lp.num_row_ = rows
+    lp.col_cost_ = np.asarray(cost, np.float64)
+    lp.col_lower_ = _finite_or_inf(lower)
+    lp.col_upper_ = _finite_or_inf(upper)
+    lp.row_lower_ = _finite_or_inf(row_lower)
+    lp.row_upper_ = _finite_or_inf(row_upper)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_ = columns
+    lp.a_matrix_.num_row_ = rows
+    lp.a_matrix_.start_ = matrix.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = matrix.indices.astype(np.int32)
+    lp.a_matrix_.value_ = matrix.data.astype(np.float64)
+    solver.clearModel()
+    solver.passModel(lp)
+    solver.run()
+    status = solver.getModelStatus()
+    if status == STATUS.kOptimal:
+        return "optimal", np.array(solver.getSolution().row_dual)
+    if status == STATUS.kInfeasible:
+        _, has_ray, ray = solver.getDualRay()
+        return "infeasible", np.array(ray) if has_ray else None
+    return solver.modelStatusToString(status), None
