@@ -200,7 +200,7 @@ class CertgateConfig(_Strict):
             "input_names": self.model.input_names,
             "validation": self.validation.model_dump(mode="json"),
             "fidelity": self.fidelity.model_dump(mode="json"),
-            "audits": [audit.model_dump(mode="json") for audit in self.audits],
+            "audits": [audit.fingerprint_fields() for audit in self.audits],
         }
         text = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]

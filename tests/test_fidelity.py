@@ -35,14 +35,13 @@ from certgate.population_data import fit_population
 from configs.schema import ConfigError, DemographicParityAudit, GatePolicy, parse_config
 from pipeline_steps.fidelity_data import DataError, fitted_from_rows, given_rows
 from pipeline_steps.gate import decide
-from verifier.audits import run_audit
+from verifier.audits import fidelity_check, run_audit
 from verifier.audits.fidelity import (
     DataRows,
     FidelityOptions,
     NoData,
     absolute_difference_interval,
     clopper_pearson,
-    fidelity_check,
     population_assumptions,
     ratio_interval,
 )

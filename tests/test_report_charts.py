@@ -26,7 +26,7 @@ from verifier.certificate import Certificate
 
 DP = DemographicParityAudit(kind="demographic_parity", protected="sex", privileged=1,
                             favorable_class=1, gamma=0.8)
-CAUSAL = CausalFairnessAudit(kind="causal_fairness", sensitive=["s"], max_biased_share=0.05)
+CAUSAL = CausalFairnessAudit(kind="causal_fairness", protected=["s"], max_biased_share=0.05)
 
 
 def rgb(colour: str) -> tuple[int, int, int]:
