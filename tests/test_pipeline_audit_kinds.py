@@ -190,7 +190,7 @@ def test_causal_input_problems_name_the_field() -> None:
                 Factor(columns=["x"], distribution=Normal(mean=0.5, std=1.0)),
                 Factor(columns=["s"], distribution=Uniform(lower=0, upper=1))]))
         certify(settings, NETWORK, unbounded)
-    unknown = audits(causal("unknown", 0.5, sensitive=["sex"]))[0]
+    unknown = audits(causal("unknown", 0.5, protected=["sex"]))[0]
     with pytest.raises(CertgateInputError,
                        match=r"^audit 'unknown': sensitive feature 'sex' is not an input"):
         certify(unknown, NETWORK, unit_population())

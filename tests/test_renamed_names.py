@@ -91,3 +91,14 @@ def test_old_options_still_work_and_warn_naming_the_new_one(
     after = _parsed([*verb, new, value])
     assert getattr(before, dest) == getattr(after, dest) is not None
     assert vars(before) == vars(after)
+
+
+def test_old_class_names_of_the_settings_warn_and_are_the_same_class() -> None:
+    import configs.schema
+    from verifier.audits import DemographicParitySettings
+
+    with pytest.warns(DeprecationWarning, match="verifier.audits.DemographicParitySettings"):
+        old = configs.schema.DemographicParityAudit
+    assert old is DemographicParitySettings
+    with pytest.raises(AttributeError, match="NoSuchAudit"):
+        _ = configs.schema.NoSuchAudit
