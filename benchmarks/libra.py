@@ -122,7 +122,7 @@ def run_adult_k(k: int, hidden: tuple[int, ...], timeout: float, executor_spec: 
     from verifier.audits.causal_fairness import run as run_causal
 
     instance = build_instance(k, hidden, 0)
-    settings = CausalFairnessSettings(kind="causal_fairness", sensitive=[instance.protected],
+    settings = CausalFairnessSettings(kind="causal_fairness", protected=[instance.protected],
                                       timeout_s=timeout, target_width=target_width,
                                       max_biased_share=1.0)
     executor = make_executor(executor_spec)
