@@ -61,9 +61,9 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
                         help="all, or NAME,... of integer-coded inputs (default: the "
                              "population's integer columns)")
     parser.add_argument("--protected-values", "--sensitive-values", action=RenamedOption,
-                        help="(--sensitive-values: old name) "
-                             "compare only these values of the protected input: numbers, or "
-                             "input names of a one-hot group (default: every value)")
+                        help="compare only these values of the protected input: numbers, or "
+                             "input names of a one-hot group (default: every value; "
+                             "--sensitive-values: old name)")
     parser.add_argument("--executor", default="local",
                         help="local, process or dask[=ADDRESS] (default local)")
     parser.add_argument("--workers", type=int, help="worker count for process/dask pools")
