@@ -35,7 +35,12 @@ from certgate.population_data import fit_population
 from configs.schema import ConfigError, GatePolicy, parse_config
 from pipeline_steps.fidelity_data import DataError, fitted_from_rows, given_rows
 from pipeline_steps.gate import decide
-from verifier.audits import DemographicParitySettings, fidelity_check, run_audit
+from verifier.audits import (
+    CausalFairnessSettings,
+    DemographicParitySettings,
+    fidelity_check,
+    run_audit,
+)
 from verifier.audits.fidelity import (
     DataRows,
     FidelityOptions,
@@ -194,9 +199,12 @@ def test_interval_arithmetic_encloses_every_corner(a: float, b: float, c: float,
 def test_no_counterpart_and_no_data_are_said(network, frame) -> None:
     population = fit_population(frame, structure="independent")
     certificate = Certificate(audit="x", verdict="unknown", bounds={"value": (0.0, 1.0)})
-    causal = type("Causal", (), {"kind": "causal_fairness", "name": "c"})()
-    record = fidelity_check(causal, certificate, network, population, rows_of(frame))
-    assert record["status"] == "unchecked" and "not a frequency" in record["reason"]
+    causal = CausalFairnessSettings(kind="causal_fairness", name="c", protected=["sex"],
+                                    max_biased_share=0.1)
+    for premise in (population, fit_population(frame, protected="sex")):
+        record = fidelity_check(causal, certificate, network, premise, rows_of(frame))
+        assert record["status"] == "unchecked" and "not a frequency" in record["reason"]
+        assert record["assumptions"] == population_assumptions(premise)
     missing = fidelity_check(SETTINGS, certificate, network, population,
                              NoData("nothing at hand"))
     assert missing == {"status": "unchecked", "reason": "no check possible: nothing at hand",

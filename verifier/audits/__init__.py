@@ -102,7 +102,7 @@ def fidelity_check(settings: Any, certificate: Certificate, network: Any, popula
     there is none. The network and population must be bound (population columns = network
     inputs, in order)."""
     options = options or FidelityOptions()
-    assumptions = population_assumptions(population, getattr(settings, "protected", None))
+    assumptions = population_assumptions(population, settings.protected_feature())
     check = kind_module(settings.kind).EMPIRICAL_CHECK
     if isinstance(check, str):
         return unchecked(f"no check possible: {check}", assumptions,

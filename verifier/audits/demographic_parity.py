@@ -73,6 +73,10 @@ class DemographicParitySettings(StrictSettings):
         """Input names this audit reads (checked against the model before anything runs)."""
         return (self.protected,)
 
+    def protected_feature(self) -> str:
+        """The protected input, whose dependents the fidelity record lists."""
+        return self.protected
+
     @property
     def requirement(self) -> Requirement:
         if self.form == "ratio":

@@ -45,6 +45,12 @@ class StrictSettings(BaseModel):
             data[new] = data.pop(old)
         return data
 
+    def protected_feature(self) -> str | None:
+        """The one protected input whose dependents a population-fidelity record lists
+        (:func:`verifier.audits.fidelity.population_assumptions`); ``None``: the kind's record
+        lists none."""
+        return None
+
     def fingerprint_fields(self) -> dict[str, Any]:
         """The settings as JSON under the keys they had when fingerprints were first taken
         (renamed fields under their old keys), so that a rename alone does not make an
