@@ -8,7 +8,7 @@ and the independent-product population fitted to the same 7 raw columns. Then, t
 
 * reading and encoding the data rows from the 30k-row CSV (``--data``'s path:
   :func:`pipeline_steps.fidelity_data.given_rows`),
-* the check itself (:func:`verifier.audits.fidelity.fidelity_check`: classes decided in real
+* the check itself (:func:`verifier.audits.fidelity_check`: classes decided in real
   arithmetic, Clopper–Pearson on both rates, fit statistics from ``--samples`` population
   draws),
 
@@ -66,9 +66,9 @@ def train_model(encoded: pd.DataFrame, label: np.ndarray, seed: int) -> torch.nn
 def main() -> None:
     from certgate.population_data import encode_strings, fit_population
     from pipeline_steps.fidelity_data import given_rows
-    from verifier.audits import DemographicParitySettings, run_audit
+    from verifier.audits import DemographicParitySettings, fidelity_check, run_audit
     from verifier.audits.binding import bind
-    from verifier.audits.fidelity import FidelityOptions, fidelity_check
+    from verifier.audits.fidelity import FidelityOptions
     from verifier.convert import from_torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -119,15 +119,15 @@ def run_adult_k(k: int, hidden: tuple[int, ...], timeout: float, executor_spec: 
     (domain, one-hot groups and integer inputs from the population model)."""
     from benchmarks.adult_instances import build_instance
     from verifier.audits.causal_fairness import CausalFairnessSettings
-    from verifier.audits.causal_fairness import run as run_audit
+    from verifier.audits.causal_fairness import run as run_causal
 
     instance = build_instance(k, hidden, 0)
-    settings = CausalFairnessSettings(kind="causal_fairness", sensitive=[instance.protected],
+    settings = CausalFairnessSettings(kind="causal_fairness", protected=[instance.protected],
                                       timeout_s=timeout, target_width=target_width,
                                       max_biased_share=1.0)
     executor = make_executor(executor_spec)
     try:
-        certificate = run_audit(settings, instance.network, instance.population,
+        certificate = run_causal(settings, instance.network, instance.population,
                                 executor=executor)
     finally:
         executor.shutdown()

@@ -110,9 +110,9 @@ def audit(model: Any, population: Any, audits: Any, *,
     records it was fitted from, else a file-backed dataset logged with a registered model's
     source run; without any it says no check was possible. Bad input raises
     :class:`CertgateInputError` naming the field."""
-    from verifier.audits import run_audit
+    from verifier.audits import fidelity_check, run_audit
     from verifier.audits.binding import bind
-    from verifier.audits.fidelity import FidelityOptions, attach, fidelity_check
+    from verifier.audits.fidelity import FidelityOptions, attach
 
     settings = audit_settings(audits)
     try:

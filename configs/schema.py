@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
@@ -26,14 +27,8 @@ from typing import Annotated, Any, Literal, Union, get_args
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from verifier.audits import (
-    SETTINGS_TYPES,
-    CausalFairnessSettings,
-    DemographicParitySettings,
-    LocalRobustnessSettings,
-    MonotonicitySettings,
-    NoiseRobustnessSettings,
-)
+import verifier.audits
+from verifier.audits import SETTINGS_TYPES
 from verifier.audits.requirement import NAME_PATTERN as NAME_PATTERN
 from verifier.audits.requirement import Requirement as Requirement
 from verifier.audits.requirement import StrictSettings
@@ -57,11 +52,22 @@ class ConfigError(CertgateInputError):
 
 
 _Strict = StrictSettings
-DemographicParityAudit = DemographicParitySettings
-CausalFairnessAudit = CausalFairnessSettings
-MonotonicityAudit = MonotonicitySettings
-NoiseRobustnessAudit = NoiseRobustnessSettings
-LocalRobustnessAudit = LocalRobustnessSettings
+_OLD_CLASS_NAMES = {"DemographicParityAudit": "DemographicParitySettings",
+                    "CausalFairnessAudit": "CausalFairnessSettings",
+                    "MonotonicityAudit": "MonotonicitySettings",
+                    "NoiseRobustnessAudit": "NoiseRobustnessSettings",
+                    "LocalRobustnessAudit": "LocalRobustnessSettings"}
+"""Old second names of the settings classes (one class, one name: the ``*Settings`` of
+:mod:`verifier.audits`); importing one still works and warns."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OLD_CLASS_NAMES:
+        new = _OLD_CLASS_NAMES[name]
+        warnings.warn(f"configs.schema.{name} is deprecated; use verifier.audits.{new} (the "
+                      "same class)", DeprecationWarning, stacklevel=2)
+        return getattr(verifier.audits, new)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 AUDIT_TYPES: tuple[type[BaseModel], ...] = SETTINGS_TYPES
 """Every audit kind a configuration may list: the settings of each module in
@@ -200,7 +206,7 @@ class CertgateConfig(_Strict):
             "input_names": self.model.input_names,
             "validation": self.validation.model_dump(mode="json"),
             "fidelity": self.fidelity.model_dump(mode="json"),
-            "audits": [audit.model_dump(mode="json") for audit in self.audits],
+            "audits": [audit.fingerprint_fields() for audit in self.audits],
         }
         text = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]

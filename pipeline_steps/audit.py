@@ -78,12 +78,12 @@ from registry_hooks.tags import (
     version_tags,
 )
 from registry_hooks.uris import parse_model_uri, resolve_version
-from verifier.audits import run_audit as run_audit_kind
+from verifier.audits import kind_module, run_audit
 from verifier.audits.binding import bind
 from verifier.certificate import Certificate, to_jsonable
 from verifier.executor import make_executor
 from verifier.network import Network
-from verifier.pv import PVProgress, PVSettings
+from verifier.pv import PVProgress
 
 REPORT_ARTIFACT = "report/report.html"
 FIGURE_ARTIFACT = "report/{name}_convergence.png"
@@ -121,11 +121,7 @@ def certify(settings: AuditSettings, network: Network, population: Any,
             progress: ProgressCallback | None = None) -> Certificate:
     """Run one configured audit (:func:`verifier.audits.run_audit`; picklable: the executor
     may run it in another process)."""
-    return run_audit_kind(settings, network, population, None, progress)
-
-
-PV_KINDS = frozenset({"demographic_parity"})
-"""Audit kinds that run on PV (their batches go to the configured executor)."""
+    return run_audit(settings, network, population, None, progress)
 
 
 Anytime = list[tuple[float, tuple[float, float]]]
@@ -145,24 +141,29 @@ def certify_observed(config: CertgateConfig, network: Network, population: Any, 
     that its progress bar observed and its certificate does not record (causal fairness
     under the uniform measure, run in-process: :mod:`pipeline_steps.progress`).
 
-    PV audits run here, one after another, and bound their batches of boxes on the
-    configured executor (so one audit uses every worker); the other audits run on the
-    executor in parallel, with a bar counting the audits finished (their engines report
-    nothing across processes). With the local executor every audit runs here, one after
-    another, with a progress bar in its kind's unit of work."""
+    Audits whose kind spreads its own work over the executor (its ``engine_options`` are not
+    ``None``: PV bounds its batches of boxes there, so one audit uses every worker) run here,
+    one after another; the other audits run on the executor in parallel, with a bar counting
+    the audits finished (their engines report nothing across processes). With the local
+    executor every audit runs here, one after another, with a progress bar in its kind's
+    unit of work."""
     certificates: dict[str, Certificate] = {}
     observed: dict[str, Anytime] = {}
-    engine = PVSettings(executor=config.executor, workers=config.workers)
+    own = {settings.name: kind_module(settings.kind).engine_options(config.executor,
+                                                                    config.workers)
+           for settings in config.audits}
     parallel = [] if config.executor == "local" else [
-        settings for settings in config.audits if settings.kind not in PV_KINDS
+        settings for settings in config.audits if own[settings.name] is None
     ]
     for settings in config.audits:
         if settings in parallel:
             continue
         bar = audit_progress(settings, progress)
         try:
-            extra = {"engine": engine} if settings.kind in PV_KINDS else bar.engine_options()
-            certificates[settings.name] = run_audit_kind(
+            extra = own[settings.name]
+            if extra is None:
+                extra = bar.engine_options()
+            certificates[settings.name] = run_audit(
                 settings, network, population, None, bar.callback, **extra
             )
         finally:
@@ -392,9 +393,9 @@ def _restore_status(registry: Registry, loaded: LoadedModel, previous: str | Non
     restore_version_tag(registry, loaded.name, loaded.version, STATUS_TAG, previous)
 
 
-def run_audit(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,
-              progress: bool = True, registry: Registry | None = None,
-              report_dir: Path | None = None) -> AuditOutcome:
+def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,
+                progress: bool = True, registry: Registry | None = None,
+                report_dir: Path | None = None) -> AuditOutcome:
     """The audit step for ``model_uri`` (default: the configuration's ``model.uri``); with
     ``report_dir`` a copy of the HTML report is written there too."""
     started = time.monotonic()

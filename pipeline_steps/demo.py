@@ -33,7 +33,7 @@ import yaml
 
 import configs
 from configs.schema import CertgateConfig, DeploySettings, TrackingSettings, load_config
-from pipeline_steps.audit import AuditOutcome, run_audit
+from pipeline_steps.audit import AuditOutcome, audit_model
 from pipeline_steps.deploy import DeployRecord, run_deploy
 from pipeline_steps.gate import GateDecision, gate_certificates
 from pipeline_steps.income_data import (
@@ -45,7 +45,7 @@ from pipeline_steps.income_data import (
     generate_income_data,
 )
 from registry_hooks.audit_runs import ensure_experiments, training_run
-from registry_hooks.certgate_model import log_model_with_population
+from registry_hooks.certgate_model import log_model
 from registry_hooks.connection import Registry, connect
 from verifier.errors import CertgateInputError
 from verifier.population import PopulationModel
@@ -303,7 +303,7 @@ def register_variant(variant: Variant, registry: Registry, workdir: Path,
               "train_rows": TRAIN_ROWS, "steps": TRAIN_STEPS}
     metrics = {"accuracy": accuracy, "sample_parity_ratio": ratio}
     with training_run(TRAINING_EXPERIMENT, f"train {variant}", params, metrics):
-        info = log_model_with_population(
+        info = log_model(
             model, population, registered_model_name=MODEL_NAME, alias=CANDIDATE_ALIAS,
             registry=registry, input_names=list(INPUT_COLUMNS), output_names=list(CLASS_NAMES),
             tags={"variant": variant},
@@ -319,7 +319,7 @@ def audit_and_gate(config: CertgateConfig, registry: Registry, variant: str, ver
                    accuracy: float, ratio: float, reports: Path, say: Say) -> VersionResult:
     """Audit ``models:/MODEL_NAME@candidate`` and gate it; says what was certified."""
     uri = f"models:/{MODEL_NAME}@{CANDIDATE_ALIAS}"
-    outcome = run_audit(config, model_uri=uri, progress=False, registry=registry,
+    outcome = audit_model(config, model_uri=uri, progress=False, registry=registry,
                         report_dir=reports)
     if outcome.model_version != version:
         raise CertgateInputError(f"{uri} resolved to version {outcome.model_version}, "

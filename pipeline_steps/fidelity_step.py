@@ -3,7 +3,7 @@
 After the audits, :func:`check_certificates` resolves the data once
 (:func:`pipeline_steps.fidelity_data.resolve_data`: ``fidelity.data``, then the population's
 ``fitted_from``, then the MLflow dataset of the version's source run) and records
-:func:`verifier.audits.fidelity.fidelity_check` on every certificate. The rest turns the
+:func:`verifier.audits.fidelity_check` on every certificate. The rest turns the
 record into what each output shows: MLflow metrics (:func:`fidelity_metrics`) and tags
 (:func:`fidelity_tags`), the ``--json`` summary (:func:`fidelity_summary`) and the human line
 (:func:`fidelity_line`).
@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline_steps.fidelity_data import resolve_data, table_rows
+from verifier.audits import fidelity_check
 from verifier.audits.fidelity import (
     DataRows,
     FidelityOptions,
     NoData,
     attach,
-    fidelity_check,
 )
 from verifier.certificate import Certificate
 

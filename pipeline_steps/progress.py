@@ -1,20 +1,21 @@
 """Progress of an audit on stderr: one tqdm bar per audit, counting the unit of work its
-engine actually advances.
+engine actually advances (the kind's ``PROGRESS``, :mod:`verifier.audits.kind`; :data:`BARS`
+maps each unit to its bar):
 
-* PV (``demographic_parity``): boxes bounded, from PV's anytime reports, with the current
+* ``boxes`` (PV): boxes bounded, from PV's anytime reports, with the current
   certified interval and the boxes still open.
-* ``causal_fairness``: partitions analysed, counted as the engine's chunks of partitions come
-  back from the executor it submits them to (:class:`ChunkCounter` wraps that executor; the
-  engine itself reports nothing until it ends), with the share of the query proven fair and
-  proven biased everywhere so far (uniform measure) and whether bias was witnessed. The bar shows
-  the interval these shares give the uniform biased share by the engine's own rule
+* ``partitions`` (causal fairness): partitions analysed, counted as the engine's chunks of
+  partitions come back from the executor it submits them to (:class:`ChunkCounter` wraps that
+  executor; the engine itself reports nothing until it ends), with the share of the query proven
+  fair and proven biased everywhere so far (uniform measure) and whether bias was witnessed. The
+  bar shows the interval these shares give the uniform biased share by the engine's own rule
   (:func:`verifier.causal.share.uniform_bounds`: ``[biased everywhere, 1 − fair]``; the
   partitions are disjoint and each is counted once, when final), and
-  :meth:`AuditProgress.observed` keeps each one: the audit step draws them in the report's
-  chart and logs them as step metrics. They are never written into the certificate, which
-  stays the engine's alone, the same through every front door.
-* the exact-probability kinds (weighted model integration): seconds of the time budget, since
-  the region enumeration reports nothing until it ends.
+  :meth:`AuditProgress.observed` keeps each one: the audit step draws them in the report's chart
+  and logs them as step metrics. They are never written into the certificate, which stays the
+  engine's alone, the same through every front door.
+* ``time`` (the exact-probability kinds, weighted model integration): seconds of the time
+  budget, since the region enumeration reports nothing until it ends.
 
 Every bar is created disabled when progress is off and writes nothing then; the causal
 counter counts all the same, so the observed bounds do not depend on the bar.
@@ -38,6 +39,8 @@ from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 from tqdm import tqdm
+
+from verifier.audits import kind_module
 
 TICK_S = 0.5
 """How often a time-budget bar advances, and how long any bar waits before it first shows
@@ -97,6 +100,11 @@ class AuditProgress:
                            disable=not enabled, dynamic_ncols=True, leave=True, delay=TICK_S,
                            bar_format=bar_format)
 
+    @classmethod
+    def for_audit(cls, settings: Any, enabled: bool) -> AuditProgress:
+        """The bar of one audit with ``settings``."""
+        return cls(settings.name, enabled)
+
     def engine_options(self) -> dict[str, Any]:
         return {}
 
@@ -120,6 +128,10 @@ class BoxProgress(AuditProgress):
         self.label = label
         self.boxes = 0
         self.callback = self.report
+
+    @classmethod
+    def for_audit(cls, settings: Any, enabled: bool) -> BoxProgress:
+        return cls(settings.name, settings.requirement.label, enabled)
 
     @display_guard
     def report(self, report: Any) -> None:
@@ -209,6 +221,10 @@ class TimeProgress(AuditProgress):
         if enabled:
             self._ticker.start()
 
+    @classmethod
+    def for_audit(cls, settings: Any, enabled: bool) -> TimeProgress:
+        return cls(settings.name, enabled, getattr(settings, "timeout_s", None))
+
     def _tick(self) -> None:
         while not self._stop.wait(TICK_S):
             self._advance()
@@ -229,13 +245,14 @@ class TimeProgress(AuditProgress):
         super().close()
 
 
+BARS: dict[str, type[AuditProgress]] = {
+    "boxes": BoxProgress, "partitions": PartitionProgress, "time": TimeProgress}
+"""The bar of each unit of progress (:data:`verifier.audits.kind.ProgressUnit`)."""
+
+
 def audit_progress(settings: Any, enabled: bool) -> AuditProgress:
-    """The progress bar of one configured audit, in its kind's unit of work."""
-    if settings.kind == "demographic_parity":
-        return BoxProgress(settings.name, settings.requirement.label, enabled)
-    if settings.kind == "causal_fairness":
-        return PartitionProgress(settings.name, enabled)
-    return TimeProgress(settings.name, enabled, getattr(settings, "timeout_s", None))
+    """The progress bar of one audit, in its kind's unit of work (its ``PROGRESS``)."""
+    return BARS[kind_module(settings.kind).PROGRESS].for_audit(settings, enabled)
 
 
 class ChunkCounter(Executor):

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from configs.schema import Requirement
 from pipeline_steps.fidelity_report import fidelity_html
 from pipeline_steps.gate import CHECK_GROUPS
+from verifier.audits import KINDS
 from verifier.certificate import Certificate
 
 UPPER_COLOUR = "#0969da"
@@ -204,52 +205,12 @@ def _summary(data: ReportData) -> str:
                   rows, "verdicts")
 
 
-def _count(value: Any, noun: str) -> str:
-    """``1,234 boxes``, ``1 box``: a count with its noun (``noun`` singular; plural adds
-    ``es`` after ``x``, else ``s``)."""
-    number = float(value)
-    plural = noun + ("es" if noun.endswith("x") else "s")
-    return f"{number:,.0f} {noun if number == 1 else plural}"
-
-
-def _percent(value: Any) -> str:
-    return f"{100 * float(value):.3g} %"
-
-
-PARTITION_TEXT = {"biased_everywhere": "biased everywhere",
-                  "biased_witness": "with a witness", "refining": "still refining"}
-"""How the report names the causal engine's final partition statuses."""
-
-
 def work_done(kind: str, certificate: Certificate) -> str:
-    """What the audit's engine did, in the unit of work that advances for its kind: PV boxes
-    (demographic parity), partitions and the share of the query they decided (causal
-    fairness), regions, integrals and LPs (the exact-probability kinds). Empty when the
-    certificate does not record it."""
-    cost, details = certificate.cost, certificate.details
-    elapsed = f"{float(cost.get('elapsed_s', 0.0)):.3g} s"
-    stopped = f"; stopped by: {details['stopped_by']}" if "stopped_by" in details else ""
-    if kind == "causal_fairness" and "analysed_partitions" in cost:
-        counts = details.get("partition_counts", {})
-        shares = ", ".join(f"{label} {_percent(details[key])}" for label, key in (
-            ("proven fair", "fair_fraction"),
-            ("biased everywhere", "biased_everywhere_fraction"),
-            ("with a witness", "witnessed_fraction"), ("excluded", "excluded_fraction"),
-            ("still refining", "refining_fraction")) if key in details)
-        tally = ", ".join(f"{float(number):,.0f} {PARTITION_TEXT.get(name, name)}"
-                          for name, number in counts.items() if number)
-        return (f"{_count(cost['analysed_partitions'], 'partition')} analysed in "
-                f"{_count(cost.get('rounds', 0), 'round')} ({elapsed})"
-                + (f"; final partitions: {tally}" if tally else "")
-                + (f"; share of the query: {shares}" if shares else ""))
-    if kind == "demographic_parity" and "boxes" in cost:
-        return (f"{_count(cost['boxes'], 'box')} bounded in "
-                f"{_count(cost.get('iterations', 0), 'iteration')} ({elapsed}){stopped}")
-    if "regions" in cost:
-        return (f"{_count(cost['regions'], 'region')} enumerated, "
-                f"{_count(cost.get('integrals', 0), 'integral')}, "
-                f"{_count(cost.get('lps', 0), 'LP')} ({elapsed}){stopped}")
-    return ""
+    """What the audit's engine did, in its kind's unit of work (the kind's ``work_done``,
+    :mod:`verifier.audits.kind`); empty when the certificate does not record it or the
+    section names no registered kind."""
+    module = KINDS.get(kind)
+    return module.work_done(certificate) if module is not None else ""
 
 
 def _audit_section(section: AuditSection) -> str:

@@ -11,7 +11,9 @@ from registry_hooks.certgate_model import (
     fetch_population,
     load_model,
     load_population_model,
+    log_model,
     log_model_with_population,
+    save_model,
 )
 from registry_hooks.connection import (
     Registry,
@@ -38,10 +40,12 @@ __all__ = [
     "fetch_population",
     "load_model",
     "load_population_model",
+    "log_model",
     "log_model_with_population",
     "move_alias",
     "poll_once",
     "registry_due_check",
+    "save_model",
     "set_version_tags",
     "verify_signature",
     "versions_awaiting_audit",

@@ -1,7 +1,9 @@
-"""A certgate-packaged model in MLflow, flavor-style: save/log it with its population model and
-input/output names (:func:`log_model_with_population`), log its self-correcting variant
+"""A certgate-packaged model in MLflow, flavor-style: save it to a directory
+(:func:`save_model`) or log it to a run (:func:`log_model`) — the same directory either way —
+with its population model and input/output names, log its self-correcting variant
 (:func:`log_self_correcting_variant`), and load any of them back as the verifier's IR
-(:func:`load_model`) with the population model that travels with it (:func:`fetch_population`).
+(:func:`load_model`, from a URI or a saved directory) with the population model that travels
+with it (:func:`fetch_population`).
 
 **Logging.** The population model goes into the model's ``extra_files`` (``extra_files/
 population_model.json`` inside the model directory) and its path, the input and output names,
@@ -15,7 +17,7 @@ both its formats (``pt2``, which loads back as a ``torch.fx.GraphModule``, and `
 original ``nn.Module``), and the ONNX flavour (an ``onnx.ModelProto``). Each is converted with
 :mod:`verifier.convert`, which checks the IR against the source model on random
 inputs. Input and output names come from the model's metadata (``certgate.input_names``,
-``certgate.output_names``, written by :func:`log_model_with_population`)
+``certgate.output_names``, written by :func:`save_model` and :func:`log_model`)
 or a column-based signature.
 
 The population model is the model version's ``extra_files/population_model.json`` (its path
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -299,7 +302,7 @@ def population_file(loaded: LoadedModel, population_uri: str | None, workdir: Pa
     if not shipped.is_file():
         raise CertgateInputError(
             f"{loaded.uri} ships no population model ({_shipped_path(loaded)} is missing); log "
-            "it with registry_hooks.log_model_with_population or set model.population_uri"
+            "it with registry_hooks.log_model or set model.population_uri"
         )
     return shipped
 
@@ -392,7 +395,71 @@ def _population_json(population: Any, directory: Path) -> tuple[Path, Any]:
     return target, model
 
 
-def log_model_with_population(
+@contextmanager
+def _packaged(model: Any, population: Any, *, input_example: np.ndarray | None,
+              input_names: Sequence[str] | None, output_names: Sequence[str] | None,
+              input_domain: Mapping[str, tuple[float | None, float | None]] | None,
+              serialization_format: Literal["pt2", "pickle"]
+              ) -> Iterator[tuple[Any, Any, dict[str, Any]]]:
+    """The MLflow flavour module for ``model``, the model to store (a module in eval mode)
+    and the arguments the flavour's ``save_model`` and ``log_model`` share (population file
+    in ``extra_files``, names and domain in ``metadata``, explicit requirements, an input
+    example); the population file lives until the block ends."""
+    import onnx
+    import torch
+
+    with tempfile.TemporaryDirectory(prefix="certgate-log-") as scratch:
+        population_path, population_model = _population_json(population, Path(scratch))
+        names = list(input_names) if input_names is not None else list(population_model.columns)
+        metadata: dict[str, Any] = {METADATA_POPULATION: f"extra_files/{POPULATION_FILE}"}
+        metadata[METADATA_INPUT_NAMES] = names
+        if output_names is not None:
+            metadata[METADATA_OUTPUT_NAMES] = list(output_names)
+        if input_domain is not None:
+            metadata[METADATA_INPUT_DOMAIN] = {k: list(v) for k, v in input_domain.items()}
+        if input_example is None:
+            input_example = population_model.sample(EXAMPLE_ROWS, 0)
+        common: dict[str, Any] = {
+            "input_example": np.asarray(input_example, dtype=np.float32),
+            "extra_files": [str(population_path)],
+            "metadata": metadata,
+        }
+        if isinstance(model, torch.nn.Module):
+            yield mlflow.pytorch, model.eval(), {"serialization_format": serialization_format,
+                                   "pip_requirements": pinned_requirements("pytorch"),
+                                   **common}
+        elif isinstance(model, onnx.ModelProto):
+            yield mlflow.onnx, model, {"pip_requirements": pinned_requirements("onnx"), **common}
+        else:
+            raise CertgateInputError(
+                f"cannot log a {type(model).__name__}: expected a torch.nn.Module or an "
+                "onnx.ModelProto"
+            )
+
+
+def save_model(
+    model: Any,
+    path: str | Path,
+    population: Any,
+    *,
+    serialization_format: Literal["pt2", "pickle"] = "pt2",
+    input_example: np.ndarray | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    input_domain: Mapping[str, tuple[float | None, float | None]] | None = None,
+) -> None:
+    """Save ``model`` (a ``torch.nn.Module`` or an ``onnx.ModelProto``) with ``population`` (a
+    population model or the path of its JSON) as an MLflow model directory at ``path`` (which
+    must not exist), in exactly the layout :func:`log_model` logs: :func:`load_model` reads
+    it back (``path`` as the URI) with its population model, names and domain."""
+    with _packaged(model, population, input_example=input_example, input_names=input_names,
+                   output_names=output_names, input_domain=input_domain,
+                   serialization_format=serialization_format) as (flavor, stored, arguments), \
+            registry_errors(f"cannot save model to {path}"):
+        flavor.save_model(stored, str(path), **arguments)
+
+
+def log_model(
     model: Any,
     population: Any,
     *,
@@ -408,50 +475,21 @@ def log_model_with_population(
     tags: Mapping[str, str] | None = None,
 ) -> ModelInfo:
     """Log ``model`` (a ``torch.nn.Module`` or an ``onnx.ModelProto``) with ``population`` (a
-    population model or the path of its JSON) and optionally register it and set ``alias``.
+    population model or the path of its JSON) and optionally register it and set ``alias``;
+    the directory logged is the one :func:`save_model` writes.
 
     ``input_names`` default to the population model's columns; ``input_example`` (required by
     the ``pt2`` format) defaults to rows sampled from the population model (seed 0). Logs into
     the active run if there is one. Returns MLflow's ``ModelInfo``.
     """
-    import onnx
-    import torch
-
     if alias is not None and (registered_model_name is None or registry is None):
         raise CertgateInputError("setting an alias needs registered_model_name and a registry")
-    with tempfile.TemporaryDirectory(prefix="certgate-log-") as scratch:
-        population_path, population_model = _population_json(population, Path(scratch))
-        names = list(input_names) if input_names is not None else list(population_model.columns)
-        metadata: dict[str, Any] = {METADATA_POPULATION: f"extra_files/{POPULATION_FILE}"}
-        metadata[METADATA_INPUT_NAMES] = names
-        if output_names is not None:
-            metadata[METADATA_OUTPUT_NAMES] = list(output_names)
-        if input_domain is not None:
-            metadata[METADATA_INPUT_DOMAIN] = {k: list(v) for k, v in input_domain.items()}
-        if input_example is None:
-            input_example = population_model.sample(EXAMPLE_ROWS, 0)
-        common: dict[str, Any] = {
-            "name": name,
-            "input_example": np.asarray(input_example, dtype=np.float32),
-            "extra_files": [str(population_path)],
-            "metadata": metadata,
-            "registered_model_name": registered_model_name,
-        }
-        with registry_errors(f"cannot log model {registered_model_name or name}"):
-            if isinstance(model, torch.nn.Module):
-                info = mlflow.pytorch.log_model(
-                    model.eval(), serialization_format=serialization_format,
-                    pip_requirements=pinned_requirements("pytorch"), **common,
-                )
-            elif isinstance(model, onnx.ModelProto):
-                info = mlflow.onnx.log_model(
-                    model, pip_requirements=pinned_requirements("onnx"), **common
-                )
-            else:
-                raise CertgateInputError(
-                    f"cannot log a {type(model).__name__}: expected a torch.nn.Module or an "
-                    "onnx.ModelProto"
-                )
+    with _packaged(model, population, input_example=input_example, input_names=input_names,
+                   output_names=output_names, input_domain=input_domain,
+                   serialization_format=serialization_format) as (flavor, stored, arguments), \
+            registry_errors(f"cannot log model {registered_model_name or name}"):
+        info = flavor.log_model(stored, name=name, registered_model_name=registered_model_name,
+                                **arguments)
     version = info.registered_model_version
     if registered_model_name is not None and version is not None and registry is not None:
         if tags:
@@ -462,6 +500,13 @@ def log_model_with_population(
         if alias is not None:
             move_alias(registry, registered_model_name, alias, str(version))
     return info
+
+
+def log_model_with_population(model: Any, population: Any, **options: Any) -> ModelInfo:
+    """Deprecated name of :func:`log_model` (same arguments); warns once per call site."""
+    warnings.warn("registry_hooks.log_model_with_population is deprecated; call "
+                  "registry_hooks.log_model (same arguments)", DeprecationWarning, stacklevel=2)
+    return log_model(model, population, **options)
 
 
 VARIANT_ARTIFACT_NAME = "model"

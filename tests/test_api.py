@@ -180,13 +180,13 @@ def register_threshold_model(store: str, experiment: str, name: str) -> None:
     in the local store ``store``, inside a run of ``experiment``."""
     import mlflow
 
-    from registry_hooks.certgate_model import log_model_with_population
+    from registry_hooks.certgate_model import log_model
 
     mlflow.set_tracking_uri(store)
     mlflow.set_registry_uri(store)
     mlflow.set_experiment(experiment)
     with mlflow.start_run():
-        log_model_with_population(threshold_module(), population("binary"),
+        log_model(threshold_module(), population("binary"),
                                   registered_model_name=name, serialization_format="pickle")
 
 
@@ -195,7 +195,7 @@ def test_registered_model_with_its_shipped_population(files: dict[str, Path]) ->
     same certificate as from the files."""
     store = f"sqlite:///{files['root'] / 'registry.db'}"
     register_threshold_model(store, "api-registry", "api_threshold")
-    settings = {"kind": "causal_fairness", "sensitive": ["s"], "max_biased_share": 0.6,
+    settings = {"kind": "causal_fairness", "protected": ["s"], "max_biased_share": 0.6,
                 "max_unstable": 4, "timeout_s": 120, "target_width": 0.01}
     [registered] = certgate.audit("models:/api_threshold/1", None, settings,
                                   tracking_uri=store)

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from configs.schema import RESERVED_AUDIT_NAMES, ConfigError, DemographicParityAudit, parse_config
+from configs.schema import RESERVED_AUDIT_NAMES, ConfigError, parse_config
 from pipeline_steps.cli import main
 from pipeline_steps.gate import decide
 from registry_hooks.tags import RESERVED_AUDIT_NAMES as TAG_RESERVED
 from registry_hooks.tags import result_tag_audit
-from verifier.audits import demographic_parity_audit
+from verifier.audits import DemographicParitySettings, demographic_parity_audit
 from verifier.audits.binding import anonymous_inputs
 from verifier.convert import save_network
 from verifier.network import Layer, Network
@@ -43,7 +43,7 @@ def test_a_model_that_never_predicts_the_favourable_class_may_have_an_undefined_
     assert low == 0.0 and high < 1e-6
     assert certificate.verdict == "unknown"
     assert "the ratio may be undefined" in certificate.details["undefined"]
-    settings = DemographicParityAudit(kind="demographic_parity", protected="owns_home",
+    settings = DemographicParitySettings(kind="demographic_parity", protected="owns_home",
                                       privileged=1, favorable_class=1, gamma=0.8)
     decision = decide([settings], {settings.name: certificate}, parse_config(
         {"model": {"uri": "m.onnx"}, "audits": [settings.model_dump()]}).gate)

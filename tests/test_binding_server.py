@@ -22,7 +22,7 @@ import pytest
 import torch
 from mlflow_server import run_cli, write_server_config
 
-from registry_hooks.certgate_model import log_model_with_population, pinned_requirements
+from registry_hooks.certgate_model import log_model, pinned_requirements
 from registry_hooks.connection import Registry, connect
 from registry_hooks.tags import alias_version, version_tags
 from verifier.population import population_from_json, save_population
@@ -129,7 +129,7 @@ def test_renamed_and_disagreeing_columns_are_refused(
         capsys: pytest.CaptureFixture[str]) -> None:
     name = f"renamed_{uuid.uuid4().hex[:8]}"
     salary = ["age", "salary", "debt_ratio", "sex", "housing_own", "housing_rent"]
-    log_model_with_population(credit_demo.fair, credit_demo.population, input_names=salary,
+    log_model(credit_demo.fair, credit_demo.population, input_names=salary,
                               registered_model_name=name, serialization_format="pickle",
                               alias="candidate", registry=registry)
     uri = f"models:/{name}@candidate"
@@ -145,7 +145,7 @@ def test_named_model_binds_a_permuted_population_by_name(
         registry: Registry, credit_demo, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     name = f"named_{uuid.uuid4().hex[:8]}"
-    log_model_with_population(credit_demo.fair, credit_demo.population,
+    log_model(credit_demo.fair, credit_demo.population,
                               registered_model_name=name, serialization_format="pickle",
                               alias="candidate", registry=registry)
     permuted = population_file(credit_demo.population, tmp_path, SEX_FIRST)

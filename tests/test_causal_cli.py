@@ -34,7 +34,7 @@ def model(tmp_path: Path) -> Path:
 def test_json_output_with_query(model: Path, tmp_path: Path, capsys) -> None:
     query = tmp_path / "query.json"
     query.write_text(json.dumps({"x": [0.0, 0.5]}))
-    code = run(_parse(["--model", str(model), "--sensitive", "s", "--query", str(query),
+    code = run(_parse(["--model", str(model), "--protected", "s", "--query", str(query),
                        "--target-width", "0.01", "--json"]))
     payload = json.loads(capsys.readouterr().out)
     assert code == 1 and payload["verdict"] == "biased"
@@ -51,7 +51,7 @@ def test_json_output_with_query(model: Path, tmp_path: Path, capsys) -> None:
 @pytest.mark.skipif(not LIBRA.is_dir(), reason="Libra benchmark folder not present")
 def test_libra_formats_are_accepted(capsys) -> None:
     code = run(_parse([
-        "--model", str(LIBRA / "toy/networks/toy.json"), "--sensitive", "x02",
+        "--model", str(LIBRA / "toy/networks/toy.json"), "--protected", "x02",
         "--spec", str(LIBRA / "toy/specs/toy.json"), "--lower-edge", "0.25", "--max-unstable", "2",
         "--json",
     ]))
@@ -65,18 +65,18 @@ def test_libra_formats_are_accepted(capsys) -> None:
 def test_fair_network_exit_code(tmp_path: Path, capsys) -> None:
     path = tmp_path / "fair.json"
     save_network(threshold_network([1.0, 0.0], -0.5, ["x", "s"]), path)
-    assert run(_parse(["--model", str(path), "--sensitive", "s"])) == 0
+    assert run(_parse(["--model", str(path), "--protected", "s"])) == 0
     assert "causal-fairness: fair" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--sensitive", "age"], "'age' is not an input"),
-        (["--sensitive", "s", "--lower-edge", "-1"], "--lower-edge: Input should be greater"),
-        (["--sensitive", "s", "--max-unstable", "-2"], "--max-unstable: Input should be greater"),
-        (["--sensitive", "s", "--query", "EMPTY"], "query box is empty"),
-        (["--sensitive", "s", "--spec", "OVERLAP"], "overlaps"),
+        (["--protected", "age"], "'age' is not an input"),
+        (["--protected", "s", "--lower-edge", "-1"], "--lower-edge: Input should be greater"),
+        (["--protected", "s", "--max-unstable", "-2"], "--max-unstable: Input should be greater"),
+        (["--protected", "s", "--query", "EMPTY"], "query box is empty"),
+        (["--protected", "s", "--spec", "OVERLAP"], "overlaps"),
     ],
 )
 def test_bad_input(model: Path, tmp_path: Path, extra: list[str], message: str) -> None:
@@ -96,8 +96,8 @@ def test_a_fairquant_network_loads_unchanged_with_its_domain_and_integer_points(
     """A single-logit ``.nnet`` file with its header's domain, integer inputs and two chosen
     sensitive values: the verb runs on it as it is, and its witnesses are integer points."""
     path = Path("/work/shared/benchmarks/fairquant/compas-1.nnet")
-    code = run(_parse(["--model", str(path), "--sensitive", "x3", "--integer-inputs", "all",
-                       "--sensitive-values", "0,1", "--timeout", "20", "--json"]))
+    code = run(_parse(["--model", str(path), "--protected", "x3", "--integer-inputs", "all",
+                       "--protected-values", "0,1", "--timeout", "20", "--json"]))
     payload = json.loads(capsys.readouterr().out)
     assert code in (0, 1)
     low, high = payload["biased_fraction"]
@@ -108,4 +108,4 @@ def test_a_fairquant_network_loads_unchanged_with_its_domain_and_integer_points(
 
 def test_domain_and_value_options_are_checked(model: Path) -> None:
     with pytest.raises(CertgateInputError, match="--domain"):
-        run(_parse(["--model", str(model), "--sensitive", "s", "--domain", "x=0-1"]))
+        run(_parse(["--model", str(model), "--protected", "s", "--domain", "x=0-1"]))

@@ -109,7 +109,7 @@ def test_cli_does_not_call_the_tie_network_fair(tmp_path: Path, capsys) -> None:
     model = tmp_path / "tie.json"
     model.write_text(json.dumps({"inputs": ["x", "s"], "outputs": ["z"], "layers": [
         {"weight": [[1.0, 1.0]], "bias": [-1.0], "activation": "none"}]}))
-    cli_main(["verify", "causal-fairness", "--model", str(model), "--sensitive", "s",
+    cli_main(["verify", "causal-fairness", "--model", str(model), "--protected", "s",
               "--domain", "x=0:1,s=0:1", "--integer-inputs", "all", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert report["verdict"] == "biased"

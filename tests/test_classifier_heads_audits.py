@@ -214,7 +214,7 @@ def store(files: dict[str, Path]) -> dict[str, Any]:
     import mlflow
     from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry
 
-    from registry_hooks.certgate_model import log_model_with_population
+    from registry_hooks.certgate_model import log_model
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     value = declared["mlflow.model_evaluator"]["certgate"]
@@ -225,7 +225,7 @@ def store(files: dict[str, Path]) -> dict[str, Any]:
     mlflow.set_registry_uri(uri)
     mlflow.set_experiment("heads")
     with mlflow.start_run():
-        log_model_with_population(single_logit(torch.nn.Sigmoid()).float(),
+        log_model(single_logit(torch.nn.Sigmoid()).float(),
                                   population("binary"), registered_model_name="headed",
                                   input_names=NAMES, serialization_format="pt2")
     return {"uri": uri, "model": "models:/headed/1", "root": files["root"]}

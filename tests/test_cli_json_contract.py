@@ -104,7 +104,7 @@ def success_argv(verb: str, root: Path) -> list[str] | None:
                                       "--precision", "0.05"],
         "verify probability": [*audit_common, "--spec", str(root / "spec.yaml"),
                                "--precision", "0.05"],
-        "verify causal-fairness": [*audit_common, "--sensitive", "s",
+        "verify causal-fairness": [*audit_common, "--protected", "s",
                                    "--max-biased-share", "0.6", "--target-width", "0.05"],
         "verify monotonicity": [*continuous, "--feature", "x", "--min-probability", "0.9"],
         "verify noise-robustness": [*continuous, "--features", "x", "--noise-uniform", "0",
@@ -142,7 +142,7 @@ ERROR_ARGV: dict[str, list[str]] = {
                                   "--favorable-class", "1", "--gamma", "0.3"],
     "verify probability": ["--model", "MISSING.json", "--population", "MISSING.json",
                            "--spec", "MISSING.yaml"],
-    "verify causal-fairness": ["--model", "MISSING.json", "--sensitive", "s"],
+    "verify causal-fairness": ["--model", "MISSING.json", "--protected", "s"],
     "verify monotonicity": ["--model", "MISSING.json", "--population", "MISSING.json",
                             "--feature", "x"],
     "verify noise-robustness": ["--model", "MISSING.json", "--population", "MISSING.json",
@@ -213,7 +213,7 @@ def registry(files: dict[str, Path]) -> dict[str, Any]:
     and a configuration naming it."""
     import mlflow
 
-    from registry_hooks.certgate_model import log_model_with_population
+    from registry_hooks.certgate_model import log_model
     from tests.test_api import threshold_module
 
     root = files["root"]
@@ -223,7 +223,7 @@ def registry(files: dict[str, Path]) -> dict[str, Any]:
     mlflow.set_experiment("json-contract-registry")
     uniform = PopulationModel.model_validate_json((root / "uniform.json").read_text())
     with mlflow.start_run():
-        log_model_with_population(threshold_module(), uniform,
+        log_model(threshold_module(), uniform,
                                   registered_model_name="contract",
                                   serialization_format="pickle")
     config = root / "registry.yaml"

@@ -100,7 +100,7 @@ PROGRESS_VERBS = {
                                        "--protected", "s", "--privileged", "1",
                                        "--favorable-class", "1", "--gamma", "0.8"],
     ("verify", "probability"): ["--model", "m.json", "--population", "p.json", "--spec", "s"],
-    ("verify", "causal-fairness"): ["--model", "m.json", "--sensitive", "s"],
+    ("verify", "causal-fairness"): ["--model", "m.json", "--protected", "s"],
     ("verify", "monotonicity"): ["--model", "m.json", "--population", "p.json",
                                  "--feature", "x"],
     ("verify", "noise-robustness"): ["--model", "m.json", "--population", "p.json",

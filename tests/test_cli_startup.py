@@ -91,7 +91,7 @@ def test_a_config_error_imports_no_verb_machinery(tmp_path: Path, argv: list[str
     that run the audits (torch), MLflow or the data checks."""
     config = tmp_path / "invalid.yaml"
     config.write_text("model: {uri: models:/m@candidate}\naudits:\n"
-                      "  - {kind: causal_fairness, sensitive: [x0], max_biased_share: 0.1,"
+                      "  - {kind: causal_fairness, protected: [x0], max_biased_share: 0.1,"
                       " no_such_field: 1}\n")
     probe = PROBE.replace("name for name in HEAVY", "name for name in HEAVY_FOR_VALIDATION")
     result = subprocess.run(

@@ -106,8 +106,8 @@ def test_a_population_of_other_columns_than_the_model_is_refused(
 
 def test_a_configuration_without_pre_checked_kinds_still_binds_the_files(
         files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    causal = {"kind": "causal_fairness", "name": "fair", "sensitive": ["sex=Female", "sex=Male"],
-              "sensitive_kind": "one_hot", "max_biased_share": 0.1}
+    causal = {"kind": "causal_fairness", "name": "fair", "protected": ["sex=Female", "sex=Male"],
+              "protected_kind": "one_hot", "max_biased_share": 0.1}
     line = refused(capsys, config(files["root"], str(files["model"]), str(files["other"]),
                                   causal))
     assert "missing from the population model [x]" in line and "[age]" in line
@@ -125,11 +125,11 @@ def test_an_unreachable_registry_is_reported_as_not_checked(
 
 def test_a_registry_model_on_a_reachable_server_is_loaded_and_checked(
         mlflow_server, credit_demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from registry_hooks.certgate_model import log_model_with_population
+    from registry_hooks.certgate_model import log_model
     from registry_hooks.connection import connect
 
     name = f"check_{uuid.uuid4().hex[:8]}"
-    log_model_with_population(credit_demo.fair, credit_demo.population,
+    log_model(credit_demo.fair, credit_demo.population,
                               registered_model_name=name, serialization_format="pickle",
                               alias="candidate", registry=connect(mlflow_server.url))
     audit = {**PARITY, "protected": "sex"}

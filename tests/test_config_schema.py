@@ -214,7 +214,7 @@ def test_json_schema_forbids_extra_keys_everywhere() -> None:
 # ------------------------------------------------------------------------------ more kinds
 
 KIND_EXAMPLES: dict[str, dict[str, Any]] = {
-    "causal_fairness": {"kind": "causal_fairness", "sensitive": ["sex"],
+    "causal_fairness": {"kind": "causal_fairness", "protected": ["sex"],
                         "max_biased_share": 0.05},
     "monotonicity": {"kind": "monotonicity", "feature": "income", "min_probability": 0.99},
     "noise_robustness": {"kind": "noise_robustness", "features": ["income"],
@@ -254,7 +254,7 @@ def test_template_examples_of_every_kind_are_valid(tmp_path: Path) -> None:
 def test_defaults_and_requirements_of_the_new_kinds() -> None:
     audits = [parse_config(with_audit(example)).audits[0] for example in KIND_EXAMPLES.values()]
     causal, mono, noise, local = audits
-    assert (causal.name, causal.sensitive_kind, causal.measure, causal.lower_edge,
+    assert (causal.name, causal.protected_kind, causal.measure, causal.lower_edge,
             causal.max_unstable, causal.timeout_s) == (
         "causal_fairness", "continuous", "uniform", 0.0, 8, 60.0)
     assert causal.requirement == Requirement(quantity="biased_share", label="biased_share",
@@ -263,14 +263,14 @@ def test_defaults_and_requirements_of_the_new_kinds() -> None:
                                          measure="population")).audits[0]
     assert population.requirement.quantity == population.requirement.label == \
         "biased_share_population"
-    assert (mono.name, mono.decreasing, mono.positive_class, mono.use_prior) == (
+    assert (mono.name, mono.decreasing, mono.favorable_class, mono.use_prior) == (
         "monotonicity", False, 1, False)
-    assert noise.noise_triangular is None and local.label is None
+    assert noise.noise_triangular is None and local.expected_class is None
     for audit in (mono, noise, local):
         assert (audit.requirement.quantity, audit.requirement.comparison) == (
             "probability", ">=")
-    one_hot = parse_config(with_audit(KIND_EXAMPLES["causal_fairness"], sensitive=["a", "b"],
-                                      sensitive_kind="one_hot",
+    one_hot = parse_config(with_audit(KIND_EXAMPLES["causal_fairness"], protected=["a", "b"],
+                                      protected_kind="one_hot",
                                       onehot_groups=[["c", "d"]],
                                       query={"e": [0.2, 0.4]})).audits[0]
     assert one_hot.query == {"e": (0.2, 0.4)}
@@ -283,17 +283,17 @@ def test_defaults_and_requirements_of_the_new_kinds() -> None:
     ("causal_fairness", {"max_biased_share": 1.5},
      "audits[0]: max_biased_share must lie in (0, 1]"),
     ("causal_fairness", {"measure": "weighted"}, "audits[0].measure: Input should be"),
-    ("causal_fairness", {"sensitive_kind": "onehot"}, "audits[0].sensitive_kind"),
-    ("causal_fairness", {"sensitive": []}, "audits[0].sensitive"),
-    ("causal_fairness", {"sensitive": ["a", "b"]},
-     "audits[0]: a continuous sensitive feature is exactly one input"),
-    ("causal_fairness", {"sensitive": ["a", "a"], "sensitive_kind": "one_hot"},
-     "audits[0]: sensitive lists an input twice"),
-    ("causal_fairness", {"sensitive_kind": "one_hot"},
-     "audits[0]: a one_hot sensitive feature needs at least two inputs"),
-    ("causal_fairness", {"sensitive": ["a", "b"], "sensitive_kind": "one_hot",
+    ("causal_fairness", {"protected_kind": "onehot"}, "audits[0].protected_kind"),
+    ("causal_fairness", {"protected": []}, "audits[0].protected"),
+    ("causal_fairness", {"protected": ["a", "b"]},
+     "audits[0]: a continuous protected feature is exactly one input"),
+    ("causal_fairness", {"protected": ["a", "a"], "protected_kind": "one_hot"},
+     "audits[0]: protected lists an input twice"),
+    ("causal_fairness", {"protected_kind": "one_hot"},
+     "audits[0]: a one_hot protected feature needs at least two inputs"),
+    ("causal_fairness", {"protected": ["a", "b"], "protected_kind": "one_hot",
                          "split_values": [0.5]},
-     "audits[0]: split_values only apply to a continuous sensitive input"),
+     "audits[0]: split_values only apply to a continuous protected input"),
     ("causal_fairness", {"domain": {"age": [5, 1]}},
      "audits[0].domain: the domain interval of 'age' is empty: [5.0, 1.0]"),
     ("causal_fairness", {"onehot_groups": [["c", "d"], ["e"]]},
@@ -310,7 +310,7 @@ def test_defaults_and_requirements_of_the_new_kinds() -> None:
      "audits[0].min_probability: min_probability must lie in [0, 1)"),
     ("monotonicity", {"min_probability": -0.1},
      "audits[0].min_probability: min_probability must lie in [0, 1)"),
-    ("monotonicity", {"positive_class": -1}, "audits[0].positive_class"),
+    ("monotonicity", {"favorable_class": -1}, "audits[0].favorable_class"),
     ("monotonicity", {"name": "9lives"}, "audits[0].name"),
     ("noise_robustness", {"noise_triangular": [-0.1, 0.0, 0.1]},
      "audits[0]: give exactly one of noise_uniform"),
@@ -326,7 +326,7 @@ def test_defaults_and_requirements_of_the_new_kinds() -> None:
     ("local_robustness", {"epsilon": 0.0}, "audits[0].epsilon"),
     ("local_robustness", {"center": []}, "audits[0].center"),
     ("local_robustness", {"center": [0.5, float("inf")]}, "audits[0].center[1]"),
-    ("local_robustness", {"label": -1}, "audits[0].label"),
+    ("local_robustness", {"expected_class": -1}, "audits[0].expected_class"),
     ("local_robustness", {"min_probabilty": 0.9}, "audits[0].min_probabilty: unknown key"),
 ])
 def test_new_kinds_reject_bad_values_naming_the_field(kind: str, changes: dict[str, Any],

@@ -30,7 +30,7 @@ import yaml
 
 from pipeline_steps.cli import main
 from pipeline_steps.deploy import DeployError, deploy_self_correcting
-from registry_hooks.certgate_model import log_model_with_population
+from registry_hooks.certgate_model import log_model
 from registry_hooks.connection import Registry, RegistryError, connect
 from registry_hooks.tags import alias_version, version_tags
 from verifier.convert import from_torch, save_network
@@ -102,7 +102,7 @@ def constraints_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def source(registry: Registry, mlp: torch.nn.Sequential, population: Any) -> tuple[str, str]:
     name = f"mlp3_{uuid.uuid4().hex[:8]}"
-    info = log_model_with_population(mlp, population, registered_model_name=name,
+    info = log_model(mlp, population, registered_model_name=name,
                                      serialization_format="pickle", alias="candidate",
                                      registry=registry)
     return name, str(info.registered_model_version)
@@ -303,7 +303,7 @@ def test_certgate_run_deploys_only_after_a_passed_gate(
     target = f"{name}-selfcorrecting"
     deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}
     for model in (credit_demo.biased, credit_demo.fair):
-        log_model_with_population(model, credit_demo.population, registered_model_name=name,
+        log_model(model, credit_demo.population, registered_model_name=name,
                                   serialization_format="pickle", alias="candidate",
                                   registry=registry)
     config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}/1", deploy)
@@ -431,10 +431,10 @@ def test_rerunning_reuses_the_variant_and_a_failed_reaudit_withdraws_the_aliases
     name = f"again_{uuid.uuid4().hex[:8]}"
     target = f"{name}-selfcorrecting"
     deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}
-    older = log_model_with_population(credit_demo.fair, credit_demo.population,
+    older = log_model(credit_demo.fair, credit_demo.population,
                                       registered_model_name=name,
                                       serialization_format="pickle", registry=registry)
-    log_model_with_population(credit_demo.fair, credit_demo.population,
+    log_model(credit_demo.fair, credit_demo.population,
                               registered_model_name=name, serialization_format="pickle",
                               alias="candidate", registry=registry)
     config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
@@ -486,7 +486,7 @@ def test_a_single_logit_variant_names_its_classes_by_index(
     and 1, never ``logit_y0 <= 0``."""
     single = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
     name = f"single_{uuid.uuid4().hex[:8]}"
-    info = log_model_with_population(single.eval(), credit_demo.population,
+    info = log_model(single.eval(), credit_demo.population,
                                      registered_model_name=name,
                                      serialization_format="pickle", registry=registry)
     constraints = tmp_path / "binary.yaml"

@@ -32,17 +32,21 @@ from hypothesis import strategies as st
 from scipy.stats import beta, binom
 
 from certgate.population_data import fit_population
-from configs.schema import ConfigError, DemographicParityAudit, GatePolicy, parse_config
+from configs.schema import ConfigError, GatePolicy, parse_config
 from pipeline_steps.fidelity_data import DataError, fitted_from_rows, given_rows
 from pipeline_steps.gate import decide
-from verifier.audits import run_audit
+from verifier.audits import (
+    CausalFairnessSettings,
+    DemographicParitySettings,
+    fidelity_check,
+    run_audit,
+)
 from verifier.audits.fidelity import (
     DataRows,
     FidelityOptions,
     NoData,
     absolute_difference_interval,
     clopper_pearson,
-    fidelity_check,
     population_assumptions,
     ratio_interval,
 )
@@ -52,7 +56,7 @@ from verifier.errors import CertgateInputError
 from verifier.population import population_from_json
 
 AGREEMENT = 0.9
-SETTINGS = DemographicParityAudit(**PARITY)
+SETTINGS = DemographicParitySettings(**PARITY)
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +146,7 @@ def test_interval_covers_the_truth_at_its_level(network, form: str) -> None:
     """On 200 seeded samples the interval covers the closed-form value at least as often as a
     Binomial(200, level) count exceeds its 0.1 % quantile (exact, scipy.stats.binom)."""
     agreement, level = 0.7, 0.9
-    settings = DemographicParityAudit(**{**PARITY, "form": form,
+    settings = DemographicParitySettings(**{**PARITY, "form": form,
                                          "gamma": 0.8 if form == "ratio" else 0.2})
     truth = true_ratio(agreement) if form == "ratio" else true_difference(agreement)
     population = fit_population(proxy_frame(2000, agreement, seed=1),
@@ -195,9 +199,12 @@ def test_interval_arithmetic_encloses_every_corner(a: float, b: float, c: float,
 def test_no_counterpart_and_no_data_are_said(network, frame) -> None:
     population = fit_population(frame, structure="independent")
     certificate = Certificate(audit="x", verdict="unknown", bounds={"value": (0.0, 1.0)})
-    causal = type("Causal", (), {"kind": "causal_fairness", "name": "c"})()
-    record = fidelity_check(causal, certificate, network, population, rows_of(frame))
-    assert record["status"] == "unchecked" and "not a frequency" in record["reason"]
+    causal = CausalFairnessSettings(kind="causal_fairness", name="c", protected=["sex"],
+                                    max_biased_share=0.1)
+    for premise in (population, fit_population(frame, protected="sex")):
+        record = fidelity_check(causal, certificate, network, premise, rows_of(frame))
+        assert record["status"] == "unchecked" and "not a frequency" in record["reason"]
+        assert record["assumptions"] == population_assumptions(premise)
     missing = fidelity_check(SETTINGS, certificate, network, population,
                              NoData("nothing at hand"))
     assert missing == {"status": "unchecked", "reason": "no check possible: nothing at hand",
@@ -285,7 +292,7 @@ def test_qualified_rows_and_undecided_classes(network, frame) -> None:
     decided in exact arithmetic: it counts as unfavourable, for sure."""
     population = fit_population(frame, parents={"proxy": ["sex"]})
     certificate = Certificate(audit="d", verdict="unknown", bounds={"value": (0.0, 1.0)})
-    qualified = DemographicParityAudit(**{**PARITY, "qualified": "x.income >= 0.5"})
+    qualified = DemographicParitySettings(**{**PARITY, "qualified": "x.income >= 0.5"})
     record = fidelity_check(qualified, certificate, network, population, rows_of(frame))
     rich = frame[frame["income"] >= 0.5]
     assert record["empirical"]["p_privileged"]["rows"] == int((rich["sex"] == 1).sum())

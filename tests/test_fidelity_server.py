@@ -18,7 +18,7 @@ from fidelity_cases import PARITY, proxy_frame, proxy_model
 from mlflow_server import run_cli, write_server_config
 
 from certgate.population_data import fit_population
-from registry_hooks.certgate_model import log_model_with_population
+from registry_hooks.certgate_model import log_model
 from registry_hooks.connection import Registry, connect
 from registry_hooks.tags import alias_version, version_tags
 from verifier.certificate import Certificate
@@ -44,7 +44,7 @@ def register(registry: Registry, tmp_path: Path) -> tuple[str, str, Path]:
         dataset = mlflow.data.from_pandas(pd.read_csv(csv), source=str(csv), name="train")
         mlflow.log_input(dataset, context="training")
         independent = fit_population(frame, structure="independent")
-        info = log_model_with_population(proxy_model(), independent,
+        info = log_model(proxy_model(), independent,
                                          registered_model_name=name,
                                          serialization_format="pickle", alias="candidate",
                                          registry=registry)

@@ -39,14 +39,14 @@ CASES: list[tuple[str, str, dict[str, Any], list[str]]] = [
      ["--protected", "s", "--privileged", "1", "--favorable-class", "1", "--gamma", "0.3",
       "--timeout", "120", "--precision", "0.01"]),
     ("binary", "causal-fairness",
-     {"kind": "causal_fairness", "sensitive": ["s"], "max_biased_share": 0.6,
+     {"kind": "causal_fairness", "protected": ["s"], "max_biased_share": 0.6,
       "max_unstable": 4, "timeout_s": 120, "target_width": 0.01},
-     ["--sensitive", "s", "--max-biased-share", "0.6", "--max-unstable", "4", "--timeout",
+     ["--protected", "s", "--max-biased-share", "0.6", "--max-unstable", "4", "--timeout",
       "120", "--target-width", "0.01"]),
     ("binary", "causal-fairness",
-     {"kind": "causal_fairness", "sensitive": ["s"], "max_biased_share": 0.4,
+     {"kind": "causal_fairness", "protected": ["s"], "max_biased_share": 0.4,
       "measure": "population", "max_unstable": 4, "timeout_s": 120, "target_width": 0.01},
-     ["--sensitive", "s", "--max-biased-share", "0.4", "--measure", "population",
+     ["--protected", "s", "--max-biased-share", "0.4", "--measure", "population",
       "--max-unstable", "4", "--timeout", "120", "--target-width", "0.01"]),
     ("uniform", "monotonicity",
      {"kind": "monotonicity", "feature": "x", "min_probability": 0.9},
@@ -135,9 +135,9 @@ def test_cli_and_pipeline_agree(files: dict[str, Path], capsys: pytest.CaptureFi
 VERB_OF_KIND = {"demographic_parity": "demographic-parity", "causal_fairness": "causal-fairness",
                 "monotonicity": "monotonicity", "noise_robustness": "noise-robustness",
                 "local_robustness": "local-robustness"}
-DERIVED = {"causal_fairness": {"sensitive_kind", "onehot_groups", "split_values"}}
-"""Fields a verb derives instead of taking as options: the sensitive kind from how many names
-``--sensitive`` lists, one-hot groups from the population model, the split from the singular
+DERIVED = {"causal_fairness": {"protected_kind", "onehot_groups", "split_values"}}
+"""Fields a verb derives instead of taking as options: the protected kind from how many names
+``--protected`` lists, one-hot groups from the population model, the split from the singular
 ``--split-value``."""
 
 

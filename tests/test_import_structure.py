@@ -2,7 +2,9 @@
 ones included; ``if TYPE_CHECKING:`` blocks left out) of every package pyproject.toml ships:
 ``verifier`` imports nothing of ours outside itself; ``registry_hooks`` never imports
 ``pipeline_steps``, ``configs`` or ``certgate``; no package but ``registry_hooks`` imports MLflow
-(the others go through it); and no module imports itself through a circle of others."""
+(the others go through it); and no module imports itself through a circle of others. With the
+``TYPE_CHECKING`` imports counted too, the only circles left are the ones
+:data:`TYPE_ONLY_CIRCLES` names, each with its reason."""
 
 from __future__ import annotations
 
@@ -14,6 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = tuple(pattern.rstrip("*") for pattern in tomllib.loads(
     (ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"])
 MLFLOW_PACKAGE = "registry_hooks"
+TYPE_ONLY_CIRCLES = [
+    # the distribution union is a recursive type: a product, mixture or Bayesian network
+    # holds distributions of the union (union.py rebuilds them once every member exists)
+    {"verifier.population.union", "verifier.population.product", "verifier.population.mixture",
+     "verifier.population.bayesnet"},
+    # open (issue 36): the quantile cuts and the domain of PV's boxes annotate each other
+    {"verifier.pv.domain", "verifier.pv.quantiles"},
+]
 
 
 def module_name(path: Path) -> str:
@@ -27,13 +37,13 @@ def _is_type_checking(node: ast.If) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def imports_of(path: Path) -> set[str]:
+def imports_of(path: Path, type_checking: bool = False) -> set[str]:
     """Every module ``path`` imports (absolute names; ``from a import b`` counts ``a`` and
-    ``a.b``)."""
+    ``a.b``), those under ``if TYPE_CHECKING:`` only when ``type_checking``."""
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_checking:
             for child in node.orelse:
                 visit(child)
             return
@@ -49,11 +59,11 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-def graph() -> dict[str, set[str]]:
+def graph(type_checking: bool = False) -> dict[str, set[str]]:
     modules = {module_name(path): path for package in PACKAGES
                for path in (ROOT / package).rglob("*.py")}
-    return {name: {target for target in imports_of(path) if target in modules and
-                   target != name}
+    return {name: {target for target in imports_of(path, type_checking)
+                   if target in modules and target != name}
             for name, path in modules.items()}
 
 
@@ -101,6 +111,11 @@ def package_edges(edges: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def test_no_import_circles() -> None:
     assert strongly_connected(package_edges(graph())) == []
+
+
+def test_type_annotations_add_no_other_circle() -> None:
+    circles = strongly_connected(package_edges(graph(type_checking=True)))
+    assert sorted(map(sorted, circles)) == sorted(map(sorted, TYPE_ONLY_CIRCLES))
 
 
 def test_every_package_is_checked() -> None:

@@ -21,15 +21,15 @@ import pytest
 from configs.schema import GatePolicy, parse_config
 from pipeline_steps.audit import (
     DETAIL_TABLE_ARTIFACT,
+    audit_model,
     certify,
     certify_all,
     headline_metrics,
-    run_audit,
     version_result_tags,
 )
 from pipeline_steps.gate import check_certificate, decide, run_gate
 from pipeline_steps.tables import detail_tables
-from registry_hooks.certgate_model import log_model_with_population
+from registry_hooks.certgate_model import log_model
 from registry_hooks.connection import Registry, connect
 from registry_hooks.tags import alias_version, version_tags
 from tests.causal_nets import threshold_network
@@ -68,7 +68,7 @@ def audits(*documents: dict[str, Any]) -> list[Any]:
 
 
 def causal(name: str, threshold: float, **changes: Any) -> dict[str, Any]:
-    return {"kind": "causal_fairness", "name": name, "sensitive": ["s"],
+    return {"kind": "causal_fairness", "name": name, "protected": ["s"],
             "max_biased_share": threshold, **FAST, **changes}
 
 
@@ -190,7 +190,7 @@ def test_causal_input_problems_name_the_field() -> None:
                 Factor(columns=["x"], distribution=Normal(mean=0.5, std=1.0)),
                 Factor(columns=["s"], distribution=Uniform(lower=0, upper=1))]))
         certify(settings, NETWORK, unbounded)
-    unknown = audits(causal("unknown", 0.5, sensitive=["sex"]))[0]
+    unknown = audits(causal("unknown", 0.5, protected=["sex"]))[0]
     with pytest.raises(CertgateInputError,
                        match=r"^audit 'unknown': sensitive feature 'sex' is not an input"):
         certify(unknown, NETWORK, unit_population())
@@ -270,11 +270,11 @@ def test_local_robustness_closed_form() -> None:
     low, high = certificate.bounds["probability"]
     assert low <= 15 / 16 <= high and certificate.details["label"] == 1
     assert checked(predicted, certificate) == "proven_pass"
-    other = probability_audit("local_robustness", 0.05, label=0, **box)
+    other = probability_audit("local_robustness", 0.05, expected_class=0, **box)
     certificate = certify(other, NETWORK, unit_population())
     assert certificate.bounds["probability"][0] <= 1 / 16 <= certificate.bounds["probability"][1]
     assert checked(other, certificate) == "proven_pass"
-    strict = probability_audit("local_robustness", 0.07, label=0, **box)
+    strict = probability_audit("local_robustness", 0.07, expected_class=0, **box)
     assert checked(strict, certify(strict, NETWORK, unit_population())) == "proven_fail"
 
 
@@ -341,7 +341,7 @@ def pipeline_config(registry: Registry, model_uri: str, audit_list: list[dict[st
 
 def test_audit_and_gate_through_mlflow(registry: Registry) -> None:
     name = f"kinds_{uuid.uuid4().hex[:8]}"
-    info = log_model_with_population(NETWORK.to_torch(), unit_population(),
+    info = log_model(NETWORK.to_torch(), unit_population(),
                                      registered_model_name=name, serialization_format="pickle",
                                      alias="candidate", registry=registry)
     version = str(info.registered_model_version)
@@ -350,7 +350,7 @@ def test_audit_and_gate_through_mlflow(registry: Registry) -> None:
     failing = pipeline_config(registry, f"models:/{name}@candidate", [
         causal("causal_uniform", 0.6), causal("causal_weighted", 0.4, measure="population"),
         monotone])
-    outcome = run_audit(failing, registry=registry, progress=False)
+    outcome = audit_model(failing, registry=registry, progress=False)
     decision = run_gate(failing, registry=registry)
     assert [check.status for check in decision.checks] == ["proven_pass", "proven_fail",
                                                            "proven_pass"]
@@ -382,7 +382,7 @@ def test_audit_and_gate_through_mlflow(registry: Registry) -> None:
 
     passing = pipeline_config(registry, f"models:/{name}@candidate",
                               [causal("causal_uniform", 0.6), monotone])
-    run_audit(passing, registry=registry, progress=False)
+    audit_model(passing, registry=registry, progress=False)
     decision = run_gate(passing, registry=registry)
     assert decision.outcome == "passed" and decision.mlflow_validation == "passed"
     assert alias_version(registry, name, "champion") == version

@@ -9,13 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from configs.schema import DemographicParityAudit, GatePolicy
+from configs.schema import GatePolicy
 from pipeline_steps.gate import check_certificate, decide, mirror_in_mlflow
+from verifier.audits import DemographicParitySettings
 from verifier.certificate import Certificate
 
 
-def audit(name: str = "dp", gamma: float = 0.8, form: str = "ratio") -> DemographicParityAudit:
-    return DemographicParityAudit(kind="demographic_parity", name=name, protected="sex",
+def audit(name: str = "dp", gamma: float = 0.8, form: str = "ratio") -> DemographicParitySettings:
+    return DemographicParitySettings(kind="demographic_parity", name=name, protected="sex",
                                   privileged=1, favorable_class=1, gamma=gamma, form=form)
 
 

@@ -7,7 +7,6 @@ import math
 import re
 from html.parser import HTMLParser
 
-from configs.schema import DemographicParityAudit
 from pipeline_steps.report import (
     AuditSection,
     ReportData,
@@ -16,9 +15,10 @@ from pipeline_steps.report import (
     history_series,
     render_report,
 )
+from verifier.audits import DemographicParitySettings
 from verifier.certificate import Certificate
 
-SETTINGS = DemographicParityAudit(kind="demographic_parity", protected="sex", privileged=1,
+SETTINGS = DemographicParitySettings(kind="demographic_parity", protected="sex", privileged=1,
                                   favorable_class=1, gamma=0.8)
 
 

@@ -26,7 +26,7 @@ from mlflow_server import DEFAULT_AUDIT, run_cli, write_server_config
 
 from configs.schema import load_config
 from pipeline_steps.cli.pipeline_cmd import _dispatcher
-from registry_hooks.certgate_model import log_model_with_population
+from registry_hooks.certgate_model import log_model
 from registry_hooks.connection import Registry, connect
 from registry_hooks.receiver import WebhookReceiver
 from registry_hooks.tags import (
@@ -48,7 +48,7 @@ def registry(mlflow_server) -> Registry:
 
 def register(registry: Registry, model: torch.nn.Module, population: Any, name: str,
              alias: str | None = "candidate") -> str:
-    info = log_model_with_population(model, population, registered_model_name=name,
+    info = log_model(model, population, registered_model_name=name,
                                      serialization_format="pickle", alias=alias,
                                      registry=registry)
     return str(info.registered_model_version)

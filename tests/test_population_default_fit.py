@@ -233,7 +233,7 @@ def test_default_fit_is_bounded_and_wmi_and_causal_audits_run_on_it() -> None:
         timeout_s=120), network, model)
     assert monotone.verdict == "satisfied"  # the logit increases with grade: P = 1
     causal = run_audit(CausalFairnessSettings(
-        kind="causal_fairness", sensitive=["female"], max_biased_share=0.01, timeout_s=60,
+        kind="causal_fairness", protected=["female"], max_biased_share=0.01, timeout_s=60,
         measure="population"), network, model)
     assert causal.verdict == "satisfied"  # the network never reads female
     assert causal.bounds["biased_share_population"] == (0.0, 0.0)

@@ -15,7 +15,7 @@ import mlflow
 import pytest
 from mlflow_server import run_cli, write_server_config
 
-from registry_hooks.certgate_model import log_model_with_population
+from registry_hooks.certgate_model import log_model
 from registry_hooks.connection import Registry, connect
 from registry_hooks.tags import alias_version, version_tags
 from verifier.certificate import Certificate
@@ -40,7 +40,7 @@ def test_population_artifact_hash_and_no_stale_tags(
         registry: Registry, credit_demo, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     name = f"prov_{uuid.uuid4().hex[:8]}"
-    info = log_model_with_population(credit_demo.fair, credit_demo.population,
+    info = log_model(credit_demo.fair, credit_demo.population,
                                      registered_model_name=name, serialization_format="pickle",
                                      alias="candidate", registry=registry)
     version = str(info.registered_model_version)
@@ -85,7 +85,7 @@ def test_corrupt_registered_model_is_one_line_and_writes_nothing(
         registry: Registry, credit_demo, mlflow_server, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     name = f"corrupt_{uuid.uuid4().hex[:8]}"
-    info = log_model_with_population(credit_demo.fair, credit_demo.population,
+    info = log_model(credit_demo.fair, credit_demo.population,
                                      registered_model_name=name, serialization_format="pt2",
                                      alias="candidate", registry=registry)
     stored = [path for path in (mlflow_server.root / "artifacts").rglob("model.pt2")

@@ -21,7 +21,7 @@ import torch
 from registry_hooks.certgate_model import (
     load_model,
     load_population_model,
-    log_model_with_population,
+    log_model,
 )
 from registry_hooks.connection import Registry, RegistryError, RegistryUnreachableError, connect
 from registry_hooks.dispatch import Dispatcher, registry_due_check
@@ -72,7 +72,7 @@ def test_log_register_load_convert_round_trip(fmt: str, registry: Registry, cred
                                               tmp_path: Path) -> None:
     name = unique(f"roundtrip_{fmt}")
     source = onnx_of(credit_demo.fair) if fmt == "onnx" else credit_demo.fair
-    info = log_model_with_population(
+    info = log_model(
         source, credit_demo.population, registered_model_name=name,
         serialization_format="pickle" if fmt == "pickle" else "pt2",
         alias="candidate", registry=registry,
@@ -101,7 +101,7 @@ def test_other_uri_forms_load_the_same_network(registry: Registry, credit_demo,
                                                tmp_path: Path) -> None:
     name = unique("uris")
     with mlflow.start_run() as run:
-        info = log_model_with_population(credit_demo.biased, credit_demo.population,
+        info = log_model(credit_demo.biased, credit_demo.population,
                                          registered_model_name=name,
                                          serialization_format="pickle")
     x = credit_demo.population.sample(200, 3)
@@ -150,7 +150,7 @@ def test_missing_models_and_unreachable_servers_are_one_line_errors(
 def test_tags_aliases_and_versions_awaiting_audit(registry: Registry, credit_demo) -> None:
     name = unique("tags")
     for _ in range(3):
-        log_model_with_population(credit_demo.fair, credit_demo.population,
+        log_model(credit_demo.fair, credit_demo.population,
                                   registered_model_name=name, serialization_format="pickle")
     assert [v.version for v in versions_awaiting_audit(registry, [name])] == ["1", "2", "3"]
     set_version_tags(registry, name, "2", {STATUS_TAG: STATUS_AUDITED,
@@ -176,7 +176,7 @@ def test_watcher_picks_up_a_new_version_once(registry: Registry, credit_demo) ->
 
     dispatcher = Dispatcher(audit, registry_due_check(registry))
     assert poll_once(registry, dispatcher, [name]) == []
-    log_model_with_population(credit_demo.fair, credit_demo.population,
+    log_model(credit_demo.fair, credit_demo.population,
                               registered_model_name=name, serialization_format="pickle")
     assert [(e.name, e.version) for e in poll_once(registry, dispatcher, [name])] == [(name, "1")]
     assert poll_once(registry, dispatcher, [name]) == []
@@ -184,7 +184,7 @@ def test_watcher_picks_up_a_new_version_once(registry: Registry, credit_demo) ->
     assert poll_once(registry, fresh, [name]) == []
     assert len(handled) == 1
     alias_dispatcher = Dispatcher(audit, registry_due_check(registry), alias="candidate")
-    log_model_with_population(credit_demo.fair, credit_demo.population,
+    log_model(credit_demo.fair, credit_demo.population,
                               registered_model_name=name, serialization_format="pickle",
                               alias="candidate", registry=registry)
     assert [e.version for e in poll_once(registry, alias_dispatcher, [name])] == ["2"]

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from configs.schema import DemographicParityAudit
 from pipeline_steps.report import (
     AuditSection,
     ReportData,
@@ -27,6 +26,7 @@ from pipeline_steps.report import (
     render_report,
 )
 from tests.test_pipeline_report import sample_certificate
+from verifier.audits import DemographicParitySettings
 
 CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -36,7 +36,7 @@ CHROMIUM_FLAGS = (
 BROWSER_TIMEOUT_S = 60
 WINDOW = (1200, 1600)
 PLOT_LINE_COLOURS = {"upper bound": (0x09, 0x69, 0xDA), "lower bound": (0x82, 0x50, 0xDF)}
-SETTINGS = DemographicParityAudit(kind="demographic_parity", protected="sex", privileged=1,
+SETTINGS = DemographicParitySettings(kind="demographic_parity", protected="sex", privileged=1,
                                   favorable_class=1, gamma=0.8)
 
 

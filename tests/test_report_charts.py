@@ -14,7 +14,6 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 
-from configs.schema import CausalFairnessAudit, DemographicParityAudit
 from pipeline_steps.report import (
     LOWER_COLOUR,
     UPPER_COLOUR,
@@ -22,11 +21,12 @@ from pipeline_steps.report import (
     figure_png,
 )
 from tests.test_pipeline_report import sample_certificate
+from verifier.audits import CausalFairnessSettings, DemographicParitySettings
 from verifier.certificate import Certificate
 
-DP = DemographicParityAudit(kind="demographic_parity", protected="sex", privileged=1,
+DP = DemographicParitySettings(kind="demographic_parity", protected="sex", privileged=1,
                             favorable_class=1, gamma=0.8)
-CAUSAL = CausalFairnessAudit(kind="causal_fairness", sensitive=["s"], max_biased_share=0.05)
+CAUSAL = CausalFairnessSettings(kind="causal_fairness", protected=["s"], max_biased_share=0.05)
 
 
 def rgb(colour: str) -> tuple[int, int, int]:

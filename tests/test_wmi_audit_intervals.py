@@ -35,7 +35,7 @@ def _case() -> tuple[Network, PopulationModel, float]:
 def test_an_envelope_interval_is_the_certificate(threshold: float, verdict: str) -> None:
     network, population, exact = _case()
     settings = LocalRobustnessSettings(kind="local_robustness", center=[0.3], epsilon=0.5,
-                                       label=1, min_probability=threshold, timeout_s=30)
+                                       expected_class=1, min_probability=threshold, timeout_s=30)
     certificate = run_audit(settings, network, population)
     low, high = certificate.bounds["probability"]
     assert low <= exact <= high
@@ -47,7 +47,7 @@ def test_an_envelope_interval_is_the_certificate(threshold: float, verdict: str)
 def test_a_budget_reaches_the_engine_and_the_interval_stays_sound() -> None:
     network, population, exact = _case()
     settings = LocalRobustnessSettings(kind="local_robustness", center=[0.3], epsilon=0.5,
-                                       label=1, min_probability=exact, timeout_s=30)
+                                       expected_class=1, min_probability=exact, timeout_s=30)
     certificate = run_audit(settings, network, population, budget=1e-9)
     low, high = certificate.bounds["probability"]
     assert low <= exact <= high

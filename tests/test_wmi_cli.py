@@ -73,7 +73,7 @@ def test_noise_and_local_robustness_cli(files: dict, capsys: pytest.CaptureFixtu
     assert code == 0 and doc["probability"] == pytest.approx(2 / 3, abs=1e-12)
     code, doc = run(["local-robustness", "--model", str(files["net"]), "--population",
                      str(files["pop"]), "--center", "0.5,0.5", "--epsilon", "0.5",
-                     "--label", "1", "--json"], capsys)
+                     "--expected-class", "1", "--json"], capsys)
     assert doc["probability"] == pytest.approx(0.5, abs=1e-12)
 
 

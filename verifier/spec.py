@@ -616,6 +616,15 @@ def specification_from_dict(data: dict[str, Any], names: Names) -> Specification
 # --------------------------------------------------------------------------------- builders
 
 
+def check_parity_gamma(form: Literal["ratio", "difference"], gamma: float) -> None:
+    """The one range rule of demographic parity's threshold: γ in (0, 1] for the ratio form,
+    in (0, 1) for the difference form; raises :class:`SpecError` (a ``ValueError``)."""
+    if form == "ratio" and not 0.0 < gamma <= 1.0:
+        raise SpecError(f"gamma must lie in (0, 1] for the ratio form, got {gamma}")
+    if form == "difference" and not 0.0 < gamma < 1.0:
+        raise SpecError(f"gamma must lie in (0, 1) for the difference form, got {gamma}")
+
+
 def demographic_parity(
     names: Names, *, protected: str, privileged: float, favorable_class: int,
     gamma: float, qualified: str | None = None, form: Literal["ratio", "difference"] = "ratio",
@@ -624,10 +633,7 @@ def demographic_parity(
     rest: ratio form ``P[fav | unprivileged] / P[fav | privileged] > gamma`` (γ in (0, 1]),
     difference form ``|P[fav | unpriv] − P[fav | priv]| < gamma``. With ``qualified`` every
     probability is also conditioned on that event (parity of qualified persons)."""
-    if form == "ratio" and not 0.0 < gamma <= 1.0:
-        raise SpecError(f"gamma must lie in (0, 1] for the ratio form, got {gamma}")
-    if form == "difference" and not 0.0 < gamma < 1.0:
-        raise SpecError(f"gamma must lie in (0, 1) for the difference form, got {gamma}")
+    check_parity_gamma(form, gamma)
     if protected not in names.inputs:
         raise SpecError(
             f"protected feature {protected!r} is not an input; inputs: {', '.join(names.inputs)}"

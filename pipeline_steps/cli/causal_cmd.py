@@ -16,6 +16,7 @@ from pipeline_steps.cli.inputs import (
     named_network,
 )
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
+from pipeline_steps.cli.settings_options import RenamedOption, settings_from_args
 from verifier.certificate import Certificate, to_jsonable
 
 EXIT_FOR_VERDICT = {"fair": 0, "biased": 1, "unknown": 1}
@@ -25,9 +26,9 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     """Add ``causal-fairness`` to the ``verify`` sub-commands; returns its parser."""
     parser = verbs.add_parser(
         "causal-fairness",
-        help="certify that the class never depends on a sensitive feature (input partitioning)",
+        help="certify that the class never depends on a protected feature (input partitioning)",
         description=(
-            "Partition the non-sensitive input space; prove each partition fair, find a "
+            "Partition the space of the other inputs; prove each partition fair, find a "
             "re-checked witness of bias, or exclude it when the budget (L, U) is exhausted. "
             "Reports certified bounds on the biased share. Exit code 0 when proven fair, "
             "1 when biased or undecided, 2 on bad input."
@@ -35,8 +36,9 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     )
     parser.add_argument("--model", required=True, help=MODEL_HELP)
     add_input_names(parser)
-    parser.add_argument("--sensitive", required=True,
-                        help="sensitive input name, or comma-separated names of a one-hot group")
+    parser.add_argument("--protected", "--sensitive", required=True, action=RenamedOption,
+                        help="protected input name, or comma-separated names of a one-hot "
+                             "group (--sensitive: old name)")
     parser.add_argument("--spec", help="specification JSON (Libra benchmark format)")
     parser.add_argument("--query", help="query box JSON (Libra format or {name: [lo, hi]})")
     parser.add_argument("--lower-edge", type=float,
@@ -44,7 +46,7 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     parser.add_argument("--max-unstable", type=int,
                         help="U: most unstable ReLUs handed to the exact check (default 8)")
     parser.add_argument("--split-value", type=float,
-                        help="cell boundary of a continuous sensitive input without --spec "
+                        help="cell boundary of a continuous protected input without --spec "
                              "(default 0.5)")
     parser.add_argument("--measure", choices=("uniform", "population"),
                         help="which biased share --max-biased-share judges (default uniform)")
@@ -58,9 +60,10 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     parser.add_argument("--integer-inputs",
                         help="all, or NAME,... of integer-coded inputs (default: the "
                              "population's integer columns)")
-    parser.add_argument("--sensitive-values",
-                        help="compare only these values of the sensitive input: numbers, or "
-                             "input names of a one-hot group (default: every value)")
+    parser.add_argument("--protected-values", "--sensitive-values", action=RenamedOption,
+                        help="compare only these values of the protected input: numbers, or "
+                             "input names of a one-hot group (default: every value; "
+                             "--sensitive-values: old name)")
     parser.add_argument("--executor", default="local",
                         help="local, process or dask[=ADDRESS] (default local)")
     parser.add_argument("--workers", type=int, help="worker count for process/dask pools")
@@ -91,23 +94,22 @@ def _network_and_population(args: argparse.Namespace) -> tuple[Any, Any]:
 def _settings(args: argparse.Namespace) -> Any:
     """The ``causal_fairness`` settings of the options (``--max-biased-share`` defaults to 1:
     then only the engine's fair/biased verdict is reported)."""
-    from pipeline_steps.cli.settings_options import settings_from_args
     from verifier.audits import CausalFairnessSettings
     from verifier.causal import load_query_box
 
-    named = [name.strip() for name in args.sensitive.split(",") if name.strip()]
+    named = [name.strip() for name in args.protected.split(",") if name.strip()]
     values: dict[str, Any] = {
-        "sensitive": named,
-        "sensitive_kind": "one_hot" if len(named) > 1 else "continuous",
+        "protected": named,
+        "protected_kind": "one_hot" if len(named) > 1 else "continuous",
         "split_values": [args.split_value] if args.split_value is not None else None,
         "query": load_query_box(args.query) if args.query else None,
         "domain": _domain(args.domain) if args.domain else None,
         "integer_inputs": _integer_inputs(args.integer_inputs),
-        "sensitive_values": _sensitive_values(args.sensitive_values),
+        "protected_values": _protected_values(args.protected_values),
     }
     if args.max_biased_share is None:
         values["max_biased_share"] = 1.0
-    return settings_from_args(CausalFairnessSettings, args, "causal_fairness", **values)
+    return settings_from_args(CausalFairnessSettings, args, **values)
 
 
 def _domain(text: str) -> dict[str, tuple[float, float]]:
@@ -131,7 +133,7 @@ def _integer_inputs(text: str | None) -> str | list[str] | None:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
-def _sensitive_values(text: str | None) -> list[float] | list[str] | None:
+def _protected_values(text: str | None) -> list[float] | list[str] | None:
     if text is None:
         return None
     items = [item.strip() for item in text.split(",") if item.strip()]
@@ -154,11 +156,11 @@ def _libra_problem(args: argparse.Namespace, network: Any) -> Any:
     """The problem of a Libra specification file (sensitive inputs, splits, one-hot groups)."""
     from verifier.causal import CausalInputError, build_problem, load_libra_spec, load_query_box
 
-    named = [name.strip() for name in args.sensitive.split(",") if name.strip()]
+    named = [name.strip() for name in args.protected.split(",") if name.strip()]
     spec = load_libra_spec(args.spec)
     if not set(named) <= set(spec["sensitive"]):
         raise CausalInputError(
-            f"--sensitive {args.sensitive} does not match the specification's sensitive "
+            f"--protected {args.protected} does not match the specification's sensitive "
             f"inputs {', '.join(spec['sensitive'])}"
         )
     query = load_query_box(args.query) if args.query else None

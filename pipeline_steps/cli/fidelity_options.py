@@ -75,7 +75,8 @@ def check_fidelity(inputs: tuple[Any, Any], settings: Any, certificate: Certific
                    network: Any, population: Any) -> None:
     """Record the fidelity check on ``certificate`` (``inputs`` from
     :func:`fidelity_inputs`)."""
-    from verifier.audits.fidelity import attach, fidelity_check
+    from verifier.audits import fidelity_check
+    from verifier.audits.fidelity import attach
 
     chosen, data = inputs
     attach(certificate, fidelity_check(settings, certificate, network, population, data,

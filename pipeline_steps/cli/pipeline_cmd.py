@@ -205,12 +205,12 @@ def _registry(config: CertgateConfig) -> Registry:
 
 def audit_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    from pipeline_steps.audit import outcome_summary, run_audit
+    from pipeline_steps.audit import audit_model, outcome_summary
     from registry_hooks.connection import registry_errors
 
     quiet_downloads()
     with registry_errors("certgate audit"):
-        outcome = run_audit(config, model_uri=args.model_uri, force=args.force,
+        outcome = audit_model(config, model_uri=args.model_uri, force=args.force,
                             progress=not args.no_progress, report_dir=args.report_dir)
     print_audit(outcome, config)
     if args.json:
@@ -237,10 +237,10 @@ def audit_and_gate(config: CertgateConfig, registry: Registry, model_uri: str | 
                    report_dir: Path | None) -> tuple[AuditOutcome, GateDecision]:
     """The audit step, then the gate on its certificates (tags and alias for registered
     versions)."""
-    from pipeline_steps.audit import run_audit
+    from pipeline_steps.audit import audit_model
     from pipeline_steps.gate import gate_certificates
 
-    outcome = run_audit(config, model_uri=model_uri, force=force, progress=progress,
+    outcome = audit_model(config, model_uri=model_uri, force=force, progress=progress,
                         registry=registry, report_dir=report_dir)
     in_registry = outcome.model_name is not None
     decision = gate_certificates(config, outcome.certificates,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline_steps.cli.output import JSON_HELP, emit_json
+from pipeline_steps.cli.settings_options import RenamedOption
 from verifier.errors import CertgateInputError, first_line
 
 if TYPE_CHECKING:
@@ -81,10 +82,11 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
                           "histogram (a discretised normal with --continuous normal)")
     fit.add_argument("--seed", type=int, default=0, help="random seed (Gaussian mixtures)")
     fit.add_argument("--name", help="model name recorded in the file")
-    fit.add_argument("--model", "--network", dest="model",
+    fit.add_argument("--model", "--network", dest="model", action=RenamedOption,
                      help="network file: fit only its input columns of DATA (a raw string "
                           "column COL feeds inputs COL=VALUE) and check the model binds to "
-                          "it by name")
+                          "it by name (--network: old name; `selfcorrect`'s --network names "
+                          "a constraint set)")
     fit.add_argument("--input-names", help="the network's input names, comma-separated "
                                            "(for a network file that records none)")
     fit.add_argument("--json", action="store_true", help=JSON_HELP)

@@ -2,21 +2,37 @@
 
 An audit verb's option for settings field ``f`` is ``--f`` with dashes (``favorable_class`` →
 ``--favorable-class``), except where :data:`OPTION_FOR_FIELD` says otherwise (``timeout_s`` is
-``--timeout``, in seconds, everywhere). :func:`settings_from_args` builds the settings object
-of :mod:`verifier.audits` from the parsed options, so pydantic validates a command line exactly
-as it validates a configuration; :func:`option_for` is what the tests use to check that every
-field has its option.
+``--timeout``, in seconds, everywhere). A renamed option keeps its old spelling as a second
+option string (:class:`RenamedOption`), which warns and names the new one.
+:func:`settings_from_args` builds the settings object of :mod:`verifier.audits` from the parsed
+options, so pydantic validates a command line exactly as it validates a configuration;
+:func:`option_for` is what the tests use to check that every field has its option.
 """
 
 from __future__ import annotations
 
 import argparse
+import warnings
+from collections.abc import Sequence
 from typing import Any
 
-from verifier.errors import CertgateInputError
+from verifier.errors import CertgateInputError, RenamedSettingWarning
 
 OPTION_FOR_FIELD = {"timeout_s": "--timeout"}
 NOT_OPTIONS = frozenset({"kind", "name"})
+
+
+class RenamedOption(argparse.Action):
+    """Store an option's value; its first option string is its name, any other an old
+    spelling that still works and warns (:class:`~verifier.errors.RenamedSettingWarning`)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        name = self.option_strings[0]
+        if option_string is not None and option_string != name:
+            warnings.warn(f"option {option_string} is now called {name}; the old name will stop "
+                          "working in a future release", RenamedSettingWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
 
 
 def option_for(field: str) -> str:
@@ -29,12 +45,15 @@ def destination(field: str) -> str:
     return option_for(field).removeprefix("--").replace("-", "_")
 
 
-def settings_from_args(settings_type: type, args: argparse.Namespace, kind: str,
-                       **values: Any) -> Any:
-    """``settings_type(kind=kind, …)`` from every field's option that was given (``None``
-    leaves the field's default), with ``values`` (fields the verb derives itself) on top."""
+def settings_from_args(settings_type: type, args: argparse.Namespace, **values: Any) -> Any:
+    """``settings_type(kind=…, …)`` (the kind its ``kind`` field declares) from every field's
+    option that was given (``None`` leaves the field's default), with ``values`` (fields the
+    verb derives itself) on top."""
     from pydantic import ValidationError
 
+    from verifier.audits.kind import settings_kind
+
+    kind = settings_kind(settings_type)
     given: dict[str, Any] = {}
     for field in settings_type.model_fields:
         if field in NOT_OPTIONS or field in values:

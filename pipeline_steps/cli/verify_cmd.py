@@ -188,21 +188,21 @@ def _fmt(value: float) -> str:
 def run_demographic_parity(args: argparse.Namespace) -> int:
     """The ``demographic_parity`` audit kind (:mod:`verifier.audits.demographic_parity`) with
     the settings given as options, exactly as ``certgate run`` runs it."""
-    from pipeline_steps.progress import BoxProgress
+    from pipeline_steps.progress import audit_progress
     from verifier.audits import DemographicParitySettings, run_audit
 
-    settings = settings_from_args(DemographicParitySettings, args, "demographic_parity")
+    settings = settings_from_args(DemographicParitySettings, args)
     engine = _settings(args)
     network, population = _load(args)
     inputs = fidelity_inputs(args, network, population)
-    bar = BoxProgress(settings.name, settings.requirement.label, shows_progress(args))
+    bar = audit_progress(settings, shows_progress(args))
     try:
         certificate = run_audit(settings, network, population, None, bar.callback,
                                 engine=engine)
     finally:
         bar.close()
     check_fidelity(inputs, settings, certificate, network, population)
-    code = _report(certificate, args.json, "ratio" if args.form == "ratio" else "difference")
+    code = _report(certificate, args.json, settings.requirement.label)
     return exit_code(args, certificate, code)
 
 

@@ -30,7 +30,7 @@ from pipeline_steps.cli.inputs import (
     read_network,
 )
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
-from pipeline_steps.cli.settings_options import settings_from_args
+from pipeline_steps.cli.settings_options import RenamedOption, settings_from_args
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
 
@@ -46,9 +46,12 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
     _common(mono)
     mono.add_argument("--feature", required=True, help="input column name or index")
     mono.add_argument("--decreasing", action="store_true", default=None)
-    mono.add_argument("--positive-class", type=int)
-    mono.add_argument("--output", type=int,
-                      help="regressor form: compare this output, P(f(x) <= f(x′))")
+    mono.add_argument("--favorable-class", "--positive-class", type=int, action=RenamedOption,
+                      help="the class whose monotonicity is certified (default 1; "
+                           "--positive-class: old name)")
+    mono.add_argument("--output-index", "--output", type=int, action=RenamedOption,
+                      help="regressor form: compare this output, P(f(x) <= f(x′)) "
+                           "(--output: old name)")
     mono.add_argument("--use-prior", action="store_true", default=None,
                       help="weight pairs by the population density instead of uniformly")
     mono.set_defaults(func=run_monotonicity)
@@ -78,11 +81,12 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
     equiv.set_defaults(func=run_equivalence)
 
     local = verbs.add_parser(
-        "local-robustness", help="exact P(c(x) = label | ‖x − center‖∞ <= ε)",
+        "local-robustness", help="exact P(c(x) = expected class | ‖x − center‖∞ <= ε)",
         description="Exact probabilistic local robustness under the population density.")
     _common(local)
     _box(local, required=True)
-    local.add_argument("--label", type=int, help="expected class (default: prediction at center)")
+    local.add_argument("--expected-class", "--label", type=int, action=RenamedOption,
+                       help="expected class (default: prediction at center; --label: old name)")
     local.set_defaults(func=run_local_robustness)
 
 
@@ -198,12 +202,12 @@ def _engine(args: argparse.Namespace, stack: ExitStack) -> dict[str, Any]:
 
 
 def _run_kind(args: argparse.Namespace, settings: Any, **extra: Any) -> int:
-    from pipeline_steps.progress import TimeProgress
+    from pipeline_steps.progress import audit_progress
     from verifier.audits import run_audit
 
     with ExitStack() as stack:
         engine = _engine(args, stack)
-        bar = TimeProgress(settings.name, shows_progress(args), settings.timeout_s)
+        bar = audit_progress(settings, shows_progress(args))
         try:
             certificate = run_audit(settings, args.model_object, args.prior, None, None,
                                     **engine, **extra)
@@ -244,10 +248,10 @@ def run_monotonicity(args: argparse.Namespace) -> int:
     from verifier.audits import MonotonicitySettings
 
     columns = _columns(args)
-    settings = settings_from_args(MonotonicitySettings, args, "monotonicity",
+    settings = settings_from_args(MonotonicitySettings, args,
                                   feature=_name(args.feature, columns, "--feature"),
                                   min_probability=_min_probability(args))
-    return _run_kind(args, settings, output=args.output)
+    return _run_kind(args, settings, output=args.output_index)
 
 
 def run_noise_robustness(args: argparse.Namespace) -> int:
@@ -260,7 +264,7 @@ def run_noise_robustness(args: argparse.Namespace) -> int:
     if len(features) != 1:
         raise CertgateInputError("--noise-uniform/--noise-triangular describe one feature; give "
                                  "a --noise population file for several")
-    settings = settings_from_args(NoiseRobustnessSettings, args, "noise_robustness",
+    settings = settings_from_args(NoiseRobustnessSettings, args,
                                   features=features, min_probability=_min_probability(args))
     return _run_kind(args, settings)
 
@@ -272,6 +276,7 @@ def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
         requirement_at_least,
         wmi_stop_at,
     )
+    from verifier.audits.noise_robustness import KIND
     from verifier.population import load_population
     from verifier.wmi import noise_robustness
 
@@ -285,7 +290,7 @@ def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
                                   indices, stop_at=stop_at, **engine)
     expression = f"P(class(x) = class(x + n)), n ~ {args.noise} on {', '.join(features)}"
     return _report(args, probability_certificate(
-        "noise_robustness", requirement_at_least(threshold), result, expression, stop_at,
+        KIND, requirement_at_least(threshold), result, expression, stop_at,
         bound_method=args.bound_method))
 
 
@@ -344,7 +349,7 @@ def run_local_robustness(args: argparse.Namespace) -> int:
     from verifier.audits import LocalRobustnessSettings
 
     _columns(args)
-    settings = settings_from_args(LocalRobustnessSettings, args, "local_robustness",
+    settings = settings_from_args(LocalRobustnessSettings, args,
                                   center=_center(args.center),
                                   min_probability=_min_probability(args))
     return _run_kind(args, settings)

@@ -1,9 +1,9 @@
 """Audit kinds: a network, a population model and settings in, a certificate out.
 
-One kind is one module — its pydantic settings (which ``configs.schema`` lists in its
-discriminated union and the command line builds from its options), its runner
-``run(settings, network, population, budget, progress) -> Certificate`` and its verdict
-rule:
+One kind is one module that satisfies the contract :class:`~verifier.audits.kind.AuditKind`
+— its pydantic settings (which ``configs.schema`` lists in its discriminated union and the
+command line builds its options from), its runner, its verdict rule, its unit of progress,
+its line of the report and its population-fidelity check:
 
 * :mod:`~verifier.audits.demographic_parity` (PV),
 * :mod:`~verifier.audits.causal_fairness` (input partitioning),
@@ -11,13 +11,17 @@ rule:
   :mod:`~verifier.audits.local_robustness` (exact WMI; shared rule in
   :mod:`~verifier.audits.exact_probability`).
 
-:func:`run_audit` dispatches on ``settings.kind``; the command line, ``certgate run`` and the
-Python API all call it, so two front doors cannot disagree. The population model must already
-be bound to the network's inputs by name (:mod:`verifier.audits.binding`).
+:data:`KIND_MODULES` is the one list of kinds; everything else is derived from it.
+:func:`run_audit` dispatches on ``settings.kind``; the command line, ``certgate run``, the
+Python API and the MLflow evaluator all call it, so two front doors cannot disagree. The
+population model must already be bound to the network's inputs by name
+(:mod:`verifier.audits.binding`).
 """
 
 from __future__ import annotations
 
+import time
+from types import ModuleType
 from typing import Any
 
 from verifier.audits import (
@@ -29,6 +33,14 @@ from verifier.audits import (
 )
 from verifier.audits.causal_fairness import CausalFairnessSettings
 from verifier.audits.demographic_parity import DemographicParitySettings, demographic_parity_audit
+from verifier.audits.fidelity import (
+    DataRows,
+    FidelityOptions,
+    NoData,
+    population_assumptions,
+    unchecked,
+)
+from verifier.audits.kind import AuditKind
 from verifier.audits.local_robustness import LocalRobustnessSettings
 from verifier.audits.monotonicity import MonotonicitySettings
 from verifier.audits.noise_robustness import NoiseRobustnessSettings
@@ -38,28 +50,33 @@ from verifier.audits.requirement import Requirement, judged_verdict
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
 
-KINDS = {module.KIND: module for module in (
-    demographic_parity, causal_fairness, monotonicity, noise_robustness, local_robustness)}
+KIND_MODULES: tuple[ModuleType, ...] = (
+    demographic_parity, causal_fairness, monotonicity, noise_robustness, local_robustness)
+"""The registry: every audit kind's module, in the order the configuration schema lists
+them. Adding a kind is adding its module here."""
+
+KINDS: dict[str, ModuleType] = {module.KIND: module for module in KIND_MODULES}
 """The module of every audit kind, by ``kind``."""
 
-SETTINGS_TYPES: tuple[type, ...] = (
-    DemographicParitySettings,
-    CausalFairnessSettings,
-    MonotonicitySettings,
-    NoiseRobustnessSettings,
-    LocalRobustnessSettings,
-)
-"""The settings model of every audit kind, in the order the configuration schema lists them."""
+SETTINGS_TYPES: tuple[type, ...] = tuple(module.SETTINGS for module in KIND_MODULES)
+"""The settings model of every audit kind, in registry order."""
+
+
+def kind_module(kind: str) -> AuditKind:
+    """The module of audit kind ``kind``; raises :class:`CertgateInputError` naming the known
+    kinds."""
+    try:
+        return KINDS[kind]  # type: ignore[return-value]
+    except KeyError:
+        raise CertgateInputError(
+            f"unknown audit kind {kind!r}; known: {', '.join(sorted(KINDS))}") from None
 
 
 def check_audit(settings: Any, network: Any, population: Any) -> None:
-    """Raise the input error ``run_audit`` would meet, without running the audit, for the kinds
-    that can tell in advance (the weighted-model-integration kinds); errors name the audit."""
-    check = getattr(KINDS[settings.kind], "check", None)
-    if check is None:
-        return
+    """Raise the input error ``run_audit`` would meet that the kind can tell in advance,
+    without running the audit (``network`` may be ``None``); errors name the audit."""
     try:
-        check(settings, network, population)
+        kind_module(settings.kind).check(settings, network, population)
     except CertgateInputError as error:
         raise type(error)(f"audit {settings.name!r}: {error}") from error
 
@@ -70,15 +87,37 @@ def run_audit(settings: Any, network: Any, population: Any, budget: float | None
     process). ``budget`` (seconds) tightens the settings' own time limit; ``engine`` passes
     engine-only options (PV tuning, an executor, a bound method) to the kind's runner. Input
     errors name the audit first (``audit 'name': …``, same error class)."""
-    module = KINDS[settings.kind]
+    module = kind_module(settings.kind)
     try:
         return module.run(settings, network, population, budget, progress, **engine)
     except CertgateInputError as error:
         raise type(error)(f"audit {settings.name!r}: {error}") from error
 
 
+def fidelity_check(settings: Any, certificate: Certificate, network: Any, population: Any,
+                   data: DataRows | NoData, options: FidelityOptions | None = None
+                   ) -> dict[str, Any]:
+    """The population-fidelity record of ``certificate`` (:mod:`verifier.audits.fidelity`):
+    the kind's ``EMPIRICAL_CHECK`` on the data rows, or an ``unchecked`` record saying why
+    there is none. The network and population must be bound (population columns = network
+    inputs, in order)."""
+    options = options or FidelityOptions()
+    assumptions = population_assumptions(population, settings.protected_feature())
+    check = kind_module(settings.kind).EMPIRICAL_CHECK
+    if isinstance(check, str):
+        return unchecked(f"no check possible: {check}", assumptions,
+                         data.source if isinstance(data, DataRows) else None)
+    if isinstance(data, NoData):
+        return unchecked(f"no check possible: {data.reason}", assumptions, data.source)
+    started = time.perf_counter()
+    record = check(settings, certificate, network, population, data, options, assumptions)
+    record["elapsed_s"] = time.perf_counter() - started
+    return record
+
+
 __all__ = [
     "KINDS",
+    "KIND_MODULES",
     "SETTINGS_TYPES",
     "CausalFairnessSettings",
     "DemographicParitySettings",
@@ -89,7 +128,9 @@ __all__ = [
     "check_audit",
     "check_population_fits",
     "demographic_parity_audit",
+    "fidelity_check",
     "judged_verdict",
+    "kind_module",
     "population_columns",
     "probability_audit",
     "run_audit",

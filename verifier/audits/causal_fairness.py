@@ -1,6 +1,6 @@
 """Causal fairness (input partitioning, :mod:`verifier.causal`): settings, runner and verdict
 in one place. A thin layer over :class:`verifier.causal.CausalSettings`: the settings below
-name the question (sensitive inputs, query, measure, threshold) and the engine's budget
+name the question (protected inputs, query, measure, threshold) and the engine's budget
 (:func:`engine_settings` maps them onto the engine's own settings, in one place).
 
 Inputs are addressed by ``network.input_names``; every input must range over ``[0, 1]``, so
@@ -8,7 +8,7 @@ the population model's support must lie in the unit cube. The population model i
 passed on, so the certificate carries ``biased_share`` (uniform on the query) and
 ``biased_share_population`` (``P(biased | query)``); ``measure`` chooses which one the gate
 reads. Without configured ``onehot_groups`` the population model's one-hot groups
-(categorical features) that contain no sensitive input are used, so one-hot columns are never
+(categorical features) that contain no protected input are used, so one-hot columns are never
 taken for continuous ones. The verdict is the requirement judged on the chosen bound
 (:func:`verifier.audits.requirement.judged_verdict`); the engine's own verdict
 (``fair``/``biased``/``unknown``) is kept as ``details["causal_verdict"]``.
@@ -16,12 +16,14 @@ taken for continuous ones. The verdict is the requirement judged on the chosen b
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from verifier.audits.kind import counted, elapsed_text
 from verifier.audits.population_fit import check_population_fits
 from verifier.audits.requirement import (
     NAME_PATTERN,
@@ -37,11 +39,20 @@ if TYPE_CHECKING:
     from verifier.network import Network
 
 KIND = "causal_fairness"
+PROGRESS = "partitions"
+EMPIRICAL_CHECK = (
+    "the biased share is a property of the model over the input space (which points have "
+    "a counterpart of another class), not a frequency the data rows estimate"
+)
+PARTITION_TEXT = {"biased_everywhere": "biased everywhere",
+                  "biased_witness": "with a witness", "refining": "still refining"}
+"""How the report names the engine's final partition statuses."""
 
 
 class CausalFairnessSettings(StrictSettings):
-    """Causal fairness (input partitioning, :mod:`verifier.causal`): a non-sensitive point is
-    *biased* when two values of the ``sensitive`` input(s) give it two different classes.
+    """Causal fairness (input partitioning, :mod:`verifier.causal`): a point of the other
+    inputs is *biased* when two values of the ``protected`` input(s) give it two different
+    classes.
 
     The inputs range over ``domain`` (``name: [min, max]``), else the population model's
     declared feature domains (its support where unbounded), else the model file's own (a
@@ -49,11 +60,11 @@ class CausalFairnessSettings(StrictSettings):
     ``integer_inputs`` (``all`` or names; default: the population's integer columns) are
     analysed on their integer points: cuts between integers, integer witnesses, shares that
     count points. A single-output network is a binary classifier (class 1 iff its logit is
-    > 0). ``sensitive`` names one input (``sensitive_kind: continuous``, its range cut into
+    > 0). ``protected`` names one input (``protected_kind: continuous``, its range cut into
     cells at ``split_values``, default its midpoint; an integer input is compared at each of
-    its values) or the inputs of a one-hot group (``one_hot``); ``sensitive_values`` compares
+    its values) or the inputs of a one-hot group (``one_hot``); ``protected_values`` compares
     only those values (numbers, or input names of the group). ``onehot_groups`` lists the
-    non-sensitive one-hot groups by input name (``null``: the population model's categorical
+    other one-hot groups by input name (``null``: the population model's categorical
     features); ``query`` restricts the question to a box (``name: [low, high]``).
     ``lower_edge`` (L) is the smallest partition edge before
     a partition is excluded, ``max_unstable`` (U) the most unstable ReLUs handed to the exact
@@ -64,26 +75,41 @@ class CausalFairnessSettings(StrictSettings):
     of the query's volume (``biased_share``); ``population``: ``P(biased | query)`` under the
     population model (``biased_share_population``) — and passes when its certified *upper*
     bound is strictly below ``max_biased_share`` (in ``(0, 1]``).
+
+    ``sensitive``, ``sensitive_kind`` and ``sensitive_values`` are the old names of
+    ``protected``, ``protected_kind`` and ``protected_values`` (one vocabulary with
+    demographic parity; the engine, :mod:`verifier.causal`, keeps its own names).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
+    RENAMED: ClassVar[Mapping[str, str]] = {
+        "sensitive": "protected", "sensitive_kind": "protected_kind",
+        "sensitive_values": "protected_values"}
+
     kind: Literal["causal_fairness"]
     name: str = Field(default="causal_fairness", pattern=NAME_PATTERN)
-    sensitive: list[str] = Field(min_length=1)
-    sensitive_kind: Literal["continuous", "one_hot"] = "continuous"
+    protected: list[str] = Field(min_length=1)
+    protected_kind: Literal["continuous", "one_hot"] = "continuous"
     split_values: list[float] | None = None
     onehot_groups: list[Annotated[list[str], Field(min_length=2)]] | None = None
     query: dict[str, tuple[float, float]] | None = None
     domain: dict[str, tuple[float, float]] | None = None
     integer_inputs: Literal["all"] | list[str] | None = None
-    sensitive_values: list[float] | list[str] | None = None
+    protected_values: list[float] | list[str] | None = None
     lower_edge: float = Field(default=0.0, ge=0)
     max_unstable: int = Field(default=8, ge=0)
     timeout_s: float = Field(default=60.0, gt=0)
     target_width: float = Field(default=0.005, ge=0)
     measure: Literal["uniform", "population"] = "uniform"
     max_biased_share: float
+
+    @field_validator("protected", mode="before")
+    @classmethod
+    def _one_name(cls, names: Any) -> Any:
+        """One input may be given as its name alone (``protected: sex``), as for demographic
+        parity."""
+        return [names] if isinstance(names, str) else names
 
     @field_validator("query", "domain")
     @classmethod
@@ -97,15 +123,15 @@ class CausalFairnessSettings(StrictSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> CausalFairnessSettings:
-        if len(set(self.sensitive)) != len(self.sensitive):
-            raise ValueError(f"sensitive lists an input twice: {self.sensitive}")
-        if self.sensitive_kind == "continuous" and len(self.sensitive) != 1:
-            raise ValueError("a continuous sensitive feature is exactly one input; use "
-                             "sensitive_kind: one_hot for a one-hot group")
-        if self.sensitive_kind == "one_hot" and len(self.sensitive) < 2:
-            raise ValueError("a one_hot sensitive feature needs at least two inputs")
-        if self.sensitive_kind == "one_hot" and self.split_values is not None:
-            raise ValueError("split_values only apply to a continuous sensitive input")
+        if len(set(self.protected)) != len(self.protected):
+            raise ValueError(f"protected lists an input twice: {self.protected}")
+        if self.protected_kind == "continuous" and len(self.protected) != 1:
+            raise ValueError("a continuous protected feature is exactly one input; use "
+                             "protected_kind: one_hot for a one-hot group")
+        if self.protected_kind == "one_hot" and len(self.protected) < 2:
+            raise ValueError("a one_hot protected feature needs at least two inputs")
+        if self.protected_kind == "one_hot" and self.split_values is not None:
+            raise ValueError("split_values only apply to a continuous protected input")
         if not 0.0 < self.max_biased_share <= 1.0:
             raise ValueError(
                 f"max_biased_share must lie in (0, 1], got {self.max_biased_share} (the gate "
@@ -116,7 +142,7 @@ class CausalFairnessSettings(StrictSettings):
     def referenced_inputs(self) -> tuple[str, ...]:
         """Input names this audit reads (checked against the model before anything runs)."""
         grouped = [name for group in self.onehot_groups or [] for name in group]
-        return (*self.sensitive, *grouped, *(self.query or {}))
+        return (*self.protected, *grouped, *(self.query or {}))
 
     @property
     def requirement(self) -> Requirement:
@@ -176,15 +202,55 @@ def integer_inputs(settings: CausalFairnessSettings, network: Network,
 
 def _onehot_groups(settings: CausalFairnessSettings, network: Network,
                    population: Any) -> list[list[str]]:
-    """The configured non-sensitive one-hot groups, or (``null``) the population model's
-    one-hot groups that do not contain a sensitive input."""
+    """The configured one-hot groups of the other inputs, or (``null``) the population
+    model's one-hot groups that do not contain a protected input."""
     if settings.onehot_groups is not None:
         return [list(group) for group in settings.onehot_groups]
     if population is None:
         return []
     names = list(network.input_names)
     groups = [[names[index] for index in group] for group in population.onehot_groups()]
-    return [group for group in groups if not set(group) & set(settings.sensitive)]
+    return [group for group in groups if not set(group) & set(settings.protected)]
+
+
+SETTINGS = CausalFairnessSettings
+
+
+def engine_options(executor: str, workers: int | None) -> None:
+    """Whole causal audits run on the configured executor (the engine spreads its own
+    partitions only over the executor it is given)."""
+    return None
+
+
+def check(settings: CausalFairnessSettings, network: Network | None, population: Any) -> None:
+    """Raise the input error :func:`run` would meet before any partition is analysed: the
+    population measure needs a population model."""
+    if population is None and settings.measure == "population":
+        raise CertgateInputError("measure: population needs a population model")
+
+
+def work_done(certificate: Certificate) -> str:
+    """Partitions analysed, rounds, the final partitions by status and the share of the query
+    each status holds, when the certificate records them."""
+    cost, details = certificate.cost, certificate.details
+    if "analysed_partitions" not in cost:
+        return ""
+    counts = details.get("partition_counts", {})
+    shares = ", ".join(f"{label} {_percent(details[key])}" for label, key in (
+        ("proven fair", "fair_fraction"),
+        ("biased everywhere", "biased_everywhere_fraction"),
+        ("with a witness", "witnessed_fraction"), ("excluded", "excluded_fraction"),
+        ("still refining", "refining_fraction")) if key in details)
+    tally = ", ".join(f"{float(number):,.0f} {PARTITION_TEXT.get(name, name)}"
+                      for name, number in counts.items() if number)
+    return (f"{counted(cost['analysed_partitions'], 'partition')} analysed in "
+            f"{counted(cost.get('rounds', 0), 'round')} ({elapsed_text(certificate)})"
+            + (f"; final partitions: {tally}" if tally else "")
+            + (f"; share of the query: {shares}" if shares else ""))
+
+
+def _percent(value: Any) -> str:
+    return f"{100 * float(value):.3g} %"
 
 
 def run(settings: CausalFairnessSettings, network: Network, population: Any,
@@ -197,18 +263,17 @@ def run(settings: CausalFairnessSettings, network: Network, population: Any,
     inputs' domain the model file records (:func:`input_domain`)."""
     from verifier.causal import build_problem, certify_causal_fairness
 
-    if population is None and settings.measure == "population":
-        raise CertgateInputError("measure: population needs a population model")
+    check(settings, network, population)
     if population is not None:
         check_population_fits(network, population)
     problem = build_problem(
-        network, list(settings.sensitive), sensitive_kind=settings.sensitive_kind,
+        network, list(settings.protected), sensitive_kind=settings.protected_kind,
         split_values=settings.split_values,
         onehot_groups=_onehot_groups(settings, network, population),
         query={name: (low, high) for name, (low, high) in (settings.query or {}).items()},
         domain=input_domain(settings, network, population, model_domain),
         integer_inputs=integer_inputs(settings, network, population),
-        sensitive_values=settings.sensitive_values,
+        sensitive_values=settings.protected_values,
     )
     causal = engine_settings(settings, budget, **engine)
     certificate = certify_causal_fairness(problem, causal, executor, population=population)
@@ -226,7 +291,7 @@ def judged(settings: CausalFairnessSettings, certificate: Certificate) -> Certif
         verdict=judged_verdict(requirement, low, high),
         details={
             "expression": (f"share of the query whose class depends on "
-                           f"{', '.join(settings.sensitive)} ({settings.measure} measure)"),
+                           f"{', '.join(settings.protected)} ({settings.measure} measure)"),
             "comparison": requirement.comparison,
             "threshold": requirement.threshold,
             "causal_verdict": certificate.verdict,

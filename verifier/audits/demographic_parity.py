@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
+from verifier.audits.fidelity import parity_check
+from verifier.audits.kind import counted, elapsed_text, stopped_text
 from verifier.audits.population_fit import check_population_fits, population_columns
 from verifier.audits.requirement import (
     NAME_PATTERN,
@@ -28,13 +30,15 @@ from verifier.audits.requirement import (
 )
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError, did_you_mean
-from verifier.spec import demographic_parity
+from verifier.spec import check_parity_gamma, demographic_parity
 
 if TYPE_CHECKING:
     from verifier.network import Network
     from verifier.pv import PVProgress, PVSettings
 
 KIND = "demographic_parity"
+PROGRESS = "boxes"
+EMPIRICAL_CHECK = parity_check
 
 
 class DemographicParitySettings(StrictSettings):
@@ -62,15 +66,16 @@ class DemographicParitySettings(StrictSettings):
 
     @model_validator(mode="after")
     def _gamma_in_range(self) -> DemographicParitySettings:
-        if self.form == "ratio" and not 0.0 < self.gamma <= 1.0:
-            raise ValueError(f"gamma must lie in (0, 1] for the ratio form, got {self.gamma}")
-        if self.form == "difference" and not 0.0 < self.gamma < 1.0:
-            raise ValueError(f"gamma must lie in (0, 1) for the difference form, got {self.gamma}")
+        check_parity_gamma(self.form, self.gamma)
         return self
 
     def referenced_inputs(self) -> tuple[str, ...]:
         """Input names this audit reads (checked against the model before anything runs)."""
         return (self.protected,)
+
+    def protected_feature(self) -> str:
+        """The protected input, whose dependents the fidelity record lists."""
+        return self.protected
 
     @property
     def requirement(self) -> Requirement:
@@ -79,6 +84,26 @@ class DemographicParitySettings(StrictSettings):
                                threshold=self.gamma)
         return Requirement(quantity="value", label="difference", comparison="<",
                            threshold=self.gamma)
+
+
+SETTINGS = DemographicParitySettings
+
+
+def engine_options(executor: str, workers: int | None) -> dict[str, Any]:
+    """PV bounds each batch of boxes on the executor, so one audit uses every worker."""
+    from verifier.pv import PVSettings
+
+    return {"engine": PVSettings(executor=executor, workers=workers)}
+
+
+def work_done(certificate: Certificate) -> str:
+    """PV's boxes bounded and iterations, when the certificate records them."""
+    cost = certificate.cost
+    if "boxes" not in cost:
+        return ""
+    return (f"{counted(cost['boxes'], 'box')} bounded in "
+            f"{counted(cost.get('iterations', 0), 'iteration')} ({elapsed_text(certificate)})"
+            f"{stopped_text(certificate)}")
 
 
 def run(settings: DemographicParitySettings, network: Network, population: Any,

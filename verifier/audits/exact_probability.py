@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, field_validator
 
+from verifier.audits.kind import counted, elapsed_text, stopped_text
 from verifier.audits.requirement import Requirement, StrictSettings, judged_verdict
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
@@ -35,6 +36,10 @@ value is a ratio of sums of simplex integrals over cells whose vertices come fro
 rounding error grows with the number and conditioning of the cells and stays below 1e-12 on
 the closed-form tests. The allowance is a documented engineering margin, not a proven bound:
 it does not cover a cell an LP wrongly declares empty."""
+
+PROGRESS = "time"
+"""The exact-probability kinds' unit of progress: the region enumeration reports nothing
+until it ends, so their bars count seconds of the time budget."""
 
 WMI_ALGORITHM = ("exact weighted model integration: region enumeration with HiGHS LPs, "
                  "simplex quadrature")
@@ -75,6 +80,22 @@ class ProbabilitySettings(StrictSettings):
     @property
     def requirement(self) -> Requirement:
         return requirement_at_least(self.min_probability)
+
+
+def engine_options(executor: str, workers: int | None) -> None:
+    """Whole exact-probability audits run on the configured executor."""
+    return None
+
+
+def work_done(certificate: Certificate) -> str:
+    """Regions enumerated, integrals and LPs, when the certificate records them."""
+    cost = certificate.cost
+    if "regions" not in cost:
+        return ""
+    return (f"{counted(cost['regions'], 'region')} enumerated, "
+            f"{counted(cost.get('integrals', 0), 'integral')}, "
+            f"{counted(cost.get('lps', 0), 'LP')} ({elapsed_text(certificate)})"
+            f"{stopped_text(certificate)}")
 
 
 def requirement_at_least(min_probability: float) -> Requirement:

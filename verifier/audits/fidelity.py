@@ -1,15 +1,16 @@
 """Population fidelity: does the data contradict the population model a certificate assumed?
 
 A certificate is a proof about the population model, so it is only as true as that model.
-Where data is at hand, :func:`fidelity_check` computes the model's *empirical* value of the
-audited quantity on the data rows with a confidence interval and compares it with the
-certified interval:
+Where data is at hand, :func:`verifier.audits.fidelity_check` computes the model's
+*empirical* value of the audited quantity on the data rows with a confidence interval and
+compares it with the certified interval:
 
 * ``contradicted`` — the two intervals are disjoint: at the stated ``level``, the data is
   not what the population model describes, and the proof is about another population;
 * ``consistent`` — they overlap (the data does not refute the premise; it does not prove it);
 * ``unchecked`` — no data, or no empirical counterpart for the audit kind (causal fairness,
-  monotonicity, local robustness); ``reason`` says which.
+  monotonicity, local robustness: each kind's ``EMPIRICAL_CHECK`` is the check or the reason
+  there is none); ``reason`` says which.
 
 **Demographic parity.** The groups (and a ``qualified`` condition) are the certificate's own
 specification (:func:`verifier.spec.demographic_parity`) evaluated at the rows. A row's class
@@ -42,7 +43,6 @@ depend on the protected attribute at all.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,21 +58,6 @@ DEFAULT_LEVEL = 0.95
 DEFAULT_POPULATION_SAMPLES = 20_000
 CHUNK_ROWS = 65_536
 """Rows whose classes are bounded at once (the memory of one bound pass stays bounded)."""
-
-NO_COUNTERPART = {
-    "causal_fairness": (
-        "the biased share is a property of the model over the input space (which points have "
-        "a counterpart of another class), not a frequency the data rows estimate"
-    ),
-    "monotonicity": "certgate computes no empirical counterpart of monotonicity yet",
-    "local_robustness": (
-        "local robustness is a statement about the region around one point, which data rows "
-        "do not sample"
-    ),
-}
-"""Why an audit kind gets no empirical check (every kind but demographic parity and noise
-robustness)."""
-
 
 @dataclass(frozen=True)
 class FidelityOptions:
@@ -238,39 +223,16 @@ def unchecked(reason: str, assumptions: dict[str, Any],
     return record
 
 
-def fidelity_check(settings: Any, certificate: Certificate, network: Network, population: Any,
-                   data: DataRows | NoData, options: FidelityOptions | None = None
-                   ) -> dict[str, Any]:
-    """The population-fidelity record of ``certificate`` (see the module docstring). The
-    network and population must be bound (population columns = network inputs, in order)."""
-    options = options or FidelityOptions()
-    protected = getattr(settings, "protected", None)
-    assumptions = population_assumptions(population, protected)
-    if settings.kind in NO_COUNTERPART:
-        return unchecked(f"no check possible: {NO_COUNTERPART[settings.kind]}", assumptions,
-                         data.source if isinstance(data, DataRows) else None)
-    if isinstance(data, NoData):
-        return unchecked(f"no check possible: {data.reason}", assumptions, data.source)
-    started = time.perf_counter()
-    check = {"demographic_parity": _parity_check, "noise_robustness": _noise_check}.get(
-        settings.kind)
-    if check is None:
-        return unchecked(f"no check possible: certgate computes no empirical counterpart of "
-                         f"{settings.kind}", assumptions, data.source)
-    record = check(settings, certificate, network, population, data, options, assumptions)
-    record["elapsed_s"] = time.perf_counter() - started
-    return record
-
-
 def attach(certificate: Certificate, record: dict[str, Any]) -> Certificate:
     """Record the check on the certificate (``certificate.population_fidelity``)."""
     certificate.population_fidelity = record
     return certificate
 
 
-def _parity_check(settings: Any, certificate: Certificate, network: Network, population: Any,
+def parity_check(settings: Any, certificate: Certificate, network: Network, population: Any,
                   data: DataRows, options: FidelityOptions,
                   assumptions: dict[str, Any]) -> dict[str, Any]:
+    """The demographic-parity record (module docstring)."""
     from verifier.causal.witness import certified_classes
     from verifier.spec import Names, demographic_parity, evaluate_event_at_points
 
@@ -341,7 +303,7 @@ def _parity_check(settings: Any, certificate: Certificate, network: Network, pop
     }
 
 
-def _noise_check(settings: Any, certificate: Certificate, network: Network, population: Any,
+def noise_check(settings: Any, certificate: Certificate, network: Network, population: Any,
                  data: DataRows, options: FidelityOptions,
                  assumptions: dict[str, Any]) -> dict[str, Any]:
     """The noise-robustness record (module docstring)."""

@@ -3,36 +3,50 @@ and verdict (:mod:`verifier.audits.exact_probability`) in one place."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from verifier.audits.exact_probability import (  # the contract members all WMI kinds share
+    PROGRESS as PROGRESS,
+)
 from verifier.audits.exact_probability import (
     ProbabilitySettings,
     model_inputs,
     probability_certificate,
     wmi_stop_at,
 )
+from verifier.audits.exact_probability import engine_options as engine_options
+from verifier.audits.exact_probability import work_done as work_done
 from verifier.audits.requirement import NAME_PATTERN, effective_timeout
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
 
 KIND = "local_robustness"
+EMPIRICAL_CHECK = (
+    "local robustness is a statement about the region around one point, which data rows "
+    "do not sample"
+)
 
 
 class LocalRobustnessSettings(ProbabilitySettings):
-    """Probabilistic local robustness: ``P(class(x) = label | ‖x − center‖∞ <= epsilon)``
-    under the population model (``center``: one value per network input, in input order;
-    ``label`` defaults to the class predicted at ``center``). Passes when
-    ``P >= min_probability`` is proven.
+    """Probabilistic local robustness: ``P(class(x) = expected_class | ‖x − center‖∞ <=
+    epsilon)`` under the population model (``center``: one value per network input, in input
+    order; ``expected_class`` defaults to the class predicted at ``center``). Passes when
+    ``P >= min_probability`` is proven. ``label`` is the old name of ``expected_class``.
     """
+
+    RENAMED: ClassVar[Mapping[str, str]] = {"label": "expected_class"}
 
     kind: Literal["local_robustness"]
     name: str = Field(default="local_robustness", pattern=NAME_PATTERN)
     center: list[float] = Field(min_length=1)
     epsilon: float = Field(gt=0)
-    label: int | None = Field(default=None, ge=0)
+    expected_class: int | None = Field(default=None, ge=0)
+
+
+SETTINGS = LocalRobustnessSettings
 
 
 def check(settings: LocalRobustnessSettings, model: Any, population: Any) -> None:
@@ -41,8 +55,8 @@ def check(settings: LocalRobustnessSettings, model: Any, population: Any) -> Non
     from verifier.wmi.check import check_wmi_property
 
     model_inputs(model, population, None)
-    check_wmi_property("local_robustness", model, population, center=settings.center,
-                       epsilon=settings.epsilon, label=settings.label)
+    check_wmi_property(KIND, model, population, center=settings.center,
+                       epsilon=settings.epsilon, label=settings.expected_class)
 
 
 def run(settings: LocalRobustnessSettings, model: Any, population: Any,
@@ -62,7 +76,7 @@ def run(settings: LocalRobustnessSettings, model: Any, population: Any,
     stop_at = wmi_stop_at(settings.min_probability)
     timeout_s = effective_timeout(settings.timeout_s, budget)
     result = local_robustness(model, population, settings.center, settings.epsilon,
-                              settings.label, stop_at=stop_at, executor=executor,
+                              settings.expected_class, stop_at=stop_at, executor=executor,
                               bound_method=bound_method, timeout_s=timeout_s)
     expression = (f"P(class(x) = {result.extra['label']} | ‖x − center‖∞ <= "
                   f"{settings.epsilon:g})")

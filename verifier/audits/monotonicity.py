@@ -3,11 +3,14 @@ verdict (:mod:`verifier.audits.exact_probability`) in one place."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from verifier.audits.exact_probability import (  # the contract members all WMI kinds share
+    PROGRESS as PROGRESS,
+)
 from verifier.audits.exact_probability import (
     ProbabilitySettings,
     input_position,
@@ -15,31 +18,40 @@ from verifier.audits.exact_probability import (
     probability_certificate,
     wmi_stop_at,
 )
+from verifier.audits.exact_probability import engine_options as engine_options
+from verifier.audits.exact_probability import work_done as work_done
 from verifier.audits.requirement import NAME_PATTERN, effective_timeout
 from verifier.certificate import Certificate
 
 KIND = "monotonicity"
+EMPIRICAL_CHECK = "certgate computes no empirical counterpart of monotonicity yet"
 
 
 class MonotonicitySettings(ProbabilitySettings):
     """Monotonicity in the input ``feature`` by self-composition: the probability that
-    ``class(x) = positive_class`` implies ``class(x') = positive_class`` for pairs that agree
+    ``class(x) = favorable_class`` implies ``class(x') = favorable_class`` for pairs that agree
     except on ``feature``, where ``x <= x'`` (``x >= x'`` when ``decreasing``). Pairs are
     uniform on the population's support box, or weighted by the population density when
     ``use_prior``. Passes when ``P >= min_probability`` is proven (see
-    :class:`~verifier.audits.exact_probability.ProbabilitySettings`).
+    :class:`~verifier.audits.exact_probability.ProbabilitySettings`). ``positive_class`` is
+    the old name of ``favorable_class``.
     """
+
+    RENAMED: ClassVar[Mapping[str, str]] = {"positive_class": "favorable_class"}
 
     kind: Literal["monotonicity"]
     name: str = Field(default="monotonicity", pattern=NAME_PATTERN)
     feature: str = Field(min_length=1)
     decreasing: bool = False
-    positive_class: int = Field(default=1, ge=0)
+    favorable_class: int = Field(default=1, ge=0)
     use_prior: bool = False
 
     def referenced_inputs(self) -> tuple[str, ...]:
         """Input names this audit reads (checked against the model before anything runs)."""
         return (self.feature,)
+
+
+SETTINGS = MonotonicitySettings
 
 
 def check(settings: MonotonicitySettings, model: Any, population: Any) -> None:
@@ -48,7 +60,7 @@ def check(settings: MonotonicitySettings, model: Any, population: Any) -> None:
     from verifier.wmi.check import check_wmi_property
 
     names = model_inputs(model, population, None)
-    check_wmi_property("monotonicity", model, population,
+    check_wmi_property(KIND, model, population,
                        feature=input_position(names, "feature", settings.feature),
                        decreasing=settings.decreasing, use_prior=settings.use_prior)
 
@@ -67,13 +79,13 @@ def run(settings: MonotonicitySettings, model: Any, population: Any,
     stop_at = wmi_stop_at(settings.min_probability)
     timeout_s = effective_timeout(settings.timeout_s, budget)
     result = monotonicity(model, population, feature, decreasing=settings.decreasing,
-                          positive_class=settings.positive_class, output=output,
+                          positive_class=settings.favorable_class, output=output,
                           use_prior=settings.use_prior, stop_at=stop_at, executor=executor,
                           bound_method=bound_method, timeout_s=timeout_s)
     order = ">=" if settings.decreasing else "<="
     pairs = "population-weighted" if settings.use_prior else "uniform on the support box"
     if output is None:
-        c = settings.positive_class
+        c = settings.favorable_class
         event = f"P(class(x) = {c} ⇒ class(x′) = {c})"
     else:
         event = f"P(f(x)[{output}] <= f(x′)[{output}])"

@@ -8,6 +8,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from verifier.audits.exact_probability import (  # the contract members all WMI kinds share
+    PROGRESS as PROGRESS,
+)
 from verifier.audits.exact_probability import (
     ProbabilitySettings,
     input_position,
@@ -15,10 +18,14 @@ from verifier.audits.exact_probability import (
     probability_certificate,
     wmi_stop_at,
 )
+from verifier.audits.exact_probability import engine_options as engine_options
+from verifier.audits.exact_probability import work_done as work_done
+from verifier.audits.fidelity import noise_check
 from verifier.audits.requirement import NAME_PATTERN, effective_timeout
 from verifier.certificate import Certificate
 
 KIND = "noise_robustness"
+EMPIRICAL_CHECK = noise_check
 
 
 class NoiseRobustnessSettings(ProbabilitySettings):
@@ -66,6 +73,9 @@ class NoiseRobustnessSettings(ProbabilitySettings):
                 f"triangular{list(self.noise_triangular)}")
 
 
+SETTINGS = NoiseRobustnessSettings
+
+
 def check(settings: NoiseRobustnessSettings, model: Any, population: Any) -> None:
     """Raise a one-line input error now if weighted model integration cannot run this audit
     on this model and population (a column it cannot handle, a missing noise density)."""
@@ -73,7 +83,7 @@ def check(settings: NoiseRobustnessSettings, model: Any, population: Any) -> Non
 
     names = model_inputs(model, population, None)
     features = [input_position(names, "features", name) for name in settings.features]
-    check_wmi_property("noise_robustness", model, population, features=features,
+    check_wmi_property(KIND, model, population, features=features,
                        noise=settings.noise()[0])
 
 

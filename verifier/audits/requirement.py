@@ -5,17 +5,59 @@ verdict. Every audit kind (:mod:`verifier.audits`) judges its certified interval
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from verifier.errors import RenamedSettingWarning
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 
 
 class StrictSettings(BaseModel):
-    """Base of every settings model: unknown keys rejected, values frozen."""
+    """Base of every settings model: unknown keys rejected, values frozen.
+
+    ``RENAMED`` maps a field's old key to its new one (one vocabulary across kinds: see the
+    README's "Names"): the old key is still accepted, with a :class:`RenamedSettingWarning`
+    naming the new key; giving both is an error.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    RENAMED: ClassVar[Mapping[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        if not cls.RENAMED or not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        for old, new in cls.RENAMED.items():
+            if old not in data:
+                continue
+            if new in data:
+                raise ValueError(f"{old!r} is the old name of {new!r}: give only {new!r}")
+            warnings.warn(f"{data.get('kind', cls.__name__)} setting {old!r} is now called "
+                          f"{new!r}; the old name will stop working in a future release",
+                          RenamedSettingWarning, stacklevel=2)
+            data[new] = data.pop(old)
+        return data
+
+    def protected_feature(self) -> str | None:
+        """The one protected input whose dependents a population-fidelity record lists
+        (:func:`verifier.audits.fidelity.population_assumptions`); ``None``: the kind's record
+        lists none."""
+        return None
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """The settings as JSON under the keys they had when fingerprints were first taken
+        (renamed fields under their old keys), so that a rename alone does not make an
+        audited model version due again."""
+        old_of = {new: old for old, new in self.RENAMED.items()}
+        return {old_of.get(key, key): value
+                for key, value in self.model_dump(mode="json").items()}
 
 
 class Requirement(StrictSettings):

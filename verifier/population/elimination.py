@@ -32,16 +32,13 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from verifier.population.base import Distribution
 from verifier.population.distributions import Categorical
+from verifier.population.network_view import NetworkNode, NodeNetwork
 from verifier.population.rounding import TINY, Enclosure, relative_margin
-
-if TYPE_CHECKING:
-    from verifier.population.base import Distribution
-    from verifier.population.bayesnet import BayesianNetwork, BayesNode
 
 LETTERS = string.ascii_letters
 
@@ -73,7 +70,7 @@ class _Factor:
     row_of: np.ndarray
 
 
-def _value_cells(node: BayesNode, children: list[BayesNode]) -> Cells:
+def _value_cells(node: NetworkNode, children: list[NetworkNode]) -> Cells:
     """Gaps between the children's condition endpoints on ``node`` and the endpoints where
     the node's distributions have an atom; cells with no possible mass are dropped."""
     distributions = [row.distribution for row in node.cpt]
@@ -134,7 +131,7 @@ def _gap_mass(
 
 
 @dataclass(frozen=True)
-class _RowTable:
+class RowTable:
     """Every CPT row of a node whose rows are all discrete distributions on integers, as
     prefix and suffix sums over the union of their values (``probabilities``: ``(rows,
     values)``, each row's own floats): one lookup serves all rows.
@@ -150,7 +147,7 @@ class _RowTable:
     margin: float
 
     @classmethod
-    def of(cls, distributions: list[Distribution]) -> _RowTable | None:
+    def of(cls, distributions: list[Distribution]) -> RowTable | None:
         from verifier.population.distributions import Discrete
 
         if not all(isinstance(d, Discrete) and _purely_atomic(d) for d in distributions):
@@ -189,11 +186,11 @@ class _RowTable:
 class Elimination:
     """The elimination plan of one network: cells, factors and the order (built once)."""
 
-    def __init__(self, network: BayesianNetwork) -> None:
+    def __init__(self, network: NodeNetwork) -> None:
         nodes = network.nodes
         self.network = network
         index = {node.name: i for i, node in enumerate(nodes)}
-        children: list[list[BayesNode]] = [[] for _ in nodes]
+        children: list[list[NetworkNode]] = [[] for _ in nodes]
         for node in nodes:
             for parent in node.parents:
                 children[index[parent]].append(node)
@@ -201,7 +198,7 @@ class Elimination:
         offsets = np.cumsum([0, *[len(node.observed_columns()) for node in nodes]])
         self.columns = [np.arange(offsets[u], offsets[u + 1]) for u in range(len(nodes))]
         self.factors = [self._factor(u, node, index) for u, node in enumerate(nodes)]
-        self.row_tables = [_RowTable.of([row.distribution for row in node.cpt])
+        self.row_tables = [RowTable.of([row.distribution for row in node.cpt])
                            if not node.categorical else None for node in nodes]
         self.category_weights = [
             np.stack([row.distribution.weights for row in node.cpt])  # type: ignore[union-attr]
@@ -215,7 +212,7 @@ class Elimination:
             max(1, factor.row_of.size) * len(self.cells[factor.node]) for factor in self.factors
         )
 
-    def _factor(self, u: int, node: BayesNode, index: dict[str, int]) -> _Factor:
+    def _factor(self, u: int, node: NetworkNode, index: dict[str, int]) -> _Factor:
         parents = [index[p] for p in node.parents]
         shape = tuple(len(self.cells[p]) for p in parents)
         row_of = np.full(shape, -1, dtype=np.int64)
@@ -303,7 +300,7 @@ class Elimination:
         )
 
     # ------------------------------------------------------------------ evaluation
-    def _own_masses(self, u: int, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
+    def own_masses(self, u: int, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
         """``(B, rows, cells)`` enclosures of ``P(box_u ∩ cell)`` under each CPT row of node
         ``u``."""
         node = self.network.nodes[u]
@@ -343,7 +340,7 @@ class Elimination:
         """Per factor: the (value, lower, upper) tables of shape ``(B, parent cells…, cells)``."""
         tables = []
         for factor in self.factors:
-            masses = self._own_masses(factor.node, lo, hi)
+            masses = self.own_masses(factor.node, lo, hi)
             rows = factor.row_of.reshape(-1)
             parts = []
             for end in ("value", "lower", "upper"):

@@ -27,16 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from verifier.population.distributions import Categorical
-from verifier.population.elimination import LETTERS, Elimination, _RowTable
+from verifier.population.elimination import LETTERS, Elimination, RowTable
+from verifier.population.network_view import NetworkNode
 from verifier.population.rounding import TINY, relative_margin
-
-if TYPE_CHECKING:
-    from verifier.population.bayesnet import BayesNode
 
 EPS = float(np.finfo(np.float64).eps)
 DEFAULT_BINS = 12
@@ -53,10 +50,10 @@ class _Values:
     member: np.ndarray
 
 
-def _listed_values(node: BayesNode, table: _RowTable | None, cells_low: np.ndarray,
+def _listed_values(node: NetworkNode, table: RowTable | None, cells_low: np.ndarray,
                    cells_high: np.ndarray, cells_point: np.ndarray) -> _Values | None:
     """The values of an observed node whose CPT rows all have finitely many values
-    (``table``: their shared table, see :class:`~verifier.population.elimination._RowTable`;
+    (``table``: their shared table, see :class:`~verifier.population.elimination.RowTable`;
     None otherwise)."""
     distributions = [row.distribution for row in node.cpt]
     if node.latent:
@@ -235,7 +232,7 @@ class ExcessBounds:
                      kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """``(B, parent cells…, cells)``: lower ends of node ``u``'s factor (cells cut to
         ``kept``)."""
-        return self._factor(u, self.elimination._own_masses(u, lo, hi).lower, kept)
+        return self._factor(u, self.elimination.own_masses(u, lo, hi).lower, kept)
 
     def _factor(self, u: int, table: np.ndarray,
                 kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
