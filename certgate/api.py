@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from verifier.certificate import Certificate
     from verifier.network import Network
     from verifier.population import PopulationModel
@@ -88,8 +90,8 @@ def _network(model: Any, input_names: Sequence[str] | None, tracking_uri: str | 
 
 def audit(model: Any, population: Any, audits: Any, *,
           input_names: Sequence[str] | None = None, tracking_uri: str | None = None,
-          budget: float | None = None, data: str | Path | None = None,
-          fidelity_level: float = 0.95) -> list[Certificate]:
+          budget: float | None = None, data: str | Path | pd.DataFrame | None = None,
+          data_origin: str = "data", fidelity_level: float = 0.95) -> list[Certificate]:
     """Certify ``model`` under ``population`` for every audit in ``audits``; one
     :class:`~verifier.certificate.Certificate` per audit, in order.
 
@@ -106,7 +108,8 @@ def audit(model: Any, population: Any, audits: Any, *,
     tightens every audit's own time limit; an audit that runs out of time says ``unknown``
     with the bounds reached. Every certificate's ``population_fidelity`` records whether data
     contradicts the population model (:mod:`verifier.audits.fidelity`, at
-    ``fidelity_level``): ``data`` (a CSV or Parquet file), else the table the population
+    ``fidelity_level``): ``data`` (a CSV or Parquet file, or a pandas DataFrame; the record
+    names it ``data_origin``), else the table the population
     records it was fitted from, else a file-backed dataset logged with a registered model's
     source run; without any it says no check was possible. Bad input raises
     :class:`CertgateInputError` naming the field."""
@@ -135,8 +138,8 @@ def audit(model: Any, population: Any, audits: Any, *,
         where = loaded.uri if loaded is not None else "model"
         network, population = bind(network, population,
                                    None if input_names is None else list(input_names), where)
-        rows = _data_rows(network, population, data, population_path, loaded, tracking_uri,
-                          Path(scratch))
+        rows = _data_rows(network, population, data, data_origin, population_path, loaded,
+                          tracking_uri, Path(scratch))
         certificates = [run_audit(item, network, population, budget) for item in settings]
         for item, certificate in zip(settings, certificates, strict=True):
             attach(certificate, fidelity_check(item, certificate, network, population, rows,
@@ -144,15 +147,19 @@ def audit(model: Any, population: Any, audits: Any, *,
         return certificates
 
 
-def _data_rows(network: Network, population: Any, data: str | Path | None,
-               population_path: Path | None, loaded: Any, tracking_uri: str | None,
-               workdir: Path) -> Any:
+def _data_rows(network: Network, population: Any, data: str | Path | pd.DataFrame | None,
+               data_origin: str, population_path: Path | None, loaded: Any,
+               tracking_uri: str | None, workdir: Path) -> Any:
     """The data for the fidelity check (:func:`pipeline_steps.fidelity_data.resolve_data`),
-    looking up the MLflow dataset of a registered model's source run last."""
-    from pipeline_steps.fidelity_data import resolve_data, table_rows
+    looking up the MLflow dataset of a registered model's source run last; a DataFrame is
+    given rows (:func:`pipeline_steps.fidelity_data.frame_rows`)."""
+    from pipeline_steps.fidelity_data import frame_rows, frame_sha256, resolve_data, table_rows
     from verifier.audits.fidelity import NoData
 
     names = list(network.input_names)
+    if data is not None and not isinstance(data, str | Path):
+        source = {"origin": data_origin, "uri": "DataFrame", "sha256": frame_sha256(data)}
+        return frame_rows(data, names, source, data_origin)
 
     def logged() -> Any:
         from registry_hooks.connection import connect
@@ -164,7 +171,7 @@ def _data_rows(network: Network, population: Any, data: str | Path | None,
         return table_rows(table.frame, table.path, names, table.source)
 
     registered = loaded is not None and loaded.model_version is not None
-    return resolve_data(names, population, given=data, given_origin="data",
+    return resolve_data(names, population, given=data, given_origin=data_origin,
                         population_path=population_path,
                         mlflow_dataset=logged if registered else None)
 

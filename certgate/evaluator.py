@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from registry_hooks.evaluator import Certified, CertifyingEvaluator
+from registry_hooks.evaluator import Certified, CertifyingEvaluator, EvaluationData
 
 
 class CertgateEvaluator(CertifyingEvaluator):
     """Certified audits as an MLflow evaluator (see :mod:`registry_hooks.evaluator`)."""
 
-    def certify(self, model_uri: str, config: dict[str, Any],
-                tracking_uri: str) -> list[Certified]:
+    def certify(self, model_uri: str, config: dict[str, Any], tracking_uri: str,
+                data: EvaluationData) -> list[Certified]:
         """:func:`certgate.audit` on ``model_uri`` with the configuration's audits, each with
-        the audit run's metrics."""
+        the audit run's metrics, the evaluation data checking the population."""
         # MLflow imports every registered evaluator whenever it evaluates any model: the audit
         # step (torch, the report's plotting) is imported only when certgate evaluates.
         from certgate.api import audit, audit_settings
@@ -27,6 +27,7 @@ class CertgateEvaluator(CertifyingEvaluator):
 
         settings = audit_settings(config["audits"])
         certificates = audit(model_uri, config.get("population"), settings,
-                             input_names=config.get("input_names"), tracking_uri=tracking_uri)
+                             input_names=config.get("input_names"), tracking_uri=tracking_uri,
+                             data=data.frame, data_origin=data.origin)
         return [Certified(item.name, certificate, headline_metrics(item, certificate))
                 for item, certificate in zip(settings, certificates, strict=True)]

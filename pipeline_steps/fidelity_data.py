@@ -3,8 +3,10 @@
 Sources, first found wins (:func:`resolve_data`):
 
 1. **given** — ``--data PATH`` on a verify verb, ``fidelity.data`` in a configuration, the
-   ``data`` argument of :func:`certgate.audit`. A given file that cannot be read is an error
-   (the user asked for it).
+   ``data`` argument of :func:`certgate.audit` (a file, or a pandas DataFrame: the
+   ``mlflow.models.evaluate`` data reaches the check this way, :func:`frame_rows`). A given
+   table that cannot be read, or lacks the model's inputs, is an error (the user asked for
+   it).
 2. **fitted_from** — the table the population model records it was fitted from
    (:class:`verifier.population.model.DataSource`): a path (relative paths are tried against
    the working directory, then the population file's directory) or a ``file://`` URI. The
@@ -189,8 +191,25 @@ def table_rows(frame: pd.DataFrame, path: Path, names: Sequence[str],
     that lacks the model's inputs is a :class:`NoData` saying so."""
     where = f"{source.get('origin', 'data')} {source.get('uri', path)}"
     try:
-        rows, dropped = encoded_rows(frame, names, where)
+        return frame_rows(frame, names, {**source, "sha256": file_sha256(path)}, where)
     except DataError as error:
         return NoData(str(error), source)
-    return DataRows(rows, {**source, "sha256": file_sha256(path), "rows_read": len(frame),
-                           "rows_used": len(rows), "rows_dropped": dropped})
+
+
+def frame_sha256(frame: pd.DataFrame) -> str:
+    """A digest of a table held in memory: its column names and pandas' per-row hashes."""
+    import pandas as pd
+
+    digest = hashlib.sha256(",".join(map(str, frame.columns)).encode())
+    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def frame_rows(frame: pd.DataFrame, names: Sequence[str], source: dict[str, Any],
+               where: str) -> DataRows:
+    """The rows of an in-memory table with their source record (``source`` plus the row
+    counts); raises :class:`DataError` naming the missing columns (``where``: how the table
+    is named in the message)."""
+    rows, dropped = encoded_rows(frame, names, where)
+    return DataRows(rows, {**source, "rows_read": len(frame), "rows_used": len(rows),
+                           "rows_dropped": dropped})

@@ -14,7 +14,9 @@ evaluation run every certificate (``certgate/<audit>.json``, also an evaluation 
 the metrics, so ``mlflow.validate_evaluation_results`` thresholds apply to them. Which audits
 run and how their metrics are named belongs to the caller (the audit step's), the way the
 webhook receiver hands events to a callback: this package never imports the pipeline.
-The evaluation data is not used: certificates hold for every input of the population model.
+The certificates hold for every input of the population model; the evaluation data is the
+data of their population-fidelity check (:mod:`verifier.audits.fidelity`): a population that
+the evaluation data contradicts makes the certificate say so.
 
 ``evaluator_config`` keys: ``audits`` (required; configuration dicts as in a configuration's
 ``audits``), ``population`` (a population-model JSON file; default: the one the model ships),
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlflow
+import pandas as pd
 from mlflow.entities import Metric
 from mlflow.models import EvaluationResult
 from mlflow.models.evaluation.artifacts import JsonEvaluationArtifact
@@ -62,10 +65,11 @@ class CertifyingEvaluator(ModelEvaluator):
         return model_type == "classifier" and bool((evaluator_config or {}).get("audits"))
 
     @abstractmethod
-    def certify(self, model_uri: str, config: dict[str, Any],
-                tracking_uri: str) -> list[Certified]:
+    def certify(self, model_uri: str, config: dict[str, Any], tracking_uri: str,
+                data: EvaluationData) -> list[Certified]:
         """Certify the model ``model_uri`` (in the store ``tracking_uri``) as ``config``
-        (``evaluator_config['certgate']``, keys checked) asks, in the order of its audits."""
+        (``evaluator_config['certgate']``, keys checked) asks, in the order of its audits,
+        checking each population against ``data``."""
 
     def evaluate(self, *, model_type: str, dataset: Any, run_id: str,
                  evaluator_config: dict[str, Any], model: Any = None, extra_metrics: Any = None,
@@ -82,7 +86,8 @@ class CertifyingEvaluator(ModelEvaluator):
         artifact_uri = mlflow.get_run(run_id).info.artifact_uri
         metrics: dict[str, float] = {}
         artifacts: dict[str, JsonEvaluationArtifact] = {}
-        for outcome in self.certify(uri, config, mlflow.get_tracking_uri()):
+        for outcome in self.certify(uri, config, mlflow.get_tracking_uri(),
+                                    evaluation_data(dataset)):
             metrics.update({key: float(value) for key, value in outcome.metrics.items()})
             path = f"certgate/{outcome.name}.json"
             client.log_text(run_id, outcome.certificate.to_json(), path)
@@ -92,6 +97,25 @@ class CertifyingEvaluator(ModelEvaluator):
         client.log_batch(run_id, metrics=[Metric(key, value, now, 0)
                                           for key, value in metrics.items()])
         return EvaluationResult(metrics=metrics, artifacts=artifacts, run_id=run_id)
+
+
+@dataclass(frozen=True)
+class EvaluationData:
+    """The features ``mlflow.models.evaluate`` was given, as a table with the dataset's
+    column names, and how to name it in a certificate (``origin``)."""
+
+    frame: pd.DataFrame
+    origin: str
+
+
+def evaluation_data(dataset: Any) -> EvaluationData:
+    """The evaluation dataset's features (MLflow's ``EvaluationDataset``: a DataFrame, or an
+    array with ``feature_names``) and its name and digest."""
+    features = dataset.features_data
+    frame = (features if isinstance(features, pd.DataFrame)
+             else pd.DataFrame(features, columns=list(dataset.feature_names)))
+    return EvaluationData(frame, f"mlflow.evaluate dataset {dataset.name} "
+                                 f"(digest {dataset.hash})")
 
 
 def _logged_model_uri(model: Any, model_id: str | None) -> str:

@@ -44,12 +44,17 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"root": root, "uri": uri, "model": "models:/evaluated/1"}
 
 
-def evaluate(store: dict[str, Any], config: dict[str, Any]) -> Any:
-    import mlflow
-
+def evaluation_table() -> pd.DataFrame:
     rng = np.random.default_rng(0)
     data = pd.DataFrame({"x": rng.uniform(0, 1, 20), "s": rng.integers(0, 2, 20)})
     data["label"] = (data["x"] + 0.5 * data["s"] > 0.75).astype(int)
+    return data
+
+
+def evaluate(store: dict[str, Any], config: dict[str, Any]) -> Any:
+    import mlflow
+
+    data = evaluation_table()
     with mlflow.start_run() as run:
         result = mlflow.models.evaluate(store["model"], data, targets="label",
                                         model_type="classifier", evaluators=["certgate"],
@@ -96,7 +101,8 @@ def test_evaluate_logs_the_certificate_certgate_run_logs(
 def test_logged_metrics_are_the_audit_runs(
         store: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     """The evaluation run holds the final metrics ``certgate run``'s audit run logs for the
-    same model and settings: the same names, and the same values but the wall time."""
+    same model and settings: the same names and values but the wall time, and the
+    population-fidelity metrics of the evaluation data."""
     import mlflow
 
     run_id, result = evaluate(store, {"audits": [SETTINGS]})
@@ -108,11 +114,15 @@ def test_logged_metrics_are_the_audit_runs(
     audited = {key: value for key, value in audit_run.data.metrics.items()
                if not key.startswith("dp.anytime.")}
     assert evaluated == result.metrics
-    assert set(evaluated) == set(audited)
+    # the evaluation data makes the population-fidelity check possible (the audit run had no
+    # data): its metrics come on top, every other one is the audit run's
+    fidelity = "dp.population_fidelity."
+    assert set(audited) <= set(evaluated)
+    assert {key for key in set(evaluated) - set(audited) if not key.startswith(fidelity)} == set()
     assert "dp.ratio_lower" in evaluated and "dp.proven_pass" in evaluated
-    for key, value in evaluated.items():
-        if key != "dp.elapsed_s":
-            assert value == audited[key], key
+    for key, value in audited.items():
+        if key != "dp.elapsed_s" and not key.startswith(fidelity):
+            assert value == evaluated[key], key
 
 
 def test_unknown_config_key_is_named(store: dict[str, Any]) -> None:
@@ -120,3 +130,25 @@ def test_unknown_config_key_is_named(store: dict[str, Any]) -> None:
 
     with pytest.raises(CertgateInputError, match=r"unknown keys \['audit'\]"):
         evaluate(store, {"audits": [SETTINGS], "audit": []})
+
+
+def test_the_evaluation_data_checks_the_population(store: dict[str, Any]) -> None:
+    """The certificate's population-fidelity record reads the data given to
+    ``mlflow.models.evaluate``: its rows, its name, and the model's parity on them (oracle:
+    the threshold rule x + 0.5 s > 0.75 applied to the table directly)."""
+    import mlflow
+
+    run_id, _ = evaluate(store, {"audits": [SETTINGS]})
+    logged = json.loads(mlflow.artifacts.load_text(
+        mlflow.get_run(run_id).info.artifact_uri + "/certgate/dp.json"))
+    record = logged["population_fidelity"]
+    assert record["status"] in ("consistent", "contradicted")
+    assert record["data"]["origin"].startswith("mlflow.evaluate dataset")
+    assert record["data"]["rows_used"] == 20
+    data = evaluation_table()
+    favourable = data["x"] + 0.5 * data["s"] > 0.75
+    for label, group in (("p_unprivileged", 0), ("p_privileged", 1)):
+        rows = data["s"] == group
+        assert record["empirical"][label]["rows"] == int(rows.sum())
+        assert record["empirical"][label]["estimate"] == pytest.approx(
+            float(favourable[rows].mean()), abs=1e-12)
