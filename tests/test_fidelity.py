@@ -405,3 +405,63 @@ def test_the_report_renders_every_kind_of_record(network, frame) -> None:
                                                           population, NoData("none here")))
     assert "unchecked" in fidelity_html(bare) and "none here" in fidelity_html(bare)
     assert fidelity_html(Certificate(audit="d", verdict="unknown")) == ""
+
+
+def bump_network():
+    """Class 1 iff ``0.25 < x0 < 0.75`` (logit ``x0 − 0.25 − relu(2·x0 − 1)``, with
+    ``relu(x0) = x0`` on ``[0, 1]``); ``x1`` is not read."""
+    import torch
+
+    hidden = torch.nn.Linear(2, 2)
+    out = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        hidden.weight[:] = torch.tensor([[1.0, 0.0], [2.0, 0.0]])
+        hidden.bias[:] = torch.tensor([0.0, -1.0])
+        out.weight[:] = torch.tensor([[1.0, -1.0]])
+        out.bias[:] = torch.tensor([-0.25])
+    return from_torch(torch.nn.Sequential(hidden, torch.nn.ReLU(), out).double(), ["x0", "x1"])
+
+
+MONOTONE = {"kind": "monotonicity", "feature": "x0", "use_prior": True, "min_probability": 0.5}
+MONOTONE_TRUTH = 0.75
+"""``x0, x0′`` independent ``U(0, 1)`` given ``x0 <= x0′``: the class 1 of the bump is lost iff
+``x0 ∈ (0.25, 0.75)`` and ``x0′ >= 0.75``, probability ``0.5 · 0.25 / 0.5 = 0.25``."""
+
+
+def test_monotonicity_against_its_closed_form() -> None:
+    from verifier.audits import MonotonicitySettings
+
+    network = bump_network()
+    frame = uniform_rows(8000, 11)
+    population = fit_population(frame, structure="independent")
+    settings = MonotonicitySettings(**MONOTONE)
+    rows = DataRows(frame.to_numpy(), {"origin": "test"})
+    wrong = Certificate(audit="m", verdict="satisfied", bounds={"probability": (0.9, 1.0)})
+    record = fidelity_check(settings, wrong, network, population, rows)
+    low, high = record["empirical"]["interval"]
+    assert low <= MONOTONE_TRUTH <= high < 0.9
+    assert record["status"] == "contradicted" and record["empirical"]["rows"] == 8000
+    assert 1800 <= record["empirical"]["pairs"] <= 2200  # 4000 pairs, about half ordered
+    right = Certificate(audit="m", verdict="satisfied", bounds={"probability": (0.74, 0.76)})
+    assert fidelity_check(settings, right, network, population, rows)["status"] == "consistent"
+    uniform = MonotonicitySettings(**{**MONOTONE, "use_prior": False})
+    record = fidelity_check(uniform, wrong, network, population, rows)
+    assert record["status"] == "unchecked" and "uniform on the support box" in record["reason"]
+
+
+def test_monotonicity_interval_covers_the_truth_at_its_level() -> None:
+    from verifier.audits import MonotonicitySettings
+
+    network, level = bump_network(), 0.9
+    settings = MonotonicitySettings(**MONOTONE)
+    population = fit_population(uniform_rows(100, 0), structure="independent")
+    certificate = Certificate(audit="m", verdict="unknown",
+                              bounds={"probability": (MONOTONE_TRUTH, MONOTONE_TRUTH)})
+    covered = 0
+    for seed in range(COVERAGE_SAMPLES):
+        rows = DataRows(uniform_rows(COVERAGE_ROWS, 5000 + seed).to_numpy(), {})
+        record = fidelity_check(settings, certificate, network, population, rows,
+                                FidelityOptions(level=level, seed=seed))
+        low, high = record["empirical"]["interval"]
+        covered += low <= MONOTONE_TRUTH <= high
+    assert covered >= binom.ppf(COVERAGE_FAILURE, COVERAGE_SAMPLES, level)

@@ -9,8 +9,8 @@ compares it with the certified interval:
   not what the population model describes, and the proof is about another population;
 * ``consistent`` — they overlap (the data does not refute the premise; it does not prove it);
 * ``unchecked`` — no data, or no empirical counterpart for the audit kind (causal fairness,
-  monotonicity, local robustness: each kind's ``EMPIRICAL_CHECK`` is the check or the reason
-  there is none); ``reason`` says which.
+  local robustness, uniform monotonicity: each kind's ``EMPIRICAL_CHECK`` is the check or
+  the reason there is none); ``reason`` says which.
 
 **Demographic parity.** The groups (and a ``qualified`` condition) are the certificate's own
 specification (:func:`verifier.spec.demographic_parity`) evaluated at the rows. A row's class
@@ -27,6 +27,16 @@ conditional on the group sizes, hence also unconditional.
 seeded draw of the audit's noise per row: each row is one Bernoulli trial of the data's
 probability, so its Clopper–Pearson interval at ``level`` covers it (classes decided as above;
 a row whose two classes are not both decided counts as a success for the upper end only).
+
+**Monotonicity** (population-weighted pairs, ``use_prior``; uniform pairs on the support
+box assume nothing data could refute). The certified probability is over ``x`` from the
+population and ``x′`` equal to ``x`` but for the feature, an independent draw of its
+marginal, given the order precondition (strict for a discrete feature). Its data counterpart:
+the rows are paired at random (seeded) and the second row of each pair lends the first its
+feature value, so the pairs are independent draws of exactly that distribution (no row serves
+twice); those meeting the precondition are Bernoulli trials of "the favourable class is not
+lost" (classes as above; an undecided pair counts for the upper end only), with a
+Clopper–Pearson interval at ``level``.
 
 **Fit statistics** (diagnostics, not part of the verdict): the protected group's share in the
 data (Clopper–Pearson) against the population's exact box probability; per other column, the
@@ -350,6 +360,74 @@ def noise_check(settings: Any, certificate: Certificate, network: Network, popul
         "data": data.source,
         "assumptions": assumptions,
     }
+
+
+def monotonicity_check(settings: Any, certificate: Certificate, network: Network,
+                       population: Any, data: DataRows, options: FidelityOptions,
+                       assumptions: dict[str, Any]) -> dict[str, Any]:
+    """The monotonicity record (module docstring)."""
+    from verifier.causal.witness import certified_classes
+    from verifier.network import Network as IRNetwork
+
+    if not settings.use_prior:
+        return unchecked("no check possible: the certified pairs are uniform on the support "
+                         "box, not drawn from the population (use_prior: false), so data "
+                         "cannot refute them", assumptions, data.source)
+    if not isinstance(network, IRNetwork):
+        return unchecked("no check possible: the model is not a network certgate evaluates",
+                         assumptions, data.source)
+    rows = np.asarray(data.rows, dtype=np.float64)
+    column = list(network.input_names).index(settings.feature)
+    order = np.random.default_rng(options.seed).permutation(len(rows))
+    half = len(rows) // 2
+    first_rows = rows[order[:half]]
+    moved = first_rows.copy()
+    moved[:, column] = rows[order[half:2 * half], column]
+    before, after = first_rows[:, column], moved[:, column]
+    ordered = before >= after if settings.decreasing else before <= after
+    if _is_discrete(population, settings.feature):
+        ordered &= before != after
+    pairs = np.vstack([first_rows[ordered], moved[ordered]])
+    trials = int(ordered.sum())
+    if trials == 0:
+        return unchecked("no check possible: no data pair meets the order precondition",
+                         assumptions, data.source)
+    classifier = network.as_classifier()
+    classes = np.concatenate([certified_classes(classifier, pairs[start:start + CHUNK_ROWS])
+                              for start in range(0, len(pairs), CHUNK_ROWS)])
+    first, second = classes[:trials], classes[trials:]
+    decided = (first >= 0) & (second >= 0)
+    favourable = settings.favorable_class
+    kept = int(np.sum(decided & ~((first == favourable) & (second != favourable))))
+    undecided = int(np.sum(~decided))
+    empirical = (clopper_pearson(kept, trials, options.level)[0],
+                 clopper_pearson(kept + undecided, trials, options.level)[1])
+    certified = tuple(float(v) for v in certificate.bounds[settings.requirement.quantity])
+    contradicted = _disjoint(empirical, certified)  # type: ignore[arg-type]
+    return {
+        "status": "contradicted" if contradicted else "consistent",
+        "reason": _reason("probability", empirical, certified, contradicted, options.level),
+        "quantity": "probability",
+        "level": options.level,
+        "method": ("rows paired at random (seeded), the second row of a pair lending the "
+                   "first its feature value, pairs meeting the order precondition kept, "
+                   "Clopper-Pearson on those whose favourable class is not lost; classes "
+                   "decided in real arithmetic"),
+        "empirical": {"interval": list(empirical), "estimate": kept / trials,
+                      "rows": len(rows), "pairs": trials, "kept": kept,
+                      "undecided": undecided, "seed": options.seed},
+        "certified": list(certified),
+        "data": data.source,
+        "assumptions": assumptions,
+    }
+
+
+def _is_discrete(population: Any, column: str) -> bool:
+    """Whether the population's feature holding ``column`` takes discrete values."""
+    for feature in getattr(population, "features", []):
+        if feature.name == column or column in (feature.columns or []):
+            return feature.kind != "continuous"
+    return False
 
 
 def _reason(quantity: str, empirical: tuple[float, float], certified: tuple[float, ...],

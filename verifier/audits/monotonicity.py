@@ -20,11 +20,12 @@ from verifier.audits.exact_probability import (
 )
 from verifier.audits.exact_probability import engine_options as engine_options
 from verifier.audits.exact_probability import work_done as work_done
+from verifier.audits.fidelity import monotonicity_check
 from verifier.audits.requirement import NAME_PATTERN, effective_timeout
 from verifier.certificate import Certificate
 
 KIND = "monotonicity"
-EMPIRICAL_CHECK = "certgate computes no empirical counterpart of monotonicity yet"
+EMPIRICAL_CHECK = monotonicity_check
 
 
 class MonotonicitySettings(ProbabilitySettings):
