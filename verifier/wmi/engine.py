@@ -343,6 +343,7 @@ class Solver:
         self.refiner = Refiner()
         self.counters = Counters()
         self.pending: dict[object, float] = {}  # envelope roots not enumerated: total upper
+        self.late = False  # some root was never prepared (the deadline came first)
 
     def _extra(self) -> tuple[float, float, float, float]:
         r = self.refiner
@@ -357,12 +358,34 @@ class Solver:
         return Envelope([j for j, _ in query.envelopes], [d for _, d in query.envelopes],
                         root.weight, lambda region: _integrate(region, weight))
 
+    def _unprepared(self, query: Query, index: int) -> None:
+        """A root the deadline left without its region (no LP ran): its mass lies in
+        ``[0, bound]`` with ``bound`` a bound of its weight over its box, and so does its
+        violation."""
+        root = query.roots[index]
+        if query.envelopes:
+            summary = box_summary(self._envelope(query, root), root.lower, root.upper)
+            bound = query.coefficient[2] * summary.mass_hi
+            self.sums.total_hi += bound
+            self.sums.uncertain = True
+            self.pending[(id(query), index)] = bound
+            return
+        bound = box_bound(*compiled(root.weight, query.dimension), root.lower, root.upper)
+        self.sums.add_total(query.coefficient, (0.0, bound))
+        self.sums.add_violation(query.coefficient, bound, (0.0, 0.0), complete=False)
+
     def _totals(self) -> list[tuple[Query, int, Region | None, float]]:
-        """Root regions and exact totals; envelope roots' totals go to the sums/refiner."""
+        """Root regions and exact totals; envelope roots' totals go to the sums/refiner.
+        Roots reached after the deadline are bounded without an LP (:meth:`_unprepared`)
+        and left out of the list (``self.late``)."""
         prepared = []
         for q, query in enumerate(self.batch):
             scale = (query.coefficient[0], query.coefficient[2])
             for index, root in enumerate(query.roots):
+                if time.perf_counter() >= self.deadline:
+                    self.late = True
+                    self._unprepared(query, index)
+                    continue
                 region = _root_region(root, self.counters)
                 total = 0.0
                 if region is not None and not query.envelopes:
@@ -390,7 +413,7 @@ class Solver:
         for query, index, region, total in prepared:
             if region is not None and query.envelopes:
                 self.pending[(id(query), index)] = total
-        stopped = timed_out = False
+        stopped, timed_out = False, self.late
         for q_index, (query, index, region, total) in enumerate(prepared):
             if region is None:
                 continue

@@ -34,6 +34,7 @@ from verifier.network import Network, head_error
 from verifier.population import PopulationModel
 from verifier.population.base import Distribution
 from verifier.population.rounding import EPS, REL_MARGIN
+from verifier.wmi import branched
 from verifier.wmi.encode import (
     Decrease,
     Disagreement,
@@ -49,7 +50,9 @@ from verifier.wmi.marginals import Density1D
 from verifier.wmi.polynomial import constant
 from verifier.wmi.regions import NetworkModel, PiecewiseAffineModel
 from verifier.wmi.terms import (
+    AllDiscrete,
     Coefficient,
+    NotEnumerable,
     PolyFactor,
     Term,
     TermSet,
@@ -260,7 +263,7 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
     for term in _merge(terms, read):
         free = [j for j in range(dimension) if j not in term.atoms]
         if not free:
-            raise WMIInputError("every input column is discrete: nothing to integrate")
+            raise AllDiscrete("every input column is discrete: nothing to integrate")
         index = {j: k for k, j in enumerate(free)}
         layout = _place(term, index, len(free))
         lo = np.maximum(layout.lower, box_lo[free])
@@ -289,11 +292,24 @@ def _ball(termset: TermSet, center: Any, epsilon: float | None
     return point - epsilon, point + epsilon
 
 
-def _solve(queries: list[Query], stop_at: float | None, executor: Executor | None,
-           timeout_s: float | None, tolerance: float) -> WMIResult:
+def _solve(queries: list[Query], engine: dict[str, Any]) -> WMIResult:
+    """Solve the queries in the time left of the property's deadline (building the queries
+    counted)."""
     if not queries:
         raise WMIInputError("the precondition has probability zero under the prior")
-    return solve(queries, stop_at, executor, timeout_s=timeout_s, tolerance=tolerance)
+    deadline = engine["deadline"]
+    timeout_s = None if deadline == math.inf else max(0.0, deadline - time.perf_counter())
+    return solve(queries, engine["stop_at"], engine["executor"], timeout_s=timeout_s,
+                 tolerance=engine["tolerance"])
+
+
+def _engine(stop_at: float | None, executor: Executor | None, bound_method: str,
+            timeout_s: float | None, tolerance: float) -> dict[str, Any]:
+    """The run options (the deadline counted from now) of :func:`_solve` and of
+    :func:`verifier.wmi.branching.branch`."""
+    deadline = math.inf if timeout_s is None else time.perf_counter() + float(timeout_s)
+    return {"stop_at": stop_at, "executor": executor, "bound_method": bound_method,
+            "deadline": deadline, "tolerance": tolerance}
 
 
 # ------------------------------------------------------------------------------ properties
@@ -319,9 +335,23 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
                      ) -> WMIResult:
     """``P(class(x) = label | ‖x − center‖∞ <= ε)`` under ``prior`` (Eq. 5); the label
     defaults to the model's prediction at the centre."""
-    queries, chosen = local_robustness_queries(model, prior, center, epsilon, label,
-                                               bound_method)
-    result = _solve(queries, stop_at, executor, timeout_s, tolerance)
+    engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
+    try:
+        queries, chosen = local_robustness_queries(model, prior, center, epsilon, label,
+                                                   bound_method)
+    except NotEnumerable:
+        if not branched.branchable(model):
+            raise
+        point = np.asarray(center, dtype=np.float64).reshape(-1)
+        chosen = _predicted(as_model(model, bound_method), point) if label is None \
+            else int(label)
+        if epsilon is None or not epsilon > 0:
+            raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
+        result = branched.local_robustness(model, prior, point - epsilon, point + epsilon,
+                                           chosen, engine=engine)
+        result.extra["label"] = chosen
+        return result
+    result = _solve(queries, engine)
     result.extra["label"] = chosen
     return result
 
@@ -344,8 +374,23 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
                 ) -> WMIResult:
     """``P(c₁(x) = c₂(x))`` under ``prior``, globally or in the ε-box around ``center``
     (Eq. 6)."""
-    queries = equivalence_queries(model, surrogate, prior, center, epsilon, bound_method)
-    return _solve(queries, stop_at, executor, timeout_s, tolerance)
+    engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
+    try:
+        queries = equivalence_queries(model, surrogate, prior, center, epsilon, bound_method)
+    except NotEnumerable:
+        if not branched.branchable(model, surrogate):
+            raise
+        dimension = len(prior.support()[0])
+        if center is None:
+            lower, upper = np.full(dimension, -np.inf), np.full(dimension, np.inf)
+        else:
+            point = np.asarray(center, dtype=np.float64).reshape(-1)
+            if epsilon is None or not epsilon > 0:
+                raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
+            lower, upper = point - epsilon, point + epsilon
+        return branched.equivalence(model, surrogate, prior, lower, upper,
+                                    engine=engine)
+    return _solve(queries, engine)
 
 
 @dataclass
@@ -567,7 +612,7 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
             continue
         free = [j for j in range(dimension) if j not in term.atoms]
         if not free:
-            raise WMIInputError("every input column is discrete: nothing to integrate")
+            raise AllDiscrete("every input column is discrete: nothing to integrate")
         index = {j: k for k, j in enumerate(free)}
         layout = _place(term, index, len(free))
         roots = build_roots(len(free), layout.factors, layout.lower, layout.upper)
@@ -614,10 +659,19 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
     with ``x_i < x′_i`` (``>`` when ``decreasing``) form the precondition; a column of a
     one-hot group is refused.
     """
-    queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
-                                   positive_class=positive_class, output=output,
-                                   use_prior=use_prior, bound_method=bound_method)
-    return _solve(queries, stop_at, executor, timeout_s, tolerance)
+    engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
+    try:
+        queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
+                                       positive_class=positive_class, output=output,
+                                       use_prior=use_prior, bound_method=bound_method)
+    except NotEnumerable:
+        if not branched.branchable(model):
+            raise
+        return branched.monotonicity(model, prior, feature, decreasing=decreasing,
+                                     positive_class=positive_class, output=output,
+                                     use_prior=use_prior,
+                                     engine=engine)
+    return _solve(queries, engine)
 
 
 def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | None,
@@ -658,8 +712,8 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
     moving = [p for p in range(len(features)) if p not in noise_term.atoms]
     width = len(free) + len(moving)
     if width == 0:
-        raise WMIInputError("every input column and the noise are discrete: nothing to "
-                            "integrate")
+        raise AllDiscrete("every input column and the noise are discrete: nothing to "
+                          "integrate")
     index = {j: k for k, j in enumerate(free)}
     layout = _place(term, index, width)
     coordinate = {p: len(free) + k for k, p in enumerate(moving)}
@@ -700,7 +754,14 @@ def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: li
     normal-type: then the result is a certified interval) or discrete values (each shifts its
     feature by a constant). A discrete feature of the prior takes discrete noise only (a
     density would move it off its values)."""
-    queries = noise_robustness_queries(model, prior, noise, features, bound_method)
-    return _solve(queries, stop_at, executor, timeout_s, tolerance)
+    engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
+    try:
+        queries = noise_robustness_queries(model, prior, noise, features, bound_method)
+    except NotEnumerable:
+        if not branched.branchable(model):
+            raise
+        return branched.noise_robustness(model, prior, noise, features,
+                                         engine=engine)
+    return _solve(queries, engine)
 
 
