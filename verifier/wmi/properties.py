@@ -170,6 +170,22 @@ def _factor_mass(term: Term, skip: int | None = None) -> float:
     return _factor_masses(term, skip)[1]
 
 
+class _SkippedMass:
+    """Running upper bound of the mass of the terms a builder leaves out at its deadline;
+    terms sharing their continuous part (:meth:`Term.continuous_key`) share one bound of its
+    mass, so leaving out thousands of terms stays cheap."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.masses: dict[tuple, float] = {}
+
+    def add(self, term: Term, factor: float = 1.0) -> None:
+        key = term.continuous_key()
+        if key not in self.masses:
+            self.masses[key] = _factor_mass(term)
+        self.total += term.coefficient[2] * self.masses[key] * factor
+
+
 def _factor_masses(term: Term, skip: int | None = None) -> tuple[float, float]:
     """Enclosure of the mass of the term's continuous factors other than column ``skip``
     (polynomial pieces integrated in float64, widened by a relative 1e-12)."""
@@ -250,17 +266,28 @@ def _atoms_inside(term: Term, box_lo: np.ndarray, box_hi: np.ndarray) -> bool:
     return all(box_lo[j] <= v <= box_hi[j] for j, v in term.atoms.items())
 
 
+def _late(queries: list[Query], deadline: float) -> bool:
+    """Whether the deadline has passed with at least one query built: a term the builders
+    then skip enters as ``lost`` mass (its whole mass, counted on both ends)."""
+    return bool(queries) and time.perf_counter() >= deadline
+
+
 def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
                          dimension: int, box_lo: np.ndarray, box_hi: np.ndarray,
-                         violation: Any, keep: Any = None, kept: set[int] | None = None
-                         ) -> list[Query]:
+                         violation: Any, keep: Any = None, kept: set[int] | None = None,
+                         deadline: float = math.inf) -> list[Query]:
     """One query per (merged) term whose atoms lie in the precondition box and that
-    ``keep`` accepts; atoms of the columns ``kept`` are never merged away."""
+    ``keep`` accepts; atoms of the columns ``kept`` are never merged away. Terms reached
+    after ``deadline`` are left out as ``lost`` mass (:func:`_late`)."""
     read = set().union(*(read_columns(model) for model in models)) | (kept or set())
     terms = [t for t in termset.terms if _atoms_inside(t, box_lo, box_hi)
              and (keep is None or keep(t))]
-    queries = []
+    queries: list[Query] = []
+    skipped = _SkippedMass()
     for term in _merge(terms, read):
+        if _late(queries, deadline):
+            skipped.add(term)
+            continue
         free = [j for j in range(dimension) if j not in term.atoms]
         if not free:
             raise AllDiscrete("every input column is discrete: nothing to integrate")
@@ -276,7 +303,7 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
         placements = [Placement(model, embed, offset) for model in models]
         queries.append(Query(len(free), roots, placements, violation, term.coefficient,
                              tuple(layout.envelopes), layout.lost))
-    return _with_lost(queries, termset.lost)
+    return _with_lost(queries, termset.lost + skipped.total)
 
 
 def _ball(termset: TermSet, center: Any, epsilon: float | None
@@ -316,8 +343,8 @@ def _engine(stop_at: float | None, executor: Executor | None, bound_method: str,
 
 
 def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: float,
-                             label: int | None = None, bound_method: str = "crown"
-                             ) -> tuple[list[Query], int]:
+                             label: int | None = None, bound_method: str = "crown", *,
+                             deadline: float = math.inf) -> tuple[list[Query], int]:
     """The queries of :func:`local_robustness` and the label checked."""
     wrapped = as_model(model, bound_method)
     point = np.asarray(center, dtype=np.float64).reshape(-1)
@@ -325,7 +352,7 @@ def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: flo
     chosen = _predicted(wrapped, point) if label is None else int(label)
     box_lo, box_hi = _ball(termset, point, epsilon)
     return _single_copy_queries([wrapped], termset, point.size, box_lo, box_hi,
-                                OtherClass(chosen)), chosen
+                                OtherClass(chosen), deadline=deadline), chosen
 
 
 def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
@@ -338,7 +365,7 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
         queries, chosen = local_robustness_queries(model, prior, center, epsilon, label,
-                                                   bound_method)
+                                                   bound_method, deadline=engine["deadline"])
     except NotEnumerable:
         if not branched.branchable(model):
             raise
@@ -357,14 +384,14 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
 
 
 def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = None,
-                        epsilon: float | None = None, bound_method: str = "crown"
-                        ) -> list[Query]:
+                        epsilon: float | None = None, bound_method: str = "crown", *,
+                        deadline: float = math.inf) -> list[Query]:
     """The queries of :func:`equivalence`."""
     first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
     termset = _termset(prior, _input_size(first, second))
     box_lo, box_hi = _ball(termset, center, epsilon)
     return _single_copy_queries([first, second], termset, termset.dimension, box_lo, box_hi,
-                                Disagreement())
+                                Disagreement(), deadline=deadline)
 
 
 def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
@@ -376,7 +403,8 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
     (Eq. 6)."""
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
-        queries = equivalence_queries(model, surrogate, prior, center, epsilon, bound_method)
+        queries = equivalence_queries(model, surrogate, prior, center, epsilon, bound_method,
+                                      deadline=engine["deadline"])
     except NotEnumerable:
         if not branched.branchable(model, surrogate):
             raise
@@ -519,9 +547,10 @@ def _marginal_piece(piece: WeightPiece, where: int, scale: float) -> list[Weight
 
 def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
                          positive_class: int = 1, output: int | None = None,
-                         use_prior: bool = False, bound_method: str = "crown"
-                         ) -> list[Query]:
-    """The queries of :func:`monotonicity`."""
+                         use_prior: bool = False, bound_method: str = "crown",
+                         deadline: float = math.inf) -> list[Query]:
+    """The queries of :func:`monotonicity` (terms reached after ``deadline`` left out as
+    ``lost`` mass, :func:`_late`)."""
     wrapped = as_model(model, bound_method, values=output is not None)
     dimension = _input_size(wrapped)
     if not 0 <= feature < dimension:
@@ -532,10 +561,16 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
     violation = LostPositive(positive_class) if output is None else Decrease(output)
     if feature in termset.discrete_columns():
         return _with_lost(_discrete_monotonicity_queries(wrapped, termset, feature, decreasing,
-                                                         violation), 2 * termset.lost)
+                                                         violation, deadline), 2 * termset.lost)
     copy_pieces, copy_density = _copy_marginal(termset, feature)
-    queries = []
+    queries: list[Query] = []
+    skipped = _SkippedMass()
+    copies = math.nan  # the second copy's mass, bounded when a term is first left out
     for term in _merge(termset.terms, read_columns(wrapped)):
+        if _late(queries, deadline):
+            copies = _prior_mass(termset) if math.isnan(copies) else copies
+            skipped.add(term, copies)
+            continue
         free = [j for j in range(dimension) if j not in term.atoms]
         index = {j: k for k, j in enumerate(free)}
         width = len(free) + 1
@@ -566,7 +601,15 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
         placements = [Placement(wrapped, first, offset), Placement(wrapped, second, offset)]
         queries.append(Query(width, roots, placements, violation, term.coefficient,
                              tuple(layout.envelopes), layout.lost))
-    return _with_lost(queries, 2 * termset.lost)
+    return _with_lost(queries, 2 * termset.lost + skipped.total)
+
+
+def _prior_mass(termset: TermSet) -> float:
+    """Upper bound of the total mass of the terms (1 up to rounding)."""
+    skipped = _SkippedMass()
+    for term in termset.terms:
+        skipped.add(term)
+    return skipped.total
 
 
 def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
@@ -590,8 +633,8 @@ def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
 
 
 def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermSet,
-                                   feature: int, decreasing: bool, violation: Any
-                                   ) -> list[Query]:
+                                   feature: int, decreasing: bool, violation: Any,
+                                   deadline: float = math.inf) -> list[Query]:
     """Monotonicity in a discrete (binary or integer) column: one query per (merged) prior
     term ``x`` and value ``v′`` of the feature's marginal with ``x_i < v′`` (``>`` when
     ``decreasing``); both copies share the term's continuous coordinates and differ only in
@@ -603,12 +646,16 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
                             f"{termset.name(feature)!r} belongs to a one-hot group")
     marginal = _value_marginal(termset, feature)
     dimension = termset.dimension
-    queries = []
+    queries: list[Query] = []
+    skipped = _SkippedMass()
     for term in _merge(termset.terms, read_columns(wrapped) | {feature}):
         value = term.atoms[feature]
         larger = [(v, c) for v, c in sorted(marginal.items())
                   if (v < value if decreasing else v > value) and c[2] > 0]
         if not larger:
+            continue
+        if _late(queries, deadline):
+            skipped.add(term, sum(c[2] for _, c in larger))
             continue
         free = [j for j in range(dimension) if j not in term.atoms]
         if not free:
@@ -630,7 +677,7 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
     if not queries:
         raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
                             "differs in it")
-    return queries
+    return _with_lost(queries, skipped.total)
 
 
 def _with_lost(queries: list[Query], lost: float) -> list[Query]:
@@ -663,7 +710,8 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
     try:
         queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
                                        positive_class=positive_class, output=output,
-                                       use_prior=use_prior, bound_method=bound_method)
+                                       use_prior=use_prior, bound_method=bound_method,
+                                       deadline=engine["deadline"])
     except NotEnumerable:
         if not branched.branchable(model):
             raise
@@ -675,9 +723,10 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
 
 
 def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | None,
-                             features: list[int], bound_method: str = "crown"
-                             ) -> list[Query]:
-    """The queries of :func:`noise_robustness`."""
+                             features: list[int], bound_method: str = "crown", *,
+                             deadline: float = math.inf) -> list[Query]:
+    """The queries of :func:`noise_robustness` (pairs reached after ``deadline`` left out
+    as ``lost`` mass, :func:`_late`)."""
     wrapped = as_model(model, bound_method)
     dimension = _input_size(wrapped)
     if noise is None:
@@ -696,11 +745,15 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
         if f in termset.discrete_columns() and position not in discrete_noise:
             raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
                                 "column or a discrete noise distribution; it is discrete")
-    queries = []
+    queries: list[Query] = []
+    skipped = _SkippedMass()
     for term in _merge(termset.terms, read_columns(wrapped)):
         for noise_term in noise_set.terms:
+            if _late(queries, deadline):
+                skipped.add(term, noise_term.coefficient[2] * _factor_mass(noise_term))
+                continue
             queries.append(_noise_query(wrapped, term, noise_term, features, dimension))
-    return _with_lost(queries, termset.lost + noise_set.lost)
+    return _with_lost(queries, termset.lost + noise_set.lost + skipped.total)
 
 
 def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
@@ -756,7 +809,8 @@ def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: li
     density would move it off its values)."""
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
-        queries = noise_robustness_queries(model, prior, noise, features, bound_method)
+        queries = noise_robustness_queries(model, prior, noise, features, bound_method,
+                                           deadline=engine["deadline"])
     except NotEnumerable:
         if not branched.branchable(model):
             raise
