@@ -113,18 +113,26 @@ class WMIResult:
         return document
 
 
+class DeadlineReached(Exception):
+    """The deadline passed while :func:`build_roots` listed combinations of pieces."""
+
+
 def build_roots(dimension: int, factors: list[WeightFactor], pre_lower: np.ndarray,
                 pre_upper: np.ndarray, pre_A: np.ndarray | None = None,
-                pre_b: np.ndarray | None = None) -> list[Root]:
+                pre_b: np.ndarray | None = None, deadline: float = np.inf) -> list[Root]:
     """One root per combination of pieces whose boxes meet inside the precondition box
-    ``[pre_lower, pre_upper]`` (extra precondition rows ``pre_A z <= pre_b``)."""
+    ``[pre_lower, pre_upper]`` (extra precondition rows ``pre_A z <= pre_b``); raises
+    :class:`DeadlineReached` once ``deadline`` (``time.perf_counter()``) has passed."""
     if not (np.isfinite(pre_lower).all() and np.isfinite(pre_upper).all()):
         raise WMIInputError("the integration domain is unbounded: every coordinate needs a "
                             "bounded support or precondition box")
     pre_A = np.zeros((0, dimension)) if pre_A is None else np.asarray(pre_A, np.float64)
     pre_b = np.zeros(0) if pre_b is None else np.asarray(pre_b, np.float64)
     roots = []
-    for combination in itertools.product(*(factor.pieces for factor in factors)):
+    for count, combination in enumerate(itertools.product(*(factor.pieces
+                                                            for factor in factors))):
+        if count % 1024 == 0 and time.perf_counter() >= deadline:
+            raise DeadlineReached
         lower, upper = pre_lower.copy(), pre_upper.copy()
         weight = constant(1.0, dimension)
         for factor, piece in zip(factors, combination, strict=True):

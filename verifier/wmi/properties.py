@@ -45,7 +45,14 @@ from verifier.wmi.encode import (
     WeightPiece,
     WMIInputError,
 )
-from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult, build_roots, solve
+from verifier.wmi.engine import (
+    DEFAULT_TOLERANCE,
+    DeadlineReached,
+    Query,
+    WMIResult,
+    build_roots,
+    solve,
+)
 from verifier.wmi.marginals import Density1D
 from verifier.wmi.polynomial import constant
 from verifier.wmi.regions import NetworkModel, PiecewiseAffineModel
@@ -266,10 +273,11 @@ def _atoms_inside(term: Term, box_lo: np.ndarray, box_hi: np.ndarray) -> bool:
     return all(box_lo[j] <= v <= box_hi[j] for j, v in term.atoms.items())
 
 
-def _late(queries: list[Query], deadline: float) -> bool:
-    """Whether the deadline has passed with at least one query built: a term the builders
-    then skip enters as ``lost`` mass (its whole mass, counted on both ends)."""
-    return bool(queries) and time.perf_counter() >= deadline
+def _late(deadline: float) -> bool:
+    """Whether the deadline has passed: a term the builders then skip (or whose roots
+    were being listed, :class:`~verifier.wmi.engine.DeadlineReached`) enters as ``lost`` mass
+    (its whole mass, counted on both ends)."""
+    return time.perf_counter() >= deadline
 
 
 def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
@@ -285,7 +293,7 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
     queries: list[Query] = []
     skipped = _SkippedMass()
     for term in _merge(terms, read):
-        if _late(queries, deadline):
+        if _late(deadline):
             skipped.add(term)
             continue
         free = [j for j in range(dimension) if j not in term.atoms]
@@ -295,7 +303,11 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
         layout = _place(term, index, len(free))
         lo = np.maximum(layout.lower, box_lo[free])
         hi = np.minimum(layout.upper, box_hi[free])
-        roots = build_roots(len(free), layout.factors, lo, hi)
+        try:
+            roots = build_roots(len(free), layout.factors, lo, hi, deadline=deadline)
+        except DeadlineReached:
+            skipped.add(term)
+            continue
         embed = np.eye(dimension)[:, free]
         offset = np.zeros(dimension)
         for j, v in term.atoms.items():
@@ -322,9 +334,14 @@ def _ball(termset: TermSet, center: Any, epsilon: float | None
 def _solve(queries: list[Query], engine: dict[str, Any]) -> WMIResult:
     """Solve the queries in the time left of the property's deadline (building the queries
     counted)."""
+    deadline = engine["deadline"]
+    if not queries and _late(deadline):
+        return WMIResult(probability=0.0, violation_probability=1.0, total_mass=0.0,
+                         violation_mass=0.0, regions=0, integrals=0, lps=0, elapsed_s=0.0,
+                         probability_lower=0.0, probability_upper=1.0, exact=False,
+                         timed_out=True)
     if not queries:
         raise WMIInputError("the precondition has probability zero under the prior")
-    deadline = engine["deadline"]
     timeout_s = None if deadline == math.inf else max(0.0, deadline - time.perf_counter())
     return solve(queries, engine["stop_at"], engine["executor"], timeout_s=timeout_s,
                  tolerance=engine["tolerance"])
@@ -567,7 +584,7 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
     skipped = _SkippedMass()
     copies = math.nan  # the second copy's mass, bounded when a term is first left out
     for term in _merge(termset.terms, read_columns(wrapped)):
-        if _late(queries, deadline):
+        if _late(deadline):
             copies = _prior_mass(termset) if math.isnan(copies) else copies
             skipped.add(term, copies)
             continue
@@ -587,8 +604,13 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
         order = np.zeros((1, width))
         mine = index[feature]
         order[0, mine], order[0, copy] = (-1.0, 1.0) if decreasing else (1.0, -1.0)
-        roots = build_roots(width, layout.factors, layout.lower, layout.upper, order,
-                            np.zeros(1))
+        try:
+            roots = build_roots(width, layout.factors, layout.lower, layout.upper, order,
+                                np.zeros(1), deadline)
+        except DeadlineReached:
+            copies = _prior_mass(termset) if math.isnan(copies) else copies
+            skipped.add(term, copies)
+            continue
         first = np.zeros((dimension, width))
         for j, k in index.items():
             first[j, k] = 1.0
@@ -654,7 +676,7 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
                   if (v < value if decreasing else v > value) and c[2] > 0]
         if not larger:
             continue
-        if _late(queries, deadline):
+        if _late(deadline):
             skipped.add(term, sum(c[2] for _, c in larger))
             continue
         free = [j for j in range(dimension) if j not in term.atoms]
@@ -662,7 +684,12 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
             raise AllDiscrete("every input column is discrete: nothing to integrate")
         index = {j: k for k, j in enumerate(free)}
         layout = _place(term, index, len(free))
-        roots = build_roots(len(free), layout.factors, layout.lower, layout.upper)
+        try:
+            roots = build_roots(len(free), layout.factors, layout.lower, layout.upper,
+                                deadline=deadline)
+        except DeadlineReached:
+            skipped.add(term, sum(c[2] for _, c in larger))
+            continue
         embed = np.eye(dimension)[:, free]
         offset = np.zeros(dimension)
         for j, v in term.atoms.items():
@@ -674,7 +701,7 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
             queries.append(Query(len(free), roots, placements, violation,
                                  times(term.coefficient, weight), tuple(layout.envelopes),
                                  layout.lost * weight[2]))
-    if not queries:
+    if not queries and not skipped.total:
         raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
                             "differs in it")
     return _with_lost(queries, skipped.total)
@@ -749,15 +776,19 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
     skipped = _SkippedMass()
     for term in _merge(termset.terms, read_columns(wrapped)):
         for noise_term in noise_set.terms:
-            if _late(queries, deadline):
+            if _late(deadline):
                 skipped.add(term, noise_term.coefficient[2] * _factor_mass(noise_term))
                 continue
-            queries.append(_noise_query(wrapped, term, noise_term, features, dimension))
+            try:
+                queries.append(_noise_query(wrapped, term, noise_term, features, dimension,
+                                            deadline))
+            except DeadlineReached:
+                skipped.add(term, noise_term.coefficient[2] * _factor_mass(noise_term))
     return _with_lost(queries, termset.lost + noise_set.lost + skipped.total)
 
 
 def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
-                 features: list[int], dimension: int) -> Query:
+                 features: list[int], dimension: int, deadline: float = math.inf) -> Query:
     """One (prior term, noise term) query: the prior's free columns, then the noise's
     continuous columns as integration coordinates; a discrete noise value shifts its feature
     in the second copy by a constant."""
@@ -776,7 +807,8 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
     noise_layout = _place(shifted_noise, {k: k for k in coordinate.values()}, width)
     lower = np.where(np.isfinite(layout.lower), layout.lower, noise_layout.lower)
     upper = np.where(np.isfinite(layout.upper), layout.upper, noise_layout.upper)
-    roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper)
+    roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper,
+                        deadline=deadline)
     first = np.zeros((dimension, width))
     for j, k in index.items():
         first[j, k] = 1.0
