@@ -139,30 +139,6 @@ class Copies:
         own = class_event(cls, Names.of(view.input_names, view.output_names))
         return _embedded(own, int(self.offsets[copy]), int(self.offsets[-1]), self.inputs)
 
-    def lost(self, cls: int) -> Event:
-        """``class(copy 0) == cls`` and ``class(copy 1) != cls``, conjoined with what that
-        implies for the two copies together: for some other class ``k`` the margin
-        ``d_k = y_cls − y_k`` falls strictly, ``d_k(copy 0) − d_k(copy 1) > 0`` (``d_k(copy 0)
-        >= 0`` with ``> 0`` for ``k < cls``, and ``d_k(copy 1) <= 0`` with ``< 0`` for ``k >
-        cls``, by the class rule). The conjunct changes no point's truth; it lets one bound of
-        the margin's change across the copies (CROWN keeps their shared inputs) prove the
-        violation impossible on a box where the model is monotone, which bounding each copy
-        alone cannot."""
-        total = int(self.offsets[-1])
-        first, second = int(self.offsets[0]), int(self.offsets[1])
-        falls = []
-        for k in range(self.views[0].output_size):
-            if k == cls:
-                continue
-            coefficients = np.zeros(total)
-            coefficients[first + cls] += 1.0
-            coefficients[first + k] -= 1.0
-            coefficients[second + cls] -= 1.0
-            coefficients[second + k] += 1.0
-            falls.append(Atom(tuple(coefficients.tolist()), (0.0,) * self.inputs, 0.0, True))
-        change = Or(tuple(falls)) if len(falls) > 1 else falls[0]
-        return And((self.is_class(0, cls), Not(self.is_class(1, cls)), change))
-
     def decrease(self, output: int) -> Event:
         """Output ``output`` of copy 0 exceeds that of copy 1 (``f(x) > f(x′)``)."""
         total = int(self.offsets[-1])
