@@ -179,7 +179,9 @@ def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
     encloses the precondition's probability: the violation share is ``P(event) /
     normaliser``, enclosed by dividing the ends. A certified interval, ``timed_out`` when the
     deadline ended it; with ``stop_at`` it stops once the share is proven ``>= stop_at`` (a
-    failure, ``stopped_early``) or below it."""
+    failure, ``stopped_early``) or below it. ``deadline`` is a ``time.perf_counter()``
+    instant. PV runs in-process without ``executor`` (or with an in-process one), else on a
+    process pool of its own with the executor's number of workers."""
     from verifier.pv import PVSettings, population_domain, verify
 
     started = time.perf_counter()
