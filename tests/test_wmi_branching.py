@@ -284,7 +284,7 @@ def test_a_budget_ends_branching_with_bounds_that_contain_monte_carlo() -> None:
     elapsed = time.perf_counter() - started
     assert result.timed_out and not result.stopped_early
     assert elapsed < 2.0 + 3.0
-    assert result.probability_upper - result.probability_lower > 1e-3
+    assert result.probability_upper - result.probability_lower > 1e-12  # not closed
     inside(result, *mc_monotonicity(net, prior, 2, 400_000))
 
 
@@ -354,3 +354,36 @@ def test_listing_the_roots_of_histogram_pieces_stops_at_the_deadline() -> None:
     assert time.perf_counter() - started < 1.0 + 2.5
     assert result.timed_out and not result.exact
     assert result.probability_lower <= result.probability_upper
+
+
+def test_the_command_line_reports_a_branched_audit_as_one_json_object(
+        tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    """``certgate verify local-robustness --json`` on an all-discrete population: one JSON
+    object naming the method and the boxes, the interval containing the exact value."""
+    import json
+    from pathlib import Path
+
+    from pipeline_steps.cli import main
+    from verifier.convert import save_network
+    from verifier.population import save_population
+
+    root = Path(str(tmp_path))
+    net = dyadic_network(5)
+    save_network(net, root / "net.json")
+    save_population(small_population(), root / "pop.json")
+    centre = (3.0, 5.0, 0.0, 0.0, 1.0)
+    label = exact_class(net, centre)
+    inside = [(p, w) for p, w in small_points()
+              if all(abs(v - c) <= 2.5 for v, c in zip(p, centre, strict=True))]
+    robust = sum(w for p, w in inside if exact_class(net, p) == label) / sum(
+        w for _, w in inside)
+    capsys.readouterr()
+    code = main(["verify", "local-robustness", "--model", str(root / "net.json"),
+                 "--population", str(root / "pop.json"), "--center", "3,5,0,0,1",
+                 "--epsilon", "2.5", "--json", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0
+    document = json.loads(out)
+    assert document["method"] == "box branching (PV)" and document["boxes"] > 0
+    low, high = document["probability_interval"]
+    assert Fraction(low) <= robust <= Fraction(high) and document["label"] == label
