@@ -332,6 +332,49 @@ def test_model_picks_its_columns_out_of_a_wider_table(
     assert written.fitted_from.uri == str(data)
 
 
+def _config(path: Path, *audits: dict) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump({
+        "tracking": {"tracking_uri": f"sqlite:///{path.parent / 'absent.db'}"},
+        "model": {"uri": "models:/m@candidate", "population_uri": None},
+        "audits": list(audits)}))
+    return path
+
+
+def test_a_configurations_protected_attribute_is_the_fits(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``population fit --config`` takes the protected attribute from the configuration's
+    audits (a causal audit's one-hot sensitive columns name the same feature): the same
+    learned network as ``--protected sex``; two different attributes are refused."""
+    frame = proxy_table(600)
+    frame["sex"] = np.where(frame.female == 1, "F", "M")
+    data = tmp_path / "data.csv"
+    frame[["sex", "score", "tenure"]].to_csv(data, index=False)
+    parity = {"kind": "demographic_parity", "name": "dp", "protected": "sex=M",
+              "privileged": 1, "favorable_class": 1, "gamma": 0.8}
+    causal = {"kind": "causal_fairness", "name": "cf", "sensitive": ["sex=F", "sex=M"],
+              "sensitive_kind": "one_hot", "max_biased_share": 0.05}
+    config = _config(tmp_path / "audit.yaml", parity, causal)
+    out = tmp_path / "pop.json"
+    code, given = _cli(capsys, "population", "fit", str(data), "--out", str(out),
+                       "--protected", "sex")
+    assert code == 0
+    code, configured = _cli(capsys, "population", "fit", str(data), "--out", str(out),
+                            "--config", str(config))
+    assert code == 0 and configured["edges"] == given["edges"]
+    assert ["sex", "score"] in configured["edges"] and ["sex", "tenure"] in configured["edges"]
+    code, plain = _cli(capsys, "population", "fit", str(data), "--out", str(out))
+    assert code == 0 and ["sex", "tenure"] not in plain["edges"]
+    other = {**parity, "name": "dp2", "protected": "tenure"}
+    two = _config(tmp_path / "two.yaml", parity, other)
+    capsys.readouterr()
+    assert main(["population", "fit", str(data), "--out", str(tmp_path / "no.json"),
+                 "--config", str(two)]) == 2
+    assert "several attributes (sex=M, tenure)" in capsys.readouterr().err
+    assert not (tmp_path / "no.json").exists()
+
+
 def test_missing_model_column_is_named_and_no_file_is_written(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     data = tmp_path / "data.csv"

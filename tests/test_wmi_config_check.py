@@ -142,26 +142,41 @@ def test_a_registry_model_on_a_store_that_is_not_here_is_listed_as_not_checked(
     assert not (tmp_path / "absent.db").exists()
 
 
-def test_a_prior_with_too_many_discrete_combinations_is_refused_naming_the_columns(
+def test_a_prior_with_too_many_discrete_combinations_is_branched_not_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Five integer columns of 8 values each: 8⁵ = 32768 combinations > 20000 terms. Each is
-    counted from its table, with or without a declared domain (a finite table is never called
-    unbounded)."""
+    """Five integer columns of 8 values each: 8⁵ = 32768 combinations > 20000 terms. A
+    network audit then runs by box branching (a certified interval), so the configuration is
+    valid; a model WMI cannot branch (a scikit-learn forest) is still refused, each column
+    counted from its table, with or without a declared domain (a finite table is never
+    called unbounded)."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    from verifier.wmi import WMIInputError, check_wmi_property
+
     names = [f"k{j}" for j in range(5)]
     factors = [Factor(columns=[name], distribution=Discrete(values=list(range(8)),
                                                             probabilities=[0.125] * 8))
                for name in names]
-    save_population(PopulationModel(
+    population = PopulationModel(
         features=[*(Feature(name=name, kind="integer", domain=(0, 7) if j % 2 else None)
                     for j, name in enumerate(names)),
                   Feature(name="x", kind="continuous", domain=(0, 1))],
         distribution=Product(factors=[
-            *factors, Factor(columns=["x"], distribution=Uniform(lower=0, upper=1))])),
-        tmp_path / "wide.json")
+            *factors, Factor(columns=["x"], distribution=Uniform(lower=0, upper=1))]))
+    save_population(population, tmp_path / "wide.json")
     path = config(tmp_path, "models:/loan@candidate", str(tmp_path / "wide.json"), MONOTONE)
     code, _, err = check(capsys, path)
-    assert code == 2
-    (line,) = err.strip().splitlines()
+    assert code == 0, err
+    network = threshold_network([1.0, 0.0, 0.0, 0.0, 0.0, 1.0], -4.0,
+                                [*names, "x"])
+    plan = check_wmi_property("monotonicity", network, population, feature=5)
+    assert plan.method == "branching" and not plan.exact
+    forest = RandomForestClassifier(n_estimators=2, max_depth=3, random_state=0).fit(
+        [[j % 8, (j // 8) % 8, j % 3, j % 5, j % 7, (j % 10) / 10] for j in range(64)],
+        [j % 2 for j in range(64)])
+    with pytest.raises(WMIInputError) as refused:
+        check_wmi_property("monotonicity", forest, population, feature=5)
+    line = str(refused.value)
     assert "more than 20000 product terms" in line
-    assert "'k0' 8 × 'k1' 8 × 'k2' 8" in line and "audit 'monotone_x'" in line
+    assert "'k0' 8 × 'k1' 8 × 'k2' 8" in line
     assert "unbounded" not in line

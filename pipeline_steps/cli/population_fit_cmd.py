@@ -66,6 +66,10 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
     fit.add_argument("--protected", metavar="COL",
                      help="the audit's protected attribute: a root of the learned network "
                           "and a parent of every other feature")
+    fit.add_argument("--config", metavar="FILE",
+                     help="a certgate configuration the fit is for: without --protected, "
+                          "the protected attribute its audits name (demographic_parity's "
+                          "protected, causal_fairness's sensitive) is the protected attribute")
     fit.add_argument("--parents", action="append", default=[], metavar="CHILD=P1,P2",
                      help="Bayesian network given by hand: CHILD's parent features "
                           "(repeatable; no structure is learned)")
@@ -262,7 +266,7 @@ def run_fit(args: argparse.Namespace) -> int:
     model = fit_population(
         frame, categorical=categorical, domains=parse_domains(args.domain),
         continuous=args.continuous, structure="independent" if args.independent else "learned",
-        protected=args.protected, parents=parents, bins=parse_bins(args.bins),
+        protected=fit_protected(args), parents=parents, bins=parse_bins(args.bins),
         n_components=args.components, min_leaf=args.min_leaf, min_rows=args.min_rows,
         max_discrete_values=args.max_discrete_values, seed=args.seed, name=args.name,
         source=data_source(args.data, len(frame)))
@@ -293,6 +297,30 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.model:
         print(f"  {report['binding']} {args.model}")
     return 0
+
+
+def fit_protected(args: argparse.Namespace) -> str | None:
+    """``--protected``, else the one protected attribute the audits of ``--config`` name
+    (a one-hot column such as ``sex=Male`` names its feature ``sex``); several different
+    ones are refused naming them, since the network has one protected root. With
+    ``--independent`` a configuration adds nothing (an independent product has no
+    parents)."""
+    if args.protected or not args.config or args.independent:
+        return args.protected
+    from configs.schema import load_config
+
+    named: list[str] = []
+    for audit in load_config(args.config).audits:
+        column = getattr(audit, "protected", None) or next(
+            iter(getattr(audit, "sensitive", None) or []), None)
+        if column is not None and column not in named:
+            named.append(column)
+    features = sorted({column.split("=", 1)[0] for column in named})
+    if len(features) > 1:
+        raise CertgateInputError(f"--config {args.config}: its audits protect several "
+                                 f"attributes ({', '.join(named)}); the learned network has "
+                                 "one protected root: give --protected")
+    return named[0] if named else None
 
 
 def in_network_order(args: argparse.Namespace, model: PopulationModel) -> PopulationModel:

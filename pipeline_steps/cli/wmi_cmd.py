@@ -103,7 +103,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bound-method", choices=("crown", "ibp", "none"), default="crown",
                         help="bound propagation that fixes stable neurons (default crown)")
     parser.add_argument("--executor", default=None,
-                        help="parallel over top-level regions: local, process, dask[=ADDRESS]")
+                        help="parallel over top-level regions: local, process, dask[=ADDRESS]; "
+                             "a population whose discrete values cannot be enumerated is "
+                             "audited by box branching (a certified interval), on a process "
+                             "pool when this is not local")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     add_no_progress(parser)
 
@@ -230,15 +233,16 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
         "lps": int(cost["lps"]), "elapsed_s": cost["elapsed_s"],
         "stopped_early": details["stopped_early"],
         **({"verdict": certificate.verdict} if judged else {}),
-        **{key: details[key] for key in ("label",) if key in details},
+        **{key: details[key] for key in ("label", "method", "boxes") if key in details},
     }
     if args.json:
         emit_json(to_jsonable(document))
     else:
         bound = " (upper bound: stopped early)" if details["stopped_early"] else ""
+        work = (f"{document['boxes']} boxes ({document['method']})" if "boxes" in document
+                else f"{document['regions']} regions, {document['integrals']} integrals")
         print(f"probability {document['probability']:.12g}{bound}, certified in "
-              f"[{low:.12g}, {high:.12g}]; {document['regions']} regions, "
-              f"{document['integrals']} integrals, {document['elapsed_s']:.3f} s")
+              f"[{low:.12g}, {high:.12g}]; {work}, {document['elapsed_s']:.3f} s")
         if judged:
             print(f"verdict: {certificate.verdict}")
     return 0 if not judged or certificate.verdict == "satisfied" else 1

@@ -5,8 +5,9 @@ would (prior terms, discrete values, density envelopes, roots) without enumerati
 region, so it is cheap (no LP) and raises the same one-line :class:`WMIInputError` the run
 would raise: a column WMI cannot handle (named), a feature index out of range, continuous
 noise on a discrete feature, a monotone one-hot column, a missing noise distribution, an
-unbounded support with ``use_prior=False``, a prior of more than 20 000 terms. Config
-validation calls it so a bad audit fails before any audit runs.
+unbounded support with ``use_prior=False``, a prior of more than 20 000 terms that no
+branching can take instead (a scikit-learn model, demographic parity). Config validation
+calls it so a bad audit fails before any audit runs.
 
 Without a model (``model=None``: ``certgate config check`` on a configuration whose model
 lives in a registry but whose population file is local), the check runs on the population
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verifier.population.base import Distribution
+from verifier.wmi import branched
 from verifier.wmi.encode import WMIInputError
 from verifier.wmi.engine import Query
 from verifier.wmi.properties import (
@@ -32,6 +34,7 @@ from verifier.wmi.properties import (
     noise_robustness_queries,
 )
 from verifier.wmi.regions import PiecewiseAffineModel
+from verifier.wmi.terms import NotEnumerable
 
 WMI_KINDS = ("monotonicity", "noise_robustness", "local_robustness", "equivalence",
              "demographic_parity")
@@ -50,12 +53,15 @@ class InputsOnly(PiecewiseAffineModel):
 class WMIPlan:
     """What a run will do: ``exact`` when every weight is piecewise polynomial (the result is
     then exact if it finishes in time; otherwise a certified interval), the number of queries
-    (prior terms after merging) and of top-level roots."""
+    (prior terms after merging) and of top-level roots. ``method`` is ``enumeration``, or
+    ``branching`` when the prior's discrete values are too many to enumerate and a network is
+    audited by box branching (:mod:`verifier.wmi.branching`; no queries, never exact)."""
 
     kind: str
     exact: bool
     queries: int
     roots: int
+    method: str = "enumeration"
 
 
 def check_wmi_property(kind: str, model: Any, prior: Prior, *, feature: int | None = None,
@@ -68,6 +74,23 @@ def check_wmi_property(kind: str, model: Any, prior: Prior, *, feature: int | No
     """The :class:`WMIPlan` of property ``kind`` (one of :data:`WMI_KINDS`) with the
     arguments its function takes; raises :class:`WMIInputError` if it cannot run. ``model``
     ``None`` checks the population side only (module docstring)."""
+    try:
+        return _plan(kind, model, prior, feature=feature, decreasing=decreasing,
+                     use_prior=use_prior, features=features, noise=noise, center=center,
+                     epsilon=epsilon, label=label, surrogate=surrogate, protected=protected,
+                     privileged=privileged, favorable_class=favorable_class)
+    except NotEnumerable:
+        models = [m for m in (model, surrogate) if m is not None]
+        if kind == "demographic_parity" or not branched.branchable(*models):
+            raise
+        return WMIPlan(kind, False, 0, 0, "branching")
+
+
+def _plan(kind: str, model: Any, prior: Prior, *, feature: int | None, decreasing: bool,
+          use_prior: bool, features: list[int] | None, noise: Distribution | None,
+          center: Any, epsilon: float | None, label: int | None, surrogate: Any,
+          protected: int | None, privileged: float | None, favorable_class: int | None
+          ) -> WMIPlan:
     queries: list[Query]
     if model is None:
         model = InputsOnly(prior.dimension)

@@ -113,18 +113,26 @@ class WMIResult:
         return document
 
 
+class DeadlineReached(Exception):
+    """The deadline passed while :func:`build_roots` listed combinations of pieces."""
+
+
 def build_roots(dimension: int, factors: list[WeightFactor], pre_lower: np.ndarray,
                 pre_upper: np.ndarray, pre_A: np.ndarray | None = None,
-                pre_b: np.ndarray | None = None) -> list[Root]:
+                pre_b: np.ndarray | None = None, deadline: float = np.inf) -> list[Root]:
     """One root per combination of pieces whose boxes meet inside the precondition box
-    ``[pre_lower, pre_upper]`` (extra precondition rows ``pre_A z <= pre_b``)."""
+    ``[pre_lower, pre_upper]`` (extra precondition rows ``pre_A z <= pre_b``); raises
+    :class:`DeadlineReached` once ``deadline`` (``time.perf_counter()``) has passed."""
     if not (np.isfinite(pre_lower).all() and np.isfinite(pre_upper).all()):
         raise WMIInputError("the integration domain is unbounded: every coordinate needs a "
                             "bounded support or precondition box")
     pre_A = np.zeros((0, dimension)) if pre_A is None else np.asarray(pre_A, np.float64)
     pre_b = np.zeros(0) if pre_b is None else np.asarray(pre_b, np.float64)
     roots = []
-    for combination in itertools.product(*(factor.pieces for factor in factors)):
+    for count, combination in enumerate(itertools.product(*(factor.pieces
+                                                            for factor in factors))):
+        if count % 1024 == 0 and time.perf_counter() >= deadline:
+            raise DeadlineReached
         lower, upper = pre_lower.copy(), pre_upper.copy()
         weight = constant(1.0, dimension)
         for factor, piece in zip(factors, combination, strict=True):
@@ -343,6 +351,7 @@ class Solver:
         self.refiner = Refiner()
         self.counters = Counters()
         self.pending: dict[object, float] = {}  # envelope roots not enumerated: total upper
+        self.late = False  # some root was never prepared (the deadline came first)
 
     def _extra(self) -> tuple[float, float, float, float]:
         r = self.refiner
@@ -357,12 +366,34 @@ class Solver:
         return Envelope([j for j, _ in query.envelopes], [d for _, d in query.envelopes],
                         root.weight, lambda region: _integrate(region, weight))
 
+    def _unprepared(self, query: Query, index: int) -> None:
+        """A root the deadline left without its region (no LP ran): its mass lies in
+        ``[0, bound]`` with ``bound`` a bound of its weight over its box, and so does its
+        violation."""
+        root = query.roots[index]
+        if query.envelopes:
+            summary = box_summary(self._envelope(query, root), root.lower, root.upper)
+            bound = query.coefficient[2] * summary.mass_hi
+            self.sums.total_hi += bound
+            self.sums.uncertain = True
+            self.pending[(id(query), index)] = bound
+            return
+        bound = box_bound(*compiled(root.weight, query.dimension), root.lower, root.upper)
+        self.sums.add_total(query.coefficient, (0.0, bound))
+        self.sums.add_violation(query.coefficient, bound, (0.0, 0.0), complete=False)
+
     def _totals(self) -> list[tuple[Query, int, Region | None, float]]:
-        """Root regions and exact totals; envelope roots' totals go to the sums/refiner."""
+        """Root regions and exact totals; envelope roots' totals go to the sums/refiner.
+        Roots reached after the deadline are bounded without an LP (:meth:`_unprepared`)
+        and left out of the list (``self.late``)."""
         prepared = []
         for q, query in enumerate(self.batch):
             scale = (query.coefficient[0], query.coefficient[2])
             for index, root in enumerate(query.roots):
+                if time.perf_counter() >= self.deadline:
+                    self.late = True
+                    self._unprepared(query, index)
+                    continue
                 region = _root_region(root, self.counters)
                 total = 0.0
                 if region is not None and not query.envelopes:
@@ -390,7 +421,7 @@ class Solver:
         for query, index, region, total in prepared:
             if region is not None and query.envelopes:
                 self.pending[(id(query), index)] = total
-        stopped = timed_out = False
+        stopped, timed_out = False, self.late
         for q_index, (query, index, region, total) in enumerate(prepared):
             if region is None:
                 continue

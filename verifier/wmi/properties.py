@@ -34,6 +34,7 @@ from verifier.network import Network, head_error
 from verifier.population import PopulationModel
 from verifier.population.base import Distribution
 from verifier.population.rounding import EPS, REL_MARGIN
+from verifier.wmi import branched
 from verifier.wmi.encode import (
     Decrease,
     Disagreement,
@@ -44,12 +45,21 @@ from verifier.wmi.encode import (
     WeightPiece,
     WMIInputError,
 )
-from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult, build_roots, solve
+from verifier.wmi.engine import (
+    DEFAULT_TOLERANCE,
+    DeadlineReached,
+    Query,
+    WMIResult,
+    build_roots,
+    solve,
+)
 from verifier.wmi.marginals import Density1D
 from verifier.wmi.polynomial import constant
 from verifier.wmi.regions import NetworkModel, PiecewiseAffineModel
 from verifier.wmi.terms import (
+    AllDiscrete,
     Coefficient,
+    NotEnumerable,
     PolyFactor,
     Term,
     TermSet,
@@ -167,6 +177,22 @@ def _factor_mass(term: Term, skip: int | None = None) -> float:
     return _factor_masses(term, skip)[1]
 
 
+class _SkippedMass:
+    """Running upper bound of the mass of the terms a builder leaves out at its deadline;
+    terms sharing their continuous part (:meth:`Term.continuous_key`) share one bound of its
+    mass, so leaving out thousands of terms stays cheap."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.masses: dict[tuple, float] = {}
+
+    def add(self, term: Term, factor: float = 1.0) -> None:
+        key = term.continuous_key()
+        if key not in self.masses:
+            self.masses[key] = _factor_mass(term)
+        self.total += term.coefficient[2] * self.masses[key] * factor
+
+
 def _factor_masses(term: Term, skip: int | None = None) -> tuple[float, float]:
     """Enclosure of the mass of the term's continuous factors other than column ``skip``
     (polynomial pieces integrated in float64, widened by a relative 1e-12)."""
@@ -247,25 +273,41 @@ def _atoms_inside(term: Term, box_lo: np.ndarray, box_hi: np.ndarray) -> bool:
     return all(box_lo[j] <= v <= box_hi[j] for j, v in term.atoms.items())
 
 
+def _late(deadline: float) -> bool:
+    """Whether the deadline has passed: a term the builders then skip (or whose roots
+    were being listed, :class:`~verifier.wmi.engine.DeadlineReached`) enters as ``lost`` mass
+    (its whole mass, counted on both ends)."""
+    return time.perf_counter() >= deadline
+
+
 def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
                          dimension: int, box_lo: np.ndarray, box_hi: np.ndarray,
-                         violation: Any, keep: Any = None, kept: set[int] | None = None
-                         ) -> list[Query]:
+                         violation: Any, keep: Any = None, kept: set[int] | None = None,
+                         deadline: float = math.inf) -> list[Query]:
     """One query per (merged) term whose atoms lie in the precondition box and that
-    ``keep`` accepts; atoms of the columns ``kept`` are never merged away."""
+    ``keep`` accepts; atoms of the columns ``kept`` are never merged away. Terms reached
+    after ``deadline`` are left out as ``lost`` mass (:func:`_late`)."""
     read = set().union(*(read_columns(model) for model in models)) | (kept or set())
     terms = [t for t in termset.terms if _atoms_inside(t, box_lo, box_hi)
              and (keep is None or keep(t))]
-    queries = []
+    queries: list[Query] = []
+    skipped = _SkippedMass()
     for term in _merge(terms, read):
+        if _late(deadline):
+            skipped.add(term)
+            continue
         free = [j for j in range(dimension) if j not in term.atoms]
         if not free:
-            raise WMIInputError("every input column is discrete: nothing to integrate")
+            raise AllDiscrete("every input column is discrete: nothing to integrate")
         index = {j: k for k, j in enumerate(free)}
         layout = _place(term, index, len(free))
         lo = np.maximum(layout.lower, box_lo[free])
         hi = np.minimum(layout.upper, box_hi[free])
-        roots = build_roots(len(free), layout.factors, lo, hi)
+        try:
+            roots = build_roots(len(free), layout.factors, lo, hi, deadline=deadline)
+        except DeadlineReached:
+            skipped.add(term)
+            continue
         embed = np.eye(dimension)[:, free]
         offset = np.zeros(dimension)
         for j, v in term.atoms.items():
@@ -273,7 +315,7 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
         placements = [Placement(model, embed, offset) for model in models]
         queries.append(Query(len(free), roots, placements, violation, term.coefficient,
                              tuple(layout.envelopes), layout.lost))
-    return _with_lost(queries, termset.lost)
+    return _with_lost(queries, termset.lost + skipped.total)
 
 
 def _ball(termset: TermSet, center: Any, epsilon: float | None
@@ -289,19 +331,37 @@ def _ball(termset: TermSet, center: Any, epsilon: float | None
     return point - epsilon, point + epsilon
 
 
-def _solve(queries: list[Query], stop_at: float | None, executor: Executor | None,
-           timeout_s: float | None, tolerance: float) -> WMIResult:
+def _solve(queries: list[Query], engine: dict[str, Any]) -> WMIResult:
+    """Solve the queries in the time left of the property's deadline (building the queries
+    counted)."""
+    deadline = engine["deadline"]
+    if not queries and _late(deadline):
+        return WMIResult(probability=0.0, violation_probability=1.0, total_mass=0.0,
+                         violation_mass=0.0, regions=0, integrals=0, lps=0, elapsed_s=0.0,
+                         probability_lower=0.0, probability_upper=1.0, exact=False,
+                         timed_out=True)
     if not queries:
         raise WMIInputError("the precondition has probability zero under the prior")
-    return solve(queries, stop_at, executor, timeout_s=timeout_s, tolerance=tolerance)
+    timeout_s = None if deadline == math.inf else max(0.0, deadline - time.perf_counter())
+    return solve(queries, engine["stop_at"], engine["executor"], timeout_s=timeout_s,
+                 tolerance=engine["tolerance"])
+
+
+def _engine(stop_at: float | None, executor: Executor | None, bound_method: str,
+            timeout_s: float | None, tolerance: float) -> dict[str, Any]:
+    """The run options (the deadline counted from now) of :func:`_solve` and of
+    :func:`verifier.wmi.branching.branch`."""
+    deadline = math.inf if timeout_s is None else time.perf_counter() + float(timeout_s)
+    return {"stop_at": stop_at, "executor": executor, "bound_method": bound_method,
+            "deadline": deadline, "tolerance": tolerance}
 
 
 # ------------------------------------------------------------------------------ properties
 
 
 def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: float,
-                             label: int | None = None, bound_method: str = "crown"
-                             ) -> tuple[list[Query], int]:
+                             label: int | None = None, bound_method: str = "crown", *,
+                             deadline: float = math.inf) -> tuple[list[Query], int]:
     """The queries of :func:`local_robustness` and the label checked."""
     wrapped = as_model(model, bound_method)
     point = np.asarray(center, dtype=np.float64).reshape(-1)
@@ -309,7 +369,7 @@ def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: flo
     chosen = _predicted(wrapped, point) if label is None else int(label)
     box_lo, box_hi = _ball(termset, point, epsilon)
     return _single_copy_queries([wrapped], termset, point.size, box_lo, box_hi,
-                                OtherClass(chosen)), chosen
+                                OtherClass(chosen), deadline=deadline), chosen
 
 
 def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
@@ -319,22 +379,36 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
                      ) -> WMIResult:
     """``P(class(x) = label | ‖x − center‖∞ <= ε)`` under ``prior`` (Eq. 5); the label
     defaults to the model's prediction at the centre."""
-    queries, chosen = local_robustness_queries(model, prior, center, epsilon, label,
-                                               bound_method)
-    result = _solve(queries, stop_at, executor, timeout_s, tolerance)
+    engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
+    try:
+        queries, chosen = local_robustness_queries(model, prior, center, epsilon, label,
+                                                   bound_method, deadline=engine["deadline"])
+    except NotEnumerable:
+        if not branched.branchable(model):
+            raise
+        point = np.asarray(center, dtype=np.float64).reshape(-1)
+        chosen = _predicted(as_model(model, bound_method), point) if label is None \
+            else int(label)
+        if epsilon is None or not epsilon > 0:
+            raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
+        result = branched.local_robustness(model, prior, point - epsilon, point + epsilon,
+                                           chosen, engine=engine)
+        result.extra["label"] = chosen
+        return result
+    result = _solve(queries, engine)
     result.extra["label"] = chosen
     return result
 
 
 def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = None,
-                        epsilon: float | None = None, bound_method: str = "crown"
-                        ) -> list[Query]:
+                        epsilon: float | None = None, bound_method: str = "crown", *,
+                        deadline: float = math.inf) -> list[Query]:
     """The queries of :func:`equivalence`."""
     first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
     termset = _termset(prior, _input_size(first, second))
     box_lo, box_hi = _ball(termset, center, epsilon)
     return _single_copy_queries([first, second], termset, termset.dimension, box_lo, box_hi,
-                                Disagreement())
+                                Disagreement(), deadline=deadline)
 
 
 def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
@@ -344,8 +418,24 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
                 ) -> WMIResult:
     """``P(c₁(x) = c₂(x))`` under ``prior``, globally or in the ε-box around ``center``
     (Eq. 6)."""
-    queries = equivalence_queries(model, surrogate, prior, center, epsilon, bound_method)
-    return _solve(queries, stop_at, executor, timeout_s, tolerance)
+    engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
+    try:
+        queries = equivalence_queries(model, surrogate, prior, center, epsilon, bound_method,
+                                      deadline=engine["deadline"])
+    except NotEnumerable:
+        if not branched.branchable(model, surrogate):
+            raise
+        dimension = len(prior.support()[0])
+        if center is None:
+            lower, upper = np.full(dimension, -np.inf), np.full(dimension, np.inf)
+        else:
+            point = np.asarray(center, dtype=np.float64).reshape(-1)
+            if epsilon is None or not epsilon > 0:
+                raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
+            lower, upper = point - epsilon, point + epsilon
+        return branched.equivalence(model, surrogate, prior, lower, upper,
+                                    engine=engine)
+    return _solve(queries, engine)
 
 
 @dataclass
@@ -474,9 +564,10 @@ def _marginal_piece(piece: WeightPiece, where: int, scale: float) -> list[Weight
 
 def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
                          positive_class: int = 1, output: int | None = None,
-                         use_prior: bool = False, bound_method: str = "crown"
-                         ) -> list[Query]:
-    """The queries of :func:`monotonicity`."""
+                         use_prior: bool = False, bound_method: str = "crown",
+                         deadline: float = math.inf) -> list[Query]:
+    """The queries of :func:`monotonicity` (terms reached after ``deadline`` left out as
+    ``lost`` mass, :func:`_late`)."""
     wrapped = as_model(model, bound_method, values=output is not None)
     dimension = _input_size(wrapped)
     if not 0 <= feature < dimension:
@@ -487,10 +578,16 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
     violation = LostPositive(positive_class) if output is None else Decrease(output)
     if feature in termset.discrete_columns():
         return _with_lost(_discrete_monotonicity_queries(wrapped, termset, feature, decreasing,
-                                                         violation), 2 * termset.lost)
+                                                         violation, deadline), 2 * termset.lost)
     copy_pieces, copy_density = _copy_marginal(termset, feature)
-    queries = []
+    queries: list[Query] = []
+    skipped = _SkippedMass()
+    copies = math.nan  # the second copy's mass, bounded when a term is first left out
     for term in _merge(termset.terms, read_columns(wrapped)):
+        if _late(deadline):
+            copies = _prior_mass(termset) if math.isnan(copies) else copies
+            skipped.add(term, copies)
+            continue
         free = [j for j in range(dimension) if j not in term.atoms]
         index = {j: k for k, j in enumerate(free)}
         width = len(free) + 1
@@ -507,8 +604,13 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
         order = np.zeros((1, width))
         mine = index[feature]
         order[0, mine], order[0, copy] = (-1.0, 1.0) if decreasing else (1.0, -1.0)
-        roots = build_roots(width, layout.factors, layout.lower, layout.upper, order,
-                            np.zeros(1))
+        try:
+            roots = build_roots(width, layout.factors, layout.lower, layout.upper, order,
+                                np.zeros(1), deadline)
+        except DeadlineReached:
+            copies = _prior_mass(termset) if math.isnan(copies) else copies
+            skipped.add(term, copies)
+            continue
         first = np.zeros((dimension, width))
         for j, k in index.items():
             first[j, k] = 1.0
@@ -521,7 +623,15 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
         placements = [Placement(wrapped, first, offset), Placement(wrapped, second, offset)]
         queries.append(Query(width, roots, placements, violation, term.coefficient,
                              tuple(layout.envelopes), layout.lost))
-    return _with_lost(queries, 2 * termset.lost)
+    return _with_lost(queries, 2 * termset.lost + skipped.total)
+
+
+def _prior_mass(termset: TermSet) -> float:
+    """Upper bound of the total mass of the terms (1 up to rounding)."""
+    skipped = _SkippedMass()
+    for term in termset.terms:
+        skipped.add(term)
+    return skipped.total
 
 
 def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
@@ -545,8 +655,8 @@ def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
 
 
 def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermSet,
-                                   feature: int, decreasing: bool, violation: Any
-                                   ) -> list[Query]:
+                                   feature: int, decreasing: bool, violation: Any,
+                                   deadline: float = math.inf) -> list[Query]:
     """Monotonicity in a discrete (binary or integer) column: one query per (merged) prior
     term ``x`` and value ``v′`` of the feature's marginal with ``x_i < v′`` (``>`` when
     ``decreasing``); both copies share the term's continuous coordinates and differ only in
@@ -558,19 +668,28 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
                             f"{termset.name(feature)!r} belongs to a one-hot group")
     marginal = _value_marginal(termset, feature)
     dimension = termset.dimension
-    queries = []
+    queries: list[Query] = []
+    skipped = _SkippedMass()
     for term in _merge(termset.terms, read_columns(wrapped) | {feature}):
         value = term.atoms[feature]
         larger = [(v, c) for v, c in sorted(marginal.items())
                   if (v < value if decreasing else v > value) and c[2] > 0]
         if not larger:
             continue
+        if _late(deadline):
+            skipped.add(term, sum(c[2] for _, c in larger))
+            continue
         free = [j for j in range(dimension) if j not in term.atoms]
         if not free:
-            raise WMIInputError("every input column is discrete: nothing to integrate")
+            raise AllDiscrete("every input column is discrete: nothing to integrate")
         index = {j: k for k, j in enumerate(free)}
         layout = _place(term, index, len(free))
-        roots = build_roots(len(free), layout.factors, layout.lower, layout.upper)
+        try:
+            roots = build_roots(len(free), layout.factors, layout.lower, layout.upper,
+                                deadline=deadline)
+        except DeadlineReached:
+            skipped.add(term, sum(c[2] for _, c in larger))
+            continue
         embed = np.eye(dimension)[:, free]
         offset = np.zeros(dimension)
         for j, v in term.atoms.items():
@@ -582,10 +701,10 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
             queries.append(Query(len(free), roots, placements, violation,
                                  times(term.coefficient, weight), tuple(layout.envelopes),
                                  layout.lost * weight[2]))
-    if not queries:
+    if not queries and not skipped.total:
         raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
                             "differs in it")
-    return queries
+    return _with_lost(queries, skipped.total)
 
 
 def _with_lost(queries: list[Query], lost: float) -> list[Query]:
@@ -614,16 +733,27 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
     with ``x_i < x′_i`` (``>`` when ``decreasing``) form the precondition; a column of a
     one-hot group is refused.
     """
-    queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
-                                   positive_class=positive_class, output=output,
-                                   use_prior=use_prior, bound_method=bound_method)
-    return _solve(queries, stop_at, executor, timeout_s, tolerance)
+    engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
+    try:
+        queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
+                                       positive_class=positive_class, output=output,
+                                       use_prior=use_prior, bound_method=bound_method,
+                                       deadline=engine["deadline"])
+    except NotEnumerable:
+        if not branched.branchable(model):
+            raise
+        return branched.monotonicity(model, prior, feature, decreasing=decreasing,
+                                     positive_class=positive_class, output=output,
+                                     use_prior=use_prior,
+                                     engine=engine)
+    return _solve(queries, engine)
 
 
 def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | None,
-                             features: list[int], bound_method: str = "crown"
-                             ) -> list[Query]:
-    """The queries of :func:`noise_robustness`."""
+                             features: list[int], bound_method: str = "crown", *,
+                             deadline: float = math.inf) -> list[Query]:
+    """The queries of :func:`noise_robustness` (pairs reached after ``deadline`` left out
+    as ``lost`` mass, :func:`_late`)."""
     wrapped = as_model(model, bound_method)
     dimension = _input_size(wrapped)
     if noise is None:
@@ -642,15 +772,23 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
         if f in termset.discrete_columns() and position not in discrete_noise:
             raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
                                 "column or a discrete noise distribution; it is discrete")
-    queries = []
+    queries: list[Query] = []
+    skipped = _SkippedMass()
     for term in _merge(termset.terms, read_columns(wrapped)):
         for noise_term in noise_set.terms:
-            queries.append(_noise_query(wrapped, term, noise_term, features, dimension))
-    return _with_lost(queries, termset.lost + noise_set.lost)
+            if _late(deadline):
+                skipped.add(term, noise_term.coefficient[2] * _factor_mass(noise_term))
+                continue
+            try:
+                queries.append(_noise_query(wrapped, term, noise_term, features, dimension,
+                                            deadline))
+            except DeadlineReached:
+                skipped.add(term, noise_term.coefficient[2] * _factor_mass(noise_term))
+    return _with_lost(queries, termset.lost + noise_set.lost + skipped.total)
 
 
 def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
-                 features: list[int], dimension: int) -> Query:
+                 features: list[int], dimension: int, deadline: float = math.inf) -> Query:
     """One (prior term, noise term) query: the prior's free columns, then the noise's
     continuous columns as integration coordinates; a discrete noise value shifts its feature
     in the second copy by a constant."""
@@ -658,8 +796,8 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
     moving = [p for p in range(len(features)) if p not in noise_term.atoms]
     width = len(free) + len(moving)
     if width == 0:
-        raise WMIInputError("every input column and the noise are discrete: nothing to "
-                            "integrate")
+        raise AllDiscrete("every input column and the noise are discrete: nothing to "
+                          "integrate")
     index = {j: k for k, j in enumerate(free)}
     layout = _place(term, index, width)
     coordinate = {p: len(free) + k for k, p in enumerate(moving)}
@@ -669,7 +807,8 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
     noise_layout = _place(shifted_noise, {k: k for k in coordinate.values()}, width)
     lower = np.where(np.isfinite(layout.lower), layout.lower, noise_layout.lower)
     upper = np.where(np.isfinite(layout.upper), layout.upper, noise_layout.upper)
-    roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper)
+    roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper,
+                        deadline=deadline)
     first = np.zeros((dimension, width))
     for j, k in index.items():
         first[j, k] = 1.0
@@ -700,7 +839,15 @@ def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: li
     normal-type: then the result is a certified interval) or discrete values (each shifts its
     feature by a constant). A discrete feature of the prior takes discrete noise only (a
     density would move it off its values)."""
-    queries = noise_robustness_queries(model, prior, noise, features, bound_method)
-    return _solve(queries, stop_at, executor, timeout_s, tolerance)
+    engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
+    try:
+        queries = noise_robustness_queries(model, prior, noise, features, bound_method,
+                                           deadline=engine["deadline"])
+    except NotEnumerable:
+        if not branched.branchable(model):
+            raise
+        return branched.noise_robustness(model, prior, noise, features,
+                                         engine=engine)
+    return _solve(queries, engine)
 
 

@@ -100,8 +100,18 @@ class TermSet:
         return sorted({j for term in self.terms for j in term.atoms})
 
 
-class TooManyTerms(WMIInputError):
+class NotEnumerable(WMIInputError):
+    """A prior exact WMI cannot enumerate, though box branching (:mod:`verifier.wmi.branched`)
+    can audit a network under it."""
+
+
+class TooManyTerms(NotEnumerable):
     """The prior expands into more than :data:`MAX_TERMS` product terms."""
+
+
+class AllDiscrete(NotEnumerable):
+    """Every integration coordinate is fixed by discrete values: there is nothing to
+    integrate (region enumeration needs at least one continuous column)."""
 
 
 def _check_count(terms: list[Term]) -> list[Term]:

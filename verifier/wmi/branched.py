@@ -1,0 +1,139 @@
+"""The WMI properties by branching (:mod:`verifier.wmi.branching`), for priors whose discrete
+value combinations exact WMI cannot enumerate (:class:`verifier.wmi.terms.TooManyTerms`).
+
+Each function states the same probability as its namesake in :mod:`verifier.wmi.properties`
+(the same pairs, precondition and class rule) and returns a certified interval
+(:class:`~verifier.wmi.engine.WMIResult` with ``exact`` false). Only networks are branched:
+PV bounds networks, not scikit-learn trees, which keep the refusal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from verifier.network import Network
+from verifier.population.base import Distribution
+from verifier.spec import And, Not
+from verifier.wmi.branching import Copies, branch, input_atom
+from verifier.wmi.encode import WMIInputError
+from verifier.wmi.engine import WMIResult
+from verifier.wmi.measures import (
+    ColumnMarginal,
+    JointMeasure,
+    SupportUniform,
+    strict_order_probability,
+)
+
+Engine = dict[str, Any]  # stop_at, deadline, tolerance, executor, bound_method
+
+
+def branchable(*models: Any) -> bool:
+    """Whether every model is a network (PV bounds networks only)."""
+    return all(isinstance(model, Network) for model in models)
+
+
+def _names(prior: Any, dimension: int) -> list[str]:
+    names = getattr(prior, "columns", None) or (prior.column_names()
+                                                 if hasattr(prior, "column_names") else None)
+    return list(names) if names else [f"column {j}" for j in range(dimension)]
+
+
+def _sized(prior: Any, *models: Network) -> int:
+    sizes = {model.input_size for model in models}
+    dimension = len(prior.support()[0])
+    if sizes != {dimension}:
+        raise WMIInputError(f"the prior has {dimension} columns, the model "
+                            f"{sorted(sizes)[0]} inputs")
+    return dimension
+
+
+def _selection(rows: int, width: int) -> np.ndarray:
+    """``x = z[:rows]``: the identity on the first ``rows`` coordinates of ``z``."""
+    return np.eye(rows, width)
+
+
+def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
+                 positive_class: int, output: int | None, use_prior: bool,
+                 engine: Engine) -> WMIResult:
+    """Monotonicity in ``feature`` (:func:`verifier.wmi.properties.monotonicity`): ``x`` from
+    the prior (or the uniform prior on the support box), ``x′_i`` an independent draw of the
+    same measure's marginal of the feature, pairs with ``x_i < x′_i`` (``>`` when
+    ``decreasing``; equal values cannot violate and leave the precondition)."""
+    dimension = _sized(prior, model)
+    if not 0 <= feature < dimension:
+        raise WMIInputError(f"feature index {feature} is outside 0..{dimension - 1}")
+    names = _names(prior, dimension)
+    if any(feature in group for group in prior.onehot_groups()):
+        raise WMIInputError(f"monotonicity needs an ordered feature; column "
+                            f"{names[feature]!r} belongs to a one-hot group")
+    base = prior if use_prior else SupportUniform(prior, names)
+    measure = JointMeasure([base, ColumnMarginal(base, feature)])
+    width = dimension + 1
+    first = _selection(dimension, width)
+    second = first.copy()
+    second[feature, feature], second[feature, dimension] = 0.0, 1.0
+    copies = Copies([model, model], [first, second], [*names, f"{names[feature]}′"],
+                    values=output is not None)
+    outputs = int(copies.offsets[-1])
+    if output is None:
+        violation = And((copies.is_class(0, positive_class),
+                         Not(copies.is_class(1, positive_class))))
+    else:
+        violation = copies.decrease(output)
+    sign = -1.0 if decreasing else 1.0
+    ordered = input_atom({dimension: sign, feature: -sign}, 0.0, width, True, outputs)
+    return branch("monotonicity", copies, measure, And((violation, ordered)),
+                  strict_order_probability(measure.parts[1], engine["deadline"]), **engine)
+
+
+def noise_robustness(model: Network, prior: Any, noise: Distribution, features: list[int],
+                     *, engine: Engine) -> WMIResult:
+    """``P(c(x) = c(x + n))`` (:func:`verifier.wmi.properties.noise_robustness`): ``n`` is
+    added to ``features``; continuous noise on a discrete column is refused."""
+    dimension = _sized(prior, model)
+    if len(set(features)) != len(features) or not features or \
+            not all(0 <= f < dimension for f in features):
+        raise WMIInputError(f"noise features {features} must be distinct indices in "
+                            f"0..{dimension - 1}")
+    if noise.dimension != len(features):
+        raise WMIInputError(f"the noise has {noise.dimension} columns for "
+                            f"{len(features)} features")
+    names = _names(prior, dimension)
+    integer, noise_integer = prior.integer_columns(), noise.integer_columns()
+    for position, f in enumerate(features):
+        if integer[f] and not noise_integer[position]:
+            raise WMIInputError(f"noise on column {names[f]!r} needs a continuous column or a "
+                                "discrete noise distribution; it is discrete")
+    width = dimension + len(features)
+    first = _selection(dimension, width)
+    second = first.copy()
+    for position, f in enumerate(features):
+        second[f, dimension + position] = 1.0
+    copies = Copies([model, model], [first, second],
+                    [*names, *(f"noise.{names[f]}" for f in features)])
+    return branch("noise_robustness", copies, JointMeasure([prior, noise]),
+                  copies.disagree(0, 1), (1.0, 1.0), **engine)
+
+
+def local_robustness(model: Network, prior: Any, lower: np.ndarray, upper: np.ndarray,
+                     label: int, *, engine: Engine) -> WMIResult:
+    """``P(class(x) = label | lower <= x <= upper)``
+    (:func:`verifier.wmi.properties.local_robustness`)."""
+    dimension = _sized(prior, model)
+    copies = Copies([model], [np.eye(dimension)], _names(prior, dimension))
+    measure = JointMeasure([prior], lower, upper)
+    return branch("local_robustness", copies, measure, Not(copies.is_class(0, label)),
+                  measure.restricted_mass(), **engine)
+
+
+def equivalence(model: Network, surrogate: Network, prior: Any, lower: np.ndarray,
+                upper: np.ndarray, *, engine: Engine) -> WMIResult:
+    """``P(c₁(x) = c₂(x))`` (:func:`verifier.wmi.properties.equivalence`), in the box
+    ``[lower, upper]`` (infinite ends: everywhere)."""
+    dimension = _sized(prior, model, surrogate)
+    copies = Copies([model, surrogate], [np.eye(dimension)] * 2, _names(prior, dimension))
+    measure = JointMeasure([prior], lower, upper)
+    return branch("equivalence", copies, measure, copies.disagree(0, 1),
+                  measure.restricted_mass(), **engine)
