@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("verifier", "pipeline_steps", "registry_hooks", "configs", "certgate")
 NAMES_OF_THEIR_OWN = {
     "verifier/wmi/check.py": "the WMI engine's names of the properties it integrates",
+    "verifier/wmi/branched.py": "the names of the properties box branching certifies (its "
+                                "PV specifications' names)",
     "verifier/spec.py": "the name of the demographic-parity specification it builds",
 }
 """Modules that may spell a kind's name for a reason of their own (not to switch on a kind)."""
