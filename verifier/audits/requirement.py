@@ -5,9 +5,9 @@ verdict. Every audit kind (:mod:`verifier.audits`) judges its certified interval
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict
+
+from verifier.numerics import Comparison, Verdict, interval_verdict, proven_fail, proven_pass
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 
@@ -25,32 +25,16 @@ class Requirement(StrictSettings):
 
     quantity: str
     label: str
-    comparison: Literal[">", "<", ">=", "<="]
+    comparison: Comparison
     threshold: float
 
     def proven_pass(self, lower: float, upper: float) -> bool:
         """True only when every value in ``[lower, upper]`` passes."""
-        match self.comparison:
-            case ">":
-                return lower > self.threshold
-            case ">=":
-                return lower >= self.threshold
-            case "<":
-                return upper < self.threshold
-            case _:
-                return upper <= self.threshold
+        return proven_pass(self.comparison, self.threshold, lower, upper)
 
     def proven_fail(self, lower: float, upper: float) -> bool:
         """True only when no value in ``[lower, upper]`` passes."""
-        match self.comparison:
-            case ">":
-                return upper <= self.threshold
-            case ">=":
-                return upper < self.threshold
-            case "<":
-                return lower >= self.threshold
-            case _:
-                return lower > self.threshold
+        return proven_fail(self.comparison, self.threshold, lower, upper)
 
     @property
     def greater_is_better(self) -> bool:
@@ -61,14 +45,10 @@ class Requirement(StrictSettings):
         return f"{self.label} {self.comparison} {self.threshold:g}"
 
 
-def judged_verdict(requirement: Requirement, low: float, high: float) -> str:
+def judged_verdict(requirement: Requirement, low: float, high: float) -> Verdict:
     """``satisfied`` when ``[low, high]`` is a proven pass of ``requirement``, ``violated``
-    when a proven fail, else ``unknown``."""
-    if requirement.proven_pass(low, high):
-        return "satisfied"
-    if requirement.proven_fail(low, high):
-        return "violated"
-    return "unknown"
+    when a proven fail, else ``unknown`` (the table of :mod:`verifier.numerics.comparison`)."""
+    return interval_verdict(requirement.comparison, requirement.threshold, low, high)
 
 
 def effective_timeout(own: float | None, budget: float | None) -> float | None:

@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from verifier.numerics import EPS, relative_margin
 from verifier.population.distributions import Categorical
 from verifier.population.elimination import LETTERS, Elimination, _RowTable
-from verifier.population.rounding import TINY, relative_margin
+from verifier.population.rounding import TINY
 
 if TYPE_CHECKING:
     from verifier.population.bayesnet import BayesNode
 
-EPS = float(np.finfo(np.float64).eps)
 DEFAULT_BINS = 12
 
 

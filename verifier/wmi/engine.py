@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.population.rounding import EPS
+from verifier.numerics import EPS
 from verifier.wmi.encode import Placement, Root, WeightFactor, WMIInputError
 from verifier.wmi.envelope import Envelope, Refiner, box_summary, refine_until
 from verifier.wmi.integrate import integrate_simplices

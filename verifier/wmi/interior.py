@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verifier.population.rounding import EPS
+from verifier.numerics import EPS
 
 
 def gamma(n: int) -> float:
