@@ -120,6 +120,10 @@ def test_sum_bounds_enclose_any_summation_order(terms: list[float], rng) -> None
     assert float(sum_lower(total, roundings)) >= 0.0
 
 
+def test_an_empty_sum_stays_exactly_zero() -> None:
+    assert float(sum_lower(0.0, 10)) == 0.0 and float(sum_upper(0.0, 10)) == 0.0
+
+
 def test_sum_bounds_give_up_past_the_valid_rounding_count() -> None:
     huge = 2**52
     assert float(sum_lower(1.0, huge)) == 0.0 and float(sum_upper(1.0, huge)) == math.inf

@@ -116,12 +116,14 @@ def sum_lower(total: ArrayLike, roundings: int | ArrayLike) -> np.ndarray:
 
 def sum_upper(total: ArrayLike, roundings: int | ArrayLike) -> np.ndarray:
     """An upper bound of the exact value of non-negative terms whose float evaluation gave
-    ``total`` (see :func:`sum_lower`). Element-wise; ``+inf`` where ``roundings·u > 3/8``."""
+    ``total`` (see :func:`sum_lower`). Element-wise; ``+inf`` where ``roundings·u > 3/8``.
+    A zero ``total`` stays zero: a float sum of non-negative terms is zero only when every
+    term is."""
     total = np.asarray(total, dtype=np.float64)
     count = np.asarray(roundings, dtype=np.float64)
     with np.errstate(over="ignore"):
         grown = up_array(total * (1.0 + 2.0 * count * EPS))
-    return np.where(count <= _MAX_ROUNDINGS, grown, np.inf)
+    return np.where(count <= _MAX_ROUNDINGS, np.where(total == 0, 0.0, grown), np.inf)
 
 
 def widened_down(values: ArrayLike, relative: float = FUNCTION_REL_MARGIN) -> np.ndarray:
