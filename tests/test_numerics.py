@@ -28,6 +28,8 @@ from verifier.numerics import (
     down,
     down_array,
     interval_verdict,
+    mul_down,
+    mul_up,
     nonnegative_quotient,
     probability_ratio,
     proven_fail,
@@ -104,6 +106,15 @@ def test_add_down_and_up_are_the_directed_roundings_of_the_exact_sum(a: float, b
     if math.isfinite(high) and high != -MAX:
         assert exact(down(high)) < truth
     if truth == 0:
+        assert low == high == 0.0
+
+
+@given(finite | tiny, finite | tiny)
+def test_products_step_outward_and_a_zero_factor_stays_exact(a: float, b: float) -> None:
+    truth = exact(a) * exact(b)
+    low, high = float(mul_down(a, b)), float(mul_up(a, b))
+    assert below(low, truth) and above(high, truth)
+    if a == 0.0 or b == 0.0:
         assert low == high == 0.0
 
 

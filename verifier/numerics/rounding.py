@@ -93,6 +93,23 @@ def add_up(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     return np.where(exact, total, up_array(total))
 
 
+def mul_down(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """A float ``<= a·b`` (element-wise): the computed product stepped down, except an exact
+    zero (a zero factor) stays zero."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        product = a * b
+    return np.where((a == 0) | (b == 0), 0.0, down_array(product))
+
+
+def mul_up(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """A float ``>= a·b`` (element-wise; see :func:`mul_down`)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        product = a * b
+    return np.where((a == 0) | (b == 0), 0.0, up_array(product))
+
+
 def relative_margin(operations: int) -> float:
     """Relative widening that absorbs the rounding of a chain of ``operations`` float
     operations on positive values (products, sums of non-negative terms, quotients; no
