@@ -149,6 +149,10 @@ def test_widening_covers_the_stated_relative_error(value: float, share: float,
     assert above(float(widened_up(value, relative)), truth)
 
 
+def test_widening_steps_past_an_underflowed_zero() -> None:
+    assert float(widened_down(0.0, 1e-12)) < 0.0 < float(widened_up(0.0, 1e-12))
+
+
 @given(st.integers(min_value=0, max_value=10**6))
 def test_relative_margin_exceeds_gamma(operations: int) -> None:
     unit = Fraction(1, 2**53)

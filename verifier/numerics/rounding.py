@@ -146,7 +146,9 @@ def sum_upper(total: ArrayLike, roundings: int | ArrayLike) -> np.ndarray:
 def widened_down(values: ArrayLike, relative: float = FUNCTION_REL_MARGIN) -> np.ndarray:
     """A lower bound of the real value a computed ``values`` stands for, when ``values`` is
     within ``relative`` of it, relatively (a library function's error; any sign):
-    ``values·(1 ∓ relative)`` stepped down once. Element-wise, float64."""
+    ``values·(1 ∓ relative)`` stepped down once. Element-wise, float64. A zero steps too: a
+    library function that underflows returns 0 for a real value that is not (``exp(-800)``),
+    outside any relative error; callers that know a zero is exact keep it themselves."""
     values = np.asarray(values, dtype=np.float64)
     with np.errstate(over="ignore"):
         widened = np.where(values > 0, values * (1.0 - relative), values * (1.0 + relative))

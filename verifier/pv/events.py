@@ -48,4 +48,3 @@ class TrackedEvents:
             b_lo, b_hi = float(lower[complement]), float(upper[complement])
             result[name] = share_interval(a_lo, a_hi, b_lo, b_hi)
         return result
-
