@@ -114,9 +114,8 @@ def relative_margin(operations: int) -> float:
     """Relative widening that absorbs the rounding of a chain of ``operations`` float
     operations on positive values (products, sums of non-negative terms, quotients; no
     cancellation, no underflow): ``max(FUNCTION_REL_MARGIN, 4·(operations + 1)·ε)``, which
-    exceeds ``γ_(operations + 1)`` while it stays below 1/2. Apply it with
-    :func:`widened_down` / :func:`widened_up`, which also step once for their own
-    product."""
+    exceeds ``γ_(operations + 1)`` while it stays below 1/2 (for results above the
+    subnormal range, where rounding error is relative)."""
     return max(FUNCTION_REL_MARGIN, 4.0 * (operations + 1) * EPS)
 
 

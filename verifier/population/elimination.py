@@ -36,14 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from verifier.numerics import (
-    EPS,
-    down_array,
-    relative_margin,
-    up_array,
-    widened_down,
-    widened_up,
-)
+from verifier.numerics import EPS, down_array, relative_margin, up_array
 from verifier.population.distributions import Categorical
 from verifier.population.rounding import TINY, Enclosure
 
@@ -305,8 +298,8 @@ class Elimination:
         reached = upper > 0
         return Enclosure(
             np.where(off, 0.0, np.clip(value, 0.0, 1.0)),
-            np.where(off, 0.0, np.clip(widened_down(lower, margin) - TINY, 0.0, 1.0)),
-            np.where(off, 0.0, np.clip(np.where(reached, widened_up(upper, margin) + TINY, upper),
+            np.where(off, 0.0, np.clip(lower * (1.0 - margin) - TINY, 0.0, 1.0)),
+            np.where(off, 0.0, np.clip(upper * (1.0 + margin) + np.where(reached, TINY, 0.0),
                                        0.0, 1.0)),
         )
 
@@ -399,6 +392,6 @@ class Elimination:
         margin = relative_margin(self.operations)
         return Enclosure(
             np.clip(value, 0.0, 1.0),
-            np.clip(widened_down(lower, margin) - TINY, 0.0, 1.0),
-            np.clip(np.where(reached, widened_up(upper, margin) + TINY, upper), 0.0, 1.0),
+            np.clip(lower * (1.0 - margin) - TINY, 0.0, 1.0),
+            np.clip(upper * (1.0 + margin) + np.where(reached, TINY, 0.0), 0.0, 1.0),
         )

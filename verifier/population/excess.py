@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from verifier.numerics import EPS, relative_margin, widened_down
+from verifier.numerics import EPS, relative_margin
 from verifier.population.distributions import Categorical
 from verifier.population.elimination import LETTERS, Elimination, _RowTable
 from verifier.population.rounding import TINY
@@ -65,12 +65,12 @@ def _listed_values(node: BayesNode, table: _RowTable | None, cells_low: np.ndarr
         weights = np.stack([d.weights for d in distributions])  # type: ignore[union-attr]
         margin = max(d.margin for d in distributions)  # type: ignore[union-attr]
         values = np.arange(node.width, dtype=np.float64)
-        lower = widened_down(weights, margin)
+        lower = weights * (1.0 - margin)
     else:
         if table is None:
             return None
         values = table.values
-        lower = widened_down(table.probabilities, table.margin)
+        lower = table.probabilities * (1.0 - table.margin)
     inside_gap = (values[None, :] > cells_low[:, None]) & (values[None, :] < cells_high[:, None])
     on_point = cells_point[:, None] & (values[None, :] == cells_low[:, None])
     member = np.where(cells_point[:, None], on_point, inside_gap)
@@ -286,7 +286,7 @@ class ExcessBounds:
             pending.append(_eliminate(involved, variable, bins))
         total = _combine(pending, bins)
         terms = elimination.operations + len(elimination.factors) * (bins + 2) * 2
-        return np.clip(widened_down(total[:, bins], relative_margin(terms)) - TINY, 0.0, 1.0)
+        return np.clip(total[:, bins] * (1.0 - relative_margin(terms)) - TINY, 0.0, 1.0)
 
 
 def _letters(variables: tuple[int, ...], names: dict[int, str]) -> str:

@@ -23,9 +23,10 @@ arithmetic:
   most ``k * eps`` for ``k`` terms; differences of sorted cumulative sums carry the same bound
   relative to the two cumulative values.
 * Products, weighted sums and sums of enclosures multiply (add) the lower ends and the upper
-  ends and widen the results by :func:`verifier.numerics.relative_margin` of the number of
-  operations, then one float step (:func:`verifier.numerics.widened_down`), which dominates
-  the float rounding of the operations themselves. A ratio (a conditional probability) is
+  ends and scale the results by ``1 ∓`` :func:`verifier.numerics.relative_margin` of the
+  number of operations, which dominates the float rounding of the operations themselves
+  (for results above the subnormal range; see docs/decisions.md, 2026-11-28, on why these
+  are not stepped once more). A ratio (a conditional probability) is
   enclosed by :func:`verifier.numerics.probability_ratio`: one float step outward.
 
 All ends are clipped to ``[0, 1]`` (a probability cannot leave it) and never NaN.
@@ -42,12 +43,8 @@ from scipy.special import erf, ndtr
 from verifier.numerics import (
     EPS,
     FUNCTION_REL_MARGIN,
-    add_down,
-    add_up,
     probability_ratio,
     relative_margin,
-    widened_down,
-    widened_up,
 )
 
 TINY = 1e-300
@@ -69,10 +66,11 @@ class Enclosure:
 
     @staticmethod
     def from_error(value: np.ndarray, error: np.ndarray) -> Enclosure:
-        """``value ± error`` rounded outward, clipped to ``[0, 1]``."""
+        """``value ± error``, clipped to ``[0, 1]``."""
         value = np.clip(value, 0.0, 1.0)
-        return Enclosure(value, np.clip(add_down(value, -np.asarray(error)), 0.0, 1.0),
-                         np.clip(add_up(value, error), 0.0, 1.0))
+        return Enclosure(
+            value, np.clip(value - error, 0.0, 1.0), np.clip(value + error, 0.0, 1.0)
+        )
 
     @staticmethod
     def exact(value: np.ndarray) -> Enclosure:
@@ -95,43 +93,36 @@ class Enclosure:
 
 
 def product(factors: Sequence[Enclosure]) -> Enclosure:
-    """Enclosure of the product of independent probabilities (shapes broadcast); exactly 0
-    where a factor's upper end is exactly 0."""
+    """Enclosure of the product of independent probabilities (shapes broadcast)."""
     value = lower = upper = np.float64(1.0)
-    zero = np.False_
     for factor in factors:
         value = value * factor.value
         lower = lower * factor.lower
         upper = upper * factor.upper
-        zero = zero | (factor.upper == 0)
     margin = relative_margin(len(factors))
     return Enclosure(
         np.clip(value, 0.0, 1.0),
-        np.clip(widened_down(lower, margin), 0.0, 1.0),
-        np.where(zero, 0.0, np.clip(widened_up(upper, margin), 0.0, 1.0)),
+        np.clip(lower * (1.0 - margin), 0.0, 1.0),
+        np.clip(upper * (1.0 + margin), 0.0, 1.0),
     )
 
 
 def weighted_sum(weights: np.ndarray, parts: Enclosure) -> Enclosure:
-    """``Σ_k weights[k] · parts[..., k]`` for non-negative weights (last axis summed);
-    exactly 0 where every term has a zero weight or a zero upper end."""
+    """``Σ_k weights[k] · parts[..., k]`` for non-negative weights (last axis summed)."""
     margin = relative_margin(weights.size + 1)
     value = parts.value @ weights
-    lower = widened_down(parts.lower @ weights, margin)
-    zero = ((parts.upper == 0) | (weights == 0)).all(axis=-1)
-    upper = np.where(zero, 0.0, widened_up(parts.upper @ weights, margin))
+    lower = (parts.lower @ weights) * (1.0 - margin)
+    upper = (parts.upper @ weights) * (1.0 + margin)
     return Enclosure(np.clip(value, 0.0, 1.0), np.clip(lower, 0.0, 1.0), np.clip(upper, 0.0, 1.0))
 
 
 def summed(parts: Enclosure, axis: int = -1) -> Enclosure:
-    """Sum of the enclosures along ``axis`` (e.g. over the regimes of a Bayesian network);
-    exactly 0 where every part's upper end is."""
+    """Sum of the enclosures along ``axis`` (e.g. over the regimes of a Bayesian network)."""
     margin = relative_margin(parts.value.shape[axis] + 1)
-    zero = (parts.upper == 0).all(axis=axis)
     return Enclosure(
         np.clip(parts.value.sum(axis=axis), 0.0, 1.0),
-        np.clip(widened_down(parts.lower.sum(axis=axis), margin), 0.0, 1.0),
-        np.where(zero, 0.0, np.clip(widened_up(parts.upper.sum(axis=axis), margin), 0.0, 1.0)),
+        np.clip(parts.lower.sum(axis=axis) * (1.0 - margin), 0.0, 1.0),
+        np.clip(parts.upper.sum(axis=axis) * (1.0 + margin), 0.0, 1.0),
     )
 
 
