@@ -58,7 +58,6 @@ logger = logging.getLogger(__name__)
 CheckStatus = Literal["proven_pass", "proven_fail", "undecided", "missing", "inconsistent",
                       "contradicted", "contradicted_warn"]
 Outcome = Literal["passed", "failed", "warned"]
-EXIT_CODES: dict[str, int] = {"passed": 0, "warned": 0, "failed": 1}
 CHECK_GROUPS: tuple[tuple[str, tuple[CheckStatus, ...]], ...] = (
     ("failing", ("proven_fail", "missing", "inconsistent", "contradicted")),
     ("warning", ("contradicted_warn",)),
@@ -95,10 +94,6 @@ class GateDecision:
     reasons: list[str] = field(default_factory=list)
     withdrawn_aliases: list[str] = field(default_factory=list)
     """``"'alias' removed from models:/NAME/VERSION"`` for each alias a failed gate removed."""
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.outcome]
 
     def reasons_by_group(self) -> dict[str, list[str]]:
         """The reasons of the checks in each group of :data:`CHECK_GROUPS` (every group, in

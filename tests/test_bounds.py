@@ -17,9 +17,7 @@ from scipy.optimize import linprog
 from strategies import assert_status_holds_at, networks, random_network
 
 from verifier.bounds import (
-    ABS_MARGIN,
     METHODS,
-    REL_MARGIN,
     alpha_crown,
     compute_bounds,
     crown,
@@ -27,6 +25,7 @@ from verifier.bounds import (
 )
 from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network, compose, min_feature_transform
+from verifier.numerics import SOUNDNESS_ABS_MARGIN, SOUNDNESS_REL_MARGIN
 
 SLACK = 1e-9  # sampled values are computed in float64 too: allow their own rounding
 
@@ -164,7 +163,8 @@ def test_crown_is_exact_where_every_relu_is_stable() -> None:
     for b in np.flatnonzero(stable)[:50]:
         vertices = lo[b] + (hi[b] - lo[b]) * corners
         values = network.evaluate(vertices)
-        scale = REL_MARGIN * 1e3 * (1 + np.abs(values).max()) + ABS_MARGIN * 1e3
+        scale = (SOUNDNESS_REL_MARGIN * 1e3 * (1 + np.abs(values).max())
+                 + SOUNDNESS_ABS_MARGIN * 1e3)
         assert np.allclose(result.lower[b], values.min(axis=0), atol=scale, rtol=0)
         assert np.allclose(result.upper[b], values.max(axis=0), atol=scale, rtol=0)
 

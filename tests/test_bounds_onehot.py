@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import random_network
 
-from verifier.bounds import METHODS, REL_MARGIN, compute_bounds
+from verifier.bounds import METHODS, compute_bounds
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_outputs
 from verifier.network import Layer, Network
+from verifier.numerics import SOUNDNESS_REL_MARGIN
 
 GROUPS = ((0, 1, 2), (3, 4))
 # the same shapes of groups over columns that are neither contiguous nor in order
@@ -92,7 +93,7 @@ def test_an_affine_network_is_bounded_by_its_best_and_worst_category(method: str
     result = compute_bounds(network, lo, hi, None, method, groups=groups)
     # best/worst category per group: min(-3, -2, 5) + min(1, -4), max likewise; x5 in [-1, 2];
     # the only slack allowed is the rounding margin (magnitude sum |w| max(|lo|, |hi|) = 16.25)
-    margin = 2 * REL_MARGIN * 16.25
+    margin = 2 * SOUNDNESS_REL_MARGIN * 16.25
     # the box relaxation lets two categories of the first group be 1 at once: -5 instead of -3
     assert result.lower[0, 0] == pytest.approx(-3.0 - 4.0 - 0.5 + 0.25, abs=margin)
     assert result.upper[0, 0] == pytest.approx(5.0 + 1.0 + 1.0 + 0.25, abs=margin)

@@ -11,9 +11,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verifier.bounds import ABS_MARGIN, compute_bounds
+from verifier.bounds import compute_bounds
 from verifier.exact_arith import exact_outputs
 from verifier.network import Layer, Network
+from verifier.numerics import SOUNDNESS_ABS_MARGIN
 from verifier.single_precision import RANGE, UNIT, single_margins
 
 
@@ -101,7 +102,7 @@ def _margins(weights: list[torch.Tensor], biases: list[torch.Tensor],
     slopes = [torch.ones(1, w.shape[0], dtype=torch.float64) for w in weights[:-1]]
     intercepts = [torch.zeros(1, w.shape[0], dtype=torch.float64) for w in weights[:-1]]
     return single_margins(weights, biases, slopes, intercepts, bounds, 0, magnitude, support,
-                          ABS_MARGIN)
+                          SOUNDNESS_ABS_MARGIN)
 
 
 def test_float32_margins_cover_the_rounding_of_the_row() -> None:
@@ -116,8 +117,8 @@ def test_float32_margins_cover_the_rounding_of_the_row() -> None:
     wide = margins.to(torch.float64)
     # a structural zero is exact; a row that may be non-zero gets at least the absolute margin
     assert wide[0, 0] == 0.0
-    assert wide[0, 1] >= ABS_MARGIN
-    assert bool((wide[0, 1:] >= 2 * gamma * magnitude[0, 1:] + ABS_MARGIN).all())
+    assert wide[0, 1] >= SOUNDNESS_ABS_MARGIN
+    assert bool((wide[0, 1:] >= 2 * gamma * magnitude[0, 1:] + SOUNDNESS_ABS_MARGIN).all())
 
 
 def test_rows_float32_cannot_hold_stay_in_float64() -> None:

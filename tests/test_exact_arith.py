@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from verifier.exact_arith import linear_form_bounds, two_product, two_sum
+from verifier.exact_arith import linear_form_bounds
+from verifier.numerics import two_product, two_sum
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 tiny = st.floats(min_value=-1e-300, max_value=1e-300, allow_nan=False)

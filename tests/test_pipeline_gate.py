@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from configs.schema import GatePolicy
+from pipeline_steps.cli.exit_codes import exit_for
 from pipeline_steps.gate import check_certificate, decide, mirror_in_mlflow
 from verifier.audits import DemographicParitySettings
 from verifier.certificate import Certificate
@@ -63,10 +64,10 @@ def test_decision_combines_audits_and_policy() -> None:
     assert decide(audits, {"a": passing, "b": passing}, FAIL).outcome == "passed"
     assert decide(audits, {"a": passing, "b": undecided}, FAIL).outcome == "failed"
     warned = decide(audits, {"a": passing, "b": undecided}, WARN)
-    assert warned.outcome == "warned" and warned.exit_code == 0
+    assert warned.outcome == "warned" and exit_for(warned.outcome) == 0
     assert decide(audits, {"a": failing, "b": undecided}, WARN).outcome == "failed"
     missing = decide(audits, {"a": passing}, WARN)
-    assert missing.outcome == "failed" and missing.exit_code == 1
+    assert missing.outcome == "failed" and exit_for(missing.outcome) == 1
     assert missing.reasons[1] == "b: no certificate"
 
 

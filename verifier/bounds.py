@@ -14,7 +14,8 @@ Guarantees
 * CROWN and alpha-CROWN are intersected with IBP on the final layer, and alpha-CROWN with CROWN,
   so each is never looser than the cheaper method.
 * Floating point (DESIGN D2): every computed bound — intermediate and final — is widened
-  outward by ``REL_MARGIN × magnitude + ABS_MARGIN``. The *magnitude* is the network (and
+  outward by ``SOUNDNESS_REL_MARGIN × magnitude + SOUNDNESS_ABS_MARGIN``
+  (:mod:`verifier.numerics.margins`). The *magnitude* is the network (and
   the specification) evaluated in absolute values — ``|C|·|W_L|·…·|W_1|·max(|lo|, |hi|)``
   plus the absolute biases and relaxation intercepts — computed from the unfolded factors,
   never from float products that may have cancelled (``C·W`` can round to an exact zero
@@ -42,7 +43,7 @@ runs on a flat list of ``(box, row)`` pairs that share each layer's weight matri
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -51,13 +52,13 @@ import torch
 
 from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
+from verifier.numerics import SOUNDNESS_ABS_MARGIN, SOUNDNESS_REL_MARGIN
+from verifier.numerics.tensor import magnitude_margin
 from verifier.single_precision import single_margins
 
 Method = Literal["ibp", "crown", "alpha-crown"]
 METHODS: tuple[str, ...] = ("ibp", "crown", "alpha-crown")
 
-REL_MARGIN = 1e-9
-ABS_MARGIN = 1e-12
 # Rows back-substituted together: a chunk's (rows, inputs) tensors then stay in the core's
 # cache (Adult-13 2x64, 2,000 boxes, one thread: 1.10 s per batch at 4,096 rows, 0.80 s at
 # 1,024; 256 no faster).
@@ -445,23 +446,6 @@ def _as_spec(spec: np.ndarray | None, outputs: int, batch: int) -> torch.Tensor:
     )
 
 
-def _margin(magnitude: torch.Tensor, support: Callable[[], torch.Tensor]) -> torch.Tensor:
-    """The rounding margin of a sum whose real terms have absolute values adding up to at
-    most ``magnitude`` (computed in float).
-
-    ``REL_MARGIN·magnitude + ABS_MARGIN`` in general. Where ``magnitude`` is exactly zero in
-    float, ``support()`` (same shape; only called then) says whether some real term may
-    still be non-zero (e.g. a product that underflowed): then ``ABS_MARGIN``, which dominates
-    any such underflowed sum; only a structurally zero sum — every term exactly zero in real
-    arithmetic — gets no margin, because its float evaluation is exact.
-    """
-    margin = REL_MARGIN * magnitude + ABS_MARGIN
-    zero = magnitude == 0
-    if bool(zero.any()):
-        margin = torch.where(zero, torch.where(support(), ABS_MARGIN, 0.0), margin)
-    return margin
-
-
 def _sanitise(lower: torch.Tensor, upper: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Replace bounds that overflowed or became NaN by the infinite bound on their side.
 
@@ -520,7 +504,7 @@ def _interval_affine(
         lo_inf = (i_lo == -np.inf).to(torch.float64)
         hi_inf = (i_hi == np.inf).to(torch.float64)
         # a folded coefficient within rounding of zero has an unknown real sign
-        certain = part.weight.abs() > REL_MARGIN * part.mag_weight
+        certain = part.weight.abs() > SOUNDNESS_REL_MARGIN * part.mag_weight
         unsure = (part.support_weight > 0) & ~certain
         has_pos = ((positive > 0) & certain | unsure).to(torch.float64)
         has_neg = ((negative < 0) & certain | unsure).to(torch.float64)
@@ -557,7 +541,7 @@ def _widened(
         reach = _apply(affine.support_weight, inputs)
         return (reach > 0) | affine.support_bias
 
-    margin = _margin(magnitude, support)
+    margin = magnitude_margin(magnitude, support)
     return _sanitise(lower - margin, upper + margin)
 
 
@@ -880,7 +864,7 @@ class _Magnitudes:
 
 def _row_margins(magnitude: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
     """Margins of rows with real-term magnitudes ``magnitude`` (the margin rule)."""
-    return _margin(magnitude, lambda: support > 0)
+    return magnitude_margin(magnitude, lambda: support > 0)
 
 
 def _single_rows(
@@ -898,7 +882,7 @@ def _single_rows(
         [relaxations[j].slope_bound if j in relaxations else None for j in below],
         [relaxations[j].upper_intercept if j in relaxations else None for j in below],
         [*inputs_lo, *inputs_hi], 0 if onehot is None else onehot.index.shape[0],
-        magnitude, support, ABS_MARGIN,
+        magnitude, support, SOUNDNESS_ABS_MARGIN,
     )
     if margins is None:
         return None

@@ -8,7 +8,8 @@ Veltkamp–Dekker ``TwoProduct`` and Knuth's ``TwoSum``), so the computed value 
 the errors is the exact real result. The returned bounds widen the value by twice the sum of
 the absolute errors (then one ulp): no widening at all when every step was exact, a rigorous
 one otherwise. Valid for finite values below ~1e290 in magnitude (Veltkamp splitting must
-not overflow); larger finite values fall back to a relative margin of 1e-12. Products
+not overflow); larger finite values fall back to the relative margin
+:data:`~verifier.numerics.FUNCTION_REL_MARGIN` (1e-12). Products
 smaller than ~1e-280 (where splitting underflows) use the rigorous bound
 ``2⁻⁵³·|product| + 2⁻¹⁰⁷⁴`` on their rounding error instead of the computed one.
 """
@@ -23,34 +24,10 @@ from fractions import Fraction
 import numpy as np
 
 from verifier.network import Layer, Network, NetworkError
+from verifier.numerics import FUNCTION_REL_MARGIN, down_array, two_product, two_sum, up_array
 
-_SPLITTER = 134217729.0  # 2**27 + 1
 _SAFE = 1e290
 _TINY = 1e-280
-
-
-def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    scaled = _SPLITTER * a
-    high = scaled - (scaled - a)
-    return high, a - high
-
-
-def two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``a·b = product + error`` exactly for finite operands whose product neither overflows
-    nor falls below ~1e-280 in magnitude."""
-    product = a * b
-    a_high, a_low = _split(a)
-    b_high, b_low = _split(b)
-    error = ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low
-    return product, error
-
-
-def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``a + b = total + error`` exactly (for finite operands)."""
-    total = a + b
-    virtual = total - a
-    error = (a - (total - virtual)) + (b - virtual)
-    return total, error
 
 
 def linear_form_bounds(
@@ -92,12 +69,13 @@ def linear_form_bounds(
             value, sum_error = two_sum(value, product)
             error_mass += np.abs(product_error) + np.abs(sum_error)
             large = np.abs(finite_corner) * np.abs(c) > _SAFE
-            error_mass = np.where(large, error_mass + 1e-12 * np.abs(product), error_mass)
+            error_mass = np.where(large, error_mass + FUNCTION_REL_MARGIN * np.abs(product),
+                                  error_mass)
         margin = 2.0 * error_mass
         if minimise:
-            bound = np.where(margin > 0, np.nextafter(value - margin, -np.inf), value)
+            bound = np.where(margin > 0, down_array(value - margin), value)
         else:
-            bound = np.where(margin > 0, np.nextafter(value + margin, np.inf), value)
+            bound = np.where(margin > 0, up_array(value + margin), value)
         bound = np.where(minus_inf, -np.inf, bound)
         bound = np.where(plus_inf, np.inf, bound)
         result.append(bound)

@@ -13,11 +13,11 @@ the head is applied:
 
 Floating point: ``exp``, ``log1p`` and the float operations are each within a few units in the
 last place of the real value (IEEE operations within half a unit; numpy's ``exp``/``log1p``
-within 4); every intermediate is widened outward by the relative :data:`REL_MARGIN` (about
-4,500 units in the last place) plus ``n·2⁻⁵²`` for a sum of ``n`` terms, and then by one more
-float step, so rounding can only loosen a bound. Results are clipped to the head's range
-(``[0, 1]`` for sigmoid and softmax, ``(−∞, 0]`` for log-softmax). Infinite logit bounds give
-the range's ends, never NaN.
+within 4); every intermediate is widened outward by the relative ``FUNCTION_REL_MARGIN``
+(:mod:`verifier.numerics`; about 4,500 units in the last place) plus ``n·2⁻⁵²`` for a sum
+of ``n`` terms, and then by one more float step, so rounding can only loosen a bound.
+Results are clipped to the head's range (``[0, 1]`` for sigmoid and softmax, ``(−∞, 0]`` for
+log-softmax). Infinite logit bounds give the range's ends, never NaN.
 """
 
 from __future__ import annotations
@@ -26,29 +26,15 @@ import numpy as np
 
 from verifier.bounds import Method, compute_bounds, pairwise_difference_spec
 from verifier.network import Network
-
-REL_MARGIN = 1e-12
-EPS = 2.0**-52
-
-
-def _up(values: np.ndarray, rel: float = REL_MARGIN) -> np.ndarray:
-    """A float at least the real value a computed ``values`` (within ``rel``) stands for."""
-    widened = np.where(values > 0, values * (1.0 + rel), values * (1.0 - rel))
-    return np.nextafter(widened, np.inf)
-
-
-def _down(values: np.ndarray, rel: float = REL_MARGIN) -> np.ndarray:
-    """A float at most the real value a computed ``values`` (within ``rel``) stands for."""
-    widened = np.where(values > 0, values * (1.0 - rel), values * (1.0 + rel))
-    return np.nextafter(widened, -np.inf)
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN, widened_down, widened_up
 
 
 def sigmoid_bounds(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Bounds of ``sigmoid(z)`` for every ``z`` in ``[lower, upper]`` (element-wise, any
     shape; infinite ends allowed)."""
     with np.errstate(over="ignore"):
-        low = _down(1.0 / _up(1.0 + _up(np.exp(-lower))))
-        high = _up(1.0 / _down(1.0 + _down(np.exp(-upper))))
+        low = widened_down(1.0 / widened_up(1.0 + widened_up(np.exp(-lower))))
+        high = widened_up(1.0 / widened_down(1.0 + widened_down(np.exp(-upper))))
     return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
 
@@ -58,10 +44,10 @@ def _exp_sums(lower: np.ndarray, upper: np.ndarray,
     ``[n_boxes, outputs·(outputs − 1)]``: row ``(i, j)`` bounds ``z_j − z_i``, ``i``-major
     (``j ≠ i`` ascending)."""
     shape = (lower.shape[0], outputs, outputs - 1)
-    rel = REL_MARGIN + outputs * EPS
+    rel = FUNCTION_REL_MARGIN + outputs * EPS
     with np.errstate(over="ignore"):
-        s_lo = _down(_down(np.exp(lower.reshape(shape))).sum(axis=2), rel)
-        s_hi = _up(_up(np.exp(upper.reshape(shape))).sum(axis=2), rel)
+        s_lo = widened_down(widened_down(np.exp(lower.reshape(shape))).sum(axis=2), rel)
+        s_hi = widened_up(widened_up(np.exp(upper.reshape(shape))).sum(axis=2), rel)
     return np.maximum(s_lo, 0.0), s_hi
 
 
@@ -69,8 +55,8 @@ def softmax_bounds(diff_lower: np.ndarray, diff_upper: np.ndarray,
                    outputs: int) -> tuple[np.ndarray, np.ndarray]:
     """Bounds ``[n_boxes, outputs]`` of ``softmax(z)`` from bounds of its differences."""
     s_lo, s_hi = _exp_sums(diff_lower, diff_upper, outputs)
-    low = _down(1.0 / _up(1.0 + s_hi))
-    high = _up(1.0 / _down(1.0 + s_lo))
+    low = widened_down(1.0 / widened_up(1.0 + s_hi))
+    high = widened_up(1.0 / widened_down(1.0 + s_lo))
     return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
 
@@ -78,8 +64,8 @@ def log_softmax_bounds(diff_lower: np.ndarray, diff_upper: np.ndarray,
                        outputs: int) -> tuple[np.ndarray, np.ndarray]:
     """Bounds ``[n_boxes, outputs]`` of ``log_softmax(z)`` from bounds of its differences."""
     s_lo, s_hi = _exp_sums(diff_lower, diff_upper, outputs)
-    low = -_up(np.log1p(s_hi))
-    high = -_down(np.log1p(s_lo))
+    low = -widened_up(np.log1p(s_hi))
+    high = -widened_down(np.log1p(s_lo))
     return low, np.minimum(high, 0.0)
 
 

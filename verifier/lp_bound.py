@@ -17,14 +17,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import csr_array
 
-EPS = float(np.finfo(np.float64).eps)
-"""float64's machine epsilon (twice the unit roundoff)."""
-
-
-def gamma(n: int) -> float:
-    """Higham's ``γ_n = n u / (1 − n u)``, the relative error bound of an ``n``-term float
-    dot product or sum, widened by a factor 2 for the rounding of the bound itself."""
-    return 2.0 * n * EPS / (1.0 - n * EPS)
+from verifier.numerics import gamma
 
 
 def _sum_upper(terms: np.ndarray) -> float:

@@ -40,6 +40,7 @@ import torch
 from scipy import special
 
 from verifier.errors import CertgateInputError
+from verifier.numerics import SMALLEST_SUBNORMAL
 
 ActivationName = Literal["none", "relu", "leaky_relu", "hardtanh"]
 ACTIVATIONS: tuple[str, ...] = ("none", "relu", "leaky_relu", "hardtanh")
@@ -473,7 +474,7 @@ def fold_affine(outer: Layer, inner: Layer) -> dict[str, np.ndarray]:
     bias_support = (outer_support @ (inner.bias_magnitude != 0) > 0) | (
         outer.bias_magnitude != 0
     )
-    tiny = np.nextafter(0.0, 1.0)
+    tiny = SMALLEST_SUBNORMAL
     return {
         "weight": outer.weight @ inner.weight,
         "bias": outer.weight @ inner.bias + outer.bias,

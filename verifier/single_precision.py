@@ -42,6 +42,8 @@ from collections.abc import Sequence
 
 import torch
 
+from verifier.numerics.tensor import up_tensor
+
 UNIT = 2.0**-24
 RANGE = 2.0**60
 UNDERFLOW = 2.0**-150
@@ -107,4 +109,4 @@ def single_margins(
     margin = torch.where((magnitude == 0) & (support == 0), 0.0, margin)
     single = margin.to(torch.float32)
     short = single.to(torch.float64) < margin
-    return torch.where(short, torch.nextafter(single, torch.tensor(math.inf)), single)
+    return torch.where(short, up_tensor(single), single)

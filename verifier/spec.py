@@ -25,9 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from verifier.errors import CertgateInputError
-
-Comparison = Literal[">", ">=", "<", "<="]
-COMPARISONS: tuple[str, ...] = (">", ">=", "<", "<=")
+from verifier.numerics import COMPARISONS, Comparison, Verdict, down, interval_verdict, up
 
 
 class SpecError(CertgateInputError):
@@ -420,20 +418,13 @@ Expr = Const | Ref | BinaryOp | Extremum | Negate
 Interval = tuple[float, float]
 
 
-def _down(value: float) -> float:
-    return float(np.nextafter(value, -np.inf)) if math.isfinite(value) else value
-
-
-def _up(value: float) -> float:
-    return float(np.nextafter(value, np.inf)) if math.isfinite(value) else value
-
-
 def interval_eval(expr: Expr, values: dict[str, Interval]) -> Interval:
     """Sound interval enclosure of ``expr`` given intervals of its references.
 
-    Every operation rounds outward by one ulp (IEEE operations are correctly rounded, so the
-    exact result lies within one ulp of the computed one), except past 0 when the operands'
-    signs fix the result's (a ratio of probabilities starts at 0, not at ``-5e-324``).
+    Every operation rounds outward by one float step (:mod:`verifier.numerics.rounding`:
+    IEEE operations are correctly rounded, so the step encloses the exact result), except
+    past 0 when the operands' signs fix the result's (a ratio of probabilities starts at 0,
+    not at ``-5e-324``).
     Division by an interval containing zero gives ``(−∞, ∞)``.
     """
     if isinstance(expr, Const):
@@ -450,16 +441,16 @@ def interval_eval(expr: Expr, values: dict[str, Interval]) -> Interval:
     a_lo, a_hi = interval_eval(expr.left, values)
     b_lo, b_hi = interval_eval(expr.right, values)
     if expr.op == "+":
-        return _on_sign(_down(a_lo + b_lo), _up(a_hi + b_hi),
+        return _on_sign(down(a_lo + b_lo), up(a_hi + b_hi),
                         a_lo >= 0.0 and b_lo >= 0.0, a_hi <= 0.0 and b_hi <= 0.0)
     if expr.op == "-":
-        return (_down(a_lo - b_hi), _up(a_hi - b_lo))
+        return (down(a_lo - b_hi), up(a_hi - b_lo))
     if expr.op == "/":
         if b_lo <= 0.0 <= b_hi:
             return (-math.inf, math.inf)
-        b_lo, b_hi = _on_sign(_down(1.0 / b_hi), _up(1.0 / b_lo), b_lo > 0.0, b_hi < 0.0)
+        b_lo, b_hi = _on_sign(down(1.0 / b_hi), up(1.0 / b_lo), b_lo > 0.0, b_hi < 0.0)
     products = [_product(x, y) for x in (a_lo, a_hi) for y in (b_lo, b_hi)]
-    return _on_sign(_down(min(products)), _up(max(products)),
+    return _on_sign(down(min(products)), up(max(products)),
                     (a_lo >= 0.0 and b_lo >= 0.0) or (a_hi <= 0.0 and b_hi <= 0.0),
                     (a_lo >= 0.0 and b_hi <= 0.0) or (a_hi <= 0.0 and b_lo >= 0.0))
 
@@ -542,19 +533,12 @@ class Specification:
         if self.comparison is not None and self.comparison not in COMPARISONS:
             raise SpecError(f"comparison must be one of {COMPARISONS}, got {self.comparison!r}")
 
-    def decide(self, interval: Interval) -> Literal["satisfied", "violated", "unknown"]:
-        """The proven verdict for an enclosure of the expression (``unknown`` if undecided)."""
+    def decide(self, interval: Interval) -> Verdict:
+        """The proven verdict for an enclosure of the expression (``unknown`` if undecided;
+        the table of :mod:`verifier.numerics.comparison`)."""
         if self.comparison is None or self.threshold is None:
             return "unknown"
-        low, high = interval
-        t = self.threshold
-        if self.comparison == ">":
-            return "satisfied" if low > t else "violated" if high <= t else "unknown"
-        if self.comparison == ">=":
-            return "satisfied" if low >= t else "violated" if high < t else "unknown"
-        if self.comparison == "<":
-            return "satisfied" if high < t else "violated" if low >= t else "unknown"
-        return "satisfied" if high <= t else "violated" if low > t else "unknown"
+        return interval_verdict(self.comparison, self.threshold, *interval)
 
     def describe(self) -> str:
         lines = [f"{self.name}: {self.expression_text}"

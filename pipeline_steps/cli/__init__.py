@@ -22,13 +22,9 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from pipeline_steps.cli import output
+from pipeline_steps.cli.exit_codes import EXIT_ERROR, EXIT_INTERNAL
 from verifier import __version__
 from verifier.errors import CertgateInputError
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_ERROR = 2
-EXIT_INTERNAL = 3
 
 VERBS: dict[str, tuple[str, str]] = {
     "bounds": ("bounds_cmd", "bound a network's outputs (or C·outputs) over an input box"),

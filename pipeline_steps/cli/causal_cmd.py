@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pipeline_steps.cli.exit_codes import exit_for
 from pipeline_steps.cli.inputs import (
     MODEL_HELP,
     add_input_names,
@@ -18,8 +19,6 @@ from pipeline_steps.cli.inputs import (
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from pipeline_steps.cli.settings_options import RenamedOption, settings_from_args
 from verifier.certificate import Certificate, to_jsonable
-
-EXIT_FOR_VERDICT = {"fair": 0, "biased": 1, "unknown": 1}
 
 
 def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -207,9 +206,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(to_jsonable(payload))
     else:
         _print_text(payload)
-    if judged:
-        return 0 if certificate.verdict == "satisfied" else 1
-    return EXIT_FOR_VERDICT[payload["verdict"]]
+    return exit_for(certificate.verdict if judged else payload["verdict"])
 
 
 def summary(certificate: Certificate) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pipeline_steps.cli.exit_codes import EXIT_FAILED
 from verifier.certificate import Certificate
 
 
@@ -87,4 +88,4 @@ def exit_code(args: argparse.Namespace, certificate: Certificate, code: int) -> 
     """The verb's exit code once the check is read: 1 for a contradicted population under
     ``--population-contradicted fail``."""
     contradicted = certificate.population_fidelity.get("status") == "contradicted"
-    return 1 if contradicted and args.population_contradicted == "fail" else code
+    return EXIT_FAILED if contradicted and args.population_contradicted == "fail" else code

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline_steps.cli.config_cmd import load_config
+from pipeline_steps.cli.exit_codes import EXIT_ERROR, EXIT_OK, exit_for
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, quiet_downloads
 from verifier.errors import CertgateInputError
 
@@ -184,7 +185,7 @@ def gate_summary(decision: GateDecision) -> dict[str, Any]:
 
     return to_jsonable({
         "outcome": decision.outcome,
-        "exit_code": decision.exit_code,
+        "exit_code": exit_for(decision.outcome),
         "reasons": decision.reasons_by_group(),
         "promoted_alias": decision.promoted_alias,
         "withdrawn_aliases": decision.withdrawn_aliases,
@@ -229,7 +230,7 @@ def gate_command(args: argparse.Namespace) -> int:
     print_gate(decision, config)
     if args.json:
         emit_json(gate_summary(decision))
-    return decision.exit_code
+    return exit_for(decision.outcome)
 
 
 def audit_and_gate(config: CertgateConfig, registry: Registry, model_uri: str | None, *,
@@ -295,7 +296,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"audit": outcome_summary(outcome, config),
                    "gate": gate_summary(decision), "deploy": deployed})
-    return decision.exit_code
+    return exit_for(decision.outcome)
 
 
 def _event_callback(config: CertgateConfig,
@@ -384,7 +385,7 @@ def watch_command(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             handled = dispatcher.handled
     print(f"certgate hooks: {len(handled)} version(s) handled, {len(dispatcher.failed)} failed")
-    code = 2 if dispatcher.failed else 0
+    code = EXIT_ERROR if dispatcher.failed else EXIT_OK
     if args.json:
         emit_json({"handled": len(handled), "failed": len(dispatcher.failed), "exit_code": code})
     return code

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
+from pipeline_steps.cli.exit_codes import exit_for
 from pipeline_steps.cli.fidelity_options import (
     add_fidelity_options,
     check_fidelity,
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
 SPLIT_CHOICES = ("smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge")
 """``verifier.pv.SPLIT_RULES``, listed here so that ``certgate verify … --help`` does not
 import the PV engine (and torch); ``tests/test_cli_startup.py`` checks they agree."""
-
-EXIT_FOR_VERDICT = {"satisfied": 0, "violated": 1, "unknown": 1}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -178,7 +177,7 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
             print(f"  {name} = {details['probabilities'][name]}: [{_fmt(low)}, {_fmt(high)}]")
         if certificate.population_fidelity:
             print(f"  {fidelity_line(certificate)}")
-    return EXIT_FOR_VERDICT.get(certificate.verdict, 1)
+    return exit_for(certificate.verdict)
 
 
 def _fmt(value: float) -> str:

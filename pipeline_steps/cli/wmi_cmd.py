@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline_steps.cli.exit_codes import EXIT_OK, exit_for
 from pipeline_steps.cli.inputs import (
     MODEL_HELP,
     add_input_names,
@@ -245,7 +246,7 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
               f"[{low:.12g}, {high:.12g}]; {work}, {document['elapsed_s']:.3f} s")
         if judged:
             print(f"verdict: {certificate.verdict}")
-    return 0 if not judged or certificate.verdict == "satisfied" else 1
+    return exit_for(certificate.verdict) if judged else EXIT_OK
 
 
 def run_monotonicity(args: argparse.Namespace) -> int:

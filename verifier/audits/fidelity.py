@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from verifier.certificate import Certificate
+from verifier.numerics import add_down, add_up, nonnegative_quotient
 
 if TYPE_CHECKING:
     from verifier.network import Network
@@ -187,30 +188,21 @@ def clopper_pearson(successes: int, trials: int, level: float) -> tuple[float, f
     return float(interval.low), float(interval.high)
 
 
-def _down(value: float) -> float:
-    """``value`` one float lower (a zero result of a subtraction or a division of rates is
-    exact and stays zero)."""
-    return float(np.nextafter(value, -np.inf)) if math.isfinite(value) and value != 0 else value
-
-
-def _up(value: float) -> float:
-    return float(np.nextafter(value, np.inf)) if math.isfinite(value) and value != 0 else value
-
-
 def ratio_interval(unprivileged: tuple[float, float],
                    privileged: tuple[float, float]) -> tuple[float, float]:
     """``[u_lo / p_hi, u_hi / p_lo]`` for rates in ``[0, 1]``, rounded outward (``inf`` where
-    ``p_lo = 0``)."""
-    low = max(0.0, _down(unprivileged[0] / privileged[1])) if privileged[1] > 0 else 0.0
-    high = _up(unprivileged[1] / privileged[0]) if privileged[0] > 0 else math.inf
-    return low, high
+    ``p_lo = 0``): :func:`verifier.numerics.nonnegative_quotient`."""
+    low, high = nonnegative_quotient(unprivileged[0], unprivileged[1], privileged[0],
+                                     privileged[1])
+    return float(low), float(high)
 
 
 def absolute_difference_interval(unprivileged: tuple[float, float],
                                  privileged: tuple[float, float]) -> tuple[float, float]:
-    """The range of ``|u − p|`` over the two intervals, rounded outward."""
-    low_d = _down(unprivileged[0] - privileged[1])
-    high_d = _up(unprivileged[1] - privileged[0])
+    """The range of ``|u − p|`` over the two intervals, rounded outward (an exact difference,
+    zero included, stays exact: :func:`verifier.numerics.add_down`)."""
+    low_d = float(add_down(unprivileged[0], -privileged[1]))
+    high_d = float(add_up(unprivileged[1], -privileged[0]))
     straddles = low_d <= 0.0 <= high_d
     low = 0.0 if straddles else (low_d if low_d > 0.0 else -high_d)
     return low, max(-low_d, high_d)

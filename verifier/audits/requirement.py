@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from verifier.errors import RenamedSettingWarning
+from verifier.numerics import Comparison, Verdict, interval_verdict, proven_fail, proven_pass
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 
@@ -67,32 +68,16 @@ class Requirement(StrictSettings):
 
     quantity: str
     label: str
-    comparison: Literal[">", "<", ">=", "<="]
+    comparison: Comparison
     threshold: float
 
     def proven_pass(self, lower: float, upper: float) -> bool:
         """True only when every value in ``[lower, upper]`` passes."""
-        match self.comparison:
-            case ">":
-                return lower > self.threshold
-            case ">=":
-                return lower >= self.threshold
-            case "<":
-                return upper < self.threshold
-            case _:
-                return upper <= self.threshold
+        return proven_pass(self.comparison, self.threshold, lower, upper)
 
     def proven_fail(self, lower: float, upper: float) -> bool:
         """True only when no value in ``[lower, upper]`` passes."""
-        match self.comparison:
-            case ">":
-                return upper <= self.threshold
-            case ">=":
-                return upper < self.threshold
-            case "<":
-                return lower >= self.threshold
-            case _:
-                return lower > self.threshold
+        return proven_fail(self.comparison, self.threshold, lower, upper)
 
     @property
     def greater_is_better(self) -> bool:
@@ -103,14 +88,10 @@ class Requirement(StrictSettings):
         return f"{self.label} {self.comparison} {self.threshold:g}"
 
 
-def judged_verdict(requirement: Requirement, low: float, high: float) -> str:
+def judged_verdict(requirement: Requirement, low: float, high: float) -> Verdict:
     """``satisfied`` when ``[low, high]`` is a proven pass of ``requirement``, ``violated``
-    when a proven fail, else ``unknown``."""
-    if requirement.proven_pass(low, high):
-        return "satisfied"
-    if requirement.proven_fail(low, high):
-        return "violated"
-    return "unknown"
+    when a proven fail, else ``unknown`` (the table of :mod:`verifier.numerics.comparison`)."""
+    return interval_verdict(requirement.comparison, requirement.threshold, low, high)
 
 
 def effective_timeout(own: float | None, budget: float | None) -> float | None:

@@ -25,6 +25,7 @@ import numpy as np
 
 from verifier.errors import CertgateInputError, did_you_mean
 from verifier.network import Network
+from verifier.numerics import SMALLEST_SUBNORMAL
 
 
 class CausalInputError(CertgateInputError):
@@ -394,7 +395,7 @@ def load_query_box(path: str | Path) -> dict[str, tuple[float, float]]:
         if isinstance(bounds, dict):
             low, high = float(bounds.get("lower", 0.0)), float(bounds.get("upper", 1.0))
             if bounds.get("lower_strict") and low == 0.0 and high == 1.0:
-                low = np.nextafter(0.0, 1.0)
+                low = SMALLEST_SUBNORMAL
         elif isinstance(bounds, list | tuple) and len(bounds) == 2:
             low, high = float(bounds[0]), float(bounds[1])
         else:

@@ -15,8 +15,7 @@ import numpy as np
 from verifier.causal.analysis import BIASED_EVERYWHERE, FAIR
 from verifier.causal.partition import uniform_share
 from verifier.causal.problem import CausalInputError, FairnessProblem
-
-EPS = float(np.finfo(np.float64).eps)
+from verifier.numerics import add_up, nonnegative_quotient, sum_lower, sum_upper
 
 
 @dataclass(frozen=True)
@@ -48,11 +47,11 @@ def bounds_from_sums(problem: FairnessProblem, fair: float, everywhere: float, u
     """:func:`uniform_bounds` from the float sums of the ``count`` partitions' shares by class
     (in any order: the margin covers the rounding of any summation order)."""
     factors = len(problem.continuous) + len(problem.onehot_groups)
-    margin = 4.0 * (4 * factors + count + 4) * EPS
-    fair *= 1.0 - margin
-    everywhere *= 1.0 - margin
-    unfair *= 1.0 + margin
-    high = min(1.0, float(np.nextafter(1.0 - fair, np.inf)), max(everywhere, unfair))
+    roundings = 2 * (4 * factors + count + 4)
+    fair = float(sum_lower(fair, roundings))
+    everywhere = float(sum_lower(everywhere, roundings))
+    unfair = float(sum_upper(unfair, roundings))
+    high = min(1.0, float(add_up(1.0, -fair)), max(everywhere, unfair))
     return ShareBounds(fair=fair, biased=(min(everywhere, high), high), excluded=excluded)
 
 
@@ -84,11 +83,10 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
     low, high = population.prob_boxes_interval(boxes_lo, boxes_hi)
     q_low, q_high = float(low[-1]), float(high[-1])
     low, high = low[:-1], high[:-1]
-    biased_low = float(low[status == BIASED_EVERYWHERE].sum())
-    not_fair_high = min(float(high[status != FAIR].sum()),
-                        q_high - float(low[status == FAIR].sum()))
-    if q_low <= 0.0:
-        return (0.0 if q_high <= 0.0 else min(1.0, biased_low / q_high)), 1.0
-    share_low = min(1.0, biased_low / q_high)
-    share_high = min(1.0, max(not_fair_high, 0.0) / q_low)
-    return share_low, max(share_low, share_high)
+    terms = len(status)
+    biased_low = sum_lower(low[status == BIASED_EVERYWHERE].sum(), terms)
+    not_fair_high = min(float(sum_upper(high[status != FAIR].sum(), terms)),
+                        float(add_up(q_high, -sum_lower(low[status == FAIR].sum(), terms))))
+    share_low, share_high = nonnegative_quotient(biased_low, max(not_fair_high, 0.0), q_low,
+                                                 q_high, ceiling=1.0)
+    return float(share_low), max(float(share_low), float(share_high))

@@ -21,6 +21,7 @@ import numpy as np
 
 from verifier.convert.self_check import assert_agrees
 from verifier.network import Layer, Network, NetworkError
+from verifier.numerics import up_array
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ class NNetFile:
             negative_slope=first.negative_slope,
             min_val=first.min_val,
             max_val=first.max_val,
-            weight_magnitude=np.nextafter(weight_magnitude, np.inf),
-            bias_magnitude=np.nextafter(bias_magnitude, np.inf),
+            weight_magnitude=up_array(weight_magnitude),
+            bias_magnitude=up_array(bias_magnitude),
         )
         return Network(
             [layer, *self.network.layers[1:]],

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import field_validator, model_validator
 from scipy.stats import truncnorm
 
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN
 from verifier.population.base import (
     Bound,
     Distribution,
@@ -32,13 +33,7 @@ from verifier.population.base import (
     lower_bound,
     upper_bound,
 )
-from verifier.population.rounding import (
-    EPS,
-    REL_MARGIN,
-    Enclosure,
-    normal_interval,
-    ratio,
-)
+from verifier.population.rounding import Enclosure, normal_interval, ratio
 
 PROBABILITY_SUM_TOLERANCE = float(np.finfo(np.float32).eps)
 EXACT_SUM_TOLERANCE = 1e-9
@@ -284,12 +279,12 @@ class Uniform(Marginal):
     def interval(self, a: np.ndarray, b: np.ndarray) -> Enclosure:
         """``(min(b, upper) − max(a, lower)) / (upper − lower)``: both differences and the
         division are correctly rounded operations on exact floats, so the relative error is
-        below ``2 eps``, well inside ``REL_MARGIN``."""
+        below ``2 eps``, well inside ``FUNCTION_REL_MARGIN``."""
         low = np.maximum(a, self.lower)
         high = np.minimum(b, self.upper)
         length = np.where(high > low, high - low, 0.0)
         value = length / (self.upper - self.lower)
-        return Enclosure.from_error(value, REL_MARGIN * value)
+        return Enclosure.from_error(value, FUNCTION_REL_MARGIN * value)
 
     def has_atom(self, t: float) -> bool:
         return False
@@ -325,7 +320,7 @@ class _FiniteValues:
         self.probabilities = probabilities[order]
         self.prefix = np.concatenate([[0.0], np.cumsum(self.probabilities)])
         self.suffix = np.concatenate([np.cumsum(self.probabilities[::-1])[::-1], [0.0]])
-        self.margin = REL_MARGIN + 2.0 * (values.size + 1) * EPS
+        self.margin = FUNCTION_REL_MARGIN + 2.0 * (values.size + 1) * EPS
         self.charged = self.values[self.probabilities > 0]
 
     def interval(self, a: np.ndarray, b: np.ndarray) -> Enclosure:
@@ -571,7 +566,7 @@ class Categorical(Distribution):
     @property
     def margin(self) -> float:
         """Relative rounding bound of a sum of category probabilities."""
-        return REL_MARGIN + 2.0 * (self.dimension + 1) * EPS
+        return FUNCTION_REL_MARGIN + 2.0 * (self.dimension + 1) * EPS
 
     @staticmethod
     def category_mask(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ batch, instead of one term per regime (combination of CPT rows) and box.
 Soundness: every factor entry comes as an enclosure from its distribution; all terms are
 non-negative, so the sum of products of the lower (upper) ends is a lower (upper) bound of the
 exact sum of products. Float rounding in that computation is absorbed by the relative margin
-of :func:`verifier.population.rounding.relative_margin` over a count of operations that
+of :func:`verifier.numerics.relative_margin` over a count of operations that
 bounds the roundings any one term goes through, plus ``TINY`` for underflow (added to an
 upper end only where some term is structurally non-zero, so an impossible box keeps its exact
 0). An open end of a gap cell is taken as closed for a distribution with no atom there (same
@@ -35,10 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from verifier.numerics import EPS, down_array, relative_margin, up_array
 from verifier.population.base import Distribution
 from verifier.population.distributions import Categorical
 from verifier.population.network_view import NetworkNode, NodeNetwork
-from verifier.population.rounding import TINY, Enclosure, relative_margin
+from verifier.population.rounding import TINY, Enclosure
 
 LETTERS = string.ascii_letters
 
@@ -121,8 +122,8 @@ def _gap_mass(
     open ends (see the module docstring for the three cases)."""
     if bool(getattr(distribution, "atomless", False)):
         return distribution.interval(a, b)
-    inner_a = np.where(open_left, np.nextafter(a, np.inf), a)
-    inner_b = np.where(open_right, np.nextafter(b, -np.inf), b)
+    inner_a = np.where(open_left, up_array(a), a)
+    inner_b = np.where(open_right, down_array(b), b)
     inner = distribution.interval(inner_a, inner_b)
     if _purely_atomic(distribution) or not (open_left.any() or open_right.any()):
         return inner
@@ -161,7 +162,7 @@ class RowTable:
         prefix = np.concatenate([zeros, np.cumsum(probabilities, axis=1)], axis=1)
         suffix = np.concatenate(
             [np.cumsum(probabilities[:, ::-1], axis=1)[:, ::-1], zeros], axis=1)
-        margin = max(t.margin for t in tables) + 2.0 * (values.size + 1) * np.finfo(float).eps
+        margin = max(t.margin for t in tables) + 2.0 * (values.size + 1) * EPS
         return cls(values, probabilities, prefix, suffix, margin)
 
     def interval(self, a: np.ndarray, b: np.ndarray) -> Enclosure:
@@ -328,8 +329,8 @@ class Elimination:
         empty = (a > b)[:, None, :]
         table = self.row_tables[u]
         if table is not None:
-            inner_a = np.where(open_left, np.nextafter(a, np.inf), a)
-            inner_b = np.where(open_right, np.nextafter(b, -np.inf), b)
+            inner_a = np.where(open_left, up_array(a), a)
+            inner_b = np.where(open_right, down_array(b), b)
             return table.interval(inner_a, inner_b).zero_where(empty)
         parts = [_gap_mass(row.distribution, a, b, open_left, open_right) for row in node.cpt]
         stacked = Enclosure(*(np.stack([getattr(part, end) for part in parts], axis=1)

@@ -30,12 +30,12 @@ from functools import cached_property
 
 import numpy as np
 
+from verifier.numerics import EPS, relative_margin
 from verifier.population.distributions import Categorical
 from verifier.population.elimination import LETTERS, Elimination, RowTable
 from verifier.population.network_view import NetworkNode
-from verifier.population.rounding import TINY, relative_margin
+from verifier.population.rounding import TINY
 
-EPS = float(np.finfo(np.float64).eps)
 DEFAULT_BINS = 12
 
 

@@ -15,7 +15,8 @@ Exact box probability: ``P(a <= X <= b) = Σ_i p_i · |[a, b] ∩ bin_i ∩ ℤ|
 The integer counts are exact in float64 (ranges below ``2**53``); each term takes one
 division and one product, and the sum ``k`` additions, so the float value is within a
 relative ``(2k + 6)·eps`` of the exact sum of the normalised probabilities' terms; the
-enclosure widens it by ``REL_MARGIN + 4 (k + 3) eps`` relative (outward, clipped to [0, 1]).
+enclosure widens it by ``FUNCTION_REL_MARGIN + 4 (k + 3) eps`` relative (outward, clipped to
+[0, 1]).
 A box that meets no charged integer has the exact probability 0.
 """
 
@@ -28,8 +29,9 @@ from typing import Literal
 import numpy as np
 from pydantic import model_validator
 
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN
 from verifier.population.distributions import Marginal, check_probabilities, renormalisation
-from verifier.population.rounding import EPS, REL_MARGIN, Enclosure
+from verifier.population.rounding import Enclosure
 
 MAX_INTEGER = 2**52
 LISTED_ATOMS = 4096
@@ -75,7 +77,7 @@ class IntegerHistogram(Marginal):
     @property
     def margin(self) -> float:
         """Relative error bound of a box probability (module docstring)."""
-        return REL_MARGIN + 4.0 * (len(self.bins) + 3) * EPS
+        return FUNCTION_REL_MARGIN + 4.0 * (len(self.bins) + 3) * EPS
 
     def interval(self, a: np.ndarray, b: np.ndarray) -> Enclosure:
         a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))

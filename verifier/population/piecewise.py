@@ -26,9 +26,10 @@ from typing import Literal
 import numpy as np
 from pydantic import model_validator
 
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN
 from verifier.population.base import Distribution, PopulationBase
 from verifier.population.errors import PopulationError
-from verifier.population.rounding import EPS, REL_MARGIN, TINY, Enclosure, ratio
+from verifier.population.rounding import TINY, Enclosure, ratio
 
 MASS_TOLERANCE = 1e-9
 NONNEGATIVITY_GRID_POINTS = 4096
@@ -140,7 +141,7 @@ class PiecewiseDensity(Distribution):
         terms = self._terms
         degree = int(terms["exponents"].sum(axis=1).max())
         count = terms["coefficients"].size + self.dimension + degree
-        return max(REL_MARGIN, 8.0 * count * EPS)
+        return max(FUNCTION_REL_MARGIN, 8.0 * count * EPS)
 
     def _integrals(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(signed sum of term integrals, sum of their magnitudes)`` per box, ``(B,)``."""

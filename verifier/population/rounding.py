@@ -9,21 +9,25 @@ arithmetic:
 * A normal CDF difference ``P(a <= X <= b)`` is computed on the tail side
   (``ndtr(zb) - ndtr(za)`` when ``zb <= 0``, ``ndtr(-za) - ndtr(-zb)`` when ``za >= 0``) so
   that tail probabilities keep their relative accuracy. Its error bound is
-  ``(REL_MARGIN + Z_ERROR_FACTOR * eps * z**2) * (t_a + t_b) + TINY`` where ``t_a``, ``t_b``
-  are the two subtracted CDF values. The ``z**2`` term covers the rounding of the
-  standardisation ``(x - mean) / std`` (relative error ``~3 eps`` in ``z``, which moves a tail
-  value by a relative ``~z**2 * 3 eps``) and of ``exp(-z**2 / 2)`` inside ``erfc``;
-  ``REL_MARGIN = 1e-12`` covers the relative error of ``ndtr`` itself (a few ``eps``) with a
-  wide safety factor; ``TINY = 1e-300`` covers underflow (``|z| > 37``, where the CDF is
-  below ``1e-300``). Near the mode (``|za|, |zb| <= 1``) the difference is
-  ``(erf(zb/√2) − erf(za/√2)) / 2`` with error ``REL_MARGIN (|erf(za/√2)| + |erf(zb/√2)|)``,
-  so that narrow central intervals keep their relative accuracy too.
+  ``(M + Z_ERROR_FACTOR * eps * z**2) * (t_a + t_b) + TINY`` where ``t_a``, ``t_b`` are the
+  two subtracted CDF values and ``M`` is :data:`verifier.numerics.FUNCTION_REL_MARGIN`. The
+  ``z**2`` term covers the rounding of the standardisation ``(x - mean) / std`` (relative
+  error ``~3 eps`` in ``z``, which moves a tail value by a relative ``~z**2 * 3 eps``) and of
+  ``exp(-z**2 / 2)`` inside ``erfc``; ``M = 1e-12`` covers the relative error of ``ndtr``
+  itself (a few ``eps``) with a wide safety factor; ``TINY = 1e-300`` covers underflow
+  (``|z| > 37``, where the CDF is below ``1e-300``). Near the mode (``|za|, |zb| <= 1``) the
+  difference is ``(erf(zb/√2) − erf(za/√2)) / 2`` with error
+  ``M (|erf(za/√2)| + |erf(zb/√2)|)``, so that narrow central intervals keep their relative
+  accuracy too.
 * Sums of given probabilities (discrete and categorical marginals) have relative error at
   most ``k * eps`` for ``k`` terms; differences of sorted cumulative sums carry the same bound
   relative to the two cumulative values.
-* Products, weighted sums and ratios of enclosures multiply the lower ends and the upper ends
-  and widen the results by ``max(REL_MARGIN, 4 * n * eps)`` relative (``n`` = number of
-  operations), which dominates the float rounding of the operations themselves.
+* Products, weighted sums and sums of enclosures multiply (add) the lower ends and the upper
+  ends and scale the results by ``1 ∓`` :func:`verifier.numerics.relative_margin` of the
+  number of operations, which dominates the float rounding of the operations themselves
+  (for results above the subnormal range; see docs/decisions.md, 2026-11-28, on why these
+  are not stepped once more). A ratio (a conditional probability) is
+  enclosed by :func:`verifier.numerics.probability_ratio`: one float step outward.
 
 All ends are clipped to ``[0, 1]`` (a probability cannot leave it) and never NaN.
 """
@@ -36,17 +40,17 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import erf, ndtr
 
-EPS = float(np.finfo(np.float64).eps)
-REL_MARGIN = 1e-12
+from verifier.numerics import (
+    EPS,
+    FUNCTION_REL_MARGIN,
+    probability_ratio,
+    relative_margin,
+)
+
 TINY = 1e-300
 Z_ERROR_FACTOR = 16.0
 Z2_CAP = 1e4
 SQRT2 = float(np.sqrt(2.0))
-
-
-def relative_margin(operations: int) -> float:
-    """Relative widening that absorbs the rounding of ``operations`` float operations."""
-    return max(REL_MARGIN, 4.0 * (operations + 1) * EPS)
 
 
 @dataclass(frozen=True)
@@ -123,26 +127,20 @@ def summed(parts: Enclosure, axis: int = -1) -> Enclosure:
 
 
 def ratio(numerator: Enclosure, denominator: Enclosure) -> Enclosure:
-    """``numerator / denominator`` for a conditional probability (numerator <= denominator).
-
-    Where the denominator's lower end is not positive the upper end is 1.
-    """
-    margin = relative_margin(2)
+    """``numerator / denominator`` for a conditional probability (numerator <= denominator):
+    the bounds by :func:`verifier.numerics.probability_ratio` (one float step outward per
+    quotient). Where the denominator's lower end is not positive the upper end is 1."""
     with np.errstate(divide="ignore", invalid="ignore"):
         value = np.where(denominator.value > 0, numerator.value / denominator.value, 0.0)
-        lower = np.where(
-            denominator.upper > 0, numerator.lower / denominator.upper * (1.0 - margin), 0.0
-        )
-        upper = np.where(
-            denominator.lower > 0, numerator.upper / denominator.lower * (1.0 + margin), 1.0
-        )
-    return Enclosure(np.clip(value, 0.0, 1.0), np.clip(lower, 0.0, 1.0), np.clip(upper, 0.0, 1.0))
+    lower, upper = probability_ratio(numerator.lower, numerator.upper, denominator.lower,
+                                     denominator.upper)
+    return Enclosure(np.clip(value, 0.0, 1.0), lower, upper)
 
 
 def _cdf_error(z: np.ndarray, tail_value: np.ndarray) -> np.ndarray:
     finite = np.isfinite(z)
     z2 = np.square(np.minimum(np.abs(np.where(finite, z, 0.0)), np.sqrt(Z2_CAP)))
-    return np.where(finite, (REL_MARGIN + Z_ERROR_FACTOR * EPS * z2) * tail_value, 0.0)
+    return np.where(finite, (FUNCTION_REL_MARGIN + Z_ERROR_FACTOR * EPS * z2) * tail_value, 0.0)
 
 
 def normal_interval(
@@ -179,7 +177,8 @@ def normal_interval(
         erf_b = erf(np.where(central, zb, 0.0) / SQRT2)
         value = np.where(central, 0.5 * (erf_b - erf_a), value)
         error = np.where(
-            central, REL_MARGIN * (np.abs(erf_a) + np.abs(erf_b)) + 4.0 * EPS * value + TINY,
+            central,
+            FUNCTION_REL_MARGIN * (np.abs(erf_a) + np.abs(erf_b)) + 4.0 * EPS * value + TINY,
             error,
         )
     empty = a > b

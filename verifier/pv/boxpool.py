@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-EPS = float(np.finfo(np.float64).eps)
+from verifier.numerics import sum_lower
+
 # the rest of a directed batch goes by plain priority: a wrong guess of the verdict then only
 # slows the other side down, and every box stays reachable (completeness); a tenth, not a
 # quarter: Adult-13 2x64 decided in 491 s (3.28M boxes) instead of 600 s (3.68M), and at
@@ -132,13 +133,12 @@ class BoxPool:
     def credits(self, events: int) -> tuple[np.ndarray, np.ndarray]:
         """Lower bounds of the sums over the open boxes of the linear credits, ``(events,)``
         each. Freed slots hold zero credit, so the used slots are summed in one pass; a float
-        sum of ``n`` non-negative terms, in any order, is within ``(n − 1)·ε`` of the exact
-        sum, relatively, so the sums are scaled down by ``2·n·ε``."""
+        sum of ``n`` non-negative terms, in any order, is within ``γ_(n−1)`` of the exact sum,
+        relatively (:func:`verifier.numerics.sum_lower`)."""
         if not self.arrays:
             return np.zeros(events), np.zeros(events)
-        shrink = 1.0 - 2.0 * self.used * EPS
-        return (self.arrays["credit_true"][:, : self.used].sum(axis=1) * shrink,
-                self.arrays["credit_false"][:, : self.used].sum(axis=1) * shrink)
+        return (sum_lower(self.arrays["credit_true"][:, : self.used].sum(axis=1), self.used),
+                sum_lower(self.arrays["credit_false"][:, : self.used].sum(axis=1), self.used))
 
     def open_estimate(self, events: int) -> np.ndarray:
         """An estimate (not a bound) of the uncredited mass of the open boxes where each event

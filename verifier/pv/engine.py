@@ -12,13 +12,14 @@ import numpy as np
 from verifier.errors import CertgateInputError
 from verifier.executor import abandon, default_workers, make_executor
 from verifier.network import Network
+from verifier.numerics import add_down, add_up, sum_lower
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes, BoxPool, directed_count
 from verifier.pv.credit import ExcessFunction, WantedSides
 from verifier.pv.direction import verdict_weights
 from verifier.pv.domain import InputDomain
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
-from verifier.pv.events import SUM_ROUNDING, TrackedEvents
+from verifier.pv.events import TrackedEvents
 from verifier.pv.inflight import Round, RoundsInFlight
 from verifier.pv.pace import Pace
 from verifier.pv.quantiles import MassFunction
@@ -132,19 +133,22 @@ class ProbabilityBranchAndBound:
         while True:
             sat = new.pending & (new.truth == 1)
             viol = new.pending & (new.truth == -1)
-            lower += (sat * new.mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
-            violated += (viol * new.mass_lo[:, None]).sum(axis=0) * (1.0 - SUM_ROUNDING)
+            terms = new.mass_lo.shape[0]
+            lower = add_down(lower, sum_lower((sat * new.mass_lo[:, None]).sum(axis=0), terms))
+            violated = add_down(violated,
+                                sum_lower((viol * new.mass_lo[:, None]).sum(axis=0), terms))
             new.pending = new.pending & (new.truth == 0)
             pool.add(new.select(new.pending.any(axis=1) & (new.mass_hi > 0.0)))
             if self.evaluation.excess is not None:
                 pool_true, pool_false = pool.credits(events)
                 held_true, held_false = flight.credits(events)
-                credit_true, credit_false = pool_true + held_true, pool_false + held_false
+                credit_true = add_down(pool_true, held_true)
+                credit_false = add_down(pool_false, held_false)
             else:
                 credit_true, credit_false = np.zeros(events), np.zeros(events)
-            proven = lower + credit_true * (1.0 - SUM_ROUNDING)
-            refuted = violated + credit_false * (1.0 - SUM_ROUNDING)
-            upper = np.minimum(np.maximum(total - refuted, proven), 1.0)
+            proven = add_down(lower, credit_true)
+            refuted = add_down(violated, credit_false)
+            upper = np.minimum(np.maximum(add_up(total, -refuted), proven), 1.0)
             probabilities = self.tracked.probabilities(proven, upper)
             value = interval_eval(self.spec.expression, probabilities)
             verdict = self.spec.decide(value)

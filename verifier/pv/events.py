@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from verifier.numerics import share_interval
 from verifier.spec import And, Atom, Event, Interval, Not, Specification, atoms_of
-
-SUM_ROUNDING = 1e-12
 
 
 class TrackedEvents:
@@ -47,22 +46,5 @@ class TrackedEvents:
                 continue
             a_lo, a_hi = float(lower[joint]), float(upper[joint])
             b_lo, b_hi = float(lower[complement]), float(upper[complement])
-            result[name] = ratio_share(a_lo, a_hi, b_lo, b_hi)
+            result[name] = share_interval(a_lo, a_hi, b_lo, b_hi)
         return result
-
-
-def ratio_share(a_lo: float, a_hi: float, b_lo: float, b_hi: float) -> Interval:
-    """Enclosure of ``a / (a + b)`` for ``a ∈ [a_lo, a_hi]``, ``b ∈ [b_lo, b_hi]``, all ≥ 0."""
-    low_den = round_up(a_lo + b_hi)
-    high_den = round_down(a_hi + b_lo)
-    low = round_down(a_lo / low_den) if low_den > 0 else 0.0
-    high = round_up(a_hi / high_den) if high_den > 0 else 1.0
-    return (max(0.0, low), min(1.0, high))
-
-
-def round_down(value: float) -> float:
-    return float(np.nextafter(value, -np.inf))
-
-
-def round_up(value: float) -> float:
-    return float(np.nextafter(value, np.inf))

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from verifier.pv.boxpool import EPS, Boxes
+from verifier.numerics import sum_lower
+from verifier.pv.boxpool import Boxes
 
 
 @dataclass
@@ -73,15 +74,14 @@ class RoundsInFlight:
 
     def credits(self, events: int) -> tuple[np.ndarray, np.ndarray]:
         """Lower bounds of the sums of the in-flight parents' linear credits, ``(events,)``
-        each (scaled down by ``2·n·ε`` for a float sum of ``n`` non-negative terms)."""
+        each (:func:`verifier.numerics.sum_lower` of a float sum of ``n`` non-negative terms)."""
         credit_true, credit_false = np.zeros(events), np.zeros(events)
         count = 0
         for started in self.rounds:
             credit_true = credit_true + started.parents.credit_true.sum(axis=0)
             credit_false = credit_false + started.parents.credit_false.sum(axis=0)
             count += started.parents.lo.shape[0] + 1
-        shrink = 1.0 - 2.0 * count * EPS
-        return credit_true * shrink, credit_false * shrink
+        return sum_lower(credit_true, count), sum_lower(credit_false, count)
 
     def open_estimate(self, events: int) -> np.ndarray:
         """The parents' estimated uncredited mass where each event holds (not a bound)."""

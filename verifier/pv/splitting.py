@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from verifier.numerics import down, up, up_array
 from verifier.population.distributions import Categorical
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes
@@ -101,8 +102,8 @@ class Splitter:
                 cut_left = np.ceil(t) - 1.0 if right else np.floor(t)
                 cut_right = cut_left + 1.0
             else:
-                cut_left = np.nextafter(t, -np.inf) if right else t
-                cut_right = t if right else np.nextafter(t, np.inf)
+                cut_left = down(t) if right else t
+                cut_right = t if right else up(t)
             usable = (
                 ~has_cut & undecided_atoms[:, atom] & (lo[:, d] <= cut_left)
                 & (cut_right <= hi[:, d]) & self.splittable[d]
@@ -169,7 +170,7 @@ class Splitter:
         atomless = self.domain.atomless[dims]
         left_cut = np.where(integer, np.floor(cut), cut)
         right_cut = np.where(
-            integer, np.floor(cut) + 1.0, np.where(atomless, cut, np.nextafter(cut, np.inf))
+            integer, np.floor(cut) + 1.0, np.where(atomless, cut, up_array(cut))
         )
         left_hi[rows, dims] = left_cut
         right_lo[rows, dims] = right_cut

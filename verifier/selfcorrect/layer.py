@@ -39,6 +39,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from verifier.numerics.tensor import down_tensor
 from verifier.selfcorrect.constraints import (
     ConstraintError,
     ConstraintSet,
@@ -147,10 +148,9 @@ def strictly_decreasing(values: Tensor) -> Tensor:
     """
     if values.shape[1] < 2 or not bool(values[:, 1:].ge(values[:, :-1]).any()):
         return values
-    toward = torch.full_like(values[:, 0], float("-inf"))
     columns = [values[:, 0]]
     for k in range(1, values.shape[1]):
-        below = torch.nextafter(columns[k - 1].detach(), toward)
+        below = down_tensor(columns[k - 1].detach())
         columns.append(torch.minimum(values[:, k], below))
     return torch.stack(columns, dim=1)
 

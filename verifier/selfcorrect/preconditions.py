@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from verifier.errors import CertgateInputError
+from verifier.numerics.tensor import down_tensor, up_tensor
 from verifier.selfcorrect.constraints import SafeOrderingConstraint
 from verifier.selfcorrect.exact_sign import exact_linear_sign
 from verifier.selfcorrect.schema import (
@@ -150,8 +151,8 @@ class PreconditionEvaluator(torch.nn.Module):
         hi = _matrix(atoms.box_hi, width, torch.float64)
         lo_closed = _matrix(atoms.box_lo_closed, width, torch.bool)
         hi_closed = _matrix(atoms.box_hi_closed, width, torch.bool)
-        lo = torch.where(lo_closed, lo, torch.nextafter(lo, torch.full_like(lo, float("inf"))))
-        hi = torch.where(hi_closed, hi, torch.nextafter(hi, torch.full_like(hi, float("-inf"))))
+        lo = torch.where(lo_closed, lo, up_tensor(lo))
+        hi = torch.where(hi_closed, hi, down_tensor(hi))
         bound = torch.tensor(atoms.lin_b, dtype=torch.float64)
         strict = torch.tensor(atoms.lin_strict, dtype=torch.bool)
         self.register_buffer("box_lo", lo, False)

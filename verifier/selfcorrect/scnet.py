@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from verifier.numerics.tensor import up_tensor
 from verifier.selfcorrect.constraints import ConstraintError, ConstraintSet, SafeOrderingConstraint
 from verifier.selfcorrect.constraints import resolve_class as _resolve_class
 from verifier.selfcorrect.layer import SelfCorrectingLayer
@@ -105,17 +106,12 @@ class SelfCorrectingNetwork(torch.nn.Module):
         return corrected, bottom
 
     def _abstain(self, corrected: Tensor, bottom: Tensor) -> Tensor:
-        above_top = torch.nextafter(
-            corrected.amax(dim=1), torch.full_like(corrected[:, 0], float("inf"))
-        )
+        above_top = up_tensor(corrected.amax(dim=1))
         if self.abstain_index >= 0:
             column = corrected[:, self.abstain_index]
             raised = torch.where(bottom, above_top, column)
             return corrected.index_copy(
                 1, torch.tensor([self.abstain_index], device=corrected.device), raised.unsqueeze(1)
             )
-        lowest = torch.nextafter(
-            torch.full_like(corrected[:, 0], float("-inf")),
-            torch.full_like(corrected[:, 0], float("inf")),
-        )
+        lowest = up_tensor(torch.full_like(corrected[:, 0], float("-inf")))
         return torch.cat([corrected, torch.where(bottom, above_top, lowest).unsqueeze(1)], dim=1)

@@ -26,6 +26,7 @@ import numpy as np
 
 from verifier.executor import InProcessExecutor, default_workers
 from verifier.network import Layer, Network, NetworkError, compose, head_error
+from verifier.numerics import down, up
 from verifier.spec import (
     And,
     Atom,
@@ -202,14 +203,13 @@ def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
     result = verify(copies.network, spec, measure.prob_boxes_interval,
                     population_domain(measure)[1], settings, excess=measure.prob_excess_lower)
     joint_low, joint_high = result.value
-    low = max(0.0, float(np.nextafter(joint_low / high_norm, -np.inf)))
-    high = min(1.0, float(np.nextafter(joint_high / low_norm, np.inf))) if low_norm > 0 \
-        else 1.0
+    low = max(0.0, down(joint_low / high_norm))
+    high = min(1.0, up(joint_high / low_norm)) if low_norm > 0 else 1.0
     failed = stop_at is not None and low >= stop_at
     late = result.stopped_by == "timeout" or (result.stopped_by != "decided"
                                              and time.perf_counter() >= deadline)
-    probability_lower = max(0.0, float(np.nextafter(1.0 - high, -np.inf)))
-    probability_upper = min(1.0, float(np.nextafter(1.0 - low, np.inf)))
+    probability_lower = max(0.0, down(1.0 - high))
+    probability_upper = min(1.0, up(1.0 - low))
     return WMIResult(
         probability=probability_upper if failed else probability_lower,
         violation_probability=low if failed else high,

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.population.rounding import EPS
+from verifier.numerics import add_down, add_up, mul_down, mul_up, probability_ratio
 from verifier.wmi.encode import Placement, Root, WeightFactor, WMIInputError
 from verifier.wmi.envelope import Envelope, Refiner, box_summary, refine_until
 from verifier.wmi.integrate import integrate_simplices
@@ -283,8 +283,8 @@ class _Sums:
 
     def add_total(self, coefficient: Coefficient, total: Mass) -> None:
         low, value, high = coefficient
-        self.total_lo += low * total[0]
-        self.total_hi += high * total[1]
+        self.total_lo = float(add_down(self.total_lo, mul_down(low, total[0])))
+        self.total_hi = float(add_up(self.total_hi, mul_up(high, total[1])))
         self.total += value * total[0]
         self.uncertain |= total[0] != total[1]
 
@@ -293,22 +293,22 @@ class _Sums:
         """Add a violating mass enclosure; ``total`` (an upper bound of the root's mass)
         replaces its upper end when not ``complete``."""
         low, value, high = coefficient
-        self.violation_lo += low * violating[0]
-        self.violation_hi += high * (violating[1] if complete else total)
+        self.violation_lo = float(add_down(self.violation_lo, mul_down(low, violating[0])))
+        self.violation_hi = float(add_up(self.violation_hi,
+                                         mul_up(high, violating[1] if complete else total)))
         self.violation += value * violating[0]
         self.uncertain |= violating[0] != violating[1]
 
     def share(self, extra: tuple[float, float, float, float] = (0, 0, 0, 0)
               ) -> tuple[float, float]:
-        """Enclosure of the violation probability (``extra`` adds to the four sums)."""
-        v_lo, v_hi = self.violation_lo + extra[0], self.violation_hi + extra[1]
-        t_lo, t_hi = self.total_lo + extra[2], self.total_hi + extra[3]
-        margin = 8 * EPS
-        top = t_hi + self.lost
-        low = v_lo / top * (1 - margin) if top > 0 else 0.0
-        bottom = max(t_lo, v_hi) + self.lost
-        high = min(1.0, (v_hi + self.lost) / bottom * (1 + margin)) if bottom > 0 else 1.0
-        return max(0.0, low), max(high, low)
+        """Enclosure of the violation probability (``extra`` adds to the four sums; every
+        sum and the quotient rounded outward by :mod:`verifier.numerics`)."""
+        v_lo, v_hi = add_down(self.violation_lo, extra[0]), add_up(self.violation_hi, extra[1])
+        t_lo, t_hi = add_down(self.total_lo, extra[2]), add_up(self.total_hi, extra[3])
+        top = add_up(t_hi, self.lost)
+        bottom = add_down(np.maximum(t_lo, v_hi), self.lost)
+        low, high = probability_ratio(v_lo, add_up(v_hi, self.lost), bottom, top)
+        return float(low), max(float(high), float(low))
 
     def result(self, counters: Counters, started: float, *, stopped: bool, timed_out: bool,
                refinements: int, exact: bool,

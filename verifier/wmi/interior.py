@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verifier.lp_bound import gamma
+from verifier.numerics import gamma
 
 
 def strictly_inside(A: np.ndarray, b: np.ndarray, point: np.ndarray) -> np.ndarray:

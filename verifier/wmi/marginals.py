@@ -12,7 +12,8 @@ Guarantees (real arithmetic, float rounding included):
 * :meth:`Density1D.bounds` gives ``L <= g(t) <= U`` for every ``t`` in ``[a, b]``: a normal
   density is unimodal, so its extremes on an interval are at the clamped mode and at the end
   farther from it; ``exp`` and the standardisation are widened by
-  ``REL_MARGIN + 16 eps z²`` relative (the error model of :mod:`verifier.population.rounding`).
+  ``FUNCTION_REL_MARGIN + 16 eps z²`` relative (the error model of
+  :mod:`verifier.population.rounding`).
 * :meth:`Density1D.polynomial_pieces` is the exact piecewise-polynomial form when every
   component has one (uniform, piecewise); then WMI stays exact.
 * :meth:`Density1D.core` is a finite interval outside which the mass is at most
@@ -27,6 +28,7 @@ from functools import cached_property
 
 import numpy as np
 
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN
 from verifier.population import (
     Mixture,
     Normal,
@@ -35,7 +37,7 @@ from verifier.population import (
     Uniform,
 )
 from verifier.population.base import Distribution, lower_bound, upper_bound
-from verifier.population.rounding import EPS, REL_MARGIN, TINY, normal_interval
+from verifier.population.rounding import TINY, normal_interval
 from verifier.wmi.encode import WeightPiece, WMIInputError, density_pieces
 
 CORE_SIGMAS = 8.0
@@ -72,7 +74,7 @@ def _gaussian_bounds(mean: float, sigma: float, a: np.ndarray, b: np.ndarray
         z = (point - mean) / sigma
         z2 = np.minimum(z * z, 1e6)
         value = np.exp(-0.5 * z2) / (sigma * SQRT_2PI)
-        values.append((value, REL_MARGIN + 16.0 * EPS * (z2 + 1.0)))
+        values.append((value, FUNCTION_REL_MARGIN + 16.0 * EPS * (z2 + 1.0)))
     (low, low_err), (high, high_err) = values
     return np.maximum(low * (1.0 - low_err) - TINY, 0.0), high * (1.0 + high_err) + TINY
 
@@ -89,8 +91,8 @@ def _marginal_bounds(marginal: Distribution, a: np.ndarray, b: np.ndarray
         low, high = _gaussian_bounds(marginal.mean, marginal.sigma, np.where(empty, a, inside_a),
                                      np.where(empty, b, inside_b))
         normaliser = marginal._normaliser
-        scale_low = 1.0 / float(normaliser.upper) * (1.0 - REL_MARGIN)
-        scale_high = 1.0 / float(normaliser.lower) * (1.0 + REL_MARGIN)
+        scale_low = 1.0 / float(normaliser.upper) * (1.0 - FUNCTION_REL_MARGIN)
+        scale_high = 1.0 / float(normaliser.lower) * (1.0 + FUNCTION_REL_MARGIN)
         covered = (a >= low_end) & (b <= high_end)
         return (np.where(covered, low * scale_low, 0.0),
                 np.where(empty, 0.0, high * scale_high))
@@ -98,8 +100,8 @@ def _marginal_bounds(marginal: Distribution, a: np.ndarray, b: np.ndarray
         height = 1.0 / (marginal.upper - marginal.lower)
         covered = (a >= marginal.lower) & (b <= marginal.upper)
         meets = (b >= marginal.lower) & (a <= marginal.upper)
-        return (np.where(covered, height * (1.0 - REL_MARGIN), 0.0),
-                np.where(meets, height * (1.0 + REL_MARGIN), 0.0))
+        return (np.where(covered, height * (1.0 - FUNCTION_REL_MARGIN), 0.0),
+                np.where(meets, height * (1.0 + FUNCTION_REL_MARGIN), 0.0))
     if isinstance(marginal, PiecewiseDensity):
         return _piecewise_bounds(marginal, a, b)
     if isinstance(marginal, Mixture):
@@ -108,7 +110,7 @@ def _marginal_bounds(marginal: Distribution, a: np.ndarray, b: np.ndarray
                                      strict=True):
             part_low, part_high = _marginal_bounds(component, a, b)
             low, high = low + weight * part_low, high + weight * part_high
-        return low * (1.0 - 4.0 * REL_MARGIN), high * (1.0 + 4.0 * REL_MARGIN)
+        return low * (1.0 - 4.0 * FUNCTION_REL_MARGIN), high * (1.0 + 4.0 * FUNCTION_REL_MARGIN)
     raise WMIInputError(f"a {marginal.kind} marginal has no density this module can bound")
 
 
@@ -131,7 +133,7 @@ def _piecewise_bounds(density: PiecewiseDensity, a: np.ndarray, b: np.ndarray
             pair = np.stack([c * lo_pow, c * hi_pow])
             term_low, term_high = term_low + pair.min(axis=0), term_high + pair.max(axis=0)
         covered = (a >= left) & (b <= right)
-        scale = 1.0 + 8.0 * (len(coefs) + 2) * EPS + REL_MARGIN
+        scale = 1.0 + 8.0 * (len(coefs) + 2) * EPS + FUNCTION_REL_MARGIN
         low = low + np.where(covered, np.maximum(term_low, 0.0) / scale, 0.0)
         high = high + np.where(meets, np.maximum(term_high, 0.0) * scale, 0.0)
     return low, high
@@ -165,9 +167,9 @@ class Component:
 
     def scaled(self, low: float, high: float) -> Component:
         """The component with its weight multiplied by ``[low, high]``."""
-        return Component(self.weight_lo * low * (1 - REL_MARGIN),
-                         self.weight_hi * high * (1 + REL_MARGIN), self.marginal, self.lower,
-                         self.upper)
+        return Component(self.weight_lo * low * (1 - FUNCTION_REL_MARGIN),
+                         self.weight_hi * high * (1 + FUNCTION_REL_MARGIN), self.marginal,
+                         self.lower, self.upper)
 
     def key(self) -> tuple:
         return (self.weight_lo, self.weight_hi, self.marginal.model_dump_json(), self.lower,
@@ -197,8 +199,8 @@ class Density1D:
             c = stack.pop()
             m = c.marginal
             if isinstance(m, Mixture):
-                stack.extend(Component(c.weight_lo * w * (1 - REL_MARGIN),
-                                       c.weight_hi * w * (1 + REL_MARGIN), inner, c.lower,
+                stack.extend(Component(c.weight_lo * w * (1 - FUNCTION_REL_MARGIN),
+                                       c.weight_hi * w * (1 + FUNCTION_REL_MARGIN), inner, c.lower,
                                        c.upper)
                              for w, inner in zip(m.normalised_weights, m.components,
                                                  strict=True))
@@ -207,8 +209,8 @@ class Density1D:
                 if isinstance(m, TruncatedNormal):
                     cut_lo, cut_hi = lower_bound(m.lower), upper_bound(m.upper)
                     z_lo, z_hi = float(m._normaliser.lower), float(m._normaliser.upper)
-                gaussian.append((c.weight_lo / z_hi * (1 - REL_MARGIN),
-                                 c.weight_hi / z_lo * (1 + REL_MARGIN), m.mean, m.sigma,
+                gaussian.append((c.weight_lo / z_hi * (1 - FUNCTION_REL_MARGIN),
+                                 c.weight_hi / z_lo * (1 + FUNCTION_REL_MARGIN), m.mean, m.sigma,
                                  max(c.lower, cut_lo), min(c.upper, cut_hi)))
             else:
                 others.append(c)
@@ -237,7 +239,7 @@ class Density1D:
             empty = left > right
             low = low + c.weight_lo * np.where(empty, 0.0, part_low)
             high = high + c.weight_hi * np.where(empty, 0.0, part_high)
-        margin = 4.0 * (len(others) + table["mean"].size + 1) * EPS + REL_MARGIN
+        margin = 4.0 * (len(others) + table["mean"].size + 1) * EPS + FUNCTION_REL_MARGIN
         return low * (1.0 - margin), high * (1.0 + margin)
 
     def bounds(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -259,7 +261,7 @@ class Density1D:
             meets = (b >= c.lower) & (a <= c.upper)
             low = low + c.weight_lo * np.where(covered, part_low, 0.0)
             high = high + c.weight_hi * np.where(meets, part_high, 0.0)
-        margin = 4.0 * (len(others) + table["mean"].size + 1) * EPS + REL_MARGIN
+        margin = 4.0 * (len(others) + table["mean"].size + 1) * EPS + FUNCTION_REL_MARGIN
         return low * (1.0 - margin), high * (1.0 + margin)
 
     def core(self) -> tuple[float, float, float]:

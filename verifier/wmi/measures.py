@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.population.rounding import EPS
+from verifier.numerics import EPS, down, up
 from verifier.wmi.encode import WMIInputError
 
 POINT_BATCH = 8192
@@ -359,8 +359,7 @@ def strict_order_probability(marginal: ColumnMarginal, deadline: float = np.inf
             and time.perf_counter() < deadline:
         started += runs.halve_widest(POINT_BATCH)
     tie_low, tie_high = runs.tie()
-    return (max(0.0, float(np.nextafter((1.0 - tie_high) / 2.0, -np.inf))),
-            min(0.5, float(np.nextafter((1.0 - tie_low) / 2.0, np.inf))))
+    return (max(0.0, down((1.0 - tie_high) / 2.0)), min(0.5, up((1.0 - tie_low) / 2.0)))
 
 
 MAX_RUNS = 1 << 17

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifier.population.rounding import EPS
+from verifier.numerics import EPS
 
 START_MARGIN = 1e-12
 

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from verifier.network import Network, head_error
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN
 from verifier.population import PopulationModel
 from verifier.population.base import Distribution
-from verifier.population.rounding import EPS, REL_MARGIN
 from verifier.wmi import branched
 from verifier.wmi.encode import (
     Decrease,
@@ -195,7 +195,8 @@ class _SkippedMass:
 
 def _factor_masses(term: Term, skip: int | None = None) -> tuple[float, float]:
     """Enclosure of the mass of the term's continuous factors other than column ``skip``
-    (polynomial pieces integrated in float64, widened by a relative 1e-12)."""
+    (polynomial pieces integrated in float64, widened by the relative
+    ``FUNCTION_REL_MARGIN``)."""
     low = high = 1.0
     for j, density in term.densities.items():
         if j != skip:
@@ -204,7 +205,8 @@ def _factor_masses(term: Term, skip: int | None = None) -> tuple[float, float]:
     for factor in term.poly:
         if skip not in factor.positions:
             mass = sum(_piece_mass(piece) for piece in factor.pieces)
-            low, high = low * mass * (1 - 1e-12), high * mass * (1 + 1e-12)
+            low = low * mass * (1 - FUNCTION_REL_MARGIN)
+            high = high * mass * (1 + FUNCTION_REL_MARGIN)
     return low, high
 
 
@@ -649,7 +651,7 @@ def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
         entry[3] += 1
     marginal = {}
     for value, (low, mid, high, count) in sums.items():
-        margin = REL_MARGIN + 4 * (count + 2) * EPS
+        margin = FUNCTION_REL_MARGIN + 4 * (count + 2) * EPS
         marginal[value] = (low * (1 - margin), mid, high * (1 + margin))
     return marginal
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN
 from verifier.population import (
     BayesianNetwork,
     Categorical,
@@ -40,7 +41,6 @@ from verifier.population import (
     Product,
 )
 from verifier.population.base import Distribution
-from verifier.population.rounding import EPS, REL_MARGIN
 from verifier.wmi.encode import WeightPiece, WMIInputError, density_pieces
 from verifier.wmi.marginals import CORE_SIGMAS, Component, Density1D, supported_marginal
 
@@ -51,7 +51,7 @@ ONE: Coefficient = (1.0, 1.0, 1.0)
 
 def times(first: Coefficient, second: Coefficient) -> Coefficient:
     """Outward-rounded product of two non-negative coefficient enclosures."""
-    margin = REL_MARGIN + 4 * EPS
+    margin = FUNCTION_REL_MARGIN + 4 * EPS
     return (first[0] * second[0] * (1 - margin), first[1] * second[1],
             first[2] * second[2] * (1 + margin))
 
@@ -258,7 +258,8 @@ def _mixture(mixture: Mixture, columns: list[int], low: float, high: float
         if weight <= 0:
             continue
         part, part_lost = decompose(component, [columns[j] for j in order], low, high)
-        scale = (weight * (1 - REL_MARGIN), float(weight), weight * (1 + REL_MARGIN))
+        scale = (weight * (1 - FUNCTION_REL_MARGIN), float(weight),
+                 weight * (1 + FUNCTION_REL_MARGIN))
         terms.extend(Term(times(scale, t.coefficient), t.atoms, t.poly, t.densities)
                      for t in part)
         lost += weight * part_lost

@@ -1,0 +1,75 @@
+"""certgate's numerics core: outward rounding, the margins and their one value each, sound
+quotient enclosures and the interval-versus-threshold verdict table. Every sound bound in
+:mod:`verifier` rounds through here; ``tests/test_numerics.py`` checks the core against exact
+rational arithmetic and ``tests/test_numerics_usage.py`` that nothing else rounds by hand.
+
+Torch variants live in :mod:`verifier.numerics.tensor` (imported on its own, so that this
+package imports no torch).
+"""
+
+from verifier.numerics.comparison import (
+    COMPARISONS,
+    Comparison,
+    Verdict,
+    interval_verdict,
+    proven_fail,
+    proven_pass,
+)
+from verifier.numerics.error_free import two_product, two_sum
+from verifier.numerics.margins import (
+    FUNCTION_REL_MARGIN,
+    SOUNDNESS_ABS_MARGIN,
+    SOUNDNESS_REL_MARGIN,
+)
+from verifier.numerics.ratio import nonnegative_quotient, probability_ratio, share_interval
+from verifier.numerics.rounding import (
+    EPS,
+    SMALLEST_SUBNORMAL,
+    add_down,
+    add_up,
+    down,
+    down_array,
+    gamma,
+    mul_down,
+    mul_up,
+    relative_margin,
+    sum_lower,
+    sum_upper,
+    up,
+    up_array,
+    widened_down,
+    widened_up,
+)
+
+__all__ = [
+    "COMPARISONS",
+    "EPS",
+    "FUNCTION_REL_MARGIN",
+    "SMALLEST_SUBNORMAL",
+    "SOUNDNESS_ABS_MARGIN",
+    "SOUNDNESS_REL_MARGIN",
+    "Comparison",
+    "Verdict",
+    "add_down",
+    "add_up",
+    "down",
+    "down_array",
+    "gamma",
+    "interval_verdict",
+    "mul_down",
+    "mul_up",
+    "nonnegative_quotient",
+    "probability_ratio",
+    "proven_fail",
+    "proven_pass",
+    "relative_margin",
+    "share_interval",
+    "sum_lower",
+    "sum_upper",
+    "two_product",
+    "two_sum",
+    "up",
+    "up_array",
+    "widened_down",
+    "widened_up",
+]

@@ -1,0 +1,170 @@
+"""Outward rounding of float64 results: the one error model every sound bound in certgate uses.
+
+**The model.** IEEE 754 ``+ − × ÷ √`` are correctly rounded (to nearest): the computed float
+``s`` of a real result ``x`` is the float nearest ``x``. The float just below ``s`` is then
+``<= x`` and the float just above is ``>= x``, in every range: at a power of two (where the
+spacing changes), in the subnormal range (where the error is absolute, at most half of
+``2⁻¹⁰⁷⁴``) and at overflow (``x`` beyond the largest float gives ``s = ±inf``, whose step
+inwards is the largest finite float, still on the right side of ``x``). So one float step
+outward (:func:`down`, :func:`up`) encloses the exact result of one operation, and a chain of
+operations is enclosed by stepping after each one on monotone arguments. A NaN stays NaN.
+
+**Sums and products of non-negative terms** (:func:`sum_lower`, :func:`sum_upper`). A float
+evaluation of non-negative terms in which every term meets at most ``r`` roundings (a sum of
+``n`` terms in any order: ``r = n − 1``; each product factor adds one) is within
+``γ_r = r·u / (1 − r·u)`` of the exact value, relatively (Higham, *Accuracy and Stability of
+Numerical Algorithms*, §3.1 and §4.2; ``u = 2⁻⁵³``). Scaling the computed value by
+``1 ∓ 2·r·ε = 1 ∓ 4·r·u`` and stepping once more (the scaling is itself rounded) encloses the
+exact value whenever ``r·u <= 3/8``: ``1/(1 + γ_r) = 1 − r·u >= 1 − 4·r·u`` and
+``1/(1 − γ_r) = (1 − r·u)/(1 − 2·r·u) <= 1 + 4·r·u``. Beyond that the bounds are ``0`` and
+``+inf``.
+
+**Library functions** (:func:`widened_down`, :func:`widened_up`). ``exp``, ``log1p``, ``erf``
+and ``ndtr`` are not correctly rounded; they are within a few units in the last place. Their
+results are widened by a stated relative error
+(:data:`~verifier.numerics.margins.FUNCTION_REL_MARGIN` covers a few thousand units) and then
+stepped once.
+
+Tested against exact rational arithmetic (``fractions.Fraction``) in
+``tests/test_numerics.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from verifier.numerics.error_free import two_sum
+from verifier.numerics.margins import FUNCTION_REL_MARGIN
+
+EPS = 2.0**-52
+"""Machine epsilon of float64: the gap between 1.0 and the next float (twice the unit
+roundoff ``u = 2⁻⁵³``)."""
+
+SMALLEST_SUBNORMAL = math.ulp(0.0)
+"""The smallest positive float64 (``2⁻¹⁰⁷⁴``): the float just above an exact zero."""
+
+_MAX_ROUNDINGS = 3.0 / 8.0 / 2.0**-53
+"""The largest rounding count ``r`` with ``r·u <= 3/8`` (see the module docstring)."""
+
+
+def down(value: float) -> float:
+    """The float just below ``value``: a lower bound of the exact result of one correctly
+    rounded operation whose computed result is ``value`` (``-inf`` stays ``-inf``)."""
+    return math.nextafter(value, -math.inf)
+
+
+def up(value: float) -> float:
+    """The float just above ``value``: an upper bound of the exact result of one correctly
+    rounded operation whose computed result is ``value`` (``+inf`` stays ``+inf``)."""
+    return math.nextafter(value, math.inf)
+
+
+def down_array(values: ArrayLike) -> np.ndarray:
+    """:func:`down` element-wise (float64 array of the same shape)."""
+    with np.errstate(over="ignore"):
+        return np.nextafter(np.asarray(values, dtype=np.float64), -np.inf)
+
+
+def up_array(values: ArrayLike) -> np.ndarray:
+    """:func:`up` element-wise (float64 array of the same shape)."""
+    with np.errstate(over="ignore"):
+        return np.nextafter(np.asarray(values, dtype=np.float64), np.inf)
+
+
+def add_down(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """The largest float ``<= a + b`` (element-wise): the computed sum where it is exact (its
+    TwoSum error is ``>= 0``), else one float below it. Exact sums, zero included, stay exact,
+    so repeated accumulation does not drift. An overflowed or infinite sum steps as
+    :func:`down_array` does."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total, error = two_sum(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+        exact = np.isfinite(total) & (error >= 0)
+    return np.where(exact, total, down_array(total))
+
+
+def add_up(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """The smallest float ``>= a + b`` (element-wise; see :func:`add_down`)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total, error = two_sum(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+        exact = np.isfinite(total) & (error <= 0)
+    return np.where(exact, total, up_array(total))
+
+
+def mul_down(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """A float ``<= a·b`` (element-wise): the computed product stepped down, except an exact
+    zero (a zero factor) stays zero."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        product = a * b
+    return np.where((a == 0) | (b == 0), 0.0, down_array(product))
+
+
+def mul_up(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """A float ``>= a·b`` (element-wise; see :func:`mul_down`)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        product = a * b
+    return np.where((a == 0) | (b == 0), 0.0, up_array(product))
+
+
+def relative_margin(operations: int) -> float:
+    """Relative widening that absorbs the rounding of a chain of ``operations`` float
+    operations on positive values (products, sums of non-negative terms, quotients; no
+    cancellation, no underflow): ``max(FUNCTION_REL_MARGIN, 4·(operations + 1)·ε)``, which
+    exceeds ``γ_(operations + 1)`` while it stays below 1/2 (for results above the
+    subnormal range, where rounding error is relative)."""
+    return max(FUNCTION_REL_MARGIN, 4.0 * (operations + 1) * EPS)
+
+
+def gamma(n: int) -> float:
+    """Higham's ``γ_n = n·u / (1 − n·u)`` doubled (``2·n·ε`` over the same denominator, to
+    cover the rounding of the bound itself): the error of an ``n``-term float dot product or
+    sum, *with* cancellation, is at most ``γ_n`` times the sum of the terms' magnitudes."""
+    return 2.0 * n * EPS / (1.0 - n * EPS)
+
+
+def sum_lower(total: ArrayLike, roundings: int | ArrayLike) -> np.ndarray:
+    """A lower bound of the exact value of non-negative terms whose float evaluation gave
+    ``total``, every term having met at most ``roundings`` roundings (a sum of ``n`` terms in
+    any order: ``n − 1``). Element-wise; ``0`` where ``roundings·u > 3/8``."""
+    total = np.asarray(total, dtype=np.float64)
+    count = np.asarray(roundings, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        shrunk = down_array(total * (1.0 - 2.0 * count * EPS))
+    return np.where(count <= _MAX_ROUNDINGS, np.maximum(shrunk, 0.0), 0.0)
+
+
+def sum_upper(total: ArrayLike, roundings: int | ArrayLike) -> np.ndarray:
+    """An upper bound of the exact value of non-negative terms whose float evaluation gave
+    ``total`` (see :func:`sum_lower`). Element-wise; ``+inf`` where ``roundings·u > 3/8``.
+    A zero ``total`` stays zero: a float sum of non-negative terms is zero only when every
+    term is."""
+    total = np.asarray(total, dtype=np.float64)
+    count = np.asarray(roundings, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        grown = up_array(total * (1.0 + 2.0 * count * EPS))
+    return np.where(count <= _MAX_ROUNDINGS, np.where(total == 0, 0.0, grown), np.inf)
+
+
+def widened_down(values: ArrayLike, relative: float = FUNCTION_REL_MARGIN) -> np.ndarray:
+    """A lower bound of the real value a computed ``values`` stands for, when ``values`` is
+    within ``relative`` of it, relatively (a library function's error; any sign):
+    ``values·(1 ∓ relative)`` stepped down once. Element-wise, float64. A zero steps too: a
+    library function that underflows returns 0 for a real value that is not (``exp(-800)``),
+    outside any relative error; callers that know a zero is exact keep it themselves."""
+    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        widened = np.where(values > 0, values * (1.0 - relative), values * (1.0 + relative))
+    return down_array(widened)
+
+
+def widened_up(values: ArrayLike, relative: float = FUNCTION_REL_MARGIN) -> np.ndarray:
+    """An upper bound of the real value a computed ``values`` stands for, when ``values`` is
+    within ``relative`` of it (see :func:`widened_down`). Element-wise, float64."""
+    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        widened = np.where(values > 0, values * (1.0 + relative), values * (1.0 - relative))
+    return up_array(widened)
