@@ -345,7 +345,7 @@ def _config(path: Path, *audits: dict) -> Path:
 def test_a_configurations_protected_attribute_is_the_fits(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """``population fit --config`` takes the protected attribute from the configuration's
-    audits (a causal audit's one-hot sensitive columns name the same feature): the same
+    audits (a causal audit's one-hot protected columns name the same feature): the same
     learned network as ``--protected sex``; two different attributes are refused."""
     frame = proxy_table(600)
     frame["sex"] = np.where(frame.female == 1, "F", "M")
@@ -353,8 +353,8 @@ def test_a_configurations_protected_attribute_is_the_fits(
     frame[["sex", "score", "tenure"]].to_csv(data, index=False)
     parity = {"kind": "demographic_parity", "name": "dp", "protected": "sex=M",
               "privileged": 1, "favorable_class": 1, "gamma": 0.8}
-    causal = {"kind": "causal_fairness", "name": "cf", "sensitive": ["sex=F", "sex=M"],
-              "sensitive_kind": "one_hot", "max_biased_share": 0.05}
+    causal = {"kind": "causal_fairness", "name": "cf", "protected": ["sex=F", "sex=M"],
+              "protected_kind": "one_hot", "max_biased_share": 0.05}
     config = _config(tmp_path / "audit.yaml", parity, causal)
     out = tmp_path / "pop.json"
     code, given = _cli(capsys, "population", "fit", str(data), "--out", str(out),

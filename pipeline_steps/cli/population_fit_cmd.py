@@ -311,10 +311,10 @@ def fit_protected(args: argparse.Namespace) -> str | None:
 
     named: list[str] = []
     for audit in load_config(args.config).audits:
-        column = getattr(audit, "protected", None) or next(
-            iter(getattr(audit, "sensitive", None) or []), None)
-        if column is not None and column not in named:
-            named.append(column)
+        protected = getattr(audit, "protected", None)  # one input, or a causal audit's list
+        for column in [protected] if isinstance(protected, str) else list(protected or []):
+            if column not in named:
+                named.append(column)
     features = sorted({column.split("=", 1)[0] for column in named})
     if len(features) > 1:
         raise CertgateInputError(f"--config {args.config}: its audits protect several "
