@@ -194,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
             certificate = run_audit(settings, network, population, None, None,
                                     executor=executor, model_domain=_model_domain(args.model),
                                     **engine)
+        bar.finish(certificate)
     finally:
         executor.shutdown()
         bar.close()
@@ -213,10 +214,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summary(certificate: Certificate) -> dict[str, Any]:
-    """The command's JSON object: fractions of the query (uniform), witnesses, cost."""
+    """The command's JSON object: the certified shares first (``certified_shares``: fair and
+    biased everywhere, both proven, their sum ``decided``, then ``contains_bias`` and
+    ``undecided``), then the fractions of the query (uniform), witnesses, cost."""
     details = certificate.details
     payload: dict[str, Any] = {
         "verdict": certificate.verdict,
+        "certified_shares": dict(details["certified_shares"]),
         "fair_fraction": details["fair_fraction"],
         "biased_fraction": list(certificate.bounds["biased_share"]),
         "excluded_fraction": details["excluded_fraction"],
@@ -234,7 +238,12 @@ def summary(certificate: Certificate) -> dict[str, Any]:
 
 def _print_text(payload: dict[str, Any]) -> None:
     low, high = payload["biased_fraction"]
+    shares = payload["certified_shares"]
     print(f"causal-fairness: {payload['verdict']}")
+    print(f"  decided {shares['decided']:.4%} of the query: certified fair {shares['fair']:.4%}"
+          f" + certified biased everywhere {shares['biased_everywhere']:.4%}")
+    print(f"  contains bias (witnessed, not proven everywhere) {shares['contains_bias']:.4%}, "
+          f"undecided {shares['undecided']:.4%}")
     print(f"  fair {payload['fair_fraction']:.4%}, excluded {payload['excluded_fraction']:.4%} "
           f"of the query ({payload['query_fraction']:.4%} of the input space)")
     print(f"  biased share: [{low:.4%}, {high:.4%}]")

@@ -37,7 +37,12 @@ from verifier.causal.analysis import (
 )
 from verifier.causal.partition import initial_partition, uniform_share
 from verifier.causal.problem import CausalInputError, FairnessProblem
-from verifier.causal.share import bounds_from_sums, population_bounds, uniform_bounds
+from verifier.causal.share import (
+    bounds_from_sums,
+    certified_shares,
+    population_bounds,
+    uniform_bounds,
+)
 from verifier.certificate import Certificate
 from verifier.executor import InProcessExecutor
 
@@ -440,16 +445,19 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
         (FAIR, "fair"), (BIASED_EVERYWHERE, "biased_everywhere"),
         (BIASED_WITNESS, "biased_witness"), (EXCLUDED, "excluded"), (UNRESOLVED, "unresolved"),
         (REFINING, "refining"))}
+    witnessed = float(weight[status == BIASED_WITNESS].sum())
+    refining = float(weight[status == REFINING].sum())
     return Certificate(
         audit="causal-fairness",
         verdict=verdict,
         bounds=bounds,
         details={
+            "certified_shares": certified_shares(shares, witnessed + refining),
             "fair_fraction": shares.fair,
             "excluded_fraction": shares.excluded,
             "biased_everywhere_fraction": shares.biased[0],
-            "witnessed_fraction": float(weight[status == BIASED_WITNESS].sum()),
-            "refining_fraction": float(weight[status == REFINING].sum()),
+            "witnessed_fraction": witnessed,
+            "refining_fraction": refining,
             "query_fraction": problem.query_fraction(),
             "partition_counts": counts,
             "regions": regions,
