@@ -91,7 +91,7 @@ def _network_and_population(args: argparse.Namespace) -> tuple[Any, Any]:
     return bound_network(args, network, load_population(args.population))
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def audit_settings(args: argparse.Namespace) -> Any:
     """The ``causal_fairness`` settings of the options (``--max-biased-share`` defaults to 1:
     then only the engine's fair/biased verdict is reported)."""
     from verifier.audits import CausalFairnessSettings
@@ -167,19 +167,20 @@ def _libra_problem(args: argparse.Namespace, network: Any) -> Any:
     return build_problem(network, **spec, query=query)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the certification and print the result (JSON with ``--json``). Without ``--spec``
-    this is the ``causal_fairness`` audit kind (:mod:`verifier.audits.causal_fairness`), run
-    as ``certgate run`` runs it; a Libra ``--spec`` file describes the problem itself."""
-    from pipeline_steps.progress import ChunkCounter, PartitionProgress
+def certify(args: argparse.Namespace, settings: Any, bar: Any) -> Certificate:
+    """The certificate of the command's options and ``settings`` (:func:`audit_settings`),
+    counted and shown by
+    ``bar`` (a :class:`pipeline_steps.progress.PartitionProgress`, which ends on the
+    certificate's numbers; the bar is not closed here). Without ``--spec`` this is the
+    ``causal_fairness`` audit kind (:mod:`verifier.audits.causal_fairness`), run as
+    ``certgate run`` runs it; a Libra ``--spec`` file describes the problem itself."""
+    from pipeline_steps.progress import ChunkCounter
     from verifier.audits import causal_fairness
     from verifier.causal import certify_causal_fairness
     from verifier.executor import make_executor
 
     network, population = _network_and_population(args)
-    settings = _settings(args)
     engine = {"chunk_size": args.chunk_size}
-    bar = PartitionProgress(settings.name, shows_progress(args))
     executor = ChunkCounter(make_executor(args.executor, args.workers), bar.chunk_done)
     try:
         if args.spec:
@@ -197,6 +198,19 @@ def run(args: argparse.Namespace) -> int:
         bar.finish(certificate)
     finally:
         executor.shutdown()
+    return certificate
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the certification (:func:`certify`, with a progress bar on stderr) and print the
+    result (JSON with ``--json``)."""
+    from pipeline_steps.progress import PartitionProgress
+
+    settings = audit_settings(args)
+    bar = PartitionProgress(settings.name, shows_progress(args))
+    try:
+        certificate = certify(args, settings, bar)
+    finally:
         bar.close()
     payload = summary(certificate)
     judged = args.max_biased_share is not None
