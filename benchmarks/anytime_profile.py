@@ -67,20 +67,23 @@ def child(cli_args: list[str]) -> int:
 
 
 def fairquant_cases(workdir: Path) -> list[dict[str, Any]]:
-    """Every ``.nnet`` of the FairQuant folder as CLI options on a raw JSON copy."""
+    """Every row of FairQuant's table, then every other ``.nnet`` of its folder (protected
+    input :data:`PROTECTED`), as CLI options on a raw JSON copy of the network."""
     from benchmarks.fairquant import DATA, published
     from verifier.convert import load_classifier, save_network
 
-    rows = {row["network"]: row for row in published(DATA)}
+    rows = published(DATA)
+    listed = {row["network"] for row in rows}
+    plan = [(row["network"], row["index"], row) for row in rows] + [
+        (path.stem, PROTECTED[path.stem.split("-")[0]], None)
+        for path in sorted(DATA.glob("*.nnet")) if path.stem not in listed]
     cases = []
-    for path in sorted(DATA.glob("*.nnet")):
-        name = path.stem
-        row = rows.get(name)
-        index = row["index"] if row else PROTECTED[name.split("-")[0]]
-        network, domain = load_classifier(path, nnet_normalises_inputs=False)
+    for name, index, row in plan:
+        network, domain = load_classifier(DATA / f"{name}.nnet", nnet_normalises_inputs=False)
         assert domain is not None
         model = workdir / f"{name}.json"
-        save_network(network, model)
+        if not model.exists():
+            save_network(network, model)
         names = network.input_names
         box = ",".join(f"{names[i]}={domain[0][i]:g}:{domain[1][i]:g}" for i in range(len(names)))
         cases.append({
