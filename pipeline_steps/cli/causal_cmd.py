@@ -70,7 +70,8 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     parser.add_argument("--timeout", type=float, help="time budget in seconds (default 60)")
     parser.add_argument("--target-width", type=float,
                         help="stop refining once the biased-share interval is this narrow")
-    parser.add_argument("--chunk-size", type=int, default=64, help="partitions per task")
+    parser.add_argument("--chunk-size", type=int,
+                        help="partitions per task, bounded together (default 256)")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     add_no_progress(parser)
     parser.set_defaults(func=run)
@@ -180,7 +181,7 @@ def certify(args: argparse.Namespace, settings: Any, bar: Any) -> Certificate:
     from verifier.executor import make_executor
 
     network, population = _network_and_population(args)
-    engine = {"chunk_size": args.chunk_size}
+    engine = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}
     executor = ChunkCounter(make_executor(args.executor, args.workers), bar.chunk_done)
     try:
         if args.spec:
