@@ -15,8 +15,10 @@ list) and Libra's shortest published run.
 FairQuant's networks are given to the CLI as they are to FairQuant: the raw integer codes
 (the ``.nnet`` normalisation rows ignored, see ``benchmarks/fairquant.py``), converted once
 before timing to the project's JSON format, every input integer, the header's box as
-``--domain``, the protected input at its minimum and maximum. Libra's instances use their
-specification, query, L and U, with the ``benchmarks/libra.py`` target width.
+``--domain``, the protected input at its minimum and maximum, no target width (refine for
+the whole budget, as ``benchmarks/fairquant.py``; the CLI's default stops at 0.5 points).
+Libra's instances use their specification, query, L and U, with the ``benchmarks/libra.py``
+target width.
 
 Usage: ``python -m benchmarks.anytime_profile [--only TEXT] [--budget S] [--times T ...]
 [--libra-budget S] [--json]``.
@@ -90,7 +92,7 @@ def fairquant_cases(workdir: Path) -> list[dict[str, Any]]:
             "name": f"{name} {names[index]}", "published": row,
             "args": ["--model", str(model), "--protected", names[index], "--domain", box,
                      "--integer-inputs", "all", "--protected-values",
-                     f"{domain[0][index]:g},{domain[1][index]:g}"],
+                     f"{domain[0][index]:g},{domain[1][index]:g}", "--target-width", "0"],
         })
     return cases
 
