@@ -30,7 +30,9 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
         description=(
             "Partition the space of the other inputs; prove each partition fair, find a "
             "re-checked witness of bias, or exclude it when the budget (L, U) is exhausted. "
-            "Reports certified bounds on the biased share. Exit code 0 when proven fair, "
+            "Leads with the certified shares of the query (certified fair + certified biased "
+            "everywhere = decided; then contains bias, undecided), then the certified bounds "
+            "on the biased share. Exit code 0 when proven fair, "
             "1 when biased or undecided, 2 on bad input."
         ),
     )
