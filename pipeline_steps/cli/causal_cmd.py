@@ -172,9 +172,8 @@ def _libra_problem(args: argparse.Namespace, network: Any) -> Any:
 
 def certify(args: argparse.Namespace, settings: Any, bar: Any) -> Certificate:
     """The certificate of the command's options and ``settings`` (:func:`audit_settings`),
-    counted and shown by
-    ``bar`` (a :class:`pipeline_steps.progress.PartitionProgress`, which ends on the
-    certificate's numbers; the bar is not closed here). Without ``--spec`` this is the
+    counted and shown by ``bar`` (a :class:`pipeline_steps.progress.PartitionProgress`, which
+    ends on the certificate's numbers; the bar is not closed here). Without ``--spec`` this is the
     ``causal_fairness`` audit kind (:mod:`verifier.audits.causal_fairness`), run as
     ``certgate run`` runs it; a Libra ``--spec`` file describes the problem itself."""
     from pipeline_steps.progress import ChunkCounter
