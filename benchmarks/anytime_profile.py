@@ -8,9 +8,8 @@ imports, model parse and problem build are the CLI's) and records, from its prog
 (:class:`pipeline_steps.progress.PartitionProgress`), the certified-fair and certified
 biased-everywhere shares after every chunk of partitions, ending with the certificate's. The
 clock starts before the process is spawned: each share is read at wall time T (1, 2, 5, 10,
-30, 60 s by default)
-*including* start-up. Printed beside FairQuant's published certified share and time (and
-ours at that time + 1 s, the issue's acceptance point; from
+30, 60 s by default) *including* start-up. Printed beside FairQuant's published certified
+share and time (and ours at that time + 1 s, the issue's acceptance point; from
 ``shared/benchmarks/fairquant/README.md``, none for the networks it does not list) and
 Libra's shortest published run.
 
