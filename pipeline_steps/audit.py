@@ -166,6 +166,7 @@ def certify_observed(config: CertgateConfig, network: Network, population: Any, 
             certificates[settings.name] = run_audit(
                 settings, network, population, None, bar.callback, **extra
             )
+            bar.finish(certificates[settings.name])
         finally:
             bar.close()
         if bar.quantity == settings.requirement.quantity and bar.observed():
@@ -195,9 +196,14 @@ def certify_observed(config: CertgateConfig, network: Network, population: Any, 
 
 
 def headline_metrics(settings: AuditSettings, certificate: Certificate) -> dict[str, float]:
-    """Final metrics of one audit: every certified bound, the proof flag and the cost."""
+    """Final metrics of one audit: its certified shares (``details["certified_shares"]``,
+    causal fairness: ``<audit>.certified_shares.fair`` …), every certified bound, the proof
+    flag and the cost."""
     requirement = settings.requirement
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = {
+        f"{settings.name}.certified_shares.{key}": float(value)
+        for key, value in certificate.details.get("certified_shares", {}).items()
+    }
     for quantity, (low, high) in certificate.bounds.items():
         label = requirement.label if quantity == requirement.quantity else quantity
         metrics[f"{settings.name}.{label}_lower"] = low

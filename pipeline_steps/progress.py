@@ -7,8 +7,11 @@ maps each unit to its bar):
 * ``partitions`` (causal fairness): partitions analysed, counted as the engine's chunks of
   partitions come back from the executor it submits them to (:class:`ChunkCounter` wraps that
   executor; the engine itself reports nothing until it ends), with the share of the query proven
-  fair and proven biased everywhere so far (uniform measure) and whether bias was witnessed. The
-  bar shows the interval these shares give the uniform biased share by the engine's own rule
+  fair and proven biased everywhere so far (uniform measure), the rest not yet decided, and
+  whether bias was witnessed; once the engine returns, :meth:`AuditProgress.finish` shows the
+  certificate's own certified shares (fair, biased everywhere, contains bias, undecided), so
+  the last numbers shown are the certificate's. The bar's interval is the one these shares
+  give the uniform biased share by the engine's own rule
   (:func:`verifier.causal.share.uniform_bounds`: ``[biased everywhere, 1 − fair]``; the
   partitions are disjoint and each is counted once, when final), and
   :meth:`AuditProgress.observed` keeps each one: the audit step draws them in the report's chart
@@ -113,6 +116,9 @@ class AuditProgress:
         as ``(elapsed_s, (lower, upper))``; none by default."""
         return []
 
+    def finish(self, certificate: Any) -> None:
+        """Show the audit's final ``certificate`` (nothing more by default)."""
+
     @display_guard
     def close(self) -> None:
         self.bar.close()
@@ -161,6 +167,10 @@ class PartitionProgress(AuditProgress):
         self.biased_share = 0.0
         self.witnesses = 0
         self.history: list[tuple[float, tuple[float, float]]] = []
+        self.shares: list[tuple[float, float, float]] = []
+        """``(elapsed_s, certified fair, certified biased everywhere)`` after each chunk, and
+        the certificate's at :meth:`finish` (the anytime profile of the certified shares)."""
+        self.final: dict[str, float] | None = None
         self.started = time.monotonic()
         self._lock = threading.Lock()
 
@@ -178,12 +188,31 @@ class PartitionProgress(AuditProgress):
         status = outcome.status
         share = uniform_share(problem, lower, upper)
         with self._lock:
+            if self.final is not None:
+                return
             self.analysed += int(status.size)
             self.fair_share += float(share[status == FAIR].sum())
             self.biased_share += float(share[status == BIASED_EVERYWHERE].sum())
             self.witnesses += int((status == BIASED_WITNESS).sum())
-            self.history.append((time.monotonic() - self.started, self.interval()))
+            elapsed = time.monotonic() - self.started
+            self.history.append((elapsed, self.interval()))
+            self.shares.append((elapsed, self.fair_share, self.biased_share))
             self._show(int(status.size))
+
+    def finish(self, certificate: Any) -> None:
+        """End the display on the certificate's numbers: its certified shares
+        (``details["certified_shares"]``; the counted ones differ from them by the engine's
+        outward rounding margin) are shown last and close :attr:`shares`. The counted shares
+        and :meth:`observed` bounds stay as counted; chunks a pool finishes later change
+        neither."""
+        shares = certificate.details.get("certified_shares")
+        if shares is None:
+            return
+        with self._lock:
+            self.final = dict(shares)
+            self.shares.append((time.monotonic() - self.started, float(shares["fair"]),
+                                float(shares["biased_everywhere"])))
+            self._show(0)
 
     @display_guard
     def _show(self, analysed: int) -> None:
@@ -200,10 +229,17 @@ class PartitionProgress(AuditProgress):
         return list(self.history)
 
     def describe(self) -> str:
-        low, high = self.interval()
-        witnessed = ", bias witnessed" if self.witnesses else ""
-        return (f"biased share ∈ [{low:.4g}, {high:.4g}], proven fair "
-                f"{100 * self.fair_share:.1f} % of the query{witnessed}")
+        """Certified fair, certified biased everywhere and the rest (undecided so far; at the
+        end the certificate's contains-bias and undecided shares) in % of the query."""
+        if self.final is not None:
+            fair, biased = self.final["fair"], self.final["biased_everywhere"]
+            rest = (f"contains bias {100 * self.final['contains_bias']:.2f} %, "
+                    f"undecided {100 * self.final['undecided']:.2f} %")
+        else:
+            fair, biased = self.fair_share, self.biased_share
+            rest = (f"undecided {100 * max(0.0, 1.0 - fair - biased):.2f} %"
+                    + (" (bias witnessed)" if self.witnesses else ""))
+        return f"certified fair {100 * fair:.2f} %, biased {100 * biased:.2f} %, {rest}"
 
 
 class TimeProgress(AuditProgress):

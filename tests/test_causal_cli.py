@@ -46,6 +46,21 @@ def test_json_output_with_query(model: Path, tmp_path: Path, capsys) -> None:
     for witness in payload["witnesses"]:
         assert witness["x"][0] == witness["x_other"][0]
         assert witness["classes"][0] != witness["classes"][1]
+    shares = payload["certified_shares"]  # closed form: fair iff x <= 0.25, biased iff > 0.25
+    assert shares["fair"] <= 0.5 and shares["biased_everywhere"] <= 0.5
+    assert shares["fair"] == pytest.approx(payload["fair_fraction"])
+    assert shares["decided"] <= shares["fair"] + shares["biased_everywhere"]
+    assert shares["decided"] >= 1.0 - 0.01 - shares["undecided"] - shares["contains_bias"]
+
+
+def test_text_output_leads_with_the_certified_shares(model: Path, capsys) -> None:
+    run(_parse(["--model", str(model), "--protected", "s", "--target-width", "0.01",
+                "--no-progress"]))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "causal-fairness: biased"
+    assert lines[1].startswith("  decided ") and "certified fair" in lines[1]
+    assert "certified biased everywhere" in lines[1]
+    assert lines[2].startswith("  contains bias (witnessed, not proven everywhere) ")
 
 
 @pytest.mark.skipif(not LIBRA.is_dir(), reason="Libra benchmark folder not present")

@@ -67,6 +67,10 @@ def test_integer_shares_match_brute_force(seed: int) -> None:
     assert certificate.details["partition_counts"]["refining"] == 0
     assert upper - lower == pytest.approx(0.0, abs=1e-12)
     _assert_integer_witnesses(network, certificate, 1)
+    shares = certificate.details["certified_shares"]
+    assert shares["fair"] <= 1.0 - exact + 1e-12 and shares["biased_everywhere"] <= exact + 1e-12
+    assert shares["decided"] <= shares["fair"] + shares["biased_everywhere"]
+    assert shares["decided"] == pytest.approx(1.0, abs=1e-12), "single points are decided"
 
 
 def test_sensitive_values_compare_only_the_values_given() -> None:

@@ -241,6 +241,11 @@ def test_anytime_stop_keeps_the_ledger_consistent(budget: float) -> None:
              + details["refining_fraction"] + details["excluded_fraction"])
     assert total == pytest.approx(1.0)
     assert high == pytest.approx(1.0 - details["fair_fraction"])
+    shares = details["certified_shares"]
+    assert shares["fair"] <= 1.0 - 0.4375 and shares["biased_everywhere"] <= 0.4375
+    assert shares["decided"] <= shares["fair"] + shares["biased_everywhere"]
+    assert (shares["decided"] + shares["contains_bias"] + shares["undecided"]
+            == pytest.approx(1.0))
 
 
 def _one_hot_problem(network: Network, values: int):

@@ -309,6 +309,8 @@ def test_metrics_and_tags_of_the_new_kinds_are_generic() -> None:
         low, high = causal_certificate.bounds[quantity]
         assert (metrics[f"fair_s.{quantity}_lower"], metrics[f"fair_s.{quantity}_upper"]) == (
             low, high)
+    for key, value in causal_certificate.details["certified_shares"].items():
+        assert metrics[f"fair_s.certified_shares.{key}"] == value
     tags = version_result_tags(weighted, causal_certificate)
     assert tags["certgate.fair_s.requirement"] == "biased_share_population < 0.6"
     assert float(tags["certgate.fair_s.biased_share_population_upper"]) == \

@@ -78,8 +78,33 @@ def test_partition_counts_agree_with_the_certificate() -> None:
         assert low <= 0.5 <= high, "the closed form: biased iff 0.25 < x <= 0.75"
     assert bar.bar.n == bar.analysed
     text = work_done("causal_fairness", counted)
-    assert text.startswith(f"{bar.analysed:,.0f} partitions analysed in ")
+    assert text.startswith("decided ") and "certified fair" in text
+    assert f"{bar.analysed:,.0f} partitions analysed in " in text
     assert "proven fair" in text and "share of the query" in text
+
+
+def test_the_partition_bar_ends_on_the_certificates_numbers() -> None:
+    """After the engine returns, the bar shows the certificate's certified shares (not the
+    counted ones, which lack the engine's rounding margin), and later chunks change nothing."""
+    settings = audits(causal("fair", 0.6, target_width=0.02))[0]
+    bar = PartitionProgress("fair", enabled=True)
+    certificate = run_audit(settings, NETWORK, unit_population(), None, None,
+                            **bar.engine_options())
+    before = bar.describe()
+    bar.finish(certificate)
+    shares = certificate.details["certified_shares"]
+    assert bar.describe() == (
+        f"certified fair {100 * shares['fair']:.2f} %, biased "
+        f"{100 * shares['biased_everywhere']:.2f} %, contains bias "
+        f"{100 * shares['contains_bias']:.2f} %, undecided {100 * shares['undecided']:.2f} %")
+    assert before.startswith("certified fair ")
+    assert bar.bar.postfix == bar.describe()
+    assert bar.shares[-1][1:] == (shares["fair"], shares["biased_everywhere"])
+    counted = bar.analysed
+    run_audit(settings, NETWORK, unit_population(), None, None, **bar.engine_options())
+    assert bar.analysed == counted and bar.shares[-1][1:] == (shares["fair"],
+                                                              shares["biased_everywhere"])
+    bar.close()
 
 
 def test_chunks_are_counted_from_a_process_pool() -> None:

@@ -29,7 +29,9 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
         description=(
             "Partition the space of the other inputs; prove each partition fair, find a "
             "re-checked witness of bias, or exclude it when the budget (L, U) is exhausted. "
-            "Reports certified bounds on the biased share. Exit code 0 when proven fair, "
+            "Leads with the certified shares of the query (certified fair + certified biased "
+            "everywhere = decided; then contains bias, undecided), then the certified bounds "
+            "on the biased share. Exit code 0 when proven fair, "
             "1 when biased or undecided, 2 on bad input."
         ),
     )
@@ -69,7 +71,8 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     parser.add_argument("--timeout", type=float, help="time budget in seconds (default 60)")
     parser.add_argument("--target-width", type=float,
                         help="stop refining once the biased-share interval is this narrow")
-    parser.add_argument("--chunk-size", type=int, default=64, help="partitions per task")
+    parser.add_argument("--chunk-size", type=int,
+                        help="partitions per task, bounded together (default 256)")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     add_no_progress(parser)
     parser.set_defaults(func=run)
@@ -90,7 +93,7 @@ def _network_and_population(args: argparse.Namespace) -> tuple[Any, Any]:
     return bound_network(args, network, load_population(args.population))
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def audit_settings(args: argparse.Namespace) -> Any:
     """The ``causal_fairness`` settings of the options (``--max-biased-share`` defaults to 1:
     then only the engine's fair/biased verdict is reported)."""
     from verifier.audits import CausalFairnessSettings
@@ -166,19 +169,19 @@ def _libra_problem(args: argparse.Namespace, network: Any) -> Any:
     return build_problem(network, **spec, query=query)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the certification and print the result (JSON with ``--json``). Without ``--spec``
-    this is the ``causal_fairness`` audit kind (:mod:`verifier.audits.causal_fairness`), run
-    as ``certgate run`` runs it; a Libra ``--spec`` file describes the problem itself."""
-    from pipeline_steps.progress import ChunkCounter, PartitionProgress
+def certify(args: argparse.Namespace, settings: Any, bar: Any) -> Certificate:
+    """The certificate of the command's options and ``settings`` (:func:`audit_settings`),
+    counted and shown by ``bar`` (a :class:`pipeline_steps.progress.PartitionProgress`, which
+    ends on the certificate's numbers; the bar is not closed here). Without ``--spec`` this is the
+    ``causal_fairness`` audit kind (:mod:`verifier.audits.causal_fairness`), run as
+    ``certgate run`` runs it; a Libra ``--spec`` file describes the problem itself."""
+    from pipeline_steps.progress import ChunkCounter
     from verifier.audits import causal_fairness
     from verifier.causal import certify_causal_fairness
     from verifier.executor import make_executor
 
     network, population = _network_and_population(args)
-    settings = _settings(args)
-    engine = {"chunk_size": args.chunk_size}
-    bar = PartitionProgress(settings.name, shows_progress(args))
+    engine = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}
     executor = ChunkCounter(make_executor(args.executor, args.workers), bar.chunk_done)
     try:
         if args.spec:
@@ -193,8 +196,22 @@ def run(args: argparse.Namespace) -> int:
             certificate = run_audit(settings, network, population, None, None,
                                     executor=executor, model_domain=_model_domain(args.model),
                                     **engine)
+        bar.finish(certificate)
     finally:
         executor.shutdown()
+    return certificate
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the certification (:func:`certify`, with a progress bar on stderr) and print the
+    result (JSON with ``--json``)."""
+    from pipeline_steps.progress import PartitionProgress
+
+    settings = audit_settings(args)
+    bar = PartitionProgress(settings.name, shows_progress(args))
+    try:
+        certificate = certify(args, settings, bar)
+    finally:
         bar.close()
     payload = summary(certificate)
     judged = args.max_biased_share is not None
@@ -210,10 +227,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summary(certificate: Certificate) -> dict[str, Any]:
-    """The command's JSON object: fractions of the query (uniform), witnesses, cost."""
+    """The command's JSON object: the certified shares first (``certified_shares``: fair and
+    biased everywhere, both proven, their sum ``decided``, then ``contains_bias`` and
+    ``undecided``), then the fractions of the query (uniform), witnesses, cost."""
     details = certificate.details
     payload: dict[str, Any] = {
         "verdict": certificate.verdict,
+        "certified_shares": dict(details["certified_shares"]),
         "fair_fraction": details["fair_fraction"],
         "biased_fraction": list(certificate.bounds["biased_share"]),
         "excluded_fraction": details["excluded_fraction"],
@@ -231,7 +251,12 @@ def summary(certificate: Certificate) -> dict[str, Any]:
 
 def _print_text(payload: dict[str, Any]) -> None:
     low, high = payload["biased_fraction"]
+    shares = payload["certified_shares"]
     print(f"causal-fairness: {payload['verdict']}")
+    print(f"  decided {shares['decided']:.4%} of the query: certified fair {shares['fair']:.4%}"
+          f" + certified biased everywhere {shares['biased_everywhere']:.4%}")
+    print(f"  contains bias (witnessed, not proven everywhere) {shares['contains_bias']:.4%}, "
+          f"undecided {shares['undecided']:.4%}")
     print(f"  fair {payload['fair_fraction']:.4%}, excluded {payload['excluded_fraction']:.4%} "
           f"of the query ({payload['query_fraction']:.4%} of the input space)")
     print(f"  biased share: [{low:.4%}, {high:.4%}]")

@@ -230,11 +230,19 @@ def check(settings: CausalFairnessSettings, network: Network | None, population:
 
 
 def work_done(certificate: Certificate) -> str:
-    """Partitions analysed, rounds, the final partitions by status and the share of the query
-    each status holds, when the certificate records them."""
+    """The certified shares first (decided = certified fair + certified biased everywhere,
+    then contains bias and undecided), then partitions analysed, rounds, the final partitions
+    by status and the share of the query each status holds, when the certificate records
+    them."""
     cost, details = certificate.cost, certificate.details
     if "analysed_partitions" not in cost:
         return ""
+    certified = details.get("certified_shares")
+    headline = "" if certified is None else (
+        f"decided {_percent(certified['decided'])} of the query (certified fair "
+        f"{_percent(certified['fair'])} + certified biased everywhere "
+        f"{_percent(certified['biased_everywhere'])}); contains bias "
+        f"{_percent(certified['contains_bias'])}, undecided {_percent(certified['undecided'])}. ")
     counts = details.get("partition_counts", {})
     shares = ", ".join(f"{label} {_percent(details[key])}" for label, key in (
         ("proven fair", "fair_fraction"),
@@ -243,7 +251,7 @@ def work_done(certificate: Certificate) -> str:
         ("still refining", "refining_fraction")) if key in details)
     tally = ", ".join(f"{float(number):,.0f} {PARTITION_TEXT.get(name, name)}"
                       for name, number in counts.items() if number)
-    return (f"{counted(cost['analysed_partitions'], 'partition')} analysed in "
+    return (headline + f"{counted(cost['analysed_partitions'], 'partition')} analysed in "
             f"{counted(cost.get('rounds', 0), 'round')} ({elapsed_text(certificate)})"
             + (f"; final partitions: {tally}" if tally else "")
             + (f"; share of the query: {shares}" if shares else ""))

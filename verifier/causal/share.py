@@ -55,6 +55,20 @@ def bounds_from_sums(problem: FairnessProblem, fair: float, everywhere: float, u
     return ShareBounds(fair=fair, biased=(min(everywhere, high), high), excluded=excluded)
 
 
+def certified_shares(bounds: ShareBounds, contains_bias: float) -> dict[str, float]:
+    """The headline shares of the query (uniform measure), proven first: ``fair`` and
+    ``biased_everywhere`` (both certified: lower bounds from :func:`uniform_bounds`),
+    ``decided`` their sum rounded down (the share proven one way or the other), then
+    ``contains_bias`` (the partitions holding a re-checked witness but not proven biased
+    everywhere, refinements still running included: covered, not decided) and ``undecided``
+    (excluded or unresolved, ``bounds.excluded``). The last two are float sums of partition
+    shares, not bounds; the five add up to one up to rounding."""
+    decided = float(np.nextafter(bounds.fair + bounds.biased[0], -np.inf))
+    return {"fair": bounds.fair, "biased_everywhere": bounds.biased[0],
+            "decided": max(decided, 0.0), "contains_bias": contains_bias,
+            "undecided": bounds.excluded}
+
+
 def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
                       upper: np.ndarray, status: np.ndarray,
                       query_lower: np.ndarray, query_upper: np.ndarray) -> tuple[float, float]:
