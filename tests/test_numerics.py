@@ -287,3 +287,11 @@ def test_magnitude_margin_skips_only_structural_zeros() -> None:
 ])
 def test_one_map_from_result_to_exit_code(result: str, code: int) -> None:
     assert exit_for(result) == code
+
+
+@given(st.floats(1e-300, 1e300), st.floats(1e-300, 1e300))
+def test_a_zero_numerator_gives_exactly_zero(den_lo: float, den_width: float) -> None:
+    """0 / d is exact for d > 0: no outward step off zero (a fair-everywhere share is
+    [0, 0])."""
+    low, high = nonnegative_quotient(0.0, 0.0, den_lo, den_lo + den_width, ceiling=1.0)
+    assert float(low) == 0.0 and float(high) == 0.0

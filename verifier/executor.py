@@ -48,7 +48,8 @@ class ProcessPool(ProcessPoolExecutor):
 
     def terminate_workers(self) -> None:
         """Cancel the pending tasks, shut down without waiting, and terminate the workers
-        still alive (this process's own children; a running task's result is lost)."""
+        still alive (this process's own children; a running task's result is lost), killing
+        any that has not exited within :data:`WORKER_EXIT_S`."""
         processes = list((self._processes or {}).values())
         self.shutdown(wait=False, cancel_futures=True)
         for process in processes:
@@ -56,6 +57,9 @@ class ProcessPool(ProcessPoolExecutor):
                 process.terminate()
         for process in processes:
             process.join(timeout=WORKER_EXIT_S)
+            if process.is_alive():  # a worker that ignored SIGTERM (a busy machine) is killed
+                process.kill()
+                process.join(timeout=WORKER_EXIT_S)
 
 
 

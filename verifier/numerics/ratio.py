@@ -30,7 +30,8 @@ def nonnegative_quotient(
     ``[low, high]``. ``low = num_lo / den_hi`` and ``high = num_hi / den_lo``, each stepped
     one float outward and clipped to ``[0, ceiling]``; where ``den_lo <= 0`` the quotient is
     unbounded above (``high = ceiling``), and where ``den_hi <= 0`` it is undefined
-    (``low = 0``). Never NaN.
+    (``low = 0``). A zero numerator over a positive denominator is exactly 0 (no step: a
+    fair-everywhere share is ``[0, 0]``). Never NaN.
     """
     num_lo, num_hi = np.asarray(num_lo, np.float64), np.asarray(num_hi, np.float64)
     den_lo, den_hi = np.asarray(den_lo, np.float64), np.asarray(den_hi, np.float64)
@@ -39,6 +40,7 @@ def nonnegative_quotient(
         high = np.where(den_lo > 0, up_array(num_hi / den_lo), ceiling)
     low = np.clip(np.where(np.isnan(low), 0.0, low), 0.0, ceiling)
     high = np.clip(np.where(np.isnan(high), ceiling, high), 0.0, ceiling)
+    high = np.where((num_hi == 0) & (den_lo > 0), 0.0, high)  # 0 / d is exactly 0
     return low, high
 
 
