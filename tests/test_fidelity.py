@@ -369,18 +369,22 @@ def test_noise_robustness_against_its_closed_form() -> None:
 def test_noise_interval_covers_the_truth_at_its_level() -> None:
     from verifier.audits import NoiseRobustnessSettings
 
-    network, level = threshold_network(), 0.9
-    settings = NoiseRobustnessSettings(**NOISE)
+    assert_covers(NoiseRobustnessSettings(**NOISE), threshold_network(), NOISE_TRUTH, 2000)
+
+
+def assert_covers(settings, network, truth: float, first_seed: int, level: float = 0.9) -> None:
+    """On ``COVERAGE_SAMPLES`` seeded uniform samples the probability interval covers
+    ``truth`` at least as often as a Binomial(samples, level) count exceeds its 0.1 %
+    quantile (exact, scipy.stats.binom)."""
     population = fit_population(uniform_rows(100, 0), structure="independent")
-    certificate = Certificate(audit="n", verdict="unknown",
-                              bounds={"probability": (NOISE_TRUTH, NOISE_TRUTH)})
+    certificate = Certificate(audit="p", verdict="unknown", bounds={"probability": (truth, truth)})
     covered = 0
     for seed in range(COVERAGE_SAMPLES):
-        rows = DataRows(uniform_rows(COVERAGE_ROWS, 2000 + seed).to_numpy(), {})
+        rows = DataRows(uniform_rows(COVERAGE_ROWS, first_seed + seed).to_numpy(), {})
         record = fidelity_check(settings, certificate, network, population, rows,
                                 FidelityOptions(level=level, seed=seed))
         low, high = record["empirical"]["interval"]
-        covered += low <= NOISE_TRUTH <= high
+        covered += low <= truth <= high
     assert covered >= binom.ppf(COVERAGE_FAILURE, COVERAGE_SAMPLES, level)
 
 
@@ -452,16 +456,4 @@ def test_monotonicity_against_its_closed_form() -> None:
 def test_monotonicity_interval_covers_the_truth_at_its_level() -> None:
     from verifier.audits import MonotonicitySettings
 
-    network, level = bump_network(), 0.9
-    settings = MonotonicitySettings(**MONOTONE)
-    population = fit_population(uniform_rows(100, 0), structure="independent")
-    certificate = Certificate(audit="m", verdict="unknown",
-                              bounds={"probability": (MONOTONE_TRUTH, MONOTONE_TRUTH)})
-    covered = 0
-    for seed in range(COVERAGE_SAMPLES):
-        rows = DataRows(uniform_rows(COVERAGE_ROWS, 5000 + seed).to_numpy(), {})
-        record = fidelity_check(settings, certificate, network, population, rows,
-                                FidelityOptions(level=level, seed=seed))
-        low, high = record["empirical"]["interval"]
-        covered += low <= MONOTONE_TRUTH <= high
-    assert covered >= binom.ppf(COVERAGE_FAILURE, COVERAGE_SAMPLES, level)
+    assert_covers(MonotonicitySettings(**MONOTONE), bump_network(), MONOTONE_TRUTH, 5000)

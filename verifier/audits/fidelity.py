@@ -309,7 +309,6 @@ def noise_check(settings: Any, certificate: Certificate, network: Network, popul
                  data: DataRows, options: FidelityOptions,
                  assumptions: dict[str, Any]) -> dict[str, Any]:
     """The noise-robustness record (module docstring)."""
-    from verifier.causal.witness import certified_classes
     from verifier.network import Network as IRNetwork
 
     if not isinstance(network, IRNetwork):
@@ -327,38 +326,19 @@ def noise_check(settings: Any, certificate: Certificate, network: Network, popul
         noise = rng.triangular(*settings.noise_triangular, size=len(rows))
     moved = rows.copy()
     moved[:, column] += noise
-    pairs = np.vstack([rows, moved])
-    classes = np.concatenate([certified_classes(classifier, pairs[start:start + CHUNK_ROWS])
-                              for start in range(0, len(pairs), CHUNK_ROWS)])
-    before, after = classes[: len(rows)], classes[len(rows):]
+    before, after = _pair_classes(classifier, rows, moved)
     decided = (before >= 0) & (after >= 0)
     kept = int(np.sum(decided & (before == after)))
-    undecided = int(np.sum(~decided))
-    empirical = (clopper_pearson(kept, len(rows), options.level)[0],
-                 clopper_pearson(kept + undecided, len(rows), options.level)[1])
-    certified = tuple(float(v) for v in certificate.bounds[settings.requirement.quantity])
-    contradicted = _disjoint(empirical, certified)  # type: ignore[arg-type]
-    return {
-        "status": "contradicted" if contradicted else "consistent",
-        "reason": _reason("probability", empirical, certified, contradicted, options.level),
-        "quantity": "probability",
-        "level": options.level,
-        "method": ("one seeded noise draw per data row, Clopper-Pearson on the rows whose "
-                   "class is kept; classes decided in real arithmetic"),
-        "empirical": {"interval": list(empirical), "estimate": kept / len(rows),
-                      "rows": len(rows), "kept": kept, "undecided": undecided,
-                      "seed": options.seed},
-        "certified": list(certified),
-        "data": data.source,
-        "assumptions": assumptions,
-    }
+    return _probability_record(
+        settings, certificate, data, options, assumptions, kept, int(np.sum(~decided)),
+        len(rows), "one seeded noise draw per data row, Clopper-Pearson on the rows whose "
+        "class is kept; classes decided in real arithmetic", {"rows": len(rows)})
 
 
 def monotonicity_check(settings: Any, certificate: Certificate, network: Network,
                        population: Any, data: DataRows, options: FidelityOptions,
                        assumptions: dict[str, Any]) -> dict[str, Any]:
     """The monotonicity record (module docstring)."""
-    from verifier.causal.witness import certified_classes
     from verifier.network import Network as IRNetwork
 
     if not settings.use_prior:
@@ -379,19 +359,42 @@ def monotonicity_check(settings: Any, certificate: Certificate, network: Network
     ordered = before >= after if settings.decreasing else before <= after
     if _is_discrete(population, settings.feature):
         ordered &= before != after
-    pairs = np.vstack([first_rows[ordered], moved[ordered]])
     trials = int(ordered.sum())
     if trials == 0:
         return unchecked("no check possible: no data pair meets the order precondition",
                          assumptions, data.source)
-    classifier = network.as_classifier()
-    classes = np.concatenate([certified_classes(classifier, pairs[start:start + CHUNK_ROWS])
-                              for start in range(0, len(pairs), CHUNK_ROWS)])
-    first, second = classes[:trials], classes[trials:]
+    first, second = _pair_classes(network.as_classifier(), first_rows[ordered],
+                                  moved[ordered])
     decided = (first >= 0) & (second >= 0)
     favourable = settings.favorable_class
     kept = int(np.sum(decided & ~((first == favourable) & (second != favourable))))
-    undecided = int(np.sum(~decided))
+    return _probability_record(
+        settings, certificate, data, options, assumptions, kept, int(np.sum(~decided)),
+        trials, "rows paired at random (seeded), the second row of a pair lending the first "
+        "its feature value, pairs meeting the order precondition kept, Clopper-Pearson on "
+        "those whose favourable class is not lost; classes decided in real arithmetic",
+        {"rows": len(rows), "pairs": trials})
+
+
+def _pair_classes(classifier: Network, first: np.ndarray, second: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The real-arithmetic classes of two row sets of one length (−1 where undecided), in
+    chunks of :data:`CHUNK_ROWS`."""
+    from verifier.causal.witness import certified_classes
+
+    pairs = np.vstack([first, second])
+    classes = np.concatenate([certified_classes(classifier, pairs[start:start + CHUNK_ROWS])
+                              for start in range(0, len(pairs), CHUNK_ROWS)])
+    return classes[: len(first)], classes[len(first):]
+
+
+def _probability_record(settings: Any, certificate: Certificate, data: DataRows,
+                        options: FidelityOptions, assumptions: dict[str, Any], kept: int,
+                        undecided: int, trials: int, method: str,
+                        counts: dict[str, int]) -> dict[str, Any]:
+    """The record of a probability estimated by ``trials`` Bernoulli trials, ``kept`` of
+    them successes and ``undecided`` counted for the upper end only (Clopper–Pearson at the
+    options' level), against the certified interval."""
     empirical = (clopper_pearson(kept, trials, options.level)[0],
                  clopper_pearson(kept + undecided, trials, options.level)[1])
     certified = tuple(float(v) for v in certificate.bounds[settings.requirement.quantity])
@@ -401,13 +404,9 @@ def monotonicity_check(settings: Any, certificate: Certificate, network: Network
         "reason": _reason("probability", empirical, certified, contradicted, options.level),
         "quantity": "probability",
         "level": options.level,
-        "method": ("rows paired at random (seeded), the second row of a pair lending the "
-                   "first its feature value, pairs meeting the order precondition kept, "
-                   "Clopper-Pearson on those whose favourable class is not lost; classes "
-                   "decided in real arithmetic"),
-        "empirical": {"interval": list(empirical), "estimate": kept / trials,
-                      "rows": len(rows), "pairs": trials, "kept": kept,
-                      "undecided": undecided, "seed": options.seed},
+        "method": method,
+        "empirical": {"interval": list(empirical), "estimate": kept / trials, **counts,
+                      "kept": kept, "undecided": undecided, "seed": options.seed},
         "certified": list(certified),
         "data": data.source,
         "assumptions": assumptions,

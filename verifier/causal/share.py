@@ -15,7 +15,7 @@ import numpy as np
 from verifier.causal.analysis import BIASED_EVERYWHERE, FAIR
 from verifier.causal.partition import uniform_share
 from verifier.causal.problem import CausalInputError, FairnessProblem
-from verifier.numerics import add_up, nonnegative_quotient, sum_lower, sum_upper
+from verifier.numerics import add_down, add_up, nonnegative_quotient, sum_lower, sum_upper
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def certified_shares(bounds: ShareBounds, contains_bias: float) -> dict[str, flo
     everywhere, refinements still running included: covered, not decided) and ``undecided``
     (excluded or unresolved, ``bounds.excluded``). The last two are float sums of partition
     shares, not bounds; the five add up to one up to rounding."""
-    decided = float(np.nextafter(bounds.fair + bounds.biased[0], -np.inf))
+    decided = float(add_down(bounds.fair, bounds.biased[0]))
     return {"fair": bounds.fair, "biased_everywhere": bounds.biased[0],
             "decided": max(decided, 0.0), "contains_bias": contains_bias,
             "undecided": bounds.excluded}
