@@ -5,6 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from verifier.network import Layer, Network
+from verifier.population import (
+    Discrete,
+    Factor,
+    Feature,
+    PopulationModel,
+    Product,
+    Uniform,
+)
 
 
 def threshold_network(weights: list[float], bias: float, names: list[str]) -> Network:
@@ -13,6 +21,18 @@ def threshold_network(weights: list[float], bias: float, names: list[str]) -> Ne
     hidden = Layer(np.stack([w, -w]), np.array([bias, -bias]), "relu")
     output = Layer(np.array([[0.0, 1.0], [1.0, 0.0]]), np.zeros(2), "none")
     return Network([hidden, output], input_names=names)
+
+
+def threshold_population() -> PopulationModel:
+    """The threshold network's population: ``x ~ U[0, 1]`` and a binary ``s`` with probability
+    1/2 each, independent."""
+    return PopulationModel(
+        features=[Feature(name="x", kind="continuous", domain=(0, 1)),
+                  Feature(name="s", kind="binary", domain=(0, 1))],
+        distribution=Product(factors=[
+            Factor(columns=["x"], distribution=Uniform(lower=0, upper=1)),
+            Factor(columns=["s"], distribution=Discrete(values=[0, 1],
+                                                        probabilities=[0.5, 0.5]))]))
 
 
 def random_network(inputs: int, hidden: list[int], seed: int) -> Network:

@@ -23,18 +23,12 @@ import yaml
 
 from configs.schema import AUDIT_TYPES
 from pipeline_steps.progress import BARS
-from tests.causal_nets import threshold_network
+from tests.causal_nets import threshold_network, threshold_population
 from verifier.audits import KIND_MODULES, KINDS, SETTINGS_TYPES
 from verifier.audits.kind import AuditKind, ProgressUnit, settings_kind
 from verifier.certificate import Certificate
 from verifier.convert import save_network
 from verifier.population import (
-    Discrete,
-    Factor,
-    Feature,
-    PopulationModel,
-    Product,
-    Uniform,
     save_population,
 )
 
@@ -139,13 +133,7 @@ def test_a_new_kind_is_one_module_and_its_registry_line(tmp_path: Path) -> None:
     # class 1 iff x + 0.5 s > 0.75, x ~ U[0, 1], s ∈ {0, 1} with probability 1/2 each:
     # P[class 1] = (P[x > 0.75] + P[x > 0.25]) / 2 = 1/2 exactly.
     save_network(threshold_network([1.0, 0.5], -0.75, ["x", "s"]), tmp_path / "model.json")
-    save_population(PopulationModel(
-        features=[Feature(name="x", kind="continuous", domain=(0, 1)),
-                  Feature(name="s", kind="binary", domain=(0, 1))],
-        distribution=Product(factors=[
-            Factor(columns=["x"], distribution=Uniform(lower=0, upper=1)),
-            Factor(columns=["s"], distribution=Discrete(values=[0, 1],
-                                                        probabilities=[0.5, 0.5]))])),
+    save_population(threshold_population(),
         tmp_path / "population.json")
     config = tmp_path / "audit.yaml"
     config.write_text(yaml.safe_dump({

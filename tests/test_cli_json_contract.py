@@ -19,11 +19,10 @@ import yaml
 from strategies import random_network
 
 from pipeline_steps.cli import _leaf_parsers, build_parser, main
-from tests.causal_nets import threshold_network
+from tests.causal_nets import threshold_network, threshold_population
 from verifier.convert import save_network
 from verifier.network import Network
 from verifier.population import (
-    Discrete,
     Factor,
     Feature,
     PopulationModel,
@@ -52,13 +51,7 @@ def one_object(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("json_contract")
     save_network(threshold_network([1.0, 0.5], -0.75, ["x", "s"]), root / "model.json")
-    save_population(PopulationModel(
-        features=[Feature(name="x", kind="continuous", domain=(0, 1)),
-                  Feature(name="s", kind="binary", domain=(0, 1))],
-        distribution=Product(factors=[
-            Factor(columns=["x"], distribution=Uniform(lower=0, upper=1)),
-            Factor(columns=["s"], distribution=Discrete(values=[0, 1],
-                                                        probabilities=[0.5, 0.5]))])),
+    save_population(threshold_population(),
         root / "population.json")
     save_population(PopulationModel(
         features=[Feature(name="x", kind="continuous", domain=(0, 1)),
