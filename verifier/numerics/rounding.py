@@ -119,6 +119,16 @@ def relative_margin(operations: int) -> float:
     return max(FUNCTION_REL_MARGIN, 4.0 * (operations + 1) * EPS)
 
 
+def underflow_allowance(multiplications: int | ArrayLike) -> np.ndarray:
+    """The absolute error that underflow can add to a chain of ``multiplications`` float
+    products of values in ``[0, 1]``: at most half of ``2⁻¹⁰⁷⁴`` per product, never grown by
+    the later factors (each at most 1); counted as one whole ``2⁻¹⁰⁷⁴`` per product. Relative
+    margins (:func:`relative_margin`) do not cover it: a product that underflows to 0 has no
+    relative error bound. Far above the subnormal range it vanishes in the rounding of the
+    bound it is added to."""
+    return np.asarray(multiplications, dtype=np.float64) * SMALLEST_SUBNORMAL
+
+
 def gamma(n: int) -> float:
     """Higham's ``γ_n = n·u / (1 − n·u)`` doubled (``2·n·ε`` over the same denominator, to
     cover the rounding of the bound itself): the error of an ``n``-term float dot product or

@@ -45,6 +45,7 @@ from verifier.numerics import (
     FUNCTION_REL_MARGIN,
     probability_ratio,
     relative_margin,
+    underflow_allowance,
 )
 
 TINY = 1e-300
@@ -93,26 +94,35 @@ class Enclosure:
 
 
 def product(factors: Sequence[Enclosure]) -> Enclosure:
-    """Enclosure of the product of independent probabilities (shapes broadcast)."""
+    """Enclosure of the product of independent probabilities (shapes broadcast). An upper
+    end is 0 only where a factor's upper end is an exact 0; a product that underflows keeps
+    a positive upper end (:func:`verifier.numerics.underflow_allowance`)."""
     value = lower = upper = np.float64(1.0)
+    zero = np.False_
     for factor in factors:
         value = value * factor.value
         lower = lower * factor.lower
         upper = upper * factor.upper
+        zero = zero | (factor.upper == 0)
     margin = relative_margin(len(factors))
+    underflow = underflow_allowance(len(factors))
     return Enclosure(
         np.clip(value, 0.0, 1.0),
-        np.clip(lower * (1.0 - margin), 0.0, 1.0),
-        np.clip(upper * (1.0 + margin), 0.0, 1.0),
+        np.clip(lower * (1.0 - margin) - underflow, 0.0, 1.0),
+        np.clip(np.where(zero, 0.0, upper * (1.0 + margin) + underflow), 0.0, 1.0),
     )
 
 
 def weighted_sum(weights: np.ndarray, parts: Enclosure) -> Enclosure:
-    """``Σ_k weights[k] · parts[..., k]`` for non-negative weights (last axis summed)."""
+    """``Σ_k weights[k] · parts[..., k]`` for non-negative weights (last axis summed); an
+    upper end is 0 only where every term's is an exact 0 (products that underflow are
+    covered by :func:`verifier.numerics.underflow_allowance`)."""
     margin = relative_margin(weights.size + 1)
+    underflow = underflow_allowance(weights.size)
     value = parts.value @ weights
-    lower = (parts.lower @ weights) * (1.0 - margin)
-    upper = (parts.upper @ weights) * (1.0 + margin)
+    lower = (parts.lower @ weights) * (1.0 - margin) - underflow
+    zero = ~((parts.upper > 0) & (weights > 0)).any(axis=-1)
+    upper = np.where(zero, 0.0, (parts.upper @ weights) * (1.0 + margin) + underflow)
     return Enclosure(np.clip(value, 0.0, 1.0), np.clip(lower, 0.0, 1.0), np.clip(upper, 0.0, 1.0))
 
 
