@@ -36,7 +36,8 @@ def _interval_affine(
 
     Finite rows use the midpoint/radius form; rows with infinite coordinates use
     infinity-safe arithmetic: an infinite coordinate contributes ±∞ only through a non-zero
-    weight, never ``0·∞``. Widened by the margin rule and sanitised (module doc).
+    weight, never ``0·∞``. Widened by the margin rule and sanitised
+    (:mod:`verifier.bounds.affine`).
     """
     finite = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
     if bool(finite.all()):

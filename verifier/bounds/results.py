@@ -34,7 +34,7 @@ class LinearBounds:
     one-hot group, over its allowed categories (the concretisation CROWN itself did).
     ``lower_value``/``upper_value`` are CROWN's bounds *before* they are intersected with
     IBP's (``−∞``/``+∞`` and zero coefficients where CROWN did not bound the row). Why this
-    holds despite float coefficients: the margin of the row (module docstring) dominates
+    holds despite float coefficients: the margin of the row (:mod:`verifier.bounds`) dominates
     both the rounding of the concretisation and ``|A_float − A_real|·|x|`` at any point of
     the box, since both are at most ``γ_n`` times the row's magnitude, which is computed with
     ``max(|lo|, |hi|)`` over the box.
