@@ -21,8 +21,6 @@ TYPE_ONLY_CIRCLES = [
     # holds distributions of the union (union.py rebuilds them once every member exists)
     {"verifier.population.union", "verifier.population.product", "verifier.population.mixture",
      "verifier.population.bayesnet"},
-    # open (issue 36): the quantile cuts and the domain of PV's boxes annotate each other
-    {"verifier.pv.domain", "verifier.pv.quantiles"},
 ]
 
 

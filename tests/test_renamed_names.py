@@ -10,10 +10,13 @@ due again."""
 from __future__ import annotations
 
 import argparse
+import copy
+from typing import Any
 
+import jsonschema
 import pytest
 
-from configs.schema import ConfigError, parse_config
+from configs.schema import ConfigError, json_schema, parse_config
 from pipeline_steps.cli import build_parser
 from verifier.errors import RenamedSettingWarning
 
@@ -58,6 +61,48 @@ def test_old_and_new_key_together_is_an_error_naming_both() -> None:
     with pytest.raises(ConfigError, match="'positive_class' is the old name of "
                                           "'favorable_class': give only 'favorable_class'"):
         parse_config(both, "audit.yaml")
+
+
+RENAMED_KEYS = (("causal_fairness", "sensitive", "protected"),
+                ("causal_fairness", "sensitive_kind", "protected_kind"),
+                ("causal_fairness", "sensitive_values", "protected_values"),
+                ("monotonicity", "positive_class", "favorable_class"),
+                ("local_robustness", "label", "expected_class"))
+
+
+def _schema_accepts(document: dict[str, Any]) -> bool:
+    return jsonschema.Draft202012Validator(json_schema()).is_valid(document)
+
+
+def test_the_json_schema_lists_old_keys_as_deprecated_aliases_as_validation_treats_them(
+) -> None:
+    """A JSON Schema validator (not pydantic) accepts the old keys alone, with the new key's
+    value schema, in place of a required new key, and refuses both together, as parsing
+    does; each old key is marked ``deprecated``."""
+    by_kind = {d["properties"]["kind"]["const"]: d["properties"]
+               for d in json_schema()["$defs"].values() if "kind" in d.get("properties", {})}
+    for kind, old_key, new_key in RENAMED_KEYS:
+        old = by_kind[kind][old_key]
+        assert old.pop("deprecated") is True and new_key in old.pop("description")
+        assert old == {k: v for k, v in by_kind[kind][new_key].items() if k != "description"}
+    assert _schema_accepts(OLD) and _schema_accepts(NEW)
+    for index, old_key, new_key, value, bad in (
+            (0, "sensitive", "protected", ["a", "b"], []),
+            (1, "positive_class", "favorable_class", 0, -1),
+            (2, "label", "expected_class", 1, "one")):
+        both = copy.deepcopy(NEW)
+        both["audits"][index][old_key] = value
+        assert not _schema_accepts(both), old_key
+        with pytest.raises(ConfigError, match=f"{old_key!r} is the old name of {new_key!r}"):
+            parse_config(both, "audit.yaml")
+        wrong = copy.deepcopy(OLD)
+        wrong["audits"][index][old_key] = bad
+        assert not _schema_accepts(wrong), old_key
+    neither = copy.deepcopy(NEW)
+    del neither["audits"][0]["protected"]
+    assert not _schema_accepts(neither)
+    with pytest.raises(ConfigError, match="protected"):
+        parse_config(neither, "audit.yaml")
 
 
 def test_one_protected_input_may_be_named_alone() -> None:

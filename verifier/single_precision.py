@@ -12,12 +12,12 @@ sound once the margin covers it. The argument is the float64 one of
   relaxation coefficients and layer bounds to float32, the midpoints and radii, every
   product and every sum, whatever the order of summation — is a sum of products whose real
   terms have absolute values adding up to at most the row's *magnitude* ``M`` (see
-  ``_Magnitudes`` in :mod:`verifier.bounds`). A float evaluation in which each term meets at
-  most ``n`` roundings is within ``γ_n·M`` of the real value, ``γ_n = n·u / (1 − n·u)``;
-  ``n`` here counts, per layer down to the input, its fan-in plus 8 (casts, the relaxation's
-  product and intercept, the midpoint and radius), plus twice the input width, the one-hot
-  groups and 16. The margin is ``2·γ_n·M``: the factor 2 also covers the float64 evaluation
-  of ``M`` itself.
+  ``_Magnitudes`` in :mod:`verifier.bounds.intermediate`). A float evaluation in which each
+  term meets at most ``n`` roundings is within ``γ_n·M`` of the real value,
+  ``γ_n = n·u / (1 − n·u)``; ``n`` here counts, per layer down to the input, its fan-in
+  plus 8 (casts, the relaxation's product and intercept, the midpoint and radius), plus
+  twice the input width, the one-hot groups and 16. The margin is ``2·γ_n·M``: the factor
+  2 also covers the float64 evaluation of ``M`` itself.
 * *Range.* Rows go to float32 only when every weight, bias, intercept, layer bound,
   magnitude and every coefficient a row can reach (the weights' column sums times the
   slopes, composed) and its product with a layer bound stay below ``2⁶⁰``: no product of two
@@ -32,7 +32,7 @@ sound once the margin covers it. The argument is the float64 one of
 
 Outside these conditions the rows stay in float64; the bounds are sound either way. Which
 rows go to float32 (the last hidden layer's, where the margin is small beside the row's
-width) is decided in :mod:`verifier.bounds`.
+width) is decided in :mod:`verifier.bounds.intermediate`.
 """
 
 from __future__ import annotations

@@ -17,15 +17,36 @@ from verifier.numerics import Comparison, Verdict, interval_verdict, proven_fail
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 
 
+def _renamed_in_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """The JSON Schema of a settings model with each old key of its ``RENAMED`` as a
+    ``deprecated`` property of the new key's schema, exactly as validation treats it: the old
+    key alone is accepted (standing in for the new one where that is required), never both."""
+    renamed: Mapping[str, str] = getattr(model, "RENAMED", {})
+    if not renamed:
+        return
+    properties = schema["properties"]
+    required = schema.get("required", [])
+    rules: list[dict[str, Any]] = []
+    for old, new in renamed.items():
+        properties[old] = {**properties[new], "deprecated": True,
+                           "description": f"the old name of {new!r}: give {new!r} instead"}
+        rules.append({"not": {"required": [old, new]}})
+        if new in required:
+            required.remove(new)
+            rules.append({"anyOf": [{"required": [new]}, {"required": [old]}]})
+    schema["allOf"] = rules
+
+
 class StrictSettings(BaseModel):
     """Base of every settings model: unknown keys rejected, values frozen.
 
     ``RENAMED`` maps a field's old key to its new one (one vocabulary across kinds: see the
     README's "Names"): the old key is still accepted, with a :class:`RenamedSettingWarning`
-    naming the new key; giving both is an error.
+    naming the new key; giving both is an error. The JSON Schema lists the old key as a
+    deprecated alias (:func:`_renamed_in_schema`).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_renamed_in_schema)
 
     RENAMED: ClassVar[Mapping[str, str]] = {}
 

@@ -181,7 +181,7 @@ class PopulationModel(PopulationBase):
     def prob_boxes_interval(self, lo: Any, hi: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(lower, upper)``: sound enclosures of the exact box probabilities (float
         rounding accounted for as in :mod:`verifier.population.rounding`). This has the
-        signature of :data:`verifier.pv.MassFunction`."""
+        signature of :data:`verifier.pv.domain.MassFunction`."""
         lo, hi, empty = as_boxes(lo, hi, self.dimension)
         order = self._order
         result = self.distribution.enclosure(lo[:, order], hi[:, order]).zero_where(empty)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from verifier.errors import CertgateInputError
-from verifier.pv.quantiles import MassFunction
+
+# A population's sound box-mass enclosure: ``(lo, hi)`` ``(B, D)`` → ``(lower, upper)`` ``(B,)``.
+MassFunction = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)

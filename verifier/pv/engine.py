@@ -17,12 +17,11 @@ from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes, BoxPool, directed_count
 from verifier.pv.credit import ExcessFunction, WantedSides
 from verifier.pv.direction import verdict_weights
-from verifier.pv.domain import InputDomain
+from verifier.pv.domain import InputDomain, MassFunction
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.events import TrackedEvents
 from verifier.pv.inflight import Round, RoundsInFlight
 from verifier.pv.pace import Pace
-from verifier.pv.quantiles import MassFunction
 from verifier.pv.result import PVProgress, PVResult
 from verifier.pv.settings import PVSettings
 from verifier.pv.splitting import Splitter

@@ -21,7 +21,7 @@ import numpy as np
 from verifier.executor import InProcessExecutor
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.credit import ExcessFunction, WantedSides, linear_credit, true_share
-from verifier.pv.quantiles import MassFunction
+from verifier.pv.domain import MassFunction
 
 _WORKER_CACHE: dict[str, BoxEvaluation] = {}
 TASKS_PER_WORKER = 4

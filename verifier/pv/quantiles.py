@@ -10,15 +10,11 @@ cuts: soundness never depends on where a box is cut.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from verifier.pv.domain import InputDomain
+from verifier.pv.domain import InputDomain, MassFunction
 
-MassFunction = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 QUANTILE_LEVELS = np.unique(
     np.concatenate([2.0 ** -np.arange(1, 41), 1.0 - 2.0 ** -np.arange(1, 41), [0.5]])
 )

@@ -21,8 +21,8 @@ from verifier.numerics import down, up, up_array
 from verifier.population.distributions import Categorical
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes
-from verifier.pv.domain import InputDomain
-from verifier.pv.quantiles import QUANTILE_LEVELS, MarginalQuantiles, MassFunction
+from verifier.pv.domain import InputDomain, MassFunction
+from verifier.pv.quantiles import QUANTILE_LEVELS, MarginalQuantiles
 from verifier.pv.settings import PVSettings
 
 HEAVY_CATEGORY_SHARE = 0.5

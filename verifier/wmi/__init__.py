@@ -12,9 +12,7 @@ from verifier.wmi.check import WMI_KINDS, WMIPlan, check_wmi_property
 from verifier.wmi.encode import WMIInputError, density_pieces
 from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult, build_roots, solve
 from verifier.wmi.properties import (
-    ParityResult,
     as_model,
-    demographic_parity,
     equivalence,
     local_robustness,
     monotonicity,
@@ -24,7 +22,6 @@ from verifier.wmi.properties import (
 __all__ = [
     "DEFAULT_TOLERANCE",
     "WMI_KINDS",
-    "ParityResult",
     "Query",
     "WMIInputError",
     "WMIPlan",
@@ -32,7 +29,6 @@ __all__ = [
     "as_model",
     "build_roots",
     "check_wmi_property",
-    "demographic_parity",
     "density_pieces",
     "equivalence",
     "local_robustness",

@@ -6,7 +6,7 @@ region, so it is cheap (no LP) and raises the same one-line :class:`WMIInputErro
 would raise: a column WMI cannot handle (named), a feature index out of range, continuous
 noise on a discrete feature, a monotone one-hot column, a missing noise distribution, an
 unbounded support with ``use_prior=False``, a prior of more than 20 000 terms that no
-branching can take instead (a scikit-learn model, demographic parity). Config validation
+branching can take instead (a scikit-learn model). Config validation
 calls it so a bad audit fails before any audit runs.
 
 Without a model (``model=None``: ``certgate config check`` on a configuration whose model
@@ -27,7 +27,6 @@ from verifier.wmi.encode import WMIInputError
 from verifier.wmi.engine import Query
 from verifier.wmi.properties import (
     Prior,
-    demographic_parity_queries,
     equivalence_queries,
     local_robustness_queries,
     monotonicity_queries,
@@ -36,8 +35,7 @@ from verifier.wmi.properties import (
 from verifier.wmi.regions import PiecewiseAffineModel
 from verifier.wmi.terms import NotEnumerable
 
-WMI_KINDS = ("monotonicity", "noise_robustness", "local_robustness", "equivalence",
-             "demographic_parity")
+WMI_KINDS = ("monotonicity", "noise_robustness", "local_robustness", "equivalence")
 
 
 class InputsOnly(PiecewiseAffineModel):
@@ -68,28 +66,24 @@ def check_wmi_property(kind: str, model: Any, prior: Prior, *, feature: int | No
                        decreasing: bool = False, use_prior: bool = False,
                        features: list[int] | None = None, noise: Distribution | None = None,
                        center: Any = None, epsilon: float | None = None,
-                       label: int | None = None, surrogate: Any = None,
-                       protected: int | None = None, privileged: float | None = None,
-                       favorable_class: int | None = None) -> WMIPlan:
+                       label: int | None = None, surrogate: Any = None) -> WMIPlan:
     """The :class:`WMIPlan` of property ``kind`` (one of :data:`WMI_KINDS`) with the
     arguments its function takes; raises :class:`WMIInputError` if it cannot run. ``model``
     ``None`` checks the population side only (module docstring)."""
     try:
         return _plan(kind, model, prior, feature=feature, decreasing=decreasing,
                      use_prior=use_prior, features=features, noise=noise, center=center,
-                     epsilon=epsilon, label=label, surrogate=surrogate, protected=protected,
-                     privileged=privileged, favorable_class=favorable_class)
+                     epsilon=epsilon, label=label, surrogate=surrogate)
     except NotEnumerable:
         models = [m for m in (model, surrogate) if m is not None]
-        if kind == "demographic_parity" or not branched.branchable(*models):
+        if not branched.branchable(*models):
             raise
         return WMIPlan(kind, False, 0, 0, "branching")
 
 
 def _plan(kind: str, model: Any, prior: Prior, *, feature: int | None, decreasing: bool,
           use_prior: bool, features: list[int] | None, noise: Distribution | None,
-          center: Any, epsilon: float | None, label: int | None, surrogate: Any,
-          protected: int | None, privileged: float | None, favorable_class: int | None
+          center: Any, epsilon: float | None, label: int | None, surrogate: Any
           ) -> WMIPlan:
     queries: list[Query]
     if model is None:
@@ -111,12 +105,6 @@ def _plan(kind: str, model: Any, prior: Prior, *, feature: int | None, decreasin
         if surrogate is None:
             raise WMIInputError("equivalence needs a surrogate model")
         queries = equivalence_queries(model, surrogate, prior, center, epsilon)
-    elif kind == "demographic_parity":
-        if protected is None or privileged is None or favorable_class is None:
-            raise WMIInputError("demographic parity needs protected, privileged and "
-                                "favorable_class")
-        queries = demographic_parity_queries(model, prior, protected, privileged,
-                                             favorable_class)
     else:
         raise WMIInputError(f"unknown WMI property {kind!r}; expected one of "
                             f"{', '.join(WMI_KINDS)}")

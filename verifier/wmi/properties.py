@@ -1,4 +1,5 @@
-"""The audited properties as WMI queries (paper 002, Eqs. 5, 6, 8, 9, 10).
+"""The audited properties as WMI queries (paper 002, Eqs. 5, 6, 9, 10; its demographic parity,
+Eq. 8, is certified by PV: :mod:`verifier.audits.demographic_parity`).
 
 Each function returns a :class:`WMIResult`: the probability that the property holds
 (``violation_probability`` its complement), exact when every density of the prior is piecewise
@@ -284,14 +285,11 @@ def _late(deadline: float) -> bool:
 
 def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
                          dimension: int, box_lo: np.ndarray, box_hi: np.ndarray,
-                         violation: Any, keep: Any = None, kept: set[int] | None = None,
-                         deadline: float = math.inf) -> list[Query]:
-    """One query per (merged) term whose atoms lie in the precondition box and that
-    ``keep`` accepts; atoms of the columns ``kept`` are never merged away. Terms reached
+                         violation: Any, deadline: float = math.inf) -> list[Query]:
+    """One query per (merged) term whose atoms lie in the precondition box. Terms reached
     after ``deadline`` are left out as ``lost`` mass (:func:`_late`)."""
-    read = set().union(*(read_columns(model) for model in models)) | (kept or set())
-    terms = [t for t in termset.terms if _atoms_inside(t, box_lo, box_hi)
-             and (keep is None or keep(t))]
+    read = set().union(*(read_columns(model) for model in models))
+    terms = [t for t in termset.terms if _atoms_inside(t, box_lo, box_hi)]
     queries: list[Query] = []
     skipped = _SkippedMass()
     for term in _merge(terms, read):
@@ -438,85 +436,6 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
         return branched.equivalence(model, surrogate, prior, lower, upper,
                                     engine=engine)
     return _solve(queries, engine)
-
-
-@dataclass
-class ParityResult:
-    """Demographic parity: ``ratio = p_unprivileged / p_privileged`` (exact when ``exact``,
-    else the point values are the interval midpoints and ``ratio_lower``/``ratio_upper``
-    enclose the ratio)."""
-
-    ratio: float
-    p_unprivileged: float
-    p_privileged: float
-    regions: int
-    integrals: int
-    elapsed_s: float
-    ratio_lower: float = 0.0
-    ratio_upper: float = math.inf
-    exact: bool = True
-
-
-def demographic_parity_queries(model: Any, prior: Prior, protected: int, privileged: float,
-                               favorable_class: int, bound_method: str = "crown"
-                               ) -> list[Query]:
-    """The queries of :func:`demographic_parity`: the unprivileged group's, then the
-    privileged group's (each list non-empty)."""
-    groups = _parity_groups(as_model(model, bound_method), prior, protected, privileged,
-                            favorable_class)
-    return groups[0] + groups[1]
-
-
-def _parity_groups(wrapped: PiecewiseAffineModel, prior: Prior, protected: int,
-                   privileged: float, favorable_class: int) -> list[list[Query]]:
-    dimension = _input_size(wrapped)
-    termset = _termset(prior, dimension)
-    if protected not in termset.discrete_columns():
-        raise WMIInputError(f"the protected column {protected} must be discrete in the prior "
-                            f"(discrete columns: {termset.discrete_columns()})")
-    everywhere = np.full(dimension, -np.inf), np.full(dimension, np.inf)
-    groups = []
-    for in_group in (False, True):
-        queries = _single_copy_queries(
-            [wrapped], termset, dimension, *everywhere, OtherClass(favorable_class),
-            keep=lambda t, g=in_group: (t.atoms[protected] == privileged) == g,
-            kept={protected})
-        if not queries:
-            raise WMIInputError(f"the {'privileged' if in_group else 'unprivileged'} group "
-                                "has probability zero under the prior")
-        groups.append(queries)
-    return groups
-
-
-def demographic_parity(model: Any, prior: Prior, protected: int, privileged: float,
-                       favorable_class: int, *, executor: Executor | None = None,
-                       bound_method: str = "crown", timeout_s: float | None = None,
-                       tolerance: float = DEFAULT_TOLERANCE) -> ParityResult:
-    """``P(class = fav | x_p ≠ V) / P(class = fav | x_p = V)`` (Eq. 8) for a discrete
-    protected column ``p`` and privileged value ``V``; ``timeout_s`` is shared by the two
-    groups."""
-    started = time.perf_counter()
-    groups = _parity_groups(as_model(model, bound_method), prior, protected, privileged,
-                            favorable_class)
-    shares, regions, integrals, exact = [], 0, 0, True
-    for queries in groups:
-        left = None if timeout_s is None else max(0.0, timeout_s - (time.perf_counter()
-                                                                    - started))
-        result = solve(queries, None, executor, timeout_s=left, tolerance=tolerance)
-        shares.append((result.probability_lower, result.probability_upper, result.probability))
-        regions += result.regions
-        integrals += result.integrals
-        exact = exact and result.exact
-    (u_lo, u_hi, u_val), (p_lo, p_hi, p_val) = shares
-    if not exact:
-        u_val, p_val = 0.5 * (u_lo + u_hi), 0.5 * (p_lo + p_hi)
-    ratio = u_val / p_val if p_val > 0 else math.inf
-    low = u_lo / p_hi if p_hi > 0 else math.inf
-    high = u_hi / p_lo if p_lo > 0 else math.inf
-    if exact:
-        low = high = ratio
-    return ParityResult(ratio, u_val, p_val, regions, integrals, time.perf_counter() - started,
-                        low, high, exact)
 
 
 def _copy_marginal(termset: TermSet, feature: int) -> tuple[list[WeightPiece] | None,

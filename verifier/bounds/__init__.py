@@ -1,0 +1,292 @@
+"""Sound, batched bound propagation on the network IR: IBP, CROWN and alpha-CROWN.
+
+All three bound a *specification matrix* ``C`` applied to the network output, ``C·net(x)``, for
+every box ``[lo, hi]`` of a batch (``C`` is shared, shape ``(S, outputs)``, or per box,
+``(B, S, outputs)``; ``None`` means the outputs themselves). Bounding ``logit_1 − logit_0`` as
+one row is tighter than subtracting separately bounded logits.
+
+Guarantees
+----------
+* For every ``x`` in box ``b``: ``lower[b] <= C·net(x) <= upper[b]`` (soundness), including
+  boxes with infinite coordinates, which are bounded by IBP with infinity-safe interval
+  arithmetic (never ``0·∞``) and never mixed into a CROWN batch. Input columns the network does
+  not read (an all-zero column of the first weight matrix) may be infinite without effect.
+* CROWN and alpha-CROWN are intersected with IBP on the final layer, and alpha-CROWN with CROWN,
+  so each is never looser than the cheaper method.
+* Floating point (DESIGN D2): every computed bound — intermediate and final — is widened
+  outward by ``SOUNDNESS_REL_MARGIN × magnitude + SOUNDNESS_ABS_MARGIN``
+  (:mod:`verifier.numerics.margins`). The *magnitude* is the network (and
+  the specification) evaluated in absolute values — ``|C|·|W_L|·…·|W_1|·max(|lo|, |hi|)``
+  plus the absolute biases and relaxation intercepts — computed from the unfolded factors,
+  never from float products that may have cancelled (``C·W`` can round to an exact zero
+  that is not zero in real arithmetic). The forward error of any float evaluation of a sum
+  of products is at most ``γ_n`` times that magnitude (``n·2⁻⁵³`` for ``n`` factors and
+  terms), so the margin dominates rounding by orders of magnitude for networks up to ~10⁵
+  neurons. The margin is skipped only when every term is zero *in real arithmetic*, decided
+  structurally (a product is zero iff one of its float factors is exactly zero; a ReLU whose
+  sound upper bound is ``<= 0`` outputs exactly zero), never because a float rounded to zero.
+* Intermediate CROWN rows (a hidden layer's pre-activation bounds) run in float32 where
+  :mod:`verifier.single_precision` proves it safe, widened by its float32 margin (the same
+  rule with ``u = 2⁻²⁴``, plus range and underflow conditions); their results are float64
+  from there on, and every final bound is computed in float64.
+* Overflow: a bound whose float evaluation overflowed or became NaN is replaced by ``−∞``
+  (lower) or ``+∞`` (upper), never a finite value; CROWN runs only on boxes whose IBP
+  intermediate bounds are all finite (the others keep their IBP bounds).
+
+Work for CROWN is proportional to the number of *unstable* neurons: stable neurons (decided by
+IBP from the previous layer's CROWN bounds, or known from an enclosing box through
+``known_signs``) are never back-substituted, and back-substitution
+runs on a flat list of ``(box, row)`` pairs that share each layer's weight matrix, so one
+``matmul`` serves thousands of boxes at once.
+
+Layout (one module per job; this module is the public API)
+----------------------------------------------------------
+``results`` (what a call returns), ``inputs`` (argument checks), ``affine`` (affine maps
+with their real-term magnitudes, the margin rule), ``activation`` (the one-kink activation:
+interval image, relaxation, its backward rule, alpha's slope range), ``onehot`` (exact
+one-hot groups), ``intervals`` (IBP), ``backward`` (CROWN's back-substitution and
+concretisation), ``intermediate`` (CROWN layer by layer, float32 rows), ``alpha``
+(alpha-CROWN). Names with a leading underscore are private to the package.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from verifier.bounds.affine import _affine, _prepare
+from verifier.bounds.alpha import _alpha_optimise
+from verifier.bounds.backward import ROW_CHUNK
+from verifier.bounds.inputs import (
+    _as_boxes,
+    _as_spec,
+    _checked_groups,
+    _checked_needed,
+    _checked_signs,
+)
+from verifier.bounds.intermediate import (
+    SINGLE_SHARE,
+    SINGLE_TRIAL,
+    SINGLE_TRIAL_MISSES,
+    _crown_finite,
+)
+from verifier.bounds.intervals import (
+    GROUP_CHUNK,
+    _ibp_layers,
+    _interval_affine,
+    _layer_signs,
+    _post_activation,
+    _spec_interval,
+)
+from verifier.bounds.onehot import _onehot
+from verifier.bounds.results import (
+    ACTIVE,
+    INACTIVE,
+    METHODS,
+    UNSTABLE,
+    BoundsResult,
+    LinearBounds,
+    Method,
+)
+from verifier.errors import CertgateInputError
+from verifier.network import Network
+
+__all__ = [
+    "ACTIVE",
+    "GROUP_CHUNK",
+    "INACTIVE",
+    "METHODS",
+    "ROW_CHUNK",
+    "SINGLE_SHARE",
+    "SINGLE_TRIAL",
+    "SINGLE_TRIAL_MISSES",
+    "UNSTABLE",
+    "BoundsResult",
+    "LinearBounds",
+    "Method",
+    "alpha_crown",
+    "compute_bounds",
+    "crown",
+    "ibp",
+    "kink_neurons",
+    "linear_interval",
+    "pairwise_difference_spec",
+]
+
+
+def compute_bounds(
+    network: Network, lower: np.ndarray, upper: np.ndarray, spec: np.ndarray | None = None,
+    method: Method = "crown", *, alpha_steps: int = 20, alpha_lr: float = 0.1,
+    groups: Sequence[Sequence[int]] = (), known_signs: np.ndarray | None = None,
+    needed: np.ndarray | None = None, give_up_saturated: bool = False,
+) -> BoundsResult:
+    """Sound bounds of ``spec @ network(x)`` over each box ``[lower[b], upper[b]]``.
+
+    ``lower``/``upper``: ``(B, inputs)`` (a single box may be 1-D). ``method``: ``ibp``,
+    ``crown`` (CROWN intermediate bounds) or ``alpha-crown`` (``alpha_steps`` Adam steps on the
+    lower slopes of the final bound). Boxes with infinite coordinates that the network reads
+    are bounded by IBP only. ``groups``: one-hot groups of input columns (the inputs of
+    interest hold exactly one 1 in each): the bounds then hold over the one-hot points of each
+    box, and a group's part of every linear bound is exact over its allowed categories.
+    ``known_signs``: ``(B, N)`` int8 over the kink neurons of the lowered network (the layout
+    of :meth:`BoundsResult.signs`), ``1`` where the pre-activation is known to be ``>= 0`` on
+    the whole box, ``-1`` where ``<= 0``, ``0`` where nothing is known — typically the signs
+    proven on an enclosing box (a parent in a branch and bound). The caller guarantees them;
+    they narrow the pre-activation bounds and spare CROWN's back-substitution for those
+    neurons (a stable neuron's relaxation is exact whatever its bounds). See the module
+    ``needed``: ``(B, S)`` bool, the (box, row) pairs whose bounds the caller uses; CROWN
+    spares the final back-substitution of the others, which keep their IBP bounds (still
+    sound, with zero ``sensitivity``; alpha-CROWN optimises every row).
+    ``give_up_saturated``: CROWN stops tightening a box after a kink layer (not the first)
+    whose every neuron it leaves unstable (a saturated layer); the box's later layers and
+    spec rows keep IBP bounds (sound, looser, zero ``sensitivity``; its unstable count can
+    only be larger).
+    For deep networks, where a box that saturates one layer saturates all later ones and
+    would otherwise back-substitute every neuron through every layer for nothing. See the
+    module docstring for the guarantees.
+    """
+    if method not in METHODS:
+        raise CertgateInputError(
+            f"unknown bound method {method!r}; use one of {', '.join(METHODS)}"
+        )
+    started = time.perf_counter()
+    lowered, affines = _prepare(network)
+    lo, hi = _as_boxes(network, lower, upper)
+    onehot = _onehot(_checked_groups(groups, network.input_size),
+                     torch.as_tensor(np.atleast_2d(np.asarray(lower, dtype=np.float64))),
+                     torch.as_tensor(np.atleast_2d(np.asarray(upper, dtype=np.float64))))
+    batch = lo.shape[0]
+    spec_tensor = _as_spec(spec, network.output_size, batch)
+    signs = _checked_signs(known_signs, affines, batch)
+    with torch.no_grad():
+        pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot, _layer_signs(signs, affines))
+        h_lo, h_hi = _post_activation(affines, pre_lo, pre_hi, lo, hi, len(affines) - 1)
+        out_lo, out_hi = _spec_interval(
+            spec_tensor, affines[-1], h_lo, h_hi, onehot if len(affines) == 1 else None
+        )
+        crownable = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
+        for z_lo, z_hi in zip(pre_lo, pre_hi, strict=True):
+            crownable &= torch.isfinite(z_lo).all(dim=1) & torch.isfinite(z_hi).all(dim=1)
+        run_crown = method != "ibp" and bool(crownable.any())
+        sensitivity = linear = None
+        f_onehot = None
+        if run_crown:
+            f_lo, f_hi = lo[crownable], hi[crownable]
+            if spec_tensor.stride(0) == 0:
+                f_spec = spec_tensor[0].expand(f_lo.shape[0], *spec_tensor.shape[1:])
+            else:
+                f_spec = spec_tensor[crownable]
+            f_onehot = None if onehot is None else onehot.select(crownable)
+            f_signs = None if signs is None else signs[crownable]
+            f_needed = None if needed is None else _checked_needed(
+                needed, batch, spec_tensor.shape[1]
+            )[crownable]
+            (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_linear,
+             spec_margin) = _crown_finite(
+                affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines), f_needed,
+                (pre_lo[0][crownable], pre_hi[0][crownable]) if pre_lo else None,
+                give_up_saturated,
+            )
+            sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
+            sensitivity[crownable.numpy()] = c_sensitivity.numpy()
+            linear = _linear_bounds(crownable.numpy(), c_linear, sensitivity.shape)
+            out_lo[crownable], out_hi[crownable] = c_lo, c_hi
+            for index in range(len(pre_lo)):
+                pre_lo[index][crownable] = c_pre_lo[index]
+                pre_hi[index][crownable] = c_pre_hi[index]
+    if run_crown and method == "alpha-crown" and relaxations:
+        a_lo, a_hi = _alpha_optimise(
+            affines, relaxations, f_spec, spec_margin, f_lo, f_hi, alpha_steps, alpha_lr,
+            f_onehot,
+        )
+        out_lo[crownable] = torch.maximum(out_lo[crownable], a_lo)
+        out_hi[crownable] = torch.minimum(out_hi[crownable], a_hi)
+    kinks = [index for index, affine in enumerate(affines[:-1]) if affine.slope is not None]
+    return BoundsResult(
+        lower=out_lo.numpy(),
+        upper=out_hi.numpy(),
+        method=method,
+        network=lowered,
+        pre_lower={k: pre_lo[k].numpy() for k in kinks},
+        pre_upper={k: pre_hi[k].numpy() for k in kinks},
+        elapsed_s=time.perf_counter() - started,
+        sensitivity=sensitivity,
+        linear=linear,
+    )
+
+
+def _linear_bounds(
+    crownable: np.ndarray, linear: tuple[torch.Tensor, ...], shape: tuple[int, ...]
+) -> LinearBounds:
+    """The :class:`LinearBounds` of a batch from CROWN's on its ``crownable`` boxes (the
+    others: infinite values, zero coefficients)."""
+    signed_lower, lower, signed_upper, upper = (part.numpy() for part in linear)
+    result = LinearBounds(
+        np.zeros(shape), np.full(shape[:2], -np.inf), np.zeros(shape), np.full(shape[:2], np.inf)
+    )
+    result.lower_coefficients[crownable] = signed_lower
+    result.lower_value[crownable] = lower
+    result.upper_coefficients[crownable] = signed_upper
+    result.upper_value[crownable] = upper
+    return result
+
+
+def pairwise_difference_spec(classes: int) -> np.ndarray:
+    """Specification rows ``e_c − e_d`` for every ordered pair ``c ≠ d`` of ``classes``
+    outputs, grouped by ``c`` (``d`` ascending): ``(classes·(classes − 1), classes)``."""
+    rows = []
+    for c in range(classes):
+        for d in range(classes):
+            if d != c:
+                row = np.zeros(classes)
+                row[c], row[d] = 1.0, -1.0
+                rows.append(row)
+    return np.array(rows)
+
+
+def kink_neurons(network: Network) -> int:
+    """How many kink neurons the lowered network has: the width of
+    :meth:`BoundsResult.signs` and of ``known_signs``."""
+    _, affines = _prepare(network)
+    return sum(a.weight.shape[0] for a in affines[:-1] if a.slope is not None)
+
+
+def ibp(network: Network, lower: np.ndarray, upper: np.ndarray,
+        spec: np.ndarray | None = None) -> BoundsResult:
+    """Interval bound propagation (see :func:`compute_bounds`)."""
+    return compute_bounds(network, lower, upper, spec, "ibp")
+
+
+def crown(network: Network, lower: np.ndarray, upper: np.ndarray,
+          spec: np.ndarray | None = None) -> BoundsResult:
+    """CROWN with CROWN intermediate bounds (see :func:`compute_bounds`)."""
+    return compute_bounds(network, lower, upper, spec, "crown")
+
+
+def alpha_crown(network: Network, lower: np.ndarray, upper: np.ndarray,
+                spec: np.ndarray | None = None, steps: int = 20,
+                learning_rate: float = 0.1) -> BoundsResult:
+    """alpha-CROWN: CROWN with optimised lower slopes, never looser than CROWN."""
+    return compute_bounds(
+        network, lower, upper, spec, "alpha-crown", alpha_steps=steps, alpha_lr=learning_rate
+    )
+
+
+def linear_interval(
+    matrix: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sound bounds of ``matrix @ x`` for every box (rows of ``lower``/``upper``).
+
+    Exact up to the floating-point margin; infinite box sides contribute ±∞ only through
+    non-zero coefficients (never ``0·∞``).
+    """
+    weight = torch.as_tensor(np.asarray(matrix, dtype=np.float64))
+    lo = torch.from_numpy(np.ascontiguousarray(lower, dtype=np.float64))
+    hi = torch.from_numpy(np.ascontiguousarray(upper, dtype=np.float64))
+    out_lo, out_hi = _interval_affine(
+        _affine(weight, torch.zeros(weight.shape[0], dtype=torch.float64)), lo, hi
+    )
+    return out_lo.numpy(), out_hi.numpy()

@@ -1,0 +1,233 @@
+"""CROWN with CROWN intermediate bounds: every hidden layer's pre-activation bounds are
+tightened in turn on its unstable neurons (IBP-stable or sign-known neurons are never
+back-substituted), its activations relaxed, and the specification rows bounded last.
+
+Also the magnitudes of every layer's real terms (:class:`_Magnitudes`, the margin rule's
+input) and the float32 rows of the last hidden layer where
+:mod:`verifier.single_precision` proves them safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from verifier.bounds.activation import _activate_interval, _dead, _relax, _Relaxation
+from verifier.bounds.affine import _Affine, _nonzero_inputs, _row_margins
+from verifier.bounds.backward import _crown_spec, _layer_rows
+from verifier.bounds.intervals import _interval_affine, _spec_interval, _with_signs
+from verifier.bounds.onehot import _OneHot
+from verifier.numerics import SOUNDNESS_ABS_MARGIN
+from verifier.single_precision import single_margins
+
+# A float32 row's margin may take at most this share of its bound width, or the row is
+# redone in float64 (see _crown_layer_bounds).
+SINGLE_SHARE = 0.01
+# Rows tried in float32 before a layer's batch is committed to it, and the share of them
+# that may need float64 (each costs both).
+SINGLE_TRIAL = 64
+SINGLE_TRIAL_MISSES = 0.1
+
+
+@dataclass
+class _Magnitudes:
+    """Per box, for the pre-activations of every layer: an upper bound of the sum of the
+    absolute values of the real terms that make them up (the network evaluated in absolute
+    values from ``max(|lo|, |hi|)``, relaxations included), and whether any such term may be
+    non-zero (structurally: non-zero factors only, dead ReLUs output exactly zero)."""
+
+    value: list[torch.Tensor] = field(default_factory=list)
+    support: list[torch.Tensor] = field(default_factory=list)
+
+    def push(
+        self, affine: _Affine, value_in: torch.Tensor, support_in: torch.Tensor
+    ) -> None:
+        """Add the pre-activations of ``affine`` given its input's magnitude and support."""
+        self.value.append(value_in @ affine.mag_weight.T + affine.mag_bias)
+        reach = support_in @ affine.support_weight.T
+        self.support.append(((reach > 0) | affine.support_bias).to(torch.float64))
+
+    def activated(
+        self, relaxation: _Relaxation | None, dead: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Magnitude and support of the last pushed layer's output (after its activation)."""
+        value, support = self.value[-1], self.support[-1]
+        if relaxation is None:
+            return value, support
+        value = relaxation.slope_bound * value + relaxation.upper_intercept
+        return value, torch.where(dead, 0.0, support)
+
+
+def _single_rows(
+    affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
+    inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], onehot: _OneHot | None,
+    magnitude: torch.Tensor, support: torch.Tensor,
+) -> tuple[list[_Affine], dict[int, _Relaxation], list[torch.Tensor], list[torch.Tensor],
+           _OneHot | None, torch.Tensor] | None:
+    """Float32 copies of what back-substituting ``layer``'s rows reads, with the float32
+    margins of :func:`verifier.single_precision.single_margins`; ``None`` where float32 is
+    not safe for them."""
+    below = range(layer)
+    margins = single_margins(
+        [affines[j].weight for j in range(layer + 1)], [affines[j].bias for j in range(layer + 1)],
+        [relaxations[j].slope_bound if j in relaxations else None for j in below],
+        [relaxations[j].upper_intercept if j in relaxations else None for j in below],
+        [*inputs_lo, *inputs_hi], 0 if onehot is None else onehot.index.shape[0],
+        magnitude, support, SOUNDNESS_ABS_MARGIN,
+    )
+    if margins is None:
+        return None
+    single = torch.float32
+    single_affines = [
+        _Affine(a.weight.to(single), a.bias.to(single), a.abs_weight, a.slope, a.mag_weight,
+                a.mag_bias, a.support_weight, a.support_bias)
+        for a in affines[: layer + 1]
+    ]
+    single_relaxations = {
+        j: _Relaxation(r.lower_slope.to(single), r.upper_slope.to(single),
+                       r.upper_intercept.to(single), r.slope_bound)
+        for j, r in relaxations.items()
+    }
+    single_onehot = None if onehot is None else _OneHot(
+        onehot.index, onehot.allowed, onehot.usable, onehot.free.to(single),
+        onehot.shut.to(single), onehot.columns,
+    )
+    return (single_affines, single_relaxations, [t.to(single) for t in inputs_lo],
+            [t.to(single) for t in inputs_hi], single_onehot, margins)
+
+
+def _crown_layer_bounds(
+    affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
+    ibp_lo: torch.Tensor, ibp_hi: torch.Tensor, magnitude: torch.Tensor,
+    support: torch.Tensor, inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
+    onehot: _OneHot | None, halves: dict[torch.dtype, dict[int, tuple[torch.Tensor, ...]]],
+    active: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tighten the IBP pre-activation bounds of ``layer`` by CROWN on its unstable neurons
+    (``magnitude``/``support``: per box and neuron, the magnitude of the neuron's real terms
+    and whether one may be non-zero; ``halves``: per float type, the cache of
+    :func:`_backsubstitute`; ``active``: the boxes to tighten, the others keep their IBP
+    bounds).
+
+    The last hidden layer's rows run in float32 where :func:`_single_rows` allows it and the
+    margin is at most :data:`SINGLE_SHARE` of the row's bound width; rows where it is more
+    are redone in float64 (both results are sound, and are intersected). The first
+    :data:`SINGLE_TRIAL` rows are a trial: when more than :data:`SINGLE_TRIAL_MISSES` of them
+    would be redone, the whole layer runs in float64 and the trial is all float32 costs.
+    Earlier layers stay in float64: a float32 margin there widens every later layer's
+    relaxation (ACAS Xu N4,3 on 2 workers, 60 s: 688k boxes in float64, 526k–578k with
+    float32 rows in any earlier layer, and a wider interval)."""
+    unstable = (ibp_lo < 0) & (ibp_hi > 0) & active[:, None]
+    box, neuron = torch.nonzero(unstable, as_tuple=True)
+    out_lo, out_hi = ibp_lo.clone(), ibp_hi.clone()
+    if box.numel() == 0:
+        return out_lo, out_hi
+    single = None
+    if layer == len(affines) - 2:
+        single = _single_rows(affines, relaxations, layer, inputs_lo, inputs_hi, onehot,
+                              magnitude, support)
+    coarse = torch.ones(box.numel(), dtype=torch.bool)
+    lower = torch.full((box.numel(),), -np.inf, dtype=torch.float64)
+    upper = torch.full((box.numel(),), np.inf, dtype=torch.float64)
+    if single is not None:
+        trial = slice(0, SINGLE_TRIAL)
+        cache = halves.setdefault(torch.float32, {})
+        margin = single[-1][box, neuron].to(torch.float64)
+        lower[trial], upper[trial] = _layer_rows(single, layer, box[trial], neuron[trial], cache)
+        coarse[trial] = margin[trial] > SINGLE_SHARE * (upper[trial] - lower[trial])
+        if float(coarse[trial].to(torch.float64).mean()) <= SINGLE_TRIAL_MISSES:
+            rest = slice(SINGLE_TRIAL, None)
+            lower[rest], upper[rest] = _layer_rows(single, layer, box[rest], neuron[rest], cache)
+            coarse = margin > SINGLE_SHARE * (upper - lower)
+        else:
+            coarse[:] = True
+    if bool(coarse.any()):
+        double = (affines, relaxations, inputs_lo, inputs_hi, onehot,
+                  _row_margins(magnitude, support))
+        b, n = box[coarse], neuron[coarse]
+        redo_lo, redo_hi = _layer_rows(double, layer, b, n, halves.setdefault(torch.float64, {}))
+        lower[coarse] = torch.maximum(lower[coarse], redo_lo)
+        upper[coarse] = torch.minimum(upper[coarse], redo_hi)
+    out_lo[box, neuron] = torch.maximum(out_lo[box, neuron], lower)
+    out_hi[box, neuron] = torch.minimum(out_hi[box, neuron], upper)
+    return out_lo, out_hi
+
+
+def _crown_finite(
+    affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+    onehot: _OneHot | None, signs: list[torch.Tensor | None], needed: torch.Tensor | None,
+    first: tuple[torch.Tensor, torch.Tensor] | None, give_up_saturated: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
+           dict[int, _Relaxation], torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor]:
+    """CROWN with CROWN intermediate bounds on boxes whose IBP bounds are finite; also
+    returns ``|A_lower| + |A_upper|``, the final linear bounds ``(A_lower, CROWN's lower
+    bound, A_upper, CROWN's upper bound)`` before the intersection with IBP (see
+    :class:`LinearBounds`) and the margins of the spec rows (for alpha-CROWN). Neurons whose sign
+    is known (``signs``, per layer) are stable: no back-substitution runs for them. Spec rows
+    not ``needed`` (per box) keep their IBP bounds. With ``give_up_saturated``, a box with a
+    kink layer whose every neuron is unstable keeps IBP bounds from the next layer on (spec
+    rows included; the first layer, bounded exactly by intervals, is not counted).
+    ``first``: the first layer's pre-activation bounds on these boxes, the caller's IBP ones
+    narrowed by the known signs (exact intervals, so CROWN has nothing to add; None without
+    a hidden layer)."""
+    relaxations: dict[int, _Relaxation] = {}
+    active = torch.ones(lo.shape[0], dtype=torch.bool)
+    pre_lo: list[torch.Tensor] = []
+    pre_hi: list[torch.Tensor] = []
+    inputs_lo, inputs_hi = [lo], [hi]
+    halves: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    layer_halves: dict[torch.dtype, dict[int, tuple[torch.Tensor, ...]]] = {
+        torch.float64: halves
+    }
+    magnitudes = _Magnitudes()
+    value_in = torch.maximum(lo.abs(), hi.abs())
+    support_in = _nonzero_inputs(lo, hi)
+    for index, affine in enumerate(affines[:-1]):
+        if index == 0:
+            assert first is not None
+            z_lo, z_hi = first
+        else:
+            z_lo, z_hi = _with_signs(
+                *_interval_affine(affine, inputs_lo[index], inputs_hi[index]), signs[index])
+        magnitudes.push(affine, value_in, support_in)
+        if index > 0 and affine.slope is not None:
+            z_lo, z_hi = _crown_layer_bounds(
+                affines, relaxations, index, z_lo, z_hi,
+                magnitudes.value[-1], magnitudes.support[-1],
+                inputs_lo, inputs_hi, onehot, layer_halves, active,
+            )
+        pre_lo.append(z_lo)
+        pre_hi.append(z_hi)
+        dead = None
+        if affine.slope is not None:
+            relaxations[index] = _relax(z_lo, z_hi, affine.slope)
+            dead = _dead(z_hi, affine.slope)
+            if give_up_saturated and index > 0:
+                active &= ~((z_lo < 0) & (z_hi > 0)).all(dim=1)
+        value_in, support_in = magnitudes.activated(relaxations.get(index), dead)
+        h_lo, h_hi = _activate_interval(z_lo, z_hi, affine.slope)
+        inputs_lo.append(h_lo)
+        inputs_hi.append(h_hi)
+    last = len(affines) - 1
+    magnitudes.push(affines[last], value_in, support_in)
+    spec_margin = _row_margins(
+        (spec.abs() @ magnitudes.value[-1].unsqueeze(-1)).squeeze(-1),
+        ((spec != 0).to(torch.float64) @ magnitudes.support[-1].unsqueeze(-1)).squeeze(-1),
+    )
+    if not bool(active.all()):
+        rows = spec.shape[1]
+        kept = active[:, None].expand(-1, rows)
+        needed = kept if needed is None else needed & kept
+    lower, upper, coefficients, (signed_lower, signed_upper) = _crown_spec(
+        affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi, onehot, needed, halves
+    )
+    ibp_lower, ibp_upper = _spec_interval(
+        spec, affines[last], inputs_lo[last], inputs_hi[last], onehot if last == 0 else None
+    )
+    return (
+        torch.maximum(lower, ibp_lower), torch.minimum(upper, ibp_upper),
+        pre_lo, pre_hi, relaxations, coefficients,
+        (signed_lower, lower, signed_upper, upper), spec_margin,
+    )
