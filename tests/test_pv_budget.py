@@ -18,14 +18,18 @@ import functools
 import multiprocessing
 import time
 
+import numpy as np
 import pytest
 from adult_engine import needs_census
 
 from benchmarks.adult_instances import ParityReference, build_instance, exact_reference
 from verifier.audits.probability import spec_network
 from verifier.executor import ProcessPool, abandon
-from verifier.pv import PVProgress, PVSettings, population_domain
+from verifier.pv import PVProgress, PVResult, PVSettings, population_domain
+from verifier.pv.atoms import Known
+from verifier.pv.credit import WantedSides
 from verifier.pv.engine import ProbabilityBranchAndBound
+from verifier.pv.evaluation import BoxEvaluation
 from verifier.pv.pace import MIN_ROUND_SHARE, PLANNED_SHARE, Pace
 from verifier.spec import Names, demographic_parity
 
@@ -40,7 +44,7 @@ def _wide_adult_6() -> tuple[object, ParityReference]:
     return instance, exact_reference(instance)
 
 
-def _engine(settings: PVSettings) -> ProbabilityBranchAndBound:
+def _engine(settings: PVSettings, **options: object) -> ProbabilityBranchAndBound:
     instance, reference = _wide_adult_6()
     names = Names.of(list(instance.columns), list(instance.network.output_names))
     # γ at the exact ratio (0.8643 for this seed): no run decides it, and a quiet machine
@@ -50,7 +54,8 @@ def _engine(settings: PVSettings) -> ProbabilityBranchAndBound:
                               favorable_class=instance.favorable_class, gamma=reference.ratio)
     masses, domain = population_domain(instance.population)
     return ProbabilityBranchAndBound(spec_network(instance.network, spec), spec, masses, domain,
-                                     settings, instance.population.prob_excess_lower)
+                                     settings, instance.population.prob_excess_lower,
+                                     **options)
 
 
 def _contains(low: float, high: float, value: float, error: float) -> bool:
@@ -78,6 +83,101 @@ def test_a_short_budget_on_slow_rounds_is_kept_with_sound_intervals(executor: st
         assert _contains(low, high, value, reference.error), (name, low, high, value)
     assert _contains(*result.value, reference.ratio, reference.error * 1e3)
     assert not multiprocessing.active_children()
+
+
+class _Clock:
+    """The test's clock: it moves only when the evaluation below charges it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _ChargedEvaluation:
+    """The engine's own evaluation, charging the test's clock ``fixed`` seconds per call
+    plus ``per_box`` per box, ``slow_factor`` times that for calls that start at or after
+    ``slow_from`` (a deliberately slow round: the machine's load rising late in a run).
+    Records each call's start and boxes."""
+
+    def __init__(self, evaluation: BoxEvaluation, clock: _Clock, fixed: float, per_box: float,
+                 slow_from: float, slow_factor: float) -> None:
+        self.evaluation, self.clock = evaluation, clock
+        self.excess = evaluation.excess  # the engine reads whether credit is on
+        self.fixed, self.per_box = fixed, per_box
+        self.slow_from, self.slow_factor = slow_from, slow_factor
+        self.calls: list[tuple[float, float, int]] = []
+
+    def cost(self, start: float, boxes: int) -> float:
+        factor = self.slow_factor if start >= self.slow_from else 1.0
+        return factor * (self.fixed + self.per_box * boxes)
+
+    def __call__(self, lo: np.ndarray, hi: np.ndarray, method: str,
+                 known: Known | None = None,
+                 wanted: WantedSides | None = None) -> tuple[np.ndarray, ...]:
+        start = self.clock.now
+        self.clock.now += self.cost(start, lo.shape[0])
+        self.calls.append((start, self.clock.now, lo.shape[0]))
+        return self.evaluation(lo, hi, method, known, wanted)
+
+
+CHARGED_BUDGET_S = 100.0
+CHARGED_ROUND = 64
+CHARGED_CHUNK = 16
+
+
+def _charged_run(slow_from: float, slow_factor: float) -> tuple[PVResult, _ChargedEvaluation]:
+    clock = _Clock()
+    engine = _engine(PVSettings(timeout_s=CHARGED_BUDGET_S, batch_size=CHARGED_ROUND,
+                                min_boxes_per_task=CHARGED_CHUNK), clock=clock)
+    charged = _ChargedEvaluation(engine.evaluation, clock, fixed=0.2, per_box=0.1,
+                                 slow_from=slow_from, slow_factor=slow_factor)
+    engine.evaluation = charged  # type: ignore[assignment]
+    return engine.run(), charged
+
+
+@needs_census
+def test_the_engine_stops_scheduling_when_a_round_no_longer_fits_the_time_left() -> None:
+    """Every time the engine reads is the test's clock, which only the bounding work moves
+    (0.2 s a call, 0.1 s a box): the budget is kept by the engine's own accounting, whatever
+    the machine's load."""
+    result, charged = _charged_run(slow_from=float("inf"), slow_factor=1.0)
+    deadline = CHARGED_BUDGET_S
+    start_up = charged.calls[0][1]  # the root box
+    assert result.stopped_by == "timeout"
+    assert len(charged.calls) > 20
+    assert result.elapsed_s <= CHARGED_BUDGET_S * SLACK + start_up
+    # every chunk started and ended by the deadline: the rounds were sized to the time left
+    assert all(end <= deadline for _, end, _ in charged.calls)
+    # it stopped because not an eighth of a round fitted: a full round's cost per chosen box
+    # is its two children's boxes and the fixed cost of its chunks (a smaller last round
+    # costs more per box: the factor 1.5 covers that)
+    children = 2 * CHARGED_ROUND
+    cost_per_box = (children * charged.per_box
+                    + -(-children // CHARGED_CHUNK) * charged.fixed) / CHARGED_ROUND
+    left = deadline - result.elapsed_s
+    assert 0.0 <= PLANNED_SHARE * left < MIN_ROUND_SHARE * CHARGED_ROUND * cost_per_box * 1.5
+
+
+@needs_census
+def test_a_round_that_turns_slow_is_abandoned_at_the_deadline_in_process() -> None:
+    """From 90 s on the bounding work costs ten times what the pace measured: a round
+    planned at ~7 s would take ~70 s. No chunk starts after the
+    deadline, so the run ends within one chunk of it and reports the bounds it had."""
+    slow_from = 0.9 * CHARGED_BUDGET_S
+    result, charged = _charged_run(slow_from=slow_from, slow_factor=10.0)
+    slow = [call for call in charged.calls if call[0] >= slow_from]
+    assert slow, "no round ran into the slow period"
+    assert result.stopped_by == "timeout"
+    assert all(start < CHARGED_BUDGET_S for start, _, _ in charged.calls)
+    chunk = charged.cost(slow_from, CHARGED_CHUNK)
+    assert result.elapsed_s <= CHARGED_BUDGET_S + chunk
+    whole_round = sum(charged.cost(slow_from, CHARGED_CHUNK)
+                      for _ in range(CHARGED_ROUND // CHARGED_CHUNK))
+    assert slow[0][0] + whole_round > CHARGED_BUDGET_S * SLACK  # unchunked, it would overrun
+    low, high = result.value
+    assert low <= high
 
 
 def _sleep(seconds: float) -> float:
@@ -130,3 +230,14 @@ def test_pace_plans_after_the_rounds_in_flight_and_on_the_costliest_recent_round
     assert pace.size(2048, 50.0, True) == 500
     assert pace.size(2048, 50.0, False) == 1500
 
+
+
+def test_pace_runs_only_a_round_planned_into_the_second_half_of_the_time_left_in_chunks() -> None:
+    pace = Pace(deadline=100.0)
+    assert not pace.closing(0.0)  # no round planned yet
+    pace.collected(1000, started=0.0, now=10.0)  # 10 ms per box
+    pace.started(2000, now=10.0, in_flight=False)  # ends at 30 s: 20 of 90 s left
+    assert not pace.closing(10.0)
+    pace.started(4500, now=40.0, in_flight=False)  # ends at 85 s: 45 of 60 s left
+    assert pace.closing(40.0)
+    assert not Pace(None).closing(0.0)

@@ -34,6 +34,7 @@ class ProbabilityBranchAndBound:
     def __init__(
         self, network: Network, spec: Specification, masses: MassFunction,
         domain: InputDomain, settings: PVSettings, excess: ExcessFunction | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if domain.lower.size != network.input_size:
             raise CertgateInputError(
@@ -45,6 +46,7 @@ class ProbabilityBranchAndBound:
         self.masses = masses
         self.domain = domain
         self.settings = settings
+        self.clock = clock
         self.tracked = TrackedEvents(spec)
         self.atoms = AtomBounds(network, self.tracked, domain.groups)
         self.splitter = Splitter(network.layers[0].weight, self.atoms, masses, domain, settings)
@@ -55,12 +57,14 @@ class ProbabilityBranchAndBound:
     def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
                   depth: np.ndarray, evaluate: DistributedEvaluation,
                   method: str | None = None, known: Known | None = None,
-                  wanted: WantedSides | None = None) -> tuple[Callable[[], Boxes], list[Future]]:
+                  wanted: WantedSides | None = None, deadline: float | None = None,
+                  ) -> tuple[Callable[[], Boxes], list[Future]]:
         """Start bounding new boxes (with ``method``, default the settings'; ``known``: what
-        their parents proved; ``wanted``: the credits to bound, None for all); the returned
-        call waits for the bounds and records what PV keeps about each box, the futures are
-        the tasks'."""
-        under_way = evaluate.submit(lo, hi, method or self.settings.method, known, wanted)
+        their parents proved; ``wanted``: the credits to bound, None for all; ``deadline``:
+        in-process, no part of the batch starts after it); the returned call waits for the
+        bounds and records what PV keeps about each box, the futures are the tasks'."""
+        under_way = evaluate.submit(lo, hi, method or self.settings.method, known, wanted,
+                                    deadline)
 
         def record() -> Boxes:
             (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
@@ -92,19 +96,23 @@ class ProbabilityBranchAndBound:
         (:class:`~verifier.pv.pace.Pace`), a round still running at the deadline is abandoned
         (the bounds reported count its parents' credits, as with any stop), and the
         executor is left without waiting for its running tasks
-        (:func:`verifier.executor.abandon`). ``elapsed_s`` is that whole time."""
+        (:func:`verifier.executor.abandon`). ``elapsed_s`` is that whole time. In-process a
+        round planned to end in the second half of the time left runs in chunks and no chunk
+        starts after the deadline (:meth:`~verifier.pv.pace.Pace.closing`,
+        :class:`~verifier.pv.evaluation.DistributedEvaluation`). Every time is read from the
+        constructor's ``clock`` (:func:`time.perf_counter` by default)."""
         settings = self.settings
-        started = time.perf_counter()
+        started = self.clock()
         executor = make_executor(settings.executor, settings.workers)
         try:
             evaluate = DistributedEvaluation(
                 self.evaluation, executor, settings.workers or default_workers(),
-                settings.min_boxes_per_task,
+                settings.min_boxes_per_task, self.clock,
             )
             result = self._run(evaluate, progress, started)
         finally:
             abandon(executor)
-        result.elapsed_s = time.perf_counter() - started
+        result.elapsed_s = self.clock() - started
         return result
 
     def _run(self, evaluate: DistributedEvaluation,
@@ -118,7 +126,7 @@ class ProbabilityBranchAndBound:
             root_lo, root_hi, np.ones((1, events), dtype=bool), np.zeros(1, dtype=np.int64),
             evaluate,
         )[0]()
-        pace.last_collected = time.perf_counter()
+        pace.last_collected = self.clock()
         if new.mass_hi[0] <= 0.0:
             raise CertgateInputError("the population model gives the input domain probability 0")
         total = float(new.mass_hi[0])
@@ -151,7 +159,7 @@ class ProbabilityBranchAndBound:
             probabilities = self.tracked.probabilities(proven, upper)
             value = interval_eval(self.spec.expression, probabilities)
             verdict = self.spec.decide(value)
-            elapsed = time.perf_counter() - started
+            elapsed = self.clock() - started
             history.append((elapsed, value))
             open_boxes = pool.size + flight.boxes
             if progress is not None:
@@ -164,7 +172,7 @@ class ProbabilityBranchAndBound:
             if stopped_by is not None:
                 break
             while len(flight) < settings.rounds_ahead(pool.size) and pool.size > 0:
-                now = time.perf_counter()
+                now = self.clock()
                 count = pace.size(min(settings.round_size(), pool.size), now, len(flight) > 0)
                 if count == 0:
                     break
@@ -176,19 +184,20 @@ class ProbabilityBranchAndBound:
                 directed = 0 if weights is None else directed_count(count, pool.size)
                 chosen = pool.pop_heaviest(count, weights)
                 wanted = _wanted_credits(weights, directed, chosen.lo.shape[0])
-                parts, futures = self._refine(chosen, evaluate, wanted)
                 pace.started(count, now, len(flight) > 0)
+                parts, futures = self._refine(chosen, evaluate, wanted,
+                                              pace.deadline if pace.closing(now) else None)
                 flight.start(Round(chosen, parts, futures, now))
             if len(flight) == 0:
                 stopped_by = "timeout"
                 break
             if pace.deadline is not None and not flight.oldest.wait(
-                    pace.deadline - time.perf_counter()):
+                    pace.deadline - self.clock()):
                 stopped_by = "timeout"
                 break
             oldest = flight.oldest
             new = flight.collect_oldest()
-            pace.collected(oldest.parents.lo.shape[0], oldest.started, time.perf_counter())
+            pace.collected(oldest.parents.lo.shape[0], oldest.started, self.clock())
             processed += new.lo.shape[0]
         return PVResult(
             verdict=verdict,
@@ -196,7 +205,7 @@ class ProbabilityBranchAndBound:
             probabilities=probabilities,
             boxes=processed,
             iterations=iterations,
-            elapsed_s=time.perf_counter() - started,
+            elapsed_s=self.clock() - started,
             stopped_by=stopped_by,
             specification=self.spec,
             history=history,
@@ -204,13 +213,14 @@ class ProbabilityBranchAndBound:
         )
 
     def _refine(self, chosen: Boxes, evaluate: DistributedEvaluation,
-                wanted: WantedSides | None = None
+                wanted: WantedSides | None = None, deadline: float | None = None,
                 ) -> tuple[list[Callable[[], Boxes]], list[Future]]:
         """Start the next boxes from the chosen ones (the calls that wait for them, and the
         futures of the tasks bounding them): single
         points are decided exactly, boxes with few discrete points are replaced by all their
         points (bounded by IBP, exact at a point up to the rounding margin), the others are
-        split. ``wanted``: per chosen box, the credits its successors bound (None: all)."""
+        split. ``wanted``: per chosen box, the credits its successors bound (None: all);
+        ``deadline``: see :meth:`_evaluate`."""
         splitter = self.splitter
         points = ~splitter.candidates(chosen.lo, chosen.hi).any(axis=1)
         counts = splitter.point_counts(chosen.lo, chosen.hi)
@@ -229,6 +239,7 @@ class ProbabilityBranchAndBound:
                 lo, hi, boxes.pending[parent], boxes.depth[parent] + 1, evaluate, "ibp",
                 splitter.inherited(boxes, parent, lo, hi),
                 None if wanted is None else wanted.select(np.flatnonzero(small)[parent]),
+                deadline,
             )
             parts.append(record)
             futures += started
@@ -242,6 +253,7 @@ class ProbabilityBranchAndBound:
                 np.concatenate([boxes.depth, boxes.depth]) + 1, evaluate,
                 known=splitter.inherited(boxes, parent, lo, hi),
                 wanted=None if wanted is None else wanted.select(np.flatnonzero(rest)[parent]),
+                deadline=deadline,
             )
             parts.append(record)
             futures += started

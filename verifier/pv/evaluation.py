@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
@@ -89,28 +91,47 @@ class DistributedEvaluation:
     worker). Task sizes fall linearly (sizes ``k, k − 1, …, 1`` parts for ``k`` tasks), the
     largest first, so the last tasks, which one worker may still run while the others wait,
     are small (Adult-13 2×64, 120 s on 2 workers: 436k–455k boxes with equal tasks, 461k–483k
-    falling)."""
+    falling).
+
+    In-process a batch with a ``deadline`` runs in chunks of ``min_boxes`` boxes, and a
+    chunk is not started once ``clock()`` has reached the deadline: its future stays
+    pending, so the round reads as unfinished and the loop abandons it as it abandons a
+    pool's round at the deadline (DESIGN D20: a round that turns out slower than planned —
+    the machine's load, costlier boxes — overruns by at most one chunk)."""
 
     def __init__(
-        self, evaluation: BoxEvaluation, executor: Executor, workers: int, min_boxes: int
+        self, evaluation: BoxEvaluation, executor: Executor, workers: int, min_boxes: int,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.evaluation = evaluation
         self.executor = executor
         self.local = isinstance(executor, InProcessExecutor) or workers <= 1
         self.workers = workers
         self.min_boxes = min_boxes
+        self.clock = clock
         self.payload = b"" if self.local else pickle.dumps(evaluation)
         self.key = hashlib.sha256(self.payload).hexdigest()
 
     def submit(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
-        wanted: WantedSides | None = None,
+        wanted: WantedSides | None = None, deadline: float | None = None,
     ) -> PendingEvaluation:
         """Start the evaluation of a batch and return at once (in-process: the work is done
-        before it returns); :meth:`PendingEvaluation.result` gives the evaluation's arrays for
-        the whole batch."""
+        before it returns, up to ``deadline``, see the class); :meth:`PendingEvaluation.result`
+        gives the evaluation's arrays for the whole batch once every future is done."""
         if self.local:
-            return PendingEvaluation([_done(self.evaluation(lo, hi, method, known, wanted))])
+            if deadline is None:
+                return PendingEvaluation([_done(self.evaluation(lo, hi, method, known, wanted))])
+            futures: list[Future] = []
+            for start in range(0, lo.shape[0], max(self.min_boxes, 1)):
+                if self.clock() >= deadline:
+                    futures.append(Future())  # never run: the round ends unfinished
+                    continue
+                p = np.arange(start, min(start + self.min_boxes, lo.shape[0]))
+                futures.append(_done(self.evaluation(
+                    lo[p], hi[p], method, None if known is None else known.select(p),
+                    None if wanted is None else wanted.select(p))))
+            return PendingEvaluation(futures)
         # even a small batch goes to a worker (one torch thread there): torch's thread pool
         # in the caller stalls on a loaded machine (N4,3's first 230 boxes: 0.6 s with one
         # thread, 2.5-12.7 s with two at load 3)
