@@ -32,16 +32,20 @@ def _runs(specs: list[str]) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     return runs
 
 
-def _steps(curve: list[list[float]], until: float) -> tuple[list[float], list[float]]:
-    """A share curve ``[(seconds, fair, biased), ...]`` as step points in %, from 0 at 0 s."""
+def _steps(curve: list[list[float]], until: float, decided: bool
+           ) -> tuple[list[float], list[float]]:
+    """A share curve ``[(seconds, fair, biased), ...]`` as step points in %, from 0 at 0 s to
+    the run's last share, held to ``until`` if the run ``decided`` the whole query (a curve
+    that stops early is a run that ended at its budget)."""
     xs, ys = [0.0], [0.0]
     for seconds, fair, _ in curve:
         if seconds > until:
             break
         xs += [seconds, seconds]
         ys += [ys[-1], 100.0 * fair]
-    xs.append(until)
-    ys.append(ys[-1])
+    if decided or (curve and curve[-1][0] > until):
+        xs.append(until)
+        ys.append(ys[-1])
     return xs, ys
 
 
@@ -63,9 +67,10 @@ def plot(runs: list[tuple[str, dict[str, dict[str, Any]]]], out: Path, until: fl
             record = records.get(name)
             if record is None:
                 continue
-            axis.plot(*_steps(record["cpu_curve"], until), color=colour, lw=1.6,
+            decided = record["final"]["decided"] >= 1.0 - 1e-9
+            axis.plot(*_steps(record["cpu_curve"], until, decided), color=colour, lw=1.6,
                       label=f"{label} (CPU s)")
-            axis.plot(*_steps(record["curve"], until), color=colour, lw=1.0, ls=":",
+            axis.plot(*_steps(record["curve"], until, decided), color=colour, lw=1.0, ls=":",
                       label=f"{label} (wall s)")
             finals.append(100.0 * record["final"]["fair"])
         low = min(finals)
