@@ -17,8 +17,8 @@ categories sorted by name); integer variables are integer columns on their obser
 * Network: a ReLU MLP with the given hidden sizes and two outputs (class 1 = income >50K),
   trained with Adam on 80 % of the rows (seeded shuffle), the integer columns z-scored by a
   fixed first ``Linear`` layer that the converter folds into the first hidden layer; converted
-  with :func:`verifier.convert.from_torch` and round-tripped through certgate's JSON format, so
-  a freshly built instance and one read from the cache are the same network.
+  with :func:`verifier.convert.torch_module.from_torch` and round-tripped through certgate's
+  JSON format, so a freshly built instance and one read from the cache are the same network.
 
 :func:`build_instance` is deterministic in ``(k, hidden, seed, epochs)`` and the data file;
 built instances are cached (network JSON, population JSON, metadata) in :data:`CACHE_DIR`
@@ -45,7 +45,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from verifier.convert import from_torch, network_from_json, network_to_json
+from verifier.convert import network_from_json, network_to_json
+from verifier.convert.torch_module import from_torch
 from verifier.network import Network
 from verifier.population import PopulationModel, load_population, save_population
 from verifier.population.bayesnet import BayesianNetwork

@@ -69,7 +69,7 @@ def main() -> None:
     from verifier.audits import DemographicParitySettings, fidelity_check, run_audit
     from verifier.audits.binding import bind
     from verifier.audits.fidelity import FidelityOptions
-    from verifier.convert import from_torch
+    from verifier.convert.torch_module import from_torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)

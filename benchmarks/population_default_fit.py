@@ -117,7 +117,8 @@ def certgate(*argv: str) -> tuple[dict, float]:
 
 
 def main() -> None:
-    from verifier.convert import from_torch, save_network
+    from verifier.convert import save_network
+    from verifier.convert.torch_module import from_torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, required=True)

@@ -193,7 +193,7 @@ def income_use_case(seed: int, timeout: float) -> list[dict[str, Any]]:
 def _demo_network(frame: pd.DataFrame, seed: int) -> Network:
     """The demo's own 4-8-2 classifier on (female, hpw, yexp, hw), female's weights zero."""
     from pipeline_steps.demo import train_classifier
-    from verifier.convert import from_torch
+    from verifier.convert.torch_module import from_torch
 
     return from_torch(train_classifier(frame, seed=seed, steps=300), input_shape=(4,))
 

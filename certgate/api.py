@@ -78,8 +78,7 @@ def _network(model: Any, input_names: Sequence[str] | None, tracking_uri: str | 
     import torch
 
     if isinstance(model, torch.nn.Module):
-        from verifier.convert import from_torch
-        from verifier.convert.torch_module import needs_export
+        from verifier.convert.torch_module import from_torch, needs_export
 
         shape = (len(input_names),) if input_names and needs_export(model) else None
         return from_torch(model, input_names, input_shape=shape), None
@@ -96,8 +95,8 @@ def audit(model: Any, population: Any, audits: Any, *,
     :class:`~verifier.certificate.Certificate` per audit, in order.
 
     ``model``: a ``torch.nn.Module`` (a ``Sequential`` of supported layers, or anything
-    :func:`verifier.convert.from_torch` converts), a verifier ``Network``, a model file
-    (``.onnx``, ``.pt``, ``.nnet``, ``.json``, a local MLflow model directory) or an MLflow URI
+    :func:`verifier.convert.torch_module.from_torch` converts), a verifier ``Network``, a model
+    file (``.onnx``, ``.pt``, ``.nnet``, ``.json``, a local MLflow model directory) or an MLflow URI
     (``models:/NAME@ALIAS``, ``models:/NAME/VERSION``, ``runs:/…``; ``tracking_uri`` selects
     the server or store, default MLflow's own). ``population``: a ``PopulationModel``, a path
     to its JSON file, or ``None`` for an MLflow model that ships one. ``audits``: see

@@ -183,9 +183,8 @@ def load_mlflow_dir(path: Path, uri: str, input_names: Sequence[str] | None = No
     metadata = dict(model.metadata or {})
     input_names_recorded, output_names = _names(model, metadata)
     if "pytorch" in model.flavors:
-        from verifier.convert import from_torch
         from verifier.convert.torch_files import quiet_logger
-        from verifier.convert.torch_module import needs_export
+        from verifier.convert.torch_module import from_torch, needs_export
 
         with registry_errors(f"cannot load the PyTorch model {uri}"), unreadable_model(uri), \
                 quiet_logger("torch.export"):
@@ -205,7 +204,7 @@ def load_mlflow_dir(path: Path, uri: str, input_names: Sequence[str] | None = No
         network = from_torch(module, input_shape=shape)
         flavor = "pytorch"
     elif "onnx" in model.flavors:
-        from verifier.convert import from_onnx
+        from verifier.convert.onnx_graph import from_onnx
 
         with registry_errors(f"cannot load the ONNX model {uri}"), unreadable_model(uri):
             proto = mlflow.onnx.load_model(str(path))

@@ -49,7 +49,7 @@ def threshold_module() -> torch.nn.Sequential:
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from verifier.convert import from_torch
+    from verifier.convert.torch_module import from_torch
 
     root = tmp_path_factory.mktemp("api")
     save_network(from_torch(threshold_module(), ["x", "s"]), root / "model.json")

@@ -99,6 +99,17 @@ def test_exact_switch_follows_the_fair_yield_of_recent_checks() -> None:
     assert not switch.bounds_only(refining).any()
 
 
+def test_exact_switch_is_judged_after_the_minimum_number_of_checks() -> None:
+    switch = certify_module._ExactYield()
+    refining = np.array([True])
+    for _ in range(certify_module.EXACT_MIN_CHECKS - 1):
+        switch.record(_outcome([2], [True]), refining)
+    assert switch.worthwhile()  # too few checks to judge: on
+    switch.record(_outcome([2], [True]), refining)
+    assert not switch.worthwhile()  # none of them proved fairness: off
+    assert certify_module.EXACT_MIN_CHECKS < certify_module.EXACT_WINDOW
+
+
 @pytest.mark.parametrize("seed", [11, 12])
 def test_bounds_only_refinement_against_monte_carlo(seed: int, monkeypatch) -> None:
     # exact checks in refinements switched off from the start: every share is still sound

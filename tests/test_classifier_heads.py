@@ -20,10 +20,11 @@ from strategies import random_network
 
 from pipeline_steps.cli import main
 from verifier.bounds import compute_bounds
-from verifier.convert import from_torch, load_network, save_network
+from verifier.convert import load_network, save_network
 from verifier.convert.json_format import network_from_json, network_to_json
 from verifier.convert.onnx_export import network_to_onnx
 from verifier.convert.onnx_graph import from_onnx
+from verifier.convert.torch_module import from_torch
 from verifier.exact_arith import exact_outputs
 from verifier.head_bounds import output_bounds
 from verifier.network import Layer, Network, NetworkError, compose

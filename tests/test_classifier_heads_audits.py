@@ -24,7 +24,8 @@ import certgate
 from pipeline_steps.cli import main
 from tests.test_api import certificate_of_run, threshold_module, without_clock
 from tests.test_front_doors import CASES, population
-from verifier.convert import from_torch, save_network
+from verifier.convert import save_network
+from verifier.convert.torch_module import from_torch
 from verifier.network import Layer, Network
 from verifier.population import load_population, save_population
 

@@ -121,6 +121,21 @@ def test_every_audit_settings_model_imports_without_torch() -> None:
                          "monotonicity", "noise_robustness"])
 
 
+def test_the_causal_engine_and_model_files_import_no_solver_nor_onnx() -> None:
+    """The causal engine, the JSON/.nnet readers and the causal verb import neither scipy (the
+    exact check's ``scipy.optimize`` comes with the first partition that needs a MILP) nor
+    onnx or the torch converters: a run decided by bounds starts without them
+    (BENCHMARKS.md, "The first seconds, before and after")."""
+    code = ("import sys, verifier.causal, verifier.convert, pipeline_steps.cli.causal_cmd\n"
+            "print(sorted(n for n in ('scipy', 'onnx', 'verifier.causal.exact_check', "
+            "'verifier.convert.torch_module', 'verifier.convert.onnx_graph') "
+            "if n in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
+                            timeout=120)
+    assert result.stdout.strip() == "[]"
+
+
 def test_option_choices_listed_for_help_are_the_engines() -> None:
     """Choices the help lists without importing the engines are the engines' own."""
     from pipeline_steps.cli.bounds_cmd import METHOD_CHOICES

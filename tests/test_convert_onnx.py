@@ -20,8 +20,10 @@ from hypothesis import given, settings
 from onnx import TensorProto, helper, numpy_helper
 from strategies import networks
 
-from verifier.convert import from_onnx, load_network, network_to_onnx, read_nnet, save_network
+from verifier.convert import load_network, read_nnet, save_network
 from verifier.convert.json_format import read_json_network
+from verifier.convert.onnx_export import network_to_onnx
+from verifier.convert.onnx_graph import from_onnx
 from verifier.network import Layer, Network, NetworkError
 
 

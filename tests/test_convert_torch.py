@@ -17,8 +17,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verifier.convert import from_torch, load_network, network_from_state_dict
+from verifier.convert import load_network
+from verifier.convert.torch_files import network_from_state_dict
 from verifier.convert.torch_fx import from_graph_module
+from verifier.convert.torch_module import from_torch
 from verifier.network import Network, NetworkError
 
 

@@ -33,7 +33,8 @@ from pipeline_steps.deploy import DeployError, deploy_self_correcting
 from registry_hooks.certgate_model import log_model
 from registry_hooks.connection import Registry, RegistryError, connect
 from registry_hooks.tags import alias_version, version_tags
-from verifier.convert import from_torch, save_network
+from verifier.convert import save_network
+from verifier.convert.torch_module import from_torch
 from verifier.selfcorrect import SelfCorrectingNetwork, load_constraints
 
 INPUT_COLUMNS = ["age", "income", "debt_ratio", "sex", "housing_own", "housing_rent"]

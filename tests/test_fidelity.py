@@ -51,7 +51,7 @@ from verifier.audits.fidelity import (
     ratio_interval,
 )
 from verifier.certificate import Certificate
-from verifier.convert import from_torch
+from verifier.convert.torch_module import from_torch
 from verifier.errors import CertgateInputError
 from verifier.population import population_from_json
 

@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import networks, random_network
 
-from verifier.convert import from_torch
-from verifier.network import Layer, Network, NetworkError
+from verifier.convert.torch_module import from_torch
+from verifier.network import HEADS, Layer, Network, NetworkError, apply_head, apply_head_numpy
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -52,6 +52,20 @@ def _points(rng: np.random.Generator, network: Network, count: int = 200) -> np.
 def test_evaluate_matches_numpy_reference(network: Network, seed: int) -> None:
     x = _points(np.random.default_rng(seed), network)
     np.testing.assert_allclose(network.evaluate(x), _numpy_forward(network, x), rtol=0, atol=1e-12)
+
+
+@given(head=st.sampled_from(HEADS), scale=st.sampled_from([1e-3, 1.0, 40.0, 800.0]),
+       seed=st.integers(0, 2**31 - 1))
+def test_numpy_head_matches_torch_head(head: str, scale: float, seed: int) -> None:
+    """The converters' numpy head (no scipy) agrees with torch's float64 head to rounding,
+    stays finite where ``exp`` alone would overflow, and keeps the sigmoid in [0, 1]."""
+    logits = np.random.default_rng(seed).normal(scale=scale, size=(64, 5))
+    ours = apply_head_numpy(head, logits)
+    reference = apply_head(head, torch.from_numpy(logits)).numpy()
+    np.testing.assert_allclose(ours, reference, rtol=1e-14, atol=1e-15)
+    assert np.isfinite(ours).all()
+    if head == "sigmoid":
+        assert ((ours >= 0.0) & (ours <= 1.0)).all()
 
 
 @given(network=networks(), seed=st.integers(0, 2**31 - 1))

@@ -13,7 +13,7 @@ from pipeline_steps.audit import (
     version_result_tags,
 )
 from verifier.certificate import Certificate
-from verifier.convert import from_torch
+from verifier.convert.torch_module import from_torch
 
 pytest_plugins = ["mlflow_server"]
 

@@ -21,7 +21,7 @@ from pipeline_steps.validation import (
     run_expectations,
     validate_audit_inputs,
 )
-from verifier.convert import from_torch
+from verifier.convert.torch_module import from_torch
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,8 @@ from verifier.audits import demographic_parity_audit, run_audit
 from verifier.audits.causal_fairness import CausalFairnessSettings
 from verifier.audits.fidelity import population_assumptions
 from verifier.audits.monotonicity import MonotonicitySettings
-from verifier.convert import from_torch, save_network
+from verifier.convert import save_network
+from verifier.convert.torch_module import from_torch
 from verifier.population import (
     BayesianNetwork,
     IntegerHistogram,

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from pipeline_steps.cli import main
-from verifier.convert import from_torch, save_network
+from verifier.convert import save_network
+from verifier.convert.torch_module import from_torch
 from verifier.population import load_population
 from verifier.population.bayesnet import BayesianNetwork
 

@@ -6,7 +6,7 @@ import pytest
 
 from pipeline_steps.demo import income_prior, train_classifier
 from pipeline_steps.income_data import FEATURES, SENSITIVE, generate_income_data
-from verifier.convert import from_torch
+from verifier.convert.torch_module import from_torch
 from verifier.population import PopulationModel
 from verifier.wmi import WMIInputError, check_wmi_property, monotonicity, noise_robustness
 from verifier.wmi.noise import triangular_noise

@@ -37,7 +37,6 @@ from typing import Literal
 
 import numpy as np
 import torch
-from scipy import special
 
 from verifier.errors import CertgateInputError
 from verifier.numerics import SMALLEST_SUBNORMAL
@@ -416,13 +415,18 @@ def apply_head(head: str, logits: torch.Tensor) -> torch.Tensor:
 
 
 def apply_head_numpy(head: str, logits: np.ndarray) -> np.ndarray:
-    """:func:`apply_head` on a float64 numpy batch (no torch start-up cost)."""
+    """:func:`apply_head` on a float64 numpy batch (no torch start-up cost, nor scipy's: the
+    converters' self-checks run on every model load). Overflow-free forms: the sigmoid from
+    ``exp(−|x|)``, the (log-)softmax after subtracting each row's maximum."""
     if head == "sigmoid":
-        return special.expit(logits)
-    if head == "softmax":
-        return special.softmax(logits, axis=-1)
-    if head == "log_softmax":
-        return special.log_softmax(logits, axis=-1)
+        small = np.exp(-np.abs(logits))
+        return np.where(logits >= 0, 1.0 / (1.0 + small), small / (1.0 + small))
+    if head in ("softmax", "log_softmax"):
+        shifted = logits - np.max(logits, axis=-1, keepdims=True)
+        if head == "log_softmax":
+            return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+        scaled = np.exp(shifted)
+        return scaled / np.sum(scaled, axis=-1, keepdims=True)
     return logits
 
 

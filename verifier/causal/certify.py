@@ -64,11 +64,18 @@ EXACT_PROBES`` rounds. With one probe per round, German 0.20-bias5/Gt switched t
 round 14 and needed 12 more rounds to see them pay again (bounds alone stall on partitions
 straddling a bias-free decision border): 27 rounds to the target width, 16 probes 21."""
 EXACT_MIN_YIELD = 0.8
-"""Exact checks inside refinements stay on while fewer than ``EXACT_WINDOW`` were made or at
-least this share of the last ``EXACT_WINDOW`` proved their partition fair. Measured (see
+"""Exact checks inside refinements stay on while fewer than ``EXACT_MIN_CHECKS`` were made or
+at least this share of the last ``EXACT_WINDOW`` proved their partition fair. Measured (see
 docs/decisions.md): 91 % on Libra German 0.20-bias1/Gt, where they win (target width in
 5 s with them, 0.8 points wide at 30 s without); 64–70 % on COMPAS age, where splitting
 wins; 2.5 % on FairQuant's GC-1."""
+EXACT_MIN_CHECKS = 16
+"""The yield is judged once this many exact checks were made in refinements (then over the
+last ``EXACT_WINDOW``). A whole FairQuant German network is one refinement from the first
+round (the root holds a witness), so until the switch is judged every partition gets
+sampling and a MILP: with 64, GC-1 spent its first 2 CPU s on them (2.2 % certified fair at
+1 CPU s, 16.4 % with 16; GC-3 29.2 % vs 50.5 %); Libra German and COMPAS analyse the same
+partitions either way (docs/decisions.md, issue 35)."""
 
 
 class _ExactYield:
@@ -82,7 +89,7 @@ class _ExactYield:
         self.recent: deque[bool] = deque(maxlen=EXACT_WINDOW)
 
     def worthwhile(self) -> bool:
-        return (len(self.recent) < EXACT_WINDOW
+        return (len(self.recent) < EXACT_MIN_CHECKS
                 or sum(self.recent) >= EXACT_MIN_YIELD * len(self.recent))
 
     def bounds_only(self, refining: np.ndarray) -> np.ndarray:
