@@ -55,14 +55,14 @@ def inside(result: object, hits: np.ndarray) -> None:
 
 def test_too_many_roots_is_refused_to_exact_wmi() -> None:
     with pytest.raises(TooManyRoots, match=f"more than {MAX_ROOTS} root regions"):
-        monotonicity_queries(network(), histograms(16), 0, use_prior=True,
+        monotonicity_queries(network(), histograms(24), 0, use_prior=True,
                              max_roots=MAX_ROOTS)
 
 
-@pytest.mark.parametrize("bins", [16, 2])
+@pytest.mark.parametrize("bins", [24, 2])
 def test_histogram_priors_branch_only_beyond_the_root_limit(bins: int) -> None:
     net, prior = network(), histograms(bins)
-    branched = bins == 16  # 16³ roots a term (×16 for the copy) against 2³
+    branched = bins == 24  # 24³ roots (×24 for the copy) against 2³
     rng = np.random.default_rng(2)
     x = prior.sample(SAMPLES, rng)
 
