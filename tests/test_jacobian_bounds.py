@@ -166,3 +166,31 @@ def test_a_monotone_network_is_proven_on_a_whole_box() -> None:
     lo, hi = np.array([[-2.0, 0.0, -2.0]]), np.array([[2.0, 1.0, 2.0]])
     assert MonotoneBoxes(view, 0, rows, decreasing=False)(lo, hi)[0]
     assert not MonotoneBoxes(view, 0, rows, decreasing=True)(lo, hi)[0]
+
+
+def test_the_proof_is_asked_only_every_few_batches_while_it_rarely_succeeds() -> None:
+    """z = |x0| − 0.5 (two ReLUs) changes slope sign on every box straddling 0: nothing is
+    proven there, so after RECENT_BOXES boxes only every PROBE_EVERY-th batch is tried (the
+    others answer "nothing proven", which claims nothing); a batch that proves brings it back."""
+    from verifier.wmi import monotone_slopes
+
+    net = Network([Layer(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.zeros(2), "relu"),
+                   Layer(np.array([[1.0, 1.0]]), np.array([-0.5]))])
+    asked: list[int] = []
+
+    class Counted(MonotoneBoxes):
+        def _proven(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+            asked.append(lo.shape[0])
+            return super()._proven(lo, hi)
+
+    proof = Counted(net.as_classifier().lowered(), 0, margin_rows(2, 1), decreasing=False)
+    straddling = np.tile([[-1.0, 0.0, -1.0]], (monotone_slopes.RECENT_BOXES, 1)), \
+        np.tile([[1.0, 1.0, 1.0]], (monotone_slopes.RECENT_BOXES, 1))
+    assert not proof(*straddling).any()
+    for _ in range(2 * monotone_slopes.PROBE_EVERY - 1):
+        assert not proof(*straddling).any()
+    assert len(asked) == 3  # the first call, then calls 8 and 16
+    positive = np.tile([[0.5, 0.0, 0.5]], (4096, 1)), np.tile([[1.0, 1.0, 1.0]], (4096, 1))
+    for _ in range(monotone_slopes.PROBE_EVERY):
+        proof(*positive)
+    assert proof(*positive).all() and len(asked) == 5  # call 24 proves; call 25 is asked

@@ -31,6 +31,14 @@ import numpy as np
 from verifier.jacobian_bounds import input_slope_bounds
 from verifier.network import Network
 
+RARE_SHARE = 1 / 32
+"""Below this share of proven boxes (recent calls weighing most) the proof is tried only on
+every :data:`PROBE_EVERY`-th batch: where the margins' slopes really change sign it costs
+CROWN on every hull box and proves almost nothing."""
+PROBE_EVERY = 8
+RECENT_BOXES = 1024
+"""The share is judged once this many boxes (decayed) have been tried."""
+
 
 def margin_rows(outputs: int, favourable: int) -> np.ndarray:
     """``[outputs − 1, outputs]``: the rows ``e_c − e_j`` for every ``j ≠ c``."""
@@ -41,7 +49,9 @@ def margin_rows(outputs: int, favourable: int) -> np.ndarray:
 
 class MonotoneBoxes:
     """PV's ``refute`` hook for monotonicity pairs (module docstring): ``(lo, hi) ->
-    [n_boxes] bool`` over boxes of ``z = (x, t)``, ``True`` where no pair of the box violates.
+    [n_boxes] bool`` over boxes of ``z = (x, t)``, ``True`` where no pair of the box violates
+    (``False`` says nothing: while proofs are rare, :data:`RARE_SHARE`, only every
+    :data:`PROBE_EVERY`-th batch is tried).
 
     Args:
         view: the lowered, headless copy network the violation reads (the classifier view,
@@ -61,8 +71,20 @@ class MonotoneBoxes:
         self.decreasing = decreasing
         self.groups = [list(group) for group in groups]
         self.method = method
+        self.tried = self.proven = 0.0  # boxes tried and proven, halved at every call
+        self.calls = 0
 
     def __call__(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        rare = self.tried >= RECENT_BOXES and self.proven < RARE_SHARE * self.tried
+        self.calls += 1
+        if rare and self.calls % PROBE_EVERY:
+            return np.zeros(lo.shape[0], dtype=bool)
+        monotone = self._proven(lo, hi)
+        self.tried = self.tried / 2 + lo.shape[0]
+        self.proven = self.proven / 2 + int(monotone.sum())
+        return monotone
+
+    def _proven(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         width, f = self.view.input_size, self.feature
         hull_lo, hull_hi = lo[:, :width].copy(), hi[:, :width].copy()
         hull_lo[:, f] = np.minimum(lo[:, f], lo[:, width])
