@@ -27,6 +27,11 @@ from verifier.pv.settings import PVSettings
 from verifier.pv.splitting import Splitter
 from verifier.spec import Interval, Specification, interval_eval
 
+Refuter = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""``(lo, hi) -> [n_boxes] bool``: ``True`` only where the event is false at every point of
+the box (a proof the caller owns, e.g. :mod:`verifier.wmi.monotone_slopes`); such a box's
+mass is credited to the event's complement."""
+
 
 class ProbabilityBranchAndBound:
     """Shared-tree branch and bound for all events of one specification."""
@@ -34,7 +39,7 @@ class ProbabilityBranchAndBound:
     def __init__(
         self, network: Network, spec: Specification, masses: MassFunction,
         domain: InputDomain, settings: PVSettings, excess: ExcessFunction | None = None,
-        clock: Callable[[], float] = time.perf_counter,
+        refute: Refuter | None = None, clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if domain.lower.size != network.input_size:
             raise CertgateInputError(
@@ -48,11 +53,27 @@ class ProbabilityBranchAndBound:
         self.settings = settings
         self.clock = clock
         self.tracked = TrackedEvents(spec)
+        if refute is not None and len(self.tracked.events) != 1:
+            raise CertgateInputError("a refuter decides the one event of a specification of one "
+                                     f"probability, not {len(self.tracked.events)} events")
+        self.refute = refute
         self.atoms = AtomBounds(network, self.tracked, domain.groups)
         self.splitter = Splitter(network.layers[0].weight, self.atoms, masses, domain, settings)
         self.directed = settings.selection == "directed" and spec.threshold is not None
         self.evaluation = BoxEvaluation(
             masses, self.atoms, excess if settings.linear_credit else None, self.directed)
+
+    def _refuted(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
+                 truth: np.ndarray) -> np.ndarray:
+        """``truth`` with the event false (``-1``) on every open box the refuter proves it
+        false on."""
+        if self.refute is None:
+            return truth
+        rows = np.flatnonzero(pending[:, 0] & (truth[:, 0] == 0))
+        if rows.size:
+            truth = truth.copy()
+            truth[rows[self.refute(lo[rows], hi[rows])], 0] = -1
+        return truth
 
     def _evaluate(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
                   depth: np.ndarray, evaluate: DistributedEvaluation,
@@ -70,7 +91,7 @@ class ProbabilityBranchAndBound:
             (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
              credit_false, share) = under_way.result()
             undecided = self.atoms.undecided(low, high)
-            truth = self.atoms.truth(low, high)
+            truth = self._refuted(lo, hi, pending, self.atoms.truth(low, high))
             open_events = pending & (truth == 0)
             credit_true = np.where(open_events, credit_true, 0.0)
             credit_false = np.where(open_events, credit_false, 0.0)
@@ -296,14 +317,16 @@ def _wanted_credits(
 def verify(
     network: Network, spec: Specification, masses: MassFunction, domain: InputDomain,
     settings: PVSettings | None = None, progress: Callable[[PVProgress], None] | None = None,
-    excess: ExcessFunction | None = None,
+    excess: ExcessFunction | None = None, refute: Refuter | None = None,
 ) -> PVResult:
     """Run PV on ``spec``: sound intervals for every probability and the expression, and the
     verdict if (and only if) it is proven. See :class:`ProbabilityBranchAndBound`;
     ``excess``: the population's :meth:`~verifier.population.model.PopulationModel.
-    prob_excess_lower`, for linear credit (:mod:`verifier.pv.credit`)."""
+    prob_excess_lower`, for linear credit (:mod:`verifier.pv.credit`); ``refute``: for a
+    specification of one unconditioned probability, a second reading of its event on boxes
+    bound propagation leaves open (``Refuter``)."""
     engine = ProbabilityBranchAndBound(
-        network, spec, masses, domain, settings or PVSettings(), excess)
+        network, spec, masses, domain, settings or PVSettings(), excess, refute)
     return engine.run(progress)
 
 

@@ -25,6 +25,7 @@ from verifier.wmi.measures import (
     SupportUniform,
     strict_order_probability,
 )
+from verifier.wmi.monotone_slopes import MonotoneBoxes, margin_rows
 
 Engine = dict[str, Any]  # stop_at, deadline, tolerance, executor, bound_method
 
@@ -77,15 +78,22 @@ def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
     copies = Copies([model, model], [first, second], [*names, f"{names[feature]}′"],
                     values=output is not None)
     outputs = int(copies.offsets[-1])
+    view = copies.views[0]
     if output is None:
         violation = And((copies.is_class(0, positive_class),
                          Not(copies.is_class(1, positive_class))))
+        rows = margin_rows(view.output_size, positive_class)
     else:
         violation = copies.decrease(output)
+        rows = np.eye(view.output_size)[[output]]
     sign = -1.0 if decreasing else 1.0
     ordered = input_atom({dimension: sign, feature: -sign}, 0.0, width, True, outputs)
+    method = "ibp" if engine["bound_method"] == "none" else engine["bound_method"]
+    refute = MonotoneBoxes(view, feature, rows, decreasing=decreasing,
+                           groups=prior.onehot_groups(), method=method)
     return branch("monotonicity", copies, measure, And((violation, ordered)),
-                  strict_order_probability(measure.parts[1], engine["deadline"]), **engine)
+                  strict_order_probability(measure.parts[1], engine["deadline"]),
+                  refute=refute, **engine)
 
 
 def noise_robustness(model: Network, prior: Any, noise: Distribution, features: list[int],

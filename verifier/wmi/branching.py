@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Executor
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +43,9 @@ from verifier.spec import (
 from verifier.wmi.encode import WMIInputError
 from verifier.wmi.engine import WMIResult
 from verifier.wmi.measures import JointMeasure
+
+if TYPE_CHECKING:
+    from verifier.pv.engine import Refuter
 
 ENUMERATE_POINTS = 64
 """A box with at most this many points on its discrete axes is finished by deciding every
@@ -172,7 +176,7 @@ def input_atom(coefficients: dict[int, float], constant: float, width: int,
 def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
            normaliser: tuple[float, float], *, stop_at: float | None,
            deadline: float, tolerance: float, executor: Executor | None,
-           bound_method: str) -> WMIResult:
+           bound_method: str, refute: Refuter | None = None) -> WMIResult:
     """``P(no violation | precondition)`` by PV on the stacked copies (module docstring).
 
     ``event`` is the violation together with the precondition's part that is not a box,
@@ -182,7 +186,8 @@ def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
     deadline ended it; with ``stop_at`` it stops once the share is proven ``>= stop_at`` (a
     failure, ``stopped_early``) or below it. ``deadline`` is a ``time.perf_counter()``
     instant. PV runs in-process without ``executor`` (or with an in-process one), else on a
-    process pool of its own with the executor's number of workers."""
+    process pool of its own with the executor's number of workers. ``refute``: PV's second
+    reading of ``event`` on open boxes (:data:`verifier.pv.engine.Refuter`)."""
     from verifier.pv import PVSettings, population_domain, verify
 
     started = time.perf_counter()
@@ -201,7 +206,8 @@ def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
         precision=tolerance * low_norm, enumerate_points=ENUMERATE_POINTS,
         executor="local" if local else "process", workers=workers)
     result = verify(copies.network, spec, measure.prob_boxes_interval,
-                    population_domain(measure)[1], settings, excess=measure.prob_excess_lower)
+                    population_domain(measure)[1], settings, excess=measure.prob_excess_lower,
+                    refute=refute)
     joint_low, joint_high = result.value
     low = max(0.0, down(joint_low / high_norm))
     high = min(1.0, up(joint_high / low_norm)) if low_norm > 0 else 1.0

@@ -58,12 +58,14 @@ from verifier.wmi.marginals import Density1D
 from verifier.wmi.polynomial import constant
 from verifier.wmi.regions import NetworkModel, PiecewiseAffineModel
 from verifier.wmi.terms import (
+    MAX_ROOTS,
     AllDiscrete,
     Coefficient,
     NotEnumerable,
     PolyFactor,
     Term,
     TermSet,
+    TooManyRoots,
     combinations,
     prior_terms,
     times,
@@ -245,6 +247,32 @@ def _place(term: Term, index: dict[int, int], width: int) -> _Layout:
         if _place_density(j, index[j], density, factors, envelopes, lower, upper):
             lost += term.coefficient[2] * _tail(density) * _factor_mass(term, j)
     return _Layout(factors, envelopes, lost, lower, upper)
+
+
+def _roots(term: Term, dimension: int) -> int:
+    """How many root regions the term's factors list (the product of their piece counts)."""
+    free = [j for j in range(dimension) if j not in term.atoms]
+    layout = _place(term, {j: k for k, j in enumerate(free)}, len(free))
+    return math.prod(len(factor.pieces) for factor in layout.factors)
+
+
+def _check_roots(terms: list[Term], dimension: int, extra: int, max_roots: int | None) -> None:
+    """Raise :class:`TooManyRoots` once the terms' roots, each times ``extra`` (the pieces
+    of the coordinates the property adds: a copy's marginal, the noise), exceed
+    ``max_roots`` (``None``: no limit)."""
+    if max_roots is None:
+        return
+    total = 0
+    for term in terms:
+        total += _roots(term, dimension) * extra
+        if total > max_roots:
+            raise TooManyRoots(f"the prior's pieces make more than {max_roots} root regions "
+                               "for exact WMI")
+
+
+def _root_limit(*models: Any) -> int | None:
+    """:data:`MAX_ROOTS` when box branching can take the audit over, else no limit."""
+    return MAX_ROOTS if branched.branchable(*models) else None
 
 
 def _tail(density: Density1D) -> float:
@@ -486,9 +514,10 @@ def _marginal_piece(piece: WeightPiece, where: int, scale: float) -> list[Weight
 def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
                          positive_class: int = 1, output: int | None = None,
                          use_prior: bool = False, bound_method: str = "crown",
-                         deadline: float = math.inf) -> list[Query]:
+                         deadline: float = math.inf, max_roots: int | None = None
+                         ) -> list[Query]:
     """The queries of :func:`monotonicity` (terms reached after ``deadline`` left out as
-    ``lost`` mass, :func:`_late`)."""
+    ``lost`` mass, :func:`_late`); :class:`TooManyRoots` beyond ``max_roots`` roots."""
     wrapped = as_model(model, bound_method, values=output is not None)
     dimension = _input_size(wrapped)
     if not 0 <= feature < dimension:
@@ -501,10 +530,12 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
         return _with_lost(_discrete_monotonicity_queries(wrapped, termset, feature, decreasing,
                                                          violation, deadline), 2 * termset.lost)
     copy_pieces, copy_density = _copy_marginal(termset, feature)
+    merged = _merge(termset.terms, read_columns(wrapped))
+    _check_roots(merged, dimension, 1 if copy_pieces is None else len(copy_pieces), max_roots)
     queries: list[Query] = []
     skipped = _SkippedMass()
     copies = math.nan  # the second copy's mass, bounded when a term is first left out
-    for term in _merge(termset.terms, read_columns(wrapped)):
+    for term in merged:
         if _late(deadline):
             copies = _prior_mass(termset) if math.isnan(copies) else copies
             skipped.add(term, copies)
@@ -659,7 +690,8 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
         queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
                                        positive_class=positive_class, output=output,
                                        use_prior=use_prior, bound_method=bound_method,
-                                       deadline=engine["deadline"])
+                                       deadline=engine["deadline"],
+                                       max_roots=_root_limit(model))
     except NotEnumerable:
         if not branched.branchable(model):
             raise
@@ -672,9 +704,10 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
 
 def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | None,
                              features: list[int], bound_method: str = "crown", *,
-                             deadline: float = math.inf) -> list[Query]:
+                             deadline: float = math.inf, max_roots: int | None = None
+                             ) -> list[Query]:
     """The queries of :func:`noise_robustness` (pairs reached after ``deadline`` left out
-    as ``lost`` mass, :func:`_late`)."""
+    as ``lost`` mass, :func:`_late`); :class:`TooManyRoots` beyond ``max_roots`` roots."""
     wrapped = as_model(model, bound_method)
     dimension = _input_size(wrapped)
     if noise is None:
@@ -693,9 +726,13 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
         if f in termset.discrete_columns() and position not in discrete_noise:
             raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
                                 "column or a discrete noise distribution; it is discrete")
+    merged = _merge(termset.terms, read_columns(wrapped))
+    _check_roots(merged, dimension,
+                 sum(_roots(noise_term, len(features)) for noise_term in noise_set.terms),
+                 max_roots)
     queries: list[Query] = []
     skipped = _SkippedMass()
-    for term in _merge(termset.terms, read_columns(wrapped)):
+    for term in merged:
         for noise_term in noise_set.terms:
             if _late(deadline):
                 skipped.add(term, noise_term.coefficient[2] * _factor_mass(noise_term))
@@ -763,7 +800,8 @@ def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: li
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
         queries = noise_robustness_queries(model, prior, noise, features, bound_method,
-                                           deadline=engine["deadline"])
+                                           deadline=engine["deadline"],
+                                           max_roots=_root_limit(model))
     except NotEnumerable:
         if not branched.branchable(model):
             raise
