@@ -319,3 +319,55 @@ def test_a_witness_is_found_where_the_best_margin_sits_on_the_other_copys_tie() 
     assert np.array_equal(np.delete(a, 14), np.delete(b, 14))
     assert (a[14] < 0.51) != (b[14] < 0.51)
     assert _oracle_class(network, tuple(a)) != _oracle_class(network, tuple(b))
+
+
+@st.composite
+def _one_hot_tie_networks(draw) -> tuple[Network, int, list[tuple[int, int]]]:
+    """Random small ReLU networks whose first ``values`` inputs are a one-hot sensitive
+    feature, followed by one or two integer inputs; dyadic weights, so many points tie."""
+    values = draw(st.integers(2, 4))
+    ranges = [(draw(st.integers(-1, 0)), draw(st.integers(0, 1)))
+              for _ in range(draw(st.integers(1, 2)))]
+    inputs = values + len(ranges)
+    hidden = draw(st.integers(1, 3))
+    outputs = draw(st.sampled_from([1, 2, 3]))
+    first = np.array(draw(st.lists(DYADIC, min_size=hidden * inputs, max_size=hidden * inputs)))
+    bias = np.array(draw(st.lists(DYADIC, min_size=hidden, max_size=hidden)))
+    last = np.array(draw(st.lists(DYADIC, min_size=outputs * hidden,
+                                  max_size=outputs * hidden)))
+    last_bias = np.array(draw(st.lists(DYADIC, min_size=outputs, max_size=outputs)))
+    network = Network([Layer(first.reshape(hidden, inputs), bias, "relu"),
+                       Layer(last.reshape(outputs, hidden), last_bias, "none")])
+    return network, values, ranges
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=_one_hot_tie_networks(), merge=st.booleans(), relaxation=st.booleans())
+def test_the_one_hot_exact_check_never_contradicts_the_oracle(case, merge: bool,
+                                                               relaxation: bool) -> None:
+    """One exact check over the whole grid of a one-hot sensitive feature, merged encoding
+    (both copies any value, the two values different) or one MILP family per value pair,
+    with or without the LP-relaxation proof first: "fair" only where no integer point is
+    biased, a witness only with the oracle's two classes."""
+    network, values, ranges = case
+    names = [f"s{v}" for v in range(values)] + [f"x{i}" for i in range(len(ranges))]
+    problem = build_problem(network.renamed(input_names=names), names[:values],
+                            sensitive_kind="one_hot", integer_inputs=names[values:],
+                            domain={n: r for n, r in zip(names[values:], ranges, strict=True)})
+    lower, upper = initial_partition(problem)
+    cell_lo, cell_hi = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    _, result = proven_classes(problem, cell_lo, cell_hi, "crown")
+    bounds = [({k: v[c] for k, v in result.pre_lower.items()},
+               {k: v[c] for k, v in result.pre_upper.items()}) for c in range(values)]
+    outcome = check_partition(problem, lower[0], upper[0], bounds, merge_cells=merge,
+                              relaxation_first=relaxation)
+    unit = np.eye(values)
+    biased = any(
+        len({_oracle_class(network, (*unit[v], *rest)) for v in range(values)}) > 1
+        for rest in itertools.product(*(range(lo, hi + 1) for lo, hi in ranges)))
+    if outcome.status == "fair":
+        assert not biased
+    if outcome.status == "witness":
+        assert [_oracle_class(network, tuple(point)) for point in (outcome.x_a, outcome.x_b)
+                ] == list(outcome.classes)
+        assert np.array_equal(outcome.x_a[values:], outcome.x_b[values:])

@@ -108,26 +108,30 @@ class _ExactYield:
 PRESOLVE_WINDOW = 32
 PRESOLVE_MIN_CHECKS = 8
 PRESOLVE_MAX_FAIR = 0.6
-"""The exact check tries HiGHS's presolve first (:class:`_PresolveChoice`) unless more than
-this share of the last ``PRESOLVE_WINDOW`` exact checks (at least ``PRESOLVE_MIN_CHECKS``)
-proved their partition fair. A
-proof needs a solve without presolve (2.4–2.8 times slower, measured on German and GC-1),
-so presolving first costs ``1 + 2.5·p`` solves against ``2.5`` for a share ``p`` of proofs:
-it pays below about 0.6. Measured shares: 3 % of GC-1's first solves were proofs; 99 % of
-German 0.20-bias3/Gt's."""
+"""The exact check tries HiGHS's presolve first (:class:`_PresolveChoice`) once the last
+``PRESOLVE_WINDOW`` exact checks (at least ``PRESOLVE_MIN_CHECKS``) proved their partition
+fair at most this often. A proof needs a solve without presolve, which on feasible models
+(witnesses, near ties) is 2.4 times slower (GC-1) but on proving ones about as fast or
+faster (0.9–1.3 times, German, COMPAS; docs/decisions.md 2026-11-28): presolving first
+costs about ``(1 − p) + 2p`` solves against ``2.4 (1 − p) + p`` for a share ``p`` of
+proofs, so it pays below about 0.6. Off until measured: a presolved try that ends in a
+proof is wasted, and on Libra COMPAS priors (U = 14) each cost 180 ms against 60 ms for the
+proving solve. Measured shares: 3 % of GC-1's first solves were proofs; 99 % of German
+0.20-bias3/Gt's."""
 
 
 class _PresolveChoice:
-    """Whether the exact checks should try presolve first: yes until the recent exact checks
-    proved their partition fair more often than :data:`PRESOLVE_MAX_FAIR`. Counted, not
+    """Whether the exact checks should try presolve first: once at least
+    :data:`PRESOLVE_MIN_CHECKS` were made, while the recent ones proved their partition fair
+    at most as often as :data:`PRESOLVE_MAX_FAIR`. Counted, not
     timed, like :class:`_ExactYield`."""
 
     def __init__(self) -> None:
         self.recent: deque[bool] = deque(maxlen=PRESOLVE_WINDOW)
 
     def first(self) -> bool:
-        return (len(self.recent) < PRESOLVE_MIN_CHECKS
-                or sum(self.recent) <= PRESOLVE_MAX_FAIR * len(self.recent))
+        return (len(self.recent) >= PRESOLVE_MIN_CHECKS
+                and sum(self.recent) <= PRESOLVE_MAX_FAIR * len(self.recent))
 
     def record(self, outcome: ChunkOutcome) -> None:
         self.recent.extend(bool(fair) for fair in (outcome.status == FAIR)[outcome.exact_checked])

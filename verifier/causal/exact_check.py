@@ -4,11 +4,15 @@ Copy A and copy B share every non-sensitive input; their sensitive inputs range 
 sensitive cells. Each ReLU/LeakyReLU whose pre-activation bounds (valid over the partition and
 the copy's cell) straddle zero gets one binary variable (big-M encoding with those bounds);
 stable neurons are linear. For an ordered pair of classes ``(c, c')`` the MILP maximises the
-margin ``t`` with copy A's outputs in class ``c`` and copy B's in class ``c'`` under the class
-rule, ties included (:mod:`verifier.causal.classes`): ``y_c − y_d ≥ t`` against every lower
-class ``d < c`` (the strict side) and ``y_c − y_d ≥ 0`` against every higher one (ties go to
-``c``: no margin, no epsilon, the tie points belong to the class). In real arithmetic the
-encoding is exact, so the partition has a biased point with these classes iff ``t* > 0``.
+margin ``t`` of every class row of both copies: ``y_c − y_d ≥ t`` for every ``d ≠ c`` in
+copy A and ``y_c' − y_d ≥ t`` for every ``d ≠ c'`` in copy B. Under the class rule, ties
+included (:mod:`verifier.causal.classes`), copy A has class ``c`` iff ``y_c − y_d > 0``
+against every lower class ``d < c`` and ``≥ 0`` against every higher one (ties go to ``c``),
+so a biased point with these classes has every row ``≥ 0``, and every point with every row
+``> 0`` is one: in real arithmetic ``t* < 0`` proves the pair absent and ``t* > 0`` shows it.
+(The margin on the non-strict rows too is what keeps the LP relaxation, and with it the
+branch and bound, tight: with those rows only ``≥ 0``, copy A's rows do not move with ``t``;
+measured 2.5× slower per proving MILP on Libra COMPAS race, docs/decisions.md 2026-11-28.)
 
 HiGHS solves in floating point with tolerances, so neither side of ``t* = 0`` is taken from
 it near zero (a tie that the class rule counts, or a deep net's margin of 1e-17, is exactly
@@ -17,13 +21,12 @@ there): the margin's floor is ``−τ`` with ``τ`` = :data:`TIE_MARGIN` times t
 
 * *infeasible* (or a dual bound below ``−τ``) for every cell pair and class pair, answered
   by a solve without HiGHS's presolve (:func:`_solve`), proves the partition fair: no point
-  comes within ``τ`` of a bias, far beyond the solver's tolerances, which only enlarge the
-  set it searches;
+  has every row within ``τ`` of 0 or above, far beyond the solver's tolerances, which only
+  enlarge the set it searches;
 * a candidate with ``t > 0`` is re-evaluated in real arithmetic (:func:`_confirm`); failing
-  that, a second solve searches for a clear witness: every class row of both copies (the
-  non-strict ones too) with margin ``≥ +τ``, since the best point of the first solve may sit
-  exactly on one copy's tie, where the real class is the other one by 1e-17. Solves whose
-  infeasibility decides nothing may presolve (:func:`_decide_pair`);
+  that, a second solve searches for a clear witness (margin ``≥ +τ``): the best point of the
+  first solve may sit on a tie, where the real class may be the other one by 1e-17. Solves
+  whose infeasibility decides nothing may presolve (:func:`_decide_pair`);
 * otherwise the best margin lies in ``[−τ, τ]``, a near tie the MILP cannot decide: the
   partition stays undecided (it is split; an integer point is decided exactly by
   :func:`verifier.causal.analysis.decide_points`).
@@ -31,14 +34,16 @@ there): the margin's floor is ``−τ`` with ``τ`` = :data:`TIE_MARGIN` times t
 Where most checks end in proofs, each class pair is first tried on the MILP's LP relaxation
 (:func:`relaxation_margin_bound`): HiGHS only suggests row multipliers (the optimum's duals,
 or a Farkas ray when the relaxation is empty) and :mod:`verifier.lp_bound` turns them into an
-upper bound on the margin proven in real arithmetic. A bound ``≤ 0`` proves the pair absent
+upper bound on the margin proven in real arithmetic. A bound ``< 0`` proves the pair absent
 with no MILP and no trust in the solver. Every variable of the encoding has finite bounds
 (the linear output layer's by :func:`verifier.lp_bound.affine_interval`), which such bounds
 need.
 
 For a one-hot sensitive feature with many values, the cell pairs can be merged into one MILP
 per class pair: each copy's sensitive inputs are binaries summing to one (any value), with
-big-M bounds merged over the cells (see :data:`MERGE_MIN_VALUES`).
+big-M bounds merged over the cells (see :data:`MERGE_MIN_VALUES`), and the two copies'
+values differ (one value in both copies is never a bias; allowed, it would put every tie of
+the partition at margin 0, where nothing is proven).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -161,9 +166,6 @@ def _encode_copy(model: _Model, problem: FairnessProblem, x: np.ndarray,
 
 
 CellBounds = tuple[dict[int, np.ndarray], dict[int, np.ndarray]]
-PairModel = Callable[[bool], tuple["_Model", np.ndarray, np.ndarray, int]]
-"""Builds one class pair's two-copy model (``clear``: see :func:`_margin_rows`); returns the
-model, both copies' input columns and the margin's column."""
 
 
 def _copy_inputs(model: _Model, problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
@@ -210,6 +212,9 @@ def _pair_model(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
         for column in columns:
             model.integral[column] = 1
         model.row(columns, [1.0] * len(columns), 1.0, 1.0)
+    if cells == (None, None):
+        for i in problem.sensitive:  # two different values: one value twice is never biased
+            model.row([int(x_a[i]), int(x_b[i])], [1.0, 1.0], -np.inf, 1.0)
     t = int(model.variables(np.array([-np.inf]), np.array([MARGIN_CAP]))[0])
     return model, x_a, x_b, outputs[0], outputs[1], t
 
@@ -223,16 +228,13 @@ def _merged_bounds(cell_bounds: list[CellBounds]) -> CellBounds:
     return lower, upper
 
 
-def _margin_rows(model: _Model, y: np.ndarray, cls: int, t: int, clear: bool = False) -> None:
-    """Class ``cls`` wins at ``y`` by the class rule: ``y_cls − y_d ≥ t`` for ``d < cls``,
-    ``y_cls − y_d ≥ 0`` for ``d > cls`` (a tie with a higher index is ``cls``'s). ``clear``:
-    the margin ``t`` on every row, for a witness search whose points must not sit on a tie
-    (float rounding there decides nothing; the real class may be the other one)."""
+def _margin_rows(model: _Model, y: np.ndarray, cls: int, t: int) -> None:
+    """``y_cls − y_d ≥ t`` for every ``d ≠ cls``: at ``t > 0`` class ``cls`` wins at ``y``;
+    where it wins by the class rule (a tie with a higher index is ``cls``'s), ``t = 0`` is
+    feasible (module docstring)."""
     for d in range(len(y)):
-        if d < cls or (clear and d > cls):
+        if d != cls:
             model.row([int(y[cls]), int(y[d]), t], [1.0, -1.0, -1.0], 0.0, np.inf)
-        elif d > cls:
-            model.row([int(y[cls]), int(y[d])], [1.0, -1.0], 0.0, np.inf)
 
 
 def tie_margin(model: _Model) -> float:
@@ -302,7 +304,7 @@ def _matrix(model: _Model) -> csr_array:
 
 def relaxation_margin_bound(model: _Model, t: int) -> float:
     """An upper bound, proven in real arithmetic, on the margin ``t`` over the model's LP
-    relaxation (binaries in ``[0, 1]``), hence over the MILP: ≤ 0 proves the class pair
+    relaxation (binaries in ``[0, 1]``), hence over the MILP: < 0 proves the class pair
     absent. HiGHS (presolve and all) only suggests the row multipliers;
     :func:`verifier.lp_bound.proven_upper_bound` turns them into the bound, so no solver
     tolerance or solver bug enters a proof. ``t``'s floor is moved low enough to keep the
@@ -348,7 +350,7 @@ def check_partition(
     cell_bounds: list[CellBounds],
     time_limit: float = 10.0, deadline: float | None = None, merge_cells: bool | None = None,
     possible: np.ndarray | None = None, presolve_first: bool = False,
-    relaxation_first: bool | None = None,
+    relaxation_first: bool = True,
 ) -> ExactOutcome:
     """Decide one partition exactly (see the module docstring).
 
@@ -369,11 +371,10 @@ def check_partition(
     with cell ``v`` (sound bounds, e.g. :func:`verifier.causal.analysis.possible_classes`);
     MILPs asking a copy for a class impossible on its cells are skipped (they are infeasible).
     ``presolve_first``: see :func:`_decide_pair` (either way "fair" rests on a solve without
-    presolve). ``relaxation_first``: try the LP-relaxation proof before each MILP (``None``:
-    where proofs are expected, i.e. unless ``presolve_first``); ``solved`` counts MILPs only.
+    presolve). ``relaxation_first``: try the LP-relaxation proof before each MILP (it costs
+    a few per cent where proofs are rare, and saves a MILP wherever it proves);
+    ``solved`` counts MILPs only.
     """
-    if relaxation_first is None:
-        relaxation_first = not presolve_first
     if merge_cells is None:
         merge_cells = (problem.sensitive_kind == "one_hot"
                        and problem.cell_count >= MERGE_MIN_VALUES)
@@ -393,15 +394,10 @@ def check_partition(
             for class_b in range(classes):
                 if class_a == class_b or not (allowed_a[class_a] and allowed_b[class_b]):
                     continue
-                def build(clear: bool, cells=cells, bounds=bounds, pair=(class_a, class_b)
-                          ) -> tuple[_Model, np.ndarray, np.ndarray, int]:
-                    model, x_a, x_b, y_a, y_b, t = _pair_model(problem, lower, upper, cells,
-                                                               bounds)
-                    _margin_rows(model, y_a, pair[0], t, clear)
-                    _margin_rows(model, y_b, pair[1], t, clear)
-                    return model, x_a, x_b, t
-
-                verdict, count, witness = _decide_pair(problem, build, lower,
+                model, x_a, x_b, y_a, y_b, t = _pair_model(problem, lower, upper, cells, bounds)
+                _margin_rows(model, y_a, class_a, t)
+                _margin_rows(model, y_b, class_b, t)
+                verdict, count, witness = _decide_pair(problem, (model, x_a, x_b, t), lower,
                                                        upper, (class_a, class_b), time_limit,
                                                        deadline, presolve_first,
                                                        relaxation_first=relaxation_first)
@@ -416,23 +412,24 @@ def check_partition(
     return ExactOutcome("unknown" if undecided else "fair", solved)
 
 
-def _decide_pair(problem: FairnessProblem, build: PairModel, lower: np.ndarray,
+def _decide_pair(problem: FairnessProblem,
+                 pair_model: tuple[_Model, np.ndarray, np.ndarray, int], lower: np.ndarray,
                  upper: np.ndarray, classes: tuple[int, int], time_limit: float,
                  deadline: float | None, presolve_first: bool = False,
-                 relaxation_first: bool = False
+                 relaxation_first: bool = True
                  ) -> tuple[str, int, tuple[np.ndarray, np.ndarray] | None]:
-    """One class pair, on the model ``build(False)``: solved with the margin's floor at
-    ``−τ`` and, unless that proves the pair absent or yields a confirmed witness, searched
-    for a clear witness on ``build(True)`` (every class row with margin ``≥ +τ``; module
+    """One class pair on its model ``(model, x_a columns, x_b columns, margin column)``:
+    solved with the margin's floor at ``−τ`` and, unless that proves the pair absent or
+    yields a confirmed witness, searched for a clear witness (floor ``+τ``; module
     docstring). ``relaxation_first``: first try to prove the pair absent from the LP
-    relaxation (:func:`relaxation_margin_bound`, no MILP at all), which pays where most
-    checks end in proofs. ``presolve_first``: the ``−τ`` solve is tried with HiGHS's
-    presolve first (faster) and only its answer "infeasible", which presolve may get wrong,
-    is solved again without it: cheaper where most pairs are feasible (witnesses, near ties),
-    dearer where most are proven absent. Returns ``fair``, ``witness`` (with the confirmed
-    pair), ``unknown`` or ``deadline``, and the number of MILPs solved."""
-    model, x_a, x_b, t = build(False)
-    if relaxation_first and relaxation_margin_bound(model, t) <= 0.0:
+    relaxation (:func:`relaxation_margin_bound`, no MILP at all). ``presolve_first``: the
+    ``−τ`` solve is tried with HiGHS's presolve first (faster on feasible models) and only its
+    answer "infeasible", which presolve may get wrong, is solved again without it: cheaper
+    where most pairs are feasible (witnesses, near ties), dearer where most are proven absent.
+    Returns ``fair``, ``witness`` (with the confirmed pair), ``unknown`` or ``deadline``, and
+    the number of MILPs solved."""
+    model, x_a, x_b, t = pair_model
+    if relaxation_first and relaxation_margin_bound(model, t) < 0.0:
         return "fair", 0, None
     tau = tie_margin(model)
     attempts = [(-tau, True), (-tau, False), (tau, True)]
@@ -446,8 +443,6 @@ def _decide_pair(problem: FairnessProblem, build: PairModel, lower: np.ndarray,
         limit = time_limit if deadline is None else min(time_limit, deadline - time.time())
         if limit <= 0.0:
             return "deadline", solved, None
-        if floor > 0.0:
-            model, x_a, x_b, t = build(True)
         status, best_upper, solution = _solve(model, t, limit, floor, presolve=presolve)
         solved += 1
         if floor < 0.0 and (status == "infeasible" or best_upper < floor):
