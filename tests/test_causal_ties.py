@@ -237,6 +237,18 @@ def test_bound_readers_follow_the_class_rule(outputs: list[int]) -> None:
 DYADIC = st.sampled_from([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0])
 
 
+def _dyadic_network(draw, inputs: int, hidden: int, outputs: int) -> Network:
+    """A one-hidden-layer ReLU network with weights and biases drawn from ``DYADIC``."""
+
+    def weights(count: int) -> np.ndarray:
+        return np.array(draw(st.lists(DYADIC, min_size=count, max_size=count)))
+
+    return Network([
+        Layer(weights(hidden * inputs).reshape(hidden, inputs), weights(hidden), "relu"),
+        Layer(weights(outputs * hidden).reshape(outputs, hidden), weights(outputs), "none"),
+    ])
+
+
 @st.composite
 def _tie_networks(draw) -> tuple[Network, list[tuple[int, int]], int]:
     """Random small ReLU networks on integer grids with small dyadic weights and biases, so
@@ -249,13 +261,7 @@ def _tie_networks(draw) -> tuple[Network, list[tuple[int, int]], int]:
         ranges[sensitive] = (low, low + 1)
     hidden = draw(st.integers(1, 3))
     outputs = draw(st.sampled_from([1, 2, 3]))
-    first = np.array(draw(st.lists(DYADIC, min_size=hidden * inputs, max_size=hidden * inputs)))
-    bias = np.array(draw(st.lists(DYADIC, min_size=hidden, max_size=hidden)))
-    last = np.array(draw(st.lists(DYADIC, min_size=outputs * hidden,
-                                  max_size=outputs * hidden)))
-    last_bias = np.array(draw(st.lists(DYADIC, min_size=outputs, max_size=outputs)))
-    network = Network([Layer(first.reshape(hidden, inputs), bias, "relu"),
-                       Layer(last.reshape(outputs, hidden), last_bias, "none")])
+    network = _dyadic_network(draw, inputs, hidden, outputs)
     return network, ranges, sensitive
 
 
@@ -331,13 +337,7 @@ def _one_hot_tie_networks(draw) -> tuple[Network, int, list[tuple[int, int]]]:
     inputs = values + len(ranges)
     hidden = draw(st.integers(1, 3))
     outputs = draw(st.sampled_from([1, 2, 3]))
-    first = np.array(draw(st.lists(DYADIC, min_size=hidden * inputs, max_size=hidden * inputs)))
-    bias = np.array(draw(st.lists(DYADIC, min_size=hidden, max_size=hidden)))
-    last = np.array(draw(st.lists(DYADIC, min_size=outputs * hidden,
-                                  max_size=outputs * hidden)))
-    last_bias = np.array(draw(st.lists(DYADIC, min_size=outputs, max_size=outputs)))
-    network = Network([Layer(first.reshape(hidden, inputs), bias, "relu"),
-                       Layer(last.reshape(outputs, hidden), last_bias, "none")])
+    network = _dyadic_network(draw, inputs, hidden, outputs)
     return network, values, ranges
 
 
