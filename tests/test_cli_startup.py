@@ -105,6 +105,14 @@ def test_a_config_error_imports_no_verb_machinery(tmp_path: Path, argv: list[str
     assert "audits[0].no_such_field: unknown key" in result.stderr + result.stdout
 
 
+def _python_prints(code: str) -> str:
+    """What a fresh interpreter running ``code`` from the checkout prints (stripped)."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
+                            timeout=120)
+    return result.stdout.strip()
+
+
 def test_every_audit_settings_model_imports_without_torch() -> None:
     """``configs.schema`` and every kind module's settings import without the engines; the
     engines are imported when an audit runs."""
@@ -112,10 +120,7 @@ def test_every_audit_settings_model_imports_without_torch() -> None:
             "from verifier.audits import KINDS\n"
             "print(sorted(n for n in ('torch', 'mlflow', 'scipy', 'great_expectations', "
             "'pandas') if n in sys.modules), sorted(KINDS))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
-                            timeout=120)
-    heavy, kinds = result.stdout.strip().split("] ", 1)
+    heavy, kinds = _python_prints(code).split("] ", 1)
     assert heavy == "["
     assert kinds == str(["causal_fairness", "demographic_parity", "local_robustness",
                          "monotonicity", "noise_robustness"])
@@ -130,10 +135,7 @@ def test_the_causal_engine_and_model_files_import_no_solver_nor_onnx() -> None:
             "print(sorted(n for n in ('scipy', 'onnx', 'verifier.causal.exact_check', "
             "'verifier.convert.torch_module', 'verifier.convert.onnx_graph') "
             "if n in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
-                            timeout=120)
-    assert result.stdout.strip() == "[]"
+    assert _python_prints(code) == "[]"
 
 
 def test_option_choices_listed_for_help_are_the_engines() -> None:
