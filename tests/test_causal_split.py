@@ -110,6 +110,21 @@ def test_exact_switch_is_judged_after_the_minimum_number_of_checks() -> None:
     assert certify_module.EXACT_MIN_CHECKS < certify_module.EXACT_WINDOW
 
 
+def test_exact_switch_stays_on_at_the_yield_where_checks_still_win() -> None:
+    # German 0.20-bias5/Gt measured 51 of the last 64 checks proven fair at round 14, where
+    # switching off split 3x the partitions; 64-70 % (COMPAS age) is where splitting wins
+    def judged(fair: int) -> bool:
+        switch = certify_module._ExactYield()
+        refining = np.array([True])
+        for index in range(certify_module.EXACT_WINDOW):
+            switch.record(_outcome([FAIR if index < fair else 2], [True]), refining)
+        return switch.worthwhile()
+
+    assert judged(51)
+    assert judged(48)
+    assert not judged(45)  # 70 %
+
+
 @pytest.mark.parametrize("seed", [11, 12])
 def test_bounds_only_refinement_against_monte_carlo(seed: int, monkeypatch) -> None:
     # exact checks in refinements switched off from the start: every share is still sound
