@@ -60,9 +60,10 @@ EXACT_WINDOW = 64
 EXACT_PROBES = 16
 """While exact checks are off in refinements, the largest this many refining partitions of
 each round still get one, so the yield below is re-measured within ``EXACT_WINDOW /
-EXACT_PROBES`` rounds. With one probe per round, German 0.20-bias5/Gt switched them off at
-round 14 and needed 12 more rounds to see them pay again (bounds alone stall on partitions
-straddling a bias-free decision border): 27 rounds to the target width, 16 probes 21."""
+EXACT_PROBES`` rounds. Measured under the earlier yield threshold of 0.8: with one probe
+per round, German 0.20-bias5/Gt switched them off at round 14 and needed 12 more rounds to
+see them pay again (bounds alone stall on partitions straddling a bias-free decision border):
+27 rounds to the target width, 16 probes 21."""
 EXACT_MIN_YIELD = 0.75
 """Exact checks inside refinements stay on while fewer than ``EXACT_MIN_CHECKS`` were made or
 at least this share of the last ``EXACT_WINDOW`` proved their partition fair. Measured (see
