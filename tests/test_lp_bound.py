@@ -95,6 +95,8 @@ def test_the_bound_holds_for_any_multipliers_and_is_tight_for_highs(lp, random_y
     bounds = [proven_upper_bound(cost, sparse, row_lower, row_upper, lower, upper,
                                  sign * duals) for sign in (1.0, -1.0)]
     best = min(bounds)
+    assert best == proven_upper_bound(cost, sparse, row_lower, row_upper, lower, upper,
+                                      np.stack([duals, -duals]))  # several at once: the least
     assert Fraction(best) >= truth
     if scale in (1.0, 3.0):  # HiGHS's tolerances drop rows of 1e-9 (sound, not tight)
         reach = float(np.abs(cost).sum() * np.abs(np.concatenate([lower, upper])).max())

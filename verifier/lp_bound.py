@@ -33,26 +33,32 @@ def proven_upper_bound(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarra
     matrix·v ≤ row_upper`` and ``lower ≤ v ≤ upper`` (the module docstring's bound for
     ``multipliers``), or ``inf`` when the bound is unbounded (a multiplier of the wrong sign
     on an infinite side). Multipliers whose sign meets an infinite row side are taken as 0,
-    which keeps the bound valid."""
-    y = np.asarray(multipliers, dtype=np.float64).copy()
-    y[(y > 0.0) & ~np.isfinite(row_upper)] = 0.0
-    y[(y < 0.0) & ~np.isfinite(row_lower)] = 0.0
+    which keeps the bound valid. ``multipliers`` ``(m,)``, or ``(r, m)`` for several
+    candidates (e.g. a solver's duals in both sign conventions): the least of their bounds,
+    the transposed matrix built once."""
+    y = np.atleast_2d(np.asarray(multipliers, dtype=np.float64)).copy()
+    y[(y > 0.0) & ~np.isfinite(row_upper)[None, :]] = 0.0
+    y[(y < 0.0) & ~np.isfinite(row_lower)[None, :]] = 0.0
     transposed = matrix.T.tocsr()
-    reduced = cost - transposed @ y
-    per_column = np.diff(transposed.indptr)
-    reach = abs(transposed) @ np.abs(y) + np.abs(cost)
-    error = np.array([gamma(int(k) + 2) for k in per_column]) * reach
+    reduced = cost[:, None] - transposed @ y.T
+    # every column's dot product has at most max_k + 1 roundings; γ grows with the count
+    roundings = int(np.diff(transposed.indptr).max(initial=0)) + 2
+    reach = abs(transposed) @ np.abs(y).T + np.abs(cost)[:, None]
+    error = gamma(roundings) * reach
     g_low, g_high = reduced - error, reduced + error
+    low, high = lower[:, None], upper[:, None]
     with np.errstate(invalid="ignore"):
-        corners = np.stack([g_low * lower, g_low * upper, g_high * lower, g_high * upper])
+        corners = np.stack([g_low * low, g_low * high, g_high * low, g_high * high])
     corners = np.where(np.isnan(corners), 0.0, corners)  # 0·inf: a zero coefficient
     column_terms = corners.max(axis=0)
-    row_side = np.where(y > 0.0, row_upper, row_lower)
+    row_side = np.where(y > 0.0, row_upper[None, :], row_lower[None, :])
     row_terms = np.where(y == 0.0, 0.0, y * np.where(y == 0.0, 0.0, row_side))
-    terms = np.concatenate([column_terms, row_terms])
-    if not np.isfinite(terms).all():
-        return float("inf")
-    return _sum_upper(terms)
+    best = float("inf")
+    for candidate in range(y.shape[0]):
+        terms = np.concatenate([column_terms[:, candidate], row_terms[candidate]])
+        if np.isfinite(terms).all():
+            best = min(best, _sum_upper(terms))
+    return best
 
 
 def affine_interval(weight: np.ndarray, bias: np.ndarray, lower: np.ndarray,

@@ -101,6 +101,16 @@ class _Model:
         self.vals: list[float] = []
         self.row_lower: list[float] = []
         self.row_upper: list[float] = []
+        self._built: tuple[tuple[int, int, int], csr_array] | None = None
+
+    def matrix(self) -> csr_array:
+        """``A`` as a sparse matrix, built once for the relaxation proof and every solve of
+        the same rows (rebuilt after rows or variables are added)."""
+        shape = (len(self.row_lower), len(self.lower), len(self.vals))
+        if self._built is None or self._built[0] != shape:
+            matrix = coo_array((self.vals, (self.rows, self.cols)), shape=shape[:2]).tocsr()
+            self._built = (shape, matrix)
+        return self._built[1]
 
     def variables(self, lower: np.ndarray, upper: np.ndarray, integral: bool = False) -> np.ndarray:
         start = len(self.lower)
@@ -120,10 +130,18 @@ class _Model:
     def affine_rows(self, out: np.ndarray, weight: np.ndarray, inputs: np.ndarray,
                     bias: np.ndarray) -> None:
         """``out_j − Σ_i W_ji in_i = b_j``."""
-        for j in range(weight.shape[0]):
-            nz = np.flatnonzero(weight[j])
-            self.row([int(out[j]), *inputs[nz].tolist()], [1.0, *(-weight[j, nz]).tolist()],
-                     float(bias[j]), float(bias[j]))
+        units, nz = np.nonzero(weight)
+        first = len(self.row_lower)
+        order = np.argsort(np.concatenate([np.arange(weight.shape[0]), units]), kind="stable")
+        rows = np.concatenate([np.arange(weight.shape[0]), units])[order] + first
+        cols = np.concatenate([np.asarray(out), np.asarray(inputs)[nz]])[order]
+        vals = np.concatenate([np.ones(weight.shape[0]), -weight[units, nz]])[order]
+        self.rows.extend(rows.tolist())
+        self.cols.extend(cols.tolist())
+        self.vals.extend(vals.tolist())
+        sides = np.asarray(bias, dtype=float).tolist()
+        self.row_lower.extend(sides)
+        self.row_upper.extend(sides)
 
 
 def _encode_copy(model: _Model, problem: FairnessProblem, x: np.ndarray,
@@ -273,7 +291,7 @@ def _solve(model: _Model, t: int, time_limit: float, floor: float, presolve: boo
     ``solved`` with the point, or ``unknown``), the best upper bound on the margin known,
     and the point."""
     size = len(model.lower)
-    matrix = _matrix(model)
+    matrix = model.matrix()
     objective = np.zeros(size)
     objective[t] = -1.0
     lower = np.asarray(model.lower, dtype=float)
@@ -297,11 +315,6 @@ def _solve(model: _Model, t: int, time_limit: float, floor: float, presolve: boo
     return "solved", best_upper, np.asarray(result.x)
 
 
-def _matrix(model: _Model) -> csr_array:
-    return coo_array((model.vals, (model.rows, model.cols)),
-                     shape=(len(model.row_lower), len(model.lower))).tocsr()
-
-
 def relaxation_margin_bound(model: _Model, t: int) -> float:
     """An upper bound, proven in real arithmetic, on the margin ``t`` over the model's LP
     relaxation (binaries in ``[0, 1]``), hence over the MILP: < 0 proves the class pair
@@ -310,7 +323,7 @@ def relaxation_margin_bound(model: _Model, t: int) -> float:
     tolerance or solver bug enters a proof. ``t``'s floor is moved low enough to keep the
     relaxation feasible (points with ``t > 0``, the only ones that matter, all stay). ``−inf``
     when HiGHS's Farkas ray proves the relaxation empty, ``inf`` when nothing is proven."""
-    matrix = _matrix(model)
+    matrix = model.matrix()
     lower = np.asarray(model.lower, dtype=float)
     upper = np.asarray(model.upper, dtype=float)
     finite = np.abs(np.concatenate([lower, upper]))
@@ -325,12 +338,11 @@ def relaxation_margin_bound(model: _Model, t: int) -> float:
         return np.inf
     if status == "infeasible":
         # a Farkas ray: 0 = (−Aᵀy)ᵀv + yᵀ(Av) ≤ its bound < 0 proves no point exists
-        empty = min(proven_upper_bound(np.zeros_like(cost), matrix, row_lower, row_upper,
-                                       lower, upper, sign * multipliers)
-                    for sign in (1.0, -1.0))
+        empty = proven_upper_bound(np.zeros_like(cost), matrix, row_lower, row_upper, lower,
+                                   upper, np.stack([multipliers, -multipliers]))
         return -np.inf if empty < 0.0 else np.inf
-    return min(proven_upper_bound(-cost, matrix, row_lower, row_upper, lower, upper,
-                                  sign * multipliers) for sign in (1.0, -1.0))
+    return proven_upper_bound(-cost, matrix, row_lower, row_upper, lower, upper,
+                              np.stack([multipliers, -multipliers]))
 
 
 def _encodings(problem: FairnessProblem, cell_bounds: list[CellBounds], merge_cells: bool

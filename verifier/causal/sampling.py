@@ -21,6 +21,12 @@ SAMPLE_WORK = 1.0e6
 points (GC-3 of FairQuant, 20-9-1: certified-fair share after 15 s from 19 % with 16 points
 to 42 % with 512, the sampled witnesses replacing MILPs that only found witnesses), large
 ones no fewer than ``MIN_SAMPLES``; at 4·10⁶ GC-1 (20-50-1) spent 41 % of its time sampling."""
+BLOCK_ROWS = 65536
+"""Network rows evaluated at once: partitions are sampled in blocks of at most this many rows
+(at least one partition a block), so the points, their probe copies and the layers'
+activations stay in cache-sized arrays. A chunk of 256 German partitions is ~650,000 rows;
+in blocks German 0.20-bias5/Gt's sampling took 0.94–1.06 CPU s against 1.33–1.45 in one
+piece (blocks of 16,384 rows: 1.04 s; of 4,096, one partition each: 1.51 s)."""
 
 
 def sample_count(problem: FairnessProblem, probes: int) -> int:
@@ -67,7 +73,24 @@ def find_witnesses(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarra
     per partition) with two different float classes. ``anchors`` ``(B, n)`` (NaN rows where
     none): an extra point per partition, e.g. an ancestor's witness, used when it lies inside.
     Returns ``found`` ``(B,)``, ``x_a``/``x_b`` ``(B, n)`` and the two classes ``(B, 2)``
-    (meaningful where ``found``)."""
+    (meaningful where ``found``). Partitions are searched in blocks of at most
+    ``BLOCK_ROWS`` network rows; each partition's result does not depend on the blocks."""
+    per_partition = values.shape[1] * (sample_count(problem, values.shape[1]) + 1)
+    block = max(1, BLOCK_ROWS // per_partition)
+    parts = [_find_block(problem, lower[start:start + block], upper[start:start + block],
+                         values[start:start + block],
+                         None if anchors is None else anchors[start:start + block])
+             for start in range(0, lower.shape[0], block)]
+    if len(parts) == 1:
+        return parts[0]
+    found, x_a, x_b, pair = (np.concatenate(column) for column in zip(*parts, strict=True))
+    return found, x_a, x_b, pair
+
+
+def _find_block(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+                values: np.ndarray, anchors: np.ndarray | None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`find_witnesses` on one block of partitions."""
     batch, n = lower.shape
     sens = list(problem.sensitive)
     points = sample_points(problem, lower, upper, sample_count(problem, values.shape[1]))
