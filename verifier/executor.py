@@ -49,17 +49,29 @@ class ProcessPool(ProcessPoolExecutor):
     def terminate_workers(self) -> None:
         """Cancel the pending tasks, shut down without waiting, and terminate the workers
         still alive (this process's own children; a running task's result is lost), killing
-        any that has not exited within :data:`WORKER_EXIT_S`."""
-        processes = list((self._processes or {}).values())
+        any that has not exited within :data:`WORKER_EXIT_S`. The pool's manager thread may
+        start a worker in place of one that exited while this runs, so the workers are swept
+        again once that thread has ended (or :data:`WORKER_EXIT_S` has passed)."""
+        workers = self._processes if self._processes is not None else {}
+        manager = self._executor_manager_thread
         self.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-        for process in processes:
+        _end_processes(list(workers.values()))
+        if manager is not None:
+            manager.join(timeout=WORKER_EXIT_S)
+        _end_processes(list(workers.values()))
+
+
+def _end_processes(processes: list[Any]) -> None:
+    """Terminate every process still alive, then kill any that has not exited within
+    :data:`WORKER_EXIT_S` (a worker that ignored SIGTERM on a busy machine)."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=WORKER_EXIT_S)
+        if process.is_alive():
+            process.kill()
             process.join(timeout=WORKER_EXIT_S)
-            if process.is_alive():  # a worker that ignored SIGTERM (a busy machine) is killed
-                process.kill()
-                process.join(timeout=WORKER_EXIT_S)
 
 
 
