@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from verifier.network import Network, head_error
-from verifier.numerics import EPS, FUNCTION_REL_MARGIN
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN, scaled_down, scaled_up
 from verifier.population import PopulationModel
 from verifier.population.base import Distribution
 from verifier.wmi import branched
@@ -208,8 +208,8 @@ def _factor_masses(term: Term, skip: int | None = None) -> tuple[float, float]:
     for factor in term.poly:
         if skip not in factor.positions:
             mass = sum(_piece_mass(piece) for piece in factor.pieces)
-            low = low * mass * (1 - FUNCTION_REL_MARGIN)
-            high = high * mass * (1 + FUNCTION_REL_MARGIN)
+            low = scaled_down(low * mass, FUNCTION_REL_MARGIN)
+            high = scaled_up(high * mass, FUNCTION_REL_MARGIN)
     return low, high
 
 
@@ -602,7 +602,7 @@ def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
     marginal = {}
     for value, (low, mid, high, count) in sums.items():
         margin = FUNCTION_REL_MARGIN + 4 * (count + 2) * EPS
-        marginal[value] = (low * (1 - margin), mid, high * (1 + margin))
+        marginal[value] = (scaled_down(low, margin), mid, scaled_up(high, margin))
     return marginal
 
 
