@@ -26,8 +26,7 @@ class RenamedOption(argparse.Action):
     a usage error naming the new option, ``parser.add_argument(OLD, action=RenamedOption,
     new=NEW)``. The command line's twin of a settings model's ``RENAMED``."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, new: str,
-                 **_ignored: Any) -> None:
+    def __init__(self, option_strings: Sequence[str], dest: str, new: str) -> None:
         super().__init__(option_strings, dest=argparse.SUPPRESS, nargs="?",
                          default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         self.new = new
