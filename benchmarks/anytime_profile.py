@@ -121,9 +121,9 @@ def libra_cases(datasets: tuple[str, ...], target_width: float) -> list[dict[str
             if entry["L"] != 0.0 or entry["network"] in seen:
                 continue
             seen.add(entry["network"])
-            sensitive = load_libra_spec(entry["spec"])["sensitive"]
+            protected = load_libra_spec(entry["spec"])["protected"]
             times = [row["total_s"] for row in entry["published"] if row["total_s"] is not None]
-            args = ["--model", str(entry["network"]), "--protected", ",".join(sensitive),
+            args = ["--model", str(entry["network"]), "--protected", ",".join(protected),
                     "--spec", str(entry["spec"]), "--lower-edge", "0", "--max-unstable",
                     str(entry["U"]), "--target-width", f"{target_width:g}"]
             if entry["query"] is not None:

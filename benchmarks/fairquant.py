@@ -5,7 +5,7 @@ every integer point of the input box gets the same class with the protected inpu
 minimum and at its maximum. It reports the share of integer points certified fair, falsified
 and undecided. This script loads the shared ``.nnet`` files unchanged (one logit output: class
 1 iff > 0; domain = the header's ``[min, max]``; every input integer-coded), asks the same
-question (``sensitive_values`` = the protected input's minimum and maximum, which for these
+question (``protected_values`` = the protected input's minimum and maximum, which for these
 binary protected inputs is every value) and prints our certified-fair, proven-biased and
 undecided shares of the integer points beside FairQuant's rows of the benchmark README.
 
@@ -66,7 +66,7 @@ def run_one(path: Path, index: int, timeout: float, executor_spec: str) -> dict[
     name = network.input_names[index]
     problem = build_problem(
         network, [name], domain=domain, integer_inputs="all",
-        sensitive_values=[float(domain[0][index]), float(domain[1][index])],
+        protected_values=[float(domain[0][index]), float(domain[1][index])],
     )
     settings = CausalSettings(timeout_s=timeout, target_width=0.0)
     executor = make_executor(executor_spec)

@@ -66,7 +66,7 @@ def main() -> None:
         invalid.write_text("model: {uri: models:/m@candidate}\naudits: []\n")
         typo = Path(workdir) / "typo.yaml"
         typo.write_text("model: {uri: models:/m@candidate}\naudits:\n"
-                        "  - {kind: causal_fairness, sensitive: [x0], max_biased_share: 0.1,"
+                        "  - {kind: causal_fairness, protected: [x0], max_biased_share: 0.1,"
                         " lower_egde: 0.1}\n")
         missing = str(Path(workdir) / "missing.yaml")
         cases = {

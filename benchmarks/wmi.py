@@ -217,7 +217,7 @@ def envelope_cases(timeout: float, tolerance: float) -> list[dict[str, Any]]:
                              distribution=Normal(mean=0.0, std=1.0))
     exact = 1.0 - 2.0 * norm.cdf(-1.3)
     started = time.perf_counter()
-    result = local_robustness(two_sided, normal, [0.0], 50.0, label=0, tolerance=1e-3,
+    result = local_robustness(two_sided, normal, [0.0], 50.0, expected_class=0, tolerance=1e-3,
                               timeout_s=10.0)
     seconds = time.perf_counter() - started
     rows.append({"case": "1-D ReLU, N(0,1)", "lower": result.probability_lower,

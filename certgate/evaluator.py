@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from certgate.api import audit, audit_settings
 from registry_hooks.evaluator import Certified, CertifyingEvaluator, EvaluationData
 
 
@@ -22,7 +23,6 @@ class CertgateEvaluator(CertifyingEvaluator):
         the audit run's metrics, the evaluation data checking the population."""
         # MLflow imports every registered evaluator whenever it evaluates any model: the audit
         # step (torch, the report's plotting) is imported only when certgate evaluates.
-        from certgate.api import audit, audit_settings
         from pipeline_steps.audit import headline_metrics
 
         settings = audit_settings(config["audits"])

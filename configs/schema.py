@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
@@ -27,7 +26,6 @@ from typing import Annotated, Any, Literal, Union, get_args
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-import verifier.audits
 from verifier.audits import SETTINGS_TYPES
 from verifier.audits.requirement import NAME_PATTERN as NAME_PATTERN
 from verifier.audits.requirement import Requirement as Requirement
@@ -58,15 +56,13 @@ _OLD_CLASS_NAMES = {"DemographicParityAudit": "DemographicParitySettings",
                     "NoiseRobustnessAudit": "NoiseRobustnessSettings",
                     "LocalRobustnessAudit": "LocalRobustnessSettings"}
 """Old second names of the settings classes (one class, one name: the ``*Settings`` of
-:mod:`verifier.audits`); importing one still works and warns."""
+:mod:`verifier.audits`); importing one is refused with an error naming the class to import."""
 
 
 def __getattr__(name: str) -> Any:
     if name in _OLD_CLASS_NAMES:
-        new = _OLD_CLASS_NAMES[name]
-        warnings.warn(f"configs.schema.{name} is deprecated; use verifier.audits.{new} (the "
-                      "same class)", DeprecationWarning, stacklevel=2)
-        return getattr(verifier.audits, new)
+        raise AttributeError(f"configs.schema.{name} is now verifier.audits."
+                             f"{_OLD_CLASS_NAMES[name]}: import that")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 AUDIT_TYPES: tuple[type[BaseModel], ...] = SETTINGS_TYPES

@@ -14,7 +14,7 @@ the generated data, the HTML reports and the configuration used); no server is n
 4. deploy the self-correcting variant of the champion (alias ``safe``).
 
 The audited network takes ``female`` as its first input with all-zero weights: the classifier
-itself never reads the sensitive attribute (as in the paper), yet the audit can condition the
+itself never reads the protected attribute (as in the paper), yet the audit can condition the
 population on it. Verdicts come from the audit's certificates only.
 """
 
@@ -39,7 +39,7 @@ from pipeline_steps.gate import GateDecision, gate_certificates
 from pipeline_steps.income_data import (
     FEATURES,
     HPW_BOUNDS,
-    SENSITIVE,
+    PROTECTED,
     YEXP_BOUNDS,
     Variant,
     generate_income_data,
@@ -53,7 +53,7 @@ from verifier.population.fitting import fit_bayesian_network, infer_features
 
 MODEL_NAME = "income_classifier"
 CANDIDATE_ALIAS = "candidate"
-INPUT_COLUMNS: tuple[str, ...] = (SENSITIVE, *FEATURES)
+INPUT_COLUMNS: tuple[str, ...] = (PROTECTED, *FEATURES)
 CLASS_NAMES: tuple[str, ...] = ("low", "high")
 DEMO_VARIANTS: tuple[Variant, ...] = ("biased", "unbiased")
 DEFAULT_WORKDIR = Path("certgate-demo")
@@ -250,7 +250,7 @@ def sample_statistics(model: torch.nn.Module, frame: pd.DataFrame) -> tuple[floa
     (an estimate for the narrative; the gate reads only the certified ratio)."""
     predicted = predict(model, frame)
     accuracy = float((predicted == frame["y"].to_numpy()).mean())
-    women = frame[SENSITIVE].to_numpy() == 1
+    women = frame[PROTECTED].to_numpy() == 1
     men_rate = float(predicted[~women].mean())
     ratio = float(predicted[women].mean()) / men_rate if men_rate > 0 else float("inf")
     return accuracy, ratio
@@ -263,7 +263,7 @@ def fit_demo_population(frame: pd.DataFrame) -> PopulationModel:
     histograms bounded by the data's range."""
     from certgate.population_data import fit_population
 
-    return fit_population(frame[list(INPUT_COLUMNS)], protected=SENSITIVE)
+    return fit_population(frame[list(INPUT_COLUMNS)], protected=PROTECTED)
 
 
 def income_prior(frame: pd.DataFrame) -> PopulationModel:
@@ -273,7 +273,7 @@ def income_prior(frame: pd.DataFrame) -> PopulationModel:
     (truncated) normals on their generator's domains."""
     data = frame[list(INPUT_COLUMNS)]
     features = infer_features(data, domains={"hpw": HPW_BOUNDS, "yexp": YEXP_BOUNDS})
-    return fit_bayesian_network(data, features, parents={"hw": [SENSITIVE, "yexp"]},
+    return fit_bayesian_network(data, features, parents={"hw": [PROTECTED, "yexp"]},
                                 bins={"yexp": YEXP_BINS})
 
 

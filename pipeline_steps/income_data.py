@@ -11,7 +11,7 @@ typos of its table corrected as in the released code):
   10 % more, women about 10 % less);
 * ``income`` = 48 · hpw · hw and the label ``y`` = income > 35000.
 
-The classifier of the paper reads (hpw, yexp, hw); ``female`` is the sensitive attribute.
+The classifier of the paper reads (hpw, yexp, hw); ``female`` is the protected attribute.
 Generation is seeded: the same arguments always give the same frame, and both variants
 draw the same random numbers, so with one seed they describe the same workers (the biased
 variant only applies the wage gap).
@@ -29,7 +29,7 @@ from verifier.errors import CertgateInputError
 Variant = Literal["biased", "unbiased"]
 VARIANTS: tuple[str, ...] = ("biased", "unbiased")
 FEATURES: tuple[str, ...] = ("hpw", "yexp", "hw")
-SENSITIVE = "female"
+PROTECTED = "female"
 INCOME_THRESHOLD = 35000.0
 HPW_BOUNDS = (10.0, 60.0)
 YEXP_BOUNDS = (0.0, 55.0)
@@ -60,7 +60,7 @@ def generate_income_data(rows: int, *, variant: Variant, seed: int = 0) -> pd.Da
         hw = hw + hw * gap * (1.0 - 2.0 * female)
     income = WEEKS_PER_YEAR * hpw * hw
     return pd.DataFrame({
-        SENSITIVE: female.astype(np.int64),
+        PROTECTED: female.astype(np.int64),
         "hpw": hpw,
         "yexp": yexp,
         "hw": hw,

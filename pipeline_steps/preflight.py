@@ -28,6 +28,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from configs.schema import CertgateConfig
 from pipeline_steps.audit_inputs import check_audits
@@ -111,8 +112,6 @@ def preflight(config: CertgateConfig) -> Preflight:
 def _store_answers(uri: str) -> str | None:
     """Why the tracking store ``uri`` cannot be read here (``None``: it can): a server that
     does not answer ``/health``, or a local store that does not exist (never created here)."""
-    from urllib.parse import urlparse
-
     from registry_hooks.connection import RegistryError, is_remote, probe
 
     if is_remote(uri):

@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 from tqdm import tqdm
 
 from verifier.audits import kind_module
+from verifier.executor import InProcessExecutor
 
 TICK_S = 0.5
 """How often a time-budget bar advances, and how long any bar waits before it first shows
@@ -175,8 +176,6 @@ class PartitionProgress(AuditProgress):
         self._lock = threading.Lock()
 
     def engine_options(self) -> dict[str, Any]:
-        from verifier.executor import InProcessExecutor
-
         return {"executor": ChunkCounter(InProcessExecutor(), self.chunk_done)}
 
     def chunk_done(self, problem: Any, lower: Any, upper: Any, outcome: Any) -> None:

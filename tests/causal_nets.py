@@ -51,22 +51,22 @@ def random_network(inputs: int, hidden: list[int], seed: int) -> Network:
     return Network([*layers, balanced], input_names=names)
 
 
-def biased_by_grid(network: Network, points: np.ndarray, sensitive: list[int],
+def biased_by_grid(network: Network, points: np.ndarray, protected: list[int],
                    values: np.ndarray) -> np.ndarray:
-    """``(N,)`` whether some two of the sensitive ``values`` ``(V, k)`` give different classes
-    at each non-sensitive point (rows of ``points``; sensitive entries overwritten)."""
+    """``(N,)`` whether some two of the protected ``values`` ``(V, k)`` give different classes
+    at each non-protected point (rows of ``points``; protected entries overwritten)."""
     count = values.shape[0]
     rows = np.repeat(points, count, axis=0)
-    rows[:, sensitive] = np.tile(values, (points.shape[0], 1))
+    rows[:, protected] = np.tile(values, (points.shape[0], 1))
     classes = network.classify(rows).reshape(points.shape[0], count)
     return classes.min(axis=1) != classes.max(axis=1)
 
 
 def assert_share_contains_estimate(network: Network, share: tuple[float, float],
                                    seed: int) -> None:
-    """The certified biased share of the unit cube (sensitive input ``x2`` in [0, 1], the
+    """The certified biased share of the unit cube (protected input ``x2`` in [0, 1], the
     other two uniform) contains a 4,000-point Monte Carlo estimate ± 4 standard errors
-    (each point's bias decided on a grid of 201 sensitive values)."""
+    (each point's bias decided on a grid of 201 protected values)."""
     low, high = share
     rng = np.random.default_rng(seed)
     points = rng.uniform(size=(4000, 3))

@@ -109,7 +109,7 @@ def test_bad_input(model: Path, tmp_path: Path, extra: list[str], message: str) 
 
 def test_a_fairquant_network_loads_unchanged_with_its_domain_and_integer_points(capsys) -> None:
     """A single-logit ``.nnet`` file with its header's domain, integer inputs and two chosen
-    sensitive values: the verb runs on it as it is, and its witnesses are integer points."""
+    protected values: the verb runs on it as it is, and its witnesses are integer points."""
     path = Path("/work/shared/benchmarks/fairquant/compas-1.nnet")
     code = run(_parse(["--model", str(path), "--protected", "x3", "--integer-inputs", "all",
                        "--protected-values", "0,1", "--timeout", "20", "--json"]))

@@ -1,4 +1,4 @@
-"""Integer inputs, declared domains and chosen sensitive values, against brute force over every
+"""Integer inputs, declared domains and chosen protected values, against brute force over every
 integer point."""
 
 from __future__ import annotations
@@ -27,28 +27,28 @@ def _logit_network(seed: int, inputs: int, hidden: int, scale: np.ndarray) -> Ne
                     Layer(last, rng.normal(size=1) * 0.3, "none")])
 
 
-def _brute_force(network: Network, low: np.ndarray, high: np.ndarray, sensitive: int,
+def _brute_force(network: Network, low: np.ndarray, high: np.ndarray, protected: int,
                  values: list[float]) -> float:
-    """Share of the integer points (sensitive input excluded) that two of ``values`` classify
+    """Share of the integer points (protected input excluded) that two of ``values`` classify
     differently."""
-    grids = [np.arange(low[i], high[i] + 1) if i != sensitive else np.array([0.0])
+    grids = [np.arange(low[i], high[i] + 1) if i != protected else np.array([0.0])
              for i in range(len(low))]
     points = np.array(list(itertools.product(*grids)), dtype=float)
     classes = []
     for value in values:
         rows = points.copy()
-        rows[:, sensitive] = value
+        rows[:, protected] = value
         classes.append(network.evaluate(rows)[:, 0] > 0)
     stacked = np.stack(classes, axis=1)
     return float((stacked.min(axis=1) != stacked.max(axis=1)).mean())
 
 
-def _assert_integer_witnesses(network: Network, certificate, sensitive: int) -> None:
+def _assert_integer_witnesses(network: Network, certificate, protected: int) -> None:
     view = network.as_classifier()
     for witness in certificate.details["witnesses"]:
         a, b = np.array(witness["x"]), np.array(witness["x_other"])
         assert np.array_equal(a, np.round(a)) and np.array_equal(b, np.round(b))
-        others = [i for i in range(a.size) if i != sensitive]
+        others = [i for i in range(a.size) if i != protected]
         assert np.array_equal(a[others], b[others])
         assert view.classify(np.stack([a, b])).tolist() == witness["classes"]
 
@@ -73,14 +73,14 @@ def test_integer_shares_match_brute_force(seed: int) -> None:
     assert shares["decided"] == pytest.approx(1.0, abs=1e-12), "single points are decided"
 
 
-def test_sensitive_values_compare_only_the_values_given() -> None:
+def test_protected_values_compare_only_the_values_given() -> None:
     low, high = np.array([0.0, 0.0, 0.0]), np.array([5.0, 4.0, 7.0])
     network = _logit_network(7, 3, 5, np.maximum(high, 1.0))
     every = _brute_force(network, low, high, 1, [0.0, 1.0, 2.0, 3.0, 4.0])
     ends = _brute_force(network, low, high, 1, [0.0, 4.0])
     for values, exact in ((None, every), ([0.0, 4.0], ends)):
         problem = build_problem(network, ["x1"], domain=(low, high), integer_inputs="all",
-                                sensitive_values=values)
+                                protected_values=values)
         certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0))
         lower, upper = certificate.bounds["biased_share"]
         assert lower - 1e-12 <= exact <= upper + 1e-12
@@ -109,23 +109,23 @@ def test_bad_domains_and_values() -> None:
         build_problem(network, ["x2"], domain={"x0": (0.2, 0.8)}, integer_inputs="all")
     with pytest.raises(CausalInputError, match="not an integer in its domain"):
         build_problem(network, ["x2"], domain={"x2": (0.0, 3.0)}, integer_inputs="all",
-                      sensitive_values=[0.0, 1.5])
+                      protected_values=[0.0, 1.5])
     with pytest.raises(CausalInputError, match="at least two different values"):
-        build_problem(network, ["x2"], sensitive_values=[0.5, 0.5])
+        build_problem(network, ["x2"], protected_values=[0.5, 0.5])
     with pytest.raises(CausalInputError, match="integer input 'z'"):
         build_problem(network, ["x2"], integer_inputs=["z"])
 
 
-def test_one_hot_sensitive_values_pick_categories() -> None:
+def test_one_hot_protected_values_pick_categories() -> None:
     rng = np.random.default_rng(6)
     network = Network([Layer(rng.normal(size=(4, 4)), rng.normal(size=4), "relu"),
                        Layer(rng.normal(size=(1, 4)), np.zeros(1), "none")])
-    problem = build_problem(network, ["x1", "x2", "x3"], sensitive_kind="one_hot",
-                            sensitive_values=["x3", "x1"])
-    assert problem.sensitive_cells[:, 0].tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    problem = build_problem(network, ["x1", "x2", "x3"], protected_kind="one_hot",
+                            protected_values=["x3", "x1"])
+    assert problem.protected_cells[:, 0].tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
     with pytest.raises(CausalInputError, match="'x0' is not an input of the one-hot"):
-        build_problem(network, ["x1", "x2", "x3"], sensitive_kind="one_hot",
-                      sensitive_values=["x0", "x1"])
+        build_problem(network, ["x1", "x2", "x3"], protected_kind="one_hot",
+                      protected_values=["x0", "x1"])
 
 
 @pytest.mark.skipif(not FAIRQUANT.is_dir(), reason="FairQuant benchmark folder not present")
@@ -145,22 +145,22 @@ def test_fairquant_compas_1_matches_brute_force_over_all_624_points() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_class_pruning_keeps_the_exact_checks_verdict(seed: int) -> None:
-    # three-valued one-hot sensitive feature: pruning class pairs that the bounds rule out
+    # three-valued one-hot protected feature: pruning class pairs that the bounds rule out
     # must give the same verdict as running every MILP, with no more MILPs
     from verifier.bounds import compute_bounds, pairwise_difference_spec
     from verifier.causal.analysis import possible_classes
     from verifier.causal.exact_check import check_partition
-    from verifier.causal.partition import with_sensitive
+    from verifier.causal.partition import with_protected
 
     rng = np.random.default_rng(seed)
     network = Network([Layer(rng.normal(size=(6, 5)), rng.normal(size=6), "relu"),
                        Layer(rng.normal(size=(3, 6)), rng.normal(size=3), "none")])
-    problem = build_problem(network, ["x2", "x3", "x4"], sensitive_kind="one_hot")
+    problem = build_problem(network, ["x2", "x3", "x4"], protected_kind="one_hot")
     for width in (1.0, 0.3, 0.1):
         lower = np.array([[0.2, 0.1, 0.0, 0.0, 0.0]])
         upper = lower.copy()
         upper[0, :2] += width
-        boxes = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+        boxes = with_protected(problem, lower, upper, problem.protected_cells)
         result = compute_bounds(problem.network, *boxes, pairwise_difference_spec(3), "crown")
         cells = [({k: v[c] for k, v in result.pre_lower.items()},
                   {k: v[c] for k, v in result.pre_upper.items()}) for c in range(3)]

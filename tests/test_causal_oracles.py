@@ -31,7 +31,7 @@ from verifier.causal.analysis import (
 from verifier.causal.analysis import BIASED_EVERYWHERE as BIASED_EVERYWHERE_STATUS
 from verifier.causal.analysis import FAIR as FAIR_STATUS
 from verifier.causal.exact_check import check_partition
-from verifier.causal.partition import initial_partition, with_sensitive
+from verifier.causal.partition import initial_partition, with_protected
 from verifier.causal.problem import CausalInputError
 from verifier.network import Layer, Network
 from verifier.population import Factor, Product, Uniform
@@ -39,17 +39,17 @@ from verifier.population import Factor, Product, Uniform
 FAST = CausalSettings(max_unstable=4, timeout_s=20.0, target_width=0.01)
 
 
-def _witnesses_flip(network, certificate, sensitive: list[int]) -> None:
+def _witnesses_flip(network, certificate, protected: list[int]) -> None:
     for witness in certificate.details["witnesses"]:
         a, b = np.array(witness["x"]), np.array(witness["x_other"])
-        others = [i for i in range(a.size) if i not in sensitive]
+        others = [i for i in range(a.size) if i not in protected]
         assert np.array_equal(a[others], b[others])
         classes = network.classify(np.stack([a, b]))
         assert classes.tolist() == witness["classes"]
         assert classes[0] != classes[1]
 
 
-def test_continuous_sensitive_closed_form() -> None:
+def test_continuous_protected_closed_form() -> None:
     # class 1 iff x + 0.5 s > 0.75: biased iff x in (0.25, 0.75], share 0.5
     network = threshold_network([1.0, 0.5], -0.75, ["x", "s"])
     problem = build_problem(network, ["s"], split_values=[0.5])
@@ -60,10 +60,10 @@ def test_continuous_sensitive_closed_form() -> None:
     _witnesses_flip(network, certificate, [1])
 
 
-def test_one_hot_sensitive_closed_form() -> None:
+def test_one_hot_protected_closed_form() -> None:
     # s0 -> class 1 iff x > 0.3; s1 -> iff x > 0.7: biased share 0.4
     network = threshold_network([1.0, -0.3, -0.7], 0.0, ["x", "s0", "s1"])
-    problem = build_problem(network, ["s0", "s1"], sensitive_kind="one_hot")
+    problem = build_problem(network, ["s0", "s1"], protected_kind="one_hot")
     certificate = certify_causal_fairness(problem, FAST)
     low, high = certificate.bounds["biased_share"]
     assert low <= 0.4 <= high and high - low <= 0.01
@@ -82,7 +82,7 @@ def test_non_box_biased_region() -> None:
     assert certificate.details["fair_fraction"] + high == pytest.approx(1.0)
 
 
-def test_one_hot_non_sensitive_groups_and_query() -> None:
+def test_one_hot_non_protected_groups_and_query() -> None:
     # class 1 iff x + 0.4 s - 0.5 - 2 g2 > 0: g0, g1 biased on x in (0.1, 0.5]; g2 fair
     network = threshold_network([1.0, 0.0, 0.0, -2.0, 0.4], -0.5, ["x", "g0", "g1", "g2", "s"])
     problem = build_problem(network, ["s"], onehot_groups=[["g0", "g1", "g2"]])
@@ -173,7 +173,7 @@ def test_exact_check_witness_flips_the_class() -> None:
     network = threshold_network([1.0, 0.5], -0.75, ["x", "s"])
     problem = build_problem(network, ["s"])
     lower, upper = initial_partition(problem)
-    boxes = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    boxes = with_protected(problem, lower, upper, problem.protected_cells)
     result = compute_bounds(problem.network, *boxes, None, "crown")
     cell_bounds = [({k: v[c] for k, v in result.pre_lower.items()},
                     {k: v[c] for k, v in result.pre_upper.items()}) for c in range(2)]
@@ -250,11 +250,11 @@ def test_anytime_stop_keeps_the_ledger_consistent(budget: float) -> None:
 
 def _one_hot_problem(network: Network, values: int):
     names = list(network.input_names)
-    return build_problem(network, names[2:2 + values], sensitive_kind="one_hot")
+    return build_problem(network, names[2:2 + values], protected_kind="one_hot")
 
 
 def _cell_bounds(problem, lower: np.ndarray, upper: np.ndarray) -> list:
-    boxes = with_sensitive(problem, lower[None, :], upper[None, :], problem.sensitive_cells)
+    boxes = with_protected(problem, lower[None, :], upper[None, :], problem.protected_cells)
     result = compute_bounds(problem.network, *boxes, None, "crown")
     return [({k: v[c] for k, v in result.pre_lower.items()},
              {k: v[c] for k, v in result.pre_upper.items()}) for c in range(problem.cell_count)]
@@ -289,12 +289,12 @@ def test_merged_one_hot_encoding_agrees_with_cell_pairs(seed: int, values: int, 
                                relaxation_first=True).status == pairs.status
     if merged.status == "fair":
         assert (merged.solved, pairs.solved) == (2, values * (values - 1))
-    sens = list(problem.sensitive)
+    prot = list(problem.protected)
     if merged.status == "fair":
         g1, g2 = np.meshgrid(np.linspace(lo, lo + width, 21), np.linspace(lo, lo + width, 21))
         points = np.zeros((g1.size, problem.inputs))
         points[:, 0], points[:, 1] = g1.ravel(), g2.ravel()
-        assert not biased_by_grid(network, points, sens, np.eye(values)).any()
+        assert not biased_by_grid(network, points, prot, np.eye(values)).any()
     for outcome in (pairs, merged):
         if outcome.status != "witness":
             continue
@@ -302,13 +302,13 @@ def test_merged_one_hot_encoding_agrees_with_cell_pairs(seed: int, values: int, 
         assert np.array_equal(a[:2], b[:2])
         assert np.all((lower[:2] <= a[:2]) & (a[:2] <= upper[:2]))
         for point in (a, b):
-            assert sorted(point[sens].tolist()) == [0.0] * (values - 1) + [1.0]
+            assert sorted(point[prot].tolist()) == [0.0] * (values - 1) + [1.0]
         classes = network.classify(np.stack([a, b]))
         assert classes.tolist() == list(outcome.classes) and classes[0] != classes[1]
 
 
 def test_merged_one_hot_encoding_proves_a_blind_network_fair() -> None:
-    """Zero weights on the sensitive inputs: the class never depends on them."""
+    """Zero weights on the protected inputs: the class never depends on them."""
     random = random_network(6, [6, 5], 11)
     first = random.layers[0]
     weight = first.weight.copy()
@@ -384,20 +384,20 @@ def test_probe_classes_equal_bounding_every_probe(kind: str) -> None:
     class proven by bounding every probe box itself."""
     if kind == "one_hot":
         network = threshold_network([1.0, -0.3, -0.7], 0.0, ["x", "s0", "s1"])
-        problem = build_problem(network, ["s0", "s1"], sensitive_kind="one_hot")
+        problem = build_problem(network, ["s0", "s1"], protected_kind="one_hot")
     else:
         network = random_network(3, [6, 6], 7)
         problem = build_problem(network, ["x2"], split_values=[0.5])
     lower = np.array([[0.0, 0, 0], [0.2, 0, 0], [0.5, 0, 0], [0.8, 0, 0]])
     upper = lower + np.array([0.1, 0.5, 0.5])
-    cell_lo, cell_hi = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    cell_lo, cell_hi = with_protected(problem, lower, upper, problem.protected_cells)
     cells = proven_classes(problem, cell_lo, cell_hi, "crown")[0].reshape(4, -1)
     probes = _probe_values(problem, None, 4)
-    sens = list(problem.sensitive)
+    prot = list(problem.protected)
     probe_lo = np.repeat(lower, probes.shape[1], axis=0)
     probe_hi = np.repeat(upper, probes.shape[1], axis=0)
-    probe_lo[:, sens] = probes.reshape(-1, len(sens))
-    probe_hi[:, sens] = probes.reshape(-1, len(sens))
+    probe_lo[:, prot] = probes.reshape(-1, len(prot))
+    probe_hi[:, prot] = probes.reshape(-1, len(prot))
     direct = proven_classes(problem, probe_lo, probe_hi, "crown")[0].reshape(4, -1)
     reused = _probe_classes(problem, probes, probe_lo, probe_hi, cells, "crown")
     assert np.array_equal(reused, direct)

@@ -22,7 +22,7 @@ def test_compas_query_fixes_a_one_hot_category() -> None:
     spec = load_libra_spec(LIBRA / "compas/specs/race.json")
     query = load_query_box(LIBRA / "compas/queries/Lt25_no-bias.json")
     problem = build_problem(network, **spec, query=query)
-    assert spec["sensitive_kind"] == "one_hot" and problem.cell_count == 6
+    assert spec["protected_kind"] == "one_hot" and problem.cell_count == 6
     age = next(i for i, g in enumerate(problem.onehot_groups) if 3 in g)
     assert problem.query_allowed[age].tolist() == [False, True, False]
     assert problem.query_fraction() == pytest.approx(1 / 3)
@@ -55,7 +55,7 @@ def test_bad_specifications() -> None:
         build_problem(network, ["d"])
     with pytest.raises(CausalInputError, match="overlaps one-hot group 0"):
         build_problem(network, ["c"], onehot_groups=[["a", "b"], ["b", "a"]])
-    with pytest.raises(CausalInputError, match="overlaps the sensitive feature"):
+    with pytest.raises(CausalInputError, match="overlaps the protected feature"):
         build_problem(network, ["c"], onehot_groups=[["a", "c"]])
     with pytest.raises(CausalInputError, match="split value"):
         build_problem(network, ["c"], split_values=[1.5])

@@ -15,12 +15,12 @@ from tests.test_causal_integer import _assert_integer_witnesses, _brute_force, _
 from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
 from verifier.causal import certify as certify_module
 from verifier.causal.analysis import FAIR, ChunkOutcome, proven_classes, smear_split
-from verifier.causal.partition import initial_partition, uniform_share, with_sensitive
+from verifier.causal.partition import initial_partition, uniform_share, with_protected
 from verifier.causal.problem import CausalInputError
 
 
 def _smear(problem, lower, upper) -> np.ndarray:
-    cell_lo, cell_hi = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    cell_lo, cell_hi = with_protected(problem, lower, upper, problem.protected_cells)
     _, result = proven_classes(problem, cell_lo, cell_hi, "crown")
     return result.sensitivity.reshape(lower.shape[0], -1, lower.shape[1]).sum(axis=1)
 

@@ -23,7 +23,7 @@ from verifier.causal import sampling as witness_sampling
 from verifier.causal.analysis import proven_classes
 from verifier.causal.classes import possible_from_upper, proven_from_lower
 from verifier.causal.exact_check import check_partition
-from verifier.causal.partition import initial_partition, with_sensitive
+from verifier.causal.partition import initial_partition, with_protected
 from verifier.network import Layer, Network
 
 
@@ -40,36 +40,36 @@ def _oracle_class(network: Network, point: tuple[float, ...]) -> int:
     return max(range(len(h)), key=lambda k: (h[k], -k))
 
 
-def _oracle_share(network: Network, ranges: list[tuple[int, int]], sensitive: int) -> Fraction:
-    """Exact share of the non-sensitive integer points whose class depends on the sensitive
-    value (``ranges[sensitive]`` lists the sensitive values)."""
-    others = [range(lo, hi + 1) for i, (lo, hi) in enumerate(ranges) if i != sensitive]
-    low, high = ranges[sensitive]
+def _oracle_share(network: Network, ranges: list[tuple[int, int]], protected: int) -> Fraction:
+    """Exact share of the non-protected integer points whose class depends on the protected
+    value (``ranges[protected]`` lists the protected values)."""
+    others = [range(lo, hi + 1) for i, (lo, hi) in enumerate(ranges) if i != protected]
+    low, high = ranges[protected]
     biased = total = 0
     for rest in itertools.product(*others):
         classes = set()
         for value in range(low, high + 1):
             point = list(rest)
-            point.insert(sensitive, value)
+            point.insert(protected, value)
             classes.add(_oracle_class(network, tuple(point)))
         biased += len(classes) > 1
         total += 1
     return Fraction(biased, total)
 
 
-def _certify(network: Network, ranges: list[tuple[int, int]], sensitive: int,
+def _certify(network: Network, ranges: list[tuple[int, int]], protected: int,
              sampling: bool = True, timeout: float = 20.0):
     names = [f"x{i}" for i in range(len(ranges))]
     network = network.renamed(input_names=names)
-    problem = build_problem(network, [names[sensitive]], integer_inputs="all",
+    problem = build_problem(network, [names[protected]], integer_inputs="all",
                             domain={n: r for n, r in zip(names, ranges, strict=True)})
     return certify_causal_fairness(problem, CausalSettings(timeout_s=timeout, max_unstable=16,
                                                            witness_sampling=sampling))
 
 
-def _assert_sound(network: Network, ranges: list[tuple[int, int]], sensitive: int,
+def _assert_sound(network: Network, ranges: list[tuple[int, int]], protected: int,
                   certificate) -> Fraction:
-    truth = _oracle_share(network, ranges, sensitive)
+    truth = _oracle_share(network, ranges, protected)
     low, high = certificate.bounds["biased_share"]
     assert low <= float(truth) <= high, (certificate.verdict, (low, high), truth)
     if certificate.verdict == "fair":
@@ -169,7 +169,7 @@ def test_the_exact_check_does_not_certify_a_tiny_margin_away() -> None:
     problem = build_problem(network, ["s"], integer_inputs="all",
                             domain={"x0": (-3, 2), "x1": (-1, 1), "s": (-2, -1)})
     lower, upper = initial_partition(problem)
-    cell_lo, cell_hi = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    cell_lo, cell_hi = with_protected(problem, lower, upper, problem.protected_cells)
     _, result = proven_classes(problem, cell_lo, cell_hi, "crown")
     bounds = [({k: v[c] for k, v in result.pre_lower.items()},
                {k: v[c] for k, v in result.pre_upper.items()}) for c in range(2)]
@@ -177,7 +177,7 @@ def test_the_exact_check_does_not_certify_a_tiny_margin_away() -> None:
     assert outcome.status != "fair"
 
 
-def test_sensitive_input_behind_off_relus_is_fair_exactly() -> None:
+def test_protected_input_behind_off_relus_is_fair_exactly() -> None:
     """z = x − 0.5 + relu(s − 2) on [0, 1]²: the s neuron is off everywhere, so every
     partition, the one straddling z = 0 included, is fair with no MILP."""
     network = Network([
@@ -212,7 +212,7 @@ def test_a_feasible_tie_model_that_highs_presolve_called_infeasible() -> None:
                             integer_inputs="all",
                             domain={"x0": (0, 1), "x1": (0, 0), "x2": (0, 1)})
     lower, upper = initial_partition(problem)
-    cell_lo, cell_hi = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    cell_lo, cell_hi = with_protected(problem, lower, upper, problem.protected_cells)
     _, result = proven_classes(problem, cell_lo, cell_hi, "crown")
     bounds = [({k: v[c] for k, v in result.pre_lower.items()},
                {k: v[c] for k, v in result.pre_upper.items()}) for c in range(2)]
@@ -257,22 +257,22 @@ def _tie_networks(draw) -> tuple[Network, list[tuple[int, int]], int]:
     that many points sit exactly on a tie; one logit or two/three outputs."""
     inputs = draw(st.integers(2, 3))
     ranges = [(draw(st.integers(-2, 0)), draw(st.integers(0, 2))) for _ in range(inputs)]
-    sensitive = draw(st.integers(0, inputs - 1))
-    low, high = ranges[sensitive]
+    protected = draw(st.integers(0, inputs - 1))
+    low, high = ranges[protected]
     if low == high:
-        ranges[sensitive] = (low, low + 1)
+        ranges[protected] = (low, low + 1)
     hidden = draw(st.integers(1, 3))
     outputs = draw(st.sampled_from([1, 2, 3]))
     network = _dyadic_network(draw, inputs, hidden, outputs)
-    return network, ranges, sensitive
+    return network, ranges, protected
 
 
 @settings(max_examples=60, deadline=None)
 @given(case=_tie_networks(), sampling=st.booleans())
 def test_planted_ties_match_the_exact_oracle(case, sampling: bool) -> None:
-    network, ranges, sensitive = case
-    certificate = _certify(network, ranges, sensitive, sampling)
-    truth = _assert_sound(network, ranges, sensitive, certificate)
+    network, ranges, protected = case
+    certificate = _certify(network, ranges, protected, sampling)
+    truth = _assert_sound(network, ranges, protected, certificate)
     # every integer point is decidable exactly: the run ends decided, the share exact
     assert certificate.verdict == ("fair" if truth == 0 else "biased")
     low, high = certificate.bounds["biased_share"]
@@ -285,27 +285,27 @@ def test_the_exact_check_alone_never_contradicts_the_oracle(case, presolve_first
     """One exact check over the whole grid, with the LP-relaxation proof first (no presolve
     first) or presolve first: "fair" only where no integer point is biased, and a witness
     only with the oracle's two classes."""
-    network, ranges, sensitive = case
+    network, ranges, protected = case
     names = [f"x{i}" for i in range(len(ranges))]
-    problem = build_problem(network.renamed(input_names=names), [names[sensitive]],
+    problem = build_problem(network.renamed(input_names=names), [names[protected]],
                             integer_inputs="all",
                             domain={n: r for n, r in zip(names, ranges, strict=True)})
     lower, upper = initial_partition(problem)
-    cell_lo, cell_hi = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    cell_lo, cell_hi = with_protected(problem, lower, upper, problem.protected_cells)
     _, result = proven_classes(problem, cell_lo, cell_hi, "crown")
     cells = problem.cell_count
     bounds = [({k: v[c] for k, v in result.pre_lower.items()},
                {k: v[c] for k, v in result.pre_upper.items()}) for c in range(cells)]
     outcome = check_partition(problem, lower[0], upper[0], bounds, presolve_first=presolve_first)
     if outcome.status == "fair":
-        assert _oracle_share(network, ranges, sensitive) == 0
+        assert _oracle_share(network, ranges, protected) == 0
     if outcome.status == "witness":
         assert [_oracle_class(network, tuple(int(v) for v in point))
                 for point in (outcome.x_a, outcome.x_b)] == list(outcome.classes)
 
 
 def test_a_witness_is_found_where_the_best_margin_sits_on_the_other_copys_tie() -> None:
-    """Libra German 0.20-bias5, one partition (x5 ∈ [0.16, 0.19], the sensitive x014 free):
+    """Libra German 0.20-bias5, one partition (x5 ∈ [0.16, 0.19], the protected x014 free):
     the MILP's best point puts copy A exactly on its decision border, where the real class
     is the other one by ~1e-17, so it is no witness; the clear-margin search finds one
     (before: the partition was left undecided and split)."""
@@ -331,7 +331,7 @@ def test_a_witness_is_found_where_the_best_margin_sits_on_the_other_copys_tie() 
 
 @st.composite
 def _one_hot_tie_networks(draw) -> tuple[Network, int, list[tuple[int, int]]]:
-    """Random small ReLU networks whose first ``values`` inputs are a one-hot sensitive
+    """Random small ReLU networks whose first ``values`` inputs are a one-hot protected
     feature, followed by one or two integer inputs; dyadic weights, so many points tie."""
     values = draw(st.integers(2, 4))
     ranges = [(draw(st.integers(-1, 0)), draw(st.integers(0, 1)))
@@ -347,17 +347,17 @@ def _one_hot_tie_networks(draw) -> tuple[Network, int, list[tuple[int, int]]]:
 @given(case=_one_hot_tie_networks(), merge=st.booleans(), relaxation=st.booleans())
 def test_the_one_hot_exact_check_never_contradicts_the_oracle(case, merge: bool,
                                                                relaxation: bool) -> None:
-    """One exact check over the whole grid of a one-hot sensitive feature, merged encoding
+    """One exact check over the whole grid of a one-hot protected feature, merged encoding
     (both copies any value, the two values different) or one MILP family per value pair,
     with or without the LP-relaxation proof first: "fair" only where no integer point is
     biased, a witness only with the oracle's two classes."""
     network, values, ranges = case
     names = [f"s{v}" for v in range(values)] + [f"x{i}" for i in range(len(ranges))]
     problem = build_problem(network.renamed(input_names=names), names[:values],
-                            sensitive_kind="one_hot", integer_inputs=names[values:],
+                            protected_kind="one_hot", integer_inputs=names[values:],
                             domain={n: r for n, r in zip(names[values:], ranges, strict=True)})
     lower, upper = initial_partition(problem)
-    cell_lo, cell_hi = with_sensitive(problem, lower, upper, problem.sensitive_cells)
+    cell_lo, cell_hi = with_protected(problem, lower, upper, problem.protected_cells)
     _, result = proven_classes(problem, cell_lo, cell_hi, "crown")
     bounds = [({k: v[c] for k, v in result.pre_lower.items()},
                {k: v[c] for k, v in result.pre_upper.items()}) for c in range(values)]
@@ -381,27 +381,27 @@ def test_witness_sampling_in_blocks_is_the_one_piece_search(case) -> None:
     """Sampling partitions in blocks (here one partition a block) finds the same candidates
     as one piece, anchors included; and the whole certification with one-partition blocks
     still matches the exact oracle."""
-    network, ranges, sensitive = case
+    network, ranges, protected = case
     names = [f"x{i}" for i in range(len(ranges))]
-    problem = build_problem(network.renamed(input_names=names), [names[sensitive]],
+    problem = build_problem(network.renamed(input_names=names), [names[protected]],
                             integer_inputs="all",
                             domain={n: r for n, r in zip(names, ranges, strict=True)})
-    others = [range(lo, hi + 1) for i, (lo, hi) in enumerate(ranges) if i != sensitive]
-    low, high = ranges[sensitive]
-    points = np.array([[*rest[:sensitive], 0.0, *rest[sensitive:]]
+    others = [range(lo, hi + 1) for i, (lo, hi) in enumerate(ranges) if i != protected]
+    low, high = ranges[protected]
+    points = np.array([[*rest[:protected], 0.0, *rest[protected:]]
                        for rest in itertools.product(*others)], dtype=float)
     lower, upper = points.copy(), points.copy()
     lower[0], upper[0] = [lo for lo, _ in ranges], [hi for _, hi in ranges]
-    lower[:, sensitive] = upper[:, sensitive] = 0.0
+    lower[:, protected] = upper[:, protected] = 0.0
     values = np.broadcast_to(np.arange(low, high + 1, dtype=float)[None, :, None],
                              (points.shape[0], high - low + 1, 1)).copy()
     anchors = np.where(np.arange(points.shape[0])[:, None] % 2 == 0, points, np.nan)
     whole = witness_sampling.find_witnesses(problem, lower, upper, values, anchors)
     with patch.object(witness_sampling, "BLOCK_ROWS", 1):
         blocks = witness_sampling.find_witnesses(problem, lower, upper, values, anchors)
-        certificate = _certify(network, ranges, sensitive)
+        certificate = _certify(network, ranges, protected)
     found = whole[0]
     assert np.array_equal(found, blocks[0])
     for one, other in zip(whole[1:], blocks[1:], strict=True):
         assert np.array_equal(one[found], other[found])
-    _assert_sound(network, ranges, sensitive, certificate)
+    _assert_sound(network, ranges, protected, certificate)

@@ -1,4 +1,4 @@
-"""Paper 000 §2: the toy credit network (x01 credit amount, x02 age, sensitive)."""
+"""Paper 000 §2: the toy credit network (x01 credit amount, x02 age, protected)."""
 
 from __future__ import annotations
 

@@ -174,7 +174,7 @@ def test_prepare_workdir_clears_only_what_a_demo_wrote(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ classifier
 
 
-def test_classifier_never_reads_the_sensitive_attribute() -> None:
+def test_classifier_never_reads_the_protected_attribute() -> None:
     frame = generate_income_data(2000, variant="biased", seed=4)
     model = train_classifier(frame, steps=20)
     assert np.all(model[0].weight.detach().numpy()[:, 0] == 0.0)

@@ -4,7 +4,10 @@ ones included; ``if TYPE_CHECKING:`` blocks left out) of every package pyproject
 ``pipeline_steps``, ``configs`` or ``certgate``; no package but ``registry_hooks`` imports MLflow
 (the others go through it); and no module imports itself through a circle of others. With the
 ``TYPE_CHECKING`` imports counted too, the only circles left are the ones
-:data:`TYPE_ONLY_CIRCLES` names, each with its reason."""
+:data:`TYPE_ONLY_CIRCLES` names, each with its reason. An import inside a function defers a
+heavy third-party package's start-up, and nothing else: the package is one of
+:data:`HEAVY_STARTUP` (with its reason), or a module of ours whose module-level imports reach
+one; any other import sits at the top of its module."""
 
 from __future__ import annotations
 
@@ -22,6 +25,23 @@ TYPE_ONLY_CIRCLES = [
     {"verifier.population.union", "verifier.population.product", "verifier.population.mixture",
      "verifier.population.bayesnet"},
 ]
+
+HEAVY_STARTUP = {
+    "torch": "the tensor library: the largest start-up of all (--help, config errors and the "
+             "JSON/.nnet readers never import it: tests/test_cli_startup.py)",
+    "mlflow": "the registry client: imported only when a command talks to a registry",
+    "scipy": "HiGHS through scipy: only when a MILP or an LP runs",
+    "pydantic": "settings validation: --help and option errors stay without it",
+    "onnx": "the ONNX reader: only for .onnx files",
+    "onnxruntime": "the ONNX runtime: only to check a conversion against it",
+    "pandas": "data tables: only when data is read (fit, fidelity, the evaluator)",
+    "great_expectations": "data validation: only when data is validated",
+    "sklearn": "tree surrogates: only for a pickled scikit-learn model",
+    "pgmpy": "structure learning: only when a population is fitted",
+    "distributed": "Dask: only for the dask executor",
+    "numpy": "arrays: verbs that only parse options or print help do without it",
+}
+"""The third-party packages whose import a function may defer, each with its reason."""
 
 
 def module_name(path: Path) -> str:
@@ -55,6 +75,42 @@ def imports_of(path: Path, type_checking: bool = False) -> set[str]:
 
     visit(ast.parse(path.read_text(encoding="utf-8")))
     return found
+
+
+def function_level_imports(path: Path) -> list[tuple[int, list[str]]]:
+    """``(line, imported names)`` of every import inside a function of ``path`` (absolute
+    names as :func:`imports_of` counts them; ``TYPE_CHECKING`` blocks left out)."""
+    found: list[tuple[int, list[str]]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child, in_function)
+            return
+        if in_function and isinstance(node, ast.Import):
+            found.append((node.lineno, [alias.name for alias in node.names]))
+        elif in_function and isinstance(node, ast.ImportFrom) and node.module and \
+                node.level == 0:
+            found.append((node.lineno, [node.module,
+                                        *(f"{node.module}.{alias.name}" for alias in node.names)]))
+        inside = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return found
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """What importing ``path`` imports: :func:`imports_of` without the function-level ones."""
+    deferred = {name for _, names in function_level_imports(path) for name in names}
+    return imports_of(path) - deferred
+
+
+def with_parents(name: str) -> set[str]:
+    """``a.b.c`` and the packages importing it runs: ``a``, ``a.b``."""
+    parts = name.split(".")
+    return {".".join(parts[:end]) for end in range(1, len(parts) + 1)}
 
 
 def graph(type_checking: bool = False) -> dict[str, set[str]]:
@@ -122,16 +178,68 @@ def test_every_package_is_checked() -> None:
     assert on_disk == set(PACKAGES)
 
 
+def uses_mlflow(path: Path) -> bool:
+    """Whether ``path`` imports MLflow anywhere: at the top, in a function or for type
+    annotations only."""
+    return any(target.split(".")[0] == "mlflow" for target in imports_of(path, True))
+
+
+def test_the_mlflow_rule_sees_every_import_form(tmp_path: Path) -> None:
+    forms = ["import mlflow\n", "import mlflow.pyfunc as pf\n", "from mlflow import MlflowClient\n",
+             "def f():\n    from mlflow.models import Model\n",
+             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mlflow\n"]
+    for number, source in enumerate(forms):
+        path = tmp_path / f"form{number}.py"
+        path.write_text(source)
+        assert uses_mlflow(path), source
+    path = tmp_path / "clean.py"
+    path.write_text("import registry_hooks\nfrom registry_hooks import mlflow_tags\n")
+    assert not uses_mlflow(path)
+
+
 def test_dependency_direction_and_the_mlflow_boundary() -> None:
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             imported = imports_of(path)
             ours = {target.split(".")[0] for target in imported} & set(PACKAGES)
-            uses_mlflow = any(target.split(".")[0] == "mlflow" for target in imported)
             where = path.relative_to(ROOT)
             if package != MLFLOW_PACKAGE:
-                assert not uses_mlflow, f"{where} imports mlflow outside {MLFLOW_PACKAGE}/"
+                assert not uses_mlflow(path), f"{where} imports mlflow outside {MLFLOW_PACKAGE}/"
             if package == "verifier":
                 assert ours <= {"verifier"}, where
             if package == MLFLOW_PACKAGE:
                 assert not ours & {"pipeline_steps", "configs", "certgate"}, where
+
+
+def test_function_level_imports_defer_only_heavy_start_up() -> None:
+    paths = {module_name(path): path for package in PACKAGES
+             for path in (ROOT / package).rglob("*.py")}
+    top = {name: {part for target in module_level_imports(path)
+                  for part in with_parents(target)} for name, path in paths.items()}
+
+    def reaches_heavy(module: str) -> bool:
+        seen, stack = set(), [module]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for target in top.get(current, ()):
+                if target in paths:
+                    stack.append(target)
+                elif target.split(".")[0] in HEAVY_STARTUP:
+                    return True
+        return False
+
+    offences = []
+    for path in paths.values():
+        for line, names in function_level_imports(path):
+            root = names[0].split(".")[0]
+            ours = {part for target in names for part in with_parents(target)} & set(paths)
+            deferred_heavy = root in HEAVY_STARTUP if root not in PACKAGES else \
+                any(reaches_heavy(module) for module in ours)
+            if not deferred_heavy:
+                offences.append(f"{path.relative_to(ROOT)}:{line}: {names[0]}")
+    assert offences == [], ("import these at the top of the module (nothing heavy to defer), "
+                            "or name the package in HEAVY_STARTUP with its reason:\n"
+                            + "\n".join(offences))

@@ -35,6 +35,8 @@ from verifier.numerics import (
     proven_fail,
     proven_pass,
     relative_margin,
+    scaled_down,
+    scaled_up,
     share_interval,
     sum_lower,
     sum_upper,
@@ -159,6 +161,34 @@ def test_relative_margin_exceeds_gamma(operations: int) -> None:
     count = operations + 1
     gamma = count * unit / (1 - count * unit)
     assert exact(relative_margin(operations)) >= gamma
+
+
+@given(st.lists(st.floats(min_value=1e-3, max_value=1.0), min_size=1, max_size=40))
+def test_scaling_by_relative_margin_encloses_a_chain_of_products(factors: list[float]) -> None:
+    """``scaled_down``/``scaled_up`` with :func:`relative_margin` of the chain's length
+    enclose the exact product of the factors (Fractions), with no step after the scaling."""
+    product = 1.0
+    for factor in factors:
+        product *= factor
+    truth = math.prod(map(exact, factors))
+    margin = relative_margin(len(factors))
+    assert exact(scaled_down(product, margin)) <= truth <= exact(scaled_up(product, margin))
+
+
+@given(finite, st.sampled_from([FUNCTION_REL_MARGIN, 1e-9, 4 * EPS, relative_margin(7)]))
+def test_scaling_is_the_written_product_and_keeps_the_type(value: float,
+                                                           relative: float) -> None:
+    """The numbers every caller printed before the scalings moved into the core: ``x·(1 ∓
+    m)`` bit for bit, a float stays a float and an array an array."""
+    assert math.copysign(1.0, scaled_down(value, relative)) == \
+        math.copysign(1.0, value * (1.0 - relative))
+    assert scaled_down(value, relative) == value * (1 - relative)
+    assert scaled_up(value, relative) == value * (1 + relative)
+    assert type(scaled_down(value, relative)) is float
+    array = np.array([value, 0.5])
+    assert scaled_up(array, relative).tobytes() == (array * (1.0 + relative)).tobytes()
+    per_element = np.array([relative, 2 * relative])
+    assert scaled_down(array, per_element).tobytes() == (array * (1.0 - per_element)).tobytes()
 
 
 # ---------------------------------------------------------------------------- quotients

@@ -192,7 +192,7 @@ def test_causal_input_problems_name_the_field() -> None:
         certify(settings, NETWORK, unbounded)
     unknown = audits(causal("unknown", 0.5, protected=["sex"]))[0]
     with pytest.raises(CertgateInputError,
-                       match=r"^audit 'unknown': sensitive feature 'sex' is not an input"):
+                       match=r"^audit 'unknown': protected feature 'sex' is not an input"):
         certify(unknown, NETWORK, unit_population())
     weighted = audits(causal("weighted", 0.5, measure="population"))[0]
     with pytest.raises(CertgateInputError, match="measure: population needs a population"):
@@ -268,7 +268,7 @@ def test_local_robustness_closed_form() -> None:
     predicted = probability_audit("local_robustness", 0.9, **box)
     certificate = certify(predicted, NETWORK, unit_population())
     low, high = certificate.bounds["probability"]
-    assert low <= 15 / 16 <= high and certificate.details["label"] == 1
+    assert low <= 15 / 16 <= high and certificate.details["expected_class"] == 1
     assert checked(predicted, certificate) == "proven_pass"
     other = probability_audit("local_robustness", 0.05, expected_class=0, **box)
     certificate = certify(other, NETWORK, unit_population())

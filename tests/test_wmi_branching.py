@@ -125,7 +125,7 @@ def test_monotonicity_by_branching_matches_enumeration(seed: int, use_prior: boo
             total += pair
             if not (classes[point] == 1 and exact_class(net, moved) != 1):
                 holds += pair
-    result = branched.monotonicity(net, prior, 0, decreasing=decreasing, positive_class=1,
+    result = branched.monotonicity(net, prior, 0, decreasing=decreasing, favorable_class=1,
                                    output=None, use_prior=use_prior, engine=ENGINE)
     contains(result, holds / total)
     assert result.extra["method"] == "box branching (PV)"
@@ -267,7 +267,7 @@ def test_noise_and_local_robustness_on_a_wide_histogram_contain_monte_carlo() ->
     inside(result, estimate, math.sqrt(estimate * (1 - estimate) / agree.size))
     centre = np.array([40.0, 10.0, 40.0, 0.0, 0.0, 1.0])
     result = local_robustness(net, prior, centre, 1.0, timeout_s=10)
-    assert result.extra["label"] == net.classify(centre[None])[0]
+    assert result.extra["expected_class"] == net.classify(centre[None])[0]
     # the ε-box of radius 1 around an integer point holds 3 × 3 × 3 × 2 × 2 points: every
     # one is decided, so the interval closes up to rounding
     assert result.extra["method"] == "box branching (PV)"
@@ -386,4 +386,4 @@ def test_the_command_line_reports_a_branched_audit_as_one_json_object(
     document = json.loads(out)
     assert document["method"] == "box branching (PV)" and document["boxes"] > 0
     low, high = document["probability_interval"]
-    assert Fraction(low) <= robust <= Fraction(high) and document["label"] == label
+    assert Fraction(low) <= robust <= Fraction(high) and document["expected_class"] == label

@@ -89,7 +89,7 @@ def test_categorical_column_sums_its_three_values() -> None:
     expected = (Fraction(2, 10) * Fraction(8, 10) + Fraction(5, 10) * Fraction(5, 10)
                 + Fraction(3, 10) * Fraction(2, 10))
     result = local_robustness(CATEGORY_THRESHOLDS, three_categories(), [0.5, 0.5, 0.5, 0.5],
-                              0.5, label=1)
+                              0.5, expected_class=1)
     assert result.exact
     assert result.probability == pytest.approx(float(expected), abs=1e-9)
 
@@ -97,7 +97,7 @@ def test_categorical_column_sums_its_three_values() -> None:
 def test_categorical_box_keeps_only_the_categories_inside() -> None:
     """An ε-box around colour 1 (ε = 0.4 on the one-hot columns) holds only that category."""
     result = local_robustness(CATEGORY_THRESHOLDS, three_categories(), [0.0, 1.0, 0.0, 0.5],
-                              0.4, label=1)
+                              0.4, expected_class=1)
     assert result.probability == pytest.approx(float(Fraction(1, 2)), abs=1e-9)
 
 
@@ -115,7 +115,7 @@ def test_unread_discrete_values_share_one_query() -> None:
     ignores_s = Network([Layer(np.array([[0.0, 1.0]]), np.array([-0.25]))])
     queries, _ = local_robustness_queries(ignores_s, binary_and_uniform(), [0.5, 0.5], 0.5, 1)
     assert len(queries) == 1
-    result = local_robustness(ignores_s, binary_and_uniform(), [0.5, 0.5], 0.5, label=1)
+    result = local_robustness(ignores_s, binary_and_uniform(), [0.5, 0.5], 0.5, expected_class=1)
     assert result.probability == pytest.approx(0.75, abs=1e-9)
 
 

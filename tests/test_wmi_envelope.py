@@ -49,7 +49,7 @@ def standard_normal() -> PopulationModel:
 def test_relu_under_standard_normal_contains_the_closed_form() -> None:
     """P(class 0) = 1 − 2 Φ(−1.3): the interval contains it and is at most 1e-3 wide."""
     exact = 1.0 - 2.0 * norm.cdf(-1.3)
-    result = local_robustness(TWO_SIDED, standard_normal(), [0.0], 50.0, label=0,
+    result = local_robustness(TWO_SIDED, standard_normal(), [0.0], 50.0, expected_class=0,
                               tolerance=1e-3, timeout_s=10.0)
     assert not result.exact
     assert result.probability_lower <= exact <= result.probability_upper
@@ -59,7 +59,7 @@ def test_relu_under_standard_normal_contains_the_closed_form() -> None:
 def test_time_budget_returns_the_interval_reached() -> None:
     """A zero budget still returns a sound (wide) interval, marked as timed out."""
     exact = 1.0 - 2.0 * norm.cdf(-1.3)
-    result = local_robustness(TWO_SIDED, standard_normal(), [0.0], 50.0, label=0,
+    result = local_robustness(TWO_SIDED, standard_normal(), [0.0], 50.0, expected_class=0,
                               timeout_s=0.0)
     assert result.timed_out and not result.exact
     assert result.probability_lower <= exact <= result.probability_upper
@@ -107,7 +107,7 @@ def assert_contains(result, hits: np.ndarray) -> None:
 def test_random_networks_under_fitted_marginals_agree_with_monte_carlo(seed: int) -> None:
     prior = fitted_prior(seed)
     net = random_net(seed, [2, 6, 2])
-    result = local_robustness(net, prior, [0.0, 0.0], 100.0, label=1, tolerance=3e-3,
+    result = local_robustness(net, prior, [0.0, 0.0], 100.0, expected_class=1, tolerance=3e-3,
                               timeout_s=120)
     assert not result.exact
     assert result.probability_upper - result.probability_lower <= 3e-3
@@ -148,7 +148,7 @@ def test_monotonicity_with_the_prior_agrees_with_monte_carlo() -> None:
     assert_contains(result, ~monotonicity_losses(net, prior, seed=6))
 
 
-def sensitive_network_prior() -> PopulationModel:
+def protected_network_prior() -> PopulationModel:
     """A Bayesian network: binary s, then x | s normal with a mean depending on s."""
     return PopulationModel(
         features=[Feature(name="s", kind="binary"), Feature(name="x", kind="continuous")],
@@ -165,7 +165,7 @@ def test_bayesian_network_prior_sums_over_the_parent() -> None:
     """Class 1 iff x >= 0.2: P = 0.6 (1 − Φ(0.7)) + 0.4 (1 − Φ(−1.6))."""
     net = Network([Layer(np.array([[0.0, 1.0]]), np.array([-0.2]))])
     exact = 0.6 * norm.sf(0.7) + 0.4 * norm.sf(-1.6)
-    result = local_robustness(net, sensitive_network_prior(), [0.5, 0.0], 100.0, label=1,
+    result = local_robustness(net, protected_network_prior(), [0.5, 0.0], 100.0, expected_class=1,
                               tolerance=1e-4)
     assert result.probability_lower <= exact <= result.probability_upper
     assert result.probability_upper - result.probability_lower <= 1e-4
@@ -196,7 +196,7 @@ def test_monotonicity_under_a_binned_bayesian_network_agrees_with_monte_carlo() 
 def test_uniform_prior_refuses_an_unbounded_support() -> None:
     with pytest.raises(WMIInputError, match=r"column 'x' has support"):
         monotonicity(Network([Layer(np.array([[0.0, 1.0]]), np.array([0.0]))]),
-                     sensitive_network_prior(), 1, use_prior=False)
+                     protected_network_prior(), 1, use_prior=False)
 
 
 @settings(max_examples=60, deadline=None)
@@ -284,12 +284,12 @@ def test_every_property_honours_a_zero_time_budget() -> None:
     """With no time at all each property returns a sound, timed-out interval."""
     from verifier.wmi import equivalence
 
-    prior = sensitive_network_prior()
+    prior = protected_network_prior()
     net = Network([Layer(np.array([[0.0, 1.0]]), np.array([-0.2]))])
     other = Network([Layer(np.array([[0.0, 1.0]]), np.array([-0.3]))])
     exact = 0.6 * norm.sf(0.7) + 0.4 * norm.sf(-1.6)
     results = [
-        (local_robustness(net, prior, [0.5, 0.0], 100.0, label=1, timeout_s=0.0), exact),
+        (local_robustness(net, prior, [0.5, 0.0], 100.0, expected_class=1, timeout_s=0.0), exact),
         (monotonicity(net, prior, 1, use_prior=True, timeout_s=0.0), 1.0),
         (noise_robustness(net, prior, triangular_noise(0.0, 0.0, 0.5), [1], timeout_s=0.0),
          None),

@@ -1,17 +1,17 @@
-"""The income demo's population (paper 002 §V): a Bayesian network with a binary sensitive
+"""The income demo's population (paper 002 §V): a Bayesian network with a binary protected
 feature and normal / truncated-normal nodes, fitted the way ``certgate demo`` fits it, gets a
 decided monotonicity and noise-robustness result."""
 
 import pytest
 
 from pipeline_steps.demo import income_prior, train_classifier
-from pipeline_steps.income_data import FEATURES, SENSITIVE, generate_income_data
+from pipeline_steps.income_data import FEATURES, PROTECTED, generate_income_data
 from verifier.convert.torch_module import from_torch
 from verifier.population import PopulationModel
 from verifier.wmi import WMIInputError, check_wmi_property, monotonicity, noise_robustness
 from verifier.wmi.noise import triangular_noise
 
-COLUMNS = (SENSITIVE, *FEATURES)  # female, hpw, yexp, hw
+COLUMNS = (PROTECTED, *FEATURES)  # female, hpw, yexp, hw
 MIN_PROBABILITY = 0.95
 
 

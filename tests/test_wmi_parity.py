@@ -161,7 +161,7 @@ def test_parity_inside_pv_interval() -> None:
 def test_local_robustness_sums_discrete_values() -> None:
     """Class 1 (single logit) iff x − s/2 >= 0: on the whole box P = 0.4·1 + 0.6·0.5."""
     net = Network([Layer(np.array([[1.0, 0.0, -0.5]]), np.array([0.0]))])
-    result = local_robustness(net, population(UNIFORM_2D), [0.5, 0.5, 0.5], 0.5, label=1)
+    result = local_robustness(net, population(UNIFORM_2D), [0.5, 0.5, 0.5], 0.5, expected_class=1)
     assert result.probability == pytest.approx(0.4 + 0.6 * 0.5, abs=1e-12)
 
 

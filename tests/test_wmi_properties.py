@@ -55,7 +55,7 @@ LINEAR = Network([Layer(np.array([[1.0, -1.0]]), np.array([0.0]))])
 
 def test_linear_classifier_closed_forms() -> None:
     prior = uniform_box([0, 0], [1, 1])
-    assert local_robustness(LINEAR, prior, [0.5, 0.5], 0.5, label=1).probability == \
+    assert local_robustness(LINEAR, prior, [0.5, 0.5], 0.5, expected_class=1).probability == \
         pytest.approx(0.5, abs=1e-12)
     assert monotonicity(LINEAR, prior, 0).probability == pytest.approx(1.0, abs=1e-12)
     assert monotonicity(LINEAR, prior, 1, decreasing=True).probability == \
@@ -68,7 +68,7 @@ def test_two_dimensional_relu_uniform() -> None:
     """relu(x0) + relu(x1) − 1 >= 0 on [−1, 1]²: area 1/2 of 4."""
     net = Network([Layer(np.eye(2), np.zeros(2), "relu"),
                    Layer(np.array([[1.0, 1.0]]), np.array([-1.0]))])
-    result = local_robustness(net, uniform_box([-1, -1], [1, 1]), [0, 0], 1.0, label=1)
+    result = local_robustness(net, uniform_box([-1, -1], [1, 1]), [0, 0], 1.0, expected_class=1)
     assert result.probability == pytest.approx(1 / 8, abs=1e-12)
 
 
@@ -77,7 +77,7 @@ def test_one_dimensional_non_uniform_prior() -> None:
     net = Network([Layer(np.array([[1.0], [-1.0]]), np.array([-0.5, 0.5]), "relu"),
                    Layer(np.array([[1.0, -1.0]]), np.array([0.0]))])
     prior = PiecewiseDensity(leaves=[Leaf(lower=[0], upper=[1], polynomial=[([1], 2.0)])])
-    result = local_robustness(net, prior, [0.5], 0.5, label=1)
+    result = local_robustness(net, prior, [0.5], 0.5, expected_class=1)
     assert result.probability == pytest.approx(3 / 4, abs=1e-12)
 
 
@@ -140,8 +140,8 @@ def test_region_count_equals_brute_force(seed: int) -> None:
     net = random_net(seed, [2, 4, 3, 1])
     prior = uniform_box([-1, -1], [1, 1])
     expected = _brute_force_regions(net, -np.ones(2), np.ones(2))
-    with_bp = local_robustness(net, prior, [0, 0], 1.0, label=1)
-    without = local_robustness(net, prior, [0, 0], 1.0, label=1, bound_method="none")
+    with_bp = local_robustness(net, prior, [0, 0], 1.0, expected_class=1)
+    without = local_robustness(net, prior, [0, 0], 1.0, expected_class=1, bound_method="none")
     assert with_bp.regions == expected == without.regions
     assert with_bp.probability == pytest.approx(without.probability, abs=1e-12)
 
@@ -174,9 +174,9 @@ def test_noise_robustness_monte_carlo_multiclass() -> None:
 def test_early_stop_reports_a_lower_bound() -> None:
     net = random_net(8, [2, 8, 8, 1])
     prior = uniform_box([-1, -1], [1, 1])
-    full = local_robustness(net, prior, [0, 0], 1.0, label=1)
+    full = local_robustness(net, prior, [0, 0], 1.0, expected_class=1)
     assert full.violation_probability > 0.1
-    early = local_robustness(net, prior, [0, 0], 1.0, label=1, stop_at=0.1)
+    early = local_robustness(net, prior, [0, 0], 1.0, expected_class=1, stop_at=0.1)
     assert early.stopped_early
     assert 0.1 <= early.violation_probability <= full.violation_probability + 1e-12
     assert early.regions <= full.regions

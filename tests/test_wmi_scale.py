@@ -77,7 +77,7 @@ def test_a_uniform_prior_of_any_positive_width_is_accepted(width: float) -> None
     """U(0, w) and class 0 on the middle fifth: 0.8 exactly, at every width."""
     prior = one_column(Uniform(lower=0.0, upper=width))
     net = band_network([1.0], 0.5 * width, 0.1 * width)
-    result = local_robustness(net, prior, [0.0], 2 * width, label=1)
+    result = local_robustness(net, prior, [0.0], 2 * width, expected_class=1)
     assert result.probability == pytest.approx(0.8, rel=FLOAT_ROUNDING)
 
 
@@ -105,14 +105,14 @@ def test_an_oblique_thin_band_under_a_uniform_prior_is_exact_at_every_scale(
                                                                              upper=scale))
                              for i in range(2)])
     net = band_network([1.0, 1.0], float(c) * scale, float(h) * scale)
-    result = local_robustness(net, prior, [0.0, 0.0], 4 * scale, label=1)
+    result = local_robustness(net, prior, [0.0, 0.0], 4 * scale, expected_class=1)
     truth = 1 - band_area(c - h, c + h)
     assert float(truth) == pytest.approx(result.probability, rel=FLOAT_ROUNDING, abs=1e-15)
     unit = local_robustness(band_network([1.0, 1.0], float(c), float(h)),
                             Product(factors=[Factor(columns=[f"x{i}"],
                                                     distribution=Uniform(lower=0.0, upper=1.0))
                                              for i in range(2)]),
-                            [0.0, 0.0], 4.0, label=1)
+                            [0.0, 0.0], 4.0, expected_class=1)
     assert result.probability == pytest.approx(unit.probability, rel=FLOAT_ROUNDING)
     assert result.exact == unit.exact
 
@@ -131,7 +131,7 @@ def test_a_thin_cell_under_a_normal_prior_contains_the_closed_form(
     middle, half = (0.3 + offset) * scale, 10.0 ** thin * scale
     prior = one_column(Normal(mean=mean, std=std))
     net = band_network([1.0], middle, half)
-    result = local_robustness(net, prior, [centre * scale], epsilon * scale, label=1,
+    result = local_robustness(net, prior, [centre * scale], epsilon * scale, expected_class=1,
                               timeout_s=30, tolerance=1e-5)
     lo, hi = (centre - epsilon) * scale, (centre + epsilon) * scale
     inside = normal_mass(max(lo, middle - half), min(hi, middle + half), mean, std)
@@ -153,7 +153,7 @@ def test_a_heavy_spike_of_a_mixture_is_counted_at_every_scale(scale_exponent: fl
                                components=[Normal(mean=0.0, std=scale),
                                            Normal(mean=0.0, std=narrow)]))
     net = band_network([1.0], 0.0, 2 * narrow)
-    result = local_robustness(net, prior, [5 * scale], 20 * scale, label=1, timeout_s=60,
+    result = local_robustness(net, prior, [5 * scale], 20 * scale, expected_class=1, timeout_s=60,
                               tolerance=1e-3)
     lo, hi = -15 * scale, 25 * scale
     inside = (normal_mass(-2 * narrow, 2 * narrow, 0.0, scale)

@@ -10,12 +10,6 @@ class CertgateInputError(ValueError):
     """Input that certgate cannot work with: the message names what is wrong and where."""
 
 
-class RenamedSettingWarning(FutureWarning):
-    """A setting, configuration key or command-line option was given under its old name; the
-    message names the new one. The old name still works (a ``FutureWarning``, so it is shown
-    by default) and will stop working in a future release."""
-
-
 def first_line(error: BaseException) -> str:
     """The first line of ``error``'s message (its type name when the message is empty), for
     one-line reports of errors raised by third-party readers."""

@@ -146,8 +146,6 @@ def _is_input_error(error: BaseException) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
-    if argv is None:
-        output.show_renames_on_one_line()
     arguments = list(sys.argv[1:] if argv is None else argv)
     as_json = output.wants_json(arguments)
     with output.json_mode(as_json):

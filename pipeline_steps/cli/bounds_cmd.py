@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline_steps.cli.inputs import MODEL_HELP
+from pipeline_steps.cli.inputs import MODEL_HELP, read_network
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.certificate import to_jsonable
 from verifier.errors import CertgateInputError
@@ -69,7 +69,6 @@ def load_spec(path: str) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline_steps.cli.inputs import read_network
     from verifier.bounds import compute_bounds
     from verifier.head_bounds import output_bounds
     from verifier.network import head_error

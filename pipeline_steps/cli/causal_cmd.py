@@ -19,6 +19,7 @@ from pipeline_steps.cli.inputs import (
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from pipeline_steps.cli.settings_options import RenamedOption, settings_from_args
 from verifier.certificate import Certificate, to_jsonable
+from verifier.executor import make_executor
 
 
 def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -37,9 +38,10 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     )
     parser.add_argument("--model", required=True, help=MODEL_HELP)
     add_input_names(parser)
-    parser.add_argument("--protected", "--sensitive", required=True, action=RenamedOption,
+    parser.add_argument("--protected", required=True,
                         help="protected input name, or comma-separated names of a one-hot "
-                             "group (--sensitive: old name)")
+                             "group")
+    parser.add_argument("--sensitive", action=RenamedOption, new="--protected")
     parser.add_argument("--spec", help="specification JSON (Libra benchmark format)")
     parser.add_argument("--query", help="query box JSON (Libra format or {name: [lo, hi]})")
     parser.add_argument("--lower-edge", type=float,
@@ -61,10 +63,10 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     parser.add_argument("--integer-inputs",
                         help="all, or NAME,... of integer-coded inputs (default: the "
                              "population's integer columns)")
-    parser.add_argument("--protected-values", "--sensitive-values", action=RenamedOption,
+    parser.add_argument("--protected-values",
                         help="compare only these values of the protected input: numbers, or "
-                             "input names of a one-hot group (default: every value; "
-                             "--sensitive-values: old name)")
+                             "input names of a one-hot group (default: every value)")
+    parser.add_argument("--sensitive-values", action=RenamedOption, new="--protected-values")
     parser.add_argument("--executor", default="local",
                         help="local, process or dask[=ADDRESS] (default local)")
     parser.add_argument("--workers", type=int, help="worker count for process/dask pools")
@@ -155,15 +157,15 @@ def _model_domain(path: str) -> tuple[Any, Any] | None:
 
 
 def _libra_problem(args: argparse.Namespace, network: Any) -> Any:
-    """The problem of a Libra specification file (sensitive inputs, splits, one-hot groups)."""
+    """The problem of a Libra specification file (protected inputs, splits, one-hot groups)."""
     from verifier.causal import CausalInputError, build_problem, load_libra_spec, load_query_box
 
     named = [name.strip() for name in args.protected.split(",") if name.strip()]
     spec = load_libra_spec(args.spec)
-    if not set(named) <= set(spec["sensitive"]):
+    if not set(named) <= set(spec["protected"]):
         raise CausalInputError(
-            f"--protected {args.protected} does not match the specification's sensitive "
-            f"inputs {', '.join(spec['sensitive'])}"
+            f"--protected {args.protected} does not match the specification's protected "
+            f"inputs {', '.join(spec['protected'])}"
         )
     query = load_query_box(args.query) if args.query else None
     return build_problem(network, **spec, query=query)
@@ -178,7 +180,6 @@ def certify(args: argparse.Namespace, settings: Any, bar: Any) -> Certificate:
     from pipeline_steps.progress import ChunkCounter
     from verifier.audits import causal_fairness
     from verifier.causal import certify_causal_fairness
-    from verifier.executor import make_executor
 
     network, population = _network_and_population(args)
     engine = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}

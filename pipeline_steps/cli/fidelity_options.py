@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from pipeline_steps.cli.exit_codes import EXIT_FAILED
 from verifier.certificate import Certificate
+from verifier.errors import CertgateInputError
 
 
 def add_fidelity_options(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +39,6 @@ def fidelity_inputs(args: argparse.Namespace, network: Any, population: Any
     before the audit runs so that a bad ``--data`` fails at once."""
     from pipeline_steps.fidelity_data import resolve_data
     from verifier.audits.fidelity import FidelityOptions
-    from verifier.errors import CertgateInputError
 
     try:
         chosen = FidelityOptions(level=args.fidelity_level)
@@ -55,8 +56,6 @@ def fidelity_inputs(args: argparse.Namespace, network: Any, population: Any
 def _logged_rows(model_uri: str, names: list[str]) -> Any:
     """The rows of the dataset logged with the source run of the registered version
     ``model_uri`` names (on ``MLFLOW_TRACKING_URI``)."""
-    import tempfile
-
     from pipeline_steps.fidelity_data import table_rows
     from registry_hooks.connection import connect
     from registry_hooks.datasets import source_run_dataset

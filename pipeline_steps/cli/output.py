@@ -22,11 +22,8 @@ import json
 import logging
 import os
 import sys
-import warnings
 from collections.abc import Iterator
 from typing import Any, TextIO
-
-from verifier.errors import RenamedSettingWarning
 
 JSON_HELP = "print exactly one JSON object on stdout (also on errors); human text goes to stderr"
 """The help of every ``--json`` option."""
@@ -160,23 +157,6 @@ def log_level(explicit: str | None, verbose: int, quiet: bool) -> str:
     if quiet:
         return "ERROR"
     return {0: DEFAULT_LOG_LEVEL, 1: "INFO"}.get(verbose, "DEBUG")
-
-
-def show_renames_on_one_line() -> None:
-    """Show a :class:`~verifier.errors.RenamedSettingWarning` (an old option or key) as one
-    ``certgate: warning: …`` line on stderr; other warnings as Python shows them. Installed by
-    the ``certgate`` process itself (never when :func:`pipeline_steps.cli.main` is called with
-    arguments, from a test or a script)."""
-    python_show = warnings.showwarning
-
-    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-             file: TextIO | None = None, line: str | None = None) -> None:
-        if issubclass(category, RenamedSettingWarning):
-            print(f"certgate: warning: {message}", file=sys.stderr)
-            return
-        python_show(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = show
 
 
 def configure_logging(level: str, asked: bool) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline_steps.cli.inputs import read_network
 from verifier.population import check_matches_network, load_population
 from verifier.population.errors import PopulationError
 
@@ -29,7 +30,6 @@ def check_binding(args: argparse.Namespace, model: Any) -> str:
     """Check ``model`` against ``--model`` by name (:mod:`verifier.audits.binding`); a network
     that records no input names and gets none can only be checked for its column count.
     Returns what was checked."""
-    from pipeline_steps.cli.inputs import read_network
     from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
 
     network = read_network(args.model)

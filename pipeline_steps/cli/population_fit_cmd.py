@@ -11,6 +11,7 @@ the learned edges and the fitting time.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import tempfile
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline_steps.cli.inputs import read_network
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.settings_options import RenamedOption
 from verifier.errors import CertgateInputError, first_line
@@ -68,8 +70,8 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
                           "and a parent of every other feature")
     fit.add_argument("--config", metavar="FILE",
                      help="a certgate configuration the fit is for: without --protected, "
-                          "the protected attribute its audits name (demographic_parity's "
-                          "protected, causal_fairness's sensitive) is the protected attribute")
+                          "the protected attribute its audits name (their 'protected' "
+                          "setting)")
     fit.add_argument("--parents", action="append", default=[], metavar="CHILD=P1,P2",
                      help="Bayesian network given by hand: CHILD's parent features "
                           "(repeatable; no structure is learned)")
@@ -86,11 +88,11 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
                           "histogram (a discretised normal with --continuous normal)")
     fit.add_argument("--seed", type=int, default=0, help="random seed (Gaussian mixtures)")
     fit.add_argument("--name", help="model name recorded in the file")
-    fit.add_argument("--model", "--network", dest="model", action=RenamedOption,
+    fit.add_argument("--model",
                      help="network file: fit only its input columns of DATA (a raw string "
                           "column COL feeds inputs COL=VALUE) and check the model binds to "
-                          "it by name (--network: old name; `selfcorrect`'s --network names "
-                          "a constraint set)")
+                          "it by name")
+    fit.add_argument("--network", action=RenamedOption, new="--model")
     fit.add_argument("--input-names", help="the network's input names, comma-separated "
                                            "(for a network file that records none)")
     fit.add_argument("--json", action="store_true", help=JSON_HELP)
@@ -201,7 +203,6 @@ def model_columns(args: argparse.Namespace, frame: pd.DataFrame) -> pd.DataFrame
     ``COL=VALUE``. A network without input names keeps the whole table. Raises naming the
     inputs the table lacks."""
     from certgate.population_data import is_string_column
-    from pipeline_steps.cli.inputs import read_network
     from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
 
     network = read_network(args.model)
@@ -327,7 +328,6 @@ def in_network_order(args: argparse.Namespace, model: PopulationModel) -> Popula
     """``model`` with ``column_order`` set to the network's input order when the network
     names the same columns in another order (so the file binds as written); otherwise
     unchanged, and the binding check reports the difference."""
-    from pipeline_steps.cli.inputs import read_network
     from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
     from verifier.population import PopulationModel
 
@@ -342,8 +342,6 @@ def in_network_order(args: argparse.Namespace, model: PopulationModel) -> Popula
 
 
 def run_schema(args: argparse.Namespace) -> int:
-    import json
-
     from verifier.population import PopulationModel
 
     schema = PopulationModel.model_json_schema()

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
 
+from pipeline_steps.cli.inputs import read_network
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.errors import CertgateInputError
 
@@ -171,7 +173,6 @@ def _format_row(values: np.ndarray) -> str:
 def run_wrap(args: argparse.Namespace) -> int:
     import torch
 
-    from pipeline_steps.cli.inputs import read_network
     from verifier.selfcorrect.conventions import scored_network
     from verifier.selfcorrect.export import OnnxExportError, export_onnx, save_torchscript
     from verifier.selfcorrect.loaders import load_constraints
@@ -224,8 +225,6 @@ def run_wrap(args: argparse.Namespace) -> int:
 
 def _register_wrapped(args: argparse.Namespace) -> int:
     """``wrap --out models:/NAME``: register the variant with the deploy step."""
-    import tempfile
-
     from pipeline_steps.deploy import deploy_self_correcting
     from registry_hooks.connection import connect, registry_errors
 

@@ -2,8 +2,8 @@
 
 An audit verb's option for settings field ``f`` is ``--f`` with dashes (``favorable_class`` →
 ``--favorable-class``), except where :data:`OPTION_FOR_FIELD` says otherwise (``timeout_s`` is
-``--timeout``, in seconds, everywhere). A renamed option keeps its old spelling as a second
-option string (:class:`RenamedOption`), which warns and names the new one.
+``--timeout``, in seconds, everywhere). A renamed option's old spelling is a hidden option
+(:class:`RenamedOption`) that refuses it, naming the new one.
 :func:`settings_from_args` builds the settings object of :mod:`verifier.audits` from the parsed
 options, so pydantic validates a command line exactly as it validates a configuration;
 :func:`option_for` is what the tests use to check that every field has its option.
@@ -12,27 +12,29 @@ options, so pydantic validates a command line exactly as it validates a configur
 from __future__ import annotations
 
 import argparse
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from verifier.errors import CertgateInputError, RenamedSettingWarning
+from verifier.errors import CertgateInputError
 
 OPTION_FOR_FIELD = {"timeout_s": "--timeout"}
 NOT_OPTIONS = frozenset({"kind", "name"})
 
 
 class RenamedOption(argparse.Action):
-    """Store an option's value; its first option string is its name, any other an old
-    spelling that still works and warns (:class:`~verifier.errors.RenamedSettingWarning`)."""
+    """An old option spelling, hidden from ``--help``: giving it (with or without a value) is
+    a usage error naming the new option, ``parser.add_argument(OLD, action=RenamedOption,
+    new=NEW)``. The command line's twin of a settings model's ``RENAMED``."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new: str) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs="?",
+                         default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        self.new = new
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
-        name = self.option_strings[0]
-        if option_string is not None and option_string != name:
-            warnings.warn(f"option {option_string} is now called {name}; the old name will stop "
-                          "working in a future release", RenamedSettingWarning, stacklevel=2)
-        setattr(namespace, self.dest, values)
+        raise argparse.ArgumentError(None, f"option {option_string} is now called {self.new}: "
+                                           "rename it")
 
 
 def option_for(field: str) -> str:

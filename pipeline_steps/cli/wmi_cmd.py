@@ -34,6 +34,7 @@ from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, sho
 from pipeline_steps.cli.settings_options import RenamedOption, settings_from_args
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
+from verifier.executor import make_executor
 
 SKLEARN_SUFFIXES = (".pkl", ".pickle", ".joblib")
 
@@ -47,12 +48,12 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
     _common(mono)
     mono.add_argument("--feature", required=True, help="input column name or index")
     mono.add_argument("--decreasing", action="store_true", default=None)
-    mono.add_argument("--favorable-class", "--positive-class", type=int, action=RenamedOption,
-                      help="the class whose monotonicity is certified (default 1; "
-                           "--positive-class: old name)")
-    mono.add_argument("--output-index", "--output", type=int, action=RenamedOption,
-                      help="regressor form: compare this output, P(f(x) <= f(x′)) "
-                           "(--output: old name)")
+    mono.add_argument("--favorable-class", type=int,
+                      help="the class whose monotonicity is certified (default 1)")
+    mono.add_argument("--positive-class", action=RenamedOption, new="--favorable-class")
+    mono.add_argument("--output-index", type=int,
+                      help="regressor form: compare this output, P(f(x) <= f(x′))")
+    mono.add_argument("--output", action=RenamedOption, new="--output-index")
     mono.add_argument("--use-prior", action="store_true", default=None,
                       help="weight pairs by the population density instead of uniformly")
     mono.set_defaults(func=run_monotonicity)
@@ -86,8 +87,9 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
         description="Exact probabilistic local robustness under the population density.")
     _common(local)
     _box(local, required=True)
-    local.add_argument("--expected-class", "--label", type=int, action=RenamedOption,
-                       help="expected class (default: prediction at center; --label: old name)")
+    local.add_argument("--expected-class", type=int,
+                       help="expected class (default: prediction at center)")
+    local.add_argument("--label", action=RenamedOption, new="--expected-class")
     local.set_defaults(func=run_local_robustness)
 
 
@@ -194,7 +196,6 @@ def _min_probability(args: argparse.Namespace) -> float:
 
 def _engine(args: argparse.Namespace, stack: ExitStack) -> dict[str, Any]:
     """Engine-only options: bound method, executor, and the inputs of a non-IR model."""
-    from verifier.executor import make_executor
     from verifier.network import Network
 
     engine: dict[str, Any] = {"bound_method": args.bound_method}
@@ -234,7 +235,7 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
         "lps": int(cost["lps"]), "elapsed_s": cost["elapsed_s"],
         "stopped_early": details["stopped_early"],
         **({"verdict": certificate.verdict} if judged else {}),
-        **{key: details[key] for key in ("label", "method", "boxes") if key in details},
+        **{key: details[key] for key in ("expected_class", "method", "boxes") if key in details},
     }
     if args.json:
         emit_json(to_jsonable(document))

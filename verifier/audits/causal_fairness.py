@@ -76,9 +76,9 @@ class CausalFairnessSettings(StrictSettings):
     population model (``biased_share_population``) — and passes when its certified *upper*
     bound is strictly below ``max_biased_share`` (in ``(0, 1]``).
 
-    ``sensitive``, ``sensitive_kind`` and ``sensitive_values`` are the old names of
-    ``protected``, ``protected_kind`` and ``protected_values`` (one vocabulary with
-    demographic parity; the engine, :mod:`verifier.causal`, keeps its own names).
+    The old keys ``sensitive``, ``sensitive_kind`` and ``sensitive_values`` are refused,
+    naming ``protected``, ``protected_kind`` and ``protected_values`` (one vocabulary with
+    demographic parity and the engine, :mod:`verifier.causal`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -275,13 +275,13 @@ def run(settings: CausalFairnessSettings, network: Network, population: Any,
     if population is not None:
         check_population_fits(network, population)
     problem = build_problem(
-        network, list(settings.protected), sensitive_kind=settings.protected_kind,
+        network, list(settings.protected), protected_kind=settings.protected_kind,
         split_values=settings.split_values,
         onehot_groups=_onehot_groups(settings, network, population),
         query={name: (low, high) for name, (low, high) in (settings.query or {}).items()},
         domain=input_domain(settings, network, population, model_domain),
         integer_inputs=integer_inputs(settings, network, population),
-        sensitive_values=settings.protected_values,
+        protected_values=settings.protected_values,
     )
     causal = engine_settings(settings, budget, **engine)
     certificate = certify_causal_fairness(problem, causal, executor, population=population)

@@ -34,7 +34,8 @@ class LocalRobustnessSettings(ProbabilitySettings):
     """Probabilistic local robustness: ``P(class(x) = expected_class | ‖x − center‖∞ <=
     epsilon)`` under the population model (``center``: one value per network input, in input
     order; ``expected_class`` defaults to the class predicted at ``center``). Passes when
-    ``P >= min_probability`` is proven. ``label`` is the old name of ``expected_class``.
+    ``P >= min_probability`` is proven. The old key ``label`` is refused, naming
+    ``expected_class``.
     """
 
     RENAMED: ClassVar[Mapping[str, str]] = {"label": "expected_class"}
@@ -56,15 +57,15 @@ def check(settings: LocalRobustnessSettings, model: Any, population: Any) -> Non
 
     model_inputs(model, population, None)
     check_wmi_property(KIND, model, population, center=settings.center,
-                       epsilon=settings.epsilon, label=settings.expected_class)
+                       epsilon=settings.epsilon, expected_class=settings.expected_class)
 
 
 def run(settings: LocalRobustnessSettings, model: Any, population: Any,
         budget: float | None = None, progress: Any = None, *,
         input_names: Sequence[str] | None = None, bound_method: str = "crown",
         executor: Any = None) -> Certificate:
-    """Exact ``P(class(x) = label | ‖x − center‖∞ <= ε)``; ``input_names`` name the inputs of
-    a model that is not an IR network; ``progress`` is not called."""
+    """Exact ``P(class(x) = expected_class | ‖x − center‖∞ <= ε)``; ``input_names`` name the
+    inputs of a model that is not an IR network; ``progress`` is not called."""
     from verifier.wmi import local_robustness
 
     names = model_inputs(model, population, None if input_names is None else list(input_names))
@@ -78,7 +79,7 @@ def run(settings: LocalRobustnessSettings, model: Any, population: Any,
     result = local_robustness(model, population, settings.center, settings.epsilon,
                               settings.expected_class, stop_at=stop_at, executor=executor,
                               bound_method=bound_method, timeout_s=timeout_s)
-    expression = (f"P(class(x) = {result.extra['label']} | ‖x − center‖∞ <= "
+    expression = (f"P(class(x) = {result.extra['expected_class']} | ‖x − center‖∞ <= "
                   f"{settings.epsilon:g})")
     return probability_certificate(settings.kind, settings.requirement, result, expression,
                                    stop_at, budget, bound_method, timeout_s)

@@ -34,8 +34,8 @@ class MonotonicitySettings(ProbabilitySettings):
     except on ``feature``, where ``x <= x'`` (``x >= x'`` when ``decreasing``). Pairs are
     uniform on the population's support box, or weighted by the population density when
     ``use_prior``. Passes when ``P >= min_probability`` is proven (see
-    :class:`~verifier.audits.exact_probability.ProbabilitySettings`). ``positive_class`` is
-    the old name of ``favorable_class``.
+    :class:`~verifier.audits.exact_probability.ProbabilitySettings`). The old key
+    ``positive_class`` is refused, naming ``favorable_class``.
     """
 
     RENAMED: ClassVar[Mapping[str, str]] = {"positive_class": "favorable_class"}
@@ -80,7 +80,7 @@ def run(settings: MonotonicitySettings, model: Any, population: Any,
     stop_at = wmi_stop_at(settings.min_probability)
     timeout_s = effective_timeout(settings.timeout_s, budget)
     result = monotonicity(model, population, feature, decreasing=settings.decreasing,
-                          positive_class=settings.favorable_class, output=output,
+                          favorable_class=settings.favorable_class, output=output,
                           use_prior=settings.use_prior, stop_at=stop_at, executor=executor,
                           bound_method=bound_method, timeout_s=timeout_s)
     order = ">=" if settings.decreasing else "<="

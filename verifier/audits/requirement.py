@@ -5,45 +5,40 @@ verdict. Every audit kind (:mod:`verifier.audits`) judges its certified interval
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from verifier.errors import RenamedSettingWarning
 from verifier.numerics import Comparison, Verdict, interval_verdict, proven_fail, proven_pass
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 
 
+def renamed_message(kind: str, old: str, new: str) -> str:
+    """The one message that refuses an old key (or option) ``old`` of ``kind``, naming
+    ``new``."""
+    return f"{kind} setting {old!r} is now called {new!r}: rename it"
+
+
 def _renamed_in_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
     """The JSON Schema of a settings model with each old key of its ``RENAMED`` as a
-    ``deprecated`` property of the new key's schema, exactly as validation treats it: the old
-    key alone is accepted (standing in for the new one where that is required), never both."""
+    ``deprecated`` property that no value satisfies, its description naming the new key:
+    refused exactly as validation refuses it, with the fix where an editor shows it."""
     renamed: Mapping[str, str] = getattr(model, "RENAMED", {})
-    if not renamed:
-        return
-    properties = schema["properties"]
-    required = schema.get("required", [])
-    rules: list[dict[str, Any]] = []
+    kind = schema["properties"].get("kind", {}).get("const", model.__name__)
     for old, new in renamed.items():
-        properties[old] = {**properties[new], "deprecated": True,
-                           "description": f"the old name of {new!r}: give {new!r} instead"}
-        rules.append({"not": {"required": [old, new]}})
-        if new in required:
-            required.remove(new)
-            rules.append({"anyOf": [{"required": [new]}, {"required": [old]}]})
-    schema["allOf"] = rules
+        schema["properties"][old] = {"not": {}, "deprecated": True,
+                                     "description": renamed_message(kind, old, new)}
 
 
 class StrictSettings(BaseModel):
     """Base of every settings model: unknown keys rejected, values frozen.
 
     ``RENAMED`` maps a field's old key to its new one (one vocabulary across kinds: see the
-    README's "Names"): the old key is still accepted, with a :class:`RenamedSettingWarning`
-    naming the new key; giving both is an error. The JSON Schema lists the old key as a
-    deprecated alias (:func:`_renamed_in_schema`).
+    README's "Names"): the old key is refused with an error naming the new key
+    (:func:`renamed_message`), and the JSON Schema lists it as a deprecated property that no
+    value satisfies (:func:`_renamed_in_schema`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_renamed_in_schema)
@@ -55,16 +50,9 @@ class StrictSettings(BaseModel):
     def _renamed_keys(cls, data: Any) -> Any:
         if not cls.RENAMED or not isinstance(data, Mapping):
             return data
-        data = dict(data)
         for old, new in cls.RENAMED.items():
-            if old not in data:
-                continue
-            if new in data:
-                raise ValueError(f"{old!r} is the old name of {new!r}: give only {new!r}")
-            warnings.warn(f"{data.get('kind', cls.__name__)} setting {old!r} is now called "
-                          f"{new!r}; the old name will stop working in a future release",
-                          RenamedSettingWarning, stacklevel=2)
-            data[new] = data.pop(old)
+            if old in data:
+                raise ValueError(renamed_message(str(data.get("kind", cls.__name__)), old, new))
         return data
 
     def protected_feature(self) -> str | None:

@@ -1,4 +1,4 @@
-"""Causal-fairness certification by partitioning the non-sensitive input space (paper 000)."""
+"""Causal-fairness certification by partitioning the non-protected input space (paper 000)."""
 
 from verifier.causal.certify import CausalSettings, certify_causal_fairness
 from verifier.causal.problem import (

@@ -7,11 +7,11 @@ Partitions biased at a witness are refined for quantification only, so their chi
 below L.
 
 Screening uses CROWN bounds on every logit difference ``y_c − y_d`` over the partition times
-each sensitive cell (and, for a continuous sensitive input, each cell endpoint as a point):
+each protected cell (and, for a continuous protected input, each cell endpoint as a point):
 
-* **fair**: one class ``c`` is proven on every cell, hence for every sensitive value;
-* **biased everywhere**: two sensitive values are proven to give two different classes on the
-  whole partition, so every non-sensitive point of it is biased.
+* **fair**: one class ``c`` is proven on every cell, hence for every protected value;
+* **biased everywhere**: two protected values are proven to give two different classes on the
+  whole partition, so every non-protected point of it is biased.
 
 Probes equal to a one-value cell reuse that cell's bounds. On networks of at least
 :data:`SATURATION_DEPTH` ReLU layers, CROWN gives a box up at a layer it leaves wholly
@@ -21,10 +21,10 @@ bounding time.
 Classes follow the one class rule (:mod:`verifier.causal.classes`: argmax, ties to the lowest
 index; a tie is a class), so "proven" means strict on the rows against lower classes and
 non-strict against higher ones. Two exact decisions follow the screening, neither with a
-tolerance: a partition on which every path from the sensitive inputs to the outputs runs
-through a ReLU that is off on every cell is fair (:func:`sensitive_unread`: the outputs do not
-depend on the sensitive value there), and a partition that is one non-sensitive point (integer
-inputs refine down to them) with point sensitive cells is decided in real arithmetic
+tolerance: a partition on which every path from the protected inputs to the outputs runs
+through a ReLU that is off on every cell is fair (:func:`protected_unread`: the outputs do not
+depend on the protected value there), and a partition that is one non-protected point (integer
+inputs refine down to them) with point protected cells is decided in real arithmetic
 (:func:`decide_points`).
 
 Undecided partitions are then searched for a witness at fixed sample points (cheap), and only
@@ -49,7 +49,7 @@ border is proven fair by the two-copy MILP, never by per-cell bounds).
   split as cheaply as a 2-input one.
 * ``bounds``: every admissible binary split is bounded and scored, the lowest score winning
   (ties: the widest edge). Undecided partitions: the number of unstable ReLUs of the two
-  children (each child: the most over the sensitive cells, as for the budget U), which
+  children (each child: the most over the protected cells, as for the budget U), which
   brings partitions under U soonest. Witnessed and refining partitions: the children's
   *decision gap* (:func:`decision_gap`), how far their CROWN bounds are from proving them
   fair or biased everywhere. It bounds 2·D children per partition (D inputs and groups):
@@ -70,7 +70,7 @@ from verifier.causal.partition import (
     MIN_EDGE,
     representative,
     split_candidates,
-    with_sensitive,
+    with_protected,
 )
 from verifier.causal.problem import FairnessProblem
 from verifier.causal.sampling import find_witnesses
@@ -101,7 +101,7 @@ batches of 8 on a 16-150-100-50 network took 2.2 s on a loaded machine: 20 s bud
 @dataclass(frozen=True)
 class AnalysisSettings:
     """``min_edge`` is Libra's L (no continuous edge is split below it), ``max_unstable`` its U
-    (most unstable ReLUs per sensitive cell handed to the exact check). ``witness_sampling``
+    (most unstable ReLUs per protected cell handed to the exact check). ``witness_sampling``
     off reproduces Libra's budget semantics exactly: a partition over budget is split or
     excluded even when a sample point would show it biased. ``presolve_first``: the exact
     check tries HiGHS's presolve before the proving solve without it
@@ -163,15 +163,15 @@ def possible_classes(upper_bounds: np.ndarray, batch: int, cells: int, classes: 
     return possible_from_upper(upper_bounds, classes).reshape(batch, cells, classes)
 
 
-def sensitive_unread(problem: FairnessProblem, result, batch: int, cells: int) -> np.ndarray:
-    """``(B,)`` whether every path from the sensitive inputs to the outputs passes through a
+def protected_unread(problem: FairnessProblem, result, batch: int, cells: int) -> np.ndarray:
+    """``(B,)`` whether every path from the protected inputs to the outputs passes through a
     neuron that is off (a ReLU with pre-activation ``≤ 0``, by the sound bounds ``result`` of
-    the partitions × cells) on every sensitive cell: the outputs are then one function of the
-    non-sensitive inputs on the whole partition, every point gets one class for every
-    sensitive value, and the partition is fair, exactly (no tolerance: zero weights are read
+    the partitions × cells) on every protected cell: the outputs are then one function of the
+    non-protected inputs on the whole partition, every point gets one class for every
+    protected value, and the partition is fair, exactly (no tolerance: zero weights are read
     through their magnitudes, so a folded weight that rounded to zero still counts)."""
     reach = np.zeros((batch, problem.inputs), dtype=bool)
-    reach[:, list(problem.sensitive)] = True
+    reach[:, list(problem.protected)] = True
     for index, layer in enumerate(problem.network.layers):
         assert layer.weight_magnitude is not None
         reach = (reach.astype(np.float64) @ (layer.weight_magnitude.T > 0.0)) > 0.0
@@ -184,16 +184,16 @@ def sensitive_unread(problem: FairnessProblem, result, batch: int, cells: int) -
 
 def decide_points(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Decide partitions that are one non-sensitive point, with point sensitive cells, in
-    real arithmetic: the class of the point at every sensitive value
+    """Decide partitions that are one non-protected point, with point protected cells, in
+    real arithmetic: the class of the point at every protected value
     (:func:`~verifier.causal.witness.certified_classes`: bounds, else exact rationals).
     Returns ``(B,)`` status (``FAIR``, ``BIASED_EVERYWHERE``, or ``SPLIT`` where the IR
     cannot decide, a folded network), witnesses ``(B, n)`` and their classes ``(B, 2)``."""
     batch, n = lower.shape
-    values = problem.sensitive_cells[:, 0, :]
+    values = problem.protected_cells[:, 0, :]
     count = values.shape[0]
     points = np.repeat(lower, count, axis=0)
-    points[:, list(problem.sensitive)] = np.tile(values, (batch, 1))
+    points[:, list(problem.protected)] = np.tile(values, (batch, 1))
     classes = certified_classes(problem.network, points).reshape(batch, count)
     known = (classes >= 0).all(axis=1)
     first, second = np.argmin(classes, axis=1), np.argmax(classes, axis=1)
@@ -208,9 +208,9 @@ def decide_points(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
 
 
 def _probe_boxes(problem: FairnessProblem) -> np.ndarray:
-    """``(P, 2, k)`` sensitive value boxes used to prove bias everywhere."""
-    if problem.sensitive_kind == "one_hot":
-        return problem.sensitive_cells
+    """``(P, 2, k)`` protected value boxes used to prove bias everywhere."""
+    if problem.protected_kind == "one_hot":
+        return problem.protected_cells
     points = problem.probe_points()
     return np.stack([points, points], axis=1)
 
@@ -246,7 +246,7 @@ def choose_split(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Children ``(B, 2, n)`` of each partition by the split rules of the module docstring
     (the unstable-ReLU rule, or the decision-gap rule when ``probes`` ``(B, P, k)``, the
-    sensitive values tried per partition, are given), and ``(B,)`` whether any split is
+    protected values tried per partition, are given), and ``(B,)`` whether any split is
     admissible."""
     n = lower.shape[1]
     child_lo, child_hi, valid = split_candidates(problem, lower, upper, settings.min_edge)
@@ -304,9 +304,9 @@ def smear_split(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
 
 def _child_unstable(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                     settings: AnalysisSettings) -> np.ndarray:
-    """``(M,)`` the most unstable ReLUs of each child over the sensitive cells."""
-    cells = problem.sensitive_cells
-    box_lo, box_hi = with_sensitive(problem, lower, upper, cells)
+    """``(M,)`` the most unstable ReLUs of each child over the protected cells."""
+    cells = problem.protected_cells
+    box_lo, box_hi = with_protected(problem, lower, upper, cells)
     result = compute_bounds(problem.network, box_lo, box_hi, None, settings.bound_method)
     return _unstable(result, lower.shape[0], cells.shape[0]).astype(float)
 
@@ -315,14 +315,14 @@ def _child_gap(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                probes: np.ndarray, settings: AnalysisSettings) -> np.ndarray:
     """``(M,)`` the decision gap of each child, its cells and its probes ``(M, P, k)``."""
     classes = problem.network.output_size
-    cells = problem.sensitive_cells
-    cell_lo, cell_hi = with_sensitive(problem, lower, upper, cells)
+    cells = problem.protected_cells
+    cell_lo, cell_hi = with_protected(problem, lower, upper, cells)
     count = probes.shape[1]
     probe_lo = np.repeat(lower, count, axis=0)
     probe_hi = np.repeat(upper, count, axis=0)
-    sens = list(problem.sensitive)
-    probe_lo[:, sens] = probes.reshape(-1, len(sens))
-    probe_hi[:, sens] = probes.reshape(-1, len(sens))
+    prot = list(problem.protected)
+    probe_lo[:, prot] = probes.reshape(-1, len(prot))
+    probe_hi[:, prot] = probes.reshape(-1, len(prot))
     result = compute_bounds(problem.network, np.vstack([cell_lo, probe_lo]),
                             np.vstack([cell_hi, probe_hi]), pairwise_difference_spec(classes),
                             settings.bound_method)
@@ -350,8 +350,8 @@ def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: n
                   deadline: float | None = None, refining: np.ndarray | None = None,
                   bounds_only: np.ndarray | None = None) -> ChunkOutcome:
     """Decide a batch of partitions (see the module docstring). Every witness returned has been
-    re-evaluated: the two points differ only in sensitive inputs and get the two classes.
-    ``hints`` ``(B, 2, n)`` (NaN where none): an ancestor's witness pair; its sensitive values
+    re-evaluated: the two points differ only in protected inputs and get the two classes.
+    ``hints`` ``(B, 2, n)`` (NaN where none): an ancestor's witness pair; its protected values
     are tried as extra probes and its point as an extra sample. Children inherit their
     parent's witness (or hint). Nothing expensive starts past ``deadline`` (``time.time()``
     seconds, comparable across processes and machines up to clock skew): no exact check, no
@@ -372,13 +372,13 @@ def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: n
 
 
 def _probe_values(problem: FairnessProblem, hints: np.ndarray | None, batch: int) -> np.ndarray:
-    """``(B, P, k)`` concrete sensitive values tried per partition: the global probes, then the
-    partition's hinted pair (sensitive values of an ancestor's witness) when it has one."""
+    """``(B, P, k)`` concrete protected values tried per partition: the global probes, then the
+    partition's hinted pair (protected values of an ancestor's witness) when it has one."""
     base = _probe_boxes(problem)[:, 0, :]
     values = np.broadcast_to(base, (batch, *base.shape))
     if hints is None:
         return values.copy()
-    hinted = hints[:, :, list(problem.sensitive)]
+    hinted = hints[:, :, list(problem.protected)]
     filled = np.where(np.isnan(hinted), values[:, :1, :], hinted)
     return np.concatenate([values, filled], axis=1)
 
@@ -387,10 +387,10 @@ def _probe_classes(problem: FairnessProblem, probes: np.ndarray, probe_lo: np.nd
                    probe_hi: np.ndarray, cell_classes: np.ndarray, method: str) -> np.ndarray:
     """``(B, P)`` the class proven on each partition at each probe (−1 if none). A probe equal
     to a one-value cell is the very box that cell was bounded on, so it takes the cell's
-    proven class (one-hot and integer sensitive features: every probe); only the others are
+    proven class (one-hot and integer protected features: every probe); only the others are
     bounded."""
     batch, count = probes.shape[:2]
-    cells = problem.sensitive_cells
+    cells = problem.protected_cells
     point = cells[:, 0] == cells[:, 1]
     same = (probes[:, :, None, :] == cells[None, None, :, 0, :]).all(axis=3) & point.all(
         axis=1)[None, None, :]
@@ -424,7 +424,7 @@ def _exact_checks(problem: FairnessProblem, settings: AnalysisSettings, lower: n
     compas-3) certify that much earlier. It is the only import of the module deferred so."""
     from verifier.causal.exact_check import check_partition
 
-    cell_count = problem.sensitive_cells.shape[0]
+    cell_count = problem.protected_cells.shape[0]
     milps = 0
     for b in rows:
         bounds = [
@@ -449,9 +449,9 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
              upper: np.ndarray, hints: np.ndarray | None, deadline: float | None,
              refining: np.ndarray | None, bounds_only: np.ndarray | None) -> ChunkOutcome:
     batch, n = lower.shape
-    cells = problem.sensitive_cells
+    cells = problem.protected_cells
     cell_count = cells.shape[0]
-    cell_lo, cell_hi = with_sensitive(problem, lower, upper, cells)
+    cell_lo, cell_hi = with_protected(problem, lower, upper, cells)
     cell_classes, cell_result = proven_classes(problem, cell_lo, cell_hi, settings.bound_method)
     cell_classes = cell_classes.reshape(batch, cell_count)
     unstable = _unstable(cell_result, batch, cell_count)
@@ -461,13 +461,13 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     if cell_result.sensitivity is not None:
         smear = cell_result.sensitivity.reshape(batch, -1, n).sum(axis=1)
 
-    sens = list(problem.sensitive)
+    prot = list(problem.protected)
     probes = _probe_values(problem, hints, batch)
     count = probes.shape[1]
     probe_lo = np.repeat(lower, count, axis=0)
     probe_hi = np.repeat(upper, count, axis=0)
-    probe_lo[:, sens] = probes.reshape(-1, len(sens))
-    probe_hi[:, sens] = probes.reshape(-1, len(sens))
+    probe_lo[:, prot] = probes.reshape(-1, len(prot))
+    probe_hi[:, prot] = probes.reshape(-1, len(prot))
     probe_classes = _probe_classes(problem, probes, probe_lo, probe_hi, cell_classes,
                                    settings.bound_method)
     high = np.where(probe_classes >= 0, probe_classes, -1)
@@ -485,18 +485,18 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
         second = np.argmax(high[rows], axis=1)
         point = representative(problem, lower[rows], upper[rows])
         a, b = point.copy(), point.copy()
-        a[:, sens] = probes[rows, first]
-        b[:, sens] = probes[rows, second]
+        a[:, prot] = probes[rows, first]
+        b[:, prot] = probes[rows, second]
         confirmed, classes_a, classes_b = confirmed_pairs(problem.network, a, b)
         rows = rows[confirmed]
         status[rows] = BIASED_EVERYWHERE
         witness_a[rows], witness_b[rows] = a[confirmed], b[confirmed]
         witness_classes[rows] = np.stack([classes_a, classes_b], axis=1)[confirmed]
 
-    unread = (status == SPLIT) & sensitive_unread(problem, cell_result, batch, cell_count)
+    unread = (status == SPLIT) & protected_unread(problem, cell_result, batch, cell_count)
     status[unread] = FAIR
     if problem.point_cells:
-        others = np.setdiff1d(np.arange(n), sens)
+        others = np.setdiff1d(np.arange(n), prot)
         single = np.flatnonzero((status == SPLIT)
                                 & (lower[:, others] == upper[:, others]).all(axis=1))
         if single.size:

@@ -482,7 +482,7 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             "L": settings.min_edge, "U": settings.max_unstable,
             "timeout_s": settings.timeout_s, "target_width": settings.target_width,
             "bound_method": settings.bound_method, "chunk_size": settings.chunk_size,
-            "sensitive": [problem.network.input_names[i] for i in problem.sensitive],
+            "protected": [problem.network.input_names[i] for i in problem.protected],
             "split_rule": settings.split_rule,
             "witness_sampling": settings.witness_sampling,
         },

@@ -1,7 +1,7 @@
 """Exact check of one partition: a MILP over two copies of the network (HiGHS via scipy).
 
-Copy A and copy B share every non-sensitive input; their sensitive inputs range over two
-sensitive cells. Each ReLU/LeakyReLU whose pre-activation bounds (valid over the partition and
+Copy A and copy B share every non-protected input; their protected inputs range over two
+protected cells. Each ReLU/LeakyReLU whose pre-activation bounds (valid over the partition and
 the copy's cell) straddle zero gets one binary variable (big-M encoding with those bounds);
 stable neurons are linear. For an ordered pair of classes ``(c, c')`` the MILP maximises the
 margin ``t`` of every class row of both copies: ``y_c − y_d ≥ t`` for every ``d ≠ c`` in
@@ -39,8 +39,8 @@ with no MILP and no trust in the solver. Every variable of the encoding has fini
 (the linear output layer's by :func:`verifier.lp_bound.affine_interval`), which such bounds
 need.
 
-For a one-hot sensitive feature with many values, the cell pairs can be merged into one MILP
-per class pair: each copy's sensitive inputs are binaries summing to one (any value), with
+For a one-hot protected feature with many values, the cell pairs can be merged into one MILP
+per class pair: each copy's protected inputs are binaries summing to one (any value), with
 big-M bounds merged over the cells (see :data:`MERGE_MIN_VALUES`), and the two copies'
 values differ (one value in both copies is never a bias; allowed, it would put every tie of
 the partition at margin 0, where nothing is proven).
@@ -71,7 +71,7 @@ TIE_MARGIN = 1e-6
 MARGIN_CAP = 1.0
 MIP_REL_GAP = 1e-9
 MERGE_MIN_VALUES = 4
-"""One-hot sensitive features with at least this many values get the merged encoding by
+"""One-hot protected features with at least this many values get the merged encoding by
 default. Measured on COMPAS (30 s budgets): race (6 values, 15 cell pairs) certifies far more
 merged; age (3 values) certifies less, the merged big-M bounds being looser than per cell."""
 
@@ -188,20 +188,20 @@ CellBounds = tuple[dict[int, np.ndarray], dict[int, np.ndarray]]
 
 def _copy_inputs(model: _Model, problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                  cell: int | None) -> np.ndarray:
-    """Input variables of one copy: the partition box with the sensitive inputs fixed to cell
-    ``cell``, or (``None``, one-hot only) binary sensitive inputs summing to 1, i.e. any value."""
+    """Input variables of one copy: the partition box with the protected inputs fixed to cell
+    ``cell``, or (``None``, one-hot only) binary protected inputs summing to 1, i.e. any value."""
     lo, hi = lower.copy(), upper.copy()
-    sens = list(problem.sensitive)
+    prot = list(problem.protected)
     if cell is None:
-        lo[sens], hi[sens] = 0.0, 1.0
+        lo[prot], hi[prot] = 0.0, 1.0
     else:
-        lo[sens] = problem.sensitive_cells[cell, 0]
-        hi[sens] = problem.sensitive_cells[cell, 1]
+        lo[prot] = problem.protected_cells[cell, 0]
+        hi[prot] = problem.protected_cells[cell, 1]
     x = model.variables(lo, hi)
     for index in np.flatnonzero(problem.integer):
         model.integral[int(x[index])] = 1
     if cell is None:
-        columns = [int(x[i]) for i in sens]
+        columns = [int(x[i]) for i in prot]
         for column in columns:
             model.integral[column] = 1
         model.row(columns, [1.0] * len(columns), 1.0, 1.0)
@@ -211,7 +211,7 @@ def _copy_inputs(model: _Model, problem: FairnessProblem, lower: np.ndarray, upp
 def _pair_model(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                 cells: tuple[int | None, int | None], bounds: tuple[CellBounds, CellBounds]
                 ) -> tuple[_Model, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """Two copies sharing the non-sensitive inputs (see :func:`_copy_inputs` for ``cells``);
+    """Two copies sharing the non-protected inputs (see :func:`_copy_inputs` for ``cells``);
     ``bounds[i]`` must be valid pre-activation bounds for copy ``i``'s input set."""
     model = _Model()
     copies = []
@@ -221,9 +221,9 @@ def _pair_model(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
         copies.append(x)
         outputs.append(_encode_copy(model, problem, x, pre_lo, pre_hi))
     x_a, x_b = copies
-    sensitive = set(problem.sensitive)
+    protected = set(problem.protected)
     for i in range(problem.inputs):
-        if i not in sensitive:
+        if i not in protected:
             model.row([int(x_a[i]), int(x_b[i])], [1.0, -1.0], 0.0, 0.0)
     for group in problem.onehot_groups:
         columns = [int(x_a[i]) for i in group]
@@ -231,7 +231,7 @@ def _pair_model(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
             model.integral[column] = 1
         model.row(columns, [1.0] * len(columns), 1.0, 1.0)
     if cells == (None, None):
-        for i in problem.sensitive:  # two different values: one value twice is never biased
+        for i in problem.protected:  # two different values: one value twice is never biased
             model.row([int(x_a[i]), int(x_b[i])], [1.0, 1.0], -np.inf, 1.0)
     t = int(model.variables(np.array([-np.inf]), np.array([MARGIN_CAP]))[0])
     return model, x_a, x_b, outputs[0], outputs[1], t
@@ -239,7 +239,7 @@ def _pair_model(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
 
 def _merged_bounds(cell_bounds: list[CellBounds]) -> CellBounds:
     """Elementwise min of the lower and max of the upper bounds over all cells: valid for a
-    copy whose sensitive value may be any cell's."""
+    copy whose protected value may be any cell's."""
     pre_lo, pre_hi = cell_bounds[0]
     lower = {k: np.min([b[0][k] for b in cell_bounds], axis=0) for k in pre_lo}
     upper = {k: np.max([b[1][k] for b in cell_bounds], axis=0) for k in pre_hi}
@@ -368,16 +368,16 @@ def check_partition(
 
     ``lower``/``upper``: the partition box over all inputs (one-hot groups as 0/1 bounds);
     ``cell_bounds[v]``: pre-activation bounds of every kink layer valid over the partition with
-    the sensitive inputs in cell ``v``. A witness is returned only after the network, evaluated
+    the protected inputs in cell ``v``. A witness is returned only after the network, evaluated
     at both points, gives the two different classes. Each MILP gets at most ``time_limit``
     seconds and none runs past ``deadline`` (``time.time()`` seconds): the outcome is then
     ``unknown``, never ``fair``.
 
-    ``merge_cells``: one MILP per class pair in which each copy's one-hot sensitive value is a
+    ``merge_cells``: one MILP per class pair in which each copy's one-hot protected value is a
     binary vector summing to 1 (big-M bounds merged over the cells) instead of one MILP per
-    cell pair and class pair; both are exact. ``None`` merges for one-hot sensitive features
+    cell pair and class pair; both are exact. ``None`` merges for one-hot protected features
     with at least :data:`MERGE_MIN_VALUES` values, else uses the per-pair encoding. Raises
-    :class:`CausalInputError` when merging is asked for a continuous sensitive feature.
+    :class:`CausalInputError` when merging is asked for a continuous protected feature.
 
     ``possible`` ``(V, K)``: whether class ``k`` can be the class anywhere in the partition
     with cell ``v`` (sound bounds, e.g. :func:`verifier.causal.analysis.possible_classes`);
@@ -388,11 +388,11 @@ def check_partition(
     ``solved`` counts MILPs only.
     """
     if merge_cells is None:
-        merge_cells = (problem.sensitive_kind == "one_hot"
+        merge_cells = (problem.protected_kind == "one_hot"
                        and problem.cell_count >= MERGE_MIN_VALUES)
-    elif merge_cells and problem.sensitive_kind != "one_hot":
-        raise CausalInputError("merge_cells needs a one-hot sensitive feature, got "
-                               f"{problem.sensitive_kind!r}")
+    elif merge_cells and problem.protected_kind != "one_hot":
+        raise CausalInputError("merge_cells needs a one-hot protected feature, got "
+                               f"{problem.protected_kind!r}")
     classes = problem.network.output_size
     solved = 0
     undecided = False
@@ -475,7 +475,7 @@ def _decide_pair(problem: FairnessProblem,
 def _confirm(problem: FairnessProblem, x_a: np.ndarray, x_b: np.ndarray, lower: np.ndarray,
              upper: np.ndarray, classes: tuple[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
     """Snap the solver's point into the partition (one-hots exact, integer inputs rounded,
-    shared non-sensitive part, sensitive values onto the nearest point cell) and keep it only
+    shared non-protected part, protected values onto the nearest point cell) and keep it only
     if the network gives the two classes in real arithmetic (class rule, ties included)."""
     a = np.clip(x_a, lower, upper)
     a[problem.integer] = np.clip(np.rint(a[problem.integer]), lower[problem.integer],
@@ -486,21 +486,21 @@ def _confirm(problem: FairnessProblem, x_a: np.ndarray, x_b: np.ndarray, lower: 
         a[members] = 0.0
         a[chosen] = 1.0
     b = a.copy()
-    sens = list(problem.sensitive)
-    b[sens] = x_b[sens]
-    if problem.sensitive_kind == "one_hot":
+    prot = list(problem.protected)
+    b[prot] = x_b[prot]
+    if problem.protected_kind == "one_hot":
         for point in (a, b):
-            chosen = sens[int(np.argmax(point[sens]))]
-            point[sens] = 0.0
+            chosen = prot[int(np.argmax(point[prot]))]
+            point[prot] = 0.0
             point[chosen] = 1.0
     elif problem.point_cells:
-        values = problem.sensitive_cells[:, 0, 0]
+        values = problem.protected_cells[:, 0, 0]
         for point in (a, b):
-            point[sens] = values[int(np.argmin(np.abs(values - point[sens[0]])))]
+            point[prot] = values[int(np.argmin(np.abs(values - point[prot[0]])))]
     else:
-        low, high = problem.domain_lower[sens], problem.domain_upper[sens]
-        a[sens] = np.clip(a[sens], low, high)
-        b[sens] = np.clip(b[sens], low, high)
+        low, high = problem.domain_lower[prot], problem.domain_upper[prot]
+        a[prot] = np.clip(a[prot], low, high)
+        b[prot] = np.clip(b[prot], low, high)
     genuine, class_a, class_b = confirmed_pairs(problem.network, a, b)
     if not genuine[0] or (int(class_a[0]), int(class_b[0])) != tuple(classes):
         return None

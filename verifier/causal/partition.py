@@ -1,9 +1,9 @@
-"""Partitions of the non-sensitive query space, as batches of boxes over all inputs.
+"""Partitions of the non-protected query space, as batches of boxes over all inputs.
 
-A partition is a box ``[lower, upper]`` over every input: continuous non-sensitive inputs carry
-an interval, each non-sensitive one-hot group carries its allowed categories (upper 1, lower 1
-when only one is allowed, disallowed categories pinned to 0), and the sensitive inputs are
-unused (the analysis substitutes its cells). Splitting never touches the sensitive inputs.
+A partition is a box ``[lower, upper]`` over every input: continuous non-protected inputs carry
+an interval, each non-protected one-hot group carries its allowed categories (upper 1, lower 1
+when only one is allowed, disallowed categories pinned to 0), and the protected inputs are
+unused (the analysis substitutes its cells). Splitting never touches the protected inputs.
 
 An integer input's interval ``[lo, hi]`` has integer ends and stands for the integers
 ``lo, …, hi``; it is split between two integers, so no integer point is shared or lost, and its
@@ -46,16 +46,16 @@ def uniform_share(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
     return share
 
 
-def with_sensitive(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+def with_protected(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                    values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Boxes ``(B·V, n)``: every partition combined with every sensitive value box
+    """Boxes ``(B·V, n)``: every partition combined with every protected value box
     ``values`` ``(V, 2, k)``; partition-major order."""
     count = values.shape[0]
     lo = np.repeat(lower, count, axis=0)
     hi = np.repeat(upper, count, axis=0)
-    sens = list(problem.sensitive)
-    lo[:, sens] = np.tile(values[:, 0, :], (lower.shape[0], 1))
-    hi[:, sens] = np.tile(values[:, 1, :], (lower.shape[0], 1))
+    prot = list(problem.protected)
+    lo[:, prot] = np.tile(values[:, 0, :], (lower.shape[0], 1))
+    hi[:, prot] = np.tile(values[:, 1, :], (lower.shape[0], 1))
     return lo, hi
 
 
@@ -104,7 +104,7 @@ def split_candidates(problem: FairnessProblem, lower: np.ndarray, upper: np.ndar
 
 def representative(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """``(B, n)`` a point of each partition: continuous midpoints (integer inputs: rounded
-    down), the first allowed one-hot category (sensitive entries left for the caller)."""
+    down), the first allowed one-hot category (protected entries left for the caller)."""
     point = 0.5 * (lower + upper)
     point[:, problem.integer] = np.floor(point[:, problem.integer])
     for group in problem.onehot_groups:

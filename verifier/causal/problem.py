@@ -1,4 +1,4 @@
-"""What a causal-fairness question is: the network, the sensitive feature, the non-sensitive
+"""What a causal-fairness question is: the network, the protected feature, the non-protected
 layout (continuous, integer and one-hot inputs), the input domain and the query region.
 
 Every input ranges over its *domain* ``[min, max]`` (a model file's declared box, a population's
@@ -6,11 +6,11 @@ support, or the Libra benchmarks' min-max scaled ``[0, 1]``, the default); one-h
 unit vectors. *Integer* inputs (integer-coded features) range over the integers of their
 domain: partitions are cut between integers and shares count integer points.
 
-The sensitive feature is a one-hot group (its values are the unit vectors), one integer input
+The protected feature is a one-hot group (its values are the unit vectors), one integer input
 (its values are the integers of its domain) or one continuous input whose domain is covered by
 *cells* (intervals, e.g. Libra's value classes ``[0, p)`` and ``[p, 1]``). Cells only steer the
-bound computations; the fairness question ranges over every value of the sensitive domain,
-or, with ``sensitive_values``, only over the values given (e.g. FairQuant's minimum versus
+bound computations; the fairness question ranges over every value of the protected domain,
+or, with ``protected_values``, only over the values given (e.g. FairQuant's minimum versus
 maximum), each then a point cell.
 """
 
@@ -36,20 +36,20 @@ class CausalInputError(CertgateInputError):
 class FairnessProblem:
     """A network and the layout of its inputs for a causal-fairness certification.
 
-    ``sensitive``: input indices of the sensitive feature. ``sensitive_cells``: ``(V, 2, k)``
-    lower/upper values of the sensitive inputs for each cell (one-hot: a unit vector with
+    ``protected``: input indices of the protected feature. ``protected_cells``: ``(V, 2, k)``
+    lower/upper values of the protected inputs for each cell (one-hot: a unit vector with
     lower = upper; continuous: an interval). ``continuous``: indices of the continuous
-    non-sensitive inputs. ``onehot_groups``: index tuples of the non-sensitive one-hot groups.
-    ``query_lower``/``query_upper``: the query box over all inputs (sensitive entries unused);
+    non-protected inputs. ``onehot_groups``: index tuples of the non-protected one-hot groups.
+    ``query_lower``/``query_upper``: the query box over all inputs (protected entries unused);
     ``query_allowed``: per one-hot group, a boolean mask of the categories the query admits.
     ``domain_lower``/``domain_upper``: every input's domain; ``integer``: ``(n,)`` which inputs
     take only integer values (their query bounds are integers).
     """
 
     network: Network
-    sensitive: tuple[int, ...]
-    sensitive_kind: str
-    sensitive_cells: np.ndarray
+    protected: tuple[int, ...]
+    protected_kind: str
+    protected_cells: np.ndarray
     continuous: tuple[int, ...]
     onehot_groups: tuple[tuple[int, ...], ...]
     query_lower: np.ndarray
@@ -65,15 +65,15 @@ class FairnessProblem:
 
     @property
     def cell_count(self) -> int:
-        return int(self.sensitive_cells.shape[0])
+        return int(self.protected_cells.shape[0])
 
     @property
     def point_cells(self) -> bool:
-        """Whether every sensitive cell is one value (one-hot, integer or chosen values)."""
-        return bool(np.all(self.sensitive_cells[:, 0] == self.sensitive_cells[:, 1]))
+        """Whether every protected cell is one value (one-hot, integer or chosen values)."""
+        return bool(np.all(self.protected_cells[:, 0] == self.protected_cells[:, 1]))
 
     def query_fraction(self) -> float:
-        """The query's share of the whole non-sensitive domain under the uniform measure
+        """The query's share of the whole non-protected domain under the uniform measure
         (integer inputs: share of their integer points)."""
         share = 1.0
         for index in self.continuous:
@@ -87,26 +87,26 @@ class FairnessProblem:
         return float(share)
 
     def probe_points(self) -> np.ndarray:
-        """``(P, k)`` concrete sensitive values: the unit vectors (one-hot) or every cell
+        """``(P, k)`` concrete protected values: the unit vectors (one-hot) or every cell
         endpoint (continuous). Two probes proven to give different classes on a whole
         partition make every point of it biased."""
-        if self.sensitive_kind == "one_hot":
-            return self.sensitive_cells[:, 0, :].copy()
-        ends = np.unique(self.sensitive_cells[:, :, 0].ravel())
+        if self.protected_kind == "one_hot":
+            return self.protected_cells[:, 0, :].copy()
+        ends = np.unique(self.protected_cells[:, :, 0].ravel())
         return ends.reshape(-1, 1)
 
 
 def build_problem(
     network: Network,
-    sensitive: list[str],
+    protected: list[str],
     *,
-    sensitive_kind: str = "continuous",
+    protected_kind: str = "continuous",
     split_values: list[float] | None = None,
     onehot_groups: list[list[str]] | None = None,
     query: dict[str, tuple[float, float]] | None = None,
     domain: dict[str, tuple[float, float]] | tuple[np.ndarray, np.ndarray] | None = None,
     integer_inputs: str | list[str] | None = None,
-    sensitive_values: list[float] | list[str] | None = None,
+    protected_values: list[float] | list[str] | None = None,
 ) -> FairnessProblem:
     """Validate names and build a :class:`FairnessProblem`.
 
@@ -114,13 +114,13 @@ def build_problem(
     dropped, one output is a logit, class 1 iff > 0). ``domain``: every input's ``[min, max]``, as
     ``{name: (min, max)}`` (unnamed inputs keep ``[0, 1]``) or as two arrays over all inputs;
     default ``[0, 1]`` everywhere. ``integer_inputs``: ``"all"`` (every input outside one-hot
-    groups) or the names of the integer-coded inputs. ``sensitive_values``: compare only these
-    values of the sensitive feature (numbers for an integer or continuous input, input names for a
+    groups) or the names of the integer-coded inputs. ``protected_values``: compare only these
+    values of the protected feature (numbers for an integer or continuous input, input names for a
     one-hot group; at least two); default every value of its domain. ``split_values`` (continuous
-    sensitive input only) cut its domain into cells.
+    protected input only) cut its domain into cells.
 
     Raises :class:`CausalInputError` when a name is not an input of the network, one-hot
-    groups overlap each other or the sensitive feature, a split or sensitive value is outside
+    groups overlap each other or the protected feature, a split or protected value is outside
     the domain, a domain is empty or an integer domain holds no integer, or the query box is
     empty.
     """
@@ -138,13 +138,13 @@ def build_problem(
             )
         return position[name]
 
-    if not sensitive:
-        raise CausalInputError("the sensitive feature names no input")
-    sensitive_idx = tuple(index_of(name, "sensitive feature") for name in sensitive)
-    if len(set(sensitive_idx)) != len(sensitive_idx):
-        raise CausalInputError(f"sensitive feature lists an input twice: {sensitive}")
+    if not protected:
+        raise CausalInputError("the protected feature names no input")
+    protected_idx = tuple(index_of(name, "protected feature") for name in protected)
+    if len(set(protected_idx)) != len(protected_idx):
+        raise CausalInputError(f"protected feature lists an input twice: {protected}")
     groups: list[tuple[int, ...]] = []
-    seen: dict[int, str] = {i: "the sensitive feature" for i in sensitive_idx}
+    seen: dict[int, str] = {i: "the protected feature" for i in protected_idx}
     for number, group in enumerate(onehot_groups or []):
         if len(group) < 2:
             raise CausalInputError(f"one-hot group {number} {group} needs at least two inputs")
@@ -158,19 +158,19 @@ def build_problem(
         groups.append(indices)
     continuous = tuple(i for i in range(len(names)) if i not in seen)
     in_groups = {i for group in groups for i in group}
-    if sensitive_kind == "one_hot":
-        in_groups |= set(sensitive_idx)
+    if protected_kind == "one_hot":
+        in_groups |= set(protected_idx)
     integer = _integer_mask(names, position, integer_inputs, in_groups)
     dom_lo, dom_hi = _domain(names, position, domain, integer, in_groups)
-    cells = _sensitive_cells(sensitive_kind, sensitive_idx, names, split_values,
-                             sensitive_values, dom_lo, dom_hi, integer)
-    lower, upper, allowed = _query_box(names, position, sensitive_idx, groups, query or {},
+    cells = _protected_cells(protected_kind, protected_idx, names, split_values,
+                             protected_values, dom_lo, dom_hi, integer)
+    lower, upper, allowed = _query_box(names, position, protected_idx, groups, query or {},
                                        dom_lo, dom_hi, integer)
     return FairnessProblem(
         network=network.as_classifier().lowered(),
-        sensitive=sensitive_idx,
-        sensitive_kind=sensitive_kind,
-        sensitive_cells=cells,
+        protected=protected_idx,
+        protected_kind=protected_kind,
+        protected_cells=cells,
         continuous=continuous,
         onehot_groups=tuple(groups),
         query_lower=lower,
@@ -240,32 +240,32 @@ def _domain(names: list[str], position: dict[str, int],
     return lower, upper
 
 
-def _sensitive_cells(kind: str, sensitive: tuple[int, ...], names: list[str],
+def _protected_cells(kind: str, protected: tuple[int, ...], names: list[str],
                      split_values: list[float] | None,
                      values: list[float] | list[str] | None, dom_lo: np.ndarray,
                      dom_hi: np.ndarray, integer: np.ndarray) -> np.ndarray:
-    width = len(sensitive)
+    width = len(protected)
     if kind == "one_hot":
         if width < 2:
-            raise CausalInputError("a one-hot sensitive feature needs at least two inputs")
+            raise CausalInputError("a one-hot protected feature needs at least two inputs")
         eye = np.eye(width)
         chosen = list(range(width))
         if values is not None:
-            members = {names[i]: k for k, i in enumerate(sensitive)}
+            members = {names[i]: k for k, i in enumerate(protected)}
             unknown = [str(v) for v in values if str(v) not in members]
             if unknown:
                 raise CausalInputError(
-                    f"sensitive value {unknown[0]!r} is not an input of the one-hot sensitive "
+                    f"protected value {unknown[0]!r} is not an input of the one-hot protected "
                     f"feature ({', '.join(members)})"
                 )
             chosen = sorted({members[str(v)] for v in values})
             _need_two(chosen)
         return np.stack([eye[chosen], eye[chosen]], axis=1)
     if kind != "continuous":
-        raise CausalInputError(f"sensitive kind must be 'continuous' or 'one_hot', got {kind!r}")
+        raise CausalInputError(f"protected kind must be 'continuous' or 'one_hot', got {kind!r}")
     if width != 1:
-        raise CausalInputError("a continuous sensitive feature is exactly one input")
-    index = sensitive[0]
+        raise CausalInputError("a continuous protected feature is exactly one input")
+    index = protected[0]
     low, high = dom_lo[index], dom_hi[index]
     if values is not None:
         points = sorted({_number(v) for v in values})
@@ -273,7 +273,7 @@ def _sensitive_cells(kind: str, sensitive: tuple[int, ...], names: list[str],
             if not low <= point <= high or (integer[index] and point != np.floor(point)):
                 kind_text = "an integer in " if integer[index] else ""
                 raise CausalInputError(
-                    f"sensitive value {point} of {names[index]!r} is not {kind_text}its domain "
+                    f"protected value {point} of {names[index]!r} is not {kind_text}its domain "
                     f"[{low}, {high}]"
                 )
         _need_two(points)
@@ -281,19 +281,19 @@ def _sensitive_cells(kind: str, sensitive: tuple[int, ...], names: list[str],
     if integer[index]:
         if split_values:
             raise CausalInputError(
-                f"split values cut a continuous sensitive input; {names[index]!r} is integer and "
+                f"split values cut a continuous protected input; {names[index]!r} is integer and "
                 "compared at each of its values"
             )
         points = np.arange(low, high + 1.0)
         _need_two(points.tolist())
         return np.repeat(points.reshape(-1, 1, 1), 2, axis=1)
     if not low < high:
-        raise CausalInputError(f"the sensitive input {names[index]!r} has a one-point domain")
+        raise CausalInputError(f"the protected input {names[index]!r} has a one-point domain")
     splits = sorted(split_values) if split_values else [0.5 * (low + high)]
     for value in splits:
         if not low < value < high:
             raise CausalInputError(
-                f"sensitive split value {value} must lie in ({low}, {high})"
+                f"protected split value {value} must lie in ({low}, {high})"
             )
     edges = np.array([low, *splits, high])
     return np.stack([edges[:-1], edges[1:]], axis=1).reshape(-1, 2, 1)
@@ -303,20 +303,20 @@ def _number(value: float | str) -> float:
     try:
         return float(value)
     except ValueError as error:
-        raise CausalInputError(f"sensitive value {value!r} is not a number") from error
+        raise CausalInputError(f"protected value {value!r} is not a number") from error
 
 
 def _need_two(values: list) -> None:
     if len(values) < 2:
         raise CausalInputError(
-            f"the sensitive values must name at least two different values, got {values}"
+            f"the protected values must name at least two different values, got {values}"
         )
 
 
 def _query_box(
     names: list[str],
     position: dict[str, int],
-    sensitive: tuple[int, ...],
+    protected: tuple[int, ...],
     groups: list[tuple[int, ...]],
     query: dict[str, tuple[float, float]],
     dom_lo: np.ndarray,
@@ -329,7 +329,7 @@ def _query_box(
         if name not in position:
             raise CausalInputError(f"query input {name!r} is not an input of the network")
         index = position[name]
-        if index in sensitive:
+        if index in protected:
             continue
         lower[index] = max(dom_lo[index], float(low))
         upper[index] = min(dom_hi[index], float(high))
@@ -353,7 +353,7 @@ def _query_box(
         allowed.append(mask)
     continuous_empty = [
         names[i] for i in range(len(names))
-        if i not in sensitive and not any(i in g for g in groups) and not integer[i]
+        if i not in protected and not any(i in g for g in groups) and not integer[i]
         and upper[i] <= lower[i] and dom_hi[i] > dom_lo[i]
     ]
     if continuous_empty:
@@ -364,15 +364,17 @@ def _query_box(
 
 
 def load_libra_spec(path: str | Path) -> dict[str, Any]:
-    """Read a specification in the Libra benchmark format (``sensitive``, ``one_hot_groups``)."""
+    """Read a specification in the Libra benchmark format (``sensitive``, ``one_hot_groups``:
+    that format's own keys) as :func:`build_problem`'s keyword arguments (``protected``,
+    ``protected_kind``, ``split_values``, ``onehot_groups``)."""
     data = _read_json(path, "specification")
-    sensitive = data.get("sensitive")
-    if not isinstance(sensitive, dict) or "inputs" not in sensitive or "kind" not in sensitive:
+    protected = data.get("sensitive")
+    if not isinstance(protected, dict) or "inputs" not in protected or "kind" not in protected:
         raise CausalInputError(f"{path}: 'sensitive' needs 'kind' and 'inputs'")
-    split = sensitive.get("split_value")
+    split = protected.get("split_value")
     return {
-        "sensitive": list(sensitive["inputs"]),
-        "sensitive_kind": sensitive["kind"],
+        "protected": list(protected["inputs"]),
+        "protected_kind": protected["kind"],
         "split_values": [float(split)] if split is not None else None,
         "onehot_groups": [list(g) for g in data.get("one_hot_groups", [])],
     }

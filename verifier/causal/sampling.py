@@ -45,7 +45,7 @@ def _offsets(samples: int, inputs: int) -> np.ndarray:
 def sample_points(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                   samples: int = MIN_SAMPLES) -> np.ndarray:
     """``(B, S, n)`` points inside each partition (integer inputs get integers, one-hot groups
-    one allowed category; sensitive entries are zero, for the caller to set)."""
+    one allowed category; protected entries are zero, for the caller to set)."""
     n = lower.shape[1]
     u = _offsets(samples, n)[None, :, :]
     points = lower[:, None, :] + u * (upper - lower)[:, None, :]
@@ -62,14 +62,14 @@ def sample_points(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
         rank = np.cumsum(allowed, axis=1) - 1
         chosen = (rank[:, None, :] == pick[:, :, None]) & allowed[:, None, :]
         points[:, :, members] = chosen.astype(float)
-    points[:, :, list(problem.sensitive)] = 0.0
+    points[:, :, list(problem.protected)] = 0.0
     return points
 
 
 def find_witnesses(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                    values: np.ndarray, anchors: np.ndarray | None = None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Search each partition for a point and two sensitive values (``values`` ``(B, P, k)``,
+    """Search each partition for a point and two protected values (``values`` ``(B, P, k)``,
     per partition) with two different float classes. ``anchors`` ``(B, n)`` (NaN rows where
     none): an extra point per partition, e.g. an ancestor's witness, used when it lies inside.
     Returns ``found`` ``(B,)``, ``x_a``/``x_b`` ``(B, n)`` and the two classes ``(B, 2)``
@@ -92,20 +92,20 @@ def _find_block(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`find_witnesses` on one block of partitions."""
     batch, n = lower.shape
-    sens = list(problem.sensitive)
+    prot = list(problem.protected)
     points = sample_points(problem, lower, upper, sample_count(problem, values.shape[1]))
     if anchors is not None:
         inside = ~np.isnan(anchors).any(axis=1)
-        others = [i for i in range(n) if i not in set(sens)]
+        others = [i for i in range(n) if i not in set(prot)]
         filled = np.where(np.isnan(anchors), 0.0, anchors)
         inside &= ((filled[:, others] >= lower[:, others])
                    & (filled[:, others] <= upper[:, others])).all(axis=1)
         extra = np.where(inside[:, None], filled, points[:, 0, :])
-        extra[:, sens] = 0.0
+        extra[:, prot] = 0.0
         points = np.concatenate([extra[:, None, :], points], axis=1)
     samples, probes = points.shape[1], values.shape[1]
     rows = np.repeat(points[:, :, None, :], probes, axis=2)
-    rows[:, :, :, sens] = values[:, None, :, :]
+    rows[:, :, :, prot] = values[:, None, :, :]
     classes = float_classes(problem.network.evaluate(rows.reshape(-1, n))).reshape(
         batch, samples, probes)
     flips = classes.max(axis=2) > classes.min(axis=2)
@@ -117,7 +117,7 @@ def _find_block(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
     second = np.argmax(chosen, axis=1)
     base = points[index, sample]
     x_a, x_b = base.copy(), base.copy()
-    x_a[:, sens] = values[index, first]
-    x_b[:, sens] = values[index, second]
+    x_a[:, prot] = values[index, first]
+    x_b[:, prot] = values[index, second]
     pair = np.stack([chosen[index, first], chosen[index, second]], axis=1)
     return found, x_a, x_b, pair

@@ -2,7 +2,7 @@
 
 Every partition of the query ends in exactly one class: proven fair, proven biased everywhere,
 biased with a witness (some but maybe not all points biased), or excluded/unresolved. The
-biased share (measure of non-sensitive points with two sensitive values giving different
+biased share (measure of non-protected points with two protected values giving different
 classes, relative to the query) therefore lies in ``[mass(biased everywhere), 1 − mass(fair)]``.
 """
 
@@ -73,7 +73,7 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
                       upper: np.ndarray, status: np.ndarray,
                       query_lower: np.ndarray, query_upper: np.ndarray) -> tuple[float, float]:
     """``P(biased | query)`` bounds under ``population`` (columns = network inputs), from the
-    sound box-probability enclosures of every partition (sensitive inputs over their domain;
+    sound box-probability enclosures of every partition (protected inputs over their domain;
     an integer input's ``[lo, hi]`` as ``[lo − ½, hi + ½]``, the mass of its integers)."""
     if population.dimension != problem.inputs:
         raise CausalInputError(
@@ -86,14 +86,14 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
             "the population model's columns must be the network's inputs in order: "
             f"{list(columns)} vs {problem.network.input_names}"
         )
-    sens = list(problem.sensitive)
+    prot = list(problem.protected)
     boxes_lo = np.vstack([lower, query_lower[None, :]])
     boxes_hi = np.vstack([upper, query_upper[None, :]])
     whole = problem.integer
     boxes_lo[:, whole] -= 0.5
     boxes_hi[:, whole] += 0.5
-    boxes_lo[:, sens] = problem.domain_lower[sens] - 0.5 * problem.integer[sens]
-    boxes_hi[:, sens] = problem.domain_upper[sens] + 0.5 * problem.integer[sens]
+    boxes_lo[:, prot] = problem.domain_lower[prot] - 0.5 * problem.integer[prot]
+    boxes_hi[:, prot] = problem.domain_upper[prot] + 0.5 * problem.integer[prot]
     low, high = population.prob_boxes_interval(boxes_lo, boxes_hi)
     q_low, q_high = float(low[-1]), float(high[-1])
     low, high = low[:-1], high[:-1]

@@ -1,6 +1,6 @@
 """Witnesses are proof objects: their classes are decided in real arithmetic, not in float.
 
-A witness of bias is two points that differ only in sensitive inputs and get two different
+A witness of bias is two points that differ only in protected inputs and get two different
 classes under the class rule of :mod:`verifier.causal.classes` (argmax, ties to the lowest
 index; a tie is a class). Float evaluation can disagree with the real-arithmetic value when
 two outputs are within rounding of each other, so a witness is kept only when both classes

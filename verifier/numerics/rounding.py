@@ -25,6 +25,10 @@ results are widened by a stated relative error
 (:data:`~verifier.numerics.margins.FUNCTION_REL_MARGIN` covers a few thousand units) and then
 stepped once.
 
+**Relative margins** (:func:`scaled_down`, :func:`scaled_up`). A chain whose error a margin
+already over-covers (:func:`relative_margin`) is scaled by ``1 ∓ margin`` without a step: the
+margin absorbs the scaling's own rounding.
+
 Tested against exact rational arithmetic (``fractions.Fraction``) in
 ``tests/test_numerics.py``.
 """
@@ -32,6 +36,7 @@ Tested against exact rational arithmetic (``fractions.Fraction``) in
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -45,6 +50,13 @@ roundoff ``u = 2⁻⁵³``)."""
 
 SMALLEST_SUBNORMAL = math.ulp(0.0)
 """The smallest positive float64 (``2⁻¹⁰⁷⁴``): the float just above an exact zero."""
+
+Scaled = TypeVar("Scaled", float, np.floating, np.ndarray)
+"""What :func:`scaled_down` and :func:`scaled_up` scale: a float, a numpy scalar or an
+array; the result has the same type."""
+
+Margin = float | np.floating | np.ndarray
+"""A relative margin: one value, or one per element of the values it scales."""
 
 _MAX_ROUNDINGS = 3.0 / 8.0 / 2.0**-53
 """The largest rounding count ``r`` with ``r·u <= 3/8`` (see the module docstring)."""
@@ -157,6 +169,25 @@ def sum_upper(total: ArrayLike, roundings: int | ArrayLike) -> np.ndarray:
     with np.errstate(over="ignore"):
         grown = up_array(total * (1.0 + 2.0 * count * EPS))
     return np.where(count <= _MAX_ROUNDINGS, np.where(total == 0, 0.0, grown), np.inf)
+
+
+def scaled_down(values: Scaled, relative: Margin) -> Scaled:
+    """``values·(1 − relative)``, computed as written (no step afterwards): a lower bound of
+    the real value a non-negative computed ``values`` stands for, when ``values`` is within
+    ``relative`` of it, relatively, with room left for this scaling's own two roundings (the
+    subtraction and the product, ``2u`` relative). :func:`relative_margin` leaves that room:
+    it is at least ``8·(operations + 1)·u`` for an error of about ``(operations + 1)·u``.
+    ``values`` keeps its type (a float stays a float, an array an array); ``relative`` may be
+    an array of per-element margins. Where the margin does not leave that room, use
+    :func:`widened_down`, which steps once more."""
+    return values * (1.0 - relative)
+
+
+def scaled_up(values: Scaled, relative: Margin) -> Scaled:
+    """``values·(1 + relative)``, computed as written: an upper bound of the real value a
+    non-negative computed ``values`` stands for (see :func:`scaled_down`; the outward twin
+    with a step is :func:`widened_up`)."""
+    return values * (1.0 + relative)
 
 
 def widened_down(values: ArrayLike, relative: float = FUNCTION_REL_MARGIN) -> np.ndarray:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.numerics import EPS, down_array, relative_margin, up_array
+from verifier.numerics import EPS, down_array, relative_margin, scaled_down, scaled_up, up_array
 from verifier.population.base import Distribution
 from verifier.population.distributions import Categorical
 from verifier.population.network_view import NetworkNode, NodeNetwork
@@ -295,8 +295,8 @@ class Elimination:
         reached = upper > 0
         return Enclosure(
             np.where(off, 0.0, np.clip(value, 0.0, 1.0)),
-            np.where(off, 0.0, np.clip(lower * (1.0 - margin) - TINY, 0.0, 1.0)),
-            np.where(off, 0.0, np.clip(upper * (1.0 + margin) + np.where(reached, TINY, 0.0),
+            np.where(off, 0.0, np.clip(scaled_down(lower, margin) - TINY, 0.0, 1.0)),
+            np.where(off, 0.0, np.clip(scaled_up(upper, margin) + np.where(reached, TINY, 0.0),
                                        0.0, 1.0)),
         )
 
@@ -389,6 +389,6 @@ class Elimination:
         margin = relative_margin(self.operations)
         return Enclosure(
             np.clip(value, 0.0, 1.0),
-            np.clip(lower * (1.0 - margin) - TINY, 0.0, 1.0),
-            np.clip(upper * (1.0 + margin) + np.where(reached, TINY, 0.0), 0.0, 1.0),
+            np.clip(scaled_down(lower, margin) - TINY, 0.0, 1.0),
+            np.clip(scaled_up(upper, margin) + np.where(reached, TINY, 0.0), 0.0, 1.0),
         )

@@ -30,7 +30,7 @@ from functools import cached_property
 
 import numpy as np
 
-from verifier.numerics import EPS, relative_margin
+from verifier.numerics import EPS, relative_margin, scaled_down, scaled_up
 from verifier.population.distributions import Categorical
 from verifier.population.elimination import LETTERS, Elimination, RowTable
 from verifier.population.network_view import NetworkNode
@@ -62,12 +62,12 @@ def _listed_values(node: NetworkNode, table: RowTable | None, cells_low: np.ndar
         weights = np.stack([d.weights for d in distributions])  # type: ignore[union-attr]
         margin = max(d.margin for d in distributions)  # type: ignore[union-attr]
         values = np.arange(node.width, dtype=np.float64)
-        lower = weights * (1.0 - margin)
+        lower = scaled_down(weights, margin)
     else:
         if table is None:
             return None
         values = table.values
-        lower = table.probabilities * (1.0 - table.margin)
+        lower = scaled_down(table.probabilities, table.margin)
     inside_gap = (values[None, :] > cells_low[:, None]) & (values[None, :] < cells_high[:, None])
     on_point = cells_point[:, None] & (values[None, :] == cells_low[:, None])
     member = np.where(cells_point[:, None], on_point, inside_gap)
@@ -132,7 +132,7 @@ class ExcessBounds:
         rows = rows[np.argsort(spread, kind="stable")]  # similar scopes share a chunk
         for start in range(0, rows.size, chunk):
             part = rows[start:start + chunk]
-            width = (threshold[part] / bins) * (1.0 + 8.0 * EPS)
+            width = scaled_up(threshold[part] / bins, 8.0 * EPS)
             result[part] = self._saturated(lo[part], hi[part], coefficients[part], width, bins)
         return result
 
@@ -173,7 +173,7 @@ class ExcessBounds:
             c = coefficients[:, columns]
             smallest = np.where(inside, c, np.inf).min(axis=1)
             smallest = np.where(np.isfinite(smallest), smallest, 0.0)
-            excess = (c - smallest[:, None]) * (1.0 - 2.0 * EPS)
+            excess = scaled_down(c - smallest[:, None], 2.0 * EPS)
         else:
             column = columns[0]
             values = listed.values
@@ -185,7 +185,7 @@ class ExcessBounds:
             scale = np.abs(products).max(axis=1, keepdims=True) + np.abs(smallest)
             excess = (products - smallest) - 4.0 * EPS * scale
         excess = np.where(inside, excess, 0.0)
-        quotient = np.maximum(excess, 0.0) / width[:, None] * (1.0 - 4.0 * EPS)
+        quotient = scaled_down(np.maximum(excess, 0.0) / width[:, None], 4.0 * EPS)
         level = np.minimum(np.floor(quotient), float(bins)).astype(np.int64)
         if not (level > 0).any():
             return None
@@ -283,7 +283,7 @@ class ExcessBounds:
             pending.append(_eliminate(involved, variable, bins))
         total = _combine(pending, bins)
         terms = elimination.operations + len(elimination.factors) * (bins + 2) * 2
-        return np.clip(total[:, bins] * (1.0 - relative_margin(terms)) - TINY, 0.0, 1.0)
+        return np.clip(scaled_down(total[:, bins], relative_margin(terms)) - TINY, 0.0, 1.0)
 
 
 def _letters(variables: tuple[int, ...], names: dict[int, str]) -> str:

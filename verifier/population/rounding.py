@@ -45,6 +45,8 @@ from verifier.numerics import (
     FUNCTION_REL_MARGIN,
     probability_ratio,
     relative_margin,
+    scaled_down,
+    scaled_up,
     underflow_allowance,
 )
 
@@ -108,8 +110,8 @@ def product(factors: Sequence[Enclosure]) -> Enclosure:
     underflow = underflow_allowance(len(factors))
     return Enclosure(
         np.clip(value, 0.0, 1.0),
-        np.clip(lower * (1.0 - margin) - underflow, 0.0, 1.0),
-        np.clip(np.where(zero, 0.0, upper * (1.0 + margin) + underflow), 0.0, 1.0),
+        np.clip(scaled_down(lower, margin) - underflow, 0.0, 1.0),
+        np.clip(np.where(zero, 0.0, scaled_up(upper, margin) + underflow), 0.0, 1.0),
     )
 
 
@@ -120,9 +122,9 @@ def weighted_sum(weights: np.ndarray, parts: Enclosure) -> Enclosure:
     margin = relative_margin(weights.size + 1)
     underflow = underflow_allowance(weights.size)
     value = parts.value @ weights
-    lower = (parts.lower @ weights) * (1.0 - margin) - underflow
+    lower = scaled_down(parts.lower @ weights, margin) - underflow
     zero = ~((parts.upper > 0) & (weights > 0)).any(axis=-1)
-    upper = np.where(zero, 0.0, (parts.upper @ weights) * (1.0 + margin) + underflow)
+    upper = np.where(zero, 0.0, scaled_up(parts.upper @ weights, margin) + underflow)
     return Enclosure(np.clip(value, 0.0, 1.0), np.clip(lower, 0.0, 1.0), np.clip(upper, 0.0, 1.0))
 
 
@@ -131,8 +133,8 @@ def summed(parts: Enclosure, axis: int = -1) -> Enclosure:
     margin = relative_margin(parts.value.shape[axis] + 1)
     return Enclosure(
         np.clip(parts.value.sum(axis=axis), 0.0, 1.0),
-        np.clip(parts.lower.sum(axis=axis) * (1.0 - margin), 0.0, 1.0),
-        np.clip(parts.upper.sum(axis=axis) * (1.0 + margin), 0.0, 1.0),
+        np.clip(scaled_down(parts.lower.sum(axis=axis), margin), 0.0, 1.0),
+        np.clip(scaled_up(parts.upper.sum(axis=axis), margin), 0.0, 1.0),
     )
 
 

@@ -56,7 +56,7 @@ def _selection(rows: int, width: int) -> np.ndarray:
 
 
 def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
-                 positive_class: int, output: int | None, use_prior: bool,
+                 favorable_class: int, output: int | None, use_prior: bool,
                  engine: Engine) -> WMIResult:
     """Monotonicity in ``feature`` (:func:`verifier.wmi.properties.monotonicity`): ``x`` from
     the prior (or the uniform prior on the support box), ``x′_i`` an independent draw of the
@@ -80,9 +80,9 @@ def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
     outputs = int(copies.offsets[-1])
     view = copies.views[0]
     if output is None:
-        violation = And((copies.is_class(0, positive_class),
-                         Not(copies.is_class(1, positive_class))))
-        rows = margin_rows(view.output_size, positive_class)
+        violation = And((copies.is_class(0, favorable_class),
+                         Not(copies.is_class(1, favorable_class))))
+        rows = margin_rows(view.output_size, favorable_class)
     else:
         violation = copies.decrease(output)
         rows = np.eye(view.output_size)[[output]]
@@ -126,13 +126,13 @@ def noise_robustness(model: Network, prior: Any, noise: Distribution, features: 
 
 
 def local_robustness(model: Network, prior: Any, lower: np.ndarray, upper: np.ndarray,
-                     label: int, *, engine: Engine) -> WMIResult:
-    """``P(class(x) = label | lower <= x <= upper)``
+                     expected_class: int, *, engine: Engine) -> WMIResult:
+    """``P(class(x) = expected_class | lower <= x <= upper)``
     (:func:`verifier.wmi.properties.local_robustness`)."""
     dimension = _sized(prior, model)
     copies = Copies([model], [np.eye(dimension)], _names(prior, dimension))
     measure = JointMeasure([prior], lower, upper)
-    return branch("local_robustness", copies, measure, Not(copies.is_class(0, label)),
+    return branch("local_robustness", copies, measure, Not(copies.is_class(0, expected_class)),
                   measure.restricted_mass(), **engine)
 
 

@@ -66,14 +66,14 @@ def check_wmi_property(kind: str, model: Any, prior: Prior, *, feature: int | No
                        decreasing: bool = False, use_prior: bool = False,
                        features: list[int] | None = None, noise: Distribution | None = None,
                        center: Any = None, epsilon: float | None = None,
-                       label: int | None = None, surrogate: Any = None) -> WMIPlan:
+                       expected_class: int | None = None, surrogate: Any = None) -> WMIPlan:
     """The :class:`WMIPlan` of property ``kind`` (one of :data:`WMI_KINDS`) with the
     arguments its function takes; raises :class:`WMIInputError` if it cannot run. ``model``
     ``None`` checks the population side only (module docstring)."""
     try:
         return _plan(kind, model, prior, feature=feature, decreasing=decreasing,
                      use_prior=use_prior, features=features, noise=noise, center=center,
-                     epsilon=epsilon, label=label, surrogate=surrogate)
+                     epsilon=epsilon, expected_class=expected_class, surrogate=surrogate)
     except NotEnumerable:
         models = [m for m in (model, surrogate) if m is not None]
         if not branched.branchable(*models):
@@ -83,13 +83,13 @@ def check_wmi_property(kind: str, model: Any, prior: Prior, *, feature: int | No
 
 def _plan(kind: str, model: Any, prior: Prior, *, feature: int | None, decreasing: bool,
           use_prior: bool, features: list[int] | None, noise: Distribution | None,
-          center: Any, epsilon: float | None, label: int | None, surrogate: Any
+          center: Any, epsilon: float | None, expected_class: int | None, surrogate: Any
           ) -> WMIPlan:
     queries: list[Query]
     if model is None:
         model = InputsOnly(prior.dimension)
-        if label is None:
-            label = 0  # the label at the centre needs the model; it changes nothing checked
+        if expected_class is None:
+            expected_class = 0  # the centre's class needs the model; it changes nothing checked
     if kind == "monotonicity":
         if feature is None:
             raise WMIInputError("monotonicity needs a feature")
@@ -100,7 +100,7 @@ def _plan(kind: str, model: Any, prior: Prior, *, feature: int | None, decreasin
     elif kind == "local_robustness":
         if center is None or epsilon is None:
             raise WMIInputError("local robustness needs a center and an epsilon")
-        queries, _ = local_robustness_queries(model, prior, center, epsilon, label)
+        queries, _ = local_robustness_queries(model, prior, center, epsilon, expected_class)
     elif kind == "equivalence":
         if surrogate is None:
             raise WMIInputError("equivalence needs a surrogate model")

@@ -153,23 +153,23 @@ class OtherClass:
 
 
 @dataclass(frozen=True)
-class LostPositive:
-    """Violation: ``first`` predicts ``positive`` and ``second`` does not (¬(c ⇒ c′))."""
+class LostFavorable:
+    """Violation: ``first`` predicts ``favorable`` and ``second`` does not (¬(c ⇒ c′))."""
 
-    positive: int
+    favorable: int
     first: int = 0
     second: int = 1
 
     def __call__(self, outputs: list[Outputs]) -> list[Cell]:
         one, two = outputs[self.first], outputs[self.second]
-        cells = [both(class_cell(one, self.positive), class_cell(two, k))
-                 for k in range(class_count(two)) if k != self.positive]
+        cells = [both(class_cell(one, self.favorable), class_cell(two, k))
+                 for k in range(class_count(two)) if k != self.favorable]
         return [cell for cell in cells if cell is not None]
 
     def prefix_cell(self, outputs: list[Outputs]) -> Cell | None:
         """Where a violation is still possible once the first placement's outputs are known
-        (the first copy must predict the positive class)."""
-        return class_cell(outputs[self.first], self.positive)
+        (the first copy must predict the favorable class)."""
+        return class_cell(outputs[self.first], self.favorable)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verifier.numerics import gamma
+from verifier.numerics import gamma, scaled_up
 
 
 def strictly_inside(A: np.ndarray, b: np.ndarray, point: np.ndarray) -> np.ndarray:
@@ -69,7 +69,7 @@ def _slab_volume(A: np.ndarray, y: np.ndarray, excess: float, lower: np.ndarray,
     reach = float((y * (np.abs(A) * sides[None, :]).max(axis=1)).max())
     if not reach > 0:
         return volume
-    return min(volume, volume * excess / reach * (1.0 + gamma(A.shape[1] + 8)))
+    return min(volume, scaled_up(volume * excess / reach, gamma(A.shape[1] + 8)))
 
 
 def safe_box(A: np.ndarray, b: np.ndarray, duals: np.ndarray, lower: np.ndarray,

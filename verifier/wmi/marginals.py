@@ -28,7 +28,7 @@ from functools import cached_property
 
 import numpy as np
 
-from verifier.numerics import EPS, FUNCTION_REL_MARGIN
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN, scaled_down, scaled_up
 from verifier.population import (
     Mixture,
     Normal,
@@ -76,7 +76,7 @@ def _gaussian_bounds(mean: float, sigma: float, a: np.ndarray, b: np.ndarray
         value = np.exp(-0.5 * z2) / (sigma * SQRT_2PI)
         values.append((value, FUNCTION_REL_MARGIN + 16.0 * EPS * (z2 + 1.0)))
     (low, low_err), (high, high_err) = values
-    return np.maximum(low * (1.0 - low_err) - TINY, 0.0), high * (1.0 + high_err) + TINY
+    return np.maximum(scaled_down(low, low_err) - TINY, 0.0), scaled_up(high, high_err) + TINY
 
 
 def _marginal_bounds(marginal: Distribution, a: np.ndarray, b: np.ndarray
@@ -91,8 +91,8 @@ def _marginal_bounds(marginal: Distribution, a: np.ndarray, b: np.ndarray
         low, high = _gaussian_bounds(marginal.mean, marginal.sigma, np.where(empty, a, inside_a),
                                      np.where(empty, b, inside_b))
         normaliser = marginal._normaliser
-        scale_low = 1.0 / float(normaliser.upper) * (1.0 - FUNCTION_REL_MARGIN)
-        scale_high = 1.0 / float(normaliser.lower) * (1.0 + FUNCTION_REL_MARGIN)
+        scale_low = scaled_down(1.0 / float(normaliser.upper), FUNCTION_REL_MARGIN)
+        scale_high = scaled_up(1.0 / float(normaliser.lower), FUNCTION_REL_MARGIN)
         covered = (a >= low_end) & (b <= high_end)
         return (np.where(covered, low * scale_low, 0.0),
                 np.where(empty, 0.0, high * scale_high))
@@ -100,8 +100,8 @@ def _marginal_bounds(marginal: Distribution, a: np.ndarray, b: np.ndarray
         height = 1.0 / (marginal.upper - marginal.lower)
         covered = (a >= marginal.lower) & (b <= marginal.upper)
         meets = (b >= marginal.lower) & (a <= marginal.upper)
-        return (np.where(covered, height * (1.0 - FUNCTION_REL_MARGIN), 0.0),
-                np.where(meets, height * (1.0 + FUNCTION_REL_MARGIN), 0.0))
+        return (np.where(covered, scaled_down(height, FUNCTION_REL_MARGIN), 0.0),
+                np.where(meets, scaled_up(height, FUNCTION_REL_MARGIN), 0.0))
     if isinstance(marginal, PiecewiseDensity):
         return _piecewise_bounds(marginal, a, b)
     if isinstance(marginal, Mixture):
@@ -110,7 +110,8 @@ def _marginal_bounds(marginal: Distribution, a: np.ndarray, b: np.ndarray
                                      strict=True):
             part_low, part_high = _marginal_bounds(component, a, b)
             low, high = low + weight * part_low, high + weight * part_high
-        return low * (1.0 - 4.0 * FUNCTION_REL_MARGIN), high * (1.0 + 4.0 * FUNCTION_REL_MARGIN)
+        return (scaled_down(low, 4.0 * FUNCTION_REL_MARGIN),
+                scaled_up(high, 4.0 * FUNCTION_REL_MARGIN))
     raise WMIInputError(f"a {marginal.kind} marginal has no density this module can bound")
 
 
@@ -167,8 +168,8 @@ class Component:
 
     def scaled(self, low: float, high: float) -> Component:
         """The component with its weight multiplied by ``[low, high]``."""
-        return Component(self.weight_lo * low * (1 - FUNCTION_REL_MARGIN),
-                         self.weight_hi * high * (1 + FUNCTION_REL_MARGIN), self.marginal,
+        return Component(scaled_down(self.weight_lo * low, FUNCTION_REL_MARGIN),
+                         scaled_up(self.weight_hi * high, FUNCTION_REL_MARGIN), self.marginal,
                          self.lower, self.upper)
 
     def key(self) -> tuple:
@@ -199,9 +200,9 @@ class Density1D:
             c = stack.pop()
             m = c.marginal
             if isinstance(m, Mixture):
-                stack.extend(Component(c.weight_lo * w * (1 - FUNCTION_REL_MARGIN),
-                                       c.weight_hi * w * (1 + FUNCTION_REL_MARGIN), inner, c.lower,
-                                       c.upper)
+                stack.extend(Component(scaled_down(c.weight_lo * w, FUNCTION_REL_MARGIN),
+                                       scaled_up(c.weight_hi * w, FUNCTION_REL_MARGIN), inner,
+                                       c.lower, c.upper)
                              for w, inner in zip(m.normalised_weights, m.components,
                                                  strict=True))
             elif isinstance(m, Normal | TruncatedNormal):
@@ -209,8 +210,9 @@ class Density1D:
                 if isinstance(m, TruncatedNormal):
                     cut_lo, cut_hi = lower_bound(m.lower), upper_bound(m.upper)
                     z_lo, z_hi = float(m._normaliser.lower), float(m._normaliser.upper)
-                gaussian.append((c.weight_lo / z_hi * (1 - FUNCTION_REL_MARGIN),
-                                 c.weight_hi / z_lo * (1 + FUNCTION_REL_MARGIN), m.mean, m.sigma,
+                gaussian.append((scaled_down(c.weight_lo / z_hi, FUNCTION_REL_MARGIN),
+                                 scaled_up(c.weight_hi / z_lo, FUNCTION_REL_MARGIN),
+                                 m.mean, m.sigma,
                                  max(c.lower, cut_lo), min(c.upper, cut_hi)))
             else:
                 others.append(c)
@@ -240,7 +242,7 @@ class Density1D:
             low = low + c.weight_lo * np.where(empty, 0.0, part_low)
             high = high + c.weight_hi * np.where(empty, 0.0, part_high)
         margin = 4.0 * (len(others) + table["mean"].size + 1) * EPS + FUNCTION_REL_MARGIN
-        return low * (1.0 - margin), high * (1.0 + margin)
+        return scaled_down(low, margin), scaled_up(high, margin)
 
     def bounds(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(L, U)`` with ``L <= g(t) <= U`` for all ``t ∈ [a, b]`` (element-wise)."""
@@ -262,7 +264,7 @@ class Density1D:
             low = low + c.weight_lo * np.where(covered, part_low, 0.0)
             high = high + c.weight_hi * np.where(meets, part_high, 0.0)
         margin = 4.0 * (len(others) + table["mean"].size + 1) * EPS + FUNCTION_REL_MARGIN
-        return low * (1.0 - margin), high * (1.0 + margin)
+        return scaled_down(low, margin), scaled_up(high, margin)
 
     def core(self) -> tuple[float, float, float]:
         """``(low, high, tail)``: a finite interval and an upper bound on the mass of ``g``

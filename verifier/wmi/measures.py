@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.numerics import EPS, down, up
+from verifier.numerics import EPS, down, scaled_down, scaled_up, up
 from verifier.wmi.encode import WMIInputError
 
 POINT_BATCH = 8192
@@ -48,7 +48,7 @@ def _widened(value: np.ndarray, operations: int) -> tuple[np.ndarray, np.ndarray
     """``value`` (non-negative, computed with at most ``operations`` roundings of relative
     error ``EPS`` each) as a sound enclosure."""
     margin = 2.0 * (operations + 2) * EPS
-    return np.maximum(0.0, value * (1.0 - margin)), np.minimum(1.0, value * (1.0 + margin))
+    return np.maximum(0.0, scaled_down(value, margin)), np.minimum(1.0, scaled_up(value, margin))
 
 
 TABLE_VALUES = 4096
@@ -313,7 +313,7 @@ class JointMeasure:
             a, b = part.prob_boxes_interval(lo[:, where], hi[:, where])
             low, high = low * np.asarray(a), high * np.asarray(b)
         margin = 2.0 * (len(self.parts) + 1) * EPS
-        return np.maximum(0.0, low * (1.0 - margin)), np.minimum(1.0, high * (1.0 + margin))
+        return np.maximum(0.0, scaled_down(low, margin)), np.minimum(1.0, scaled_up(high, margin))
 
     def prob_excess_lower(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
                           threshold: np.ndarray) -> np.ndarray:
@@ -331,7 +331,7 @@ class JointMeasure:
         for part, where in zip(self.parts[1:], self._slices()[1:], strict=True):
             value = value * np.asarray(part.prob_boxes_interval(lo[:, where], hi[:, where])[0])
         margin = 2.0 * (len(self.parts) + 1) * EPS
-        return np.maximum(0.0, value * (1.0 - margin))
+        return np.maximum(0.0, scaled_down(value, margin))
 
 
 def strict_order_probability(marginal: ColumnMarginal, deadline: float = np.inf
@@ -394,8 +394,8 @@ class _Runs:
         count = np.maximum(self._count(self.lo, self.hi), 1.0)
         low = np.where(count == 1.0, self.p_low ** 2, self.p_low ** 2 / count)
         margin = 2.0 * (self.lo.size + 4) * EPS
-        return (float(np.sum(low)) * (1.0 - margin),
-                min(1.0, float(np.sum(self.p_high ** 2)) * (1.0 + margin)))
+        return (scaled_down(float(np.sum(low)), margin),
+                min(1.0, scaled_up(float(np.sum(self.p_high ** 2)), margin)))
 
     def gap(self) -> float:
         low, high = self.tie()

@@ -40,10 +40,10 @@ RECENT_BOXES = 1024
 """The share is judged once this many boxes (decayed) have been tried."""
 
 
-def margin_rows(outputs: int, favourable: int) -> np.ndarray:
+def margin_rows(outputs: int, favorable_class: int) -> np.ndarray:
     """``[outputs − 1, outputs]``: the rows ``e_c − e_j`` for every ``j ≠ c``."""
-    rows = -np.eye(outputs)[[j for j in range(outputs) if j != favourable]]
-    rows[:, favourable] = 1.0
+    rows = -np.eye(outputs)[[j for j in range(outputs) if j != favorable_class]]
+    rows[:, favorable_class] = 1.0
     return rows
 
 

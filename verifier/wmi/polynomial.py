@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifier.numerics import EPS
+from verifier.numerics import EPS, scaled_up
 
 Polynomial = dict[tuple[int, ...], float]
 
@@ -104,4 +104,4 @@ def box_bound(exponents: np.ndarray, coefficients: np.ndarray, lower: np.ndarray
     volume = min(volume, float(np.prod(upper - lower)))
     peak = float(np.abs(coefficients) @ np.prod(reach[None, :] ** exponents, axis=1))
     operations = exponents.shape[0] + int(exponents.sum()) + 2 * lower.size + 4
-    return volume * peak * (1.0 + 4.0 * operations * EPS)
+    return scaled_up(volume * peak, 4.0 * operations * EPS)

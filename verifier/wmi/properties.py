@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 
 from verifier.network import Network, head_error
-from verifier.numerics import EPS, FUNCTION_REL_MARGIN
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN, scaled_down, scaled_up
 from verifier.population import PopulationModel
 from verifier.population.base import Distribution
 from verifier.wmi import branched
 from verifier.wmi.encode import (
     Decrease,
     Disagreement,
-    LostPositive,
+    LostFavorable,
     OtherClass,
     Placement,
     WeightFactor,
@@ -121,7 +121,7 @@ def _predicted(model: PiecewiseAffineModel, point: np.ndarray) -> int:
         return int(model.network.classify(point[None])[0])
     if isinstance(model, ForestModel):
         return int(np.argmax(model.predict_scores(point[None])[0]))
-    raise WMIInputError("give the expected label explicitly for this model type")
+    raise WMIInputError("give the expected class explicitly for this model type")
 
 
 # ------------------------------------------------------------------------------ priors
@@ -208,8 +208,8 @@ def _factor_masses(term: Term, skip: int | None = None) -> tuple[float, float]:
     for factor in term.poly:
         if skip not in factor.positions:
             mass = sum(_piece_mass(piece) for piece in factor.pieces)
-            low = low * mass * (1 - FUNCTION_REL_MARGIN)
-            high = high * mass * (1 + FUNCTION_REL_MARGIN)
+            low = scaled_down(low * mass, FUNCTION_REL_MARGIN)
+            high = scaled_up(high * mass, FUNCTION_REL_MARGIN)
     return low, high
 
 
@@ -388,43 +388,43 @@ def _engine(stop_at: float | None, executor: Executor | None, bound_method: str,
 
 
 def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: float,
-                             label: int | None = None, bound_method: str = "crown", *,
+                             expected_class: int | None = None, bound_method: str = "crown", *,
                              deadline: float = math.inf) -> tuple[list[Query], int]:
-    """The queries of :func:`local_robustness` and the label checked."""
+    """The queries of :func:`local_robustness` and the expected class checked."""
     wrapped = as_model(model, bound_method)
     point = np.asarray(center, dtype=np.float64).reshape(-1)
     termset = _termset(prior, _input_size(wrapped))
-    chosen = _predicted(wrapped, point) if label is None else int(label)
+    chosen = _predicted(wrapped, point) if expected_class is None else int(expected_class)
     box_lo, box_hi = _ball(termset, point, epsilon)
     return _single_copy_queries([wrapped], termset, point.size, box_lo, box_hi,
                                 OtherClass(chosen), deadline=deadline), chosen
 
 
 def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
-                     label: int | None = None, *, stop_at: float | None = None,
+                     expected_class: int | None = None, *, stop_at: float | None = None,
                      executor: Executor | None = None, bound_method: str = "crown",
                      timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
                      ) -> WMIResult:
-    """``P(class(x) = label | ‖x − center‖∞ <= ε)`` under ``prior`` (Eq. 5); the label
-    defaults to the model's prediction at the centre."""
+    """``P(class(x) = expected_class | ‖x − center‖∞ <= ε)`` under ``prior`` (Eq. 5);
+    ``expected_class`` defaults to the model's prediction at the centre."""
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
-        queries, chosen = local_robustness_queries(model, prior, center, epsilon, label,
+        queries, chosen = local_robustness_queries(model, prior, center, epsilon, expected_class,
                                                    bound_method, deadline=engine["deadline"])
     except NotEnumerable:
         if not branched.branchable(model):
             raise
         point = np.asarray(center, dtype=np.float64).reshape(-1)
-        chosen = _predicted(as_model(model, bound_method), point) if label is None \
-            else int(label)
+        chosen = _predicted(as_model(model, bound_method), point) if expected_class is None \
+            else int(expected_class)
         if epsilon is None or not epsilon > 0:
             raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
         result = branched.local_robustness(model, prior, point - epsilon, point + epsilon,
                                            chosen, engine=engine)
-        result.extra["label"] = chosen
+        result.extra["expected_class"] = chosen
         return result
     result = _solve(queries, engine)
-    result.extra["label"] = chosen
+    result.extra["expected_class"] = chosen
     return result
 
 
@@ -512,7 +512,7 @@ def _marginal_piece(piece: WeightPiece, where: int, scale: float) -> list[Weight
 
 
 def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
-                         positive_class: int = 1, output: int | None = None,
+                         favorable_class: int = 1, output: int | None = None,
                          use_prior: bool = False, bound_method: str = "crown",
                          deadline: float = math.inf, max_roots: int | None = None
                          ) -> list[Query]:
@@ -525,7 +525,7 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
     termset = _termset(prior, dimension)
     if not use_prior:
         termset = uniform_terms(prior, termset)
-    violation = LostPositive(positive_class) if output is None else Decrease(output)
+    violation = LostFavorable(favorable_class) if output is None else Decrease(output)
     if feature in termset.discrete_columns():
         return _with_lost(_discrete_monotonicity_queries(wrapped, termset, feature, decreasing,
                                                          violation, deadline), 2 * termset.lost)
@@ -602,7 +602,7 @@ def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
     marginal = {}
     for value, (low, mid, high, count) in sums.items():
         margin = FUNCTION_REL_MARGIN + 4 * (count + 2) * EPS
-        marginal[value] = (low * (1 - margin), mid, high * (1 + margin))
+        marginal[value] = (scaled_down(low, margin), mid, scaled_up(high, margin))
     return marginal
 
 
@@ -667,7 +667,7 @@ def _with_lost(queries: list[Query], lost: float) -> list[Query]:
 
 
 def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
-                 positive_class: int = 1, output: int | None = None,
+                 favorable_class: int = 1, output: int | None = None,
                  use_prior: bool = False, stop_at: float | None = None,
                  executor: Executor | None = None, bound_method: str = "crown",
                  timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
@@ -688,7 +688,7 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
         queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
-                                       positive_class=positive_class, output=output,
+                                       favorable_class=favorable_class, output=output,
                                        use_prior=use_prior, bound_method=bound_method,
                                        deadline=engine["deadline"],
                                        max_roots=_root_limit(model))
@@ -696,7 +696,7 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
         if not branched.branchable(model):
             raise
         return branched.monotonicity(model, prior, feature, decreasing=decreasing,
-                                     positive_class=positive_class, output=output,
+                                     favorable_class=favorable_class, output=output,
                                      use_prior=use_prior,
                                      engine=engine)
     return _solve(queries, engine)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from verifier.numerics import EPS, FUNCTION_REL_MARGIN
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN, scaled_down, scaled_up
 from verifier.population import (
     BayesianNetwork,
     Categorical,
@@ -61,8 +61,8 @@ lists 4 096 for monotonicity and stays exact (2026-11-28)."""
 def times(first: Coefficient, second: Coefficient) -> Coefficient:
     """Outward-rounded product of two non-negative coefficient enclosures."""
     margin = FUNCTION_REL_MARGIN + 4 * EPS
-    return (first[0] * second[0] * (1 - margin), first[1] * second[1],
-            first[2] * second[2] * (1 + margin))
+    return (scaled_down(first[0] * second[0], margin), first[1] * second[1],
+            scaled_up(first[2] * second[2], margin))
 
 
 @dataclass(frozen=True)
@@ -211,8 +211,8 @@ def _categories(distribution: Categorical, columns: list[int], low: float, high:
     for index, weight in enumerate(weights):
         if weight > 0 and low <= index <= high:
             atoms = {column: float(j == index) for j, column in enumerate(columns)}
-            terms.append(Term((weight * (1 - margin), float(weight), weight * (1 + margin)),
-                              atoms))
+            terms.append(Term((scaled_down(weight, margin), float(weight),
+                               scaled_up(weight, margin)), atoms))
     return terms
 
 
@@ -272,8 +272,8 @@ def _mixture(mixture: Mixture, columns: list[int], low: float, high: float
         if weight <= 0:
             continue
         part, part_lost = decompose(component, [columns[j] for j in order], low, high)
-        scale = (weight * (1 - FUNCTION_REL_MARGIN), float(weight),
-                 weight * (1 + FUNCTION_REL_MARGIN))
+        scale = (scaled_down(weight, FUNCTION_REL_MARGIN), float(weight),
+                 scaled_up(weight, FUNCTION_REL_MARGIN))
         terms.extend(Term(times(scale, t.coefficient), t.atoms, t.poly, t.densities)
                      for t in part)
         lost += weight * part_lost
