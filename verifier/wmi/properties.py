@@ -332,7 +332,8 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
         lo = np.maximum(layout.lower, box_lo[free])
         hi = np.minimum(layout.upper, box_hi[free])
         try:
-            roots = build_roots(len(free), layout.factors, lo, hi, deadline=deadline)
+            roots, mass_bound = build_roots(len(free), layout.factors, lo, hi,
+                                            deadline=deadline, envelopes=tuple(layout.envelopes))
         except DeadlineReached:
             skipped.add(term)
             continue
@@ -342,7 +343,7 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
             offset[j] = v
         placements = [Placement(model, embed, offset) for model in models]
         queries.append(Query(len(free), roots, placements, violation, term.coefficient,
-                             tuple(layout.envelopes), layout.lost))
+                             tuple(layout.envelopes), layout.lost, mass_bound=mass_bound))
     return _with_lost(queries, termset.lost + skipped.total)
 
 
@@ -557,8 +558,9 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
         mine = index[feature]
         order[0, mine], order[0, copy] = (-1.0, 1.0) if decreasing else (1.0, -1.0)
         try:
-            roots = build_roots(width, layout.factors, layout.lower, layout.upper, order,
-                                np.zeros(1), deadline)
+            roots, mass_bound = build_roots(width, layout.factors, layout.lower,
+                                            layout.upper, order, np.zeros(1), deadline,
+                                            tuple(layout.envelopes))
         except DeadlineReached:
             copies = _prior_mass(termset) if math.isnan(copies) else copies
             skipped.add(term, copies)
@@ -574,7 +576,7 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
             offset[j] = v
         placements = [Placement(wrapped, first, offset), Placement(wrapped, second, offset)]
         queries.append(Query(width, roots, placements, violation, term.coefficient,
-                             tuple(layout.envelopes), layout.lost))
+                             tuple(layout.envelopes), layout.lost, mass_bound=mass_bound))
     return _with_lost(queries, 2 * termset.lost + skipped.total)
 
 
@@ -637,8 +639,9 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
         index = {j: k for k, j in enumerate(free)}
         layout = _place(term, index, len(free))
         try:
-            roots = build_roots(len(free), layout.factors, layout.lower, layout.upper,
-                                deadline=deadline)
+            roots, mass_bound = build_roots(len(free), layout.factors, layout.lower,
+                                            layout.upper, deadline=deadline,
+                                            envelopes=tuple(layout.envelopes))
         except DeadlineReached:
             skipped.add(term, sum(c[2] for _, c in larger))
             continue
@@ -652,7 +655,7 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
             placements = [Placement(wrapped, embed, offset), Placement(wrapped, embed, moved)]
             queries.append(Query(len(free), roots, placements, violation,
                                  times(term.coefficient, weight), tuple(layout.envelopes),
-                                 layout.lost * weight[2]))
+                                 layout.lost * weight[2], mass_bound=mass_bound))
     if not queries and not skipped.total:
         raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
                             "differs in it")
@@ -765,8 +768,9 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
     noise_layout = _place(shifted_noise, {k: k for k in coordinate.values()}, width)
     lower = np.where(np.isfinite(layout.lower), layout.lower, noise_layout.lower)
     upper = np.where(np.isfinite(layout.upper), layout.upper, noise_layout.upper)
-    roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper,
-                        deadline=deadline)
+    envelopes = tuple(layout.envelopes + noise_layout.envelopes)
+    roots, mass_bound = build_roots(width, layout.factors + noise_layout.factors, lower, upper,
+                                    deadline=deadline, envelopes=envelopes)
     first = np.zeros((dimension, width))
     for j, k in index.items():
         first[j, k] = 1.0
@@ -784,8 +788,7 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
             + noise_layout.lost * term.coefficient[2] * _factor_mass(term))
     return Query(width, roots, [Placement(wrapped, first, offset),
                                 Placement(wrapped, shifted, moved)],
-                 Disagreement(), coefficient, tuple(layout.envelopes + noise_layout.envelopes),
-                 lost)
+                 Disagreement(), coefficient, envelopes, lost, mass_bound=mass_bound)
 
 
 def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
