@@ -47,16 +47,17 @@ def inside(result: object, hits: np.ndarray) -> None:
     assert estimate <= result.probability_upper + 4 * error  # type: ignore[attr-defined]
 
 
-def monotonicity_hits(net: Network, prior: PopulationModel, seed: int) -> np.ndarray:
-    """Monte Carlo of monotonicity in column 0 with population pairs (``x′_0`` an
-    independent draw of the column's marginal): the pairs with ``x_0 < x′_0`` that keep
+def monotonicity_hits(net: Network, prior: PopulationModel, seed: int,
+                      feature: int = 0) -> np.ndarray:
+    """Monte Carlo of monotonicity in column ``feature`` with population pairs (``x′_i`` an
+    independent draw of the column's marginal): the pairs with ``x_i < x′_i`` that keep
     class 1."""
     rng = np.random.default_rng(seed)
     x = prior.sample(SAMPLES, rng)
-    other = prior.sample(SAMPLES, rng)[:, 0]
-    ordered = x[:, 0] < other
+    other = prior.sample(SAMPLES, rng)[:, feature]
+    ordered = x[:, feature] < other
     moved = x[ordered].copy()
-    moved[:, 0] = other[ordered]
+    moved[:, feature] = other[ordered]
     return ~((net.classify(x[ordered]) == 1) & (net.classify(moved) != 1))
 
 
@@ -152,14 +153,17 @@ def mixed_prior() -> PopulationModel:
                                                                lower=-3.0, upper=3.0))]))
 
 
+MIXED_NETWORK = Network([Layer(np.array([[1.0, 1.0], [1.0, -1.0]]), np.array([-4.0, -1.0]),
+                               "relu"),
+                         Layer(np.array([[1.0, -1.0]]), np.array([-0.5]))])
+
+
 @pytest.mark.parametrize("budget", [3, 6, 30])
 def test_envelope_roots_left_at_the_deadline_keep_sound_bounds(budget: int) -> None:
     """Local robustness under a histogram × truncated normal prior (8 envelope roots); the
     deadline after 3, 6 or 30 clock readings leaves roots unprepared or cells unrefined:
     the interval holds Monte Carlo and is marked timed out."""
-    net = Network([Layer(np.array([[1.0, 1.0], [1.0, -1.0]]), np.array([-4.0, -1.0]), "relu"),
-                   Layer(np.array([[1.0, -1.0]]), np.array([-0.5]))])
-    prior = mixed_prior()
+    net, prior = MIXED_NETWORK, mixed_prior()
     centre, epsilon = np.array([4.0, 0.0]), 3.5
     queries, label = local_robustness_queries(net, prior, centre, epsilon)
     assert all(query.envelopes for query in queries)
@@ -168,3 +172,26 @@ def test_envelope_roots_left_at_the_deadline_keep_sound_bounds(budget: int) -> N
     x = prior.sample(4 * SAMPLES, np.random.default_rng(4))
     x = x[np.all(np.abs(x - centre) <= epsilon, axis=1)]
     inside(result, net.classify(x) == label)
+
+
+def test_refined_roots_left_at_the_deadline_keep_sound_bounds() -> None:
+    """Monotonicity in the truncated-normal column of a network whose class 1 falls as it
+    grows: every root carries the order row, so its total goes to the envelope refiner
+    (whose lower ends the unprepared roots' bound subtracts). Deadlines while the 8 roots
+    are prepared (4 readings), enumerated and refined (120, 400): each interval holds Monte
+    Carlo (0.839) and contains the next."""
+    prior = mixed_prior()
+    net = Network([Layer(np.array([[1.0, 1.0], [1.0, -1.0]]), np.array([-4.0, -1.0]), "relu"),
+                   Layer(np.array([[-1.0, 1.0]]), np.array([0.5]))])
+    (query,) = monotonicity_queries(net, prior, 1, use_prior=True)
+    assert query.envelopes and query.roots[0].A.shape[0] == 1
+    results = [solve([query], timeout_s=float(budget), clock=TickClock())
+               for budget in (4, 120, 400)]
+    hits = monotonicity_hits(net, prior, 5, feature=1)
+    for result in results:
+        assert result.timed_out and not result.exact
+        inside(result, hits)
+    for earlier, later in itertools.pairwise(results):
+        assert earlier.probability_lower <= later.probability_lower
+        assert later.probability_upper <= earlier.probability_upper
+    assert results[-1].probability_upper - results[-1].probability_lower < 0.2

@@ -427,18 +427,18 @@ class Solver:
 
     def _unprepared(self, query: Query, reached: float) -> None:
         """The query's roots the deadline left without their region (no LP ran), bounded
-        together: their mass lies in ``[0, query.mass_bound − reached]`` (``reached`` a lower
-        bound of the mass of the query's roots prepared before, unscaled), and so does their
-        violation. One step per query, however many roots are left."""
-        rest = max(0.0, float(add_up(query.mass_bound, -reached)))
+        together: scaled by the query's coefficient, their mass lies in
+        ``[0, coefficient_hi · mass_bound − reached]`` (``reached`` a lower bound of the
+        scaled mass of the query's roots prepared before, as the sums and the refiner count
+        it), and so does their violation. One step per query, however many roots are left."""
+        whole = mul_up(query.coefficient[2], query.mass_bound)
+        rest = max(0.0, float(add_up(whole, -reached)))
+        self.sums.total_hi = float(add_up(self.sums.total_hi, rest))
+        self.sums.uncertain = True
         if query.envelopes:
-            bound = float(mul_up(query.coefficient[2], rest))
-            self.sums.total_hi = float(add_up(self.sums.total_hi, bound))
-            self.sums.uncertain = True
-            self.pending[(id(query), "unprepared")] = bound
-            return
-        self.sums.add_total(query.coefficient, (0.0, rest))
-        self.sums.add_violation(query.coefficient, rest, (0.0, 0.0), complete=False)
+            self.pending[(id(query), "unprepared")] = rest
+        else:
+            self.sums.violation_hi = float(add_up(self.sums.violation_hi, rest))
 
     def _totals(self) -> list[tuple[Query, int, Region | None, float]]:
         """Root regions and exact totals; envelope roots' totals go to the sums/refiner.
@@ -447,7 +447,7 @@ class Solver:
         prepared = []
         for q, query in enumerate(self.batch):
             scale = (query.coefficient[0], query.coefficient[2])
-            reached = 0.0  # lower bound of the mass of this query's prepared roots
+            reached = 0.0  # lower bound of the scaled mass of this query's prepared roots
             for index, root in enumerate(query.roots):
                 if self.clock() >= self.deadline:
                     self.late = True
@@ -459,7 +459,7 @@ class Solver:
                     mass = _integrate(region, compiled(root.weight, query.dimension))
                     self.sums.add_total(query.coefficient, mass)
                     total = mass[1]
-                    reached = float(add_down(reached, mass[0]))
+                    reached = float(add_down(reached, mul_down(scale[0], mass[0])))
                 elif region is not None:
                     envelope = self._envelope(query, root)
                     if root.A.shape[0] == 0:
@@ -469,11 +469,13 @@ class Solver:
                         self.sums.total += query.coefficient[1] * 0.5 * (summary.mass_lo
                                                                          + summary.mass_hi)
                         total = scale[1] * summary.mass_hi
-                        reached = float(add_down(reached, summary.mass_lo))
+                        reached = float(add_down(reached, mul_down(scale[0],
+                                                                   summary.mass_lo)))
                     else:
-                        self.refiner.add(envelope, region, root.lower, root.upper, scale,
-                                         ("t", (q, index)))
-                        total = self.refiner.high[("t", (q, index))]
+                        tag = ("t", (q, index))
+                        self.refiner.add(envelope, region, root.lower, root.upper, scale, tag)
+                        total = self.refiner.high[tag]
+                        reached = float(add_down(reached, self.refiner.low[tag]))
                 prepared.append((query, index, region, total))
         return prepared
 
