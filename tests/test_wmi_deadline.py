@@ -195,3 +195,28 @@ def test_refined_roots_left_at_the_deadline_keep_sound_bounds() -> None:
         assert earlier.probability_lower <= later.probability_lower
         assert later.probability_upper <= earlier.probability_upper
     assert results[-1].probability_upper - results[-1].probability_lower < 0.2
+
+
+def test_a_root_whose_regions_the_prefix_prunes_still_stops() -> None:
+    """One root (uniform columns) and a network that never predicts class 1, cut into many
+    linear regions by 8 ReLUs: monotonicity's prefix cell (the first copy predicts class 1)
+    prunes every region, so no region ever reaches the solver, which read the clock only
+    between regions and finished the root whatever the deadline. The clock is now read
+    before each region: 5 readings end the run, timed out, with an interval that holds the
+    true probability 1 (no pair can lose class 1)."""
+    rng = np.random.default_rng(7)
+    first = rng.normal(size=(8, 2))
+    net = Network([Layer(first, -first @ np.array([0.5, 0.5]), "relu"),
+                   Layer(np.full((1, 8), 0.01), np.array([-100.0]))])
+    prior = PopulationModel(
+        features=[Feature(name=m, kind="continuous", domain=(0.0, 1.0)) for m in "uv"],
+        distribution=Product(factors=[Factor(columns=[m], distribution=Uniform(lower=0.0,
+                                                                               upper=1.0))
+                                      for m in "uv"]))
+    queries = monotonicity_queries(net, prior, 0, use_prior=True)
+    assert sum(len(query.roots) for query in queries) == 1
+    complete = solve(queries)
+    assert complete.regions == 0 and complete.probability_lower == 1.0
+    result = solve(queries, timeout_s=5.0, clock=TickClock())
+    assert result.timed_out and not result.exact
+    assert result.probability_lower <= 1.0 == result.probability_upper

@@ -128,7 +128,8 @@ class WMIResult:
 
 
 class DeadlineReached(Exception):
-    """The deadline passed while :func:`build_roots` listed combinations of pieces."""
+    """The deadline passed while :func:`build_roots` listed combinations of pieces, or while
+    a root's regions were enumerated (:func:`_combined`)."""
 
 
 def build_roots(dimension: int, factors: list[WeightFactor], pre_lower: np.ndarray,
@@ -230,9 +231,13 @@ def _root_region(root: Root, counters: Counters) -> Region | None:
 
 
 def _combined(query: Query, region: Region, root: Root, index: int,
-              outputs: list[Outputs]) -> Iterator[tuple[Region, list[Outputs]]]:
+              outputs: list[Outputs], deadline: float = np.inf,
+              clock: Clock = time.perf_counter) -> Iterator[tuple[Region, list[Outputs]]]:
     """Regions where every placement from ``index`` on is affine, with all outputs; the
-    violation's ``prefix_cell`` (if any) prunes regions after the first placement."""
+    violation's ``prefix_cell`` (if any) prunes regions after the first placement. The clock
+    is read before each region of every placement, so a root whose regions the prefix
+    prunes (no region reaches the caller) still stops: :class:`DeadlineReached` once
+    ``deadline`` has passed."""
     if index == len(query.placements):
         yield region, outputs
         return
@@ -251,7 +256,9 @@ def _combined(query: Query, region: Region, root: Root, index: int,
         z_lo, z_hi = np.maximum(z_lo, region_lo), np.minimum(z_hi, region_hi)
     for piece, out in placement.model.pieces(region, placement.matrix, placement.offset,
                                              z_lo, z_hi):
-        yield from _combined(query, piece, root, index + 1, [*outputs, out])
+        if clock() >= deadline:
+            raise DeadlineReached
+        yield from _combined(query, piece, root, index + 1, [*outputs, out], deadline, clock)
 
 
 def root_masses(query: Query, index: int, stop_mass: float = np.inf,
@@ -270,19 +277,20 @@ def root_masses(query: Query, index: int, stop_mass: float = np.inf,
     total = _integrate(region, weight)
     counters.integrals += 1
     low = high = 0.0
-    for leaf, outputs in _combined(query, region, root, 0, []):
-        counters.regions += 1
-        for A, b in query.violation(outputs):
-            cell = leaf.restrict(A, b)
-            if cell is None:
-                continue
-            mass = _integrate(cell, weight)
-            low, high = low + mass[0], high + mass[1]
-            counters.integrals += 1
-            if low >= stop_mass:
-                return total, (low, high), counters, True, False
-        if clock() >= deadline:
-            return total, (low, high), counters, False, False
+    try:
+        for leaf, outputs in _combined(query, region, root, 0, [], deadline, clock):
+            counters.regions += 1
+            for A, b in query.violation(outputs):
+                cell = leaf.restrict(A, b)
+                if cell is None:
+                    continue
+                mass = _integrate(cell, weight)
+                low, high = low + mass[0], high + mass[1]
+                counters.integrals += 1
+                if low >= stop_mass:
+                    return total, (low, high), counters, True, False
+    except DeadlineReached:
+        return total, (low, high), counters, False, False
     return total, (low, high), counters, False, True
 
 
@@ -557,15 +565,17 @@ class Solver:
         envelope = self._envelope(query, root)
         scale = (query.coefficient[0], query.coefficient[2])
         tag = ("v", (id(query), index))
-        for leaf, outputs in _combined(query, region, root, 0, []):
-            self.counters.regions += 1
-            for A, b in query.violation(outputs):
-                cell = leaf.restrict(A, b)
-                if cell is None:
-                    continue
-                self.counters.integrals += 1
-                self.refiner.add(envelope, cell, root.lower, root.upper, scale, tag)
-            if self.clock() >= self.deadline:
-                self.refiner.drop(tag)
-                return False
+        try:
+            for leaf, outputs in _combined(query, region, root, 0, [], self.deadline,
+                                           self.clock):
+                self.counters.regions += 1
+                for A, b in query.violation(outputs):
+                    cell = leaf.restrict(A, b)
+                    if cell is None:
+                        continue
+                    self.counters.integrals += 1
+                    self.refiner.add(envelope, cell, root.lower, root.upper, scale, tag)
+        except DeadlineReached:
+            self.refiner.drop(tag)
+            return False
         return True
