@@ -1,6 +1,7 @@
 """A prior whose histogram pieces would make exact WMI list more than
-:data:`verifier.wmi.terms.MAX_ROOTS` root regions sends a network's monotonicity and noise
-audits to box branching (the income demo's default fit is such a prior); a small one stays
+:data:`verifier.wmi.terms.MAX_ROOTS` root regions sends a network's monotonicity, noise,
+local-robustness and equivalence audits to box branching (the income demo's default fit is
+such a prior; local robustness counts only the pieces meeting its ε-box); a small one stays
 exact. Oracle: Monte Carlo (400 000 samples) inside each certified interval ± 4σ."""
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import pytest
 
 from verifier.network import Layer, Network
 from verifier.population import Factor, Feature, Mixture, PopulationModel, Product, Uniform
-from verifier.wmi import monotonicity, noise_robustness
+from verifier.wmi import equivalence, local_robustness, monotonicity, noise_robustness
 from verifier.wmi.noise import uniform_noise
-from verifier.wmi.properties import monotonicity_queries
+from verifier.wmi.properties import local_robustness_queries, monotonicity_queries
 from verifier.wmi.terms import MAX_ROOTS, TooManyRoots
 
 SAMPLES = 400_000
@@ -80,3 +81,48 @@ def test_histogram_priors_branch_only_beyond_the_root_limit(bins: int) -> None:
     shifted = x.copy()
     shifted[:, 1] += rng.uniform(0.0, 2.0, size=SAMPLES)
     inside(result, net.classify(x) == net.classify(shifted))
+
+
+def second_network() -> Network:
+    rng = np.random.default_rng(6)
+    first = rng.normal(size=(6, 3)) / 4
+    return Network([Layer(first, -first @ np.full(3, 8.0) + rng.normal(size=6) / 4, "relu"),
+                    Layer(rng.normal(size=(2, 6)), np.zeros(2))], input_names=["a", "b", "c"])
+
+
+@pytest.mark.parametrize(("bins", "epsilon", "branched"),
+                         [(24, 8.0, True), (24, 1.0, False), (2, 8.0, False)])
+def test_local_robustness_branches_only_beyond_the_root_limit(bins: int, epsilon: float,
+                                                              branched: bool) -> None:
+    """The ε-box counts: 24³ pieces on the whole support (ε = 8 around the centre) go to box
+    branching, the few that meet a box of radius 1 (4 bins a side) stay exact, as
+    does a 2-bin prior. Oracle: Monte Carlo of the conditional probability in the box."""
+    net, prior = network(), histograms(bins)
+    centre = np.array([8.0, 8.0, 8.0])
+    result = local_robustness(net, prior, centre, epsilon, timeout_s=20, tolerance=1e-3)
+    assert (result.extra.get("method") == "box branching (PV)") == branched
+    x = prior.sample(SAMPLES, np.random.default_rng(3))
+    x = x[np.all(np.abs(x - centre) <= epsilon, axis=1)]
+    inside(result, net.classify(x) == result.extra["expected_class"])
+
+
+@pytest.mark.parametrize("bins", [24, 2])
+def test_equivalence_branches_only_beyond_the_root_limit(bins: int) -> None:
+    """Two networks compared on the whole support: 24³ roots go to box branching, 2³ stay
+    exact. Oracle: Monte Carlo of the agreement."""
+    first, second, prior = network(), second_network(), histograms(bins)
+    result = equivalence(first, second, prior, timeout_s=20, tolerance=1e-3)
+    assert (result.extra.get("method") == "box branching (PV)") == (bins == 24)
+    x = prior.sample(SAMPLES, np.random.default_rng(4))
+    inside(result, first.classify(x) == second.classify(x))
+
+
+def test_the_limit_counts_the_pieces_meeting_the_box() -> None:
+    """Local robustness refuses exact WMI on the whole support and accepts a box that meets
+    4 bins a side (4³ = 64 roots)."""
+    centre = np.array([8.0, 8.0, 8.0])
+    with pytest.raises(TooManyRoots):
+        local_robustness_queries(network(), histograms(24), centre, 8.0, max_roots=MAX_ROOTS)
+    queries, _ = local_robustness_queries(network(), histograms(24), centre, 1.0,
+                                          max_roots=MAX_ROOTS)
+    assert sum(len(query.roots) for query in queries) == 4 ** 3

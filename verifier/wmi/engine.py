@@ -11,22 +11,33 @@ With ``stop_at = k`` the enumeration stops as soon as the violating mass is know
 ``k`` times the total (the early stop of the paper's Algorithm 1; ``stopped_early``), and an
 envelope refinement also stops once the violation is known to lie below ``k``. A deadline
 (``timeout_s``) leaves every root not yet enumerated with violation in ``[0, its mass]`` and
-returns the interval reached. Roots are processed in parallel through an executor when one is
-given and every weight is polynomial (no early stop and no deadline then).
+returns the interval reached; the roots never reached are bounded together, by the query's
+bound on all its roots' mass less what the reached roots are proven to hold
+(:attr:`Query.mass_bound`), so the work after the deadline does not grow with their number.
+Roots are processed in parallel through an executor when one is given and every weight is
+polynomial (no early stop and no deadline then).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from verifier.numerics import add_down, add_up, mul_down, mul_up, probability_ratio
+from verifier.numerics import (
+    add_down,
+    add_up,
+    mul_down,
+    mul_up,
+    probability_ratio,
+    sum_upper,
+)
 from verifier.wmi.encode import Placement, Root, WeightFactor, WMIInputError
 from verifier.wmi.envelope import Envelope, Refiner, box_summary, refine_until
 from verifier.wmi.integrate import integrate_simplices
@@ -45,6 +56,7 @@ from verifier.wmi.terms import ONE, Coefficient
 
 ViolationCondition = Any  # callable: list[Outputs] -> list[(A, b)]
 Mass = tuple[float, float]  # an enclosure (low, high) of a mass
+Clock = Callable[[], float]  # seconds; time.perf_counter unless a test injects its own
 DEFAULT_TOLERANCE = 1e-4
 MAX_REFINEMENTS = 100_000
 
@@ -57,7 +69,8 @@ class Query:
     enclosure ``(lower, value, upper)``); ``envelopes`` lists the coordinates whose weight is
     a non-polynomial 1-D density (their root weight is 1 on a finite core interval, see
     :mod:`verifier.wmi.envelope`); ``lost`` bounds the prior mass the query leaves out (tails
-    beyond the cores, already scaled)."""
+    beyond the cores, already scaled); ``mass_bound`` is an upper bound of the sum of the
+    roots' masses before scaling (the second value :func:`build_roots` returns)."""
 
     dimension: int
     roots: list[Root]
@@ -66,6 +79,7 @@ class Query:
     coefficient: Coefficient = ONE
     envelopes: tuple[tuple[int, Density1D], ...] = ()
     lost: float = 0.0
+    mass_bound: float = field(kw_only=True)
 
 
 @dataclass
@@ -114,15 +128,20 @@ class WMIResult:
 
 
 class DeadlineReached(Exception):
-    """The deadline passed while :func:`build_roots` listed combinations of pieces."""
+    """The deadline passed while :func:`build_roots` listed combinations of pieces, or while
+    a root's regions were enumerated (:func:`_combined`)."""
 
 
 def build_roots(dimension: int, factors: list[WeightFactor], pre_lower: np.ndarray,
                 pre_upper: np.ndarray, pre_A: np.ndarray | None = None,
-                pre_b: np.ndarray | None = None, deadline: float = np.inf) -> list[Root]:
+                pre_b: np.ndarray | None = None, deadline: float = np.inf,
+                envelopes: tuple[tuple[int, Density1D], ...] = ()
+                ) -> tuple[list[Root], float]:
     """One root per combination of pieces whose boxes meet inside the precondition box
-    ``[pre_lower, pre_upper]`` (extra precondition rows ``pre_A z <= pre_b``); raises
-    :class:`DeadlineReached` once ``deadline`` (``time.perf_counter()``) has passed."""
+    ``[pre_lower, pre_upper]`` (extra precondition rows ``pre_A z <= pre_b``), and an upper
+    bound of the sum of the roots' masses (:func:`roots_mass_bound`; ``envelopes`` as in
+    :class:`Query`); raises :class:`DeadlineReached` once ``deadline``
+    (``time.perf_counter()``) has passed."""
     if not (np.isfinite(pre_lower).all() and np.isfinite(pre_upper).all()):
         raise WMIInputError("the integration domain is unbounded: every coordinate needs a "
                             "bounded support or precondition box")
@@ -142,7 +161,43 @@ def build_roots(dimension: int, factors: list[WeightFactor], pre_lower: np.ndarr
             weight = multiply(weight, embed(piece.polynomial, positions, dimension))
         if np.all(lower < upper):
             roots.append(Root(lower, upper, pre_A, pre_b, weight))
-    return roots
+    return roots, roots_mass_bound(factors, pre_lower, pre_upper, envelopes)
+
+
+def roots_mass_bound(factors: list[WeightFactor], pre_lower: np.ndarray,
+                     pre_upper: np.ndarray, envelopes: tuple[tuple[int, Density1D], ...] = ()
+                     ) -> float:
+    """An upper bound of ``Σ_roots ∫_root w`` over the roots :func:`build_roots` lists, in
+    time linear in the number of pieces (not of roots).
+
+    Guarantee: with the factors on disjoint coordinates, each root's box is a product of one
+    piece box per factor (cut to the precondition box) and its weight the product of those
+    pieces' polynomials, so the sum over all combinations is at most
+    ``Π_factors Σ_pieces ∫_{piece ∩ pre} |p|``; each inner integral is bounded by
+    :func:`~verifier.wmi.polynomial.box_bound`, or, on an envelope coordinate (weight 1 on
+    the density's core), by the certified mass of its density
+    (:meth:`~verifier.wmi.marginals.Density1D.mass`). Sums and products round upward through
+    :mod:`verifier.numerics`. Factors that share a coordinate give ``inf`` (no bound)."""
+    positions = [p for factor in factors for p in factor.positions]
+    if len(set(positions)) != len(positions):
+        return math.inf
+    densities = dict(envelopes)
+    bound = 1.0
+    for factor in factors:
+        where = factor.positions
+        total = 0.0
+        for piece in factor.pieces:
+            lower = np.maximum(piece.lower, pre_lower[where])
+            upper = np.minimum(piece.upper, pre_upper[where])
+            if not np.all(lower < upper):
+                continue
+            if len(where) == 1 and where[0] in densities:
+                mass = float(densities[where[0]].mass(lower, upper)[1][0])
+            else:
+                mass = box_bound(*compiled(piece.polynomial, len(where)), lower, upper)
+            total = float(add_up(total, mass))
+        bound = float(mul_up(bound, total))
+    return bound
 
 
 def _integrate(region: Region, weight: tuple[np.ndarray, np.ndarray]) -> Mass:
@@ -176,9 +231,13 @@ def _root_region(root: Root, counters: Counters) -> Region | None:
 
 
 def _combined(query: Query, region: Region, root: Root, index: int,
-              outputs: list[Outputs]) -> Iterator[tuple[Region, list[Outputs]]]:
+              outputs: list[Outputs], deadline: float = np.inf,
+              clock: Clock = time.perf_counter) -> Iterator[tuple[Region, list[Outputs]]]:
     """Regions where every placement from ``index`` on is affine, with all outputs; the
-    violation's ``prefix_cell`` (if any) prunes regions after the first placement."""
+    violation's ``prefix_cell`` (if any) prunes regions after the first placement. The clock
+    is read before each region of every placement, so a root whose regions the prefix
+    prunes (no region reaches the caller) still stops: :class:`DeadlineReached` once
+    ``deadline`` has passed."""
     if index == len(query.placements):
         yield region, outputs
         return
@@ -197,15 +256,18 @@ def _combined(query: Query, region: Region, root: Root, index: int,
         z_lo, z_hi = np.maximum(z_lo, region_lo), np.minimum(z_hi, region_hi)
     for piece, out in placement.model.pieces(region, placement.matrix, placement.offset,
                                              z_lo, z_hi):
-        yield from _combined(query, piece, root, index + 1, [*outputs, out])
+        if clock() >= deadline:
+            raise DeadlineReached
+        yield from _combined(query, piece, root, index + 1, [*outputs, out], deadline, clock)
 
 
 def root_masses(query: Query, index: int, stop_mass: float = np.inf,
-                deadline: float = np.inf) -> tuple[Mass, Mass, Counters, bool, bool]:
+                deadline: float = np.inf, clock: Clock = time.perf_counter
+                ) -> tuple[Mass, Mass, Counters, bool, bool]:
     """``(total mass, violating mass, counters, stopped, complete)`` of root ``index`` (a
     polynomial weight; masses as enclosures ``(low, high)``, see :func:`_integrate`);
     enumeration stops once the violating mass's lower end reaches ``stop_mass`` or at
-    ``deadline`` (``time.perf_counter()``), leaving ``complete`` False."""
+    ``deadline`` (on ``clock``), leaving ``complete`` False."""
     counters = Counters()
     root = query.roots[index]
     region = _root_region(root, counters)
@@ -215,35 +277,37 @@ def root_masses(query: Query, index: int, stop_mass: float = np.inf,
     total = _integrate(region, weight)
     counters.integrals += 1
     low = high = 0.0
-    for leaf, outputs in _combined(query, region, root, 0, []):
-        counters.regions += 1
-        for A, b in query.violation(outputs):
-            cell = leaf.restrict(A, b)
-            if cell is None:
-                continue
-            mass = _integrate(cell, weight)
-            low, high = low + mass[0], high + mass[1]
-            counters.integrals += 1
-            if low >= stop_mass:
-                return total, (low, high), counters, True, False
-        if time.perf_counter() >= deadline:
-            return total, (low, high), counters, False, False
+    try:
+        for leaf, outputs in _combined(query, region, root, 0, [], deadline, clock):
+            counters.regions += 1
+            for A, b in query.violation(outputs):
+                cell = leaf.restrict(A, b)
+                if cell is None:
+                    continue
+                mass = _integrate(cell, weight)
+                low, high = low + mass[0], high + mass[1]
+                counters.integrals += 1
+                if low >= stop_mass:
+                    return total, (low, high), counters, True, False
+    except DeadlineReached:
+        return total, (low, high), counters, False, False
     return total, (low, high), counters, False, True
 
 
 def solve(queries: Query | list[Query], stop_at: float | None = None,
           executor: Executor | None = None, *, timeout_s: float | None = None,
-          tolerance: float = DEFAULT_TOLERANCE, max_refinements: int = MAX_REFINEMENTS
-          ) -> WMIResult:
+          tolerance: float = DEFAULT_TOLERANCE, max_refinements: int = MAX_REFINEMENTS,
+          clock: Clock = time.perf_counter) -> WMIResult:
     """``P(no violation | pre)`` and ``P(violation | pre)`` over the union of the queries'
     roots (one query per prior term; see the module docstring): exact when every weight is
     polynomial, else a certified interval refined until it is ``tolerance`` wide (or decided
-    against ``stop_at``), ``max_refinements`` bisections or ``timeout_s`` seconds."""
+    against ``stop_at``), ``max_refinements`` bisections or ``timeout_s`` seconds (read on
+    ``clock``; every deadline check of the solver reads it)."""
     batch = [queries] if isinstance(queries, Query) else list(queries)
     if (executor is not None and stop_at is None and timeout_s is None
             and not any(query.envelopes for query in batch)):
         return _solve_parallel(batch, executor)
-    return Solver(batch, stop_at, timeout_s, tolerance, max_refinements).run()
+    return Solver(batch, stop_at, timeout_s, tolerance, max_refinements, clock).run()
 
 
 def _solve_parallel(batch: list[Query], executor: Executor) -> WMIResult:
@@ -312,7 +376,8 @@ class _Sums:
 
     def result(self, counters: Counters, started: float, *, stopped: bool, timed_out: bool,
                refinements: int, exact: bool,
-               extra: tuple[float, float, float, float] = (0, 0, 0, 0)) -> WMIResult:
+               extra: tuple[float, float, float, float] = (0, 0, 0, 0),
+               clock: Clock = time.perf_counter) -> WMIResult:
         if self.total_hi + extra[3] + self.lost <= 0:
             raise WMIInputError("the precondition has probability zero under the prior")
         share_lo, share_hi = self.share(extra)
@@ -328,7 +393,7 @@ class _Sums:
             total_mass=float(self.total), violation_mass=float(self.violation),
             regions=counters.regions,
             integrals=counters.integrals, lps=counters.lps,
-            elapsed_s=time.perf_counter() - started, stopped_early=stopped,
+            elapsed_s=clock() - started, stopped_early=stopped,
             probability_lower=float(low), probability_upper=float(high), exact=exact,
             timed_out=timed_out,
             refinements=refinements,
@@ -340,10 +405,12 @@ class Solver:
     integrals, or cells queued for envelope refinement), then refinement."""
 
     def __init__(self, batch: list[Query], stop_at: float | None, timeout_s: float | None,
-                 tolerance: float, max_refinements: int) -> None:
+                 tolerance: float, max_refinements: int,
+                 clock: Clock = time.perf_counter) -> None:
         self.batch = batch
         self.stop_at = stop_at
-        self.started = time.perf_counter()
+        self.clock = clock
+        self.started = clock()
         self.deadline = np.inf if timeout_s is None else self.started + float(timeout_s)
         self.tolerance = tolerance
         self.max_refinements = max_refinements
@@ -366,40 +433,41 @@ class Solver:
         return Envelope([j for j, _ in query.envelopes], [d for _, d in query.envelopes],
                         root.weight, lambda region: _integrate(region, weight))
 
-    def _unprepared(self, query: Query, index: int) -> None:
-        """A root the deadline left without its region (no LP ran): its mass lies in
-        ``[0, bound]`` with ``bound`` a bound of its weight over its box, and so does its
-        violation."""
-        root = query.roots[index]
+    def _unprepared(self, query: Query, reached: float) -> None:
+        """The query's roots the deadline left without their region (no LP ran), bounded
+        together: scaled by the query's coefficient, their mass lies in
+        ``[0, coefficient_hi · mass_bound − reached]`` (``reached`` a lower bound of the
+        scaled mass of the query's roots prepared before, as the sums and the refiner count
+        it), and so does their violation. One step per query, however many roots are left."""
+        whole = mul_up(query.coefficient[2], query.mass_bound)
+        rest = max(0.0, float(add_up(whole, -reached)))
+        self.sums.total_hi = float(add_up(self.sums.total_hi, rest))
+        self.sums.uncertain = True
         if query.envelopes:
-            summary = box_summary(self._envelope(query, root), root.lower, root.upper)
-            bound = query.coefficient[2] * summary.mass_hi
-            self.sums.total_hi += bound
-            self.sums.uncertain = True
-            self.pending[(id(query), index)] = bound
-            return
-        bound = box_bound(*compiled(root.weight, query.dimension), root.lower, root.upper)
-        self.sums.add_total(query.coefficient, (0.0, bound))
-        self.sums.add_violation(query.coefficient, bound, (0.0, 0.0), complete=False)
+            self.pending[(id(query), "unprepared")] = rest
+        else:
+            self.sums.violation_hi = float(add_up(self.sums.violation_hi, rest))
 
     def _totals(self) -> list[tuple[Query, int, Region | None, float]]:
         """Root regions and exact totals; envelope roots' totals go to the sums/refiner.
-        Roots reached after the deadline are bounded without an LP (:meth:`_unprepared`)
-        and left out of the list (``self.late``)."""
+        A query's roots reached after the deadline are bounded together without an LP
+        (:meth:`_unprepared`) and left out of the list (``self.late``)."""
         prepared = []
         for q, query in enumerate(self.batch):
             scale = (query.coefficient[0], query.coefficient[2])
+            reached = 0.0  # lower bound of the scaled mass of this query's prepared roots
             for index, root in enumerate(query.roots):
-                if time.perf_counter() >= self.deadline:
+                if self.clock() >= self.deadline:
                     self.late = True
-                    self._unprepared(query, index)
-                    continue
+                    self._unprepared(query, reached)
+                    break
                 region = _root_region(root, self.counters)
                 total = 0.0
                 if region is not None and not query.envelopes:
                     mass = _integrate(region, compiled(root.weight, query.dimension))
                     self.sums.add_total(query.coefficient, mass)
                     total = mass[1]
+                    reached = float(add_down(reached, mul_down(scale[0], mass[0])))
                 elif region is not None:
                     envelope = self._envelope(query, root)
                     if root.A.shape[0] == 0:
@@ -409,10 +477,13 @@ class Solver:
                         self.sums.total += query.coefficient[1] * 0.5 * (summary.mass_lo
                                                                          + summary.mass_hi)
                         total = scale[1] * summary.mass_hi
+                        reached = float(add_down(reached, mul_down(scale[0],
+                                                                   summary.mass_lo)))
                     else:
-                        self.refiner.add(envelope, region, root.lower, root.upper, scale,
-                                         ("t", (q, index)))
-                        total = self.refiner.high[("t", (q, index))]
+                        tag = ("t", (q, index))
+                        self.refiner.add(envelope, region, root.lower, root.upper, scale, tag)
+                        total = self.refiner.high[tag]
+                        reached = float(add_down(reached, self.refiner.low[tag]))
                 prepared.append((query, index, region, total))
         return prepared
 
@@ -425,7 +496,7 @@ class Solver:
         for q_index, (query, index, region, total) in enumerate(prepared):
             if region is None:
                 continue
-            if time.perf_counter() >= self.deadline:
+            if self.clock() >= self.deadline:
                 timed_out = True
                 self._give_up(prepared[q_index:])
                 break
@@ -446,12 +517,12 @@ class Solver:
             query.envelopes for query in self.batch)
         if not (timed_out or stopped or exact):
             decided = refine_until(self.refiner, self._refined, self.deadline,
-                                   self.max_refinements)
+                                   self.max_refinements, self.clock)
             stopped = self._reached()
-            timed_out = not decided and time.perf_counter() >= self.deadline
+            timed_out = not decided and self.clock() >= self.deadline
         return self.sums.result(self.counters, self.started, stopped=stopped,
                                 timed_out=timed_out, refinements=self.refiner.steps,
-                                exact=exact, extra=self._extra())
+                                exact=exact, extra=self._extra(), clock=self.clock)
 
     def _refined(self) -> bool:
         low, high = self.sums.share(self._extra())
@@ -460,11 +531,18 @@ class Solver:
         return high - low <= self.tolerance
 
     def _give_up(self, rest: list[tuple[Query, int, Region | None, float]]) -> None:
-        """Roots never enumerated: violation anywhere in ``[0, total]``."""
-        for query, _, region, total in rest:
-            if region is not None and not query.envelopes:
-                self.sums.add_violation(query.coefficient, total, (0.0, 0.0),
-                                        complete=False)
+        """Roots never enumerated: violation anywhere in ``[0, total]``; their upper ends
+        are added in one vectorised step (products rounded up, the sum by
+        :func:`~verifier.numerics.sum_upper`)."""
+        totals = [(query.coefficient[2], total) for query, _, region, total in rest
+                  if region is not None and not query.envelopes]
+        if not totals:
+            return
+        scales, masses = np.array(totals).T
+        products = mul_up(scales, masses)
+        bound = float(sum_upper(float(np.sum(products)), len(totals) - 1))
+        self.sums.violation_hi = float(add_up(self.sums.violation_hi, bound))
+        self.sums.uncertain = True
 
     def _exact_root(self, query: Query, index: int, total: float) -> tuple[bool, bool]:
         """Enumerate a polynomial root: ``(complete or stopped, stopped)``."""
@@ -475,7 +553,7 @@ class Solver:
             remaining = max(0.0, needed - self.sums.violation_lo - self._extra()[0]) / low \
                 if low > 0 else np.inf
         _, violating, work, stopped, complete = root_masses(query, index, remaining,
-                                                            self.deadline)
+                                                            self.deadline, self.clock)
         self.counters.add(work)
         self.sums.add_violation(query.coefficient, total, violating, complete or stopped)
         if stopped:
@@ -487,15 +565,17 @@ class Solver:
         envelope = self._envelope(query, root)
         scale = (query.coefficient[0], query.coefficient[2])
         tag = ("v", (id(query), index))
-        for leaf, outputs in _combined(query, region, root, 0, []):
-            self.counters.regions += 1
-            for A, b in query.violation(outputs):
-                cell = leaf.restrict(A, b)
-                if cell is None:
-                    continue
-                self.counters.integrals += 1
-                self.refiner.add(envelope, cell, root.lower, root.upper, scale, tag)
-            if time.perf_counter() >= self.deadline:
-                self.refiner.drop(tag)
-                return False
+        try:
+            for leaf, outputs in _combined(query, region, root, 0, [], self.deadline,
+                                           self.clock):
+                self.counters.regions += 1
+                for A, b in query.violation(outputs):
+                    cell = leaf.restrict(A, b)
+                    if cell is None:
+                        continue
+                    self.counters.integrals += 1
+                    self.refiner.add(envelope, cell, root.lower, root.upper, scale, tag)
+        except DeadlineReached:
+            self.refiner.drop(tag)
+            return False
         return True

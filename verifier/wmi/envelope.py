@@ -238,12 +238,13 @@ class Refiner:
 
 
 def refine_until(refiner: Refiner, done: Callable[[], bool], deadline: float,
-                 max_steps: int) -> bool:
-    """Refine until ``done()``, the deadline or ``max_steps``; ``True`` if ``done()``."""
+                 max_steps: int, clock: Callable[[], float] = time.perf_counter) -> bool:
+    """Refine until ``done()``, the deadline (on ``clock``) or ``max_steps``; ``True`` if
+    ``done()``."""
     while True:
         if done():
             return True
-        if time.perf_counter() >= deadline or refiner.steps >= max_steps:
+        if clock() >= deadline or refiner.steps >= max_steps:
             return False
         if not refiner.step():
             return done()

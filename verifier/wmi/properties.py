@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -249,22 +250,33 @@ def _place(term: Term, index: dict[int, int], width: int) -> _Layout:
     return _Layout(factors, envelopes, lost, lower, upper)
 
 
-def _roots(term: Term, dimension: int) -> int:
-    """How many root regions the term's factors list (the product of their piece counts)."""
+def _roots(term: Term, dimension: int, box_lo: np.ndarray | None = None,
+           box_hi: np.ndarray | None = None) -> int:
+    """How many root regions the term's factors list: the product of their piece counts,
+    counting only the pieces that meet the precondition box ``[box_lo, box_hi]`` (by column;
+    none: no box)."""
     free = [j for j in range(dimension) if j not in term.atoms]
     layout = _place(term, {j: k for k, j in enumerate(free)}, len(free))
-    return math.prod(len(factor.pieces) for factor in layout.factors)
+    if box_lo is None or box_hi is None:
+        return math.prod(len(factor.pieces) for factor in layout.factors)
+    lo, hi = box_lo[free], box_hi[free]
+    return math.prod(
+        sum(bool(np.all(np.maximum(piece.lower, lo[factor.positions])
+                        < np.minimum(piece.upper, hi[factor.positions])))
+            for piece in factor.pieces)
+        for factor in layout.factors)
 
 
-def _check_roots(terms: list[Term], dimension: int, extra: int, max_roots: int | None) -> None:
-    """Raise :class:`TooManyRoots` once the terms' roots, each times ``extra`` (the pieces
-    of the coordinates the property adds: a copy's marginal, the noise), exceed
-    ``max_roots`` (``None``: no limit)."""
+def _check_roots(counts: Iterable[int], max_roots: int | None) -> None:
+    """Raise :class:`TooManyRoots` once the root counts (one per query a property would
+    build, :func:`_roots` times the pieces the property adds: a copy's marginal, the noise,
+    the other values of a discrete feature) add up to more than ``max_roots`` (``None``: no
+    limit). The counts are read lazily and only up to the limit."""
     if max_roots is None:
         return
     total = 0
-    for term in terms:
-        total += _roots(term, dimension) * extra
+    for count in counts:
+        total += count
         if total > max_roots:
             raise TooManyRoots(f"the prior's pieces make more than {max_roots} root regions "
                                "for exact WMI")
@@ -313,14 +325,17 @@ def _late(deadline: float) -> bool:
 
 def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
                          dimension: int, box_lo: np.ndarray, box_hi: np.ndarray,
-                         violation: Any, deadline: float = math.inf) -> list[Query]:
+                         violation: Any, deadline: float = math.inf,
+                         max_roots: int | None = None) -> list[Query]:
     """One query per (merged) term whose atoms lie in the precondition box. Terms reached
-    after ``deadline`` are left out as ``lost`` mass (:func:`_late`)."""
+    after ``deadline`` are left out as ``lost`` mass (:func:`_late`); :class:`TooManyRoots`
+    when the pieces meeting the box make more than ``max_roots`` roots."""
     read = set().union(*(read_columns(model) for model in models))
-    terms = [t for t in termset.terms if _atoms_inside(t, box_lo, box_hi)]
+    terms = _merge([t for t in termset.terms if _atoms_inside(t, box_lo, box_hi)], read)
+    _check_roots((_roots(term, dimension, box_lo, box_hi) for term in terms), max_roots)
     queries: list[Query] = []
     skipped = _SkippedMass()
-    for term in _merge(terms, read):
+    for term in terms:
         if _late(deadline):
             skipped.add(term)
             continue
@@ -332,7 +347,8 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
         lo = np.maximum(layout.lower, box_lo[free])
         hi = np.minimum(layout.upper, box_hi[free])
         try:
-            roots = build_roots(len(free), layout.factors, lo, hi, deadline=deadline)
+            roots, mass_bound = build_roots(len(free), layout.factors, lo, hi,
+                                            deadline=deadline, envelopes=tuple(layout.envelopes))
         except DeadlineReached:
             skipped.add(term)
             continue
@@ -342,7 +358,7 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
             offset[j] = v
         placements = [Placement(model, embed, offset) for model in models]
         queries.append(Query(len(free), roots, placements, violation, term.coefficient,
-                             tuple(layout.envelopes), layout.lost))
+                             tuple(layout.envelopes), layout.lost, mass_bound=mass_bound))
     return _with_lost(queries, termset.lost + skipped.total)
 
 
@@ -389,15 +405,19 @@ def _engine(stop_at: float | None, executor: Executor | None, bound_method: str,
 
 def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: float,
                              expected_class: int | None = None, bound_method: str = "crown", *,
-                             deadline: float = math.inf) -> tuple[list[Query], int]:
-    """The queries of :func:`local_robustness` and the expected class checked."""
+                             deadline: float = math.inf, max_roots: int | None = None
+                             ) -> tuple[list[Query], int]:
+    """The queries of :func:`local_robustness` and the expected class checked;
+    :class:`TooManyRoots` when the prior's pieces meeting the ε-box make more than
+    ``max_roots`` roots."""
     wrapped = as_model(model, bound_method)
     point = np.asarray(center, dtype=np.float64).reshape(-1)
     termset = _termset(prior, _input_size(wrapped))
     chosen = _predicted(wrapped, point) if expected_class is None else int(expected_class)
     box_lo, box_hi = _ball(termset, point, epsilon)
     return _single_copy_queries([wrapped], termset, point.size, box_lo, box_hi,
-                                OtherClass(chosen), deadline=deadline), chosen
+                                OtherClass(chosen), deadline=deadline,
+                                max_roots=max_roots), chosen
 
 
 def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
@@ -410,7 +430,8 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
         queries, chosen = local_robustness_queries(model, prior, center, epsilon, expected_class,
-                                                   bound_method, deadline=engine["deadline"])
+                                                   bound_method, deadline=engine["deadline"],
+                                                   max_roots=_root_limit(model))
     except NotEnumerable:
         if not branched.branchable(model):
             raise
@@ -430,13 +451,15 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
 
 def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = None,
                         epsilon: float | None = None, bound_method: str = "crown", *,
-                        deadline: float = math.inf) -> list[Query]:
-    """The queries of :func:`equivalence`."""
+                        deadline: float = math.inf, max_roots: int | None = None
+                        ) -> list[Query]:
+    """The queries of :func:`equivalence`; :class:`TooManyRoots` when the prior's pieces
+    (meeting the ε-box, if any) make more than ``max_roots`` roots."""
     first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
     termset = _termset(prior, _input_size(first, second))
     box_lo, box_hi = _ball(termset, center, epsilon)
     return _single_copy_queries([first, second], termset, termset.dimension, box_lo, box_hi,
-                                Disagreement(), deadline=deadline)
+                                Disagreement(), deadline=deadline, max_roots=max_roots)
 
 
 def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
@@ -449,7 +472,8 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
         queries = equivalence_queries(model, surrogate, prior, center, epsilon, bound_method,
-                                      deadline=engine["deadline"])
+                                      deadline=engine["deadline"],
+                                      max_roots=_root_limit(model, surrogate))
     except NotEnumerable:
         if not branched.branchable(model, surrogate):
             raise
@@ -528,10 +552,12 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
     violation = LostFavorable(favorable_class) if output is None else Decrease(output)
     if feature in termset.discrete_columns():
         return _with_lost(_discrete_monotonicity_queries(wrapped, termset, feature, decreasing,
-                                                         violation, deadline), 2 * termset.lost)
+                                                         violation, deadline, max_roots),
+                          2 * termset.lost)
     copy_pieces, copy_density = _copy_marginal(termset, feature)
     merged = _merge(termset.terms, read_columns(wrapped))
-    _check_roots(merged, dimension, 1 if copy_pieces is None else len(copy_pieces), max_roots)
+    extra = 1 if copy_pieces is None else len(copy_pieces)
+    _check_roots((_roots(term, dimension) * extra for term in merged), max_roots)
     queries: list[Query] = []
     skipped = _SkippedMass()
     copies = math.nan  # the second copy's mass, bounded when a term is first left out
@@ -557,8 +583,9 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
         mine = index[feature]
         order[0, mine], order[0, copy] = (-1.0, 1.0) if decreasing else (1.0, -1.0)
         try:
-            roots = build_roots(width, layout.factors, layout.lower, layout.upper, order,
-                                np.zeros(1), deadline)
+            roots, mass_bound = build_roots(width, layout.factors, layout.lower,
+                                            layout.upper, order, np.zeros(1), deadline,
+                                            tuple(layout.envelopes))
         except DeadlineReached:
             copies = _prior_mass(termset) if math.isnan(copies) else copies
             skipped.add(term, copies)
@@ -574,7 +601,7 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
             offset[j] = v
         placements = [Placement(wrapped, first, offset), Placement(wrapped, second, offset)]
         queries.append(Query(width, roots, placements, violation, term.coefficient,
-                             tuple(layout.envelopes), layout.lost))
+                             tuple(layout.envelopes), layout.lost, mass_bound=mass_bound))
     return _with_lost(queries, 2 * termset.lost + skipped.total)
 
 
@@ -608,24 +635,33 @@ def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
 
 def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermSet,
                                    feature: int, decreasing: bool, violation: Any,
-                                   deadline: float = math.inf) -> list[Query]:
+                                   deadline: float = math.inf, max_roots: int | None = None
+                                   ) -> list[Query]:
     """Monotonicity in a discrete (binary or integer) column: one query per (merged) prior
     term ``x`` and value ``v′`` of the feature's marginal with ``x_i < v′`` (``>`` when
     ``decreasing``); both copies share the term's continuous coordinates and differ only in
     the feature's fixed value, weighted by ``P(x_i′ = v′)``. Pairs with equal values cannot
     violate the property and are left out of the precondition, as the measure-zero diagonal
-    is in the continuous case."""
+    is in the continuous case. :class:`TooManyRoots` when the queries would enumerate more
+    than ``max_roots`` roots (a term's roots once per other value)."""
     if any(feature in group for group in termset.groups):
         raise WMIInputError(f"monotonicity needs an ordered feature; column "
                             f"{termset.name(feature)!r} belongs to a one-hot group")
     marginal = _value_marginal(termset, feature)
     dimension = termset.dimension
+
+    def larger_values(term: Term) -> list[tuple[float, Coefficient]]:
+        value = term.atoms[feature]
+        return [(v, c) for v, c in sorted(marginal.items())
+                if (v < value if decreasing else v > value) and c[2] > 0]
+
+    merged = _merge(termset.terms, read_columns(wrapped) | {feature})
+    _check_roots((_roots(term, dimension) * len(larger_values(term)) for term in merged),
+                 max_roots)
     queries: list[Query] = []
     skipped = _SkippedMass()
-    for term in _merge(termset.terms, read_columns(wrapped) | {feature}):
-        value = term.atoms[feature]
-        larger = [(v, c) for v, c in sorted(marginal.items())
-                  if (v < value if decreasing else v > value) and c[2] > 0]
+    for term in merged:
+        larger = larger_values(term)
         if not larger:
             continue
         if _late(deadline):
@@ -637,8 +673,9 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
         index = {j: k for k, j in enumerate(free)}
         layout = _place(term, index, len(free))
         try:
-            roots = build_roots(len(free), layout.factors, layout.lower, layout.upper,
-                                deadline=deadline)
+            roots, mass_bound = build_roots(len(free), layout.factors, layout.lower,
+                                            layout.upper, deadline=deadline,
+                                            envelopes=tuple(layout.envelopes))
         except DeadlineReached:
             skipped.add(term, sum(c[2] for _, c in larger))
             continue
@@ -652,7 +689,7 @@ def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermS
             placements = [Placement(wrapped, embed, offset), Placement(wrapped, embed, moved)]
             queries.append(Query(len(free), roots, placements, violation,
                                  times(term.coefficient, weight), tuple(layout.envelopes),
-                                 layout.lost * weight[2]))
+                                 layout.lost * weight[2], mass_bound=mass_bound))
     if not queries and not skipped.total:
         raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
                             "differs in it")
@@ -727,9 +764,8 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
             raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
                                 "column or a discrete noise distribution; it is discrete")
     merged = _merge(termset.terms, read_columns(wrapped))
-    _check_roots(merged, dimension,
-                 sum(_roots(noise_term, len(features)) for noise_term in noise_set.terms),
-                 max_roots)
+    extra = sum(_roots(noise_term, len(features)) for noise_term in noise_set.terms)
+    _check_roots((_roots(term, dimension) * extra for term in merged), max_roots)
     queries: list[Query] = []
     skipped = _SkippedMass()
     for term in merged:
@@ -765,8 +801,9 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
     noise_layout = _place(shifted_noise, {k: k for k in coordinate.values()}, width)
     lower = np.where(np.isfinite(layout.lower), layout.lower, noise_layout.lower)
     upper = np.where(np.isfinite(layout.upper), layout.upper, noise_layout.upper)
-    roots = build_roots(width, layout.factors + noise_layout.factors, lower, upper,
-                        deadline=deadline)
+    envelopes = tuple(layout.envelopes + noise_layout.envelopes)
+    roots, mass_bound = build_roots(width, layout.factors + noise_layout.factors, lower, upper,
+                                    deadline=deadline, envelopes=envelopes)
     first = np.zeros((dimension, width))
     for j, k in index.items():
         first[j, k] = 1.0
@@ -784,8 +821,7 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
             + noise_layout.lost * term.coefficient[2] * _factor_mass(term))
     return Query(width, roots, [Placement(wrapped, first, offset),
                                 Placement(wrapped, shifted, moved)],
-                 Disagreement(), coefficient, tuple(layout.envelopes + noise_layout.envelopes),
-                 lost)
+                 Disagreement(), coefficient, envelopes, lost, mass_bound=mass_bound)
 
 
 def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
