@@ -148,9 +148,12 @@ def test_a_binary_feature_of_a_bayesian_network_contains_monte_carlo() -> None:
     centred = -(weight @ prior.sample(2_000, 1).mean(axis=0)) + rng.normal(size=5)
     net = Network([Layer(weight, centred, "relu"),
                    Layer(rng.normal(size=(2, 5)), rng.normal(scale=0.3, size=2))])
-    result = monotonicity(net, prior, 0, use_prior=True, timeout_s=20, tolerance=1e-2)
+    # the run ends at the tolerance's width, not at a wall-clock budget (0.03 wide after 20 s
+    # quiet; at load 11-15 a 20-s budget ended wider than 0.1): the budget is only a backstop
+    result = monotonicity(net, prior, 0, use_prior=True, timeout_s=600, tolerance=0.05)
     estimate, error = monte_carlo(net, prior, 0, 1_000_000, 6)
     assert result.probability_lower - 4 * error <= estimate
     assert estimate <= result.probability_upper + 4 * error
-    assert result.probability_upper - result.probability_lower < 0.1  # 0.03 measured in 20 s
+    assert not result.timed_out
+    assert result.probability_upper - result.probability_lower <= 0.05
     assert 0.2 < estimate < 0.8
