@@ -10,7 +10,12 @@ categorical node contributes ``c_cat − min`` over its categories in the box, a
 ``c·x_u − min(c·lo_u, c·hi_u)``. Each ``t_u`` is cut into bins of width ``h`` and rounded
 *down* (``k_u ≤ t_u / h`` in real arithmetic, with margins for the float evaluation of
 ``t_u``), and ``h`` is chosen so that ``N·h > τ`` for ``N`` = ``bins``; then
-``Σ k_u ≥ N`` implies the excess exceeds ``τ``. The distribution of ``min(Σ k_u, N)`` is a
+``Σ k_u ≥ N`` implies the excess exceeds ``τ``. Rounding down loses up to one bin per term, so
+a node *takes in* its parents whose cells each hold one value (see :attr:`ExcessBounds.
+taken_in`): its factor already has their cells on its axes, so its bin is ``⌊(t_u + Σ t_p) /
+h⌋`` per combination of their cells and one bin is lost for the family where one per node was
+(Adult-13: hours-per-week takes in education and marital status). The distribution of
+``min(Σ k_u, N)`` is a
 variable elimination over the network's cells (the one of
 :mod:`verifier.population.elimination`) whose factors carry a bin axis, combined by
 convolution saturated at ``N``; its top bin bounds the wanted probability from below.
@@ -101,6 +106,34 @@ class ExcessBounds:
                 mask[elimination.columns[u]] = True
         return mask
 
+    @cached_property
+    def taken_in(self) -> dict[int, tuple[int, ...]]:
+        """Per node, the parents whose excess its bins also read (module docstring): listed
+        parents with more than one cell, each cell holding exactly one value, so a
+        combination of parent cells fixes their excess. Each parent is taken in once, by the
+        child with the most listed values that can (ties: the first node); a node taken in
+        takes in none (its own factor then carries no bins)."""
+        elimination = self.elimination
+        listed = self.listed
+
+        def single_valued(p: int) -> bool:
+            values = listed[p]
+            return (values is not None and len(elimination.cells[p]) > 1
+                    and bool((values.member.sum(axis=1) == 1.0).all()))
+
+        taken: set[int] = set()
+        plan: dict[int, tuple[int, ...]] = {}
+        sizes = [-1 if values is None else values.values.size for values in listed]
+        for u in sorted(range(len(listed)), key=lambda v: -sizes[v]):
+            if listed[u] is None or u in taken:
+                continue
+            parents = tuple(p for p in elimination.factors[u].variables[:-1]
+                            if single_valued(p) and p not in taken and p not in plan)
+            if parents:
+                plan[u] = parents
+                taken.update(parents)
+        return plan
+
     def lower(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
               threshold: np.ndarray, bins: int | None = None, chunk: int = 128) -> np.ndarray:
         """Sound lower bounds ``(B,)`` of ``P(x ∈ [lo, hi] ∧ c·x − min_box(c·x) > τ)`` for
@@ -158,15 +191,13 @@ class ExcessBounds:
         return reach
 
     # ------------------------------------------------------------------ bins
-    def _bins(self, u: int, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
-              width: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """Per box and value of node ``u``: whether the box holds it, and its bin
-        ``min(⌊t_u / h⌋, N)`` rounded down in real arithmetic; None when ``t_u`` is 0 on every
-        box (a node the bins need not track)."""
+    def _excess(self, u: int, lo: np.ndarray, hi: np.ndarray,
+                coefficients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per box and listed value of node ``u`` ``(B, values)``: whether the box holds it,
+        and a lower end ``≥ 0`` in real arithmetic of its ``t_u`` (0 off the box)."""
         listed = self.listed[u]
+        assert listed is not None
         node = self.elimination.network.nodes[u]
-        if listed is None:
-            return None
         columns = self.elimination.columns[u]
         if node.categorical:
             inside = Categorical.category_mask(lo[:, columns], hi[:, columns])
@@ -184,8 +215,35 @@ class ExcessBounds:
             products = c * values[None, :]
             scale = np.abs(products).max(axis=1, keepdims=True) + np.abs(smallest)
             excess = (products - smallest) - 4.0 * EPS * scale
-        excess = np.where(inside, excess, 0.0)
-        quotient = scaled_down(np.maximum(excess, 0.0) / width[:, None], 4.0 * EPS)
+        return inside, np.maximum(np.where(inside, excess, 0.0), 0.0)
+
+    def _bins(self, u: int, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
+              width: np.ndarray, bins: int, kept: dict[int, tuple[np.ndarray, np.ndarray]]
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Whether each box holds each value of node ``u`` ``(B, values)``, and the bin
+        ``min(⌊(t_u + Σ t_p) / h⌋, N)`` rounded down in real arithmetic ``(B, parent cells…,
+        values)`` (parent axes cut to ``kept``, size 1 for a parent not taken in; ``p`` over
+        :attr:`taken_in`); None when every bin is 0 (a node the bins need not track)."""
+        inside, total = self._excess(u, lo, hi, coefficients)
+        parents = self.elimination.factors[u].variables[:-1]
+        batch = lo.shape[0]
+        total = total.reshape(batch, *([1] * len(parents)), -1)
+        taken = self.taken_in.get(u, ())
+        for axis, p in enumerate(parents):
+            if p not in taken:
+                continue
+            listed = self.listed[p]
+            assert listed is not None
+            per_cell = self._excess(p, lo, hi, coefficients)[1][:, np.argmax(listed.member, axis=1)]
+            if p in kept:
+                per_cell = np.take_along_axis(per_cell, kept[p][0], axis=1)
+            shape = [batch] + [1] * (len(parents) + 1)
+            shape[axis + 1] = per_cell.shape[1]
+            total = total + per_cell.reshape(shape)
+        # a float sum of m + 1 non-negative terms is at most (1 + ε)^m ≤ 1 + 2mε times the
+        # real one; the division rounds by one more ε
+        quotient = scaled_down(total / width.reshape(batch, *([1] * (total.ndim - 1))),
+                               (4.0 + 2.0 * len(taken)) * EPS)
         level = np.minimum(np.floor(quotient), float(bins)).astype(np.int64)
         if not (level > 0).any():
             return None
@@ -195,12 +253,10 @@ class ExcessBounds:
                       kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """``(B, parent cells…, cells, N + 1)``: lower ends of ``P(x_u ∈ box ∩ cell, bin)``
         under the row the parent cells pick (cells cut to ``kept``, see :meth:`_factor`),
-        computed for the picked rows and kept cells only."""
+        computed for the picked rows and kept cells only; ``level`` from :meth:`_bins`."""
         listed = self.listed[u]
         assert listed is not None
         batch = inside.shape[0]
-        onehot = (inside[:, :, None] & (level[:, :, None] == np.arange(bins + 1))).astype(
-            np.float64)  # (B, values, N + 1)
         weights = listed.probability_lower[:, None, :] * listed.member[None, :, :]
         weights = np.concatenate([weights, np.zeros_like(weights[:1])])  # row −1: zero
         row_of = self._rows(u, kept, batch)
@@ -210,9 +266,23 @@ class ExcessBounds:
             chosen = weights[row_of[..., None], own] * real.reshape(own.shape)[..., None]
         else:
             chosen = weights[row_of]  # (B, parent cells…, cells, values)
-        shape = chosen.shape
-        flat = chosen.reshape(batch, -1, shape[-1]) @ onehot
-        return flat.reshape(*shape[:-1], bins + 1)
+        if u not in self.taken_in:  # one bin per value: a product with its one-hot bins
+            own = level.reshape(batch, -1)  # its parent axes have size 1
+            onehot = (inside[:, :, None] & (own[:, :, None] == np.arange(bins + 1))).astype(
+                np.float64)  # (B, values, N + 1)
+            shape = chosen.shape
+            flat = chosen.reshape(batch, -1, shape[-1]) @ onehot
+            return flat.reshape(*shape[:-1], bins + 1)
+        # bins per combination of parent cells: each (box, parent cells, cell) entry sums its
+        # values' weights into their bins
+        chosen = chosen * inside.reshape(batch, *([1] * (chosen.ndim - 2)), -1)
+        leading, values = int(np.prod(chosen.shape[:-2])), chosen.shape[-1]
+        cells = chosen.shape[-2]
+        levels = np.broadcast_to(level, (*chosen.shape[:-2], values)).reshape(leading, 1, values)
+        slots = np.arange(leading * cells).reshape(leading, cells, 1) * (bins + 1) + levels
+        flat = np.bincount(slots.ravel(), weights=chosen.ravel(),
+                           minlength=leading * cells * (bins + 1))
+        return flat.reshape(*chosen.shape[:-1], bins + 1)
 
     def _rows(self, u: int, kept: dict[int, tuple[np.ndarray, np.ndarray]],
               batch: int) -> np.ndarray:
@@ -257,18 +327,21 @@ class ExcessBounds:
                    width: np.ndarray, bins: int) -> np.ndarray:
         elimination = self.elimination
         batch = lo.shape[0]
-        binned = {}
-        for u in range(len(elimination.factors)):
-            found = self._bins(u, lo, hi, coefficients, width, bins)
-            if found is not None:
-                binned[u] = found
-        if not binned:
-            return np.zeros(batch)
         kept = {}
         for u, reached in self._reached_cells(lo, hi).items():
             count = max(1, int(reached.sum(axis=1).max()))
             ranked = np.argsort(~reached, axis=1, kind="stable")[:, :count]
             kept[u] = (ranked, np.take_along_axis(reached, ranked, axis=1).astype(np.float64))
+        taken = {p for parents in self.taken_in.values() for p in parents}
+        binned = {}
+        for u in range(len(elimination.factors)):
+            if self.listed[u] is None or u in taken:
+                continue
+            found = self._bins(u, lo, hi, coefficients, width, bins, kept)
+            if found is not None:
+                binned[u] = found
+        if not binned:
+            return np.zeros(batch)
         pending: list[tuple[np.ndarray, tuple[int, ...], bool]] = []
         for u, factor in enumerate(elimination.factors):
             if u in binned:
