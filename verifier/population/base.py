@@ -19,10 +19,11 @@ Public methods (all float64, batched, vectorised over boxes):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, PydanticUndefinedAnnotation
+from pydantic_core import CoreSchema
 
 from verifier.population.errors import PopulationError
 from verifier.population.rounding import Enclosure
@@ -196,6 +197,37 @@ class Distribution(PopulationBase, ABC):
                 f"expected a distribution of kind {cls.__name__}, got kind {kind!r}"
             )
         return cls.model_validate(data)
+
+
+_UNION: list[Any] = []
+
+
+def complete_nested(union: Any) -> None:
+    """Make :data:`NestedDistribution` validate and serialise as ``union`` (the
+    discriminated union of every kind, which :mod:`verifier.population.union` defines and
+    passes here once every kind exists)."""
+    _UNION[:] = [union]
+
+
+class _AsTheUnion:
+    """Pydantic's schema hook of :data:`NestedDistribution`: the union's own schema (a dict
+    becomes the class its ``kind`` names, a distribution serialises as its own class, errors
+    and JSON schema as the union's). Before :func:`complete_nested`, the annotation is
+    undefined, as an unresolved forward reference is: its model stays incomplete and fails
+    loudly if used."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        if not _UNION:
+            raise PydanticUndefinedAnnotation(
+                "AnyDistribution", "verifier.population.union defines the union of every kind"
+            )
+        return handler.generate_schema(_UNION[0])
+
+
+NestedDistribution = Annotated[Distribution, _AsTheUnion()]
+"""A distribution of any kind nested in a product, a mixture or a Bayesian network."""
 
 
 def union_atoms(parts: list[np.ndarray | None]) -> np.ndarray | None:

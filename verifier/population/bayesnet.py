@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import (
@@ -41,6 +41,7 @@ from pydantic import (
 from verifier.population.base import (
     Bound,
     Distribution,
+    NestedDistribution,
     PopulationBase,
     finite_or_none,
     lower_bound,
@@ -53,9 +54,6 @@ from verifier.population.errors import PopulationError
 from verifier.population.excess import ExcessBounds
 from verifier.population.rounding import Enclosure, product
 
-if TYPE_CHECKING:
-    from verifier.population.union import AnyDistribution
-
 MAX_REGIMES = 100_000
 MAX_PARTITION_CELLS = 1_000_000
 CHUNK_ELEMENTS = 2_000_000
@@ -65,7 +63,7 @@ class CPTRow(PopulationBase):
     """One row of a conditional probability table."""
 
     condition: dict[str, tuple[Bound, Bound]] = Field(default_factory=dict)
-    distribution: AnyDistribution
+    distribution: NestedDistribution
     label: str | None = None
 
     @field_validator("condition")

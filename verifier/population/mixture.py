@@ -10,17 +10,14 @@ product or a row of a Bayesian-network CPT).
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import model_validator
 
-from verifier.population.base import Distribution, indent, union_atoms
+from verifier.population.base import Distribution, NestedDistribution, indent, union_atoms
 from verifier.population.distributions import check_probabilities, renormalisation
 from verifier.population.rounding import Enclosure, weighted_sum
-
-if TYPE_CHECKING:
-    from verifier.population.union import AnyDistribution
 
 
 class Mixture(Distribution):
@@ -28,7 +25,7 @@ class Mixture(Distribution):
 
     kind: Literal["mixture"] = "mixture"
     weights: list[float]
-    components: list[AnyDistribution]
+    components: list[NestedDistribution]
 
     @model_validator(mode="after")
     def _check_components(self) -> Mixture:

@@ -9,23 +9,20 @@ factor's ``columns``). The box probability is the product of the factors' box pr
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import model_validator
 
-from verifier.population.base import Distribution, PopulationBase, indent
+from verifier.population.base import Distribution, NestedDistribution, PopulationBase, indent
 from verifier.population.rounding import Enclosure, product
-
-if TYPE_CHECKING:
-    from verifier.population.union import AnyDistribution
 
 
 class Factor(PopulationBase):
     """One independent factor: ``distribution`` on the named ``columns``."""
 
     columns: list[str]
-    distribution: AnyDistribution
+    distribution: NestedDistribution
 
     @model_validator(mode="after")
     def _check_columns(self) -> Factor:

@@ -1,7 +1,8 @@
 """The discriminated union of every distribution kind (JSON field ``kind``).
 
-Products, mixtures and Bayesian networks nest distributions of any kind, so their models are
-completed here, once every kind is defined.
+Products, mixtures and Bayesian networks nest distributions of any kind
+(:data:`verifier.population.base.NestedDistribution`), so their models are completed here,
+once every kind is defined.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter
 
-from verifier.population.base import Distribution
+from verifier.population.base import Distribution, complete_nested
 from verifier.population.bayesnet import BayesianNetwork, BayesNode, CPTRow
 from verifier.population.distributions import (
     Categorical,
@@ -48,8 +49,9 @@ DISTRIBUTION_KINDS: tuple[str, ...] = (
     "piecewise",
 )
 
+complete_nested(AnyDistribution)
 for _model in (Factor, Product, Mixture, CPTRow, BayesNode, BayesianNetwork):
-    _model.model_rebuild(_types_namespace={"AnyDistribution": AnyDistribution})
+    _model.model_rebuild()
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyDistribution)
 
