@@ -77,12 +77,12 @@ def _codes(frame: pd.DataFrame, feature: Feature) -> tuple[np.ndarray, list[floa
     return np.searchsorted(cuts, values, side="left"), cuts.tolist(), int(cuts.size + 1)
 
 
-def _counting_bic(table: pd.DataFrame, coded: dict[str, np.ndarray]) -> Any:
+def _counting_bic(table: pd.DataFrame, coded: dict[int, np.ndarray]) -> Any:
     """pgmpy's ``BIC`` score on ``table`` whose log-likelihood counts with numpy."""
     from pgmpy.structure_score import BIC
 
     class CountingBIC(BIC):
-        def _log_likelihood(self, variable: str, parents: tuple[str, ...]
+        def _log_likelihood(self, variable: int, parents: tuple[int, ...]
                             ) -> tuple[float, int, int]:
             index = np.zeros(len(coded[variable]), dtype=np.int64)
             states = 1
@@ -126,14 +126,20 @@ def learn_structure(frame: pd.DataFrame, features: list[Feature],
         cells[feature.name] = count
         if cuts is not None:
             bins[feature.name] = cuts
-    table = pd.DataFrame({name: pd.Categorical(codes) for name, codes in coded.items()})
-    coded = {name: np.unique(codes, return_inverse=True)[1] for name, codes in coded.items()}
-    forbidden = [(a, b) for a in names for b in names
+    # The search sees features by their index: pgmpy picks among equally scored moves in
+    # set order, which for names follows Python's hash seed (a feature and its exact copy:
+    # one CSV gave four different networks in six runs) and for small integers does not.
+    node = {name: index for index, name in enumerate(names)}
+    table = pd.DataFrame({node[name]: pd.Categorical(codes) for name, codes in coded.items()})
+    by_node = {node[name]: np.unique(codes, return_inverse=True)[1]
+               for name, codes in coded.items()}
+    forbidden = [(node[a], node[b]) for a in names for b in names
                  if a != b and ((cells[a] > MAX_PARENT_CELLS and a != protected) or b == protected)]
-    required = [(protected, b) for b in names if protected is not None and b != protected]
+    required = [(node[protected], node[b]) for b in names
+                if protected is not None and b != protected]
     if len(names) > 1:
         search = HillClimbSearch(
-            scoring_method=_counting_bic(table, coded),
+            scoring_method=_counting_bic(table, by_node),
             max_indegree=MAX_PARENTS + (protected is not None),
             expert_knowledge=ExpertKnowledge(forbidden_edges=forbidden or None,
                                              required_edges=required or None),
@@ -143,7 +149,7 @@ def learn_structure(frame: pd.DataFrame, features: list[Feature],
             # The score holds the whole table; the search reads only the variables from what
             # it is given, whose per-cell input check costs seconds on 30k rows.
             search.fit(table.iloc[:2])
-        edges = {(str(a), str(b)) for a, b in search.causal_graph_.edges()}
+        edges = {(names[a], names[b]) for a, b in search.causal_graph_.edges()}
     else:
         edges = set()
     parents = {
