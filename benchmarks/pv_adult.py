@@ -255,6 +255,50 @@ def run_verify(net: PvAdultNet, timeout: float, executor: str, workers: int,
             "load_after": os.getloadavg()[0]}
 
 
+def anytime(net: PvAdultNet, cpu_budget: float, gamma: float,
+            variant: dict[str, Any]) -> list[tuple[float, tuple[float, float], int]]:
+    """In this process (one torch thread): PV on ``net`` with the CLI's settings changed by
+    ``variant`` (:class:`verifier.pv.PVSettings` fields), stopped once this process has
+    spent ``cpu_budget`` CPU seconds in PV; the (CPU seconds, ratio interval, boxes) of every
+    progress report, for comparisons at equal CPU."""
+    import torch
+
+    from verifier.audits.demographic_parity import demographic_parity_audit
+    from verifier.convert import network_from_json
+    from verifier.population import load_population
+    from verifier.pv import PVProgress, PVSettings
+
+    torch.set_num_threads(1)
+    network = network_from_json(json.loads(net.network_path.read_text(encoding="utf-8")))
+    population = load_population(net.population_path)
+    curve: list[tuple[float, tuple[float, float], int]] = []
+    started = time.process_time()
+
+    def record(report: PVProgress) -> None:
+        low, high = report.value
+        curve.append((time.process_time() - started, (float(low), float(high)), report.boxes))
+        if curve[-1][0] >= cpu_budget:
+            raise _CpuBudgetReached
+
+    with contextlib.suppress(_CpuBudgetReached):
+        demographic_parity_audit(
+            network, population, protected=PRIVILEGED_COLUMN, privileged=1.0,
+            favorable_class=FAVORABLE_CLASS, gamma=gamma, progress=record,
+            settings=PVSettings(timeout_s=None, **variant))
+    return curve
+
+
+class _CpuBudgetReached(Exception):
+    """Raised from a progress report to end an :func:`anytime` run at its CPU budget."""
+
+
+def at_cpu(curve: list[tuple[float, tuple[float, float], int]],
+           seconds: float) -> tuple[tuple[float, float], int] | None:
+    """The last interval reported within ``seconds`` of CPU, and its boxes."""
+    within = [(interval, boxes) for cpu, interval, boxes in curve if cpu <= seconds]
+    return within[-1] if within else None
+
+
 def _interval(bounds: Sequence[float]) -> str:
     low, high = (float(b) for b in bounds)
     return f"[{low:.3f}, {high:.3f}]"
@@ -287,7 +331,7 @@ def _budget_text(result: dict[str, Any], timeout: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=("build", "run"))
+    parser.add_argument("action", choices=("build", "run", "anytime"))
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--executor", nargs="+", choices=("process", "local"),
                         default=["process", "local"])
@@ -304,6 +348,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--startup", action="store_true",
                         help=f"before each run, time the same command with --timeout "
                              f"{STARTUP_TIMEOUT:g} (its start-up), and check the budget")
+    parser.add_argument("--cpu", type=float, nargs="+", default=[10.0, 20.0, 40.0],
+                        help="anytime: CPU seconds to read the interval at (the last is the "
+                             "budget)")
+    parser.add_argument("--variant", type=json.loads, default={},
+                        help='anytime: PVSettings fields as JSON, e.g. \'{"linear_credit": '
+                             'false}\'')
     parser.add_argument("--json", action="store_true", help="one JSON object per run")
     args = parser.parse_args(argv)
     chosen = [h for h in NETWORKS if not args.net or network_label(h) in args.net]
@@ -315,6 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{net.truth.ratio_se:.4f} (MC {net.truth.samples:.0e}), data ratio "
                   f"{net.empirical_ratio:.4f}")
         return 0
+    if args.action == "anytime":
+        return _print_anytime(nets, args)
     if not args.json:
         print(HEADER, flush=True)
     for net in nets:
@@ -332,6 +384,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                       flush=True)
             else:
                 print(row_text(net, executor, result, args.timeout), flush=True)
+    return 0
+
+
+def _print_anytime(nets: Sequence[PvAdultNet], args: argparse.Namespace) -> int:
+    for net in nets:
+        gamma = net.truth.ratio / PV_MARGIN if args.pv_margin else args.gamma
+        curve = anytime(net, max(args.cpu), gamma, args.variant)
+        cells = []
+        for seconds in args.cpu:
+            found = at_cpu(curve, seconds)
+            cells.append("–" if found is None
+                         else f"{_interval(found[0])} ({found[1]:,} boxes)")
+        print(f"| {net.label} | γ {gamma:.3f} | {json.dumps(args.variant) or 'CLI'} | "
+              + " | ".join(cells) + " |", flush=True)
     return 0
 
 

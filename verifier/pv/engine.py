@@ -21,7 +21,7 @@ from verifier.pv.domain import InputDomain, MassFunction
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.events import TrackedEvents
 from verifier.pv.inflight import Round, RoundsInFlight
-from verifier.pv.pace import Pace
+from verifier.pv.pace import CreditPace, Pace
 from verifier.pv.result import PVProgress, PVResult
 from verifier.pv.settings import PVSettings
 from verifier.pv.splitting import Splitter
@@ -62,6 +62,7 @@ class ProbabilityBranchAndBound:
         self.directed = settings.selection == "directed" and spec.threshold is not None
         self.evaluation = BoxEvaluation(
             masses, self.atoms, excess if settings.linear_credit else None, self.directed)
+        self.credit_pace = CreditPace(settings.credit_cost_share)
 
     def _refuted(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
                  truth: np.ndarray) -> np.ndarray:
@@ -89,7 +90,11 @@ class ProbabilityBranchAndBound:
 
         def record() -> Boxes:
             (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
-             credit_false, share) = under_way.result()
+             credit_false, share, cost) = under_way.result()
+            credited = lo.shape[0] if wanted is None else int(
+                (wanted.true | wanted.false).any(axis=1).sum())
+            self.credit_pace.observe(float(cost[:, 0].sum()), credited,
+                                     float(cost[:, 1].sum()), lo.shape[0])
             undecided = self.atoms.undecided(low, high)
             truth = self._refuted(lo, hi, pending, self.atoms.truth(low, high))
             open_events = pending & (truth == 0)
@@ -204,7 +209,8 @@ class ProbabilityBranchAndBound:
                         pool.open_estimate(events) + flight.open_estimate(events), total)
                 directed = 0 if weights is None else directed_count(count, pool.size)
                 chosen = pool.pop_heaviest(count, weights)
-                wanted = _wanted_credits(weights, directed, chosen.lo.shape[0])
+                wanted = self._credit_capped(
+                    chosen, _wanted_credits(weights, directed, chosen.lo.shape[0]))
                 pace.started(count, now, len(flight) > 0)
                 parts, futures = self._refine(chosen, evaluate, wanted,
                                               pace.deadline if pace.closing(now) else None)
@@ -279,6 +285,25 @@ class ProbabilityBranchAndBound:
             parts.append(record)
             futures += started
         return parts, futures
+
+    def _credit_capped(self, chosen: Boxes, wanted: WantedSides | None
+                       ) -> WantedSides | None:
+        """``wanted`` with the credit kept only on the heaviest chosen boxes, as many as
+        :meth:`~verifier.pv.pace.CreditPace.credited_count` allows (unchanged without
+        credit or when it allows all)."""
+        count = chosen.lo.shape[0]
+        if self.evaluation.excess is None:
+            return wanted
+        allowed = self.credit_pace.credited_count(count)
+        if allowed >= count:
+            return wanted
+        keep = np.zeros(count, dtype=bool)
+        keep[np.argsort(-chosen.mass_hi, kind="stable")[:allowed]] = True
+        if wanted is None:
+            events = len(self.tracked.events)
+            wanted = WantedSides(np.ones((count, events), dtype=bool),
+                                 np.ones((count, events), dtype=bool))
+        return WantedSides(wanted.true & keep[:, None], wanted.false & keep[:, None])
 
     def _stop_reason(self, verdict: str, open_boxes: int, probabilities: dict[str, Interval],
                      elapsed: float, processed: int, open_limit: int | None) -> str | None:
