@@ -49,6 +49,7 @@ import io
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import time
@@ -217,14 +218,15 @@ def build(cache_dir: Path = CACHE_DIR, samples: int = MC_SAMPLES,
 
 
 def verify_command(net: PvAdultNet, timeout: float, executor: str, workers: int,
-                   gamma: float = GAMMA) -> list[str]:
-    """The CLI command a user runs on ``net`` (CLI defaults but for the executor)."""
+                   gamma: float = GAMMA, extra: Sequence[str] = ()) -> list[str]:
+    """The CLI command a user runs on ``net`` (CLI defaults but for the executor and
+    ``extra`` options)."""
     command = [
         sys.executable, "-m", "pipeline_steps", "verify", "demographic-parity",
         "--model", str(net.network_path), "--population", str(net.population_path),
         "--protected", PRIVILEGED_COLUMN, "--privileged", "1",
         "--favorable-class", str(FAVORABLE_CLASS), "--gamma", f"{gamma:.4f}",
-        "--timeout", str(timeout), "--json", "--no-progress",
+        "--timeout", str(timeout), "--json", "--no-progress", *extra,
     ]
     if executor != "local":
         command += ["--executor", executor, "--workers", str(workers)]
@@ -232,15 +234,15 @@ def verify_command(net: PvAdultNet, timeout: float, executor: str, workers: int,
 
 
 def run_verify(net: PvAdultNet, timeout: float, executor: str, workers: int,
-               gamma: float = GAMMA) -> dict[str, Any]:
+               gamma: float = GAMMA, extra: Sequence[str] = ()) -> dict[str, Any]:
     """One CLI run in a fresh interpreter: its JSON plus the wall time, the CPU time of the
     command and every process it started, and the 1-minute load before and after."""
     load_before = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     completed = subprocess.run(
-        verify_command(net, timeout, executor, workers, gamma), capture_output=True, text=True,
-        cwd=REPOSITORY, check=False,
+        verify_command(net, timeout, executor, workers, gamma, extra), capture_output=True,
+        text=True, cwd=REPOSITORY, check=False,
         env={**os.environ, "PYTHONPATH": str(REPOSITORY), "OMP_NUM_THREADS": "1"})
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -354,8 +356,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variant", type=json.loads, default={},
                         help='anytime: PVSettings fields as JSON, e.g. \'{"linear_credit": '
                              'false}\'')
+    parser.add_argument("--cli", default="", help='run: further CLI options, e.g. '
+                        '--cli="--no-linear-credit"')
     parser.add_argument("--json", action="store_true", help="one JSON object per run")
     args = parser.parse_args(argv)
+    extra = shlex.split(args.cli)
     chosen = [h for h in NETWORKS if not args.net or network_label(h) in args.net]
     nets = build(args.cache, args.samples, chosen)
     if args.action == "build":
@@ -372,9 +377,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for net in nets:
         for executor in args.executor:
             gamma = net.truth.ratio / PV_MARGIN if args.pv_margin else args.gamma
-            startup = (run_verify(net, STARTUP_TIMEOUT, executor, args.workers, gamma)
+            startup = (run_verify(net, STARTUP_TIMEOUT, executor, args.workers, gamma, extra)
                        if args.startup else None)
-            result = run_verify(net, args.timeout, executor, args.workers, gamma)
+            result = run_verify(net, args.timeout, executor, args.workers, gamma, extra)
             if startup is not None:
                 result["startup_s"] = startup["wall_s"]
             if args.json:
