@@ -4,6 +4,7 @@ enumeration when it bites."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -64,7 +65,8 @@ def test_the_share_is_validated() -> None:
 def test_capped_credit_keeps_the_exact_value_in_every_interval(
         k: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a share so small that the credit is cut to a few boxes per round, every interval
-    PV reports (anytime and final) holds the exactly enumerated value, and the cut happened."""
+    PV reports (anytime and final) holds the exactly enumerated value, each report's intervals
+    lie within the previous one's (the best ends seen are kept), and the cut happened."""
     allowed: list[tuple[int, int]] = []
     counted = CreditPace.credited_count
 
@@ -79,10 +81,12 @@ def test_capped_credit_keeps_the_exact_value_in_every_interval(
     truth = {"p_unprivileged": reference.p_unprivileged,
              "p_privileged": reference.p_privileged, "value": reference.ratio}
     seen: list[tuple[str, tuple[float, float]]] = []
+    reports: list[dict[str, tuple[float, float]]] = []
 
     def record(progress: PVProgress) -> None:
         seen.extend(progress.probabilities.items())
         seen.append(("value", progress.value))
+        reports.append({**progress.probabilities, "value": progress.value})
 
     certificate = demographic_parity_audit(
         instance.network, instance.population, protected=instance.protected,
@@ -92,6 +96,9 @@ def test_capped_credit_keeps_the_exact_value_in_every_interval(
                             credit_cost_share=0.02))
     seen.extend(certificate.bounds.items())
     assert any(count < boxes for boxes, count in allowed)
+    for earlier, later in itertools.pairwise(reports):
+        for name, (low, high) in later.items():
+            assert earlier[name][0] <= low and high <= earlier[name][1], (name, earlier, later)
     error = reference.error * (1.0 + abs(reference.ratio)) / reference.p_privileged
     for name, (low, high) in seen:
         assert low - error <= truth[name] <= high + error, (name, low, high, truth[name])

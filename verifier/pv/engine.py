@@ -158,6 +158,7 @@ class ProbabilityBranchAndBound:
         total = float(new.mass_hi[0])
         lower = np.zeros(events)
         violated = np.zeros(events)
+        best_proven, best_upper = np.zeros(events), np.ones(events)
         pool = BoxPool()
         flight = RoundsInFlight()
         processed = iterations = 0
@@ -179,9 +180,14 @@ class ProbabilityBranchAndBound:
                 credit_false = add_down(pool_false, held_false)
             else:
                 credit_true, credit_false = np.zeros(events), np.zeros(events)
-            proven = add_down(lower, credit_true)
+            # every round's ends are sound for the same probabilities, so the best ends seen
+            # are too: credit dropped when a credited box is split (its parts credited less,
+            # or not at all, see CreditPace) never widens what was reported
+            proven = np.maximum(best_proven, add_down(lower, credit_true))
             refuted = add_down(violated, credit_false)
-            upper = np.minimum(np.maximum(add_up(total, -refuted), proven), 1.0)
+            upper = np.maximum(
+                np.minimum(np.minimum(add_up(total, -refuted), 1.0), best_upper), proven)
+            best_proven, best_upper = proven, upper
             probabilities = self.tracked.probabilities(proven, upper)
             value = interval_eval(self.spec.expression, probabilities)
             verdict = self.spec.decide(value)
