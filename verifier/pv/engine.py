@@ -21,7 +21,7 @@ from verifier.pv.domain import InputDomain, MassFunction
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.events import TrackedEvents
 from verifier.pv.inflight import Round, RoundsInFlight
-from verifier.pv.pace import Pace
+from verifier.pv.pace import CreditPace, Pace
 from verifier.pv.result import PVProgress, PVResult
 from verifier.pv.settings import PVSettings
 from verifier.pv.splitting import Splitter
@@ -62,6 +62,7 @@ class ProbabilityBranchAndBound:
         self.directed = settings.selection == "directed" and spec.threshold is not None
         self.evaluation = BoxEvaluation(
             masses, self.atoms, excess if settings.linear_credit else None, self.directed)
+        self.credit_pace = CreditPace(settings.credit_cost_share)
 
     def _refuted(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
                  truth: np.ndarray) -> np.ndarray:
@@ -89,7 +90,11 @@ class ProbabilityBranchAndBound:
 
         def record() -> Boxes:
             (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
-             credit_false, share) = under_way.result()
+             credit_false, share, cost) = under_way.result()
+            credited = lo.shape[0] if wanted is None else int(
+                (wanted.true | wanted.false).any(axis=1).sum())
+            self.credit_pace.observe(float(cost[:, 0].sum()), credited,
+                                     float(cost[:, 1].sum()), lo.shape[0])
             undecided = self.atoms.undecided(low, high)
             truth = self._refuted(lo, hi, pending, self.atoms.truth(low, high))
             open_events = pending & (truth == 0)
@@ -153,6 +158,7 @@ class ProbabilityBranchAndBound:
         total = float(new.mass_hi[0])
         lower = np.zeros(events)
         violated = np.zeros(events)
+        best_proven, best_upper = np.zeros(events), np.ones(events)
         pool = BoxPool()
         flight = RoundsInFlight()
         processed = iterations = 0
@@ -174,9 +180,14 @@ class ProbabilityBranchAndBound:
                 credit_false = add_down(pool_false, held_false)
             else:
                 credit_true, credit_false = np.zeros(events), np.zeros(events)
-            proven = add_down(lower, credit_true)
+            # every round's ends are sound for the same probabilities, so the best ends seen
+            # are too: credit dropped when a credited box is split (its parts credited less,
+            # or not at all, see CreditPace) never widens what was reported
+            proven = np.maximum(best_proven, add_down(lower, credit_true))
             refuted = add_down(violated, credit_false)
-            upper = np.minimum(np.maximum(add_up(total, -refuted), proven), 1.0)
+            upper = np.maximum(
+                np.minimum(np.minimum(add_up(total, -refuted), 1.0), best_upper), proven)
+            best_proven, best_upper = proven, upper
             probabilities = self.tracked.probabilities(proven, upper)
             value = interval_eval(self.spec.expression, probabilities)
             verdict = self.spec.decide(value)
@@ -204,7 +215,8 @@ class ProbabilityBranchAndBound:
                         pool.open_estimate(events) + flight.open_estimate(events), total)
                 directed = 0 if weights is None else directed_count(count, pool.size)
                 chosen = pool.pop_heaviest(count, weights)
-                wanted = _wanted_credits(weights, directed, chosen.lo.shape[0])
+                wanted = self._credit_capped(
+                    chosen, _wanted_credits(weights, directed, chosen.lo.shape[0]))
                 pace.started(count, now, len(flight) > 0)
                 parts, futures = self._refine(chosen, evaluate, wanted,
                                               pace.deadline if pace.closing(now) else None)
@@ -279,6 +291,25 @@ class ProbabilityBranchAndBound:
             parts.append(record)
             futures += started
         return parts, futures
+
+    def _credit_capped(self, chosen: Boxes, wanted: WantedSides | None
+                       ) -> WantedSides | None:
+        """``wanted`` with the credit kept only on the heaviest chosen boxes, as many as
+        :meth:`~verifier.pv.pace.CreditPace.credited_count` allows (unchanged without
+        credit or when it allows all)."""
+        count = chosen.lo.shape[0]
+        if self.evaluation.excess is None:
+            return wanted
+        allowed = self.credit_pace.credited_count(count)
+        if allowed >= count:
+            return wanted
+        keep = np.zeros(count, dtype=bool)
+        keep[np.argsort(-chosen.mass_hi, kind="stable")[:allowed]] = True
+        if wanted is None:
+            events = len(self.tracked.events)
+            wanted = WantedSides(np.ones((count, events), dtype=bool),
+                                 np.ones((count, events), dtype=bool))
+        return WantedSides(wanted.true & keep[:, None], wanted.false & keep[:, None])
 
     def _stop_reason(self, verdict: str, open_boxes: int, probabilities: dict[str, Interval],
                      elapsed: float, processed: int, open_limit: int | None) -> str | None:

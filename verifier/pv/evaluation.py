@@ -32,14 +32,16 @@ TASKS_PER_WORKER = 4
 @dataclass
 class BoxEvaluation:
     """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, order,
-    signs, credit_true, credit_false, share)`` (see :meth:`AtomBounds.bounds_and_drive`;
+    signs, credit_true, credit_false, share, cost)`` (see :meth:`AtomBounds.bounds_and_drive`;
     ``drive`` and ``order`` per box and input, :meth:`AtomBounds.leading_drive` of the
     atoms still undecided — computed here, so a worker returns a fifth of the per-atom
     arrays; ``known`` must hold on each box; the credits of
     :func:`verifier.pv.credit.linear_credit` on the ``wanted`` sides, zero without
     ``excess``; the estimated
     share of each box where each event holds, :func:`verifier.pv.credit.true_share`, or 0.5
-    without ``estimate_shares`` — only directed selection reads it)."""
+    without ``estimate_shares`` — only directed selection reads it; ``cost``, ``(B, 2)``:
+    the CPU seconds of the call spread evenly over its boxes, column 0 the linear credit's,
+    column 1 the rest's — for :class:`verifier.pv.pace.CreditPace`, never for a bound)."""
 
     masses: MassFunction
     atoms: AtomBounds
@@ -50,21 +52,29 @@ class BoxEvaluation:
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
         wanted: WantedSides | None = None,
     ) -> tuple[np.ndarray, ...]:
+        started = time.process_time()
         mass_lo, mass_hi = self.masses(lo, hi)
         low, high, atom_drive, signed, signs, lines = self.atoms.bounds_and_drive(
             lo, hi, method, known)
         drive, order = self.atoms.leading_drive(
             atom_drive, signed, self.atoms.undecided(low, high))
+        crediting = time.process_time()
         if self.excess is None:
             events = len(self.atoms.tracked.events)
             credit_true = credit_false = np.zeros((lo.shape[0], events))
         else:
             credit_true, credit_false = linear_credit(
                 self.atoms, low, high, lines, lo, hi, mass_hi, self.excess, wanted)
+        credited = time.process_time()
         share = (true_share(self.atoms, low, high, lines, lo, hi, mass_hi)
                  if self.estimate_shares else np.full_like(credit_true, 0.5))
+        ended = time.process_time()
+        boxes = max(lo.shape[0], 1)
+        cost = np.empty((lo.shape[0], 2))
+        cost[:, 0] = (credited - crediting) / boxes
+        cost[:, 1] = ((crediting - started) + (ended - credited)) / boxes
         return (mass_lo, mass_hi, low, high, drive, order, signs, credit_true, credit_false,
-                share)
+                share, cost)
 
 
 def _evaluate_task(

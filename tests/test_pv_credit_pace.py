@@ -1,0 +1,104 @@
+"""Linear credit on the heaviest boxes only when it costs more than its share of the CPU
+(:class:`verifier.pv.pace.CreditPace`): the count it allows, and PV's intervals against exact
+enumeration when it bites."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from adult_engine import needs_census
+
+from benchmarks.adult_instances import build_instance, exact_reference
+from verifier.audits import demographic_parity_audit
+from verifier.errors import CertgateInputError
+from verifier.pv import PVProgress, PVSettings
+from verifier.pv.pace import CREDIT_COST_DECAY, CreditPace
+
+
+def test_every_box_is_credited_before_a_measurement_or_with_the_whole_share() -> None:
+    assert CreditPace(0.5).credited_count(100) == 100
+    whole = CreditPace(1.0)
+    whole.observe(credit_s=9.0, credited=10, other_s=1.0, boxes=10)
+    assert whole.credited_count(100) == 100
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5, 0.75])
+@pytest.mark.parametrize("ratio", [0.5, 2.0, 9.0, 100.0])
+def test_the_count_keeps_the_credit_within_its_share_of_the_cpu(share: float,
+                                                                  ratio: float) -> None:
+    """Credit costing ``ratio`` times the rest per box: on ``n`` boxes, ``k`` credited ones
+    cost ``k·ratio`` against ``n`` for the rest, a share of at most ``share`` (all boxes when
+    even that stays within it), and at least one box keeps the credit."""
+    pace = CreditPace(share)
+    pace.observe(credit_s=ratio * 0.01 * 50, credited=50, other_s=0.01 * 200, boxes=200)
+    count = pace.credited_count(1000)
+    assert 1 <= count <= 1000
+    if count < 1000:
+        spent = count * ratio / (count * ratio + 1000)
+        assert spent <= share + 1.0 / 1000
+        assert (count + 1) * ratio / ((count + 1) * ratio + 1000) > share - 1.0 / 1000
+    else:
+        assert ratio / (ratio + 1.0) <= share
+
+
+def test_recent_measurements_weigh_most() -> None:
+    """Credit that grew cheap (smaller boxes, fewer population cells) is given to more boxes
+    again within a few rounds."""
+    pace = CreditPace(0.5)
+    pace.observe(credit_s=100.0, credited=100, other_s=10.0, boxes=100)
+    costly = pace.credited_count(1000)
+    for _ in range(math.ceil(math.log(1e-3) / math.log(CREDIT_COST_DECAY))):
+        pace.observe(credit_s=1.0, credited=100, other_s=10.0, boxes=100)
+    assert costly < 200 and pace.credited_count(1000) == 1000
+
+
+def test_the_share_is_validated() -> None:
+    for share in (0.0, -0.5, 1.5):
+        with pytest.raises(CertgateInputError, match="credit_cost_share"):
+            PVSettings(credit_cost_share=share)
+
+
+@needs_census
+@pytest.mark.parametrize("k", [4, 6])
+def test_capped_credit_keeps_the_exact_value_in_every_interval(
+        k: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a share so small that the credit is cut to a few boxes per round, every interval
+    PV reports (anytime and final) holds the exactly enumerated value, each report's intervals
+    lie within the previous one's (the best ends seen are kept), and the cut happened."""
+    allowed: list[tuple[int, int]] = []
+    counted = CreditPace.credited_count
+
+    def spy(self: CreditPace, boxes: int) -> int:
+        count = counted(self, boxes)
+        allowed.append((boxes, count))
+        return count
+
+    monkeypatch.setattr(CreditPace, "credited_count", spy)
+    instance = build_instance(k, (16,), 7, epochs=1, cache_dir=None)
+    reference = exact_reference(instance)
+    truth = {"p_unprivileged": reference.p_unprivileged,
+             "p_privileged": reference.p_privileged, "value": reference.ratio}
+    seen: list[tuple[str, tuple[float, float]]] = []
+    reports: list[dict[str, tuple[float, float]]] = []
+
+    def record(progress: PVProgress) -> None:
+        seen.extend(progress.probabilities.items())
+        seen.append(("value", progress.value))
+        reports.append({**progress.probabilities, "value": progress.value})
+
+    certificate = demographic_parity_audit(
+        instance.network, instance.population, protected=instance.protected,
+        privileged=instance.privileged, favorable_class=instance.favorable_class, gamma=0.8,
+        progress=record,
+        settings=PVSettings(timeout_s=30.0, max_boxes=3000, batch_size=128,
+                            credit_cost_share=0.02))
+    seen.extend(certificate.bounds.items())
+    assert any(count < boxes for boxes, count in allowed)
+    for earlier, later in itertools.pairwise(reports):
+        for name, (low, high) in later.items():
+            assert earlier[name][0] <= low and high <= earlier[name][1], (name, earlier, later)
+    error = reference.error * (1.0 + abs(reference.ratio)) / reference.p_privileged
+    for name, (low, high) in seen:
+        assert low - error <= truth[name] <= high + error, (name, low, high, truth[name])
