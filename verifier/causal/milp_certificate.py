@@ -11,11 +11,12 @@ closed only by a bound proven in real arithmetic
 * the node's LP is empty (HiGHS's Farkas ray, checked the same way: ``0·v ≤ bound < 0``).
 
 HiGHS (:class:`verifier.highs.BoundedLp`, warm-started from node to node) only proposes the
-multipliers and the branching variable (the most fractional integer variable of the node's
-LP optimum). Branching splits an integer variable's range at its LP value
-(``≤ ⌊x⌋`` / ``≥ ⌊x⌋ + 1``), so the leaves' boxes cover every integer point of the parent:
-when every leaf is closed, no point of the MILP has ``t ≥ 0``, which is what the exact check
-needs (a biased point has every margin row ``≥ 0``). Nothing else is trusted.
+multipliers and the branching variable (strong branching among the most fractional integer
+variables of the node's LP optimum, :func:`_strong_branching`). Branching splits an integer
+variable's range at its LP value (``≤ ⌊x⌋`` / ``≥ ⌊x⌋ + 1``), so the leaves' boxes cover
+every integer point of the parent: when every leaf is closed, no point of the MILP has
+``t ≥ 0``, which is what the exact check needs (a biased point has every margin row ``≥ 0``).
+Nothing else is trusted.
 
 A node that cannot be closed ends the search unproven: an LP optimum whose integer variables
 are all integral (it is a point of the MILP, its margin not proven negative), an empty LP
@@ -35,7 +36,12 @@ from verifier.highs import BoundedLp
 from verifier.lp_bound import proven_upper_bounds
 
 NODE_LIMIT = 2000
-"""Nodes (LPs) one certificate may solve before it gives up (unproven)."""
+"""LPs one certificate may solve before it gives up (unproven)."""
+STRONG_CANDIDATES = 12
+"""Integer variables (the most fractional) whose children's LPs are solved to choose the
+branching one (:func:`_strong_branching`). On German 0.20-bias1/Gt's 254 proving models:
+1,708 nodes and 10,034 LPs in 5.1 CPU s, against 13,008 nodes (one LP each) in 7.4–8.4 s
+branching on the most fractional; 6 candidates 6.7 s, all of them 5.5 s."""
 BATCH = 16
 """Nodes whose LPs are solved before their bounds are proven together (one vectorised
 :func:`~verifier.lp_bound.proven_upper_bounds` call)."""
@@ -75,47 +81,80 @@ def certify_negative_margin(matrix: csr_array, row_lower: np.ndarray, row_upper:
     cost = np.zeros(matrix.shape[1])
     cost[margin] = 1.0
     lp = BoundedLp(-cost, matrix, row_lower, row_upper, lower, upper)
-    stack = [(lower[columns], upper[columns])]
+    stack: list[_Node] = [(lower[columns], upper[columns], None)]
     nodes = 0
     while stack:
         if deadline is not None and time.time() >= deadline:
             return MarginCertificate(False, nodes, "deadline")
         batch = [stack.pop() for _ in range(min(BATCH, len(stack)))]
-        if nodes + len(batch) > node_limit:
+        solved = []
+        for low, high, known in batch:
+            if known is None:
+                known = lp.solve(columns, low, high)
+                nodes += 1
+            solved.append(known)
+        if nodes > node_limit:
             return MarginCertificate(False, nodes, "nodes")
-        nodes += len(batch)
-        solved = [lp.solve(columns, low, high) for low, high in batch]
         failure = _unsolvable(solved)
         if failure is not None:
             return MarginCertificate(False, nodes, failure)
-        closed = _closed(cost, matrix, row_lower, row_upper, lower, upper, columns, batch,
+        boxes = [(low, high) for low, high, _ in batch]
+        closed = _closed(cost, matrix, row_lower, row_upper, lower, upper, columns, boxes,
                          solved)
-        for (low, high), (status, _, point), done in zip(batch, solved, closed, strict=True):
+        for (low, high), (status, _, point), done in zip(boxes, solved, closed, strict=True):
             if done:
                 continue
             if status != "optimal" or point is None:
                 return MarginCertificate(False, nodes, "empty")
+            if nodes >= node_limit:
+                return MarginCertificate(False, nodes, "nodes")
             values = np.clip(point[columns], low, high)  # within the solver's tolerance
-            branch = _branching(values)
-            if branch is None:
+            children, tried = _strong_branching(lp, columns, margin, (low, high), values)
+            nodes += tried
+            if not children:
                 return MarginCertificate(False, nodes, "integral")
-            cut = np.floor(values[branch])
-            below_high, above_low = high.copy(), low.copy()
-            below_high[branch] = cut
-            above_low[branch] = cut + 1.0
-            stack.append((low, below_high))
-            stack.append((above_low, high))
+            stack.extend(children)
     return MarginCertificate(True, nodes, "proven")
 
 
-def _branching(values: np.ndarray) -> int | None:
-    """The integer variable to branch on: the most fractional, ``None`` if all are within
-    :data:`INTEGRAL` of an integer."""
+_Solved = tuple[str, np.ndarray | None, np.ndarray | None]
+_Node = tuple[np.ndarray, np.ndarray, _Solved | None]
+
+
+def _strong_branching(lp: BoundedLp, columns: np.ndarray, margin: int,
+                      box: tuple[np.ndarray, np.ndarray], values: np.ndarray
+                      ) -> tuple[list[_Node], int]:
+    """The two children of the node ``box`` (integer columns' bounds), split on one of its
+    :data:`STRONG_CANDIDATES` most fractional integer variables (LP values ``values``): the
+    one whose worse child has the lowest LP margin, the first whose children both have a
+    negative one. The children's LPs, solved to choose, go with them (proven when they are
+    popped). Returns the children (none if every value is within :data:`INTEGRAL` of an
+    integer) and the LPs solved."""
+    low, high = box
     fraction = np.abs(values - np.rint(values))
-    if fraction.size == 0:
-        return None
-    branch = int(np.argmax(fraction))
-    return branch if fraction[branch] > INTEGRAL else None
+    candidates = np.argsort(-fraction, kind="stable")[:STRONG_CANDIDATES]
+    candidates = candidates[fraction[candidates] > INTEGRAL]
+    best: tuple[float, list[_Node]] | None = None
+    tried = 0
+    for branch in candidates:
+        cut = np.floor(values[branch])
+        below_high, above_low = high.copy(), low.copy()
+        below_high[branch] = cut
+        above_low[branch] = cut + 1.0
+        children: list[_Node] = []
+        worse = -np.inf
+        for child_low, child_high in ((low, below_high), (above_low, high)):
+            solved = lp.solve(columns, child_low, child_high)
+            tried += 1
+            children.append((child_low, child_high, solved))
+            status, _, point = solved
+            if status != "infeasible":
+                worse = max(worse, np.inf if point is None else float(point[margin]))
+        if best is None or worse < best[0]:
+            best = (worse, children)
+        if worse < 0.0:
+            break
+    return ([] if best is None else best[1]), tried
 
 
 def _unsolvable(solved: list[tuple[str, np.ndarray | None, np.ndarray | None]]) -> str | None:
