@@ -78,7 +78,7 @@ class _Clock:
 
 def _instrument(clock: _Clock) -> None:
     """Time the exact check's steps in place (whatever the checkout has of them)."""
-    for name in ("_solve", "relaxation_margin_bound", "_certified_absent"):
+    for name in ("_solve", "relaxation_margin_bound", "_certificate"):
         if hasattr(exact_check, name):
             setattr(exact_check, name, clock.timed(name, getattr(exact_check, name)))
     exact_check.check_partition = clock.tally(

@@ -66,7 +66,11 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array, csr_array
 
-from verifier.causal.milp_certificate import NODE_LIMIT, certify_negative_margin
+from verifier.causal.milp_certificate import (
+    NODE_LIMIT,
+    MarginCertificate,
+    certify_negative_margin,
+)
 from verifier.causal.problem import CausalInputError, FairnessProblem
 from verifier.causal.witness import confirmed_pairs
 from verifier.lp_bound import affine_interval
@@ -77,6 +81,11 @@ TIE_MARGIN = 1e-6
 (module docstring): ten times HiGHS's primal feasibility tolerance on a unit-scaled model."""
 MARGIN_CAP = 1.0
 MIP_REL_GAP = 1e-9
+FIRST_SEARCH_LPS = 300
+"""LPs the certificate may spend before the MILP (proofs measured common): a search through a
+feasible model (a witness, a near tie) spends them all in vain; one stopped by this budget
+goes on, with :data:`~verifier.causal.milp_certificate.NODE_LIMIT`, after the MILP's
+"infeasible"."""
 MERGE_MIN_VALUES = 4
 """One-hot protected features with at least this many values get the merged encoding by
 default. Measured on COMPAS (30 s budgets): race (6 values, 15 cell pairs) certifies far more
@@ -434,7 +443,7 @@ def _decide_pair(problem: FairnessProblem,
     solved with the margin's floor at ``−τ`` and, unless that proves the pair absent or
     yields a confirmed witness, searched for a clear witness (floor ``+τ``; module
     docstring). ``relaxation_first``: first try to prove the pair absent by the certificate
-    (:func:`_certified_absent`, no MILP at all). ``presolve_first``: the
+    (:func:`_certificate`, no MILP at all). ``presolve_first``: the
     ``−τ`` solve is tried with HiGHS's presolve first (faster on feasible models) and only its
     answer "infeasible", which presolve may get wrong, is solved again without it: cheaper
     where most pairs are feasible (witnesses, near ties), dearer where most are proven absent.
@@ -442,15 +451,17 @@ def _decide_pair(problem: FairnessProblem,
     only its root (the LP relaxation), and its branch and bound runs only on the MILP's
     "infeasible" (a search through a feasible model ends unproven, all its LPs wasted).
     Returns ``fair``, ``witness`` (with the confirmed pair), ``unknown`` or ``deadline``, and
-    the number of MILPs solved. "fair" only where :func:`_certified_absent` proved the pair
+    the number of MILPs solved. "fair" only where :func:`_certificate` proved the pair
     absent (before the MILP, or after its "infeasible"); a MILP "infeasible" left unproven is
     ``unknown``."""
     model, x_a, x_b, t = pair_model
-    searched = False  # whether the certificate's branch and bound has had its try
+    searched = False  # whether the certificate's branch and bound has had its full try
     if relaxation_first:
-        searched = not presolve_first
-        if _certified_absent(model, t, deadline, proofs, root_only=presolve_first):
+        budget = 1 if presolve_first else FIRST_SEARCH_LPS
+        certificate = _certificate(model, t, deadline, proofs, budget)
+        if certificate.proven:
             return "fair", 0, None
+        searched = certificate.reason != "nodes"
     tau = tie_margin(model)
     attempts = [(-tau, True), (-tau, False), (tau, True)]
     if not presolve_first:
@@ -468,7 +479,7 @@ def _decide_pair(problem: FairnessProblem,
         if floor < 0.0 and (status == "infeasible" or best_upper < floor):
             if presolve:
                 continue  # re-solved without presolve: only that answer is certified
-            if not searched and _certified_absent(model, t, deadline, proofs):
+            if not searched and _certificate(model, t, deadline, proofs, NODE_LIMIT).proven:
                 return "fair", solved, None
             proofs.refused += 1  # no proof holds: the solver's word is not taken
             return "unknown", solved, None
@@ -483,15 +494,15 @@ def _decide_pair(problem: FairnessProblem,
     return "unknown", solved, None
 
 
-def _certified_absent(model: _Model, t: int, deadline: float | None, proofs: ProofTally,
-                      root_only: bool = False) -> bool:
-    """Whether :func:`verifier.causal.milp_certificate.certify_negative_margin` proves that no
-    point of ``model`` has margin ``t ≥ 0`` (tallied in ``proofs``); ``root_only``: from the
-    LP relaxation alone (one node, no branching)."""
+def _certificate(model: _Model, t: int, deadline: float | None, proofs: ProofTally,
+                 node_limit: int) -> MarginCertificate:
+    """:func:`verifier.causal.milp_certificate.certify_negative_margin` on ``model``: whether
+    no point has margin ``t ≥ 0``, in at most ``node_limit`` LPs (1: the LP relaxation
+    alone), tallied in ``proofs``."""
     certificate = certify_negative_margin(
         model.matrix(), np.asarray(model.row_lower), np.asarray(model.row_upper),
         np.asarray(model.lower), np.asarray(model.upper), np.asarray(model.integral, dtype=bool),
-        t, node_limit=1 if root_only else NODE_LIMIT, deadline=deadline)
+        t, node_limit=node_limit, deadline=deadline)
     proofs.nodes += certificate.nodes
     if not certificate.proven:
         proofs.unproven += 1
@@ -499,7 +510,7 @@ def _certified_absent(model: _Model, t: int, deadline: float | None, proofs: Pro
         proofs.relaxation += 1
     else:
         proofs.certified += 1
-    return certificate.proven
+    return certificate
 
 
 def _confirm(problem: FairnessProblem, x_a: np.ndarray, x_b: np.ndarray, lower: np.ndarray,
