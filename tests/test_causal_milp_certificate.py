@@ -195,3 +195,19 @@ def test_limits_leave_a_provable_pair_unproven() -> None:
     short = _certify(model, t, node_limit=full.nodes - 1)
     assert (short.proven, short.reason) == (False, "nodes")
     assert _certify(model, t, deadline=0.0).reason == "deadline"
+
+
+def test_a_search_stopped_by_its_first_budget_goes_on_after_the_milp() -> None:
+    """The certificate before the MILP stopped by its LP budget: the MILP's "infeasible" is
+    then proven by a full search (fair, after MILPs); with the full search refused (a node
+    limit of 1 everywhere) the partition stays undecided."""
+    problem = _integer_problem(BLIND_RELU, [(0, 1), (0, 1)], 1)
+    lower, upper, cell_bounds = _whole_grid(problem)
+    with patch.object(exact, "FIRST_SEARCH_LPS", 2):
+        outcome = exact.check_partition(problem, lower, upper, cell_bounds)
+        assert outcome.status == "fair" and outcome.solved >= 1
+        assert outcome.proofs is not None and outcome.proofs.certified >= 1
+        with patch.object(exact, "NODE_LIMIT", 1):
+            starved = exact.check_partition(problem, lower, upper, cell_bounds)
+    assert starved.status == "unknown"
+    assert starved.proofs is not None and starved.proofs.refused >= 1

@@ -22,10 +22,10 @@ multipliers and the branching variable). Its root node is the LP relaxation: mos
 proven there, with one LP and no branching. Every variable of the encoding has finite bounds
 (the linear output layer's by :func:`verifier.lp_bound.affine_interval`), which such bounds
 need, and the big-M coefficients are rounded outward, so every point of the network (real
-arithmetic) is a point of the MILP. The certificate runs first (``relaxation_first``; only
-its root where proofs are measured rare, ``presolve_first``, its branch and bound then
-waiting for the MILP's "infeasible"); a pair it cannot prove goes to HiGHS's MILP, which
-only looks for a witness:
+arithmetic) is a point of the MILP. The certificate runs first (``relaxation_first``; with
+at most :data:`FIRST_SEARCH_LPS` LPs, and only its root where proofs are measured rare,
+``presolve_first``: a search stopped so goes on after the MILP's "infeasible"); a pair it
+cannot prove goes to HiGHS's MILP, which only looks for a witness:
 
 * HiGHS solves in floating point with tolerances, so neither side of ``t* = 0`` is taken
   from it near zero (a tie that the class rule counts, or a deep net's margin of 1e-17, is
