@@ -319,7 +319,12 @@ def test_merged_one_hot_encoding_proves_a_blind_network_fair() -> None:
     lower, upper = _partition(problem, 0.2, 0.5)
     cell_bounds = _cell_bounds(problem, lower, upper)
     outcome = check_partition(problem, lower, upper, cell_bounds, merge_cells=True)
-    assert (outcome.status, outcome.solved) == ("fair", 2)
+    assert (outcome.status, outcome.solved) == ("fair", 0)  # both pairs proven with no MILP
+    assert outcome.proofs is not None
+    assert outcome.proofs.relaxation + outcome.proofs.certified == 2
+    milp_first = check_partition(problem, lower, upper, cell_bounds, merge_cells=True,
+                                 relaxation_first=False)
+    assert (milp_first.status, milp_first.solved) == ("fair", 2)
     expired = check_partition(problem, lower, upper, cell_bounds, merge_cells=True,
                               deadline=time.time() - 1.0)
     assert (expired.status, expired.solved) == ("unknown", 0)

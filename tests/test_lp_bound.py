@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse import csr_array
 
-from verifier.highs import minimise_rows
-from verifier.lp_bound import affine_interval, proven_upper_bound
+from verifier.highs import BoundedLp, minimise_rows
+from verifier.lp_bound import affine_interval, proven_upper_bound, proven_upper_bounds
 
 Line = tuple[Fraction, Fraction, Fraction]  # a·v0 + b·v1 = c
 
@@ -142,3 +142,31 @@ def test_the_affine_interval_contains_every_vertex_exactly(weights, box, scale):
         for j in range(2):
             value = sum(Fraction(weight[j, i]) * point[i] for i in range(3)) + Fraction(bias[j])
             assert Fraction(low[j]) <= value <= Fraction(high[j])
+
+
+@settings(max_examples=100, deadline=None)
+@given(two_variable_lps(), st.floats(0.1, 0.9))
+def test_node_bounds_hold_on_each_node_box(lp, cut):
+    """Several boxes at once (a branch and bound's nodes: the LP's box split along v0), each
+    with the multipliers :class:`verifier.highs.BoundedLp` suggests for it: every bound holds
+    over its own box (exact maximum), and equals the one-box bound."""
+    cost, matrix, row_lower, row_upper, lower, upper, _ = lp
+    sparse = csr_array(matrix)
+    middle = lower[0] + cut * (upper[0] - lower[0])
+    boxes = [(lower, np.array([middle, upper[1]])), (np.array([middle, lower[1]]), upper)]
+    solver = BoundedLp(-cost, sparse, row_lower, row_upper, lower, upper)
+    multipliers, node_lower, node_upper = [], [], []
+    for low, high in boxes:
+        status, y, _ = solver.solve(np.arange(2), low, high)
+        y = np.zeros(matrix.shape[0]) if y is None else y
+        multipliers.append(y if status == "optimal" else np.zeros_like(y))
+        node_lower.append(low)
+        node_upper.append(high)
+    bounds = proven_upper_bounds(cost, sparse, row_lower, row_upper, np.stack(node_lower, 1),
+                                 np.stack(node_upper, 1), np.stack(multipliers))
+    for k, (low, high) in enumerate(boxes):
+        assert bounds[k] == proven_upper_bound(cost, sparse, row_lower, row_upper, low, high,
+                                               multipliers[k])
+        truth = exact_maximum(cost, matrix, row_lower, row_upper, low, high)
+        if truth is not None:
+            assert bounds[k] == np.inf or Fraction(bounds[k]) >= truth

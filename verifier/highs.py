@@ -36,13 +36,14 @@ def quiet_highs() -> highspy.Highs:
         os.close(saved)
 
 
-def _sparse_solver() -> highspy.Highs:
-    solver = getattr(_local, "sparse", None)
+def _thread_solver(role: str) -> highspy.Highs:
+    """This thread's quiet, presolve-free solver for ``role`` (one model held per role)."""
+    solver = getattr(_local, role, None)
     if solver is None:
         solver = quiet_highs()
         solver.setOptionValue("output_flag", False)
         solver.setOptionValue("presolve", "off")  # an infeasible LP then reports its ray
-        _local.sparse = solver
+        setattr(_local, role, solver)
     return solver
 
 
@@ -51,14 +52,9 @@ def _finite_or_inf(values: np.ndarray) -> np.ndarray:
     return np.clip(values, -INFINITY, INFINITY)
 
 
-def minimise_rows(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray,
-                  row_upper: np.ndarray, lower: np.ndarray, upper: np.ndarray
-                  ) -> tuple[str, np.ndarray | None]:
-    """Row multipliers for ``min cost·v`` subject to ``row_lower ≤ matrix·v ≤ row_upper`` and
-    ``lower ≤ v ≤ upper`` (infinite entries: free): ``("optimal", duals at the optimum)``,
-    ``("infeasible", a dual ray)`` (Farkas multipliers, ``None`` if HiGHS has none), or
-    ``(status, None)``. Multipliers are a suggestion, signs as HiGHS gives them."""
-    solver = _sparse_solver()
+def _highs_lp(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray, row_upper: np.ndarray,
+              lower: np.ndarray, upper: np.ndarray) -> highspy.HighsLp:
+    """``min cost·v`` subject to ``row_lower ≤ matrix·v ≤ row_upper``, ``lower ≤ v ≤ upper``."""
     rows, columns = matrix.shape
     lp = highspy.HighsLp()
     lp.num_col_ = columns
@@ -74,8 +70,19 @@ def minimise_rows(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray,
     lp.a_matrix_.start_ = matrix.indptr.astype(np.int32)
     lp.a_matrix_.index_ = matrix.indices.astype(np.int32)
     lp.a_matrix_.value_ = matrix.data.astype(np.float64)
+    return lp
+
+
+def minimise_rows(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray,
+                  row_upper: np.ndarray, lower: np.ndarray, upper: np.ndarray
+                  ) -> tuple[str, np.ndarray | None]:
+    """Row multipliers for ``min cost·v`` subject to ``row_lower ≤ matrix·v ≤ row_upper`` and
+    ``lower ≤ v ≤ upper`` (infinite entries: free): ``("optimal", duals at the optimum)``,
+    ``("infeasible", a dual ray)`` (Farkas multipliers, ``None`` if HiGHS has none), or
+    ``(status, None)``. Multipliers are a suggestion, signs as HiGHS gives them."""
+    solver = _thread_solver("sparse")
     solver.clearModel()
-    solver.passModel(lp)
+    solver.passModel(_highs_lp(cost, matrix, row_lower, row_upper, lower, upper))
     solver.run()
     status = solver.getModelStatus()
     if status == STATUS.kOptimal:
@@ -84,3 +91,35 @@ def minimise_rows(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray,
         _, has_ray, ray = solver.getDualRay()
         return "infeasible", np.array(ray) if has_ray else None
     return solver.modelStatusToString(status), None
+
+
+class BoundedLp:
+    """One sparse LP ``min cost·v`` whose column bounds change between solves (a branch and
+    bound's nodes): passed to HiGHS once, each :meth:`solve` warm-started from the previous
+    basis. Like :func:`minimise_rows`, it only suggests: callers prove."""
+
+    def __init__(self, cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray,
+                 row_upper: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        solver = _thread_solver("bounded")
+        self._solver = solver
+        solver.clearModel()
+        solver.passModel(_highs_lp(cost, matrix, row_lower, row_upper, lower, upper))
+
+    def solve(self, columns: np.ndarray, lower: np.ndarray, upper: np.ndarray
+              ) -> tuple[str, np.ndarray | None, np.ndarray | None]:
+        """Solve with the bounds of ``columns`` set to ``lower``/``upper`` (the other columns
+        keep theirs): ``("optimal", duals, primal point)``, ``("infeasible", a dual ray or
+        None, None)`` or ``(status, None, None)``. Valid only while this object's solver is
+        the thread's last one used (one branch and bound at a time per thread)."""
+        solver = self._solver
+        index = np.asarray(columns, dtype=np.int32)
+        solver.changeColsBounds(index.size, index, _finite_or_inf(lower), _finite_or_inf(upper))
+        solver.run()
+        status = solver.getModelStatus()
+        if status == STATUS.kOptimal:
+            solution = solver.getSolution()
+            return "optimal", np.array(solution.row_dual), np.array(solution.col_value)
+        if status == STATUS.kInfeasible:
+            _, has_ray, ray = solver.getDualRay()
+            return "infeasible", (np.array(ray) if has_ray else None), None
+        return solver.modelStatusToString(status), None, None

@@ -20,10 +20,11 @@ from scipy.sparse import csr_array
 from verifier.numerics import gamma
 
 
-def _sum_upper(terms: np.ndarray) -> float:
-    """An upper bound on the exact sum of float ``terms`` (each exact)."""
-    total = float(terms.sum())
-    return total + gamma(terms.size + 2) * (float(np.abs(terms).sum()) + abs(total))
+def _sum_upper(terms: np.ndarray) -> np.ndarray:
+    """Upper bounds on the exact sums of the columns of float ``terms`` ``(k, r)`` (each term
+    exact)."""
+    total = terms.sum(axis=0)
+    return total + gamma(terms.shape[0] + 2) * (np.abs(terms).sum(axis=0) + np.abs(total))
 
 
 def proven_upper_bound(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray,
@@ -36,7 +37,20 @@ def proven_upper_bound(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarra
     which keeps the bound valid. ``multipliers`` ``(m,)``, or ``(r, m)`` for several
     candidates (e.g. a solver's duals in both sign conventions): the least of their bounds,
     the transposed matrix built once."""
-    y = np.atleast_2d(np.asarray(multipliers, dtype=np.float64)).copy()
+    y = np.atleast_2d(np.asarray(multipliers, dtype=np.float64))
+    return float(proven_upper_bounds(cost, matrix, row_lower, row_upper, lower, upper,
+                                     y).min(initial=np.inf))
+
+
+def proven_upper_bounds(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray,
+                        row_upper: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                        multipliers: np.ndarray) -> np.ndarray:
+    """:func:`proven_upper_bound` for ``r`` candidates at once, each with its own column
+    bounds: ``multipliers`` ``(r, m)``; ``lower``/``upper`` ``(n,)`` (shared) or ``(n, r)``
+    (candidate ``k`` bounds the LP over ``lower[:, k] ≤ v ≤ upper[:, k]``, e.g. the nodes of a
+    branch and bound). Returns ``(r,)`` bounds, each valid in real arithmetic (``inf`` where
+    nothing is proven)."""
+    y = np.array(multipliers, dtype=np.float64, ndmin=2)
     y[(y > 0.0) & ~np.isfinite(row_upper)[None, :]] = 0.0
     y[(y < 0.0) & ~np.isfinite(row_lower)[None, :]] = 0.0
     transposed = matrix.T.tocsr()
@@ -46,19 +60,18 @@ def proven_upper_bound(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarra
     reach = abs(transposed) @ np.abs(y).T + np.abs(cost)[:, None]
     error = gamma(roundings) * reach
     g_low, g_high = reduced - error, reduced + error
-    low, high = lower[:, None], upper[:, None]
+    low = lower[:, None] if lower.ndim == 1 else lower
+    high = upper[:, None] if upper.ndim == 1 else upper
     with np.errstate(invalid="ignore"):
-        corners = np.stack([g_low * low, g_low * high, g_high * low, g_high * high])
+        corners = np.stack(np.broadcast_arrays(g_low * low, g_low * high, g_high * low,
+                                               g_high * high))
     corners = np.where(np.isnan(corners), 0.0, corners)  # 0·inf: a zero coefficient
     column_terms = corners.max(axis=0)
     row_side = np.where(y > 0.0, row_upper[None, :], row_lower[None, :])
     row_terms = np.where(y == 0.0, 0.0, y * np.where(y == 0.0, 0.0, row_side))
-    best = float("inf")
-    for candidate in range(y.shape[0]):
-        terms = np.concatenate([column_terms[:, candidate], row_terms[candidate]])
-        if np.isfinite(terms).all():
-            best = min(best, _sum_upper(terms))
-    return best
+    terms = np.concatenate([column_terms, row_terms.T])
+    finite = np.isfinite(terms).all(axis=0)
+    return np.where(finite, _sum_upper(np.where(finite, terms, 0.0)), np.inf)
 
 
 def affine_interval(weight: np.ndarray, bias: np.ndarray, lower: np.ndarray,

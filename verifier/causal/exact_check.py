@@ -14,30 +14,36 @@ so a biased point with these classes has every row ``≥ 0``, and every point wi
 branch and bound, tight: with those rows only ``≥ 0``, copy A's rows do not move with ``t``;
 measured 2.5× slower per proving MILP on Libra COMPAS race, docs/decisions.md 2026-11-28.)
 
-HiGHS solves in floating point with tolerances, so neither side of ``t* = 0`` is taken from
-it near zero (a tie that the class rule counts, or a deep net's margin of 1e-17, is exactly
-there): the margin's floor is ``−τ`` with ``τ`` = :data:`TIE_MARGIN` times the model's scale
-(the largest finite variable bound, at least 1), and
+No solver's word proves a pair absent. "Absent" is proven by
+:mod:`verifier.causal.milp_certificate`: a branch and bound of our own over the MILP's integer
+variables whose every node is closed by an upper bound on the margin proven in real
+arithmetic, rounding included (:mod:`verifier.lp_bound`: HiGHS only suggests the row
+multipliers and the branching variable). Its root node is the LP relaxation: most pairs are
+proven there, with one LP and no branching. Every variable of the encoding has finite bounds
+(the linear output layer's by :func:`verifier.lp_bound.affine_interval`), which such bounds
+need, and the big-M coefficients are rounded outward, so every point of the network (real
+arithmetic) is a point of the MILP. The certificate runs first (``relaxation_first``; with
+at most :data:`FIRST_SEARCH_LPS` LPs, and only its root where proofs are measured rare,
+``presolve_first``: a search stopped so goes on after the MILP's "infeasible"); a pair it
+cannot prove goes to HiGHS's MILP, which only looks for a witness:
 
-* *infeasible* (or a dual bound below ``−τ``) for every cell pair and class pair, answered
-  by a solve without HiGHS's presolve (:func:`_solve`), proves the partition fair: no point
-  has every row within ``τ`` of 0 or above, far beyond the solver's tolerances, which only
-  enlarge the set it searches;
+* HiGHS solves in floating point with tolerances, so neither side of ``t* = 0`` is taken
+  from it near zero (a tie that the class rule counts, or a deep net's margin of 1e-17, is
+  exactly there): the margin's floor is ``−τ`` with ``τ`` = :data:`TIE_MARGIN` times the
+  model's scale (the largest finite variable bound, at least 1);
 * a candidate with ``t > 0`` is re-evaluated in real arithmetic (:func:`_confirm`); failing
   that, a second solve searches for a clear witness (margin ``≥ +τ``): the best point of the
   first solve may sit on a tie, where the real class may be the other one by 1e-17. Solves
   whose infeasibility decides nothing may presolve (:func:`_decide_pair`);
-* otherwise the best margin lies in ``[−τ, τ]``, a near tie the MILP cannot decide: the
-  partition stays undecided (it is split; an integer point is decided exactly by
-  :func:`verifier.causal.analysis.decide_points`).
+* "infeasible" (or a dual bound below ``−τ``), with no certificate, and a best margin in
+  ``[−τ, τ]`` (a near tie) leave the partition undecided (it is split; an integer point is
+  decided exactly by :func:`verifier.causal.analysis.decide_points`).
 
-Where most checks end in proofs, each class pair is first tried on the MILP's LP relaxation
-(:func:`relaxation_margin_bound`): HiGHS only suggests row multipliers (the optimum's duals,
-or a Farkas ray when the relaxation is empty) and :mod:`verifier.lp_bound` turns them into an
-upper bound on the margin proven in real arithmetic. A bound ``< 0`` proves the pair absent
-with no MILP and no trust in the solver. Every variable of the encoding has finite bounds
-(the linear output layer's by :func:`verifier.lp_bound.affine_interval`), which such bounds
-need.
+With ``relaxation_first=False`` the MILP runs first and only its "infeasible" (a solve
+without presolve) is handed to the same certificate, so certificate first proves every pair
+MILP first does. Measured (docs/decisions.md 2026-11-28, "the MILP's infeasible, proven"):
+certificate first costs less where proofs are common, the MILPs then running only where a
+witness or a near tie is; where they are rare, its failed searches cost more than the MILPs.
 
 For a one-hot protected feature with many values, the cell pairs can be merged into one MILP
 per class pair: each copy's protected inputs are binaries summing to one (any value), with
@@ -60,16 +66,26 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array, csr_array
 
+from verifier.causal.milp_certificate import (
+    NODE_LIMIT,
+    MarginCertificate,
+    certify_negative_margin,
+)
 from verifier.causal.problem import CausalInputError, FairnessProblem
 from verifier.causal.witness import confirmed_pairs
-from verifier.highs import minimise_rows
-from verifier.lp_bound import affine_interval, proven_upper_bound
+from verifier.lp_bound import affine_interval
+from verifier.numerics import add_up, mul_down, mul_up
 
 TIE_MARGIN = 1e-6
 """The band ``[−τ, τ]`` of margins the MILP leaves undecided, relative to the model's scale
 (module docstring): ten times HiGHS's primal feasibility tolerance on a unit-scaled model."""
 MARGIN_CAP = 1.0
 MIP_REL_GAP = 1e-9
+FIRST_SEARCH_LPS = 300
+"""LPs the certificate may spend before the MILP (proofs measured common): a search through a
+feasible model (a witness, a near tie) spends them all in vain; one stopped by this budget
+goes on, with :data:`~verifier.causal.milp_certificate.NODE_LIMIT`, after the MILP's
+"infeasible"."""
 MERGE_MIN_VALUES = 4
 """One-hot protected features with at least this many values get the merged encoding by
 default. Measured on COMPAS (30 s budgets): race (6 values, 15 cell pairs) certifies far more
@@ -77,16 +93,34 @@ merged; age (3 values) certifies less, the merged big-M bounds being looser than
 
 
 @dataclass
+class ProofTally:
+    """How the class pairs of one exact check were proven absent, each by
+    :mod:`verifier.causal.milp_certificate`: at its root, the LP relaxation (``relaxation``),
+    or by its branch and bound (``certified``); ``nodes``: the certificate's LPs in all;
+    ``unproven``: certificate runs that proved nothing (the pair then went to the MILP);
+    ``refused``: MILP "infeasible" answers that no certificate proved (each left the
+    partition undecided)."""
+
+    relaxation: int = 0
+    certified: int = 0
+    nodes: int = 0
+    unproven: int = 0
+    refused: int = 0
+
+
+@dataclass
 class ExactOutcome:
     """``status``: ``fair`` (proven), ``witness`` (``x_a``/``x_b`` re-evaluated to the
-    different classes ``classes``) or ``unknown`` (solver limit, or a candidate that did not
-    survive re-evaluation). ``solved`` counts the MILPs run."""
+    different classes ``classes``) or ``unknown`` (solver limit, an unproven "infeasible",
+    or a candidate that did not survive re-evaluation). ``solved`` counts the MILPs run;
+    ``proofs`` how the absent class pairs were proven."""
 
     status: str
     solved: int
     x_a: np.ndarray | None = None
     x_b: np.ndarray | None = None
     classes: tuple[int, int] | None = None
+    proofs: ProofTally | None = None
 
 
 class _Model:
@@ -104,7 +138,7 @@ class _Model:
         self._built: tuple[tuple[int, int, int], csr_array] | None = None
 
     def matrix(self) -> csr_array:
-        """``A`` as a sparse matrix, built once for the relaxation proof and every solve of
+        """``A`` as a sparse matrix, built once for the certificate and every solve of
         the same rows (rebuilt after rows or variables are added)."""
         shape = (len(self.row_lower), len(self.lower), len(self.vals))
         if self._built is None or self._built[0] != shape:
@@ -164,9 +198,12 @@ def _encode_copy(model: _Model, problem: FairnessProblem, x: np.ndarray,
             continue
         slopes = layer.negative_slope_effective
         low, high = pre_lower[index], pre_upper[index]
-        out_low = np.minimum(low, slopes * low)
-        out_high = np.maximum(high, slopes * high)
+        out_low = np.minimum(low, mul_down(slopes, low))
+        out_high = np.maximum(high, mul_up(slopes, high))
         h = model.variables(np.minimum(out_low, 0.0), out_high)
+        # big-M coefficients rounded outward: (1 − a)·l down, (1 − a)·u up (l < 0 < u)
+        gap = add_up(1.0, -slopes)
+        big_low, big_high = mul_down(gap, low), mul_up(gap, high)
         for j in range(layer.out_features):
             a, lj, uj = float(slopes[j]), float(low[j]), float(high[j])
             hj, zj = int(h[j]), int(z[j])
@@ -176,10 +213,11 @@ def _encode_copy(model: _Model, problem: FairnessProblem, x: np.ndarray,
                 model.row([hj, zj], [1.0, -a], 0.0, 0.0)
             else:
                 delta = int(model.variables(np.zeros(1), np.ones(1), integral=True)[0])
+                bl, bu = float(big_low[j]), float(big_high[j])
                 model.row([hj, zj], [1.0, -1.0], 0.0, np.inf)
                 model.row([hj, zj], [1.0, -a], 0.0, np.inf)
-                model.row([hj, zj, delta], [1.0, -1.0, -(1.0 - a) * lj], -np.inf, -(1.0 - a) * lj)
-                model.row([hj, zj, delta], [1.0, -a, -(1.0 - a) * uj], -np.inf, 0.0)
+                model.row([hj, zj, delta], [1.0, -1.0, -bl], -np.inf, -bl)
+                model.row([hj, zj, delta], [1.0, -a, -bu], -np.inf, 0.0)
     return h
 
 
@@ -315,36 +353,6 @@ def _solve(model: _Model, t: int, time_limit: float, floor: float, presolve: boo
     return "solved", best_upper, np.asarray(result.x)
 
 
-def relaxation_margin_bound(model: _Model, t: int) -> float:
-    """An upper bound, proven in real arithmetic, on the margin ``t`` over the model's LP
-    relaxation (binaries in ``[0, 1]``), hence over the MILP: < 0 proves the class pair
-    absent. HiGHS (presolve and all) only suggests the row multipliers;
-    :func:`verifier.lp_bound.proven_upper_bound` turns them into the bound, so no solver
-    tolerance or solver bug enters a proof. ``t``'s floor is moved low enough to keep the
-    relaxation feasible (points with ``t > 0``, the only ones that matter, all stay). ``−inf``
-    when HiGHS's Farkas ray proves the relaxation empty, ``inf`` when nothing is proven."""
-    matrix = model.matrix()
-    lower = np.asarray(model.lower, dtype=float)
-    upper = np.asarray(model.upper, dtype=float)
-    finite = np.abs(np.concatenate([lower, upper]))
-    lower[t] = -2.0 * float(finite[np.isfinite(finite)].max(initial=1.0)) - 1.0
-    row_lower = np.asarray(model.row_lower, dtype=float)
-    row_upper = np.asarray(model.row_upper, dtype=float)
-    cost = np.zeros(matrix.shape[1])
-    cost[t] = -1.0
-    with _native_stdout_silenced():
-        status, multipliers = minimise_rows(cost, matrix, row_lower, row_upper, lower, upper)
-    if multipliers is None:
-        return np.inf
-    if status == "infeasible":
-        # a Farkas ray: 0 = (−Aᵀy)ᵀv + yᵀ(Av) ≤ its bound < 0 proves no point exists
-        empty = proven_upper_bound(np.zeros_like(cost), matrix, row_lower, row_upper, lower,
-                                   upper, np.stack([multipliers, -multipliers]))
-        return -np.inf if empty < 0.0 else np.inf
-    return proven_upper_bound(-cost, matrix, row_lower, row_upper, lower, upper,
-                              np.stack([multipliers, -multipliers]))
-
-
 def _encodings(problem: FairnessProblem, cell_bounds: list[CellBounds], merge_cells: bool
                ) -> list[tuple[tuple[int | None, int | None], tuple[CellBounds, CellBounds]]]:
     """The (cells, bounds) of every two-copy MILP family: one per unordered cell pair, or one
@@ -383,9 +391,9 @@ def check_partition(
     with cell ``v`` (sound bounds, e.g. :func:`verifier.causal.analysis.possible_classes`);
     MILPs asking a copy for a class impossible on its cells are skipped (they are infeasible).
     ``presolve_first``: see :func:`_decide_pair` (either way "fair" rests on a solve without
-    presolve). ``relaxation_first``: try the LP-relaxation proof before each MILP (it costs
-    a few per cent where proofs are rare, and saves a MILP wherever it proves);
-    ``solved`` counts MILPs only.
+    presolve). ``relaxation_first``: the certificate (LP relaxation at its root, then its
+    branch and bound) before each MILP, else only on the MILP's "infeasible" (module
+    docstring); ``solved`` counts MILPs only, ``proofs`` how each pair was proven.
     """
     if merge_cells is None:
         merge_cells = (problem.protected_kind == "one_hot"
@@ -396,6 +404,7 @@ def check_partition(
     classes = problem.network.output_size
     solved = 0
     undecided = False
+    proofs = ProofTally()
     if possible is None:
         possible = np.ones((problem.cell_count, classes), dtype=bool)
     anywhere = possible.any(axis=0)
@@ -411,38 +420,48 @@ def check_partition(
                 _margin_rows(model, y_b, class_b, t)
                 verdict, count, witness = _decide_pair(problem, (model, x_a, x_b, t), lower,
                                                        upper, (class_a, class_b), time_limit,
-                                                       deadline, presolve_first,
+                                                       deadline, proofs, presolve_first,
                                                        relaxation_first=relaxation_first)
                 solved += count
                 if verdict == "witness":
                     assert witness is not None
                     return ExactOutcome("witness", solved, witness[0], witness[1],
-                                        (class_a, class_b))
+                                        (class_a, class_b), proofs)
                 if verdict == "deadline":
-                    return ExactOutcome("unknown", solved)
+                    return ExactOutcome("unknown", solved, proofs=proofs)
                 undecided |= verdict == "unknown"
-    return ExactOutcome("unknown" if undecided else "fair", solved)
+    return ExactOutcome("unknown" if undecided else "fair", solved, proofs=proofs)
 
 
 def _decide_pair(problem: FairnessProblem,
                  pair_model: tuple[_Model, np.ndarray, np.ndarray, int], lower: np.ndarray,
                  upper: np.ndarray, classes: tuple[int, int], time_limit: float,
-                 deadline: float | None, presolve_first: bool = False,
+                 deadline: float | None, proofs: ProofTally, presolve_first: bool = False,
                  relaxation_first: bool = True
                  ) -> tuple[str, int, tuple[np.ndarray, np.ndarray] | None]:
     """One class pair on its model ``(model, x_a columns, x_b columns, margin column)``:
     solved with the margin's floor at ``−τ`` and, unless that proves the pair absent or
     yields a confirmed witness, searched for a clear witness (floor ``+τ``; module
-    docstring). ``relaxation_first``: first try to prove the pair absent from the LP
-    relaxation (:func:`relaxation_margin_bound`, no MILP at all). ``presolve_first``: the
+    docstring). ``relaxation_first``: first try to prove the pair absent by the certificate
+    (:func:`_certificate`, no MILP at all). ``presolve_first``: the
     ``−τ`` solve is tried with HiGHS's presolve first (faster on feasible models) and only its
     answer "infeasible", which presolve may get wrong, is solved again without it: cheaper
     where most pairs are feasible (witnesses, near ties), dearer where most are proven absent.
+    The caller sets it where proofs are measured rare; then the certificate tried first is
+    only its root (the LP relaxation), and its branch and bound runs only on the MILP's
+    "infeasible" (a search through a feasible model ends unproven, all its LPs wasted).
     Returns ``fair``, ``witness`` (with the confirmed pair), ``unknown`` or ``deadline``, and
-    the number of MILPs solved."""
+    the number of MILPs solved. "fair" only where :func:`_certificate` proved the pair
+    absent (before the MILP, or after its "infeasible"); a MILP "infeasible" left unproven is
+    ``unknown``."""
     model, x_a, x_b, t = pair_model
-    if relaxation_first and relaxation_margin_bound(model, t) < 0.0:
-        return "fair", 0, None
+    searched = False  # whether the certificate's branch and bound has had its full try
+    if relaxation_first:
+        budget = 1 if presolve_first else FIRST_SEARCH_LPS
+        certificate = _certificate(model, t, deadline, proofs, budget)
+        if certificate.proven:
+            return "fair", 0, None
+        searched = certificate.reason != "nodes"
     tau = tie_margin(model)
     attempts = [(-tau, True), (-tau, False), (tau, True)]
     if not presolve_first:
@@ -459,8 +478,11 @@ def _decide_pair(problem: FairnessProblem,
         solved += 1
         if floor < 0.0 and (status == "infeasible" or best_upper < floor):
             if presolve:
-                continue  # re-solved without presolve: only that answer proves the pair absent
-            return "fair", solved, None
+                continue  # re-solved without presolve: only that answer is certified
+            if not searched and _certificate(model, t, deadline, proofs, NODE_LIMIT).proven:
+                return "fair", solved, None
+            proofs.refused += 1  # no proof holds: the solver's word is not taken
+            return "unknown", solved, None
         if solution is not None and solution[t] > 0.0:
             witness = _confirm(problem, solution[x_a], solution[x_b], lower, upper, classes)
             if witness is not None:
@@ -470,6 +492,25 @@ def _decide_pair(problem: FairnessProblem,
         if floor < 0.0:
             position = len(attempts) - 1  # feasible near zero: on to the witness search
     return "unknown", solved, None
+
+
+def _certificate(model: _Model, t: int, deadline: float | None, proofs: ProofTally,
+                 node_limit: int) -> MarginCertificate:
+    """:func:`verifier.causal.milp_certificate.certify_negative_margin` on ``model``: whether
+    no point has margin ``t ≥ 0``, in at most ``node_limit`` LPs (1: the LP relaxation
+    alone), tallied in ``proofs``."""
+    certificate = certify_negative_margin(
+        model.matrix(), np.asarray(model.row_lower), np.asarray(model.row_upper),
+        np.asarray(model.lower), np.asarray(model.upper), np.asarray(model.integral, dtype=bool),
+        t, node_limit=node_limit, deadline=deadline)
+    proofs.nodes += certificate.nodes
+    if not certificate.proven:
+        proofs.unproven += 1
+    elif certificate.nodes == 1:
+        proofs.relaxation += 1
+    else:
+        proofs.certified += 1
+    return certificate
 
 
 def _confirm(problem: FairnessProblem, x_a: np.ndarray, x_b: np.ndarray, lower: np.ndarray,
