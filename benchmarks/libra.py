@@ -101,6 +101,7 @@ def run_one(network: Path, spec: Path, query: Path | None, lower: float, upper: 
     q = details["query_fraction"]
     return {
         "verdict": certificate.verdict,
+        "certified": dict(details["certified_shares"]),
         "covered": 1.0 - details["excluded_fraction"],
         "fair": details["fair_fraction"],
         "biased": [low, high],
@@ -135,6 +136,7 @@ def run_adult_k(k: int, hidden: tuple[int, ...], timeout: float, executor_spec: 
     low, high = certificate.bounds["biased_share"]
     return {
         "verdict": certificate.verdict,
+        "certified": dict(details["certified_shares"]),
         "covered": 1.0 - details["excluded_fraction"],
         "fair": details["fair_fraction"],
         "biased": [low, high],
@@ -159,6 +161,10 @@ def _print(entry: dict[str, Any], ours: dict[str, Any]) -> None:
     low, high = ours["bias_whole_pct"]
     print(f"{entry['name']}  (ours: L={entry['L']:g}, U={entry['U']})")
     q_low, q_high = ours["biased"]
+    shares = ours["certified"]
+    print(f"  ours     decided {100 * shares['decided']:7.3f}% of query: certified fair "
+          f"{100 * shares['fair']:.3f}% + certified biased everywhere "
+          f"{100 * shares['biased_everywhere']:.3f}%")
     print(f"  ours     covered {100 * ours['covered']:7.3f}% of query   bias(whole) "
           f"[{low:.3f}, {high:.3f}]%   (query: width {100 * (q_high - q_low):.2f} points)   "
           f"{ours['verdict']:7s} {ours['partitions']} parts "

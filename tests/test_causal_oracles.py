@@ -439,3 +439,54 @@ def test_running_share_sums_give_the_ledger_bounds() -> None:
                                   np.isin(np.concatenate([status, np.full(3, REFINING)]),
                                           (EXCLUDED, UNRESOLVED)))
     assert pending.biased == pytest.approx(with_pending.biased, rel=1e-12)
+
+
+def test_one_hot_groups_bound_over_their_categories() -> None:
+    # class 1 iff 0.3 x + g0 + g1 + g2 + 0.1 s − 1.5 > 0: on one-hot points the group adds
+    # exactly 1, so every point is class 0 and the network is fair; over the box [0, 1]^3 of
+    # the group the score reaches 1.9, so only bounds that read the group as its categories
+    # prove it (no exact check: U = 0, no sampling)
+    network = threshold_network([0.3, 1.0, 1.0, 1.0, 0.1], -1.5, ["x", "g0", "g1", "g2", "s"])
+    problem = build_problem(network, ["s"], onehot_groups=[["g0", "g1", "g2"]])
+    lower, upper = initial_partition(problem)
+    settings = AnalysisSettings(max_unstable=0, witness_sampling=False)
+    outcome = analyse_chunk(problem, settings, lower, upper)
+    assert outcome.status.tolist() == [FAIR] * lower.shape[0] and outcome.milps == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), lo=st.floats(0.0, 0.7), width=st.floats(0.05, 0.3),
+       allowed=st.lists(st.booleans(), min_size=4, max_size=4).filter(any))
+def test_one_hot_group_partitions_agree_with_every_category(seed: int, lo: float, width: float,
+                                                            allowed: list[bool]) -> None:
+    """Partitions over a one-hot group (some categories allowed) decided by bounds that read
+    the group as its categories: a fair one has no biased point, a biased-everywhere one
+    only biased points, on a grid of the continuous input times every allowed category (the
+    brute-force oracle, ties as classes by ``Network.classify``)."""
+    network = random_network(6, [8, 8], seed)
+    names = network.input_names
+    problem = build_problem(network, [names[5]], split_values=[0.5],
+                            onehot_groups=[names[1:5]])
+    starts = np.linspace(lo, lo + width, 5)
+    lower = np.zeros((4, 6))
+    upper = np.zeros((4, 6))
+    lower[:, 0], upper[:, 0] = starts[:-1], starts[1:]
+    upper[:, 1:5] = np.array(allowed, dtype=float)
+    if sum(allowed) == 1:
+        lower[:, 1:5] = upper[:, 1:5]
+    upper[:, 5] = 1.0
+    outcome = analyse_chunk(problem, AnalysisSettings(max_unstable=0, witness_sampling=False),
+                            lower, upper)
+    sensitive_grid = np.linspace(0.0, 1.0, 41)[:, None]
+    for b in range(4):
+        xs = np.linspace(lower[b, 0], upper[b, 0], 41)
+        points = np.zeros((0, 6))
+        for category in np.flatnonzero(allowed):
+            block = np.zeros((xs.size, 6))
+            block[:, 0], block[:, 1 + category] = xs, 1.0
+            points = np.vstack([points, block])
+        biased = biased_by_grid(network, points, [5], sensitive_grid)
+        if outcome.status[b] == FAIR:
+            assert not biased.any()
+        if outcome.status[b] == BIASED_EVERYWHERE:
+            assert biased.all()

@@ -14,9 +14,16 @@ from tests.causal_nets import (
 from tests.test_causal_integer import _assert_integer_witnesses, _brute_force, _logit_network
 from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
 from verifier.causal import certify as certify_module
-from verifier.causal.analysis import FAIR, ChunkOutcome, proven_classes, smear_split
+from verifier.causal.analysis import (
+    FAIR,
+    ChunkOutcome,
+    analyse_chunk,
+    proven_classes,
+    smear_split,
+)
 from verifier.causal.partition import initial_partition, uniform_share, with_protected
 from verifier.causal.problem import CausalInputError
+from verifier.executor import InProcessExecutor
 
 
 def _smear(problem, lower, upper) -> np.ndarray:
@@ -138,3 +145,32 @@ def test_bounds_only_refinement_against_monte_carlo(seed: int, monkeypatch) -> N
     for witness in certificate.details["witnesses"]:
         a, b = np.array(witness["x"]), np.array(witness["x_other"])
         assert network.classify(np.stack([a, b])).tolist() == witness["classes"]
+
+
+class _RefiningRecorder(InProcessExecutor):
+    """Runs chunks in-process and records, per chunk, which partitions were refining."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refining: list[np.ndarray] = []
+
+    def submit(self, fn, /, *args, **kwargs):
+        if fn is analyse_chunk:
+            self.refining.append(np.asarray(args[6]).copy())
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_witnessed_partitions_are_refined_before_coverage_ends() -> None:
+    # no sampling and U = 3: the root has no witness, and witnesses appear (by the exact
+    # check) in small partitions while larger ones elsewhere are still undecided; their
+    # children must not wait for those (the certified shares first, issue 35)
+    network = random_network(3, [8, 8], 0)
+    problem = build_problem(network, ["x2"], split_values=[0.5])
+    recorder = _RefiningRecorder()
+    certificate = certify_causal_fairness(problem, CausalSettings(
+        max_unstable=3, timeout_s=10.0, chunk_size=4, target_width=0.05,
+        witness_sampling=False), recorder)
+    refining = np.concatenate(recorder.refining)
+    assert refining.any() and (~refining).any()
+    assert np.argmax(refining) < np.flatnonzero(~refining).max()
+    assert_share_contains_estimate(network, certificate.bounds["biased_share"], 0)

@@ -2,10 +2,12 @@
 
 Rounds: every pending partition is analysed (in chunks through an executor); fair, biased
 everywhere and excluded partitions are final; undecided ones are replaced by their children;
-partitions biased only at a witness are refined (replaced by their children) once no
-undecided partition outside a refinement is pending (coverage first), each round together
-with the refinement's own undecided partitions, largest first, until the biased-share
-interval is at most ``target_width`` wide, nothing can be refined, or the time budget ends.
+partitions biased only at a witness are refined (replaced by their children) from the next
+round on, beside the undecided partitions inside and outside refinements, largest first
+(the certified shares first: a witnessed partition waiting for coverage to finish held half
+of Adult RQ4 1280 E unproven; docs/decisions.md, issue 35), until the biased-share interval
+is at most ``target_width`` wide (judged once no undecided partition outside a refinement is
+pending), nothing can be refined, or the time budget ends.
 Partitions still pending at the end count as excluded (refining inside a refinement). The
 final partitions tile the query exactly, so the fractions sum to one.
 
@@ -294,22 +296,22 @@ def certify_causal_fairness(
         if time.monotonic() >= deadline:
             break
         if not (pending_origin < 0).any():
-            # coverage done: refine, alongside the refinement's undecided partitions
+            # coverage done: stop once the interval is narrow enough
             if covered_at is None:
                 covered_at = time.monotonic() - started
             bounds = _current_bounds(problem, ledger, refinable, pending_lo, pending_hi)
             if bounds.biased[1] - bounds.biased[0] <= settings.target_width:
                 break
-            if refinable:
-                pending_lo = np.vstack([pending_lo, *[r[0] for r in refinable]])
-                pending_hi = np.vstack([pending_hi, *[r[1] for r in refinable]])
-                pending_hints = np.vstack([pending_hints,
-                                           *[np.stack([r[4], r[4]]) for r in refinable]])
-                pending_origin = np.concatenate([
-                    pending_origin, np.repeat(np.arange(refined, refined + len(refinable)), 2)
-                ])
-                refined += len(refinable)
-                refinable = []
+        if refinable:
+            pending_lo = np.vstack([pending_lo, *[r[0] for r in refinable]])
+            pending_hi = np.vstack([pending_hi, *[r[1] for r in refinable]])
+            pending_hints = np.vstack([pending_hints,
+                                       *[np.stack([r[4], r[4]]) for r in refinable]])
+            pending_origin = np.concatenate([
+                pending_origin, np.repeat(np.arange(refined, refined + len(refinable)), 2)
+            ])
+            refined += len(refinable)
+            refinable = []
         if pending_lo.shape[0] == 0:
             break
         order = np.argsort(-uniform_share(problem, pending_lo, pending_hi), kind="stable")
