@@ -16,7 +16,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.test_causal_ties import _one_hot_tie_networks, _oracle_class, _tie_networks
+from tests.test_causal_ties import (
+    _one_hot_tie_networks,
+    _oracle_class,
+    _tie_networks,
+    one_hot_grid_biased,
+    one_hot_problem,
+)
 from verifier.causal import build_problem
 from verifier.causal import exact_check as exact
 from verifier.causal.analysis import proven_classes
@@ -61,6 +67,17 @@ def _oracle_pair(network: Network, ranges: list[tuple[int, int]], protected: int
         if classes[0] in found[0] and classes[1] in found[1]:
             return True
     return False
+
+
+def _class_pair_model(problem, class_a: int, class_b: int):
+    """The two-copy MILP of ``problem``'s whole grid (one cell pair) for the class pair
+    ``(class_a, class_b)``, and its margin variable."""
+    lower, upper, cell_bounds = _whole_grid(problem)
+    (cells, bounds), = exact._encodings(problem, cell_bounds, False)
+    model, _, _, y_a, y_b, t = exact._pair_model(problem, lower, upper, cells, bounds)
+    exact._margin_rows(model, y_a, class_a, t)
+    exact._margin_rows(model, y_b, class_b, t)
+    return model, t
 
 
 def _certify(model, t: int, **limits):
@@ -126,20 +143,13 @@ def test_a_lying_solver_never_makes_a_biased_grid_fair(case, relaxation: bool) -
 def test_a_lying_solver_never_makes_a_biased_one_hot_grid_fair(case, merge: bool) -> None:
     """The same with a one-hot protected feature, merged encoding or per value pair."""
     network, values, ranges = case
-    names = [f"s{v}" for v in range(values)] + [f"x{i}" for i in range(len(ranges))]
-    problem = build_problem(network.renamed(input_names=names), names[:values],
-                            protected_kind="one_hot", integer_inputs=names[values:],
-                            domain={n: r for n, r in zip(names[values:], ranges, strict=True)})
+    problem = one_hot_problem(network, values, ranges)
     lower, upper, cell_bounds = _whole_grid(problem)
     with patch.object(exact, "_solve", _lying_solve):
         outcome = exact.check_partition(problem, lower, upper, cell_bounds, merge_cells=merge,
                                         relaxation_first=False)
-    unit = np.eye(values)
-    biased = any(
-        len({_oracle_class(network, (*unit[v], *rest)) for v in range(values)}) > 1
-        for rest in itertools.product(*(range(lo, hi + 1) for lo, hi in ranges)))
     if outcome.status == "fair":
-        assert not biased
+        assert not one_hot_grid_biased(network, values, ranges)
     assert outcome.proofs is not None
     assert outcome.proofs.certified + outcome.proofs.refused <= outcome.solved
 
@@ -160,10 +170,7 @@ def test_a_feasible_model_handed_as_infeasible_is_refused() -> None:
     for network in (TIE_OUTPUTS, TIE_RELU):
         problem = _integer_problem(network, [(0, 1), (0, 1)], 1)
         lower, upper, cell_bounds = _whole_grid(problem)
-        (cells, bounds), = exact._encodings(problem, cell_bounds, False)
-        model, _, _, y_a, y_b, t = exact._pair_model(problem, lower, upper, cells, bounds)
-        exact._margin_rows(model, y_a, 1, t)
-        exact._margin_rows(model, y_b, 0, t)
+        model, t = _class_pair_model(problem, 1, 0)
         certificate = _certify(model, t)
         assert not certificate.proven and certificate.reason == "integral"
         with patch.object(exact, "_solve", _lying_solve):
@@ -185,11 +192,7 @@ def test_limits_leave_a_provable_pair_unproven() -> None:
     """A pair the certificate proves absent only by branching is unproven at a node limit
     below its nodes or at a passed deadline: limits never turn into proofs."""
     problem = _integer_problem(BLIND_RELU, [(0, 1), (0, 1)], 1)
-    lower, upper, cell_bounds = _whole_grid(problem)
-    (cells, bounds), = exact._encodings(problem, cell_bounds, False)
-    model, _, _, y_a, y_b, t = exact._pair_model(problem, lower, upper, cells, bounds)
-    exact._margin_rows(model, y_a, 0, t)
-    exact._margin_rows(model, y_b, 1, t)
+    model, t = _class_pair_model(problem, 0, 1)
     full = _certify(model, t)
     assert full.proven and full.nodes > 1  # the LP relaxation alone proves nothing
     short = _certify(model, t, node_limit=full.nodes - 1)
