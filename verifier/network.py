@@ -359,6 +359,8 @@ class Network:
             bias=np.concatenate([[0.0], last.bias]),
             weight_magnitude=np.vstack([zero_row, last.weight_magnitude]),
             bias_magnitude=np.concatenate([[0.0], last.bias_magnitude]),
+            negative_slope=(0.0, *last.negative_slope)
+            if isinstance(last.negative_slope, tuple) else last.negative_slope,
         )
         name = view.output_names[0]
         return Network([*view.layers[:-1], layer], list(view.input_names),
