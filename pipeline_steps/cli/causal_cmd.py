@@ -230,7 +230,11 @@ def run(args: argparse.Namespace) -> int:
 def summary(certificate: Certificate) -> dict[str, Any]:
     """The command's JSON object: the certified shares first (``certified_shares``: fair and
     biased everywhere, both proven, their sum ``decided``, then ``contains_bias`` and
-    ``undecided``), then the fractions of the query (uniform), witnesses, cost."""
+    ``undecided``), then the fractions of the query (uniform), witnesses, cost: MILPs and how
+    the exact checks proved their pairs absent (``proofs``: the certificate's cost keys of
+    :data:`~verifier.causal.proof_tally.COST_KEYS`)."""
+    from verifier.causal.proof_tally import COST_KEYS
+
     details = certificate.details
     payload: dict[str, Any] = {
         "verdict": certificate.verdict,
@@ -243,6 +247,7 @@ def summary(certificate: Certificate) -> dict[str, Any]:
         "witnesses": details["witnesses"],
         "partitions": int(certificate.cost["partitions"]),
         "milps": int(certificate.cost["milps"]),
+        "proofs": {key: int(certificate.cost[key]) for key in COST_KEYS.values()},
         "elapsed_s": certificate.cost["elapsed_s"],
     }
     if "biased_share_population" in certificate.bounds:
@@ -266,3 +271,8 @@ def _print_text(payload: dict[str, Any]) -> None:
         print(f"  biased share (population): [{p_low:.4%}, {p_high:.4%}]")
     print(f"  {payload['partitions']} partitions, {payload['milps']} MILPs, "
           f"{payload['elapsed_s']:.2f} s, {len(payload['witnesses'])} witnesses shown")
+    proofs = payload["proofs"]
+    print(f"  exact-check proofs: {proofs['proofs_relaxation']} by the LP relaxation, "
+          f"{proofs['proofs_branch_and_bound']} by branch and bound ({proofs['proof_lps']} LPs); "
+          f"{proofs['proof_searches_unproven']} searches unproven, "
+          f"{proofs['milp_infeasible_refused']} MILP 'infeasible' refused")

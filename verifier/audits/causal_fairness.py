@@ -233,7 +233,7 @@ def work_done(certificate: Certificate) -> str:
     """The certified shares first (decided = certified fair + certified biased everywhere,
     then contains bias and undecided), then partitions analysed, rounds, the final partitions
     by status and the share of the query each status holds, when the certificate records
-    them."""
+    them, and the exact checks' MILPs and proofs when there were any."""
     cost, details = certificate.cost, certificate.details
     if "analysed_partitions" not in cost:
         return ""
@@ -251,10 +251,16 @@ def work_done(certificate: Certificate) -> str:
         ("still refining", "refining_fraction")) if key in details)
     tally = ", ".join(f"{float(number):,.0f} {PARTITION_TEXT.get(name, name)}"
                       for name, number in counts.items() if number)
+    proven = cost.get("proofs_relaxation", 0.0) + cost.get("proofs_branch_and_bound", 0.0)
+    exact = "" if not (proven or cost.get("milps")) else (
+        f"; exact checks: {counted(cost.get('milps', 0), 'MILP')}, "
+        f"{counted(proven, 'class pair')} proven absent "
+        f"({cost.get('proofs_relaxation', 0.0):,.0f} by the LP relaxation, "
+        f"{cost.get('proofs_branch_and_bound', 0.0):,.0f} by branch and bound)")
     return (headline + f"{counted(cost['analysed_partitions'], 'partition')} analysed in "
             f"{counted(cost.get('rounds', 0), 'round')} ({elapsed_text(certificate)})"
             + (f"; final partitions: {tally}" if tally else "")
-            + (f"; share of the query: {shares}" if shares else ""))
+            + (f"; share of the query: {shares}" if shares else "") + exact)
 
 
 def _percent(value: Any) -> str:

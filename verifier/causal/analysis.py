@@ -59,7 +59,7 @@ border is proven fair by the two-copy MILP, never by per-cell bounds).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -73,6 +73,7 @@ from verifier.causal.partition import (
     with_protected,
 )
 from verifier.causal.problem import FairnessProblem
+from verifier.causal.proof_tally import ProofTally
 from verifier.causal.sampling import find_witnesses
 from verifier.causal.witness import certified_classes, confirmed_pairs
 
@@ -121,7 +122,8 @@ class ChunkOutcome:
     """Per partition of a chunk: ``status`` (see ``STATUS_NAMES``), children ``(B, 2, n)``
     where ``has_children``, witnesses ``(B, n)`` (NaN rows where none) with their classes, the
     most unstable ReLUs over the cells, the number of MILPs solved, ``(B,)`` which
-    partitions went to the exact check (it may have been cut by the deadline)."""
+    partitions went to the exact check (it may have been cut by the deadline), and how the
+    exact checks' proofs were found (``proofs``, summed over the chunk)."""
 
     status: np.ndarray
     children_lower: np.ndarray
@@ -134,6 +136,7 @@ class ChunkOutcome:
     unstable: np.ndarray
     milps: int
     exact_checked: np.ndarray
+    proofs: ProofTally = field(default_factory=ProofTally)
 
 
 def gives_up_saturated(problem: FairnessProblem) -> bool:
@@ -419,10 +422,10 @@ def _exact_checks(problem: FairnessProblem, settings: AnalysisSettings, lower: n
                   upper: np.ndarray, rows: np.ndarray, cell_result: BoundsResult,
                   possible: np.ndarray, deadline: float | None, status: np.ndarray,
                   witness_a: np.ndarray, witness_b: np.ndarray,
-                  witness_classes: np.ndarray) -> int:
+                  witness_classes: np.ndarray) -> tuple[int, ProofTally]:
     """The exact check of partitions ``rows`` (their cells' pre-activation bounds from
     ``cell_result``): a proof of fairness or a witness is written into ``status`` and the
-    witness arrays; returns the number of MILPs solved.
+    witness arrays; returns the number of MILPs solved and the checks' proofs, summed.
 
     :mod:`verifier.causal.exact_check` is imported here, at the first partition that needs it,
     not with this module: it brings ``scipy.optimize`` (0.2–0.35 CPU s of a 1.4–1.7 s start-up),
@@ -432,6 +435,7 @@ def _exact_checks(problem: FairnessProblem, settings: AnalysisSettings, lower: n
 
     cell_count = problem.protected_cells.shape[0]
     milps = 0
+    proofs = ProofTally()
     for b in rows:
         bounds = [
             ({k: v[b * cell_count + c] for k, v in cell_result.pre_lower.items()},
@@ -442,13 +446,15 @@ def _exact_checks(problem: FairnessProblem, settings: AnalysisSettings, lower: n
                                   deadline, possible=possible[b],
                                   presolve_first=settings.presolve_first)
         milps += outcome.solved
+        if outcome.proofs is not None:
+            proofs.add(outcome.proofs)
         if outcome.status == "fair":
             status[b] = FAIR
         elif outcome.status == "witness":
             status[b] = BIASED_WITNESS
             witness_a[b], witness_b[b] = outcome.x_a, outcome.x_b
             witness_classes[b] = outcome.classes
-    return milps
+    return milps, proofs
 
 
 def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
@@ -532,6 +538,7 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
         witness_classes[rows] = pair[found]
 
     milps = 0
+    proofs = ProofTally()
     feasible = np.flatnonzero((status == SPLIT) & (unstable <= settings.max_unstable)
                               & ~bounds_only)
     if _past(deadline):
@@ -539,8 +546,9 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     exact_checked = np.zeros(batch, dtype=bool)
     exact_checked[feasible] = True
     if feasible.size:
-        milps = _exact_checks(problem, settings, lower, upper, feasible, cell_result, possible,
-                              deadline, status, witness_a, witness_b, witness_classes)
+        milps, proofs = _exact_checks(problem, settings, lower, upper, feasible, cell_result,
+                                      possible, deadline, status, witness_a, witness_b,
+                                      witness_classes)
 
     children_lo = np.repeat(lower[:, None, :], 2, axis=1)
     children_hi = np.repeat(upper[:, None, :], 2, axis=1)
@@ -588,4 +596,4 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     children_hints[witnessed, 1] = witness_b[witnessed]
     return ChunkOutcome(status, children_lo, children_hi, has_children, children_hints,
                         witness_a, witness_b,
-                        witness_classes, unstable, milps, exact_checked)
+                        witness_classes, unstable, milps, exact_checked, proofs)

@@ -39,6 +39,7 @@ from verifier.causal.analysis import (
 )
 from verifier.causal.partition import initial_partition, uniform_share
 from verifier.causal.problem import CausalInputError, FairnessProblem
+from verifier.causal.proof_tally import ProofTally
 from verifier.causal.share import (
     bounds_from_sums,
     certified_shares,
@@ -289,6 +290,7 @@ def certify_causal_fairness(
     refinable: list[tuple[np.ndarray, ...]] = []
     refined = 0
     analysed = milps = rounds = 0
+    proofs = ProofTally()
     exact_yield = _ExactYield()
     presolve = _PresolveChoice()
     covered_at = None
@@ -338,6 +340,7 @@ def certify_causal_fairness(
                 continue
             analysed += rows.size
             milps += outcome.milps
+            proofs.add(outcome.proofs)
             exact_yield.record(outcome, origin >= 0)
             presolve.record(outcome)
             cut = outcome.status == UNFINISHED
@@ -376,7 +379,7 @@ def certify_causal_fairness(
     for _, _, box, witness, _, origin in refinable:
         ledger.add(box[:1], box[1:], [BIASED_WITNESS], witness[:1], witness[1:], [[-1, -1]],
                    [origin])
-    return _certificate(problem, settings, ledger, population, analysed, milps, rounds,
+    return _certificate(problem, settings, ledger, population, analysed, milps, proofs, rounds,
                         time.monotonic() - started, covered_at)
 
 
@@ -421,8 +424,8 @@ def _witness(a: np.ndarray, b: np.ndarray, classes: tuple[int, int]) -> dict:
 
 
 def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Ledger,
-                 population, analysed: int, milps: int, rounds: int, elapsed: float,
-                 covered_at: float | None) -> Certificate:
+                 population, analysed: int, milps: int, proofs: ProofTally, rounds: int,
+                 elapsed: float, covered_at: float | None) -> Certificate:
     n = problem.inputs
     lo, hi, status, wa, wb, wc, _ = ledger.arrays(n)
     excluded_mask = np.isin(status, (EXCLUDED, UNRESOLVED))
@@ -490,7 +493,7 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
         },
         cost={"elapsed_s": elapsed, "partitions": float(len(status)),
               "analysed_partitions": float(analysed), "milps": float(milps),
-              "rounds": float(rounds),
+              **proofs.as_cost(), "rounds": float(rounds),
               **({"coverage_done_s": covered_at} if covered_at is not None else {})},
         algorithm="input partitioning with CROWN screening and a two-copy MILP (HiGHS)",
     )

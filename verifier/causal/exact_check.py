@@ -72,6 +72,7 @@ from verifier.causal.milp_certificate import (
     certify_negative_margin,
 )
 from verifier.causal.problem import CausalInputError, FairnessProblem
+from verifier.causal.proof_tally import ProofTally
 from verifier.causal.witness import confirmed_pairs
 from verifier.lp_bound import affine_interval
 from verifier.numerics import add_up, mul_down, mul_up
@@ -90,22 +91,6 @@ MERGE_MIN_VALUES = 4
 """One-hot protected features with at least this many values get the merged encoding by
 default. Measured on COMPAS (30 s budgets): race (6 values, 15 cell pairs) certifies far more
 merged; age (3 values) certifies less, the merged big-M bounds being looser than per cell."""
-
-
-@dataclass
-class ProofTally:
-    """How the class pairs of one exact check were proven absent, each by
-    :mod:`verifier.causal.milp_certificate`: at its root, the LP relaxation (``relaxation``),
-    or by its branch and bound (``certified``); ``nodes``: the certificate's LPs in all;
-    ``unproven``: certificate runs that proved nothing (the pair then went to the MILP);
-    ``refused``: MILP "infeasible" answers that no certificate proved (each left the
-    partition undecided)."""
-
-    relaxation: int = 0
-    certified: int = 0
-    nodes: int = 0
-    unproven: int = 0
-    refused: int = 0
 
 
 @dataclass
