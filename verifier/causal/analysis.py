@@ -195,7 +195,8 @@ def decide_points(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Decide partitions that are one non-protected point, with point protected cells, in
     real arithmetic: the class of the point at every protected value
-    (:func:`~verifier.causal.witness.certified_classes`: bounds, else exact rationals).
+    (:func:`~verifier.causal.witness.certified_classes`: a point enclosure, else exact
+    rationals).
     Returns ``(B,)`` status (``FAIR``, ``BIASED_EVERYWHERE``, or ``SPLIT`` where the IR
     cannot decide, a folded network), witnesses ``(B, n)`` and their classes ``(B, 2)``."""
     batch, n = lower.shape
