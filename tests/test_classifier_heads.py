@@ -240,3 +240,14 @@ def test_bounds_cli_through_the_head_with_logits_and_spec(tmp_path: Path,
     error = capsys.readouterr().err
     assert "softmax head" in error and "--logits" in error and error.count("\n") == 1
     assert main(["bounds", "--model", str(path), "--spec", str(spec), "--logits", *box]) == 0
+
+
+def test_a_single_logit_with_per_neuron_slopes_keeps_one_slope_per_row() -> None:
+    """The classifier view prepends a zero row; a last layer with one slope per neuron gets
+    one for it too (before, the view raised: one slope for two rows)."""
+    hidden = Layer(np.array([[1.0], [-1.0]]), np.zeros(2), "leaky_relu",
+                   negative_slope=(0.0, 1.0))
+    last = Layer(np.array([[1.0, 2.0]]), np.array([-0.5]), "none", negative_slope=(0.25,))
+    view = Network([hidden, last]).as_classifier()
+    assert view.layers[-1].negative_slope == (0.0, 0.25)
+    assert view.classify(np.array([[-1.0], [0.0]])).tolist() == [1, 0]  # z = 1.5, -0.5

@@ -272,6 +272,8 @@ def _print_text(payload: dict[str, Any]) -> None:
     print(f"  {payload['partitions']} partitions, {payload['milps']} MILPs, "
           f"{payload['elapsed_s']:.2f} s, {len(payload['witnesses'])} witnesses shown")
     proofs = payload["proofs"]
+    if not (payload["milps"] or any(proofs.values())):
+        return  # no exact check ran
     print(f"  exact-check proofs: {proofs['proofs_relaxation']} by the LP relaxation, "
           f"{proofs['proofs_branch_and_bound']} by branch and bound ({proofs['proof_lps']} LPs); "
           f"{proofs['proof_searches_unproven']} searches unproven, "
