@@ -9,7 +9,7 @@ LP-relaxation proofs, and the MILP "infeasible" answers with the certificate's v
 and CPU (:mod:`verifier.causal.milp_certificate`). Run it with ``PYTHONPATH`` at an older
 checkout (no certificate) for the before row: the same rows at the same CPU budget.
 
-Usage: ``python benchmarks/milp_certificate.py [--only TEXT] [--timeout S] [--json]``.
+Usage: ``python -m benchmarks.milp_certificate [--only TEXT] [--timeout S] [--json]``.
 """
 
 from __future__ import annotations
