@@ -110,11 +110,14 @@ def test_fair_network_is_certified_fair() -> None:
 
 @pytest.mark.parametrize("seed", [3, 13])
 def test_random_networks_against_monte_carlo(seed: int) -> None:
-    """Anytime: whatever the budget reached, the interval must contain the estimate."""
+    """The certified interval contains the Monte Carlo estimate. The run ends at its target
+    width (about 1.4 CPU s for seed 13); the budget is only a backstop, so the width asserted
+    does not depend on the machine's load (``test_anytime_stop_keeps_the_ledger_consistent``
+    covers runs the budget stops)."""
     network = random_network(3, [6, 6], seed)
     problem = build_problem(network, ["x2"], split_values=[0.5])
     certificate = certify_causal_fairness(
-        problem, CausalSettings(max_unstable=6, timeout_s=5.0, target_width=0.03)
+        problem, CausalSettings(max_unstable=6, timeout_s=120.0, target_width=0.05)
     )
     low, high = certificate.bounds["biased_share"]
     assert low > 0.0 and high - low <= 0.2
