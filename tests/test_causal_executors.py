@@ -48,3 +48,24 @@ def test_local_process_and_dask_agree() -> None:
             == pytest.approx(1.0))
     assert high == pytest.approx(1.0 - local["fair"])
     assert local["counts"]["fair"] > 0 and local["verdict"] == "biased"
+
+
+@pytest.mark.parametrize(("hidden", "expected"), [
+    ([5, 5, 5, 5], 2048),      # Libra's German/COMPAS networks
+    ([40] * 32, 256),          # Adult RQ4 1280
+    ([80, 80], 2048),
+    ([200, 200], 512),         # 327,680 / 400 = 819 -> 512
+    ([4096], 256),             # never below the smallest chunk
+])
+def test_the_default_chunk_is_sized_to_the_network(hidden: list[int], expected: int) -> None:
+    network = random_network(3, hidden, seed=0)
+    assert CausalSettings().chunk_size_for(network) == expected
+    assert CausalSettings(chunk_size=8).chunk_size_for(network) == 8
+
+
+def test_the_certificate_records_the_chunk_size_used() -> None:
+    network = random_network(3, [6, 6], seed=3)
+    problem = build_problem(network, ["x2"], split_values=[0.5])
+    certificate = certify_causal_fairness(
+        problem, CausalSettings(max_unstable=6, timeout_s=30.0, target_width=0.1))
+    assert certificate.settings["chunk_size"] == 2048

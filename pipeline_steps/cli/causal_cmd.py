@@ -74,7 +74,8 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     parser.add_argument("--target-width", type=float,
                         help="stop refining once the biased-share interval is this narrow")
     parser.add_argument("--chunk-size", type=int,
-                        help="partitions per task, bounded together (default 256)")
+                        help="partitions per task, bounded together (default: 256 to 2048, fewer "
+                        "for larger networks)")
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
     add_no_progress(parser)
     parser.set_defaults(func=run)

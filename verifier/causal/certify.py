@@ -48,9 +48,18 @@ from verifier.causal.share import (
 )
 from verifier.certificate import Certificate
 from verifier.executor import InProcessExecutor
+from verifier.network import Network
 
 UNRESOLVED = 5
 ROUND_CHUNKS = 8
+CHUNK_WORK = 256 * 1280
+"""Partitions × hidden neurons in a chunk by default (:meth:`CausalSettings.chunk_size_for`).
+Measured on the CPU clock (docs/decisions.md, causal chunk size): chunks of 2,048 instead of
+256 took Libra's COMPAS age rows (20 hidden neurons) from 16.0 to 12.0 CPU s and FairQuant's
+GC-1 from 34.2 to 39.5 % certified at 10 CPU s, while 1,024 instead of 256 cost Adult RQ4
+1280 (1,280 neurons) 40.3 → 37.6 % at 40 CPU s: there a round of 8 chunks is most of a run."""
+CHUNK_SIZES = (256, 2048)
+"""The smallest and largest default chunk."""
 """A round analyses at most this many chunks of the largest pending partitions (best-first:
 the children of a large partition are not kept waiting behind thousands of small ones)."""
 REFINING = 6
@@ -152,15 +161,15 @@ def _unfinished(origin: np.ndarray) -> np.ndarray:
 class CausalSettings:
     """``min_edge`` (L) and ``max_unstable`` (U) as in Libra; ``timeout_s`` the time budget;
     ``target_width`` stops refinement once the uniform biased-share interval is this narrow;
-    ``chunk_size`` partitions per executor task (bounded together: 256 analysed 1.5–4 times
-    the partitions of 64 per CPU second on FairQuant's GC-1/GC-3, docs/decisions.md);
+    ``chunk_size`` partitions per executor task, bounded together (None: sized to the
+    network by :meth:`chunk_size_for`);
     ``split_rule`` ``smear`` (default) or ``bounds`` (see :mod:`verifier.causal.analysis`)."""
 
     min_edge: float = 0.0
     max_unstable: int = 8
     timeout_s: float = 60.0
     target_width: float = 0.0
-    chunk_size: int = 256
+    chunk_size: int | None = None
     bound_method: str = "crown"
     milp_time_limit: float = 10.0
     max_regions: int = 50
@@ -181,8 +190,22 @@ class CausalSettings:
             raise CausalInputError(
                 f"split rule must be one of {', '.join(SPLIT_RULES)}, got {self.split_rule!r}"
             )
-        if self.chunk_size < 1:
+        if self.chunk_size is not None and self.chunk_size < 1:
             raise CausalInputError(f"chunk size must be >= 1, got {self.chunk_size}")
+
+    def chunk_size_for(self, network: Network) -> int:
+        """Partitions per chunk: ``chunk_size`` if given, else the power of two nearest below
+        :data:`CHUNK_WORK` divided by the network's hidden neurons, within
+        :data:`CHUNK_SIZES` — a chunk's bounding costs about its partitions times the
+        network's neurons, so small networks get chunks large enough to outweigh each batch's
+        fixed cost and deep ones keep rounds small enough for best-first order. Depends on
+        the network only, so the partitions a round analyses never depend on timing."""
+        if self.chunk_size is not None:
+            return self.chunk_size
+        hidden = sum(layer.out_features for layer in network.layers[:-1])
+        smallest, largest = CHUNK_SIZES
+        fitting = max(CHUNK_WORK // max(hidden, 1), smallest)
+        return min(1 << (fitting.bit_length() - 1), largest)
 
     def analysis(self) -> AnalysisSettings:
         return AnalysisSettings(self.min_edge, self.max_unstable, self.bound_method,
@@ -281,6 +304,7 @@ def certify_causal_fairness(
     started = time.monotonic()
     deadline = started + settings.timeout_s
     analysis = settings.analysis()
+    chunk_size = settings.chunk_size_for(problem.network)
     n = problem.inputs
     ledger = _Ledger(problem)
     pending_lo, pending_hi = initial_partition(problem)
@@ -319,7 +343,7 @@ def certify_causal_fairness(
         order = np.argsort(-uniform_share(problem, pending_lo, pending_hi), kind="stable")
         pending_lo, pending_hi = pending_lo[order], pending_hi[order]
         pending_hints, pending_origin = pending_hints[order], pending_origin[order]
-        take = min(pending_lo.shape[0], ROUND_CHUNKS * settings.chunk_size)
+        take = min(pending_lo.shape[0], ROUND_CHUNKS * chunk_size)
         later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:])
         pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
         pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
@@ -327,7 +351,7 @@ def certify_causal_fairness(
         results = _run_round(executor, problem,
                              replace(analysis, presolve_first=presolve.first()),
                              pending_lo, pending_hi, pending_hints,
-                             refining, exact_yield.bounds_only(refining), settings.chunk_size,
+                             refining, exact_yield.bounds_only(refining), chunk_size,
                              deadline)
         rounds += 1
         next_lo, next_hi, next_hints, next_origin = [later[0]], [later[1]], [later[2]], [later[3]]
@@ -486,7 +510,8 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
         settings={
             "L": settings.min_edge, "U": settings.max_unstable,
             "timeout_s": settings.timeout_s, "target_width": settings.target_width,
-            "bound_method": settings.bound_method, "chunk_size": settings.chunk_size,
+            "bound_method": settings.bound_method,
+            "chunk_size": settings.chunk_size_for(problem.network),
             "protected": [problem.network.input_names[i] for i in problem.protected],
             "split_rule": settings.split_rule,
             "witness_sampling": settings.witness_sampling,
