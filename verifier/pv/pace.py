@@ -98,12 +98,13 @@ CREDIT_COST_SHARE = 0.75
 0.75 Adult-13 1×16 (credit 70 % of the CPU) and Adult-8 2×32 run as with credit on every
 box; 0.5 left Adult-13 1×16's deciding end at 0.949 instead of 0.80 at 30 CPU s."""
 CROWN_COST_SHARE = 0.5
-"""The default largest share of the evaluation CPU that CROWN may take (see
-:class:`CostPace` and :meth:`verifier.pv.atoms.AtomBounds.bounds_and_drive`); the other boxes
-keep IBP's bounds. It binds only where CROWN costs more than the rest of a box's
-evaluation — on the 103-787-69-2 Adult network (CROWN 94 % of the CPU, the intermediate
-bounds of the 69-wide layer through the 787-wide one); on Adult-13 1×16 and 103-10-2 CROWN
-takes a few per cent and every box keeps it (docs/decisions.md, 2026-11-28, issue 37)."""
+"""The default largest share of the evaluation CPU that CROWN's tightening of hidden layers
+may take (see :class:`CostPace` and :meth:`verifier.pv.atoms.AtomBounds.bounds_and_drive`);
+the other boxes are bounded by CROWN over IBP's hidden-layer bounds. It binds only where
+the tightening costs more than the rest of a box's evaluation — on the 103-787-69-2 Adult
+network (94 % of the CPU: the 69-wide layer's rows back through the 787-wide one); a
+network with one hidden layer has nothing to tighten (its first layer's bounds are exact),
+so Adult-13 1×16 and 103-10-2 run as before (docs/decisions.md, 2026-11-28, issue 37)."""
 COST_DECAY = 0.5
 """Weight the earlier measurements keep at each new one: a step's cost per box falls as
 boxes shrink (fewer cells of the population to eliminate, more stable neurons), so recent
@@ -112,17 +113,19 @@ rounds count most."""
 
 class CostPace:
     """How many of a round's boxes get an optional costly step of their evaluation — linear
-    credit (:mod:`verifier.pv.credit`), CROWN instead of IBP.
+    credit (:mod:`verifier.pv.credit`), CROWN's tightening of hidden layers.
 
     Linear credit's population bound costs far more per box on some populations than bounding
     the box does (a learned 13-node Bayesian network: its eliminations took 87 % of PV's CPU,
     and a 103-10-2 network's ratio interval at 30 CPU s was [0.012, 1.002] with credit on
-    every box, [0.040, 0.793] with none); CROWN costs ~10 times IBP plus the box's mass on a
-    787-wide layer. From the CPU seconds each evaluation reports (the step's and the rest's,
+    every box, [0.040, 0.793] with none); CROWN's tightening of a 69-wide layer through a
+    787-wide one costs ~10 times the rest of a box's evaluation. From the CPU seconds each
+    evaluation reports (the step's and the rest's,
     :class:`verifier.pv.evaluation.BoxEvaluation`), the step is given to as many boxes of a
     round as keep its expected cost within ``share`` of the round's; where it is cheaper (or
     ``share`` is 1), every box gets it. Only which boxes get the step changes, never a bound:
-    an uncredited box counts as open, a box bounded by IBP alone keeps IBP's sound bounds."""
+    an uncredited box counts as open, a box not tightened keeps CROWN's sound bounds over
+    IBP's hidden-layer bounds."""
 
     def __init__(self, share: float) -> None:
         self.share = share
