@@ -33,6 +33,7 @@ from verifier.pv.pace import CostPace
 from verifier.spec import Names, demographic_parity
 
 INPUTS = ("sex", "a", "b")
+CROWN_SHARE = 0.001  # so small that the tightening is cut on a 16-16 network
 
 
 def _parity_atoms(seed: int, hidden: list[int]) -> AtomBounds:
@@ -138,7 +139,7 @@ def test_the_crown_share_is_validated() -> None:
 def test_crown_on_few_boxes_keeps_the_exact_value_in_every_interval(
         k: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a CROWN share so small that most boxes of each round keep IBP's hidden-layer
-    bounds, every
+    bounds (a network with two hidden layers: one has nothing to tighten), every
     interval PV reports (anytime and final) holds the exactly enumerated value, each report's
     intervals lie within the previous one's, and the cut happened."""
     allowed: list[tuple[int, int]] = []
@@ -146,12 +147,12 @@ def test_crown_on_few_boxes_keeps_the_exact_value_in_every_interval(
 
     def spy(self: CostPace, boxes: int) -> int:
         count = counted(self, boxes)
-        if self.share == 0.02:
+        if self.share == CROWN_SHARE:
             allowed.append((boxes, count))
         return count
 
     monkeypatch.setattr(CostPace, "allowed_count", spy)
-    instance = build_instance(k, (16,), 7, epochs=1, cache_dir=None)
+    instance = build_instance(k, (16, 16), 7, epochs=1, cache_dir=None)
     reference = exact_reference(instance)
     truth = {"p_unprivileged": reference.p_unprivileged,
              "p_privileged": reference.p_privileged, "value": reference.ratio}
@@ -168,7 +169,7 @@ def test_crown_on_few_boxes_keeps_the_exact_value_in_every_interval(
         privileged=instance.privileged, favorable_class=instance.favorable_class, gamma=0.8,
         progress=record,
         settings=PVSettings(timeout_s=30.0, max_boxes=3000, batch_size=128,
-                            crown_cost_share=0.02))
+                            crown_cost_share=CROWN_SHARE))
     seen.extend(certificate.bounds.items())
     assert any(count < boxes for boxes, count in allowed)
     for earlier, later in itertools.pairwise(reports):
