@@ -196,7 +196,7 @@ class AtomBounds:
                 open_atoms = self.undecided(known.low, known.high)
                 needed = np.ascontiguousarray(open_atoms[:, self.reads_outputs])
             sides = None
-            if crown_share < 1.0 and wanted is not None:
+            if crown_share < 1.0 and wanted is not None and known is not None:
                 sides = self._wanted_sides(lo, hi, known, wanted)
             result, crown = self._output_bounds(lo, hi, rows, method, known, needed,
                                                 crown_share, sides)
