@@ -1,5 +1,5 @@
-"""CROWN that tightens the hidden layers of some boxes only (``tighten`` of
-:func:`verifier.bounds.compute_bounds`; the others get CROWN over IBP's hidden-layer bounds)
+"""CROWN that tightens the last hidden layer of some boxes only (``tighten`` of
+:func:`verifier.bounds.compute_bounds`; the others get CROWN over IBP's bounds there)
 against exact and sampled oracles.
 
 Oracles: the network evaluated in rational arithmetic at the corners of every box and at
@@ -55,7 +55,7 @@ def test_bounds_hold_whichever_boxes_are_tightened(
     unit = rng.uniform(size=(5, 200, network.input_size))
     assert_status_holds_at(result, lo[:, None] + (hi - lo)[:, None] * unit)
     if method == "crown" and network.output_size and not tighten.all():
-        # every box keeps CROWN's linear bounds on the spec rows (only the hidden layers of
-        # the others are left to IBP)
+        # every box keeps CROWN's linear bounds on the spec rows (only the last hidden layer
+        # of the others is left to IBP)
         assert result.linear is not None
         assert np.all(np.isfinite(result.linear.lower_value[~tighten]))

@@ -33,7 +33,7 @@ from verifier.pv.pace import CostPace
 from verifier.spec import Names, demographic_parity
 
 INPUTS = ("sex", "a", "b")
-CROWN_SHARE = 0.001  # so small that the tightening is cut on a 16-16 network
+CROWN_SHARE = 0.001  # so small that the tightening is cut on a 64-8 network
 
 
 def _parity_atoms(seed: int, hidden: list[int]) -> AtomBounds:
@@ -73,8 +73,9 @@ def _points(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray) -> np.ndar
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), hidden=st.lists(st.integers(1, 12), min_size=1,
-                                                          max_size=3),
+@given(seed=st.integers(0, 2**31 - 1),
+       hidden=st.one_of(st.lists(st.integers(1, 12), min_size=1, max_size=3),
+                        st.tuples(st.integers(8, 16), st.integers(1, 2)).map(list)),
        share=st.sampled_from([1e-3, 0.2, 0.5, 0.99, 1.0]),
        scale=st.sampled_from([1e-3, 0.3, 2.0]), with_parent=st.booleans())
 def test_every_atom_bound_holds_whichever_boxes_are_tightened(
@@ -96,7 +97,7 @@ def test_every_atom_bound_holds_whichever_boxes_are_tightened(
               rng.integers(0, 2, size=(6, events)).astype(bool))
     low, high, _, _, _, (_, tightened), _ = atoms.bounds_and_drive(
         lo, hi, "crown", known, share, wanted)
-    if known is None or share >= 1.0:
+    if known is None or share >= 1.0 or not atoms.wide_fed:
         assert tightened == 6
     else:
         assert tightened <= math.ceil(share * 6)
@@ -128,6 +129,17 @@ def test_the_boxes_closest_to_decided_on_a_wanted_side_are_tightened() -> None:
     assert list(screen_order(lower, upper, strict, needed, 0.2)) == [1]
 
 
+def test_only_a_last_hidden_layer_fed_by_a_far_wider_one_is_cut() -> None:
+    from verifier.pv.atoms import wide_fed_last_layer
+
+    rng = np.random.default_rng(0)
+    assert wide_fed_last_layer(random_network(rng, [3, 787, 69, 2], "relu"))
+    assert wide_fed_last_layer(random_network(rng, [3, 8, 2, 2], "relu"))
+    assert not wide_fed_last_layer(random_network(rng, [3, 7, 2, 2], "relu"))
+    assert not wide_fed_last_layer(random_network(rng, [3, 50, 50, 50, 2], "relu"))
+    assert not wide_fed_last_layer(random_network(rng, [103, 10, 2], "relu"))
+
+
 def test_the_crown_share_is_validated() -> None:
     for share in (0.0, -0.5, 1.5):
         with pytest.raises(CertgateInputError, match="crown_cost_share"):
@@ -139,7 +151,8 @@ def test_the_crown_share_is_validated() -> None:
 def test_crown_on_few_boxes_keeps_the_exact_value_in_every_interval(
         k: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a CROWN share so small that most boxes of each round keep IBP's hidden-layer
-    bounds (a network with two hidden layers: one has nothing to tighten), every
+    bounds (a last hidden layer fed by a layer 8 times wider, see ``wide_fed_last_layer``),
+    every
     interval PV reports (anytime and final) holds the exactly enumerated value, each report's
     intervals lie within the previous one's, and the cut happened."""
     allowed: list[tuple[int, int]] = []
@@ -152,7 +165,7 @@ def test_crown_on_few_boxes_keeps_the_exact_value_in_every_interval(
         return count
 
     monkeypatch.setattr(CostPace, "allowed_count", spy)
-    instance = build_instance(k, (16, 16), 7, epochs=1, cache_dir=None)
+    instance = build_instance(k, (64, 8), 7, epochs=1, cache_dir=None)
     reference = exact_reference(instance)
     truth = {"p_unprivileged": reference.p_unprivileged,
              "p_privileged": reference.p_privileged, "value": reference.ratio}

@@ -147,10 +147,11 @@ def compute_bounds(
     only be larger).
     For deep networks, where a box that saturates one layer saturates all later ones and
     would otherwise back-substitute every neuron through every layer for nothing.
-    ``tighten``: ``(B,)`` bool, the boxes whose hidden layers CROWN tightens (None: all); the
-    others keep their IBP pre-activation bounds (sound, looser) and still get CROWN on the
-    spec rows over the relaxations of those bounds (CROWN-IBP), at a fraction of the cost
-    where a wide layer feeds a hidden one. The result's ``tighten_s`` is the CPU time of
+    ``tighten``: ``(B,)`` bool, the boxes whose last hidden layer CROWN tightens (None: all;
+    earlier hidden layers are tightened on every box); the others keep IBP's pre-activation
+    bounds there (sound, looser) and still get CROWN on the spec rows over the relaxations
+    of those bounds (CROWN-IBP at the last layer), at a fraction of the cost where a wide
+    layer feeds the last one. The result's ``tighten_s`` is the CPU time of
     the hidden layers' tightening. See the module docstring for the guarantees.
     """
     if method not in METHODS:

@@ -174,8 +174,9 @@ def _crown_finite(
     rows included; the first layer, bounded exactly by intervals, is not counted).
     ``first``: the first layer's pre-activation bounds on these boxes, the caller's IBP ones
     narrowed by the known signs (exact intervals, so CROWN has nothing to add; None without
-    a hidden layer). ``tighten``: the boxes whose hidden layers CROWN tightens (None: all;
-    the others keep their IBP pre-activation bounds). Last in the result: the CPU seconds
+    a hidden layer). ``tighten``: the boxes whose last hidden layer CROWN tightens (None: all;
+    the others keep their IBP pre-activation bounds there; earlier layers are tightened on
+    every box). Last in the result: the CPU seconds
     of that tightening."""
     relaxations: dict[int, _Relaxation] = {}
     active = torch.ones(lo.shape[0], dtype=torch.bool)
@@ -204,7 +205,8 @@ def _crown_finite(
             z_lo, z_hi = _crown_layer_bounds(
                 affines, relaxations, index, z_lo, z_hi,
                 magnitudes.value[-1], magnitudes.support[-1],
-                inputs_lo, inputs_hi, onehot, layer_halves, active & tightened,
+                inputs_lo, inputs_hi, onehot, layer_halves,
+                active & tightened if index == len(affines) - 2 else active,
             )
             tightening += time.process_time() - started
         pre_lo.append(z_lo)

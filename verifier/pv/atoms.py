@@ -82,10 +82,31 @@ class AtomLines:
         return cls(zeros, infinite, zeros.copy(), infinite.copy())
 
 
+WIDE_FEED_RATIO = 4
+"""A last hidden layer is left to IBP on some boxes (``crown_share``) only when the layer
+feeding it is at least this many times wider (:func:`wide_fed_last_layer`). Chosen on
+measured rows (docs/decisions.md, 2026-11-28, "The 787-69 net"): the 103-787-69-2 net
+(ratio 11.4) gains at every horizon; ACAS Xu N4,3 (ratio 1) went from [0.67, 2.13] to
+[0.01, 42.6] at 30 s with its layers left to IBP; every other measured network has a
+ratio of at most 2."""
+
+
+def wide_fed_last_layer(network: Network) -> bool:
+    """Whether ``network`` has two hidden layers or more and its last hidden layer is fed by
+    a layer at least :data:`WIDE_FEED_RATIO` times wider: CROWN's tightening of that layer
+    then back-substitutes each of its few rows through the wide layer (most of the cost,
+    94 % of PV's CPU on the 103-787-69-2 net), while leaving it to IBP loosens one layer
+    only."""
+    if len(network.layers) < 3:
+        return False
+    rows, feed = network.layers[-2].weight.shape
+    return feed >= WIDE_FEED_RATIO * rows
+
+
 def screen_order(lower: np.ndarray, upper: np.ndarray, strict: np.ndarray,
                  needed: np.ndarray | None, share: float,
                  sides: np.ndarray | None = None) -> np.ndarray:
-    """The boxes whose hidden layers CROWN tightens, given sound ``lower``/``upper`` ``(B, S)``
+    """The boxes whose last hidden layer CROWN tightens, given sound ``lower``/``upper`` ``(B, S)``
     of atoms ``row >= 0`` (``> 0`` where ``strict``) on each box (an enclosing box's): at
     most ``⌈share·B⌉`` of the boxes with an atom those bounds leave open (and ``needed``,
     None for all), those whose open atoms come closest to decided — the smallest share of
@@ -140,6 +161,7 @@ class AtomBounds:
         self.reads_outputs = np.array([a.reads_outputs for a in atoms], dtype=bool)
         self.strict = np.array([a.strict for a in atoms], dtype=bool)
         self.sign_width = kink_neurons(network) if self.reads_outputs.any() else 0
+        self.wide_fed = wide_fed_last_layer(network)
 
     def read_columns(self) -> np.ndarray:
         """Input columns that some atom depends on (through the network or directly)."""
@@ -166,12 +188,13 @@ class AtomBounds:
         boxes it tightened (0 and 0 for IBP); and the atoms' linear pieces
         (:class:`AtomLines`; output atoms that read no input, CROWN methods only).
 
-        ``crown_share`` below 1 with a CROWN method and ``known`` bounds: CROWN tightens the
-        hidden layers of at most ``⌈crown_share·B⌉`` boxes with an open output atom, those
+        ``crown_share`` below 1 with a CROWN method, ``known`` bounds and a last hidden layer
+        fed by a far wider one (:func:`wide_fed_last_layer`): CROWN tightens the last hidden
+        layer of at most ``⌈crown_share·B⌉`` boxes with an open output atom, those
         whose open atoms the known bounds leave closest to decided on a wanted side
         (:func:`screen_order`; ``wanted``: per box and event, whether the event's holding
         and its failing are wanted, None for both); the others are bounded by CROWN over
-        IBP's hidden-layer bounds (CROWN-IBP: sound, looser, far cheaper behind a wide
+        IBP's bounds of that layer (CROWN-IBP: sound, looser, far cheaper behind a wide
         layer). Every box keeps its linear bounds, drive and pieces.
 
         ``known``: what holds on each box beforehand (:class:`Known`, e.g. from its parent).
@@ -196,7 +219,7 @@ class AtomBounds:
                 open_atoms = self.undecided(known.low, known.high)
                 needed = np.ascontiguousarray(open_atoms[:, self.reads_outputs])
             sides = None
-            if crown_share < 1.0 and wanted is not None and known is not None:
+            if self.wide_fed and crown_share < 1.0 and wanted is not None and known is not None:
                 sides = self._wanted_sides(lo, hi, known, wanted)
             result, crown = self._output_bounds(lo, hi, rows, method, known, needed,
                                                 crown_share, sides)
@@ -234,14 +257,14 @@ class AtomBounds:
         sides: np.ndarray | None = None,
     ) -> tuple[BoundsResult, tuple[float, int]]:
         """The output atoms' rows (without constants) bounded by ``method``; with
-        ``crown_share < 1``, a CROWN method and ``known`` bounds, CROWN tightens the hidden
-        layers of the ``⌈crown_share·B⌉`` boxes whose open output atoms their ``known``
-        bounds leave closest to decided on a wanted side (:func:`screen_order`), the other
-        boxes keep IBP's hidden-layer bounds (sound either way; ``tighten`` of
-        :func:`verifier.bounds.compute_bounds`). Also the CPU seconds of that tightening and
-        the boxes it ran on."""
+        ``crown_share < 1``, a CROWN method, ``known`` bounds and :attr:`wide_fed`, CROWN
+        tightens the last hidden layer of the ``⌈crown_share·B⌉`` boxes whose open output
+        atoms their ``known`` bounds leave closest to decided on a wanted side
+        (:func:`screen_order`), and the other boxes keep IBP's bounds of that layer (sound
+        either way; ``tighten`` of :func:`verifier.bounds.compute_bounds`). Also the CPU
+        seconds of the tightening and the boxes it ran on."""
         tighten = None
-        if method != "ibp" and crown_share < 1.0 and known is not None:
+        if self.wide_fed and method != "ibp" and crown_share < 1.0 and known is not None:
             tighten = np.zeros(lo.shape[0], dtype=bool)
             tighten[screen_order(known.low[:, self.reads_outputs],
                                  known.high[:, self.reads_outputs],

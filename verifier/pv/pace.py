@@ -100,11 +100,12 @@ box; 0.5 left Adult-13 1×16's deciding end at 0.949 instead of 0.80 at 30 CPU s
 CROWN_COST_SHARE = 0.5
 """The default largest share of the evaluation CPU that CROWN's tightening of hidden layers
 may take (see :class:`CostPace` and :meth:`verifier.pv.atoms.AtomBounds.bounds_and_drive`);
-the other boxes are bounded by CROWN over IBP's hidden-layer bounds. It binds only where
-the tightening costs more than the rest of a box's evaluation — on the 103-787-69-2 Adult
-network (94 % of the CPU: the 69-wide layer's rows back through the 787-wide one); a
-network with one hidden layer has nothing to tighten (its first layer's bounds are exact),
-so Adult-13 1×16 and 103-10-2 run as before (docs/decisions.md, 2026-11-28, issue 37)."""
+the other boxes are bounded by CROWN over IBP's bounds of the last hidden layer. It applies
+only to a last hidden layer fed by a far wider one
+(:func:`verifier.pv.atoms.wide_fed_last_layer`: the 103-787-69-2 Adult network, where that
+tightening is 94 % of the CPU) and binds only where the tightening costs more than the rest
+of a box's evaluation; every other measured network runs as before (docs/decisions.md,
+2026-11-28, issue 37)."""
 COST_DECAY = 0.5
 """Weight the earlier measurements keep at each new one: a step's cost per box falls as
 boxes shrink (fewer cells of the population to eliminate, more stable neurons), so recent
@@ -125,7 +126,7 @@ class CostPace:
     round as keep its expected cost within ``share`` of the round's; where it is cheaper (or
     ``share`` is 1), every box gets it. Only which boxes get the step changes, never a bound:
     an uncredited box counts as open, a box not tightened keeps CROWN's sound bounds over
-    IBP's hidden-layer bounds."""
+    IBP's bounds of the last hidden layer."""
 
     def __init__(self, share: float) -> None:
         self.share = share

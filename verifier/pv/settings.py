@@ -50,11 +50,12 @@ class PVSettings:
     part of an open box that CROWN's linear bounds decide (:mod:`verifier.pv.credit`; needs a
     population that bounds such parts), on as many of each round's heaviest boxes as keep its
     CPU within ``credit_cost_share`` of the bounding's (1: on every box; see
-    :class:`verifier.pv.pace.CostPace`). ``crown_cost_share``: with a CROWN ``method``, CROWN
-    tightens the hidden layers' bounds of as many of each round's boxes — those whose
+    :class:`verifier.pv.pace.CostPace`). ``crown_cost_share``: with a CROWN ``method`` and a last
+    hidden layer fed by a far wider one (:func:`verifier.pv.atoms.wide_fed_last_layer`),
+    CROWN tightens that layer's bounds on as many of each round's boxes — those whose
     parents' bounds come closest to deciding a wanted side — as keep that tightening's CPU
     within this share of the evaluation's; the others are bounded by CROWN over IBP's
-    hidden-layer bounds (1: tightening on every box; see
+    bounds of that layer (1: tightening on every box; see
     :meth:`verifier.pv.atoms.AtomBounds.bounds_and_drive`). ``selection``: which open boxes
     are refined first —
     ``mass`` the heaviest uncredited ones (paper 003's SelectProb), ``directed`` mostly those
