@@ -176,8 +176,7 @@ def _crown_finite(
     narrowed by the known signs (exact intervals, so CROWN has nothing to add; None without
     a hidden layer). ``tighten``: the boxes whose last hidden layer CROWN tightens (None: all;
     the others keep their IBP pre-activation bounds there; earlier layers are tightened on
-    every box). Last in the result: the CPU seconds
-    of that tightening."""
+    every box). Last in the result: the CPU seconds of the hidden layers' tightening."""
     relaxations: dict[int, _Relaxation] = {}
     active = torch.ones(lo.shape[0], dtype=torch.bool)
     tightened = active if tighten is None else tighten

@@ -86,7 +86,7 @@ class ProbabilityBranchAndBound:
         """Start bounding new boxes (with ``method``, default the settings'; ``known``: what
         their parents proved; ``wanted``: the credits to bound, None for all; ``deadline``:
         in-process, no part of the batch starts after it; ``crown_share``: the share of the
-        boxes a CROWN method bounds, the others IBP, see
+        boxes whose last hidden layer CROWN tightens, see
         :meth:`~verifier.pv.atoms.AtomBounds.bounds_and_drive`); the returned call waits for
         the bounds and records what PV keeps about each box, the futures are the tasks'."""
         under_way = evaluate.submit(lo, hi, method or self.settings.method, known, wanted,

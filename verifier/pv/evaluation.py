@@ -42,8 +42,9 @@ class BoxEvaluation:
     share of each box where each event holds, :func:`verifier.pv.credit.true_share`, or 0.5
     without ``estimate_shares`` — only directed selection reads it; ``cost``, ``(B, 4)``:
     the CPU seconds of the call spread evenly over its boxes, column 0 the linear credit's,
-    column 1 CROWN's, column 2 the rest's, and in column 3 the share of the call's boxes
-    CROWN bounded — for :class:`verifier.pv.pace.CostPace`, never for a bound)."""
+    column 1 CROWN's tightening of hidden layers', column 2 the rest's, and in column 3 the
+    share of the call's boxes it tightened — for :class:`verifier.pv.pace.CostPace`, never
+    for a bound)."""
 
     masses: MassFunction
     atoms: AtomBounds
