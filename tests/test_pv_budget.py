@@ -115,12 +115,12 @@ class _ChargedEvaluation:
         return factor * (self.fixed + self.per_box * boxes)
 
     def __call__(self, lo: np.ndarray, hi: np.ndarray, method: str,
-                 known: Known | None = None,
-                 wanted: WantedSides | None = None) -> tuple[np.ndarray, ...]:
+                 known: Known | None = None, wanted: WantedSides | None = None,
+                 crown_share: float = 1.0) -> tuple[np.ndarray, ...]:
         start = self.clock.now
         self.clock.now += self.cost(start, lo.shape[0])
         self.calls.append((start, self.clock.now, lo.shape[0]))
-        return self.evaluation(lo, hi, method, known, wanted)
+        return self.evaluation(lo, hi, method, known, wanted, crown_share)
 
 
 CHARGED_BUDGET_S = 100.0

@@ -1,5 +1,5 @@
 """Linear credit on the heaviest boxes only when it costs more than its share of the CPU
-(:class:`verifier.pv.pace.CreditPace`): the count it allows, and PV's intervals against exact
+(:class:`verifier.pv.pace.CostPace`): the count it allows, and PV's intervals against exact
 enumeration when it bites."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from benchmarks.adult_instances import build_instance, exact_reference
 from verifier.audits import demographic_parity_audit
 from verifier.errors import CertgateInputError
 from verifier.pv import PVProgress, PVSettings
-from verifier.pv.pace import CREDIT_COST_DECAY, CreditPace
+from verifier.pv.pace import COST_DECAY, CostPace
 
 
 def test_every_box_is_credited_before_a_measurement_or_with_the_whole_share() -> None:
-    assert CreditPace(0.5).credited_count(100) == 100
-    whole = CreditPace(1.0)
-    whole.observe(credit_s=9.0, credited=10, other_s=1.0, boxes=10)
-    assert whole.credited_count(100) == 100
+    assert CostPace(0.5).allowed_count(100) == 100
+    whole = CostPace(1.0)
+    whole.observe(step_s=9.0, stepped=10, other_s=1.0, boxes=10)
+    assert whole.allowed_count(100) == 100
 
 
 @pytest.mark.parametrize("share", [0.25, 0.5, 0.75])
@@ -31,9 +31,9 @@ def test_the_count_keeps_the_credit_within_its_share_of_the_cpu(share: float,
     """Credit costing ``ratio`` times the rest per box: on ``n`` boxes, ``k`` credited ones
     cost ``k·ratio`` against ``n`` for the rest, a share of at most ``share`` (all boxes when
     even that stays within it), and at least one box keeps the credit."""
-    pace = CreditPace(share)
-    pace.observe(credit_s=ratio * 0.01 * 50, credited=50, other_s=0.01 * 200, boxes=200)
-    count = pace.credited_count(1000)
+    pace = CostPace(share)
+    pace.observe(step_s=ratio * 0.01 * 50, stepped=50, other_s=0.01 * 200, boxes=200)
+    count = pace.allowed_count(1000)
     assert 1 <= count <= 1000
     if count < 1000:
         spent = count * ratio / (count * ratio + 1000)
@@ -46,12 +46,12 @@ def test_the_count_keeps_the_credit_within_its_share_of_the_cpu(share: float,
 def test_recent_measurements_weigh_most() -> None:
     """Credit that grew cheap (smaller boxes, fewer population cells) is given to more boxes
     again within a few rounds."""
-    pace = CreditPace(0.5)
-    pace.observe(credit_s=100.0, credited=100, other_s=10.0, boxes=100)
-    costly = pace.credited_count(1000)
-    for _ in range(math.ceil(math.log(1e-3) / math.log(CREDIT_COST_DECAY))):
-        pace.observe(credit_s=1.0, credited=100, other_s=10.0, boxes=100)
-    assert costly < 200 and pace.credited_count(1000) == 1000
+    pace = CostPace(0.5)
+    pace.observe(step_s=100.0, stepped=100, other_s=10.0, boxes=100)
+    costly = pace.allowed_count(1000)
+    for _ in range(math.ceil(math.log(1e-3) / math.log(COST_DECAY))):
+        pace.observe(step_s=1.0, stepped=100, other_s=10.0, boxes=100)
+    assert costly < 200 and pace.allowed_count(1000) == 1000
 
 
 def test_the_share_is_validated() -> None:
@@ -68,14 +68,14 @@ def test_capped_credit_keeps_the_exact_value_in_every_interval(
     PV reports (anytime and final) holds the exactly enumerated value, each report's intervals
     lie within the previous one's (the best ends seen are kept), and the cut happened."""
     allowed: list[tuple[int, int]] = []
-    counted = CreditPace.credited_count
+    counted = CostPace.allowed_count
 
-    def spy(self: CreditPace, boxes: int) -> int:
+    def spy(self: CostPace, boxes: int) -> int:
         count = counted(self, boxes)
         allowed.append((boxes, count))
         return count
 
-    monkeypatch.setattr(CreditPace, "credited_count", spy)
+    monkeypatch.setattr(CostPace, "allowed_count", spy)
     instance = build_instance(k, (16,), 7, epochs=1, cache_dir=None)
     reference = exact_reference(instance)
     truth = {"p_unprivileged": reference.p_unprivileged,

@@ -58,7 +58,8 @@ class BoundsResult:
     shape ``(B, S, inputs)``) holds ``|A_lower| + |A_upper|``, the absolute input coefficients
     of the final linear bounds: times an input's width, how much of the gap that input drives
     (zero for boxes bounded by IBP only); ``linear`` holds CROWN's final linear bounds
-    themselves (:class:`LinearBounds`).
+    themselves (:class:`LinearBounds`); ``tighten_s`` the CPU seconds CROWN spent tightening
+    hidden layers' pre-activation bounds (0 for IBP).
     """
 
     lower: np.ndarray
@@ -70,6 +71,7 @@ class BoundsResult:
     elapsed_s: float = 0.0
     sensitivity: np.ndarray | None = None
     linear: LinearBounds | None = None
+    tighten_s: float = 0.0
 
     @property
     def lower_coefficients(self) -> np.ndarray | None:

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.bounds import LinearBounds, compute_bounds, kink_neurons, linear_interval
+from verifier.bounds import (
+    BoundsResult,
+    LinearBounds,
+    compute_bounds,
+    kink_neurons,
+    linear_interval,
+)
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_linear_value, exact_outputs, linear_form_bounds
 from verifier.network import Network
@@ -76,6 +82,57 @@ class AtomLines:
         return cls(zeros, infinite, zeros.copy(), infinite.copy())
 
 
+WIDE_FEED_RATIO = 4
+"""A last hidden layer is left to IBP on some boxes (``crown_share``) only when the layer
+feeding it is at least this many times wider (:func:`wide_fed_last_layer`). Chosen on
+measured rows (docs/decisions.md, 2026-11-28, "The 787-69 net"): the 103-787-69-2 net
+(ratio 11.4) gains at every horizon; ACAS Xu N4,3 (ratio 1) went from [0.67, 2.13] to
+[0.01, 42.6] at 30 s with its layers left to IBP; every other measured network has a
+ratio of at most 2."""
+
+
+def wide_fed_last_layer(network: Network) -> bool:
+    """Whether ``network`` has two hidden layers or more and its last hidden layer is fed by
+    a layer at least :data:`WIDE_FEED_RATIO` times wider: CROWN's tightening of that layer
+    then back-substitutes each of its few rows through the wide layer (most of the cost,
+    94 % of PV's CPU on the 103-787-69-2 net), while leaving it to IBP loosens one layer
+    only."""
+    if len(network.layers) < 3:
+        return False
+    rows, feed = network.layers[-2].weight.shape
+    return feed >= WIDE_FEED_RATIO * rows
+
+
+def screen_order(lower: np.ndarray, upper: np.ndarray, strict: np.ndarray,
+                 needed: np.ndarray | None, share: float,
+                 sides: np.ndarray | None = None) -> np.ndarray:
+    """The boxes whose last hidden layer CROWN tightens, given sound ``lower``/``upper`` ``(B, S)``
+    of atoms ``row >= 0`` (``> 0`` where ``strict``) on each box (an enclosing box's): at
+    most ``⌈share·B⌉`` of the boxes with an atom those bounds leave open (and ``needed``,
+    None for all), those whose open atoms come closest to decided — the smallest share of
+    the range ``upper − lower`` to cross, ``−lower`` to prove the atom, ``upper`` to refute
+    it, over the wanted sides (``sides`` ``(B, S, 2)``: proving, refuting; None for both).
+    Only chooses where the tighter bound is spent; never touches a bound."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        open_atom = np.where(strict, (lower <= 0.0) & (upper > 0.0),
+                             (lower < 0.0) & (upper >= 0.0))
+        if needed is not None:
+            open_atom &= needed
+        to_true, to_false = -lower / (upper - lower), upper / (upper - lower)
+        if sides is not None:
+            to_true = np.where(sides[..., 0], to_true, np.inf)
+            to_false = np.where(sides[..., 1], to_false, np.inf)
+        closeness = np.minimum(to_true, to_false)
+    closeness = np.where(open_atom & np.isfinite(closeness), closeness, np.inf)
+    nearest = closeness.min(axis=1, initial=np.inf)
+    candidates = np.flatnonzero(open_atom.any(axis=1))
+    limit = int(np.ceil(share * lower.shape[0]))
+    if candidates.size <= limit:
+        return candidates
+    order = np.argsort(nearest[candidates], kind="stable")[:limit]
+    return np.sort(candidates[order])
+
+
 def _rounded_up(value: np.ndarray, bound: np.ndarray, constant: float) -> np.ndarray:
     """``value = ±(bound + constant)`` widened upward by ``1e-12`` of its terms' magnitude
     (``+∞`` where not finite)."""
@@ -104,6 +161,7 @@ class AtomBounds:
         self.reads_outputs = np.array([a.reads_outputs for a in atoms], dtype=bool)
         self.strict = np.array([a.strict for a in atoms], dtype=bool)
         self.sign_width = kink_neurons(network) if self.reads_outputs.any() else 0
+        self.wide_fed = wide_fed_last_layer(network)
 
     def read_columns(self) -> np.ndarray:
         """Input columns that some atom depends on (through the network or directly)."""
@@ -113,19 +171,31 @@ class AtomBounds:
 
     def bounds(self, lo: np.ndarray, hi: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
         """Sound bounds of every atom's left-hand side on every box, shape (B, atoms)."""
-        low, high, _, _, _, _ = self.bounds_and_drive(lo, hi, method)
+        low, high, *_ = self.bounds_and_drive(lo, hi, method)
         return low, high
 
     def bounds_and_drive(
-        self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, AtomLines]:
+        self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
+        crown_share: float = 1.0, wanted: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[float, int],
+               AtomLines]:
         """Atom bounds (B, atoms), each input's drive on each atom's gap (B, atoms, D): the
         absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
         itself (input atoms); multiplied by an input's width, its share of the gap; the
         signed coefficients of the lower linear bounds (B, atoms, D); and the signs of the
         network's kink neurons proven on each box (:attr:`sign_width` of them), packed by
-        :func:`pack_signs`; and the atoms' linear pieces (:class:`AtomLines`; output atoms
-        that read no input, CROWN methods only).
+        :func:`pack_signs`; the CPU seconds CROWN spent tightening hidden layers and the
+        boxes it tightened (0 and 0 for IBP); and the atoms' linear pieces
+        (:class:`AtomLines`; output atoms that read no input, CROWN methods only).
+
+        ``crown_share`` below 1 with a CROWN method, ``known`` bounds and a last hidden layer
+        fed by a far wider one (:func:`wide_fed_last_layer`): CROWN tightens the last hidden
+        layer of at most ``⌈crown_share·B⌉`` boxes with an open output atom, those
+        whose open atoms the known bounds leave closest to decided on a wanted side
+        (:func:`screen_order`; ``wanted``: per box and event, whether the event's holding
+        and its failing are wanted, None for both); the others are bounded by CROWN over
+        IBP's bounds of that layer (CROWN-IBP: sound, looser, far cheaper behind a wide
+        layer). Every box keeps its linear bounds, drive and pieces.
 
         ``known``: what holds on each box beforehand (:class:`Known`, e.g. from its parent).
         The known signs spare CROWN's back-substitution of stable neurons; atoms the known
@@ -141,18 +211,18 @@ class AtomBounds:
         signs = np.zeros((count, 2 * ((self.sign_width + 7) // 8)), dtype=np.uint8)
         lines = AtomLines.unknown(count, atoms, lo.shape[1])
         linear = None
+        crown = (0.0, 0)
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
             needed = None
             if known is not None:
                 open_atoms = self.undecided(known.low, known.high)
                 needed = np.ascontiguousarray(open_atoms[:, self.reads_outputs])
-            result = compute_bounds(
-                self.network, lo, hi, rows, method,  # type: ignore[arg-type]
-                groups=self.groups,
-                known_signs=None if known is None else unpack_signs(known.signs, self.sign_width),
-                needed=needed,
-            )
+            sides = None
+            if self.wide_fed and crown_share < 1.0 and wanted is not None and known is not None:
+                sides = self._wanted_sides(lo, hi, known, wanted)
+            result, crown = self._output_bounds(lo, hi, rows, method, known, needed,
+                                                crown_share, sides)
             signs = pack_signs(result.signs())
             low[:, self.reads_outputs] = result.lower
             high[:, self.reads_outputs] = result.upper
@@ -179,7 +249,73 @@ class AtomBounds:
             )
         if known is not None:
             low, high = np.maximum(low, known.low), np.minimum(high, known.high)
-        return low, high, drive, signed, signs, lines
+        return low, high, drive, signed, signs, crown, lines
+
+    def _output_bounds(
+        self, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray, method: str,
+        known: Known | None, needed: np.ndarray | None, crown_share: float,
+        sides: np.ndarray | None = None,
+    ) -> tuple[BoundsResult, tuple[float, int]]:
+        """The output atoms' rows (without constants) bounded by ``method``; with
+        ``crown_share < 1``, a CROWN method, ``known`` bounds and :attr:`wide_fed`, CROWN
+        tightens the last hidden layer of the ``⌈crown_share·B⌉`` boxes whose open output
+        atoms their ``known`` bounds leave closest to decided on a wanted side
+        (:func:`screen_order`), and the other boxes keep IBP's bounds of that layer (sound
+        either way; ``tighten`` of :func:`verifier.bounds.compute_bounds`). Also the CPU
+        seconds of the tightening and the boxes it ran on."""
+        tighten = None
+        if self.wide_fed and method != "ibp" and crown_share < 1.0 and known is not None:
+            tighten = np.zeros(lo.shape[0], dtype=bool)
+            tighten[screen_order(known.low[:, self.reads_outputs],
+                                 known.high[:, self.reads_outputs],
+                                 self.strict[self.reads_outputs], needed, crown_share,
+                                 sides)] = True
+        result = compute_bounds(
+            self.network, lo, hi, rows, method,  # type: ignore[arg-type]
+            groups=self.groups,
+            known_signs=None if known is None else unpack_signs(known.signs, self.sign_width),
+            needed=needed, tighten=tighten)
+        tightened = 0 if method == "ibp" else (
+            lo.shape[0] if tighten is None else int(tighten.sum()))
+        return result, (result.tighten_s, tightened)
+
+    def _wanted_sides(self, lo: np.ndarray, hi: np.ndarray, known: Known | None,
+                      wanted: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """Per box and output atom, ``(B, S, 2)``: whether proving the atom true (``[..., 0]``)
+        or false (``[..., 1]``) on the box would decide a wanted side of some event
+        (``wanted``: per box and event, whether the event's holding and its failing are
+        wanted), the other atoms taken at their truth from the input atoms' exact bounds and
+        ``known`` (output atoms open); both sides where no event hangs on the atom alone or
+        no side is wanted (a box whose credit is not bounded still has its verdict read)."""
+        count, atoms = lo.shape[0], len(self.tracked.atoms)
+        truths = np.zeros((count, atoms), dtype=np.int8)
+        pure = ~self.reads_outputs & (self.input_rows != 0.0).any(axis=1)
+        if pure.any():
+            low, high = linear_form_bounds(self.input_rows[pure], self.constants[pure], lo, hi)
+            for position, atom in enumerate(np.flatnonzero(pure)):
+                truths[:, atom] = atom_truth(self.tracked.atoms[atom], low[:, position],
+                                             high[:, position])
+        if known is not None:
+            for atom in range(atoms):
+                known_truth = atom_truth(self.tracked.atoms[atom], known.low[:, atom],
+                                         known.high[:, atom])
+                truths[:, atom] = np.where(known_truth != 0, known_truth, truths[:, atom])
+        want_true, want_false = wanted
+        outputs = np.flatnonzero(self.reads_outputs)
+        sides = np.ones((count, outputs.size, 2), dtype=bool)
+        for position, atom in enumerate(outputs):
+            when_true, when_false = truths.copy(), truths.copy()
+            when_true[:, atom], when_false[:, atom] = 1, -1
+            holds, fails = self.events_of(when_true), self.events_of(when_false)
+            follows = (holds == 1) & (fails == -1)
+            negates = (holds == -1) & (fails == 1)
+            hanging = (follows | negates).any(axis=1)
+            true_side = ((follows & want_true) | (negates & want_false)).any(axis=1)
+            false_side = ((follows & want_false) | (negates & want_true)).any(axis=1)
+            chosen = hanging & (true_side | false_side)
+            sides[:, position, 0] = np.where(chosen, true_side, True)
+            sides[:, position, 1] = np.where(chosen, false_side, True)
+        return sides
 
     def _fill_lines(self, lines: AtomLines, linear: LinearBounds,
                     reads_inputs: np.ndarray) -> None:

@@ -21,7 +21,7 @@ from verifier.pv.domain import InputDomain, MassFunction
 from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.events import TrackedEvents
 from verifier.pv.inflight import Round, RoundsInFlight
-from verifier.pv.pace import CreditPace, Pace
+from verifier.pv.pace import CostPace, Pace
 from verifier.pv.result import PVProgress, PVResult
 from verifier.pv.settings import PVSettings
 from verifier.pv.splitting import Splitter
@@ -62,7 +62,8 @@ class ProbabilityBranchAndBound:
         self.directed = settings.selection == "directed" and spec.threshold is not None
         self.evaluation = BoxEvaluation(
             masses, self.atoms, excess if settings.linear_credit else None, self.directed)
-        self.credit_pace = CreditPace(settings.credit_cost_share)
+        self.credit_pace = CostPace(settings.credit_cost_share)
+        self.crown_pace = CostPace(settings.crown_cost_share)
 
     def _refuted(self, lo: np.ndarray, hi: np.ndarray, pending: np.ndarray,
                  truth: np.ndarray) -> np.ndarray:
@@ -80,21 +81,26 @@ class ProbabilityBranchAndBound:
                   depth: np.ndarray, evaluate: DistributedEvaluation,
                   method: str | None = None, known: Known | None = None,
                   wanted: WantedSides | None = None, deadline: float | None = None,
+                  crown_share: float = 1.0,
                   ) -> tuple[Callable[[], Boxes], list[Future]]:
         """Start bounding new boxes (with ``method``, default the settings'; ``known``: what
         their parents proved; ``wanted``: the credits to bound, None for all; ``deadline``:
-        in-process, no part of the batch starts after it); the returned call waits for the
-        bounds and records what PV keeps about each box, the futures are the tasks'."""
+        in-process, no part of the batch starts after it; ``crown_share``: the share of the
+        boxes whose last hidden layer CROWN tightens, see
+        :meth:`~verifier.pv.atoms.AtomBounds.bounds_and_drive`); the returned call waits for
+        the bounds and records what PV keeps about each box, the futures are the tasks'."""
         under_way = evaluate.submit(lo, hi, method or self.settings.method, known, wanted,
-                                    deadline)
+                                    deadline, crown_share)
 
         def record() -> Boxes:
             (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
              credit_false, share, cost) = under_way.result()
             credited = lo.shape[0] if wanted is None else int(
                 (wanted.true | wanted.false).any(axis=1).sum())
-            self.credit_pace.observe(float(cost[:, 0].sum()), credited,
-                                     float(cost[:, 1].sum()), lo.shape[0])
+            credit_s, crown_s, rest_s = (float(part) for part in cost[:, :3].sum(axis=0))
+            self.credit_pace.observe(credit_s, credited, crown_s + rest_s, lo.shape[0])
+            self.crown_pace.observe(crown_s, float(cost[:, 3].sum()), credit_s + rest_s,
+                                    lo.shape[0])
             undecided = self.atoms.undecided(low, high)
             truth = self._refuted(lo, hi, pending, self.atoms.truth(low, high))
             open_events = pending & (truth == 0)
@@ -182,7 +188,7 @@ class ProbabilityBranchAndBound:
                 credit_true, credit_false = np.zeros(events), np.zeros(events)
             # every round's ends are sound for the same probabilities, so the best ends seen
             # are too: credit dropped when a credited box is split (its parts credited less,
-            # or not at all, see CreditPace) never widens what was reported
+            # or not at all, see CostPace) never widens what was reported
             proven = np.maximum(best_proven, add_down(lower, credit_true))
             refuted = add_down(violated, credit_false)
             upper = np.maximum(
@@ -287,6 +293,7 @@ class ProbabilityBranchAndBound:
                 known=splitter.inherited(boxes, parent, lo, hi),
                 wanted=None if wanted is None else wanted.select(np.flatnonzero(rest)[parent]),
                 deadline=deadline,
+                crown_share=self.crown_pace.allowed_count(lo.shape[0]) / max(lo.shape[0], 1),
             )
             parts.append(record)
             futures += started
@@ -295,12 +302,12 @@ class ProbabilityBranchAndBound:
     def _credit_capped(self, chosen: Boxes, wanted: WantedSides | None
                        ) -> WantedSides | None:
         """``wanted`` with the credit kept only on the heaviest chosen boxes, as many as
-        :meth:`~verifier.pv.pace.CreditPace.credited_count` allows (unchanged without
+        :meth:`~verifier.pv.pace.CostPace.allowed_count` allows (unchanged without
         credit or when it allows all)."""
         count = chosen.lo.shape[0]
         if self.evaluation.excess is None:
             return wanted
-        allowed = self.credit_pace.credited_count(count)
+        allowed = self.credit_pace.allowed_count(count)
         if allowed >= count:
             return wanted
         keep = np.zeros(count, dtype=bool)

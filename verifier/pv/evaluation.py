@@ -32,16 +32,19 @@ TASKS_PER_WORKER = 4
 @dataclass
 class BoxEvaluation:
     """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, order,
-    signs, credit_true, credit_false, share, cost)`` (see :meth:`AtomBounds.bounds_and_drive`;
+    signs, credit_true, credit_false, share, cost)`` (see :meth:`AtomBounds.bounds_and_drive`,
+    which also takes the call's ``crown_share``;
     ``drive`` and ``order`` per box and input, :meth:`AtomBounds.leading_drive` of the
     atoms still undecided — computed here, so a worker returns a fifth of the per-atom
     arrays; ``known`` must hold on each box; the credits of
     :func:`verifier.pv.credit.linear_credit` on the ``wanted`` sides, zero without
     ``excess``; the estimated
     share of each box where each event holds, :func:`verifier.pv.credit.true_share`, or 0.5
-    without ``estimate_shares`` — only directed selection reads it; ``cost``, ``(B, 2)``:
+    without ``estimate_shares`` — only directed selection reads it; ``cost``, ``(B, 4)``:
     the CPU seconds of the call spread evenly over its boxes, column 0 the linear credit's,
-    column 1 the rest's — for :class:`verifier.pv.pace.CreditPace`, never for a bound)."""
+    column 1 CROWN's tightening of hidden layers', column 2 the rest's, and in column 3 the
+    share of the call's boxes it tightened — for :class:`verifier.pv.pace.CostPace`, never
+    for a bound)."""
 
     masses: MassFunction
     atoms: AtomBounds
@@ -50,12 +53,14 @@ class BoxEvaluation:
 
     def __call__(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
-        wanted: WantedSides | None = None,
+        wanted: WantedSides | None = None, crown_share: float = 1.0,
     ) -> tuple[np.ndarray, ...]:
         started = time.process_time()
         mass_lo, mass_hi = self.masses(lo, hi)
-        low, high, atom_drive, signed, signs, lines = self.atoms.bounds_and_drive(
-            lo, hi, method, known)
+        low, high, atom_drive, signed, signs, (crown_s, crowned), lines = (
+            self.atoms.bounds_and_drive(
+                lo, hi, method, known, crown_share,
+                None if wanted is None else (wanted.true, wanted.false)))
         drive, order = self.atoms.leading_drive(
             atom_drive, signed, self.atoms.undecided(low, high))
         crediting = time.process_time()
@@ -70,16 +75,18 @@ class BoxEvaluation:
                  if self.estimate_shares else np.full_like(credit_true, 0.5))
         ended = time.process_time()
         boxes = max(lo.shape[0], 1)
-        cost = np.empty((lo.shape[0], 2))
+        cost = np.empty((lo.shape[0], 4))
         cost[:, 0] = (credited - crediting) / boxes
-        cost[:, 1] = ((crediting - started) + (ended - credited)) / boxes
+        cost[:, 1] = crown_s / boxes
+        cost[:, 2] = ((crediting - started) + (ended - credited) - crown_s) / boxes
+        cost[:, 3] = crowned / boxes
         return (mass_lo, mass_hi, low, high, drive, order, signs, credit_true, credit_false,
                 share, cost)
 
 
 def _evaluate_task(
     key: str, payload: bytes, lo: np.ndarray, hi: np.ndarray, method: str,
-    known: Known | None, wanted: WantedSides | None,
+    known: Known | None, wanted: WantedSides | None, crown_share: float,
 ) -> tuple[np.ndarray, ...]:
     """One task on a worker: the evaluation for ``key`` (unpickled once per process)."""
     evaluation = _WORKER_CACHE.get(key)
@@ -90,7 +97,7 @@ def _evaluate_task(
         _WORKER_CACHE.clear()
         evaluation = pickle.loads(payload)
         _WORKER_CACHE[key] = evaluation
-    return evaluation(lo, hi, method, known, wanted)
+    return evaluation(lo, hi, method, known, wanted, crown_share)
 
 
 class DistributedEvaluation:
@@ -125,13 +132,15 @@ class DistributedEvaluation:
     def submit(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
         wanted: WantedSides | None = None, deadline: float | None = None,
+        crown_share: float = 1.0,
     ) -> PendingEvaluation:
         """Start the evaluation of a batch and return at once (in-process: the work is done
         before it returns, up to ``deadline``, see the class); :meth:`PendingEvaluation.result`
         gives the evaluation's arrays for the whole batch once every future is done."""
         if self.local:
             if deadline is None:
-                return PendingEvaluation([_done(self.evaluation(lo, hi, method, known, wanted))])
+                return PendingEvaluation([_done(self.evaluation(
+                    lo, hi, method, known, wanted, crown_share))])
             futures: list[Future] = []
             for start in range(0, lo.shape[0], max(self.min_boxes, 1)):
                 if self.clock() >= deadline:
@@ -140,7 +149,7 @@ class DistributedEvaluation:
                 p = np.arange(start, min(start + self.min_boxes, lo.shape[0]))
                 futures.append(_done(self.evaluation(
                     lo[p], hi[p], method, None if known is None else known.select(p),
-                    None if wanted is None else wanted.select(p))))
+                    None if wanted is None else wanted.select(p), crown_share)))
             return PendingEvaluation(futures)
         # even a small batch goes to a worker (one torch thread there): torch's thread pool
         # in the caller stalls on a loaded machine (N4,3's first 230 boxes: 0.6 s with one
@@ -153,7 +162,7 @@ class DistributedEvaluation:
             self.executor.submit(
                 _evaluate_task, self.key, self.payload, lo[p], hi[p], method,
                 None if known is None else known.select(p),
-                None if wanted is None else wanted.select(p),
+                None if wanted is None else wanted.select(p), crown_share,
             )
             for p in parts
         ])

@@ -93,48 +93,62 @@ class Pace:
 
 
 CREDIT_COST_SHARE = 0.75
-"""The default largest share of the bounding CPU that linear credit may take (see
-:class:`CreditPace`). Chosen on measured rows (docs/decisions.md, 2026-11-28, issue 37): at
+"""The default largest share of the evaluation CPU that linear credit may take (see
+:class:`CostPace`). Chosen on measured rows (docs/decisions.md, 2026-11-28, issue 37): at
 0.75 Adult-13 1×16 (credit 70 % of the CPU) and Adult-8 2×32 run as with credit on every
 box; 0.5 left Adult-13 1×16's deciding end at 0.949 instead of 0.80 at 30 CPU s."""
-CREDIT_COST_DECAY = 0.5
-"""Weight the earlier measurements keep at each new one: the credit's cost per box falls
-as boxes shrink (fewer cells of the population to eliminate), so recent rounds count most."""
+CROWN_COST_SHARE = 0.5
+"""The default largest share of the evaluation CPU that CROWN's tightening of hidden layers
+may take (see :class:`CostPace` and :meth:`verifier.pv.atoms.AtomBounds.bounds_and_drive`);
+the other boxes are bounded by CROWN over IBP's bounds of the last hidden layer. It applies
+only to a last hidden layer fed by a far wider one
+(:func:`verifier.pv.atoms.wide_fed_last_layer`: the 103-787-69-2 Adult network, where that
+tightening is 94 % of the CPU) and binds only where the tightening costs more than the rest
+of a box's evaluation; every other measured network runs as before (docs/decisions.md,
+2026-11-28, issue 37)."""
+COST_DECAY = 0.5
+"""Weight the earlier measurements keep at each new one: a step's cost per box falls as
+boxes shrink (fewer cells of the population to eliminate, more stable neurons), so recent
+rounds count most."""
 
 
-class CreditPace:
-    """How many of a round's boxes get linear credit (:mod:`verifier.pv.credit`).
+class CostPace:
+    """How many of a round's boxes get an optional costly step of their evaluation — linear
+    credit (:mod:`verifier.pv.credit`), CROWN's tightening of hidden layers.
 
-    The credit's population bound costs far more per box on some populations than bounding
-    the box does (a learned 13-node Bayesian network: its eliminations took 87 % of PV's
-    CPU, and a 103-10-2 network's ratio interval at 30 CPU s was [0.012, 1.002] with credit
-    on every box, [0.040, 0.793] with none). From the CPU seconds each evaluation reports
-    (credit and the rest, :class:`verifier.pv.evaluation.BoxEvaluation`), the credit is
-    given to the heaviest boxes of a round only, as many as keep its expected cost within
-    ``share`` of the round's; where it is cheaper (or ``share`` is 1), every box gets it.
-    Only which boxes are credited changes, never a bound: an uncredited box counts as
-    open."""
+    Linear credit's population bound costs far more per box on some populations than bounding
+    the box does (a learned 13-node Bayesian network: its eliminations took 87 % of PV's CPU,
+    and a 103-10-2 network's ratio interval at 30 CPU s was [0.012, 1.002] with credit on
+    every box, [0.040, 0.793] with none); CROWN's tightening of a 69-wide layer through a
+    787-wide one costs ~10 times the rest of a box's evaluation. From the CPU seconds each
+    evaluation reports (the step's and the rest's,
+    :class:`verifier.pv.evaluation.BoxEvaluation`), the step is given to as many boxes of a
+    round as keep its expected cost within ``share`` of the round's; where it is cheaper (or
+    ``share`` is 1), every box gets it. Only which boxes get the step changes, never a bound:
+    an uncredited box counts as open, a box not tightened keeps CROWN's sound bounds over
+    IBP's bounds of the last hidden layer."""
 
-    def __init__(self, share: float = CREDIT_COST_SHARE) -> None:
+    def __init__(self, share: float) -> None:
         self.share = share
-        self.credit_s = 0.0
-        self.credited = 0.0
+        self.step_s = 0.0
+        self.stepped = 0.0
         self.other_s = 0.0
         self.boxes = 0.0
 
-    def observe(self, credit_s: float, credited: int, other_s: float, boxes: int) -> None:
-        """Record an evaluation of ``boxes`` boxes, ``credited`` of them credited."""
-        self.credit_s = CREDIT_COST_DECAY * self.credit_s + credit_s
-        self.credited = CREDIT_COST_DECAY * self.credited + credited
-        self.other_s = CREDIT_COST_DECAY * self.other_s + other_s
-        self.boxes = CREDIT_COST_DECAY * self.boxes + boxes
+    def observe(self, step_s: float, stepped: float, other_s: float, boxes: int) -> None:
+        """Record an evaluation of ``boxes`` boxes, ``stepped`` of them given the step."""
+        self.step_s = COST_DECAY * self.step_s + step_s
+        self.stepped = COST_DECAY * self.stepped + stepped
+        self.other_s = COST_DECAY * self.other_s + other_s
+        self.boxes = COST_DECAY * self.boxes + boxes
 
-    def credited_count(self, boxes: int) -> int:
-        """How many of ``boxes`` boxes the next round credits (all before a measurement)."""
-        if (self.share >= 1.0 or self.credited <= 0.0 or self.boxes <= 0.0
-                or self.credit_s <= 0.0):
+    def allowed_count(self, boxes: int) -> int:
+        """How many of ``boxes`` boxes the next round gives the step (all before a
+        measurement)."""
+        if (self.share >= 1.0 or self.stepped <= 0.0 or self.boxes <= 0.0
+                or self.step_s <= 0.0):
             return boxes
-        per_credit = self.credit_s / self.credited
+        per_step = self.step_s / self.stepped
         per_box = self.other_s / self.boxes
-        share = self.share / (1.0 - self.share) * per_box / per_credit
+        share = self.share / (1.0 - self.share) * per_box / per_step
         return min(boxes, max(1, int(share * boxes)))

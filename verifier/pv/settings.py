@@ -9,7 +9,7 @@ from typing import Literal
 from verifier.bounds import METHODS
 from verifier.errors import CertgateInputError
 from verifier.executor import default_workers
-from verifier.pv.pace import CREDIT_COST_SHARE
+from verifier.pv.pace import CREDIT_COST_SHARE, CROWN_COST_SHARE
 
 SplitRule = Literal[
     "smear", "smear-longest-edge", "babsb", "babsb-longest-edge", "longest-edge"
@@ -50,7 +50,14 @@ class PVSettings:
     part of an open box that CROWN's linear bounds decide (:mod:`verifier.pv.credit`; needs a
     population that bounds such parts), on as many of each round's heaviest boxes as keep its
     CPU within ``credit_cost_share`` of the bounding's (1: on every box; see
-    :class:`verifier.pv.pace.CreditPace`). ``selection``: which open boxes are refined first —
+    :class:`verifier.pv.pace.CostPace`). ``crown_cost_share``: with a CROWN ``method`` and a last
+    hidden layer fed by a far wider one (:func:`verifier.pv.atoms.wide_fed_last_layer`),
+    CROWN tightens that layer's bounds on as many of each round's boxes — those whose
+    parents' bounds come closest to deciding a wanted side — as keep that tightening's CPU
+    within this share of the evaluation's; the others are bounded by CROWN over IBP's
+    bounds of that layer (1: tightening on every box; see
+    :meth:`verifier.pv.atoms.AtomBounds.bounds_and_drive`). ``selection``: which open boxes
+    are refined first —
     ``mass`` the heaviest uncredited ones (paper 003's SelectProb), ``directed`` mostly those
     whose mass moves the end of the enclosure that must cross the threshold
     (:mod:`verifier.pv.direction`; the same as ``mass`` without a threshold).
@@ -76,6 +83,7 @@ class PVSettings:
     max_points_per_batch: int = 1 << 16
     linear_credit: bool = True
     credit_cost_share: float = CREDIT_COST_SHARE
+    crown_cost_share: float = CROWN_COST_SHARE
     selection: Selection = "directed"
     executor: str = "local"
     workers: int | None = None
@@ -105,9 +113,10 @@ class PVSettings:
             raise CertgateInputError("rounds_in_flight must be positive")
         if self.max_open_boxes is not None and self.max_open_boxes < 1:
             raise CertgateInputError("max_open_boxes must be positive")
-        if not 0.0 < self.credit_cost_share <= 1.0:
-            raise CertgateInputError(
-                f"credit_cost_share must lie in (0, 1], got {self.credit_cost_share}")
+        for name in ("credit_cost_share", "crown_cost_share"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise CertgateInputError(
+                    f"{name} must lie in (0, 1], got {getattr(self, name)}")
         if self.workers is not None and self.workers < 1:
             raise CertgateInputError("workers must be positive")
         if self.enumerate_points < 0 or self.max_points_per_batch < 1:
