@@ -93,9 +93,19 @@ def test_blind_partitions_halve_the_largest_group_before_any_edge() -> None:
     assert children_hi[0, 0, 6:9].tolist() == [1, 1, 0]
     single[0, 7:9] = 0.0
     single_lo[0, 6] = 1.0
+    # groups down to one category: the edge adding the most width to the first layer,
+    # Σ_j |W₁[j, i]| · width (k spans 3, c spans 1), whatever their widths in the query
+    drive = np.abs(problem.network.layers[0].weight).sum(axis=0)[:2] * [1.0, 3.0]
     _, children_hi, _ = smear_split(problem, single_lo, single, blind, 0.0)
-    assert children_hi[0, 0, 0] == 0.5  # c and k at full relative width: the first, c, wins
+    if drive[0] > drive[1]:
+        assert children_hi[0, 0, :2].tolist() == [0.5, 3.0]
+    else:
+        assert children_hi[0, 0, :2].tolist() == [1.0, 1.0]
     assert children_hi[0, 0, 2:9].tolist() == single[0, 2:9].tolist()
+    narrow = single.copy()
+    narrow[0, 0] = drive[1] / drive[0] / 2  # c now adds half of k's width
+    _, children_hi, _ = smear_split(problem, single_lo, narrow, blind, 0.0)
+    assert children_hi[0, 0, :2].tolist() == [narrow[0, 0], 1.0]
 
 
 def _points(problem, lower: np.ndarray, upper: np.ndarray) -> set[tuple]:
@@ -205,9 +215,9 @@ def test_blind_splits_on_saturated_partitions_give_the_brute_force_share(seed: i
     calls = []
     real = analysis_module.blind_scores
 
-    def spy(problem, upper):
+    def spy(problem, lower, upper):
         calls.append(upper.shape[0])
-        return real(problem, upper)
+        return real(problem, lower, upper)
 
     monkeypatch.setattr(analysis_module, "blind_scores", spy)
     certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0,

@@ -306,7 +306,7 @@ def smear_split(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
                for group in problem.onehot_groups]
     stacked = np.stack(scores, axis=1)
     blind = ~(sensitivity > 0.0).any(axis=1)
-    stacked[blind] = blind_scores(problem, upper[blind])
+    stacked[blind] = blind_scores(problem, lower[blind], upper[blind])
     score = np.where(valid, stacked, -np.inf)
     width = _relative_width(problem, lower, upper)
     tied = score >= score.max(axis=1, keepdims=True)
@@ -317,23 +317,29 @@ def smear_split(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
     return out_lo, out_hi, splittable
 
 
-def blind_scores(problem: FairnessProblem, upper: np.ndarray) -> np.ndarray:
-    """``(B, D)`` split scores for partitions whose bounds name no input (zero sensitivity):
-    0 for every continuous edge, each one-hot group's number of allowed categories
-    (``upper`` ``(B, n)``), so a group with the most categories is halved first and a
-    continuous edge (the widest, by the tie rule) only once every group is down to one.
+def blind_scores(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
+                 ) -> np.ndarray:
+    """``(B, D)`` split scores for partitions whose bounds name no input (zero sensitivity;
+    ``lower``/``upper`` ``(B, n)``): a one-hot group scores its number of allowed categories
+    plus the row's largest edge score, so every group with two or more categories goes
+    before any continuous edge, the one with the most first; a continuous edge scores the
+    width it adds to the first layer's pre-activations, ``Σ_j |W₁[j, i]| · (hi_i − lo_i)``.
 
     Why: a saturated partition (every neuron of a layer unstable) has no usable gradient,
-    and the widest edge was the fallback. On Adult RQ4 1280 the partitions proven fair had
-    every one-hot group down to one category and their continuous edges at their first
-    widths: the categories, not the edges, bring a box under saturation. Side by side at 40
-    CPU s, certified fair % of query C 31.3 → 46.3, D 52.6 → 61.6, E 64.9 → 78.9
-    (docs/decisions.md, issue 35). The choice of split never affects soundness: the two
-    children always partition the parent exactly (:func:`split_candidates`)."""
-    continuous = np.zeros((upper.shape[0], len(problem.continuous)))
-    groups = [(upper[:, list(group)] > 0.5).sum(axis=1).astype(float)
+    and the fallback was the widest edge *relative to the query*. On Adult RQ4 1280 the
+    partitions proven fair had every one-hot group down to one category, and the relative
+    width kept halving the narrow age range of queries D–F (E's age spans 1/16 of its
+    domain) while the network reads inputs in its own units. Side by side at 40 CPU s,
+    certified fair % of the query (docs/decisions.md, issue 35): see BENCHMARKS.md. The
+    choice of split never affects soundness: the two children always partition the parent
+    exactly (:func:`~verifier.causal.partition.split_candidates`)."""
+    first = np.abs(problem.network.layers[0].weight).sum(axis=0)
+    edges = np.stack([first[i] * (upper[:, i] - lower[:, i]) for i in problem.continuous],
+                     axis=1) if problem.continuous else np.zeros((upper.shape[0], 0))
+    ahead = edges.max(axis=1, initial=0.0)
+    groups = [(upper[:, list(group)] > 0.5).sum(axis=1) + ahead
               for group in problem.onehot_groups]
-    return np.column_stack([continuous, *groups]) if groups else continuous
+    return np.column_stack([edges, *groups]) if groups else edges
 
 
 def _child_unstable(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
