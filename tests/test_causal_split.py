@@ -3,8 +3,12 @@ brute force over every integer point."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.causal_nets import (
     assert_share_contains_estimate,
@@ -13,17 +17,20 @@ from tests.causal_nets import (
 )
 from tests.test_causal_integer import _assert_integer_witnesses, _brute_force, _logit_network
 from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
+from verifier.causal import analysis as analysis_module
 from verifier.causal import certify as certify_module
 from verifier.causal.analysis import (
     FAIR,
     ChunkOutcome,
     analyse_chunk,
+    gives_up_saturated,
     proven_classes,
     smear_split,
 )
 from verifier.causal.partition import initial_partition, uniform_share, with_protected
 from verifier.causal.problem import CausalInputError
 from verifier.executor import InProcessExecutor
+from verifier.network import Layer, Network
 
 
 def _smear(problem, lower, upper) -> np.ndarray:
@@ -55,6 +62,169 @@ def test_smear_respects_min_edge() -> None:
     _, children_hi, ok = smear_split(problem, lower, upper, _smear(problem, lower, upper), 0.2)
     assert ok.tolist() == [True]
     assert children_hi[0, 0, 0] == 0.5
+
+
+def _mixed_problem(integer_high: int = 3):
+    """Inputs ``c`` (continuous), ``k`` (integers ``0…integer_high``), a 4-category group
+    ``a0…a3``, a 3-category group ``b0…b2`` and the protected ``s`` (integers 0, 1)."""
+    names = ["c", "k", "a0", "a1", "a2", "a3", "b0", "b1", "b2", "s"]
+    network = random_network(len(names), [6], 0).renamed(input_names=names)
+    return build_problem(network, ["s"], onehot_groups=[names[2:6], names[6:9]],
+                         integer_inputs=["k", "s"],
+                         domain={"k": (0, integer_high), "s": (0, 1)})
+
+
+def test_blind_partitions_halve_the_largest_group_before_any_edge() -> None:
+    # zero sensitivity (the bounds name no input): the 4-category group is halved first,
+    # then the 3-category one, and the widest edge only once both are down to one category
+    problem = _mixed_problem()
+    lower, upper = initial_partition(problem)
+    blind = np.zeros_like(lower)
+    _, children_hi, ok = smear_split(problem, lower, upper, blind, 0.0)
+    assert ok.tolist() == [True]
+    assert children_hi[0, 0, 2:6].tolist() == [1, 1, 0, 0]
+    assert children_hi[0, 1, 2:6].tolist() == [0, 0, 1, 1]
+    assert np.array_equal(children_hi[0, :, 6:9], upper[[0, 0], 6:9])
+    single = upper.copy()
+    single[0, 3:6] = 0.0
+    single_lo = lower.copy()
+    single_lo[0, 2] = 1.0
+    _, children_hi, _ = smear_split(problem, single_lo, single, blind, 0.0)
+    assert children_hi[0, 0, 6:9].tolist() == [1, 1, 0]
+    single[0, 7:9] = 0.0
+    single_lo[0, 6] = 1.0
+    # groups down to one category: the edge adding the most width to the first layer,
+    # Σ_j |W₁[j, i]| · width (k spans 3, c spans 1), whatever their widths in the query
+    drive = np.abs(problem.network.layers[0].weight).sum(axis=0)[:2] * [1.0, 3.0]
+    _, children_hi, _ = smear_split(problem, single_lo, single, blind, 0.0)
+    if drive[0] > drive[1]:
+        assert children_hi[0, 0, :2].tolist() == [0.5, 3.0]
+    else:
+        assert children_hi[0, 0, :2].tolist() == [1.0, 1.0]
+    assert children_hi[0, 0, 2:9].tolist() == single[0, 2:9].tolist()
+    narrow = single.copy()
+    narrow[0, 0] = drive[1] / drive[0] / 2  # c now adds half of k's width
+    _, children_hi, _ = smear_split(problem, single_lo, narrow, blind, 0.0)
+    assert children_hi[0, 0, :2].tolist() == [narrow[0, 0], 1.0]
+
+
+def _points(problem, lower: np.ndarray, upper: np.ndarray) -> set[tuple]:
+    """Every point of a box on the grid of its integer inputs, its allowed categories and
+    the continuous input at its ends and midpoint (protected entry left 0)."""
+    c_values = sorted({lower[0], 0.5 * (lower[0] + upper[0]), upper[0]})
+    k_values = range(int(lower[1]), int(upper[1]) + 1)
+    a_allowed = np.flatnonzero(upper[2:6] > 0.5)
+    b_allowed = np.flatnonzero(upper[6:9] > 0.5)
+    return {(c, k, a, b) for c, k, a, b in itertools.product(c_values, k_values, a_allowed,
+                                                             b_allowed)}
+
+
+def _contains(lower: np.ndarray, upper: np.ndarray, point: tuple) -> bool:
+    c, k, a, b = point
+    return bool(lower[0] <= c <= upper[0] and lower[1] <= k <= upper[1]
+                and upper[2 + a] > 0.5 and upper[6 + b] > 0.5
+                and (lower[2:6].sum() == 0 or lower[2 + a] == 1)
+                and (lower[6:9].sum() == 0 or lower[6 + b] == 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(a_allowed=st.lists(st.booleans(), min_size=4, max_size=4).filter(any),
+       b_allowed=st.lists(st.booleans(), min_size=3, max_size=3).filter(any),
+       k_range=st.tuples(st.integers(0, 5), st.integers(0, 5)).map(sorted),
+       c_range=st.tuples(st.floats(0, 1), st.floats(0, 1)).map(sorted),
+       blind=st.booleans(), seed=st.integers(0, 1000))
+def test_children_partition_the_parent_exactly(a_allowed, b_allowed, k_range, c_range,
+                                               blind: bool, seed: int) -> None:
+    """Whatever the split chosen (a blind one or by a random sensitivity), each grid point of
+    the parent (integers, allowed categories, continuous ends and midpoint) lies in a child,
+    integer and category points in exactly one; the children keep the one-hot encoding (a
+    single allowed category has lower 1, several have lower 0, disallowed ones upper 0); and
+    their shares add up to the parent's."""
+    problem = _mixed_problem(5)
+    lower, upper = initial_partition(problem)
+    lower, upper = lower.copy(), upper.copy()
+    lower[0, 0], upper[0, 0] = c_range
+    lower[0, 1], upper[0, 1] = k_range
+    for members, allowed in ((slice(2, 6), a_allowed), (slice(6, 9), b_allowed)):
+        mask = np.array(allowed, dtype=float)
+        upper[0, members] = mask
+        lower[0, members] = mask if mask.sum() == 1 else 0.0
+    sensitivity = (np.zeros_like(lower) if blind
+                   else np.random.default_rng(seed).uniform(size=lower.shape))
+    children_lo, children_hi, ok = smear_split(problem, lower, upper, sensitivity, 0.0)
+    parent = _points(problem, lower[0], upper[0])
+    if not ok[0]:
+        assert children_lo[0, 0].tolist() == lower[0].tolist()
+        return
+    inside = [{p for p in parent if _contains(children_lo[0, side], children_hi[0, side], p)}
+              for side in range(2)]
+    assert inside[0] | inside[1] == parent
+    shared = inside[0] & inside[1]
+    assert all(p[0] == children_hi[0, 0, 0] == children_lo[0, 1, 0] for p in shared)
+    for side in range(2):
+        lo, hi = children_lo[0, side], children_hi[0, side]
+        assert (lo <= hi).all() and (hi[:9] <= upper[0, :9]).all()
+        assert (lo[:9] >= lower[0, :9]).all()
+        for members in (slice(2, 6), slice(6, 9)):
+            allowed = hi[members] > 0.5
+            assert allowed.any()
+            expected = allowed.astype(float) if allowed.sum() == 1 else np.zeros(allowed.size)
+            assert lo[members].tolist() == expected.tolist()
+        assert all(_contains(lower[0], upper[0], point) for point in _points(problem, lo, hi))
+    shares = uniform_share(problem, children_lo[0], children_hi[0])
+    assert shares.sum() == pytest.approx(uniform_share(problem, lower, upper)[0], rel=1e-12)
+
+
+def _deep_one_hot_network(seed: int) -> Network:
+    """A single-logit network of nine ReLU layers of six over ``k`` (integers 0…4), a
+    4-category group ``a0…a3`` and the protected ``s`` (integers 0, 1); deep enough that its
+    partitions' bounds saturate (``SATURATION_DEPTH``)."""
+    rng = np.random.default_rng(seed)
+    names = ["k", "a0", "a1", "a2", "a3", "s"]
+    layers, width = [], len(names)
+    for _ in range(9):
+        layers.append(Layer(rng.normal(size=(6, width)), rng.normal(size=6) * 0.5, "relu"))
+        width = 6
+    layers.append(Layer(rng.normal(size=(1, width)), rng.normal(size=1) * 0.1, "none"))
+    network = Network(layers, input_names=names)
+    points = _deep_grid()
+    shift = float(np.median(network.evaluate(points)[:, 0]))
+    layers[-1] = Layer(layers[-1].weight, layers[-1].bias - shift, "none")
+    return Network(layers, input_names=names)
+
+
+def _deep_grid() -> np.ndarray:
+    """Every point of the deep network's domain: ``k`` × category × ``s``."""
+    return np.array([[k, *np.eye(4)[a], s] for k in range(5) for a in range(4) for s in (0, 1)],
+                    dtype=float)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_blind_splits_on_saturated_partitions_give_the_brute_force_share(seed: int,
+                                                                          monkeypatch) -> None:
+    """On a network whose partitions saturate, blind splits happen (counted by a spy around
+    the real :func:`blind_scores`) and the certified share is the brute-force one: every
+    point ``k`` × category with its two protected values, classes by ``Network.classify``."""
+    network = _deep_one_hot_network(seed)
+    points = _deep_grid()
+    classes = network.classify(points).reshape(-1, 2)
+    exact = float((classes[:, 0] != classes[:, 1]).mean())
+    problem = build_problem(network, ["s"], onehot_groups=[["a0", "a1", "a2", "a3"]],
+                            integer_inputs=["k", "s"], domain={"k": (0, 4), "s": (0, 1)})
+    assert gives_up_saturated(problem)
+    calls = []
+    real = analysis_module.blind_scores
+
+    def spy(problem, lower, upper):
+        calls.append(upper.shape[0])
+        return real(problem, lower, upper)
+
+    monkeypatch.setattr(analysis_module, "blind_scores", spy)
+    certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0,
+                                                                  target_width=0.0))
+    lower, upper = certificate.bounds["biased_share"]
+    assert lower == pytest.approx(exact, abs=1e-12) and upper == pytest.approx(exact, abs=1e-12)
+    assert sum(calls) > 0
 
 
 @pytest.mark.parametrize("rule", ["smear", "bounds"])
