@@ -34,7 +34,7 @@ POOL_ROUND_SHARE = 16
 :data:`MIN_BATCH_PER_WORKER` and :data:`BATCH_PER_WORKER` per worker (docs/decisions.md,
 2026-11-28, "A pool's round is a share of its open boxes"): a round as large as the pool
 refines every open box and chooses none (PV's Adult 103-10-2 on 2 workers: decided in
-11 s of PV with this rule, unknown at 60 s with rounds of 4,096)."""
+6–11 s of PV with this rule, in 52–60 s or not at all with rounds of 4,096)."""
 
 OPEN_BOX_MEMORY_SHARE = 0.5
 """Share of the memory available when a run starts that its open boxes' records may fill by
