@@ -18,10 +18,13 @@ from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
 from verifier.pv import InputDomain, PVSettings, verify
 from verifier.pv import settings as pv_settings
+from verifier.pv.engine import ProbabilityBranchAndBound
 from verifier.pv.settings import (
     BATCH_PER_WORKER,
     DEEP_POOL_ROUNDS,
     IN_PROCESS_BATCH,
+    MIN_BATCH_PER_WORKER,
+    POOL_ROUND_SHARE,
     available_memory,
 )
 from verifier.spec import (
@@ -299,23 +302,83 @@ def test_bad_specifications_are_clear_errors() -> None:
         verify(network, spec, normal_masses(np.zeros(2), np.ones(2)), unbounded(2))
 
 
-def test_a_round_refines_the_given_batch_or_a_batch_per_worker() -> None:
-    assert PVSettings().round_size() == IN_PROCESS_BATCH == 1024
-    assert BATCH_PER_WORKER == 2048
-    assert PVSettings(executor="process", workers=3).round_size() == 3 * BATCH_PER_WORKER
-    assert PVSettings(executor="dask", workers=2).round_size() == 2 * BATCH_PER_WORKER
-    assert PVSettings(executor="process", workers=3, batch_size=100).round_size() == 100
+def test_a_round_refines_the_given_batch_or_a_share_of_the_pool_per_worker() -> None:
+    assert PVSettings().round_size(0) == PVSettings().round_size(10**7) == IN_PROCESS_BATCH
+    assert (IN_PROCESS_BATCH, BATCH_PER_WORKER, MIN_BATCH_PER_WORKER) == (1024, 2048, 128)
+    assert POOL_ROUND_SHARE == 16
+    assert PVSettings(executor="process", workers=3).round_size(0) == 3 * MIN_BATCH_PER_WORKER
+    assert PVSettings(executor="dask", workers=2).round_size(10**7) == 2 * BATCH_PER_WORKER
+    assert PVSettings(executor="process", workers=3, batch_size=100).round_size(10**7) == 100
     with pytest.raises(CertgateInputError, match="batch_size"):
         PVSettings(batch_size=0)
 
 
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_a_pools_round_takes_a_share_of_the_open_boxes_between_its_bounds(workers: int) -> None:
+    """The stated rule, at every pool size around its corners: a round never refines more
+    than a :data:`POOL_ROUND_SHARE`-th of the open boxes (rounded up) once the pool holds
+    more than its smallest round that many times, never fewer boxes than the smallest round
+    (or the whole pool), never more than the largest, and it never shrinks as the pool
+    grows."""
+    settings = PVSettings(executor="process", workers=workers)
+    smallest, largest = MIN_BATCH_PER_WORKER * workers, BATCH_PER_WORKER * workers
+    corners = {smallest * POOL_ROUND_SHARE, largest * POOL_ROUND_SHARE}
+    sizes = sorted({0, 1, 2, 10**7} | {c + d for c in corners for d in (-17, -1, 0, 1, 17)})
+    rounds = [settings.round_size(open_boxes) for open_boxes in sizes]
+    assert rounds == sorted(rounds)
+    for open_boxes, size in zip(sizes, rounds, strict=True):
+        assert smallest <= size <= largest
+        assert size in (smallest, largest) or size == -(-open_boxes // POOL_ROUND_SHARE)
+        if open_boxes > smallest * POOL_ROUND_SHARE:
+            assert size * POOL_ROUND_SHARE < open_boxes + POOL_ROUND_SHARE
+
+
+def _pool_run(settings: PVSettings, tick: float) -> list[tuple[int, int, tuple[float, float]]]:
+    """(boxes, open boxes, interval) of every report of a run on a 3-input network under
+    standard normal inputs (no threshold: no verdict ends it) whose clock advances ``tick``
+    seconds at every reading."""
+    network = random_network(np.random.default_rng(5), [3, 8, 2])
+    names = Names.of(network.input_names, network.output_names)
+    spec = specification_from_dict(
+        {"probabilities": {"p": {"event": "y[1] > y[0]"}}, "expression": "p"}, names)
+    readings = itertools.count()
+    reports: list[tuple[int, int, tuple[float, float]]] = []
+    engine = ProbabilityBranchAndBound(
+        network, spec, normal_masses(np.zeros(3), np.ones(3)), unbounded(3), settings,
+        clock=lambda: tick * next(readings))
+    engine.run(lambda p: reports.append((p.boxes, p.open_boxes, tuple(p.value))))
+    return reports
+
+
+def test_a_pools_rounds_follow_the_open_boxes_and_never_the_clock() -> None:
+    """On a pool (one worker: the batches run in this process), with one round in flight,
+    every round refines ``min(open, round_size(open))`` of the boxes open before it (every
+    chosen box is split in two here); and with the default rounds in flight, two runs whose
+    clocks read 1 ms and 1 s apart (no budget, no credit: nothing else reads a time) refine
+    the same boxes and report the same intervals."""
+    one = PVSettings(timeout_s=None, max_boxes=60_000, executor="process", workers=1,
+                     linear_credit=False, rounds_in_flight=1)
+    reports = _pool_run(one, 1e-3)
+    chosen = [(after[0] - before[0]) // 2 for before, after in itertools.pairwise(reports)]
+    assert chosen == [min(before[1], one.round_size(before[1])) for before in reports[:-1]]
+    assert max(chosen) > MIN_BATCH_PER_WORKER
+    default = PVSettings(timeout_s=None, max_boxes=60_000, executor="process", workers=1,
+                         linear_credit=False)
+    assert max(open_boxes for _, open_boxes, _ in reports) >= DEEP_POOL_ROUNDS * \
+        default.round_size(0)
+    assert _pool_run(default, 1e-3) == _pool_run(default, 1.0)
+
+
 def test_pools_keep_two_rounds_in_flight_once_the_pool_is_deep() -> None:
-    deep = DEEP_POOL_ROUNDS * 2 * BATCH_PER_WORKER
+    deep = DEEP_POOL_ROUNDS * 2 * MIN_BATCH_PER_WORKER
     assert PVSettings().rounds_ahead(10 * deep) == 1
     pool = PVSettings(executor="process", workers=2)
     assert pool.rounds_ahead(deep - 1) == 1
     assert pool.rounds_ahead(deep) == 2
     assert PVSettings(executor="dask", workers=2).rounds_ahead(deep) == 2
+    given = PVSettings(executor="process", workers=2, batch_size=512)
+    assert given.rounds_ahead(DEEP_POOL_ROUNDS * 512 - 1) == 1
+    assert given.rounds_ahead(DEEP_POOL_ROUNDS * 512) == 2
     assert PVSettings(executor="process", rounds_in_flight=1).rounds_ahead(10 * deep) == 1
     assert PVSettings(rounds_in_flight=3).rounds_ahead(0) == 3
     with pytest.raises(CertgateInputError, match="rounds_in_flight"):

@@ -201,6 +201,31 @@ def test_abandon_ends_a_process_pool_without_waiting_for_its_running_task() -> N
     assert not multiprocessing.active_children()
 
 
+def _ones_after(seconds: float, size: int) -> np.ndarray:
+    time.sleep(seconds)
+    return np.ones(size)
+
+
+def test_abandon_ends_a_pool_whose_worker_died_while_sending_its_result() -> None:
+    """Workers ended while they send 16-MB results leave a message cut short in the results
+    pipe; the pool's manager thread must still end (before the fix it blocked reading the
+    rest for ever — and the interpreter's exit with it, which joins that thread — and
+    ``abandon`` waited :data:`~verifier.executor.WORKER_EXIT_S` for it: the first of these
+    rounds already did). The moments of the abandon sweep the sending."""
+    for delay in np.random.default_rng(1).uniform(0.0, 0.4, size=12):
+        pool = ProcessPool(max_workers=2)
+        concurrent.futures.wait([pool.submit(_ones_after, 0.0, 1) for _ in range(2)])
+        for _ in range(12):
+            pool.submit(_ones_after, 0.02, 2_000_000)
+        manager = pool._executor_manager_thread
+        time.sleep(delay)
+        before = time.perf_counter()
+        abandon(pool)
+        assert time.perf_counter() - before < 2.0
+        assert manager is not None and not manager.is_alive()
+        assert not multiprocessing.active_children()
+
+
 def test_pace_plans_nothing_without_a_deadline_or_a_cost() -> None:
     assert Pace(None).size(4096, 0.0, False) == 4096
     pace = Pace(100.0)

@@ -51,12 +51,20 @@ class ProcessPool(ProcessPoolExecutor):
         still alive (this process's own children; a running task's result is lost), killing
         any that has not exited within :data:`WORKER_EXIT_S`. The pool's manager thread may
         start a worker in place of one that exited while this runs, so the workers are swept
-        again once that thread has ended (or :data:`WORKER_EXIT_S` has passed)."""
+        again once that thread has ended (or :data:`WORKER_EXIT_S` has passed).
+
+        A worker ended while it wrote a result leaves a message cut short in the results
+        pipe, and the manager thread blocks reading its rest for ever — and with it the
+        interpreter's exit, which joins that thread (a CLI run printed its result and never
+        returned). Once the workers are ended this process's own end of the pipe for writing
+        is closed, the last one: the read then ends (the pool is reported broken, which
+        changes nothing, every task being cancelled or abandoned)."""
         workers = self._processes if self._processes is not None else {}
         manager = self._executor_manager_thread
         self.shutdown(wait=False, cancel_futures=True)
         _end_processes(list(workers.values()))
         if manager is not None:
+            manager.result_queue._writer.close()
             manager.join(timeout=WORKER_EXIT_S)
         _end_processes(list(workers.values()))
 

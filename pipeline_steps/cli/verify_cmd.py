@@ -90,13 +90,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", type=float,
                         help="stop once every probability interval is at most this wide")
     parser.add_argument("--batch-size", type=int,
-                        help="boxes refined per round (default 1024 in-process, 2048 per "
-                             "worker on a process pool or Dask)")
+                        help="boxes refined per round (default 1024 in-process; on a "
+                             "process pool or Dask a 16th of the open boxes, 128 to 2048 "
+                             "per worker)")
     parser.add_argument("--rounds-in-flight", type=int,
                         help="rounds whose boxes are bounded at once: the next round is "
                              "chosen while the workers bound the last (default: 1 "
                              "in-process; on a process pool or Dask 2 once the open boxes "
-                             "fill 64 rounds, 1 before)")
+                             "fill 64 of its smallest rounds, 1 before)")
     parser.add_argument("--max-open-boxes", type=int,
                         help="stop with the bounds reached (verdict unknown unless proven) "
                              "once this many boxes are open (default: as many as half the "

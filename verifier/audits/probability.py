@@ -31,7 +31,7 @@ def run_specification(
                     getattr(population, "prob_excess_lower", None))
     certificate = result.to_certificate()
     certificate.settings = {
-        "batch_size": settings.round_size(), "rounds_in_flight": settings.rounds_in_flight,
+        "batch_size": settings.batch_size, "rounds_in_flight": settings.rounds_in_flight,
         "max_open_boxes": settings.max_open_boxes,
         "method": settings.method, "split": settings.split,
         "timeout_s": settings.timeout_s, "precision": settings.precision,

@@ -211,7 +211,8 @@ class ProbabilityBranchAndBound:
                 break
             while len(flight) < settings.rounds_ahead(pool.size) and pool.size > 0:
                 now = self.clock()
-                count = pace.size(min(settings.round_size(), pool.size), now, len(flight) > 0)
+                count = pace.size(min(settings.round_size(pool.size), pool.size), now,
+                                   len(flight) > 0)
                 if count == 0:
                     break
                 weights = None

@@ -22,9 +22,19 @@ SPLIT_RULES: tuple[str, ...] = (
 IN_PROCESS_BATCH = 1024
 """Boxes refined per round in-process, unless ``batch_size`` says otherwise."""
 BATCH_PER_WORKER = 2048
-"""Boxes refined per round for each worker of a process pool or Dask, unless
+"""The most boxes a round refines for each worker of a process pool or Dask, unless
 ``batch_size`` says otherwise (docs/decisions.md, PV: on a pool a round's fixed costs —
-the caller's bookkeeping, the tasks — are amortised over larger batches)."""
+the caller's bookkeeping, the tasks — are amortised over larger batches); see
+:meth:`PVSettings.round_size`."""
+MIN_BATCH_PER_WORKER = 128
+"""The fewest boxes a pool's round refines for each worker (when the pool holds them): its
+children fill one task of ``min_boxes_per_task``'s default size per worker."""
+POOL_ROUND_SHARE = 16
+"""On a process pool or Dask a round refines one in this many open boxes, between
+:data:`MIN_BATCH_PER_WORKER` and :data:`BATCH_PER_WORKER` per worker (docs/decisions.md,
+2026-11-28, "A pool's round is a share of its open boxes"): a round as large as the pool
+refines every open box and chooses none (PV's Adult 103-10-2 on 2 workers: decided in
+6–11 s of PV with this rule, in 52–60 s or not at all with rounds of 4,096)."""
 
 OPEN_BOX_MEMORY_SHARE = 0.5
 """Share of the memory available when a run starts that its open boxes' records may fill by
@@ -33,9 +43,12 @@ decides fewer boxes than it splits (Adult-13 2×64 on 2 workers: ~5 GB after 10 
 so an hour-long run would otherwise be killed for memory and report nothing."""
 
 DEEP_POOL_ROUNDS = 64
-"""On a pool, a second round goes in flight once the open boxes fill this many rounds
-(docs/decisions.md, PV: a round chosen without the last one's children cost Adult-13 1×16
-44 % more boxes while its pool held 2–20 rounds; it paid late on 2×64, with up to ~250)."""
+"""On a pool, a second round goes in flight once the open boxes fill this many of its
+smallest rounds (docs/decisions.md, PV: a round chosen without the last one's children cost
+Adult-13 1×16 44 % more boxes while its pool held 2–20 rounds; it paid late on 2×64, with
+up to ~250). With rounds of a share of the pool (:data:`POOL_ROUND_SHARE`) a second round
+hides the caller's work between rounds, which small rounds would otherwise leave the
+workers waiting for (docs/decisions.md, 2026-11-28)."""
 
 
 @dataclass
@@ -65,8 +78,8 @@ class PVSettings:
     the bounding of each batch runs (``local``, ``process``, ``dask`` or ``dask=ADDRESS``, see
     :mod:`verifier.executor`), in tasks of on average at least ``min_boxes_per_task`` boxes
     (:class:`verifier.pv.evaluation.DistributedEvaluation`). ``batch_size``: boxes refined
-    per round (None: :data:`IN_PROCESS_BATCH`, or :data:`BATCH_PER_WORKER` per worker on a
-    pool, see :meth:`round_size`). ``rounds_in_flight``: rounds being bounded at once — the
+    per round (None: :data:`IN_PROCESS_BATCH`, or on a pool a share of the open boxes, see
+    :meth:`round_size`). ``rounds_in_flight``: rounds being bounded at once — the
     next round is chosen and split while the workers bound the last one (None: 1 in-process,
     up to 2 on a pool, see :meth:`rounds_ahead`)."""
 
@@ -132,22 +145,30 @@ class PVSettings:
             return self.max_open_boxes
         return max(1, int(OPEN_BOX_MEMORY_SHARE * available_memory() / max(bytes_per_box, 1)))
 
-    def round_size(self) -> int:
-        """Boxes refined per round: ``batch_size`` if given, else :data:`IN_PROCESS_BATCH`
-        in-process and :data:`BATCH_PER_WORKER` per worker on a process pool or Dask."""
+    def round_size(self, open_boxes: int) -> int:
+        """Boxes refined per round when ``open_boxes`` are open (the engine takes at most
+        the open boxes): ``batch_size`` if given, else :data:`IN_PROCESS_BATCH` in-process,
+        and on a process pool or Dask one :data:`POOL_ROUND_SHARE`-th of the open boxes
+        (rounded up) within :data:`MIN_BATCH_PER_WORKER` and :data:`BATCH_PER_WORKER` per
+        worker. A function of the open boxes only, never of a time: how many boxes a round
+        refines does not depend on the machine's speed unless the budget cuts the round
+        (:class:`verifier.pv.pace.Pace`)."""
         if self.batch_size is not None:
             return self.batch_size
         if self.executor == "local":
             return IN_PROCESS_BATCH
-        return BATCH_PER_WORKER * (self.workers or default_workers())
+        workers = self.workers or default_workers()
+        share = -(-open_boxes // POOL_ROUND_SHARE)
+        return min(BATCH_PER_WORKER * workers, max(MIN_BATCH_PER_WORKER * workers, share))
 
     def rounds_ahead(self, open_boxes: int) -> int:
         """Rounds being bounded at once: ``rounds_in_flight`` if given, else 1 in-process,
         and on a process pool or Dask 2 once ``open_boxes`` fill :data:`DEEP_POOL_ROUNDS`
-        rounds (1 before)."""
+        of the smallest rounds (``batch_size``, or :data:`MIN_BATCH_PER_WORKER` per
+        worker; 1 before). Like :meth:`round_size`, a function of the open boxes only."""
         if self.rounds_in_flight is not None:
             return self.rounds_in_flight
-        if self.executor == "local" or open_boxes < DEEP_POOL_ROUNDS * self.round_size():
+        if self.executor == "local" or open_boxes < DEEP_POOL_ROUNDS * self.round_size(0):
             return 1
         return 2
 
