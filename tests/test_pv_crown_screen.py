@@ -11,22 +11,20 @@ against exact enumeration of every population point.
 
 from __future__ import annotations
 
-import itertools
 import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from adult_engine import needs_census
+from adult_engine import assert_reports_hold_the_exact_value, needs_census
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import random_network
 
-from benchmarks.adult_instances import build_instance, exact_reference
-from verifier.audits import demographic_parity_audit
+from benchmarks.adult_instances import build_instance
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_outputs
-from verifier.pv import PVProgress, PVSettings
+from verifier.pv import PVSettings
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.events import TrackedEvents
 from verifier.pv.pace import CostPace
@@ -166,28 +164,6 @@ def test_crown_on_few_boxes_keeps_the_exact_value_in_every_interval(
 
     monkeypatch.setattr(CostPace, "allowed_count", spy)
     instance = build_instance(k, (64, 8), 7, epochs=1, cache_dir=None)
-    reference = exact_reference(instance)
-    truth = {"p_unprivileged": reference.p_unprivileged,
-             "p_privileged": reference.p_privileged, "value": reference.ratio}
-    seen: list[tuple[str, tuple[float, float]]] = []
-    reports: list[dict[str, tuple[float, float]]] = []
-
-    def record(progress: PVProgress) -> None:
-        seen.extend(progress.probabilities.items())
-        seen.append(("value", progress.value))
-        reports.append({**progress.probabilities, "value": progress.value})
-
-    certificate = demographic_parity_audit(
-        instance.network, instance.population, protected=instance.protected,
-        privileged=instance.privileged, favorable_class=instance.favorable_class, gamma=0.8,
-        progress=record,
-        settings=PVSettings(timeout_s=30.0, max_boxes=3000, batch_size=128,
-                            crown_cost_share=CROWN_SHARE))
-    seen.extend(certificate.bounds.items())
+    assert_reports_hold_the_exact_value(instance, PVSettings(
+        timeout_s=30.0, max_boxes=3000, batch_size=128, crown_cost_share=CROWN_SHARE))
     assert any(count < boxes for boxes, count in allowed)
-    for earlier, later in itertools.pairwise(reports):
-        for name, (low, high) in later.items():
-            assert earlier[name][0] <= low and high <= earlier[name][1], (name, earlier, later)
-    error = reference.error * (1.0 + abs(reference.ratio)) / reference.p_privileged
-    for name, (low, high) in seen:
-        assert low - error <= truth[name] <= high + error, (name, low, high, truth[name])
