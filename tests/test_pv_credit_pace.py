@@ -52,10 +52,12 @@ def test_recent_measurements_weigh_most() -> None:
     assert costly < 200 and pace.allowed_count(1000) == 1000
 
 
-def test_the_share_is_validated() -> None:
+@pytest.mark.parametrize("name", ["credit_cost_share", "crown_cost_share"])
+def test_the_cost_shares_are_validated(name: str) -> None:
+    """Both paced costs (the credit's and CROWN's tightening) take a share in (0, 1]."""
     for share in (0.0, -0.5, 1.5):
-        with pytest.raises(CertgateInputError, match="credit_cost_share"):
-            PVSettings(credit_cost_share=share)
+        with pytest.raises(CertgateInputError, match=name):
+            PVSettings(**{name: share})
 
 
 @needs_census

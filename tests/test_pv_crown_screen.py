@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from strategies import random_network
 
 from benchmarks.adult_instances import build_instance
-from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_outputs
 from verifier.pv import PVSettings
 from verifier.pv.atoms import AtomBounds, Known
@@ -136,12 +135,6 @@ def test_only_a_last_hidden_layer_fed_by_a_far_wider_one_is_cut() -> None:
     assert not wide_fed_last_layer(random_network(rng, [3, 7, 2, 2], "relu"))
     assert not wide_fed_last_layer(random_network(rng, [3, 50, 50, 50, 2], "relu"))
     assert not wide_fed_last_layer(random_network(rng, [103, 10, 2], "relu"))
-
-
-def test_the_crown_share_is_validated() -> None:
-    for share in (0.0, -0.5, 1.5):
-        with pytest.raises(CertgateInputError, match="crown_cost_share"):
-            PVSettings(crown_cost_share=share)
 
 
 @needs_census
