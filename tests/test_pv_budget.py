@@ -147,36 +147,68 @@ def test_the_engine_stops_scheduling_when_a_round_no_longer_fits_the_time_left()
     deadline = CHARGED_BUDGET_S
     start_up = charged.calls[0][1]  # the root box
     assert result.stopped_by == "timeout"
-    assert len(charged.calls) > 20
+    assert result.iterations > 10
     assert result.elapsed_s <= CHARGED_BUDGET_S * SLACK + start_up
     # every chunk started and ended by the deadline: the rounds were sized to the time left
     assert all(end <= deadline for _, end, _ in charged.calls)
     # it stopped because not an eighth of a round fitted: a full round's cost per chosen box
-    # is its two children's boxes and the fixed cost of its chunks (a smaller last round
-    # costs more per box: the factor 1.5 covers that)
+    # is its two children's boxes and the fixed cost of its call (it runs in one chunk with
+    # time to spare; a smaller last round costs more per box: the factor 1.5 covers that)
     children = 2 * CHARGED_ROUND
-    cost_per_box = (children * charged.per_box
-                    + -(-children // CHARGED_CHUNK) * charged.fixed) / CHARGED_ROUND
+    cost_per_box = (children * charged.per_box + charged.fixed) / CHARGED_ROUND
     left = deadline - result.elapsed_s
     assert 0.0 <= PLANNED_SHARE * left < MIN_ROUND_SHARE * CHARGED_ROUND * cost_per_box * 1.5
 
 
+class _SleepingEvaluation:
+    """The engine's own evaluation, first sleeping ``per_box`` seconds per box, ten times
+    that for calls that start ``slow_from`` seconds or more after the first call (the
+    machine's load rising late in a run). Records each call's start, end and boxes."""
+
+    def __init__(self, evaluation: BoxEvaluation, per_box: float, slow_from: float) -> None:
+        self.evaluation = evaluation
+        self.excess = evaluation.excess  # the engine reads whether credit is on
+        self.per_box, self.slow_from = per_box, slow_from
+        self.first: float | None = None
+        self.calls: list[tuple[float, float, int]] = []
+
+    def __call__(self, lo: np.ndarray, hi: np.ndarray, method: str,
+                 known: Known | None = None, wanted: WantedSides | None = None,
+                 crown_share: float = 1.0) -> tuple[np.ndarray, ...]:
+        start = time.perf_counter()
+        self.first = start if self.first is None else self.first
+        slow = 10.0 if start - self.first >= self.slow_from else 1.0
+        time.sleep(slow * self.per_box * lo.shape[0])
+        result = self.evaluation(lo, hi, method, known, wanted, crown_share)
+        self.calls.append((start - self.first, time.perf_counter() - self.first, lo.shape[0]))
+        return result
+
+
+SLEEPING_BUDGET_S = 4.0
+
+
 @needs_census
 def test_a_round_that_turns_slow_is_abandoned_at_the_deadline_in_process() -> None:
-    """From 90 s on the bounding work costs ten times what the pace measured: a round
-    planned at ~7 s would take ~70 s. No chunk starts after the
-    deadline, so the run ends within one chunk of it and reports the bounds it had."""
-    slow_from = 0.9 * CHARGED_BUDGET_S
-    result, charged = _charged_run(slow_from=slow_from, slow_factor=10.0)
-    slow = [call for call in charged.calls if call[0] >= slow_from]
-    assert slow, "no round ran into the slow period"
+    """From 3 s on the bounding work costs ten times what the pace measured (10 ms a box
+    instead of 1 ms, plus the bounds themselves). In-process the rounds run on a background
+    thread, so the engine returns at its deadline with the bounds it had while the round
+    that turned slow still runs, and no chunk starts after the deadline."""
+    engine = _engine(PVSettings(timeout_s=SLEEPING_BUDGET_S, batch_size=CHARGED_ROUND,
+                                min_boxes_per_task=CHARGED_CHUNK))
+    sleeping = _SleepingEvaluation(engine.evaluation, per_box=1e-3,
+                                   slow_from=0.75 * SLEEPING_BUDGET_S)
+    engine.evaluation = sleeping  # type: ignore[assignment]
+    result = engine.run()
+    returned = len(sleeping.calls)
+    root_s = sleeping.calls[0][1]  # the start-up: the root box's bounds
     assert result.stopped_by == "timeout"
-    assert all(start < CHARGED_BUDGET_S for start, _, _ in charged.calls)
-    chunk = charged.cost(slow_from, CHARGED_CHUNK)
-    assert result.elapsed_s <= CHARGED_BUDGET_S + chunk
-    whole_round = sum(charged.cost(slow_from, CHARGED_CHUNK)
-                      for _ in range(CHARGED_ROUND // CHARGED_CHUNK))
-    assert slow[0][0] + whole_round > CHARGED_BUDGET_S * SLACK  # unchunked, it would overrun
+    assert result.elapsed_s <= SLEEPING_BUDGET_S * SLACK + root_s
+    time.sleep(SLEEPING_BUDGET_S)  # the abandoned chunk ends in the background
+    assert len(sleeping.calls) > returned, "no chunk was still running at the return"
+    slow = [call for call in sleeping.calls if call[0] >= 0.75 * SLEEPING_BUDGET_S]
+    assert slow, "no round ran into the slow period"
+    assert all(start < SLEEPING_BUDGET_S for start, _, _ in sleeping.calls)
+    assert max(end for _, end, _ in sleeping.calls) > SLEEPING_BUDGET_S * SLACK + root_s
     low, high = result.value
     assert low <= high
 
@@ -255,15 +287,3 @@ def test_pace_plans_after_the_rounds_in_flight_and_on_the_costliest_recent_round
     # a second round in flight begins its work at 80 s: 0.9·50 − 30 = 15 s, 500 boxes
     assert pace.size(2048, 50.0, True) == 500
     assert pace.size(2048, 50.0, False) == 1500
-
-
-
-def test_pace_runs_only_a_round_planned_into_the_second_half_of_the_time_left_in_chunks() -> None:
-    pace = Pace(deadline=100.0)
-    assert not pace.closing(0.0)  # no round planned yet
-    pace.collected(1000, started=0.0, now=10.0)  # 10 ms per box
-    pace.started(2000, now=10.0, in_flight=False)  # ends at 30 s: 20 of 90 s left
-    assert not pace.closing(10.0)
-    pace.started(4500, now=40.0, in_flight=False)  # ends at 85 s: 45 of 60 s left
-    assert pace.closing(40.0)
-    assert not Pace(None).closing(0.0)

@@ -11,6 +11,8 @@ scheduler at ADDRESS, or of a new ``LocalCluster`` when no address is given.
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
@@ -36,6 +38,49 @@ class InProcessExecutor(Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._shutdown = True
+
+
+class BackgroundThread:
+    """One thread that runs the work given to it in order, so that the caller can wait for
+    it with a timeout and walk away from it. The thread ends after :meth:`close` once the
+    work queued before is done, and the interpreter's exit waits for that (torch aborts the
+    process when a daemon thread is still inside it at exit): work that gives up early
+    (returns None once its result is no longer wanted) keeps that wait short."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[Callable[[], Any], Future] | None] = (
+            queue.SimpleQueue())
+        self._thread: threading.Thread | None = None
+
+    def run(self, work: Callable[[], Any]) -> Future:
+        """Queue ``work``: the future gets its result or exception, and is cancelled if it
+        returns None (it gave up)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="certgate-background")
+            self._thread.start()
+        future: Future = Future()
+        self._work.put((work, future))
+        return future
+
+    def close(self) -> None:
+        """End the thread after the work queued before this call."""
+        if self._thread is not None:
+            self._work.put(None)
+            self._thread = None
+
+    def _serve(self) -> None:
+        while (item := self._work.get()) is not None:
+            work, future = item
+            try:
+                value = work()
+            except BaseException as error:  # the future carries it to the caller
+                future.set_exception(error)
+                continue
+            if value is None:
+                future.cancel()
+                future.set_running_or_notify_cancel()  # wakes the callers waiting on it
+            else:
+                future.set_result(value)
 
 
 WORKER_EXIT_S = 5.0

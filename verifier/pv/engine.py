@@ -129,9 +129,8 @@ class ProbabilityBranchAndBound:
         (the bounds reported count its parents' credits, as with any stop), and the
         executor is left without waiting for its running tasks
         (:func:`verifier.executor.abandon`). ``elapsed_s`` is that whole time. In-process a
-        round planned to end in the second half of the time left runs in chunks and no chunk
-        starts after the deadline (:meth:`~verifier.pv.pace.Pace.closing`,
-        :class:`~verifier.pv.evaluation.DistributedEvaluation`). Every time is read from the
+        round runs in chunks sized to the time left and no chunk starts after the deadline
+        (:class:`~verifier.pv.evaluation.DistributedEvaluation`). Every time is read from the
         constructor's ``clock`` (:func:`time.perf_counter` by default)."""
         settings = self.settings
         started = self.clock()
@@ -141,7 +140,10 @@ class ProbabilityBranchAndBound:
                 self.evaluation, executor, settings.workers or default_workers(),
                 settings.min_boxes_per_task, self.clock,
             )
-            result = self._run(evaluate, progress, started)
+            try:
+                result = self._run(evaluate, progress, started)
+            finally:
+                evaluate.close()
         finally:
             abandon(executor)
         result.elapsed_s = self.clock() - started
@@ -225,8 +227,7 @@ class ProbabilityBranchAndBound:
                 wanted = self._credit_capped(
                     chosen, _wanted_credits(weights, directed, chosen.lo.shape[0]))
                 pace.started(count, now, len(flight) > 0)
-                parts, futures = self._refine(chosen, evaluate, wanted,
-                                              pace.deadline if pace.closing(now) else None)
+                parts, futures = self._refine(chosen, evaluate, wanted, pace.deadline)
                 flight.start(Round(chosen, parts, futures, now))
             if len(flight) == 0:
                 stopped_by = "timeout"

@@ -11,6 +11,7 @@ executor runs it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import pickle
 import time
@@ -20,13 +21,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.executor import InProcessExecutor
+from verifier.executor import BackgroundThread, InProcessExecutor
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.credit import ExcessFunction, WantedSides, linear_credit, true_share
 from verifier.pv.domain import MassFunction
 
 _WORKER_CACHE: dict[str, BoxEvaluation] = {}
 TASKS_PER_WORKER = 4
+CHUNK_SHARE = 0.5
+"""In-process with a deadline, the largest share of the time left that a chunk is planned
+to fill at the last chunk's time per box: the work left running after the deadline, if
+the boxes turn costlier than planned, is at most one chunk."""
 
 
 @dataclass
@@ -110,11 +115,16 @@ class DistributedEvaluation:
     are small (Adult-13 2×64, 120 s on 2 workers: 436k–455k boxes with equal tasks, 461k–483k
     falling).
 
-    In-process a batch with a ``deadline`` runs in chunks of ``min_boxes`` boxes, and a
-    chunk is not started once ``clock()`` has reached the deadline: its future stays
-    pending, so the round reads as unfinished and the loop abandons it as it abandons a
-    pool's round at the deadline (DESIGN D20: a round that turns out slower than planned —
-    the machine's load, costlier boxes — overruns by at most one chunk)."""
+    In-process a batch with a ``deadline`` runs on a
+    :class:`~verifier.executor.BackgroundThread`, which the loop waits for only until the
+    deadline, as it waits for a pool's round (DESIGN D20: a round that turns out slower than
+    the pace planned — the machine's load, costlier boxes — is abandoned there). It runs in
+    chunks, each planned to fill at most :data:`CHUNK_SHARE` of the time left at the last
+    chunk's time per box (kept across batches; the first chunk of a run has ``min_boxes``
+    boxes), so a batch with time to spare runs in one call and one near the deadline in
+    chunks shrinking with the time left. No chunk starts once ``clock()`` has reached the
+    deadline or when not one box fits (the batch's future is then cancelled: the round reads
+    as unfinished), so an abandoned round leaves one chunk running in the background."""
 
     def __init__(
         self, evaluation: BoxEvaluation, executor: Executor, workers: int, min_boxes: int,
@@ -127,6 +137,8 @@ class DistributedEvaluation:
         self.min_boxes = min_boxes
         self.clock = clock
         self.payload = b"" if self.local else pickle.dumps(evaluation)
+        self.box_seconds: float | None = None
+        self.background = BackgroundThread()
         self.key = hashlib.sha256(self.payload).hexdigest()
 
     def submit(
@@ -141,16 +153,8 @@ class DistributedEvaluation:
             if deadline is None:
                 return PendingEvaluation([_done(self.evaluation(
                     lo, hi, method, known, wanted, crown_share))])
-            futures: list[Future] = []
-            for start in range(0, lo.shape[0], max(self.min_boxes, 1)):
-                if self.clock() >= deadline:
-                    futures.append(Future())  # never run: the round ends unfinished
-                    continue
-                p = np.arange(start, min(start + self.min_boxes, lo.shape[0]))
-                futures.append(_done(self.evaluation(
-                    lo[p], hi[p], method, None if known is None else known.select(p),
-                    None if wanted is None else wanted.select(p), crown_share)))
-            return PendingEvaluation(futures)
+            return PendingEvaluation([self.background.run(functools.partial(
+                self._chunks_until, lo, hi, method, known, wanted, deadline, crown_share))])
         # even a small batch goes to a worker (one torch thread there): torch's thread pool
         # in the caller stalls on a loaded machine (N4,3's first 230 boxes: 0.6 s with one
         # thread, 2.5-12.7 s with two at load 3)
@@ -166,6 +170,46 @@ class DistributedEvaluation:
             )
             for p in parts
         ])
+
+    def _chunks_until(
+        self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None,
+        wanted: WantedSides | None, deadline: float, crown_share: float,
+    ) -> tuple[np.ndarray, ...] | None:
+        """In-process, the batch's evaluation in chunks that stop at the deadline (see the
+        class); None if a chunk was not started because the deadline has passed or not one
+        box fits."""
+        results: list[tuple[np.ndarray, ...]] = []
+        start, total = 0, lo.shape[0]
+        while start < total:
+            began = self.clock()
+            size = self._chunk_size(total - start, deadline - began)
+            if size < 1:
+                return None
+            p = np.arange(start, start + size)
+            results.append(self.evaluation(
+                lo[p], hi[p], method, None if known is None else known.select(p),
+                None if wanted is None else wanted.select(p), crown_share))
+            start += size
+            self.box_seconds = (self.clock() - began) / size
+        return tuple(np.concatenate(arrays) for arrays in zip(*results, strict=True))
+
+    def close(self) -> None:
+        """End the in-process background thread once its queued batches are done or cut
+        (they stop at their deadline)."""
+        self.background.close()
+
+    def _chunk_size(self, rest: int, left: float) -> int:
+        """How many of the ``rest`` boxes the next in-process chunk bounds with ``left``
+        seconds to the deadline (see the class): as many as the last chunk's time per box
+        plans within :data:`CHUNK_SHARE` of the time left (``min_boxes`` before any chunk
+        ran), 0 once the deadline has passed."""
+        if left <= 0.0:
+            return 0
+        if self.box_seconds is None:
+            return min(rest, max(self.min_boxes, 1))
+        if self.box_seconds <= 0.0:
+            return rest
+        return min(rest, int(CHUNK_SHARE * left / self.box_seconds))
 
 
 class PendingEvaluation:

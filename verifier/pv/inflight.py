@@ -33,11 +33,12 @@ class Round:
 
     def wait(self, timeout: float | None) -> bool:
         """Wait up to ``timeout`` seconds (None: for ever) for the round's tasks; whether
-        they all ended."""
+        they all ended with their results (a cancelled task, e.g. an in-process batch cut at
+        its deadline, did not)."""
         if not self.futures:
             return True
         _, not_done = wait(self.futures, timeout=None if timeout is None else max(timeout, 0.0))
-        return not not_done
+        return not not_done and not any(future.cancelled() for future in self.futures)
 
     def collect(self) -> Boxes:
         """Wait for the round's boxes: the parents' children and decided points."""

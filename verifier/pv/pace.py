@@ -13,10 +13,10 @@ charged only the time it adds. The cost per box is the largest of the last
 :data:`COST_MEMORY` rounds' (a round that slows down by the machine's load or by deeper,
 costlier boxes is then not underestimated; the root box, whose time holds the executor's
 start, is not counted), and rounds are planned back to back: a new
-round starts its work when the rounds in flight are expected to end. A round planned to end
-in the second half of the time left is :meth:`Pace.closing`: in-process it runs in chunks
-and no chunk starts after the deadline. Sizing never touches a bound; it only chooses how
-many boxes a round refines.
+round starts its work when the rounds in flight are expected to end. In-process a round
+runs in chunks sized to the time left, so one that turns out slower than planned is still
+cut at the deadline (:class:`verifier.pv.evaluation.DistributedEvaluation`). Sizing never
+touches a bound; it only chooses how many boxes a round refines.
 """
 
 from __future__ import annotations
@@ -71,16 +71,6 @@ class Pace:
             return wanted if available > 0.0 else 0
         count = min(wanted, int(max(available, 0.0) / cost))
         return count if count >= max(1.0, MIN_ROUND_SHARE * wanted) else 0
-
-    def closing(self, now: float) -> bool:
-        """Whether the round last :meth:`started` is planned to end in the second half of
-        the time left at ``now``: a round whose measured cost turns out too low by a factor
-        two or more would then pass the deadline, so an in-process round is run in chunks
-        that stop there (each chunk costs some throughput: 23 % more CPU on Adult-13 1×16
-        with chunks of 256 boxes in every round, so earlier rounds run whole)."""
-        if self.deadline is None or self.planned_end is None:
-            return False
-        return 2.0 * (self.planned_end - now) >= self.deadline - now
 
     def started(self, boxes: int, now: float, in_flight: bool) -> None:
         """Record a round of ``boxes`` started at ``now`` after the rounds in flight
