@@ -24,12 +24,12 @@ from adult_engine import needs_census
 
 from benchmarks.adult_instances import ParityReference, build_instance, exact_reference
 from verifier.audits.probability import spec_network
-from verifier.executor import ProcessPool, abandon
+from verifier.executor import InProcessExecutor, ProcessPool, abandon
 from verifier.pv import PVProgress, PVResult, PVSettings, population_domain
 from verifier.pv.atoms import Known
 from verifier.pv.credit import WantedSides
 from verifier.pv.engine import ProbabilityBranchAndBound
-from verifier.pv.evaluation import BoxEvaluation
+from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.pace import MIN_ROUND_SHARE, PLANNED_SHARE, Pace
 from verifier.spec import Names, demographic_parity
 
@@ -287,3 +287,21 @@ def test_pace_plans_after_the_rounds_in_flight_and_on_the_costliest_recent_round
     # a second round in flight begins its work at 80 s: 0.9·50 − 30 = 15 s, 500 boxes
     assert pace.size(2048, 50.0, True) == 500
     assert pace.size(2048, 50.0, False) == 1500
+
+
+@needs_census
+def test_no_in_process_chunk_starts_after_the_evaluation_is_closed() -> None:
+    """A run that ends early (an error, an interrupt) closes its evaluation; a batch it
+    still submitted is cancelled without a box bounded."""
+    engine = _engine(PVSettings(timeout_s=60.0))
+    sleeping = _SleepingEvaluation(engine.evaluation, per_box=0.0, slow_from=float("inf"))
+    evaluate = DistributedEvaluation(sleeping, InProcessExecutor(), 1, 16)
+    lo, hi = engine.domain.lower[None, :], engine.domain.upper[None, :]
+    assert not evaluate.submit(lo, hi, "ibp", deadline=time.perf_counter() + 60.0
+                               ).futures[0].exception(timeout=30.0)
+    evaluate.close()
+    cut = evaluate.submit(lo, hi, "ibp", deadline=time.perf_counter() + 60.0).futures[0]
+    concurrent.futures.wait([cut], timeout=30.0)
+    assert cut.cancelled()
+    assert len(sleeping.calls) == 1
+    evaluate.close()

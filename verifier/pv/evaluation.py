@@ -139,6 +139,7 @@ class DistributedEvaluation:
         self.payload = b"" if self.local else pickle.dumps(evaluation)
         self.box_seconds: float | None = None
         self.background = BackgroundThread()
+        self.closed = False
         self.key = hashlib.sha256(self.payload).hexdigest()
 
     def submit(
@@ -194,16 +195,17 @@ class DistributedEvaluation:
         return tuple(np.concatenate(arrays) for arrays in zip(*results, strict=True))
 
     def close(self) -> None:
-        """End the in-process background thread once its queued batches are done or cut
-        (they stop at their deadline)."""
+        """End the in-process background thread: no chunk starts after this call (a run that
+        stopped early, e.g. on an error or an interrupt, is not held up by its last batch)."""
+        self.closed = True
         self.background.close()
 
     def _chunk_size(self, rest: int, left: float) -> int:
         """How many of the ``rest`` boxes the next in-process chunk bounds with ``left``
         seconds to the deadline (see the class): as many as the last chunk's time per box
         plans within :data:`CHUNK_SHARE` of the time left (``min_boxes`` before any chunk
-        ran), 0 once the deadline has passed."""
-        if left <= 0.0:
+        ran), 0 once the deadline has passed or :meth:`close` was called."""
+        if left <= 0.0 or self.closed:
             return 0
         if self.box_seconds is None:
             return min(rest, max(self.min_boxes, 1))
