@@ -188,7 +188,8 @@ class DaskExecutor(Executor):
     def share(self, value: Any) -> SharedValue:
         """A task argument standing for ``value``, which is pickled once and installed on
         every worker of the cluster by a worker plugin (``verifier.dask_values``; a worker
-        that joins later receives it when it starts) until :meth:`shutdown` unregisters it."""
+        that joins later receives it when it starts) until :meth:`shutdown` unregisters it
+        (or closes the local cluster)."""
         from verifier.dask_values import ValuesPlugin
 
         key = uuid.uuid4().hex
@@ -204,8 +205,9 @@ class DaskExecutor(Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._executor.shutdown(wait=wait)
-        for name in self._plugins:
-            self._client.unregister_worker_plugin(name)
+        if self._cluster is None:  # a cluster of ours ends with its values
+            for name in self._plugins:
+                self._client.unregister_worker_plugin(name)
         self._plugins.clear()
         self._client.close()
         if self._cluster is not None:
