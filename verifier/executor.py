@@ -21,7 +21,13 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
 from verifier.errors import CertgateInputError
-from verifier.worker_values import SharedValue, call_with_values, install, uses_values
+from verifier.worker_values import (
+    Pickled,
+    SharedValue,
+    call_with_values,
+    install,
+    uses_values,
+)
 
 
 class InProcessExecutor(Executor):
@@ -197,15 +203,17 @@ class DaskExecutor(Executor):
         return self._client
 
     def share(self, value: Any) -> SharedValue:
-        """A task argument standing for ``value``, which is pickled once and installed on
-        every worker of the cluster by a worker plugin (``verifier.dask_values``; a worker
+        """A task argument standing for ``value``, which is pickled here once and installed
+        on every worker of the cluster by a worker plugin (``verifier.dask_values``; a worker
         that joins later receives it when it starts) until :meth:`shutdown` unregisters it
-        (or closes the local cluster)."""
+        (or closes the local cluster). A worker unpickles it on its first task, so sharing
+        does not wait for the workers' imports (a run with a short budget abandons them)."""
         from verifier.dask_values import ValuesPlugin
 
         key = uuid.uuid4().hex
         name = f"certgate-values-{key}"
-        self._client.register_plugin(ValuesPlugin({key: value}), name=name)
+        self._client.register_plugin(ValuesPlugin({key: Pickled(pickle.dumps(value))}),
+                                     name=name)
         self._plugins.append(name)
         return SharedValue(key)
 

@@ -3,9 +3,10 @@
 A task argument may be a :class:`SharedValue`: a key into the :data:`VALUES` of the process
 the task runs in. A process pool's workers receive the values when they start (the pool's
 initializer, :func:`install`); a Dask worker receives them from a worker plugin when it
-registers or joins (``verifier.dask_values``). The executor calls the task through
-:func:`call_with_values`, which puts each value in place of its key, so the task function
-receives the value itself on every executor, as it does in-process.
+registers or joins (``verifier.dask_values``), still pickled (:class:`Pickled`). The
+executor calls the task through :func:`call_with_values`, which puts each value in place of
+its key, so the task function receives the value itself on every executor, as it does
+in-process.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ class SharedValue:
     payload: bytes | None = None
 
 
+@dataclass(frozen=True)
+class Pickled:
+    """A shared value as a worker receives it from Dask: unpickled on its first use, so that a
+    worker's start is not held up by the imports the value needs (torch)."""
+
+    payload: bytes
+
+
 def install(values: dict[str, Any]) -> None:
     """Keep ``values`` in this process (a worker's start)."""
     VALUES.update(values)
@@ -51,11 +60,15 @@ def call_with_values(fn: Callable[..., Any], args: tuple[Any, ...],
 def _value(arg: Any) -> Any:
     if not isinstance(arg, SharedValue):
         return arg
-    if arg.key not in VALUES:
-        if arg.payload is None:
-            raise RuntimeError(
-                f"shared value {arg.key} is not on worker process {os.getpid()}: it reaches a "
-                "process pool's workers when they start (share it before the pool's first "
-                "task) and a Dask worker through the plugin the executor registers")
-        VALUES[arg.key] = pickle.loads(arg.payload)
-    return VALUES[arg.key]
+    if arg.key in VALUES:
+        value = VALUES[arg.key]
+    elif arg.payload is not None:
+        value = Pickled(arg.payload)
+    else:
+        raise RuntimeError(
+            f"shared value {arg.key} is not on worker process {os.getpid()}: it reaches a "
+            "process pool's workers when they start (share it before the pool's first "
+            "task) and a Dask worker through the plugin the executor registers")
+    if isinstance(value, Pickled):
+        value = VALUES[arg.key] = pickle.loads(value.payload)
+    return value
