@@ -165,9 +165,9 @@ def _end_processes(processes: list[Any]) -> None:
 MALLOC_TRIM_KEY = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 """Dask's nanny starts each worker with ``MALLOC_TRIM_THRESHOLD_=65536``, and setting it turns
 off glibc's dynamic mmap threshold: every array above 128 kB is then a fresh mapping whose
-pages are faulted in and zeroed. PV's workers spent 3× the CPU per box with it (a third in
-the kernel); the local cluster starts its workers without it (the value ``None`` unsets a
-variable of this option)."""
+pages are faulted in and zeroed. PV on a local cluster spent 2.4× the CPU per box with it
+(40 % of it in the kernel); the local cluster starts its workers without it (the value
+``None`` unsets a variable of this option)."""
 
 
 class DaskExecutor(Executor):
