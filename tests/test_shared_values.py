@@ -16,7 +16,14 @@ import pytest
 from strategies import random_network
 
 from verifier.audits.probability import spec_network
-from verifier.executor import DaskExecutor, ProcessPool, abandon, make_executor, share
+from verifier.executor import (
+    MALLOC_TRIM_KEY,
+    DaskExecutor,
+    ProcessPool,
+    abandon,
+    make_executor,
+    share,
+)
 from verifier.network import Network
 from verifier.population.fitting import fit_product, infer_features
 from verifier.pv import PVSettings, population_domain
@@ -118,6 +125,28 @@ def test_a_dask_worker_that_joins_later_receives_the_value_at_its_start() -> Non
         abandon(dask)
 
 
+def test_a_remote_clusters_workers_drop_the_value_when_the_executor_ends() -> None:
+    """On a cluster the executor did not start (reached by its address), ending the executor
+    unregisters its plugin, and every worker lets the value go."""
+    try:
+        import dask
+        from distributed import Client, LocalCluster
+
+        with dask.config.set({MALLOC_TRIM_KEY: None}):  # leaves this process's variables alone
+            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+    except Exception as error:  # a cluster that cannot start here is an environment problem
+        pytest.skip(f"no local dask cluster: {error}")
+    with cluster, Client(cluster) as observer:
+        remote = DaskExecutor(cluster.scheduler_address)
+        try:
+            handle = share(remote, VALUE)
+            _check_tasks(remote, handle)
+        finally:
+            abandon(remote)
+        assert list(observer.run(_holds, handle.key).values()) == [False, False]
+
+
 def _engine() -> ProbabilityBranchAndBound:
     rng = np.random.default_rng(0)
     frame = pd.DataFrame({"sex": rng.integers(0, 2, 400), "hours": rng.integers(0, 100, 400),
@@ -163,9 +192,10 @@ def test_a_local_dask_clusters_workers_keep_glibcs_dynamic_mmap_threshold() -> N
     """Dask's nanny would start them with ``MALLOC_TRIM_THRESHOLD_`` set (which turns the
     dynamic threshold off and tripled PV's CPU per box); a variable the caller set itself
     would still reach them."""
+    ours = os.environ.get("MALLOC_TRIM_THRESHOLD_")  # a nanny also sets it here when it spawns
     dask = _dask(2)
     try:
         seen = dask.client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_")
     finally:
         abandon(dask)
-    assert list(seen.values()) == [os.environ.get("MALLOC_TRIM_THRESHOLD_")] * 2
+    assert list(seen.values()) == [ours] * 2
