@@ -32,6 +32,7 @@ HEAVY_STARTUP = {
     "sklearn": "tree surrogates: only for a pickled scikit-learn model",
     "pgmpy": "structure learning: only when a population is fitted",
     "distributed": "Dask: only for the dask executor",
+    "dask": "Dask's configuration (distributed's base): only for the dask executor",
     "numpy": "arrays: verbs that only parse options or print help do without it",
 }
 """The third-party packages whose import a function may defer, each with its reason."""

@@ -5,19 +5,29 @@ never care which one runs their work. ``make_executor("local")`` runs tasks in t
 thread (deterministic, no pickling); ``"process"`` uses a ``ProcessPoolExecutor``;
 ``"dask"`` / ``"dask=ADDRESS"`` uses ``distributed`` (extra ``certgate[dask]``): a client of the
 scheduler at ADDRESS, or of a new ``LocalCluster`` when no address is given.
-:func:`abandon` ends any of them without waiting for the tasks still running.
+:func:`share` sends a value every task needs to the workers once (:mod:`verifier.worker_values`);
+:func:`abandon` ends any executor without waiting for the tasks still running.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import queue
 import threading
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
 from verifier.errors import CertgateInputError
+from verifier.worker_values import (
+    Pickled,
+    SharedValue,
+    call_with_values,
+    install,
+    uses_values,
+)
 
 
 class InProcessExecutor(Executor):
@@ -88,8 +98,32 @@ WORKER_EXIT_S = 5.0
 
 
 class ProcessPool(ProcessPoolExecutor):
-    """A local process pool whose workers can be ended without waiting for their running
-    tasks (Python 3.14's ``ProcessPoolExecutor.terminate_workers``, which 3.11 lacks)."""
+    """A local process pool whose workers receive the shared values once, when they start
+    (:meth:`share`), and can be ended without waiting for their running tasks (Python 3.14's
+    ``ProcessPoolExecutor.terminate_workers``, which 3.11 lacks)."""
+
+    def __init__(self, max_workers: int) -> None:
+        self._values: dict[str, Any] = {}
+        self._started = False
+        super().__init__(max_workers=max_workers, initializer=install, initargs=(self._values,))
+
+    def share(self, value: Any) -> SharedValue:
+        """A task argument standing for ``value``. Shared before the first task, the value
+        reaches each worker once, as the pool's initializer's argument when the worker starts
+        (the workers start at the first task: forked, they inherit it without pickling).
+        Shared later, it is pickled here once and travels with every task (each worker
+        unpickles it once)."""
+        key = uuid.uuid4().hex
+        if self._started:
+            return SharedValue(key, pickle.dumps(value))
+        self._values[key] = value
+        return SharedValue(key)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        self._started = True
+        if uses_values(args, kwargs):
+            return super().submit(call_with_values, fn, args, kwargs)
+        return super().submit(fn, *args, **kwargs)
 
     def terminate_workers(self) -> None:
         """Cancel the pending tasks, shut down without waiting, and terminate the workers
@@ -128,11 +162,22 @@ def _end_processes(processes: list[Any]) -> None:
 
 
 
+MALLOC_TRIM_KEY = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+"""Dask's nanny starts each worker with ``MALLOC_TRIM_THRESHOLD_=65536``, and setting it turns
+off glibc's dynamic mmap threshold: every array above 128 kB is then a fresh mapping whose
+pages are faulted in and zeroed. PV on a local cluster spent 2.4× the CPU per box with it
+(40 % of it in the kernel); the local cluster starts its workers without it (the value
+``None`` unsets a variable of this option)."""
+
+
 class DaskExecutor(Executor):
-    """A ``distributed`` client's executor that also closes the client (and its cluster)."""
+    """A ``distributed`` client's executor that also closes the client (and its cluster); its
+    shared values reach the workers through a worker plugin (:meth:`share`). A local
+    cluster's workers start without :data:`MALLOC_TRIM_KEY`'s variable."""
 
     def __init__(self, address: str | None, workers: int | None = None) -> None:
         try:
+            import dask
             from distributed import Client, LocalCluster
         except ImportError as error:  # pragma: no cover - depends on the installed extras
             raise CertgateInputError(
@@ -142,24 +187,47 @@ class DaskExecutor(Executor):
         if address:
             self._client = Client(address)
         else:
-            self._cluster = LocalCluster(
-                n_workers=workers or default_workers(),
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-            )
+            with dask.config.set({MALLOC_TRIM_KEY: None}):
+                self._cluster = LocalCluster(
+                    n_workers=workers or default_workers(),
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                )
             self._client = Client(self._cluster)
         self._executor = self._client.get_executor()
+        self._plugins: list[str] = []
 
     @property
     def client(self) -> Any:
         return self._client
 
+    def share(self, value: Any) -> SharedValue:
+        """A task argument standing for ``value``, which is pickled here once and installed
+        on every worker of the cluster by a worker plugin (``verifier.dask_values``; a worker
+        that joins later receives it when it starts) until :meth:`shutdown` unregisters it
+        (or closes the local cluster). A worker unpickles it on its first task, so sharing
+        does not wait for the workers' imports (a run with a short budget abandons them)."""
+        from verifier.dask_values import ValuesPlugin
+
+        key = uuid.uuid4().hex
+        name = f"certgate-values-{key}"
+        self._client.register_plugin(ValuesPlugin({key: Pickled(pickle.dumps(value))}),
+                                     name=name)
+        self._plugins.append(name)
+        return SharedValue(key)
+
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        if uses_values(args, kwargs):
+            return self._executor.submit(call_with_values, fn, args, kwargs)
         return self._executor.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._executor.shutdown(wait=wait)
+        if self._cluster is None:  # a cluster of ours ends with its values
+            for name in self._plugins:
+                self._client.unregister_worker_plugin(name)
+        self._plugins.clear()
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()
@@ -182,6 +250,16 @@ def make_executor(spec: str = "local", workers: int | None = None) -> Executor:
     raise CertgateInputError(
         f"unknown executor {spec!r}; use local, process, dask or dask=ADDRESS"
     )
+
+
+def share(executor: Executor, value: Any) -> Any:
+    """A task argument standing for ``value`` on ``executor``: the task function receives
+    ``value`` itself, which a process pool's or a Dask cluster's workers receive once
+    (:meth:`ProcessPool.share`, :meth:`DaskExecutor.share`) instead of with every task. On any
+    other executor it is ``value`` (in-process it is not even copied)."""
+    if isinstance(executor, ProcessPool | DaskExecutor):
+        return executor.share(value)
+    return value
 
 
 def abandon(executor: Executor) -> None:

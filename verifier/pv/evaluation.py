@@ -2,18 +2,15 @@
 picklable object, so that a batch can be cut into tasks for any
 :class:`concurrent.futures.Executor` (in-process, a process pool, Dask).
 
-A task carries the object pickled once per run (a few hundred kB for a network and a
-population model) and a key; each worker process unpickles it on its first task, keeps it for
-the later ones and bounds with one torch thread (the workers already occupy the cores). The
-results are concatenated in batch order, so the branch and bound is the same whichever
-executor runs it.
+The object (about 1 MB for a 102-column network and population model) reaches each worker
+once per run (:func:`verifier.executor.share`); a task carries only its boxes, and a worker
+bounds with one torch thread (the workers already occupy the cores). The results are
+concatenated in batch order, so the branch and bound is the same whichever executor runs it.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import pickle
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -21,12 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.executor import BackgroundThread, InProcessExecutor
+from verifier.executor import BackgroundThread, InProcessExecutor, share
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.credit import ExcessFunction, WantedSides, linear_credit, true_share
 from verifier.pv.domain import MassFunction
 
-_WORKER_CACHE: dict[str, BoxEvaluation] = {}
 TASKS_PER_WORKER = 4
 CHUNK_SHARE = 0.5
 """In-process with a deadline, the largest share of the time left that a chunk is planned
@@ -90,18 +86,15 @@ class BoxEvaluation:
 
 
 def _evaluate_task(
-    key: str, payload: bytes, lo: np.ndarray, hi: np.ndarray, method: str,
+    evaluation: BoxEvaluation, lo: np.ndarray, hi: np.ndarray, method: str,
     known: Known | None, wanted: WantedSides | None, crown_share: float,
 ) -> tuple[np.ndarray, ...]:
-    """One task on a worker: the evaluation for ``key`` (unpickled once per process)."""
-    evaluation = _WORKER_CACHE.get(key)
-    if evaluation is None:
-        import torch
+    """One task on a worker, with one torch thread (one worker per core: threads inside a
+    worker only contend)."""
+    import torch
 
-        torch.set_num_threads(1)  # one worker per core: threads inside a worker only contend
-        _WORKER_CACHE.clear()
-        evaluation = pickle.loads(payload)
-        _WORKER_CACHE[key] = evaluation
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
     return evaluation(lo, hi, method, known, wanted, crown_share)
 
 
@@ -136,11 +129,10 @@ class DistributedEvaluation:
         self.workers = workers
         self.min_boxes = min_boxes
         self.clock = clock
-        self.payload = b"" if self.local else pickle.dumps(evaluation)
+        self.shared = None if self.local else share(executor, evaluation)
         self.box_seconds: float | None = None
         self.background = BackgroundThread()
         self.closed = False
-        self.key = hashlib.sha256(self.payload).hexdigest()
 
     def submit(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
@@ -165,7 +157,7 @@ class DistributedEvaluation:
         parts = np.split(np.arange(lo.shape[0]), ends[:-1])
         return PendingEvaluation([
             self.executor.submit(
-                _evaluate_task, self.key, self.payload, lo[p], hi[p], method,
+                _evaluate_task, self.shared, lo[p], hi[p], method,
                 None if known is None else known.select(p),
                 None if wanted is None else wanted.select(p), crown_share,
             )
