@@ -1,6 +1,7 @@
 """CROWN's backward pass: linear rows pushed back through the relaxed layers to the input
-box and concretised there, on a flat list of ``(box, row)`` pairs that share each layer's
-weight matrix (one ``matmul`` serves thousands of boxes).
+box and concretised there, on a flat list of row pairs (a form and its negation: the lower
+and the upper bound), each pair on one box, all sharing each layer's weight matrix (one
+``matmul`` serves thousands of boxes; a pair's box is gathered once for both rows).
 
 :func:`_backsubstitute` is the pass itself (with early stopping for pre-activation rows
 already proven stable); :func:`_layer_rows` runs it on a hidden layer's pre-activations and
