@@ -49,8 +49,7 @@ def _concretise_input(
     value = _concretise_halves(coeffs, const, margin, mid, rad)
     if onehot is None:
         return value
-    flat = coeffs.reshape(-1, 1, coeffs.shape[-1])  # contiguous: each group a slice of a row
-    value = value + _group_extreme(flat, onehot, rows=torch.cat([box, box])).reshape(2, -1)
+    value = value + _group_extreme(coeffs.unsqueeze(2), onehot, rows=box).squeeze(2)
     return value.nan_to_num(nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
 
 
