@@ -69,9 +69,9 @@ def _backsubstitute(
     concretisation; ``inputs_lo[j]``/``inputs_hi[j]`` bound the input of layer ``j`` for every
     box (``j = 0``: the box itself); ``halves`` caches their midpoints and radii per layer
     side by side, ``(B, 2, n)``, filled on first use (:func:`_halves`; for ``j = 0``
-    :func:`_input_halves`). Returns the
-    sound lower bounds ``(2, R)`` and the input coefficients ``(2, R', inputs)`` of the pairs
-    that reached the input (all pairs, in order, unless ``stop_early``).
+    :func:`_input_halves`). Returns the sound lower bounds ``(2, R)`` and the input
+    coefficients ``(2, R', inputs)`` of the pairs that reached the input (all pairs, in
+    order, unless ``stop_early``).
 
     The two rows of a pair share their box, so each layer's relaxation and each box's
     midpoints and radii are gathered once per pair and broadcast to both rows (the same
