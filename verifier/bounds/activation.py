@@ -13,6 +13,7 @@ activation only through these functions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -48,6 +49,12 @@ class _Relaxation:
     upper_intercept: torch.Tensor
     slope_bound: torch.Tensor
 
+    @cached_property
+    def stacked(self) -> torch.Tensor:
+        """``(B, 3, n)``: lower slope, upper slope and upper intercept side by side, so that
+        one gather of a box's rows serves all three (:mod:`verifier.bounds.backward`)."""
+        return torch.stack([self.lower_slope, self.upper_slope, self.upper_intercept], dim=1)
+
 
 def _relax(lo: torch.Tensor, hi: torch.Tensor, slope: torch.Tensor) -> _Relaxation:
     """CROWN's linear relaxation of a one-kink activation with left slope ``slope``.
@@ -78,17 +85,25 @@ def _relax(lo: torch.Tensor, hi: torch.Tensor, slope: torch.Tensor) -> _Relaxati
 
 def _through_relaxation(
     coeffs: torch.Tensor, const: torch.Tensor, lower_slope: torch.Tensor,
-    upper_slope: torch.Tensor, upper_intercept: torch.Tensor,
+    upper_slope: torch.Tensor, upper_intercept: torch.Tensor, *, in_place: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A lower bound ``coeffs·σ(z) + const`` (rows over the last axis) as a lower bound in
     ``z``: a non-negative coefficient takes the lower relaxation, a negative one the upper
     relaxation and its intercept. ``lower_slope``/``upper_slope``/``upper_intercept`` are
     those of :class:`_Relaxation`, gathered or broadcast to each row. Returns the new
     ``(coeffs, const)``. (By clamped parts, the same products as a select, which took 4× as
-    long on one thread.)"""
-    negative = coeffs.clamp(max=0.0)
-    const = const + (negative * upper_intercept).sum(dim=-1)
-    return coeffs.clamp(min=0.0) * lower_slope + negative * upper_slope, const
+    long on one thread.) ``in_place``: ``coeffs`` may be overwritten and the products are
+    written into the parts' own buffers (no autograd through them): the same operations on
+    the same values, with half the fresh tensors (a third less CPU on 2,048 × 787 rows)."""
+    if not in_place:
+        negative = coeffs.clamp(max=0.0)
+        const = const + (negative * upper_intercept).sum(dim=-1)
+        return coeffs.clamp(min=0.0) * lower_slope + negative * upper_slope, const
+    positive = coeffs.clamp(min=0.0).mul_(lower_slope)
+    negative = coeffs.clamp_(max=0.0)
+    product = negative * upper_intercept
+    const = const + product.sum(dim=-1)
+    return positive.add_(torch.mul(negative, upper_slope, out=product)), const
 
 
 def _alpha_slopes(candidate: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:

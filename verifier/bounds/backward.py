@@ -1,6 +1,7 @@
 """CROWN's backward pass: linear rows pushed back through the relaxed layers to the input
-box and concretised there, on a flat list of ``(box, row)`` pairs that share each layer's
-weight matrix (one ``matmul`` serves thousands of boxes).
+box and concretised there, on a flat list of row pairs (a form and its negation: the lower
+and the upper bound), each pair on one box, all sharing each layer's weight matrix (one
+``matmul`` serves thousands of boxes; a pair's box is gathered once for both rows).
 
 :func:`_backsubstitute` is the pass itself (with early stopping for pre-activation rows
 already proven stable); :func:`_layer_rows` runs it on a hidden layer's pre-activations and
@@ -27,93 +28,96 @@ def _concretise_halves(
     mid: torch.Tensor, rad: torch.Tensor,
 ) -> torch.Tensor:
     """Lower bound of ``coeffs·h + const`` for ``h`` in the box of midpoints ``mid`` and radii
-    ``rad`` (:func:`_halves`; row-wise), widened by ``margin`` (see :func:`_row_margins`);
-    NaN (an overflow) becomes ``−∞``."""
-    value = (coeffs * mid).sum(dim=1) - (coeffs.abs() * rad).sum(dim=1) + const - margin
-    return value.nan_to_num(nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
+    ``rad`` (:func:`_halves`; rows over the last axis, the box broadcast to every row that
+    shares it), widened by ``margin`` (see :func:`_row_margins`); NaN (an overflow) becomes
+    ``−∞``."""
+    product = coeffs * mid
+    value = product.sum(dim=-1)
+    spread = torch.abs(coeffs, out=product).mul_(rad).sum(dim=-1)
+    value = value.sub_(spread).add_(const).sub_(margin)
+    return value.nan_to_num_(nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
 
 
 def _concretise_input(
     coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor,
     mid: torch.Tensor, rad: torch.Tensor, onehot: _OneHot | None, box: torch.Tensor,
 ) -> torch.Tensor:
-    """:func:`_concretise_halves` against the input box, every usable one-hot group at its best
-    allowed category (``mid``/``rad``: :func:`_input_halves` of each row's box, ``box[r]``:
-    row ``r``'s box among ``onehot``'s records)."""
+    """:func:`_concretise_halves` of paired rows ``(2, R, inputs)`` against the input box,
+    every usable one-hot group at its best allowed category (``mid``/``rad``:
+    :func:`_input_halves` of each pair's box ``(R, inputs)``, ``box[r]``: pair ``r``'s box
+    among ``onehot``'s records); returns ``(2, R)``."""
     value = _concretise_halves(coeffs, const, margin, mid, rad)
     if onehot is None:
         return value
-    value = value + _group_extreme(coeffs[:, None, :], onehot, rows=box)[:, 0]
+    value = value + _group_extreme(coeffs.unsqueeze(2), onehot, rows=box).squeeze(2)
     return value.nan_to_num(nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
 
 
 def _backsubstitute(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
-    coeffs: torch.Tensor, const: torch.Tensor, margin: torch.Tensor, box: torch.Tensor,
-    inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], *, paired: bool = False,
+    rows: torch.Tensor, bias: torch.Tensor, margin: torch.Tensor, box: torch.Tensor,
+    inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], *, stop_early: bool = False,
     onehot: _OneHot | None = None,
-    halves: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None,
+    halves: dict[int, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Lower bounds of rows ``coeffs·h + const``, ``h`` the input of layer ``layer``.
+    """Lower bounds of the paired rows ``±(rows·h + bias)``, ``h`` the input of layer
+    ``layer``: ``[0, r]`` bounds ``rows[r]·h + bias[r]`` from below, ``[1, r]`` its negation
+    (so ``−[1, r]`` is an upper bound).
 
-    Rows are flat: row ``r`` belongs to box ``box[r]`` and is widened by ``margin[r]``, the
-    margin of its real terms down to the input box (:func:`_row_margins`), which also covers
-    every partial concretisation; ``inputs_lo[j]``/``inputs_hi[j]`` bound the input of layer
-    ``j`` for every box (``j = 0``: the box itself); ``halves`` caches their midpoints and
-    radii per layer, filled on first use (:func:`_halves`; for ``j = 0``
-    :func:`_input_halves`). Returns sound lower bounds ``(R,)`` and
-    the input coefficients of the rows that reached the input (all rows, in order, unless
-    ``paired``).
+    Pair ``r`` belongs to box ``box[r]`` and is widened by ``margin[r]``, the margin of its
+    real terms down to the input box (:func:`_row_margins`), which also covers every partial
+    concretisation; ``inputs_lo[j]``/``inputs_hi[j]`` bound the input of layer ``j`` for every
+    box (``j = 0``: the box itself); ``halves`` caches their midpoints and radii per layer
+    side by side, ``(B, 2, n)``, filled on first use (:func:`_halves`; for ``j = 0``
+    :func:`_input_halves`). Returns the sound lower bounds ``(2, R)`` and the input
+    coefficients ``(2, R', inputs)`` of the pairs that reached the input (all pairs, in
+    order, unless ``stop_early``).
 
-    With ``paired=True`` the rows are ``[+w; −w]`` halves for the same neurons (lower and
-    negated upper bound of a pre-activation). After every step the partial bound is
+    The two rows of a pair share their box, so each layer's relaxation and each box's
+    midpoints and radii are gathered once per pair and broadcast to both rows (the same
+    products as gathering them per row). With ``stop_early`` the pairs are the lower and
+    negated upper bound of pre-activations: after every step the partial bound is
     concretised against the bounds of the current layer's input (sound, and far cheaper than
     a step); a neuron proven stable there stops, since a stable neuron's relaxation is exact
     whatever its bounds. Only undecided neurons pay for the full depth.
     """
-    total = coeffs.shape[0]
-    result = torch.empty(total, dtype=coeffs.dtype)
-    row_ids = torch.arange(total)
+    coeffs = torch.stack([rows, -rows])
+    const = torch.stack([bias, -bias])
+    result = torch.empty(2, rows.shape[0], dtype=rows.dtype)
+    pair_ids = torch.arange(rows.shape[0])
+    if halves is None:
+        halves = {}
     for index in range(layer - 1, -1, -1):
         affine = affines[index]
         relaxation = relaxations.get(index)
         if relaxation is not None:
+            parts = relaxation.stacked.index_select(0, box)
             coeffs, const = _through_relaxation(
-                coeffs, const, relaxation.lower_slope.index_select(0, box),
-                relaxation.upper_slope.index_select(0, box),
-                relaxation.upper_intercept.index_select(0, box),
+                coeffs, const, parts[:, 0], parts[:, 1], parts[:, 2], in_place=True
             )
         const = const + coeffs @ affine.bias
         coeffs = coeffs @ affine.weight
-        if not paired or index == 0:
+        if not stop_early or index == 0:
             continue
-        if halves is None:
-            halves = {}
         if index not in halves:
-            halves[index] = _halves(inputs_lo[index], inputs_hi[index])
-        mid, rad = halves[index]
-        partial = _concretise_halves(
-            coeffs, const, margin, mid.index_select(0, box), rad.index_select(0, box)
-        )
-        half = partial.shape[0] // 2
-        decided_neuron = (partial[:half] >= 0.0) | (partial[half:] >= 0.0)
-        if not bool(decided_neuron.any()):
+            halves[index] = torch.stack(_halves(inputs_lo[index], inputs_hi[index]), dim=1)
+        mid_rad = halves[index].index_select(0, box)
+        partial = _concretise_halves(coeffs, const, margin, mid_rad[:, 0], mid_rad[:, 1])
+        decided = (partial >= 0.0).any(dim=0)
+        if not bool(decided.any()):
             continue
-        decided = torch.cat([decided_neuron, decided_neuron])
-        result[row_ids[decided]] = partial[decided]
-        keep = ~decided
-        coeffs, const, margin = coeffs[keep], const[keep], margin[keep]
-        box, row_ids = box[keep], row_ids[keep]
-        if row_ids.numel() == 0:
+        done = decided.nonzero().squeeze(1)
+        result[:, pair_ids.index_select(0, done)] = partial.index_select(1, done)
+        keep = (~decided).nonzero().squeeze(1)
+        coeffs, const = coeffs.index_select(1, keep), const.index_select(1, keep)
+        margin, box, pair_ids = (t.index_select(0, keep) for t in (margin, box, pair_ids))
+        if pair_ids.numel() == 0:
             return result, coeffs
-    if halves is None:
-        halves = {}
     if 0 not in halves:
-        halves[0] = _input_halves(inputs_lo[0], inputs_hi[0], onehot)
-    mid, rad = halves[0]
-    result[row_ids] = _concretise_input(
-        coeffs, const, margin, mid.index_select(0, box), rad.index_select(0, box), onehot,
-        box,
+        halves[0] = torch.stack(_input_halves(inputs_lo[0], inputs_hi[0], onehot), dim=1)
+    mid_rad = halves[0].index_select(0, box)
+    result[:, pair_ids] = _concretise_input(
+        coeffs, const, margin, mid_rad[:, 0], mid_rad[:, 1], onehot, box
     )
     return result, coeffs
 
@@ -124,7 +128,7 @@ _RowSetup = tuple[list[_Affine], dict[int, _Relaxation], list[torch.Tensor],
 
 def _layer_rows(
     setup: _RowSetup, layer: int, box: torch.Tensor, neuron: torch.Tensor,
-    halves: dict[int, tuple[torch.Tensor, ...]],
+    halves: dict[int, torch.Tensor],
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """CROWN's sound lower and upper bounds (float64) of the pre-activations ``(box[r],
     neuron[r])`` of ``layer``, back-substituted in the float type of ``setup`` (affine maps,
@@ -141,13 +145,11 @@ def _layer_rows(
         bias = affine.bias.index_select(0, n)
         margin = margins[b, n]
         bound, _ = _backsubstitute(
-            affines, relaxations, layer, torch.cat([rows, -rows]), torch.cat([bias, -bias]),
-            torch.cat([margin, margin]), torch.cat([b, b]), inputs_lo, inputs_hi, paired=True,
-            onehot=onehot, halves=halves,
+            affines, relaxations, layer, rows, bias, margin, b, inputs_lo, inputs_hi,
+            stop_early=True, onehot=onehot, halves=halves,
         )
-        count = b.numel()
-        lower[part] = bound[:count].to(torch.float64)
-        upper[part] = -bound[count:].to(torch.float64)
+        lower[part] = bound[0].to(torch.float64)
+        upper[part] = -bound[1].to(torch.float64)
     return lower, upper
 
 
@@ -155,7 +157,7 @@ def _crown_spec(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], spec: torch.Tensor,
     spec_margin: torch.Tensor, inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
     onehot: _OneHot | None, needed: torch.Tensor | None = None,
-    halves: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None,
+    halves: dict[int, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
     """CROWN bounds of ``spec @ net(x)`` given the relaxations of all kink layers,
     ``|A_lower| + |A_upper|`` per box, row and input (how much each input drives the gap), and
@@ -182,18 +184,14 @@ def _crown_spec(
         part = pairs[start : start + ROW_CHUNK]
         b = box[part]
         bound, coeffs = _backsubstitute(
-            affines, relaxations, len(affines) - 1,
-            torch.cat([folded[part], -folded[part]]),
-            torch.cat([folded_bias[part], -folded_bias[part]]),
-            torch.cat([margin[part], margin[part]]),
-            torch.cat([b, b]), inputs_lo, inputs_hi, onehot=onehot, halves=halves,
+            affines, relaxations, len(affines) - 1, folded[part], folded_bias[part],
+            margin[part], b, inputs_lo, inputs_hi, onehot=onehot, halves=halves,
         )
-        count = b.numel()
-        lower[part] = bound[:count]
-        upper[part] = -bound[count:]
-        sensitivity[part] = coeffs[:count].abs() + coeffs[count:].abs()
-        signed[part] = coeffs[:count]
-        signed_upper[part] = -coeffs[count:]
+        lower[part] = bound[0]
+        upper[part] = -bound[1]
+        sensitivity[part] = coeffs[0].abs() + coeffs[1].abs()
+        signed[part] = coeffs[0]
+        signed_upper[part] = -coeffs[1]
     lower, upper = _sanitise(lower, upper)
     return (
         lower.reshape(batch, rows), upper.reshape(batch, rows),

@@ -103,7 +103,7 @@ def _crown_layer_bounds(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
     ibp_lo: torch.Tensor, ibp_hi: torch.Tensor, magnitude: torch.Tensor,
     support: torch.Tensor, inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
-    onehot: _OneHot | None, halves: dict[torch.dtype, dict[int, tuple[torch.Tensor, ...]]],
+    onehot: _OneHot | None, halves: dict[torch.dtype, dict[int, torch.Tensor]],
     active: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tighten the IBP pre-activation bounds of ``layer`` by CROWN on its unstable neurons
@@ -184,8 +184,8 @@ def _crown_finite(
     pre_lo: list[torch.Tensor] = []
     pre_hi: list[torch.Tensor] = []
     inputs_lo, inputs_hi = [lo], [hi]
-    halves: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-    layer_halves: dict[torch.dtype, dict[int, tuple[torch.Tensor, ...]]] = {
+    halves: dict[int, torch.Tensor] = {}
+    layer_halves: dict[torch.dtype, dict[int, torch.Tensor]] = {
         torch.float64: halves
     }
     magnitudes = _Magnitudes()

@@ -96,8 +96,9 @@ def _group_extreme(
     rows: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``Σ`` over usable groups of ``min`` (``max`` if ``largest``) over allowed categories of
-    the coefficients: ``coeffs`` ``(R, K, D)``, row ``r`` on box ``rows[r]`` of ``onehot``
-    (box ``r`` without ``rows``); returns ``(R, K)``. The categories that are not allowed are
+    the coefficients: ``coeffs`` ``(..., R, K, D)``, row ``r`` on box ``rows[r]`` of
+    ``onehot`` (box ``r`` without ``rows``; leading axes share the records); returns
+    ``(..., R, K)``. The categories that are not allowed are
     masked out over the input columns once, by adding ``±∞`` (no per-group gather of the
     coefficients; an addition, where a select took 3× as long on one thread), and only the
     two records read are gathered per row. A coefficient that is already infinite may give
@@ -106,10 +107,10 @@ def _group_extreme(
     usable = onehot.usable if rows is None else onehot.usable[rows]
     masked = coeffs - shut[:, None, :] if largest else coeffs + shut[:, None, :]
     extremes = torch.stack([
-        masked[:, :, columns].amax(dim=2) if largest else masked[:, :, columns].amin(dim=2)
+        masked[..., columns].amax(dim=-1) if largest else masked[..., columns].amin(dim=-1)
         for columns in onehot.columns
-    ], dim=2)
-    return extremes.masked_fill(~usable[:, None, :], 0.0).sum(dim=2)
+    ], dim=-1)
+    return extremes.masked_fill(~usable[:, None, :], 0.0).sum(dim=-1)
 
 
 def _distinct_rows(masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
