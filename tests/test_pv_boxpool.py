@@ -16,12 +16,23 @@ from verifier.pv.boxpool import BOX_FIELDS, EVENT_FIELDS, Boxes, BoxPool, _large
 EVENTS = 3
 
 
-def _boxes(rng: np.random.Generator, first_id: int, count: int) -> Boxes:
-    """``count`` boxes whose ``depth`` is a unique id and whose other fields are random."""
+def _corners(rng: np.random.Generator, count: int, lattice: bool) -> np.ndarray:
+    """Box corners: on a lattice of halves and infinities (each a float32 exactly, as the
+    corners of integer and one-hot columns are), or random float64 values."""
+    if not lattice:
+        return rng.random((count, 4))
+    values = rng.integers(-2**20, 2**20, (count, 4)) / 2.0
+    return np.where(rng.random((count, 4)) < 0.1, np.inf * np.sign(values - 0.25), values)
+
+
+def _boxes(rng: np.random.Generator, first_id: int, count: int, lattice: bool = False) -> Boxes:
+    """``count`` boxes whose ``depth`` is a unique id and whose other fields are random (the
+    corners on a lattice if ``lattice``)."""
     fields: dict[str, np.ndarray] = {
         name: rng.random((count, EVENTS)) for name in EVENT_FIELDS}
     fields.update(
-        lo=rng.random((count, 4)), hi=rng.random((count, 4)), mass_lo=rng.random(count),
+        lo=_corners(rng, count, lattice), hi=_corners(rng, count, lattice),
+        mass_lo=rng.random(count),
         mass_hi=rng.random(count), pending=rng.random((count, EVENTS)) < 0.5,
         depth=np.arange(first_id, first_id + count, dtype=np.int64),
         atoms=rng.random((count, 2)) < 0.5, drive=rng.random((count, 4)),
@@ -39,20 +50,22 @@ def _rows(boxes: Boxes) -> dict[int, dict[str, np.ndarray]]:
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1),
-       rounds=st.lists(st.tuples(st.integers(0, 300), st.integers(1, 200)), min_size=1,
-                       max_size=6),
+       rounds=st.lists(st.tuples(st.integers(0, 300), st.integers(1, 200), st.booleans()),
+                       min_size=1, max_size=6),
        directed=st.booleans())
 def test_the_pool_returns_what_it_was_given_and_bounds_the_credit_sums(
-    seed: int, rounds: list[tuple[int, int]], directed: bool
+    seed: int, rounds: list[tuple[int, int, bool]], directed: bool
 ) -> None:
+    """Box corners come back bit for bit and in float64 whether the pool stored them in
+    float32 (rounds of lattice corners) or had to widen them (a round of random ones)."""
     rng = np.random.default_rng(seed)
     pool = BoxPool()
     reference: dict[int, dict[str, np.ndarray]] = {}
     next_id = 0
     weights = (rng.random(EVENTS), rng.random(EVENTS)) if directed else None
-    for added, popped in rounds:
+    for added, popped, lattice in rounds:
         if added:
-            boxes = _boxes(rng, next_id, added)
+            boxes = _boxes(rng, next_id, added, lattice)
             next_id += added
             pool.add(boxes)
             reference.update(_rows(boxes))
@@ -64,6 +77,7 @@ def test_the_pool_returns_what_it_was_given_and_bounds_the_credit_sums(
             expected = reference.pop(box_id)
             for name in BOX_FIELDS:
                 assert np.array_equal(row[name], expected[name]), name
+                assert row[name].dtype == expected[name].dtype, name
         assert pool.size == len(reference)
         credit_true, credit_false = pool.credits(EVENTS)
         for name, bound in (("credit_true", credit_true), ("credit_false", credit_false)):
@@ -93,3 +107,19 @@ def test_the_top_k_search_returns_exactly_the_largest_values(
     found = _largest(values, count)
     assert np.unique(found).size == count
     assert sorted(values[found].tolist()) == sorted(values.tolist())[-count:]
+
+
+def test_lattice_corners_are_stored_in_float32_until_one_is_not() -> None:
+    rng = np.random.default_rng(3)
+    pool = BoxPool()
+    pool.add(_boxes(rng, 0, 50, lattice=True))
+    assert pool.arrays["lo"].dtype == np.float32 and pool.arrays["hi"].dtype == np.float32
+    narrow_bytes = pool.record_bytes
+    random = _boxes(rng, 50, 5)
+    pool.add(random)
+    assert pool.arrays["lo"].dtype == np.float64 and pool.arrays["hi"].dtype == np.float64
+    assert pool.record_bytes == narrow_bytes + 2 * 4 * 4
+    popped = pool.pop_heaviest(55)
+    back = {int(i): row for i, row in zip(popped.depth, popped.lo, strict=True)}
+    assert all(np.array_equal(back[50 + i], random.lo[i]) for i in range(5))
+
