@@ -16,6 +16,7 @@ import pickle
 import queue
 import threading
 import uuid
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
@@ -225,12 +226,30 @@ class DaskExecutor(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._executor.shutdown(wait=wait)
         if self._cluster is None:  # a cluster of ours ends with its values
-            for name in self._plugins:
-                self._client.unregister_worker_plugin(name)
+            self._unregister_plugins()
         self._plugins.clear()
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+
+    def _unregister_plugins(self) -> None:
+        """Remove this executor's values from a remote cluster's workers, while its scheduler
+        is reachable. A client that has lost its scheduler skips it with a warning, and one
+        that loses it meanwhile stops there: a run's result is never lost to, nor kept waiting
+        by, the clean-up of a cluster that is gone (each call would wait for the connect
+        timeout, 30 s by default, then raise). The values stay on workers that outlive their
+        scheduler until those workers end."""
+        if self._client.status != "running":
+            warnings.warn(f"dask scheduler unreachable ({self._client.status}): the workers "
+                          "keep this run's shared values until they end", stacklevel=3)
+            return
+        for name in self._plugins:
+            try:
+                self._client.unregister_worker_plugin(name)
+            except OSError as error:  # distributed's CommClosedError and connect timeouts
+                warnings.warn(f"dask scheduler lost while removing this run's shared values "
+                              f"({error}); the workers keep them until they end", stacklevel=3)
+                return
 
 
 def default_workers() -> int:
@@ -260,6 +279,12 @@ def share(executor: Executor, value: Any) -> Any:
     if isinstance(executor, ProcessPool | DaskExecutor):
         return executor.share(value)
     return value
+
+
+def running(executor: Executor) -> bool:
+    """Whether ``executor`` can still run tasks: False once a Dask client has lost its
+    scheduler (its futures are then cancelled), True for every other executor."""
+    return not isinstance(executor, DaskExecutor) or executor.client.status == "running"
 
 
 def abandon(executor: Executor) -> None:

@@ -10,7 +10,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from verifier.errors import CertgateInputError
-from verifier.executor import abandon, default_workers, make_executor
+from verifier.executor import abandon, default_workers, make_executor, running
 from verifier.network import Network
 from verifier.numerics import add_down, add_up, sum_lower
 from verifier.pv.atoms import AtomBounds, Known
@@ -232,9 +232,9 @@ class ProbabilityBranchAndBound:
             if len(flight) == 0:
                 stopped_by = "timeout"
                 break
-            if pace.deadline is not None and not flight.oldest.wait(
-                    pace.deadline - self.clock()):
-                stopped_by = "timeout"
+            if not flight.oldest.wait(None if pace.deadline is None
+                                      else pace.deadline - self.clock()):
+                stopped_by = "timeout" if running(evaluate.executor) else "executor_lost"
                 break
             oldest = flight.oldest
             new = flight.collect_oldest()

@@ -1,0 +1,109 @@
+"""A Dask scheduler that goes away during a PV run: the run ends at once with the bounds it
+reached, verdict unknown and ``stopped_by == "executor_lost"``, and ending the executor
+neither raises nor waits for the connect timeout (it used to raise ``OSError`` after 30 s,
+losing the run's result). On a real scheduler and worker started as processes."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+from strategies import random_network
+
+from verifier.audits.probability import spec_network
+from verifier.network import Network
+from verifier.population.fitting import fit_product, infer_features
+from verifier.pv import PVSettings, population_domain
+from verifier.pv.engine import ProbabilityBranchAndBound
+from verifier.spec import Names, demographic_parity
+
+pytest.importorskip("distributed")
+
+BUDGET_S = 60.0
+START_S = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + START_S
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not start within {START_S} s")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def remote_cluster() -> Iterator[tuple[str, subprocess.Popen]]:
+    """A scheduler and one single-threaded worker, each its own process (as on a cluster the
+    run did not start); yields the address and the scheduler's process."""
+    from distributed import Client
+
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1",
+         "--nthreads", "1", "--no-dashboard", "--death-timeout", "30"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with Client(address, timeout=START_S) as observer:
+            _wait_for(lambda: len(observer.scheduler_info()["workers"]) == 1, "the worker")
+        yield address, scheduler
+    finally:
+        for process in (worker, scheduler):
+            process.kill()
+            process.wait()
+
+
+def _engine(address: str) -> ProbabilityBranchAndBound:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"sex": rng.integers(0, 2, 400), "hours": rng.integers(0, 100, 400),
+                          "age": rng.integers(18, 90, 400)})
+    population = fit_product(frame, infer_features(
+        frame, domains={"hours": (0, 99), "age": (18, 89)}))
+    network = Network(random_network(np.random.default_rng(3), [3, 8, 2]).layers,
+                      ["sex", "hours", "age"], ["no", "yes"])
+    names = Names.of(["sex", "hours", "age"], ["no", "yes"])
+    spec = demographic_parity(names, protected="sex", privileged=1, favorable_class=1,
+                              gamma=0.8)
+    masses, domain = population_domain(population)
+    settings = PVSettings(executor=f"dask={address}", workers=2, timeout_s=BUDGET_S,
+                          batch_size=64)  # two workers' tasks: one worker runs rounds locally
+    return ProbabilityBranchAndBound(spec_network(network, spec), spec, masses, domain,
+                                     settings, population.prob_excess_lower)
+
+
+def test_a_lost_scheduler_ends_the_run_with_its_bounds(remote_cluster) -> None:
+    address, scheduler = remote_cluster
+    engine = _engine(address)
+    reports = []
+
+    def kill_the_scheduler_at_the_first_report(report) -> None:
+        reports.append(report)
+        if len(reports) == 1:
+            scheduler.kill()
+
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match="dask scheduler"):
+        result = engine.run(kill_the_scheduler_at_the_first_report)
+    took = time.monotonic() - started
+    assert result.stopped_by == "executor_lost"
+    assert result.verdict == "unknown"
+    assert took < BUDGET_S / 2  # neither the budget nor a 30-s connect timeout was waited for
+    last = reports[-1]
+    assert result.probabilities == last.probabilities  # the bounds reached, as last reported
+    for low, high in result.probabilities.values():
+        assert 0.0 <= low <= high <= 1.0
