@@ -1,7 +1,8 @@
 """A Dask scheduler that goes away during a PV run: the run ends at once with the bounds it
 reached, verdict unknown and ``stopped_by == "executor_lost"``, and ending the executor
 neither raises nor waits for the connect timeout (it used to raise ``OSError`` after 30 s,
-losing the run's result). On a real scheduler and worker started as processes."""
+losing the run's result). On a real scheduler and worker started as processes. A scheduler
+that cannot be reached at the start is a clear input error naming its address."""
 
 from __future__ import annotations
 
@@ -107,3 +108,50 @@ def test_a_lost_scheduler_ends_the_run_with_its_bounds(remote_cluster) -> None:
     assert result.probabilities == last.probabilities  # the bounds reached, as last reported
     for low, high in result.probabilities.values():
         assert 0.0 <= low <= high <= 1.0
+
+
+def test_an_unreachable_scheduler_is_a_clear_input_error() -> None:
+    """Not an internal error after the connect timeout: the address is named."""
+    import dask
+
+    from verifier.errors import CertgateInputError
+    from verifier.executor import make_executor
+
+    address = f"tcp://127.0.0.1:{_free_port()}"  # nobody listens there
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        with pytest.raises(CertgateInputError, match=f"cannot reach the Dask scheduler at "
+                                                     f"{address}"):
+            make_executor(f"dask={address}")
+
+
+def test_a_lost_scheduler_ends_a_causal_run_with_the_shares_reached(remote_cluster) -> None:
+    """The chunks the lost client cancelled count as unfinished: the shares still tile the
+    query, and the biased-share interval still holds the complete run's."""
+    from pipeline_steps.progress import ChunkCounter
+    from tests.causal_nets import random_network as causal_network
+    from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
+    from verifier.executor import DaskExecutor
+
+    address, scheduler = remote_cluster
+    network = causal_network(4, [6, 6], seed=6)
+    problem = build_problem(network, ["x3"], onehot_groups=[["x1", "x2"]], split_values=[0.5])
+    settings = CausalSettings(max_unstable=6, timeout_s=BUDGET_S, target_width=0.02,
+                              chunk_size=8)
+    complete = certify_causal_fairness(problem, settings)
+    executor = ChunkCounter(DaskExecutor(address), lambda *chunk: scheduler.kill())
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match="dask scheduler"):
+        try:
+            lost = certify_causal_fairness(problem, settings, executor)
+        finally:
+            executor.shutdown()
+    assert lost.details["stopped_by"] == "executor_lost"
+    assert "stopped_by" not in complete.details
+    assert time.monotonic() - started < BUDGET_S / 2
+    details = lost.details
+    low, high = lost.bounds["biased_share"]
+    assert (details["fair_fraction"] + low + details["witnessed_fraction"]
+            + details["refining_fraction"] + details["excluded_fraction"]
+            == pytest.approx(1.0))
+    complete_low, complete_high = complete.bounds["biased_share"]
+    assert low <= complete_low and complete_high <= high

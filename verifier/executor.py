@@ -186,7 +186,11 @@ class DaskExecutor(Executor):
             ) from error
         self._cluster = None
         if address:
-            self._client = Client(address)
+            try:
+                self._client = Client(address)
+            except OSError as error:  # refused, unresolvable, or the connect timeout
+                raise CertgateInputError(
+                    f"cannot reach the Dask scheduler at {address}: {error}") from error
         else:
             with dask.config.set({MALLOC_TRIM_KEY: None}):
                 self._cluster = LocalCluster(

@@ -233,7 +233,8 @@ def summary(certificate: Certificate) -> dict[str, Any]:
     biased everywhere, both proven, their sum ``decided``, then ``contains_bias`` and
     ``undecided``), then the fractions of the query (uniform), witnesses, cost: MILPs and how
     the exact checks proved their pairs absent (``proofs``: the certificate's cost keys of
-    :data:`~verifier.causal.proof_tally.COST_KEYS`)."""
+    :data:`~verifier.causal.proof_tally.COST_KEYS`); ``stopped_by: executor_lost`` when the
+    run ended early because its executor was lost."""
     from verifier.causal.proof_tally import COST_KEYS
 
     details = certificate.details
@@ -253,6 +254,8 @@ def summary(certificate: Certificate) -> dict[str, Any]:
     }
     if "biased_share_population" in certificate.bounds:
         payload["biased_fraction_population"] = list(certificate.bounds["biased_share_population"])
+    if "stopped_by" in details:
+        payload["stopped_by"] = details["stopped_by"]
     return payload
 
 
@@ -270,6 +273,9 @@ def _print_text(payload: dict[str, Any]) -> None:
     if "biased_fraction_population" in payload:
         p_low, p_high = payload["biased_fraction_population"]
         print(f"  biased share (population): [{p_low:.4%}, {p_high:.4%}]")
+    if payload.get("stopped_by") == "executor_lost":
+        print("  stopped before the budget: the executor was lost (its Dask scheduler went "
+              "away); the shares are those reached")
     print(f"  {payload['partitions']} partitions, {payload['milps']} MILPs, "
           f"{payload['elapsed_s']:.2f} s, {len(payload['witnesses'])} witnesses shown")
     proofs = payload["proofs"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from concurrent.futures import Executor
+from concurrent.futures import CancelledError, Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 
@@ -258,9 +258,11 @@ class _Ledger:
 def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisSettings,
                lower: np.ndarray, upper: np.ndarray, hints: np.ndarray, refining: np.ndarray,
                bounds_only: np.ndarray, chunk: int, deadline: float
-               ) -> list[tuple[np.ndarray, ChunkOutcome | None]]:
+               ) -> tuple[list[tuple[np.ndarray, ChunkOutcome | None]], bool]:
     """Submit the partitions in chunks (none after the deadline); a chunk not back by the
-    deadline yields ``None``."""
+    deadline, or cancelled by the executor, yields ``None``. Also whether the executor
+    cancelled a chunk: it can run no more (a Dask client that lost its scheduler; no
+    executor here cancels a task otherwise)."""
     futures = []
     for start in range(0, lower.shape[0], chunk):
         rows = np.arange(start, min(start + chunk, lower.shape[0]))
@@ -272,6 +274,7 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
                                               upper[rows], hints[rows], wall_deadline,
                                               refining[rows], bounds_only[rows])))
     results: list[tuple[np.ndarray, ChunkOutcome | None]] = []
+    lost = False
     for rows, future in futures:
         if future is None:
             results.append((rows, None))
@@ -281,7 +284,10 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
         except FutureTimeout:
             future.cancel()
             results.append((rows, None))
-    return results
+        except CancelledError:
+            lost = True
+            results.append((rows, None))
+    return results, lost
 
 
 def certify_causal_fairness(
@@ -297,7 +303,9 @@ def certify_causal_fairness(
     ``biased_share`` (uniform on the query) and, with a population model,
     ``biased_share_population`` (conditional on the query). Cost ``coverage_done_s``: the
     seconds after which every partition outside a refinement was decided (present once it
-    happened; the rest of the budget narrowed the biased share).
+    happened; the rest of the budget narrowed the biased share). A run whose executor can
+    run no more tasks (a Dask client that lost its scheduler) ends after that round with the
+    shares reached, ``details["stopped_by"] == "executor_lost"``.
     """
     settings = settings or CausalSettings()
     executor = executor or InProcessExecutor()
@@ -318,6 +326,7 @@ def certify_causal_fairness(
     exact_yield = _ExactYield()
     presolve = _PresolveChoice()
     covered_at = None
+    executor_lost = False
     while True:
         if time.monotonic() >= deadline:
             break
@@ -348,7 +357,7 @@ def certify_causal_fairness(
         pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
         pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
         refining = pending_origin >= 0
-        results = _run_round(executor, problem,
+        results, executor_lost = _run_round(executor, problem,
                              replace(analysis, presolve_first=presolve.first()),
                              pending_lo, pending_hi, pending_hints,
                              refining, exact_yield.bounds_only(refining), chunk_size,
@@ -396,6 +405,8 @@ def certify_causal_fairness(
         pending_hi = np.vstack(next_hi)
         pending_hints = np.vstack(next_hints)
         pending_origin = np.concatenate(next_origin)
+        if executor_lost:
+            break
     if pending_lo.shape[0]:
         nan = np.full((pending_lo.shape[0], n), np.nan)
         ledger.add(pending_lo, pending_hi, _unfinished(pending_origin), nan, nan,
@@ -404,7 +415,7 @@ def certify_causal_fairness(
         ledger.add(box[:1], box[1:], [BIASED_WITNESS], witness[:1], witness[1:], [[-1, -1]],
                    [origin])
     return _certificate(problem, settings, ledger, population, analysed, milps, proofs, rounds,
-                        time.monotonic() - started, covered_at)
+                        time.monotonic() - started, covered_at, executor_lost)
 
 
 def _current_bounds(problem, ledger: _Ledger, refinable, pending_lo: np.ndarray,
@@ -449,7 +460,7 @@ def _witness(a: np.ndarray, b: np.ndarray, classes: tuple[int, int]) -> dict:
 
 def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Ledger,
                  population, analysed: int, milps: int, proofs: ProofTally, rounds: int,
-                 elapsed: float, covered_at: float | None) -> Certificate:
+                 elapsed: float, covered_at: float | None, executor_lost: bool) -> Certificate:
     n = problem.inputs
     lo, hi, status, wa, wb, wc, _ = ledger.arrays(n)
     excluded_mask = np.isin(status, (EXCLUDED, UNRESOLVED))
@@ -506,6 +517,7 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             "regions": regions,
             "witnesses": witnesses[: settings.max_witnesses],
             "witness_count": len(witnesses),
+            **({"stopped_by": "executor_lost"} if executor_lost else {}),
         },
         settings={
             "L": settings.min_edge, "U": settings.max_unstable,
