@@ -361,15 +361,22 @@ class ExcessBounds:
         return padded[boxes, row_of]
 
     # ------------------------------------------------------------------ contraction
-    def _saturated(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
-                   width: np.ndarray, bins: int) -> np.ndarray:
-        elimination = self.elimination
-        batch = lo.shape[0]
+    def _kept(self, lo: np.ndarray, hi: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per node with more than one cell: per box, the indices of the cells it reaches,
+        padded to the largest count among the boxes (with cells it does not reach), and
+        which entries are real (1.0) or padding (0.0), ``(B, count)`` each."""
         kept = {}
         for u, reached in self._reached_cells(lo, hi).items():
             count = max(1, int(reached.sum(axis=1).max()))
             ranked = np.argsort(~reached, axis=1, kind="stable")[:, :count]
             kept[u] = (ranked, np.take_along_axis(reached, ranked, axis=1).astype(np.float64))
+        return kept
+
+    def _saturated(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
+                   width: np.ndarray, bins: int) -> np.ndarray:
+        elimination = self.elimination
+        batch = lo.shape[0]
+        kept = self._kept(lo, hi)
         taken = {p for parents in self.taken_in.values() for p in parents}
         binned = {}
         for u in range(len(elimination.factors)):
