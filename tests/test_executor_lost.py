@@ -118,10 +118,9 @@ def test_an_unreachable_scheduler_is_a_clear_input_error() -> None:
     from verifier.executor import make_executor
 
     address = f"tcp://127.0.0.1:{_free_port()}"  # nobody listens there
-    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
-        with pytest.raises(CertgateInputError, match=f"cannot reach the Dask scheduler at "
-                                                     f"{address}"):
-            make_executor(f"dask={address}")
+    with (dask.config.set({"distributed.comm.timeouts.connect": "1s"}),
+          pytest.raises(CertgateInputError, match=f"cannot reach the Dask scheduler at {address}")):
+        make_executor(f"dask={address}")
 
 
 def test_a_lost_scheduler_ends_a_causal_run_with_the_shares_reached(remote_cluster) -> None:

@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from adult_engine import needs_census
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 from strategies import random_network
@@ -28,6 +28,7 @@ from verifier.bounds import compute_bounds
 from verifier.exact_arith import exact_outputs
 from verifier.numerics import EPS
 from verifier.population import BayesianNetwork, BayesNode, Categorical, CPTRow, Discrete, Normal
+from verifier.population.excess import ExcessBounds
 from verifier.population.model import PopulationModel
 from verifier.population.schema import Feature
 
@@ -325,3 +326,71 @@ def test_excess_bound_with_joint_bins_never_exceeds_the_exact_probability_on_adu
     assert (bound >= 0.0).all()
     assert (bound <= exact * (1.0 + 2e-14)).all()
     assert (bound > 0.0).sum() >= count // 4  # the test reaches boxes the bound credits
+
+
+def _dense_binned_table(bounds: ExcessBounds, u: int, lo: np.ndarray, hi: np.ndarray,
+                        coefficients: np.ndarray, width: np.ndarray, bins: int,
+                        kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray | None:
+    """Node ``u``'s binned table the plain way: every (box, parent cells, value) entry
+    binned, and each (box, parent cells, cell)'s weights added one value after another, in
+    the order of the values; None when no entry reaches a bin."""
+    listed = bounds.listed[u]
+    parents = bounds.elimination.factors[u].variables[:-1]
+    taken = bounds.taken_in[u]
+    inside, own = bounds._excess(u, lo, hi, coefficients)
+    batch = lo.shape[0]
+    total = own.reshape(batch, *([1] * len(parents)), -1)
+    for axis, p in enumerate(parents):
+        if p in taken:
+            per_cell = bounds._excess(p, lo, hi, coefficients)[1][
+                :, np.argmax(bounds.listed[p].member, axis=1)]
+            if p in kept:
+                per_cell = np.take_along_axis(per_cell, kept[p][0], axis=1)
+            shape = [batch] + [1] * (len(parents) + 1)
+            shape[axis + 1] = per_cell.shape[1]
+            total = total + per_cell.reshape(shape)
+    quotient = total / width.reshape(batch, *([1] * (total.ndim - 1)))
+    level = np.minimum(np.floor(quotient * (1.0 - (4.0 + 2.0 * len(taken)) * EPS)), bins)
+    if not (level > 0).any():
+        return None
+    row_of = bounds._rows(u, kept, batch)
+    weights = listed.probability_lower[:, None, :] * listed.member[None, :, :]
+    weights = np.concatenate([weights, np.zeros_like(weights[:1])])
+    chosen = weights[row_of]  # (B, parent cells…, cells, values)
+    if u in kept:
+        index, real = kept[u]
+        chosen = np.stack([chosen[b][..., index[b], :] * real[b][:, None]
+                           for b in range(batch)])
+    level = np.broadcast_to(level, (*row_of.shape, inside.shape[1])).astype(np.int64)
+    table = np.zeros((*chosen.shape[:-1], bins + 1))
+    for entry in np.ndindex(*row_of.shape):
+        for cell in range(chosen.shape[-2]):
+            for value in np.flatnonzero(inside[entry[0]]):
+                table[(*entry, cell, level[(*entry, value)])] += chosen[(*entry, cell, value)]
+    return table
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_a_node_taking_in_parents_bins_only_held_values_into_the_plain_table_bit_for_bit(
+    seed: int,
+) -> None:
+    """The binned table of a node that takes in parents, built from the (box, value) pairs
+    each box holds, equals the plain per-entry sum over every value in value order, bit for
+    bit (signed zeros included), and is skipped exactly when no entry reaches a bin."""
+    network, specs = random_discrete_network(seed)
+    bounds = network._excess
+    assume(bounds.taken_in)
+    rng = np.random.default_rng(seed)
+    lo, hi = _random_boxes(rng, specs, 12)
+    coefficients = rng.normal(size=lo.shape)
+    width = rng.uniform(0.05, 1.0, size=lo.shape[0])
+    kept = bounds._kept(lo, hi)
+    for u in bounds.taken_in:
+        found = bounds._bins(u, lo, hi, coefficients, width, 12, kept)
+        plain = _dense_binned_table(bounds, u, lo, hi, coefficients, width, 12, kept)
+        assert (found is None) == (plain is None)
+        if found is not None:
+            table = bounds._binned_table(u, found, 12, kept)
+            assert table.shape == plain.shape
+            assert np.array_equal(table.view(np.int64), plain.view(np.int64))

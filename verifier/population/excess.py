@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -77,6 +78,18 @@ def _listed_values(node: NetworkNode, table: RowTable | None, cells_low: np.ndar
     on_point = cells_point[:, None] & (values[None, :] == cells_low[:, None])
     member = np.where(cells_point[:, None], on_point, inside_gap)
     return _Values(values, np.clip(lower, 0.0, 1.0), member.astype(np.float64))
+
+
+class _Levels(NamedTuple):
+    """A node's bins (:meth:`ExcessBounds._bins`): ``inside`` ``(B, values)`` whether each
+    box holds each value; for a node without taken-in parents ``boxes`` is every box,
+    ``values`` None and ``level`` ``(B, 1…, values)``; for one with them ``boxes`` and
+    ``values`` ``(pairs,)`` list the held pairs and ``level`` is ``(pairs, parent cells…)``."""
+
+    inside: np.ndarray
+    boxes: np.ndarray
+    values: np.ndarray | None
+    level: np.ndarray
 
 
 class ExcessBounds:
@@ -219,16 +232,26 @@ class ExcessBounds:
 
     def _bins(self, u: int, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
               width: np.ndarray, bins: int, kept: dict[int, tuple[np.ndarray, np.ndarray]]
-              ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Whether each box holds each value of node ``u`` ``(B, values)``, and the bin
-        ``min(⌊(t_u + Σ t_p) / h⌋, N)`` rounded down in real arithmetic ``(B, parent cells…,
-        values)`` (parent axes cut to ``kept``, size 1 for a parent not taken in; ``p`` over
-        :attr:`taken_in`); None when every bin is 0 (a node the bins need not track)."""
-        inside, total = self._excess(u, lo, hi, coefficients)
+              ) -> _Levels | None:
+        """The bin ``min(⌊(t_u + Σ t_p) / h⌋, N)`` of node ``u``, rounded down in real
+        arithmetic (``p`` over :attr:`taken_in`; parent axes cut to ``kept``, size 1 for a
+        parent not taken in; see :class:`_Levels`); None when every bin is 0 (a node the bins
+        need not track).
+
+        A value outside a box has no mass of it, so a node that takes in parents is binned
+        only at the ``(box, value)`` pairs the box holds (a box of Adult-13 1×16 holds 28 %
+        of hours-per-week's values on average). Whether any bin is positive is judged as over
+        every pair, outside ones included: by the largest entry, the sum of each term's
+        largest value, whose float sum, quotient, scaling and floor are all non-decreasing in
+        every term."""
+        inside, own = self._excess(u, lo, hi, coefficients)
         parents = self.elimination.factors[u].variables[:-1]
-        batch = lo.shape[0]
-        total = total.reshape(batch, *([1] * len(parents)), -1)
         taken = self.taken_in.get(u, ())
+        batch = lo.shape[0]
+        boxes, values = np.nonzero(inside) if taken else (np.arange(batch), None)
+        total = own[boxes, values] if taken else own
+        total = total.reshape(total.shape[0], *([1] * len(parents)), *total.shape[1:])
+        peak = own.max(axis=1, initial=0.0)
         for axis, p in enumerate(parents):
             if p not in taken:
                 continue
@@ -237,52 +260,68 @@ class ExcessBounds:
             per_cell = self._excess(p, lo, hi, coefficients)[1][:, np.argmax(listed.member, axis=1)]
             if p in kept:
                 per_cell = np.take_along_axis(per_cell, kept[p][0], axis=1)
-            shape = [batch] + [1] * (len(parents) + 1)
+            shape = [boxes.size] + [1] * len(parents)
             shape[axis + 1] = per_cell.shape[1]
-            total = total + per_cell.reshape(shape)
+            total = total + per_cell[boxes].reshape(shape)
+            peak = peak + per_cell.max(axis=1)
         # a float sum of m + 1 non-negative terms is at most (1 + ε)^m ≤ 1 + 2mε times the
         # real one; the division rounds by one more ε
-        quotient = scaled_down(total / width.reshape(batch, *([1] * (total.ndim - 1))),
-                               (4.0 + 2.0 * len(taken)) * EPS)
-        level = np.minimum(np.floor(quotient), float(bins)).astype(np.int64)
-        if not (level > 0).any():
+        margin = (4.0 + 2.0 * len(taken)) * EPS
+        if not (np.floor(scaled_down(peak / width, margin)) > 0.0).any():
             return None
-        return inside, level
+        quotient = scaled_down(
+            total / width[boxes].reshape(boxes.size, *([1] * (total.ndim - 1))), margin)
+        level = np.minimum(np.floor(quotient), float(bins)).astype(np.int64)
+        return _Levels(inside, boxes, values, level)
 
-    def _binned_table(self, u: int, inside: np.ndarray, level: np.ndarray, bins: int,
+    def _binned_table(self, u: int, found: _Levels, bins: int,
                       kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """``(B, parent cells…, cells, N + 1)``: lower ends of ``P(x_u ∈ box ∩ cell, bin)``
         under the row the parent cells pick (cells cut to ``kept``, see :meth:`_factor`),
-        computed for the picked rows and kept cells only; ``level`` from :meth:`_bins`."""
+        computed for the picked rows and kept cells only; ``found`` from :meth:`_bins`."""
         listed = self.listed[u]
         assert listed is not None
+        inside, level = found.inside, found.level
         batch = inside.shape[0]
         weights = listed.probability_lower[:, None, :] * listed.member[None, :, :]
         weights = np.concatenate([weights, np.zeros_like(weights[:1])])  # row −1: zero
         row_of = self._rows(u, kept, batch)
-        if u in kept:
-            index, real = kept[u]
-            own = index.reshape(batch, *([1] * (row_of.ndim - 1)), -1)
-            chosen = weights[row_of[..., None], own] * real.reshape(own.shape)[..., None]
-        else:
-            chosen = weights[row_of]  # (B, parent cells…, cells, values)
-        if u not in self.taken_in:  # one bin per value: a product with its one-hot bins
+        if found.values is None:  # one bin per value: a product with its one-hot bins
+            if u in kept:
+                index, real = kept[u]
+                own = index.reshape(batch, *([1] * (row_of.ndim - 1)), -1)
+                chosen = weights[row_of[..., None], own] * real.reshape(own.shape)[..., None]
+            else:
+                chosen = weights[row_of]  # (B, parent cells…, cells, values)
             own = level.reshape(batch, -1)  # its parent axes have size 1
             onehot = (inside[:, :, None] & (own[:, :, None] == np.arange(bins + 1))).astype(
                 np.float64)  # (B, values, N + 1)
             shape = chosen.shape
             flat = chosen.reshape(batch, -1, shape[-1]) @ onehot
             return flat.reshape(*shape[:-1], bins + 1)
-        # bins per combination of parent cells: each (box, parent cells, cell) entry sums its
-        # values' weights into their bins
-        chosen = chosen * inside.reshape(batch, *([1] * (chosen.ndim - 2)), -1)
-        leading, values = int(np.prod(chosen.shape[:-2])), chosen.shape[-1]
-        cells = chosen.shape[-2]
-        levels = np.broadcast_to(level, (*chosen.shape[:-2], values)).reshape(leading, 1, values)
-        slots = np.arange(leading * cells).reshape(leading, cells, 1) * (bins + 1) + levels
+        # bins per combination of parent cells: each held (box, value) pair adds its weight
+        # under every (parent cells, cell) entry into that entry's bin; per entry the pairs
+        # come in the order of their values, as a sum over the value axis would take them
+        boxes, values = found.boxes, found.values
+        pairs = boxes.size
+        rows = row_of[boxes]  # (pairs, parent cells…)
+        by_value = np.moveaxis(weights, 2, 1)  # (rows + 1, values, cells)
+        if u in kept:
+            index, real = kept[u]
+            own = index[boxes].reshape(pairs, *([1] * (rows.ndim - 1)), -1)
+            at = values.reshape(pairs, *([1] * rows.ndim))
+            chosen = by_value[rows[..., None], at, own] * real[boxes].reshape(own.shape)
+        else:
+            chosen = by_value[rows, values.reshape(pairs, *([1] * (rows.ndim - 1)))]
+        # chosen: (pairs, parent cells…, cells)
+        entries = int(np.prod(chosen.shape[1:-1]))
+        cells = chosen.shape[-1]
+        leading = boxes[:, None] * entries + np.arange(entries)[None, :]
+        levels = np.broadcast_to(level, (pairs, *chosen.shape[1:-1])).reshape(pairs, entries, 1)
+        slots = (leading[..., None] * cells + np.arange(cells)) * (bins + 1) + levels
         flat = np.bincount(slots.ravel(), weights=chosen.ravel(),
-                           minlength=leading * cells * (bins + 1))
-        return flat.reshape(*chosen.shape[:-1], bins + 1)
+                           minlength=batch * entries * cells * (bins + 1))
+        return flat.reshape(batch, *chosen.shape[1:], bins + 1)
 
     def _rows(self, u: int, kept: dict[int, tuple[np.ndarray, np.ndarray]],
               batch: int) -> np.ndarray:
@@ -323,15 +362,22 @@ class ExcessBounds:
         return padded[boxes, row_of]
 
     # ------------------------------------------------------------------ contraction
-    def _saturated(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
-                   width: np.ndarray, bins: int) -> np.ndarray:
-        elimination = self.elimination
-        batch = lo.shape[0]
+    def _kept(self, lo: np.ndarray, hi: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per node with more than one cell: per box, the indices of the cells it reaches,
+        padded to the largest count among the boxes (with cells it does not reach), and
+        which entries are real (1.0) or padding (0.0), ``(B, count)`` each."""
         kept = {}
         for u, reached in self._reached_cells(lo, hi).items():
             count = max(1, int(reached.sum(axis=1).max()))
             ranked = np.argsort(~reached, axis=1, kind="stable")[:, :count]
             kept[u] = (ranked, np.take_along_axis(reached, ranked, axis=1).astype(np.float64))
+        return kept
+
+    def _saturated(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
+                   width: np.ndarray, bins: int) -> np.ndarray:
+        elimination = self.elimination
+        batch = lo.shape[0]
+        kept = self._kept(lo, hi)
         taken = {p for parents in self.taken_in.values() for p in parents}
         binned = {}
         for u in range(len(elimination.factors)):
@@ -345,8 +391,7 @@ class ExcessBounds:
         pending: list[tuple[np.ndarray, tuple[int, ...], bool]] = []
         for u, factor in enumerate(elimination.factors):
             if u in binned:
-                inside, level = binned[u]
-                table = self._binned_table(u, inside, level, bins, kept)
+                table = self._binned_table(u, binned[u], bins, kept)
                 pending.append((table, factor.variables, True))
             else:
                 pending.append((self._plain_table(u, lo, hi, kept), factor.variables, False))
