@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier.causal.witness import certified_classes
 from verifier.network import Network, head_error
 from verifier.numerics import EPS, FUNCTION_REL_MARGIN, scaled_down, scaled_up
 from verifier.population import PopulationModel
@@ -53,6 +54,7 @@ from verifier.wmi.engine import (
     Query,
     WMIResult,
     build_roots,
+    point_sum,
     solve,
 )
 from verifier.wmi.marginals import Density1D
@@ -115,6 +117,18 @@ def _input_size(*models: PiecewiseAffineModel) -> int:
     if len(sizes) != 1:
         raise WMIInputError(f"the models read different numbers of inputs: {sorted(sizes)}")
     return sizes.pop()
+
+
+def _point_classes(model: PiecewiseAffineModel, points: np.ndarray) -> np.ndarray:
+    """The class of each point (argmax, ties to the lowest index), ``-1`` where it is not
+    decided: a network's in real arithmetic (:func:`~verifier.causal.witness.certified_classes`,
+    ties included), a tree's or forest's by its reference scores
+    (:meth:`~verifier.wmi.trees.ForestModel.predict_scores`, as its leaves are encoded)."""
+    if isinstance(model, NetworkModel):
+        return certified_classes(model.network, points)
+    if isinstance(model, ForestModel):
+        return np.argmax(model.predict_scores(points), axis=1)
+    raise WMIInputError(f"cannot classify points with a {type(model).__name__}")
 
 
 def _predicted(model: PiecewiseAffineModel, point: np.ndarray) -> int:
@@ -462,6 +476,35 @@ def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = 
                                 Disagreement(), deadline=deadline, max_roots=max_roots)
 
 
+def point_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
+                      epsilon: float | None = None, bound_method: str = "crown") -> WMIResult:
+    """:func:`equivalence` on a prior whose every term fixes every column (all columns
+    discrete): a finite sum over the points of the prior (in the ε-box, if any), each
+    point's two classes decided as :func:`_point_classes` says (a network's ties included).
+
+    Raises:
+        AllDiscrete: some terms fix every column and others leave one free (a mixed prior,
+            which neither the region enumeration nor this sum covers).
+    """
+    started = time.perf_counter()
+    first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
+    termset = _termset(prior, _input_size(first, second))
+    box_lo, box_hi = _ball(termset, center, epsilon)
+    terms = [term for term in termset.terms if _atoms_inside(term, box_lo, box_hi)]
+    dimension = termset.dimension
+    if any(len(term.atoms) < dimension for term in terms):
+        raise AllDiscrete("some prior terms fix every column and others leave one free: "
+                          "neither a region enumeration nor a finite sum covers them")
+    points = np.array([[term.atoms[j] for j in range(dimension)] for term in terms],
+                      dtype=np.float64).reshape(len(terms), dimension)
+    one, two = _point_classes(first, points), _point_classes(second, points)
+    violating = [(0.0, 1.0) if a < 0 or b < 0 else (1.0, 1.0) if a != b else (0.0, 0.0)
+                 for a, b in zip(one.tolist(), two.tolist(), strict=True)]
+    result = point_sum([term.coefficient for term in terms], violating, termset.lost, started)
+    result.extra["method"] = "finite sum over the prior's points"
+    return result
+
+
 def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
                 epsilon: float | None = None, *, stop_at: float | None = None,
                 executor: Executor | None = None, bound_method: str = "crown",
@@ -474,20 +517,30 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
         queries = equivalence_queries(model, surrogate, prior, center, epsilon, bound_method,
                                       deadline=engine["deadline"],
                                       max_roots=_root_limit(model, surrogate))
+    except AllDiscrete:
+        if not branched.branchable(model, surrogate):
+            return point_equivalence(model, surrogate, prior, center, epsilon, bound_method)
+        return _branched_equivalence(model, surrogate, prior, center, epsilon, engine)
     except NotEnumerable:
         if not branched.branchable(model, surrogate):
             raise
-        dimension = len(prior.support()[0])
-        if center is None:
-            lower, upper = np.full(dimension, -np.inf), np.full(dimension, np.inf)
-        else:
-            point = np.asarray(center, dtype=np.float64).reshape(-1)
-            if epsilon is None or not epsilon > 0:
-                raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
-            lower, upper = point - epsilon, point + epsilon
-        return branched.equivalence(model, surrogate, prior, lower, upper,
-                                    engine=engine)
+        return _branched_equivalence(model, surrogate, prior, center, epsilon, engine)
     return _solve(queries, engine)
+
+
+def _branched_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any,
+                          epsilon: float | None, engine: dict[str, Any]) -> WMIResult:
+    """:func:`equivalence` by box branching (two networks on a prior the region enumeration
+    cannot list)."""
+    dimension = len(prior.support()[0])
+    if center is None:
+        lower, upper = np.full(dimension, -np.inf), np.full(dimension, np.inf)
+    else:
+        point = np.asarray(center, dtype=np.float64).reshape(-1)
+        if epsilon is None or not epsilon > 0:
+            raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
+        lower, upper = point - epsilon, point + epsilon
+    return branched.equivalence(model, surrogate, prior, lower, upper, engine=engine)
 
 
 def _copy_marginal(termset: TermSet, feature: int) -> tuple[list[WeightPiece] | None,
