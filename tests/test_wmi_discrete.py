@@ -199,3 +199,25 @@ def test_equivalence_with_a_tree_on_an_all_discrete_population_is_a_finite_sum()
     assert result.exact
     assert result.probability_lower <= float(agree) <= result.probability_upper
     assert result.probability == pytest.approx(float(agree), abs=1e-12)
+
+
+def test_local_robustness_of_a_tree_on_an_all_discrete_population_is_a_finite_sum() -> None:
+    from sklearn.tree import DecisionTreeClassifier
+
+    points = np.array([[k, *np.eye(3)[c]] for k in range(3) for c in range(3)])
+    labels = (points[:, 0] + points[:, 3] >= 2).astype(int)  # class 1 iff k + c2 >= 2
+    tree = DecisionTreeClassifier(random_state=0).fit(points, labels)
+    weights = {0: Fraction(1, 5), 1: Fraction(1, 2), 2: Fraction(3, 10)}
+    shares = (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    # the box |x − (2, 0, 0, 1)|∞ <= 1 keeps k ∈ {1, 2} and every category; class 1 there
+    # iff k = 2 or c = c
+    inside = kept = Fraction(0)
+    for k in (1, 2):
+        for c in range(3):
+            inside += weights[k] * shares[c]
+            if k + (c == 2) >= 2:
+                kept += weights[k] * shares[c]
+    result = local_robustness(tree, all_discrete(), [2.0, 0.0, 0.0, 1.0], 1.0)
+    assert result.exact and result.extra["expected_class"] == 1
+    assert result.probability_lower <= float(kept / inside) <= result.probability_upper
+    assert result.probability == pytest.approx(float(kept / inside), abs=1e-12)

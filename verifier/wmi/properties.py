@@ -446,16 +446,20 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
         queries, chosen = local_robustness_queries(model, prior, center, epsilon, expected_class,
                                                    bound_method, deadline=engine["deadline"],
                                                    max_roots=_root_limit(model))
-    except NotEnumerable:
-        if not branched.branchable(model):
+    except NotEnumerable as error:
+        whole_points = isinstance(error, AllDiscrete) and not branched.branchable(model)
+        if not (whole_points or branched.branchable(model)):
             raise
         point = np.asarray(center, dtype=np.float64).reshape(-1)
         chosen = _predicted(as_model(model, bound_method), point) if expected_class is None \
             else int(expected_class)
         if epsilon is None or not epsilon > 0:
             raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
-        result = branched.local_robustness(model, prior, point - epsilon, point + epsilon,
-                                           chosen, engine=engine)
+        if whole_points:
+            result = point_local_robustness(model, prior, point, epsilon, chosen, bound_method)
+        else:
+            result = branched.local_robustness(model, prior, point - epsilon,
+                                               point + epsilon, chosen, engine=engine)
         result.extra["expected_class"] = chosen
         return result
     result = _solve(queries, engine)
@@ -476,20 +480,15 @@ def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = 
                                 Disagreement(), deadline=deadline, max_roots=max_roots)
 
 
-def point_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
-                      epsilon: float | None = None, bound_method: str = "crown") -> WMIResult:
-    """:func:`equivalence` on a prior whose every term fixes every column (all columns
-    discrete): a finite sum over the points of the prior (in the ε-box, if any), each
-    point's two classes decided as :func:`_point_classes` says (a network's ties included).
+def _prior_points(termset: TermSet, box_lo: np.ndarray, box_hi: np.ndarray
+                  ) -> tuple[list[Coefficient], np.ndarray]:
+    """The coefficients and points of the prior's terms inside ``[box_lo, box_hi]`` when
+    every term fixes every column (all columns discrete).
 
     Raises:
         AllDiscrete: some terms fix every column and others leave one free (a mixed prior,
-            which neither the region enumeration nor this sum covers).
+            which neither the region enumeration nor a finite sum covers).
     """
-    started = time.perf_counter()
-    first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
-    termset = _termset(prior, _input_size(first, second))
-    box_lo, box_hi = _ball(termset, center, epsilon)
     terms = [term for term in termset.terms if _atoms_inside(term, box_lo, box_hi)]
     dimension = termset.dimension
     if any(len(term.atoms) < dimension for term in terms):
@@ -497,12 +496,44 @@ def point_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = No
                           "neither a region enumeration nor a finite sum covers them")
     points = np.array([[term.atoms[j] for j in range(dimension)] for term in terms],
                       dtype=np.float64).reshape(len(terms), dimension)
+    return [term.coefficient for term in terms], points
+
+
+def _finite_sum(coefficients: list[Coefficient], violating: list[tuple[float, float]],
+                lost: float, started: float) -> WMIResult:
+    result = point_sum(coefficients, violating, lost, started)
+    result.extra["method"] = "finite sum over the prior's points"
+    return result
+
+
+def point_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
+                      epsilon: float | None = None, bound_method: str = "crown") -> WMIResult:
+    """:func:`equivalence` on a prior whose every term fixes every column (all columns
+    discrete): a finite sum over the prior's points (in the ε-box, if any), each point's
+    two classes decided as :func:`_point_classes` says (a network's ties included); a point
+    a class of which is not decided counts as possibly violating. :class:`AllDiscrete` for
+    a mixed prior (:func:`_prior_points`)."""
+    started = time.perf_counter()
+    first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
+    termset = _termset(prior, _input_size(first, second))
+    coefficients, points = _prior_points(termset, *_ball(termset, center, epsilon))
     one, two = _point_classes(first, points), _point_classes(second, points)
     violating = [(0.0, 1.0) if a < 0 or b < 0 else (1.0, 1.0) if a != b else (0.0, 0.0)
                  for a, b in zip(one.tolist(), two.tolist(), strict=True)]
-    result = point_sum([term.coefficient for term in terms], violating, termset.lost, started)
-    result.extra["method"] = "finite sum over the prior's points"
-    return result
+    return _finite_sum(coefficients, violating, termset.lost, started)
+
+
+def point_local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
+                           expected_class: int, bound_method: str = "crown") -> WMIResult:
+    """:func:`local_robustness` on a prior whose every term fixes every column: a finite
+    sum over the prior's points in the ε-box, as :func:`point_equivalence`."""
+    started = time.perf_counter()
+    wrapped = as_model(model, bound_method)
+    termset = _termset(prior, _input_size(wrapped))
+    coefficients, points = _prior_points(termset, *_ball(termset, center, epsilon))
+    violating = [(0.0, 1.0) if c < 0 else (0.0, 0.0) if c == expected_class else (1.0, 1.0)
+                 for c in _point_classes(wrapped, points).tolist()]
+    return _finite_sum(coefficients, violating, termset.lost, started)
 
 
 def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
