@@ -221,3 +221,26 @@ def test_local_robustness_of_a_tree_on_an_all_discrete_population_is_a_finite_su
     assert result.exact and result.extra["expected_class"] == 1
     assert result.probability_lower <= float(kept / inside) <= result.probability_upper
     assert result.probability == pytest.approx(float(kept / inside), abs=1e-12)
+
+
+def test_monotonicity_of_a_tree_on_an_all_discrete_population_is_a_finite_sum() -> None:
+    from sklearn.tree import DecisionTreeClassifier
+
+    points = np.array([[k, *np.eye(3)[c]] for k in range(3) for c in range(3)])
+    labels = ((points[:, 0] == 1) | (points[:, 3] == 1)).astype(int)  # class 1 iff k = 1 or c
+    tree = DecisionTreeClassifier(random_state=0).fit(points, labels)
+    weights = {0: Fraction(1, 5), 1: Fraction(1, 2), 2: Fraction(3, 10)}
+    shares = (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    pairs = lost = Fraction(0)
+    for c in range(3):
+        for k in range(3):
+            for other in range(k + 1, 3):
+                weight = weights[k] * shares[c] * weights[other]
+                pairs += weight
+                if (k == 1 or c == 2) and not (other == 1 or c == 2):
+                    lost += weight  # class 1 at k, class 0 at the larger value
+    expected = 1 - lost / pairs
+    result = monotonicity(tree, all_discrete(), 0, use_prior=True)
+    assert result.exact and expected < 1
+    assert result.probability_lower <= float(expected) <= result.probability_upper
+    assert result.probability == pytest.approx(float(expected), abs=1e-12)

@@ -813,6 +813,14 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
                                        use_prior=use_prior, bound_method=bound_method,
                                        deadline=engine["deadline"],
                                        max_roots=_root_limit(model))
+    except AllDiscrete:
+        if branched.branchable(model):
+            return branched.monotonicity(model, prior, feature, decreasing=decreasing,
+                                         favorable_class=favorable_class, output=output,
+                                         use_prior=use_prior, engine=engine)
+        return point_monotonicity(model, prior, feature, decreasing=decreasing,
+                                  favorable_class=favorable_class, use_prior=use_prior,
+                                  bound_method=bound_method)
     except NotEnumerable:
         if not branched.branchable(model):
             raise
@@ -821,6 +829,48 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
                                      use_prior=use_prior,
                                      engine=engine)
     return _solve(queries, engine)
+
+
+def point_monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
+                       favorable_class: int = 1, use_prior: bool = False,
+                       bound_method: str = "crown") -> WMIResult:
+    """:func:`monotonicity` of a classifier on a prior whose every term fixes every column:
+    a finite sum over the pairs the discrete form compares (each point ``x`` and each value
+    ``v′`` of the feature with ``x_i < v′``, ``>`` when ``decreasing``, weighted by the term's
+    coefficient times ``P(x_i′ = v′)``), the classes decided as :func:`_point_classes` says.
+    :class:`AllDiscrete` for a mixed prior (:func:`_prior_points`)."""
+    started = time.perf_counter()
+    wrapped = as_model(model, bound_method)
+    dimension = _input_size(wrapped)
+    termset = _termset(prior, dimension)
+    if not use_prior:
+        termset = uniform_terms(prior, termset)
+    if any(feature in group for group in termset.groups):
+        raise WMIInputError(f"monotonicity needs an ordered feature; column "
+                            f"{termset.name(feature)!r} belongs to a one-hot group")
+    everywhere = np.full(dimension, np.inf)
+    weights, points = _prior_points(termset, -everywhere, everywhere)
+    marginal = _value_marginal(termset, feature)
+    coefficients: list[Coefficient] = []
+    pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    for weight, point in zip(weights, points, strict=True):
+        for value, share in sorted(marginal.items()):
+            if share[2] > 0 and (value < point[feature] if decreasing
+                                 else value > point[feature]):
+                moved = point.copy()
+                moved[feature] = value
+                coefficients.append(times(weight, share))
+                pairs.append((point, moved))
+    if not pairs:
+        raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
+                            "differs in it")
+    first = _point_classes(wrapped, np.array([pair[0] for pair in pairs]))
+    second = _point_classes(wrapped, np.array([pair[1] for pair in pairs]))
+    violating = [(0.0, 1.0) if a < 0 or b < 0
+                 else (1.0, 1.0) if a == favorable_class and b != favorable_class
+                 else (0.0, 0.0)
+                 for a, b in zip(first.tolist(), second.tolist(), strict=True)]
+    return _finite_sum(coefficients, violating, 2 * termset.lost, started)
 
 
 def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | None,
