@@ -244,3 +244,22 @@ def test_monotonicity_of_a_tree_on_an_all_discrete_population_is_a_finite_sum() 
     assert result.exact and expected < 1
     assert result.probability_lower <= float(expected) <= result.probability_upper
     assert result.probability == pytest.approx(float(expected), abs=1e-12)
+
+
+def test_noise_robustness_of_a_tree_on_an_all_discrete_population_is_a_finite_sum() -> None:
+    from sklearn.tree import DecisionTreeClassifier
+
+    points = np.array([[k, *np.eye(3)[c]] for k in range(5) for c in range(3)])
+    tree = DecisionTreeClassifier(random_state=0).fit(points, (points[:, 0] >= 2).astype(int))
+    weights = {0: Fraction(1, 5), 1: Fraction(1, 2), 2: Fraction(3, 10)}
+    shifts = {-1: Fraction(1, 4), 1: Fraction(3, 4)}
+    kept = Fraction(0)
+    for k, weight in weights.items():  # the category is not read: its shares sum to 1
+        for shift, share in shifts.items():
+            if (k >= 2) == (k + shift >= 2):
+                kept += weight * share
+    noise = Discrete(values=[-1.0, 1.0], probabilities=[0.25, 0.75])
+    result = noise_robustness(tree, all_discrete(), noise, [0])
+    assert result.exact and kept < 1
+    assert result.probability_lower <= float(kept) <= result.probability_upper
+    assert result.probability == pytest.approx(float(kept), abs=1e-12)

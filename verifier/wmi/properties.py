@@ -972,11 +972,41 @@ def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: li
         queries = noise_robustness_queries(model, prior, noise, features, bound_method,
                                            deadline=engine["deadline"],
                                            max_roots=_root_limit(model))
+    except AllDiscrete:
+        if branched.branchable(model):
+            return branched.noise_robustness(model, prior, noise, features, engine=engine)
+        return point_noise_robustness(model, prior, noise, features, bound_method)
     except NotEnumerable:
         if not branched.branchable(model):
             raise
         return branched.noise_robustness(model, prior, noise, features,
                                          engine=engine)
     return _solve(queries, engine)
+
+
+def point_noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int],
+                           bound_method: str = "crown") -> WMIResult:
+    """:func:`noise_robustness` on a prior and a noise whose every term fixes every column
+    (all discrete; the arguments as :func:`noise_robustness_queries` accepted them): a finite
+    sum over the pairs ``(x, x + n)`` of a prior point and a noise value, weighted by the
+    product of their coefficients, the classes decided as :func:`_point_classes` says.
+    :class:`AllDiscrete` for a mixed prior or noise (:func:`_prior_points`)."""
+    started = time.perf_counter()
+    wrapped = as_model(model, bound_method)
+    termset = _termset(prior, _input_size(wrapped))
+    everywhere = np.full(termset.dimension, np.inf)
+    weights, points = _prior_points(termset, -everywhere, everywhere)
+    noise_set = prior_terms(noise)
+    reach = np.full(noise_set.dimension, np.inf)
+    noise_weights, shifts = _prior_points(noise_set, -reach, reach)
+    coefficients = [times(weight, noise_weight) for weight in weights
+                    for noise_weight in noise_weights]
+    moved = np.repeat(points, len(shifts), axis=0)
+    moved[:, features] += np.tile(shifts, (len(points), 1))
+    before = np.repeat(_point_classes(wrapped, points), len(shifts))
+    after = _point_classes(wrapped, moved)
+    violating = [(0.0, 1.0) if a < 0 or b < 0 else (1.0, 1.0) if a != b else (0.0, 0.0)
+                 for a, b in zip(before.tolist(), after.tolist(), strict=True)]
+    return _finite_sum(coefficients, violating, termset.lost + noise_set.lost, started)
 
 
