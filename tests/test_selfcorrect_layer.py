@@ -296,6 +296,26 @@ def test_equal_logits_are_pulled_apart_strictly() -> None:
     assert corrected.tolist() == [[math.nextafter(below, -math.inf), 5.0, below]]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ties_at_the_lowest_float_stay_finite_and_strict(dtype: torch.dtype) -> None:
+    # pulling three ties at the lowest finite float down would reach -inf twice: y0 = y1 = -inf
+    # breaks y0 < y1; the tail is lifted back into the finite range instead
+    data = {"num_classes": 3, "constraints": [{"name": "c", "postcondition": [["0 < 1", "1 < 2"]]}]}
+    layer = SelfCorrectingLayer(parse_constraints(data), 3)
+    lowest = torch.finfo(dtype).min
+    y = torch.tensor([[lowest, lowest, lowest], [lowest, 0.0, lowest]], dtype=dtype)
+    corrected, bottom = layer(torch.zeros(2, 1), y)
+    assert not bottom.any()
+    assert bool(torch.isfinite(corrected).all())
+    assert layer.satisfied(torch.zeros(2, 1), corrected, y.argmax(dim=1)).all()
+    up = math.nextafter(lowest, math.inf) if dtype == torch.float64 else None
+    if up is not None:
+        assert corrected.tolist() == [
+            [lowest, up, math.nextafter(up, math.inf)],
+            [lowest, up, 0.0],
+        ]
+
+
 # --- interface -----------------------------------------------------------------------------
 
 

@@ -99,6 +99,10 @@ def reference_assign(y: Sequence[float], order: Sequence[int]) -> list[float]:
     values = sorted(y, reverse=True)
     for k in range(1, len(values)):
         values[k] = min(values[k], math.nextafter(values[k - 1], -math.inf))
+    if values[-1] == -math.inf:  # ties at the lowest float: the tail is lifted back
+        values[-1] = sorted(y)[0]
+        for k in range(len(values) - 2, -1, -1):
+            values[k] = max(values[k], math.nextafter(values[k + 1], math.inf))
     out = [0.0] * len(y)
     for rank, cls in enumerate(order):
         out[cls] = values[rank]

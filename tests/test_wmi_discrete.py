@@ -159,3 +159,107 @@ def test_new_users_loan_model_runs_both_audits() -> None:
     noisy = noise_robustness(net, prior, triangular_noise(0.0, 0.0, 2.0), [2], stop_at=0.05,
                              timeout_s=60)
     assert noisy.probability_lower >= 0.95 or noisy.probability_upper < 0.95
+
+
+def all_discrete() -> PopulationModel:
+    """k ∈ {0, 1, 2} with probabilities 0.2 / 0.5 / 0.3 and a three-way category c:
+    every column discrete, nothing to integrate."""
+    return PopulationModel(
+        features=[Feature(name="k", kind="integer"),
+                  Feature(name="c", kind="categorical", columns=["c0", "c1", "c2"],
+                          categories=["a", "b", "c"])],
+        distribution=Product(factors=[
+            Factor(columns=["k"], distribution=Discrete(values=[0.0, 1.0, 2.0],
+                                                         probabilities=[0.2, 0.5, 0.3])),
+            Factor(columns=["c0", "c1", "c2"],
+                   distribution=Categorical(probabilities=[0.5, 0.25, 0.25]))]))
+
+
+# class 1 iff k − 1 + c2 − c0 > 0; exactly 0 (a tie, class 0) at (1, b), (0, c) and (2, a)
+TIED = Network([Layer(np.array([[1.0, -1.0, 0.0, 1.0]]), np.array([-1.0]))])
+
+
+def test_equivalence_with_a_tree_on_an_all_discrete_population_is_a_finite_sum() -> None:
+    from sklearn.tree import DecisionTreeClassifier
+
+    from verifier.wmi import equivalence
+
+    points = np.array([[k, *np.eye(3)[c]] for k in range(3) for c in range(3)])
+    # the tree's class is 1 iff k >= 1
+    tree = DecisionTreeClassifier(random_state=0).fit(points, points[:, 0] >= 1)
+    weights = {0: Fraction(1, 5), 1: Fraction(1, 2), 2: Fraction(3, 10)}
+    shares = (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    agree = Fraction(0)
+    for k in range(3):
+        for c in range(3):
+            logit = k - 1 + (c == 2) - (c == 0)
+            if int(logit > 0) == int(k >= 1):
+                agree += weights[k] * shares[c]
+    result = equivalence(TIED, tree, all_discrete())
+    assert result.exact
+    assert result.probability_lower <= float(agree) <= result.probability_upper
+    assert result.probability == pytest.approx(float(agree), abs=1e-12)
+
+
+def test_local_robustness_of_a_tree_on_an_all_discrete_population_is_a_finite_sum() -> None:
+    from sklearn.tree import DecisionTreeClassifier
+
+    points = np.array([[k, *np.eye(3)[c]] for k in range(3) for c in range(3)])
+    labels = (points[:, 0] + points[:, 3] >= 2).astype(int)  # class 1 iff k + c2 >= 2
+    tree = DecisionTreeClassifier(random_state=0).fit(points, labels)
+    weights = {0: Fraction(1, 5), 1: Fraction(1, 2), 2: Fraction(3, 10)}
+    shares = (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    # the box |x − (2, 0, 0, 1)|∞ <= 1 keeps k ∈ {1, 2} and every category; class 1 there
+    # iff k = 2 or c = c
+    inside = kept = Fraction(0)
+    for k in (1, 2):
+        for c in range(3):
+            inside += weights[k] * shares[c]
+            if k + (c == 2) >= 2:
+                kept += weights[k] * shares[c]
+    result = local_robustness(tree, all_discrete(), [2.0, 0.0, 0.0, 1.0], 1.0)
+    assert result.exact and result.extra["expected_class"] == 1
+    assert result.probability_lower <= float(kept / inside) <= result.probability_upper
+    assert result.probability == pytest.approx(float(kept / inside), abs=1e-12)
+
+
+def test_monotonicity_of_a_tree_on_an_all_discrete_population_is_a_finite_sum() -> None:
+    from sklearn.tree import DecisionTreeClassifier
+
+    points = np.array([[k, *np.eye(3)[c]] for k in range(3) for c in range(3)])
+    labels = ((points[:, 0] == 1) | (points[:, 3] == 1)).astype(int)  # class 1 iff k = 1 or c
+    tree = DecisionTreeClassifier(random_state=0).fit(points, labels)
+    weights = {0: Fraction(1, 5), 1: Fraction(1, 2), 2: Fraction(3, 10)}
+    shares = (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    pairs = lost = Fraction(0)
+    for c in range(3):
+        for k in range(3):
+            for other in range(k + 1, 3):
+                weight = weights[k] * shares[c] * weights[other]
+                pairs += weight
+                if (k == 1 or c == 2) and not (other == 1 or c == 2):
+                    lost += weight  # class 1 at k, class 0 at the larger value
+    expected = 1 - lost / pairs
+    result = monotonicity(tree, all_discrete(), 0, use_prior=True)
+    assert result.exact and expected < 1
+    assert result.probability_lower <= float(expected) <= result.probability_upper
+    assert result.probability == pytest.approx(float(expected), abs=1e-12)
+
+
+def test_noise_robustness_of_a_tree_on_an_all_discrete_population_is_a_finite_sum() -> None:
+    from sklearn.tree import DecisionTreeClassifier
+
+    points = np.array([[k, *np.eye(3)[c]] for k in range(5) for c in range(3)])
+    tree = DecisionTreeClassifier(random_state=0).fit(points, (points[:, 0] >= 2).astype(int))
+    weights = {0: Fraction(1, 5), 1: Fraction(1, 2), 2: Fraction(3, 10)}
+    shifts = {-1: Fraction(1, 4), 1: Fraction(3, 4)}
+    kept = Fraction(0)
+    for k, weight in weights.items():  # the category is not read: its shares sum to 1
+        for shift, share in shifts.items():
+            if (k >= 2) == (k + shift >= 2):
+                kept += weight * share
+    noise = Discrete(values=[-1.0, 1.0], probabilities=[0.25, 0.75])
+    result = noise_robustness(tree, all_discrete(), noise, [0])
+    assert result.exact and kept < 1
+    assert result.probability_lower <= float(kept) <= result.probability_upper
+    assert result.probability == pytest.approx(float(kept), abs=1e-12)

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from verifier.numerics.tensor import down_tensor
+from verifier.numerics.tensor import down_tensor, up_tensor
 from verifier.selfcorrect.constraints import (
     ConstraintError,
     ConstraintSet,
@@ -141,10 +141,14 @@ def stable_topological_order(logits: Tensor, ancestors: Tensor, depth: Tensor) -
 
 
 def strictly_decreasing(values: Tensor) -> Tensor:
-    """``values`` (rows sorted in descending order) with equal neighbours pulled apart.
+    """``values`` (finite rows sorted in descending order) with equal neighbours pulled apart.
 
     Each entry becomes ``min(entry, nextafter(previous entry, −∞))``: entries that are already
     strictly below their predecessor are unchanged, so rows without ties are returned as they are.
+    Ties at the bottom of the float range would be pulled to ``−∞`` (and two ``−∞`` are not
+    ordered): where that happens the tail is lifted back, the last entry to its own value and
+    each one above to at least ``nextafter(next entry, +∞)``, so every output is finite and the
+    row strictly decreasing.
     """
     if values.shape[1] < 2 or not bool(values[:, 1:].ge(values[:, :-1]).any()):
         return values
@@ -152,6 +156,12 @@ def strictly_decreasing(values: Tensor) -> Tensor:
     for k in range(1, values.shape[1]):
         below = down_tensor(columns[k - 1].detach())
         columns.append(torch.minimum(values[:, k], below))
+    last = values.shape[1] - 1
+    if bool(torch.isinf(columns[last]).any()):
+        columns[last] = torch.where(torch.isinf(columns[last]), values[:, last], columns[last])
+        for k in range(last - 1, -1, -1):
+            above = up_tensor(columns[k + 1].detach())
+            columns[k] = torch.maximum(columns[k], above)
     return torch.stack(columns, dim=1)
 
 

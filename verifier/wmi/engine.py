@@ -325,6 +325,20 @@ def _solve_parallel(batch: list[Query], executor: Executor) -> WMIResult:
                        exact=sums.lost == 0)
 
 
+def point_sum(coefficients: list[Coefficient], violating: list[Mass], lost: float,
+              started: float) -> WMIResult:
+    """The result over a prior made of point terms only (nothing to integrate): term ``i``
+    has mass ``coefficients[i]`` and violating mass ``violating[i]`` of it — ``(1, 1)`` where
+    the violation holds at its point, ``(0, 0)`` where it does not, ``(0, 1)`` where it is not
+    decided — summed, normalised and rounded outward as the integrated terms are; ``lost``
+    as :attr:`Query.lost`. Exact when every point is decided and nothing is lost."""
+    sums = _Sums(lost=lost)
+    for coefficient, mass in zip(coefficients, violating, strict=True):
+        sums.add_exact(coefficient, (1.0, 1.0), mass)
+    return sums.result(Counters(), started, stopped=False, timed_out=False, refinements=0,
+                       exact=lost == 0)
+
+
 @dataclass
 class _Sums:
     """Running enclosures of the total and violating masses, and their float values."""

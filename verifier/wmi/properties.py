@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier.causal.witness import certified_classes
 from verifier.network import Network, head_error
 from verifier.numerics import EPS, FUNCTION_REL_MARGIN, scaled_down, scaled_up
 from verifier.population import PopulationModel
@@ -53,6 +54,7 @@ from verifier.wmi.engine import (
     Query,
     WMIResult,
     build_roots,
+    point_sum,
     solve,
 )
 from verifier.wmi.marginals import Density1D
@@ -115,6 +117,18 @@ def _input_size(*models: PiecewiseAffineModel) -> int:
     if len(sizes) != 1:
         raise WMIInputError(f"the models read different numbers of inputs: {sorted(sizes)}")
     return sizes.pop()
+
+
+def _point_classes(model: PiecewiseAffineModel, points: np.ndarray) -> np.ndarray:
+    """The class of each point (argmax, ties to the lowest index), ``-1`` where it is not
+    decided: a network's in real arithmetic (:func:`~verifier.causal.witness.certified_classes`,
+    ties included), a tree's or forest's by its reference scores
+    (:meth:`~verifier.wmi.trees.ForestModel.predict_scores`, as its leaves are encoded)."""
+    if isinstance(model, NetworkModel):
+        return certified_classes(model.network, points)
+    if isinstance(model, ForestModel):
+        return np.argmax(model.predict_scores(points), axis=1)
+    raise WMIInputError(f"cannot classify points with a {type(model).__name__}")
 
 
 def _predicted(model: PiecewiseAffineModel, point: np.ndarray) -> int:
@@ -432,16 +446,20 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
         queries, chosen = local_robustness_queries(model, prior, center, epsilon, expected_class,
                                                    bound_method, deadline=engine["deadline"],
                                                    max_roots=_root_limit(model))
-    except NotEnumerable:
-        if not branched.branchable(model):
+    except NotEnumerable as error:
+        whole_points = isinstance(error, AllDiscrete) and not branched.branchable(model)
+        if not (whole_points or branched.branchable(model)):
             raise
         point = np.asarray(center, dtype=np.float64).reshape(-1)
         chosen = _predicted(as_model(model, bound_method), point) if expected_class is None \
             else int(expected_class)
         if epsilon is None or not epsilon > 0:
             raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
-        result = branched.local_robustness(model, prior, point - epsilon, point + epsilon,
-                                           chosen, engine=engine)
+        if whole_points:
+            result = point_local_robustness(model, prior, point, epsilon, chosen, bound_method)
+        else:
+            result = branched.local_robustness(model, prior, point - epsilon,
+                                               point + epsilon, chosen, engine=engine)
         result.extra["expected_class"] = chosen
         return result
     result = _solve(queries, engine)
@@ -462,6 +480,62 @@ def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = 
                                 Disagreement(), deadline=deadline, max_roots=max_roots)
 
 
+def _prior_points(termset: TermSet, box_lo: np.ndarray, box_hi: np.ndarray
+                  ) -> tuple[list[Coefficient], np.ndarray]:
+    """The coefficients and points of the prior's terms inside ``[box_lo, box_hi]`` when
+    every term fixes every column (all columns discrete).
+
+    Raises:
+        AllDiscrete: some terms fix every column and others leave one free (a mixed prior,
+            which neither the region enumeration nor a finite sum covers).
+    """
+    terms = [term for term in termset.terms if _atoms_inside(term, box_lo, box_hi)]
+    dimension = termset.dimension
+    if any(len(term.atoms) < dimension for term in terms):
+        raise AllDiscrete("some prior terms fix every column and others leave one free: "
+                          "neither a region enumeration nor a finite sum covers them")
+    points = np.array([[term.atoms[j] for j in range(dimension)] for term in terms],
+                      dtype=np.float64).reshape(len(terms), dimension)
+    return [term.coefficient for term in terms], points
+
+
+def _finite_sum(coefficients: list[Coefficient], violating: list[tuple[float, float]],
+                lost: float, started: float) -> WMIResult:
+    result = point_sum(coefficients, violating, lost, started)
+    result.extra["method"] = "finite sum over the prior's points"
+    return result
+
+
+def point_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
+                      epsilon: float | None = None, bound_method: str = "crown") -> WMIResult:
+    """:func:`equivalence` on a prior whose every term fixes every column (all columns
+    discrete): a finite sum over the prior's points (in the ε-box, if any), each point's
+    two classes decided as :func:`_point_classes` says (a network's ties included); a point
+    a class of which is not decided counts as possibly violating. :class:`AllDiscrete` for
+    a mixed prior (:func:`_prior_points`)."""
+    started = time.perf_counter()
+    first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
+    termset = _termset(prior, _input_size(first, second))
+    coefficients, points = _prior_points(termset, *_ball(termset, center, epsilon))
+    one, two = _point_classes(first, points), _point_classes(second, points)
+    violating = [(0.0, 1.0) if a < 0 or b < 0 else (1.0, 1.0) if a != b else (0.0, 0.0)
+                 for a, b in zip(one.tolist(), two.tolist(), strict=True)]
+    return _finite_sum(coefficients, violating, termset.lost, started)
+
+
+def point_local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
+                           expected_class: int, bound_method: str = "crown") -> WMIResult:
+    """:func:`local_robustness` on a prior whose every term fixes every column: a finite
+    sum over the prior's points in the ε-box, as :func:`point_equivalence`."""
+    started = time.perf_counter()
+    wrapped = as_model(model, bound_method)
+    termset = _termset(prior, _input_size(wrapped))
+    coefficients, points = _prior_points(termset, *_ball(termset, center, epsilon))
+    violating = [(0.0, 1.0) if c < 0 else (0.0, 0.0) if c == expected_class else (1.0, 1.0)
+                 for c in _point_classes(wrapped, points).tolist()]
+    return _finite_sum(coefficients, violating, termset.lost, started)
+
+
 def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
                 epsilon: float | None = None, *, stop_at: float | None = None,
                 executor: Executor | None = None, bound_method: str = "crown",
@@ -474,20 +548,30 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
         queries = equivalence_queries(model, surrogate, prior, center, epsilon, bound_method,
                                       deadline=engine["deadline"],
                                       max_roots=_root_limit(model, surrogate))
+    except AllDiscrete:
+        if not branched.branchable(model, surrogate):
+            return point_equivalence(model, surrogate, prior, center, epsilon, bound_method)
+        return _branched_equivalence(model, surrogate, prior, center, epsilon, engine)
     except NotEnumerable:
         if not branched.branchable(model, surrogate):
             raise
-        dimension = len(prior.support()[0])
-        if center is None:
-            lower, upper = np.full(dimension, -np.inf), np.full(dimension, np.inf)
-        else:
-            point = np.asarray(center, dtype=np.float64).reshape(-1)
-            if epsilon is None or not epsilon > 0:
-                raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
-            lower, upper = point - epsilon, point + epsilon
-        return branched.equivalence(model, surrogate, prior, lower, upper,
-                                    engine=engine)
+        return _branched_equivalence(model, surrogate, prior, center, epsilon, engine)
     return _solve(queries, engine)
+
+
+def _branched_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any,
+                          epsilon: float | None, engine: dict[str, Any]) -> WMIResult:
+    """:func:`equivalence` by box branching (two networks on a prior the region enumeration
+    cannot list)."""
+    dimension = len(prior.support()[0])
+    if center is None:
+        lower, upper = np.full(dimension, -np.inf), np.full(dimension, np.inf)
+    else:
+        point = np.asarray(center, dtype=np.float64).reshape(-1)
+        if epsilon is None or not epsilon > 0:
+            raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
+        lower, upper = point - epsilon, point + epsilon
+    return branched.equivalence(model, surrogate, prior, lower, upper, engine=engine)
 
 
 def _copy_marginal(termset: TermSet, feature: int) -> tuple[list[WeightPiece] | None,
@@ -729,6 +813,14 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
                                        use_prior=use_prior, bound_method=bound_method,
                                        deadline=engine["deadline"],
                                        max_roots=_root_limit(model))
+    except AllDiscrete:
+        if branched.branchable(model):
+            return branched.monotonicity(model, prior, feature, decreasing=decreasing,
+                                         favorable_class=favorable_class, output=output,
+                                         use_prior=use_prior, engine=engine)
+        return point_monotonicity(model, prior, feature, decreasing=decreasing,
+                                  favorable_class=favorable_class, use_prior=use_prior,
+                                  bound_method=bound_method)
     except NotEnumerable:
         if not branched.branchable(model):
             raise
@@ -737,6 +829,48 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
                                      use_prior=use_prior,
                                      engine=engine)
     return _solve(queries, engine)
+
+
+def point_monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
+                       favorable_class: int = 1, use_prior: bool = False,
+                       bound_method: str = "crown") -> WMIResult:
+    """:func:`monotonicity` of a classifier on a prior whose every term fixes every column:
+    a finite sum over the pairs the discrete form compares (each point ``x`` and each value
+    ``v′`` of the feature with ``x_i < v′``, ``>`` when ``decreasing``, weighted by the term's
+    coefficient times ``P(x_i′ = v′)``), the classes decided as :func:`_point_classes` says.
+    :class:`AllDiscrete` for a mixed prior (:func:`_prior_points`)."""
+    started = time.perf_counter()
+    wrapped = as_model(model, bound_method)
+    dimension = _input_size(wrapped)
+    termset = _termset(prior, dimension)
+    if not use_prior:
+        termset = uniform_terms(prior, termset)
+    if any(feature in group for group in termset.groups):
+        raise WMIInputError(f"monotonicity needs an ordered feature; column "
+                            f"{termset.name(feature)!r} belongs to a one-hot group")
+    everywhere = np.full(dimension, np.inf)
+    weights, points = _prior_points(termset, -everywhere, everywhere)
+    marginal = _value_marginal(termset, feature)
+    coefficients: list[Coefficient] = []
+    pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    for weight, point in zip(weights, points, strict=True):
+        for value, share in sorted(marginal.items()):
+            if share[2] > 0 and (value < point[feature] if decreasing
+                                 else value > point[feature]):
+                moved = point.copy()
+                moved[feature] = value
+                coefficients.append(times(weight, share))
+                pairs.append((point, moved))
+    if not pairs:
+        raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
+                            "differs in it")
+    first = _point_classes(wrapped, np.array([pair[0] for pair in pairs]))
+    second = _point_classes(wrapped, np.array([pair[1] for pair in pairs]))
+    violating = [(0.0, 1.0) if a < 0 or b < 0
+                 else (1.0, 1.0) if a == favorable_class and b != favorable_class
+                 else (0.0, 0.0)
+                 for a, b in zip(first.tolist(), second.tolist(), strict=True)]
+    return _finite_sum(coefficients, violating, 2 * termset.lost, started)
 
 
 def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | None,
@@ -838,11 +972,41 @@ def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: li
         queries = noise_robustness_queries(model, prior, noise, features, bound_method,
                                            deadline=engine["deadline"],
                                            max_roots=_root_limit(model))
+    except AllDiscrete:
+        if branched.branchable(model):
+            return branched.noise_robustness(model, prior, noise, features, engine=engine)
+        return point_noise_robustness(model, prior, noise, features, bound_method)
     except NotEnumerable:
         if not branched.branchable(model):
             raise
         return branched.noise_robustness(model, prior, noise, features,
                                          engine=engine)
     return _solve(queries, engine)
+
+
+def point_noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int],
+                           bound_method: str = "crown") -> WMIResult:
+    """:func:`noise_robustness` on a prior and a noise whose every term fixes every column
+    (all discrete; the arguments as :func:`noise_robustness_queries` accepted them): a finite
+    sum over the pairs ``(x, x + n)`` of a prior point and a noise value, weighted by the
+    product of their coefficients, the classes decided as :func:`_point_classes` says.
+    :class:`AllDiscrete` for a mixed prior or noise (:func:`_prior_points`)."""
+    started = time.perf_counter()
+    wrapped = as_model(model, bound_method)
+    termset = _termset(prior, _input_size(wrapped))
+    everywhere = np.full(termset.dimension, np.inf)
+    weights, points = _prior_points(termset, -everywhere, everywhere)
+    noise_set = prior_terms(noise)
+    reach = np.full(noise_set.dimension, np.inf)
+    noise_weights, shifts = _prior_points(noise_set, -reach, reach)
+    coefficients = [times(weight, noise_weight) for weight in weights
+                    for noise_weight in noise_weights]
+    moved = np.repeat(points, len(shifts), axis=0)
+    moved[:, features] += np.tile(shifts, (len(points), 1))
+    before = np.repeat(_point_classes(wrapped, points), len(shifts))
+    after = _point_classes(wrapped, moved)
+    violating = [(0.0, 1.0) if a < 0 or b < 0 else (1.0, 1.0) if a != b else (0.0, 0.0)
+                 for a, b in zip(before.tolist(), after.tolist(), strict=True)]
+    return _finite_sum(coefficients, violating, termset.lost + noise_set.lost, started)
 
 
