@@ -201,3 +201,46 @@ def test_onnx_export_of_a_plain_model_is_checked_with_onnxruntime(tmp_path: Path
     model = _model().float()
     path = export_onnx(model, tmp_path / "plain.onnx", _inputs(8).float())
     assert path.exists() and path.stat().st_size > 0
+
+
+class _Constant(torch.nn.Module):
+    """A model whose logits are ``logits`` whatever the input."""
+
+    def __init__(self, logits: list[float], dtype: torch.dtype) -> None:
+        super().__init__()
+        self.register_buffer("logits", torch.tensor(logits, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.logits.expand(x.shape[0], -1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("abstain_class", [None, "c"])
+def test_abstaining_at_the_largest_float_stays_finite(dtype: torch.dtype,
+                                                      abstain_class: str | None) -> None:
+    """On ⊥ rows (x0 == 0) whose top logit is the largest float, nothing finite lies above it:
+    the abstain logit is that float, the others there step down one float, the abstain logit
+    is the strict argmax and a softmax is a distribution (it was ``+inf``, softmax NaN)."""
+    largest = torch.finfo(dtype).max
+    model = _Constant([largest, largest, 1.0, largest], dtype)
+    net = SelfCorrectingNetwork(model, parse_constraints(CONSTRAINTS), on_bottom="abstain",
+                                abstain_class=abstain_class)
+    x = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0]], dtype=dtype)
+    with torch.no_grad():
+        out, bottom = net.forward_with_bottom(x)
+        corrected, _ = net.layer(x, model(x))
+    assert bottom.tolist() == [True, True, False]
+    assert torch.isfinite(out).all()
+    abstain = 4 if abstain_class is None else 2
+    top = out[bottom].max(dim=1).values
+    assert (out[bottom, abstain] == largest).all()
+    assert ((out[bottom] == top.unsqueeze(1)).sum(dim=1) == 1).all()  # strict argmax
+    assert not torch.softmax(out, dim=1).isnan().any()
+    assert torch.equal(out[~bottom, :4], corrected[~bottom])
+    others = [k for k in range(4) if k != abstain]
+    stepped = torch.nextafter(torch.tensor(largest, dtype=dtype), torch.tensor(0.0, dtype=dtype))
+    for k in others:
+        expected = stepped if model.logits[k] == largest else model.logits[k]
+        assert (out[bottom, k] == expected).all()
+    scripted = script_module(net)
+    assert torch.equal(scripted(x), out)

@@ -6,7 +6,8 @@ Rows where the constraints are unsatisfiable at ``x`` (⊥) are handled by ``on_
 * ``"mark"`` (default): the logits are returned unchanged and ``last_bottom`` flags the rows;
 * ``"raise"``: :class:`UnsatisfiableConstraintsError` naming the rows;
 * ``"abstain"``: with ``abstain_class=None`` an extra last column is appended, the *abstain
-  logit*: just above the row's largest logit (``nextafter``) on ⊥ rows, so argmax picks it, and
+  logit*: just above the row's largest logit (``nextafter``) on ⊥ rows, so argmax picks it (at
+  the largest float: that float, the row's other logits there stepping one float down), and
   the most negative finite value elsewhere (softmax gives it probability 0, argmax never picks
   it). With ``abstain_class`` (an index or class name) the width stays ``m`` and on ⊥ rows that
   class's logit is raised just above the row's largest logit.
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from verifier.numerics.tensor import up_tensor
+from verifier.numerics.tensor import down_tensor, up_tensor
 from verifier.selfcorrect.constraints import ConstraintError, ConstraintSet, SafeOrderingConstraint
 from verifier.selfcorrect.constraints import resolve_class as _resolve_class
 from verifier.selfcorrect.layer import SelfCorrectingLayer
@@ -106,7 +107,16 @@ class SelfCorrectingNetwork(torch.nn.Module):
         return corrected, bottom
 
     def _abstain(self, corrected: Tensor, bottom: Tensor) -> Tensor:
-        above_top = up_tensor(corrected.amax(dim=1))
+        """The abstain logit just above each ⊥ row's largest logit. Where that logit is the
+        largest float (nothing finite lies above it) the abstain logit is the largest float and
+        the row's other logits at it step one float down, so the output stays finite (a softmax
+        of ``+inf`` is NaN) and the abstain logit the strict argmax."""
+        top = corrected.amax(dim=1)
+        largest = down_tensor(torch.full_like(top, float("inf")))
+        at_largest = bottom & (top == largest)
+        above_top = torch.where(at_largest, largest, up_tensor(top))
+        stepped = at_largest.unsqueeze(1) & (corrected == largest.unsqueeze(1))
+        corrected = torch.where(stepped, down_tensor(corrected), corrected)
         if self.abstain_index >= 0:
             column = corrected[:, self.abstain_index]
             raised = torch.where(bottom, above_top, column)
