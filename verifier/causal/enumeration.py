@@ -1,0 +1,174 @@
+"""Finite queries decided by exact enumeration, without partitioning (and without torch).
+
+A query is *finite* when every non-protected input is integer-coded or part of a one-hot
+group (no continuous input) and every protected cell is one value (integer, one-hot or
+chosen values): then it is the finitely many integer points and categories of its box, each
+compared at every protected value. FairQuant's COMPAS networks (6 inputs, 624 points) are
+such queries. When its *work*, the point evaluations (points × protected values) times the
+network's weights, is at most :data:`ENUMERATION_WORK`, every point is classified at every
+protected value by :func:`~verifier.causal.points.decide_points` (a rigorous float64
+enclosure, else exact rationals; the class rule of :mod:`verifier.causal.classes`, ties
+included) and the certificate is exact: each point is a cell, fair when every protected value
+gives it the same class, biased everywhere otherwise with the pair as its witness.
+
+Shares follow :func:`verifier.causal.partition.uniform_share` (integer points counted, one-hot
+categories equally likely: every point of the query has the same weight), so the biased
+share is ``biased points / points``: an exact rational, reported as the enclosure of its one
+float division (``[q, q]`` when the quotient is a float, else the floats either side) beside
+the exact counts (``details["enumerated"]``).
+
+Guarantee: the certificate's classes are the network's real-arithmetic classes at every
+point. Returns ``None`` (the caller partitions) when the query is not finite, its work is
+over the limit, or some class cannot be decided (a folded network, whose point bounds can
+leave a tie undecided).
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from typing import Any, Protocol
+
+import numpy as np
+
+from verifier.causal.codes import BIASED_EVERYWHERE, FAIR, SPLIT
+from verifier.causal.partition import initial_partition
+from verifier.causal.points import decide_points
+from verifier.causal.problem import FairnessProblem
+from verifier.causal.proof_tally import ProofTally
+from verifier.causal.report import names_box, witness_record
+from verifier.causal.share import ShareBounds, certified_shares, population_bounds
+from verifier.certificate import Certificate
+from verifier.numerics import nonnegative_quotient
+
+ENUMERATION_EVALUATIONS = 1 << 18
+ENUMERATION_WORK = 1 << 28
+"""A finite query is enumerated at most at this many point evaluations (points × protected
+values) and this many evaluations × network weights (beyond either, the partitioning decides
+regions at a time). MEASURED_PLACEHOLDER"""
+BATCH_EVALUATIONS = 1 << 14
+"""Point evaluations enclosed together (bounds the enclosure's arrays to a few MB per layer
+of 100 neurons)."""
+
+
+class _Limits(Protocol):
+    """What the enumeration reads of :class:`~verifier.causal.certify.CausalSettings`."""
+
+    enumeration_work: int
+    max_regions: int
+    max_witnesses: int
+
+    def record(self, problem: FairnessProblem) -> dict[str, Any]: ...
+
+
+def point_count(problem: FairnessProblem) -> int | None:
+    """The number of non-protected points of a finite query (see the module docstring), or
+    ``None`` when the query is not finite."""
+    if not problem.point_cells or not all(problem.integer[i] for i in problem.continuous):
+        return None
+    count = 1
+    for index in problem.continuous:
+        count *= int(problem.query_upper[index] - problem.query_lower[index]) + 1
+    for allowed in problem.query_allowed:
+        count *= int(allowed.sum())
+    return count
+
+
+def query_points(problem: FairnessProblem, count: int) -> np.ndarray:
+    """``(count, n)`` every non-protected point of a finite query (protected entries 0), the
+    last input or group varying fastest."""
+    factors: list[np.ndarray] = [
+        np.arange(problem.query_lower[i], problem.query_upper[i] + 1.0)
+        for i in problem.continuous
+    ]
+    factors += [np.flatnonzero(allowed) for allowed in problem.query_allowed]
+    digits = np.unravel_index(np.arange(count), [factor.size for factor in factors])
+    points = np.zeros((count, problem.inputs))
+    for position, index in enumerate(problem.continuous):
+        points[:, index] = factors[position][digits[position]]
+    offset = len(problem.continuous)
+    for g, group in enumerate(problem.onehot_groups):
+        members = np.asarray(group)
+        chosen = factors[offset + g][digits[offset + g]]
+        points[np.arange(count), members[chosen]] = 1.0
+    return points
+
+
+def enumeration_work(problem: FairnessProblem, count: int) -> int:
+    """Point evaluations × network weights of enumerating ``count`` points."""
+    weights = sum(layer.weight.size for layer in problem.network.layers)
+    return count * problem.cell_count * weights
+
+
+def enumerated_certificate(problem: FairnessProblem, settings: _Limits, population,
+                           started: float) -> Certificate | None:
+    """The exact certificate of a finite query within ``settings.enumeration_work``, or
+    ``None`` (see the module docstring). ``started``: the run's ``time.monotonic()`` start."""
+    count = point_count(problem)
+    if count is None or count * problem.cell_count > ENUMERATION_EVALUATIONS or \
+            enumeration_work(problem, count) > settings.enumeration_work:
+        return None
+    points = query_points(problem, count)
+    step = max(BATCH_EVALUATIONS // problem.cell_count, 1)
+    decided = [decide_points(problem, points[start:start + step], points[start:start + step])
+               for start in range(0, count, step)]
+    status, witness_a, witness_b, pairs = (np.concatenate(part) for part in zip(*decided,
+                                                                               strict=True))
+    if (status == SPLIT).any():
+        return None
+    biased_rows = np.flatnonzero(status == BIASED_EVERYWHERE)
+    fair_count, biased_count = int((status == FAIR).sum()), int(biased_rows.size)
+    fair = _exact_share(fair_count, count)
+    biased = _exact_share(biased_count, count)
+    shares = ShareBounds(fair=fair[0], biased=biased, excluded=0.0)
+    witnesses = [witness_record(witness_a[i], witness_b[i], (int(pairs[i, 0]), int(pairs[i, 1])))
+                 for i in biased_rows]
+    regions = [{"kind": "biased_everywhere", "share": 1.0 / count,
+                **names_box(problem, points[i], points[i]), "witness": witnesses[k]}
+               for k, i in enumerate(biased_rows[: settings.max_regions])]
+    bounds = {"biased_share": biased}
+    if population is not None:
+        query_lo, query_hi = initial_partition(problem)
+        bounds["biased_share_population"] = population_bounds(
+            problem, population, points, points, status, query_lo[0], query_hi[0])
+    counts = {"fair": fair_count, "biased_everywhere": biased_count, "biased_witness": 0,
+              "excluded": 0, "unresolved": 0, "refining": 0}
+    return Certificate(
+        audit="causal-fairness",
+        verdict="biased" if witnesses else "fair",
+        bounds=bounds,
+        details={
+            "certified_shares": certified_shares(shares, 0.0),
+            "fair_fraction": shares.fair,
+            "excluded_fraction": 0.0,
+            "biased_everywhere_fraction": biased[0],
+            "witnessed_fraction": 0.0,
+            "refining_fraction": 0.0,
+            "query_fraction": problem.query_fraction(),
+            "partition_counts": counts,
+            "regions": regions,
+            "witnesses": witnesses[: settings.max_witnesses],
+            "witness_count": len(witnesses),
+            "enumerated": {"points": count, "protected_values": problem.cell_count,
+                           "fair": fair_count, "biased": biased_count},
+        },
+        settings=settings.record(problem),
+        cost={"elapsed_s": time.monotonic() - started, "partitions": float(count),
+              "analysed_partitions": float(count), "enumerated_points": float(count),
+              "point_evaluations": float(count * problem.cell_count), "milps": 0.0,
+              **ProofTally().as_cost(), "rounds": 0.0,
+              "coverage_done_s": time.monotonic() - started},
+        algorithm="exact enumeration of every query point at every protected value "
+                  "(rigorous float64 point enclosures, exact rationals where they tie)",
+    )
+
+
+def _exact_share(part: int, whole: int) -> tuple[float, float]:
+    """``[low, high]`` floats enclosing ``part / whole`` exactly: equal when the quotient is
+    a float, else the one float division stepped outward
+    (:func:`~verifier.numerics.nonnegative_quotient`)."""
+    quotient = part / whole
+    if Fraction(quotient) == Fraction(part, whole):
+        return quotient, quotient
+    low, high = nonnegative_quotient(part, part, whole, whole, ceiling=1.0)
+    return float(low), float(high)
