@@ -4,18 +4,20 @@ A query is *finite* when every non-protected input is integer-coded or part of a
 group (no continuous input) and every protected cell is one value (integer, one-hot or
 chosen values): then it is the finitely many integer points and categories of its box, each
 compared at every protected value. FairQuant's COMPAS networks (6 inputs, 624 points) are
-such queries. When its *work*, the point evaluations (points × protected values) times the
-network's weights, is at most :data:`ENUMERATION_WORK`, every point is classified at every
-protected value by :func:`~verifier.causal.points.decide_points` (a rigorous float64
-enclosure, else exact rationals; the class rule of :mod:`verifier.causal.classes`, ties
-included) and the certificate is exact: each point is a cell, fair when every protected value
-gives it the same class, biased everywhere otherwise with the pair as its witness.
+such queries. When its *work* (:func:`enumeration_work`: the point evaluations, points ×
+protected values, times the cost of one) is at most :data:`ENUMERATION_WORK`, every point is
+classified at every protected value by :func:`~verifier.causal.points.decide_points` (a
+rigorous float64 enclosure, else exact rationals; the class rule of
+:mod:`verifier.causal.classes`, ties included) and the certificate is exact: each point is a
+cell, fair when every protected value gives it the same class, biased everywhere otherwise
+with the pair as its witness. The enumeration runs to its end whatever the time budget (the
+work limit keeps it under about half a CPU second).
 
 Shares follow :func:`verifier.causal.partition.uniform_share` (integer points counted, one-hot
 categories equally likely: every point of the query has the same weight), so the biased
-share is ``biased points / points``: an exact rational, reported as the enclosure of its one
-float division (``[q, q]`` when the quotient is a float, else the floats either side) beside
-the exact counts (``details["enumerated"]``).
+share is ``biased points / points``: an exact rational, reported as the tightest float
+interval holding it (``[q, q]`` when the quotient is a float, else one ulp wide) beside the
+exact counts (``details["enumerated"]``).
 
 Guarantee: the certificate's classes are the network's real-arithmetic classes at every
 point. Returns ``None`` (the caller partitions) when the query is not finite, its work is
@@ -39,16 +41,21 @@ from verifier.causal.proof_tally import ProofTally
 from verifier.causal.report import names_box, witness_record
 from verifier.causal.share import ShareBounds, certified_shares, population_bounds
 from verifier.certificate import Certificate
-from verifier.numerics import nonnegative_quotient
+from verifier.numerics import down, up
 
-ENUMERATION_EVALUATIONS = 1 << 18
 ENUMERATION_WORK = 1 << 28
-"""A finite query is enumerated at most at this many point evaluations (points × protected
-values) and this many evaluations × network weights (beyond either, the partitioning decides
-regions at a time). MEASURED_PLACEHOLDER"""
+"""A finite query is enumerated when its point evaluations (points × protected values) times
+the weights of one evaluation (:func:`enumeration_work`) are at most this; beyond it the
+partitioning decides regions at a time. Measured on the CPU clock (BENCHMARKS.md, issue 35,
+2026-11-29): :func:`~verifier.causal.points.decide_points` costs about 1.4–1.7 ns per network
+weight and evaluation on FairQuant's compas-3 (81,600 weights) and about 4 µs per evaluation
+on its compas-1 (240 weights, per-layer numpy overhead), so this limit is at most about
+0.45 CPU s of enumeration."""
+EVALUATION_OVERHEAD = 2500
+"""The fixed cost of one point evaluation in weights (4 µs at 1.6 ns per weight)."""
 BATCH_EVALUATIONS = 1 << 14
-"""Point evaluations enclosed together (bounds the enclosure's arrays to a few MB per layer
-of 100 neurons)."""
+"""Point evaluations enclosed together (the enclosure's arrays stay about 13 MB each at 100
+neurons a layer)."""
 
 
 class _Limits(Protocol):
@@ -95,9 +102,10 @@ def query_points(problem: FairnessProblem, count: int) -> np.ndarray:
 
 
 def enumeration_work(problem: FairnessProblem, count: int) -> int:
-    """Point evaluations × network weights of enumerating ``count`` points."""
+    """Point evaluations × (network weights + :data:`EVALUATION_OVERHEAD`) of enumerating
+    ``count`` points."""
     weights = sum(layer.weight.size for layer in problem.network.layers)
-    return count * problem.cell_count * weights
+    return count * problem.cell_count * (weights + EVALUATION_OVERHEAD)
 
 
 def enumerated_certificate(problem: FairnessProblem, settings: _Limits, population,
@@ -105,8 +113,7 @@ def enumerated_certificate(problem: FairnessProblem, settings: _Limits, populati
     """The exact certificate of a finite query within ``settings.enumeration_work``, or
     ``None`` (see the module docstring). ``started``: the run's ``time.monotonic()`` start."""
     count = point_count(problem)
-    if count is None or count * problem.cell_count > ENUMERATION_EVALUATIONS or \
-            enumeration_work(problem, count) > settings.enumeration_work:
+    if count is None or enumeration_work(problem, count) > settings.enumeration_work:
         return None
     points = query_points(problem, count)
     step = max(BATCH_EVALUATIONS // problem.cell_count, 1)
@@ -164,11 +171,11 @@ def enumerated_certificate(problem: FairnessProblem, settings: _Limits, populati
 
 
 def _exact_share(part: int, whole: int) -> tuple[float, float]:
-    """``[low, high]`` floats enclosing ``part / whole`` exactly: equal when the quotient is
-    a float, else the one float division stepped outward
-    (:func:`~verifier.numerics.nonnegative_quotient`)."""
+    """The tightest float interval holding ``part / whole``: the quotient itself when it is a
+    float, else the correctly rounded quotient and its neighbour on the exact value's side
+    (compared in rationals; one ulp wide)."""
     quotient = part / whole
-    if Fraction(quotient) == Fraction(part, whole):
+    exact, rounded = Fraction(part, whole), Fraction(quotient)
+    if rounded == exact:
         return quotient, quotient
-    low, high = nonnegative_quotient(part, part, whole, whole, ceiling=1.0)
-    return float(low), float(high)
+    return (quotient, up(quotient)) if rounded < exact else (down(quotient), quotient)
