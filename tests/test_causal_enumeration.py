@@ -19,6 +19,7 @@ from verifier.causal import CausalSettings, FairnessProblem, build_problem, cert
 from verifier.causal.enumeration import enumeration_work, point_count
 from verifier.convert import save_network
 from verifier.network import Layer, Network
+from verifier.population import Factor, Product, Uniform
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONING = CausalSettings(timeout_s=60.0, enumeration_work=0)
@@ -188,3 +189,21 @@ def test_the_enumerated_cli_run_imports_no_torch(tmp_path: Path) -> None:
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert '"partitions": 60' in result.stdout, result.stderr
     assert result.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_the_population_share_of_an_enumerated_query() -> None:
+    """Uniform densities over ``[lo − ½, hi + ½]`` give every integer point the same mass, so
+    the population share equals the exact uniform one; the partitioning path agrees."""
+    network = Network([Layer(np.array([[1.0, -1.0, 0.5]]), np.zeros(1), "none")])
+    problem = build_problem(network, ["x2"], domain={"x0": (0, 3), "x1": (0, 3), "x2": (0, 1)},
+                            integer_inputs="all")
+    population = Product(factors=[
+        Factor(columns=[name], distribution=Uniform(lower=-0.5, upper=high + 0.5))
+        for name, high in (("x0", 3), ("x1", 3), ("x2", 1))])
+    enumerated = certify_causal_fairness(problem, CausalSettings(), population=population)
+    partitioned = certify_causal_fairness(problem, PARTITIONING, population=population)
+    low, high = enumerated.bounds["biased_share_population"]
+    assert "enumerated" in enumerated.details
+    assert low <= 0.25 <= high and high - low < 1e-9
+    p_low, p_high = partitioned.bounds["biased_share_population"]
+    assert p_low <= high and low <= p_high
