@@ -128,11 +128,12 @@ def enumerated_certificate(problem: FairnessProblem, settings: _Limits, populati
     fair = _exact_share(fair_count, count)
     biased = _exact_share(biased_count, count)
     shares = ShareBounds(fair=fair[0], biased=biased, excluded=0.0)
+    shown = biased_rows[: max(settings.max_regions, settings.max_witnesses)]
     witnesses = [witness_record(witness_a[i], witness_b[i], (int(pairs[i, 0]), int(pairs[i, 1])))
-                 for i in biased_rows]
+                 for i in shown]
     regions = [{"kind": "biased_everywhere", "share": 1.0 / count,
                 **names_box(problem, points[i], points[i]), "witness": witnesses[k]}
-               for k, i in enumerate(biased_rows[: settings.max_regions])]
+               for k, i in enumerate(shown[: settings.max_regions])]
     bounds = {"biased_share": biased}
     if population is not None:
         query_lo, query_hi = initial_partition(problem)
@@ -142,7 +143,7 @@ def enumerated_certificate(problem: FairnessProblem, settings: _Limits, populati
               "excluded": 0, "unresolved": 0, "refining": 0}
     return Certificate(
         audit="causal-fairness",
-        verdict="biased" if witnesses else "fair",
+        verdict="biased" if biased_count else "fair",
         bounds=bounds,
         details={
             "certified_shares": certified_shares(shares, 0.0),
@@ -155,7 +156,7 @@ def enumerated_certificate(problem: FairnessProblem, settings: _Limits, populati
             "partition_counts": counts,
             "regions": regions,
             "witnesses": witnesses[: settings.max_witnesses],
-            "witness_count": len(witnesses),
+            "witness_count": biased_count,
             "enumerated": {"points": count, "protected_values": problem.cell_count,
                            "fair": fair_count, "biased": biased_count},
         },
