@@ -181,7 +181,7 @@ class PartitionProgress(AuditProgress):
     def chunk_done(self, problem: Any, lower: Any, upper: Any, outcome: Any) -> None:
         """Count one analysed chunk (:func:`verifier.causal.analysis.analyse_chunk`'s
         partitions ``lower``/``upper`` and its :class:`~verifier.causal.analysis.ChunkOutcome`)."""
-        from verifier.causal.analysis import BIASED_EVERYWHERE, BIASED_WITNESS, FAIR
+        from verifier.causal.codes import BIASED_EVERYWHERE, BIASED_WITNESS, FAIR
         from verifier.causal.partition import uniform_share
 
         status = outcome.status
@@ -299,17 +299,16 @@ class ChunkCounter(Executor):
 
     def __init__(self, inner: Executor,
                  on_chunk: Callable[[Any, Any, Any, Any], None]) -> None:
-        from verifier.causal.analysis import analyse_chunk
-
         self.inner = inner
         self.on_chunk = on_chunk
-        self._chunk_task = analyse_chunk
-        self._signature = inspect.signature(analyse_chunk)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         future = self.inner.submit(fn, *args, **kwargs)
-        if fn is self._chunk_task:
-            call = self._signature.bind(*args, **kwargs).arguments
+        # the analysis (and torch) is loaded once a chunk is submitted, not before: a finite
+        # query decided by enumeration never loads it
+        analysis = sys.modules.get("verifier.causal.analysis")
+        if analysis is not None and fn is analysis.analyse_chunk:
+            call = inspect.signature(fn).bind(*args, **kwargs).arguments
             future.add_done_callback(
                 lambda done: self._counted(done, call["problem"], call["lower"], call["upper"]))
         return future

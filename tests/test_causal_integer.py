@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
+from verifier.causal.enumeration import ENUMERATION_WORK
 from verifier.causal.partition import initial_partition, split_candidates, uniform_share
 from verifier.causal.problem import CausalInputError
 from verifier.convert import load_classifier
@@ -53,14 +54,17 @@ def _assert_integer_witnesses(network: Network, certificate, protected: int) -> 
         assert view.classify(np.stack([a, b])).tolist() == witness["classes"]
 
 
+@pytest.mark.parametrize("work", [0, ENUMERATION_WORK], ids=["partitioned", "enumerated"])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_integer_shares_match_brute_force(seed: int) -> None:
+def test_integer_shares_match_brute_force(seed: int, work: int) -> None:
     low = np.array([0.0, 0.0, 0.0, 0.0])
     high = np.array([6.0, 1.0, 3.0, 9.0])
     network = _logit_network(seed, 4, 6, np.maximum(high, 1.0))
     exact = _brute_force(network, low, high, 1, [0.0, 1.0])
     problem = build_problem(network, ["x1"], domain=(low, high), integer_inputs="all")
-    certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0))
+    certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0,
+                                                                  enumeration_work=work))
+    assert ("enumerated" in certificate.details) == (work > 0)
     lower, upper = certificate.bounds["biased_share"]
     assert lower <= exact + 1e-12 and exact <= upper + 1e-12
     # finitely many points: the refinement ends at single points, so the share is exact
@@ -73,7 +77,8 @@ def test_integer_shares_match_brute_force(seed: int) -> None:
     assert shares["decided"] == pytest.approx(1.0, abs=1e-12), "single points are decided"
 
 
-def test_protected_values_compare_only_the_values_given() -> None:
+@pytest.mark.parametrize("work", [0, ENUMERATION_WORK], ids=["partitioned", "enumerated"])
+def test_protected_values_compare_only_the_values_given(work: int) -> None:
     low, high = np.array([0.0, 0.0, 0.0]), np.array([5.0, 4.0, 7.0])
     network = _logit_network(7, 3, 5, np.maximum(high, 1.0))
     every = _brute_force(network, low, high, 1, [0.0, 1.0, 2.0, 3.0, 4.0])
@@ -81,7 +86,8 @@ def test_protected_values_compare_only_the_values_given() -> None:
     for values, exact in ((None, every), ([0.0, 4.0], ends)):
         problem = build_problem(network, ["x1"], domain=(low, high), integer_inputs="all",
                                 protected_values=values)
-        certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0))
+        certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0,
+                                                                      enumeration_work=work))
         lower, upper = certificate.bounds["biased_share"]
         assert lower - 1e-12 <= exact <= upper + 1e-12
         assert upper - lower == pytest.approx(0.0, abs=1e-12)
@@ -129,7 +135,8 @@ def test_one_hot_protected_values_pick_categories() -> None:
 
 
 @pytest.mark.skipif(not FAIRQUANT.is_dir(), reason="FairQuant benchmark folder not present")
-def test_fairquant_compas_1_matches_brute_force_over_all_624_points() -> None:
+@pytest.mark.parametrize("work", [0, ENUMERATION_WORK], ids=["partitioned", "enumerated"])
+def test_fairquant_compas_1_matches_brute_force_over_all_624_points(work: int) -> None:
     network, domain = load_classifier(FAIRQUANT / "compas-1.nnet", nnet_normalises_inputs=False)
     assert domain is not None
     last = network.layers[-1]
@@ -137,7 +144,9 @@ def test_fairquant_compas_1_matches_brute_force_over_all_624_points() -> None:
     exact = _brute_force(raw, domain[0], domain[1], 3, [0.0, 1.0])
     assert exact == pytest.approx(17 / 624)
     problem = build_problem(network, ["x3"], domain=domain, integer_inputs="all")
-    certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0))
+    certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0,
+                                                                  enumeration_work=work))
+    assert ("enumerated" in certificate.details) == (work > 0)
     lower, upper = certificate.bounds["biased_share"]
     assert lower == pytest.approx(exact, abs=1e-12) and upper == pytest.approx(exact, abs=1e-12)
     _assert_integer_witnesses(network, certificate, 3)

@@ -221,7 +221,8 @@ def test_blind_splits_on_saturated_partitions_give_the_brute_force_share(seed: i
 
     monkeypatch.setattr(analysis_module, "blind_scores", spy)
     certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0,
-                                                                  target_width=0.0))
+                                                                  target_width=0.0,
+                                                                  enumeration_work=0))
     lower, upper = certificate.bounds["biased_share"]
     assert lower == pytest.approx(exact, abs=1e-12) and upper == pytest.approx(exact, abs=1e-12)
     assert sum(calls) > 0
@@ -236,7 +237,8 @@ def test_both_split_rules_give_the_brute_force_share(rule: str, seed: int) -> No
     exact = _brute_force(network, low, high, 1, [0.0, 1.0])
     problem = build_problem(network, ["x1"], domain=(low, high), integer_inputs="all")
     certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=60.0,
-                                                                  split_rule=rule))
+                                                                  split_rule=rule,
+                                                                  enumeration_work=0))
     lower, upper = certificate.bounds["biased_share"]
     assert lower == pytest.approx(exact, abs=1e-12) and upper == pytest.approx(exact, abs=1e-12)
     assert certificate.settings["split_rule"] == rule

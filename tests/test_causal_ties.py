@@ -22,6 +22,7 @@ from verifier.causal import CausalSettings, build_problem, certify_causal_fairne
 from verifier.causal import sampling as witness_sampling
 from verifier.causal.analysis import proven_classes
 from verifier.causal.classes import possible_from_upper, proven_from_lower
+from verifier.causal.enumeration import ENUMERATION_WORK
 from verifier.causal.exact_check import check_partition
 from verifier.causal.partition import initial_partition, with_protected
 from verifier.network import Layer, Network
@@ -58,13 +59,16 @@ def _oracle_share(network: Network, ranges: list[tuple[int, int]], protected: in
 
 
 def _certify(network: Network, ranges: list[tuple[int, int]], protected: int,
-             sampling: bool = True, timeout: float = 20.0):
+             sampling: bool = True, timeout: float = 20.0, enumeration_work: int = 0):
+    """The certificate of the integer grid ``ranges``; partitioned unless ``enumeration_work``
+    lets the finite query be enumerated (these tests are about the partitioning's checks)."""
     names = [f"x{i}" for i in range(len(ranges))]
     network = network.renamed(input_names=names)
     problem = build_problem(network, [names[protected]], integer_inputs="all",
                             domain={n: r for n, r in zip(names, ranges, strict=True)})
     return certify_causal_fairness(problem, CausalSettings(timeout_s=timeout, max_unstable=16,
-                                                           witness_sampling=sampling))
+                                                           witness_sampling=sampling,
+                                                           enumeration_work=enumeration_work))
 
 
 def _assert_sound(network: Network, ranges: list[tuple[int, int]], protected: int,
@@ -277,6 +281,10 @@ def test_planted_ties_match_the_exact_oracle(case, sampling: bool) -> None:
     assert certificate.verdict == ("fair" if truth == 0 else "biased")
     low, high = certificate.bounds["biased_share"]
     assert high - low < 1e-9
+    enumerated = _certify(network, ranges, protected, enumeration_work=ENUMERATION_WORK)
+    assert _assert_sound(network, ranges, protected, enumerated) == truth
+    counts = enumerated.details["enumerated"]
+    assert Fraction(counts["biased"], counts["points"]) == truth
 
 
 @settings(max_examples=60, deadline=None)

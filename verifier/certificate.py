@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import math
 import platform
+import sys
 import time
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -85,16 +87,23 @@ class Certificate:
 
 def software_versions() -> dict[str, str]:
     """Versions that produced a certificate (for reproducibility)."""
-    import scipy
-    import torch
-
     return {
         "certgate": verifier.__version__,
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": _installed_version("torch"),
         "numpy": np.__version__,
-        "scipy": scipy.__version__,
+        "scipy": _installed_version("scipy"),
     }
+
+
+def _installed_version(package: str) -> str:
+    """``package.__version__`` when it is loaded, else its installed distribution's version:
+    a run that needed neither torch nor scipy (a finite query enumerated) does not import
+    them for their version numbers (1.2 s for torch)."""
+    module = sys.modules.get(package)
+    if module is not None:
+        return str(module.__version__)
+    return metadata.version(package)
 
 
 def to_jsonable(value: Any) -> Any:

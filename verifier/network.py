@@ -33,13 +33,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 
 from verifier.errors import CertgateInputError
 from verifier.numerics import SMALLEST_SUBNORMAL
+
+if TYPE_CHECKING:
+    import torch
 
 ActivationName = Literal["none", "relu", "leaky_relu", "hardtanh"]
 ACTIVATIONS: tuple[str, ...] = ("none", "relu", "leaky_relu", "hardtanh")
@@ -145,6 +147,8 @@ class Layer:
 
     def activate(self, z: torch.Tensor) -> torch.Tensor:
         """Apply this layer's activation to pre-activations ``z``."""
+        import torch  # deferred: the numpy paths (point enclosures, readers) run without it
+
         if self.activation == "relu":
             return torch.relu(z)
         if self.activation == "leaky_relu":
@@ -210,6 +214,8 @@ class Network:
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Evaluate on a batch ``x`` of shape ``(batch, input_size)`` in ``x``'s dtype, head
         included."""
+        import torch  # deferred: the numpy paths (point enclosures, readers) run without it
+
         h = x
         for layer in self.layers:
             weight = torch.as_tensor(layer.weight, dtype=x.dtype, device=x.device)
@@ -227,6 +233,8 @@ class Network:
             raise NetworkError(
                 f"input has {batch.shape[1]} columns, the network expects {self.input_size}"
             )
+        import torch  # deferred: the numpy paths (point enclosures, readers) run without it
+
         with torch.no_grad():
             out = self.forward(torch.from_numpy(np.ascontiguousarray(batch))).numpy()
         return out[0] if single else out
@@ -368,6 +376,8 @@ class Network:
 
     def to_torch(self) -> torch.nn.Sequential:
         """Export as ``torch.nn.Sequential`` of ``Linear`` and activation modules (float64)."""
+        import torch  # deferred: the numpy paths (point enclosures, readers) run without it
+
         modules: list[torch.nn.Module] = []
         for layer in self.layers:
             linear = torch.nn.Linear(layer.in_features, layer.out_features, dtype=torch.float64)
@@ -382,7 +392,7 @@ class Network:
             elif layer.activation == "hardtanh":
                 modules.append(torch.nn.Hardtanh(layer.min_val, layer.max_val))
         if self.head != "none":
-            modules.append(HEAD_MODULES[self.head]())
+            modules.append(_head_module(self.head))
         return torch.nn.Sequential(*modules)
 
     def describe(self) -> str:
@@ -397,16 +407,22 @@ class Network:
         return "\n".join(lines)
 
 
-HEAD_MODULES: dict[str, Callable[[], torch.nn.Module]] = {
-    "sigmoid": torch.nn.Sigmoid,
-    "softmax": functools.partial(torch.nn.Softmax, dim=-1),
-    "log_softmax": functools.partial(torch.nn.LogSoftmax, dim=-1),
-}
-"""The ``torch.nn`` module of every head (softmax over the last dimension: the outputs)."""
+def _head_module(head: str) -> torch.nn.Module:
+    """The ``torch.nn`` module of a head (softmax over the last dimension: the outputs)."""
+    import torch  # deferred: the numpy paths (point enclosures, readers) run without it
+
+    modules: dict[str, Callable[[], torch.nn.Module]] = {
+        "sigmoid": torch.nn.Sigmoid,
+        "softmax": functools.partial(torch.nn.Softmax, dim=-1),
+        "log_softmax": functools.partial(torch.nn.LogSoftmax, dim=-1),
+    }
+    return modules[head]()
 
 
 def apply_head(head: str, logits: torch.Tensor) -> torch.Tensor:
     """``head`` applied to a batch of logits ``(batch, outputs)`` (over the outputs)."""
+    import torch  # deferred: the numpy paths (point enclosures, readers) run without it
+
     if head == "sigmoid":
         return torch.sigmoid(logits)
     if head == "softmax":
@@ -443,18 +459,11 @@ def head_error(head: str, reader: str) -> NetworkError:
     )
 
 
-class PerNeuronLeakyReLU(torch.nn.Module):
-    """``x`` where ``x >= 0``, else ``slope[i]·x``: a LeakyReLU with one slope per neuron."""
-
-    def __init__(self, slopes: tuple[float, ...]) -> None:
-        super().__init__()
-        self.register_buffer("slopes", torch.tensor(slopes, dtype=torch.float64))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.where(x < 0, x * self.slopes.to(x.dtype), x)
-
-
 def _leaky_module(slope: float | tuple[float, ...]) -> torch.nn.Module:
+    import torch  # deferred: the numpy paths (point enclosures, readers) run without it
+
+    from verifier.torch_modules import PerNeuronLeakyReLU
+
     if isinstance(slope, tuple):
         return PerNeuronLeakyReLU(slope)
     return torch.nn.LeakyReLU(slope)

@@ -68,21 +68,26 @@ import torch
 
 from verifier.bounds import BoundsResult, compute_bounds, pairwise_difference_spec
 from verifier.causal.classes import possible_from_upper, proven_from_lower
+from verifier.causal.codes import (
+    BIASED_EVERYWHERE,
+    BIASED_WITNESS,
+    EXCLUDED,
+    FAIR,
+    SPLIT,
+    UNFINISHED,
+)
 from verifier.causal.partition import (
     MIN_EDGE,
     representative,
     split_candidates,
     with_protected,
 )
+from verifier.causal.points import decide_points
 from verifier.causal.problem import FairnessProblem
 from verifier.causal.proof_tally import ProofTally
 from verifier.causal.sampling import find_witnesses
-from verifier.causal.witness import certified_classes, confirmed_pairs
+from verifier.causal.witness import confirmed_pairs
 
-FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, SPLIT, EXCLUDED = 0, 1, 2, 3, 4
-UNFINISHED = 7
-SPLIT_RULES = ("smear", "bounds")
-STATUS_NAMES = ("fair", "biased_everywhere", "biased_witness", "split", "excluded")
 SATURATION_DEPTH = 8
 """On networks this deep, a partition whose CROWN bounds leave every neuron of a layer
 unstable is given up at that layer (IBP beyond it): measured on Adult RQ4's 32 × 40 network,
@@ -191,32 +196,6 @@ def protected_unread(problem: FairnessProblem, result, batch: int, cells: int) -
             dead = off.all(axis=1) & (layer.negative_slope_effective == 0.0)[None, :]
             reach &= ~dead
     return ~reach.any(axis=1)
-
-
-def decide_points(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Decide partitions that are one non-protected point, with point protected cells, in
-    real arithmetic: the class of the point at every protected value
-    (:func:`~verifier.causal.witness.certified_classes`: a point enclosure, else exact
-    rationals).
-    Returns ``(B,)`` status (``FAIR``, ``BIASED_EVERYWHERE``, or ``SPLIT`` where the IR
-    cannot decide, a folded network), witnesses ``(B, n)`` and their classes ``(B, 2)``."""
-    batch, n = lower.shape
-    values = problem.protected_cells[:, 0, :]
-    count = values.shape[0]
-    points = np.repeat(lower, count, axis=0)
-    points[:, list(problem.protected)] = np.tile(values, (batch, 1))
-    classes = certified_classes(problem.network, points).reshape(batch, count)
-    known = (classes >= 0).all(axis=1)
-    first, second = np.argmin(classes, axis=1), np.argmax(classes, axis=1)
-    rows = np.arange(batch)
-    biased = known & (classes[rows, first] != classes[rows, second])
-    status = np.where(known, np.where(biased, BIASED_EVERYWHERE, FAIR), SPLIT).astype(np.int8)
-    witness_a = np.where(biased[:, None], points.reshape(batch, count, n)[rows, first], np.nan)
-    witness_b = np.where(biased[:, None], points.reshape(batch, count, n)[rows, second], np.nan)
-    pair = np.where(biased[:, None], np.stack([classes[rows, first], classes[rows, second]],
-                                              axis=1), -1)
-    return status, witness_a, witness_b, pair
 
 
 def _probe_boxes(problem: FairnessProblem) -> np.ndarray:

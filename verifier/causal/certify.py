@@ -23,23 +23,23 @@ from collections import deque
 from concurrent.futures import CancelledError, Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from verifier.causal.analysis import (
+from verifier.causal.codes import (
     BIASED_EVERYWHERE,
     BIASED_WITNESS,
     EXCLUDED,
     FAIR,
     SPLIT_RULES,
     UNFINISHED,
-    AnalysisSettings,
-    ChunkOutcome,
-    analyse_chunk,
 )
+from verifier.causal.enumeration import ENUMERATION_WORK, enumerated_certificate
 from verifier.causal.partition import initial_partition, uniform_share
 from verifier.causal.problem import CausalInputError, FairnessProblem
 from verifier.causal.proof_tally import ProofTally
+from verifier.causal.report import names_box, witness_record
 from verifier.causal.share import (
     bounds_from_sums,
     certified_shares,
@@ -49,6 +49,9 @@ from verifier.causal.share import (
 from verifier.certificate import Certificate
 from verifier.executor import InProcessExecutor
 from verifier.network import Network
+
+if TYPE_CHECKING:
+    from verifier.causal.analysis import AnalysisSettings, ChunkOutcome
 
 UNRESOLVED = 5
 ROUND_CHUNKS = 8
@@ -176,6 +179,7 @@ class CausalSettings:
     max_witnesses: int = 20
     witness_sampling: bool = True
     split_rule: str = "smear"
+    enumeration_work: int = ENUMERATION_WORK
 
     def __post_init__(self) -> None:
         if not self.min_edge >= 0.0:
@@ -207,7 +211,21 @@ class CausalSettings:
         fitting = max(CHUNK_WORK // max(hidden, 1), smallest)
         return min(1 << (fitting.bit_length() - 1), largest)
 
+    def record(self, problem: FairnessProblem) -> dict[str, Any]:
+        """The settings as a certificate records them."""
+        return {
+            "L": self.min_edge, "U": self.max_unstable,
+            "timeout_s": self.timeout_s, "target_width": self.target_width,
+            "bound_method": self.bound_method,
+            "chunk_size": self.chunk_size_for(problem.network),
+            "protected": [problem.network.input_names[i] for i in problem.protected],
+            "split_rule": self.split_rule,
+            "witness_sampling": self.witness_sampling,
+        }
+
     def analysis(self) -> AnalysisSettings:
+        from verifier.causal.analysis import AnalysisSettings  # torch, for partitioning only
+
         return AnalysisSettings(self.min_edge, self.max_unstable, self.bound_method,
                                 self.milp_time_limit, self.witness_sampling, self.split_rule)
 
@@ -263,6 +281,8 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
     deadline, or cancelled by the executor, yields ``None``. Also whether the executor
     cancelled a chunk: it can run no more (a Dask client that lost its scheduler; no
     executor here cancels a task otherwise)."""
+    from verifier.causal.analysis import analyse_chunk  # torch, for partitioning only
+
     futures = []
     for start in range(0, lower.shape[0], chunk):
         rows = np.arange(start, min(start + chunk, lower.shape[0]))
@@ -297,6 +317,8 @@ def certify_causal_fairness(
     population=None,
 ) -> Certificate:
     """Certify causal fairness of ``problem.network`` on the query (see the module docstring).
+    A finite query within ``settings.enumeration_work`` is decided by exact enumeration
+    instead (:mod:`verifier.causal.enumeration`; 0 turns it off), without loading torch.
 
     The certificate's verdict is ``fair`` only when every partition is proven fair, ``biased``
     when some witness (re-evaluated by the network) exists, ``unknown`` otherwise. Bounds:
@@ -308,8 +330,11 @@ def certify_causal_fairness(
     shares reached, ``details["stopped_by"] == "executor_lost"``.
     """
     settings = settings or CausalSettings()
-    executor = executor or InProcessExecutor()
     started = time.monotonic()
+    enumerated = enumerated_certificate(problem, settings, population, started)
+    if enumerated is not None:
+        return enumerated
+    executor = executor or InProcessExecutor()
     deadline = started + settings.timeout_s
     analysis = settings.analysis()
     chunk_size = settings.chunk_size_for(problem.network)
@@ -444,20 +469,6 @@ def _add_shares(shares: dict[int, float], weight: np.ndarray, status: np.ndarray
         shares[int(code)] = shares.get(int(code), 0.0) + float(weight[status == code].sum())
 
 
-def _names_box(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray) -> dict:
-    names = problem.network.input_names
-    box = {names[i]: [float(lower[i]), float(upper[i])] for i in problem.continuous}
-    categories = {
-        ",".join(names[i] for i in group): [names[i] for i in group if upper[i] > 0.5]
-        for group in problem.onehot_groups
-    }
-    return {"box": box, "categories": categories}
-
-
-def _witness(a: np.ndarray, b: np.ndarray, classes: tuple[int, int]) -> dict:
-    return {"x": a.tolist(), "x_other": b.tolist(), "classes": [int(classes[0]), int(classes[1])]}
-
-
 def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Ledger,
                  population, analysed: int, milps: int, proofs: ProofTally, rounds: int,
                  elapsed: float, covered_at: float | None, executor_lost: bool) -> Certificate:
@@ -467,18 +478,18 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
     shares = uniform_bounds(problem, lo, hi, status, excluded_mask)
     weight = uniform_share(problem, lo, hi)
     witnesses = [
-        _witness(wa[i], wb[i], (int(wc[i, 0]), int(wc[i, 1])))
+        witness_record(wa[i], wb[i], (int(wc[i, 0]), int(wc[i, 1])))
         for i in np.flatnonzero(wc[:, 0] >= 0)
     ]
-    witnesses += [_witness(a, b, c) for a, b, c in ledger.witness_records]
+    witnesses += [witness_record(a, b, c) for a, b, c in ledger.witness_records]
     biased_rows = np.flatnonzero(np.isin(status, (BIASED_EVERYWHERE, BIASED_WITNESS)))
     biased_rows = biased_rows[np.argsort(-weight[biased_rows], kind="stable")]
     regions = [
         {
             "kind": "biased_everywhere" if status[i] == BIASED_EVERYWHERE else "contains_bias",
             "share": float(weight[i]),
-            **_names_box(problem, lo[i], hi[i]),
-            **({"witness": _witness(wa[i], wb[i], (int(wc[i, 0]), int(wc[i, 1])))}
+            **names_box(problem, lo[i], hi[i]),
+            **({"witness": witness_record(wa[i], wb[i], (int(wc[i, 0]), int(wc[i, 1])))}
                if wc[i, 0] >= 0 else {}),
         }
         for i in biased_rows[: settings.max_regions]
@@ -519,15 +530,7 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             "witness_count": len(witnesses),
             **({"stopped_by": "executor_lost"} if executor_lost else {}),
         },
-        settings={
-            "L": settings.min_edge, "U": settings.max_unstable,
-            "timeout_s": settings.timeout_s, "target_width": settings.target_width,
-            "bound_method": settings.bound_method,
-            "chunk_size": settings.chunk_size_for(problem.network),
-            "protected": [problem.network.input_names[i] for i in problem.protected],
-            "split_rule": settings.split_rule,
-            "witness_sampling": settings.witness_sampling,
-        },
+        settings=settings.record(problem),
         cost={"elapsed_s": elapsed, "partitions": float(len(status)),
               "analysed_partitions": float(analysed), "milps": float(milps),
               **proofs.as_cost(), "rounds": float(rounds),

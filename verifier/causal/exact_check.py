@@ -37,7 +37,7 @@ cannot prove goes to HiGHS's MILP, which only looks for a witness:
   whose infeasibility decides nothing may presolve (:func:`_decide_pair`);
 * "infeasible" (or a dual bound below ``−τ``), with no certificate, and a best margin in
   ``[−τ, τ]`` (a near tie) leave the partition undecided (it is split; an integer point is
-  decided exactly by :func:`verifier.causal.analysis.decide_points`).
+  decided exactly by :func:`verifier.causal.points.decide_points`).
 
 With ``relaxation_first=False`` the MILP runs first and only its "infeasible" (a solve
 without presolve) is handed to the same certificate, so certificate first proves every pair

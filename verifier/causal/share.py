@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.causal.analysis import BIASED_EVERYWHERE, FAIR
+from verifier.causal.codes import BIASED_EVERYWHERE, FAIR
 from verifier.causal.partition import uniform_share
 from verifier.causal.problem import CausalInputError, FairnessProblem
 from verifier.numerics import add_down, add_up, nonnegative_quotient, sum_lower, sum_upper

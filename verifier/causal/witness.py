@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifier.bounds import compute_bounds, pairwise_difference_spec
 from verifier.causal.classes import exact_class, proven_from_lower
 from verifier.exact_arith import exact_outputs
 from verifier.network import Network
@@ -35,6 +34,8 @@ def certified_classes(network: Network, points: np.ndarray) -> np.ndarray:
     points = np.atleast_2d(np.asarray(points, dtype=np.float64))
     classes = network.output_size
     if network.folded:
+        from verifier.bounds import compute_bounds, pairwise_difference_spec  # torch
+
         result = compute_bounds(network, points, points, pairwise_difference_spec(classes), "ibp")
         return proven_from_lower(result.lower, classes)
     lower, upper = enclose_outputs(network, points)

@@ -14,7 +14,8 @@ import torch
 
 from verifier.convert.affine_chain import AffineChain
 from verifier.convert.self_check import assert_agrees
-from verifier.network import Network, NetworkError, PerNeuronLeakyReLU
+from verifier.network import Network, NetworkError
+from verifier.torch_modules import PerNeuronLeakyReLU
 
 ModuleRule = Callable[[AffineChain, torch.nn.Module, str], None]
 

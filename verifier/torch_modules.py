@@ -1,0 +1,18 @@
+"""``torch.nn`` modules the IR exports to (:meth:`verifier.network.Network.to_torch`) that torch
+does not have; kept out of :mod:`verifier.network`, which imports torch only when a torch view
+is asked for (its numpy paths, the point enclosures and the model readers run without it)."""
+
+from __future__ import annotations
+
+import torch
+
+
+class PerNeuronLeakyReLU(torch.nn.Module):
+    """``x`` where ``x >= 0``, else ``slope[i]·x``: a LeakyReLU with one slope per neuron."""
+
+    def __init__(self, slopes: tuple[float, ...]) -> None:
+        super().__init__()
+        self.register_buffer("slopes", torch.tensor(slopes, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.where(x < 0, x * self.slopes.to(x.dtype), x)
