@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from verifier.bounds import kink_neurons, pack_signs
 from verifier.causal.analysis import (
     BIASED_EVERYWHERE,
     BIASED_WITNESS,
@@ -257,10 +258,11 @@ class _Ledger:
 
 def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisSettings,
                lower: np.ndarray, upper: np.ndarray, hints: np.ndarray, refining: np.ndarray,
-               bounds_only: np.ndarray, chunk: int, deadline: float
+               bounds_only: np.ndarray, signs: np.ndarray, chunk: int, deadline: float
                ) -> list[tuple[np.ndarray, ChunkOutcome | None]]:
-    """Submit the partitions in chunks (none after the deadline); a chunk not back by the
-    deadline yields ``None``."""
+    """Submit the partitions in chunks (none after the deadline), each with the kink signs
+    its parent proved (``signs``, see :func:`~verifier.causal.analysis.analyse_chunk`); a
+    chunk not back by the deadline yields ``None``."""
     futures = []
     for start in range(0, lower.shape[0], chunk):
         rows = np.arange(start, min(start + chunk, lower.shape[0]))
@@ -270,7 +272,8 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
         wall_deadline = time.time() + (deadline - time.monotonic())
         futures.append((rows, executor.submit(analyse_chunk, problem, settings, lower[rows],
                                               upper[rows], hints[rows], wall_deadline,
-                                              refining[rows], bounds_only[rows])))
+                                              refining[rows], bounds_only[rows],
+                                              signs[rows])))
     results: list[tuple[np.ndarray, ChunkOutcome | None]] = []
     for rows, future in futures:
         if future is None:
@@ -310,7 +313,9 @@ def certify_causal_fairness(
     pending_lo, pending_hi = initial_partition(problem)
     pending_hints = np.full((1, 2, n), np.nan)
     pending_origin = np.full(1, -1, dtype=np.int64)
-    # witnessed partitions awaiting refinement: children lo/hi, box, witness, hints, origin
+    pending_signs = _no_signs(problem, 1)
+    # witnessed partitions awaiting refinement: children lo/hi, box, witness, hints, origin,
+    # signs
     refinable: list[tuple[np.ndarray, ...]] = []
     refined = 0
     analysed = milps = rounds = 0
@@ -336,6 +341,7 @@ def certify_causal_fairness(
             pending_origin = np.concatenate([
                 pending_origin, np.repeat(np.arange(refined, refined + len(refinable)), 2)
             ])
+            pending_signs = np.vstack([pending_signs, *[r[6] for r in refinable]])
             refined += len(refinable)
             refinable = []
         if pending_lo.shape[0] == 0:
@@ -343,18 +349,22 @@ def certify_causal_fairness(
         order = np.argsort(-uniform_share(problem, pending_lo, pending_hi), kind="stable")
         pending_lo, pending_hi = pending_lo[order], pending_hi[order]
         pending_hints, pending_origin = pending_hints[order], pending_origin[order]
+        pending_signs = pending_signs[order]
         take = min(pending_lo.shape[0], ROUND_CHUNKS * chunk_size)
-        later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:])
+        later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:],
+                 pending_signs[take:])
         pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
         pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
+        pending_signs = pending_signs[:take]
         refining = pending_origin >= 0
         results = _run_round(executor, problem,
                              replace(analysis, presolve_first=presolve.first()),
                              pending_lo, pending_hi, pending_hints,
-                             refining, exact_yield.bounds_only(refining), chunk_size,
-                             deadline)
+                             refining, exact_yield.bounds_only(refining), pending_signs,
+                             chunk_size, deadline)
         rounds += 1
         next_lo, next_hi, next_hints, next_origin = [later[0]], [later[1]], [later[2]], [later[3]]
+        next_signs = [later[4]]
         for rows, outcome in results:
             lo, hi, origin = pending_lo[rows], pending_hi[rows], pending_origin[rows]
             if outcome is None:
@@ -382,7 +392,8 @@ def certify_causal_fairness(
                 witness = np.stack([outcome.witness_a[r], outcome.witness_b[r]])
                 refinable.append((outcome.children_lower[r], outcome.children_upper[r],
                                   np.stack([lo[r], hi[r]]), witness, outcome.children_hints[r],
-                                  int(origin[r])))
+                                  int(origin[r]),
+                                  np.stack([outcome.children_signs[r]] * 2)))
                 ledger.witness_records.append(
                     (witness[0].copy(), witness[1].copy(),
                      (int(outcome.witness_classes[r, 0]), int(outcome.witness_classes[r, 1])))
@@ -392,19 +403,29 @@ def certify_causal_fairness(
             next_hi.append(outcome.children_upper[split].reshape(-1, n))
             next_hints.append(np.repeat(outcome.children_hints[split], 2, axis=0))
             next_origin.append(np.repeat(origin[split], 2))
+            next_signs.append(np.repeat(outcome.children_signs[split], 2, axis=0))
         pending_lo = np.vstack(next_lo)
         pending_hi = np.vstack(next_hi)
         pending_hints = np.vstack(next_hints)
         pending_origin = np.concatenate(next_origin)
+        pending_signs = np.vstack(next_signs)
     if pending_lo.shape[0]:
         nan = np.full((pending_lo.shape[0], n), np.nan)
         ledger.add(pending_lo, pending_hi, _unfinished(pending_origin), nan, nan,
                    np.full((pending_lo.shape[0], 2), -1), pending_origin)
-    for _, _, box, witness, _, origin in refinable:
+    for _, _, box, witness, _, origin, _ in refinable:
         ledger.add(box[:1], box[1:], [BIASED_WITNESS], witness[:1], witness[1:], [[-1, -1]],
                    [origin])
     return _certificate(problem, settings, ledger, population, analysed, milps, proofs, rounds,
                         time.monotonic() - started, covered_at)
+
+
+def _no_signs(problem: FairnessProblem, count: int) -> np.ndarray:
+    """``(count, V, P)`` packed kink signs that say nothing (see
+    :func:`~verifier.bounds.pack_signs`), for partitions with no parent."""
+    cells = problem.protected_cells.shape[0]
+    width = pack_signs(np.zeros((1, kink_neurons(problem.network)), dtype=np.int8)).shape[1]
+    return np.zeros((count, cells, width), dtype=np.uint8)
 
 
 def _current_bounds(problem, ledger: _Ledger, refinable, pending_lo: np.ndarray,
