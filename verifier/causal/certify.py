@@ -14,6 +14,10 @@ final partitions tile the query exactly, so the fractions sum to one.
 Inside a refinement the analysis is bounds-only (see :mod:`verifier.causal.analysis`): a
 witness there changes no share, so only a proof (fair, biased everywhere) or a split is
 worth its time.
+
+Every pending partition carries the kink signs its parent's bounds proved on each protected
+cell (packed, :func:`~verifier.bounds.pack_signs`; nothing for the root). A child lies inside
+its parent, so they hold on it, and its CROWN skips the back-substitution of those neurons.
 """
 
 from __future__ import annotations
