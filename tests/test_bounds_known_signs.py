@@ -16,11 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import assert_status_holds_at, networks, random_network
 
-from verifier.bounds import METHODS, compute_bounds, kink_neurons
+from verifier.bounds import METHODS, compute_bounds, kink_neurons, pack_signs, unpack_signs
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_outputs
 from verifier.network import Network
-from verifier.pv.atoms import pack_signs, unpack_signs
 from verifier.pv.boxpool import Boxes
 from verifier.pv.splitting import Splitter
 

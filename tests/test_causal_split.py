@@ -254,7 +254,8 @@ def _outcome(status: list[int], checked: list[bool]) -> ChunkOutcome:
     count = len(status)
     empty = np.zeros((count, 2, 1))
     return ChunkOutcome(np.array(status, dtype=np.int8), empty, empty, np.zeros(count, bool),
-                        empty, np.zeros((count, 1)), np.zeros((count, 1)),
+                        empty, np.zeros((count, 1, 2), dtype=np.uint8), np.zeros((count, 1)),
+                        np.zeros((count, 1)),
                         np.zeros((count, 2), dtype=np.int64), np.zeros(count, dtype=np.int64),
                         0, np.array(checked))
 

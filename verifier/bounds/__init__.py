@@ -90,6 +90,8 @@ from verifier.bounds.results import (
     BoundsResult,
     LinearBounds,
     Method,
+    pack_signs,
+    unpack_signs,
 )
 from verifier.errors import CertgateInputError
 from verifier.network import Network
@@ -113,7 +115,9 @@ __all__ = [
     "ibp",
     "kink_neurons",
     "linear_interval",
+    "pack_signs",
     "pairwise_difference_spec",
+    "unpack_signs",
 ]
 
 

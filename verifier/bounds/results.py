@@ -19,6 +19,23 @@ METHODS: tuple[str, ...] = ("ibp", "crown", "alpha-crown")
 ACTIVE, UNSTABLE, INACTIVE = 1, 0, -1
 
 
+def pack_signs(signs: np.ndarray) -> np.ndarray:
+    """Kink signs ``(B, N)`` in {−1, 0, 1} as two bit masks (positive, negative), ``(B, 2⌈N/8⌉)``
+    uint8: a PV pool keeps one row per open box, the causal engine one per pending partition
+    and protected cell (a quarter of the int8 size; all zero bytes mean nothing known)."""
+    return np.concatenate(
+        [np.packbits(signs > 0, axis=1), np.packbits(signs < 0, axis=1)], axis=1
+    )
+
+
+def unpack_signs(packed: np.ndarray, width: int) -> np.ndarray:
+    """The int8 ``(B, width)`` signs of :func:`pack_signs`."""
+    half = packed.shape[1] // 2
+    positive = np.unpackbits(packed[:, :half], axis=1, count=width).astype(np.int8)
+    negative = np.unpackbits(packed[:, half:], axis=1, count=width).astype(np.int8)
+    return positive - negative
+
+
 @dataclass
 class LinearBounds:
     """CROWN's final linear bounds of ``C·net(x)`` on each box, as pointwise functions.

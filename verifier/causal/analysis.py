@@ -66,7 +66,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from verifier.bounds import BoundsResult, compute_bounds, pairwise_difference_spec
+from verifier.bounds import (
+    BoundsResult,
+    compute_bounds,
+    kink_neurons,
+    pack_signs,
+    pairwise_difference_spec,
+    unpack_signs,
+)
 from verifier.causal.classes import possible_from_upper, proven_from_lower
 from verifier.causal.codes import (
     BIASED_EVERYWHERE,
@@ -127,7 +134,9 @@ class AnalysisSettings:
 @dataclass
 class ChunkOutcome:
     """Per partition of a chunk: ``status`` (see ``STATUS_NAMES``), children ``(B, 2, n)``
-    where ``has_children``, witnesses ``(B, n)`` (NaN rows where none) with their classes, the
+    where ``has_children`` with the kink signs they inherit (``children_signs`` ``(B, V, P)``,
+    the partition's own per protected cell, packed by :func:`~verifier.bounds.pack_signs`;
+    both children take them), witnesses ``(B, n)`` (NaN rows where none) with their classes, the
     most unstable ReLUs over the cells, the number of MILPs solved, ``(B,)`` which
     partitions went to the exact check (it may have been cut by the deadline), and how the
     exact checks' proofs were found (``proofs``, summed over the chunk)."""
@@ -137,6 +146,7 @@ class ChunkOutcome:
     children_upper: np.ndarray
     has_children: np.ndarray
     children_hints: np.ndarray
+    children_signs: np.ndarray
     witness_a: np.ndarray
     witness_b: np.ndarray
     witness_classes: np.ndarray
@@ -155,18 +165,20 @@ def gives_up_saturated(problem: FairnessProblem) -> bool:
 
 
 def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
-                   method: str):
+                   method: str, known_signs: np.ndarray | None = None):
     """``(M,)`` the class proven on each whole box by the class rule, ties included (−1 if
     none; :func:`~verifier.causal.classes.proven_from_lower`), and the bounds. The
     non-protected one-hot groups are bounded over the categories each box allows
     (``compute_bounds(groups=…)``), not over ``[0, 1]^g``: every point of a partition is
     one-hot in each group, so this is sound, and tighter wherever a group still allows
     several categories (Adult RQ4 1280 C: 30.8 % certified fair at 40 CPU s instead of
-    22.3 %; docs/decisions.md, issue 35)."""
+    22.3 %; docs/decisions.md, issue 35). ``known_signs`` ``(M, N)`` int8: kink signs proven
+    on boxes enclosing these (see :func:`~verifier.bounds.compute_bounds`)."""
     classes = problem.network.output_size
     result = compute_bounds(problem.network, lower, upper, pairwise_difference_spec(classes),
                             method, groups=problem.onehot_groups,
-                            give_up_saturated=gives_up_saturated(problem))
+                            give_up_saturated=gives_up_saturated(problem),
+                            known_signs=known_signs)
     return proven_from_lower(result.lower, classes), result
 
 
@@ -372,7 +384,8 @@ def _relative_width(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarr
 def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
                   upper: np.ndarray, hints: np.ndarray | None = None,
                   deadline: float | None = None, refining: np.ndarray | None = None,
-                  bounds_only: np.ndarray | None = None) -> ChunkOutcome:
+                  bounds_only: np.ndarray | None = None, signs: np.ndarray | None = None
+                  ) -> ChunkOutcome:
     """Decide a batch of partitions (see the module docstring). Every witness returned has been
     re-evaluated: the two points differ only in protected inputs and get the two classes.
     ``hints`` ``(B, 2, n)`` (NaN where none): an ancestor's witness pair; its protected values
@@ -383,14 +396,20 @@ def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: n
     ``UNFINISHED`` (a witnessed one stays biased at its witness, without children).
     ``refining`` ``(B,)``: partitions inside a witnessed ancestor (covered: split with
     ``min_edge`` 0); ``bounds_only`` ``(B,)``: those of them analysed by bounds alone (no
-    sampling, no exact check; see the module docstring).
+    sampling, no exact check; see the module docstring). ``signs`` ``(B, V, P)`` uint8: kink
+    signs proven on an enclosing box of each partition × protected cell (its parent's, packed
+    by :func:`~verifier.bounds.pack_signs`; None or zero bytes: nothing known). A neuron the
+    parent proved stable is stable on the child, so CROWN does not back-substitute it: on
+    Adult RQ4 1280 a child of an unsaturated partition cost 1.0 ms of bounding a cell instead
+    of 6.5 (docs/decisions.md, issue 35).
 
     Runs torch single-threaded (restoring the caller's setting): the boxes are small and the
     executor already supplies the parallelism, so intra-op threads only contend for cores."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _analyse(problem, settings, lower, upper, hints, deadline, refining, bounds_only)
+        return _analyse(problem, settings, lower, upper, hints, deadline, refining, bounds_only,
+                        signs)
     finally:
         torch.set_num_threads(previous)
 
@@ -474,12 +493,16 @@ def _exact_checks(problem: FairnessProblem, settings: AnalysisSettings, lower: n
 
 def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
              upper: np.ndarray, hints: np.ndarray | None, deadline: float | None,
-             refining: np.ndarray | None, bounds_only: np.ndarray | None) -> ChunkOutcome:
+             refining: np.ndarray | None, bounds_only: np.ndarray | None,
+             signs: np.ndarray | None) -> ChunkOutcome:
     batch, n = lower.shape
     cells = problem.protected_cells
     cell_count = cells.shape[0]
     cell_lo, cell_hi = with_protected(problem, lower, upper, cells)
-    cell_classes, cell_result = proven_classes(problem, cell_lo, cell_hi, settings.bound_method)
+    known = None if signs is None else unpack_signs(signs.reshape(batch * cell_count, -1),
+                                                    kink_neurons(problem.network))
+    cell_classes, cell_result = proven_classes(problem, cell_lo, cell_hi, settings.bound_method,
+                                               known)
     cell_classes = cell_classes.reshape(batch, cell_count)
     unstable = _unstable(cell_result, batch, cell_count)
     fair = (cell_classes[:, 0] >= 0) & (cell_classes == cell_classes[:, :1]).all(axis=1)
@@ -609,6 +632,7 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     witnessed = witness_classes[:, 0] >= 0
     children_hints[witnessed, 0] = witness_a[witnessed]
     children_hints[witnessed, 1] = witness_b[witnessed]
+    children_signs = pack_signs(cell_result.signs()).reshape(batch, cell_count, -1)
     return ChunkOutcome(status, children_lo, children_hi, has_children, children_hints,
-                        witness_a, witness_b,
+                        children_signs, witness_a, witness_b,
                         witness_classes, unstable, milps, exact_checked, proofs)

@@ -14,6 +14,10 @@ final partitions tile the query exactly, so the fractions sum to one.
 Inside a refinement the analysis is bounds-only (see :mod:`verifier.causal.analysis`): a
 witness there changes no share, so only a proof (fair, biased everywhere) or a split is
 worth its time.
+
+Every pending partition carries the kink signs its parent's bounds proved on each protected
+cell (packed, :func:`~verifier.bounds.pack_signs`; nothing for the root). A child lies inside
+its parent, so they hold on it, and its CROWN skips the back-substitution of those neurons.
 """
 
 from __future__ import annotations
@@ -275,12 +279,13 @@ class _Ledger:
 
 def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisSettings,
                lower: np.ndarray, upper: np.ndarray, hints: np.ndarray, refining: np.ndarray,
-               bounds_only: np.ndarray, chunk: int, deadline: float
+               bounds_only: np.ndarray, signs: np.ndarray, chunk: int, deadline: float
                ) -> tuple[list[tuple[np.ndarray, ChunkOutcome | None]], bool]:
-    """Submit the partitions in chunks (none after the deadline); a chunk not back by the
-    deadline, or cancelled by the executor, yields ``None``. Also whether the executor
-    cancelled a chunk: it can run no more (a Dask client that lost its scheduler; no
-    executor here cancels a task otherwise)."""
+    """Submit the partitions in chunks (none after the deadline), each with the kink signs
+    its parent proved (``signs``, see :func:`~verifier.causal.analysis.analyse_chunk`); a
+    chunk not back by the deadline, or cancelled by the executor, yields ``None``. Also
+    whether the executor cancelled a chunk: it can run no more (a Dask client that lost its
+    scheduler; no executor here cancels a task otherwise)."""
     from verifier.causal.analysis import analyse_chunk  # torch, for partitioning only
 
     futures = []
@@ -292,7 +297,8 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
         wall_deadline = time.time() + (deadline - time.monotonic())
         futures.append((rows, executor.submit(analyse_chunk, problem, settings, lower[rows],
                                               upper[rows], hints[rows], wall_deadline,
-                                              refining[rows], bounds_only[rows])))
+                                              refining[rows], bounds_only[rows],
+                                              signs[rows])))
     results: list[tuple[np.ndarray, ChunkOutcome | None]] = []
     lost = False
     for rows, future in futures:
@@ -343,7 +349,9 @@ def certify_causal_fairness(
     pending_lo, pending_hi = initial_partition(problem)
     pending_hints = np.full((1, 2, n), np.nan)
     pending_origin = np.full(1, -1, dtype=np.int64)
-    # witnessed partitions awaiting refinement: children lo/hi, box, witness, hints, origin
+    pending_signs = _no_signs(problem, 1)
+    # witnessed partitions awaiting refinement: children lo/hi, box, witness, hints, origin,
+    # signs
     refinable: list[tuple[np.ndarray, ...]] = []
     refined = 0
     analysed = milps = rounds = 0
@@ -370,6 +378,7 @@ def certify_causal_fairness(
             pending_origin = np.concatenate([
                 pending_origin, np.repeat(np.arange(refined, refined + len(refinable)), 2)
             ])
+            pending_signs = np.vstack([pending_signs, *[r[6] for r in refinable]])
             refined += len(refinable)
             refinable = []
         if pending_lo.shape[0] == 0:
@@ -377,18 +386,22 @@ def certify_causal_fairness(
         order = np.argsort(-uniform_share(problem, pending_lo, pending_hi), kind="stable")
         pending_lo, pending_hi = pending_lo[order], pending_hi[order]
         pending_hints, pending_origin = pending_hints[order], pending_origin[order]
+        pending_signs = pending_signs[order]
         take = min(pending_lo.shape[0], ROUND_CHUNKS * chunk_size)
-        later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:])
+        later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:],
+                 pending_signs[take:])
         pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
         pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
+        pending_signs = pending_signs[:take]
         refining = pending_origin >= 0
         results, executor_lost = _run_round(executor, problem,
                              replace(analysis, presolve_first=presolve.first()),
                              pending_lo, pending_hi, pending_hints,
-                             refining, exact_yield.bounds_only(refining), chunk_size,
-                             deadline)
+                             refining, exact_yield.bounds_only(refining), pending_signs,
+                             chunk_size, deadline)
         rounds += 1
         next_lo, next_hi, next_hints, next_origin = [later[0]], [later[1]], [later[2]], [later[3]]
+        next_signs = [later[4]]
         for rows, outcome in results:
             lo, hi, origin = pending_lo[rows], pending_hi[rows], pending_origin[rows]
             if outcome is None:
@@ -416,7 +429,8 @@ def certify_causal_fairness(
                 witness = np.stack([outcome.witness_a[r], outcome.witness_b[r]])
                 refinable.append((outcome.children_lower[r], outcome.children_upper[r],
                                   np.stack([lo[r], hi[r]]), witness, outcome.children_hints[r],
-                                  int(origin[r])))
+                                  int(origin[r]),
+                                  np.stack([outcome.children_signs[r]] * 2)))
                 ledger.witness_records.append(
                     (witness[0].copy(), witness[1].copy(),
                      (int(outcome.witness_classes[r, 0]), int(outcome.witness_classes[r, 1])))
@@ -426,21 +440,33 @@ def certify_causal_fairness(
             next_hi.append(outcome.children_upper[split].reshape(-1, n))
             next_hints.append(np.repeat(outcome.children_hints[split], 2, axis=0))
             next_origin.append(np.repeat(origin[split], 2))
+            next_signs.append(np.repeat(outcome.children_signs[split], 2, axis=0))
         pending_lo = np.vstack(next_lo)
         pending_hi = np.vstack(next_hi)
         pending_hints = np.vstack(next_hints)
         pending_origin = np.concatenate(next_origin)
+        pending_signs = np.vstack(next_signs)
         if executor_lost:
             break
     if pending_lo.shape[0]:
         nan = np.full((pending_lo.shape[0], n), np.nan)
         ledger.add(pending_lo, pending_hi, _unfinished(pending_origin), nan, nan,
                    np.full((pending_lo.shape[0], 2), -1), pending_origin)
-    for _, _, box, witness, _, origin in refinable:
+    for _, _, box, witness, _, origin, _ in refinable:
         ledger.add(box[:1], box[1:], [BIASED_WITNESS], witness[:1], witness[1:], [[-1, -1]],
                    [origin])
     return _certificate(problem, settings, ledger, population, analysed, milps, proofs, rounds,
                         time.monotonic() - started, covered_at, executor_lost)
+
+
+def _no_signs(problem: FairnessProblem, count: int) -> np.ndarray:
+    """``(count, V, P)`` packed kink signs that say nothing (see
+    :func:`~verifier.bounds.pack_signs`), for partitions with no parent."""
+    from verifier.bounds import kink_neurons, pack_signs  # torch, for partitioning only
+
+    cells = problem.protected_cells.shape[0]
+    width = pack_signs(np.zeros((1, kink_neurons(problem.network)), dtype=np.int8)).shape[1]
+    return np.zeros((count, cells, width), dtype=np.uint8)
 
 
 def _current_bounds(problem, ledger: _Ledger, refinable, pending_lo: np.ndarray,

@@ -20,29 +20,14 @@ from verifier.bounds import (
     compute_bounds,
     kink_neurons,
     linear_interval,
+    pack_signs,
+    unpack_signs,
 )
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_linear_value, exact_outputs, linear_form_bounds
 from verifier.network import Network
 from verifier.pv.events import TrackedEvents
 from verifier.spec import atom_truth, evaluate_event
-
-
-def pack_signs(signs: np.ndarray) -> np.ndarray:
-    """Kink signs ``(B, N)`` in {−1, 0, 1} as two bit masks (positive, negative), ``(B, 2⌈N/8⌉)``
-    uint8: a PV pool keeps one row per open box (a quarter of the int8 size; all zero bytes
-    mean nothing known)."""
-    return np.concatenate(
-        [np.packbits(signs > 0, axis=1), np.packbits(signs < 0, axis=1)], axis=1
-    )
-
-
-def unpack_signs(packed: np.ndarray, width: int) -> np.ndarray:
-    """The int8 ``(B, width)`` signs of :func:`pack_signs`."""
-    half = packed.shape[1] // 2
-    positive = np.unpackbits(packed[:, :half], axis=1, count=width).astype(np.int8)
-    negative = np.unpackbits(packed[:, half:], axis=1, count=width).astype(np.int8)
-    return positive - negative
 
 
 @dataclass
