@@ -12,17 +12,10 @@ import sys
 import time
 from collections.abc import Iterator
 
-import numpy as np
-import pandas as pd
 import pytest
-from strategies import random_network
+from small_pv import small_engine
 
-from verifier.audits.probability import spec_network
-from verifier.network import Network
-from verifier.population.fitting import fit_product, infer_features
-from verifier.pv import PVSettings, population_domain
-from verifier.pv.engine import ProbabilityBranchAndBound
-from verifier.spec import Names, demographic_parity
+from verifier.pv import PVSettings
 
 pytest.importorskip("distributed")
 
@@ -69,24 +62,11 @@ def remote_cluster() -> Iterator[tuple[str, subprocess.Popen]]:
             process.wait()
 
 
-def _engine(address: str) -> ProbabilityBranchAndBound:
-    rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"sex": rng.integers(0, 2, 400), "hours": rng.integers(0, 100, 400),
-                          "age": rng.integers(18, 90, 400)})
-    population = fit_product(frame, infer_features(
-        frame, domains={"hours": (0, 99), "age": (18, 89)}))
-    network = Network(random_network(np.random.default_rng(3), [3, 8, 2]).layers,
-                      ["sex", "hours", "age"], ["no", "yes"])
-    names = Names.of(["sex", "hours", "age"], ["no", "yes"])
-    spec = demographic_parity(names, protected="sex", privileged=1, favorable_class=1,
-                              gamma=0.8)
-    masses, domain = population_domain(population)
-    settings = PVSettings(executor=f"dask={address}", workers=2, timeout_s=BUDGET_S,
-                          batch_size=64)  # two workers' tasks: one worker runs rounds locally
-    return ProbabilityBranchAndBound(spec_network(network, spec), spec, masses, domain,
-                                     settings, population.prob_excess_lower)
-
-
+def _engine(address: str):
+    """The small engine on the cluster at ``address``, two workers' tasks (with one worker a
+    run bounds its rounds in-process)."""
+    return small_engine(PVSettings(executor=f"dask={address}", workers=2, timeout_s=BUDGET_S,
+                                   batch_size=64), network_seed=3)
 def test_a_lost_scheduler_ends_the_run_with_its_bounds(remote_cluster) -> None:
     address, scheduler = remote_cluster
     engine = _engine(address)

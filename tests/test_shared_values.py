@@ -11,11 +11,9 @@ import os
 import pickle
 
 import numpy as np
-import pandas as pd
 import pytest
-from strategies import random_network
+from small_pv import small_engine
 
-from verifier.audits.probability import spec_network
 from verifier.executor import (
     MALLOC_TRIM_KEY,
     DaskExecutor,
@@ -24,12 +22,7 @@ from verifier.executor import (
     make_executor,
     share,
 )
-from verifier.network import Network
-from verifier.population.fitting import fit_product, infer_features
-from verifier.pv import PVSettings, population_domain
-from verifier.pv.engine import ProbabilityBranchAndBound
 from verifier.pv.evaluation import DistributedEvaluation
-from verifier.spec import Names, demographic_parity
 from verifier.worker_values import VALUES, SharedValue
 
 VALUE = np.random.default_rng(3).bytes(4_000_000)
@@ -147,28 +140,12 @@ def test_a_remote_clusters_workers_drop_the_value_when_the_executor_ends() -> No
         assert list(observer.run(_holds, handle.key).values()) == [False, False]
 
 
-def _engine() -> ProbabilityBranchAndBound:
-    rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"sex": rng.integers(0, 2, 400), "hours": rng.integers(0, 100, 400),
-                          "age": rng.integers(18, 90, 400)})
-    population = fit_product(frame, infer_features(
-        frame, domains={"hours": (0, 99), "age": (18, 89)}))
-    network = Network(random_network(np.random.default_rng(5), [3, 8, 2]).layers,
-                      ["sex", "hours", "age"], ["no", "yes"])
-    names = Names.of(["sex", "hours", "age"], ["no", "yes"])
-    spec = demographic_parity(names, protected="sex", privileged=1, favorable_class=1,
-                              gamma=0.8)
-    masses, domain = population_domain(population)
-    return ProbabilityBranchAndBound(spec_network(network, spec), spec, masses, domain,
-                                     PVSettings(), population.prob_excess_lower)
-
-
 @pytest.mark.parametrize("spec", ["process", "dask"])
 def test_pv_tasks_carry_boxes_not_the_evaluation(spec: str) -> None:
     """PV's evaluation (network and population) reaches the workers once: a task's arguments
     hold its boxes and the evaluation's key, and the arrays come back bit for bit as
     in-process."""
-    engine = _engine()
+    engine = small_engine()
     rng = np.random.default_rng(2)
     lo = np.column_stack([rng.integers(0, 2, 64), rng.integers(0, 50, 64),
                           rng.integers(18, 50, 64)]).astype(float)
