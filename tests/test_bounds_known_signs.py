@@ -20,7 +20,6 @@ from verifier.bounds import METHODS, compute_bounds, kink_neurons, pack_signs, u
 from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_outputs
 from verifier.network import Network
-from verifier.numerics import single_down, single_up
 from verifier.pv.boxpool import Boxes
 from verifier.pv.splitting import Splitter
 
@@ -172,76 +171,3 @@ def test_packed_signs_round_trip(signs: list[list[int]]) -> None:
     packed = pack_signs(array)
     assert packed.dtype == np.uint8 and packed.shape == (array.shape[0], 4)
     assert np.array_equal(unpack_signs(packed, 13), array)
-
-
-def _pre_bounds(result) -> tuple[np.ndarray, np.ndarray]:
-    """A result's pre-activation bounds in the layout of ``known_bounds``, rounded outward to
-    float32 as the causal engine keeps them."""
-    layers = result.kink_layers
-    return (single_down(np.concatenate([result.pre_lower[k] for k in layers], axis=1)),
-            single_up(np.concatenate([result.pre_upper[k] for k in layers], axis=1)))
-
-
-@settings(max_examples=60, deadline=None)
-@given(network=networks(), seed=st.integers(0, 2**31 - 1),
-       scale=st.sampled_from([1e-3, 0.3, 2.0]))
-def test_children_with_their_parents_bounds_contain_the_exact_values(
-    network: Network, seed: int, scale: float
-) -> None:
-    """``known_bounds`` (the parent's pre-activation bounds, float32 rounded outward) and
-    its signs: every child bound contains the exact value (rational arithmetic at corners
-    and samples), and every child pre-activation bound lies inside the parent's."""
-    rng = np.random.default_rng(seed)
-    centre = rng.normal(size=network.input_size)
-    radius = rng.uniform(0.0, scale, size=network.input_size)
-    parent = compute_bounds(network, centre - radius, centre + radius, None, "crown")
-    child_lo, child_hi = _children(rng, centre - radius, centre + radius, 4)
-    count = child_lo.shape[0]
-    known = np.repeat(parent.signs(), count, axis=0)
-    low, high = (np.repeat(part, count, axis=0) for part in _pre_bounds(parent))
-    spec = rng.normal(size=(2, network.output_size))
-    for method in METHODS:
-        result = compute_bounds(
-            network, child_lo, child_hi, spec, method,  # type: ignore[arg-type]
-            alpha_steps=3, known_signs=known, known_bounds=(low, high),
-        )
-        own_low, own_high = (np.concatenate([part[k] for k in result.kink_layers], axis=1)
-                             for part in (result.pre_lower, result.pre_upper))
-        assert np.all(own_low >= low) and np.all(own_high <= high)
-        for box in range(count):
-            unit = rng.uniform(size=(3, network.input_size))
-            points = np.vstack([
-                _corners(child_lo[box], child_hi[box]),
-                child_lo[box] + (child_hi[box] - child_lo[box]) * unit,
-            ])
-            for point in points:
-                for row, value in enumerate(_exact_spec(network, spec, point)):
-                    assert Fraction(result.lower[box, row]) <= value, method
-                    assert value <= Fraction(result.upper[box, row]), method
-        unit = rng.uniform(size=(count, 200, network.input_size))
-        assert_status_holds_at(result, child_lo[:, None] + (child_hi - child_lo)[:, None] * unit)
-
-
-@given(network=networks(), seed=st.integers(0, 2**31 - 1))
-def test_infinite_known_bounds_change_nothing(network: Network, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    lo = rng.normal(size=(5, network.input_size))
-    hi = lo + rng.uniform(0.0, 1.0, size=lo.shape)
-    plain = compute_bounds(network, lo, hi, None, "crown")
-    width = kink_neurons(network)
-    unknown = compute_bounds(network, lo, hi, None, "crown", known_bounds=(
-        np.full((5, width), -np.inf, np.float32), np.full((5, width), np.inf, np.float32)))
-    assert np.array_equal(plain.lower, unknown.lower)
-    assert np.array_equal(plain.upper, unknown.upper)
-    assert np.array_equal(plain.signs(), unknown.signs())
-
-
-def test_known_bounds_of_the_wrong_shape_or_type_are_refused() -> None:
-    network = random_network(np.random.default_rng(0), [2, 3, 2])
-    lo, hi = np.zeros((2, 2)), np.ones((2, 2))
-    with pytest.raises(CertgateInputError, match="shape"):
-        compute_bounds(network, lo, hi, None, "crown",
-                       known_bounds=(np.zeros((2, 3)), np.zeros((2, 4))))
-    with pytest.raises(CertgateInputError, match="floating"):
-        compute_bounds(network, lo, hi, None, "crown",
-                       known_bounds=(np.zeros((2, 3), int), np.zeros((2, 3), int)))

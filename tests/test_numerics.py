@@ -38,8 +38,6 @@ from verifier.numerics import (
     scaled_down,
     scaled_up,
     share_interval,
-    single_down,
-    single_up,
     sum_lower,
     sum_upper,
     up,
@@ -91,24 +89,6 @@ def test_one_step_outward_encloses_every_correctly_rounded_operation(
     assert below(down(computed), truth) and above(up(computed), truth)
     assert float(down_array(computed)) == down(computed)
     assert float(up_array(computed)) == up(computed)
-
-
-@given(finite | tiny | st.sampled_from([math.inf, -math.inf, 3.5e38, -3.5e38, 1e-46]))
-def test_float32_rounding_encloses_the_float64_value_by_the_nearest_float32(
-        value: float) -> None:
-    low, high = single_down(value), single_up(value)
-    assert low.dtype == high.dtype == np.float32
-    assert below(float(low), exact(value)) if math.isfinite(value) else float(low) <= value
-    assert above(float(high), exact(value)) if math.isfinite(value) else float(high) >= value
-    # tight: the next float32 inwards is on the other side of the value
-    inner_low = float(np.nextafter(low, np.float32(np.inf)))
-    inner_high = float(np.nextafter(high, np.float32(-np.inf)))
-    assert float(low) == value or inner_low > value or math.isinf(value)
-    assert float(high) == value or inner_high < value or math.isinf(value)
-
-
-def test_float32_rounding_keeps_nan() -> None:
-    assert np.isnan(single_down([math.nan])).all() and np.isnan(single_up([math.nan])).all()
 
 
 def test_steps_at_the_edges_of_the_float_range() -> None:

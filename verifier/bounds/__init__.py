@@ -64,7 +64,6 @@ from verifier.bounds.inputs import (
     _as_boxes,
     _as_spec,
     _checked_groups,
-    _checked_known_bounds,
     _checked_needed,
     _checked_signs,
 )
@@ -78,7 +77,7 @@ from verifier.bounds.intervals import (
     GROUP_CHUNK,
     _ibp_layers,
     _interval_affine,
-    _layer_known,
+    _layer_signs,
     _post_activation,
     _spec_interval,
 )
@@ -128,7 +127,6 @@ def compute_bounds(
     groups: Sequence[Sequence[int]] = (), known_signs: np.ndarray | None = None,
     needed: np.ndarray | None = None, give_up_saturated: bool = False,
     tighten: np.ndarray | None = None,
-    known_bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> BoundsResult:
     """Sound bounds of ``spec @ network(x)`` over each box ``[lower[b], upper[b]]``.
 
@@ -144,12 +142,6 @@ def compute_bounds(
     proven on an enclosing box (a parent in a branch and bound). The caller guarantees them;
     they narrow the pre-activation bounds and spare CROWN's back-substitution for those
     neurons (a stable neuron's relaxation is exact whatever its bounds). See the module
-    ``known_bounds``: ``(lower, upper)``, each ``(B, N)`` in the same layout, bounds of the
-    pre-activations known to hold on the whole box (``-inf``/``+inf`` where nothing is known),
-    typically an enclosing box's :attr:`BoundsResult.pre_lower`/``pre_upper``; the caller
-    guarantees them. Every pre-activation bound is intersected with them before CROWN
-    tightens it (sound: both enclose; never looser), so a neuron they make stable is not
-    back-substituted either.
     ``needed``: ``(B, S)`` bool, the (box, row) pairs whose bounds the caller uses; CROWN
     spares the final back-substitution of the others, which keep their IBP bounds (still
     sound, with zero ``sensitivity``; alpha-CROWN optimises every row).
@@ -179,9 +171,8 @@ def compute_bounds(
     batch = lo.shape[0]
     spec_tensor = _as_spec(spec, network.output_size, batch)
     signs = _checked_signs(known_signs, affines, batch)
-    bounds = _checked_known_bounds(known_bounds, affines, batch)
     with torch.no_grad():
-        pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot, _layer_known(signs, bounds, affines))
+        pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot, _layer_signs(signs, affines))
         h_lo, h_hi = _post_activation(affines, pre_lo, pre_hi, lo, hi, len(affines) - 1)
         out_lo, out_hi = _spec_interval(
             spec_tensor, affines[-1], h_lo, h_hi, onehot if len(affines) == 1 else None
@@ -201,14 +192,12 @@ def compute_bounds(
                 f_spec = spec_tensor[crownable]
             f_onehot = None if onehot is None else onehot.select(crownable)
             f_signs = None if signs is None else signs[crownable]
-            f_bounds = None if bounds is None else (bounds[0][crownable], bounds[1][crownable])
             f_needed = None if needed is None else _checked_needed(
                 needed, batch, spec_tensor.shape[1]
             )[crownable]
             (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_linear,
              spec_margin, tighten_s) = _crown_finite(
-                affines, f_spec, f_lo, f_hi, f_onehot, _layer_known(f_signs, f_bounds, affines),
-                f_needed,
+                affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines), f_needed,
                 (pre_lo[0][crownable], pre_hi[0][crownable]) if pre_lo else None,
                 give_up_saturated,
                 None if tighten is None else torch.as_tensor(

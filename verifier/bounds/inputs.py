@@ -60,25 +60,6 @@ def _checked_signs(
     return torch.from_numpy(np.ascontiguousarray(array, dtype=np.int8))
 
 
-def _checked_known_bounds(
-    bounds: tuple[np.ndarray, np.ndarray] | None, affines: list[_Affine], batch: int
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Known pre-activation bounds as two float64 ``(B, N)`` tensors, checked against the
-    kink neuron count (any float type is taken exactly: widening to float64 is exact)."""
-    if bounds is None:
-        return None
-    neurons = sum(a.weight.shape[0] for a in affines[:-1] if a.slope is not None)
-    low, high = (np.asarray(part) for part in bounds)
-    if low.shape != (batch, neurons) or high.shape != (batch, neurons):
-        raise CertgateInputError(
-            f"known bounds must have shape ({batch}, {neurons}), got {low.shape}, {high.shape}"
-        )
-    if not (np.issubdtype(low.dtype, np.floating) and np.issubdtype(high.dtype, np.floating)):
-        raise CertgateInputError("known bounds must be floating-point arrays")
-    return (torch.from_numpy(np.ascontiguousarray(low, dtype=np.float64)),
-            torch.from_numpy(np.ascontiguousarray(high, dtype=np.float64)))
-
-
 def _checked_needed(needed: np.ndarray, batch: int, rows: int) -> torch.Tensor:
     """The ``needed`` mask as a bool ``(B, S)`` tensor, checked."""
     array = np.asarray(needed)

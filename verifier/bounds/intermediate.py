@@ -18,7 +18,7 @@ import torch
 from verifier.bounds.activation import _activate_interval, _dead, _relax, _Relaxation
 from verifier.bounds.affine import _Affine, _nonzero_inputs, _row_margins
 from verifier.bounds.backward import _crown_spec, _layer_rows
-from verifier.bounds.intervals import _interval_affine, _spec_interval, _with_known
+from verifier.bounds.intervals import _interval_affine, _spec_interval, _with_signs
 from verifier.bounds.onehot import _OneHot
 from verifier.numerics import SOUNDNESS_ABS_MARGIN
 from verifier.single_precision import single_margins
@@ -158,8 +158,7 @@ def _crown_layer_bounds(
 
 def _crown_finite(
     affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
-    onehot: _OneHot | None, known: list[tuple[torch.Tensor, torch.Tensor] | None],
-    needed: torch.Tensor | None,
+    onehot: _OneHot | None, signs: list[torch.Tensor | None], needed: torch.Tensor | None,
     first: tuple[torch.Tensor, torch.Tensor] | None, give_up_saturated: bool = False,
     tighten: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
@@ -168,15 +167,13 @@ def _crown_finite(
     """CROWN with CROWN intermediate bounds on boxes whose IBP bounds are finite; also
     returns ``|A_lower| + |A_upper|``, the final linear bounds ``(A_lower, CROWN's lower
     bound, A_upper, CROWN's upper bound)`` before the intersection with IBP (see
-    :class:`LinearBounds`) and the margins of the spec rows (for alpha-CROWN). Pre-activation
-    bounds are intersected with the ``known`` ones (per layer, see
-    :func:`~verifier.bounds.intervals._layer_known`) before CROWN tightens them: a neuron
-    they make stable is not back-substituted. Spec rows
+    :class:`LinearBounds`) and the margins of the spec rows (for alpha-CROWN). Neurons whose sign
+    is known (``signs``, per layer) are stable: no back-substitution runs for them. Spec rows
     not ``needed`` (per box) keep their IBP bounds. With ``give_up_saturated``, a box with a
     kink layer whose every neuron is unstable keeps IBP bounds from the next layer on (spec
     rows included; the first layer, bounded exactly by intervals, is not counted).
     ``first``: the first layer's pre-activation bounds on these boxes, the caller's IBP ones
-    intersected with the known bounds (exact intervals, so CROWN has nothing to add; None without
+    narrowed by the known signs (exact intervals, so CROWN has nothing to add; None without
     a hidden layer). ``tighten``: the boxes whose last hidden layer CROWN tightens (None: all;
     the others keep their IBP pre-activation bounds there; earlier layers are tightened on
     every box). Last in the result: the CPU seconds of the hidden layers' tightening."""
@@ -199,8 +196,8 @@ def _crown_finite(
             assert first is not None
             z_lo, z_hi = first
         else:
-            z_lo, z_hi = _with_known(
-                *_interval_affine(affine, inputs_lo[index], inputs_hi[index]), known[index])
+            z_lo, z_hi = _with_signs(
+                *_interval_affine(affine, inputs_lo[index], inputs_hi[index]), signs[index])
         magnitudes.push(affine, value_in, support_in)
         if index > 0 and affine.slope is not None:
             started = time.process_time()

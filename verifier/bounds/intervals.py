@@ -123,53 +123,41 @@ def _spec_interval(
     return _first_interval(_folded(matrix, last), lo, hi, onehot)
 
 
-def _with_known(
-    z_lo: torch.Tensor, z_hi: torch.Tensor, known: tuple[torch.Tensor, torch.Tensor] | None
+def _with_signs(
+    z_lo: torch.Tensor, z_hi: torch.Tensor, signs: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pre-activation bounds intersected with bounds known to hold on the whole box
-    (``known``: lower and upper, ``-inf``/``+inf`` where nothing is known; a known sign is
-    the bound ``0``); ``None`` leaves them as they are. Both enclose the pre-activations, so
-    the intersection does and is never looser."""
-    if known is None:
+    """Pre-activation bounds narrowed by known signs (``1``: ``z >= 0`` on the box, ``-1``:
+    ``z <= 0``, ``0``: nothing known); ``None`` leaves them as they are."""
+    if signs is None:
         return z_lo, z_hi
-    return torch.maximum(z_lo, known[0]), torch.minimum(z_hi, known[1])
+    return (
+        torch.where(signs > 0, z_lo.clamp(min=0.0), z_lo),
+        torch.where(signs < 0, z_hi.clamp(max=0.0), z_hi),
+    )
 
 
-def _layer_known(
-    signs: torch.Tensor | None, bounds: tuple[torch.Tensor, torch.Tensor] | None,
-    affines: list[_Affine],
-) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
-    """Known kink signs ``(B, N)`` (``1``: ``z >= 0``, ``-1``: ``z <= 0``, ``0``: nothing
-    known) and known pre-activation bounds (lower, upper, each ``(B, N)``) as one pair of
-    ``(B, n_k)`` bounds per layer but the last (``None`` for layers without a kink, or when
-    nothing is known)."""
-    blocks: list[tuple[torch.Tensor, torch.Tensor] | None] = []
+def _layer_signs(
+    signs: torch.Tensor | None, affines: list[_Affine]
+) -> list[torch.Tensor | None]:
+    """``signs`` ``(B, N)`` cut into one ``(B, n_k)`` block per layer but the last (``None``
+    for layers without a kink, or when no signs are known)."""
+    blocks: list[torch.Tensor | None] = []
     start = 0
     for affine in affines[:-1]:
-        if (signs is None and bounds is None) or affine.slope is None:
+        if signs is None or affine.slope is None:
             blocks.append(None)
             continue
         width = affine.weight.shape[0]
-        part = slice(start, start + width)
+        blocks.append(signs[:, start : start + width])
         start += width
-        if bounds is None:
-            low = torch.full((signs.shape[0], width), -torch.inf, dtype=torch.float64)
-            high = torch.full((signs.shape[0], width), torch.inf, dtype=torch.float64)
-        else:
-            low, high = bounds[0][:, part], bounds[1][:, part]
-        if signs is not None:
-            low = torch.where(signs[:, part] > 0, low.clamp(min=0.0), low)
-            high = torch.where(signs[:, part] < 0, high.clamp(max=0.0), high)
-        blocks.append((low, high))
     return blocks
 
 
 def _ibp_layers(
     affines: list[_Affine], lo: torch.Tensor, hi: torch.Tensor, onehot: _OneHot | None = None,
-    known: list[tuple[torch.Tensor, torch.Tensor] | None] | None = None,
+    signs: list[torch.Tensor | None] | None = None,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Pre-activation IBP bounds of every layer but the last (intersected with ``known``, see
-    :func:`_layer_known`)."""
+    """Pre-activation IBP bounds of every layer but the last (narrowed by known signs)."""
     pre_lo, pre_hi = [], []
     h_lo, h_hi = lo, hi
     for index, affine in enumerate(affines[:-1]):
@@ -177,8 +165,8 @@ def _ibp_layers(
             z_lo, z_hi = _first_interval(affine, h_lo, h_hi, onehot)
         else:
             z_lo, z_hi = _interval_affine(affine, h_lo, h_hi)
-        if known is not None:
-            z_lo, z_hi = _with_known(z_lo, z_hi, known[index])
+        if signs is not None:
+            z_lo, z_hi = _with_signs(z_lo, z_hi, signs[index])
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
         h_lo, h_hi = _activate_interval(z_lo, z_hi, affine.slope)

@@ -94,7 +94,6 @@ from verifier.causal.problem import FairnessProblem
 from verifier.causal.proof_tally import ProofTally
 from verifier.causal.sampling import find_witnesses
 from verifier.causal.witness import confirmed_pairs
-from verifier.numerics import single_down, single_up
 
 SATURATION_DEPTH = 8
 """On networks this deep, a partition whose CROWN bounds leave every neuron of a layer
@@ -148,7 +147,6 @@ class ChunkOutcome:
     has_children: np.ndarray
     children_hints: np.ndarray
     children_signs: np.ndarray
-    children_bounds: np.ndarray
     witness_a: np.ndarray
     witness_b: np.ndarray
     witness_classes: np.ndarray
@@ -167,8 +165,7 @@ def gives_up_saturated(problem: FairnessProblem) -> bool:
 
 
 def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
-                   method: str, known_signs: np.ndarray | None = None,
-                   known_bounds: tuple[np.ndarray, np.ndarray] | None = None):
+                   method: str, known_signs: np.ndarray | None = None):
     """``(M,)`` the class proven on each whole box by the class rule, ties included (−1 if
     none; :func:`~verifier.causal.classes.proven_from_lower`), and the bounds. The
     non-protected one-hot groups are bounded over the categories each box allows
@@ -181,7 +178,7 @@ def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarra
     result = compute_bounds(problem.network, lower, upper, pairwise_difference_spec(classes),
                             method, groups=problem.onehot_groups,
                             give_up_saturated=gives_up_saturated(problem),
-                            known_signs=known_signs, known_bounds=known_bounds)
+                            known_signs=known_signs)
     return proven_from_lower(result.lower, classes), result
 
 
@@ -387,8 +384,8 @@ def _relative_width(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarr
 def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
                   upper: np.ndarray, hints: np.ndarray | None = None,
                   deadline: float | None = None, refining: np.ndarray | None = None,
-                  bounds_only: np.ndarray | None = None, signs: np.ndarray | None = None,
-                  bounds: np.ndarray | None = None) -> ChunkOutcome:
+                  bounds_only: np.ndarray | None = None, signs: np.ndarray | None = None
+                  ) -> ChunkOutcome:
     """Decide a batch of partitions (see the module docstring). Every witness returned has been
     re-evaluated: the two points differ only in protected inputs and get the two classes.
     ``hints`` ``(B, 2, n)`` (NaN where none): an ancestor's witness pair; its protected values
@@ -412,7 +409,7 @@ def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: n
     torch.set_num_threads(1)
     try:
         return _analyse(problem, settings, lower, upper, hints, deadline, refining, bounds_only,
-                        signs, bounds)
+                        signs)
     finally:
         torch.set_num_threads(previous)
 
@@ -497,18 +494,15 @@ def _exact_checks(problem: FairnessProblem, settings: AnalysisSettings, lower: n
 def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,
              upper: np.ndarray, hints: np.ndarray | None, deadline: float | None,
              refining: np.ndarray | None, bounds_only: np.ndarray | None,
-             signs: np.ndarray | None, bounds: np.ndarray | None) -> ChunkOutcome:
+             signs: np.ndarray | None) -> ChunkOutcome:
     batch, n = lower.shape
     cells = problem.protected_cells
     cell_count = cells.shape[0]
     cell_lo, cell_hi = with_protected(problem, lower, upper, cells)
     known = None if signs is None else unpack_signs(signs.reshape(batch * cell_count, -1),
                                                     kink_neurons(problem.network))
-    known_bounds = None if bounds is None else (
-        bounds[:, :, 0].reshape(batch * cell_count, -1),
-        bounds[:, :, 1].reshape(batch * cell_count, -1))
     cell_classes, cell_result = proven_classes(problem, cell_lo, cell_hi, settings.bound_method,
-                                               known, known_bounds)
+                                               known)
     cell_classes = cell_classes.reshape(batch, cell_count)
     unstable = _unstable(cell_result, batch, cell_count)
     fair = (cell_classes[:, 0] >= 0) & (cell_classes == cell_classes[:, :1]).all(axis=1)
@@ -639,11 +633,6 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     children_hints[witnessed, 0] = witness_a[witnessed]
     children_hints[witnessed, 1] = witness_b[witnessed]
     children_signs = pack_signs(cell_result.signs()).reshape(batch, cell_count, -1)
-    layers = cell_result.kink_layers
-    children_bounds = np.stack([
-        single_down(np.concatenate([cell_result.pre_lower[k] for k in layers], axis=1)),
-        single_up(np.concatenate([cell_result.pre_upper[k] for k in layers], axis=1)),
-    ], axis=1).reshape(batch, cell_count, 2, -1)
     return ChunkOutcome(status, children_lo, children_hi, has_children, children_hints,
-                        children_signs, children_bounds, witness_a, witness_b,
+                        children_signs, witness_a, witness_b,
                         witness_classes, unstable, milps, exact_checked, proofs)

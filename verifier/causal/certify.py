@@ -279,8 +279,7 @@ class _Ledger:
 
 def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisSettings,
                lower: np.ndarray, upper: np.ndarray, hints: np.ndarray, refining: np.ndarray,
-               bounds_only: np.ndarray, signs: np.ndarray, bounds: np.ndarray, chunk: int,
-               deadline: float
+               bounds_only: np.ndarray, signs: np.ndarray, chunk: int, deadline: float
                ) -> tuple[list[tuple[np.ndarray, ChunkOutcome | None]], bool]:
     """Submit the partitions in chunks (none after the deadline), each with the kink signs
     its parent proved (``signs``, see :func:`~verifier.causal.analysis.analyse_chunk`); a
@@ -299,7 +298,7 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
         futures.append((rows, executor.submit(analyse_chunk, problem, settings, lower[rows],
                                               upper[rows], hints[rows], wall_deadline,
                                               refining[rows], bounds_only[rows],
-                                              signs[rows], bounds[rows])))
+                                              signs[rows])))
     results: list[tuple[np.ndarray, ChunkOutcome | None]] = []
     lost = False
     for rows, future in futures:
@@ -351,7 +350,6 @@ def certify_causal_fairness(
     pending_hints = np.full((1, 2, n), np.nan)
     pending_origin = np.full(1, -1, dtype=np.int64)
     pending_signs = _no_signs(problem, 1)
-    pending_bounds = _no_bounds(problem, 1)
     # witnessed partitions awaiting refinement: children lo/hi, box, witness, hints, origin,
     # signs
     refinable: list[tuple[np.ndarray, ...]] = []
@@ -381,7 +379,6 @@ def certify_causal_fairness(
                 pending_origin, np.repeat(np.arange(refined, refined + len(refinable)), 2)
             ])
             pending_signs = np.vstack([pending_signs, *[r[6] for r in refinable]])
-            pending_bounds = np.vstack([pending_bounds, *[r[7] for r in refinable]])
             refined += len(refinable)
             refinable = []
         if pending_lo.shape[0] == 0:
@@ -389,23 +386,22 @@ def certify_causal_fairness(
         order = np.argsort(-uniform_share(problem, pending_lo, pending_hi), kind="stable")
         pending_lo, pending_hi = pending_lo[order], pending_hi[order]
         pending_hints, pending_origin = pending_hints[order], pending_origin[order]
-        pending_signs, pending_bounds = pending_signs[order], pending_bounds[order]
+        pending_signs = pending_signs[order]
         take = min(pending_lo.shape[0], ROUND_CHUNKS * chunk_size)
         later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:],
-                 pending_signs[take:], pending_bounds[take:])
+                 pending_signs[take:])
         pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
         pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
-        pending_signs, pending_bounds = pending_signs[:take], pending_bounds[:take]
+        pending_signs = pending_signs[:take]
         refining = pending_origin >= 0
         results, executor_lost = _run_round(executor, problem,
                              replace(analysis, presolve_first=presolve.first()),
                              pending_lo, pending_hi, pending_hints,
                              refining, exact_yield.bounds_only(refining), pending_signs,
-                             pending_bounds,
                              chunk_size, deadline)
         rounds += 1
         next_lo, next_hi, next_hints, next_origin = [later[0]], [later[1]], [later[2]], [later[3]]
-        next_signs, next_bounds = [later[4]], [later[5]]
+        next_signs = [later[4]]
         for rows, outcome in results:
             lo, hi, origin = pending_lo[rows], pending_hi[rows], pending_origin[rows]
             if outcome is None:
@@ -434,8 +430,7 @@ def certify_causal_fairness(
                 refinable.append((outcome.children_lower[r], outcome.children_upper[r],
                                   np.stack([lo[r], hi[r]]), witness, outcome.children_hints[r],
                                   int(origin[r]),
-                                  np.stack([outcome.children_signs[r]] * 2),
-                                  np.stack([outcome.children_bounds[r]] * 2)))
+                                  np.stack([outcome.children_signs[r]] * 2)))
                 ledger.witness_records.append(
                     (witness[0].copy(), witness[1].copy(),
                      (int(outcome.witness_classes[r, 0]), int(outcome.witness_classes[r, 1])))
@@ -446,35 +441,22 @@ def certify_causal_fairness(
             next_hints.append(np.repeat(outcome.children_hints[split], 2, axis=0))
             next_origin.append(np.repeat(origin[split], 2))
             next_signs.append(np.repeat(outcome.children_signs[split], 2, axis=0))
-            next_bounds.append(np.repeat(outcome.children_bounds[split], 2, axis=0))
         pending_lo = np.vstack(next_lo)
         pending_hi = np.vstack(next_hi)
         pending_hints = np.vstack(next_hints)
         pending_origin = np.concatenate(next_origin)
         pending_signs = np.vstack(next_signs)
-        pending_bounds = np.vstack(next_bounds)
         if executor_lost:
             break
     if pending_lo.shape[0]:
         nan = np.full((pending_lo.shape[0], n), np.nan)
         ledger.add(pending_lo, pending_hi, _unfinished(pending_origin), nan, nan,
                    np.full((pending_lo.shape[0], 2), -1), pending_origin)
-    for _, _, box, witness, _, origin, _, _ in refinable:
+    for _, _, box, witness, _, origin, _ in refinable:
         ledger.add(box[:1], box[1:], [BIASED_WITNESS], witness[:1], witness[1:], [[-1, -1]],
                    [origin])
     return _certificate(problem, settings, ledger, population, analysed, milps, proofs, rounds,
                         time.monotonic() - started, covered_at, executor_lost)
-
-
-def _no_bounds(problem: FairnessProblem, count: int) -> np.ndarray:
-    """``(count, V, 2, N)`` float32 pre-activation bounds that say nothing (``-inf``,
-    ``+inf``), for partitions with no parent."""
-    from verifier.bounds import kink_neurons  # torch, for partitioning only
-
-    cells = problem.protected_cells.shape[0]
-    bounds = np.empty((count, cells, 2, kink_neurons(problem.network)), dtype=np.float32)
-    bounds[:, :, 0], bounds[:, :, 1] = -np.inf, np.inf
-    return bounds
 
 
 def _no_signs(problem: FairnessProblem, count: int) -> np.ndarray:

@@ -86,26 +86,6 @@ def up_array(values: ArrayLike) -> np.ndarray:
         return np.nextafter(np.asarray(values, dtype=np.float64), np.inf)
 
 
-def single_down(values: ArrayLike) -> np.ndarray:
-    """The largest float32 ``<= value``, element-wise (float32 array of the same shape): the
-    float32 nearest each float64 value, stepped down where it lies above it. A float64 beyond
-    the float32 range goes to the largest finite float32 (or ``-inf``); NaN stays NaN."""
-    exact = np.asarray(values, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        near = exact.astype(np.float32)
-        return np.where(near.astype(np.float64) > exact,
-                        np.nextafter(near, np.float32(-np.inf)), near)
-
-
-def single_up(values: ArrayLike) -> np.ndarray:
-    """The smallest float32 ``>= value``, element-wise (see :func:`single_down`)."""
-    exact = np.asarray(values, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        near = exact.astype(np.float32)
-        return np.where(near.astype(np.float64) < exact,
-                        np.nextafter(near, np.float32(np.inf)), near)
-
-
 def add_down(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """The largest float ``<= a + b`` (element-wise): the computed sum where it is exact (its
     TwoSum error is ``>= 0``), else one float below it. Exact sums, zero included, stay exact,
