@@ -2,7 +2,8 @@
 reached, verdict unknown and ``stopped_by == "executor_lost"``, and ending the executor
 neither raises nor waits for the connect timeout (it used to raise ``OSError`` after 30 s,
 losing the run's result). On a real scheduler and worker started as processes. A scheduler
-that cannot be reached at the start is a clear input error naming its address."""
+that cannot be reached at the start is a clear input error naming its address, and exact
+WMI, which needs every task, a clear error saying so."""
 
 from __future__ import annotations
 
@@ -134,3 +135,37 @@ def test_a_lost_scheduler_ends_a_causal_run_with_the_shares_reached(remote_clust
             == pytest.approx(1.0))
     complete_low, complete_high = complete.bounds["biased_share"]
     assert low <= complete_low and complete_high <= high
+
+
+def test_exact_wmi_on_a_lost_scheduler_is_a_clear_error(remote_cluster) -> None:
+    """Exact WMI (no deadline) needs every root's mass: a lost executor is an
+    :class:`ExecutorLostError` saying so and what to do, not an internal ``CancelledError``;
+    the CLI prints it as one line (exit code 2)."""
+    import dask
+    import numpy as np
+
+    from pipeline_steps.cli import _is_input_error
+    from verifier.errors import ExecutorLostError
+    from verifier.executor import DaskExecutor
+    from verifier.network import Layer, Network
+    from verifier.population import Factor, Product, Uniform
+    from verifier.wmi import equivalence
+
+    address, scheduler = remote_cluster
+    network = Network([Layer(np.array([[1.0, -1.0], [0.5, 2.0]]), np.zeros(2), "relu"),
+                       Layer(np.array([[1.0, -1.0]]), np.array([0.1]))])
+    surrogate = Network([Layer(np.array([[1.0, -1.0]]), np.array([0.0]))])
+    with dask.config.set({"distributed.comm.timeouts.connect": "3s"}):  # the client's
+        executor = DaskExecutor(address)  # reconnection window, 30 s by default
+    try:
+        scheduler.kill()
+        scheduler.wait()
+        _wait_for(lambda: executor.client.status != "running", "the client's loss")
+        with pytest.raises(ExecutorLostError, match="give a timeout") as raised:
+            equivalence(network, surrogate, Product(factors=[
+                Factor(columns=[f"x{i}"], distribution=Uniform(lower=0.0, upper=1.0))
+                for i in range(2)]), executor=executor)
+    finally:
+        with pytest.warns(UserWarning, match="dask scheduler"):
+            executor.shutdown()
+    assert _is_input_error(raised.value)

@@ -1,4 +1,5 @@
-"""Errors raised for bad input to the verifier: the CLI prints them as one line, exit code 2."""
+"""Errors the CLI prints as one line, exit code 2: bad input to the verifier, and an executor
+lost during a run that cannot report a partial result."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ from collections.abc import Sequence
 
 class CertgateInputError(ValueError):
     """Input that certgate cannot work with: the message names what is wrong and where."""
+
+
+class ExecutorLostError(RuntimeError):
+    """The executor cancelled a task it was given, so it can run no more (a Dask client that
+    lost its scheduler), and the computation needs every task's result."""
 
 
 def first_line(error: BaseException) -> str:

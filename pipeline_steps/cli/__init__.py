@@ -24,7 +24,7 @@ from types import ModuleType
 from pipeline_steps.cli import output
 from pipeline_steps.cli.exit_codes import EXIT_ERROR, EXIT_INTERNAL
 from verifier import __version__
-from verifier.errors import CertgateInputError
+from verifier.errors import CertgateInputError, ExecutorLostError
 
 VERBS: dict[str, tuple[str, str]] = {
     "bounds": ("bounds_cmd", "bound a network's outputs (or C·outputs) over an input box"),
@@ -137,8 +137,9 @@ def _one_line(error: BaseException) -> str:
 
 def _is_input_error(error: BaseException) -> bool:
     """Bad input: our own errors, a missing file, or a pydantic validation error (pydantic is
-    only consulted when something imported it)."""
-    if isinstance(error, (CertgateInputError, FileNotFoundError, IsADirectoryError)):
+    only consulted when something imported it); also an executor lost mid-run."""
+    if isinstance(error, (CertgateInputError, ExecutorLostError, FileNotFoundError,
+                          IsADirectoryError)):
         return True
     pydantic = sys.modules.get("pydantic")
     return pydantic is not None and isinstance(error, pydantic.ValidationError)

@@ -24,12 +24,13 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor
+from concurrent.futures import CancelledError, Executor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from verifier.errors import ExecutorLostError
 from verifier.numerics import (
     add_down,
     add_up,
@@ -317,7 +318,14 @@ def _solve_parallel(batch: list[Query], executor: Executor) -> WMIResult:
     sums = _Sums()
     counters = Counters()
     for (query, _), future in zip(jobs, futures, strict=True):
-        total, violating, work, _, _ = future.result()
+        try:
+            total, violating, work, _, _ = future.result()
+        except CancelledError as error:
+            raise ExecutorLostError(
+                "the executor was lost (its Dask scheduler went away?) before every root's "
+                "mass was integrated, and an exact probability needs them all; run again, or "
+                "give a timeout: a run with one works in this process and reports the "
+                "certified interval it reached") from error
         sums.add_exact(query.coefficient, total, violating)
         counters.add(work)
     sums.lost = sum(query.lost for query in batch)
