@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.test_causal_ties import _oracle_class
 from verifier.causal import CausalSettings, FairnessProblem, build_problem, certify_causal_fairness
 from verifier.causal.enumeration import enumeration_work, point_count
 from verifier.convert import save_network
@@ -23,20 +24,6 @@ from verifier.population import Factor, Product, Uniform
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONING = CausalSettings(timeout_s=60.0, enumeration_work=0)
-
-
-def _rational_class(network: Network, point: np.ndarray) -> int:
-    """The class by :meth:`Network.classify`'s rule (argmax, ties to the lowest index; one
-    output: class 1 iff the logit is > 0) from a forward pass in Fractions (ReLU networks)."""
-    values = [Fraction(float(v)) for v in point]
-    for layer in network.layers:
-        values = [sum((Fraction(float(w)) * v for w, v in zip(row, values, strict=True)),
-                      Fraction(float(b))) for row, b in zip(layer.weight, layer.bias, strict=True)]
-        if layer.activation == "relu":
-            values = [max(v, Fraction(0)) for v in values]
-    if len(values) == 1:
-        return int(values[0] > 0)
-    return max(range(len(values)), key=lambda k: (values[k], -k))
 
 
 def _brute_force(problem: FairnessProblem, network: Network) -> tuple[int, int]:
@@ -57,7 +44,7 @@ def _brute_force(problem: FairnessProblem, network: Network) -> tuple[int, int]:
         classes = set()
         for value in values:
             point[list(problem.protected)] = value
-            classes.add(_rational_class(network, point))
+            classes.add(_oracle_class(network, point))
         biased += len(classes) > 1
         total += 1
     return biased, total
@@ -122,7 +109,7 @@ def test_enumeration_equals_brute_force_and_the_partitioning(case) -> None:
         a, b = np.array(witness["x"]), np.array(witness["x_other"])
         others = [i for i in range(problem.inputs) if i not in problem.protected]
         assert np.array_equal(a[others], b[others])
-        assert [_rational_class(network, a), _rational_class(network, b)] == witness["classes"]
+        assert [_oracle_class(network, a), _oracle_class(network, b)] == witness["classes"]
     partitioned = certify_causal_fairness(problem, PARTITIONING)
     assert "enumerated" not in partitioned.details
     p_low, p_high = partitioned.bounds["biased_share"]
