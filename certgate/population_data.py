@@ -13,7 +13,10 @@ Column handling, in this order:
    ``NAME`` (at least two of them) form the categorical feature ``NAME`` with categories
    ``VALUE…`` in column order.
 4. Every other column is binary (bool, or integers in {0, 1}), integer, or continuous
-   (:func:`verifier.population.fitting.infer_features`).
+   (:func:`verifier.population.fitting.infer_features`). A float column with at most
+   ``max_discrete_values`` distinct values lying exactly on a grid ``offset + step·k`` is an
+   integer feature with that ``step`` and ``offset``, fitted on its integer codes ``k``
+   (:func:`verifier.population.fitting.grid_code`): its values keep their mass.
 
 Defaults (bounded and data-shaped, with the dependences kept):
 
@@ -151,6 +154,7 @@ def fit_population(
     ``fitted_from``. Raises :class:`PopulationError` naming the column, feature or option on
     bad input."""
     from verifier.population.fitting import (
+        coded_frame,
         fit_bayesian_network,
         fit_product,
         infer_features,
@@ -184,13 +188,14 @@ def fit_population(
                               "NAME=VALUE columns; name the group's columns in one place")
     groups.update(detected)
     domains = dict(domains or {})
-    features = infer_features(encoded, groups, domains)
+    features = infer_features(encoded, groups, domains, max_discrete_values)
     numeric = {f.name for f in features if f.kind != "categorical"}
     unknown = sorted(set(domains) - numeric)
     if unknown:
         raise PopulationError(f"domain given for {unknown}, which are not numeric columns "
                               f"(numeric columns: {sorted(numeric)})")
     features = [_with_categories(feature, groups, string_categories) for feature in features]
+    encoded = coded_frame(encoded, features)
     if continuous != "normal":
         features = [_on_data_range(feature, encoded) for feature in features]
     if bins and not parents:

@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from verifier.audits.kind import counted, elapsed_text
-from verifier.audits.population_fit import check_population_fits
+from verifier.audits.population_fit import check_population_fits, refuse_coded
 from verifier.audits.requirement import (
     NAME_PATTERN,
     Requirement,
@@ -224,9 +224,13 @@ def engine_options(executor: str, workers: int | None) -> None:
 
 def check(settings: CausalFairnessSettings, network: Network | None, population: Any) -> None:
     """Raise the input error :func:`run` would meet before any partition is analysed: the
-    population measure needs a population model."""
+    population measure needs a population model; ``protected``, ``query`` and ``domain``
+    give values in the data's units, so none may name a coded column (:func:`refuse_coded`)."""
     if population is None and settings.measure == "population":
         raise CertgateInputError("measure: population needs a population model")
+    refuse_coded(population, settings.protected, "protected")
+    refuse_coded(population, settings.query or {}, "query")
+    refuse_coded(population, settings.domain or {}, "domain")
 
 
 def work_done(certificate: Certificate) -> str:

@@ -21,7 +21,12 @@ from pydantic import Field, model_validator
 
 from verifier.audits.fidelity import parity_check
 from verifier.audits.kind import counted, elapsed_text, stopped_text
-from verifier.audits.population_fit import check_population_fits, population_columns
+from verifier.audits.population_fit import (
+    check_population_fits,
+    event_inputs,
+    population_columns,
+    refuse_coded,
+)
 from verifier.audits.requirement import (
     NAME_PATTERN,
     Requirement,
@@ -30,7 +35,7 @@ from verifier.audits.requirement import (
 )
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError, did_you_mean
-from verifier.spec import check_parity_gamma, demographic_parity
+from verifier.spec import Names, check_parity_gamma, demographic_parity
 
 if TYPE_CHECKING:
     from verifier.network import Network
@@ -153,7 +158,8 @@ def check(settings: DemographicParitySettings, network: Network | None,
           population: Any) -> None:
     """Raise the input error the audit would meet, before it runs: the protected column must
     be a column of the population model (by its exact spelling; a near miss is named) and
-    the privileged value must leave both groups positive probability. ``network`` may be
+    the privileged value must leave both groups positive probability; neither it nor (with a
+    network) ``qualified`` may read a coded column (:func:`refuse_coded`). ``network`` may be
     ``None`` (only the population is at hand)."""
     columns = population_columns(population)
     if columns is None and network is not None:
@@ -165,6 +171,10 @@ def check(settings: DemographicParitySettings, network: Network | None,
             f"protected feature {settings.protected!r} is not a column of the population "
             f"model{did_you_mean(settings.protected, columns)}; columns: {', '.join(columns)}"
         )
+    refuse_coded(population, [settings.protected], "protected")
+    if settings.qualified is not None and network is not None:
+        read = event_inputs(settings.qualified, Names.of(columns, network.output_names))
+        refuse_coded(population, read, "qualified")
     _require_mass(population, columns, settings.protected, settings.privileged)
 
 

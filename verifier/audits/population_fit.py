@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from verifier.errors import CertgateInputError
-from verifier.spec import Names
+from verifier.spec import Names, atoms_of, parse_event
 
 if TYPE_CHECKING:
     from verifier.network import Network
@@ -42,3 +43,28 @@ def check_population_fits(network: Network, population: Any) -> Names:
             "network's inputs (bind them by name first)"
         )
     return Names.of(inputs, network.output_names)
+
+
+def refuse_coded(population: Any, names: Iterable[str], what: str) -> None:
+    """Raise a clear input error when one of ``names`` is a coded column of ``population`` (an
+    integer feature with a ``step``/``offset``, value = ``offset + step·k``): ``what`` gives
+    that column's values in the data's units, while the bound network and the engines read
+    its codes ``k``, and the audit does not translate them (yet)."""
+    schema = getattr(population, "feature_schema", None)
+    if schema is None:
+        return
+    coded = [name for name in dict.fromkeys(names)
+             if name in schema.columns and schema.feature_of(name).coded]
+    if coded:
+        raise CertgateInputError(
+            f"{what} names the coded column(s) {', '.join(coded)} (value = offset + step·k, "
+            "an integer feature with a step or offset in the population model): this audit "
+            "reads values of such a column only as codes, so it is not supported there; use "
+            "a column without a step or offset")
+
+
+def event_inputs(text: str, names: Names) -> list[str]:
+    """The input names an event's text reads (with a non-zero coefficient)."""
+    event = parse_event(text, names)
+    return [names.inputs[index] for atom in atoms_of(event)
+            for index, coefficient in enumerate(atom.input_coeffs) if coefficient != 0.0]
