@@ -175,9 +175,12 @@ def _check_one_hot(population: Any, names: list[str], group: tuple[int, ...],
 def expectation_specs(population: Any, names: list[str]) -> list[ExpectationSpec]:
     """The expectation suite generated from the population model's feature schema: columns
     present and never null; continuous and integer columns within their declared domain (an
-    integer column with fewer than ``SMALL_VALUE_SET`` values: within that value set); binary
+    integer column with fewer than ``SMALL_VALUE_SET`` values: within that value set), in the
+    data's units (a coded column's ``offset + step·k``); binary
     and one-hot columns in {0, 1}; each one-hot group summing to 1."""
-    low, high = population.domain_box()
+    code_low, code_high = population.domain_box()
+    step, offset = population.feature_schema.column_codes()
+    low, high = offset + step * code_low, offset + step * code_high  # a coded column's values
     kinds = population.column_kinds()
     specs = [ExpectationSpec("ExpectTableColumnsToMatchSet",
                              {"column_set": list(names), "exact_match": False})]
@@ -186,8 +189,10 @@ def expectation_specs(population: Any, names: list[str]) -> list[ExpectationSpec
         lo, hi, kind = float(low[column]), float(high[column]), kinds[column]
         finite = math.isfinite(lo) and math.isfinite(hi)
         if kind in ("binary", "categorical") or (
-                kind == "integer" and finite and hi - lo < SMALL_VALUE_SET):
-            values = [float(v) for v in np.arange(math.ceil(lo), math.floor(hi) + 1)]
+                kind == "integer" and finite
+                and code_high[column] - code_low[column] < SMALL_VALUE_SET):
+            codes = np.arange(math.ceil(code_low[column]), math.floor(code_high[column]) + 1)
+            values = [float(v) for v in offset[column] + step[column] * codes]
             specs.append(ExpectationSpec("ExpectColumnValuesToBeInSet",
                                          {"column": name, "value_set": values}))
         elif math.isfinite(lo) or math.isfinite(hi):

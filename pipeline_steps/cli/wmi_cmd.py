@@ -148,6 +148,10 @@ def _columns(args: argparse.Namespace) -> tuple[str, ...]:
         model, prior = bound_network(args, model, prior)
         names = list(model.input_names)
     else:
+        if prior.feature_schema.coded:
+            raise BindingError(f"--population {args.population}: it codes columns (value = "
+                               "offset + step·k), which a network reads through an exact input "
+                               "map; a scikit-learn model cannot be composed with it")
         given = parse_input_names(args.input_names)
         own = getattr(model, "feature_names_in_", None)
         own = [str(name) for name in own] if own is not None else None
