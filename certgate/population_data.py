@@ -38,7 +38,9 @@ on the same encoded table binds to it by name.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -204,7 +206,7 @@ def fit_population(
     if parents:
         model = fit_bayesian_network(
             encoded, features, {k: list(v) for k, v in parents.items()},
-            {k: [float(b) for b in v] for k, v in (bins or {}).items()},
+            {k: code_cuts(features, k, v) for k, v in (bins or {}).items()},
             min_rows=min_rows, max_discrete_values=max_discrete_values, continuous=continuous)
     elif structure == "learned":
         from verifier.population.structure import learn_structure
@@ -221,6 +223,17 @@ def fit_population(
         notes.append("Independent product: every column independent of the others.")
     text = "\n".join([*([description] if description else []), *notes]) or None
     return model.model_copy(update={"name": name, "description": text, "fitted_from": source})
+
+
+def code_cuts(features: Sequence[Feature], name: str, cuts: Sequence[float]) -> list[float]:
+    """``--bins`` cut points of feature ``name`` as the fit reads them: in the data's units,
+    turned into codes for a coded integer feature (a cell ``value <= b`` is ``k <= floor((b −
+    offset) / step)``, exactly)."""
+    feature = next((f for f in features if f.name == name), None)
+    if feature is None or not feature.coded:
+        return [float(b) for b in cuts]
+    step, offset = feature.code()
+    return [float(math.floor((Fraction(b) - Fraction(offset)) / Fraction(step))) for b in cuts]
 
 
 def learned_note(learned: LearnedStructure, rows: int) -> str:

@@ -126,6 +126,7 @@ def exact_domain_check(network: Network, population: Any,
         )
     results.append(CheckResult("support inside the feature domains", True,
                                f"{len(names)} columns checked"))
+    low_values, high_values = population.values_of(np.stack([lower, upper]))  # the model's units
     if declared_domain is None:
         results.append(CheckResult("support inside the model's declared input domain", True,
                                    "no input domain recorded with the model; nothing to compare"))
@@ -136,10 +137,11 @@ def exact_domain_check(network: Network, population: Any,
                               f"{', '.join(unknown)}")
         for name, (low, high) in declared_domain.items():
             column = names.index(name)
-            if lower[column] < low or upper[column] > high:
+            if low_values[column] < low or high_values[column] > high:
                 raise DomainError(
                     f"population support of {name!r} is "
-                    f"{_interval(lower[column], upper[column])}, outside the network's declared "
+                    f"{_interval(low_values[column], high_values[column])}, outside the "
+                    "network's declared "
                     f"input domain {_interval(low, high)}"
                 )
         results.append(CheckResult("support inside the model's declared input domain", True,

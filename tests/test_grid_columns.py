@@ -367,3 +367,23 @@ def test_csv_to_verify_demographic_parity(tmp_path: Path,
         error = hits.std() / np.sqrt(hits.size)
         low, high = payload["probabilities"][name]
         assert low - 5 * error <= hits.mean() <= high + 5 * error
+
+
+def test_bins_of_a_coded_parent_are_given_in_the_datas_units() -> None:
+    model = certgate.fit_population(grid_table(), parents={"hours": ["score"]},
+                                    bins={"score": [1.75]})
+    [node] = [n for n in model.distribution.nodes if n.name == "hours"]
+    assert [row.condition["score"] for row in node.cpt] == [(None, 3.0), (4.0, None)]
+
+
+def test_validation_compares_values_with_values() -> None:
+    from pipeline_steps.validation import DomainError, exact_domain_check, expectation_specs
+
+    population = _grid_population(0.5, 0.0)
+    network = _network(0)
+    assert exact_domain_check(network, population, {"score": (0.0, 2.5)})
+    with pytest.raises(DomainError, match=r"support of 'score' is \[0, 2\.5\]"):
+        exact_domain_check(network, population, {"score": (0.0, 2.0)})
+    [score] = [spec for spec in expectation_specs(population, list(population.columns))
+               if spec.kind == "ExpectColumnValuesToBeInSet" and spec.column == "score"]
+    assert score.kwargs["value_set"] == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]

@@ -131,8 +131,8 @@ def coded_network(network: Network, population: Any) -> Network:
     offsets of 0, as fitted grids through 0 give) and the first layer held the model's own
     coefficients, the fold is marked exact, so points are still decided in exact arithmetic
     (:attr:`~verifier.network.Network.folded` stays false)."""
-    schema = population.feature_schema
-    if not schema.coded:
+    schema = getattr(population, "feature_schema", None)
+    if schema is None or not schema.coded:
         return network
     step, offset = schema.column_codes()
     names = list(network.input_names)
