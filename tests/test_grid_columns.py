@@ -53,7 +53,8 @@ def grid_table(rows: int = 600, seed: int = 0) -> pd.DataFrame:
     (RATINGS, (0.5, 0.0)),
     ([0.5, 2.5], (2.0, 0.5)),
     ([0.1, 0.2], (0.1, 0.0)),
-    ([1.0, 3.0, 7.0], (2.0, 1.0)),
+    ([1.0, 3.0, 7.0], (1.0, 0.0)),    # integers are read as an integer column reads them
+    ([1.5, 3.5, 7.5], (2.0, 1.5)),
     ([-0.75, 0.25], (1.0, -0.75)),
     ([2.5], (1.0, 2.5)),
     ([0.1, 0.2, 0.3], None),          # 0.3 is not 3 × 0.1 in binary: no exact small grid
@@ -77,7 +78,10 @@ def test_every_value_is_offset_plus_step_k_exactly(start: int, numerator: int, e
     for value in values:
         k = (Fraction(value) - Fraction(offset)) / Fraction(found_step)
         assert k.denominator == 1 and abs(k) <= 2**31
-    assert Fraction(found_step) % step == 0   # at least as coarse as the generating grid
+    if all(float(value).is_integer() for value in values):
+        assert code == (1.0, 0.0)
+    else:
+        assert Fraction(found_step) % step == 0   # at least as coarse as the generating grid
 
 
 def test_the_fit_reads_few_valued_grids_as_integers_and_keeps_the_rest() -> None:

@@ -79,12 +79,15 @@ def grid_code(distinct: np.ndarray) -> tuple[float, float] | None:
 
     The step is the greatest common divisor of the values' differences, taken in exact
     rationals (floats are dyadic, so it exists); the offset is 0 when the values are integer
-    multiples of the step (codes within ±:data:`LARGEST_CODE`), else the least value. One
-    value gives ``(1, value)``, or ``(1, 0)`` when it is an integer."""
+    multiples of the step (codes within ±:data:`LARGEST_CODE`), else the least value. Values
+    that are all integers give ``(1, 0)``: the integers themselves, as an integer column
+    holding them is read; one other value gives ``(1, value)``."""
     values = [Fraction(float(value)) for value in distinct]
     low = values[0]
+    if all(value.denominator == 1 for value in values):
+        return 1.0, 0.0
     if len(values) == 1:
-        return (1.0, 0.0) if low.denominator == 1 else (1.0, float(low))
+        return 1.0, float(low)
     common = math.lcm(*(value.denominator for value in values))
     step = Fraction(math.gcd(*(int((value - low) * common) for value in values[1:])), common)
     if Fraction(float(step)) != step or (values[-1] - low) / step > MAX_GRID_STEPS:

@@ -296,7 +296,7 @@ class PopulationModel(PopulationBase):
         lines = []
         atoms = self.column_atoms()
         for feature in self.features:
-            index = self.columns.index(feature.name) if feature.coded else -1
+            index = self.columns.index(feature.column_names()[0]) if feature.coded else -1
             if index < 0 or atoms[index] is None:
                 continue
             codes = np.asarray(atoms[index], dtype=np.float64)
