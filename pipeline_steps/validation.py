@@ -126,7 +126,8 @@ def exact_domain_check(network: Network, population: Any,
         )
     results.append(CheckResult("support inside the feature domains", True,
                                f"{len(names)} columns checked"))
-    low_values, high_values = population.values_of(np.stack([lower, upper]))  # the model's units
+    step, offset = _column_codes(population, len(names))
+    low_values, high_values = offset + step * lower, offset + step * upper  # the model's units
     if declared_domain is None:
         results.append(CheckResult("support inside the model's declared input domain", True,
                                    "no input domain recorded with the model; nothing to compare"))
@@ -150,6 +151,16 @@ def exact_domain_check(network: Network, population: Any,
         results.append(_check_one_hot(population, names, tuple(int(c) for c in group), lower,
                                       upper))
     return results
+
+
+def _column_codes(population: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(step, offset)`` per column: a coded column's value is ``offset + step·k``
+    (:meth:`~verifier.population.schema.FeatureSchema.column_codes`); 1 and 0 for a
+    population without a feature schema."""
+    schema = getattr(population, "feature_schema", None)
+    if schema is None:
+        return np.ones(width), np.zeros(width)
+    return schema.column_codes()
 
 
 def _check_one_hot(population: Any, names: list[str], group: tuple[int, ...],
@@ -181,7 +192,7 @@ def expectation_specs(population: Any, names: list[str]) -> list[ExpectationSpec
     data's units (a coded column's ``offset + step·k``); binary
     and one-hot columns in {0, 1}; each one-hot group summing to 1."""
     code_low, code_high = population.domain_box()
-    step, offset = population.feature_schema.column_codes()
+    step, offset = _column_codes(population, len(names))
     low, high = offset + step * code_low, offset + step * code_high  # a coded column's values
     kinds = population.column_kinds()
     specs = [ExpectationSpec("ExpectTableColumnsToMatchSet",
