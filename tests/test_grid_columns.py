@@ -336,6 +336,14 @@ def test_csv_to_verify_demographic_parity(tmp_path: Path,
     report = json.loads(capsys.readouterr().out)
     coded = {f["name"]: (f["step"], f["offset"]) for f in report["features"] if "step" in f}
     assert coded == {"score": (0.5, 0.0), "pair": (2.0, 0.5)}
+    assert main(["population", "sample", str(out), "-n", "300", "--seed", "1", "--json"]) == 0
+    sampled = json.loads(capsys.readouterr().out)
+    for name in ("score", "pair", "hours"):
+        column = [row[sampled["columns"].index(name)] for row in sampled["samples"]]
+        assert set(column) <= set(frame[name].tolist()), name
+    assert main(["population", "describe", str(out)]) == 0
+    assert "pair takes the values 0.5, 2.5 (codes k = 0, 1; value = 0.5 + 2·k)" in \
+        capsys.readouterr().out
 
     torch.manual_seed(0)
     inputs = torch.tensor(frame.to_numpy(np.float32))
