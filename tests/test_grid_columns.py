@@ -31,6 +31,7 @@ from verifier.population import PopulationModel, load_population, population_fro
 from verifier.population.errors import PopulationError
 from verifier.population.fitting import grid_code, infer_features
 from verifier.pv import PVSettings
+from verifier.spec import Names, atoms_of, evaluate_event, parse_event
 
 ROOT = Path(__file__).resolve().parent.parent
 RATINGS = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
@@ -313,9 +314,6 @@ def test_audits_refuse_values_of_a_coded_column() -> None:
     with pytest.raises(CertgateInputError, match="protected names the coded column"):
         demographic_parity_audit(network, bound, protected="score", privileged=1.0,
                                  favorable_class=1, gamma=0.5)
-    with pytest.raises(CertgateInputError, match="qualified names the coded column"):
-        demographic_parity_audit(network, bound, protected="sex", privileged=1.0,
-                                 favorable_class=1, gamma=0.5, qualified="x.score >= 1")
     with pytest.raises(CertgateInputError, match="query names the coded column"):
         run_audit(CausalFairnessSettings(kind="causal_fairness", protected=["sex"],
                                          query={"score": (0.0, 1.0)}, max_biased_share=0.5),
@@ -399,3 +397,51 @@ def test_validation_compares_values_with_values() -> None:
     [score] = [spec for spec in expectation_specs(population, list(population.columns))
                if spec.kind == "ExpectColumnValuesToBeInSet" and spec.column == "score"]
     assert score.kwargs["value_set"] == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+
+
+@pytest.mark.parametrize(("step", "offset", "qualified"), [
+    (0.5, 0.0, "x.score >= 1"), (0.5, 0.0, "x.score + x.level > 1.75"),
+    (2.0, 0.5, "x.score <= 4.5 and x.level >= 1"), (0.75, 0.25, "x.score >= 1"),
+])
+def test_qualified_events_in_the_datas_units_equal_enumeration(step: float, offset: float,
+                                                               qualified: str) -> None:
+    """``qualified`` reads values; PV reads codes: the event is written in codes exactly and
+    the certified ratio encloses the enumeration's (the event evaluated at the real values)."""
+    population = _grid_population(step, offset)
+    original = _network(0)
+    network, bound = bind(original, population, None, "test")
+    names = Names.of(list(population.columns), ["no", "yes"])
+    event = parse_event(qualified, names)
+    favourable = {0: Fraction(0), 1: Fraction(0)}
+    group = {0: Fraction(0), 1: Fraction(0)}
+    for codes, weight in _points(population):
+        point = _real_point(population, codes)
+        holds = [sum((Fraction(c) * v for c, v in zip(atom.input_coeffs, point, strict=True)),
+                     Fraction(atom.constant)) for atom in atoms_of(event)]
+        truth = {atom: np.array([value > 0 if atom.strict else value >= 0])
+                 for atom, value in zip(atoms_of(event), holds, strict=True)}
+        if not evaluate_event(event, truth)[0]:
+            continue
+        group[codes[0]] += weight
+        if _oracle_class(original, point) == 1:
+            favourable[codes[0]] += weight
+    assert favourable[0] > 0 and favourable[1] > 0
+    ratio = (favourable[0] / group[0]) / (favourable[1] / group[1])
+    sides = [(float(ratio) - 1e-6, "satisfied"), (float(ratio) + 1e-6, "violated")]
+    for gamma, verdict in [(g, v) for g, v in sides if g <= 1.0]:   # the ratio form's γ ≤ 1
+        certificate = demographic_parity_audit(
+            network, bound, protected="sex", privileged=1.0, favorable_class=1, gamma=gamma,
+            qualified=qualified, settings=PVSettings(timeout_s=60.0))
+        low, high = certificate.bounds["value"]
+        assert Fraction(low) <= ratio <= Fraction(high)
+        assert certificate.verdict == verdict, (low, high, float(ratio))
+
+
+def test_a_threshold_off_the_codes_floats_is_refused() -> None:
+    """0.3 − 1 is not a float: written in codes, ``x.score >= 1`` would round its tie."""
+    population = _grid_population(0.7, 0.3)
+    network, bound = bind(_network(0), population, None, "test")
+    with pytest.raises(CertgateInputError, match=r"the event .*x\.score >= 1\).* coded column"):
+        demographic_parity_audit(network, bound, protected="sex", privileged=1.0,
+                                 favorable_class=1, gamma=0.5, qualified="x.score >= 1")
+

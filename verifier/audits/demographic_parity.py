@@ -23,7 +23,6 @@ from verifier.audits.fidelity import parity_check
 from verifier.audits.kind import counted, elapsed_text, stopped_text
 from verifier.audits.population_fit import (
     check_population_fits,
-    event_inputs,
     population_columns,
     refuse_coded,
 )
@@ -35,7 +34,7 @@ from verifier.audits.requirement import (
 )
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError, did_you_mean
-from verifier.spec import Names, check_parity_gamma, demographic_parity
+from verifier.spec import check_parity_gamma, demographic_parity
 
 if TYPE_CHECKING:
     from verifier.network import Network
@@ -158,9 +157,10 @@ def check(settings: DemographicParitySettings, network: Network | None,
           population: Any) -> None:
     """Raise the input error the audit would meet, before it runs: the protected column must
     be a column of the population model (by its exact spelling; a near miss is named) and
-    the privileged value must leave both groups positive probability; neither it nor (with a
-    network) ``qualified`` may read a coded column (:func:`refuse_coded`). ``network`` may be
-    ``None`` (only the population is at hand)."""
+    the privileged value must leave both groups positive probability, and it may not be a
+    coded column (:func:`refuse_coded`; ``qualified`` is written in codes with every PV
+    specification, :func:`~verifier.audits.population_fit.spec_in_codes`). ``network`` may
+    be ``None`` (only the population is at hand)."""
     columns = population_columns(population)
     if columns is None and network is not None:
         columns = list(network.input_names)
@@ -172,9 +172,6 @@ def check(settings: DemographicParitySettings, network: Network | None,
             f"model{did_you_mean(settings.protected, columns)}; columns: {', '.join(columns)}"
         )
     refuse_coded(population, [settings.protected], "protected")
-    if settings.qualified is not None and network is not None:
-        read = event_inputs(settings.qualified, Names.of(columns, network.output_names))
-        refuse_coded(population, read, "qualified")
     _require_mass(population, columns, settings.protected, settings.privileged)
 
 

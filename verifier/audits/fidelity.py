@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from verifier.audits.population_fit import spec_in_codes
 from verifier.certificate import Certificate
 from verifier.numerics import add_down, add_up, nonnegative_quotient
 
@@ -245,10 +246,10 @@ def parity_check(settings: Any, certificate: Certificate, network: Network, popu
     if rows.ndim != 2 or rows.shape[1] != network.input_size:
         raise ValueError(f"data rows must be (n, {network.input_size}), got {rows.shape}")
     names = Names.of(list(network.input_names), list(classifier.output_names))
-    spec = demographic_parity(
+    spec = spec_in_codes(demographic_parity(
         names, protected=settings.protected, privileged=settings.privileged,
         favorable_class=settings.favorable_class, gamma=settings.gamma,
-        qualified=settings.qualified, form=settings.form)
+        qualified=settings.qualified, form=settings.form), population)
     chunks = [rows[start:start + CHUNK_ROWS] for start in range(0, len(rows), CHUNK_ROWS)]
     outputs = np.concatenate([classifier.evaluate(chunk) for chunk in chunks]) if chunks \
         else np.zeros((0, classifier.output_size))
