@@ -283,6 +283,30 @@ def test_causal_fairness_equals_enumeration_at_the_real_points(step: float,
     assert biased_total > 0           # the oracle is not trivially fair
 
 
+@pytest.mark.parametrize(("step", "offset"), [(0.5, 0.0), (2.0, 0.5)])
+def test_causal_witnesses_and_regions_are_in_the_datas_units(step: float,
+                                                              offset: float) -> None:
+    population = _grid_population(step, offset)
+    grid = {float(offset + step * k) for k in range(6)}
+    seen = 0
+    for seed in range(4):
+        original = _network(seed)
+        network, bound = bind(original, population, None, "test")
+        certificate = run_audit(CausalFairnessSettings(
+            kind="causal_fairness", protected=["sex"], max_biased_share=0.5, timeout_s=30),
+            network, bound)
+        for record in certificate.details["witnesses"]:
+            classes = [_oracle_class(original, tuple(record[key]))
+                       for key in ("x", "x_other")]
+            assert classes == record["classes"]
+            assert record["x"][1] in grid and record["x_other"][1] in grid
+            seen += 1
+        for region in certificate.details["regions"]:
+            low, high = region["box"]["score"]
+            assert offset <= low <= high <= offset + 5 * step
+    assert seen > 0
+
+
 @given(st.floats(0.01, 10.0), st.floats(-5.0, 5.0), st.integers(0, 2**16))
 @settings(max_examples=60, deadline=None)
 def test_the_folded_input_map_keeps_bounds_sound(step: float, offset: float, seed: int) -> None:
