@@ -13,7 +13,10 @@ Column handling, in this order:
    ``NAME`` (at least two of them) form the categorical feature ``NAME`` with categories
    ``VALUE…`` in column order.
 4. Every other column is binary (bool, or integers in {0, 1}), integer, or continuous
-   (:func:`verifier.population.fitting.infer_features`).
+   (:func:`verifier.population.fitting.infer_features`). A float column with at most
+   ``max_discrete_values`` distinct values lying exactly on a grid ``offset + step·k`` is an
+   integer feature with that ``step`` and ``offset``, fitted on its integer codes ``k``
+   (:func:`verifier.population.fitting.grid_code`): its values keep their mass.
 
 Defaults (bounded and data-shaped, with the dependences kept):
 
@@ -35,7 +38,9 @@ on the same encoded table binds to it by name.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -151,6 +156,7 @@ def fit_population(
     ``fitted_from``. Raises :class:`PopulationError` naming the column, feature or option on
     bad input."""
     from verifier.population.fitting import (
+        coded_frame,
         fit_bayesian_network,
         fit_product,
         infer_features,
@@ -184,13 +190,14 @@ def fit_population(
                               "NAME=VALUE columns; name the group's columns in one place")
     groups.update(detected)
     domains = dict(domains or {})
-    features = infer_features(encoded, groups, domains)
+    features = infer_features(encoded, groups, domains, max_discrete_values)
     numeric = {f.name for f in features if f.kind != "categorical"}
     unknown = sorted(set(domains) - numeric)
     if unknown:
         raise PopulationError(f"domain given for {unknown}, which are not numeric columns "
                               f"(numeric columns: {sorted(numeric)})")
     features = [_with_categories(feature, groups, string_categories) for feature in features]
+    encoded = coded_frame(encoded, features)
     if continuous != "normal":
         features = [_on_data_range(feature, encoded) for feature in features]
     if bins and not parents:
@@ -199,7 +206,7 @@ def fit_population(
     if parents:
         model = fit_bayesian_network(
             encoded, features, {k: list(v) for k, v in parents.items()},
-            {k: [float(b) for b in v] for k, v in (bins or {}).items()},
+            {k: code_cuts(features, k, v) for k, v in (bins or {}).items()},
             min_rows=min_rows, max_discrete_values=max_discrete_values, continuous=continuous)
     elif structure == "learned":
         from verifier.population.structure import learn_structure
@@ -216,6 +223,17 @@ def fit_population(
         notes.append("Independent product: every column independent of the others.")
     text = "\n".join([*([description] if description else []), *notes]) or None
     return model.model_copy(update={"name": name, "description": text, "fitted_from": source})
+
+
+def code_cuts(features: Sequence[Feature], name: str, cuts: Sequence[float]) -> list[float]:
+    """``--bins`` cut points of feature ``name`` as the fit reads them: in the data's units,
+    turned into codes for a coded integer feature (a cell ``value <= b`` is ``k <= floor((b −
+    offset) / step)``, exactly)."""
+    feature = next((f for f in features if f.name == name), None)
+    if feature is None or not feature.coded:
+        return [float(b) for b in cuts]
+    step, offset = feature.code()
+    return [float(math.floor((Fraction(b) - Fraction(offset)) / Fraction(step))) for b in cuts]
 
 
 def learned_note(learned: LearnedStructure, rows: int) -> str:

@@ -126,6 +126,8 @@ def exact_domain_check(network: Network, population: Any,
         )
     results.append(CheckResult("support inside the feature domains", True,
                                f"{len(names)} columns checked"))
+    step, offset = _column_codes(population, len(names))
+    low_values, high_values = offset + step * lower, offset + step * upper  # the model's units
     if declared_domain is None:
         results.append(CheckResult("support inside the model's declared input domain", True,
                                    "no input domain recorded with the model; nothing to compare"))
@@ -136,10 +138,11 @@ def exact_domain_check(network: Network, population: Any,
                               f"{', '.join(unknown)}")
         for name, (low, high) in declared_domain.items():
             column = names.index(name)
-            if lower[column] < low or upper[column] > high:
+            if low_values[column] < low or high_values[column] > high:
                 raise DomainError(
                     f"population support of {name!r} is "
-                    f"{_interval(lower[column], upper[column])}, outside the network's declared "
+                    f"{_interval(low_values[column], high_values[column])}, outside the "
+                    "network's declared "
                     f"input domain {_interval(low, high)}"
                 )
         results.append(CheckResult("support inside the model's declared input domain", True,
@@ -148,6 +151,16 @@ def exact_domain_check(network: Network, population: Any,
         results.append(_check_one_hot(population, names, tuple(int(c) for c in group), lower,
                                       upper))
     return results
+
+
+def _column_codes(population: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(step, offset)`` per column: a coded column's value is ``offset + step·k``
+    (:meth:`~verifier.population.schema.FeatureSchema.column_codes`); 1 and 0 for a
+    population without a feature schema."""
+    schema = getattr(population, "feature_schema", None)
+    if schema is None:
+        return np.ones(width), np.zeros(width)
+    return schema.column_codes()
 
 
 def _check_one_hot(population: Any, names: list[str], group: tuple[int, ...],
@@ -175,9 +188,12 @@ def _check_one_hot(population: Any, names: list[str], group: tuple[int, ...],
 def expectation_specs(population: Any, names: list[str]) -> list[ExpectationSpec]:
     """The expectation suite generated from the population model's feature schema: columns
     present and never null; continuous and integer columns within their declared domain (an
-    integer column with fewer than ``SMALL_VALUE_SET`` values: within that value set); binary
+    integer column with fewer than ``SMALL_VALUE_SET`` values: within that value set), in the
+    data's units (a coded column's ``offset + step·k``); binary
     and one-hot columns in {0, 1}; each one-hot group summing to 1."""
-    low, high = population.domain_box()
+    code_low, code_high = population.domain_box()
+    step, offset = _column_codes(population, len(names))
+    low, high = offset + step * code_low, offset + step * code_high  # a coded column's values
     kinds = population.column_kinds()
     specs = [ExpectationSpec("ExpectTableColumnsToMatchSet",
                              {"column_set": list(names), "exact_match": False})]
@@ -186,8 +202,10 @@ def expectation_specs(population: Any, names: list[str]) -> list[ExpectationSpec
         lo, hi, kind = float(low[column]), float(high[column]), kinds[column]
         finite = math.isfinite(lo) and math.isfinite(hi)
         if kind in ("binary", "categorical") or (
-                kind == "integer" and finite and hi - lo < SMALL_VALUE_SET):
-            values = [float(v) for v in np.arange(math.ceil(lo), math.floor(hi) + 1)]
+                kind == "integer" and finite
+                and code_high[column] - code_low[column] < SMALL_VALUE_SET):
+            codes = np.arange(math.ceil(code_low[column]), math.floor(code_high[column]) + 1)
+            values = [float(v) for v in offset[column] + step[column] * codes]
             specs.append(ExpectationSpec("ExpectColumnValuesToBeInSet",
                                          {"column": name, "value_set": values}))
         elif math.isfinite(lo) or math.isfinite(hi):

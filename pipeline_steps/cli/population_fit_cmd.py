@@ -191,7 +191,8 @@ def summary(model: PopulationModel, rows: int) -> dict[str, Any]:
         "description": model.description,
         "features": [{"name": f.name, "kind": f.kind, "columns": f.column_names(),
                       **({"categories": f.categories} if f.categories else {}),
-                      **({"domain": list(f.domain)} if f.domain else {})}
+                      **({"domain": list(f.domain)} if f.domain else {}),
+                      **({"step": f.code()[0], "offset": f.code()[1]} if f.coded else {})}
                      for f in model.features],
         **({"fitted_from": model.fitted_from.model_dump()} if model.fitted_from else {}),
     }
@@ -293,6 +294,7 @@ def run_fit(args: argparse.Namespace) -> int:
         print("  edges: none (no dependence found)")
     for feature in report["features"]:
         extra = (f" categories {feature['categories']}" if "categories" in feature
+                 else _coded_domain(feature) if "step" in feature
                  else f" domain {feature['domain']}" if "domain" in feature else "")
         print(f"  {feature['name']}: {feature['kind']} {feature['columns']}{extra}")
     if args.model:
@@ -350,3 +352,14 @@ def run_schema(args: argparse.Namespace) -> int:
     else:
         print(json.dumps(schema, indent=2))
     return 0
+
+
+def _coded_domain(feature: dict[str, Any]) -> str:
+    """A coded integer feature's domain in the data's units, with its codes."""
+    from verifier.population.schema import code_text
+
+    step, offset = feature["step"], feature["offset"]
+    low, high = feature.get("domain", [None, None])
+    values = [None if end is None else offset + step * end for end in (low, high)]
+    return (f" values {code_text(step, offset)}, domain {values} (codes k in "
+            f"[{low}, {high}])")

@@ -148,6 +148,10 @@ def _columns(args: argparse.Namespace) -> tuple[str, ...]:
         model, prior = bound_network(args, model, prior)
         names = list(model.input_names)
     else:
+        if prior.feature_schema.coded:
+            raise BindingError(f"--population {args.population}: it codes columns (value = "
+                               "offset + step·k), which a network reads through an exact input "
+                               "map; a scikit-learn model cannot be composed with it")
         given = parse_input_names(args.input_names)
         own = getattr(model, "feature_names_in_", None)
         own = [str(name) for name in own] if own is not None else None
@@ -283,12 +287,14 @@ def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
         wmi_stop_at,
     )
     from verifier.audits.noise_robustness import KIND
+    from verifier.audits.population_fit import refuse_coded
     from verifier.population import load_population
     from verifier.wmi import noise_robustness
 
     threshold = _min_probability(args)
     stop_at = wmi_stop_at(threshold)
     indices = [args.bound_names.index(name) for name in features]
+    refuse_coded(args.prior, features, "the noise's features")
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
@@ -318,6 +324,7 @@ def run_equivalence(args: argparse.Namespace) -> int:
     center = _center(args.center)
     surrogate = _load_model(args.surrogate, "--surrogate")
     _check_surrogate_names(surrogate, args.bound_names, args.surrogate)
+    surrogate = _surrogate_on_codes(surrogate, args)
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
@@ -333,6 +340,26 @@ def run_equivalence(args: argparse.Namespace) -> int:
     return _report(args, probability_certificate(
         "equivalence", requirement_at_least(threshold), result, expression, stop_at,
         bound_method=args.bound_method, timeout_s=timeout))
+
+
+def _surrogate_on_codes(surrogate: Any, args: argparse.Namespace) -> Any:
+    """The surrogate reading the population's codes, as the bound model does
+    (:func:`verifier.audits.binding.coded_network`); a population that codes columns is
+    refused for a surrogate that is not a network (it cannot be composed with the map) and
+    with ``--center`` (a point in the data's units)."""
+    from verifier.audits.binding import BindingError, coded_network
+    from verifier.audits.population_fit import refuse_coded
+    from verifier.network import Network
+
+    if not args.prior.feature_schema.coded:
+        return surrogate
+    if args.center is not None:
+        refuse_coded(args.prior, args.bound_names, "--center")
+    if not isinstance(surrogate, Network):
+        raise BindingError(f"--population {args.population}: it codes columns (value = offset "
+                           "+ step·k), which a network reads through an exact input map; a "
+                           "scikit-learn surrogate cannot be composed with it")
+    return coded_network(surrogate.renamed(input_names=args.bound_names), args.prior)
 
 
 def _check_surrogate_names(surrogate: Any, names: list[str], path: str) -> None:

@@ -100,7 +100,9 @@ def fidelity_check(settings: Any, certificate: Certificate, network: Any, popula
     """The population-fidelity record of ``certificate`` (:mod:`verifier.audits.fidelity`):
     the kind's ``EMPIRICAL_CHECK`` on the data rows, or an ``unchecked`` record saying why
     there is none. The network and population must be bound (population columns = network
-    inputs, in order)."""
+    inputs, in order; the network reads the population's codes); the data rows are in the
+    data's units and are turned into those codes here, exactly (a value off a coded column's
+    grid is an input error naming the feature)."""
     options = options or FidelityOptions()
     assumptions = population_assumptions(population, settings.protected_feature())
     check = kind_module(settings.kind).EMPIRICAL_CHECK
@@ -109,6 +111,7 @@ def fidelity_check(settings: Any, certificate: Certificate, network: Any, popula
                          data.source if isinstance(data, DataRows) else None)
     if isinstance(data, NoData):
         return unchecked(f"no check possible: {data.reason}", assumptions, data.source)
+    data = DataRows(population.codes_of(data.rows, "the data rows"), data.source)
     started = time.perf_counter()
     record = check(settings, certificate, network, population, data, options, assumptions)
     record["elapsed_s"] = time.perf_counter() - started

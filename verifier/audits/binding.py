@@ -16,17 +16,25 @@ the wrong inputs and the certificate would be wrong.
 * an anonymous model without given names is refused, with one line that says how to name it;
 * the population model must then have exactly these columns: in the same order, or in another
   order when its distribution addresses columns by name (then it is re-ordered to the
-  network's inputs: ``column_order``); a missing or unknown column is an error naming both.
+  network's inputs: ``column_order``); a missing or unknown column is an error naming both;
+* when the population codes a column (an integer feature with a ``step``/``offset``: the
+  value is ``offset + step·k``), the bound network reads the codes: it is the model composed
+  with that exact affine input map (:func:`coded_network`), so every engine keeps seeing the
+  integers ``k`` the population describes while the model is evaluated at its real inputs.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
+from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from verifier.errors import CertgateInputError
-from verifier.network import Network
+from verifier.network import Layer, Network, compose
 
 _INDEXED = re.compile(r"^(?P<tensor>.*)\[(?P<index>\d+)\]$")
 
@@ -94,8 +102,9 @@ def bound_names(network: Network, given: Sequence[str] | None, where: str) -> li
 
 def bind(network: Network, population: Any, given: Sequence[str] | None,
          where: str) -> tuple[Network, Any]:
-    """The network with its bound input names and the population model with its columns in
-    the network's input order; raises :class:`BindingError` (see the module docstring)."""
+    """The network with its bound input names, reading the population's codes
+    (:func:`coded_network`), and the population model with its columns in the network's
+    input order; raises :class:`BindingError` (see the module docstring)."""
     columns = list(population.columns)
     if len(columns) != network.input_size:
         raise BindingError(
@@ -105,7 +114,59 @@ def bind(network: Network, population: Any, given: Sequence[str] | None,
     names = bound_names(network, given, where)
     if names != list(network.input_names):
         network = network.renamed(input_names=names)
-    return network, ordered_population(population, names, where)
+    population = ordered_population(population, names, where)
+    return coded_network(network, population), population
+
+
+def coded_network(network: Network, population: Any) -> Network:
+    """``network`` reading the codes of ``population``'s columns (in the network's input
+    order): composed with the affine input map ``x = offset + step·k`` of every coded column
+    (identity elsewhere), folded into its first layer; ``network`` itself when no column is
+    coded.
+
+    Guarantee: the result in real arithmetic at codes ``k`` is ``network`` in real arithmetic
+    at ``offset + step·k``. The fold's float coefficients carry the magnitudes of their real
+    terms (:func:`~verifier.network.fold_affine`), so bounds keep their rounding margins; when
+    every folded coefficient is exact (checked in rationals: a step that is a power of two and
+    offsets of 0, as fitted grids through 0 give) and the first layer held the model's own
+    coefficients, the fold is marked exact, so points are still decided in exact arithmetic
+    (:attr:`~verifier.network.Network.folded` stays false)."""
+    schema = getattr(population, "feature_schema", None)
+    if schema is None or not schema.coded:
+        return network
+    step, offset = schema.column_codes()
+    names = list(network.input_names)
+    input_map = Network([Layer(np.diag(step), offset.copy())], names, names)
+    composed = compose(input_map, network)
+    first, folded = network.layers[0], composed.layers[0]
+    if _holds_own_coefficients(first) and _exact_fold(first, folded, step, offset):
+        layers = [replace(folded, weight_magnitude=None, bias_magnitude=None),
+                  *composed.layers[1:]]
+        return Network(layers, names, list(composed.output_names), composed.head)
+    return composed
+
+
+def _holds_own_coefficients(layer: Layer) -> bool:
+    return bool((layer.weight_magnitude == np.abs(layer.weight)).all()
+                and (layer.bias_magnitude == np.abs(layer.bias)).all())
+
+
+def _exact_fold(first: Layer, folded: Layer, step: np.ndarray, offset: np.ndarray) -> bool:
+    """Whether ``folded``'s float coefficients are exactly ``W·diag(step)`` and
+    ``b + W·offset`` of ``first``'s ``W``, ``b`` (rationals; only coded columns can differ)."""
+    coded = np.flatnonzero((step != 1.0) | (offset != 0.0))
+    for row in range(first.out_features):
+        bias = Fraction(float(first.bias[row]))
+        for column in coded:
+            weight = Fraction(float(first.weight[row, column]))
+            scaled = weight * Fraction(float(step[column]))
+            if Fraction(float(folded.weight[row, column])) != scaled:
+                return False
+            bias += weight * Fraction(float(offset[column]))
+        if Fraction(float(folded.bias[row])) != bias:
+            return False
+    uncoded = np.setdiff1d(np.arange(first.in_features), coded)
+    return bool((folded.weight[:, uncoded] == first.weight[:, uncoded]).all())
 
 
 def ordered_population(population: Any, names: Sequence[str], where: str) -> Any:

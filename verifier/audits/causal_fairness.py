@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from verifier.audits.kind import counted, elapsed_text
-from verifier.audits.population_fit import check_population_fits
+from verifier.audits.population_fit import check_population_fits, refuse_coded
 from verifier.audits.requirement import (
     NAME_PATTERN,
     Requirement,
@@ -224,9 +224,13 @@ def engine_options(executor: str, workers: int | None) -> None:
 
 def check(settings: CausalFairnessSettings, network: Network | None, population: Any) -> None:
     """Raise the input error :func:`run` would meet before any partition is analysed: the
-    population measure needs a population model."""
+    population measure needs a population model; ``protected``, ``query`` and ``domain``
+    give values in the data's units, so none may name a coded column (:func:`refuse_coded`)."""
     if population is None and settings.measure == "population":
         raise CertgateInputError("measure: population needs a population model")
+    refuse_coded(population, settings.protected, "protected")
+    refuse_coded(population, settings.query or {}, "query")
+    refuse_coded(population, settings.domain or {}, "domain")
 
 
 def work_done(certificate: Certificate) -> str:
@@ -291,7 +295,40 @@ def run(settings: CausalFairnessSettings, network: Network, population: Any,
     )
     causal = engine_settings(settings, budget, **engine)
     certificate = certify_causal_fairness(problem, causal, executor, population=population)
-    return judged(settings, certificate)
+    return judged(settings, points_in_values(certificate, population))
+
+
+def points_in_values(certificate: Certificate, population: Any) -> Certificate:
+    """The certificate with its witnesses and biased regions in the data's units: a coded
+    column's codes ``k`` (what the engine partitions) shown as ``offset + step·k``
+    (:meth:`~verifier.population.model.PopulationModel.values_of`; an interval of codes maps
+    to the interval of its values, the step being positive). Unchanged without codes."""
+    schema = getattr(population, "feature_schema", None)
+    if schema is None or not schema.coded:
+        return certificate
+    step, offset = schema.column_codes()
+    columns = list(schema.columns)
+
+    def point(values: list[float]) -> list[float]:
+        return population.values_of(np.asarray([values]))[0].tolist()
+
+    def witness(record: dict[str, Any]) -> dict[str, Any]:
+        return {**record, "x": point(record["x"]), "x_other": point(record["x_other"])}
+
+    def region(record: dict[str, Any]) -> dict[str, Any]:
+        box = {name: [float(offset[columns.index(name)] + step[columns.index(name)] * end)
+                      for end in ends] for name, ends in record["box"].items()}
+        shown = {**record, "box": box}
+        if "witness" in record:
+            shown["witness"] = witness(record["witness"])
+        return shown
+
+    details = dict(certificate.details)
+    if "witnesses" in details:
+        details["witnesses"] = [witness(record) for record in details["witnesses"]]
+    if "regions" in details:
+        details["regions"] = [region(record) for record in details["regions"]]
+    return replace(certificate, details=details)
 
 
 def judged(settings: CausalFairnessSettings, certificate: Certificate) -> Certificate:

@@ -21,7 +21,11 @@ from pydantic import Field, model_validator
 
 from verifier.audits.fidelity import parity_check
 from verifier.audits.kind import counted, elapsed_text, stopped_text
-from verifier.audits.population_fit import check_population_fits, population_columns
+from verifier.audits.population_fit import (
+    check_population_fits,
+    population_columns,
+    refuse_coded,
+)
 from verifier.audits.requirement import (
     NAME_PATTERN,
     Requirement,
@@ -153,8 +157,10 @@ def check(settings: DemographicParitySettings, network: Network | None,
           population: Any) -> None:
     """Raise the input error the audit would meet, before it runs: the protected column must
     be a column of the population model (by its exact spelling; a near miss is named) and
-    the privileged value must leave both groups positive probability. ``network`` may be
-    ``None`` (only the population is at hand)."""
+    the privileged value must leave both groups positive probability, and it may not be a
+    coded column (:func:`refuse_coded`; ``qualified`` is written in codes with every PV
+    specification, :func:`~verifier.audits.population_fit.spec_in_codes`). ``network`` may
+    be ``None`` (only the population is at hand)."""
     columns = population_columns(population)
     if columns is None and network is not None:
         columns = list(network.input_names)
@@ -165,6 +171,7 @@ def check(settings: DemographicParitySettings, network: Network | None,
             f"protected feature {settings.protected!r} is not a column of the population "
             f"model{did_you_mean(settings.protected, columns)}; columns: {', '.join(columns)}"
         )
+    refuse_coded(population, [settings.protected], "protected")
     _require_mass(population, columns, settings.protected, settings.privileged)
 
 

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from verifier.audits.population_fit import spec_in_codes
 from verifier.certificate import Certificate
 from verifier.numerics import add_down, add_up, nonnegative_quotient
 
@@ -88,8 +89,10 @@ class FidelityOptions:
 
 @dataclass(frozen=True)
 class DataRows:
-    """Data rows encoded as the network's inputs (``(n, d)``, network input order), and
-    where they came from (``source``: origin, uri, sha256, rows read, used and dropped)."""
+    """Data rows encoded as the network's inputs (``(n, d)``, network input order, in the
+    data's units: :func:`verifier.audits.fidelity_check` turns a coded column's values into
+    the population's codes, which the bound network reads), and where they came from
+    (``source``: origin, uri, sha256, rows read, used and dropped)."""
 
     rows: np.ndarray
     source: dict[str, Any] = field(default_factory=dict)
@@ -243,10 +246,10 @@ def parity_check(settings: Any, certificate: Certificate, network: Network, popu
     if rows.ndim != 2 or rows.shape[1] != network.input_size:
         raise ValueError(f"data rows must be (n, {network.input_size}), got {rows.shape}")
     names = Names.of(list(network.input_names), list(classifier.output_names))
-    spec = demographic_parity(
+    spec = spec_in_codes(demographic_parity(
         names, protected=settings.protected, privileged=settings.privileged,
         favorable_class=settings.favorable_class, gamma=settings.gamma,
-        qualified=settings.qualified, form=settings.form)
+        qualified=settings.qualified, form=settings.form), population)
     chunks = [rows[start:start + CHUNK_ROWS] for start in range(0, len(rows), CHUNK_ROWS)]
     outputs = np.concatenate([classifier.evaluate(chunk) for chunk in chunks]) if chunks \
         else np.zeros((0, classifier.output_size))
@@ -449,8 +452,10 @@ def fit_statistics(settings: Any, network: Network, population: Any, rows: np.nd
     privileged_mass = float(population.prob_boxes(box_lo[None, :], box_hi[None, :])[0])
     priv_rows = int(np.sum(rows[:, protected] == settings.privileged))
     share = clopper_pearson(priv_rows, len(rows), options.level)
-    drawn = population.sample(options.population_samples, np.random.default_rng(options.seed))
+    drawn = population.sample_codes(options.population_samples,
+                                    np.random.default_rng(options.seed))
     drawn_priv = drawn[:, protected] == settings.privileged
+    row_values, drawn_values = population.values_of(rows), population.values_of(drawn)
     skip = {protected}.union(*(set(group) for group in population.onehot_groups()
                                if protected in group))
     z = float(norm.ppf(1.0 - (1.0 - options.level) / 2.0))
@@ -458,9 +463,9 @@ def fit_statistics(settings: Any, network: Network, population: Any, rows: np.nd
     for column, name in enumerate(names):
         if column in skip:
             continue
-        in_data = _mean_difference(rows[:, column], members["unprivileged"],
+        in_data = _mean_difference(row_values[:, column], members["unprivileged"],
                                    members["privileged"], z)
-        in_model = _mean_difference(drawn[:, column], ~drawn_priv, drawn_priv, z)
+        in_model = _mean_difference(drawn_values[:, column], ~drawn_priv, drawn_priv, z)
         dependence.append({
             "column": name, "data": in_data, "population": in_model,
             "disjoint": in_data is not None and in_model is not None

@@ -19,6 +19,7 @@ from verifier.audits.exact_probability import (
 )
 from verifier.audits.exact_probability import engine_options as engine_options
 from verifier.audits.exact_probability import work_done as work_done
+from verifier.audits.population_fit import refuse_coded
 from verifier.audits.requirement import NAME_PATTERN, effective_timeout
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
@@ -55,7 +56,7 @@ def check(settings: LocalRobustnessSettings, model: Any, population: Any) -> Non
     on this model and population."""
     from verifier.wmi.check import check_wmi_property
 
-    model_inputs(model, population, None)
+    refuse_coded(population, model_inputs(model, population, None), "center")
     check_wmi_property(KIND, model, population, center=settings.center,
                        epsilon=settings.epsilon, expected_class=settings.expected_class)
 
@@ -69,6 +70,7 @@ def run(settings: LocalRobustnessSettings, model: Any, population: Any,
     from verifier.wmi import local_robustness
 
     names = model_inputs(model, population, None if input_names is None else list(input_names))
+    refuse_coded(population, names, "center")
     if len(settings.center) != len(names):
         raise CertgateInputError(
             f"center has {len(settings.center)} values, the network {len(names)} "

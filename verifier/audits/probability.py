@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from verifier.audits.population_fit import check_population_fits
+from verifier.audits.population_fit import check_population_fits, spec_in_codes
 from verifier.certificate import Certificate
 from verifier.spec import Specification, specification_from_dict
 
@@ -21,11 +21,13 @@ def run_specification(
     network: Network, population: Any, spec: Specification, settings: PVSettings,
     progress: Progress | None = None,
 ) -> Certificate:
-    """PV on a ready specification; the certificate also records the settings and names the
-    split rule and bound method that ran. A network with a classifier head is read through
-    :func:`spec_network`."""
+    """PV on a ready specification (its events in the data's units, written in the
+    population's codes by :func:`spec_in_codes`); the certificate also records the settings
+    and names the split rule and bound method that ran. A network with a classifier head is
+    read through :func:`spec_network`."""
     from verifier.pv import population_domain, verify
 
+    spec = spec_in_codes(spec, population)
     masses, domain = population_domain(population)
     result = verify(spec_network(network, spec), spec, masses, domain, settings, progress,
                     getattr(population, "prob_excess_lower", None))

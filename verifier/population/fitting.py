@@ -1,6 +1,9 @@
 """Fitting population models from a pandas DataFrame.
 
-* :func:`infer_features` — a feature schema from column dtypes (one-hot groups given).
+* :func:`infer_features` — a feature schema from column dtypes (one-hot groups given); a
+  float column with at most ``max_discrete_values`` distinct values that lie exactly on a
+  grid ``offset + step·k`` (:func:`grid_code`) is an integer feature with that step and
+  offset, whose codes ``k`` (:func:`coded_frame`) every fit below reads.
 * :func:`fit_marginal` — one feature's marginal. With ``continuous="histogram"`` (the
   data-shaped, bounded default of :func:`certgate.population_data.fit_population`): a
   continuous feature gets an equal-mass histogram on the data's range (a mixture of uniforms,
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 from typing import Literal
 
 import numpy as np
@@ -51,7 +55,7 @@ from verifier.population.distributions import (
 from verifier.population.errors import PopulationError
 from verifier.population.histogram import IntegerHistogram
 from verifier.population.mixture import Mixture
-from verifier.population.model import PopulationModel
+from verifier.population.model import PopulationModel, grid_codes
 from verifier.population.piecewise import Leaf, PiecewiseDensity
 from verifier.population.product import Factor, Product
 from verifier.population.schema import Feature
@@ -61,18 +65,99 @@ MAX_DISCRETE_VALUES = 20
 HISTOGRAM_BINS = 16
 MIN_BIN_ROWS = 20
 ATOM_SHARE = 0.05
+MAX_GRID_STEPS = 4096
+"""The most steps ``(max − min) / step`` a float column's grid may span (:func:`grid_code`)."""
+LARGEST_CODE = 2**31
+"""A grid through 0 (offset 0) is used only while its codes stay within ±``LARGEST_CODE``."""
+
+
+def grid_code(distinct: np.ndarray) -> tuple[float, float] | None:
+    """``(step, offset)`` of the coarsest grid holding every value of ``distinct`` (sorted,
+    distinct, finite float64 values) exactly in real arithmetic — each value is
+    ``offset + step·k`` for an integer ``k`` — or ``None`` when there is none of at most
+    :data:`MAX_GRID_STEPS` steps whose step is a float.
+
+    The step is the greatest common divisor of the values' differences, taken in exact
+    rationals (floats are dyadic, so it exists); the offset is 0 when the values are integer
+    multiples of the step (codes within ±:data:`LARGEST_CODE`), else the least value. Values
+    that are all integers give ``(1, 0)``: the integers themselves, as an integer column
+    holding them is read; one other value gives ``(1, value)``."""
+    values = [Fraction(float(value)) for value in distinct]
+    low = values[0]
+    if all(value.denominator == 1 for value in values):
+        return 1.0, 0.0
+    if len(values) == 1:
+        return 1.0, float(low)
+    common = math.lcm(*(value.denominator for value in values))
+    step = Fraction(math.gcd(*(int((value - low) * common) for value in values[1:])), common)
+    if Fraction(float(step)) != step or (values[-1] - low) / step > MAX_GRID_STEPS:
+        return None
+    first = low / step
+    if first.denominator == 1 and abs(first) <= LARGEST_CODE:
+        return float(step), 0.0
+    return float(step), float(low)
+
+
+def _grid_feature(name: str, series: pd.Series, domain: tuple[float | None, float | None] | None,
+                  max_discrete_values: int) -> Feature | None:
+    """The integer (or binary) feature of a float column on a grid (:func:`grid_code`) with
+    at most ``max_discrete_values`` distinct values, its ``domain`` (data units) turned into
+    codes; ``None`` when the column is not such a one."""
+    distinct = np.unique(series.to_numpy(dtype=np.float64))
+    if not np.isfinite(distinct).all() or not 1 <= distinct.size <= max_discrete_values:
+        return None
+    code = grid_code(distinct)
+    if code is None:
+        return None
+    step, offset = code
+    if code == (1.0, 0.0):
+        kind = "binary" if set(distinct.tolist()) <= {0.0, 1.0} else "integer"
+        return Feature(name=name, kind=kind, domain=_code_domain(domain, step, offset))
+    return Feature(name=name, kind="integer", step=step, offset=offset or None,
+                   domain=_code_domain(domain, step, offset))
+
+
+def _code_domain(domain: tuple[float | None, float | None] | None, step: float,
+                 offset: float) -> tuple[float | None, float | None] | None:
+    """The codes ``k`` whose values ``offset + step·k`` lie in ``domain`` (exact)."""
+    if domain is None:
+        return None
+    low, high = domain
+    return (None if low is None else float(math.ceil((Fraction(low) - Fraction(offset))
+                                                     / Fraction(step))),
+            None if high is None else float(math.floor((Fraction(high) - Fraction(offset))
+                                                       / Fraction(step))))
+
+
+def coded_frame(frame: pd.DataFrame, features: list[Feature]) -> pd.DataFrame:
+    """``frame`` with the column of every integer or binary feature held as floats replaced
+    by its integer codes ``k`` (value = ``offset + step·k`` exactly, else
+    :class:`PopulationError` naming the feature): the table the fits read. Call it once:
+    codes are not values."""
+    coded = frame.copy()
+    for feature in features:
+        if feature.kind not in ("integer", "binary") or feature.name not in frame.columns:
+            continue
+        if pd.api.types.is_integer_dtype(frame[feature.name]) and not feature.coded:
+            continue
+        values = frame[feature.name].to_numpy(dtype=np.float64)
+        coded[feature.name] = grid_codes(values, feature, "the data").astype(np.int64)
+    return coded
 
 
 def infer_features(
     frame: pd.DataFrame,
     categorical: dict[str, list[str]] | None = None,
     domains: dict[str, tuple[float | None, float | None]] | None = None,
+    max_discrete_values: int = MAX_DISCRETE_VALUES,
 ) -> list[Feature]:
     """Features for every column of ``frame`` in column order: the given one-hot groups
     (feature name → its columns) become categorical features placed at their first column;
     bool columns and integer columns holding only 0/1 are binary, other integer columns are
-    integer, everything else is continuous. ``domains`` sets a feature's domain (default
-    unbounded)."""
+    integer; a float column with at most ``max_discrete_values`` distinct values on a grid
+    (:func:`grid_code`) is an integer feature with its ``step`` and ``offset`` (binary or a
+    plain integer when the grid is the integers); everything else is continuous.
+    ``domains`` sets a feature's domain in the data's units (default unbounded)."""
     categorical = categorical or {}
     domains = domains or {}
     grouped = {column: name for name, columns in categorical.items() for column in columns}
@@ -95,7 +180,8 @@ def infer_features(
         elif pd.api.types.is_integer_dtype(series):
             features.append(Feature(name=column, kind="integer", domain=domain))
         else:
-            features.append(Feature(name=column, kind="continuous", domain=domain))
+            grid = _grid_feature(column, series, domain, max_discrete_values)
+            features.append(grid or Feature(name=column, kind="continuous", domain=domain))
     return features
 
 

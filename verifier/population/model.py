@@ -21,6 +21,8 @@ checks, besides every distribution's own rules:
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from functools import cached_property
 from typing import Any, Literal
 
@@ -29,7 +31,7 @@ from pydantic import Field, model_validator
 
 from verifier.population.base import PopulationBase, as_boxes, as_generator
 from verifier.population.errors import PopulationError, PopulationMismatchError
-from verifier.population.schema import Feature, FeatureSchema
+from verifier.population.schema import Feature, FeatureSchema, code_text
 from verifier.population.union import AnyDistribution
 
 FORMAT = "certgate.population/v1"
@@ -218,13 +220,44 @@ class PopulationModel(PopulationBase):
         return self.prob_boxes(lo, hi).reshape(points.shape)
 
     def sample(self, n: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
-        """``(n, d)`` samples in input-column order."""
+        """``(n, d)`` samples in input-column order, in the data's units (a coded integer
+        feature's ``offset + step·k``; see :meth:`values_of`)."""
+        return self.values_of(self.sample_codes(n, rng))
+
+    def sample_codes(self, n: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
+        """``(n, d)`` samples in input-column order, in the columns' codes (what the
+        distribution describes and the engines read; the values themselves but for coded
+        integer features). Draws the same values as :meth:`sample` from the same ``rng``."""
         if int(n) != n or n < 0:
             raise PopulationError(f"the number of samples must be a non-negative integer, got {n}")
         local = self.distribution.draw(int(n), as_generator(rng))
         samples = np.empty_like(local)
         samples[:, self._order] = local
         return samples
+
+    def values_of(self, codes: Any) -> np.ndarray:
+        """``(n, d)`` float64: the values ``offset + step·k`` of codes ``(n, d)`` in
+        input-column order (float arithmetic: exact for the codes of a fitted grid, whose
+        values are ``offset + step·k`` exactly; columns without a code pass unchanged)."""
+        points = np.array(codes, dtype=np.float64)
+        if not self.feature_schema.coded:
+            return points
+        step, offset = self.feature_schema.column_codes()
+        return offset + step * points
+
+    def codes_of(self, values: Any, where: str = "the data") -> np.ndarray:
+        """``(n, d)`` float64: the codes ``k`` of values ``(n, d)`` in input-column order, the
+        inverse of :meth:`values_of`, exact: every value of a coded column must be
+        ``offset + step·k`` exactly for an integer ``k``, else :class:`PopulationError`
+        names the feature, the value and its grid (``where`` names the values' origin)."""
+        points = np.array(values, dtype=np.float64)
+        if not self.feature_schema.coded:
+            return points
+        for index, column in enumerate(self.columns):
+            feature = self.feature_schema.feature_of(column)
+            if feature.coded:
+                points[:, index] = grid_codes(points[:, index], feature, where)
+        return points
 
     def support(self) -> tuple[np.ndarray, np.ndarray]:
         """``(lo, hi)``: the smallest box containing the support, in input-column order."""
@@ -246,6 +279,7 @@ class PopulationModel(PopulationBase):
             lines.append(self.description)
         lines.append("features:")
         lines.extend(f"  {feature.describe()}" for feature in self.features)
+        lines.extend(self._coded_value_lines())
         lines.append("distribution:")
         lines.extend(f"  {line}" for line in self.distribution.describe_lines())
         for line in self.renormalised:
@@ -256,6 +290,23 @@ class PopulationModel(PopulationBase):
                          f"{source.sha256[:12]}…)")
         return "\n".join(lines)
 
+    def _coded_value_lines(self) -> list[str]:
+        """One line per coded feature whose values are finitely many: its values in the
+        data's units beside their codes (the distribution below is written in codes)."""
+        lines = []
+        atoms = self.column_atoms()
+        for feature in self.features:
+            index = self.columns.index(feature.column_names()[0]) if feature.coded else -1
+            if index < 0 or atoms[index] is None:
+                continue
+            codes = np.asarray(atoms[index], dtype=np.float64)
+            step, offset = feature.code()
+            values = ", ".join(f"{offset + step * code:g}" for code in codes)
+            lines.append(f"  {feature.name} takes the values {values} (codes k = "
+                         f"{', '.join(f'{code:g}' for code in codes)}; value = "
+                         f"{code_text(step, offset)})")
+        return lines
+
     def to_json(self) -> dict[str, Any]:
         """The JSON document (unset optional fields left out)."""
         return self.model_dump(mode="json", exclude_none=True)
@@ -264,6 +315,23 @@ class PopulationModel(PopulationBase):
     def from_json(cls, data: dict[str, Any]) -> PopulationModel:
         """Validate a JSON document (raises pydantic ValidationError naming the field)."""
         return cls.model_validate(data)
+
+
+def grid_codes(values: np.ndarray, feature: Feature, where: str) -> np.ndarray:
+    """The integer codes ``k`` (float64) of ``values`` of the coded ``feature``: every value
+    must equal ``offset + step·k`` exactly in real arithmetic (checked in rationals, once per
+    distinct value), else :class:`PopulationError` names the feature and the value."""
+    step, offset = feature.code()
+    codes = np.rint((values - offset) / step)
+    distinct, first = np.unique(values, return_index=True)
+    for value, code in zip(distinct.tolist(), codes[first].tolist(), strict=True):
+        if not (math.isfinite(code)
+                and Fraction(offset) + Fraction(step) * Fraction(code) == Fraction(value)):
+            raise PopulationError(
+                f"feature {feature.name!r}: {where} holds the value {value!r}, which is not "
+                f"{code_text(step, offset)} for an integer k (the population's step and offset "
+                "do not match the data; refit the population on it)")
+    return codes
 
 
 def check_matches_network(

@@ -4,6 +4,10 @@ A feature has a ``name``, a ``kind`` and the input ``columns`` it occupies:
 
 * ``continuous`` — one real column; ``domain`` a closed interval (``null`` = unbounded side).
 * ``integer`` — one column of integers; ``domain`` an integer range (``null`` = unbounded).
+  With ``step`` (> 0) and/or ``offset`` the integers are *codes*: the column's value is
+  ``offset + step·k`` for the integer ``k`` the distribution and the domain describe (a
+  rating 0.5, 1.0, …, 3.0 is ``step: 0.5`` over ``k`` in 1..6). Without them ``step`` is 1
+  and ``offset`` 0: the value is the integer itself, as in files written before the fields.
 * ``binary`` — one column in {0, 1}; ``domain`` defaults to ``[0, 1]``.
 * ``categorical`` — a one-hot group of ``k >= 2`` columns (exactly one is 1), with one
   category name per column (``categories``, default: the column names); no ``domain``.
@@ -35,6 +39,8 @@ class Feature(PopulationBase):
     domain: tuple[Bound, Bound] | None = None
     columns: list[str] | None = None
     categories: list[str] | None = None
+    step: float | None = None
+    offset: float | None = None
     description: str | None = None
 
     @field_validator("domain")
@@ -76,7 +82,31 @@ class Feature(PopulationBase):
             )
         if self.kind == "binary" and not (low >= 0 and high <= 1):
             raise ValueError(f"{where}: a binary domain must lie in [0, 1], got {self.domain}")
+        self._check_code(where)
         return self
+
+    def _check_code(self, where: str) -> None:
+        if self.step is None and self.offset is None:
+            return
+        if self.kind != "integer":
+            raise ValueError(f"{where}: only an integer feature has a step and an offset "
+                             f"(value = offset + step·k), not a {self.kind} one")
+        if self.step is not None and not (math.isfinite(self.step) and self.step > 0):
+            raise ValueError(f"{where}: step must be a finite number > 0, got {self.step}")
+        if self.offset is not None and not math.isfinite(self.offset):
+            raise ValueError(f"{where}: offset must be a finite number, got {self.offset}")
+
+    @property
+    def coded(self) -> bool:
+        """Whether the column's value is ``offset + step·k`` with ``(step, offset)`` other
+        than ``(1, 0)`` (module docstring)."""
+        return self.code() != (1.0, 0.0)
+
+    def code(self) -> tuple[float, float]:
+        """``(step, offset)``: the column's value is ``offset + step·k`` for the integer
+        ``k`` the distribution describes (``(1.0, 0.0)`` unless the feature says otherwise)."""
+        return (1.0 if self.step is None else float(self.step),
+                0.0 if self.offset is None else float(self.offset))
 
     def column_names(self) -> list[str]:
         """The input columns the feature occupies."""
@@ -98,10 +128,19 @@ class Feature(PopulationBase):
         low, high = self.interval()
         if self.kind == "categorical":
             detail = f"categories {', '.join(self.category_names())}"
+        elif self.coded:
+            step, offset = self.code()
+            detail = (f"values {code_text(step, offset)} in [{offset + step * low:g}, "
+                      f"{offset + step * high:g}] (codes k in [{low:g}, {high:g}])")
         else:
             detail = f"domain [{low:g}, {high:g}]"
         columns = ", ".join(self.column_names())
         return f"{self.name}: {self.kind}, {detail}, columns {columns}"
+
+
+def code_text(step: float, offset: float) -> str:
+    """``offset + step·k`` as text (``step·k`` when the offset is 0)."""
+    return f"{step:g}·k" if offset == 0 else f"{offset:g} + {step:g}·k"
 
 
 class FeatureSchema(PopulationBase):
@@ -177,6 +216,18 @@ class FeatureSchema(PopulationBase):
         return np.array([kind != "continuous" for kind in self.column_kinds()])
 
     def domain_box(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(lo, hi)``, each ``(d,)``: the declared domain of every column."""
+        """``(lo, hi)``, each ``(d,)``: the declared domain of every column (in codes)."""
         bounds = [self.feature_of(name).interval() for name in self.columns]
         return np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
+
+    def column_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(step, offset)``, each ``(d,)`` float64: every column's value is
+        ``offset + step·code`` (step 1 and offset 0 except for coded integer features)."""
+        codes = [self.feature_of(name).code() for name in self.columns]
+        return (np.array([c[0] for c in codes], dtype=np.float64),
+                np.array([c[1] for c in codes], dtype=np.float64))
+
+    @property
+    def coded(self) -> bool:
+        """Whether some column's value is not its code (a feature with a step or offset)."""
+        return any(feature.coded for feature in self.features)
