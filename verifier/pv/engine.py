@@ -22,7 +22,6 @@ from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.events import TrackedEvents
 from verifier.pv.inflight import Round, RoundsInFlight
 from verifier.pv.pace import CostPace, Pace
-from verifier.pv.probe import SplitProbe
 from verifier.pv.result import PVProgress, PVResult
 from verifier.pv.settings import PVSettings
 from verifier.pv.splitting import Splitter
@@ -62,10 +61,7 @@ class ProbabilityBranchAndBound:
         self.splitter = Splitter(network.layers[0].weight, self.atoms, masses, domain, settings)
         self.directed = settings.selection == "directed" and spec.threshold is not None
         self.evaluation = BoxEvaluation(
-            masses, self.atoms, excess if settings.linear_credit else None, self.directed,
-            SplitProbe(network, self.splitter, self.atoms)
-            if self.directed and self.atoms.wide_fed and settings.split.startswith("smear")
-            else None)
+            masses, self.atoms, excess if settings.linear_credit else None, self.directed)
         self.credit_pace = CostPace(settings.credit_cost_share)
         self.crown_pace = CostPace(settings.crown_cost_share)
 
@@ -98,7 +94,7 @@ class ProbabilityBranchAndBound:
 
         def record() -> Boxes:
             (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
-             credit_false, share, cost, probe) = under_way.result()
+             credit_false, share, cost) = under_way.result()
             credited = lo.shape[0] if wanted is None else int(
                 (wanted.true | wanted.false).any(axis=1).sum())
             credit_s, crown_s, rest_s = (float(part) for part in cost[:, :3].sum(axis=0))
@@ -116,7 +112,7 @@ class ProbabilityBranchAndBound:
             return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
                          truth, signs, low, high, credit_true, credit_false,
                          uncredited.max(axis=1, initial=0.0), share * uncredited,
-                         (1.0 - share) * uncredited, probe)
+                         (1.0 - share) * uncredited)
 
         return record, under_way.futures
 

@@ -22,7 +22,6 @@ from verifier.executor import BackgroundThread, InProcessExecutor, share
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.credit import ExcessFunction, WantedSides, linear_credit, true_share
 from verifier.pv.domain import MassFunction
-from verifier.pv.probe import NO_PROBE, PROBED_SHARE, SplitProbe, one_sided
 
 TASKS_PER_WORKER = 4
 CHUNK_SHARE = 0.5
@@ -34,8 +33,8 @@ the boxes turn costlier than planned, is at most one chunk."""
 @dataclass
 class BoxEvaluation:
     """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, order,
-    signs, credit_true, credit_false, share, cost, probe)`` (see
-    :meth:`AtomBounds.bounds_and_drive`, which also takes the call's ``crown_share``;
+    signs, credit_true, credit_false, share, cost)`` (see :meth:`AtomBounds.bounds_and_drive`,
+    which also takes the call's ``crown_share``;
     ``drive`` and ``order`` per box and input, :meth:`AtomBounds.leading_drive` of the
     atoms still undecided — computed here, so a worker returns a fifth of the per-atom
     arrays; ``known`` must hold on each box; the credits of
@@ -46,14 +45,12 @@ class BoxEvaluation:
     the CPU seconds of the call spread evenly over its boxes, column 0 the linear credit's,
     column 1 CROWN's tightening of hidden layers', column 2 the rest's, and in column 3 the
     share of the call's boxes it tightened — for :class:`verifier.pv.pace.CostPace`, never
-    for a bound); ``probe``: with a ``split_probe``, each box's split column chosen by
-    :mod:`verifier.pv.probe` for its wanted sides (a choice, never a bound)."""
+    for a bound)."""
 
     masses: MassFunction
     atoms: AtomBounds
     excess: ExcessFunction | None = None
     estimate_shares: bool = True
-    split_probe: SplitProbe | None = None
 
     def __call__(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
@@ -78,8 +75,6 @@ class BoxEvaluation:
         share = (true_share(self.atoms, low, high, lines, lo, hi, mass_hi)
                  if self.estimate_shares else np.full_like(credit_true, 0.5))
         ended = time.process_time()
-        # the probe chooses splits; its CPU is not the bounding's that the paces share out
-        probe = self._probe(lo, hi, drive, order, low, high, known, wanted, mass_hi)
         boxes = max(lo.shape[0], 1)
         cost = np.empty((lo.shape[0], 4))
         cost[:, 0] = (credited - crediting) / boxes
@@ -87,27 +82,7 @@ class BoxEvaluation:
         cost[:, 2] = ((crediting - started) + (ended - credited) - crown_s) / boxes
         cost[:, 3] = crowned / boxes
         return (mass_lo, mass_hi, low, high, drive, order, signs, credit_true, credit_false,
-                share, cost, probe)
-
-    def _probe(self, lo: np.ndarray, hi: np.ndarray, drive: np.ndarray, order: np.ndarray,
-               low: np.ndarray, high: np.ndarray, known: Known | None,
-               wanted: WantedSides | None, mass: np.ndarray) -> np.ndarray:
-        """Each box's split probe (:class:`verifier.pv.probe.SplitProbe`) where one side
-        of an open output atom is wanted and the box is among the heaviest
-        :data:`~verifier.pv.probe.PROBED_SHARE` of the batch by ``mass`` (upper ends);
-        :data:`~verifier.pv.probe.NO_PROBE` elsewhere and without a ``split_probe`` or
-        ``wanted`` sides."""
-        probe = np.full(lo.shape[0], NO_PROBE, dtype=np.int64)
-        if self.split_probe is None or wanted is None:
-            return probe
-        outputs = self.atoms.reads_outputs
-        sides = self.atoms.wanted_sides(lo, hi, known, (wanted.true, wanted.false))
-        direction = np.zeros(low.shape, dtype=np.int8)
-        direction[:, outputs] = one_sided(low[:, outputs], high[:, outputs],
-                                          self.atoms.strict[outputs], sides)
-        direction[mass < np.quantile(mass, 1.0 - PROBED_SHARE)] = 0
-        return self.split_probe(lo, hi, drive, order, self.atoms.undecided(low, high),
-                                direction)
+                share, cost)
 
 
 def _evaluate_task(
