@@ -205,7 +205,7 @@ class AtomBounds:
                 needed = np.ascontiguousarray(open_atoms[:, self.reads_outputs])
             sides = None
             if self.wide_fed and crown_share < 1.0 and wanted is not None and known is not None:
-                sides = self.wanted_sides(lo, hi, known, wanted)
+                sides = self._wanted_sides(lo, hi, known, wanted)
             result, crown = self._output_bounds(lo, hi, rows, method, known, needed,
                                                 crown_share, sides)
             signs = pack_signs(result.signs())
@@ -264,7 +264,7 @@ class AtomBounds:
             lo.shape[0] if tighten is None else int(tighten.sum()))
         return result, (result.tighten_s, tightened)
 
-    def wanted_sides(self, lo: np.ndarray, hi: np.ndarray, known: Known | None,
+    def _wanted_sides(self, lo: np.ndarray, hi: np.ndarray, known: Known | None,
                       wanted: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """Per box and output atom, ``(B, S, 2)``: whether proving the atom true (``[..., 0]``)
         or false (``[..., 1]``) on the box would decide a wanted side of some event

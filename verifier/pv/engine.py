@@ -22,7 +22,6 @@ from verifier.pv.evaluation import BoxEvaluation, DistributedEvaluation
 from verifier.pv.events import TrackedEvents
 from verifier.pv.inflight import Round, RoundsInFlight
 from verifier.pv.pace import CostPace, Pace
-from verifier.pv.probe import NO_PROBE, PROBED_SHARE, SplitProbe, one_sided
 from verifier.pv.result import PVProgress, PVResult
 from verifier.pv.settings import PVSettings
 from verifier.pv.splitting import Splitter
@@ -63,9 +62,6 @@ class ProbabilityBranchAndBound:
         self.directed = settings.selection == "directed" and spec.threshold is not None
         self.evaluation = BoxEvaluation(
             masses, self.atoms, excess if settings.linear_credit else None, self.directed)
-        self.split_probe = (SplitProbe(network, self.splitter, self.atoms)
-                            if self.directed and self.atoms.wide_fed
-                            and settings.split.startswith("smear") else None)
         self.credit_pace = CostPace(settings.credit_cost_share)
         self.crown_pace = CostPace(settings.crown_cost_share)
 
@@ -291,8 +287,7 @@ class ProbabilityBranchAndBound:
         rest = ~points & ~small
         if rest.any():
             boxes = chosen.select(rest)
-            lo, hi = splitter.split(boxes, self._probes(
-                boxes, None if wanted is None else wanted.select(np.flatnonzero(rest))))
+            lo, hi = splitter.split(boxes)
             parent = np.tile(np.arange(boxes.lo.shape[0]), 2)
             record, started = self._evaluate(
                 lo, hi, np.concatenate([boxes.pending, boxes.pending]),
@@ -305,27 +300,6 @@ class ProbabilityBranchAndBound:
             parts.append(record)
             futures += started
         return parts, futures
-
-    def _probes(self, boxes: Boxes, wanted: WantedSides | None) -> np.ndarray | None:
-        """The split probes (:class:`~verifier.pv.probe.SplitProbe`) of the heaviest
-        :data:`~verifier.pv.probe.PROBED_SHARE` of ``boxes`` by mass, on the output atoms of
-        which one side is wanted (``wanted``: the credits their children bound); None
-        without a probe or wanted sides."""
-        if self.split_probe is None or wanted is None:
-            return None
-        count = boxes.lo.shape[0]
-        heavy = np.argsort(-boxes.mass_hi, kind="stable")[: int(np.ceil(PROBED_SHARE * count))]
-        part = boxes.select(heavy)
-        outputs = self.atoms.reads_outputs
-        sides = self.atoms.wanted_sides(part.lo, part.hi, Known(part.signs, part.low, part.high),
-                                        (wanted.true[heavy], wanted.false[heavy]))
-        direction = np.zeros(part.low.shape, dtype=np.int8)
-        direction[:, outputs] = one_sided(part.low[:, outputs], part.high[:, outputs],
-                                          self.atoms.strict[outputs], sides)
-        probe = np.full(count, NO_PROBE, dtype=np.int64)
-        probe[heavy] = self.split_probe(part.lo, part.hi, part.drive.astype(np.float64),
-                                        part.order.astype(np.float64), part.atoms, direction)
-        return probe
 
     def _credit_capped(self, chosen: Boxes, wanted: WantedSides | None
                        ) -> WantedSides | None:

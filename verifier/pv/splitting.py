@@ -242,25 +242,12 @@ class Splitter:
             score[:, self.group_index[group, 0]] = spread * np.where(heavy, 2.0 * share, 1.0)
         return score
 
-    def smear_scores(self, lo: np.ndarray, hi: np.ndarray, drive: np.ndarray,
-                     order: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        """The smear rule's score of every column of every box (drive × width, one-hot
-        groups by :meth:`_group_scores`, ``+∞`` for unbounded columns), ``−∞`` outside
-        ``candidates``."""
-        width = hi - lo
-        with np.errstate(invalid="ignore"):
-            score = np.where(np.isfinite(width), drive * width, np.inf)
-        score = self._group_scores(score, lo, hi, order)
-        return np.where(candidates, score, -np.inf)
-
     def choose_dims(
         self, lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, undecided_atoms: np.ndarray,
-        drive: np.ndarray, order: np.ndarray, probe: np.ndarray | None = None,
+        drive: np.ndarray, order: np.ndarray,
     ) -> np.ndarray:
         """One split column per box: smear (largest drive × width) or BaBSB, with LongestEdge
-        every k levels for the ``*-longest-edge`` rules; unbounded read columns first. With
-        the smear rules a box's ``probe`` (:mod:`verifier.pv.probe`; −1: none) replaces the
-        smear's choice where it is still a candidate."""
+        every k levels for the ``*-longest-edge`` rules; unbounded read columns first."""
         count = lo.shape[0]
         candidates = self.candidates(lo, hi)
         with np.errstate(invalid="ignore"):
@@ -283,18 +270,17 @@ class Splitter:
                 order[other],
             )
             return dims
-        score = self.smear_scores(lo[other], hi[other], drive[other], order[other],
-                                  candidates[other])
+        width = hi[other] - lo[other]
+        with np.errstate(invalid="ignore"):
+            score = np.where(np.isfinite(width), drive[other] * width, np.inf)
+        score = self._group_scores(score, lo[other], hi[other], order[other])
+        score = np.where(candidates[other], score, -np.inf)
         best = np.argmax(score, axis=1)
         no_signal = ~np.isfinite(score[np.arange(best.size), best]) | (
             score[np.arange(best.size), best] <= 0.0
         )
         unbounded = np.isinf(score[np.arange(best.size), best])
         dims[other] = np.where(no_signal & ~unbounded, longest[other], best)
-        if probe is not None:
-            probed = other & (probe >= 0)
-            probed[probed] = candidates[np.flatnonzero(probed), probe[probed]]
-            dims[probed] = probe[probed]
         return dims
 
     def _babsb(
@@ -475,14 +461,11 @@ class Splitter:
             np.where(column, parents.high[parent], np.inf),
         )
 
-    def split(self, chosen: Boxes, probe: np.ndarray | None = None
-              ) -> tuple[np.ndarray, np.ndarray]:
+    def split(self, chosen: Boxes) -> tuple[np.ndarray, np.ndarray]:
         """Both children of every chosen box, left ones first (an input-atom threshold cut
-        where one applies, else the split rule's column, or the box's ``probe``, see
-        :meth:`choose_dims`), as ``(lo, hi)``."""
+        where one applies, else the split rule's column), as ``(lo, hi)``."""
         dims = self.choose_dims(
-            chosen.lo, chosen.hi, chosen.depth, chosen.atoms, chosen.drive, chosen.order,
-            probe,
+            chosen.lo, chosen.hi, chosen.depth, chosen.atoms, chosen.drive, chosen.order
         )
         left_lo, left_hi, right_lo, right_hi = self.children(
             chosen.lo, chosen.hi, dims, chosen.order
