@@ -469,3 +469,28 @@ def test_a_threshold_off_the_codes_floats_is_refused() -> None:
         demographic_parity_audit(network, bound, protected="sex", privileged=1.0,
                                  favorable_class=1, gamma=0.5, qualified="x.score >= 1")
 
+
+
+def test_values_of_a_grid_with_a_long_step_are_the_datas_values_exactly() -> None:
+    """A fitted grid's values are floats, but ``offset + step * k`` in float arithmetic rounds
+    twice: here it misses 17294714.930960625 (k = 86) by an ulp. Samples, the expectation
+    suite's value set and the domain check must give the data's values themselves."""
+    from pipeline_steps.validation import exact_domain_check, expectation_specs
+
+    data = [-1430655444.7305512, -418267528.21925026, 17294714.930960625]
+    frame = pd.DataFrame({"sex": [0, 1] * 30, "amount": data * 20})
+    model = certgate.fit_population(frame, structure="independent")
+    feature = model.features[model.columns.index("amount")]
+    assert feature.code() == (11771952.517573267, data[0])
+    step, offset = feature.code()
+    assert offset + step * 86 != data[2]           # the double rounding this test is about
+    codes = model.codes_of(frame.to_numpy(dtype=np.float64))
+    assert np.array_equal(model.values_of(codes), frame.to_numpy(dtype=np.float64))
+    drawn = model.sample(500, np.random.default_rng(0))[:, model.columns.index("amount")]
+    assert set(drawn.tolist()) == set(data)
+    [amount] = [spec for spec in expectation_specs(model, list(model.columns))
+                if spec.column == "amount"
+                and spec.kind in ("ExpectColumnValuesToBeInSet", "ExpectColumnValuesToBeBetween")]
+    assert (amount.kwargs["min_value"], amount.kwargs["max_value"]) == (data[0], data[2])
+    network = Network([Layer(np.ones((2, 2)), np.zeros(2))], ["sex", "amount"], ["no", "yes"])
+    assert exact_domain_check(network, model, {"amount": (data[0], data[2])})
