@@ -511,3 +511,31 @@ def test_wmi_audits_refuse_a_scikit_learn_model_on_coded_columns() -> None:
     with pytest.raises(CertgateInputError, match=r"codes columns .* DecisionTreeClassifier "
                                                   r"cannot be composed"):
         run_audit(settings, tree, population, input_names=["sex", "score", "level"])
+
+
+def test_off_grid_data_for_a_json_network_names_the_feature_and_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = grid_table(300, seed=2)
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "pop.json"
+    assert main(["population", "fit", str(data), "--out", str(out), "--protected", "sex"]) == 0
+    rng = np.random.default_rng(0)
+    net = tmp_path / "net.json"
+    net.write_text(json.dumps({"inputs": list(frame.columns), "outputs": ["no", "yes"], "layers": [
+        {"weight": rng.normal(size=(5, 4)).tolist(), "bias": rng.normal(size=5).tolist(),
+         "activation": "relu"},
+        {"weight": rng.normal(size=(2, 5)).tolist(), "bias": [0.0, 0.0],
+         "activation": "none"}]}))
+    frame.loc[3, "score"] = 1.3
+    off = tmp_path / "off_grid.csv"
+    frame.to_csv(off, index=False)
+    capsys.readouterr()
+    code = main(["verify", "demographic-parity", "--model", str(net), "--population", str(out),
+                 "--protected", "sex", "--privileged", "1", "--favorable-class", "1",
+                 "--gamma", "0.5", "--timeout", "20", "--data", str(off), "--json"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert json.loads(captured.out)["exit_code"] == 2
+    assert "feature 'score': the data (" in captured.err and "off_grid.csv) holds the value 1.3" \
+        in captured.err and "0.5·k" in captured.err
