@@ -539,3 +539,27 @@ def test_off_grid_data_for_a_json_network_names_the_feature_and_the_file(
     assert json.loads(captured.out)["exit_code"] == 2
     assert "feature 'score': the data (" in captured.err and "off_grid.csv) holds the value 1.3" \
         in captured.err and "0.5·k" in captured.err
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 2**53 - 1), st.integers(-1080, 960), st.integers(-2**53, 2**53),
+       st.integers(-1080, 960), st.lists(st.integers(-2**40, 2**40), min_size=1, max_size=6))
+def test_grid_values_are_the_nearest_floats(step_mantissa: int, step_exponent: int,
+                                            offset_mantissa: int, offset_exponent: int,
+                                            codes: list[int]) -> None:
+    """``grid_values`` against rationals: the float nearest to ``offset + step·k``."""
+    from verifier.numerics import grid_values
+
+    step = float(Fraction(step_mantissa) * Fraction(2) ** step_exponent)
+    offset = float(Fraction(offset_mantissa) * Fraction(2) ** offset_exponent)
+    if not (0.0 < step < float("inf")) or not abs(offset) < float("inf"):
+        return
+    got = grid_values(np.array(codes, dtype=np.float64)[:, None], np.array([step]),
+                      np.array([offset]))[:, 0]
+    for code, value in zip(codes, got.tolist(), strict=True):
+        real = Fraction(offset) + Fraction(step) * code
+        try:
+            nearest = float(real)
+        except OverflowError:
+            nearest = float("inf") if real > 0 else float("-inf")
+        assert value == nearest, (step, offset, code)
