@@ -1,9 +1,10 @@
 """A column on a 0.75 grid with a negative offset through the user's flow against a real
-``mlflow server``: CSV → ``population fit`` (defaults) → a torch model logged with it and the
-CSV as its dataset → ``certgate run --config``: the domain check and the expectation suite
-pass on the data's values, the fidelity check reads the data (consistent), the certified
-rates contain dense Monte Carlo of the torch model at the population's values, and a config
-naming the coded column as protected is an input error naming it."""
+``mlflow server``: CSV → ``population fit`` (defaults) → a torch model logged with it
+(``pickle`` and ``pt2``) and the CSV as its dataset → ``certgate run --config``: the domain
+check and the expectation suite pass on the data's values, the fidelity check reads the data
+(consistent), the certified ratio contains dense Monte Carlo of the torch model at the
+population's values, and a config naming the coded column as protected is an input error
+naming it."""
 
 from __future__ import annotations
 
@@ -54,8 +55,10 @@ def _model(frame: pd.DataFrame) -> torch.nn.Sequential:
     return model.eval()
 
 
+@pytest.mark.parametrize("serialization", ["pickle", "pt2"])
 def test_a_grid_column_through_certgate_run(registry: Registry, tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+                                            capsys: pytest.CaptureFixture[str],
+                                            serialization: str) -> None:
     frame = _frame(1500, seed=3)
     csv = tmp_path / "train.csv"
     frame.to_csv(csv, index=False)
@@ -74,7 +77,7 @@ def test_a_grid_column_through_certgate_run(registry: Registry, tmp_path: Path,
         mlflow.log_input(mlflow.data.from_pandas(pd.read_csv(csv), source=str(csv),
                                                  name="train"), context="training")
         log_model(model, population, registered_model_name=name,
-                  serialization_format="pickle", alias="candidate", registry=registry,
+                  serialization_format=serialization, alias="candidate", registry=registry,
                   input_domain={"rating": (-0.5, 2.5), "level": (0, 2)})
     parity = {"kind": "demographic_parity", "protected": "sex", "privileged": 1,
               "favorable_class": 1, "gamma": 0.5, "timeout_s": 60,
