@@ -33,6 +33,7 @@ import pandas as pd
 
 from verifier.errors import CertgateInputError
 from verifier.network import Network
+from verifier.numerics import grid_values
 
 ONE_HOT_TOLERANCE = 1e-9
 SMALL_VALUE_SET = 64
@@ -127,7 +128,7 @@ def exact_domain_check(network: Network, population: Any,
     results.append(CheckResult("support inside the feature domains", True,
                                f"{len(names)} columns checked"))
     step, offset = _column_codes(population, len(names))
-    low_values, high_values = offset + step * lower, offset + step * upper  # the model's units
+    low_values, high_values = grid_values(lower, step, offset), grid_values(upper, step, offset)
     if declared_domain is None:
         results.append(CheckResult("support inside the model's declared input domain", True,
                                    "no input domain recorded with the model; nothing to compare"))
@@ -193,7 +194,7 @@ def expectation_specs(population: Any, names: list[str]) -> list[ExpectationSpec
     and one-hot columns in {0, 1}; each one-hot group summing to 1."""
     code_low, code_high = population.domain_box()
     step, offset = _column_codes(population, len(names))
-    low, high = offset + step * code_low, offset + step * code_high  # a coded column's values
+    low, high = grid_values(code_low, step, offset), grid_values(code_high, step, offset)
     kinds = population.column_kinds()
     specs = [ExpectationSpec("ExpectTableColumnsToMatchSet",
                              {"column_set": list(names), "exact_match": False})]
@@ -205,7 +206,8 @@ def expectation_specs(population: Any, names: list[str]) -> list[ExpectationSpec
                 kind == "integer" and finite
                 and code_high[column] - code_low[column] < SMALL_VALUE_SET):
             codes = np.arange(math.ceil(code_low[column]), math.floor(code_high[column]) + 1)
-            values = [float(v) for v in offset[column] + step[column] * codes]
+            values = grid_values(codes[:, None], step[column:column + 1],
+                               offset[column:column + 1])[:, 0].tolist()
             specs.append(ExpectationSpec("ExpectColumnValuesToBeInSet",
                                          {"column": name, "value_set": values}))
         elif math.isfinite(lo) or math.isfinite(hi):

@@ -469,3 +469,97 @@ def test_a_threshold_off_the_codes_floats_is_refused() -> None:
         demographic_parity_audit(network, bound, protected="sex", privileged=1.0,
                                  favorable_class=1, gamma=0.5, qualified="x.score >= 1")
 
+
+
+def test_values_of_a_grid_with_a_long_step_are_the_datas_values_exactly() -> None:
+    """A fitted grid's values are floats, but ``offset + step * k`` in float arithmetic rounds
+    twice: here it misses 17294714.930960625 (k = 86) by an ulp. Samples, the expectation
+    suite's value set and the domain check must give the data's values themselves."""
+    from pipeline_steps.validation import exact_domain_check, expectation_specs
+
+    data = [-1430655444.7305512, -418267528.21925026, 17294714.930960625]
+    frame = pd.DataFrame({"sex": [0, 1] * 30, "amount": data * 20})
+    model = certgate.fit_population(frame, structure="independent")
+    feature = model.features[model.columns.index("amount")]
+    assert feature.code() == (11771952.517573267, data[0])
+    step, offset = feature.code()
+    assert offset + step * 86 != data[2]           # the double rounding this test is about
+    codes = model.codes_of(frame.to_numpy(dtype=np.float64))
+    assert np.array_equal(model.values_of(codes), frame.to_numpy(dtype=np.float64))
+    drawn = model.sample(500, np.random.default_rng(0))[:, model.columns.index("amount")]
+    assert set(drawn.tolist()) == set(data)
+    [amount] = [spec for spec in expectation_specs(model, list(model.columns))
+                if spec.column == "amount"
+                and spec.kind in ("ExpectColumnValuesToBeInSet", "ExpectColumnValuesToBeBetween")]
+    assert (amount.kwargs["min_value"], amount.kwargs["max_value"]) == (data[0], data[2])
+    network = Network([Layer(np.ones((2, 2)), np.zeros(2))], ["sex", "amount"], ["no", "yes"])
+    assert exact_domain_check(network, model, {"amount": (data[0], data[2])})
+
+
+def test_wmi_audits_refuse_a_scikit_learn_model_on_coded_columns() -> None:
+    """A tree reads the data's values; the population describes codes, and only a network can
+    be composed with the input map: the audit door refuses, as the WMI verbs do."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from verifier.audits.monotonicity import MonotonicitySettings
+
+    population = _grid_population(0.5, 0.0)
+    drawn = population.sample(500, np.random.default_rng(0))
+    tree = DecisionTreeClassifier(max_depth=2, random_state=0).fit(
+        drawn, ((drawn[:, 1] >= 1.0) & (drawn[:, 1] <= 1.5)).astype(int))
+    settings = MonotonicitySettings(kind="monotonicity", feature="score", min_probability=0.5)
+    with pytest.raises(CertgateInputError, match=r"codes columns .* DecisionTreeClassifier "
+                                                  r"cannot be composed"):
+        run_audit(settings, tree, population, input_names=["sex", "score", "level"])
+
+
+def test_off_grid_data_for_a_json_network_names_the_feature_and_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = grid_table(300, seed=2)
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "pop.json"
+    assert main(["population", "fit", str(data), "--out", str(out), "--protected", "sex"]) == 0
+    rng = np.random.default_rng(0)
+    net = tmp_path / "net.json"
+    net.write_text(json.dumps({"inputs": list(frame.columns), "outputs": ["no", "yes"], "layers": [
+        {"weight": rng.normal(size=(5, 4)).tolist(), "bias": rng.normal(size=5).tolist(),
+         "activation": "relu"},
+        {"weight": rng.normal(size=(2, 5)).tolist(), "bias": [0.0, 0.0],
+         "activation": "none"}]}))
+    frame.loc[3, "score"] = 1.3
+    off = tmp_path / "off_grid.csv"
+    frame.to_csv(off, index=False)
+    capsys.readouterr()
+    code = main(["verify", "demographic-parity", "--model", str(net), "--population", str(out),
+                 "--protected", "sex", "--privileged", "1", "--favorable-class", "1",
+                 "--gamma", "0.5", "--timeout", "20", "--data", str(off), "--json"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert json.loads(captured.out)["exit_code"] == 2
+    assert "feature 'score': the data (" in captured.err and "off_grid.csv) holds the value 1.3" \
+        in captured.err and "0.5·k" in captured.err
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 2**53 - 1), st.integers(-1080, 960), st.integers(-2**53, 2**53),
+       st.integers(-1080, 960), st.lists(st.integers(-2**40, 2**40), min_size=1, max_size=6))
+def test_grid_values_are_the_nearest_floats(step_mantissa: int, step_exponent: int,
+                                            offset_mantissa: int, offset_exponent: int,
+                                            codes: list[int]) -> None:
+    """``grid_values`` against rationals: the float nearest to ``offset + step·k``."""
+    from verifier.numerics import grid_values
+
+    step = float(Fraction(step_mantissa) * Fraction(2) ** step_exponent)
+    offset = float(Fraction(offset_mantissa) * Fraction(2) ** offset_exponent)
+    if not (0.0 < step < float("inf")) or not abs(offset) < float("inf"):
+        return
+    got = grid_values(np.array(codes, dtype=np.float64)[:, None], np.array([step]),
+                      np.array([offset]))[:, 0]
+    for code, value in zip(codes, got.tolist(), strict=True):
+        real = Fraction(offset) + Fraction(step) * code
+        try:
+            nearest = float(real)
+        except OverflowError:
+            nearest = float("inf") if real > 0 else float("-inf")
+        assert value == nearest, (step, offset, code)

@@ -111,7 +111,9 @@ def fidelity_check(settings: Any, certificate: Certificate, network: Any, popula
                          data.source if isinstance(data, DataRows) else None)
     if isinstance(data, NoData):
         return unchecked(f"no check possible: {data.reason}", assumptions, data.source)
-    data = DataRows(population.codes_of(data.rows, "the data rows"), data.source)
+    uri = data.source.get("uri")
+    where = "the data" if uri is None else f"the data ({uri})"
+    data = DataRows(population.codes_of(data.rows, where), data.source)
     started = time.perf_counter()
     record = check(settings, certificate, network, population, data, options, assumptions)
     record["elapsed_s"] = time.perf_counter() - started

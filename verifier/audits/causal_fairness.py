@@ -34,6 +34,7 @@ from verifier.audits.requirement import (
 )
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
+from verifier.numerics import grid_values
 
 if TYPE_CHECKING:
     from verifier.network import Network
@@ -316,8 +317,10 @@ def points_in_values(certificate: Certificate, population: Any) -> Certificate:
         return {**record, "x": point(record["x"]), "x_other": point(record["x_other"])}
 
     def region(record: dict[str, Any]) -> dict[str, Any]:
-        box = {name: [float(offset[columns.index(name)] + step[columns.index(name)] * end)
-                      for end in ends] for name, ends in record["box"].items()}
+        box = {name: grid_values(np.asarray(ends, dtype=np.float64)[:, None],
+                               step[columns.index(name):columns.index(name) + 1],
+                               offset[columns.index(name):columns.index(name) + 1])[:, 0].tolist()
+               for name, ends in record["box"].items()}
         shown = {**record, "box": box}
         if "witness" in record:
             shown["witness"] = witness(record["witness"])

@@ -167,10 +167,10 @@ def probability_certificate(kind: str, requirement: Requirement, result: Any, ex
 
 def model_inputs(model: Any, population: Any, input_names: list[str] | None) -> list[str]:
     """The input names of ``model`` (an IR network, or a scikit-learn model read in the
-    population's column order with ``input_names``) after checking the population model
-    exists and its columns are these inputs. ``model`` ``None`` (a pre-flight before the model
-    is fetched, its population already bound to the configured input names): the population's
-    columns."""
+    population's column order with ``input_names``, refused for a population that codes
+    columns) after checking the population model exists and its columns are these inputs.
+    ``model`` ``None`` (a pre-flight before the model is fetched, its population already
+    bound to the configured input names): the population's columns."""
     from verifier.audits.population_fit import check_population_fits
     from verifier.network import Network
 
@@ -181,6 +181,11 @@ def model_inputs(model: Any, population: Any, input_names: list[str] | None) -> 
     if isinstance(model, Network):
         check_population_fits(model, population)
         return list(model.input_names)
+    if getattr(getattr(population, "feature_schema", None), "coded", False):
+        raise CertgateInputError(
+            f"the population model codes columns (value = offset + step·k), which a network "
+            f"reads through an exact input map; a {type(model).__name__} cannot be composed "
+            "with it (it would be read at the codes, not at the values)")
     if input_names is None:
         raise CertgateInputError(
             f"a {type(model).__name__} records no input names here; pass input_names (the "

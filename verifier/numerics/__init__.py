@@ -16,6 +16,7 @@ from verifier.numerics.comparison import (
     proven_pass,
 )
 from verifier.numerics.error_free import two_product, two_sum
+from verifier.numerics.grid import grid_values
 from verifier.numerics.margins import (
     FUNCTION_REL_MARGIN,
     SOUNDNESS_ABS_MARGIN,
@@ -58,6 +59,7 @@ __all__ = [
     "down",
     "down_array",
     "gamma",
+    "grid_values",
     "interval_verdict",
     "mul_down",
     "mul_up",

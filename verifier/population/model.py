@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from verifier.numerics import grid_values
 from verifier.population.base import PopulationBase, as_boxes, as_generator
 from verifier.population.errors import PopulationError, PopulationMismatchError
 from verifier.population.schema import Feature, FeatureSchema, code_text
@@ -237,13 +238,13 @@ class PopulationModel(PopulationBase):
 
     def values_of(self, codes: Any) -> np.ndarray:
         """``(n, d)`` float64: the values ``offset + step·k`` of codes ``(n, d)`` in
-        input-column order (float arithmetic: exact for the codes of a fitted grid, whose
+        input-column order, each the float nearest to the real value
+        (:func:`~verifier.numerics.grid_values`: exact for the codes of a fitted grid, whose
         values are ``offset + step·k`` exactly; columns without a code pass unchanged)."""
         points = np.array(codes, dtype=np.float64)
         if not self.feature_schema.coded:
             return points
-        step, offset = self.feature_schema.column_codes()
-        return offset + step * points
+        return grid_values(points, *self.feature_schema.column_codes())
 
     def codes_of(self, values: Any, where: str = "the data") -> np.ndarray:
         """``(n, d)`` float64: the codes ``k`` of values ``(n, d)`` in input-column order, the
