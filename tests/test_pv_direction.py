@@ -12,7 +12,6 @@ from verifier.pv.atoms import AtomBounds
 from verifier.pv.boxpool import BOX_FIELDS, Boxes, BoxPool
 from verifier.pv.credit import true_share
 from verifier.pv.direction import verdict_weights
-from verifier.pv.engine import _wanted_credits
 from verifier.pv.events import TrackedEvents
 from verifier.spec import Names, demographic_parity, specification_from_dict
 
@@ -160,17 +159,3 @@ def test_the_difference_form_weighs_the_branch_that_attains_the_upper_end() -> N
     assert (gain_false > 0).tolist() == (_vector(index, {"a": 1.0, "d": 1.0}) > 0).tolist()
     # d ub(p_u) / d b_lo = −a_hi / (a_hi + b_lo)² = −1; d lb(p_p) / d c_lo = d_hi / (·)² = 1.3
     np.testing.assert_allclose(gain_true[[b, c]], [1.0, 1.3], rtol=1e-2)
-
-
-def test_every_chosen_box_bounds_only_the_credits_the_deciding_end_reads() -> None:
-    """The guard's boxes (chosen by uncredited mass) bound the same sides as the boxes chosen
-    by worth; without weights, or with no box chosen by worth, every side is bounded."""
-    gain_true = np.array([0.0, 2.0, 0.5, 0.0])
-    gain_false = np.array([3.0, 0.0, 0.0, 0.0])
-    wanted = _wanted_credits((gain_true, gain_false), directed=3, chosen=5)
-    assert wanted is not None
-    assert wanted.true.shape == wanted.false.shape == (5, 4)
-    assert (wanted.true == (gain_true > 0.0)).all()
-    assert (wanted.false == (gain_false > 0.0)).all()
-    assert _wanted_credits(None, directed=3, chosen=5) is None
-    assert _wanted_credits((gain_true, gain_false), directed=0, chosen=5) is None

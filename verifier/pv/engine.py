@@ -343,17 +343,15 @@ class ProbabilityBranchAndBound:
 def _wanted_credits(
     weights: tuple[np.ndarray, np.ndarray] | None, directed: int, chosen: int,
 ) -> WantedSides | None:
-    """The credits the successors of each of the ``chosen`` boxes bound: only those whose
-    weight is positive — a credit the deciding end does not read cannot move it — for the
-    boxes chosen by worth and for the guard chosen by uncredited mass alike (the guard keeps
-    every box reachable; bounding its other sides too cost 6–16 % of the boxes bounded per
-    CPU second and moved only the end that cannot decide, docs/decisions.md, 2026-11-29).
-    None (all) without weights or when no box was chosen by worth (``directed`` 0: the
-    whole pool was chosen)."""
+    """The credits the successors of each chosen box bound: for the first ``directed`` boxes
+    (chosen by worth), only those whose weight is positive — a credit the deciding end does
+    not read cannot move it; for the others (chosen by uncredited mass, the guard against a
+    wrong guess of the verdict), all. None (all) without weights."""
     if weights is None or directed == 0:
         return None
-    return WantedSides(np.repeat(weights[0][None, :] > 0.0, chosen, axis=0),
-                       np.repeat(weights[1][None, :] > 0.0, chosen, axis=0))
+    by_worth = (np.arange(chosen) < directed)[:, None]
+    return WantedSides(np.where(by_worth, weights[0][None, :] > 0.0, True),
+                       np.where(by_worth, weights[1][None, :] > 0.0, True))
 
 
 def verify(
