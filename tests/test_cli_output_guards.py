@@ -163,3 +163,28 @@ def test_a_corrupt_pt2_is_one_line_naming_the_file(linear: dict[str, Path],
     assert "not a zip archive" in line or "not a torch.export archive" in line
     (out,) = done.stdout.splitlines()
     assert json.loads(out)["exit_code"] == 2
+
+
+def _first_line_then_close(command: list[str]) -> tuple[int, str, str]:
+    """Run ``command``, read one line of its stdout and close the pipe (as ``| head -1``
+    does); ``(exit code, that line, stderr)``."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert child.stdout is not None and child.stderr is not None
+    line = child.stdout.readline().decode()
+    child.stdout.close()
+    error = child.stderr.read().decode()
+    return child.wait(timeout=120), line, error
+
+
+@pytest.mark.parametrize("verb", [("sample", "-n", "200000"), ("describe",)])
+def test_a_reader_that_stops_early_ends_the_command_quietly(verb: tuple[str, ...]) -> None:
+    """``certgate population sample … | head -1``: the reader closing stdout is no internal
+    error (it was a traceback and exit 3); the command stops with SIGPIPE's code, 141."""
+    code, line, error = _first_line_then_close(
+        [sys.executable, "-m", "pipeline_steps", "population", verb[0], str(CREDIT), *verb[1:]])
+    assert line.strip()
+    assert "Traceback" not in error and "internal error" not in error
+    assert code in (0, 141)
+    if verb[0] == "sample":
+        assert code == 141

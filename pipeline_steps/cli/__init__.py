@@ -5,7 +5,9 @@ command sets ``func(args) -> int``. Bad input (any :class:`CertgateInputError`, 
 validation error, a missing file, a usage error) prints one line on stderr and exits with code
 2; ``--debug`` shows the traceback instead. Every verb takes ``--json``: stdout then carries
 exactly one JSON object, also on errors (:mod:`pipeline_steps.cli.output`). An unexpected
-error exits with code 3 (the traceback on stderr).
+error exits with code 3 (the traceback on stderr). Output cut short because stdout's reader
+closed it (``certgate population sample … | head``) is no error: the command stops quietly with
+the code 141 a process ended by SIGPIPE gets.
 
 Verb modules are imported here, but they import torch, MLflow and the audit machinery inside
 the functions that need them, so ``certgate --help`` and a configuration error stay fast
@@ -16,13 +18,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import sys
 import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
 from pipeline_steps.cli import output
-from pipeline_steps.cli.exit_codes import EXIT_ERROR, EXIT_INTERNAL
+from pipeline_steps.cli.exit_codes import EXIT_ERROR, EXIT_INTERNAL, EXIT_READER_GONE
 from verifier import __version__
 from verifier.errors import CertgateInputError, ExecutorLostError
 
@@ -151,12 +155,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = output.wants_json(arguments)
     with output.json_mode(as_json):
         code, message = _run(arguments)
-    if message is None:
-        output.finish(code)
-    else:
-        print(f"certgate: error: {message}", file=sys.stderr)
-        output.fail(message, code)
+    try:
+        if code == EXIT_READER_GONE:
+            raise BrokenPipeError
+        if message is None:
+            output.finish(code)
+        else:
+            print(f"certgate: error: {message}", file=sys.stderr)
+            output.fail(message, code)
+    except BrokenPipeError:
+        if not _reader_gone():
+            raise
+        _silence_stdout()
+        return EXIT_READER_GONE
     return code
+
+
+def _reader_gone() -> bool:
+    """Whether stdout is a pipe whose reading end has been closed (its reader stopped, as
+    ``head`` does): polling it then reports an error condition."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's last flush of what is still
+    buffered for the closed pipe cannot fail again on the way out."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
 
 
 def _run(arguments: list[str]) -> tuple[int, str | None]:
@@ -173,6 +204,10 @@ def _run(arguments: list[str]) -> tuple[int, str | None]:
         return int(args.func(args)), None
     except KeyboardInterrupt:
         return EXIT_ERROR, "interrupted"
+    except BrokenPipeError:
+        if args.debug or not _reader_gone():
+            raise
+        return EXIT_READER_GONE, None
     except Exception as error:
         if args.debug:
             raise

@@ -1,7 +1,9 @@
 """The exit codes of ``certgate`` and the one map from a result to its code.
 
 ``0`` proven pass · ``1`` gate failed, violated or undecided · ``2`` usage, configuration,
-data or registry error · ``3`` internal error (DESIGN §8.3). Every verb that ends in a
+data or registry error · ``3`` internal error (DESIGN §8.3) · ``141`` stdout's reader closed
+it before the output was written (``certgate … | head``: the code of a process ended by
+SIGPIPE, which shells already report for such pipelines). Every verb that ends in a
 verdict or a gate outcome returns :func:`exit_for` of it, so the command line cannot give
 two codes for one result.
 """
@@ -12,6 +14,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ERROR = 2
 EXIT_INTERNAL = 3
+EXIT_READER_GONE = 141
 
 EXIT_FOR_RESULT: dict[str, int] = {
     # a certificate's verdict (verifier.numerics.comparison)
