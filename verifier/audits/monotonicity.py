@@ -31,7 +31,9 @@ EMPIRICAL_CHECK = monotonicity_check
 class MonotonicitySettings(ProbabilitySettings):
     """Monotonicity in the input ``feature`` by self-composition: the probability that
     ``class(x) = favorable_class`` implies ``class(x') = favorable_class`` for pairs that agree
-    except on ``feature``, where ``x <= x'`` (``x >= x'`` when ``decreasing``). Pairs are
+    except on ``feature``, where ``x <= x'`` (``x >= x'`` when ``decreasing``; on a discrete
+    feature strictly ``x < x'``, since a pair with equal values holds the implication
+    trivially). Pairs are
     uniform on the population's support box, or weighted by the population density when
     ``use_prior``. Passes when ``P >= min_probability`` is proven (see
     :class:`~verifier.audits.exact_probability.ProbabilitySettings`). The old key
