@@ -86,7 +86,10 @@ def run_audit(settings: Any, network: Any, population: Any, budget: float | None
     """Run the audit ``settings`` describe (picklable: an executor may run it in another
     process). ``budget`` (seconds) tightens the settings' own time limit; ``engine`` passes
     engine-only options (PV tuning, an executor, a bound method) to the kind's runner. Input
-    errors name the audit first (``audit 'name': …``, same error class)."""
+    errors name the audit first (``audit 'name': …``, same error class). The network and
+    population must be bound (:func:`verifier.audits.binding.bind`: population columns =
+    network inputs, in order, and the network reading a coded column's integer codes); every
+    door (``certgate.api``, the pipeline, the CLI) binds before calling this."""
     module = kind_module(settings.kind)
     try:
         return module.run(settings, network, population, budget, progress, **engine)
