@@ -13,7 +13,9 @@ each protected cell (and, for a continuous protected input, each cell endpoint a
 * **biased everywhere**: two protected values are proven to give two different classes on the
   whole partition, so every non-protected point of it is biased.
 
-Probes equal to a one-value cell reuse that cell's bounds. On networks of at least
+Probes equal to a one-value cell reuse that cell's bounds. With two one-value cells on a deep
+network, the second cell is bounded only where the first one's bounds leave a decision
+possible (:func:`screen_cells`). On networks of at least
 :data:`SATURATION_DEPTH` ReLU layers, CROWN gives a box up at a layer it leaves wholly
 unstable (IBP beyond it): such partitions are split, never decided, and were most of the
 bounding time.
