@@ -17,6 +17,7 @@ from verifier.causal.analysis import gives_up_saturated, proven_classes, screen_
 from verifier.causal.partition import with_protected
 
 SLACK = 1e-9  # the grid's pre-activations are computed in float64 too
+U = 8  # the default budget of the exact check
 
 
 def _partitions(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -64,11 +65,13 @@ def test_screened_cells_hold_at_every_grid_point_and_decide_as_both_cells(
                                           problem.protected_cells)
         root_signs = proven_classes(problem, root_lo, root_hi, "crown")[1].signs()
         known = np.tile(root_signs, (lower.shape[0], 1))
-    classes, result, skipped = screen_cells(problem, cell_lo, cell_hi, "crown", known)
+    classes, result, skipped = screen_cells(problem, cell_lo, cell_hi, "crown", known, U)
     both = proven_classes(problem, cell_lo, cell_hi, "crown", known)[0].reshape(-1, 2)
 
     assert skipped.any() and (~skipped).any()  # both paths are exercised
     assert (classes[skipped, 1] == -1).all() and (classes[skipped, 0] == -1).all()
+    # a skipped partition stays above U, so it never reaches the exact check
+    assert (result.unstable_count().reshape(-1, 2)[skipped, 0] > U).all()
     for mine, theirs in zip(_decisions(classes), _decisions(both), strict=True):
         assert np.array_equal(mine, theirs)
 

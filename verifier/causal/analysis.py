@@ -185,7 +185,7 @@ def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarra
 
 
 def screen_cells(problem: FairnessProblem, cell_lo: np.ndarray, cell_hi: np.ndarray,
-                 method: str, known_signs: np.ndarray | None
+                 method: str, known_signs: np.ndarray | None, max_unstable: int
                  ) -> tuple[np.ndarray, BoundsResult, np.ndarray]:
     """The cells of ``B`` partitions (boxes ``(B·V, n)``, partition-major as
     :func:`~verifier.causal.partition.with_protected` gives them) bounded by
@@ -199,7 +199,9 @@ def screen_cells(problem: FairnessProblem, cell_lo: np.ndarray, cell_hi: np.ndar
     not proven and CROWN gave its box up (its bounds name no input), the partition can be
     neither proven fair (that needs one class proven on every cell) nor biased everywhere
     (that needs two probes with two proven classes, and every probe is one of the two
-    cells), so its second cell is not bounded. Its rows then say nothing: class −1, spec
+    cells), and where that cell alone has more than ``max_unstable`` unstable ReLUs (U) it
+    does not go to the exact check either (the check takes the most over the cells), so its
+    second cell is not bounded. Its rows then say nothing: class −1, spec
     bounds ``∓∞``, pre-activation bounds ``∓∞`` (no neuron off, every neuron unstable: the
     exact check, :func:`protected_unread` and :func:`possible_classes` read them soundly),
     zero sensitivity. Everything proven is what bounding both cells proves; a saturated box
@@ -218,7 +220,8 @@ def screen_cells(problem: FairnessProblem, cell_lo: np.ndarray, cell_hi: np.ndar
     if first_result.sensitivity is None:
         skipped = nothing
     else:
-        skipped = (first_classes < 0) & ~(first_result.sensitivity > 0.0).any(axis=(1, 2))
+        skipped = ((first_classes < 0) & ~(first_result.sensitivity > 0.0).any(axis=(1, 2))
+                   & (first_result.unstable_count() > max_unstable))
     kept = np.flatnonzero(~skipped)
     second = 2 * kept + 1
     classes = np.full((batch, 2), -1, dtype=first_classes.dtype)
@@ -589,7 +592,8 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     known = None if signs is None else unpack_signs(signs.reshape(batch * cell_count, -1),
                                                     kink_neurons(problem.network))
     cell_classes, cell_result, skipped = screen_cells(problem, cell_lo, cell_hi,
-                                                      settings.bound_method, known)
+                                                      settings.bound_method, known,
+                                                      settings.max_unstable)
     unstable = _unstable(cell_result, batch, cell_count)
     fair = (cell_classes[:, 0] >= 0) & (cell_classes == cell_classes[:, :1]).all(axis=1)
     possible = possible_classes(cell_result.upper, batch, cell_count, problem.network.output_size)
