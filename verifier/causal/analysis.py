@@ -13,7 +13,9 @@ each protected cell (and, for a continuous protected input, each cell endpoint a
 * **biased everywhere**: two protected values are proven to give two different classes on the
   whole partition, so every non-protected point of it is biased.
 
-Probes equal to a one-value cell reuse that cell's bounds. On networks of at least
+Probes equal to a one-value cell reuse that cell's bounds. With two one-value cells on a deep
+network, the second cell is bounded only where the first one's bounds leave a decision
+possible (:func:`screen_cells`). On networks of at least
 :data:`SATURATION_DEPTH` ReLU layers, CROWN gives a box up at a layer it leaves wholly
 unstable (IBP beyond it): such partitions are split, never decided, and were most of the
 bounding time.
@@ -180,6 +182,94 @@ def proven_classes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarra
                             give_up_saturated=gives_up_saturated(problem),
                             known_signs=known_signs)
     return proven_from_lower(result.lower, classes), result
+
+
+def screen_cells(problem: FairnessProblem, cell_lo: np.ndarray, cell_hi: np.ndarray,
+                 method: str, known_signs: np.ndarray | None, max_unstable: int
+                 ) -> tuple[np.ndarray, BoundsResult, np.ndarray]:
+    """The cells of ``B`` partitions (boxes ``(B·V, n)``, partition-major as
+    :func:`~verifier.causal.partition.with_protected` gives them) bounded by
+    :func:`proven_classes`: ``(B, V)`` the class proven on each partition × cell (−1 if
+    none), the bounds of every box, and ``(B,)`` which partitions' second cell was left
+    unbounded.
+
+    **The second cell is bounded only where it can matter.** With two point cells (one-hot
+    or two values) on a network deep enough for CROWN to give saturated boxes up
+    (:func:`gives_up_saturated`), the first cell is bounded alone first; where its class is
+    not proven and CROWN gave its box up (its bounds name no input), the partition can be
+    neither proven fair (that needs one class proven on every cell) nor biased everywhere
+    (that needs two probes with two proven classes, and every probe is one of the two
+    cells), and where that cell alone has more than ``max_unstable`` unstable ReLUs (U) it
+    does not go to the exact check either (the check takes the most over the cells), so its
+    second cell is not bounded. Its rows then say nothing: class −1, spec
+    bounds ``∓∞``, pre-activation bounds ``∓∞`` (no neuron off, every neuron unstable: the
+    exact check, :func:`protected_unread` and :func:`possible_classes` read them soundly),
+    zero sensitivity. Everything proven is what bounding both cells proves; a saturated box
+    costs about 0.9 ms a cell on Adult RQ4 1280 and was most of the boxes bounded
+    (docs/decisions.md, issue 35)."""
+    cells = problem.protected_cells.shape[0]
+    batch = cell_lo.shape[0] // cells
+    nothing = np.zeros(batch, dtype=bool)
+    if cells != 2 or not problem.point_cells or not gives_up_saturated(problem):
+        classes, result = proven_classes(problem, cell_lo, cell_hi, method, known_signs)
+        return classes.reshape(batch, cells), result, nothing
+    first = np.arange(batch) * 2
+    first_classes, first_result = proven_classes(
+        problem, cell_lo[first], cell_hi[first], method,
+        None if known_signs is None else known_signs[first])
+    if first_result.sensitivity is None:
+        skipped = nothing
+    else:
+        skipped = ((first_classes < 0) & ~(first_result.sensitivity > 0.0).any(axis=(1, 2))
+                   & (first_result.unstable_count() > max_unstable))
+    kept = np.flatnonzero(~skipped)
+    second = 2 * kept + 1
+    classes = np.full((batch, 2), -1, dtype=first_classes.dtype)
+    classes[:, 0] = first_classes
+    second_result = None
+    if kept.size:
+        second_classes, second_result = proven_classes(
+            problem, cell_lo[second], cell_hi[second], method,
+            None if known_signs is None else known_signs[second])
+        classes[kept, 1] = second_classes
+    return classes, _merged_cells(first_result, second_result, second, 2 * batch), skipped
+
+
+def _merged_cells(first: BoundsResult, second: BoundsResult | None, second_rows: np.ndarray,
+                  boxes: int) -> BoundsResult:
+    """The bounds of ``boxes`` cell boxes from the first cells' (rows ``0, 2, 4, …``) and the
+    bounded second cells' (``second_rows``); the other rows say nothing (see
+    :func:`screen_cells`)."""
+
+    def rows(part: np.ndarray, other: np.ndarray | None, missing: float) -> np.ndarray:
+        out = np.full((boxes, *part.shape[1:]), missing, dtype=part.dtype)
+        out[0::2] = part
+        if other is not None:
+            out[second_rows] = other
+        return out
+
+    def field_rows(name: str, missing: float) -> np.ndarray:
+        return rows(getattr(first, name), None if second is None else getattr(second, name),
+                    missing)
+
+    def layer_rows(name: str, key: int, missing: float) -> np.ndarray:
+        return rows(getattr(first, name)[key],
+                    None if second is None else getattr(second, name)[key], missing)
+
+    sensitivity = None
+    if first.sensitivity is not None and (second is None or second.sensitivity is not None):
+        sensitivity = field_rows("sensitivity", 0.0)
+    return BoundsResult(
+        lower=field_rows("lower", -np.inf),
+        upper=field_rows("upper", np.inf),
+        method=first.method,
+        network=first.network,
+        pre_lower={k: layer_rows("pre_lower", k, -np.inf) for k in first.pre_lower},
+        pre_upper={k: layer_rows("pre_upper", k, np.inf) for k in first.pre_upper},
+        elapsed_s=first.elapsed_s + (0.0 if second is None else second.elapsed_s),
+        sensitivity=sensitivity,
+        tighten_s=first.tighten_s + (0.0 if second is None else second.tighten_s),
+    )
 
 
 def possible_classes(upper_bounds: np.ndarray, batch: int, cells: int, classes: int
@@ -501,9 +591,9 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     cell_lo, cell_hi = with_protected(problem, lower, upper, cells)
     known = None if signs is None else unpack_signs(signs.reshape(batch * cell_count, -1),
                                                     kink_neurons(problem.network))
-    cell_classes, cell_result = proven_classes(problem, cell_lo, cell_hi, settings.bound_method,
-                                               known)
-    cell_classes = cell_classes.reshape(batch, cell_count)
+    cell_classes, cell_result, skipped = screen_cells(problem, cell_lo, cell_hi,
+                                                      settings.bound_method, known,
+                                                      settings.max_unstable)
     unstable = _unstable(cell_result, batch, cell_count)
     fair = (cell_classes[:, 0] >= 0) & (cell_classes == cell_classes[:, :1]).all(axis=1)
     possible = possible_classes(cell_result.upper, batch, cell_count, problem.network.output_size)
@@ -633,6 +723,9 @@ def _analyse(problem: FairnessProblem, settings: AnalysisSettings, lower: np.nda
     children_hints[witnessed, 0] = witness_a[witnessed]
     children_hints[witnessed, 1] = witness_b[witnessed]
     children_signs = pack_signs(cell_result.signs()).reshape(batch, cell_count, -1)
+    if signs is not None:
+        # a cell left unbounded passes on the signs proven on its enclosing box
+        children_signs[skipped, 1:] = signs[skipped, 1:]
     return ChunkOutcome(status, children_lo, children_hi, has_children, children_hints,
                         children_signs, witness_a, witness_b,
                         witness_classes, unstable, milps, exact_checked, proofs)
