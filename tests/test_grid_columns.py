@@ -15,6 +15,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from small_training import train_classifier
 
 import certgate
 from pipeline_steps.cli import main
@@ -367,17 +368,11 @@ def test_csv_to_verify_demographic_parity(tmp_path: Path,
     assert "pair takes the values 0.5, 2.5 (codes k = 0, 1; value = 0.5 + 2·k)" in \
         capsys.readouterr().out
 
-    torch.manual_seed(0)
     inputs = torch.tensor(frame.to_numpy(np.float32))
     inputs[:, 3] /= 60.0
     labels = torch.tensor(((frame.score + frame.pair + 0.5 * frame.sex) > 2.6).astype(int)
                           .to_numpy())
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    optimiser = torch.optim.Adam(model.parameters(), 0.05)
-    for _ in range(150):
-        optimiser.zero_grad()
-        torch.nn.functional.cross_entropy(model(inputs), labels).backward()
-        optimiser.step()
+    model = train_classifier(inputs, labels)
     with torch.no_grad():
         model[0].weight[:, 3] /= 60.0            # the model reads raw hours
     path = export_onnx(model.eval(), 4, tmp_path / "net.onnx")

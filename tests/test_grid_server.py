@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import torch
 from mlflow_server import run_cli, write_server_config
+from small_training import train_classifier
 
 from registry_hooks.certgate_model import log_model
 from registry_hooks.connection import Registry, connect
@@ -43,16 +44,9 @@ def _frame(rows: int, seed: int) -> pd.DataFrame:
 
 
 def _model(frame: pd.DataFrame) -> torch.nn.Sequential:
-    torch.manual_seed(0)
     inputs = torch.tensor(frame.to_numpy(np.float32))
     labels = torch.tensor(((frame.rating + 0.4 * frame.level) >= 1.4).astype(int).to_numpy())
-    model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    optimiser = torch.optim.Adam(model.parameters(), 0.05)
-    for _ in range(150):
-        optimiser.zero_grad()
-        torch.nn.functional.cross_entropy(model(inputs), labels).backward()
-        optimiser.step()
-    return model.eval()
+    return train_classifier(inputs, labels)
 
 
 @pytest.mark.parametrize("serialization", ["pickle", "pt2"])

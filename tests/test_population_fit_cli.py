@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from small_training import train_classifier
 
 from pipeline_steps.cli import main
 from verifier.convert import save_network
@@ -50,14 +51,7 @@ def trained_network(frame: pd.DataFrame, path: Path) -> list[str]:
     x = torch.tensor(encoded.to_numpy(dtype=np.float64))
     x = (x - x.mean(0)) / x.std(0)
     y = torch.tensor((frame["score"] > 0.5).to_numpy(), dtype=torch.long)
-    torch.manual_seed(0)
-    module = torch.nn.Sequential(torch.nn.Linear(len(names), 6), torch.nn.ReLU(),
-                                 torch.nn.Linear(6, 2)).double()
-    optimiser = torch.optim.Adam(module.parameters(), lr=0.05)
-    for _ in range(60):
-        optimiser.zero_grad()
-        torch.nn.functional.cross_entropy(module(x), y).backward()
-        optimiser.step()
+    module = train_classifier(x, y, hidden=6, steps=60)
     save_network(from_torch(module, names, ["low", "high"]), path)
     return names
 
