@@ -172,3 +172,28 @@ def test_schema_is_the_population_model_schema(capsys: pytest.CaptureFixture[str
     code, schema = run(capsys, "population", "schema")
     assert code == 0 and schema == PopulationModel.model_json_schema()
     assert "bayesian_network" in json.dumps(schema)
+
+
+def test_a_few_valued_column_with_no_exact_grid_is_fitted_with_a_warning(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Tenths lie on no exact binary-float grid, so the column is fitted as a density: the fit
+    says so (stderr, and ``warnings`` in ``--json``), naming the column; a 0.5 grid is coded
+    and many-valued columns are continuous without a warning."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"tenths": rng.choice([0.1, 0.2, 0.3, 0.4], 400),
+                          "halves": rng.choice([0.5, 1.0, 1.5], 400),
+                          "income": rng.lognormal(10.0, 0.5, 400)})
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "population.json"
+    assert main(["population", "fit", str(data), "--out", str(out), "--independent",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    kinds = {feature["name"]: feature["kind"] for feature in report["features"]}
+    assert kinds == {"tenths": "continuous", "halves": "integer", "income": "continuous"}
+    assert len(report["warnings"]) == 1
+    assert "'tenths' holds only 4 distinct values" in report["warnings"][0]
+    assert main(["population", "fit", str(data), "--out", str(out), "--independent"]) == 0
+    captured = capsys.readouterr()
+    assert "certgate: warning: column 'tenths'" in captured.err
+    assert "warning" not in captured.out

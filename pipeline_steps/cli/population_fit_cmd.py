@@ -5,7 +5,8 @@ it), fits a population model with :func:`certgate.population_data.fit_population
 handling and defaults documented there and in docs/population-format.md), validates it
 exactly as ``population validate`` does (and, with ``--model``, its binding to the network),
 and only then puts it at ``--out``: a failed fit leaves no file. It prints a summary with
-the learned edges and the fitting time.
+the learned edges and the fitting time, and warns about a column fitted as a density although
+it holds only a few values (:func:`few_valued_densities`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -278,13 +280,16 @@ def run_fit(args: argparse.Namespace) -> int:
     written, total, binding = write_validated(
         model, args.out, (lambda fitted: check_binding(args, fitted)) if args.model else None)
     report = {"file": args.out, **summary(written, len(frame)), "total_mass": total,
-              "fit_seconds": seconds}
+              "fit_seconds": seconds,
+              "warnings": few_valued_densities(written, frame, args.max_discrete_values)}
     if args.model:
         report["network"] = args.model
         report["binding"] = binding
     if args.json:
         emit_json(report)
         return 0
+    for warning in report["warnings"]:
+        print(f"certgate: warning: {warning}", file=sys.stderr)
     print(f"{args.out}: {report['distribution']} population model of {len(frame)} rows, "
           f"{len(report['columns'])} columns, total mass {total:.12g} (valid), fitted in "
           f"{seconds:.1f} s")
@@ -300,6 +305,27 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.model:
         print(f"  {report['binding']} {args.model}")
     return 0
+
+
+def few_valued_densities(model: PopulationModel, frame: pd.DataFrame,
+                         max_discrete_values: int) -> list[str]:
+    """One warning per continuous feature whose data column holds at most
+    ``max_discrete_values`` distinct values: the fit found no exact grid for them (decimal
+    steps such as tenths are none in binary floats), so the population spreads their mass
+    over a density and the values the model was trained on get none of their own."""
+    warnings = []
+    for feature in model.features:
+        if feature.kind != "continuous" or feature.name not in frame.columns:
+            continue
+        distinct = frame[feature.name].nunique()
+        if distinct <= max_discrete_values:
+            warnings.append(
+                f"column {feature.name!r} holds only {distinct} distinct values, but they lie "
+                "on no exact binary-float grid (tenths, for instance, do not), so it is fitted "
+                "as a continuous density and its values get no probability mass of their own; "
+                "if the model only ever reads these values, scale the column to integers in the "
+                "data and the model (e.g. tenths × 10), then fit again")
+    return warnings
 
 
 def fit_protected(args: argparse.Namespace) -> str | None:
