@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -58,6 +59,15 @@ ContinuousMethod = Literal["histogram", "normal", "gaussian_mixture", "density_t
 CONTINUOUS_METHODS: tuple[str, ...] = ("histogram", "normal", "gaussian_mixture", "density_tree")
 PRODUCT_ONLY: tuple[str, ...] = ("gaussian_mixture", "density_tree")
 Structure = Literal["learned", "independent"]
+
+
+class FewValuedDensityWarning(UserWarning):
+    """A column holding at most ``max_discrete_values`` distinct values lies on no exact
+    binary-float grid (tenths, for instance, do not), so :func:`fit_population` fitted it as
+    a continuous density and its values get no probability mass of their own. The message
+    names the column and the fix (scale it to integers in the data and the model).
+    ``certgate population fit`` prints it on stderr and lists it as ``warnings`` in
+    ``--json``."""
 Domain = tuple[float | None, float | None]
 
 
@@ -197,6 +207,8 @@ def fit_population(
         raise PopulationError(f"domain given for {unknown}, which are not numeric columns "
                               f"(numeric columns: {sorted(numeric)})")
     features = [_with_categories(feature, groups, string_categories) for feature in features]
+    for text in few_valued_densities(features, encoded, max_discrete_values):
+        warnings.warn(FewValuedDensityWarning(text), stacklevel=2)
     encoded = coded_frame(encoded, features)
     if continuous != "normal":
         features = [_on_data_range(feature, encoded) for feature in features]
@@ -223,6 +235,28 @@ def fit_population(
         notes.append("Independent product: every column independent of the others.")
     text = "\n".join([*([description] if description else []), *notes]) or None
     return model.model_copy(update={"name": name, "description": text, "fitted_from": source})
+
+
+def few_valued_densities(features: Sequence[Feature], frame: pd.DataFrame,
+                         max_discrete_values: int) -> list[str]:
+    """One message per continuous feature whose column of ``frame`` holds at most
+    ``max_discrete_values`` distinct values (:class:`FewValuedDensityWarning`): the fit found
+    no exact grid for them (decimal steps such as tenths are none in binary floats), so the
+    population spreads their mass over a density and the values the model was trained on
+    get none of their own."""
+    messages = []
+    for feature in features:
+        if feature.kind != "continuous" or feature.name not in frame.columns:
+            continue
+        distinct = frame[feature.name].nunique()
+        if distinct <= max_discrete_values:
+            messages.append(
+                f"column {feature.name!r} holds only {distinct} distinct values, but they lie "
+                "on no exact binary-float grid (tenths, for instance, do not), so it is fitted "
+                "as a continuous density and its values get no probability mass of their own; "
+                "if the model only ever reads these values, scale the column to integers in the "
+                "data and the model (e.g. tenths × 10), then fit again")
+    return messages
 
 
 def code_cuts(features: Sequence[Feature], name: str, cuts: Sequence[float]) -> list[float]:

@@ -3,8 +3,8 @@
 (``pickle`` and ``pt2``) and the CSV as its dataset → ``certgate run --config``: the domain
 check and the expectation suite pass on the data's values, the fidelity check reads the data
 (consistent), the certified ratio contains dense Monte Carlo of the torch model at the
-population's values, and a config naming the coded column as protected is an input error
-naming it."""
+population's values, and a config naming a privileged value off the coded column's grid is
+an input error naming the column and the value."""
 
 from __future__ import annotations
 
@@ -103,10 +103,10 @@ def test_a_grid_column_through_certgate_run(registry: Registry, tmp_path: Path,
 
     refused = write_server_config(tmp_path, registry.tracking_uri,
                                   {"uri": f"models:/{name}@candidate"},
-                                  [{**parity, "protected": "rating", "privileged": 1.0,
+                                  [{**parity, "protected": "rating", "privileged": 1.1,
                                     "qualified": None}])
     code, out, err = run_cli(capsys, "run", "--config", str(refused), "--no-progress",
                              "--json")
     assert code == 2, (out, err)
-    assert "coded column(s) rating" in err
+    assert "1.1 is not a value of the coded column 'rating'" in err
     assert isinstance(json.loads(out), dict)

@@ -6,6 +6,7 @@ exactly; bad input is one line naming the column or option."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,8 @@ import pytest
 import torch
 from small_training import train_classifier
 
+import certgate
+from certgate.population_data import FewValuedDensityWarning
 from pipeline_steps.cli import main
 from verifier.convert import save_network
 from verifier.convert.torch_module import from_torch
@@ -197,3 +200,19 @@ def test_a_few_valued_column_with_no_exact_grid_is_fitted_with_a_warning(
     captured = capsys.readouterr()
     assert "certgate: warning: column 'tenths'" in captured.err
     assert "warning" not in captured.out
+
+
+def test_the_python_api_warns_about_a_few_valued_column_with_no_exact_grid() -> None:
+    """The same warning reaches :func:`certgate.fit_population`'s callers as a typed warning
+    (one place: the CLI prints what the fit warns), and only for the tenths."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"tenths": rng.choice([0.1, 0.2, 0.3, 0.4], 400),
+                          "halves": rng.choice([0.5, 1.0, 1.5], 400),
+                          "income": rng.lognormal(10.0, 0.5, 400)})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        certgate.fit_population(frame, structure="independent")
+    texts = [str(w.message) for w in caught if w.category is FewValuedDensityWarning]
+    assert len(texts) == 1 and "'tenths' holds only 4 distinct values" in texts[0]
+    with pytest.warns(FewValuedDensityWarning, match="scale the column to integers"):
+        certgate.fit_population(frame[["tenths"]], structure="independent")

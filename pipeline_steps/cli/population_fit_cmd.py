@@ -6,7 +6,7 @@ handling and defaults documented there and in docs/population-format.md), valida
 exactly as ``population validate`` does (and, with ``--model``, its binding to the network),
 and only then puts it at ``--out``: a failed fit leaves no file. It prints a summary with
 the learned edges and the fitting time, and warns about a column fitted as a density although
-it holds only a few values (:func:`few_valued_densities`).
+it holds only a few values (:class:`certgate.population_data.FewValuedDensityWarning`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -259,7 +260,7 @@ def write_validated(model: PopulationModel, out: str,
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from certgate.population_data import data_source, fit_population
+    from certgate.population_data import FewValuedDensityWarning, data_source, fit_population
     from pipeline_steps.cli.population_checks import check_binding
 
     frame = read_table(args.data)
@@ -270,21 +271,28 @@ def run_fit(args: argparse.Namespace) -> int:
     parents = {key: _names(text, "--parents", key)
                for key, text in _pairs(args.parents, "--parents").items()}
     started = time.perf_counter()
-    model = fit_population(
-        frame, categorical=categorical, domains=parse_domains(args.domain),
-        continuous=args.continuous, structure="independent" if args.independent else "learned",
-        protected=fit_protected(args), parents=parents, bins=parse_bins(args.bins),
-        n_components=args.components, min_leaf=args.min_leaf, min_rows=args.min_rows,
-        max_discrete_values=args.max_discrete_values, seed=args.seed, name=args.name,
-        source=data_source(args.data, len(frame)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FewValuedDensityWarning)
+        model = fit_population(
+            frame, categorical=categorical, domains=parse_domains(args.domain),
+            continuous=args.continuous,
+            structure="independent" if args.independent else "learned",
+            protected=fit_protected(args), parents=parents, bins=parse_bins(args.bins),
+            n_components=args.components, min_leaf=args.min_leaf, min_rows=args.min_rows,
+            max_discrete_values=args.max_discrete_values, seed=args.seed, name=args.name,
+            source=data_source(args.data, len(frame)))
     seconds = time.perf_counter() - started
+    notes = [str(w.message) for w in caught if issubclass(w.category, FewValuedDensityWarning)]
+    for other in caught:
+        if not issubclass(other.category, FewValuedDensityWarning):
+            warnings.showwarning(other.message, other.category, other.filename, other.lineno)
     if args.model:
         model = in_network_order(args, model)
     written, total, binding = write_validated(
         model, args.out, (lambda fitted: check_binding(args, fitted)) if args.model else None)
     report = {"file": args.out, **summary(written, len(frame)), "total_mass": total,
               "fit_seconds": seconds,
-              "warnings": few_valued_densities(written, frame, args.max_discrete_values)}
+              "warnings": notes}
     if args.model:
         report["network"] = args.model
         report["binding"] = binding
@@ -308,27 +316,6 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.model:
         print(f"  {report['binding']} {args.model}")
     return 0
-
-
-def few_valued_densities(model: PopulationModel, frame: pd.DataFrame,
-                         max_discrete_values: int) -> list[str]:
-    """One warning per continuous feature whose data column holds at most
-    ``max_discrete_values`` distinct values: the fit found no exact grid for them (decimal
-    steps such as tenths are none in binary floats), so the population spreads their mass
-    over a density and the values the model was trained on get none of their own."""
-    warnings = []
-    for feature in model.features:
-        if feature.kind != "continuous" or feature.name not in frame.columns:
-            continue
-        distinct = frame[feature.name].nunique()
-        if distinct <= max_discrete_values:
-            warnings.append(
-                f"column {feature.name!r} holds only {distinct} distinct values, but they lie "
-                "on no exact binary-float grid (tenths, for instance, do not), so it is fitted "
-                "as a continuous density and its values get no probability mass of their own; "
-                "if the model only ever reads these values, scale the column to integers in the "
-                "data and the model (e.g. tenths × 10), then fit again")
-    return warnings
 
 
 def fit_protected(args: argparse.Namespace) -> str | None:

@@ -281,24 +281,33 @@ def run_noise_robustness(args: argparse.Namespace) -> int:
 
 def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
     """Noise on several features from a population file (a command-line question only)."""
+    from verifier.audits.coded_values import column_code
     from verifier.audits.exact_probability import (
         probability_certificate,
         requirement_at_least,
         wmi_stop_at,
     )
     from verifier.audits.noise_robustness import KIND
-    from verifier.audits.population_fit import refuse_coded
     from verifier.population import load_population
     from verifier.wmi import noise_robustness
 
     threshold = _min_probability(args)
     stop_at = wmi_stop_at(threshold)
     indices = [args.bound_names.index(name) for name in features]
-    refuse_coded(args.prior, features, "the noise's features")
+    noise = load_population(args.noise)
+    coded = [name for name in features if column_code(args.prior, name)]
+    if coded or noise.feature_schema.coded:
+        raise CertgateInputError(
+            f"--noise {args.noise}: the noise is added to the codes the engine reads, and "
+            + (f"{', '.join(coded)} is a coded column of --population (value = offset + "
+               "step·k)" if coded else "the noise file itself codes columns (value = offset "
+               "+ step·k)")
+            + "; noise files are read in plain values only (give the noise with "
+            "--noise-uniform/--noise-triangular on an uncoded column)")
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
-        result = noise_robustness(args.model_object, args.prior, load_population(args.noise),
+        result = noise_robustness(args.model_object, args.prior, noise,
                                   indices, stop_at=stop_at, **engine)
     expression = f"P(class(x) = class(x + n)), n ~ {args.noise} on {', '.join(features)}"
     return _report(args, probability_certificate(
@@ -314,6 +323,7 @@ def run_equivalence(args: argparse.Namespace) -> int:
         requirement_at_least,
         wmi_stop_at,
     )
+    from verifier.audits.local_robustness import ball_in_codes
     from verifier.wmi import equivalence
 
     _columns(args)
@@ -321,7 +331,10 @@ def run_equivalence(args: argparse.Namespace) -> int:
         raise CertgateInputError("give both --center and --epsilon, or neither")
     threshold = _min_probability(args)
     stop_at = wmi_stop_at(threshold)
-    center = _center(args.center)
+    center, radius = _center(args.center), args.epsilon
+    if center is not None:
+        center, radius = ball_in_codes(center, args.epsilon, args.bound_names, args.prior,
+                                       class_at_center=False)
     surrogate = _load_model(args.surrogate, "--surrogate")
     _check_surrogate_names(surrogate, args.bound_names, args.surrogate)
     surrogate = _surrogate_on_codes(surrogate, args)
@@ -333,7 +346,7 @@ def run_equivalence(args: argparse.Namespace) -> int:
         try:
             result = equivalence(args.model_object, surrogate,
                                  args.prior, None if center is None else np.asarray(center),
-                                 args.epsilon, stop_at=stop_at, timeout_s=timeout, **engine)
+                                 radius, stop_at=stop_at, timeout_s=timeout, **engine)
         finally:
             bar.close()
     expression = f"P(class_model(x) = class_surrogate(x)), surrogate {args.surrogate}"
@@ -345,16 +358,12 @@ def run_equivalence(args: argparse.Namespace) -> int:
 def _surrogate_on_codes(surrogate: Any, args: argparse.Namespace) -> Any:
     """The surrogate reading the population's codes, as the bound model does
     (:func:`verifier.audits.binding.coded_network`); a population that codes columns is
-    refused for a surrogate that is not a network (it cannot be composed with the map) and
-    with ``--center`` (a point in the data's units)."""
+    refused for a surrogate that is not a network (it cannot be composed with the map)."""
     from verifier.audits.binding import BindingError, coded_network
-    from verifier.audits.population_fit import refuse_coded
     from verifier.network import Network
 
     if not args.prior.feature_schema.coded:
         return surrogate
-    if args.center is not None:
-        refuse_coded(args.prior, args.bound_names, "--center")
     if not isinstance(surrogate, Network):
         raise BindingError(f"--population {args.population}: it codes columns (value = offset "
                            "+ step·k), which a network reads through an exact input map; a "

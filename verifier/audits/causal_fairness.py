@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from verifier.audits.coded_values import code_interval, column_code, value_code
 from verifier.audits.kind import counted, elapsed_text
-from verifier.audits.population_fit import check_population_fits, refuse_coded
+from verifier.audits.population_fit import check_population_fits
 from verifier.audits.requirement import (
     NAME_PATTERN,
     Requirement,
@@ -225,13 +226,47 @@ def engine_options(executor: str, workers: int | None) -> None:
 
 def check(settings: CausalFairnessSettings, network: Network | None, population: Any) -> None:
     """Raise the input error :func:`run` would meet before any partition is analysed: the
-    population measure needs a population model; ``protected``, ``query`` and ``domain``
-    give values in the data's units, so none may name a coded column (:func:`refuse_coded`)."""
+    population measure needs a population model; ``protected_values``, ``query`` and
+    ``domain`` give values in the data's units, which on a coded column must lie on its grid
+    or hold a value of it (:func:`settings_in_codes`)."""
     if population is None and settings.measure == "population":
         raise CertgateInputError("measure: population needs a population model")
-    refuse_coded(population, settings.protected, "protected")
-    refuse_coded(population, settings.query or {}, "query")
-    refuse_coded(population, settings.domain or {}, "domain")
+    settings_in_codes(settings, population)
+
+
+def settings_in_codes(settings: CausalFairnessSettings,
+                      population: Any) -> CausalFairnessSettings:
+    """``settings`` with a coded column's values (value ``offset + step·k``) written in the
+    codes ``k`` the engine partitions, exactly (:mod:`verifier.audits.coded_values`): a
+    protected value must be a value of the grid; a ``query`` or ``domain`` interval becomes
+    the codes whose values lie in it (the same grid points). A coded column is analysed on
+    its codes, so it must be one of the ``integer_inputs`` when they are configured.
+    ``settings`` itself when no setting names a coded column."""
+    named = [*settings.protected, *(settings.query or {}), *(settings.domain or {})]
+    coded = [name for name in dict.fromkeys(named) if column_code(population, name)]
+    if not coded:
+        return settings
+    configured = settings.integer_inputs
+    if isinstance(configured, list):
+        missing = [name for name in coded if name not in configured]
+        if missing:
+            raise CertgateInputError(
+                f"integer_inputs leaves out the coded column(s) {', '.join(missing)} (value = "
+                "offset + step·k): a coded column is analysed on its grid points; list it in "
+                "integer_inputs or leave integer_inputs unset")
+    update: dict[str, Any] = {}
+    values = settings.protected_values
+    if values is not None and settings.protected_kind == "continuous" \
+            and all(isinstance(value, int | float) for value in values):
+        [name] = settings.protected
+        update["protected_values"] = [value_code(population, name, float(value),
+                                                 "protected_values") for value in values]
+    for field in ("query", "domain"):
+        boxes = getattr(settings, field)
+        if boxes is not None:
+            update[field] = {name: code_interval(population, name, low, high, field)
+                             for name, (low, high) in boxes.items()}
+    return settings.model_copy(update=update)
 
 
 def work_done(certificate: Certificate) -> str:
@@ -285,6 +320,7 @@ def run(settings: CausalFairnessSettings, network: Network, population: Any,
     check(settings, network, population)
     if population is not None:
         check_population_fits(network, population)
+    asked, settings = settings, settings_in_codes(settings, population)
     problem = build_problem(
         network, list(settings.protected), protected_kind=settings.protected_kind,
         split_values=settings.split_values,
@@ -296,7 +332,7 @@ def run(settings: CausalFairnessSettings, network: Network, population: Any,
     )
     causal = engine_settings(settings, budget, **engine)
     certificate = certify_causal_fairness(problem, causal, executor, population=population)
-    return judged(settings, points_in_values(certificate, population))
+    return judged(asked, points_in_values(certificate, population))
 
 
 def points_in_values(certificate: Certificate, population: Any) -> Certificate:

@@ -19,13 +19,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
+from verifier.audits.coded_values import value_code
 from verifier.audits.fidelity import parity_check
 from verifier.audits.kind import counted, elapsed_text, stopped_text
-from verifier.audits.population_fit import (
-    check_population_fits,
-    population_columns,
-    refuse_coded,
-)
+from verifier.audits.population_fit import check_population_fits, population_columns
 from verifier.audits.requirement import (
     NAME_PATTERN,
     Requirement,
@@ -157,9 +154,10 @@ def check(settings: DemographicParitySettings, network: Network | None,
           population: Any) -> None:
     """Raise the input error the audit would meet, before it runs: the protected column must
     be a column of the population model (by its exact spelling; a near miss is named) and
-    the privileged value must leave both groups positive probability, and it may not be a
-    coded column (:func:`refuse_coded`; ``qualified`` is written in codes with every PV
-    specification, :func:`~verifier.audits.population_fit.spec_in_codes`). ``network`` may
+    the privileged value must leave both groups positive probability; on a coded column it
+    is a value on the column's grid (:func:`~verifier.audits.coded_values.value_code`; the
+    specification's events, ``qualified`` included, are written in codes with every PV
+    specification's, :func:`~verifier.audits.coded_values.spec_in_codes`). ``network`` may
     be ``None`` (only the population is at hand)."""
     columns = population_columns(population)
     if columns is None and network is not None:
@@ -171,17 +169,17 @@ def check(settings: DemographicParitySettings, network: Network | None,
             f"protected feature {settings.protected!r} is not a column of the population "
             f"model{did_you_mean(settings.protected, columns)}; columns: {', '.join(columns)}"
         )
-    refuse_coded(population, [settings.protected], "protected")
     _require_mass(population, columns, settings.protected, settings.privileged)
 
 
 def _require_mass(population: Any, columns: list[str], protected: str,
                   privileged: float) -> None:
-    """Both groups must have positive probability, or the ratio is undefined."""
+    """Both groups must have positive probability, or the ratio is undefined (the
+    population's boxes are in codes: a coded column's privileged value is its code)."""
     column = columns.index(protected)
     lower, upper = population.support()
     lo, hi = lower.copy(), upper.copy()
-    lo[column] = hi[column] = privileged
+    lo[column] = hi[column] = value_code(population, protected, privileged, "privileged")
     mass = float(population.prob_boxes(lo[None, :], hi[None, :])[0])
     if mass <= 0.0:
         raise CertgateInputError(

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from verifier.audits.population_fit import spec_in_codes
+from verifier.audits.coded_values import spec_in_codes
 from verifier.certificate import Certificate
 from verifier.numerics import add_down, add_up, nonnegative_quotient
 

@@ -4,10 +4,13 @@ and verdict (:mod:`verifier.audits.exact_probability`) in one place."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any, ClassVar, Literal
 
+import numpy as np
 from pydantic import Field
 
+from verifier.audits.coded_values import code_interval, column_code, value_code
 from verifier.audits.exact_probability import (  # the contract members all WMI kinds share
     PROGRESS as PROGRESS,
 )
@@ -19,7 +22,6 @@ from verifier.audits.exact_probability import (
 )
 from verifier.audits.exact_probability import engine_options as engine_options
 from verifier.audits.exact_probability import work_done as work_done
-from verifier.audits.population_fit import refuse_coded
 from verifier.audits.requirement import NAME_PATTERN, effective_timeout
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
@@ -56,29 +58,64 @@ def check(settings: LocalRobustnessSettings, model: Any, population: Any) -> Non
     on this model and population."""
     from verifier.wmi.check import check_wmi_property
 
-    refuse_coded(population, model_inputs(model, population, None), "center")
-    check_wmi_property(KIND, model, population, center=settings.center,
-                       epsilon=settings.epsilon, expected_class=settings.expected_class)
+    names = model_inputs(model, population, None)
+    center, radius = ball_in_codes(settings.center, settings.epsilon, names, population,
+                                   class_at_center=settings.expected_class is None)
+    check_wmi_property(KIND, model, population, center=center, epsilon=radius,
+                       expected_class=settings.expected_class)
+
+
+def ball_in_codes(center: Sequence[float], epsilon: float, names: Sequence[str],
+                  population: Any, *, class_at_center: bool
+                  ) -> tuple[list[float], float | np.ndarray]:
+    """The box ``‖x − center‖∞ <= ε`` (in the data's units) as the centre and half-widths
+    the engine reads, in the population's codes: ``(center, epsilon)`` unchanged without a
+    coded column; else a coded column's codes ``[k_low, k_high]`` whose values lie within ε
+    of its centre value (:func:`~verifier.audits.coded_values.code_interval`, in rationals)
+    as centre ``(k_low + k_high)/2`` and half-width ``(k_high − k_low)/2 + 1/2``, a box that
+    holds exactly those codes (every other column keeps its centre and ε). With
+    ``class_at_center`` (no ``expected_class``: the class at the centre is the expected one)
+    a coded column's centre value must lie on its grid
+    (:func:`~verifier.audits.coded_values.value_code`), and the box is then symmetric about
+    its code, so the engine reads the class at the centre itself. (The equivalence verb's
+    ``--center`` is read here too, with ``class_at_center`` false.)"""
+    if len(center) != len(names):
+        raise CertgateInputError(
+            f"center has {len(center)} values, the network {len(names)} "
+            f"inputs ({', '.join(names)})"
+        )
+    coded = [j for j, name in enumerate(names) if column_code(population, name)]
+    if not coded:
+        return list(center), epsilon
+    middle = np.array(center, dtype=np.float64)
+    radius = np.full(len(names), float(epsilon))
+    reach = Fraction(epsilon)
+    for j in coded:
+        value = Fraction(center[j])
+        if class_at_center:
+            value_code(population, names[j], center[j],
+                       "center (the expected class is the class there)")
+        low, high = code_interval(population, names[j], value - reach, value + reach,
+                                  f"center ± epsilon ({epsilon:g})")
+        middle[j], radius[j] = (low + high) / 2, (high - low) / 2 + 0.5
+    return middle.tolist(), radius
 
 
 def run(settings: LocalRobustnessSettings, model: Any, population: Any,
         budget: float | None = None, progress: Any = None, *,
         input_names: Sequence[str] | None = None, bound_method: str = "crown",
         executor: Any = None) -> Certificate:
-    """Exact ``P(class(x) = expected_class | ‖x − center‖∞ <= ε)``; ``input_names`` name the
-    inputs of a model that is not an IR network; ``progress`` is not called."""
+    """Exact ``P(class(x) = expected_class | ‖x − center‖∞ <= ε)``, the box written in the
+    population's codes by :func:`ball_in_codes`; ``input_names`` name the inputs of a model
+    that is not an IR network; ``progress`` is not called."""
     from verifier.wmi import local_robustness
 
     names = model_inputs(model, population, None if input_names is None else list(input_names))
-    refuse_coded(population, names, "center")
-    if len(settings.center) != len(names):
-        raise CertgateInputError(
-            f"center has {len(settings.center)} values, the network {len(names)} "
-            f"inputs ({', '.join(names)})"
-        )
+    center, radius = ball_in_codes(settings.center, settings.epsilon, names, population,
+                                   class_at_center=settings.expected_class is None)
     stop_at = wmi_stop_at(settings.min_probability)
     timeout_s = effective_timeout(settings.timeout_s, budget)
-    result = local_robustness(model, population, settings.center, settings.epsilon,
+    result = local_robustness(model, population, center, radius,
                               settings.expected_class, stop_at=stop_at, executor=executor,
                               bound_method=bound_method, timeout_s=timeout_s)
     expression = (f"P(class(x) = {result.extra['expected_class']} | ‖x − center‖∞ <= "

@@ -21,7 +21,6 @@ from verifier.audits.exact_probability import (
 from verifier.audits.exact_probability import engine_options as engine_options
 from verifier.audits.exact_probability import work_done as work_done
 from verifier.audits.fidelity import noise_check
-from verifier.audits.population_fit import refuse_coded
 from verifier.audits.requirement import NAME_PATTERN, effective_timeout
 from verifier.certificate import Certificate
 
@@ -84,7 +83,6 @@ def check(settings: NoiseRobustnessSettings, model: Any, population: Any) -> Non
 
     names = model_inputs(model, population, None)
     features = [input_position(names, "features", name) for name in settings.features]
-    refuse_coded(population, settings.features, "features (the noise's)")
     check_wmi_property(KIND, model, population, features=features,
                        noise=settings.noise()[0])
 
@@ -99,7 +97,6 @@ def run(settings: NoiseRobustnessSettings, model: Any, population: Any,
 
     names = model_inputs(model, population, None if input_names is None else list(input_names))
     features = [input_position(names, "features", name) for name in settings.features]
-    refuse_coded(population, settings.features, "features (the noise's)")
     noise, described = settings.noise()
     stop_at = wmi_stop_at(settings.min_probability)
     timeout_s = effective_timeout(settings.timeout_s, budget)

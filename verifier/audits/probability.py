@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from verifier.audits.population_fit import check_population_fits, spec_in_codes
+from verifier.audits.coded_values import spec_in_codes
+from verifier.audits.population_fit import check_population_fits
 from verifier.certificate import Certificate
 from verifier.spec import Specification, specification_from_dict
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from verifier.population.base import Distribution
 from verifier.wmi import branched
 from verifier.wmi.encode import WMIInputError
@@ -65,7 +67,7 @@ class WMIPlan:
 def check_wmi_property(kind: str, model: Any, prior: Prior, *, feature: int | None = None,
                        decreasing: bool = False, use_prior: bool = False,
                        features: list[int] | None = None, noise: Distribution | None = None,
-                       center: Any = None, epsilon: float | None = None,
+                       center: Any = None, epsilon: float | np.ndarray | None = None,
                        expected_class: int | None = None, surrogate: Any = None) -> WMIPlan:
     """The :class:`WMIPlan` of property ``kind`` (one of :data:`WMI_KINDS`) with the
     arguments its function takes; raises :class:`WMIInputError` if it cannot run. ``model``
@@ -83,7 +85,8 @@ def check_wmi_property(kind: str, model: Any, prior: Prior, *, feature: int | No
 
 def _plan(kind: str, model: Any, prior: Prior, *, feature: int | None, decreasing: bool,
           use_prior: bool, features: list[int] | None, noise: Distribution | None,
-          center: Any, epsilon: float | None, expected_class: int | None, surrogate: Any
+          center: Any, epsilon: float | np.ndarray | None, expected_class: int | None,
+          surrogate: Any
           ) -> WMIPlan:
     queries: list[Query]
     if model is None:

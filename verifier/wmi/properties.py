@@ -376,7 +376,7 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
     return _with_lost(queries, termset.lost + skipped.total)
 
 
-def _ball(termset: TermSet, center: Any, epsilon: float | None
+def _ball(termset: TermSet, center: Any, epsilon: float | np.ndarray | None
           ) -> tuple[np.ndarray, np.ndarray]:
     dimension = termset.dimension
     if center is None:
@@ -384,9 +384,16 @@ def _ball(termset: TermSet, center: Any, epsilon: float | None
     point = np.asarray(center, dtype=np.float64).reshape(-1)
     if point.size != dimension:
         raise WMIInputError(f"the centre has {point.size} coordinates, expected {dimension}")
-    if epsilon is None or not epsilon > 0:
+    radius = _radius(epsilon)
+    return point - radius, point + radius
+
+
+def _radius(epsilon: float | np.ndarray | None) -> float | np.ndarray:
+    """The ε-box's half-width: one ``ε`` for every column, or one per column (``(d,)``, as a
+    coded column's box in its codes, :mod:`verifier.audits.local_robustness`); each > 0."""
+    if epsilon is None or not np.all(np.asarray(epsilon, dtype=np.float64) > 0):
         raise WMIInputError(f"epsilon must be > 0, got {epsilon}")
-    return point - epsilon, point + epsilon
+    return epsilon
 
 
 def _solve(queries: list[Query], engine: dict[str, Any]) -> WMIResult:
@@ -417,7 +424,7 @@ def _engine(stop_at: float | None, executor: Executor | None, bound_method: str,
 # ------------------------------------------------------------------------------ properties
 
 
-def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: float,
+def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: float | np.ndarray,
                              expected_class: int | None = None, bound_method: str = "crown", *,
                              deadline: float = math.inf, max_roots: int | None = None
                              ) -> tuple[list[Query], int]:
@@ -434,13 +441,14 @@ def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: flo
                                 max_roots=max_roots), chosen
 
 
-def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
+def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float | np.ndarray,
                      expected_class: int | None = None, *, stop_at: float | None = None,
                      executor: Executor | None = None, bound_method: str = "crown",
                      timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
                      ) -> WMIResult:
     """``P(class(x) = expected_class | ‖x − center‖∞ <= ε)`` under ``prior`` (Eq. 5);
-    ``expected_class`` defaults to the model's prediction at the centre."""
+    ``expected_class`` defaults to the model's prediction at the centre. ``epsilon`` may
+    give one half-width per column (``(d,)``, each > 0): the box ``center ± epsilon``."""
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
         queries, chosen = local_robustness_queries(model, prior, center, epsilon, expected_class,
@@ -453,13 +461,12 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
         point = np.asarray(center, dtype=np.float64).reshape(-1)
         chosen = _predicted(as_model(model, bound_method), point) if expected_class is None \
             else int(expected_class)
-        if epsilon is None or not epsilon > 0:
-            raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
+        radius = _radius(epsilon)
         if whole_points:
             result = point_local_robustness(model, prior, point, epsilon, chosen, bound_method)
         else:
-            result = branched.local_robustness(model, prior, point - epsilon,
-                                               point + epsilon, chosen, engine=engine)
+            result = branched.local_robustness(model, prior, point - radius,
+                                               point + radius, chosen, engine=engine)
         result.extra["expected_class"] = chosen
         return result
     result = _solve(queries, engine)
@@ -468,7 +475,7 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
 
 
 def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = None,
-                        epsilon: float | None = None, bound_method: str = "crown", *,
+                        epsilon: float | np.ndarray | None = None, bound_method: str = "crown", *,
                         deadline: float = math.inf, max_roots: int | None = None
                         ) -> list[Query]:
     """The queries of :func:`equivalence`; :class:`TooManyRoots` when the prior's pieces
@@ -507,7 +514,8 @@ def _finite_sum(coefficients: list[Coefficient], violating: list[tuple[float, fl
 
 
 def point_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
-                      epsilon: float | None = None, bound_method: str = "crown") -> WMIResult:
+                      epsilon: float | np.ndarray | None = None,
+                      bound_method: str = "crown") -> WMIResult:
     """:func:`equivalence` on a prior whose every term fixes every column (all columns
     discrete): a finite sum over the prior's points (in the ε-box, if any), each point's
     two classes decided as :func:`_point_classes` says (a network's ties included); a point
@@ -523,7 +531,7 @@ def point_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = No
     return _finite_sum(coefficients, violating, termset.lost, started)
 
 
-def point_local_robustness(model: Any, prior: Prior, center: Any, epsilon: float,
+def point_local_robustness(model: Any, prior: Prior, center: Any, epsilon: float | np.ndarray,
                            expected_class: int, bound_method: str = "crown") -> WMIResult:
     """:func:`local_robustness` on a prior whose every term fixes every column: a finite
     sum over the prior's points in the ε-box, as :func:`point_equivalence`."""
@@ -537,7 +545,7 @@ def point_local_robustness(model: Any, prior: Prior, center: Any, epsilon: float
 
 
 def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
-                epsilon: float | None = None, *, stop_at: float | None = None,
+                epsilon: float | np.ndarray | None = None, *, stop_at: float | None = None,
                 executor: Executor | None = None, bound_method: str = "crown",
                 timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
                 ) -> WMIResult:
@@ -560,7 +568,7 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
 
 
 def _branched_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any,
-                          epsilon: float | None, engine: dict[str, Any]) -> WMIResult:
+                          epsilon: float | np.ndarray | None, engine: dict[str, Any]) -> WMIResult:
     """:func:`equivalence` by box branching (two networks on a prior the region enumeration
     cannot list)."""
     dimension = len(prior.support()[0])
@@ -568,9 +576,8 @@ def _branched_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any,
         lower, upper = np.full(dimension, -np.inf), np.full(dimension, np.inf)
     else:
         point = np.asarray(center, dtype=np.float64).reshape(-1)
-        if epsilon is None or not epsilon > 0:
-            raise WMIInputError(f"epsilon must be > 0, got {epsilon}") from None
-        lower, upper = point - epsilon, point + epsilon
+        radius = _radius(epsilon)
+        lower, upper = point - radius, point + radius
     return branched.equivalence(model, surrogate, prior, lower, upper, engine=engine)
 
 

@@ -1,0 +1,448 @@
+"""Audit settings that name a coded column's values (value = offset + step·k) in the data's
+units, written in codes by :mod:`verifier.audits.coded_values`: parity's protected column and
+privileged value, causal fairness's protected values, query and domain, local robustness's
+centre, events thresholding one coded column. Oracles: exact enumeration in rationals of the
+original network at the real points ``offset + step·k``, and the same audit on an
+equivalent population written with plain values (odd integers, no code)."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from tests.test_causal_ties import _oracle_class
+from tests.test_grid_columns import _grid_population, _network, _points, _real_point
+from verifier.audits import run_audit
+from verifier.audits.binding import bind
+from verifier.audits.causal_fairness import CausalFairnessSettings
+from verifier.audits.coded_values import code_interval, spec_in_codes, value_code
+from verifier.audits.demographic_parity import demographic_parity_audit
+from verifier.audits.local_robustness import LocalRobustnessSettings
+from verifier.audits.noise_robustness import NoiseRobustnessSettings
+from verifier.errors import CertgateInputError
+from verifier.population import PopulationModel, population_from_json
+from verifier.pv import PVSettings
+from verifier.spec import Names, atoms_of, evaluate_event, parse_event
+
+GRIDS = [(0.5, 0.0), (2.0, 0.5), (0.75, -0.5), (3.0, -7.0)]
+"""Grids whose values are floats, as every fitted grid's are (a value given in a setting is a
+float)."""
+SCORE_PROBABILITIES = [0.0625, 0.125, 0.25, 0.25, 0.1875, 0.125]
+
+
+def _plain_population() -> PopulationModel:
+    """The population of ``_grid_population(2.0, 1.0)`` written with plain values: score is
+    an integer feature whose table holds the values 1, 3, …, 11 themselves."""
+    return population_from_json({
+        "format": "certgate.population/v1",
+        "features": [{"name": "sex", "kind": "binary"},
+                     {"name": "score", "kind": "integer", "domain": [1, 11]},
+                     {"name": "level", "kind": "integer", "domain": [0, 2]}],
+        "distribution": {"kind": "product", "factors": [
+            {"columns": ["sex"], "distribution": {
+                "kind": "discrete", "values": [0, 1], "probabilities": [0.375, 0.625]}},
+            {"columns": ["score"], "distribution": {
+                "kind": "discrete", "values": [1, 3, 5, 7, 9, 11],
+                "probabilities": SCORE_PROBABILITIES}},
+            {"columns": ["level"], "distribution": {
+                "kind": "discrete", "values": [0, 1, 2],
+                "probabilities": [0.25, 0.5, 0.25]}}]}})
+
+
+def _value(step: float, offset: float, k: int) -> float:
+    value = Fraction(offset) + Fraction(step) * k
+    assert Fraction(float(value)) == value
+    return float(value)
+
+
+# ------------------------------------------------------------------ the translation
+
+
+@pytest.mark.parametrize(("step", "offset"), [*GRIDS, (0.7, 0.3)])
+def test_intervals_hold_exactly_the_grid_values_they_held(step: float, offset: float) -> None:
+    population = _grid_population(step, offset)
+    rng = np.random.default_rng(int(step * 100))
+    ks = range(-20, 40)                         # every code the random intervals reach
+    values = [Fraction(offset) + Fraction(step) * k for k in ks]
+    for _ in range(200):
+        low, high = sorted(float(v) for v in rng.uniform(offset - 3, offset + 9 * step, 2))
+        if rng.random() < 0.3:                           # ends on grid points
+            low = float(values[int(rng.integers(17, 26))])
+        inside = [k for k, v in zip(ks, values, strict=True)
+                  if Fraction(low) <= v <= Fraction(high)]
+        if not inside:
+            with pytest.raises(CertgateInputError, match="holds no value of the coded column"):
+                code_interval(population, "score", low, high, "query")
+            continue
+        assert code_interval(population, "score", low, high, "query") == (inside[0],
+                                                                            inside[-1])
+    assert code_interval(population, "level", 0.5, 1.5, "query") == (0.5, 1.5)   # not coded
+    if Fraction(float(values[24])) == values[24]:
+        assert value_code(population, "score", float(values[24]), "privileged") == 4.0
+
+
+@pytest.mark.parametrize(("step", "offset"), GRIDS)
+def test_events_on_one_coded_column_hold_at_the_same_points(step: float, offset: float) -> None:
+    """``x.score OP t`` and its negation, for thresholds on and between grid points, written
+    in codes, hold at exactly the codes whose real values satisfy the original event."""
+    population = _grid_population(step, offset)
+    names = Names.of(list(population.columns), ["no", "yes"])
+    thresholds = [_value(step, offset, k) for k in (-1, 0, 2, 5, 6)] + \
+        [float(Fraction(offset) + Fraction(step) * Fraction(5, 2)), offset - 0.1, 1.0, -7.3]
+    codes = np.zeros((9, 3))
+    codes[:, 1] = np.arange(-1, 8)
+    reals = [Fraction(offset) + Fraction(step) * int(k) for k in codes[:, 1]]
+    for threshold, op in itertools.product(thresholds, (">=", ">", "<=", "<", "==", "!=")):
+        text = f"x.score {op} {threshold!r}"
+        event = parse_event(text, names)
+        translated = spec_in_codes(_spec_of(event, text), population)
+        [term] = translated.probabilities.values()
+        truth = {atom: np.array([_atom_holds(atom, (0, v, 0)) for v in reals])
+                 for atom in atoms_of(event)}
+        expected = evaluate_event(event, truth)
+        got = evaluate_event(term.event, {atom: np.array(
+            [_atom_holds(atom, tuple(row)) for row in codes]) for atom in atoms_of(term.event)})
+        assert np.array_equal(expected, got), text
+        assert all(float(a.constant).is_integer() for a in atoms_of(term.event))
+
+
+def test_an_inexact_event_over_two_columns_is_refused() -> None:
+    """With step 0.7 and offset 0.3, ``x.score + x.level >= 1`` needs ``0.3 − 1`` as its
+    threshold in codes, which is not a float: refused, naming the event."""
+    population = _grid_population(0.7, 0.3)
+    network, bound = bind(_network(0), population, None, "test")
+    with pytest.raises(CertgateInputError,
+                       match=r"the event .*x\.score \+ x\.level >= 1\).* coded column"):
+        demographic_parity_audit(network, bound, protected="sex", privileged=1.0,
+                                 favorable_class=1, gamma=0.5,
+                                 qualified="x.score + x.level >= 1")
+
+
+def _spec_of(event: object, text: str) -> object:
+    from verifier.spec import ProbabilityTerm, Ref, Specification
+
+    term = ProbabilityTerm(event, None, text, "")
+    return Specification({"p": term}, Ref("p"), "p", None, None)
+
+
+def _atom_holds(atom: object, point: tuple) -> bool:
+    value = sum((Fraction(c) * Fraction(v) for c, v in zip(atom.input_coeffs, point,
+                                                           strict=True)),
+                Fraction(atom.constant))
+    return value > 0 if atom.strict else value >= 0
+
+
+# ------------------------------------------------------------------ demographic parity
+
+
+@pytest.mark.parametrize(("step", "offset", "k"), [(0.5, 0.0, 2), (3.0, -7.0, 3),
+                                                   (0.75, -0.5, 1)])
+def test_parity_of_a_coded_protected_column_equals_enumeration(step: float, offset: float,
+                                                               k: int) -> None:
+    """protected = the coded column, privileged = one of its values: the certified ratio
+    contains the ratio enumerated at the real points, and both sides of it are decided."""
+    population = _grid_population(step, offset)
+    original = _network(0)
+    network, bound = bind(original, population, None, "test")
+    favourable = {True: Fraction(0), False: Fraction(0)}
+    group = {True: Fraction(0), False: Fraction(0)}
+    for codes, weight in _points(population):
+        privileged = codes[1] == k
+        group[privileged] += weight
+        if _oracle_class(original, _real_point(population, codes)) == 1:
+            favourable[privileged] += weight
+    assert favourable[True] > 0 and favourable[False] > 0
+    ratio = (favourable[False] / group[False]) / (favourable[True] / group[True])
+    for gamma, verdict in ((float(ratio) - 1e-6, "satisfied"), (float(ratio) + 1e-6,
+                                                                "violated")):
+        if gamma > 1.0:
+            continue
+        certificate = demographic_parity_audit(
+            network, bound, protected="score", privileged=_value(step, offset, k),
+            favorable_class=1, gamma=gamma, settings=PVSettings(timeout_s=60.0))
+        low, high = certificate.bounds["value"]
+        assert Fraction(low) <= ratio <= Fraction(high)
+        assert certificate.verdict == verdict, (low, high, float(ratio))
+
+
+def test_parity_on_a_coded_column_agrees_with_the_plain_population() -> None:
+    """The same question on score = 1 + 2·k (coded) and on score ∈ {1, 3, …, 11} (plain):
+    both certificates contain the difference enumerated at the values and agree."""
+    coded = _grid_population(2.0, 1.0)
+    original = _network(3)
+    results = []
+    for population in (coded, _plain_population()):
+        network, bound = bind(original, population, None, "test")
+        certificate = demographic_parity_audit(
+            network, bound, protected="score", privileged=5.0, favorable_class=1,
+            gamma=0.9, form="difference", settings=PVSettings(timeout_s=60.0, precision=1e-9))
+        results.append(certificate)
+    favourable = {True: Fraction(0), False: Fraction(0)}
+    group = {True: Fraction(0), False: Fraction(0)}
+    for codes, weight in _points(coded):
+        point = _real_point(coded, codes)
+        group[point[1] == 5] += weight
+        favourable[point[1] == 5] += weight * (_oracle_class(original, point) == 1)
+    truth = abs(favourable[False] / group[False] - favourable[True] / group[True])
+    for certificate in results:
+        low, high = certificate.bounds["value"]
+        assert Fraction(low) <= truth <= Fraction(high)
+        assert high - low <= 1e-6
+    assert results[0].verdict == results[1].verdict
+
+
+@pytest.mark.parametrize("privileged", [0.75, 3.1, 0.1])
+def test_a_privileged_value_off_the_grid_is_named(privileged: float) -> None:
+    population = _grid_population(0.5, 0.0)
+    network, bound = bind(_network(1), population, None, "test")
+    with pytest.raises(CertgateInputError, match=rf"privileged: {privileged!r} is not a value "
+                                                  r"of the coded column 'score'"):
+        demographic_parity_audit(network, bound, protected="score", privileged=privileged,
+                                 favorable_class=1, gamma=0.5)
+
+
+# ------------------------------------------------------------------ causal fairness
+
+
+def _causal_oracle(original: object, population: PopulationModel, protected: str,
+                   protected_codes: list[int], kept: dict[str, list[int]]
+                   ) -> tuple[Fraction, Fraction]:
+    """The uniform and population biased shares over the kept codes of the other columns,
+    each point's classes evaluated exactly at its real values at every protected code (the
+    population share weighs a point by its mass over those codes: all of them, for sex)."""
+    columns = list(population.columns)
+    weights = dict(_points(population))
+    others = [name for name in columns if name != protected]
+    biased = total = 0
+    mass = biased_mass = Fraction(0)
+    for combo in itertools.product(*(kept[name] for name in others)):
+        def codes(value: int, combo: tuple = combo) -> tuple[int, ...]:
+            return tuple(value if name == protected else combo[others.index(name)]
+                         for name in columns)
+        classes = {_oracle_class(original, _real_point(population, codes(v)))
+                   for v in protected_codes}
+        weight = sum((weights.get(codes(v), Fraction(0)) for v in protected_codes),
+                     Fraction(0))
+        total += 1
+        mass += weight
+        if len(classes) > 1:
+            biased += 1
+            biased_mass += weight
+    return Fraction(biased, total), biased_mass / mass
+
+
+@pytest.mark.parametrize(("step", "offset"), GRIDS)
+def test_causal_query_and_protected_values_in_values_equal_enumeration(
+        step: float, offset: float) -> None:
+    population = _grid_population(step, offset)
+    checked = 0
+    for seed in range(3):
+        original = _network(seed)
+        network, bound = bind(original, population, None, "test")
+        # a query on the coded column, its ends between grid points
+        low = float(Fraction(offset) + Fraction(step) * Fraction(3, 4))
+        high = float(Fraction(offset) + Fraction(step) * Fraction(17, 4))
+        certificate = run_audit(CausalFairnessSettings(
+            kind="causal_fairness", protected=["sex"], query={"score": (low, high)},
+            measure="population", max_biased_share=0.5, timeout_s=30), network, bound)
+        uniform, weighted = _causal_oracle(original, population, "sex", [0, 1],
+                                           {"sex": [0, 1], "score": [1, 2, 3, 4],
+                                            "level": [0, 1, 2]})
+        for key, truth in (("biased_share", uniform), ("biased_share_population", weighted)):
+            lower, upper = certificate.bounds[key]
+            assert Fraction(lower) - Fraction(1, 10**9) <= truth <= \
+                Fraction(upper) + Fraction(1, 10**9), key
+            assert upper - lower <= 1e-6
+        # the coded column protected, compared at two of its values, on a domain in values
+        values = [_value(step, offset, 1), _value(step, offset, 4)]
+        certificate = run_audit(CausalFairnessSettings(
+            kind="causal_fairness", protected=["score"], protected_values=values,
+            domain={"sex": (0, 1), "score": (offset - step / 3, _value(step, offset, 5)),
+                    "level": (0, 2)},
+            max_biased_share=0.5, timeout_s=30), network, bound)
+        uniform, _ = _causal_oracle(original, population, "score", [1, 4],
+                                    {"sex": [0, 1], "score": [1, 4], "level": [0, 1, 2]})
+        lower, upper = certificate.bounds["biased_share"]
+        assert Fraction(lower) - Fraction(1, 10**9) <= uniform <= \
+            Fraction(upper) + Fraction(1, 10**9)
+        checked += uniform > 0
+    assert checked > 0                     # the oracle is not trivially fair
+
+
+def test_causal_on_a_coded_column_agrees_with_the_plain_population() -> None:
+    """The population measure of the same question (protected sex, a query on score in
+    values) on the coded and on the plain population: the same certified share."""
+    original = _network(2)
+    shares = []
+    for population in (_grid_population(2.0, 1.0), _plain_population()):
+        network, bound = bind(original, population, None, "test")
+        certificate = run_audit(CausalFairnessSettings(
+            kind="causal_fairness", protected=["sex"], query={"score": (2.0, 9.5)},
+            measure="population", max_biased_share=0.5, timeout_s=30), network, bound)
+        shares.append(certificate.bounds["biased_share_population"])
+    (low_a, high_a), (low_b, high_b) = shares
+    assert max(low_a, low_b) <= min(high_a, high_b) + 1e-9
+    assert high_a - low_a <= 1e-6 and high_b - low_b <= 1e-6
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("protected_values", [0.75, 1.0], r"protected_values: 0\.75 is not a value of the coded "
+                                      r"column 'score'"),
+    ("query", {"score": (0.6, 0.9)}, r"query: \[0\.6, 0\.9\] holds no value of the coded "
+                                     r"column 'score'"),
+    ("domain", {"score": (1.1, 1.4), "sex": (0, 1), "level": (0, 2)},
+     r"domain: \[1\.1, 1\.4\] holds no value of the coded column 'score'"),
+    ("integer_inputs", ["level"], r"integer_inputs leaves out the coded column\(s\) score"),
+])
+def test_causal_values_off_the_grid_are_named(field: str, value: object,
+                                              message: str) -> None:
+    population = _grid_population(0.5, 0.0)
+    network, bound = bind(_network(0), population, None, "test")
+    protected = ["score"] if field == "protected_values" else ["sex"]
+    extra = {"query": {"score": (0.0, 1.0)}} if field == "integer_inputs" else {}
+    settings = CausalFairnessSettings(kind="causal_fairness", protected=protected,
+                                      max_biased_share=0.5, **{field: value, **extra})
+    with pytest.raises(CertgateInputError, match=message):
+        run_audit(settings, network, bound)
+
+
+# ------------------------------------------------------------------ local robustness
+
+
+def _robust_oracle(original: object, population: PopulationModel, center: list[float],
+                   epsilon: float, expected: int) -> Fraction:
+    """``P(class = expected | ‖x − center‖∞ <= ε)`` over the population's points, by their
+    real values."""
+    inside = robust = Fraction(0)
+    for codes, weight in _points(population):
+        point = _real_point(population, codes)
+        if all(abs(v - Fraction(c)) <= Fraction(epsilon)
+               for v, c in zip(point, center, strict=True)):
+            inside += weight
+            robust += weight * (_oracle_class(original, point) == expected)
+    return robust / inside
+
+
+@pytest.mark.parametrize(("step", "offset"), GRIDS)
+def test_local_robustness_around_a_center_in_values_equals_enumeration(
+        step: float, offset: float) -> None:
+    population = _grid_population(step, offset)
+    for seed, (k, reach) in itertools.product(range(3), [(2, 1.0), (3, 0.4), (1, 2.2)]):
+        original = _network(seed)
+        network, bound = bind(original, population, None, "test")
+        center = [1.0, _value(step, offset, k), 1.0]
+        epsilon = float(Fraction(step) * Fraction(reach).limit_denominator(10))
+        expected = _oracle_class(original, _real_point(population, (1, k, 1)))
+        truth = _robust_oracle(original, population, center, epsilon, expected)
+        certificate = run_audit(LocalRobustnessSettings(
+            kind="local_robustness", center=center, epsilon=epsilon, min_probability=0.0),
+            network, bound)
+        assert certificate.details["expected_class"] == expected
+        low, high = certificate.bounds["probability"]
+        assert low - 1e-9 <= float(truth) <= high + 1e-9, (step, offset, seed, k, reach)
+        # a centre between grid points, with the class given
+        between = [1.0, float(Fraction(offset) + Fraction(step) * Fraction(2 * k + 1, 2)), 1.0]
+        wider = epsilon + step / 2                   # reaches a grid point on either side
+        truth = _robust_oracle(original, population, between, wider, 1)
+        certificate = run_audit(LocalRobustnessSettings(
+            kind="local_robustness", center=between, epsilon=wider, expected_class=1,
+            min_probability=0.0), network, bound)
+        low, high = certificate.bounds["probability"]
+        assert low - 1e-9 <= float(truth) <= high + 1e-9
+
+
+def test_local_robustness_on_a_coded_column_agrees_with_the_plain_population() -> None:
+    original = _network(4)
+    probabilities = []
+    for population in (_grid_population(2.0, 1.0), _plain_population()):
+        network, bound = bind(original, population, None, "test")
+        certificate = run_audit(LocalRobustnessSettings(
+            kind="local_robustness", center=[0.0, 5.0, 1.0], epsilon=2.5, min_probability=0.0),
+            network, bound)
+        probabilities.append((certificate.bounds["probability"],
+                              certificate.details["expected_class"]))
+    (bounds_a, class_a), (bounds_b, class_b) = probabilities
+    assert class_a == class_b
+    assert bounds_a == pytest.approx(bounds_b, abs=1e-9)
+
+
+def test_a_center_off_the_grid_needs_the_expected_class() -> None:
+    population = _grid_population(0.5, 0.0)
+    network, bound = bind(_network(0), population, None, "test")
+    with pytest.raises(CertgateInputError, match=r"center \(the expected class is the class "
+                                                  r"there\): 1\.2 is not a value of the coded "
+                                                  r"column 'score'"):
+        run_audit(LocalRobustnessSettings(kind="local_robustness", center=[1.0, 1.2, 1.0],
+                                          epsilon=0.5, min_probability=0.5), network, bound)
+    with pytest.raises(CertgateInputError, match=r"center ± epsilon \(0\.1\): \[1\.1, 1\.3\] "
+                                                  r"holds no value of the coded column 'score'"):
+        run_audit(LocalRobustnessSettings(kind="local_robustness", center=[1.0, 1.2, 1.0],
+                                          epsilon=0.1, expected_class=1, min_probability=0.5),
+                  network, bound)
+
+
+# ------------------------------------------------------------------ noise
+
+
+def test_continuous_noise_on_a_coded_column_is_refused_as_on_any_discrete_column() -> None:
+    """A density moves a coded column off its grid, as it moves an integer column off its
+    integers: the engine's rule for discrete columns refuses both, with the same reason."""
+    population = _grid_population(0.5, 0.0)
+    network, bound = bind(_network(0), population, None, "test")
+    for feature in ("score", "level"):
+        with pytest.raises(CertgateInputError, match=rf"noise on column '{feature}' needs a "
+                                                      r"continuous column .* it is discrete"):
+            run_audit(NoiseRobustnessSettings(kind="noise_robustness", features=[feature],
+                                              noise_uniform=(-0.2, 0.2), min_probability=0.5),
+                      network, bound)
+
+
+def _mixed_population(coded: bool) -> PopulationModel:
+    """score (1 + 2·k coded, or the odd integers 1…11 plain) beside a continuous income:
+    the WMI engine integrates over income instead of summing points."""
+    score = {"name": "score", "kind": "integer", "domain": [0, 5], "step": 2.0, "offset": 1.0} \
+        if coded else {"name": "score", "kind": "integer", "domain": [1, 11]}
+    return population_from_json({
+        "format": "certgate.population/v1",
+        "features": [{"name": "sex", "kind": "binary"}, score,
+                     {"name": "level", "kind": "continuous", "domain": [0, 2]}],
+        "distribution": {"kind": "product", "factors": [
+            {"columns": ["sex"], "distribution": {
+                "kind": "discrete", "values": [0, 1], "probabilities": [0.375, 0.625]}},
+            {"columns": ["score"], "distribution": {
+                "kind": "discrete",
+                "values": [0, 1, 2, 3, 4, 5] if coded else [1, 3, 5, 7, 9, 11],
+                "probabilities": SCORE_PROBABILITIES}},
+            {"columns": ["level"], "distribution": {
+                "kind": "uniform", "lower": 0, "upper": 2}}]}})
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_local_robustness_with_a_continuous_column_agrees_with_the_plain_population(
+        seed: int) -> None:
+    """Region enumeration (a continuous column beside the coded one): the box in codes, with
+    its half-widths per column, gives the plain population's exact probability, and both
+    contain dense Monte Carlo at the values."""
+    original = _network(seed)
+    found = []
+    for coded in (True, False):
+        network, bound = bind(original, _mixed_population(coded), None, "test")
+        certificate = run_audit(LocalRobustnessSettings(
+            kind="local_robustness", center=[1.0, 5.0, 1.0], epsilon=2.5, min_probability=0.0),
+            network, bound)
+        found.append((certificate.bounds["probability"], certificate.details["expected_class"]))
+    (bounds_a, class_a), (bounds_b, class_b) = found
+    assert class_a == class_b
+    assert bounds_a == pytest.approx(bounds_b, abs=1e-9)
+    rng = np.random.default_rng(seed)
+    n = 200_000
+    points = np.column_stack([rng.choice([0.0, 1.0], n, p=[0.375, 0.625]),
+                              rng.choice([3.0, 5.0, 7.0], n,
+                                                     p=np.array([0.125, 0.25, 0.25]) / 0.625),
+                              rng.uniform(0.0, 2.0, n)])
+    hits = original.classify(points) == class_a
+    error = hits.std() / np.sqrt(n)
+    assert bounds_a[0] - 4 * error <= hits.mean() <= bounds_a[1] + 4 * error
