@@ -8,13 +8,22 @@ equivalent population written with plain values (odd integers, no code)."""
 from __future__ import annotations
 
 import itertools
+import json
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from pipeline_steps.cli import main
 from tests.test_causal_ties import _oracle_class
-from tests.test_grid_columns import _grid_population, _network, _points, _real_point
+from tests.test_grid_columns import (
+    _grid_population,
+    _network,
+    _points,
+    _real_point,
+    grid_table,
+)
 from verifier.audits import run_audit
 from verifier.audits.binding import bind
 from verifier.audits.causal_fairness import CausalFairnessSettings
@@ -23,7 +32,8 @@ from verifier.audits.demographic_parity import demographic_parity_audit
 from verifier.audits.local_robustness import LocalRobustnessSettings
 from verifier.audits.noise_robustness import NoiseRobustnessSettings
 from verifier.errors import CertgateInputError
-from verifier.population import PopulationModel, population_from_json
+from verifier.network import Layer, Network
+from verifier.population import PopulationModel, load_population, population_from_json
 from verifier.pv import PVSettings
 from verifier.spec import Names, atoms_of, evaluate_event, parse_event
 
@@ -446,3 +456,112 @@ def test_local_robustness_with_a_continuous_column_agrees_with_the_plain_populat
     hits = original.classify(points) == class_a
     error = hits.std() / np.sqrt(n)
     assert bounds_a[0] - 4 * error <= hits.mean() <= bounds_a[1] + 4 * error
+
+
+# ------------------------------------------------------------------ scikit-learn models
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_tree_on_a_coded_population_is_read_at_the_values(seed: int) -> None:
+    """A tree fitted on the data's values, audited on the coded population, gives what it
+    gives on the plain population (local robustness, population-weighted monotonicity), and
+    local robustness equals enumeration with the tree's own ``predict`` at the values."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from verifier.audits.monotonicity import MonotonicitySettings
+
+    coded, plain = _grid_population(2.0, 1.0), _plain_population()
+    rng = np.random.default_rng(seed)
+    drawn = coded.sample(2000, rng)
+    labels = (drawn[:, 1] + 2 * drawn[:, 0] - drawn[:, 2] + rng.normal(0, 2, len(drawn)) > 5)
+    tree = DecisionTreeClassifier(max_depth=4, random_state=seed).fit(drawn, labels.astype(int))
+    names = list(coded.columns)
+    center = [1.0, 5.0, 1.0]
+    results = []
+    for population in (coded, plain):
+        robust = run_audit(LocalRobustnessSettings(
+            kind="local_robustness", center=center, epsilon=2.5, min_probability=0.0),
+            tree, population, input_names=names)
+        monotone = run_audit(MonotonicitySettings(
+            kind="monotonicity", feature="score", use_prior=True, min_probability=0.0),
+            tree, population, input_names=names)
+        results.append((robust.bounds["probability"], robust.details["expected_class"],
+                        monotone.bounds["probability"]))
+    assert results[0][1] == results[1][1]
+    for first, second in ((results[0][0], results[1][0]), (results[0][2], results[1][2])):
+        assert first == pytest.approx(second, abs=1e-9)
+    expected = results[0][1]
+    inside = hits = Fraction(0)
+    for codes, weight in _points(coded):
+        point = np.array([float(v) for v in _real_point(coded, codes)])
+        if np.all(np.abs(point - center) <= 2.5):
+            inside += weight
+            hits += weight * (int(tree.predict(point[None, :])[0]) == expected)
+    low, high = results[0][0]
+    assert low - 1e-9 <= float(hits / inside) <= high + 1e-9
+
+
+def test_a_tree_split_between_grid_values_goes_by_the_value() -> None:
+    """``x <= t`` with ``t`` between, on and beyond grid values: the code's threshold is
+    ⌊(t − offset)/step⌋, so every code goes where its value goes."""
+    from verifier.audits.coded_values import split_thresholds_in_codes
+
+    step, offset = np.array([1.0, 0.75]), np.array([0.0, -0.5])
+    thresholds = np.array([0.3, 0.25, 0.2499999, 1.6, -0.5, -0.51, 7.0])
+    features = np.array([0, 1, 1, 1, 1, 1, -2])
+    written = split_thresholds_in_codes(features, thresholds, step, offset)
+    assert written.tolist() == [0.3, 1.0, 0.0, 2.0, 0.0, -1.0, 7.0]
+    for t, k_threshold in zip(thresholds[1:6], written[1:6], strict=True):
+        for k in range(-3, 6):
+            value = Fraction(-1, 2) + Fraction(3, 4) * k
+            assert (value <= Fraction(float(t))) == (k <= k_threshold)
+
+
+# ------------------------------------------------------------------ the user's flow
+
+
+def test_verify_parity_of_a_coded_column_from_a_csv(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """CSV → ``population fit`` (score coded on its 0.5 grid) → ``verify demographic-parity
+    --protected score --privileged 1.5`` with the data: the certified rates contain the rates
+    of 200k population draws at the values, the fidelity check reads the coded protected
+    column in values (consistent); ``--privileged 1.25`` exits 2 naming it."""
+    frame = grid_table(600, seed=3)
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    out = tmp_path / "pop.json"
+    assert main(["population", "fit", str(data), "--out", str(out), "--protected", "sex"]) == 0
+    rng = np.random.default_rng(1)
+    weights = [rng.normal(size=(5, 4)).tolist(), rng.normal(size=(2, 5)).tolist()]
+    network = Network([Layer(np.array(weights[0]), rng.normal(size=5), "relu"),
+                       Layer(np.array(weights[1]), np.zeros(2))],
+                      list(frame.columns), ["no", "yes"])
+    net = tmp_path / "net.json"
+    net.write_text(json.dumps({"inputs": list(frame.columns), "outputs": ["no", "yes"],
+                               "layers": [{"weight": layer.weight.tolist(),
+                                           "bias": layer.bias.tolist(),
+                                           "activation": layer.activation}
+                                          for layer in network.layers]}))
+    capsys.readouterr()
+    code = main(["verify", "demographic-parity", "--model", str(net), "--population", str(out),
+                 "--protected", "score", "--privileged", "1.5", "--favorable-class", "1",
+                 "--gamma", "0.5", "--timeout", "60", "--precision", "1e-6", "--data",
+                 str(data), "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert code in (0, 1), payload
+    assert payload["population_fidelity"]["status"] == "consistent", payload
+    population = load_population(out)
+    drawn = population.sample(200_000, np.random.default_rng(2))
+    granted = network.classify(drawn) == 1
+    privileged = drawn[:, list(population.columns).index("score")] == 1.5
+    for name, members in (("p_privileged", privileged), ("p_unprivileged", ~privileged)):
+        hits = granted[members]
+        error = hits.std() / np.sqrt(hits.size)
+        low, high = payload["probabilities"][name]
+        assert low - 5 * error <= hits.mean() <= high + 5 * error
+    code = main(["verify", "demographic-parity", "--model", str(net), "--population", str(out),
+                 "--protected", "score", "--privileged", "1.25", "--favorable-class", "1",
+                 "--gamma", "0.5", "--timeout", "20"])
+    assert code == 2
+    assert "privileged: 1.25 is not a value of the coded column 'score'" in \
+        capsys.readouterr().err

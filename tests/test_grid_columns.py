@@ -26,7 +26,6 @@ from verifier.audits.binding import bind, coded_network
 from verifier.audits.causal_fairness import CausalFairnessSettings
 from verifier.audits.demographic_parity import demographic_parity_audit
 from verifier.bounds import compute_bounds
-from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
 from verifier.population import PopulationModel, load_population, population_from_json
 from verifier.population.errors import PopulationError
@@ -468,23 +467,6 @@ def test_values_of_a_grid_with_a_long_step_are_the_datas_values_exactly() -> Non
     assert (amount.kwargs["min_value"], amount.kwargs["max_value"]) == (data[0], data[2])
     network = Network([Layer(np.ones((2, 2)), np.zeros(2))], ["sex", "amount"], ["no", "yes"])
     assert exact_domain_check(network, model, {"amount": (data[0], data[2])})
-
-
-def test_wmi_audits_refuse_a_scikit_learn_model_on_coded_columns() -> None:
-    """A tree reads the data's values; the population describes codes, and only a network can
-    be composed with the input map: the audit door refuses, as the WMI verbs do."""
-    from sklearn.tree import DecisionTreeClassifier
-
-    from verifier.audits.monotonicity import MonotonicitySettings
-
-    population = _grid_population(0.5, 0.0)
-    drawn = population.sample(500, np.random.default_rng(0))
-    tree = DecisionTreeClassifier(max_depth=2, random_state=0).fit(
-        drawn, ((drawn[:, 1] >= 1.0) & (drawn[:, 1] <= 1.5)).astype(int))
-    settings = MonotonicitySettings(kind="monotonicity", feature="score", min_probability=0.5)
-    with pytest.raises(CertgateInputError, match=r"codes columns .* DecisionTreeClassifier "
-                                                  r"cannot be composed"):
-        run_audit(settings, tree, population, input_names=["sex", "score", "level"])
 
 
 def test_off_grid_data_for_a_json_network_names_the_feature_and_the_file(

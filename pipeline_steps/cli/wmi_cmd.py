@@ -148,10 +148,6 @@ def _columns(args: argparse.Namespace) -> tuple[str, ...]:
         model, prior = bound_network(args, model, prior)
         names = list(model.input_names)
     else:
-        if prior.feature_schema.coded:
-            raise BindingError(f"--population {args.population}: it codes columns (value = "
-                               "offset + step·k), which a network reads through an exact input "
-                               "map; a scikit-learn model cannot be composed with it")
         given = parse_input_names(args.input_names)
         own = getattr(model, "feature_names_in_", None)
         own = [str(name) for name in own] if own is not None else None
@@ -319,6 +315,7 @@ def run_equivalence(args: argparse.Namespace) -> int:
     """Agreement with a surrogate (a command-line question only; same verdict rule)."""
     from pipeline_steps.progress import TimeProgress
     from verifier.audits.exact_probability import (
+        model_on_codes,
         probability_certificate,
         requirement_at_least,
         wmi_stop_at,
@@ -344,7 +341,7 @@ def run_equivalence(args: argparse.Namespace) -> int:
         timeout = 300.0 if args.timeout is None else args.timeout
         bar = TimeProgress("equivalence", shows_progress(args), timeout)
         try:
-            result = equivalence(args.model_object, surrogate,
+            result = equivalence(model_on_codes(args.model_object, args.prior), surrogate,
                                  args.prior, None if center is None else np.asarray(center),
                                  radius, stop_at=stop_at, timeout_s=timeout, **engine)
         finally:
@@ -357,17 +354,16 @@ def run_equivalence(args: argparse.Namespace) -> int:
 
 def _surrogate_on_codes(surrogate: Any, args: argparse.Namespace) -> Any:
     """The surrogate reading the population's codes, as the bound model does
-    (:func:`verifier.audits.binding.coded_network`); a population that codes columns is
-    refused for a surrogate that is not a network (it cannot be composed with the map)."""
-    from verifier.audits.binding import BindingError, coded_network
+    (:func:`verifier.audits.binding.coded_network`), or a scikit-learn surrogate with its
+    splits written in codes (:func:`verifier.audits.exact_probability.model_on_codes`)."""
+    from verifier.audits.binding import coded_network
+    from verifier.audits.exact_probability import model_on_codes
     from verifier.network import Network
 
     if not args.prior.feature_schema.coded:
         return surrogate
     if not isinstance(surrogate, Network):
-        raise BindingError(f"--population {args.population}: it codes columns (value = offset "
-                           "+ step·k), which a network reads through an exact input map; a "
-                           "scikit-learn surrogate cannot be composed with it")
+        return model_on_codes(surrogate, args.prior)
     return coded_network(surrogate.renamed(input_names=args.bound_names), args.prior)
 
 

@@ -12,6 +12,8 @@ center, events); this module writes them in codes, exactly, in rationals, and no
   it, ``[⌈(low − offset)/step⌉, ⌊(high − offset)/step⌋]`` (:func:`code_interval`): the same
   lattice points, the ends anywhere (a step is positive); an interval holding no grid value
   is an input error;
+- a decision tree's split ``x <= t`` on a coded column is ``k <= ⌊(t − offset)/step⌋``
+  (:func:`split_thresholds_in_codes`), so a scikit-learn model is read at the values;
 - an event's atom that reads one coded column and nothing else is such a one-sided interval,
   written with an integer threshold on the code; any other atom reading a coded column is
   rewritten affinely and kept only when every new coefficient is a float exactly
@@ -31,7 +33,6 @@ from typing import Any
 import numpy as np
 
 from verifier.errors import CertgateInputError
-from verifier.population.schema import code_text
 from verifier.spec import And, Atom, Event, Not, Or, Specification
 
 
@@ -85,6 +86,22 @@ def code_interval(population: Any, name: str, low: float | Fraction, high: float
             f"{name!r}, whose "
             f"values are {_grid_text(step, offset)} for integers k")
     return k_low, k_high
+
+
+def split_thresholds_in_codes(features: np.ndarray, thresholds: np.ndarray,
+                              step: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """The thresholds of a tree's splits ``x[feature] <= t`` (``(n,)``; a negative feature
+    marks a leaf) with every split on a coded column (``step``/``offset`` per column,
+    ``(d,)``) written as ``k <= ⌊(t − offset)/step⌋``, in rationals: the same integer codes
+    go left, so the tree reads each code at its value ``offset + step·k``."""
+    result = np.array(thresholds, dtype=np.float64)
+    for node, feature in enumerate(np.asarray(features).tolist()):
+        if feature < 0 or (step[feature] == 1.0 and offset[feature] == 0.0):
+            continue
+        code = math.floor((Fraction(float(result[node])) - Fraction(float(offset[feature])))
+                          / Fraction(float(step[feature])))
+        result[node] = _code_float(Fraction(code), "a tree's split", f"#{feature}")
+    return result
 
 
 def spec_in_codes(spec: Specification, population: Any) -> Specification:
@@ -185,4 +202,8 @@ def _code_float(code: Fraction, what: str, name: str) -> float:
 
 
 def _grid_text(step: Fraction, offset: Fraction) -> str:
+    """The grid as the population's files write it (only on an error path: the population
+    package imports scipy, which the settings' import must not)."""
+    from verifier.population.schema import code_text
+
     return code_text(float(step), float(offset))

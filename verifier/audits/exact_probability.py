@@ -21,10 +21,12 @@ widened by the same allowance on both sides. The verdict rule is the same.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic import ConfigDict, Field, field_validator
 
+from verifier.audits.coded_values import split_thresholds_in_codes
 from verifier.audits.kind import counted, elapsed_text, stopped_text
 from verifier.audits.requirement import Requirement, StrictSettings, judged_verdict
 from verifier.certificate import Certificate
@@ -167,8 +169,8 @@ def probability_certificate(kind: str, requirement: Requirement, result: Any, ex
 
 def model_inputs(model: Any, population: Any, input_names: list[str] | None) -> list[str]:
     """The input names of ``model`` (an IR network, or a scikit-learn model read in the
-    population's column order with ``input_names``, refused for a population that codes
-    columns) after checking the population model exists and its columns are these inputs.
+    population's column order with ``input_names``; read it through :func:`model_on_codes`)
+    after checking the population model exists and its columns are these inputs.
     ``model`` ``None`` (a pre-flight before the model is fetched, its population already
     bound to the configured input names): the population's columns."""
     from verifier.audits.population_fit import check_population_fits
@@ -181,11 +183,6 @@ def model_inputs(model: Any, population: Any, input_names: list[str] | None) -> 
     if isinstance(model, Network):
         check_population_fits(model, population)
         return list(model.input_names)
-    if getattr(getattr(population, "feature_schema", None), "coded", False):
-        raise CertgateInputError(
-            f"the population model codes columns (value = offset + step·k), which a network "
-            f"reads through an exact input map; a {type(model).__name__} cannot be composed "
-            "with it (it would be read at the codes, not at the values)")
     if input_names is None:
         raise CertgateInputError(
             f"a {type(model).__name__} records no input names here; pass input_names (the "
@@ -198,6 +195,28 @@ def model_inputs(model: Any, population: Any, input_names: list[str] | None) -> 
             f"model's inputs ({', '.join(names)}): bind them by name first"
         )
     return names
+
+
+def model_on_codes(model: Any, population: Any) -> Any:
+    """``model`` reading the population's codes at their values: a bound network already
+    does (binding composes it with the input map), and so does ``None`` (no model yet); a
+    scikit-learn tree or forest on a population that codes columns becomes the
+    :class:`~verifier.wmi.trees.ForestModel` whose splits on a coded column are written in
+    its codes (:func:`~verifier.audits.coded_values.split_thresholds_in_codes`), so each
+    code goes where its value ``offset + step·k`` goes."""
+    from verifier.network import Network
+
+    schema = getattr(population, "feature_schema", None)
+    if model is None or isinstance(model, Network) or schema is None or not schema.coded:
+        return model
+    from verifier.wmi.trees import ForestModel
+
+    forest = model if isinstance(model, ForestModel) else ForestModel(model)
+    step, offset = schema.column_codes()
+    coded = copy.copy(forest)
+    coded.trees = [{**tree, "threshold": split_thresholds_in_codes(
+        tree["feature"], tree["threshold"], step, offset)} for tree in forest.trees]
+    return coded
 
 
 def input_position(names: list[str], field: str, name: str) -> int:

@@ -17,6 +17,7 @@ from verifier.audits.exact_probability import (  # the contract members all WMI 
 from verifier.audits.exact_probability import (
     ProbabilitySettings,
     model_inputs,
+    model_on_codes,
     probability_certificate,
     wmi_stop_at,
 )
@@ -59,6 +60,7 @@ def check(settings: LocalRobustnessSettings, model: Any, population: Any) -> Non
     from verifier.wmi.check import check_wmi_property
 
     names = model_inputs(model, population, None)
+    model = model_on_codes(model, population)
     center, radius = ball_in_codes(settings.center, settings.epsilon, names, population,
                                    class_at_center=settings.expected_class is None)
     check_wmi_property(KIND, model, population, center=center, epsilon=radius,
@@ -111,6 +113,7 @@ def run(settings: LocalRobustnessSettings, model: Any, population: Any,
     from verifier.wmi import local_robustness
 
     names = model_inputs(model, population, None if input_names is None else list(input_names))
+    model = model_on_codes(model, population)
     center, radius = ball_in_codes(settings.center, settings.epsilon, names, population,
                                    class_at_center=settings.expected_class is None)
     stop_at = wmi_stop_at(settings.min_probability)

@@ -15,6 +15,7 @@ from verifier.audits.exact_probability import (
     ProbabilitySettings,
     input_position,
     model_inputs,
+    model_on_codes,
     probability_certificate,
     wmi_stop_at,
 )
@@ -63,6 +64,7 @@ def check(settings: MonotonicitySettings, model: Any, population: Any) -> None:
     from verifier.wmi.check import check_wmi_property
 
     names = model_inputs(model, population, None)
+    model = model_on_codes(model, population)
     check_wmi_property(KIND, model, population,
                        feature=input_position(names, "feature", settings.feature),
                        decreasing=settings.decreasing, use_prior=settings.use_prior)
@@ -78,6 +80,7 @@ def run(settings: MonotonicitySettings, model: Any, population: Any,
     from verifier.wmi import monotonicity
 
     names = model_inputs(model, population, None if input_names is None else list(input_names))
+    model = model_on_codes(model, population)
     feature = input_position(names, "feature", settings.feature)
     stop_at = wmi_stop_at(settings.min_probability)
     timeout_s = effective_timeout(settings.timeout_s, budget)

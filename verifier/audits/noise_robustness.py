@@ -15,6 +15,7 @@ from verifier.audits.exact_probability import (
     ProbabilitySettings,
     input_position,
     model_inputs,
+    model_on_codes,
     probability_certificate,
     wmi_stop_at,
 )
@@ -82,6 +83,7 @@ def check(settings: NoiseRobustnessSettings, model: Any, population: Any) -> Non
     from verifier.wmi.check import check_wmi_property
 
     names = model_inputs(model, population, None)
+    model = model_on_codes(model, population)
     features = [input_position(names, "features", name) for name in settings.features]
     check_wmi_property(KIND, model, population, features=features,
                        noise=settings.noise()[0])
@@ -96,6 +98,7 @@ def run(settings: NoiseRobustnessSettings, model: Any, population: Any,
     from verifier.wmi import noise_robustness
 
     names = model_inputs(model, population, None if input_names is None else list(input_names))
+    model = model_on_codes(model, population)
     features = [input_position(names, "features", name) for name in settings.features]
     noise, described = settings.noise()
     stop_at = wmi_stop_at(settings.min_probability)
