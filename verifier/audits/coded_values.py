@@ -70,8 +70,9 @@ def code_interval(population: Any, name: str, low: float | Fraction, high: float
     """The codes ``[k_low, k_high]`` whose values lie in ``[low, high]`` (``(low, high)``
     unchanged when the column is not coded): ``k_low = ⌈(low − offset)/step⌉``, ``k_high =
     ⌊(high − offset)/step⌋``, in rationals, so the interval holds exactly the grid values of
-    ``[low, high]``; infinite ends stay infinite. An interval holding no grid value is an
-    input error naming ``what``, the column and the interval."""
+    ``[low, high]``; an infinite end stays infinite. An interval holding no grid value, or
+    an end whose code is not a float exactly (beyond 2⁵³ codes), is an input error naming
+    ``what`` and the column."""
     code = column_code(population, name)
     if code is None:
         return float(low), float(high)
@@ -83,8 +84,7 @@ def code_interval(population: Any, name: str, low: float | Fraction, high: float
     if k_low > k_high:
         raise CertgateInputError(
             f"{what}: [{float(low):.15g}, {float(high):.15g}] holds no value of the coded column "
-            f"{name!r}, whose "
-            f"values are {_grid_text(step, offset)} for integers k")
+            f"{name!r}, whose values are {_grid_text(step, offset)} for integers k")
     return k_low, k_high
 
 
