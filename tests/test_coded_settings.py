@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from pipeline_steps.cli import main
 from tests.test_causal_ties import _oracle_class
@@ -35,7 +37,7 @@ from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
 from verifier.population import PopulationModel, load_population, population_from_json
 from verifier.pv import PVSettings
-from verifier.spec import Names, atoms_of, evaluate_event, parse_event
+from verifier.spec import Atom, Names, atoms_of, evaluate_event, parse_event
 
 GRIDS = [(0.5, 0.0), (2.0, 0.5), (0.75, -0.5), (3.0, -7.0)]
 """Grids whose values are floats, as every fitted grid's are (a value given in a setting is a
@@ -117,6 +119,31 @@ def test_events_on_one_coded_column_hold_at_the_same_points(step: float, offset:
             [_atom_holds(atom, tuple(row)) for row in codes]) for atom in atoms_of(term.event)})
         assert np.array_equal(expected, got), text
         assert all(float(a.constant).is_integer() for a in atoms_of(term.event))
+
+
+@given(st.integers(1, 2**20), st.integers(-12, 4), st.integers(-2**20, 2**20),
+       st.integers(-12, 4), st.floats(-1e4, 1e4), st.sampled_from([1.0, -1.0, 0.75, -3.0]),
+       st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_a_bound_on_one_coded_column_holds_at_the_same_codes(
+        step_mantissa: int, step_exponent: int, offset_mantissa: int, offset_exponent: int,
+        threshold: float, coefficient: float, strict: bool) -> None:
+    """``c·x + t > 0`` (or ``>= 0``) on ``x = offset + step·k``, for dyadic steps and
+    offsets and any float threshold, becomes a bound on ``k`` with an integer threshold that
+    holds at exactly the codes whose real values satisfy the original atom."""
+    from verifier.audits.coded_values import _atom_in_codes
+
+    step = Fraction(step_mantissa) * Fraction(2) ** step_exponent
+    offset = Fraction(offset_mantissa) * Fraction(2) ** offset_exponent
+    assume((step, offset) != (1, 0))                     # a column with a code
+    atom = Atom((0.0,), (0.0, coefficient), threshold, strict)
+    coded = _atom_in_codes(atom, "event", np.array([1.0, float(step)]),
+                           np.array([0.0, float(offset)]))
+    assert float(coded.constant).is_integer() and coded.input_coeffs[1] in (1.0, -1.0)
+    centre = int((Fraction(-threshold) / Fraction(coefficient) - offset) / step)
+    for k in range(centre - 3, centre + 4):
+        value = offset + step * k
+        assert _atom_holds(atom, (0, value)) == _atom_holds(coded, (0, k)), k
 
 
 def test_an_inexact_event_over_two_columns_is_refused() -> None:
