@@ -178,7 +178,9 @@ def _data_rows(network: Network, population: Any, data: str | Path | pd.DataFram
 def fit_population(frame: Any, **options: Any) -> PopulationModel:
     """A population model fitted to the pandas DataFrame ``frame``; the options and the
     column handling are those of ``certgate population fit``
-    (:func:`certgate.population_data.fit_population`)."""
+    (:func:`certgate.population_data.fit_population`), and so is the warning about a
+    few-valued column on no exact grid
+    (:class:`certgate.population_data.FewValuedDensityWarning`)."""
     from certgate.population_data import fit_population as fit
 
     return fit(frame, **options)

@@ -164,7 +164,8 @@ def fit_population(
     independent product. ``continuous`` fits the marginals. ``domains`` bounds numeric
     features (``None`` = unbounded side). ``source`` is recorded as the model's
     ``fitted_from``. Raises :class:`PopulationError` naming the column, feature or option on
-    bad input."""
+    bad input; warns a :class:`FewValuedDensityWarning` per few-valued column it fits as a
+    density (no exact grid)."""
     from verifier.population.fitting import (
         coded_frame,
         fit_bayesian_network,
