@@ -610,3 +610,76 @@ def test_box_branching_reads_a_half_integer_box_as_its_codes(seed: int) -> None:
                                            engine=_engine(None, None, "crown", 60.0, 1e-9))
         found.append((result.probability_lower, result.probability_upper))
     assert found[0] == found[1]
+
+
+def test_noise_files_on_codes_are_refused(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A noise population that codes its own column would have its codes added as shifts:
+    the engine refuses it; a ``--noise`` file on a coded column of the population is
+    refused by the verb, naming the column."""
+    from verifier.convert import save_network
+    from verifier.population import save_population
+    from verifier.wmi import noise_robustness
+
+    coded, plain = _grid_population(0.5, 0.0), _plain_population()
+    shifts = {"format": "certgate.population/v1",
+              "features": [{"name": "n", "kind": "integer", "domain": [-1, 1]}],
+              "distribution": {"kind": "product", "factors": [{"columns": ["n"],
+                               "distribution": {"kind": "discrete", "values": [-1, 1],
+                                                "probabilities": [0.5, 0.5]}}]}}
+    halves = json.loads(json.dumps(shifts))
+    halves["features"][0]["step"] = 0.5
+    network, bound = bind(_network(0), plain, None, "test")
+    with pytest.raises(CertgateInputError, match="the noise population codes columns"):
+        noise_robustness(network, bound, population_from_json(halves), [2])
+    save_network(_network(0), tmp_path / "net.json")
+    save_population(coded, tmp_path / "pop.json")
+    save_population(population_from_json(shifts), tmp_path / "noise.json")
+    capsys.readouterr()
+    code = main(["verify", "noise-robustness", "--model", str(tmp_path / "net.json"),
+                 "--population", str(tmp_path / "pop.json"), "--features", "score",
+                 "--noise", str(tmp_path / "noise.json")])
+    assert code == 2
+    assert "score is a coded column of --population" in capsys.readouterr().err
+
+
+def test_the_equivalence_verb_with_a_tree_and_a_center_on_a_coded_population(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``verify equivalence`` of a network and a tree surrogate fitted on values, around a
+    centre given in values, on the coded population: the agreement probability equals
+    enumeration of both models at the real points in the box."""
+    import pickle
+
+    from sklearn.tree import DecisionTreeClassifier
+
+    from verifier.convert import save_network
+    from verifier.population import save_population
+
+    population = _grid_population(0.5, 0.0)
+    original = _network(0)
+    drawn = population.sample(3000, np.random.default_rng(0))
+    tree = DecisionTreeClassifier(max_depth=2, random_state=0).fit(
+        drawn, original.classify(drawn))
+    save_network(original, tmp_path / "net.json")
+    save_population(population, tmp_path / "pop.json")
+    with open(tmp_path / "tree.pkl", "wb") as handle:
+        pickle.dump(tree, handle)
+    center, epsilon = [0.5, 1.25, 1.0], 1.0            # score 0.5 … 2.0: codes 1 … 4
+    capsys.readouterr()
+    code = main(["verify", "equivalence", "--model", str(tmp_path / "net.json"),
+                 "--population", str(tmp_path / "pop.json"), "--surrogate",
+                 str(tmp_path / "tree.pkl"), "--center", ",".join(map(str, center)),
+                 "--epsilon", str(epsilon), "--json"])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0, document
+    inside = agree = Fraction(0)
+    for codes, weight in _points(population):
+        point = _real_point(population, codes)
+        if all(abs(v - Fraction(c)) <= Fraction(epsilon) for v, c in zip(point, center,
+                                                                            strict=True)):
+            values = np.array([[float(v) for v in point]])
+            inside += weight
+            agree += weight * (_oracle_class(original, point) == int(tree.predict(values)[0]))
+    assert 0 < agree < inside                             # the models disagree somewhere
+    low, high = document["probability_interval"]
+    assert low - 1e-9 <= float(agree / inside) <= high + 1e-9

@@ -292,14 +292,11 @@ def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
     indices = [args.bound_names.index(name) for name in features]
     noise = load_population(args.noise)
     coded = [name for name in features if column_code(args.prior, name)]
-    if coded or noise.feature_schema.coded:
+    if coded:
         raise CertgateInputError(
-            f"--noise {args.noise}: the noise is added to the codes the engine reads, and "
-            + (f"{', '.join(coded)} is a coded column of --population (value = offset + "
-               "step·k)" if coded else "the noise file itself codes columns (value = offset "
-               "+ step·k)")
-            + "; noise files are read in plain values only (give the noise with "
-            "--noise-uniform/--noise-triangular on an uncoded column)")
+            f"--noise {args.noise}: {', '.join(coded)} is a coded column of --population "
+            "(value = offset + step·k) and the engine adds the noise's values to its codes; "
+            "a noise file on a coded column is not supported")
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)

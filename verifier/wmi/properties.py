@@ -894,6 +894,10 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
             not all(0 <= f < dimension for f in features):
         raise WMIInputError(f"noise features {features} must be distinct indices in "
                             f"0..{dimension - 1}")
+    if getattr(getattr(noise, "feature_schema", None), "coded", False):
+        raise WMIInputError("the noise population codes columns (value = offset + step·k): "
+                            "its codes would be added as the shifts; write the noise's values "
+                            "without a step or offset")
     termset = _termset(prior, dimension)
     noise_set = prior_terms(noise)
     if noise_set.dimension != len(features):
