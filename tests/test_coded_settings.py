@@ -615,8 +615,8 @@ def test_box_branching_reads_a_half_integer_box_as_its_codes(seed: int) -> None:
 def test_noise_files_on_codes_are_refused(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     """A noise population that codes its own column would have its codes added as shifts:
-    the engine refuses it; a ``--noise`` file on a coded column of the population is
-    refused by the verb, naming the column."""
+    the engine refuses it; so does it refuse noise on a coded column of the population,
+    naming the column, from the verb and from the engine itself."""
     from verifier.convert import save_network
     from verifier.population import save_population
     from verifier.wmi import noise_robustness
@@ -632,6 +632,9 @@ def test_noise_files_on_codes_are_refused(tmp_path: Path,
     network, bound = bind(_network(0), plain, None, "test")
     with pytest.raises(CertgateInputError, match="the noise population codes columns"):
         noise_robustness(network, bound, population_from_json(halves), [2])
+    coded_network, coded_bound = bind(_network(0), coded, None, "test")
+    with pytest.raises(CertgateInputError, match="score is a coded column of the population"):
+        noise_robustness(coded_network, coded_bound, population_from_json(shifts), [1])
     save_network(_network(0), tmp_path / "net.json")
     save_population(coded, tmp_path / "pop.json")
     save_population(population_from_json(shifts), tmp_path / "noise.json")
@@ -640,7 +643,7 @@ def test_noise_files_on_codes_are_refused(tmp_path: Path,
                  "--population", str(tmp_path / "pop.json"), "--features", "score",
                  "--noise", str(tmp_path / "noise.json")])
     assert code == 2
-    assert "score is a coded column of --population" in capsys.readouterr().err
+    assert "score is a coded column of the population" in capsys.readouterr().err
 
 
 def test_the_equivalence_verb_with_a_tree_and_a_center_on_a_coded_population(

@@ -277,7 +277,6 @@ def run_noise_robustness(args: argparse.Namespace) -> int:
 
 def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
     """Noise on several features from a population file (a command-line question only)."""
-    from verifier.audits.coded_values import column_code
     from verifier.audits.exact_probability import (
         probability_certificate,
         requirement_at_least,
@@ -291,12 +290,6 @@ def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
     stop_at = wmi_stop_at(threshold)
     indices = [args.bound_names.index(name) for name in features]
     noise = load_population(args.noise)
-    coded = [name for name in features if column_code(args.prior, name)]
-    if coded:
-        raise CertgateInputError(
-            f"--noise {args.noise}: {', '.join(coded)} is a coded column of --population "
-            "(value = offset + step·k) and the engine adds the noise's values to its codes; "
-            "a noise file on a coded column is not supported")
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)

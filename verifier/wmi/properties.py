@@ -908,6 +908,11 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
         if f in termset.discrete_columns() and position not in discrete_noise:
             raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
                                 "column or a discrete noise distribution; it is discrete")
+    coded = _coded_columns(prior, features)
+    if coded:
+        raise WMIInputError(f"{', '.join(coded)} is a coded column of the population (value = "
+                            "offset + step·k): the noise's values would be added to its codes; "
+                            "noise on a coded column is not supported")
     merged = _merge(termset.terms, read_columns(wrapped))
     extra = sum(_roots(noise_term, len(features)) for noise_term in noise_set.terms)
     _check_roots((_roots(term, dimension) * extra for term in merged), max_roots)
@@ -967,6 +972,17 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
     return Query(width, roots, [Placement(wrapped, first, offset),
                                 Placement(wrapped, shifted, moved)],
                  Disagreement(), coefficient, envelopes, lost, mass_bound=mass_bound)
+
+
+def _coded_columns(prior: Prior, features: list[int]) -> list[str]:
+    """The names of the ``features`` (input positions) that ``prior`` codes (value
+    ``offset + step·k``); empty for a prior without a schema."""
+    schema = getattr(prior, "feature_schema", None)
+    if schema is None:
+        return []
+    columns = schema.columns
+    return [columns[f] for f in features
+            if f < len(columns) and schema.feature_of(columns[f]).coded]
 
 
 def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
