@@ -13,7 +13,8 @@ Column handling, in this order:
    ``NAME`` (at least two of them) form the categorical feature ``NAME`` with categories
    ``VALUE…`` in column order.
 4. Every other column is binary (bool, or integers in {0, 1}), integer, or continuous
-   (:func:`verifier.population.fitting.infer_features`). A float column with at most
+   (:func:`verifier.population.fitting.infer_features`). A float column of whole numbers
+   (``3.0``) is integer, as the integer column holding them is. Another float column with at most
    ``max_discrete_values`` distinct values lying exactly on a grid ``offset + step·k`` is an
    integer feature with that ``step`` and ``offset``, fitted on its integer codes ``k``
    (:func:`verifier.population.fitting.grid_code`): its values keep their mass.
