@@ -83,3 +83,34 @@ def test_parity_over_pandas_dummies_holds_the_datas_ratio(
     assert low <= exact <= high, (float(exact), payload["ratio"])
     assert payload["population_fidelity"]["status"] == "consistent"
     assert exact > 0.7 and payload["verdict"] == "satisfied"   # it was proven violated
+
+
+def test_a_string_column_named_as_in_the_csv_gets_a_way_forward(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CSV says ``sex`` = ``Male``; the model reads ``sex=Female``, ``sex=Male``.
+    ``--protected sex`` and ``privileged: Male`` are refused naming what to write instead:
+    protect a one-hot column (its privileged value is then 1)."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"sex": rng.choice(["Female", "Male"], 300),
+                          "income": rng.lognormal(10, 0.5, 300)})
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    population = tmp_path / "pop.json"
+    assert main(["population", "fit", str(data), "--out", str(population), "--json"]) == 0
+    capsys.readouterr()
+    names = "sex=Female,sex=Male,income"
+    path = export_onnx(torch.nn.Sequential(torch.nn.Linear(3, 2)).eval(), 3,
+                       tmp_path / "net.onnx")
+    common = ["verify", "demographic-parity", "--model", str(path), "--input-names", names,
+              "--population", str(population), "--favorable-class", "1", "--gamma", "0.8",
+              "--json"]
+    assert main([*common, "--protected", "sex", "--privileged", "1"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert "'sex' is one-hot encoded as sex=Female, sex=Male: name one of these" in error
+    assert main([*common, "--protected", "sex", "--privileged", "Male"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert "protected: sex=Male, privileged: 1" in error, error
+    from verifier.audits.demographic_parity import DemographicParitySettings
+    with pytest.raises(ValueError, match="protected: sex=Male, privileged: 1"):
+        DemographicParitySettings(kind="demographic_parity", protected="sex",
+                                  privileged="Male", favorable_class=1, gamma=0.8)
