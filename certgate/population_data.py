@@ -12,8 +12,13 @@ Column handling, in this order:
 3. **Detected one-hot groups**: the remaining columns named ``NAME=VALUE`` that share a
    ``NAME`` (at least two of them) form the categorical feature ``NAME`` with categories
    ``VALUE…`` in column order.
-4. Every other column is binary (bool, or integers in {0, 1}), integer, or continuous
-   (:func:`verifier.population.fitting.infer_features`). A float column with at most
+4. **Detected dummies**: 0/1 columns named ``PREFIX_VALUE`` (``pandas.get_dummies``' default
+   names, bool or integer) that share a ``PREFIX`` and hold exactly one 1 in every row form
+   the categorical feature ``PREFIX`` (:func:`detect_dummies`); columns that do not
+   partition the rows (``has_car``, ``has_house``; dummies with one dropped) stay binary.
+5. Every other column is binary (bool, or integers in {0, 1}), integer, or continuous
+   (:func:`verifier.population.fitting.infer_features`). A float column of whole numbers
+   (``3.0``) is integer, as the integer column holding them is. Another float column with at most
    ``max_discrete_values`` distinct values lying exactly on a grid ``offset + step·k`` is an
    integer feature with that ``step`` and ``offset``, fitted on its integer codes ``k``
    (:func:`verifier.population.fitting.grid_code`): its values keep their mass.
@@ -137,6 +142,42 @@ def detect_groups(columns: Sequence[str], taken: set[str]) -> dict[str, list[str
     return {name: members for name, members in groups.items() if len(members) >= 2}
 
 
+def detect_dummies(frame: pd.DataFrame, taken: set[str]) -> dict[str, list[str]]:
+    """Step 4: 0/1 columns named ``PREFIX_VALUE`` (``pandas.get_dummies``' default names), not
+    in ``taken``, that share a ``PREFIX`` and partition the rows — exactly one 1 in every
+    row — grouped by that prefix (at least two columns, in column order). The data puts no
+    row on two of them or on none, so a categorical feature is what it shows; fitted as
+    separate binary columns, a network with a few parents per node spreads mass there.
+    Where several prefixes of a name give a partition, the longest names the group
+    (``marital_status`` rather than ``marital``); a prefix that is already a column or a
+    group's name is not used."""
+    import numpy as np
+    import pandas as pd
+
+    names = [str(column) for column in frame.columns]
+    binary = [name for name in names if name not in taken
+              and (pd.api.types.is_bool_dtype(frame[name])
+                   or pd.api.types.is_numeric_dtype(frame[name]))
+              and frame[name].isin([0, 1]).all()]
+    members: dict[str, list[str]] = {}
+    for name in binary:
+        for cut, char in enumerate(name):
+            if char == "_" and 0 < cut < len(name) - 1:
+                members.setdefault(name[:cut], []).append(name)
+    groups: dict[str, list[str]] = {}
+    used: set[str] = set()
+    for prefix in sorted(members, key=len, reverse=True):
+        columns = members[prefix]
+        if len(columns) < 2 or prefix in names or used & set(columns):
+            continue
+        ones = frame[columns].to_numpy(dtype=np.int64).sum(axis=1)
+        if (ones == 1).all():
+            groups[prefix] = columns
+            used.update(columns)
+    return {prefix: groups[prefix] for prefix in sorted(groups, key=lambda p: names.index(
+        groups[p][0]))}
+
+
 def fit_population(
     frame: pd.DataFrame,
     *,
@@ -200,6 +241,9 @@ def fit_population(
         raise PopulationError(f"one-hot groups {clash} are both given and detected from "
                               "NAME=VALUE columns; name the group's columns in one place")
     groups.update(detected)
+    dummies = detect_dummies(encoded, {c for columns in groups.values() for c in columns})
+    groups.update({prefix: columns for prefix, columns in dummies.items()
+                   if prefix not in groups})
     domains = dict(domains or {})
     features = infer_features(encoded, groups, domains, max_discrete_values)
     numeric = {f.name for f in features if f.kind != "categorical"}
@@ -291,13 +335,14 @@ def _on_data_range(feature: Feature, frame: pd.DataFrame) -> Feature:
 def _with_categories(feature: Feature, groups: Mapping[str, list[str]],
                      string_categories: Mapping[str, list[str]]) -> Feature:
     """``feature`` with category names: the string values of an encoded column, the
-    ``VALUE`` parts of ``NAME=VALUE`` columns."""
+    ``VALUE`` parts of ``NAME=VALUE`` and ``NAME_VALUE`` columns."""
     if feature.kind != "categorical" or feature.categories is not None:
         return feature
     if feature.name in string_categories:
         names = string_categories[feature.name]
     else:
-        names = [column.split("=", 1)[1] if column.startswith(f"{feature.name}=") else column
+        names = [column[len(feature.name) + 1:]
+                 if column.startswith((f"{feature.name}=", f"{feature.name}_")) else column
                  for column in groups[feature.name]]
     if len(set(names)) != len(names):
         return feature

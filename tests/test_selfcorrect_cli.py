@@ -221,3 +221,26 @@ def test_negate_outputs_needs_a_linear_last_layer() -> None:
         negate_outputs(network)
     linear = Network([Layer(np.array([[1.0, -2.0]]), np.array([0.5]), "none")])
     assert negate_outputs(linear).evaluate([[3.0, 1.0]]).tolist() == [[-1.5]]
+
+
+def test_the_wrapped_model_takes_the_float32_rows_the_model_was_served(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model trained and served in float32 is wrapped around its float64 network: its rows
+    are widened exactly (every float32 is a float64), so the wrapped model answers a float32
+    batch as it answers the same rows in float64, where it stopped with PyTorch's "mat1 and
+    mat2 must have the same dtype"."""
+    _, path = _argmin_network(tmp_path)
+    out = tmp_path / "wrapped"
+    assert run(["wrap", "--model", str(path), "--constraints", str(TOY), "--out", str(out),
+                "--negate-outputs", "--json"]) == 0
+    capsys.readouterr()
+    loaded = load_torchscript(out / "model.pt")
+    x = torch.from_numpy(np.random.default_rng(2).uniform(-2, 2, size=(300, 2))).float()
+    with torch.no_grad():
+        wide, wide_bottom = loaded.forward_with_bottom(x.double())
+        got, got_bottom = loaded.forward_with_bottom(x)
+        plain = loaded(x)
+    assert got.dtype == torch.float64
+    assert torch.equal(got, wide) and torch.equal(got_bottom, wide_bottom)
+    assert torch.equal(plain, wide)

@@ -25,7 +25,13 @@ def first_line(error: BaseException) -> str:
 def did_you_mean(name: str, known: Sequence[str]) -> str:
     """`` (did you mean 'X'?)`` when ``known`` holds a name ``name`` is a likely misspelling
     of (the same up to case, else the closest by :func:`difflib.get_close_matches`), else
-    ``""``: for errors about a name that is not there."""
+    ``""``: for errors about a name that is not there. When ``name`` is the raw column whose
+    one-hot columns ``known`` holds (``sex`` for ``sex=Female``, ``sex=Male``, or pandas'
+    ``sex_Female``), the hint names those columns instead."""
+    encoded = [candidate for candidate in known
+               if candidate.startswith((f"{name}=", f"{name}_"))]
+    if len(encoded) >= 2:
+        return f" ({name!r} is one-hot encoded as {', '.join(encoded)}: name one of these)"
     same_case = [candidate for candidate in known if candidate.lower() == name.lower()]
     close = same_case or difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""

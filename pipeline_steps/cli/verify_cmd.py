@@ -51,8 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _common(parity)
     parity.add_argument("--protected", required=True, help="protected feature (input column)")
-    parity.add_argument("--privileged", required=True, type=float,
-                        help="value of the protected feature for the privileged group")
+    parity.add_argument("--privileged", required=True,
+                        help="value of the protected feature for the privileged group (a "
+                             "number; a one-hot column's is 1)")
     parity.add_argument("--favorable-class", required=True, type=int,
                         help="index of the favourable output class (argmax of the logits; a "
                              "one-output model: class 1 iff its logit > 0)")

@@ -65,6 +65,24 @@ class DemographicParitySettings(StrictSettings):
     timeout_s: float | None = Field(default=60.0, gt=0)
     precision: float | None = Field(default=None, gt=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _privileged_is_a_value(cls, data: Any) -> Any:
+        """A category's name as ``privileged`` (``sex`` = ``Male``, as the CSV spells it) is
+        refused naming the one-hot column to protect instead, whose privileged value is 1."""
+        if not isinstance(data, dict) or not isinstance(data.get("privileged"), str):
+            return data
+        value = data["privileged"].strip()
+        try:
+            float(value)
+        except ValueError:
+            column = str(data.get("protected", "COLUMN")).split("=", 1)[0]
+            raise ValueError(
+                f"privileged is the protected column's value for the privileged group, a "
+                f"number; {value!r} names a category: protect its one-hot column instead "
+                f"(protected: {column}={value}, privileged: 1)") from None
+        return data
+
     @model_validator(mode="after")
     def _gamma_in_range(self) -> DemographicParitySettings:
         check_parity_gamma(self.form, self.gamma)

@@ -69,6 +69,7 @@ MAX_GRID_STEPS = 4096
 """The most steps ``(max − min) / step`` a float column's grid may span (:func:`grid_code`)."""
 LARGEST_CODE = 2**31
 """A grid through 0 (offset 0) is used only while its codes stay within ±``LARGEST_CODE``."""
+LARGEST_EXACT_INTEGER = 2**53
 
 
 def grid_code(distinct: np.ndarray) -> tuple[float, float] | None:
@@ -154,9 +155,10 @@ def infer_features(
     """Features for every column of ``frame`` in column order: the given one-hot groups
     (feature name → its columns) become categorical features placed at their first column;
     bool columns and integer columns holding only 0/1 are binary, other integer columns are
-    integer; a float column with at most ``max_discrete_values`` distinct values on a grid
-    (:func:`grid_code`) is an integer feature with its ``step`` and ``offset`` (binary or a
-    plain integer when the grid is the integers); everything else is continuous.
+    integer, and so is a float column whose values are all integers (:func:`_whole_numbers`:
+    a count written as ``3.0``), however many values it holds; another float column with at
+    most ``max_discrete_values`` distinct values on a grid (:func:`grid_code`) is an integer
+    feature with its ``step`` and ``offset``; everything else is continuous.
     ``domains`` sets a feature's domain in the data's units (default unbounded)."""
     categorical = categorical or {}
     domains = domains or {}
@@ -173,16 +175,25 @@ def infer_features(
             continue
         series = frame[column]
         domain = domains.get(column)
-        if pd.api.types.is_bool_dtype(series) or (
-            pd.api.types.is_integer_dtype(series) and set(series.unique()) <= {0, 1}
-        ):
+        whole = pd.api.types.is_integer_dtype(series) or _whole_numbers(series)
+        if pd.api.types.is_bool_dtype(series) or (whole and set(series.unique()) <= {0, 1}):
             features.append(Feature(name=column, kind="binary", domain=domain))
-        elif pd.api.types.is_integer_dtype(series):
+        elif whole:
             features.append(Feature(name=column, kind="integer", domain=domain))
         else:
             grid = _grid_feature(column, series, domain, max_discrete_values)
             features.append(grid or Feature(name=column, kind="continuous", domain=domain))
     return features
+
+
+def _whole_numbers(series: pd.Series) -> bool:
+    """Whether every value of a float column is an integer of magnitude below 2**53 (where
+    every integer is a float): a count written as ``3.0`` is read as the integer column
+    holding 3 is, whatever its number of values, so that its values keep their mass."""
+    values = series.to_numpy(dtype=np.float64)
+    return bool(values.size) and bool(np.isfinite(values).all()) and \
+        bool((np.abs(values) < LARGEST_EXACT_INTEGER).all()) and \
+        bool((values == np.floor(values)).all())
 
 
 def _values(frame: pd.DataFrame, feature: Feature) -> np.ndarray:

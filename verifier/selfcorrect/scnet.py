@@ -13,7 +13,8 @@ Rows where the constraints are unsatisfiable at ``x`` (⊥) are handled by ``on_
   class's logit is raised just above the row's largest logit.
 
 The module is picklable and compiles with ``torch.jit.script``; ``forward_with_bottom(x)``
-returns ``(outputs, bottom)`` in one call (``last_bottom`` is also set by ``forward``).
+returns ``(outputs, bottom)`` in one call (``last_bottom`` is also set by ``forward``). Around
+a float64 model, float32 (or half) rows are widened to float64 first, exactly.
 """
 
 from collections.abc import Sequence
@@ -71,6 +72,8 @@ class SelfCorrectingNetwork(torch.nn.Module):
                 raise ConstraintError("num_classes is required when constraints is a sequence")
             num_classes = constraints.num_classes
         self.model = model
+        self.widen_inputs = any(parameter.dtype == torch.float64
+                                for parameter in model.parameters())
         self.layer = SelfCorrectingLayer(constraints, num_classes, input_size)
         self.on_bottom = on_bottom
         self.abstain_index = -1
@@ -93,7 +96,11 @@ class SelfCorrectingNetwork(torch.nn.Module):
 
     @torch.jit.export
     def forward_with_bottom(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """``(outputs, bottom)``; also stores ``bottom`` in ``last_bottom``."""
+        """``(outputs, bottom)``; also stores ``bottom`` in ``last_bottom``. A float64 model
+        (a certgate network's ``to_torch``) reads lower-precision float rows widened to
+        float64, which is exact: the rows a float32 model was served answer as themselves."""
+        if self.widen_inputs and x.is_floating_point() and x.dtype != torch.float64:
+            x = x.to(torch.float64)
         logits = self.model(x)
         corrected, bottom = self.layer(x, logits)
         self.last_bottom = bottom

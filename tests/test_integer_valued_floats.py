@@ -1,0 +1,76 @@
+"""A float column holding only integers (a count written as ``3.0``, an integer column with a
+missing value filled, a table saved with ``astype(float)``) is fitted as the integer column
+holding the same values is: its values keep their mass whatever their number. Oracle: the
+data's own frequencies, which the integer fit's atoms reproduce exactly."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from pipeline_steps.cli import main
+from tests.test_binding import export_onnx
+from verifier.population.fitting import infer_features
+
+
+def visits_table(rows: int = 3000, seed: int = 3) -> pd.DataFrame:
+    """female (0/1) and visits: a zero-inflated count with 41 values (more than the fit's
+    ``max_discrete_values``), zero for 60 % of the men and 40 % of the women."""
+    rng = np.random.default_rng(seed)
+    female = (rng.random(rows) < 0.45).astype(int)
+    visits = np.where(rng.random(rows) < 0.6 - 0.2 * female, 0, rng.integers(1, 41, rows))
+    return pd.DataFrame({"female": female, "visits": visits})
+
+
+def test_a_float_column_of_integers_is_read_as_the_integer_column() -> None:
+    frame = visits_table()
+    as_float = frame.astype({"visits": np.float64})
+    assert as_float["visits"].nunique() > 20
+    kinds = [(f.name, f.kind, f.step, f.offset) for f in infer_features(as_float)]
+    assert kinds == [(f.name, f.kind, f.step, f.offset) for f in infer_features(frame)]
+    assert kinds[1] == ("visits", "integer", None, None)
+    halves = pd.DataFrame({"score": np.arange(30) * 0.5})
+    assert infer_features(halves)[0].kind == "continuous"       # not integers: unchanged
+    huge = pd.DataFrame({"x": np.arange(30) * 2.0**60})
+    assert infer_features(huge)[0].kind == "continuous"         # beyond exact integers
+
+
+@pytest.mark.parametrize("dtype", ["int", "float"])
+def test_parity_of_a_count_written_as_floats_holds_the_datas_ratio(
+        dtype: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = visits_table()
+    if dtype == "float":
+        frame = frame.astype({"visits": np.float64})            # written as 0.0, 1.0, …
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    population = tmp_path / "pop.json"
+    assert main(["population", "fit", str(data), "--out", str(population),
+                 "--protected", "female", "--json"]) == 0
+    capsys.readouterr()
+    model = torch.nn.Sequential(torch.nn.Linear(2, 1))
+    with torch.no_grad():                                      # class 1 iff visits >= 1
+        model[0].weight[:] = torch.tensor([[0.0, 2.0]])
+        model[0].bias[:] = torch.tensor([-1.0])
+    path = export_onnx(model.eval(), 2, tmp_path / "net.onnx")
+    code = main(["verify", "demographic-parity", "--model", str(path), "--input-names",
+                 "female,visits", "--population", str(population), "--protected", "female",
+                 "--privileged", "1", "--favorable-class", "1", "--gamma", "0.8",
+                 "--precision", "0.001", "--timeout", "60", "--data", str(data), "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert code in (0, 1), payload
+    # the population's atoms at every count are the data's frequencies per group, so its
+    # exact ratio is the data's own
+    granted = frame["visits"] >= 1
+    women, men = frame["female"] == 1, frame["female"] == 0
+    exact = Fraction(int(granted[men].sum()), int(men.sum())) / \
+        Fraction(int(granted[women].sum()), int(women.sum()))
+    low, high = payload["ratio"]
+    assert low <= exact <= high, (float(exact), payload["ratio"])
+    assert payload["population_fidelity"]["status"] == "consistent"
+    assert payload["verdict"] == ("satisfied" if exact > 0.8 else "violated")
