@@ -492,10 +492,10 @@ def _priority(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
 def _order_slope(problem: FairnessProblem) -> float:
     """:data:`PRIORITY_SLOPE` where CROWN gives saturated boxes up
     (:func:`~verifier.causal.analysis.gives_up_saturated`), else 0 (largest first). The
-    relation between unknown signs and proofs was measured there; on FairQuant's GC-1 (one
-    hidden layer) the discount certified 0.6 points less at FairQuant's time and its runs
-    ended 2–10 CPU s past their budget (1 s largest first), so shallow networks keep largest
-    first."""
+    relation between unknown signs and proofs, and the gain, were measured there (Adult RQ4
+    1280). On FairQuant's GC-1 (one hidden layer) the discount showed no gain (age 41.89 %
+    with it against 42.45 % largest first, and 41.52 % in a repeat of largest first: within
+    the spread), so networks without saturated boxes keep their path unchanged."""
     from verifier.causal.analysis import gives_up_saturated  # torch, for partitioning only
 
     return PRIORITY_SLOPE if gives_up_saturated(problem) else 0.0
