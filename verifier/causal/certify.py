@@ -3,9 +3,10 @@
 Rounds: every pending partition is analysed (in chunks through an executor); fair, biased
 everywhere and excluded partitions are final; undecided ones are replaced by their children;
 partitions biased only at a witness are refined (replaced by their children) from the next
-round on, beside the undecided partitions inside and outside refinements, largest first
-(the certified shares first: a witnessed partition waiting for coverage to finish held half
-of Adult RQ4 1280 E unproven; docs/decisions.md, issue 35), until the biased-share interval
+round on, beside the undecided partitions inside and outside refinements (the certified
+shares first: a witnessed partition waiting for coverage to finish held half of Adult RQ4
+1280 E unproven; docs/decisions.md, issue 35), largest first with a discount for partitions
+whose parent left most kink signs unknown (:func:`_priority`), until the biased-share interval
 is at most ``target_width`` wide (judged once no undecided partition outside a refinement is
 pending), nothing can be refined, or the time budget ends.
 Partitions still pending at the end count as excluded (refining inside a refinement). The
@@ -67,8 +68,9 @@ GC-1 from 34.2 to 39.5 % certified at 10 CPU s, while 1,024 instead of 256 cost 
 1280 (1,280 neurons) 40.3 → 37.6 % at 40 CPU s: there a round of 8 chunks is most of a run."""
 CHUNK_SIZES = (256, 2048)
 """The smallest and largest default chunk."""
-"""A round analyses at most this many chunks of the largest pending partitions (best-first:
-the children of a large partition are not kept waiting behind thousands of small ones)."""
+"""A round analyses at most this many chunks of the pending partitions first in
+:func:`_priority` (best-first: the children of a large partition are not kept waiting behind
+thousands of small ones)."""
 REFINING = 6
 """Inside a partition already shown to contain bias (a witnessed partition being refined to
 tighten the share), its own analysis unfinished at the deadline: covered (its ancestor was
@@ -77,12 +79,12 @@ decided), neither proven fair nor biased everywhere."""
 
 EXACT_WINDOW = 64
 EXACT_PROBES = 16
-"""While exact checks are off in refinements, the largest this many refining partitions of
-each round still get one, so the yield below is re-measured within ``EXACT_WINDOW /
-EXACT_PROBES`` rounds. Measured under the earlier yield threshold of 0.8: with one probe
-per round, German 0.20-bias5/Gt switched them off at round 14 and needed 12 more rounds to
-see them pay again (bounds alone stall on partitions straddling a bias-free decision border):
-27 rounds to the target width, 16 probes 21."""
+"""While exact checks are off in refinements, the first this many refining partitions of
+each round (in :func:`_priority` order) still get one, so the yield below is re-measured
+within ``EXACT_WINDOW / EXACT_PROBES`` rounds. Measured under the earlier yield threshold of
+0.8: with one probe per round, German 0.20-bias5/Gt switched them off at round 14 and needed
+12 more rounds to see them pay again (bounds alone stall on partitions straddling a bias-free
+decision border): 27 rounds to the target width, 16 probes 21."""
 EXACT_MIN_YIELD = 0.75
 """Exact checks inside refinements stay on while fewer than ``EXACT_MIN_CHECKS`` were made or
 at least this share of the last ``EXACT_WINDOW`` proved their partition fair. Measured (see
@@ -101,7 +103,7 @@ partitions either way (docs/decisions.md, issue 35)."""
 
 class _ExactYield:
     """Whether exact checks inside refinements pay: the share of the recent ones that proved
-    their partition fair. Off below :data:`EXACT_MIN_YIELD`; then the largest
+    their partition fair. Off below :data:`EXACT_MIN_YIELD`; then the first
     :data:`EXACT_PROBES` refining partitions of each round are still checked, so the estimate
     follows the partitions as they shrink. Outcomes are counted, not timed: the run does not
     depend on load or executor."""
@@ -114,7 +116,8 @@ class _ExactYield:
                 or sum(self.recent) >= EXACT_MIN_YIELD * len(self.recent))
 
     def bounds_only(self, refining: np.ndarray) -> np.ndarray:
-        """``(B,)`` partitions (largest first) to analyse by bounds alone this round."""
+        """``(B,)`` partitions (first in :func:`_priority`) to analyse by bounds alone
+        this round."""
         if self.worthwhile():
             return np.zeros_like(refining)
         chosen = refining.copy()
@@ -350,6 +353,7 @@ def certify_causal_fairness(
     pending_hints = np.full((1, 2, n), np.nan)
     pending_origin = np.full(1, -1, dtype=np.int64)
     pending_signs = _no_signs(problem, 1)
+    kinks, slope = _kink_count(problem), _order_slope(problem)
     # witnessed partitions awaiting refinement: children lo/hi, box, witness, hints, origin,
     # signs
     refinable: list[tuple[np.ndarray, ...]] = []
@@ -383,7 +387,8 @@ def certify_causal_fairness(
             refinable = []
         if pending_lo.shape[0] == 0:
             break
-        order = np.argsort(-uniform_share(problem, pending_lo, pending_hi), kind="stable")
+        order = np.argsort(-_priority(problem, pending_lo, pending_hi, pending_signs, kinks,
+                                      slope), kind="stable")
         pending_lo, pending_hi = pending_lo[order], pending_hi[order]
         pending_hints, pending_origin = pending_hints[order], pending_origin[order]
         pending_signs = pending_signs[order]
@@ -457,6 +462,50 @@ def certify_causal_fairness(
                    [origin])
     return _certificate(problem, settings, ledger, population, analysed, milps, proofs, rounds,
                         time.monotonic() - started, covered_at, executor_lost)
+
+
+PRIORITY_SLOPE = 4.0
+"""How strongly a pending partition's order favours those whose parent proved most kink
+signs (:func:`_priority`), on networks whose saturated boxes CROWN gives up
+(:func:`_order_slope`). Measured on Adult RQ4 1280 C at 40 CPU s: slope 2 56.25 %, 4
+58.50 %, 8 54.61 % certified fair, largest first 53.72 % (docs/decisions.md, issue 35)."""
+
+
+def _priority(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray,
+              signs: np.ndarray, kinks: int, slope: float) -> np.ndarray:
+    """``(B,)`` the order of pending partitions, highest first: the share of the query times
+    ``exp(−slope · u)``, ``u`` the fraction of the network's ``kinks`` kink neurons whose sign
+    the partition's parent left unknown on the first protected cell (``signs`` ``(B, V, P)``
+    packed; 1 for the root). Slope 0 is largest first. On a deep network a partition whose
+    parent was nearly decided is cheap to bound (its signs spare most back-substitution) and
+    often proven (1280 C: 0.79 of those with under 64 unknown, 0.02 of those with 1,200 or
+    more); one whose parent saturated is usually split again. Only the order changes: every
+    pending partition is still analysed once its turn comes, and the tiling does not depend
+    on it."""
+    share = uniform_share(problem, lower, upper)
+    if kinks == 0 or slope == 0.0:
+        return share
+    known = np.unpackbits(signs[:, 0, :], axis=1).sum(axis=1)
+    return share * np.exp(-slope * (1.0 - known / kinks))
+
+
+def _order_slope(problem: FairnessProblem) -> float:
+    """:data:`PRIORITY_SLOPE` where CROWN gives saturated boxes up
+    (:func:`~verifier.causal.analysis.gives_up_saturated`), else 0 (largest first). The
+    relation between unknown signs and proofs, and the gain, were measured there (Adult RQ4
+    1280). On FairQuant's GC-1 (one hidden layer) the discount showed no gain (age 41.89 %
+    with it against 42.45 % largest first, and 41.52 % in a repeat of largest first: within
+    the spread), so networks without saturated boxes keep their path unchanged."""
+    from verifier.causal.analysis import gives_up_saturated  # torch, for partitioning only
+
+    return PRIORITY_SLOPE if gives_up_saturated(problem) else 0.0
+
+
+def _kink_count(problem: FairnessProblem) -> int:
+    """The network's kink neurons (the width of the unpacked signs)."""
+    from verifier.bounds import kink_neurons  # torch, for partitioning only
+
+    return kink_neurons(problem.network)
 
 
 def _no_signs(problem: FairnessProblem, count: int) -> np.ndarray:
