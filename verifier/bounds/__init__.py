@@ -206,10 +206,13 @@ def compute_bounds(
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
             sensitivity[crownable.numpy()] = c_sensitivity.numpy()
             linear = _linear_bounds(crownable.numpy(), c_linear, sensitivity.shape)
-            out_lo[crownable], out_hi[crownable] = c_lo, c_hi
+            # intersected with the IBP chain's bounds: CROWN's own IBP step reads its tighter
+            # intermediate bounds, but a float evaluation can still land an ulp outside
+            out_lo[crownable] = torch.maximum(out_lo[crownable], c_lo)
+            out_hi[crownable] = torch.minimum(out_hi[crownable], c_hi)
             for index in range(len(pre_lo)):
-                pre_lo[index][crownable] = c_pre_lo[index]
-                pre_hi[index][crownable] = c_pre_hi[index]
+                pre_lo[index][crownable] = torch.maximum(pre_lo[index][crownable], c_pre_lo[index])
+                pre_hi[index][crownable] = torch.minimum(pre_hi[index][crownable], c_pre_hi[index])
     if run_crown and method == "alpha-crown" and relaxations:
         a_lo, a_hi = _alpha_optimise(
             affines, relaxations, f_spec, spec_margin, f_lo, f_hi, alpha_steps, alpha_lr,
