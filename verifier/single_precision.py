@@ -14,10 +14,12 @@ sound once the margin covers it. The argument is the float64 one of
   terms have absolute values adding up to at most the row's *magnitude* ``M`` (see
   ``_Magnitudes`` in :mod:`verifier.bounds.intermediate`). A float evaluation in which each
   term meets at most ``n`` roundings is within ``γ_n·M`` of the real value,
-  ``γ_n = n·u / (1 − n·u)``; ``n`` here counts, per layer down to the input, its fan-in
+  ``γ_n = n·u / (1 − n·u)``; ``n`` counts, per layer down to the input, its fan-in
   plus 8 (casts, the relaxation's product and intercept, the midpoint and radius), plus
-  twice the input width, the one-hot groups and 16. The margin is ``2·γ_n·M``: the factor
-  2 also covers the float64 evaluation of ``M`` itself.
+  twice the input width, the one-hot groups and 16
+  (:func:`verifier.numerics.rounding.network_roundings`, the count of the float64 rows'
+  margin too). The margin is ``2·γ_n·M``: the factor 2 also covers the float64 evaluation
+  of ``M`` itself.
 * *Range.* Rows go to float32 only when every weight, bias, intercept, layer bound,
   magnitude and every coefficient a row can reach (the weights' column sums times the
   slopes, composed) and its product with a layer bound stay below ``2⁶⁰``: no product of two
@@ -42,6 +44,7 @@ from collections.abc import Sequence
 
 import torch
 
+from verifier.numerics import network_roundings
 from verifier.numerics.tensor import up_tensor
 
 UNIT = 2.0**-24
@@ -85,7 +88,7 @@ def single_margins(
     returned margin is at least ``2·γ_n·M`` plus the absolute margin, rounded up to float32.
     """
     width = weights[0].shape[1]
-    roundings = sum(w.shape[1] + 8 for w in weights) + 2 * width + groups + 16
+    roundings = network_roundings([w.shape[1] for w in weights], width, groups)
     if roundings * UNIT > MAX_UNIT_SHARE:
         return None
     gamma = roundings * UNIT / (1.0 - roundings * UNIT)

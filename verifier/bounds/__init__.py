@@ -11,18 +11,24 @@ Guarantees
   boxes with infinite coordinates, which are bounded by IBP with infinity-safe interval
   arithmetic (never ``0·∞``) and never mixed into a CROWN batch. Input columns the network does
   not read (an all-zero column of the first weight matrix) may be infinite without effect.
-* CROWN and alpha-CROWN are intersected with IBP on the final layer, and alpha-CROWN with CROWN,
-  so each is never looser than the cheaper method.
+* CROWN and alpha-CROWN are intersected with IBP (the final and every intermediate layer),
+  and alpha-CROWN with CROWN, so each is never looser than the cheaper method.
 * Floating point (DESIGN D2): every computed bound — intermediate and final — is widened
-  outward by ``SOUNDNESS_REL_MARGIN × magnitude + SOUNDNESS_ABS_MARGIN``
-  (:mod:`verifier.numerics.margins`). The *magnitude* is the network (and
+  outward by ``rel × magnitude + SOUNDNESS_ABS_MARGIN`` (:mod:`verifier.numerics.margins`),
+  ``rel`` counted per network: ``2·gamma(r)`` (``8·r·u``) for ``r`` the roundings a real
+  term meets through every layer (:func:`verifier.numerics.network_roundings`) where the
+  coefficients are the network's own, ``SOUNDNESS_REL_MARGIN`` (``1e-9``) where some are
+  folded (:attr:`verifier.network.Network.folded`: a fold's own rounding is not counted;
+  one that is not flagged, because no coefficient cancelled, is covered while its inner
+  dimension stays below ``r``). The *magnitude* is the network (and
   the specification) evaluated in absolute values — ``|C|·|W_L|·…·|W_1|·max(|lo|, |hi|)``
   plus the absolute biases and relaxation intercepts — computed from the unfolded factors,
   never from float products that may have cancelled (``C·W`` can round to an exact zero
   that is not zero in real arithmetic). The forward error of any float evaluation of a sum
-  of products is at most ``γ_n`` times that magnitude (``n·2⁻⁵³`` for ``n`` factors and
-  terms), so the margin dominates rounding by orders of magnitude for networks up to ~10⁵
-  neurons. The margin is skipped only when every term is zero *in real arithmetic*, decided
+  of products is at most ``γ_r`` times that magnitude (``r·2⁻⁵³`` for ``r`` roundings per
+  term), so the counted margin is eight times the rounding it covers (the rest covers the
+  magnitude's own float evaluation and CROWN's linear bounds read at points). The margin is
+  skipped only when every term is zero *in real arithmetic*, decided
   structurally (a product is zero iff one of its float factors is exactly zero; a ReLU whose
   sound upper bound is ``<= 0`` outputs exactly zero), never because a float rounded to zero.
 * Intermediate CROWN rows (a hidden layer's pre-activation bounds) run in float32 where
@@ -206,10 +212,13 @@ def compute_bounds(
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
             sensitivity[crownable.numpy()] = c_sensitivity.numpy()
             linear = _linear_bounds(crownable.numpy(), c_linear, sensitivity.shape)
-            out_lo[crownable], out_hi[crownable] = c_lo, c_hi
+            # intersected with the IBP chain's bounds: CROWN's own IBP step reads its tighter
+            # intermediate bounds, but a float evaluation can still land an ulp outside
+            out_lo[crownable] = torch.maximum(out_lo[crownable], c_lo)
+            out_hi[crownable] = torch.minimum(out_hi[crownable], c_hi)
             for index in range(len(pre_lo)):
-                pre_lo[index][crownable] = c_pre_lo[index]
-                pre_hi[index][crownable] = c_pre_hi[index]
+                pre_lo[index][crownable] = torch.maximum(pre_lo[index][crownable], c_pre_lo[index])
+                pre_hi[index][crownable] = torch.minimum(pre_hi[index][crownable], c_pre_hi[index])
     if run_crown and method == "alpha-crown" and relaxations:
         a_lo, a_hi = _alpha_optimise(
             affines, relaxations, f_spec, spec_margin, f_lo, f_hi, alpha_steps, alpha_lr,

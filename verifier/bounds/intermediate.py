@@ -83,7 +83,7 @@ def _single_rows(
     single = torch.float32
     single_affines = [
         _Affine(a.weight.to(single), a.bias.to(single), a.abs_weight, a.slope, a.mag_weight,
-                a.mag_bias, a.support_weight, a.support_bias)
+                a.mag_bias, a.support_weight, a.support_bias, a.rel_margin)
         for a in affines[: layer + 1]
     ]
     single_relaxations = {
@@ -146,7 +146,7 @@ def _crown_layer_bounds(
             coarse[:] = True
     if bool(coarse.any()):
         double = (affines, relaxations, inputs_lo, inputs_hi, onehot,
-                  _row_margins(magnitude, support))
+                  _row_margins(magnitude, support, affines[layer].rel_margin))
         b, n = box[coarse], neuron[coarse]
         redo_lo, redo_hi = _layer_rows(double, layer, b, n, halves.setdefault(torch.float64, {}))
         lower[coarse] = torch.maximum(lower[coarse], redo_lo)
@@ -225,6 +225,7 @@ def _crown_finite(
     spec_margin = _row_margins(
         (spec.abs() @ magnitudes.value[-1].unsqueeze(-1)).squeeze(-1),
         ((spec != 0).to(torch.float64) @ magnitudes.support[-1].unsqueeze(-1)).squeeze(-1),
+        affines[last].rel_margin,
     )
     if not bool(active.all()):
         rows = spec.shape[1]

@@ -31,7 +31,9 @@ cannot prove goes to HiGHS's MILP, which only looks for a witness:
   from it near zero (a tie that the class rule counts, or a deep net's margin of 1e-17, is
   exactly there): the margin's floor is ``−τ`` with ``τ`` = :data:`TIE_MARGIN` times the
   model's scale (the largest finite variable bound, at least 1);
-* a candidate with ``t > 0`` is re-evaluated in real arithmetic (:func:`_confirm`); failing
+* a candidate with ``t ≥ 0`` is re-evaluated in real arithmetic (:func:`_confirm`; ``t = 0``
+  is a tie, which the class rule may count: with tight big-M bounds HiGHS lands on it
+  exactly, where looser ones let it report a spurious ``t`` of about 1e-9); failing
   that, a second solve searches for a clear witness (margin ``≥ +τ``): the best point of the
   first solve may sit on a tie, where the real class may be the other one by 1e-17. Solves
   whose infeasibility decides nothing may presolve (:func:`_decide_pair`);
@@ -468,7 +470,7 @@ def _decide_pair(problem: FairnessProblem,
                 return "fair", solved, None
             proofs.refused += 1  # no proof holds: the solver's word is not taken
             return "unknown", solved, None
-        if solution is not None and solution[t] > 0.0:
+        if solution is not None and solution[t] >= 0.0:
             witness = _confirm(problem, solution[x_a], solution[x_b], lower, upper, classes)
             if witness is not None:
                 return "witness", solved, witness

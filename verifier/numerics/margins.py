@@ -14,8 +14,12 @@ values):
   that may cancel, so its error is relative to the *magnitude* (the same sum over absolute
   values), not to the value; the forward error of any evaluation order is at most
   ``γ_n × magnitude`` with ``n`` the factors and terms per path, and ``1e-9`` dominates
-  ``γ_n`` for networks up to about 10⁵ neurons deep and wide. The absolute part covers
-  products that underflow (their error is absolute, at most ``2⁻¹⁰⁷⁴`` each).
+  ``γ_n`` for networks up to about 10⁵ neurons deep and wide. It is the relative margin of
+  networks with folded coefficients; a network whose coefficients are its own gets the
+  counted ``2·gamma(n)`` instead (:func:`verifier.numerics.rounding.network_rel_margin`),
+  far smaller on deep networks, where ``1e-9`` times a magnitude grown through 32 layers
+  was several output units. The absolute part covers products that underflow (their error
+  is absolute, at most ``2⁻¹⁰⁷⁴`` each).
 
 Operations whose rounding is tracked one by one use :mod:`verifier.numerics.rounding`
 instead (one float step per correctly rounded operation, ``γ_r`` for counted sums).

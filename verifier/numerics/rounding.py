@@ -36,6 +36,7 @@ Tested against exact rational arithmetic (``fractions.Fraction``) in
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -146,6 +147,31 @@ def gamma(n: int) -> float:
     cover the rounding of the bound itself): the error of an ``n``-term float dot product or
     sum, *with* cancellation, is at most ``γ_n`` times the sum of the terms' magnitudes."""
     return 2.0 * n * EPS / (1.0 - n * EPS)
+
+
+def network_roundings(fan_ins: Sequence[int], inputs: int, groups: int) -> int:
+    """The most roundings any real term meets when a bound of a network is evaluated in
+    floating point (IBP, CROWN or alpha-CROWN, any order of summation): per affine map down
+    to the input its fan-in plus 8 (the casts, the relaxation's product and intercept, the
+    midpoint and radius), plus twice the input width, the one-hot groups and 16.
+    ``fan_ins``: the fan-in of every map the bound passes through (a specification folded
+    into the last map counts as one more map of the network's output width)."""
+    return sum(fan_in + 8 for fan_in in fan_ins) + 2 * inputs + groups + 16
+
+
+def network_rel_margin(roundings: int) -> float:
+    """The relative margin of a network bound whose every real term meets at most
+    ``roundings`` roundings (:func:`network_roundings`) on float64 coefficients that are the
+    network's own: ``2·gamma(roundings)``, i.e. ``8·r·u / (1 − 2·r·u)``. Higham's error of such
+    an evaluation is at most ``γ_r = r·u / (1 − r·u)`` times the terms' magnitude; the
+    margin is eight times that, which also covers the float evaluation of the magnitude
+    itself and the few extra ``γ_r`` of a bound read at points (CROWN's linear bounds).
+    Adult RQ4's 32 × 40 network: ``1.45e-12`` instead of the flat
+    :data:`~verifier.numerics.margins.SOUNDNESS_REL_MARGIN` (``1e-9``), which stays the
+    margin of networks with folded coefficients (their fold's own rounding is not counted)."""
+    if roundings * EPS >= 0.25:
+        raise ValueError(f"{roundings} roundings: float64 is too coarse for a margin")
+    return 2.0 * gamma(roundings)
 
 
 def sum_lower(total: ArrayLike, roundings: int | ArrayLike) -> np.ndarray:
