@@ -6,7 +6,8 @@
   offset, whose codes ``k`` (:func:`coded_frame`) every fit below reads.
 * :func:`fit_marginal` — one feature's marginal. With ``continuous="histogram"`` (the
   data-shaped, bounded default of :func:`certgate.population_data.fit_population`): a
-  continuous feature gets an equal-mass histogram on the data's range (a mixture of uniforms,
+  continuous feature gets an equal-mass histogram on the data's range (a mixture of uniforms
+  and a point mass for every value holding at least ``ATOM_SHARE`` of the rows,
   :func:`fit_continuous_histogram`), an integer feature with more than
   ``max_discrete_values`` distinct values an :class:`IntegerHistogram` on its observed range
   with an atom for every value holding at least ``ATOM_SHARE`` of the rows
@@ -25,8 +26,9 @@
 * :func:`fit_bayesian_network` — a Bayesian network for a given structure: each node gets
   one CPT row per combination of its parents' cells (continuous parents cut at the given
   ``bins``; integer parents at ``value <= bin``; discrete parents per observed value;
-  categorical parents per category), fitted on the rows of the data in that cell (cells with
-  fewer than ``min_rows`` rows get the node's pooled fit).
+  categorical parents per category; a continuous parent's cut on an atom of its rows moves
+  to the next float above it), fitted on the rows of the data in that cell (cells with fewer
+  than ``min_rows`` rows get the node's pooled fit).
 """
 
 from __future__ import annotations
