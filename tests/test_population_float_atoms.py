@@ -26,6 +26,7 @@ from certgate.population_data import fit_population
 from tests.causal_nets import threshold_network
 from verifier.audits import demographic_parity_audit, run_audit
 from verifier.audits.causal_fairness import CausalFairnessSettings
+from verifier.audits.fidelity import _is_discrete
 from verifier.audits.monotonicity import MonotonicitySettings
 from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
 from verifier.causal.codes import BIASED_EVERYWHERE, FAIR
@@ -43,6 +44,7 @@ from verifier.population import (
 )
 from verifier.population.fitting import fit_continuous_histogram
 from verifier.pv.domain import population_domain
+from verifier.wmi.terms import prior_terms
 
 AUDIT = {"protected": "female", "privileged": 0, "favorable_class": 1, "gamma": 0.8,
          "timeout_s": 60}
@@ -217,3 +219,20 @@ def test_wmi_refuses_a_column_with_atoms_and_a_density() -> None:
         run_audit(MonotonicitySettings(kind="monotonicity", feature="balance",
                                        min_probability=0.99, use_prior=True, timeout_s=60),
                   network, model)
+
+
+def test_fidelity_reads_a_columns_atoms_as_the_exact_engine_does() -> None:
+    """Monotonicity's precondition is strict on a column the prior's terms fix (WMI's
+    ``discrete_columns``); the data counterpart reads the same from the population: tenths
+    kept as atoms are discrete although their feature is continuous."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"tenths": rng.choice([0.1, 0.2, 0.3, 0.4], 400),
+                          "income": rng.lognormal(10.0, 0.5, 400),
+                          "grade": rng.integers(0, 3, 400)})
+    model = fit_population(frame, structure="independent")
+    assert [f.kind for f in model.features] == ["continuous", "continuous", "integer"]
+    termset = prior_terms(model)
+    for column in model.columns:
+        index = model.columns.index(column)
+        assert _is_discrete(model, column) == (index in termset.discrete_columns())
+    assert [_is_discrete(model, c) for c in model.columns] == [True, False, True]
