@@ -44,6 +44,7 @@ from verifier.population import (
 )
 from verifier.population.fitting import fit_continuous_histogram
 from verifier.pv.domain import population_domain
+from verifier.wmi.measures import ColumnMarginal
 from verifier.wmi.terms import prior_terms
 
 AUDIT = {"protected": "female", "privileged": 0, "favorable_class": 1, "gamma": 0.8,
@@ -236,3 +237,13 @@ def test_fidelity_reads_a_columns_atoms_as_the_exact_engine_does() -> None:
         index = model.columns.index(column)
         assert _is_discrete(model, column) == (index in termset.discrete_columns())
     assert [_is_discrete(model, c) for c in model.columns] == [True, False, True]
+
+
+def test_branched_monotonicity_refuses_a_column_with_atoms_beside_a_density() -> None:
+    """Box-branching WMI (priors too large to enumerate) bounds the tie probability of the
+    feature's independent copy over listed values or integers: a column with atoms beside a
+    density is neither, and is refused rather than read as integers."""
+    model = fit_population(balance_table(), protected="female")
+    with pytest.raises(CertgateInputError, match="point masses beside a density"):
+        ColumnMarginal(model, model.columns.index("balance"))
+    assert ColumnMarginal(model, model.columns.index("age")).integer_columns()[0]
