@@ -35,6 +35,7 @@ from verifier.convert.torch_module import from_torch
 from verifier.errors import CertgateInputError
 from verifier.population import (
     BayesianNetwork,
+    Categorical,
     Factor,
     Mixture,
     PointMass,
@@ -247,3 +248,44 @@ def test_branched_monotonicity_refuses_a_column_with_atoms_beside_a_density() ->
     with pytest.raises(CertgateInputError, match="point masses beside a density"):
         ColumnMarginal(model, model.columns.index("balance"))
     assert ColumnMarginal(model, model.columns.index("age")).integer_columns()[0]
+
+
+def _with_a_group() -> Product:
+    """x as in :func:`_atom_on_the_midpoint`, a one-hot group of three equally likely
+    categories, s ~ Uniform(0, 1)."""
+    mixed = Mixture(weights=[0.5, 0.5],
+                    components=[PointMass(value=0.5), Uniform(lower=0.0, upper=1.0)])
+    return Product(factors=[
+        Factor(columns=["x"], distribution=mixed),
+        Factor(columns=["g0", "g1", "g2"],
+               distribution=Categorical(probabilities=[1 / 3, 1 / 3, 1 / 3])),
+        Factor(columns=["s"], distribution=Uniform(lower=0.0, upper=1.0))])
+
+
+def test_causal_share_with_a_one_hot_group_beside_the_atom() -> None:
+    """Class 1 iff x + 0.4 s − 0.5 − 2 g2 > 0: g0 and g1 are biased on x ∈ (0.1, 0.5], g2
+    is fair, so the share is (2/3)·(½ + ½·0.4) = 7/15, the atom at 0.5 included."""
+    network = threshold_network([1.0, 0.0, 0.0, -2.0, 0.4], -0.5, ["x", "g0", "g1", "g2", "s"])
+    problem = build_problem(network, ["s"], onehot_groups=[["g0", "g1", "g2"]])
+    certificate = certify_causal_fairness(problem, CausalSettings(timeout_s=30),
+                                          population=_with_a_group())
+    low, high = certificate.bounds["biased_share_population"]
+    assert low <= 7 / 15 <= high
+
+
+def test_only_bisected_columns_get_their_faces_moved() -> None:
+    """A ledger over x × category: [0, ½] biased everywhere for g0 and g1, everything else
+    fair. Its biased mass is (2/3)·P(x <= ½) = (2/3)·(¾) = ½ exactly; a single category's
+    partition has lower face 1 on its column, which is no shared face and keeps its mass."""
+    network = threshold_network([1.0, 0.0, 0.0, -2.0, 0.4], -0.5, ["x", "g0", "g1", "g2", "s"])
+    problem = build_problem(network, ["s"], onehot_groups=[["g0", "g1", "g2"]])
+    lower, upper, status = [], [], []
+    for category in range(3):
+        for x_low, x_high in ((0.0, 0.5), (0.5, 1.0)):
+            onehot = [1.0 if c == category else 0.0 for c in range(3)]
+            lower.append([x_low, *onehot, 0.0])
+            upper.append([x_high, *onehot, 1.0])
+            status.append(BIASED_EVERYWHERE if category < 2 and x_low == 0.0 else FAIR)
+    low, high = population_bounds(problem, _with_a_group(), np.array(lower), np.array(upper),
+                                  np.array(status), np.zeros(5), np.ones(5))
+    assert low <= 0.5 <= high and high - low < 1e-6

@@ -122,15 +122,17 @@ def _disjoint_lower(problem: FairnessProblem, population, lo: np.ndarray, hi: np
     """Lower mass bounds of the partitions ``[lo, hi]`` (``(B, n)``, as given to the
     population) that can be summed although the partitions share faces.
 
-    A partition's lower face on a non-protected, non-integer column with point masses
+    A partition's lower face on a column the partitions bisect (``problem.continuous``: not
+    protected, not in a one-hot group) that is not integer and has point masses
     (``atomless_columns()`` False, e.g. a fitted histogram's atom) is moved to the next float
     above it wherever it lies above the query's: two partitions that met on that face are
     then disjoint over the floats, where every atom lies, so no atom is counted twice. Each
     moved box lies inside its partition, so its lower mass is still a lower bound of the
     partition's (the density in the one-float gap is merely not credited); its class, proven
     on the closed partition, holds on it. Without such columns: ``closed_low`` unchanged."""
-    faces = ~np.asarray(population.atomless_columns(), dtype=bool) & ~problem.integer
-    faces[list(problem.protected)] = False
+    faces = np.zeros(problem.inputs, dtype=bool)
+    faces[list(problem.continuous)] = True
+    faces &= ~np.asarray(population.atomless_columns(), dtype=bool) & ~problem.integer
     moved = faces[None, :] & (lo > query_lower[None, :])
     if not moved.any():
         return closed_low
