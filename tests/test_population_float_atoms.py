@@ -289,3 +289,19 @@ def test_only_bisected_columns_get_their_faces_moved() -> None:
     low, high = population_bounds(problem, _with_a_group(), np.array(lower), np.array(upper),
                                   np.array(status), np.zeros(5), np.ones(5))
     assert low <= 0.5 <= high and high - low < 1e-6
+
+
+def test_a_cell_holding_one_value_is_that_value() -> None:
+    """Everyone unemployed has a balance of exactly 0.0: under the histogram fit that CPT
+    row is the point mass at 0.0 (its data), not the pooled histogram."""
+    rng = np.random.default_rng(4)
+    employed = rng.integers(0, 2, size=1000)
+    balance = np.where(employed == 1, np.round(rng.lognormal(6.0, 1.0, size=1000), 2), 0.0)
+    frame = pd.DataFrame({"employed": employed, "balance": balance})
+    model = fit_population(frame, parents={"balance": ["employed"]})
+    node = next(n for n in model.distribution.nodes if n.name == "balance")
+    unemployed = next(row for row in node.cpt if row.interval("employed") == (0.0, 0.0))
+    assert unemployed.distribution == PointMass(value=0.0)
+    low, high = model.prob_boxes_interval([[0.0, 0.0]], [[0.0, 0.0]])
+    share = float(((frame.employed == 0) & (frame.balance == 0.0)).mean())
+    assert low[0] <= share <= high[0]

@@ -554,12 +554,13 @@ def _parent_values(frame: pd.DataFrame, feature: Feature) -> np.ndarray:
 def _cell_fit(subset: np.ndarray, feature: Feature, pooled: Distribution, min_rows: int,
               max_discrete_values: int, continuous: ContinuousMethod) -> Distribution:
     """A CPT row's marginal from the cell's values (read by :func:`_values`), or the pooled
-    fit when the cell has fewer than ``min_rows`` rows or its continuous values are all
-    equal (no density)."""
+    fit when the cell has fewer than ``min_rows`` rows. A cell whose continuous values are
+    all equal gets that value as a point mass under the histogram fit (which keeps atoms),
+    the pooled fit under the others (no density)."""
     if len(subset) < min_rows:
         return pooled
     if feature.kind == "continuous" and np.ptp(subset) == 0:
-        return pooled
+        return PointMass(value=float(subset[0])) if continuous == "histogram" else pooled
     return _marginal_of(subset, feature, max_discrete_values, continuous)
 
 
