@@ -208,6 +208,7 @@ def fit_population(
     bad input; warns a :class:`FewValuedDensityWarning` per few-valued column it fits as a
     density (no exact grid)."""
     from verifier.population.fitting import (
+        ATOM_SHARE,
         coded_frame,
         fit_bayesian_network,
         fit_product,
@@ -252,7 +253,8 @@ def fit_population(
         raise PopulationError(f"domain given for {unknown}, which are not numeric columns "
                               f"(numeric columns: {sorted(numeric)})")
     features = [_with_categories(feature, groups, string_categories) for feature in features]
-    for text in few_valued_densities(features, encoded, max_discrete_values):
+    atom_share = ATOM_SHARE if continuous == "histogram" else None
+    for text in few_valued_densities(features, encoded, max_discrete_values, atom_share):
         warnings.warn(FewValuedDensityWarning(text), stacklevel=2)
     encoded = coded_frame(encoded, features)
     if continuous != "normal":
@@ -283,24 +285,35 @@ def fit_population(
 
 
 def few_valued_densities(features: Sequence[Feature], frame: pd.DataFrame,
-                         max_discrete_values: int) -> list[str]:
+                         max_discrete_values: int, atom_share: float | None = None
+                         ) -> list[str]:
     """One message per continuous feature whose column of ``frame`` holds at most
-    ``max_discrete_values`` distinct values (:class:`FewValuedDensityWarning`): the fit found
-    no exact grid for them (decimal steps such as tenths are none in binary floats), so the
-    population spreads their mass over a density and the values the model was trained on
-    get none of their own."""
+    ``max_discrete_values`` distinct values of which some get no mass of their own
+    (:class:`FewValuedDensityWarning`): the fit found no exact grid for them (decimal steps
+    such as tenths are none in binary floats), so the population spreads their mass over a
+    density. ``atom_share``: the share of the rows from which the fit keeps a value as an
+    atom (the histogram fit's ``ATOM_SHARE``; None for fits that keep none); a column whose
+    every value holds that share keeps all its values and gets no message."""
     messages = []
     for feature in features:
         if feature.kind != "continuous" or feature.name not in frame.columns:
             continue
-        distinct = frame[feature.name].nunique()
-        if distinct <= max_discrete_values:
-            messages.append(
-                f"column {feature.name!r} holds only {distinct} distinct values, but they lie "
-                "on no exact binary-float grid (tenths, for instance, do not), so it is fitted "
-                "as a continuous density and its values get no probability mass of their own; "
-                "if the model only ever reads these values, scale the column to integers in the "
-                "data and the model (e.g. tenths × 10), then fit again")
+        shares = frame[feature.name].value_counts(normalize=True)
+        if shares.size > max_discrete_values:
+            continue
+        kept = 0 if atom_share is None else int((shares >= atom_share).sum())
+        if kept == shares.size:
+            continue
+        fate = ("its values get no probability mass of their own" if kept == 0 else
+                f"the {shares.size - kept} of its values holding less than "
+                f"{atom_share:.0%} of the rows get no probability mass of their own (the "
+                f"other {kept} are kept as atoms)")
+        messages.append(
+            f"column {feature.name!r} holds only {shares.size} distinct values, but they lie "
+            "on no exact binary-float grid (tenths, for instance, do not), so it is fitted "
+            f"as a continuous density and {fate}; if the model only ever reads these values, "
+            "scale the column to integers in the data and the model (e.g. tenths × 10), then "
+            "fit again")
     return messages
 
 

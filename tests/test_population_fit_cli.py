@@ -179,11 +179,13 @@ def test_schema_is_the_population_model_schema(capsys: pytest.CaptureFixture[str
 
 def test_a_few_valued_column_with_no_exact_grid_is_fitted_with_a_warning(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """Tenths lie on no exact binary-float grid, so the column is fitted as a density: the fit
-    says so (stderr, and ``warnings`` in ``--json``), naming the column; a 0.5 grid is coded
-    and many-valued columns are continuous without a warning."""
+    """Tenths lie on no exact binary-float grid, so the column is fitted as a density, whose
+    atoms keep only the values holding 5 % of the rows: the fit says so (stderr, and
+    ``warnings`` in ``--json``), naming the column; a 0.5 grid is coded and many-valued
+    columns are continuous without a warning."""
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"tenths": rng.choice([0.1, 0.2, 0.3, 0.4], 400),
+    frame = pd.DataFrame({"tenths": rng.choice([0.1, 0.2, 0.3, 0.4], 400,
+                                               p=[0.49, 0.49, 0.01, 0.01]),
                           "halves": rng.choice([0.5, 1.0, 1.5], 400),
                           "income": rng.lognormal(10.0, 0.5, 400)})
     data = tmp_path / "data.csv"
@@ -206,7 +208,8 @@ def test_the_python_api_warns_about_a_few_valued_column_with_no_exact_grid() -> 
     """The same warning reaches :func:`certgate.fit_population`'s callers as a typed warning
     (one place: the CLI prints what the fit warns), and only for the tenths."""
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"tenths": rng.choice([0.1, 0.2, 0.3, 0.4], 400),
+    frame = pd.DataFrame({"tenths": rng.choice([0.1, 0.2, 0.3, 0.4], 400,
+                                               p=[0.49, 0.49, 0.01, 0.01]),
                           "halves": rng.choice([0.5, 1.0, 1.5], 400),
                           "income": rng.lognormal(10.0, 0.5, 400)})
     with warnings.catch_warnings(record=True) as caught:
@@ -216,3 +219,26 @@ def test_the_python_api_warns_about_a_few_valued_column_with_no_exact_grid() -> 
     assert len(texts) == 1 and "'tenths' holds only 4 distinct values" in texts[0]
     with pytest.warns(FewValuedDensityWarning, match="scale the column to integers"):
         certgate.fit_population(frame[["tenths"]], structure="independent")
+
+
+def test_a_few_valued_column_whose_values_all_keep_their_mass_gets_no_warning() -> None:
+    """Every tenth holds at least 5 % of the rows: the histogram keeps each as an atom with
+    its share of the rows, so nothing is spread and nothing is warned; a normal fit keeps no
+    atom and still warns for every value."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"tenths": rng.choice([0.1, 0.2, 0.3, 0.4], 400),
+                          "income": rng.lognormal(10.0, 0.5, 400)})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = certgate.fit_population(frame, structure="independent")
+    assert not [w for w in caught if w.category is FewValuedDensityWarning]
+    column = model.columns.index("tenths")
+    assert model.column_atoms()[column].tolist() == [0.1, 0.2, 0.3, 0.4]
+    for value, share in frame.tenths.value_counts(normalize=True).items():
+        lo, hi = model.support()
+        lo, hi = lo.copy(), hi.copy()
+        lo[column] = hi[column] = value
+        low, high = model.prob_boxes_interval(lo[None, :], hi[None, :])
+        assert low[0] <= share <= high[0] and high[0] - low[0] < 1e-9
+    with pytest.warns(FewValuedDensityWarning, match="its values get no probability mass"):
+        certgate.fit_population(frame, structure="independent", continuous="normal")

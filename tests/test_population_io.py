@@ -118,8 +118,9 @@ def test_schema_consistency_rules() -> None:
         "features": [{"name": "x", "kind": "continuous"}],
         "distribution": {"kind": "point", "value": 0.5},
     }
-    with pytest.raises(ValidationError, match="continuous but its distribution has point masses"):
-        population_from_json(continuous_with_atoms)
+    with_atoms = population_from_json(continuous_with_atoms)
+    assert not with_atoms.atomless_columns()[0]
+    assert with_atoms.column_atoms()[0].tolist() == [0.5]
     split_group = {
         "format": "certgate.population/v1",
         "features": [{"name": "c", "kind": "categorical", "columns": ["a", "b"]}],

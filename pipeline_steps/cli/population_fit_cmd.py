@@ -51,7 +51,7 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
         "(tenths) is continuous, with a warning. By default the model is a Bayesian network whose "
         "structure is learned from the data (hill climbing on BIC, pgmpy; with --protected "
         "COL the protected attribute is every feature's parent), on bounded, data-shaped "
-        "marginals: histograms on the data's range, with an atom for any integer value "
+        "marginals: histograms on the data's range, with an atom for any value "
         "holding 5 percent of the rows. --independent fits the independent product instead; "
         "--parents gives the structure by hand. The model is validated as 'population "
         "validate' does before it is written; a failed fit writes no file. See "

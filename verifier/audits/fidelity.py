@@ -417,11 +417,14 @@ def _probability_record(settings: Any, certificate: Certificate, data: DataRows,
 
 
 def _is_discrete(population: Any, column: str) -> bool:
-    """Whether the population's feature holding ``column`` takes discrete values."""
-    for feature in getattr(population, "features", []):
-        if feature.name == column or column in (feature.columns or []):
-            return feature.kind != "continuous"
-    return False
+    """Whether the population's ``column`` carries point masses (an integer, binary or
+    categorical feature's, or a continuous one whose fitted histogram kept atoms): the
+    exact engine makes the order precondition strict on such a column (its terms fix it),
+    so the data counterpart does too."""
+    columns = list(getattr(population, "columns", ()))
+    if column not in columns:
+        return False
+    return not bool(np.asarray(population.atomless_columns())[columns.index(column)])
 
 
 def _reason(quantity: str, empirical: tuple[float, float], certified: tuple[float, ...],

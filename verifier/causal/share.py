@@ -15,7 +15,14 @@ import numpy as np
 from verifier.causal.codes import BIASED_EVERYWHERE, FAIR
 from verifier.causal.partition import uniform_share
 from verifier.causal.problem import CausalInputError, FairnessProblem
-from verifier.numerics import add_down, add_up, nonnegative_quotient, sum_lower, sum_upper
+from verifier.numerics import (
+    add_down,
+    add_up,
+    nonnegative_quotient,
+    sum_lower,
+    sum_upper,
+    up_array,
+)
 
 
 @dataclass(frozen=True)
@@ -74,7 +81,10 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
                       query_lower: np.ndarray, query_upper: np.ndarray) -> tuple[float, float]:
     """``P(biased | query)`` bounds under ``population`` (columns = network inputs), from the
     sound box-probability enclosures of every partition (protected inputs over their domain;
-    an integer input's ``[lo, hi]`` as ``[lo − ½, hi + ½]``, the mass of its integers)."""
+    an integer input's ``[lo, hi]`` as ``[lo − ½, hi + ½]``, the mass of its integers). The
+    partitions tile the query with shared faces, so the upper sums read the closed boxes and
+    the lower sums the disjoint ones of :func:`_disjoint_lower` (an atom on a face counted
+    once)."""
     if population.dimension != problem.inputs:
         raise CausalInputError(
             f"the population model has {population.dimension} columns, the network "
@@ -96,7 +106,8 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
     boxes_hi[:, prot] = problem.domain_upper[prot] + 0.5 * problem.integer[prot]
     low, high = population.prob_boxes_interval(boxes_lo, boxes_hi)
     q_low, q_high = float(low[-1]), float(high[-1])
-    low, high = low[:-1], high[:-1]
+    high = high[:-1]
+    low = _disjoint_lower(problem, population, boxes_lo[:-1], boxes_hi[:-1], query_lower, low[:-1])
     terms = len(status)
     biased_low = sum_lower(low[status == BIASED_EVERYWHERE].sum(), terms)
     not_fair_high = min(float(sum_upper(high[status != FAIR].sum(), terms)),
@@ -104,3 +115,26 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
     share_low, share_high = nonnegative_quotient(biased_low, max(not_fair_high, 0.0), q_low,
                                                  q_high, ceiling=1.0)
     return float(share_low), max(float(share_low), float(share_high))
+
+
+def _disjoint_lower(problem: FairnessProblem, population, lo: np.ndarray, hi: np.ndarray,
+                    query_lower: np.ndarray, closed_low: np.ndarray) -> np.ndarray:
+    """Lower mass bounds of the partitions ``[lo, hi]`` (``(B, n)``, as given to the
+    population) that can be summed although the partitions share faces.
+
+    A partition's lower face on a column the partitions bisect (``problem.continuous``: not
+    protected, not in a one-hot group) that is not integer and has point masses
+    (``atomless_columns()`` False, e.g. a fitted histogram's atom) is moved to the next float
+    above it wherever it lies above the query's: two partitions that met on that face are
+    then disjoint over the floats, where every atom lies, so no atom is counted twice. Each
+    moved box lies inside its partition, so its lower mass is still a lower bound of the
+    partition's (the density in the one-float gap is merely not credited); its class, proven
+    on the closed partition, holds on it. Without such columns: ``closed_low`` unchanged."""
+    faces = np.zeros(problem.inputs, dtype=bool)
+    faces[list(problem.continuous)] = True
+    faces &= ~np.asarray(population.atomless_columns(), dtype=bool) & ~problem.integer
+    moved = faces[None, :] & (lo > query_lower[None, :])
+    if not moved.any():
+        return closed_low
+    low, _ = population.prob_boxes_interval(np.where(moved, up_array(lo), lo), hi)
+    return low

@@ -6,7 +6,8 @@
   offset, whose codes ``k`` (:func:`coded_frame`) every fit below reads.
 * :func:`fit_marginal` — one feature's marginal. With ``continuous="histogram"`` (the
   data-shaped, bounded default of :func:`certgate.population_data.fit_population`): a
-  continuous feature gets an equal-mass histogram on the data's range (a mixture of uniforms,
+  continuous feature gets an equal-mass histogram on the data's range (a mixture of uniforms
+  and a point mass for every value holding at least ``ATOM_SHARE`` of the rows,
   :func:`fit_continuous_histogram`), an integer feature with more than
   ``max_discrete_values`` distinct values an :class:`IntegerHistogram` on its observed range
   with an atom for every value holding at least ``ATOM_SHARE`` of the rows
@@ -25,8 +26,9 @@
 * :func:`fit_bayesian_network` — a Bayesian network for a given structure: each node gets
   one CPT row per combination of its parents' cells (continuous parents cut at the given
   ``bins``; integer parents at ``value <= bin``; discrete parents per observed value;
-  categorical parents per category), fitted on the rows of the data in that cell (cells with
-  fewer than ``min_rows`` rows get the node's pooled fit).
+  categorical parents per category; a continuous parent's cut on an atom of its rows moves
+  to the next float above it), fitted on the rows of the data in that cell (cells with fewer
+  than ``min_rows`` rows get the node's pooled fit).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import pandas as pd
 from scipy.optimize import minimize
 from scipy.stats import truncnorm
 
+from verifier.numerics import up
 from verifier.population.base import Distribution
 from verifier.population.bayesnet import BayesianNetwork, BayesNode, CPTRow
 from verifier.population.distributions import (
@@ -239,21 +242,36 @@ def _bin_count(rows: int) -> int:
     return max(1, min(HISTOGRAM_BINS, rows // MIN_BIN_ROWS))
 
 
-def fit_continuous_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS) -> Mixture:
-    """An equal-mass histogram of ``values`` on their range ``[min, max]``: the edges are
-    the ``bins``-quantiles (repeated edges merged, so an atom of the data widens no bin
-    beyond its neighbours), each bin a uniform density weighted by the share of the values
-    in it (the last bin closed). Bounded by construction; empty bins are left out."""
+def fit_continuous_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
+                             atom_share: float = ATOM_SHARE) -> Mixture:
+    """An equal-mass histogram of ``values`` with their common values kept as atoms: every
+    value holding at least ``atom_share`` of the rows (a zero-inflated balance's 0.0, say)
+    is a :class:`PointMass` weighted by exactly its share of the rows, so a model that
+    treats that value apart is audited on the mass the data puts there. The other values get
+    the histogram on their range ``[min, max]``: the edges are the ``bins``-quantiles of
+    those values (at most :func:`_bin_count` of their rows; repeated edges merged), each bin
+    a uniform density weighted by the share of all rows in it (the last bin closed; empty
+    bins left out), or one more point mass when they are all equal. Bounded by construction;
+    the weights are the rows' shares and add up to one."""
     if np.ptp(values) == 0:
         raise PopulationError("a histogram needs values that are not all equal")
-    edges = np.unique(np.quantile(values, np.linspace(0.0, 1.0, bins + 1)))
-    counts, _ = np.histogram(values, bins=edges)
-    keep = counts > 0
-    components: list[Distribution] = [
-        Uniform(lower=float(a), upper=float(b))
-        for a, b in zip(edges[:-1][keep], edges[1:][keep], strict=True)
-    ]
-    return Mixture(weights=(counts[keep] / counts.sum()).tolist(), components=components)
+    distinct, counts = np.unique(values, return_counts=True)
+    heavy = counts >= atom_share * values.size
+    components: list[Distribution] = [PointMass(value=float(v)) for v in distinct[heavy]]
+    weights = (counts[heavy] / values.size).tolist()
+    rest = values[~np.isin(values, distinct[heavy])]
+    if rest.size and np.ptp(rest) == 0:
+        components.append(PointMass(value=float(rest[0])))
+        weights.append(rest.size / values.size)
+    elif rest.size:
+        pieces = min(bins, _bin_count(rest.size))
+        edges = np.unique(np.quantile(rest, np.linspace(0.0, 1.0, pieces + 1)))
+        in_bins, _ = np.histogram(rest, bins=edges)
+        keep = in_bins > 0
+        components.extend(Uniform(lower=float(a), upper=float(b))
+                          for a, b in zip(edges[:-1][keep], edges[1:][keep], strict=True))
+        weights.extend((in_bins[keep] / values.size).tolist())
+    return Mixture(weights=weights, components=components)
 
 
 def fit_integer_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
@@ -492,16 +510,20 @@ def _topological(features: list[Feature], parents: dict[str, list[str]]) -> list
 
 
 def _parent_cells(
-    frame: pd.DataFrame, feature: Feature, bins: list[float] | None, max_discrete_values: int
+    frame: pd.DataFrame, feature: Feature, bins: list[float] | None, max_discrete_values: int,
+    rows: list[Distribution],
 ) -> list[tuple[float | None, float | None]]:
     """Closed value intervals of a parent that partition its values (category index for a
-    categorical parent)."""
+    categorical parent); ``rows`` are the parent's fitted CPT-row distributions. Adjacent
+    cells of a continuous parent share their cut, so a cut on one of the rows' atoms moves
+    to the next float above it (:func:`_cut_off_atoms`): the atom's mass is then in one cell
+    only, and the shared face carries none."""
     if feature.kind == "categorical":
         return [(float(j), float(j)) for j in range(len(feature.column_names()))]
     if feature.kind == "continuous":
         if not bins:
             raise PopulationError(f"continuous parent {feature.name!r} needs bins (cut points)")
-        cuts = sorted(float(b) for b in bins)
+        cuts = _cut_off_atoms(sorted(float(b) for b in bins), rows, feature)
         return list(itertools.pairwise([None, *cuts, None]))
     if bins:
         cuts = sorted({math.floor(b) for b in bins})
@@ -516,6 +538,24 @@ def _parent_cells(
     return [(float(v), float(v)) for v in values]
 
 
+def _cut_off_atoms(cuts: list[float], rows: list[Distribution], feature: Feature
+                   ) -> list[float]:
+    """``cuts`` (sorted) with every cut at which some of ``rows`` has an atom replaced by the
+    next float above it (sorted, distinct): the atom stays below the cut, strictly inside
+    one closed cell. :class:`PopulationError` when that float is an atom too (two atoms one
+    float apart: no shared face can avoid them)."""
+    moved = []
+    for cut in cuts:
+        if any(row.has_atom(cut) for row in rows):
+            cut = up(cut)
+            if any(row.has_atom(cut) for row in rows):
+                raise PopulationError(
+                    f"continuous parent {feature.name!r} has atoms at adjacent floats near "
+                    f"{cut!r}; no cut between its cells avoids them: give bins between them")
+        moved.append(cut)
+    return sorted(set(moved))
+
+
 def _parent_values(frame: pd.DataFrame, feature: Feature) -> np.ndarray:
     if feature.kind == "categorical":
         return np.argmax(frame[feature.column_names()].to_numpy(dtype=np.float64), axis=1)
@@ -525,12 +565,13 @@ def _parent_values(frame: pd.DataFrame, feature: Feature) -> np.ndarray:
 def _cell_fit(subset: np.ndarray, feature: Feature, pooled: Distribution, min_rows: int,
               max_discrete_values: int, continuous: ContinuousMethod) -> Distribution:
     """A CPT row's marginal from the cell's values (read by :func:`_values`), or the pooled
-    fit when the cell has fewer than ``min_rows`` rows or its continuous values are all
-    equal (no density)."""
+    fit when the cell has fewer than ``min_rows`` rows. A cell whose continuous values are
+    all equal gets that value as a point mass under the histogram fit (which keeps atoms),
+    the pooled fit under the others (no density)."""
     if len(subset) < min_rows:
         return pooled
     if feature.kind == "continuous" and np.ptp(subset) == 0:
-        return pooled
+        return PointMass(value=float(subset[0])) if continuous == "histogram" else pooled
     return _marginal_of(subset, feature, max_discrete_values, continuous)
 
 
@@ -552,13 +593,18 @@ def fit_bayesian_network(
     bins = bins or {}
     by_name = {feature.name: feature for feature in features}
     ordered = _topological(features, parents)
-    cells = {}
-    for name in sorted({p for ps in parents.values() for p in ps}):
-        cells[name] = _parent_cells(frame, by_name[name], bins.get(name), max_discrete_values)
-    parent_values = {name: _parent_values(frame, by_name[name]) for name in cells}
-    nodes = []
+    parent_names = {p for ps in parents.values() for p in ps}
+    parent_values = {name: _parent_values(frame, by_name[name]) for name in parent_names}
+    cells: dict[str, list[tuple[float | None, float | None]]] = {}
+    nodes: list[BayesNode] = []
     for feature in ordered:
         node_parents = parents.get(feature.name, [])
+        for parent in node_parents:
+            if parent not in cells:
+                fitted = next(node for node in nodes if node.name == parent)
+                cells[parent] = _parent_cells(frame, by_name[parent], bins.get(parent),
+                                              max_discrete_values,
+                                              [row.distribution for row in fitted.cpt])
         own = _values(frame, feature)
         pooled = _marginal_of(own, feature, max_discrete_values, continuous)
         rows = []

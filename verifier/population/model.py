@@ -13,7 +13,8 @@ distribution, e.g. one marginal or an unnamed piecewise density, by position). V
 checks, besides every distribution's own rules:
 
 * the distribution covers exactly the model's columns;
-* a continuous feature's column has no point masses (so that a split face has probability 0);
+* (a continuous feature's column may hold point masses, e.g. the atoms a fitted histogram
+  keeps; engines read ``atomless_columns()`` to know whether a split face may carry mass);
 * integer, binary and categorical columns put all their mass on integers;
 * a categorical feature's columns form one one-hot group of the distribution;
 * the support of every column lies inside its feature's domain.
@@ -76,7 +77,6 @@ class PopulationModel(PopulationBase):
                 f"the distribution's columns do not match the features: feature columns the "
                 f"distribution lacks {missing}, distribution columns no feature has {extra}"
             )
-        atomless = self._to_model_order(distribution.atomless_columns())
         integer = self._to_model_order(distribution.integer_columns())
         low, high = (self._to_model_order(end) for end in distribution.support())
         domain_low, domain_high = schema.domain_box()
@@ -87,11 +87,6 @@ class PopulationModel(PopulationBase):
         for index, column in enumerate(schema.columns):
             feature = schema.feature_of(column)
             where = f"feature {feature.name!r} (column {column!r})"
-            if feature.kind == "continuous" and not atomless[index]:
-                raise ValueError(
-                    f"{where} is continuous but its distribution has point masses; declare it "
-                    "integer or give it a density"
-                )
             if feature.kind != "continuous" and not integer[index]:
                 raise ValueError(
                     f"{where} is {feature.kind} but its distribution is not integer-valued"
@@ -163,8 +158,10 @@ class PopulationModel(PopulationBase):
         return placed
 
     def atomless_columns(self) -> np.ndarray:
-        """``(d,)`` bool: columns whose marginal has no point masses (every continuous
-        feature's column, by validation)."""
+        """``(d,)`` bool: columns whose marginal has no point masses. A continuous feature's
+        column may hold some (a fitted histogram keeps the data's common values as atoms,
+        :func:`verifier.population.fitting.fit_continuous_histogram`): every engine reads
+        this flag, never the feature kind, to decide whether a face may be shared."""
         return self._to_model_order(self.distribution.atomless_columns())
 
     def domain_box(self) -> tuple[np.ndarray, np.ndarray]:

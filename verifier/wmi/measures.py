@@ -61,7 +61,8 @@ class ColumnMarginal:
     1-D measure: ``P(x_column ∈ [a, b])`` is the prior's enclosure of the box bounded only in
     that column. A discrete column of at most :data:`TABLE_VALUES` candidate values (its
     atoms, or the integers of its support) is tabulated once: a box's mass is then the sum
-    of its values' enclosures, widened by the sum's rounding."""
+    of its values' enclosures, widened by the sum's rounding. A non-integer column with
+    point masses that are not a listed finite set (atoms beside a density) is refused."""
 
     def __init__(self, prior: Any, column: int) -> None:
         self.prior = prior
@@ -73,6 +74,13 @@ class ColumnMarginal:
         self._integer = np.asarray(prior.integer_columns(), dtype=bool)[[column]]
         self._atomless = np.asarray(prior.atomless_columns(), dtype=bool)[[column]]
         atoms = prior.column_atoms()[column] if hasattr(prior, "column_atoms") else None
+        if not self._atomless[0] and not self._integer[0] and atoms is None:
+            raise WMIInputError(
+                f"column {column} has point masses beside a density (e.g. the atoms a fitted "
+                "histogram keeps for values holding 5 % of the rows): its marginal is neither "
+                "listed values nor integers nor a density, which the tie probability of "
+                "monotonicity's independent copy needs; audit it with PV or fit the column "
+                "with --continuous normal")
         self._atoms = [atoms]
         self._width = len(lower)
         self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None

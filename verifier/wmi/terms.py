@@ -344,7 +344,11 @@ def _prior_terms(prior: Distribution | PopulationModel) -> TermSet:
         if mixed:
             column = min(mixed)
             raise WMIInputError(f"column {names[column]!r} is discrete in some parts of the "
-                                "prior and continuous in others")
+                                "prior and continuous in others (point masses beside a "
+                                "density, e.g. the atoms a fitted histogram keeps for values "
+                                "holding 5 % of the rows); exact integration needs one or "
+                                "the other: audit it with PV (demographic parity, "
+                                "probability) or fit the column with --continuous normal")
     return TermSet(dimension, terms, lost, names, groups)
 
 
