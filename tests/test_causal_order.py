@@ -12,12 +12,11 @@ import pytest
 
 import verifier.causal.certify as certify_module
 from tests.causal_nets import random_network
+from tests.test_causal_signs import _SignRecorder
 from tests.test_causal_split import _deep_grid, _deep_one_hot_network
 from verifier.bounds import kink_neurons, pack_signs, unpack_signs
 from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
-from verifier.causal.analysis import analyse_chunk
 from verifier.causal.partition import initial_partition, uniform_share
-from verifier.executor import InProcessExecutor
 
 
 def _problem(seed: int):
@@ -68,19 +67,6 @@ def test_shallow_networks_keep_largest_first() -> None:
     assert certify_module._order_slope(shallow) == 0.0
 
 
-class _OrderRecorder(InProcessExecutor):
-    """Runs chunks in-process and records each chunk's partitions and signs in submit order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-
-    def submit(self, fn, /, *args, **kwargs):
-        if fn is analyse_chunk:
-            self.chunks.append((args[2].copy(), args[3].copy(), args[8].copy()))
-        return super().submit(fn, *args, **kwargs)
-
-
 @pytest.mark.parametrize("slope", [0.0, 4.0, 40.0])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_every_order_gives_the_brute_force_share(seed: int, slope: float,
@@ -93,7 +79,7 @@ def test_every_order_gives_the_brute_force_share(seed: int, slope: float,
     classes = network.classify(_deep_grid()).reshape(-1, 2)
     exact = float((classes[:, 0] != classes[:, 1]).mean())
     monkeypatch.setattr(certify_module, "PRIORITY_SLOPE", slope)
-    recorder = _OrderRecorder()
+    recorder = _SignRecorder()
     certificate = certify_causal_fairness(problem, CausalSettings(
         timeout_s=60.0, target_width=0.0, enumeration_work=0, chunk_size=4), recorder)
     lower, upper = certificate.bounds["biased_share"]
