@@ -534,6 +534,7 @@ class Solver:
                 break
             if stopped or self._reached():
                 stopped = True
+                self._give_up(prepared[q_index + 1:])
                 break
         exact = not timed_out and not stopped and self.sums.lost == 0 and not any(
             query.envelopes for query in self.batch)
