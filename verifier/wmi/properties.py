@@ -858,23 +858,15 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
 def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | None,
                              features: list[int], bound_method: str = "crown", *,
                              deadline: float = math.inf, max_roots: int | None = None,
-                             finite_sum: bool = False) -> list[Query]:
+                             finite_sum: bool = False, noise_in_codes: bool = False
+                             ) -> list[Query]:
     """The queries of :func:`noise_robustness` (pairs reached after ``deadline`` left out
     as ``lost`` mass, :func:`_late`); :class:`TooManyRoots` beyond ``max_roots`` roots;
     :class:`AllDiscrete` as :func:`_points_only` says. A column with values beside a
     density takes a density noise as a continuous column does (its values move off)."""
     wrapped = as_model(model, bound_method)
     dimension = _input_size(wrapped)
-    if noise is None:
-        raise WMIInputError("noise robustness needs a noise distribution")
-    if len(set(features)) != len(features) or not features or \
-            not all(0 <= f < dimension for f in features):
-        raise WMIInputError(f"noise features {features} must be distinct indices in "
-                            f"0..{dimension - 1}")
-    if getattr(getattr(noise, "feature_schema", None), "coded", False):
-        raise WMIInputError("the noise population codes columns (value = offset + step·k): "
-                            "its codes would be added as the shifts; write the noise's values "
-                            "without a step or offset")
+    _check_noise(prior, noise, features, dimension, noise_in_codes)
     termset = _termset(prior, dimension)
     noise_set = prior_terms(noise)
     if noise_set.dimension != len(features):
@@ -885,11 +877,6 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
         if f in termset.discrete_columns() and position not in discrete_noise:
             raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
                                 "column or a discrete noise distribution; it is discrete")
-    coded = _coded_columns(prior, features)
-    if coded:
-        raise WMIInputError(f"{', '.join(coded)} is a coded column of the population (value = "
-                            "offset + step·k): the noise's values would be added to its codes; "
-                            "noise on a coded column is not supported")
     merged = _merge(termset.terms, read_columns(wrapped))
     extra = sum(_roots(noise_term, len(features)) for noise_term in noise_set.terms)
     _check_roots((_roots(term, dimension) * extra for term in merged), max_roots)
@@ -950,6 +937,36 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
                  Disagreement(), coefficient, envelopes, lost, mass_bound=mass_bound)
 
 
+def _check_noise(prior: Prior, noise: Distribution | None, features: list[int],
+                 dimension: int, noise_in_codes: bool) -> None:
+    """Refuse a missing noise, bad feature indices, a noise population that codes its own
+    columns, and shifts (point masses of the noise) on a coded column of the prior unless
+    ``noise_in_codes`` says they are code shifts already
+    (:func:`verifier.audits.coded_values.noise_in_codes`,
+    which the ``--noise`` verb applies): a shift in the data's units added to a code would
+    move the input elsewhere. Checked before the prior is expanded, so that no path (box
+    branching included) reads a shift as a code shift."""
+    if noise is None:
+        raise WMIInputError("noise robustness needs a noise distribution")
+    if len(set(features)) != len(features) or not features or \
+            not all(0 <= f < dimension for f in features):
+        raise WMIInputError(f"noise features {features} must be distinct indices in "
+                            f"0..{dimension - 1}")
+    if getattr(getattr(noise, "feature_schema", None), "coded", False):
+        raise WMIInputError("the noise population codes columns (value = offset + step·k): "
+                            "its codes would be added as the shifts; write the noise's values "
+                            "without a step or offset")
+    shifting = [f for f, atomless in zip(features, noise.atomless_columns(), strict=False)
+                if not atomless]  # a density noise is refused on any discrete column later
+    coded = [] if noise_in_codes else _coded_columns(prior, shifting)
+    if coded:
+        raise WMIInputError(f"{', '.join(coded)} is a coded column of the population (value = "
+                            "offset + step·k): the noise's shifts in the data's units would be "
+                            "added to its codes; write them as code shifts first "
+                            "(verifier.audits.coded_values.noise_in_codes, which "
+                            "`certgate verify noise-robustness --noise` applies)")
+
+
 def _coded_columns(prior: Prior, features: list[int]) -> list[str]:
     """The names of the ``features`` (input positions) that ``prior`` codes (value
     ``offset + step·k``); empty for a prior without a schema."""
@@ -964,22 +981,26 @@ def _coded_columns(prior: Prior, features: list[int]) -> list[str]:
 def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
                      stop_at: float | None = None, executor: Executor | None = None,
                      bound_method: str = "crown", timeout_s: float | None = None,
-                     tolerance: float = DEFAULT_TOLERANCE) -> WMIResult:
+                     tolerance: float = DEFAULT_TOLERANCE, noise_in_codes: bool = False
+                     ) -> WMIResult:
     """``P(c(x) = c(x + n))`` with ``x ~ prior`` and ``n ~ noise`` added to ``features``
     (Eq. 10); ``noise`` has dimension ``len(features)``: a density (piecewise polynomial, or
     normal-type: then the result is a certified interval) or discrete values (each shifts its
     feature by a constant). A discrete feature of the prior takes discrete noise only (a
-    density would move it off its values)."""
+    density would move it off its values); on a coded column of the prior the shifts must be
+    code shifts, said by ``noise_in_codes`` (:func:`_check_noise`)."""
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
         queries = noise_robustness_queries(model, prior, noise, features, bound_method,
                                            deadline=engine["deadline"],
-                                           max_roots=_root_limit(model))
+                                           max_roots=_root_limit(model),
+                                           noise_in_codes=noise_in_codes)
     except AllDiscrete:
         if branched.branchable(model):
             return branched.noise_robustness(model, prior, noise, features, engine=engine)
         return _finite_sum(noise_robustness_queries(
-            model, prior, noise, features, bound_method, finite_sum=True), engine)
+            model, prior, noise, features, bound_method, finite_sum=True,
+            noise_in_codes=noise_in_codes), engine)
     except NotEnumerable:
         if not branched.branchable(model):
             raise
