@@ -94,3 +94,34 @@ def test_exact_folds_leave_no_trace() -> None:
     inner = Layer(np.eye(3)[[2, 0, 1]], np.zeros(3))
     outer = Layer(np.array([[0.1, -0.7, 1.3]]), np.array([0.3]))
     assert not Network([Layer(**fold_affine(outer, inner))]).folded
+
+
+def test_points_of_a_folded_network_are_read_by_their_certified_classes() -> None:
+    """A coded population with step 0.7 and offset 0.3 folds its input map into the network
+    (rounded); WMI's finite sum over its points (a tree surrogate: nothing to branch) reads
+    the network by certified classes, not by the rounded IR's exact value, and its interval
+    holds the enumeration of the original network and the tree at the real points."""
+    from fractions import Fraction as F
+
+    from sklearn.tree import DecisionTreeClassifier
+
+    from tests.test_causal_ties import _oracle_class
+    from tests.test_grid_columns import _points, _real_point
+    from verifier.audits.exact_probability import model_on_codes
+    from verifier.wmi import equivalence
+
+    population = _grid_population(0.7, 0.3)
+    original = _network(0)
+    network, bound = bind(original, population, None, "test")
+    assert network.folded
+    values = np.array([[float(v) for v in _real_point(population, codes)]
+                       for codes, _ in _points(population)])
+    tree = DecisionTreeClassifier(max_depth=2, random_state=0).fit(values,
+                                                                   original.classify(values))
+    result = equivalence(network, model_on_codes(tree, bound), bound)
+    agree = F(0)
+    for (codes, weight), row in zip(_points(population), values, strict=True):
+        same = _oracle_class(original, _real_point(population, codes)) == tree.predict(row[None])[0]
+        agree += weight * same
+    assert 0 < agree < 1
+    assert result.probability_lower - 1e-9 <= float(agree) <= result.probability_upper + 1e-9
