@@ -96,12 +96,13 @@ def audit(model: Any, population: Any, audits: Any, *,
 
     ``model``: a ``torch.nn.Module`` (a ``Sequential`` of supported layers, or anything
     :func:`verifier.convert.torch_module.from_torch` converts), a verifier ``Network``, a model
-    file (``.onnx``, ``.pt``, ``.nnet``, ``.json``, a local MLflow model directory) or an MLflow URI
-    (``models:/NAME@ALIAS``, ``models:/NAME/VERSION``, ``runs:/…``; ``tracking_uri`` selects
-    the server or store, default MLflow's own). ``population``: a ``PopulationModel``, a path
-    to its JSON file, or ``None`` for an MLflow model that ships one. ``audits``: see
-    :func:`audit_settings`. ``input_names`` names the model's inputs when it records none
-    (the population model is bound to them by name, never by position); for a module
+    file (``.onnx``, ``.pt``/``.ts``, ``.nnet``, ``.json``, a local MLflow model directory) or an
+    MLflow URI (``models:/NAME@ALIAS``, ``models:/NAME/VERSION``, ``runs:/…``;
+    ``tracking_uri`` selects the server or store, default MLflow's own). ``population``: a
+    ``PopulationModel``, a path to its JSON file, or ``None`` for an MLflow model that ships
+    one. ``audits``: see :func:`audit_settings`. ``input_names`` names the model's inputs
+    when it records none (the population model is bound to them by name, never by
+    position); for a module
     converted through ``torch.export`` (not a plain ``Sequential``) it also gives the input
     width. ``budget`` (seconds)
     tightens every audit's own time limit; an audit that runs out of time says ``unknown``

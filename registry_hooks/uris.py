@@ -3,8 +3,9 @@
 * ``models:/NAME@ALIAS`` and ``models:/NAME/VERSION``: a registered model version;
 * ``models:/m-<id>``: an MLflow 3 logged model;
 * ``runs:/RUN_ID/PATH``: a model logged under a run;
-* a local ``.onnx``, ``.pt``/``.pth``, ``.pt2``, ``.nnet`` or ``.json`` network file, or a local
-  MLflow model directory (one holding an ``MLmodel`` file).
+* a local network file (a suffix :data:`verifier.convert.files.FORMATS_BY_SUFFIX` knows:
+  ``.onnx``, ``.pt``/``.pth``/``.ts``, ``.pt2``, ``.nnet``, ``.json``), or a local MLflow model
+  directory (one holding an ``MLmodel`` file).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import Literal
 from mlflow.entities.model_registry import ModelVersion
 
 from registry_hooks.connection import Registry, RegistryError, registry_errors
+from verifier.convert.files import FORMATS_BY_SUFFIX
 from verifier.errors import CertgateInputError
 
-NETWORK_SUFFIXES = (".onnx", ".pt", ".pth", ".pt2", ".nnet", ".json")
+NETWORK_SUFFIXES = tuple(FORMATS_BY_SUFFIX)
 _REGISTERED = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))/?$")
 _LOGGED = re.compile(r"^models:/(?P<model_id>m-[0-9a-f]+)/?$")
 _RUN = re.compile(r"^runs:/(?P<run_id>[^/]+)/(?P<path>.+)$")

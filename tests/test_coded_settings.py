@@ -612,38 +612,119 @@ def test_box_branching_reads_a_half_integer_box_as_its_codes(seed: int) -> None:
     assert found[0] == found[1]
 
 
-def test_noise_files_on_codes_are_refused(tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """A noise population that codes its own column would have its codes added as shifts:
-    the engine refuses it; so does it refuse noise on a coded column of the population,
-    naming the column, from the verb and from the engine itself."""
-    from verifier.convert import save_network
-    from verifier.population import save_population
+def _noise_document(shifts: dict[str, tuple[list[float], list[float]]]) -> dict:
+    """A noise population with one discrete factor per column: ``name: (values, probs)``,
+    an integer feature when its values are whole numbers."""
+    def feature(name: str, values: list[float]) -> dict:
+        if all(float(v).is_integer() for v in values):
+            return {"name": name, "kind": "integer", "domain": [min(values), max(values)]}
+        return {"name": name, "kind": "continuous"}
+
+    return {"format": "certgate.population/v1",
+            "features": [feature(name, values) for name, (values, _) in shifts.items()],
+            "distribution": {"kind": "product", "factors": [
+                {"columns": [name], "distribution": {"kind": "discrete", "values": values,
+                                                     "probabilities": probabilities}}
+                for name, (values, probabilities) in shifts.items()]}}
+
+
+def test_noise_on_codes_is_refused_unless_written_in_codes() -> None:
+    """A noise population that codes its own column would have its codes added as shifts,
+    and shifts in the data's units added to a coded column's codes would move it elsewhere:
+    the engine refuses both, naming the column, unless told the shifts are code shifts."""
     from verifier.wmi import noise_robustness
 
-    coded, plain = _grid_population(0.5, 0.0), _plain_population()
-    shifts = {"format": "certgate.population/v1",
-              "features": [{"name": "n", "kind": "integer", "domain": [-1, 1]}],
-              "distribution": {"kind": "product", "factors": [{"columns": ["n"],
-                               "distribution": {"kind": "discrete", "values": [-1, 1],
-                                                "probabilities": [0.5, 0.5]}}]}}
-    halves = json.loads(json.dumps(shifts))
-    halves["features"][0]["step"] = 0.5
-    network, bound = bind(_network(0), plain, None, "test")
+    halves = _noise_document({"n": ([-1.0, 1.0], [0.5, 0.5])})
+    halves["features"][0].update(kind="integer", domain=[-1, 1], step=0.5)
+    network, bound = bind(_network(0), _plain_population(), None, "test")
     with pytest.raises(CertgateInputError, match="the noise population codes columns"):
         noise_robustness(network, bound, population_from_json(halves), [2])
-    coded_network, coded_bound = bind(_network(0), coded, None, "test")
+    coded_network, coded_bound = bind(_network(0), _grid_population(0.5, 0.0), None, "test")
+    shifts = population_from_json(_noise_document({"n": ([-1.0, 1.0], [0.5, 0.5])}))
     with pytest.raises(CertgateInputError, match="score is a coded column of the population"):
-        noise_robustness(coded_network, coded_bound, population_from_json(shifts), [1])
+        noise_robustness(coded_network, coded_bound, shifts, [1])
+
+
+def _noise_oracle(original: Network, population: PopulationModel,
+                  shifts: dict[int, tuple[list[float], list[float]]]) -> Fraction:
+    """``P(class(x) = class(x + n))`` by enumeration: every code point at its real value, every
+    combination of the shifts (``column: (values, probabilities)``, in the data's units),
+    classes in rationals."""
+    columns = sorted(shifts)
+    tables = [[(Fraction(v), Fraction(p)) for v, p in zip(*shifts[c], strict=True)]
+              for c in columns]
+    kept = Fraction(0)
+    for codes, weight in _points(population):
+        point = _real_point(population, codes)
+        before = _oracle_class(original, point)
+        for combination in itertools.product(*tables):
+            moved = list(point)
+            share = weight
+            for column, (shift, probability) in zip(columns, combination, strict=True):
+                moved[column] += shift
+                share *= probability
+            if _oracle_class(original, tuple(moved)) == before:
+                kept += share
+    return kept
+
+
+@pytest.mark.parametrize(("step", "offset"), [(0.5, 0.0), (0.75, -0.5), (0.7, 0.3)])
+def test_a_noise_file_on_a_coded_column_equals_enumeration_at_the_values(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], step: float, offset: float) -> None:
+    """Shifts given in the data's units that are multiples of the step (−step, 0, 2·step on
+    score; −1, 1 on the plain level) are written as code shifts by the verb: the certified
+    probability holds the enumeration of the original network at the real points and their
+    shifted values."""
+    from verifier.convert import save_network
+    from verifier.population import save_population
+
+    population = _grid_population(step, offset)
+    score = [float(-Fraction(step)), 0.0, float(2 * Fraction(step))]
+    noise = _noise_document({"n_score": (score, [0.25, 0.5, 0.25]),
+                             "n_level": ([-1.0, 1.0], [0.5, 0.5])})
+    save_network(_network(1), tmp_path / "net.json")
+    save_population(population, tmp_path / "pop.json")
+    (tmp_path / "noise.json").write_text(json.dumps(noise))
+    capsys.readouterr()
+    code = main(["verify", "noise-robustness", "--model", str(tmp_path / "net.json"),
+                 "--population", str(tmp_path / "pop.json"), "--features", "score,level",
+                 "--noise", str(tmp_path / "noise.json"), "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 0, payload
+    expected = _noise_oracle(_network(1), population,
+                             {1: (score, [0.25, 0.5, 0.25]), 2: ([-1.0, 1.0], [0.5, 0.5])})
+    low, high = payload["probability_interval"]
+    assert low <= expected <= high and high - low < 1e-5
+    assert 0 < expected < 1
+
+
+def test_a_shift_off_the_grid_is_refused_naming_the_column(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from verifier.audits.coded_values import noise_in_codes
+    from verifier.convert import save_network
+    from verifier.population import save_population
+
+    population = _grid_population(0.5, 0.0)
     save_network(_network(0), tmp_path / "net.json")
-    save_population(coded, tmp_path / "pop.json")
-    save_population(population_from_json(shifts), tmp_path / "noise.json")
+    save_population(population, tmp_path / "pop.json")
+    (tmp_path / "noise.json").write_text(json.dumps(
+        _noise_document({"n": ([0.0, 0.3], [0.5, 0.5])})))
     capsys.readouterr()
     code = main(["verify", "noise-robustness", "--model", str(tmp_path / "net.json"),
                  "--population", str(tmp_path / "pop.json"), "--features", "score",
                  "--noise", str(tmp_path / "noise.json")])
     assert code == 2
-    assert "score is a coded column of the population" in capsys.readouterr().err
+    assert "coded column 'score': the shift 0.3 is not a multiple of its step 0.5" in \
+        capsys.readouterr().err
+    mixed = population_from_json({
+        "format": "certgate.population/v1", "features": [{"name": "n", "kind": "continuous"}],
+        "distribution": {"kind": "mixture", "weights": [0.5, 0.5], "components": [
+            {"kind": "point", "value": 0.5}, {"kind": "uniform", "lower": 0, "upper": 1}]}})
+    with pytest.raises(CertgateInputError, match=r"noise on the coded column 'score'.*a factor "
+                                                 r"of its own.*not a mixture"):
+        noise_in_codes(mixed, population, ["score"])
+    plain = population_from_json(_noise_document({"n": ([0.3], [1.0])}))
+    assert noise_in_codes(plain, population, ["level"]) is plain
 
 
 def test_the_equivalence_verb_with_a_tree_and_a_center_on_a_coded_population(

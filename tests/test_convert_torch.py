@@ -249,9 +249,38 @@ def test_torchscript_modules_and_files(mode: str, tmp_path) -> None:
         torch.jit.script(module) if mode == "script" else torch.jit.trace(module, torch.randn(3, 4))
     )
     _assert_matches(from_torch(script), module, (4,))
-    path = tmp_path / "model.pt"
-    torch.jit.save(script, str(path))
-    _assert_matches(load_network(path), module, (4,))
+    for name in ("model.pt", "model.ts"):  # .ts: TorchScript's common name
+        path = tmp_path / name
+        torch.jit.save(script, str(path))
+        _assert_matches(load_network(path), module, (4,))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_scripted_ts_file_through_the_uri_parser_and_the_cli(tmp_path, capsys) -> None:
+    """A ``.ts`` TorchScript file is a model file wherever a model is named: the URI parser
+    takes it as a local file, and ``certgate bounds`` bounds it (the bounds hold the scripted
+    module's outputs at the box's corners and centre)."""
+    import json
+
+    from pipeline_steps.cli import main
+    from registry_hooks.uris import parse_model_uri
+
+    torch.manual_seed(5)
+    module = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.ReLU(),
+                                 torch.nn.Linear(4, 2)).eval()
+    path = tmp_path / "net.ts"
+    torch.jit.save(torch.jit.script(module), str(path))
+    assert parse_model_uri(str(path)).kind == "local_file"
+    capsys.readouterr()
+    assert main(["bounds", "--model", str(path), "--lower=-1,0", "--upper", "1,2",
+                 "--method", "crown", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    lower, upper = np.array(payload["lower"]).reshape(-1), np.array(payload["upper"]).reshape(-1)
+    points = torch.tensor([[-1.0, 0.0], [-1.0, 2.0], [1.0, 0.0], [1.0, 2.0], [0.0, 1.0]],
+                          dtype=torch.float64)
+    with torch.no_grad():
+        outputs = module.double()(points).numpy()
+    assert np.all(lower <= outputs) and np.all(outputs <= upper)
 
 
 def test_state_dict_files(tmp_path) -> None:

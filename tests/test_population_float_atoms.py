@@ -27,12 +27,10 @@ from tests.causal_nets import threshold_network
 from verifier.audits import demographic_parity_audit, run_audit
 from verifier.audits.causal_fairness import CausalFairnessSettings
 from verifier.audits.fidelity import _is_discrete
-from verifier.audits.monotonicity import MonotonicitySettings
 from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
 from verifier.causal.codes import BIASED_EVERYWHERE, FAIR
 from verifier.causal.share import population_bounds
 from verifier.convert.torch_module import from_torch
-from verifier.errors import CertgateInputError
 from verifier.population import (
     BayesianNetwork,
     Categorical,
@@ -213,16 +211,6 @@ def test_default_flow_causal_fairness_share_contains_the_atoms_mass() -> None:
     assert low <= float((frame.balance == 0.0).mean()) <= high
 
 
-def test_wmi_refuses_a_column_with_atoms_and_a_density() -> None:
-    model = fit_population(balance_table(), protected="female")
-    network = nonzero_network(list(model.columns))
-    refusal = r"'balance' is discrete in some parts.*--continuous normal"
-    with pytest.raises(CertgateInputError, match=refusal):
-        run_audit(MonotonicitySettings(kind="monotonicity", feature="balance",
-                                       min_probability=0.99, use_prior=True, timeout_s=60),
-                  network, model)
-
-
 def test_fidelity_reads_a_columns_atoms_as_the_exact_engine_does() -> None:
     """Monotonicity's precondition is strict on a column the prior's terms fix (WMI's
     ``discrete_columns``); the data counterpart reads the same from the population: tenths
@@ -240,13 +228,12 @@ def test_fidelity_reads_a_columns_atoms_as_the_exact_engine_does() -> None:
     assert [_is_discrete(model, c) for c in model.columns] == [True, False, True]
 
 
-def test_branched_monotonicity_refuses_a_column_with_atoms_beside_a_density() -> None:
+def test_branched_monotonicity_lists_the_point_masses_of_a_mixed_column() -> None:
     """Box-branching WMI (priors too large to enumerate) bounds the tie probability of the
-    feature's independent copy over listed values or integers: a column with atoms beside a
-    density is neither, and is refused rather than read as integers."""
+    feature's independent copy over its point masses: a column with an atom beside a
+    density lists the atom (tests/test_wmi_mixed_columns.py checks the probabilities)."""
     model = fit_population(balance_table(), protected="female")
-    with pytest.raises(CertgateInputError, match="point masses beside a density"):
-        ColumnMarginal(model, model.columns.index("balance"))
+    assert list(ColumnMarginal(model, model.columns.index("balance")).point_masses()) == [0.0]
     assert ColumnMarginal(model, model.columns.index("age")).integer_columns()[0]
 
 

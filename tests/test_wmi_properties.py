@@ -236,3 +236,27 @@ def test_monotonicity_agrees_with_monte_carlo() -> None:
     error = np.sqrt(max(holds.mean() * (1 - holds.mean()), 1e-6) / keep.sum())
     assert 0.0 < exact < 1.0
     assert abs(exact - holds.mean()) <= 4 * error
+
+
+def test_an_early_stop_keeps_the_interval_around_the_probability() -> None:
+    """x from a 16-bin histogram on [0, 1], class 1 iff x < 1/2: P(x < 1/2 <= x′ | x < x′)
+    = (1/4) / (1/2), so the monotonicity probability is 1/2 exactly. Stopping once the
+    violation is known to reach 0.3 leaves roots unenumerated; their possible violation
+    stays in the interval, which must still contain 1/2 (it ended at the reached share)."""
+    from verifier.population import Mixture
+
+    edges = np.linspace(0.0, 1.0, 17)
+    histogram = Mixture(weights=[1 / 16] * 16,
+                        components=[Uniform(lower=a, upper=b)
+                                    for a, b in itertools.pairwise(edges)])
+    prior = PopulationModel(
+        features=[Feature(name="x", kind="continuous"), Feature(name="y", kind="continuous")],
+        distribution=Product(factors=[Factor(columns=["x"], distribution=histogram),
+                                      Factor(columns=["y"], distribution=Uniform(lower=0,
+                                                                                 upper=1))]))
+    below_half = Network([Layer(np.array([[-1.0, 0.0]]), np.array([0.5]))])
+    result = monotonicity(below_half, prior, 0, use_prior=True, stop_at=0.3)
+    assert result.stopped_early
+    assert result.probability_lower <= 0.5 <= result.probability_upper
+    assert monotonicity(below_half, prior, 0, use_prior=True).probability == \
+        pytest.approx(0.5, abs=1e-12)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from verifier.errors import CertgateInputError
-from verifier.numerics import SMALLEST_SUBNORMAL
+from verifier.numerics import SMALLEST_SUBNORMAL, two_product, two_sum, up_array
 
 if TYPE_CHECKING:
     import torch
@@ -257,9 +257,12 @@ class Network:
 
     @property
     def folded(self) -> bool:
-        """Whether some coefficient is the float result of folding several maps (its magnitude
-        exceeds its absolute value): the IR is then a rounded stand-in for the model, and
-        evaluating it exactly does not give the model's real-arithmetic value."""
+        """Whether some coefficient is the rounded float result of folding several maps (its
+        magnitude exceeds its absolute value: :func:`fold_affine` raises it on every fold it
+        cannot prove exact, whether or not its terms cancelled): the IR is then a rounded
+        stand-in for the model, and evaluating it exactly does not give the model's
+        real-arithmetic value. A fold proven exact (an identity, a permutation, a scaling by
+        a power of two) leaves the coefficients the model's own and does not count."""
         return any(
             bool((layer.weight_magnitude != np.abs(layer.weight)).any())
             or bool((layer.bias_magnitude != np.abs(layer.bias)).any())
@@ -477,11 +480,18 @@ def fold_affine(outer: Layer, inner: Layer) -> dict[str, np.ndarray]:
     The magnitudes are ``|W_o|·|W_i|`` and ``|W_o|·|b_i| + |b_o|`` over the operands'
     magnitudes; an entry that underflowed to zero although some term is non-zero
     (structurally: both factors non-zero) is raised to the smallest positive float, so a
-    zero magnitude always means an exactly zero real coefficient.
+    zero magnitude always means an exactly zero real coefficient. A coefficient proven to be
+    its real value (:func:`_exact_entries`: operands that are their own values, every product
+    and partial sum exact) keeps its absolute value as its magnitude, so an exact fold (an
+    identity, a permutation, a scaling by a power of two) leaves no trace; every other
+    non-zero coefficient gets a magnitude strictly above its absolute value (one float up
+    where no term cancelled), so :attr:`Network.folded` flags every fold that rounded.
     """
     outer_w, inner_w = outer.weight_magnitude, inner.weight_magnitude
     assert outer_w is not None and inner_w is not None
     assert outer.bias_magnitude is not None and inner.bias_magnitude is not None
+    weight = outer.weight @ inner.weight
+    bias = outer.weight @ inner.bias + outer.bias
     weight_magnitude = outer_w @ inner_w
     bias_magnitude = outer_w @ inner.bias_magnitude + outer.bias_magnitude
     outer_support = (outer_w != 0).astype(np.float64)
@@ -490,13 +500,67 @@ def fold_affine(outer: Layer, inner: Layer) -> dict[str, np.ndarray]:
         outer.bias_magnitude != 0
     )
     tiny = SMALLEST_SUBNORMAL
+    weight_magnitude = np.where(weight_support & (weight_magnitude == 0), tiny, weight_magnitude)
+    bias_magnitude = np.where(bias_support & (bias_magnitude == 0), tiny, bias_magnitude)
+    own = _own_values(outer) and _own_values(inner)
+    exact_weight = own & _exact_entries(outer.weight, inner.weight, None, weight)
+    exact_bias = own & _exact_entries(outer.weight, inner.bias[:, None], outer.bias,
+                                      bias[:, None])[:, 0]
     return {
-        "weight": outer.weight @ inner.weight,
-        "bias": outer.weight @ inner.bias + outer.bias,
-        "weight_magnitude": np.where(weight_support & (weight_magnitude == 0), tiny,
-                                     weight_magnitude),
-        "bias_magnitude": np.where(bias_support & (bias_magnitude == 0), tiny, bias_magnitude),
+        "weight": weight,
+        "bias": bias,
+        "weight_magnitude": _rounded_magnitude(weight, weight_magnitude, exact_weight),
+        "bias_magnitude": _rounded_magnitude(bias, bias_magnitude, exact_bias),
     }
+
+
+FOLD_CHECK_WORK = 20_000_000
+"""Products above which :func:`_exact_entries` does not check a fold (it is then taken as
+rounded: flagged, never trusted)."""
+
+
+def _own_values(layer: Layer) -> bool:
+    """Whether every coefficient of ``layer`` is its own real value (magnitude = |value|)."""
+    assert layer.weight_magnitude is not None and layer.bias_magnitude is not None
+    return bool((layer.weight_magnitude == np.abs(layer.weight)).all()
+                and (layer.bias_magnitude == np.abs(layer.bias)).all())
+
+
+def _exact_entries(outer: np.ndarray, inner: np.ndarray, added: np.ndarray | None,
+                   result: np.ndarray) -> np.ndarray:
+    """``(n, m)`` bool: where ``result`` is exactly ``outer @ inner`` (``+ added[:, None]``)
+    in real arithmetic. Sufficient test: in the order ``k = 0, 1, …`` every non-zero product
+    and every partial sum is exact (error-free transformations), and the exact sum equals
+    ``result``; all False when the products number more than :data:`FOLD_CHECK_WORK`."""
+    rows = [np.flatnonzero(outer[:, k]) for k in range(outer.shape[1])]
+    columns = [np.flatnonzero(inner[k]) for k in range(inner.shape[0])]
+    if sum(r.size * c.size for r, c in zip(rows, columns, strict=True)) > FOLD_CHECK_WORK:
+        return np.zeros(result.shape, dtype=bool)
+    total = np.zeros(result.shape)
+    exact = np.ones(result.shape, dtype=bool)
+    with np.errstate(all="ignore"):
+        for k, (r, c) in enumerate(zip(rows, columns, strict=True)):
+            if r.size == 0 or c.size == 0:
+                continue
+            cell = np.ix_(r, c)
+            product, error = two_product(outer[r, k][:, None], inner[k, c][None, :])
+            summed, rest = two_sum(total[cell], product)
+            exact[cell] &= (error == 0) & (rest == 0)
+            total[cell] = summed
+        if added is not None:
+            summed, rest = two_sum(total, added[:, None])
+            exact &= rest == 0
+            total = summed
+    return exact & np.isfinite(total) & (total == result)
+
+
+def _rounded_magnitude(value: np.ndarray, magnitude: np.ndarray, exact: np.ndarray
+                       ) -> np.ndarray:
+    """``|value|`` where the folded coefficient is exact; elsewhere a magnitude strictly
+    above ``|value|`` unless both are zero (:func:`fold_affine`)."""
+    absolute = np.abs(value)
+    raised = np.where(magnitude > absolute, magnitude, up_array(absolute))
+    return np.where(exact, absolute, np.where(magnitude == 0, magnitude, raised))
 
 
 def compose(first: Network, second: Network) -> Network:

@@ -54,7 +54,7 @@ def model_network(args: argparse.Namespace, option: str = "--model") -> Network:
                         shape=input_shape(args))
 
 
-MODEL_HELP = ("the model: a network file (.onnx, .nnet, .json, .pt), a local MLflow model "
+MODEL_HELP = ("the model: a network file (.onnx, .nnet, .json, .pt, .ts), a local MLflow model "
               "directory, or models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN/PATH on "
               "MLFLOW_TRACKING_URI")
 

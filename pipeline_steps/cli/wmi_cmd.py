@@ -277,6 +277,7 @@ def run_noise_robustness(args: argparse.Namespace) -> int:
 
 def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
     """Noise on several features from a population file (a command-line question only)."""
+    from verifier.audits.coded_values import noise_in_codes
     from verifier.audits.exact_probability import (
         probability_certificate,
         requirement_at_least,
@@ -289,12 +290,12 @@ def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
     threshold = _min_probability(args)
     stop_at = wmi_stop_at(threshold)
     indices = [args.bound_names.index(name) for name in features]
-    noise = load_population(args.noise)
+    noise = noise_in_codes(load_population(args.noise), args.prior, features)
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
         result = noise_robustness(args.model_object, args.prior, noise,
-                                  indices, stop_at=stop_at, **engine)
+                                  indices, stop_at=stop_at, noise_in_codes=True, **engine)
     expression = f"P(class(x) = class(x + n)), n ~ {args.noise} on {', '.join(features)}"
     return _report(args, probability_certificate(
         KIND, requirement_at_least(threshold), result, expression, stop_at,

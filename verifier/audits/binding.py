@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -126,47 +124,18 @@ def coded_network(network: Network, population: Any) -> Network:
 
     Guarantee: the result in real arithmetic at codes ``k`` is ``network`` in real arithmetic
     at ``offset + step·k``. The fold's float coefficients carry the magnitudes of their real
-    terms (:func:`~verifier.network.fold_affine`), so bounds keep their rounding margins; when
-    every folded coefficient is exact (checked in rationals: a step that is a power of two and
-    offsets of 0, as fitted grids through 0 give) and the first layer held the model's own
-    coefficients, the fold is marked exact, so points are still decided in exact arithmetic
-    (:attr:`~verifier.network.Network.folded` stays false)."""
+    terms (:func:`~verifier.network.fold_affine`), so bounds keep their rounding margins; a
+    fold whose every coefficient is exact (a step that is a power of two and offsets of 0, as
+    fitted grids through 0 give, on a first layer of the model's own coefficients) leaves no
+    trace, so points are still decided in exact arithmetic
+    (:attr:`~verifier.network.Network.folded` stays false); any rounded one flags it."""
     schema = getattr(population, "feature_schema", None)
     if schema is None or not schema.coded:
         return network
     step, offset = schema.column_codes()
     names = list(network.input_names)
     input_map = Network([Layer(np.diag(step), offset.copy())], names, names)
-    composed = compose(input_map, network)
-    first, folded = network.layers[0], composed.layers[0]
-    if _holds_own_coefficients(first) and _exact_fold(first, folded, step, offset):
-        layers = [replace(folded, weight_magnitude=None, bias_magnitude=None),
-                  *composed.layers[1:]]
-        return Network(layers, names, list(composed.output_names), composed.head)
-    return composed
-
-
-def _holds_own_coefficients(layer: Layer) -> bool:
-    return bool((layer.weight_magnitude == np.abs(layer.weight)).all()
-                and (layer.bias_magnitude == np.abs(layer.bias)).all())
-
-
-def _exact_fold(first: Layer, folded: Layer, step: np.ndarray, offset: np.ndarray) -> bool:
-    """Whether ``folded``'s float coefficients are exactly ``W·diag(step)`` and
-    ``b + W·offset`` of ``first``'s ``W``, ``b`` (rationals; only coded columns can differ)."""
-    coded = np.flatnonzero((step != 1.0) | (offset != 0.0))
-    for row in range(first.out_features):
-        bias = Fraction(float(first.bias[row]))
-        for column in coded:
-            weight = Fraction(float(first.weight[row, column]))
-            scaled = weight * Fraction(float(step[column]))
-            if Fraction(float(folded.weight[row, column])) != scaled:
-                return False
-            bias += weight * Fraction(float(offset[column]))
-        if Fraction(float(folded.bias[row])) != bias:
-            return False
-    uncoded = np.setdiff1d(np.arange(first.in_features), coded)
-    return bool((folded.weight[:, uncoded] == first.weight[:, uncoded]).all())
+    return compose(input_map, network)
 
 
 def ordered_population(population: Any, names: Sequence[str], where: str) -> Any:

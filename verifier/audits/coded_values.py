@@ -14,6 +14,9 @@ center, events); this module writes them in codes, exactly, in rationals, and no
   is an input error;
 - a decision tree's split ``x <= t`` on a coded column is ``k <= ⌊(t − offset)/step⌋``
   (:func:`split_thresholds_in_codes`), so a scikit-learn model is read at the values;
+- a discrete noise's shift ``n`` on a coded column moves every grid value to a grid value
+  exactly when ``n/step`` is an integer; it is then the code shift ``n/step``
+  (:func:`noise_in_codes`), and any other shift is an input error naming the column;
 - an event's atom that reads one coded column and nothing else is such a one-sided interval,
   written with an integer threshold on the code; any other atom reading a coded column is
   rewritten affinely and kept only when every new coefficient is a float exactly
@@ -86,6 +89,71 @@ def code_interval(population: Any, name: str, low: float | Fraction, high: float
             f"{what}: [{float(low):.15g}, {float(high):.15g}] holds no value of the coded column "
             f"{name!r}, whose values are {_grid_text(step, offset)} for integers k")
     return k_low, k_high
+
+
+def noise_in_codes(noise: Any, population: Any, features: list[str]) -> Any:
+    """``noise`` (a population model of additive noise whose column ``p`` is added to the
+    input ``features[p]``, its values in the data's units) with its shifts on coded columns
+    written as code shifts: ``offset + step·k + n = offset + step·(k + n/step)``, a grid
+    value exactly when ``n/step`` is an integer (in rationals), so ``n`` becomes ``n/step``
+    and the pair ``(x, x + n)`` the code pair ``(k, k + n/step)``. The noise on a coded column
+    must be a factor of its own listing its shifts (a ``discrete`` or ``point``
+    distribution), each a multiple of the step; otherwise an input error names the column
+    and why. ``noise`` itself when no feature is coded; the noise's columns must be plain
+    values (a coded noise column is refused by the engine)."""
+    coded = {}
+    for position, name in enumerate(features):
+        code = column_code(population, name)
+        if code is not None:
+            coded[list(noise.columns)[position]] = (name, code[0])
+    if not coded:
+        return noise
+    from verifier.population import population_from_json  # scipy, which settings must not
+
+    document = noise.to_json()
+    distribution = document["distribution"]
+    factors = distribution["factors"] if distribution["kind"] == "product" else \
+        [{"columns": list(noise.columns), "distribution": distribution}]
+    for factor in factors:
+        for column in factor["columns"]:
+            if column in coded:
+                _shifts_in_codes(factor, column, *coded[column])
+    for feature in document["features"]:
+        column = (feature.get("columns") or [feature["name"]])[0]
+        if column not in coded:
+            continue
+        feature["kind"] = "integer"  # code shifts are integers, as the codes they move
+        if feature.get("domain") is not None:
+            step = coded[column][1]
+            low, high = (None if end is None else Fraction(end) / step
+                         for end in feature["domain"])
+            feature["domain"] = [None if low is None else math.floor(low),
+                                 None if high is None else math.ceil(high)]
+    return population_from_json(document)
+
+
+def _shifts_in_codes(factor: dict[str, Any], column: str, name: str, step: Fraction) -> None:
+    """Rewrite in place the shifts of the noise factor holding ``column`` (added to the coded
+    input ``name``) as code shifts (:func:`noise_in_codes`)."""
+    distribution = factor["distribution"]
+    if factor["columns"] != [column] or distribution["kind"] not in ("discrete", "point"):
+        raise CertgateInputError(
+            f"noise on the coded column {name!r} (value = offset + step·k) is written in codes "
+            "only when the noise file gives that column a factor of its own listing its "
+            f"shifts (a discrete or point distribution), not a {distribution['kind']} "
+            f"distribution over {factor['columns']}")
+    key = "values" if distribution["kind"] == "discrete" else "value"
+    shifts = distribution[key] if key == "values" else [distribution[key]]
+    codes = []
+    for shift in shifts:
+        code = _rational(shift, "noise", name) / step
+        if code.denominator != 1:
+            raise CertgateInputError(
+                f"noise on the coded column {name!r}: the shift {shift!r} is not a multiple "
+                f"of its step {float(step):.15g}, so it would move its values off their grid "
+                "(value = offset + step·k); give shifts that are multiples of the step")
+        codes.append(_code_float(code, "noise", name))
+    distribution[key] = codes if key == "values" else codes[0]
 
 
 def split_thresholds_in_codes(features: np.ndarray, thresholds: np.ndarray,

@@ -1,9 +1,10 @@
 """Load and save networks by file name.
 
 ``load_network`` picks the reader from the suffix (or ``fmt``): ``.onnx``, ``.nnet``,
-``.json`` (``file.json#KEY`` selects one network of several), ``.pt``/``.pth`` (state dict or
+``.json`` (``file.json#KEY`` selects one network of several), ``.pt``/``.pth``/``.ts`` (state
+dict or TorchScript archive, told apart by content; ``.ts`` is the common name of a
 TorchScript archive) and ``.pt2`` (``torch.export`` archive). ``save_network`` writes ``.json``
-or ``.onnx``.
+or ``.onnx``. :data:`FORMATS_BY_SUFFIX` is the one list of network suffixes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ FORMATS_BY_SUFFIX = {
     ".json": "json",
     ".pt": "torch",
     ".pth": "torch",
+    ".ts": "torch",
     ".pt2": "pt2",
 }
 LOAD_FORMATS = ("onnx", "nnet", "json", "torch", "pt2")

@@ -65,8 +65,8 @@ def load_torch_file(
     output_names: Sequence[str] | None = None,
     verify: bool = True,
 ) -> Network:
-    """Load a ``.pt``/``.pth`` file: a TorchScript archive, a ``torch.export`` archive or a state
-    dict (see the module docstring for what ``activation`` and its parameters mean)."""
+    """Load a ``.pt``/``.pth``/``.ts`` file: a TorchScript archive, a ``torch.export`` archive
+    or a state dict (see the module docstring for what ``activation`` and its parameters mean)."""
     path = Path(path)
     if not path.is_file():
         raise NetworkError(f"torch file not found: {path}")

@@ -135,6 +135,14 @@ class Distribution(PopulationBase, ABC):
         (a superset is fine), or None when the column's values are not such a set."""
         return [None] * self.dimension
 
+    def column_point_masses(self) -> list[np.ndarray | None]:
+        """Per local column: a sorted array of the values that may carry a point mass (a
+        superset is fine; empty for an atomless column), or None when they are not such a
+        finite set. Unlike :meth:`column_atoms`, a column with point masses beside a density
+        (a fitted histogram's atoms) lists its point masses."""
+        return [np.zeros(0) if atomless else atoms for atomless, atoms
+                in zip(self.atomless_columns(), self.column_atoms(), strict=True)]
+
     def column_names(self) -> tuple[str, ...] | None:
         """Names of the local coordinates, or None when the context places them."""
         return None

@@ -522,6 +522,14 @@ class BayesianNetwork(Distribution):
         return self._column_flags("atomless")
 
     def column_atoms(self) -> list[np.ndarray | None]:
+        return self._united("column_atoms")
+
+    def column_point_masses(self) -> list[np.ndarray | None]:
+        return self._united("column_point_masses")
+
+    def _united(self, method: str) -> list[np.ndarray | None]:
+        """Per observed column, the union over a node's rows of the value sets ``method``
+        lists (None on a categorical node's columns)."""
         atoms: list[np.ndarray | None] = []
         for node in self.nodes:
             if node.latent:
@@ -529,7 +537,8 @@ class BayesianNetwork(Distribution):
             if node.categorical:
                 atoms.extend([None] * node.width)
             else:
-                atoms.append(union_atoms([row.distribution.column_atoms()[0] for row in node.cpt]))
+                atoms.append(union_atoms([getattr(row.distribution, method)()[0]
+                                          for row in node.cpt]))
         return atoms
 
     def integer_columns(self) -> np.ndarray:

@@ -123,9 +123,16 @@ class Mixture(Distribution):
         return np.all(flags, axis=0)
 
     def column_atoms(self) -> list[np.ndarray | None]:
+        return self._united("column_atoms")
+
+    def column_point_masses(self) -> list[np.ndarray | None]:
+        return self._united("column_point_masses")
+
+    def _united(self, method: str) -> list[np.ndarray | None]:
+        """Per column, the union of the active components' value sets ``method`` lists."""
         placed: list[list[np.ndarray | None]] = [[] for _ in range(self.dimension)]
         for k in self._active:
-            for local, atoms in enumerate(self.components[k].column_atoms()):
+            for local, atoms in enumerate(getattr(self.components[k], method)()):
                 placed[int(self._orders[k][local])].append(atoms)
         return [union_atoms(parts) for parts in placed]
 

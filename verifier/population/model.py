@@ -152,9 +152,17 @@ class PopulationModel(PopulationBase):
     def column_atoms(self) -> list[np.ndarray | None]:
         """Per input column: a sorted array of the finitely many values that may carry mass
         (a superset), or None (see :meth:`Distribution.column_atoms`)."""
+        return self._placed_lists(self.distribution.column_atoms())
+
+    def column_point_masses(self) -> list[np.ndarray | None]:
+        """Per input column: a sorted array of the values that may carry a point mass, or
+        None (see :meth:`Distribution.column_point_masses`)."""
+        return self._placed_lists(self.distribution.column_point_masses())
+
+    def _placed_lists(self, local: list[np.ndarray | None]) -> list[np.ndarray | None]:
         placed: list[np.ndarray | None] = [None] * self.dimension
-        for local, atoms in enumerate(self.distribution.column_atoms()):
-            placed[int(self._order[local])] = atoms
+        for index, values in enumerate(local):
+            placed[int(self._order[index])] = values
         return placed
 
     def atomless_columns(self) -> np.ndarray:

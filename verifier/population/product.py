@@ -105,6 +105,9 @@ class Product(Distribution):
     def column_atoms(self) -> list[np.ndarray | None]:
         return [atoms for f in self.factors for atoms in f.distribution.column_atoms()]
 
+    def column_point_masses(self) -> list[np.ndarray | None]:
+        return [points for f in self.factors for points in f.distribution.column_point_masses()]
+
     def onehot_groups(self) -> list[tuple[int, ...]]:
         groups = []
         for factor, offset in zip(self.factors, self._offsets, strict=False):

@@ -15,7 +15,10 @@ returns the interval reached; the roots never reached are bounded together, by t
 bound on all its roots' mass less what the reached roots are proven to hold
 (:attr:`Query.mass_bound`), so the work after the deadline does not grow with their number.
 Roots are processed in parallel through an executor when one is given and every weight is
-polynomial (no early stop and no deadline then).
+polynomial (no early stop and no deadline then). A query with nothing to integrate (a term
+fixing every coordinate, :func:`point_query`) adds its coefficient to the total and, where
+its violation holds at its points (decided exactly, :mod:`verifier.wmi.points`), to the
+violating mass.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from verifier.wmi.encode import Placement, Root, WeightFactor, WMIInputError
 from verifier.wmi.envelope import Envelope, Refiner, box_summary, refine_until
 from verifier.wmi.integrate import integrate_simplices
 from verifier.wmi.marginals import Density1D
+from verifier.wmi.points import PointOutputs
 from verifier.wmi.polynomial import box_bound, compiled, constant, embed, multiply
 from verifier.wmi.polytope import (
     TriangulationError,
@@ -71,7 +75,8 @@ class Query:
     a non-polynomial 1-D density (their root weight is 1 on a finite core interval, see
     :mod:`verifier.wmi.envelope`); ``lost`` bounds the prior mass the query leaves out (tails
     beyond the cores, already scaled); ``mass_bound`` is an upper bound of the sum of the
-    roots' masses before scaling (the second value :func:`build_roots` returns)."""
+    roots' masses before scaling (the second value :func:`build_roots` returns). A query of
+    ``dimension`` 0 has no roots: its placements read fixed points (:func:`point_query`)."""
 
     dimension: int
     roots: list[Root]
@@ -126,6 +131,22 @@ class WMIResult:
             document["verdict"] = self.verdict
         document.update(self.extra)
         return document
+
+
+def point_query(placements: list[Placement], violation: ViolationCondition,
+                coefficient: Coefficient, lost: float = 0.0) -> Query:
+    """A query with nothing to integrate: every placement reads a fixed point
+    (:func:`verifier.wmi.points.point_placement`). Its mass is ``coefficient`` and its
+    violating mass all or nothing of it, decided exactly (:mod:`verifier.wmi.points`)."""
+    return Query(0, [], placements, violation, coefficient, (), lost, mass_bound=1.0)
+
+
+def _add_points(sums: _Sums, points: list[Query]) -> None:
+    """Add the point queries' masses (each decided exactly) to ``sums``."""
+    read = PointOutputs()
+    for query in points:
+        sums.add_exact(query.coefficient, (1.0, 1.0),
+                       read.violating(query.placements, query.violation))
 
 
 class DeadlineReached(Exception):
@@ -311,11 +332,13 @@ def solve(queries: Query | list[Query], stop_at: float | None = None,
     return Solver(batch, stop_at, timeout_s, tolerance, max_refinements, clock).run()
 
 
-def _solve_parallel(batch: list[Query], executor: Executor) -> WMIResult:
+def _solve_parallel(queries: list[Query], executor: Executor) -> WMIResult:
     started = time.perf_counter()
+    batch = [query for query in queries if query.dimension > 0]
     jobs = [(query, index) for query in batch for index in range(len(query.roots))]
     futures = [executor.submit(root_masses, query, index) for query, index in jobs]
     sums = _Sums()
+    _add_points(sums, [query for query in queries if query.dimension == 0])
     counters = Counters()
     for (query, _), future in zip(jobs, futures, strict=True):
         try:
@@ -328,23 +351,9 @@ def _solve_parallel(batch: list[Query], executor: Executor) -> WMIResult:
                 "certified interval it reached") from error
         sums.add_exact(query.coefficient, total, violating)
         counters.add(work)
-    sums.lost = sum(query.lost for query in batch)
+    sums.lost = sum(query.lost for query in queries)
     return sums.result(counters, started, stopped=False, timed_out=False, refinements=0,
                        exact=sums.lost == 0)
-
-
-def point_sum(coefficients: list[Coefficient], violating: list[Mass], lost: float,
-              started: float) -> WMIResult:
-    """The result over a prior made of point terms only (nothing to integrate): term ``i``
-    has mass ``coefficients[i]`` and violating mass ``violating[i]`` of it — ``(1, 1)`` where
-    the violation holds at its point, ``(0, 0)`` where it does not, ``(0, 1)`` where it is not
-    decided — summed, normalised and rounded outward as the integrated terms are; ``lost``
-    as :attr:`Query.lost`. Exact when every point is decided and nothing is lost."""
-    sums = _Sums(lost=lost)
-    for coefficient, mass in zip(coefficients, violating, strict=True):
-        sums.add_exact(coefficient, (1.0, 1.0), mass)
-    return sums.result(Counters(), started, stopped=False, timed_out=False, refinements=0,
-                       exact=lost == 0)
 
 
 @dataclass
@@ -429,7 +438,7 @@ class Solver:
     def __init__(self, batch: list[Query], stop_at: float | None, timeout_s: float | None,
                  tolerance: float, max_refinements: int,
                  clock: Clock = time.perf_counter) -> None:
-        self.batch = batch
+        self.batch = [query for query in batch if query.dimension > 0]
         self.stop_at = stop_at
         self.clock = clock
         self.started = clock()
@@ -437,6 +446,7 @@ class Solver:
         self.tolerance = tolerance
         self.max_refinements = max_refinements
         self.sums = _Sums(lost=sum(query.lost for query in batch))
+        _add_points(self.sums, [query for query in batch if query.dimension == 0])
         self.refiner = Refiner()
         self.counters = Counters()
         self.pending: dict[object, float] = {}  # envelope roots not enumerated: total upper
@@ -534,6 +544,7 @@ class Solver:
                 break
             if stopped or self._reached():
                 stopped = True
+                self._give_up(prepared[q_index + 1:])
                 break
         exact = not timed_out and not stopped and self.sums.lost == 0 and not any(
             query.envelopes for query in self.batch)

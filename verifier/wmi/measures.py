@@ -61,8 +61,10 @@ class ColumnMarginal:
     1-D measure: ``P(x_column ∈ [a, b])`` is the prior's enclosure of the box bounded only in
     that column. A discrete column of at most :data:`TABLE_VALUES` candidate values (its
     atoms, or the integers of its support) is tabulated once: a box's mass is then the sum
-    of its values' enclosures, widened by the sum's rounding. A non-integer column with
-    point masses that are not a listed finite set (atoms beside a density) is refused."""
+    of its values' enclosures, widened by the sum's rounding. A column with point masses
+    beside a density (a fitted histogram's atoms) keeps the list of its point masses
+    (:meth:`point_masses`), for the tie probability; one whose point masses cannot be listed
+    is refused."""
 
     def __init__(self, prior: Any, column: int) -> None:
         self.prior = prior
@@ -74,17 +76,20 @@ class ColumnMarginal:
         self._integer = np.asarray(prior.integer_columns(), dtype=bool)[[column]]
         self._atomless = np.asarray(prior.atomless_columns(), dtype=bool)[[column]]
         atoms = prior.column_atoms()[column] if hasattr(prior, "column_atoms") else None
+        self._points: np.ndarray | None = None
         if not self._atomless[0] and not self._integer[0] and atoms is None:
-            raise WMIInputError(
-                f"column {column} has point masses beside a density (e.g. the atoms a fitted "
-                "histogram keeps for values holding 5 % of the rows): its marginal is neither "
-                "listed values nor integers nor a density, which the tie probability of "
-                "monotonicity's independent copy needs; audit it with PV or fit the column "
-                "with --continuous normal")
+            points = prior.column_point_masses()[column] \
+                if hasattr(prior, "column_point_masses") else None
+            if points is None:
+                raise WMIInputError(
+                    f"column {column} has point masses beside a density that cannot be "
+                    "listed: the tie probability of monotonicity's independent copy needs "
+                    "them; audit it with PV or fit the column with --continuous normal")
+            self._points = np.asarray(points, np.float64)
         self._atoms = [atoms]
         self._width = len(lower)
         self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        if not self._atomless[0]:
+        if not self._atomless[0] and self._points is None:
             values = np.asarray(atoms, np.float64) if atoms is not None else np.arange(
                 np.ceil(lower[column]), np.floor(upper[column]) + 1.0)
             if values.size <= TABLE_VALUES:
@@ -103,6 +108,10 @@ class ColumnMarginal:
 
     def column_atoms(self) -> list[np.ndarray | None]:
         return list(self._atoms)
+
+    def point_masses(self) -> np.ndarray | None:
+        """The point masses of a column that has them beside a density, else None."""
+        return None if self._points is None else self._points.copy()
 
     def onehot_groups(self) -> list[tuple[int, ...]]:
         return []
@@ -346,7 +355,8 @@ def strict_order_probability(marginal: ColumnMarginal, deadline: float = np.inf
                               ) -> tuple[float, float]:
     """Enclosure of ``P(X < X′)`` for ``X, X′`` independent draws of ``marginal``: by
     symmetry ``(1 − t) / 2`` with the tie probability ``t = P(X = X′) = Σ_v P(X = v)²``
-    (0 for an atomless column).
+    (0 for an atomless column; over its point masses alone for one that has them beside a
+    density, each value its own run).
 
     ``t`` is enclosed over a partition of the column's integers into runs ``I``: a run holding
     one value contributes ``P(I)²``, a longer run at least ``P(I)² / |I|`` (Cauchy–Schwarz)
@@ -355,6 +365,11 @@ def strict_order_probability(marginal: ColumnMarginal, deadline: float = np.inf
     (``time.perf_counter()``) passes; every enclosure on the way is sound."""
     if bool(marginal.atomless_columns()[0]):
         return 0.5, 0.5
+    points = marginal.point_masses()
+    if points is not None:
+        runs = _Runs(marginal, points)
+        runs.add(points, points)
+        return _halved_complement(runs)
     low, high = marginal.support()
     atoms = marginal.column_atoms()[0]
     values = np.asarray(atoms, np.float64) if atoms is not None else None
@@ -366,6 +381,11 @@ def strict_order_probability(marginal: ColumnMarginal, deadline: float = np.inf
     while runs.gap() > 1e-9 * max(runs.tie()[0], 1e-300) and started < MAX_RUNS \
             and time.perf_counter() < deadline:
         started += runs.halve_widest(POINT_BATCH)
+    return _halved_complement(runs)
+
+
+def _halved_complement(runs: _Runs) -> tuple[float, float]:
+    """Enclosure of ``(1 − t) / 2`` from the runs' enclosure of the tie probability ``t``."""
     tie_low, tie_high = runs.tie()
     return (max(0.0, down((1.0 - tie_high) / 2.0)), min(0.5, up((1.0 - tie_low) / 2.0)))
 

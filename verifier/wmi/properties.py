@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from verifier.causal.witness import certified_classes
 from verifier.network import Network, head_error
 from verifier.numerics import EPS, FUNCTION_REL_MARGIN, scaled_down, scaled_up
 from verifier.population import PopulationModel
@@ -54,10 +53,11 @@ from verifier.wmi.engine import (
     Query,
     WMIResult,
     build_roots,
-    point_sum,
+    point_query,
     solve,
 )
 from verifier.wmi.marginals import Density1D
+from verifier.wmi.points import point_placement
 from verifier.wmi.polynomial import constant
 from verifier.wmi.regions import NetworkModel, PiecewiseAffineModel
 from verifier.wmi.terms import (
@@ -117,18 +117,6 @@ def _input_size(*models: PiecewiseAffineModel) -> int:
     if len(sizes) != 1:
         raise WMIInputError(f"the models read different numbers of inputs: {sorted(sizes)}")
     return sizes.pop()
-
-
-def _point_classes(model: PiecewiseAffineModel, points: np.ndarray) -> np.ndarray:
-    """The class of each point (argmax, ties to the lowest index), ``-1`` where it is not
-    decided: a network's in real arithmetic (:func:`~verifier.causal.witness.certified_classes`,
-    ties included), a tree's or forest's by its reference scores
-    (:meth:`~verifier.wmi.trees.ForestModel.predict_scores`, as its leaves are encoded)."""
-    if isinstance(model, NetworkModel):
-        return certified_classes(model.network, points)
-    if isinstance(model, ForestModel):
-        return np.argmax(model.predict_scores(points), axis=1)
-    raise WMIInputError(f"cannot classify points with a {type(model).__name__}")
 
 
 def _predicted(model: PiecewiseAffineModel, point: np.ndarray) -> int:
@@ -340,10 +328,13 @@ def _late(deadline: float) -> bool:
 def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
                          dimension: int, box_lo: np.ndarray, box_hi: np.ndarray,
                          violation: Any, deadline: float = math.inf,
-                         max_roots: int | None = None) -> list[Query]:
-    """One query per (merged) term whose atoms lie in the precondition box. Terms reached
-    after ``deadline`` are left out as ``lost`` mass (:func:`_late`); :class:`TooManyRoots`
-    when the pieces meeting the box make more than ``max_roots`` roots."""
+                         max_roots: int | None = None, finite_sum: bool = False
+                         ) -> list[Query]:
+    """One query per (merged) term whose atoms lie in the precondition box (a term fixing
+    every column reads its point). Terms reached after ``deadline`` are left out as
+    ``lost`` mass (:func:`_late`); :class:`TooManyRoots` when the pieces meeting the box
+    make more than ``max_roots`` roots; :class:`AllDiscrete` as :func:`_points_only`
+    says."""
     read = set().union(*(read_columns(model) for model in models))
     terms = _merge([t for t in termset.terms if _atoms_inside(t, box_lo, box_hi)], read)
     _check_roots((_roots(term, dimension, box_lo, box_hi) for term in terms), max_roots)
@@ -355,7 +346,10 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
             continue
         free = [j for j in range(dimension) if j not in term.atoms]
         if not free:
-            raise AllDiscrete("every input column is discrete: nothing to integrate")
+            point = _offset(term, dimension)
+            queries.append(point_query([point_placement(model, point) for model in models],
+                                       violation, term.coefficient))
+            continue
         index = {j: k for k, j in enumerate(free)}
         layout = _place(term, index, len(free))
         lo = np.maximum(layout.lower, box_lo[free])
@@ -367,13 +361,35 @@ def _single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
             skipped.add(term)
             continue
         embed = np.eye(dimension)[:, free]
-        offset = np.zeros(dimension)
-        for j, v in term.atoms.items():
-            offset[j] = v
+        offset = _offset(term, dimension)
         placements = [Placement(model, embed, offset) for model in models]
         queries.append(Query(len(free), roots, placements, violation, term.coefficient,
                              tuple(layout.envelopes), layout.lost, mass_bound=mass_bound))
-    return _with_lost(queries, termset.lost + skipped.total)
+    return _with_lost(_points_only(queries, finite_sum), termset.lost + skipped.total)
+
+
+def _offset(term: Term, dimension: int) -> np.ndarray:
+    """The input with the term's fixed columns at their values and 0 elsewhere."""
+    offset = np.zeros(dimension)
+    for j, v in term.atoms.items():
+        offset[j] = v
+    return offset
+
+
+def _points_only(queries: list[Query], finite_sum: bool) -> list[Query]:
+    """``queries``; :class:`AllDiscrete` when every one reads fixed points (every column
+    discrete) unless ``finite_sum``: the caller then branches a network's boxes, or asks
+    again for the finite sum over the points."""
+    if not finite_sum and queries and all(query.dimension == 0 for query in queries):
+        raise AllDiscrete("every input column is discrete: nothing to integrate")
+    return queries
+
+
+def _finite_sum(queries: list[Query], engine: dict[str, Any]) -> WMIResult:
+    """The result over queries that all read fixed points."""
+    result = _solve(queries, engine)
+    result.extra["method"] = "finite sum over the prior's points"
+    return result
 
 
 def _ball(termset: TermSet, center: Any, epsilon: float | np.ndarray | None
@@ -426,11 +442,11 @@ def _engine(stop_at: float | None, executor: Executor | None, bound_method: str,
 
 def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: float | np.ndarray,
                              expected_class: int | None = None, bound_method: str = "crown", *,
-                             deadline: float = math.inf, max_roots: int | None = None
-                             ) -> tuple[list[Query], int]:
+                             deadline: float = math.inf, max_roots: int | None = None,
+                             finite_sum: bool = False) -> tuple[list[Query], int]:
     """The queries of :func:`local_robustness` and the expected class checked;
     :class:`TooManyRoots` when the prior's pieces meeting the ε-box make more than
-    ``max_roots`` roots."""
+    ``max_roots`` roots; :class:`AllDiscrete` as :func:`_points_only` says."""
     wrapped = as_model(model, bound_method)
     point = np.asarray(center, dtype=np.float64).reshape(-1)
     termset = _termset(prior, _input_size(wrapped))
@@ -438,7 +454,7 @@ def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: flo
     box_lo, box_hi = _ball(termset, point, epsilon)
     return _single_copy_queries([wrapped], termset, point.size, box_lo, box_hi,
                                 OtherClass(chosen), deadline=deadline,
-                                max_roots=max_roots), chosen
+                                max_roots=max_roots, finite_sum=finite_sum), chosen
 
 
 def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float | np.ndarray,
@@ -454,94 +470,53 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float | np.
         queries, chosen = local_robustness_queries(model, prior, center, epsilon, expected_class,
                                                    bound_method, deadline=engine["deadline"],
                                                    max_roots=_root_limit(model))
-    except NotEnumerable as error:
-        whole_points = isinstance(error, AllDiscrete) and not branched.branchable(model)
-        if not (whole_points or branched.branchable(model)):
+    except AllDiscrete:
+        if not branched.branchable(model):
+            queries, chosen = local_robustness_queries(
+                model, prior, center, epsilon, expected_class, bound_method, finite_sum=True)
+            result = _finite_sum(queries, engine)
+            result.extra["expected_class"] = chosen
+            return result
+        return _branched_local_robustness(model, prior, center, epsilon, expected_class,
+                                          engine)
+    except NotEnumerable:
+        if not branched.branchable(model):
             raise
-        point = np.asarray(center, dtype=np.float64).reshape(-1)
-        chosen = _predicted(as_model(model, bound_method), point) if expected_class is None \
-            else int(expected_class)
-        radius = _radius(epsilon)
-        if whole_points:
-            result = point_local_robustness(model, prior, point, epsilon, chosen, bound_method)
-        else:
-            result = branched.local_robustness(model, prior, point - radius,
-                                               point + radius, chosen, engine=engine)
-        result.extra["expected_class"] = chosen
-        return result
+        return _branched_local_robustness(model, prior, center, epsilon, expected_class,
+                                          engine)
     result = _solve(queries, engine)
+    result.extra["expected_class"] = chosen
+    return result
+
+
+def _branched_local_robustness(model: Any, prior: Prior, center: Any,
+                               epsilon: float | np.ndarray, expected_class: int | None,
+                               engine: dict[str, Any]) -> WMIResult:
+    """:func:`local_robustness` by box branching (a network on a prior the region
+    enumeration cannot list)."""
+    point = np.asarray(center, dtype=np.float64).reshape(-1)
+    chosen = _predicted(as_model(model, engine["bound_method"]), point) \
+        if expected_class is None else int(expected_class)
+    radius = _radius(epsilon)
+    result = branched.local_robustness(model, prior, point - radius, point + radius, chosen,
+                                       engine=engine)
     result.extra["expected_class"] = chosen
     return result
 
 
 def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = None,
                         epsilon: float | np.ndarray | None = None, bound_method: str = "crown", *,
-                        deadline: float = math.inf, max_roots: int | None = None
-                        ) -> list[Query]:
+                        deadline: float = math.inf, max_roots: int | None = None,
+                        finite_sum: bool = False) -> list[Query]:
     """The queries of :func:`equivalence`; :class:`TooManyRoots` when the prior's pieces
-    (meeting the ε-box, if any) make more than ``max_roots`` roots."""
+    (meeting the ε-box, if any) make more than ``max_roots`` roots; :class:`AllDiscrete`
+    as :func:`_points_only` says."""
     first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
     termset = _termset(prior, _input_size(first, second))
     box_lo, box_hi = _ball(termset, center, epsilon)
     return _single_copy_queries([first, second], termset, termset.dimension, box_lo, box_hi,
-                                Disagreement(), deadline=deadline, max_roots=max_roots)
-
-
-def _prior_points(termset: TermSet, box_lo: np.ndarray, box_hi: np.ndarray
-                  ) -> tuple[list[Coefficient], np.ndarray]:
-    """The coefficients and points of the prior's terms inside ``[box_lo, box_hi]`` when
-    every term fixes every column (all columns discrete).
-
-    Raises:
-        AllDiscrete: some terms fix every column and others leave one free (a mixed prior,
-            which neither the region enumeration nor a finite sum covers).
-    """
-    terms = [term for term in termset.terms if _atoms_inside(term, box_lo, box_hi)]
-    dimension = termset.dimension
-    if any(len(term.atoms) < dimension for term in terms):
-        raise AllDiscrete("some prior terms fix every column and others leave one free: "
-                          "neither a region enumeration nor a finite sum covers them")
-    points = np.array([[term.atoms[j] for j in range(dimension)] for term in terms],
-                      dtype=np.float64).reshape(len(terms), dimension)
-    return [term.coefficient for term in terms], points
-
-
-def _finite_sum(coefficients: list[Coefficient], violating: list[tuple[float, float]],
-                lost: float, started: float) -> WMIResult:
-    result = point_sum(coefficients, violating, lost, started)
-    result.extra["method"] = "finite sum over the prior's points"
-    return result
-
-
-def point_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
-                      epsilon: float | np.ndarray | None = None,
-                      bound_method: str = "crown") -> WMIResult:
-    """:func:`equivalence` on a prior whose every term fixes every column (all columns
-    discrete): a finite sum over the prior's points (in the ε-box, if any), each point's
-    two classes decided as :func:`_point_classes` says (a network's ties included); a point
-    a class of which is not decided counts as possibly violating. :class:`AllDiscrete` for
-    a mixed prior (:func:`_prior_points`)."""
-    started = time.perf_counter()
-    first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
-    termset = _termset(prior, _input_size(first, second))
-    coefficients, points = _prior_points(termset, *_ball(termset, center, epsilon))
-    one, two = _point_classes(first, points), _point_classes(second, points)
-    violating = [(0.0, 1.0) if a < 0 or b < 0 else (1.0, 1.0) if a != b else (0.0, 0.0)
-                 for a, b in zip(one.tolist(), two.tolist(), strict=True)]
-    return _finite_sum(coefficients, violating, termset.lost, started)
-
-
-def point_local_robustness(model: Any, prior: Prior, center: Any, epsilon: float | np.ndarray,
-                           expected_class: int, bound_method: str = "crown") -> WMIResult:
-    """:func:`local_robustness` on a prior whose every term fixes every column: a finite
-    sum over the prior's points in the ε-box, as :func:`point_equivalence`."""
-    started = time.perf_counter()
-    wrapped = as_model(model, bound_method)
-    termset = _termset(prior, _input_size(wrapped))
-    coefficients, points = _prior_points(termset, *_ball(termset, center, epsilon))
-    violating = [(0.0, 1.0) if c < 0 else (0.0, 0.0) if c == expected_class else (1.0, 1.0)
-                 for c in _point_classes(wrapped, points).tolist()]
-    return _finite_sum(coefficients, violating, termset.lost, started)
+                                Disagreement(), deadline=deadline, max_roots=max_roots,
+                                finite_sum=finite_sum)
 
 
 def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
@@ -558,7 +533,8 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
                                       max_roots=_root_limit(model, surrogate))
     except AllDiscrete:
         if not branched.branchable(model, surrogate):
-            return point_equivalence(model, surrogate, prior, center, epsilon, bound_method)
+            return _finite_sum(equivalence_queries(model, surrogate, prior, center, epsilon,
+                                                   bound_method, finite_sum=True), engine)
         return _branched_equivalence(model, surrogate, prior, center, epsilon, engine)
     except NotEnumerable:
         if not branched.branchable(model, surrogate):
@@ -581,11 +557,11 @@ def _branched_equivalence(model: Any, surrogate: Any, prior: Prior, center: Any,
     return branched.equivalence(model, surrogate, prior, lower, upper, engine=engine)
 
 
-def _copy_marginal(termset: TermSet, feature: int) -> tuple[list[WeightPiece] | None,
-                                                           Density1D | None]:
-    """The marginal of column ``feature`` over all terms, for the second copy ``x′_i``:
-    exact pieces when every part is polynomial, else a :class:`Density1D`."""
-    terms = termset.terms
+def _copy_marginal(name: str, terms: list[Term], feature: int
+                   ) -> tuple[list[WeightPiece] | None, Density1D | None]:
+    """The marginal of column ``feature`` (named ``name``) over ``terms``, each leaving it
+    free, for the second copy ``x′_i``: exact pieces when every part is polynomial, else a
+    :class:`Density1D`."""
     densities = [t.densities.get(feature) for t in terms]
     if all(d is not None for d in densities) and not all(d.polynomial() for d in densities):
         components = []
@@ -595,7 +571,7 @@ def _copy_marginal(termset: TermSet, feature: int) -> tuple[list[WeightPiece] | 
                                              term.coefficient[2] * rest_hi).components)
         return None, Density1D(tuple(components))
     if any(d is not None and not d.polynomial() for d in densities):
-        raise WMIInputError(f"column {termset.name(feature)!r} mixes a multi-column "
+        raise WMIInputError(f"column {name!r} mixes a multi-column "
                             "polynomial density with non-polynomial ones")
     pieces: list[WeightPiece] = []
     for term, density in zip(terms, densities, strict=True):
@@ -609,7 +585,19 @@ def _copy_marginal(termset: TermSet, feature: int) -> tuple[list[WeightPiece] | 
         where = factor.positions.index(feature)
         for piece in factor.pieces:
             pieces.extend(_marginal_piece(piece, where, value))
-    return pieces, None
+    return _same_boxes_added(pieces), None
+
+
+def _same_boxes_added(pieces: list[WeightPiece]) -> list[WeightPiece]:
+    """``pieces`` with those on the same interval made one (polynomials added): the terms
+    that differ only in columns other than the feature repeat its pieces."""
+    boxes: dict[tuple[float, float], dict[tuple[int, ...], float]] = {}
+    for piece in pieces:
+        polynomial = boxes.setdefault((float(piece.lower[0]), float(piece.upper[0])), {})
+        for exponents, coefficient in piece.polynomial.items():
+            polynomial[exponents] = polynomial.get(exponents, 0.0) + coefficient
+    return [WeightPiece(np.array([low]), np.array([high]), polynomial)
+            for (low, high), polynomial in boxes.items()]
 
 
 def _marginal_piece(piece: WeightPiece, where: int, scale: float) -> list[WeightPiece]:
@@ -629,10 +617,17 @@ def _marginal_piece(piece: WeightPiece, where: int, scale: float) -> list[Weight
 def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
                          favorable_class: int = 1, output: int | None = None,
                          use_prior: bool = False, bound_method: str = "crown",
-                         deadline: float = math.inf, max_roots: int | None = None
-                         ) -> list[Query]:
-    """The queries of :func:`monotonicity` (terms reached after ``deadline`` left out as
-    ``lost`` mass, :func:`_late`); :class:`TooManyRoots` beyond ``max_roots`` roots."""
+                         deadline: float = math.inf, max_roots: int | None = None,
+                         finite_sum: bool = False) -> list[Query]:
+    """The queries of :func:`monotonicity`: for each (merged) prior term ``x``, one per part
+    of the feature's second draw ``x′_i`` that the order admits — its density part (the
+    terms leaving the feature free) and each of its values (the terms fixing it) — with
+    ``x_i <= x′_i`` (``>=`` when ``decreasing``) as the precondition, strict where both
+    sides are values (equal values cannot violate and leave it, as the measure-zero
+    diagonal does between densities). A column with values beside a density (a fitted
+    histogram's atoms) takes all four combinations. Terms reached after ``deadline`` are
+    left out as ``lost`` mass (:func:`_late`); :class:`TooManyRoots` beyond ``max_roots``
+    roots; :class:`AllDiscrete` as :func:`_points_only` says."""
     wrapped = as_model(model, bound_method, values=output is not None)
     dimension = _input_size(wrapped)
     if not 0 <= feature < dimension:
@@ -640,60 +635,142 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
     termset = _termset(prior, dimension)
     if not use_prior:
         termset = uniform_terms(prior, termset)
+    if any(feature in group for group in termset.groups):
+        raise WMIInputError(f"monotonicity needs an ordered feature; column "
+                            f"{termset.name(feature)!r} belongs to a one-hot group")
     violation = LostFavorable(favorable_class) if output is None else Decrease(output)
-    if feature in termset.discrete_columns():
-        return _with_lost(_discrete_monotonicity_queries(wrapped, termset, feature, decreasing,
-                                                         violation, deadline, max_roots),
-                          2 * termset.lost)
-    copy_pieces, copy_density = _copy_marginal(termset, feature)
-    merged = _merge(termset.terms, read_columns(wrapped))
-    extra = 1 if copy_pieces is None else len(copy_pieces)
-    _check_roots((_roots(term, dimension) * extra for term in merged), max_roots)
+    copy = _SecondDraw(termset, feature, decreasing)
+    merged = _merge(termset.terms, read_columns(wrapped) | {feature})
+    _check_roots((_roots(term, dimension) * copy.root_factor(term) for term in merged),
+                 max_roots)
     queries: list[Query] = []
     skipped = _SkippedMass()
-    copies = math.nan  # the second copy's mass, bounded when a term is first left out
     for term in merged:
-        if _late(deadline):
-            copies = _prior_mass(termset) if math.isnan(copies) else copies
-            skipped.add(term, copies)
-            continue
+        parts = copy.parts(term)
+        for part in parts:
+            if _late(deadline):
+                skipped.add(term, copy.mass(part, termset))
+                continue
+            try:
+                queries.append(copy.query(wrapped, term, part, dimension, violation,
+                                          deadline))
+            except DeadlineReached:
+                skipped.add(term, copy.mass(part, termset))
+    if not queries and not skipped.total:
+        raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
+                            "differs in it")
+    return _with_lost(_points_only(queries, finite_sum), 2 * termset.lost + skipped.total)
+
+
+Part = tuple[float, Coefficient] | None
+"""One part of the second draw: a value with its probability, or None for its density."""
+
+
+class _SecondDraw:
+    """Monotonicity's second draw ``x′_i`` of the feature, independent of ``x``, split into
+    its density part (the terms leaving the feature free: exact pieces, or a
+    :class:`Density1D` when some part is not polynomial) and its values (the terms fixing
+    it: ``P(x′_i = v)`` as enclosures); either may be empty."""
+
+    def __init__(self, termset: TermSet, feature: int, decreasing: bool) -> None:
+        self.feature = feature
+        self.decreasing = decreasing
+        free = [t for t in termset.terms if feature not in t.atoms]
+        fixed = [t for t in termset.terms if feature in t.atoms]
+        self.pieces: list[WeightPiece] | None = None
+        self.density: Density1D | None = None
+        if free:
+            self.pieces, self.density = _copy_marginal(termset.name(feature), free, feature)
+        self.values = _value_marginal(fixed, feature)
+        self._copies = math.nan  # a bound of the density part's mass, when first needed
+        self._terms = termset
+
+    def parts(self, term: Term) -> list[Part]:
+        """The parts a pair starting at ``term`` may take: the density part, and the values
+        the order admits strictly when the term fixes the feature, else every value."""
+        density = self.pieces is not None or self.density is not None
+        parts: list[Part] = [None] if density else []
+        mine = term.atoms.get(self.feature)
+        for value, weight in sorted(self.values.items()):
+            ordered = mine is None or (value < mine if self.decreasing else value > mine)
+            if ordered and weight[2] > 0:
+                parts.append((value, weight))
+        return parts
+
+    def root_factor(self, term: Term) -> int:
+        """Roots per root of the term: the density part's pieces and one per value."""
+        pieces = 0
+        if self.pieces is not None:
+            pieces = len(self.pieces)
+        elif self.density is not None:
+            pieces = 1
+        return pieces + sum(part is not None for part in self.parts(term))
+
+    def mass(self, part: Part, termset: TermSet) -> float:
+        """Upper bound of the part's probability (the density part: the prior's mass)."""
+        if part is not None:
+            return part[1][2]
+        if math.isnan(self._copies):
+            self._copies = _prior_mass(termset)
+        return self._copies
+
+    def query(self, wrapped: PiecewiseAffineModel, term: Term, part: Part, dimension: int,
+              violation: Any, deadline: float) -> Query:
+        """The query of pairs from ``term`` and ``part`` (a point query when nothing is
+        left to integrate)."""
+        feature = self.feature
         free = [j for j in range(dimension) if j not in term.atoms]
         index = {j: k for k, j in enumerate(free)}
-        width = len(free) + 1
+        width = len(free) + (part is None)
+        offset = _offset(term, dimension)
+        moved = offset.copy()
+        coefficient = term.coefficient
+        if part is not None:
+            moved[feature] = part[0]
+            coefficient = times(coefficient, part[1])
+        else:  # the second copy reads the feature from its own coordinate
+            moved[feature] = 0.0
+        if width == 0:
+            return point_query([point_placement(wrapped, offset),
+                                point_placement(wrapped, moved)], violation, coefficient)
         layout = _place(term, index, width)
-        copy = width - 1
-        if copy_pieces is not None:
-            layout.factors.append(WeightFactor([copy], copy_pieces))
-            layout.lower[copy] = min(p.lower[0] for p in copy_pieces)
-            layout.upper[copy] = max(p.upper[0] for p in copy_pieces)
-        else:
-            _place_density(feature, copy, copy_density, layout.factors, layout.envelopes,
-                           layout.lower, layout.upper)
-            layout.lost += term.coefficient[2] * _factor_mass(term) * _tail(copy_density)
+        sign = -1.0 if self.decreasing else 1.0
         order = np.zeros((1, width))
-        mine = index[feature]
-        order[0, mine], order[0, copy] = (-1.0, 1.0) if decreasing else (1.0, -1.0)
-        try:
-            roots, mass_bound = build_roots(width, layout.factors, layout.lower,
-                                            layout.upper, order, np.zeros(1), deadline,
-                                            tuple(layout.envelopes))
-        except DeadlineReached:
-            copies = _prior_mass(termset) if math.isnan(copies) else copies
-            skipped.add(term, copies)
-            continue
+        bound = 0.0
+        if part is None:  # x′_i from the density part, on the last coordinate
+            copy = width - 1
+            if self.pieces is not None:
+                layout.factors.append(WeightFactor([copy], self.pieces))
+                layout.lower[copy] = min(p.lower[0] for p in self.pieces)
+                layout.upper[copy] = max(p.upper[0] for p in self.pieces)
+            else:
+                _place_density(feature, copy, self.density, layout.factors, layout.envelopes,
+                               layout.lower, layout.upper)
+                layout.lost += term.coefficient[2] * _factor_mass(term) * _tail(self.density)
+            order[0, copy] = -sign
+            if feature in index:
+                order[0, index[feature]] = sign
+            else:
+                bound = -sign * term.atoms[feature]
+        else:
+            layout.lost *= part[1][2]
+            if feature in index:
+                order[0, index[feature]] = sign
+                bound = sign * part[0]
         first = np.zeros((dimension, width))
         for j, k in index.items():
             first[j, k] = 1.0
         second = first.copy()
-        second[feature, mine] = 0.0
-        second[feature, copy] = 1.0
-        offset = np.zeros(dimension)
-        for j, v in term.atoms.items():
-            offset[j] = v
-        placements = [Placement(wrapped, first, offset), Placement(wrapped, second, offset)]
-        queries.append(Query(width, roots, placements, violation, term.coefficient,
-                             tuple(layout.envelopes), layout.lost, mass_bound=mass_bound))
-    return _with_lost(queries, 2 * termset.lost + skipped.total)
+        if feature in index:
+            second[feature, index[feature]] = 0.0
+        if part is None:
+            second[feature, width - 1] = 1.0
+        precondition = (order, np.array([bound])) if order.any() else (None, None)
+        roots, mass_bound = build_roots(width, layout.factors, layout.lower, layout.upper,
+                                        *precondition, deadline, tuple(layout.envelopes))
+        placements = [Placement(wrapped, first, offset), Placement(wrapped, second, moved)]
+        return Query(width, roots, placements, violation, coefficient,
+                     tuple(layout.envelopes), layout.lost, mass_bound=mass_bound)
 
 
 def _prior_mass(termset: TermSet) -> float:
@@ -704,12 +781,12 @@ def _prior_mass(termset: TermSet) -> float:
     return skipped.total
 
 
-def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
-    """``P(x_feature = v)`` for every value ``v`` of a discrete column, as enclosures: the sum
-    of the coefficients of the terms fixing ``v``, each times the mass of its continuous
-    factors (outward-rounded)."""
+def _value_marginal(terms: list[Term], feature: int) -> dict[float, Coefficient]:
+    """``P(x_feature = v)`` for every value ``v`` the ``terms`` (each fixing the column) give
+    it, as enclosures: the sum of the coefficients of the terms fixing ``v``, each times the
+    mass of its continuous factors (outward-rounded)."""
     sums: dict[float, list[float]] = {}
-    for term in termset.terms:
+    for term in terms:
         low, high = _factor_masses(term)
         c = term.coefficient
         entry = sums.setdefault(term.atoms[feature], [0.0, 0.0, 0.0, 0])
@@ -722,69 +799,6 @@ def _value_marginal(termset: TermSet, feature: int) -> dict[float, Coefficient]:
         margin = FUNCTION_REL_MARGIN + 4 * (count + 2) * EPS
         marginal[value] = (scaled_down(low, margin), mid, scaled_up(high, margin))
     return marginal
-
-
-def _discrete_monotonicity_queries(wrapped: PiecewiseAffineModel, termset: TermSet,
-                                   feature: int, decreasing: bool, violation: Any,
-                                   deadline: float = math.inf, max_roots: int | None = None
-                                   ) -> list[Query]:
-    """Monotonicity in a discrete (binary or integer) column: one query per (merged) prior
-    term ``x`` and value ``v′`` of the feature's marginal with ``x_i < v′`` (``>`` when
-    ``decreasing``); both copies share the term's continuous coordinates and differ only in
-    the feature's fixed value, weighted by ``P(x_i′ = v′)``. Pairs with equal values cannot
-    violate the property and are left out of the precondition, as the measure-zero diagonal
-    is in the continuous case. :class:`TooManyRoots` when the queries would enumerate more
-    than ``max_roots`` roots (a term's roots once per other value)."""
-    if any(feature in group for group in termset.groups):
-        raise WMIInputError(f"monotonicity needs an ordered feature; column "
-                            f"{termset.name(feature)!r} belongs to a one-hot group")
-    marginal = _value_marginal(termset, feature)
-    dimension = termset.dimension
-
-    def larger_values(term: Term) -> list[tuple[float, Coefficient]]:
-        value = term.atoms[feature]
-        return [(v, c) for v, c in sorted(marginal.items())
-                if (v < value if decreasing else v > value) and c[2] > 0]
-
-    merged = _merge(termset.terms, read_columns(wrapped) | {feature})
-    _check_roots((_roots(term, dimension) * len(larger_values(term)) for term in merged),
-                 max_roots)
-    queries: list[Query] = []
-    skipped = _SkippedMass()
-    for term in merged:
-        larger = larger_values(term)
-        if not larger:
-            continue
-        if _late(deadline):
-            skipped.add(term, sum(c[2] for _, c in larger))
-            continue
-        free = [j for j in range(dimension) if j not in term.atoms]
-        if not free:
-            raise AllDiscrete("every input column is discrete: nothing to integrate")
-        index = {j: k for k, j in enumerate(free)}
-        layout = _place(term, index, len(free))
-        try:
-            roots, mass_bound = build_roots(len(free), layout.factors, layout.lower,
-                                            layout.upper, deadline=deadline,
-                                            envelopes=tuple(layout.envelopes))
-        except DeadlineReached:
-            skipped.add(term, sum(c[2] for _, c in larger))
-            continue
-        embed = np.eye(dimension)[:, free]
-        offset = np.zeros(dimension)
-        for j, v in term.atoms.items():
-            offset[j] = v
-        for other, weight in larger:
-            moved = offset.copy()
-            moved[feature] = other
-            placements = [Placement(wrapped, embed, offset), Placement(wrapped, embed, moved)]
-            queries.append(Query(len(free), roots, placements, violation,
-                                 times(term.coefficient, weight), tuple(layout.envelopes),
-                                 layout.lost * weight[2], mass_bound=mass_bound))
-    if not queries and not skipped.total:
-        raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
-                            "differs in it")
-    return _with_lost(queries, skipped.total)
 
 
 def _with_lost(queries: list[Query], lost: float) -> list[Query]:
@@ -811,7 +825,9 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
     columns take the same value in both copies. A discrete (binary or integer) ``feature`` is
     compared on its values: ``x′_i`` is drawn from the values the feature takes and pairs
     with ``x_i < x′_i`` (``>`` when ``decreasing``) form the precondition; a column of a
-    one-hot group is refused.
+    one-hot group is refused. A column with values beside a density (a fitted histogram's
+    atoms; uniform on its support interval when not ``use_prior``) is compared both ways:
+    ties between its values leave the precondition, as between a discrete feature's.
     """
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
@@ -825,9 +841,10 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
             return branched.monotonicity(model, prior, feature, decreasing=decreasing,
                                          favorable_class=favorable_class, output=output,
                                          use_prior=use_prior, engine=engine)
-        return point_monotonicity(model, prior, feature, decreasing=decreasing,
-                                  favorable_class=favorable_class, use_prior=use_prior,
-                                  bound_method=bound_method)
+        return _finite_sum(monotonicity_queries(
+            model, prior, feature, decreasing=decreasing, favorable_class=favorable_class,
+            output=output, use_prior=use_prior, bound_method=bound_method, finite_sum=True),
+            engine)
     except NotEnumerable:
         if not branched.branchable(model):
             raise
@@ -838,66 +855,18 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
     return _solve(queries, engine)
 
 
-def point_monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = False,
-                       favorable_class: int = 1, use_prior: bool = False,
-                       bound_method: str = "crown") -> WMIResult:
-    """:func:`monotonicity` of a classifier on a prior whose every term fixes every column:
-    a finite sum over the pairs the discrete form compares (each point ``x`` and each value
-    ``v′`` of the feature with ``x_i < v′``, ``>`` when ``decreasing``, weighted by the term's
-    coefficient times ``P(x_i′ = v′)``), the classes decided as :func:`_point_classes` says.
-    :class:`AllDiscrete` for a mixed prior (:func:`_prior_points`)."""
-    started = time.perf_counter()
-    wrapped = as_model(model, bound_method)
-    dimension = _input_size(wrapped)
-    termset = _termset(prior, dimension)
-    if not use_prior:
-        termset = uniform_terms(prior, termset)
-    if any(feature in group for group in termset.groups):
-        raise WMIInputError(f"monotonicity needs an ordered feature; column "
-                            f"{termset.name(feature)!r} belongs to a one-hot group")
-    everywhere = np.full(dimension, np.inf)
-    weights, points = _prior_points(termset, -everywhere, everywhere)
-    marginal = _value_marginal(termset, feature)
-    coefficients: list[Coefficient] = []
-    pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    for weight, point in zip(weights, points, strict=True):
-        for value, share in sorted(marginal.items()):
-            if share[2] > 0 and (value < point[feature] if decreasing
-                                 else value > point[feature]):
-                moved = point.copy()
-                moved[feature] = value
-                coefficients.append(times(weight, share))
-                pairs.append((point, moved))
-    if not pairs:
-        raise WMIInputError(f"column {termset.name(feature)!r} takes a single value: no pair "
-                            "differs in it")
-    first = _point_classes(wrapped, np.array([pair[0] for pair in pairs]))
-    second = _point_classes(wrapped, np.array([pair[1] for pair in pairs]))
-    violating = [(0.0, 1.0) if a < 0 or b < 0
-                 else (1.0, 1.0) if a == favorable_class and b != favorable_class
-                 else (0.0, 0.0)
-                 for a, b in zip(first.tolist(), second.tolist(), strict=True)]
-    return _finite_sum(coefficients, violating, 2 * termset.lost, started)
-
-
 def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | None,
                              features: list[int], bound_method: str = "crown", *,
-                             deadline: float = math.inf, max_roots: int | None = None
+                             deadline: float = math.inf, max_roots: int | None = None,
+                             finite_sum: bool = False, noise_in_codes: bool = False
                              ) -> list[Query]:
     """The queries of :func:`noise_robustness` (pairs reached after ``deadline`` left out
-    as ``lost`` mass, :func:`_late`); :class:`TooManyRoots` beyond ``max_roots`` roots."""
+    as ``lost`` mass, :func:`_late`); :class:`TooManyRoots` beyond ``max_roots`` roots;
+    :class:`AllDiscrete` as :func:`_points_only` says. A column with values beside a
+    density takes a density noise as a continuous column does (its values move off)."""
     wrapped = as_model(model, bound_method)
     dimension = _input_size(wrapped)
-    if noise is None:
-        raise WMIInputError("noise robustness needs a noise distribution")
-    if len(set(features)) != len(features) or not features or \
-            not all(0 <= f < dimension for f in features):
-        raise WMIInputError(f"noise features {features} must be distinct indices in "
-                            f"0..{dimension - 1}")
-    if getattr(getattr(noise, "feature_schema", None), "coded", False):
-        raise WMIInputError("the noise population codes columns (value = offset + step·k): "
-                            "its codes would be added as the shifts; write the noise's values "
-                            "without a step or offset")
+    _check_noise(prior, noise, features, dimension, noise_in_codes)
     termset = _termset(prior, dimension)
     noise_set = prior_terms(noise)
     if noise_set.dimension != len(features):
@@ -908,11 +877,6 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
         if f in termset.discrete_columns() and position not in discrete_noise:
             raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
                                 "column or a discrete noise distribution; it is discrete")
-    coded = _coded_columns(prior, features)
-    if coded:
-        raise WMIInputError(f"{', '.join(coded)} is a coded column of the population (value = "
-                            "offset + step·k): the noise's values would be added to its codes; "
-                            "noise on a coded column is not supported")
     merged = _merge(termset.terms, read_columns(wrapped))
     extra = sum(_roots(noise_term, len(features)) for noise_term in noise_set.terms)
     _check_roots((_roots(term, dimension) * extra for term in merged), max_roots)
@@ -928,20 +892,26 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
                                             deadline))
             except DeadlineReached:
                 skipped.add(term, noise_term.coefficient[2] * _factor_mass(noise_term))
-    return _with_lost(queries, termset.lost + noise_set.lost + skipped.total)
+    return _with_lost(_points_only(queries, finite_sum),
+                      termset.lost + noise_set.lost + skipped.total)
 
 
 def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
                  features: list[int], dimension: int, deadline: float = math.inf) -> Query:
     """One (prior term, noise term) query: the prior's free columns, then the noise's
     continuous columns as integration coordinates; a discrete noise value shifts its feature
-    in the second copy by a constant."""
+    in the second copy by a constant (a point query when nothing is left to integrate)."""
     free = [j for j in range(dimension) if j not in term.atoms]
     moving = [p for p in range(len(features)) if p not in noise_term.atoms]
     width = len(free) + len(moving)
+    offset = _offset(term, dimension)
+    moved = offset.copy()
+    for p, value in noise_term.atoms.items():
+        moved[features[p]] += value
+    coefficient = times(term.coefficient, noise_term.coefficient)
     if width == 0:
-        raise AllDiscrete("every input column and the noise are discrete: nothing to "
-                          "integrate")
+        return point_query([point_placement(wrapped, offset), point_placement(wrapped, moved)],
+                           Disagreement(), coefficient)
     index = {j: k for k, j in enumerate(free)}
     layout = _place(term, index, width)
     coordinate = {p: len(free) + k for k, p in enumerate(moving)}
@@ -960,18 +930,41 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
     shifted = first.copy()
     for p, k in coordinate.items():
         shifted[features[p], k] = 1.0
-    offset = np.zeros(dimension)
-    for j, v in term.atoms.items():
-        offset[j] = v
-    moved = offset.copy()
-    for p, value in noise_term.atoms.items():
-        moved[features[p]] += value
-    coefficient = times(term.coefficient, noise_term.coefficient)
     lost = (layout.lost * noise_term.coefficient[2] * _factor_mass(noise_term)
             + noise_layout.lost * term.coefficient[2] * _factor_mass(term))
     return Query(width, roots, [Placement(wrapped, first, offset),
                                 Placement(wrapped, shifted, moved)],
                  Disagreement(), coefficient, envelopes, lost, mass_bound=mass_bound)
+
+
+def _check_noise(prior: Prior, noise: Distribution | None, features: list[int],
+                 dimension: int, noise_in_codes: bool) -> None:
+    """Refuse a missing noise, bad feature indices, a noise population that codes its own
+    columns, and shifts (point masses of the noise) on a coded column of the prior unless
+    ``noise_in_codes`` says they are code shifts already
+    (:func:`verifier.audits.coded_values.noise_in_codes`,
+    which the ``--noise`` verb applies): a shift in the data's units added to a code would
+    move the input elsewhere. Checked before the prior is expanded, so that no path (box
+    branching included) reads a shift as a code shift."""
+    if noise is None:
+        raise WMIInputError("noise robustness needs a noise distribution")
+    if len(set(features)) != len(features) or not features or \
+            not all(0 <= f < dimension for f in features):
+        raise WMIInputError(f"noise features {features} must be distinct indices in "
+                            f"0..{dimension - 1}")
+    if getattr(getattr(noise, "feature_schema", None), "coded", False):
+        raise WMIInputError("the noise population codes columns (value = offset + step·k): "
+                            "its codes would be added as the shifts; write the noise's values "
+                            "without a step or offset")
+    shifting = [f for f, atomless in zip(features, noise.atomless_columns(), strict=False)
+                if not atomless]  # a density noise is refused on any discrete column later
+    coded = [] if noise_in_codes else _coded_columns(prior, shifting)
+    if coded:
+        raise WMIInputError(f"{', '.join(coded)} is a coded column of the population (value = "
+                            "offset + step·k): the noise's shifts in the data's units would be "
+                            "added to its codes; write them as code shifts first "
+                            "(verifier.audits.coded_values.noise_in_codes, which "
+                            "`certgate verify noise-robustness --noise` applies)")
 
 
 def _coded_columns(prior: Prior, features: list[int]) -> list[str]:
@@ -988,52 +981,29 @@ def _coded_columns(prior: Prior, features: list[int]) -> list[str]:
 def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
                      stop_at: float | None = None, executor: Executor | None = None,
                      bound_method: str = "crown", timeout_s: float | None = None,
-                     tolerance: float = DEFAULT_TOLERANCE) -> WMIResult:
+                     tolerance: float = DEFAULT_TOLERANCE, noise_in_codes: bool = False
+                     ) -> WMIResult:
     """``P(c(x) = c(x + n))`` with ``x ~ prior`` and ``n ~ noise`` added to ``features``
     (Eq. 10); ``noise`` has dimension ``len(features)``: a density (piecewise polynomial, or
     normal-type: then the result is a certified interval) or discrete values (each shifts its
     feature by a constant). A discrete feature of the prior takes discrete noise only (a
-    density would move it off its values)."""
+    density would move it off its values); on a coded column of the prior the shifts must be
+    code shifts, said by ``noise_in_codes`` (:func:`_check_noise`)."""
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
         queries = noise_robustness_queries(model, prior, noise, features, bound_method,
                                            deadline=engine["deadline"],
-                                           max_roots=_root_limit(model))
+                                           max_roots=_root_limit(model),
+                                           noise_in_codes=noise_in_codes)
     except AllDiscrete:
         if branched.branchable(model):
             return branched.noise_robustness(model, prior, noise, features, engine=engine)
-        return point_noise_robustness(model, prior, noise, features, bound_method)
+        return _finite_sum(noise_robustness_queries(
+            model, prior, noise, features, bound_method, finite_sum=True,
+            noise_in_codes=noise_in_codes), engine)
     except NotEnumerable:
         if not branched.branchable(model):
             raise
         return branched.noise_robustness(model, prior, noise, features,
                                          engine=engine)
     return _solve(queries, engine)
-
-
-def point_noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int],
-                           bound_method: str = "crown") -> WMIResult:
-    """:func:`noise_robustness` on a prior and a noise whose every term fixes every column
-    (all discrete; the arguments as :func:`noise_robustness_queries` accepted them): a finite
-    sum over the pairs ``(x, x + n)`` of a prior point and a noise value, weighted by the
-    product of their coefficients, the classes decided as :func:`_point_classes` says.
-    :class:`AllDiscrete` for a mixed prior or noise (:func:`_prior_points`)."""
-    started = time.perf_counter()
-    wrapped = as_model(model, bound_method)
-    termset = _termset(prior, _input_size(wrapped))
-    everywhere = np.full(termset.dimension, np.inf)
-    weights, points = _prior_points(termset, -everywhere, everywhere)
-    noise_set = prior_terms(noise)
-    reach = np.full(noise_set.dimension, np.inf)
-    noise_weights, shifts = _prior_points(noise_set, -reach, reach)
-    coefficients = [times(weight, noise_weight) for weight in weights
-                    for noise_weight in noise_weights]
-    moved = np.repeat(points, len(shifts), axis=0)
-    moved[:, features] += np.tile(shifts, (len(points), 1))
-    before = np.repeat(_point_classes(wrapped, points), len(shifts))
-    after = _point_classes(wrapped, moved)
-    violating = [(0.0, 1.0) if a < 0 or b < 0 else (1.0, 1.0) if a != b else (0.0, 0.0)
-                 for a, b in zip(before.tolist(), after.tolist(), strict=True)]
-    return _finite_sum(coefficients, violating, termset.lost + noise_set.lost, started)
-
-

@@ -13,6 +13,10 @@ Cartesian product of their factors' terms, mixtures into the union of their comp
 (1-D atomless mixtures stay one density), Bayesian networks into one term per regime (the rows
 of every node, each continuous node restricted to the interval its children's rows impose, the
 latent nodes' probability in ``c_t``), discrete marginals into one term per value.
+A column may be fixed in some terms and integrated in others (point masses beside a density:
+a fitted histogram's atoms are components of its mixture); each term is integrated as it
+stands, so the column's integral is each atom's weight times the integrand at its value
+plus the density's integral, and a term that fixes every column is one point.
 
 ``lost`` bounds the mass no term carries (the tails of unbounded discretised normals). Nothing
 is approximated otherwise; a kind that cannot be written this way raises
@@ -106,7 +110,16 @@ class TermSet:
         return self.names[column] if column < len(self.names) else f"column {column}"
 
     def discrete_columns(self) -> list[int]:
-        return sorted({j for term in self.terms for j in term.atoms})
+        """The columns every term fixes (binary, integer, one-hot: summed over values)."""
+        return sorted(set.intersection(*(set(term.atoms) for term in self.terms)))
+
+    def mixed_columns(self) -> list[int]:
+        """The columns some terms fix and others integrate: point masses beside a density
+        (e.g. the atoms a fitted histogram keeps for values holding 5 % of the rows). Each
+        term is integrated as it stands, so such a column's integral is the atoms' weights
+        times the integrand at their values plus the density's integral."""
+        fixed = {j for term in self.terms for j in term.atoms}
+        return sorted(fixed - set(self.discrete_columns()))
 
 
 class NotEnumerable(WMIInputError):
@@ -338,17 +351,6 @@ def _prior_terms(prior: Distribution | PopulationModel) -> TermSet:
         if covered != set(range(dimension)):
             missing = sorted(set(range(dimension)) - covered)
             raise WMIInputError(f"the prior leaves columns {missing} without a distribution")
-    discrete = {j for t in terms for j in t.atoms}
-    for term in terms:
-        mixed = discrete - set(term.atoms)
-        if mixed:
-            column = min(mixed)
-            raise WMIInputError(f"column {names[column]!r} is discrete in some parts of the "
-                                "prior and continuous in others (point masses beside a "
-                                "density, e.g. the atoms a fitted histogram keeps for values "
-                                "holding 5 % of the rows); exact integration needs one or "
-                                "the other: audit it with PV (demographic parity, "
-                                "probability) or fit the column with --continuous normal")
     return TermSet(dimension, terms, lost, names, groups)
 
 
