@@ -14,8 +14,12 @@ Column handling, in this order:
    ``VALUE…`` in column order.
 4. **Detected dummies**: 0/1 columns named ``PREFIX_VALUE`` (``pandas.get_dummies``' default
    names, bool or integer) that share a ``PREFIX`` and hold exactly one 1 in every row form
-   the categorical feature ``PREFIX`` (:func:`detect_dummies`); columns that do not
-   partition the rows (``has_car``, ``has_house``; dummies with one dropped) stay binary.
+   the categorical feature ``PREFIX`` (:func:`detect_dummies`). Dummies written with
+   ``drop_first`` (at most one 1 in every row, some rows all 0: the dropped category) are
+   that feature too, with one more column, :func:`dropped_column` (``PREFIX_(dropped)``),
+   holding 1 where the others are all 0; a model that reads only the listed columns binds
+   to it (:func:`verifier.audits.binding.unread_columns`). Columns with two 1s in some row
+   (``has_car``, ``has_house``) stay binary.
 5. Every other column is binary (bool, or integers in {0, 1}), integer, or continuous
    (:func:`verifier.population.fitting.infer_features`). A float column of whole numbers
    (``3.0``) is integer, as the integer column holding them is. Another float column with at most
@@ -36,8 +40,8 @@ Defaults (bounded and data-shaped, with the dependences kept):
   product or ``parents`` gives the structure. The learned edges are written in the model's
   ``description``.
 
-The model's columns are the table's columns after step 1, in table order: a network trained
-on the same encoded table binds to it by name.
+The model's columns are the table's columns after step 1, in table order, with step 4's
+dropped columns inserted: a network trained on the same encoded table binds to it by name.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ class FewValuedDensityWarning(UserWarning):
     ``certgate population fit`` prints it on stderr and lists it as ``warnings`` in
     ``--json``."""
 Domain = tuple[float | None, float | None]
+DROPPED = "(dropped)"
 
 
 def is_string_column(series: pd.Series) -> bool:
@@ -142,15 +147,22 @@ def detect_groups(columns: Sequence[str], taken: set[str]) -> dict[str, list[str
     return {name: members for name, members in groups.items() if len(members) >= 2}
 
 
+def dropped_column(prefix: str) -> str:
+    """The column the dummies of ``prefix`` written with ``drop_first`` get for the dropped
+    category: 1 exactly where every listed dummy is 0."""
+    return f"{prefix}_{DROPPED}"
+
+
 def detect_dummies(frame: pd.DataFrame, taken: set[str]) -> dict[str, list[str]]:
     """Step 4: 0/1 columns named ``PREFIX_VALUE`` (``pandas.get_dummies``' default names), not
-    in ``taken``, that share a ``PREFIX`` and partition the rows — exactly one 1 in every
-    row — grouped by that prefix (at least two columns, in column order). The data puts no
-    row on two of them or on none, so a categorical feature is what it shows; fitted as
-    separate binary columns, a network with a few parents per node spreads mass there.
-    Where several prefixes of a name give a partition, the longest names the group
-    (``marital_status`` rather than ``marital``); a prefix that is already a column or a
-    group's name is not used."""
+    in ``taken``, that share a ``PREFIX`` (at least two columns, in column order) and hold at
+    most one 1 in every row, grouped by that prefix. When some row holds none (the category
+    ``drop_first`` dropped), the group starts with :func:`dropped_column`, which
+    :func:`with_dropped_columns` adds to the table. The data puts no row on two of them, so a
+    categorical feature is what it shows; fitted as separate binary columns, a network with
+    a few parents per node spreads mass there. Where several prefixes of a name give a group,
+    the longest names it (``marital_status`` rather than ``marital``); a prefix that is
+    already a column or a group's name is not used."""
     import numpy as np
     import pandas as pd
 
@@ -173,9 +185,27 @@ def detect_dummies(frame: pd.DataFrame, taken: set[str]) -> dict[str, list[str]]
         ones = frame[columns].to_numpy(dtype=np.int64).sum(axis=1)
         if (ones == 1).all():
             groups[prefix] = columns
-            used.update(columns)
+        elif (ones <= 1).all() and dropped_column(prefix) not in names:
+            groups[prefix] = [dropped_column(prefix), *columns]
+        else:
+            continue
+        used.update(columns)
     return {prefix: groups[prefix] for prefix in sorted(groups, key=lambda p: names.index(
-        groups[p][0]))}
+        members[p][0]))}
+
+
+def with_dropped_columns(frame: pd.DataFrame, groups: Mapping[str, Sequence[str]]
+                         ) -> pd.DataFrame:
+    """``frame`` with every group's :func:`dropped_column` that it lacks inserted before the
+    group's first listed column: 1 where the group's other columns are all 0, else 0."""
+    frame = frame.copy()
+    for prefix, columns in groups.items():
+        name = dropped_column(prefix)
+        if name in columns and name not in frame.columns:
+            listed = [column for column in columns if column != name]
+            ones = frame[listed].to_numpy(dtype="int64").sum(axis=1)
+            frame.insert(list(frame.columns).index(listed[0]), name, (ones == 0).astype("int64"))
+    return frame
 
 
 def fit_population(
@@ -243,8 +273,9 @@ def fit_population(
                               "NAME=VALUE columns; name the group's columns in one place")
     groups.update(detected)
     dummies = detect_dummies(encoded, {c for columns in groups.values() for c in columns})
-    groups.update({prefix: columns for prefix, columns in dummies.items()
-                   if prefix not in groups})
+    dummies = {prefix: columns for prefix, columns in dummies.items() if prefix not in groups}
+    groups.update(dummies)
+    encoded = with_dropped_columns(encoded, dummies)
     domains = dict(domains or {})
     features = infer_features(encoded, groups, domains, max_discrete_values)
     numeric = {f.name for f in features if f.kind != "categorical"}

@@ -344,10 +344,16 @@ def fit_protected(args: argparse.Namespace) -> str | None:
 
 
 def in_network_order(args: argparse.Namespace, model: PopulationModel) -> PopulationModel:
-    """``model`` with ``column_order`` set to the network's input order when the network
+    """``model`` with ``column_order`` set to the network's input order (then the columns it
+    need not read: :func:`verifier.audits.binding.unread_columns`) when the network
     names the same columns in another order (so the file binds as written); otherwise
     unchanged, and the binding check reports the difference."""
-    from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
+    from verifier.audits.binding import (
+        anonymous_inputs,
+        bound_names,
+        parse_input_names,
+        unread_columns,
+    )
     from verifier.population import PopulationModel
 
     network = read_network(args.model)
@@ -355,6 +361,7 @@ def in_network_order(args: argparse.Namespace, model: PopulationModel) -> Popula
     if given is None and anonymous_inputs(network):
         return model
     names = bound_names(network, given, f"--model {args.model}")
+    names = [*names, *unread_columns(model, names)]
     if sorted(names) != sorted(model.columns) or names == list(model.columns):
         return model
     return PopulationModel.model_validate({**model.model_dump(), "column_order": names})
