@@ -70,15 +70,38 @@ PRODUCT_ONLY: tuple[str, ...] = ("gaussian_mixture", "density_tree")
 Structure = Literal["learned", "independent"]
 
 
-class FewValuedDensityWarning(UserWarning):
+class PopulationFitWarning(UserWarning):
+    """Something the fitted population does not hold of its table, said when the fit ends.
+    ``certgate population fit`` prints each on stderr and lists it as ``warnings`` in
+    ``--json``."""
+
+
+class FewValuedDensityWarning(PopulationFitWarning):
     """A column holding at most ``max_discrete_values`` distinct values lies on no exact
     binary-float grid (tenths, for instance, do not), so :func:`fit_population` fitted it as
     a continuous density and its values get no probability mass of their own. The message
     names the column and the fix (scale it to integers in the data and the model).
     ``certgate population fit`` prints it on stderr and lists it as ``warnings`` in
     ``--json``."""
+
+
+class LostDependenceWarning(PopulationFitWarning):
+    """Two numeric columns that are near functions of each other in the data (|rank
+    correlation| at least :data:`STRONG_DEPENDENCE`) are much less so in the fitted
+    population (:data:`DEPENDENCE_LOSS`): a
+    Bayesian network holds a child's dependence on a numeric parent through a few cells of
+    the parent, so the population holds pairs of values the data never does, and an audit of
+    a model reading both is a proof about those pairs (:func:`lost_dependences`)."""
+
+
 Domain = tuple[float | None, float | None]
 DROPPED = "(dropped)"
+STRONG_DEPENDENCE = 0.9
+DEPENDENCE_LOSS = (4.0, 0.02)
+"""A dependence is lost when ``1 - |rank correlation|`` in the population is at least 4 times
+the data's (ranks displaced twice as far: ``1 - rho`` grows with the squared rank
+differences) and at least 0.02 more (beyond the sampling error of the draws)."""
+DEPENDENCE_DRAWS = 20_000
 
 
 def is_string_column(series: pd.Series) -> bool:
@@ -121,6 +144,24 @@ def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
         raise PopulationError(f"one-hot encoding produced columns that already exist: "
                               f"{duplicated}")
     return encoded, categories
+
+
+def dummies_hint(names: Sequence[str], frame: pd.DataFrame) -> str:
+    """For inputs ``names`` a table lacks: when some are ``COL_VALUE``, ``pandas.get_dummies``'
+    name for a value of the raw string column ``COL`` of ``frame``, a sentence saying that the
+    table must be encoded as the model was trained (this module encodes ``COL`` as
+    ``COL=VALUE``); else ``""``."""
+    strings = {str(column): set(frame[column].dropna().astype(str))
+               for column in frame.columns if is_string_column(frame[column])}
+    columns = sorted({column for name in names for column, values in strings.items()
+                      if name.startswith(f"{column}_") and name[len(column) + 1:] in values})
+    if not columns:
+        return ""
+    listed = ", ".join(repr(column) for column in columns)
+    return (f"; the model's inputs name values of the string column(s) {listed} as "
+            "pandas.get_dummies does (COL_VALUE), while a raw string column is encoded as "
+            "COL=VALUE: give the table encoded as the model was trained (the same "
+            "get_dummies call, drop_first included)")
 
 
 def data_source(path: str | Path, rows: int) -> DataSource:
@@ -312,7 +353,48 @@ def fit_population(
                             seed=seed)
         notes.append("Independent product: every column independent of the others.")
     text = "\n".join([*([description] if description else []), *notes]) or None
-    return model.model_copy(update={"name": name, "description": text, "fitted_from": source})
+    model = model.model_copy(update={"name": name, "description": text, "fitted_from": source})
+    for text in lost_dependences(model, encoded, seed):
+        warnings.warn(LostDependenceWarning(text), stacklevel=2)
+    return model
+
+
+def lost_dependences(model: PopulationModel, frame: pd.DataFrame, seed: int = 0) -> list[str]:
+    """One message per pair of integer or continuous columns whose Spearman rank correlation
+    is at least :data:`STRONG_DEPENDENCE` in absolute value in ``frame`` (the rows the model
+    was fitted on) and is lost (:data:`DEPENDENCE_LOSS`) in :data:`DEPENDENCE_DRAWS` draws of
+    ``model`` (seeded by ``seed``): a dependence the data
+    holds and the population does not (:class:`LostDependenceWarning`). Rank correlations
+    are the same on values and on a coded column's codes."""
+    import numpy as np
+    import pandas as pd
+
+    numeric = [feature.name for feature in model.features
+               if feature.kind in ("integer", "continuous") and feature.name in frame.columns]
+    if len(numeric) < 2:
+        return []
+    data = frame[numeric].astype(np.float64).corr(method="spearman").to_numpy()
+    strong = np.abs(data) >= STRONG_DEPENDENCE
+    np.fill_diagonal(strong, False)
+    if not strong.any():
+        return []
+    columns = list(model.columns)
+    drawn = model.sample(DEPENDENCE_DRAWS, np.random.default_rng(seed))
+    fitted = pd.DataFrame(drawn[:, [columns.index(name) for name in numeric]]).corr(
+        method="spearman").to_numpy()
+    messages = []
+    for first, second in zip(*np.nonzero(np.triu(strong)), strict=True):
+        held, kept = float(data[first, second]), float(fitted[first, second])
+        factor, floor = DEPENDENCE_LOSS
+        if 1 - abs(kept) >= max(factor * (1 - abs(held)), 1 - abs(held) + floor):
+            messages.append(
+                f"columns {numeric[first]!r} and {numeric[second]!r} have a rank correlation "
+                f"of {held:.3f} in the data but {kept:.3f} in the fitted population: it holds "
+                "pairs of their values the data never does (a Bayesian network keeps a "
+                "dependence on a numeric parent only through a few cells of it), so an audit "
+                "of a model that reads both is a proof about those pairs; give the model one "
+                "of the two, or a function of both as one column")
+    return messages
 
 
 def few_valued_densities(features: Sequence[Feature], frame: pd.DataFrame,

@@ -75,6 +75,7 @@ def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple
     from certgate.population_data import (
         DROPPED,
         dropped_column,
+        dummies_hint,
         encode_strings,
         is_string_column,
         with_dropped_columns,
@@ -107,7 +108,7 @@ def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple
                and not ("=" in name and name.split("=", 1)[0] in strings)]
     if missing:
         raise DataError(f"{where} lacks the model input column(s) {', '.join(missing)} "
-                        f"(columns: {', '.join(sorted(raw))})")
+                        f"(columns: {', '.join(sorted(raw))}){dummies_hint(missing, frame)}")
     columns = []
     for name in names:
         if name in encoded.columns:

@@ -95,3 +95,32 @@ def test_parity_over_dropped_dummies_holds_the_datas_ratio(
     assert low <= exact <= high, (float(exact), payload["ratio"])
     assert payload["population_fidelity"]["status"] == "consistent"
     assert exact < 0.8 and payload["verdict"] == "violated"   # it was proven satisfied
+
+
+def test_a_raw_table_for_a_model_trained_on_dummies_says_how_to_encode_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The model reads ``sex_M``, ``occ_B`` …; the CSV holds the raw strings ``sex``,
+    ``occ``: the fit (and the fidelity check's data) name get_dummies' encoding as the way."""
+    frame = dropped_table(500)
+    names = list(frame.columns)
+    raw = tmp_path / "raw.csv"
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"income": frame["income"], "sex": np.where(frame["sex_M"], "M", "F"),
+                  "occ": rng.choice(OCCUPATIONS, len(frame))}).to_csv(raw, index=False)
+    path = export_onnx(torch.nn.Sequential(torch.nn.Linear(len(names), 1)).eval(), len(names),
+                       tmp_path / "net.onnx")
+    assert main(["population", "fit", str(raw), "--out", str(tmp_path / "pop.json"),
+                 "--model", str(path), "--input-names", ",".join(names), "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert "string column(s) 'occ', 'sex' as pandas.get_dummies does" in error, error
+    encoded = tmp_path / "encoded.csv"
+    frame.to_csv(encoded, index=False)
+    population = tmp_path / "pop.json"
+    assert main(["population", "fit", str(encoded), "--out", str(population), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["verify", "demographic-parity", "--model", str(path), "--input-names",
+                 ",".join(names), "--population", str(population), "--protected", "sex_M",
+                 "--privileged", "1", "--favorable-class", "1", "--gamma", "0.8",
+                 "--timeout", "5", "--data", str(raw), "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert "as pandas.get_dummies does" in error, error
