@@ -124,3 +124,26 @@ def test_a_raw_table_for_a_model_trained_on_dummies_says_how_to_encode_it(
                  "--timeout", "5", "--data", str(raw), "--json"]) == 2
     error = json.loads(capsys.readouterr().out)["error"]
     assert "as pandas.get_dummies does" in error, error
+
+
+def test_binding_reads_the_dropped_column_with_zero_weights_and_needs_names() -> None:
+    """The bound network is the model at every value of the dropped column (exactly); a model
+    without input names cannot be bound to a wider population, and is told to name them."""
+    from verifier.audits.binding import BindingError, bind
+    from verifier.network import Layer, Network
+
+    frame = dropped_table(800)
+    population = fit_population(frame, protected="sex_M")
+    names = list(frame.columns)
+    rng = np.random.default_rng(1)
+    layers = [Layer(rng.normal(size=(5, len(names))), rng.normal(size=5), "relu"),
+              Layer(rng.normal(size=(2, 5)), rng.normal(size=2))]
+    network, bound = bind(Network(layers, names), population, None, "net")
+    assert list(network.input_names) == [*names, dropped_column("occ")]
+    assert list(bound.columns) == list(network.input_names)
+    first = network.layers[0]           # in real arithmetic the model at any value of it
+    assert (first.weight[:, :-1] == layers[0].weight).all() and (first.weight[:, -1] == 0).all()
+    assert (first.weight_magnitude[:, -1] == 0).all() and (first.bias == layers[0].bias).all()
+    assert network.layers[1:] == layers[1:]
+    with pytest.raises(BindingError, match="records no input names"):
+        bind(Network(layers), population, None, "net")

@@ -111,6 +111,8 @@ def bind(network: Network, population: Any, given: Sequence[str] | None,
     model with its columns in the network's input order; raises :class:`BindingError` (see
     the module docstring)."""
     columns = list(population.columns)
+    if len(columns) > network.input_size and given is None and anonymous_inputs(network):
+        bound_names(network, given, where)      # raises: columns it need not read need names
     unread = unread_columns(population, network.input_names if given is None else given)
     if len(columns) != network.input_size + len(unread):
         raise BindingError(
