@@ -6,8 +6,9 @@ Column handling, in this order:
 1. **Raw string columns** (object, string or category dtype) are one-hot encoded in place: a
    column ``C`` with values ``v1 < v2 < …`` (sorted as strings) becomes the columns
    ``C=v1, C=v2, …`` (0/1 integers) at ``C``'s position, forming the categorical feature ``C``
-   with categories ``[v1, v2, …]``. A missing value or a single distinct value is an error
-   naming the column.
+   with categories ``[v1, v2, …]``. A missing value, a single distinct value, a different
+   value in every row (an identifier) or more than 20 values that all read as dates are
+   errors naming the column (:func:`_refuse_identifiers_and_dates`).
 2. **Given one-hot groups** (``categorical``: feature name → its columns) are used as given.
 3. **Detected one-hot groups**: the remaining columns named ``NAME=VALUE`` that share a
    ``NAME`` (at least two of them) form the categorical feature ``NAME`` with categories
@@ -96,6 +97,7 @@ class LostDependenceWarning(PopulationFitWarning):
 
 Domain = tuple[float | None, float | None]
 DROPPED = "(dropped)"
+FEW_CATEGORIES = 20
 STRONG_DEPENDENCE = 0.9
 DEPENDENCE_LOSS = (4.0, 0.02)
 """A dependence is lost when ``1 - |rank correlation|`` in the population is at least 4 times
@@ -129,6 +131,7 @@ def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
             raise PopulationError(f"column {column!r}: missing values (fill or drop them first)")
         text = series.astype(str)
         values = sorted(text.unique())
+        _refuse_identifiers_and_dates(str(column), text, values)
         if len(values) < 2:
             raise PopulationError(
                 f"column {column!r}: a string column needs at least 2 distinct values to be a "
@@ -162,6 +165,49 @@ def dummies_hint(names: Sequence[str], frame: pd.DataFrame) -> str:
             "pandas.get_dummies does (COL_VALUE), while a raw string column is encoded as "
             "COL=VALUE: give the table encoded as the model was trained (the same "
             "get_dummies call, drop_first included)")
+
+
+def _refuse_identifiers_and_dates(column: str, text: pd.Series, values: list[str]) -> None:
+    """Raise :class:`PopulationError` for a string column that is no categorical feature: one
+    holding a different value in every row (an identifier), or more than
+    :data:`FEW_CATEGORIES` distinct values that all read as dates or times (with digits: month
+    names such as ``Jan`` are categories). One-hot encoded, either is a group of hundreds of
+    columns that no model reads as it was meant."""
+    import pandas as pd
+
+    if len(values) <= FEW_CATEGORIES:
+        return
+    fix = ("drop it from the table, or fit only the columns the model reads (--model NET; "
+           "certgate.fit_population on those columns)")
+    if len(values) == len(text):
+        raise PopulationError(
+            f"column {column!r} holds a different value in every row ({len(values)}, e.g. "
+            f"{values[0]!r}), like an identifier: it is no category a model reads; {fix}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dates = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed")
+    if dates.notna().all() and all(any(c.isdigit() for c in value) for value in values):
+        raise PopulationError(
+            f"column {column!r} holds dates or times ({len(values)} distinct, e.g. "
+            f"{values[0]!r}): one-hot encoded they are {len(values)} categories; {fix}, or "
+            "give the model numbers derived from them (a year, a day count) as columns")
+
+
+def identifier_columns(features: Sequence[Feature], frame: pd.DataFrame) -> list[str]:
+    """One message per integer feature (not coded) whose column of ``frame`` holds a
+    different value in every row of more than :data:`FEW_CATEGORIES`: an identifier, which
+    the population spreads over its whole range."""
+    messages = []
+    for feature in features:
+        if feature.kind != "integer" or feature.step is not None \
+                or feature.name not in frame.columns or len(frame) <= FEW_CATEGORIES:
+            continue
+        if frame[feature.name].nunique() == len(frame):
+            messages.append(
+                f"column {feature.name!r} holds a different integer in every row, like an "
+                "identifier; the population spreads it over its whole range: if the model "
+                "does not read it, drop it or fit only the model's columns (--model NET)")
+    return messages
 
 
 def data_source(path: str | Path, rows: int) -> DataSource:
@@ -328,6 +374,8 @@ def fit_population(
     atom_share = ATOM_SHARE if continuous == "histogram" else None
     for text in few_valued_densities(features, encoded, max_discrete_values, atom_share):
         warnings.warn(FewValuedDensityWarning(text), stacklevel=2)
+    for text in identifier_columns(features, encoded):
+        warnings.warn(PopulationFitWarning(text), stacklevel=2)
     encoded = coded_frame(encoded, features)
     if continuous != "normal":
         features = [_on_data_range(feature, encoded) for feature in features]

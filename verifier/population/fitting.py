@@ -205,7 +205,10 @@ def _values(frame: pd.DataFrame, feature: Feature) -> np.ndarray:
         raise PopulationError(f"feature {feature.name!r}: columns {missing} are not in the data")
     values = frame[feature.column_names()].to_numpy(dtype=np.float64)
     if not np.isfinite(values).all():
-        raise PopulationError(f"feature {feature.name!r}: the data holds NaN or infinite values")
+        bad = int((~np.isfinite(values)).any(axis=1).sum())
+        raise PopulationError(f"feature {feature.name!r}: the data holds NaN or infinite values "
+                              f"in {bad} of {values.shape[0]} rows (fill or drop them first, as "
+                              "the model's training data was)")
     if values.shape[0] == 0:
         raise PopulationError(f"feature {feature.name!r}: no data rows to fit")
     low, high = feature.interval()
