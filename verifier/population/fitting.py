@@ -27,8 +27,14 @@
   one CPT row per combination of its parents' cells (continuous parents cut at the given
   ``bins``; integer parents at ``value <= bin``; discrete parents per observed value;
   categorical parents per category; a continuous parent's cut on an atom of its rows moves
-  to the next float above it), fitted on the rows of the data in that cell (cells with fewer
-  than ``min_rows`` rows get the node's pooled fit).
+  to the next float above it), fitted on the rows of the data in that cell. A node whose
+  pooled fit is its data's frequencies (binary, categorical, few-valued integer) fits every
+  cell holding a row on that cell's frequencies, as the data holds them; a node fitted as a
+  density needs ``min_rows`` rows. A cell with fewer is fitted on the rows matching its
+  condition on its first ``k`` parents, for the largest ``k`` that leaves enough (``k = 0``:
+  the node's pooled fit; the learned structure lists the protected attribute first). Pooling
+  every sparse cell over all rows erased a small protected group's dependence: a 3 % group's
+  favourable rate of 0.29 in the data became the majority's 0.46.
 """
 
 from __future__ import annotations
@@ -610,16 +616,25 @@ def fit_bayesian_network(
                                               [row.distribution for row in fitted.cpt])
         own = _values(frame, feature)
         pooled = _marginal_of(own, feature, max_discrete_values, continuous)
+        fits: dict[tuple[tuple[float | None, float | None], ...], Distribution] = {(): pooled}
+        needed = 1 if isinstance(pooled, Discrete | Categorical | PointMass) else min_rows
         rows = []
         for combination in itertools.product(*(cells[p] for p in node_parents)):
             selected = np.ones(len(frame), dtype=bool)
+            kept = 0
             for parent, (low, high) in zip(node_parents, combination, strict=True):
                 values = parent_values[parent]
                 low_f = -np.inf if low is None else low
                 high_f = np.inf if high is None else high
-                selected &= (values >= low_f) & (values <= high_f)
-            distribution = _cell_fit(own[selected], feature, pooled, min_rows,
-                                     max_discrete_values, continuous)
+                narrower = selected & (values >= low_f) & (values <= high_f)
+                if narrower.sum() < needed:
+                    break
+                selected, kept = narrower, kept + 1
+            prefix = combination[:kept]
+            if prefix not in fits:
+                fits[prefix] = _cell_fit(own[selected], feature, pooled, needed,
+                                         max_discrete_values, continuous)
+            distribution = fits[prefix]
             rows.append(CPTRow(condition=dict(zip(node_parents, combination, strict=True)),
                                distribution=distribution))
         nodes.append(BayesNode(name=feature.name, parents=node_parents,
