@@ -222,22 +222,52 @@ def data_source(path: str | Path, rows: int) -> DataSource:
     return DataSource(uri=str(path), sha256=digest.hexdigest(), rows=rows)
 
 
-def detect_groups(columns: Sequence[str], taken: set[str]) -> dict[str, list[str]]:
-    """Step 3: columns ``NAME=VALUE`` not in ``taken``, grouped by ``NAME`` (groups of at
-    least two columns, in column order)."""
+def detect_groups(frame: pd.DataFrame, taken: set[str]) -> dict[str, list[str]]:
+    """Step 3: columns ``NAME=VALUE`` of ``frame`` not in ``taken``, grouped by ``NAME``
+    (groups of at least two columns, in column order); 0/1 columns written with
+    ``drop_first`` (at most one 1 in every row) are led by ``NAME=(dropped)``
+    (:func:`with_dropped_group`)."""
+    import pandas as pd
+
     groups: dict[str, list[str]] = {}
-    for column in columns:
+    for column in map(str, frame.columns):
         if column in taken or "=" not in column:
             continue
         name = column.split("=", 1)[0]
         groups.setdefault(name, []).append(column)
-    return {name: members for name, members in groups.items() if len(members) >= 2}
+    found = {}
+    for name, members in groups.items():
+        if len(members) < 2:
+            continue
+        numeric = all(pd.api.types.is_bool_dtype(frame[c]) or pd.api.types.is_numeric_dtype(
+            frame[c]) for c in members) and frame[members].isin([0, 1]).all().all()
+        found[name] = (with_dropped_group(frame, name, members, "=") if numeric else None) \
+            or members
+    return found
 
 
-def dropped_column(prefix: str) -> str:
+def dropped_column(prefix: str, separator: str = "_") -> str:
     """The column the dummies of ``prefix`` written with ``drop_first`` get for the dropped
-    category: 1 exactly where every listed dummy is 0."""
-    return f"{prefix}_{DROPPED}"
+    category (``PREFIX_(dropped)``, or ``NAME=(dropped)`` for ``NAME=VALUE`` columns): 1
+    exactly where every listed dummy is 0."""
+    return f"{prefix}{separator}{DROPPED}"
+
+
+def with_dropped_group(frame: pd.DataFrame, prefix: str, columns: list[str],
+                       separator: str = "_") -> list[str] | None:
+    """``columns`` (0/1, named ``prefix`` + ``separator`` + value) as a one-hot group: as they
+    are when every row holds exactly one 1; led by :func:`dropped_column` when every row
+    holds at most one 1 and some none (dummies written with ``drop_first``); None when some
+    row holds two."""
+    import numpy as np
+
+    ones = frame[columns].to_numpy(dtype=np.int64).sum(axis=1)
+    if (ones == 1).all():
+        return columns
+    name = dropped_column(prefix, separator)
+    if (ones <= 1).all() and name not in frame.columns:
+        return [name, *columns]
+    return None
 
 
 def detect_dummies(frame: pd.DataFrame, taken: set[str]) -> dict[str, list[str]]:
@@ -250,7 +280,6 @@ def detect_dummies(frame: pd.DataFrame, taken: set[str]) -> dict[str, list[str]]
     a few parents per node spreads mass there. Where several prefixes of a name give a group,
     the longest names it (``marital_status`` rather than ``marital``); a prefix that is
     already a column or a group's name is not used."""
-    import numpy as np
     import pandas as pd
 
     names = [str(column) for column in frame.columns]
@@ -269,13 +298,10 @@ def detect_dummies(frame: pd.DataFrame, taken: set[str]) -> dict[str, list[str]]
         columns = members[prefix]
         if len(columns) < 2 or prefix in names or used & set(columns):
             continue
-        ones = frame[columns].to_numpy(dtype=np.int64).sum(axis=1)
-        if (ones == 1).all():
-            groups[prefix] = columns
-        elif (ones <= 1).all() and dropped_column(prefix) not in names:
-            groups[prefix] = [dropped_column(prefix), *columns]
-        else:
+        group = with_dropped_group(frame, prefix, columns)
+        if group is None:
             continue
+        groups[prefix] = group
         used.update(columns)
     return {prefix: groups[prefix] for prefix in sorted(groups, key=lambda p: names.index(
         members[p][0]))}
@@ -286,9 +312,9 @@ def with_dropped_columns(frame: pd.DataFrame, groups: Mapping[str, Sequence[str]
     """``frame`` with every group's :func:`dropped_column` that it lacks inserted before the
     group's first listed column: 1 where the group's other columns are all 0, else 0."""
     frame = frame.copy()
-    for prefix, columns in groups.items():
-        name = dropped_column(prefix)
-        if name in columns and name not in frame.columns:
+    for columns in groups.values():
+        name = columns[0]
+        if name.endswith(DROPPED) and name not in frame.columns:
             listed = [column for column in columns if column != name]
             ones = frame[listed].to_numpy(dtype="int64").sum(axis=1)
             frame.insert(list(frame.columns).index(listed[0]), name, (ones == 0).astype("int64"))
@@ -353,7 +379,7 @@ def fit_population(
     groups.update({column: [f"{column}={value}" for value in values]
                    for column, values in string_categories.items()})
     taken = {column for columns in groups.values() for column in columns}
-    detected = detect_groups([str(c) for c in encoded.columns], taken)
+    detected = detect_groups(encoded, taken)
     clash = sorted(set(detected) & set(groups))
     if clash:
         raise PopulationError(f"one-hot groups {clash} are both given and detected from "
@@ -362,7 +388,7 @@ def fit_population(
     dummies = detect_dummies(encoded, {c for columns in groups.values() for c in columns})
     dummies = {prefix: columns for prefix, columns in dummies.items() if prefix not in groups}
     groups.update(dummies)
-    encoded = with_dropped_columns(encoded, dummies)
+    encoded = with_dropped_columns(encoded, {**detected, **dummies})
     domains = dict(domains or {})
     features = infer_features(encoded, groups, domains, max_discrete_values)
     numeric = {f.name for f in features if f.kind != "categorical"}

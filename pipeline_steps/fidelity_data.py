@@ -17,8 +17,9 @@ Sources, first found wins (:func:`resolve_data`):
 
 Rows are encoded as :mod:`certgate.population_data` encodes tables for fitting: a raw string
 column ``C`` becomes the one-hot columns ``C=value``; a model input ``C=value`` whose value
-the data never takes is all zeros; an input ``PREFIX_(dropped)``, the column the fit adds
-for dummies written with ``drop_first``, is 1 where the inputs ``PREFIX_…`` are all 0. Only
+the data never takes is all zeros; an input ``PREFIX_(dropped)`` (``NAME=(dropped)``), the
+column the fit adds for dummies written with ``drop_first``, is 1 where the inputs
+``PREFIX_…`` (``NAME=…``) are all 0. Only
 the network's inputs are read; rows with a missing value in one of them are dropped and
 counted.
 """
@@ -74,7 +75,6 @@ def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple
     columns."""
     from certgate.population_data import (
         DROPPED,
-        dropped_column,
         dummies_hint,
         encode_strings,
         is_string_column,
@@ -98,12 +98,12 @@ def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple
     except PopulationError as error:
         raise DataError(f"{where}: {error}") from error
     strings = set(categories)
-    prefixes = {name.removesuffix(f"_{DROPPED}") for name in names
-                if name not in encoded.columns and name.endswith(f"_{DROPPED}")}
-    listed = {prefix: [name for name in names if name in encoded.columns
-                       and name.startswith(f"{prefix}_")] for prefix in prefixes}
-    encoded = with_dropped_columns(encoded, {prefix: [dropped_column(prefix), *columns]
-                                             for prefix, columns in listed.items() if columns})
+    implied = [name for name in names if name not in encoded.columns
+               and name.endswith((f"_{DROPPED}", f"={DROPPED}"))]
+    listed = {name: [column for column in names if column in encoded.columns
+                     and column.startswith(name.removesuffix(DROPPED))] for name in implied}
+    encoded = with_dropped_columns(encoded, {name: [name, *columns]
+                                             for name, columns in listed.items() if columns})
     missing = [name for name in names if name not in encoded.columns
                and not ("=" in name and name.split("=", 1)[0] in strings)]
     if missing:

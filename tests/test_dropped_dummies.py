@@ -147,3 +147,20 @@ def test_binding_reads_the_dropped_column_with_zero_weights_and_needs_names() ->
     assert network.layers[1:] == layers[1:]
     with pytest.raises(BindingError, match="records no input names"):
         bind(Network(layers), population, None, "net")
+
+
+def test_name_value_dummies_with_the_first_dropped_are_a_group_too() -> None:
+    """``get_dummies(..., prefix_sep="=", drop_first=True)``: ``occ=B`` … ``occ=G`` were
+    grouped by name and refused (rows of zeros are not one-hot); they are the group led by
+    ``occ=(dropped)``, whose draws reproduce the data's share of the dropped category."""
+    frame = dropped_table().rename(columns=lambda c: c.replace("_", "=", 1))
+    model = fit_population(frame, protected="sex=M")
+    listed = [f"occ={o}" for o in OCCUPATIONS[1:]]
+    occupation = next(f for f in model.features if f.name == "occ")
+    assert occupation.column_names() == [dropped_column("occ", "="), *listed]
+    drawn = model.sample(100_000, np.random.default_rng(0))
+    columns = list(model.columns)
+    none = drawn[:, [columns.index(c) for c in listed]].sum(axis=1) == 0
+    assert (drawn[:, columns.index("occ=(dropped)")] == none).all()
+    share = frame[listed].sum(axis=1).eq(0).mean()
+    assert abs(none.mean() - share) <= 4 * np.sqrt(share * (1 - share) / len(drawn))
