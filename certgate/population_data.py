@@ -412,14 +412,15 @@ def fit_population(
         model = fit_bayesian_network(
             encoded, features, {k: list(v) for k, v in parents.items()},
             {k: code_cuts(features, k, v) for k, v in (bins or {}).items()},
-            min_rows=min_rows, max_discrete_values=max_discrete_values, continuous=continuous)
+            min_rows=min_rows, max_discrete_values=max_discrete_values, continuous=continuous,
+            sparse_cells="own")
     elif structure == "learned":
         from verifier.population.structure import learn_structure
 
         learned = learn_structure(encoded, features, protected)
         model = fit_bayesian_network(encoded, features, learned.parents, learned.bins,
                                      min_rows=min_rows, max_discrete_values=max_discrete_values,
-                                     continuous=continuous)
+                                     continuous=continuous, sparse_cells="own")
         notes.append(learned_note(learned, len(encoded)))
     else:
         model = fit_product(encoded, features, continuous, n_components=n_components,
