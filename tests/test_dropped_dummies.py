@@ -20,21 +20,13 @@ import torch
 from certgate.population_data import dropped_column, fit_population
 from pipeline_steps.cli import main
 from tests.test_binding import export_onnx
-
-OCCUPATIONS = list("ABCDEFG")
+from tests.test_pandas_dummies import OCCUPATIONS, dummies_table
 
 
 def dropped_table(rows: int = 4000, seed: int = 7) -> pd.DataFrame:
     """sex and a seven-valued occupation depending on sex, one-hot encoded by pandas with the
     first category dropped (``sex_M``, ``occ_B`` … ``occ_G``; bool), and an income."""
-    rng = np.random.default_rng(seed)
-    sex = rng.choice(["F", "M"], rows)
-    women = np.array([0.1, 0.1, 0.15, 0.15, 0.2, 0.15, 0.15])
-    men = np.array([0.3, 0.2, 0.15, 0.12, 0.1, 0.08, 0.05])
-    occ = np.where(sex == "F", rng.choice(OCCUPATIONS, rows, p=women),
-                   rng.choice(OCCUPATIONS, rows, p=men))
-    frame = pd.DataFrame({"sex": sex, "occ": occ, "income": rng.lognormal(10, 0.5, rows)})
-    return pd.get_dummies(frame, columns=["sex", "occ"], drop_first=True)
+    return dummies_table(rows, seed, drop_first=True)
 
 
 def test_dummies_with_the_first_dropped_are_a_group_with_the_zeros_as_a_category() -> None:
