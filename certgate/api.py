@@ -179,9 +179,10 @@ def _data_rows(network: Network, population: Any, data: str | Path | pd.DataFram
 def fit_population(frame: Any, **options: Any) -> PopulationModel:
     """A population model fitted to the pandas DataFrame ``frame``; the options and the
     column handling are those of ``certgate population fit``
-    (:func:`certgate.population_data.fit_population`), and so is the warning about a
-    few-valued column on no exact grid
-    (:class:`certgate.population_data.FewValuedDensityWarning`)."""
+    (:func:`certgate.population_data.fit_population`), and so are the warnings about what
+    the population does not hold of the table
+    (:class:`certgate.population_data.PopulationFitWarning`: a few-valued column on no exact
+    grid, a near-functional dependence lost)."""
     from certgate.population_data import fit_population as fit
 
     return fit(frame, **options)

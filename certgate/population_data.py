@@ -6,16 +6,21 @@ Column handling, in this order:
 1. **Raw string columns** (object, string or category dtype) are one-hot encoded in place: a
    column ``C`` with values ``v1 < v2 < …`` (sorted as strings) becomes the columns
    ``C=v1, C=v2, …`` (0/1 integers) at ``C``'s position, forming the categorical feature ``C``
-   with categories ``[v1, v2, …]``. A missing value or a single distinct value is an error
-   naming the column.
+   with categories ``[v1, v2, …]``. A missing value, a single distinct value, a different
+   value in every row (an identifier) or more than 20 values that all read as dates are
+   errors naming the column (:func:`_refuse_identifiers_and_dates`).
 2. **Given one-hot groups** (``categorical``: feature name → its columns) are used as given.
 3. **Detected one-hot groups**: the remaining columns named ``NAME=VALUE`` that share a
    ``NAME`` (at least two of them) form the categorical feature ``NAME`` with categories
    ``VALUE…`` in column order.
 4. **Detected dummies**: 0/1 columns named ``PREFIX_VALUE`` (``pandas.get_dummies``' default
    names, bool or integer) that share a ``PREFIX`` and hold exactly one 1 in every row form
-   the categorical feature ``PREFIX`` (:func:`detect_dummies`); columns that do not
-   partition the rows (``has_car``, ``has_house``; dummies with one dropped) stay binary.
+   the categorical feature ``PREFIX`` (:func:`detect_dummies`). Dummies written with
+   ``drop_first`` (at most one 1 in every row, some rows all 0: the dropped category) are
+   that feature too, with one more column, :func:`dropped_column` (``PREFIX_(dropped)``),
+   holding 1 where the others are all 0; a model that reads only the listed columns binds
+   to it (:func:`verifier.audits.binding.unread_columns`). Columns with two 1s in some row
+   (``has_car``, ``has_house``) stay binary.
 5. Every other column is binary (bool, or integers in {0, 1}), integer, or continuous
    (:func:`verifier.population.fitting.infer_features`). A float column of whole numbers
    (``3.0``) is integer, as the integer column holding them is. Another float column with at most
@@ -36,8 +41,8 @@ Defaults (bounded and data-shaped, with the dependences kept):
   product or ``parents`` gives the structure. The learned edges are written in the model's
   ``description``.
 
-The model's columns are the table's columns after step 1, in table order: a network trained
-on the same encoded table binds to it by name.
+The model's columns are the table's columns after step 1, in table order, with step 4's
+dropped columns inserted: a network trained on the same encoded table binds to it by name.
 """
 
 from __future__ import annotations
@@ -66,14 +71,39 @@ PRODUCT_ONLY: tuple[str, ...] = ("gaussian_mixture", "density_tree")
 Structure = Literal["learned", "independent"]
 
 
-class FewValuedDensityWarning(UserWarning):
+class PopulationFitWarning(UserWarning):
+    """Something the fitted population does not hold of its table, said when the fit ends.
+    ``certgate population fit`` prints each on stderr and lists it as ``warnings`` in
+    ``--json``."""
+
+
+class FewValuedDensityWarning(PopulationFitWarning):
     """A column holding at most ``max_discrete_values`` distinct values lies on no exact
     binary-float grid (tenths, for instance, do not), so :func:`fit_population` fitted it as
     a continuous density and its values get no probability mass of their own. The message
     names the column and the fix (scale it to integers in the data and the model).
     ``certgate population fit`` prints it on stderr and lists it as ``warnings`` in
     ``--json``."""
+
+
+class LostDependenceWarning(PopulationFitWarning):
+    """Two numeric columns that are near functions of each other in the data (|rank
+    correlation| at least :data:`STRONG_DEPENDENCE`) are much less so in the fitted
+    population (:data:`DEPENDENCE_LOSS`): a
+    Bayesian network holds a child's dependence on a numeric parent through a few cells of
+    the parent, so the population holds pairs of values the data never does, and an audit of
+    a model reading both is a proof about those pairs (:func:`lost_dependences`)."""
+
+
 Domain = tuple[float | None, float | None]
+DROPPED = "(dropped)"
+FEW_CATEGORIES = 20
+STRONG_DEPENDENCE = 0.9
+DEPENDENCE_LOSS = (4.0, 0.02)
+"""A dependence is lost when ``1 - |rank correlation|`` in the population is at least 4 times
+the data's (ranks displaced twice as far: ``1 - rho`` grows with the squared rank
+differences) and at least 0.02 more (beyond the sampling error of the draws)."""
+DEPENDENCE_DRAWS = 20_000
 
 
 def is_string_column(series: pd.Series) -> bool:
@@ -101,6 +131,7 @@ def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
             raise PopulationError(f"column {column!r}: missing values (fill or drop them first)")
         text = series.astype(str)
         values = sorted(text.unique())
+        _refuse_identifiers_and_dates(str(column), text, values)
         if len(values) < 2:
             raise PopulationError(
                 f"column {column!r}: a string column needs at least 2 distinct values to be a "
@@ -118,6 +149,67 @@ def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
     return encoded, categories
 
 
+def dummies_hint(names: Sequence[str], frame: pd.DataFrame) -> str:
+    """For inputs ``names`` a table lacks: when some are ``COL_VALUE``, ``pandas.get_dummies``'
+    name for a value of the raw string column ``COL`` of ``frame``, a sentence saying that the
+    table must be encoded as the model was trained (this module encodes ``COL`` as
+    ``COL=VALUE``); else ``""``."""
+    strings = {str(column): set(frame[column].dropna().astype(str))
+               for column in frame.columns if is_string_column(frame[column])}
+    columns = sorted({column for name in names for column, values in strings.items()
+                      if name.startswith(f"{column}_") and name[len(column) + 1:] in values})
+    if not columns:
+        return ""
+    listed = ", ".join(repr(column) for column in columns)
+    return (f"; the model's inputs name values of the string column(s) {listed} as "
+            "pandas.get_dummies does (COL_VALUE), while a raw string column is encoded as "
+            "COL=VALUE: give the table encoded as the model was trained (the same "
+            "get_dummies call, drop_first included)")
+
+
+def _refuse_identifiers_and_dates(column: str, text: pd.Series, values: list[str]) -> None:
+    """Raise :class:`PopulationError` for a string column that is no categorical feature: one
+    holding a different value in every row (an identifier), or more than
+    :data:`FEW_CATEGORIES` distinct values that all read as dates or times (with digits: month
+    names such as ``Jan`` are categories). One-hot encoded, either is a group of hundreds of
+    columns that no model reads as it was meant."""
+    import pandas as pd
+
+    if len(values) <= FEW_CATEGORIES:
+        return
+    fix = ("drop it from the table, or fit only the columns the model reads (--model NET; "
+           "certgate.fit_population on those columns)")
+    if len(values) == len(text):
+        raise PopulationError(
+            f"column {column!r} holds a different value in every row ({len(values)}, e.g. "
+            f"{values[0]!r}), like an identifier: it is no category a model reads; {fix}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dates = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed")
+    if dates.notna().all() and all(any(c.isdigit() for c in value) for value in values):
+        raise PopulationError(
+            f"column {column!r} holds dates or times ({len(values)} distinct, e.g. "
+            f"{values[0]!r}): one-hot encoded they are {len(values)} categories; {fix}, or "
+            "give the model numbers derived from them (a year, a day count) as columns")
+
+
+def identifier_columns(features: Sequence[Feature], frame: pd.DataFrame) -> list[str]:
+    """One message per integer feature (not coded) whose column of ``frame`` holds a
+    different value in every row of more than :data:`FEW_CATEGORIES`: an identifier, which
+    the population spreads over its whole range."""
+    messages = []
+    for feature in features:
+        if feature.kind != "integer" or feature.step is not None \
+                or feature.name not in frame.columns or len(frame) <= FEW_CATEGORIES:
+            continue
+        if frame[feature.name].nunique() == len(frame):
+            messages.append(
+                f"column {feature.name!r} holds a different integer in every row, like an "
+                "identifier; the population spreads it over its whole range: if the model "
+                "does not read it, drop it or fit only the model's columns (--model NET)")
+    return messages
+
+
 def data_source(path: str | Path, rows: int) -> DataSource:
     """What a population fitted from the table file ``path`` records as ``fitted_from``: the
     path as given, the sha256 of the file's bytes and the number of rows the fit used."""
@@ -130,28 +222,64 @@ def data_source(path: str | Path, rows: int) -> DataSource:
     return DataSource(uri=str(path), sha256=digest.hexdigest(), rows=rows)
 
 
-def detect_groups(columns: Sequence[str], taken: set[str]) -> dict[str, list[str]]:
-    """Step 3: columns ``NAME=VALUE`` not in ``taken``, grouped by ``NAME`` (groups of at
-    least two columns, in column order)."""
+def detect_groups(frame: pd.DataFrame, taken: set[str]) -> dict[str, list[str]]:
+    """Step 3: columns ``NAME=VALUE`` of ``frame`` not in ``taken``, grouped by ``NAME``
+    (groups of at least two columns, in column order); 0/1 columns written with
+    ``drop_first`` (at most one 1 in every row) are led by ``NAME=(dropped)``
+    (:func:`with_dropped_group`)."""
+    import pandas as pd
+
     groups: dict[str, list[str]] = {}
-    for column in columns:
+    for column in map(str, frame.columns):
         if column in taken or "=" not in column:
             continue
         name = column.split("=", 1)[0]
         groups.setdefault(name, []).append(column)
-    return {name: members for name, members in groups.items() if len(members) >= 2}
+    found = {}
+    for name, members in groups.items():
+        if len(members) < 2:
+            continue
+        numeric = all(pd.api.types.is_bool_dtype(frame[c]) or pd.api.types.is_numeric_dtype(
+            frame[c]) for c in members) and frame[members].isin([0, 1]).all().all()
+        found[name] = (with_dropped_group(frame, name, members, "=") if numeric else None) \
+            or members
+    return found
+
+
+def dropped_column(prefix: str, separator: str = "_") -> str:
+    """The column the dummies of ``prefix`` written with ``drop_first`` get for the dropped
+    category (``PREFIX_(dropped)``, or ``NAME=(dropped)`` for ``NAME=VALUE`` columns): 1
+    exactly where every listed dummy is 0."""
+    return f"{prefix}{separator}{DROPPED}"
+
+
+def with_dropped_group(frame: pd.DataFrame, prefix: str, columns: list[str],
+                       separator: str = "_") -> list[str] | None:
+    """``columns`` (0/1, named ``prefix`` + ``separator`` + value) as a one-hot group: as they
+    are when every row holds exactly one 1; led by :func:`dropped_column` when every row
+    holds at most one 1 and some none (dummies written with ``drop_first``); None when some
+    row holds two."""
+    import numpy as np
+
+    ones = frame[columns].to_numpy(dtype=np.int64).sum(axis=1)
+    if (ones == 1).all():
+        return columns
+    name = dropped_column(prefix, separator)
+    if (ones <= 1).all() and name not in frame.columns:
+        return [name, *columns]
+    return None
 
 
 def detect_dummies(frame: pd.DataFrame, taken: set[str]) -> dict[str, list[str]]:
     """Step 4: 0/1 columns named ``PREFIX_VALUE`` (``pandas.get_dummies``' default names), not
-    in ``taken``, that share a ``PREFIX`` and partition the rows — exactly one 1 in every
-    row — grouped by that prefix (at least two columns, in column order). The data puts no
-    row on two of them or on none, so a categorical feature is what it shows; fitted as
-    separate binary columns, a network with a few parents per node spreads mass there.
-    Where several prefixes of a name give a partition, the longest names the group
-    (``marital_status`` rather than ``marital``); a prefix that is already a column or a
-    group's name is not used."""
-    import numpy as np
+    in ``taken``, that share a ``PREFIX`` (at least two columns, in column order) and hold at
+    most one 1 in every row, grouped by that prefix. When some row holds none (the category
+    ``drop_first`` dropped), the group starts with :func:`dropped_column`, which
+    :func:`with_dropped_columns` adds to the table. The data puts no row on two of them, so a
+    categorical feature is what it shows; fitted as separate binary columns, a network with
+    a few parents per node spreads mass there. Where several prefixes of a name give a group,
+    the longest names it (``marital_status`` rather than ``marital``); a prefix that is
+    already a column or a group's name is not used."""
     import pandas as pd
 
     names = [str(column) for column in frame.columns]
@@ -170,12 +298,27 @@ def detect_dummies(frame: pd.DataFrame, taken: set[str]) -> dict[str, list[str]]
         columns = members[prefix]
         if len(columns) < 2 or prefix in names or used & set(columns):
             continue
-        ones = frame[columns].to_numpy(dtype=np.int64).sum(axis=1)
-        if (ones == 1).all():
-            groups[prefix] = columns
-            used.update(columns)
+        group = with_dropped_group(frame, prefix, columns)
+        if group is None:
+            continue
+        groups[prefix] = group
+        used.update(columns)
     return {prefix: groups[prefix] for prefix in sorted(groups, key=lambda p: names.index(
-        groups[p][0]))}
+        members[p][0]))}
+
+
+def with_dropped_columns(frame: pd.DataFrame, groups: Mapping[str, Sequence[str]]
+                         ) -> pd.DataFrame:
+    """``frame`` with every group's :func:`dropped_column` that it lacks inserted before the
+    group's first listed column: 1 where the group's other columns are all 0, else 0."""
+    frame = frame.copy()
+    for columns in groups.values():
+        name = columns[0]
+        if name.endswith(DROPPED) and name not in frame.columns:
+            listed = [column for column in columns if column != name]
+            ones = frame[listed].to_numpy(dtype="int64").sum(axis=1)
+            frame.insert(list(frame.columns).index(listed[0]), name, (ones == 0).astype("int64"))
+    return frame
 
 
 def fit_population(
@@ -236,15 +379,16 @@ def fit_population(
     groups.update({column: [f"{column}={value}" for value in values]
                    for column, values in string_categories.items()})
     taken = {column for columns in groups.values() for column in columns}
-    detected = detect_groups([str(c) for c in encoded.columns], taken)
+    detected = detect_groups(encoded, taken)
     clash = sorted(set(detected) & set(groups))
     if clash:
         raise PopulationError(f"one-hot groups {clash} are both given and detected from "
                               "NAME=VALUE columns; name the group's columns in one place")
     groups.update(detected)
     dummies = detect_dummies(encoded, {c for columns in groups.values() for c in columns})
-    groups.update({prefix: columns for prefix, columns in dummies.items()
-                   if prefix not in groups})
+    dummies = {prefix: columns for prefix, columns in dummies.items() if prefix not in groups}
+    groups.update(dummies)
+    encoded = with_dropped_columns(encoded, {**detected, **dummies})
     domains = dict(domains or {})
     features = infer_features(encoded, groups, domains, max_discrete_values)
     numeric = {f.name for f in features if f.kind != "categorical"}
@@ -256,6 +400,8 @@ def fit_population(
     atom_share = ATOM_SHARE if continuous == "histogram" else None
     for text in few_valued_densities(features, encoded, max_discrete_values, atom_share):
         warnings.warn(FewValuedDensityWarning(text), stacklevel=2)
+    for text in identifier_columns(features, encoded):
+        warnings.warn(PopulationFitWarning(text), stacklevel=2)
     encoded = coded_frame(encoded, features)
     if continuous != "normal":
         features = [_on_data_range(feature, encoded) for feature in features]
@@ -266,14 +412,15 @@ def fit_population(
         model = fit_bayesian_network(
             encoded, features, {k: list(v) for k, v in parents.items()},
             {k: code_cuts(features, k, v) for k, v in (bins or {}).items()},
-            min_rows=min_rows, max_discrete_values=max_discrete_values, continuous=continuous)
+            min_rows=min_rows, max_discrete_values=max_discrete_values, continuous=continuous,
+            sparse_cells="own")
     elif structure == "learned":
         from verifier.population.structure import learn_structure
 
         learned = learn_structure(encoded, features, protected)
         model = fit_bayesian_network(encoded, features, learned.parents, learned.bins,
                                      min_rows=min_rows, max_discrete_values=max_discrete_values,
-                                     continuous=continuous)
+                                     continuous=continuous, sparse_cells="own")
         notes.append(learned_note(learned, len(encoded)))
     else:
         model = fit_product(encoded, features, continuous, n_components=n_components,
@@ -281,7 +428,48 @@ def fit_population(
                             seed=seed)
         notes.append("Independent product: every column independent of the others.")
     text = "\n".join([*([description] if description else []), *notes]) or None
-    return model.model_copy(update={"name": name, "description": text, "fitted_from": source})
+    model = model.model_copy(update={"name": name, "description": text, "fitted_from": source})
+    for text in lost_dependences(model, encoded, seed):
+        warnings.warn(LostDependenceWarning(text), stacklevel=2)
+    return model
+
+
+def lost_dependences(model: PopulationModel, frame: pd.DataFrame, seed: int = 0) -> list[str]:
+    """One message per pair of integer or continuous columns whose Spearman rank correlation
+    is at least :data:`STRONG_DEPENDENCE` in absolute value in ``frame`` (the rows the model
+    was fitted on) and is lost (:data:`DEPENDENCE_LOSS`) in :data:`DEPENDENCE_DRAWS` draws of
+    ``model`` (seeded by ``seed``): a dependence the data
+    holds and the population does not (:class:`LostDependenceWarning`). Rank correlations
+    are the same on values and on a coded column's codes."""
+    import numpy as np
+    import pandas as pd
+
+    numeric = [feature.name for feature in model.features
+               if feature.kind in ("integer", "continuous") and feature.name in frame.columns]
+    if len(numeric) < 2:
+        return []
+    data = frame[numeric].astype(np.float64).corr(method="spearman").to_numpy()
+    strong = np.abs(data) >= STRONG_DEPENDENCE
+    np.fill_diagonal(strong, False)
+    if not strong.any():
+        return []
+    columns = list(model.columns)
+    drawn = model.sample(DEPENDENCE_DRAWS, np.random.default_rng(seed))
+    fitted = pd.DataFrame(drawn[:, [columns.index(name) for name in numeric]]).corr(
+        method="spearman").to_numpy()
+    messages = []
+    for first, second in zip(*np.nonzero(np.triu(strong)), strict=True):
+        held, kept = float(data[first, second]), float(fitted[first, second])
+        factor, floor = DEPENDENCE_LOSS
+        if 1 - abs(kept) >= max(factor * (1 - abs(held)), 1 - abs(held) + floor):
+            messages.append(
+                f"columns {numeric[first]!r} and {numeric[second]!r} have a rank correlation "
+                f"of {held:.3f} in the data but {kept:.3f} in the fitted population: it holds "
+                "pairs of their values the data never does (a Bayesian network keeps a "
+                "dependence on a numeric parent only through a few cells of it), so an audit "
+                "of a model that reads both is a proof about those pairs; give the model one "
+                "of the two, or a function of both as one column")
+    return messages
 
 
 def few_valued_densities(features: Sequence[Feature], frame: pd.DataFrame,

@@ -312,13 +312,16 @@ def _input_example(loaded: LoadedModel, population: Path | None) -> np.ndarray |
     midpoints (zeros for unbounded sides), else zeros."""
     network = loaded.network
     if population is not None:
-        from verifier.audits.binding import ordered_population
+        from verifier.audits.binding import ordered_population, unread_columns
         from verifier.population import load_population
 
-        shipped = ordered_population(load_population(population), network.input_names,
-                                     loaded.uri) if not anonymous_inputs(network) \
-            else load_population(population)
-        rows = np.asarray(shipped.sample(EXAMPLE_ROWS, 0), dtype=np.float64)
+        shipped = load_population(population)
+        names = list(network.input_names)
+        if not anonymous_inputs(network):     # then the columns it need not read, dropped
+            names = [*names, *unread_columns(shipped, names)]
+            shipped = ordered_population(shipped, names, loaded.uri)
+        rows = np.asarray(shipped.sample(EXAMPLE_ROWS, 0),
+                          dtype=np.float64)[:, :network.input_size]
     else:
         domain = loaded.input_domain() or {}
         centre = [_midpoint(*domain.get(name, (0.0, 0.0))) for name in network.input_names]

@@ -17,8 +17,11 @@ Sources, first found wins (:func:`resolve_data`):
 
 Rows are encoded as :mod:`certgate.population_data` encodes tables for fitting: a raw string
 column ``C`` becomes the one-hot columns ``C=value``; a model input ``C=value`` whose value
-the data never takes is all zeros. Only the network's inputs are read; rows with a missing
-value in one of them are dropped and counted.
+the data never takes is all zeros; an input ``PREFIX_(dropped)`` (``NAME=(dropped)``), the
+column the fit adds for dummies written with ``drop_first``, is 1 where the inputs
+``PREFIX_…`` (``NAME=…``) are all 0. Only
+the network's inputs are read; rows with a missing value in one of them are dropped and
+counted.
 """
 
 from __future__ import annotations
@@ -70,7 +73,13 @@ def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple
     """The rows of ``frame`` as the inputs ``names`` (see the module docstring) and the
     number of rows dropped for a missing value; raises :class:`DataError` naming the missing
     columns."""
-    from certgate.population_data import encode_strings, is_string_column
+    from certgate.population_data import (
+        DROPPED,
+        dummies_hint,
+        encode_strings,
+        is_string_column,
+        with_dropped_columns,
+    )
     from verifier.population.errors import PopulationError
 
     raw = {str(column) for column in frame.columns}
@@ -89,11 +98,17 @@ def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple
     except PopulationError as error:
         raise DataError(f"{where}: {error}") from error
     strings = set(categories)
+    implied = [name for name in names if name not in encoded.columns
+               and name.endswith((f"_{DROPPED}", f"={DROPPED}"))]
+    listed = {name: [column for column in names if column in encoded.columns
+                     and column.startswith(name.removesuffix(DROPPED))] for name in implied}
+    encoded = with_dropped_columns(encoded, {name: [name, *columns]
+                                             for name, columns in listed.items() if columns})
     missing = [name for name in names if name not in encoded.columns
                and not ("=" in name and name.split("=", 1)[0] in strings)]
     if missing:
         raise DataError(f"{where} lacks the model input column(s) {', '.join(missing)} "
-                        f"(columns: {', '.join(sorted(raw))})")
+                        f"(columns: {', '.join(sorted(raw))}){dummies_hint(missing, frame)}")
     columns = []
     for name in names:
         if name in encoded.columns:

@@ -24,9 +24,10 @@ from tests.test_binding import export_onnx
 OCCUPATIONS = list("ABCDEFG")
 
 
-def dummies_table(rows: int = 4000, seed: int = 7) -> pd.DataFrame:
+def dummies_table(rows: int = 4000, seed: int = 7, drop_first: bool = False) -> pd.DataFrame:
     """sex and a seven-valued occupation (depending on sex), one-hot encoded by pandas'
-    defaults (``sex_F``, ``occ_A``, …; bool columns), and an income."""
+    defaults (``sex_F``, ``occ_A``, …; bool columns; ``drop_first`` as pandas takes it), and
+    an income."""
     rng = np.random.default_rng(seed)
     sex = rng.choice(["F", "M"], rows)
     women = np.array([0.1, 0.1, 0.15, 0.15, 0.2, 0.15, 0.15])
@@ -34,7 +35,7 @@ def dummies_table(rows: int = 4000, seed: int = 7) -> pd.DataFrame:
     occ = np.where(sex == "F", rng.choice(OCCUPATIONS, rows, p=women),
                    rng.choice(OCCUPATIONS, rows, p=men))
     frame = pd.DataFrame({"sex": sex, "occ": occ, "income": rng.lognormal(10, 0.5, rows)})
-    return pd.get_dummies(frame, columns=["sex", "occ"])
+    return pd.get_dummies(frame, columns=["sex", "occ"], drop_first=drop_first)
 
 
 def test_dummies_that_partition_the_rows_are_one_categorical_feature() -> None:

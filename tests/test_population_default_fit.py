@@ -396,14 +396,15 @@ def test_a_failed_fit_leaves_no_file_and_keeps_the_old_one(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     data = tmp_path / "data.csv"
     frame = proxy_table(300)
-    frame["sex"] = np.where(frame.female == 1, "F", "M")
+    frame["sex"] = np.array(["F", "M", "X"])[np.arange(len(frame)) % 3]
     frame.to_csv(data, index=False)
     out = tmp_path / "pop.json"
     code, _ = _cli(capsys, "population", "fit", str(data), "--out", str(out),
                    "--protected", "nobody")
     assert code == 2 and not out.exists()
     out.write_text("previous")
-    network = tmp_path / "net.json"  # reads sex=M only: the fitted sex group has two columns
+    network = tmp_path / "net.json"  # reads sex=M only: the fitted sex group has three
+    # columns, two of which it does not read (one alone would be the others' complement)
     save_network(score_network(["sex=M", "score", "tenure", "female"]), network)
     code, report = _cli(capsys, "population", "fit", str(data), "--out", str(out),
                         "--model", str(network))

@@ -30,7 +30,12 @@ def check_binding(args: argparse.Namespace, model: Any) -> str:
     """Check ``model`` against ``--model`` by name (:mod:`verifier.audits.binding`); a network
     that records no input names and gets none can only be checked for its column count.
     Returns what was checked."""
-    from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
+    from verifier.audits.binding import (
+        anonymous_inputs,
+        bound_names,
+        parse_input_names,
+        unread_columns,
+    )
 
     network = read_network(args.model)
     given = parse_input_names(args.input_names)
@@ -38,5 +43,6 @@ def check_binding(args: argparse.Namespace, model: Any) -> str:
         check_matches_network(model, network.input_size, None)
         return "column count matches (the network records no input names) of network"
     names = bound_names(network, given, f"--model {args.model}")
-    check_matches_network(model, network.input_size, names)
+    unread = unread_columns(model, names)
+    check_matches_network(model, network.input_size + len(unread), [*names, *unread])
     return "matches network"

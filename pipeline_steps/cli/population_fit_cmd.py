@@ -5,8 +5,9 @@ it), fits a population model with :func:`certgate.population_data.fit_population
 handling and defaults documented there and in docs/population-format.md), validates it
 exactly as ``population validate`` does (and, with ``--model``, its binding to the network),
 and only then puts it at ``--out``: a failed fit leaves no file. It prints a summary with
-the learned edges and the fitting time, and warns about a column fitted as a density although
-it holds only a few values (:class:`certgate.population_data.FewValuedDensityWarning`).
+the learned edges and the fitting time, and warns about what the population does not hold of
+the table (:class:`certgate.population_data.PopulationFitWarning`: a column fitted as a
+density although it holds only a few values, a near-functional dependence lost).
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
     fit.add_argument("--min-leaf", type=int, default=50,
                      help="density tree: rows per leaf (default 50)")
     fit.add_argument("--min-rows", type=int, default=30,
-                     help="Bayesian network: rows a CPT cell needs, else the pooled fit (30)")
+                     help="Bayesian network: rows a density node's CPT cell needs, else it is "
+                          "fitted on the rows of its first parents' cells (30)")
     fit.add_argument("--max-discrete-values", type=int, default=20,
                      help="integer columns with more distinct values get an integer "
                           "histogram (a discretised normal with --continuous normal)")
@@ -210,7 +212,7 @@ def model_columns(args: argparse.Namespace, frame: pd.DataFrame) -> pd.DataFrame
     column named like an input, or a raw string column ``COL`` when an input is named
     ``COL=VALUE``. A network without input names keeps the whole table. Raises naming the
     inputs the table lacks."""
-    from certgate.population_data import is_string_column
+    from certgate.population_data import dummies_hint, is_string_column
     from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
 
     network = read_network(args.model)
@@ -228,7 +230,7 @@ def model_columns(args: argparse.Namespace, frame: pd.DataFrame) -> pd.DataFrame
         raise CertgateInputError(
             f"{args.data}: the network of --model {args.model} reads inputs {missing}, which "
             f"are not columns of the table (nor COL=VALUE of a string column COL); columns: "
-            f"{[str(c) for c in frame.columns]}")
+            f"{[str(c) for c in frame.columns]}{dummies_hint(missing, frame)}")
     return frame[kept]
 
 
@@ -261,7 +263,7 @@ def write_validated(model: PopulationModel, out: str,
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from certgate.population_data import FewValuedDensityWarning, data_source, fit_population
+    from certgate.population_data import PopulationFitWarning, data_source, fit_population
     from pipeline_steps.cli.population_checks import check_binding
 
     frame = read_table(args.data)
@@ -273,7 +275,7 @@ def run_fit(args: argparse.Namespace) -> int:
                for key, text in _pairs(args.parents, "--parents").items()}
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", FewValuedDensityWarning)
+        warnings.simplefilter("always", PopulationFitWarning)
         model = fit_population(
             frame, categorical=categorical, domains=parse_domains(args.domain),
             continuous=args.continuous,
@@ -283,9 +285,9 @@ def run_fit(args: argparse.Namespace) -> int:
             max_discrete_values=args.max_discrete_values, seed=args.seed, name=args.name,
             source=data_source(args.data, len(frame)))
     seconds = time.perf_counter() - started
-    notes = [str(w.message) for w in caught if issubclass(w.category, FewValuedDensityWarning)]
+    notes = [str(w.message) for w in caught if issubclass(w.category, PopulationFitWarning)]
     for other in caught:
-        if not issubclass(other.category, FewValuedDensityWarning):
+        if not issubclass(other.category, PopulationFitWarning):
             warnings.showwarning(other.message, other.category, other.filename, other.lineno)
     if args.model:
         model = in_network_order(args, model)
@@ -344,10 +346,16 @@ def fit_protected(args: argparse.Namespace) -> str | None:
 
 
 def in_network_order(args: argparse.Namespace, model: PopulationModel) -> PopulationModel:
-    """``model`` with ``column_order`` set to the network's input order when the network
+    """``model`` with ``column_order`` set to the network's input order (then the columns it
+    need not read: :func:`verifier.audits.binding.unread_columns`) when the network
     names the same columns in another order (so the file binds as written); otherwise
     unchanged, and the binding check reports the difference."""
-    from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
+    from verifier.audits.binding import (
+        anonymous_inputs,
+        bound_names,
+        parse_input_names,
+        unread_columns,
+    )
     from verifier.population import PopulationModel
 
     network = read_network(args.model)
@@ -355,6 +363,7 @@ def in_network_order(args: argparse.Namespace, model: PopulationModel) -> Popula
     if given is None and anonymous_inputs(network):
         return model
     names = bound_names(network, given, f"--model {args.model}")
+    names = [*names, *unread_columns(model, names)]
     if sorted(names) != sorted(model.columns) or names == list(model.columns):
         return model
     return PopulationModel.model_validate({**model.model_dump(), "column_order": names})

@@ -16,7 +16,11 @@ the wrong inputs and the certificate would be wrong.
 * an anonymous model without given names is refused, with one line that says how to name it;
 * the population model must then have exactly these columns: in the same order, or in another
   order when its distribution addresses columns by name (then it is re-ordered to the
-  network's inputs: ``column_order``); a missing or unknown column is an error naming both;
+  network's inputs: ``column_order``); a missing or unknown column is an error naming both,
+  except a categorical feature's one column that the model lacks while it reads all the
+  others (a one-hot group whose category was dropped, as ``pandas.get_dummies(...,
+  drop_first=True)`` drops it: that category is the row of zeros, a function of the others):
+  the bound network reads it with zero weights (:func:`unread_columns`, :func:`reading`);
 * when the population codes a column (an integer feature with a ``step``/``offset``: the
   value is ``offset + step·k``), the bound network reads the codes: it is the model composed
   with that exact affine input map (:func:`coded_network`), so every engine keeps seeing the
@@ -101,10 +105,14 @@ def bound_names(network: Network, given: Sequence[str] | None, where: str) -> li
 def bind(network: Network, population: Any, given: Sequence[str] | None,
          where: str) -> tuple[Network, Any]:
     """The network with its bound input names, reading the population's codes
-    (:func:`coded_network`), and the population model with its columns in the network's
-    input order; raises :class:`BindingError` (see the module docstring)."""
+    (:func:`coded_network`) and its dropped categories (:func:`reading`), and the population
+    model with its columns in the network's input order; raises :class:`BindingError` (see
+    the module docstring)."""
     columns = list(population.columns)
-    if len(columns) != network.input_size:
+    if len(columns) > network.input_size and given is None and anonymous_inputs(network):
+        bound_names(network, given, where)      # raises: columns it need not read need names
+    unread = unread_columns(population, network.input_names if given is None else given)
+    if len(columns) != network.input_size + len(unread):
         raise BindingError(
             f"{where}: the population model has {len(columns)} columns ({_shown(columns)}) but "
             f"the network has {network.input_size} inputs"
@@ -112,8 +120,42 @@ def bind(network: Network, population: Any, given: Sequence[str] | None,
     names = bound_names(network, given, where)
     if names != list(network.input_names):
         network = network.renamed(input_names=names)
-    population = ordered_population(population, names, where)
+    network = reading(network, unread)
+    population = ordered_population(population, network.input_names, where)
     return coded_network(network, population), population
+
+
+def unread_columns(population: Any, names: Sequence[str]) -> list[str]:
+    """The population's columns that a model with inputs ``names`` does not read and need not:
+    of every categorical feature, the one column missing from ``names`` when ``names`` hold
+    all its other columns (a one-hot group whose category was dropped: that column is 1
+    exactly where the others are all 0). Population columns order."""
+    schema = getattr(population, "feature_schema", None)
+    if schema is None:
+        return []
+    given = set(names)
+    unread = []
+    for feature in schema.features:
+        if feature.kind == "categorical":
+            missing = [column for column in feature.column_names() if column not in given]
+            if len(missing) == 1:
+                unread.extend(missing)
+    return [column for column in population.columns if column in unread]
+
+
+def reading(network: Network, columns: Sequence[str]) -> Network:
+    """``network`` with the inputs ``columns`` appended, read with zero weights: its outputs
+    at any values of them are ``network``'s, exactly."""
+    if not columns:
+        return network
+    first = network.layers[0]
+    zeros = np.zeros((first.out_features, len(columns)))
+    magnitude = first.weight_magnitude
+    widened = replace(first, weight=np.hstack([first.weight, zeros]),
+                      weight_magnitude=None if magnitude is None else np.hstack([magnitude,
+                                                                                 zeros]))
+    return Network([widened, *network.layers[1:]], [*network.input_names, *columns],
+                   list(network.output_names), network.head)
 
 
 def coded_network(network: Network, population: Any) -> Network:
