@@ -116,11 +116,12 @@ class _ChargedEvaluation:
 
     def __call__(self, lo: np.ndarray, hi: np.ndarray, method: str,
                  known: Known | None = None, wanted: WantedSides | None = None,
-                 crown_share: float = 1.0) -> tuple[np.ndarray, ...]:
+                 crown_share: float = 1.0, given_mass_hi: np.ndarray | None = None,
+                 ) -> tuple[np.ndarray, ...]:
         start = self.clock.now
         self.clock.now += self.cost(start, lo.shape[0])
         self.calls.append((start, self.clock.now, lo.shape[0]))
-        return self.evaluation(lo, hi, method, known, wanted, crown_share)
+        return self.evaluation(lo, hi, method, known, wanted, crown_share, given_mass_hi)
 
 
 CHARGED_BUDGET_S = 100.0
@@ -174,12 +175,13 @@ class _SleepingEvaluation:
 
     def __call__(self, lo: np.ndarray, hi: np.ndarray, method: str,
                  known: Known | None = None, wanted: WantedSides | None = None,
-                 crown_share: float = 1.0) -> tuple[np.ndarray, ...]:
+                 crown_share: float = 1.0, given_mass_hi: np.ndarray | None = None,
+                 ) -> tuple[np.ndarray, ...]:
         start = time.perf_counter()
         self.first = start if self.first is None else self.first
         slow = 10.0 if start - self.first >= self.slow_from else 1.0
         time.sleep(slow * self.per_box * lo.shape[0])
-        result = self.evaluation(lo, hi, method, known, wanted, crown_share)
+        result = self.evaluation(lo, hi, method, known, wanted, crown_share, given_mass_hi)
         self.calls.append((start - self.first, time.perf_counter() - self.first, lo.shape[0]))
         return result
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -82,19 +83,25 @@ class ProbabilityBranchAndBound:
                   method: str | None = None, known: Known | None = None,
                   wanted: WantedSides | None = None, deadline: float | None = None,
                   crown_share: float = 1.0,
+                  complement: Complement | None = None,
                   ) -> tuple[Callable[[], Boxes], list[Future]]:
         """Start bounding new boxes (with ``method``, default the settings'; ``known``: what
         their parents proved; ``wanted``: the credits to bound, None for all; ``deadline``:
         in-process, no part of the batch starts after it; ``crown_share``: the share of the
         boxes whose last hidden layer CROWN tightens, see
-        :meth:`~verifier.pv.atoms.AtomBounds.bounds_and_drive`); the returned call waits for
-        the bounds and records what PV keeps about each box, the futures are the tasks'."""
+        :meth:`~verifier.pv.atoms.AtomBounds.bounds_and_drive`; ``complement``: the boxes
+        whose mass is their parent's less their sibling's, see :class:`Complement`); the
+        returned call waits for the bounds and records what PV keeps about each box, the
+        futures are the tasks'."""
+        given = None if complement is None else complement.stand_in()
         under_way = evaluate.submit(lo, hi, method or self.settings.method, known, wanted,
-                                    deadline, crown_share)
+                                    deadline, crown_share, given)
 
         def record() -> Boxes:
             (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
              credit_false, share, cost) = under_way.result()
+            if complement is not None:
+                mass_lo, mass_hi = complement.masses(mass_lo, mass_hi)
             credited = lo.shape[0] if wanted is None else int(
                 (wanted.true | wanted.false).any(axis=1).sum())
             credit_s, crown_s, rest_s = (float(part) for part in cost[:, :3].sum(axis=0))
@@ -288,7 +295,13 @@ class ProbabilityBranchAndBound:
         if rest.any():
             boxes = chosen.select(rest)
             lo, hi = splitter.split(boxes)
-            parent = np.tile(np.arange(boxes.lo.shape[0]), 2)
+            n = boxes.lo.shape[0]
+            parent = np.tile(np.arange(n), 2)
+            complement = Complement(
+                np.concatenate([np.zeros(n, dtype=bool),
+                                splitter.partitioned(boxes.lo, boxes.hi, lo, hi)]),
+                np.concatenate([np.arange(n, 2 * n), np.arange(n)]),
+                boxes.mass_lo[parent], boxes.mass_hi[parent])
             record, started = self._evaluate(
                 lo, hi, np.concatenate([boxes.pending, boxes.pending]),
                 np.concatenate([boxes.depth, boxes.depth]) + 1, evaluate,
@@ -296,6 +309,7 @@ class ProbabilityBranchAndBound:
                 wanted=None if wanted is None else wanted.select(np.flatnonzero(rest)[parent]),
                 deadline=deadline,
                 crown_share=self.crown_pace.allowed_count(lo.shape[0]) / max(lo.shape[0], 1),
+                complement=complement,
             )
             parts.append(record)
             futures += started
@@ -338,6 +352,44 @@ class ProbabilityBranchAndBound:
         if open_limit is not None and open_boxes >= open_limit:
             return "max_open_boxes"
         return None
+
+
+@dataclass(frozen=True)
+class Complement:
+    """Split children whose mass is their parent's less their sibling's: the population's
+    mass evaluation, a fifth of PV's CPU on Adult-13 1×16, is spared for them.
+
+    ``derived[i]``: child ``i``'s mass is derived (never its sibling's as well);
+    ``sibling[i]``: the index of child ``i``'s sibling in the batch;
+    ``parent_lo``/``parent_hi``: the enclosure of child ``i``'s parent's mass. Sound where
+    the two children partition their parent's mass exactly
+    (:meth:`~verifier.pv.splitting.Splitter.partitioned`): the child's mass is then
+    ``P(parent) − P(sibling)`` in real arithmetic, which ``[parent_lo − sibling_hi,
+    parent_hi − sibling_lo]``, rounded outward and clipped to ``[0, parent_hi]``, encloses."""
+
+    derived: np.ndarray
+    sibling: np.ndarray
+    parent_lo: np.ndarray
+    parent_hi: np.ndarray
+
+    def stand_in(self) -> np.ndarray:
+        """Per child, NaN where the evaluation computes its mass, else its parent's upper
+        mass (an upper bound of its own), which stands in for it during the evaluation."""
+        return np.where(self.derived, self.parent_hi, np.nan)
+
+    def masses(self, mass_lo: np.ndarray, mass_hi: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's mass enclosures with every derived child's replaced by its parent's
+        less its sibling's."""
+        rows = np.flatnonzero(self.derived)
+        if rows.size == 0:
+            return mass_lo, mass_hi
+        mass_lo, mass_hi = mass_lo.copy(), mass_hi.copy()
+        sibling = self.sibling[rows]
+        parent_lo, parent_hi = self.parent_lo[rows], self.parent_hi[rows]
+        mass_lo[rows] = np.maximum(add_down(parent_lo, -mass_hi[sibling]), 0.0)
+        mass_hi[rows] = np.minimum(add_up(parent_hi, -mass_lo[sibling]), parent_hi)
+        return mass_lo, mass_hi
 
 
 def _wanted_credits(

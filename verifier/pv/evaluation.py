@@ -45,7 +45,9 @@ class BoxEvaluation:
     the CPU seconds of the call spread evenly over its boxes, column 0 the linear credit's,
     column 1 CROWN's tightening of hidden layers', column 2 the rest's, and in column 3 the
     share of the call's boxes it tightened — for :class:`verifier.pv.pace.CostPace`, never
-    for a bound)."""
+    for a bound). ``given_mass_hi``: per box, NaN where the masses are computed here, else an
+    upper bound of the box's mass that stands in for it (the caller derives the box's
+    enclosure itself, :class:`verifier.pv.engine.Complement`; ``mass_lo`` is 0 there)."""
 
     masses: MassFunction
     atoms: AtomBounds
@@ -55,9 +57,16 @@ class BoxEvaluation:
     def __call__(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
         wanted: WantedSides | None = None, crown_share: float = 1.0,
+        given_mass_hi: np.ndarray | None = None,
     ) -> tuple[np.ndarray, ...]:
         started = time.process_time()
-        mass_lo, mass_hi = self.masses(lo, hi)
+        if given_mass_hi is None:
+            mass_lo, mass_hi = self.masses(lo, hi)
+        else:
+            own = np.isnan(given_mass_hi)
+            mass_lo, mass_hi = np.zeros(lo.shape[0]), np.where(own, 0.0, given_mass_hi)
+            if own.any():
+                mass_lo[own], mass_hi[own] = self.masses(lo[own], hi[own])
         low, high, atom_drive, signed, signs, (crown_s, crowned), lines = (
             self.atoms.bounds_and_drive(
                 lo, hi, method, known, crown_share,
@@ -88,6 +97,7 @@ class BoxEvaluation:
 def _evaluate_task(
     evaluation: BoxEvaluation, lo: np.ndarray, hi: np.ndarray, method: str,
     known: Known | None, wanted: WantedSides | None, crown_share: float,
+    given_mass_hi: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """One task on a worker, with one torch thread (one worker per core: threads inside a
     worker only contend)."""
@@ -95,7 +105,7 @@ def _evaluate_task(
 
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
-    return evaluation(lo, hi, method, known, wanted, crown_share)
+    return evaluation(lo, hi, method, known, wanted, crown_share, given_mass_hi)
 
 
 class DistributedEvaluation:
@@ -137,7 +147,7 @@ class DistributedEvaluation:
     def submit(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
         wanted: WantedSides | None = None, deadline: float | None = None,
-        crown_share: float = 1.0,
+        crown_share: float = 1.0, given_mass_hi: np.ndarray | None = None,
     ) -> PendingEvaluation:
         """Start the evaluation of a batch and return at once (in-process: the work is done
         before it returns, up to ``deadline``, see the class); :meth:`PendingEvaluation.result`
@@ -145,9 +155,10 @@ class DistributedEvaluation:
         if self.local:
             if deadline is None:
                 return PendingEvaluation([_done(self.evaluation(
-                    lo, hi, method, known, wanted, crown_share))])
+                    lo, hi, method, known, wanted, crown_share, given_mass_hi))])
             return PendingEvaluation([self.background.run(functools.partial(
-                self._chunks_until, lo, hi, method, known, wanted, deadline, crown_share))])
+                self._chunks_until, lo, hi, method, known, wanted, deadline, crown_share,
+                given_mass_hi))])
         # even a small batch goes to a worker (one torch thread there): torch's thread pool
         # in the caller stalls on a loaded machine (N4,3's first 230 boxes: 0.6 s with one
         # thread, 2.5-12.7 s with two at load 3)
@@ -160,6 +171,7 @@ class DistributedEvaluation:
                 _evaluate_task, self.shared, lo[p], hi[p], method,
                 None if known is None else known.select(p),
                 None if wanted is None else wanted.select(p), crown_share,
+                None if given_mass_hi is None else given_mass_hi[p],
             )
             for p in parts
         ])
@@ -167,6 +179,7 @@ class DistributedEvaluation:
     def _chunks_until(
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None,
         wanted: WantedSides | None, deadline: float, crown_share: float,
+        given_mass_hi: np.ndarray | None = None,
     ) -> tuple[np.ndarray, ...] | None:
         """In-process, the batch's evaluation in chunks that stop at the deadline (see the
         class); None if a chunk was not started because the deadline has passed or not one
@@ -181,7 +194,8 @@ class DistributedEvaluation:
             p = np.arange(start, start + size)
             results.append(self.evaluation(
                 lo[p], hi[p], method, None if known is None else known.select(p),
-                None if wanted is None else wanted.select(p), crown_share))
+                None if wanted is None else wanted.select(p), crown_share,
+                None if given_mass_hi is None else given_mass_hi[p]))
             start += size
             self.box_seconds = (self.clock() - began) / size
         return tuple(np.concatenate(arrays) for arrays in zip(*results, strict=True))

@@ -446,6 +446,62 @@ class Splitter:
             left_hi[chosen[several], column] = atoms[middle[several]]
             right_lo[chosen[several], column] = atoms[middle[several] + 1]
 
+    def partitioned(self, parent_lo: np.ndarray, parent_hi: np.ndarray, lo: np.ndarray,
+                    hi: np.ndarray) -> np.ndarray:
+        """Per parent box ``i`` (``[n, d]``), whether its children ``lo[i], hi[i]`` and
+        ``lo[n + i], hi[n + i]`` (as :meth:`split` returns them) partition its mass exactly:
+        they differ from it on one axis only — one column or one one-hot group — and there
+        they split it with no mass on both sides and none outside both: a group's allowed
+        categories cut into two disjoint sets whose union is the parent's; a column's range
+        cut at a point of no mass between ``[parent_lo, a]`` and ``[b, parent_hi]`` (no listed
+        value strictly between ``a`` and ``b`` on a column with a finite value set, ``b = a +
+        1`` on an integer one, ``b = a`` on an atomless one, whose shared face has no mass).
+        Then ``P(parent) = P(left) + P(right)`` in real arithmetic. False where anything else
+        holds (a threshold cut's gap between adjacent floats on a continuous column, a child
+        shrunk by :meth:`snap`): only exactness matters, never tightness."""
+        count = parent_lo.shape[0]
+        left_lo, left_hi, right_lo, right_hi = lo[:count], hi[:count], lo[count:], hi[count:]
+        moved = ((left_lo != parent_lo) | (left_hi != parent_hi)
+                 | (right_lo != parent_lo) | (right_hi != parent_hi))
+        grouped = self.group_of >= 0
+        axes = (moved & ~grouped[None, :]).sum(axis=1)
+        group_moved = np.zeros((count, self.group_index.shape[0]), dtype=bool)
+        for group in range(self.group_index.shape[0]):
+            columns = self.group_index[group][self.group_valid[group]]
+            group_moved[:, group] = moved[:, columns].any(axis=1)
+        axes = axes + group_moved.sum(axis=1)
+        exact = axes == 1
+        for group in range(self.group_index.shape[0]):
+            rows = np.flatnonzero(exact & group_moved[:, group])
+            if rows.size == 0:
+                continue
+            parent = self.group_allowed(parent_lo[rows], parent_hi[rows], group)
+            left = self.group_allowed(left_lo[rows], left_hi[rows], group)
+            right = self.group_allowed(right_lo[rows], right_hi[rows], group)
+            exact[rows] = (~(left & right).any(axis=1)) & ((left | right) == parent).all(axis=1)
+        plain = np.flatnonzero(exact & ~group_moved.any(axis=1))
+        if plain.size == 0:
+            return exact
+        column = np.argmax(moved[plain] & ~grouped[None, :], axis=1)
+        rows = (plain, column)
+        a, b = left_hi[rows], right_lo[rows]
+        ends = (left_lo[rows] == parent_lo[rows]) & (right_hi[rows] == parent_hi[rows])
+        gap_free = np.zeros(plain.size, dtype=bool)
+        listed = dict(self.atom_columns)
+        for d in np.unique(column):
+            at = column == d
+            values = listed.get(int(d))
+            if values is not None:
+                between = (np.searchsorted(values, b[at], side="left")
+                           - np.searchsorted(values, a[at], side="right"))
+                gap_free[at] = (a[at] < b[at]) & (between == 0)
+            elif self.domain.integer[d]:
+                gap_free[at] = b[at] == a[at] + 1.0
+            elif self.domain.atomless[d]:
+                gap_free[at] = b[at] == a[at]
+        exact[plain] = ends & gap_free
+        return exact
+
     @staticmethod
     def inherited(
         parents: Boxes, parent: np.ndarray, lo: np.ndarray, hi: np.ndarray
