@@ -478,3 +478,25 @@ def test_collision_model_max_pooling_onnx_and_json() -> None:
         assert np.array_equal(network.classify(inputs), expected.argmax(axis=1))
     accuracy = float(np.mean(network.classify(x) == labels))
     assert accuracy == pytest.approx(0.9987, abs=5e-4)  # benchmarks/README.md §4
+
+
+def test_float64_torch_export_with_leaky_relu_agrees_with_torch() -> None:
+    """A float64 torch model exported with default options: onnxruntime has no float64
+    LeakyRelu kernel, so the self-check reads the graph with the ONNX reference evaluator.
+    Oracle: the torch module itself on fresh inputs, in float64, with the slope the file
+    stores (ONNX float attributes are float32: the graph's slope is float32(0.2))."""
+    torch.manual_seed(8)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.LeakyReLU(0.2),
+        torch.nn.Linear(8, 1),
+    ).double().eval()
+    buffer = io.BytesIO()
+    torch.onnx.export(module, (torch.zeros(3, 5, dtype=torch.float64),), buffer, dynamo=False,
+                      input_names=["x"], dynamic_axes={"x": {0: "N"}})
+    network = from_onnx(onnx.load_from_string(buffer.getvalue()))
+    module[3].negative_slope = float(np.float32(0.2))
+    x = np.random.default_rng(12).normal(scale=5.0, size=(200, 5))
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    bound = RTOL[TensorProto.DOUBLE] * np.maximum(1.0, np.abs(expected))
+    assert np.all(np.abs(network.evaluate(x) - expected) <= bound)

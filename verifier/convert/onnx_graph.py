@@ -518,18 +518,14 @@ def _convert_node(walk: _Walk, node: onnx.NodeProto, opset: int) -> None:
 
 
 def onnx_source(model: onnx.ModelProto, input_name: str) -> Callable[[np.ndarray], np.ndarray]:
-    """Evaluate ``model`` with onnxruntime, or the ONNX reference evaluator without it."""
+    """Evaluate ``model`` with onnxruntime, or the ONNX reference evaluator without it or where
+    onnxruntime has no kernel for one of its nodes (float64 ``LeakyRelu``, as a float64 torch
+    model exports it, has none)."""
     try:
         import onnxruntime
+        from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as NoKernel
     except ImportError:
-        from onnx.reference import ReferenceEvaluator
-
-        evaluator = ReferenceEvaluator(model)
-
-        def run_reference(inputs: np.ndarray) -> np.ndarray:
-            return np.asarray(evaluator.run(None, {input_name: inputs})[0])
-
-        return run_reference
+        return _reference_source(model, input_name)
     options = onnxruntime.SessionOptions()
     # one thread, no busy-waiting: a spinning pool would starve torch on small machines
     options.intra_op_num_threads = 1
@@ -539,10 +535,25 @@ def onnx_source(model: onnx.ModelProto, input_name: str) -> Callable[[np.ndarray
         session = onnxruntime.InferenceSession(
             model.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
+    except NoKernel:
+        return _reference_source(model, input_name)
     except (RuntimeError, ValueError) as error:
         raise NetworkError(f"onnxruntime cannot load the model: {error}") from error
 
     def run(inputs: np.ndarray) -> np.ndarray:
         return np.asarray(session.run(None, {input_name: inputs})[0])
+
+    return run
+
+
+def _reference_source(model: onnx.ModelProto,
+                      input_name: str) -> Callable[[np.ndarray], np.ndarray]:
+    """Evaluate ``model`` with the ONNX reference evaluator (numpy, every dtype)."""
+    from onnx.reference import ReferenceEvaluator
+
+    evaluator = ReferenceEvaluator(model)
+
+    def run(inputs: np.ndarray) -> np.ndarray:
+        return np.asarray(evaluator.run(None, {input_name: inputs})[0])
 
     return run
