@@ -478,3 +478,75 @@ def test_collision_model_max_pooling_onnx_and_json() -> None:
         assert np.array_equal(network.classify(inputs), expected.argmax(axis=1))
     accuracy = float(np.mean(network.classify(x) == labels))
     assert accuracy == pytest.approx(0.9987, abs=5e-4)  # benchmarks/README.md §4
+
+
+def test_float64_torch_export_with_leaky_relu_agrees_with_torch() -> None:
+    """A float64 torch model exported with default options: onnxruntime has no float64
+    LeakyRelu kernel, so the self-check reads the graph with the ONNX reference evaluator.
+    Oracle: the torch module itself on fresh inputs, in float64, with the slope the file
+    stores (ONNX float attributes are float32: the graph's slope is float32(0.2))."""
+    torch.manual_seed(8)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.LeakyReLU(0.2),
+        torch.nn.Linear(8, 1),
+    ).double().eval()
+    buffer = io.BytesIO()
+    torch.onnx.export(module, (torch.zeros(3, 5, dtype=torch.float64),), buffer, dynamo=False,
+                      input_names=["x"], dynamic_axes={"x": {0: "N"}})
+    network = from_onnx(onnx.load_from_string(buffer.getvalue()))
+    module[3].negative_slope = float(np.float32(0.2))
+    x = np.random.default_rng(12).normal(scale=5.0, size=(200, 5))
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    bound = RTOL[TensorProto.DOUBLE] * np.maximum(1.0, np.abs(expected))
+    assert np.all(np.abs(network.evaluate(x) - expected) <= bound)
+
+
+class _SqueezedSigmoid(torch.nn.Module):
+    """A single-logit head as often written: ``sigmoid(logit).squeeze(-1)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Linear(6, 6), torch.nn.ReLU(),
+            torch.nn.Linear(6, 1),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.body(x).unsqueeze(1)).squeeze(1).squeeze(-1)
+
+
+@pytest.mark.parametrize("opset", [11, 17])
+def test_squeezed_single_logit_head_reads_torch_class(opset: int) -> None:
+    """Oracle: the torch module on fresh inputs: the loaded network's values agree, and its
+    class (the classifier view's argmax) is torch's ``probability > 0.5`` wherever the
+    probability is not 0.5."""
+    torch.manual_seed(9)
+    module = _SqueezedSigmoid().eval()
+    buffer = io.BytesIO()
+    torch.onnx.export(module, (torch.zeros(3, 5),), buffer, dynamo=False, input_names=["x"],
+                      dynamic_axes={"x": {0: "N"}}, opset_version=opset)
+    network = from_onnx(onnx.load_from_string(buffer.getvalue()))
+    assert network.head == "sigmoid"
+    x = np.random.default_rng(13).normal(scale=3.0, size=(500, 5)).astype(np.float32)
+    with torch.no_grad():
+        probability = module(torch.from_numpy(x)).numpy().astype(np.float64)
+    values = network.evaluate(x.astype(np.float64))[:, 0]
+    assert np.all(np.abs(values - probability) <= RTOL[TensorProto.FLOAT])
+    classes = network.as_classifier().evaluate(x.astype(np.float64)).argmax(axis=1)
+    decided = probability != 0.5
+    assert decided.sum() > 400
+    assert np.array_equal(classes[decided], (probability > 0.5)[decided].astype(int))
+    assert 0 < classes.sum() < len(x)
+
+
+def test_squeeze_needs_axes_off_the_batch() -> None:
+    constants = _rng_constants(10, W=(3, 1))
+    for node, message in [
+        (helper.make_node("Squeeze", ["h"], ["y"], name="s"), "explicit axes"),
+        (helper.make_node("Squeeze", ["h", "axes"], ["y"], name="s"), "batch dimension"),
+    ]:
+        model = _model([helper.make_node("MatMul", ["x", "W"], ["h"], name="m"), node],
+                       {**constants, "axes": np.array([0], dtype=np.int64)}, ["N", 3])
+        with pytest.raises(NetworkError, match=message):
+            from_onnx(model)

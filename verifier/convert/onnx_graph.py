@@ -2,14 +2,15 @@
 
 Supported ops on the data tensor: Gemm, MatMul (with a constant right operand), Add, Sub, Mul,
 Div by constants (scalar or per-feature), Relu, LeakyRelu, PRelu (constant slopes in [0, 1]),
-Clip (both bounds: hardtanh; one bound: a shifted ReLU), Flatten and Reshape that keep the
-batch dimension, Identity, Dropout (inference), BatchNormalization (inference) and MaxPool
-(exactly, as ReLU layers: see :meth:`AffineChain.window_max`); and as the last operation only
-(reshapes aside), a classifier head Sigmoid, Softmax or LogSoftmax over the outputs, recorded as
-the network's ``head`` (elsewhere an error naming its node). Nodes whose
-inputs are all constants (``Constant``, shape arithmetic, transposed weights) are evaluated with
-the ONNX reference implementation; ``Shape`` of the data tensor reports a batch size of 1, which
-is exact for the per-sample IR and checked against the source by the self-check.
+Clip (both bounds: hardtanh; one bound: a shifted ReLU), Flatten, Reshape and Squeeze/Unsqueeze
+(explicit axes) that keep the batch dimension, Identity, Dropout (inference), BatchNormalization
+(inference) and MaxPool (exactly, as ReLU layers: see :meth:`AffineChain.window_max`); and
+as the last operation only (reshapes aside, Squeeze included), a classifier head Sigmoid, Softmax
+or LogSoftmax over the outputs, recorded as the network's ``head`` (elsewhere an error naming
+its node). Nodes whose inputs are all constants (``Constant``, shape arithmetic, transposed
+weights) are evaluated with the ONNX reference implementation; ``Shape`` of the data tensor
+reports a batch size of 1, which is exact for the per-sample IR and checked against the source
+by the self-check.
 
 Initializers may also be listed as graph inputs (IR version 3 files such as the ACAS Xu
 networks): the model input is the one graph input without an initializer.
@@ -241,6 +242,49 @@ def _reshape(walk: _Walk) -> _Data:
     return walk.advance()
 
 
+def _axes(walk: _Walk) -> tuple[tuple[int, ...], list[int]]:
+    """The per-sample shape reaching a Squeeze/Unsqueeze and its ``axes`` (an attribute
+    before opset 13, a constant input from 13 on) as given, batch dimension 0 included;
+    refused for an unknown shape or when absent (a Squeeze without axes would drop a batch of
+    size 1)."""
+    walk.take(walk.input(0))
+    shape = walk.chain.shape
+    axes = walk.attribute("axes", None) if walk.opset < 13 else (
+        None if walk.input(1) is None else walk.constant(1, "axes"))
+    if shape is None or axes is None:
+        raise NetworkError(f"{walk.where}: needs explicit axes and a known shape")
+    return shape, [int(axis) for axis in np.asarray(axes).reshape(-1)]
+
+
+def _non_batch(walk: _Walk, axes: list[int], rank: int) -> set[int]:
+    chosen = {axis % rank for axis in axes}
+    if 0 in chosen:
+        raise NetworkError(f"{walk.where}: acts on the batch dimension")
+    return chosen
+
+
+def _squeeze(walk: _Walk) -> _Data:
+    """Drop size-1 feature dimensions (a single-logit head's ``squeeze(-1)``): a relabelling;
+    a squeeze to no feature dimension keeps one feature."""
+    shape, axes = _axes(walk)
+    drop = _non_batch(walk, axes, len(shape) + 1)
+    if any(shape[axis - 1] != 1 for axis in drop):
+        raise NetworkError(f"{walk.where}: squeezes a dimension of size other than 1 in {shape}")
+    walk.chain.reshape(
+        tuple(size for axis, size in enumerate(shape, 1) if axis not in drop) or (1,))
+    return walk.advance()
+
+
+def _unsqueeze(walk: _Walk) -> _Data:
+    """Insert size-1 feature dimensions: a relabelling."""
+    shape, axes = _axes(walk)
+    rank = len(shape) + 1 + len(axes)
+    inserted = _non_batch(walk, axes, rank)
+    sizes = iter(shape)
+    walk.chain.reshape(tuple(1 if axis in inserted else next(sizes) for axis in range(1, rank)))
+    return walk.advance()
+
+
 def _identity(walk: _Walk) -> _Data:
     walk.take(walk.input(0))
     return walk.data
@@ -361,6 +405,8 @@ ONNX_RULES: dict[str, Rule] = {
     "Clip": _clip,
     "Flatten": _flatten,
     "Reshape": _reshape,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
     "Identity": _identity,
     "Dropout": _dropout,
     "BatchNormalization": _batch_normalization,
@@ -518,18 +564,14 @@ def _convert_node(walk: _Walk, node: onnx.NodeProto, opset: int) -> None:
 
 
 def onnx_source(model: onnx.ModelProto, input_name: str) -> Callable[[np.ndarray], np.ndarray]:
-    """Evaluate ``model`` with onnxruntime, or the ONNX reference evaluator without it."""
+    """Evaluate ``model`` with onnxruntime, or the ONNX reference evaluator without it or where
+    onnxruntime has no kernel for one of its nodes (float64 ``LeakyRelu``, as a float64 torch
+    model exports it, has none)."""
     try:
         import onnxruntime
+        from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as NoKernel
     except ImportError:
-        from onnx.reference import ReferenceEvaluator
-
-        evaluator = ReferenceEvaluator(model)
-
-        def run_reference(inputs: np.ndarray) -> np.ndarray:
-            return np.asarray(evaluator.run(None, {input_name: inputs})[0])
-
-        return run_reference
+        return _reference_source(model, input_name)
     options = onnxruntime.SessionOptions()
     # one thread, no busy-waiting: a spinning pool would starve torch on small machines
     options.intra_op_num_threads = 1
@@ -539,10 +581,25 @@ def onnx_source(model: onnx.ModelProto, input_name: str) -> Callable[[np.ndarray
         session = onnxruntime.InferenceSession(
             model.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
+    except NoKernel:
+        return _reference_source(model, input_name)
     except (RuntimeError, ValueError) as error:
         raise NetworkError(f"onnxruntime cannot load the model: {error}") from error
 
     def run(inputs: np.ndarray) -> np.ndarray:
         return np.asarray(session.run(None, {input_name: inputs})[0])
+
+    return run
+
+
+def _reference_source(model: onnx.ModelProto,
+                      input_name: str) -> Callable[[np.ndarray], np.ndarray]:
+    """Evaluate ``model`` with the ONNX reference evaluator (numpy, every dtype)."""
+    from onnx.reference import ReferenceEvaluator
+
+    evaluator = ReferenceEvaluator(model)
+
+    def run(inputs: np.ndarray) -> np.ndarray:
+        return np.asarray(evaluator.run(None, {input_name: inputs})[0])
 
     return run
