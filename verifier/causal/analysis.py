@@ -18,7 +18,8 @@ network, the second cell is bounded only where the first one's bounds leave a de
 possible (:func:`screen_cells`). On networks of at least
 :data:`SATURATION_DEPTH` ReLU layers, CROWN gives a box up at a layer it leaves wholly
 unstable (IBP beyond it): such partitions are split, never decided, and were most of the
-bounding time.
+bounding time. There CROWN also takes lower slope 0 on unstable ReLUs
+(:func:`lower_slopes_for`), which saturates fewer boxes.
 
 Classes follow the one class rule (:mod:`verifier.causal.classes`: argmax, ties to the lowest
 index; a tie is a class), so "proven" means strict on the rows against lower classes and
