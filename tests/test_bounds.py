@@ -11,18 +11,21 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 from strategies import assert_status_holds_at, networks, random_network
 
 from verifier.bounds import (
+    LOWER_SLOPES,
     METHODS,
     alpha_crown,
     compute_bounds,
     crown,
     ibp,
 )
+from verifier.bounds.activation import _relax
 from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network, compose, min_feature_transform
 from verifier.numerics import SOUNDNESS_ABS_MARGIN, SOUNDNESS_REL_MARGIN
@@ -59,10 +62,10 @@ def test_all_methods_contain_sampled_outputs(network: Network, seed: int, scale:
     lo, hi = _boxes(rng, 6, network.input_size, scale)
     spec = rng.normal(size=(3, network.output_size))
     values = _spec_values(network, _samples(rng, lo, hi, 200), spec)
-    for method in METHODS:
-        result = compute_bounds(network, lo, hi, spec, method, alpha_steps=5)
-        assert np.all(values.min(axis=1) >= result.lower - SLACK), method
-        assert np.all(values.max(axis=1) <= result.upper + SLACK), method
+    for method, rule in itertools.product(METHODS, LOWER_SLOPES):
+        result = compute_bounds(network, lo, hi, spec, method, alpha_steps=5, lower_slopes=rule)
+        assert np.all(values.min(axis=1) >= result.lower - SLACK), (method, rule)
+        assert np.all(values.max(axis=1) <= result.upper + SLACK), (method, rule)
 
 
 @given(network=networks(), seed=st.integers(0, 2**31 - 1))
@@ -78,14 +81,19 @@ def test_crown_never_looser_than_ibp_and_alpha_never_looser_than_crown(
     assert np.all(linear.upper <= interval.upper)
     assert np.all(optimised.lower >= linear.lower)
     assert np.all(optimised.upper <= linear.upper)
+    left = compute_bounds(network, lo, hi, None, "crown", lower_slopes="left")
+    assert np.all(left.lower >= interval.lower)
+    assert np.all(left.upper <= interval.upper)
 
 
 @given(network=networks(), seed=st.integers(0, 2**31 - 1))
 def test_activation_status_agrees_with_sampled_pre_activations(network: Network, seed: int) -> None:
     rng = np.random.default_rng(seed)
     lo, hi = _boxes(rng, 4, network.input_size, 0.5)
-    result = crown(network, lo, hi)
-    assert_status_holds_at(result, _samples(rng, lo, hi, 100))
+    points = _samples(rng, lo, hi, 100)
+    for rule in LOWER_SLOPES:
+        assert_status_holds_at(compute_bounds(network, lo, hi, None, "crown", lower_slopes=rule),
+                               points)
 
 
 def _exact_extremes(network: Network, lo: np.ndarray, hi: np.ndarray, row: np.ndarray) -> tuple:
@@ -133,11 +141,11 @@ def test_bounds_contain_exact_extremes_from_pattern_enumeration(seed: int) -> No
     lo, hi = _boxes(rng, 1, 2, 1.5)
     row = rng.normal(size=2)
     exact_min, exact_max = _exact_extremes(network, lo[0], hi[0], row)
-    for method in METHODS:
-        result = compute_bounds(network, lo, hi, row[None, :], method)
+    for method, rule in itertools.product(METHODS, LOWER_SLOPES):
+        result = compute_bounds(network, lo, hi, row[None, :], method, lower_slopes=rule)
         tolerance = 1e-7 * (1 + abs(exact_min) + abs(exact_max))  # LP solver tolerance
-        assert result.lower[0, 0] <= exact_min + tolerance, method
-        assert result.upper[0, 0] >= exact_max - tolerance, method
+        assert result.lower[0, 0] <= exact_min + tolerance, (method, rule)
+        assert result.upper[0, 0] >= exact_max - tolerance, (method, rule)
 
 
 @given(network=networks(), seed=st.integers(0, 2**31 - 1))
@@ -238,6 +246,26 @@ def test_bad_boxes_are_rejected_with_clear_errors() -> None:
         crown(network, np.zeros((1, 2)), np.ones((1, 2)), np.ones((1, 5)))
     with pytest.raises(CertgateInputError, match="unknown bound method"):
         compute_bounds(network, np.zeros((1, 2)), np.ones((1, 2)), None, "deeppoly")  # type: ignore[arg-type]
+    with pytest.raises(CertgateInputError, match="unknown lower-slope rule"):
+        compute_bounds(network, np.zeros((1, 2)), np.ones((1, 2)), None, "crown",
+                       lower_slopes="parallel")  # type: ignore[arg-type]
+
+
+def test_the_left_rule_gives_unstable_neurons_the_left_slope() -> None:
+    """``_relax``'s lower slopes: ``adaptive`` takes 1 where ``u >= −l`` and the left slope
+    otherwise; ``left`` takes the left slope on every unstable neuron; stable neurons keep
+    their exact slope (1 active, the left slope inactive) under both; the upper line is the
+    same chord."""
+    lo = torch.tensor([[-1.0, -3.0, 0.5, -2.0]], dtype=torch.float64)
+    hi = torch.tensor([[2.0, 1.0, 1.0, -1.0]], dtype=torch.float64)
+    for left in (0.0, 0.1):
+        slope = torch.full((4,), left, dtype=torch.float64)
+        adaptive = _relax(lo, hi, slope, "adaptive")
+        flat = _relax(lo, hi, slope, "left")
+        assert adaptive.lower_slope.tolist() == [[1.0, left, 1.0, left]]
+        assert flat.lower_slope.tolist() == [[left, left, 1.0, left]]
+        assert torch.equal(adaptive.upper_slope, flat.upper_slope)
+        assert torch.equal(adaptive.upper_intercept, flat.upper_intercept)
 
 
 def test_outputs_behind_dead_relus_are_exact_zero() -> None:

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import verifier.bounds.affine as affine
-from verifier.bounds import compute_bounds, pairwise_difference_spec
+from verifier.bounds import LOWER_SLOPES, compute_bounds, pairwise_difference_spec
 from verifier.convert import load_network
 from verifier.exact_arith import exact_outputs
 from verifier.network import Layer, Network
@@ -61,11 +61,12 @@ def _exact_rows(network: Network, spec: np.ndarray, point: np.ndarray) -> list[F
 def _outside(network: Network, lower: np.ndarray, upper: np.ndarray,
              points_per_box: list[np.ndarray]) -> int:
     """How many (box, point, spec row) triples have the exact value outside every method's
-    bounds of the box (counted per method)."""
+    bounds of the box (counted per method and lower-slope rule)."""
     spec = pairwise_difference_spec(network.output_size)
     missed = 0
-    for method in METHODS:
-        result = compute_bounds(network, lower, upper, spec, method, alpha_steps=3)
+    for method, rule in itertools.product(METHODS, LOWER_SLOPES):
+        result = compute_bounds(network, lower, upper, spec, method, alpha_steps=3,
+                                lower_slopes=rule)
         for low, high, points in zip(result.lower, result.upper, points_per_box, strict=True):
             for point in points:
                 for value, lo, hi in zip(_exact_rows(network, spec, point), low, high,

@@ -26,6 +26,7 @@ from verifier.causal.analysis import (
     _probe_values,
     analyse_chunk,
     gives_up_saturated,
+    lower_slopes_for,
     proven_classes,
 )
 from verifier.causal.analysis import BIASED_EVERYWHERE as BIASED_EVERYWHERE_STATUS
@@ -116,6 +117,7 @@ def test_random_networks_against_monte_carlo(seed: int) -> None:
     covers runs the budget stops)."""
     network = random_network(3, [6, 6], seed)
     problem = build_problem(network, ["x2"], split_values=[0.5])
+    assert lower_slopes_for(problem) == "adaptive"
     certificate = certify_causal_fairness(
         problem, CausalSettings(max_unstable=6, timeout_s=120.0, target_width=0.05)
     )
@@ -133,7 +135,7 @@ def test_deep_narrow_networks_against_monte_carlo(seed: int) -> None:
     (``SATURATION_DEPTH``); the certified interval must still contain the estimate."""
     network = random_network(3, [4] * 9, seed)
     problem = build_problem(network, ["x2"], split_values=[0.5])
-    assert gives_up_saturated(problem)
+    assert gives_up_saturated(problem) and lower_slopes_for(problem) == "left"
     certificate = certify_causal_fairness(
         problem, CausalSettings(max_unstable=6, timeout_s=5.0, target_width=0.03)
     )

@@ -63,6 +63,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from verifier.bounds.activation import LOWER_SLOPES, LowerSlopes
 from verifier.bounds.affine import _affine, _prepare
 from verifier.bounds.alpha import _alpha_optimise
 from verifier.bounds.backward import ROW_CHUNK
@@ -106,6 +107,7 @@ __all__ = [
     "ACTIVE",
     "GROUP_CHUNK",
     "INACTIVE",
+    "LOWER_SLOPES",
     "METHODS",
     "ROW_CHUNK",
     "SINGLE_SHARE",
@@ -114,6 +116,7 @@ __all__ = [
     "UNSTABLE",
     "BoundsResult",
     "LinearBounds",
+    "LowerSlopes",
     "Method",
     "alpha_crown",
     "compute_bounds",
@@ -132,7 +135,7 @@ def compute_bounds(
     method: Method = "crown", *, alpha_steps: int = 20, alpha_lr: float = 0.1,
     groups: Sequence[Sequence[int]] = (), known_signs: np.ndarray | None = None,
     needed: np.ndarray | None = None, give_up_saturated: bool = False,
-    tighten: np.ndarray | None = None,
+    tighten: np.ndarray | None = None, lower_slopes: LowerSlopes = "adaptive",
 ) -> BoundsResult:
     """Sound bounds of ``spec @ network(x)`` over each box ``[lower[b], upper[b]]``.
 
@@ -162,11 +165,19 @@ def compute_bounds(
     bounds there (sound, looser) and still get CROWN on the spec rows over the relaxations
     of those bounds (CROWN-IBP at the last layer), at a fraction of the cost where a wide
     layer feeds the last one. The result's ``tighten_s`` is the CPU time of
-    the hidden layers' tightening. See the module docstring for the guarantees.
+    the hidden layers' tightening.
+    ``lower_slopes``: CROWN's lower slope of an unstable neuron, ``adaptive`` (1 when
+    ``u >= −l``, else the left slope) or ``left`` (the left piece's slope, 0 for a ReLU;
+    :data:`LOWER_SLOPES`); both are sound, neither is tighter on every box (alpha-CROWN starts
+    from it). See the module docstring for the guarantees.
     """
     if method not in METHODS:
         raise CertgateInputError(
             f"unknown bound method {method!r}; use one of {', '.join(METHODS)}"
+        )
+    if lower_slopes not in LOWER_SLOPES:
+        raise CertgateInputError(
+            f"unknown lower-slope rule {lower_slopes!r}; use one of {', '.join(LOWER_SLOPES)}"
         )
     started = time.perf_counter()
     lowered, affines = _prepare(network)
@@ -208,6 +219,7 @@ def compute_bounds(
                 give_up_saturated,
                 None if tighten is None else torch.as_tensor(
                     np.asarray(tighten, dtype=bool))[crownable],
+                lower_slopes,
             )
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
             sensitivity[crownable.numpy()] = c_sensitivity.numpy()

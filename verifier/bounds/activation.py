@@ -14,8 +14,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 import torch
+
+LowerSlopes = Literal["adaptive", "left"]
+LOWER_SLOPES: tuple[str, ...] = ("adaptive", "left")
+"""CROWN's lower-slope rules for unstable neurons (:func:`_relax`): ``adaptive`` (1 when
+``u >= −l``, else the left slope: the smaller-area relaxation of the one neuron) and ``left``
+(always the left piece's slope, 0 for a ReLU). On deep networks with wide intermediate
+intervals ``left`` keeps a neuron's loose negative lower bound from flowing into the next
+layer's lower relaxation, where ``adaptive``'s slope 1 passes it on: see
+:func:`verifier.causal.analysis.lower_slopes_for` for where it is used."""
 
 
 def _activate_interval(
@@ -56,12 +66,16 @@ class _Relaxation:
         return torch.stack([self.lower_slope, self.upper_slope, self.upper_intercept], dim=1)
 
 
-def _relax(lo: torch.Tensor, hi: torch.Tensor, slope: torch.Tensor) -> _Relaxation:
+def _relax(lo: torch.Tensor, hi: torch.Tensor, slope: torch.Tensor,
+           lower: LowerSlopes = "adaptive") -> _Relaxation:
     """CROWN's linear relaxation of a one-kink activation with left slope ``slope``.
 
-    Unstable neurons get the chord through ``(l, slope·l)`` and ``(u, u)`` as upper bound and
-    the adaptive lower slope (1 when ``u >= -l``, else ``slope``). Bounds must be finite; the
-    chord is computed on halved values where ``u − l`` would overflow.
+    Unstable neurons get the chord through ``(l, slope·l)`` and ``(u, u)`` as upper bound and,
+    by ``lower`` (:data:`LOWER_SLOPES`), the adaptive lower slope (1 when ``u >= -l``, else
+    ``slope``) or the left piece's own slope ``slope`` (0 for a ReLU). Every lower slope in
+    ``[slope, 1]`` is a sound lower bound of the activation through the origin, so both rules
+    are sound. Bounds must be finite; the chord is computed on halved values where ``u − l``
+    would overflow.
     """
     unstable = (lo < 0) & (hi > 0)
     active = lo >= 0
@@ -77,7 +91,8 @@ def _relax(lo: torch.Tensor, hi: torch.Tensor, slope: torch.Tensor) -> _Relaxati
     chord = torch.where(unstable, rise / width, stable_slope)
     intercept = torch.where(unstable, hi * (1.0 - chord), torch.zeros_like(lo))
     adaptive = torch.where(hi >= -lo, torch.ones_like(lo), slope)
-    lower_slope = torch.where(unstable, adaptive, stable_slope)
+    chosen = slope if lower == "left" else adaptive
+    lower_slope = torch.where(unstable, chosen, stable_slope)
     steepest = torch.maximum(torch.maximum(chord, lower_slope), torch.ones_like(lo))
     slope_bound = torch.where(unstable, steepest, stable_slope)
     return _Relaxation(lower_slope, chord, intercept, slope_bound)

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from verifier.bounds.activation import _activate_interval, _dead, _relax, _Relaxation
+from verifier.bounds.activation import (
+    LowerSlopes,
+    _activate_interval,
+    _dead,
+    _relax,
+    _Relaxation,
+)
 from verifier.bounds.affine import _Affine, _nonzero_inputs, _row_margins
 from verifier.bounds.backward import _crown_spec, _layer_rows
 from verifier.bounds.intervals import _interval_affine, _spec_interval, _with_signs
@@ -160,7 +166,7 @@ def _crown_finite(
     affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
     onehot: _OneHot | None, signs: list[torch.Tensor | None], needed: torch.Tensor | None,
     first: tuple[torch.Tensor, torch.Tensor] | None, give_up_saturated: bool = False,
-    tighten: torch.Tensor | None = None,
+    tighten: torch.Tensor | None = None, lower_slopes: LowerSlopes = "adaptive",
 ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
            dict[int, _Relaxation], torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor,
            float]:
@@ -176,7 +182,8 @@ def _crown_finite(
     narrowed by the known signs (exact intervals, so CROWN has nothing to add; None without
     a hidden layer). ``tighten``: the boxes whose last hidden layer CROWN tightens (None: all;
     the others keep their IBP pre-activation bounds there; earlier layers are tightened on
-    every box). Last in the result: the CPU seconds of the hidden layers' tightening."""
+    every box). ``lower_slopes``: the relaxations' lower-slope rule (:func:`_relax`). Last in
+    the result: the CPU seconds of the hidden layers' tightening."""
     relaxations: dict[int, _Relaxation] = {}
     active = torch.ones(lo.shape[0], dtype=torch.bool)
     tightened = active if tighten is None else tighten
@@ -212,7 +219,7 @@ def _crown_finite(
         pre_hi.append(z_hi)
         dead = None
         if affine.slope is not None:
-            relaxations[index] = _relax(z_lo, z_hi, affine.slope)
+            relaxations[index] = _relax(z_lo, z_hi, affine.slope, lower_slopes)
             dead = _dead(z_hi, affine.slope)
             if give_up_saturated and index > 0:
                 active &= ~((z_lo < 0) & (z_hi > 0)).all(dim=1)
