@@ -2,7 +2,8 @@
 
 Exact GELU exports to ONNX as ``Erf`` (opsets below 20), reaches the fx reader (``torch.export``,
 MLflow's ``pt2``) as ``gelu``, or as ``erf`` in a graph that carries it, and the ``torch.nn`` and
-TorchScript readers as the ``GELU`` module. Every route must name GELU and list the supported activations.
+TorchScript readers as the ``GELU`` module. Every route must name GELU and list the supported
+activations.
 """
 
 from __future__ import annotations
