@@ -116,7 +116,7 @@ def _store_answers(uri: str) -> str | None:
 
     if is_remote(uri):
         try:
-            probe(uri, timeout_s=PROBE_TIMEOUT_S)
+            probe(uri, timeout_s=PROBE_TIMEOUT_S, read_timeout_s=PROBE_TIMEOUT_S)
         except RegistryError as error:
             return str(error)
         return None

@@ -33,6 +33,7 @@ from onnx import helper, numpy_helper
 
 from verifier.convert.affine_chain import AffineChain
 from verifier.convert.self_check import assert_agrees
+from verifier.convert.unsupported import operator_hint
 from verifier.network import Network, NetworkError
 
 MIN_OPSET = 8
@@ -553,7 +554,7 @@ def _convert_node(walk: _Walk, node: onnx.NodeProto, opset: int) -> None:
     if rule is None:
         raise NetworkError(
             f"unsupported ONNX operator {node.op_type!r} at node {node.name or node.output[0]!r}; "
-            f"supported: {', '.join(ONNX_RULES)}"
+            f"supported: {', '.join(ONNX_RULES)}{operator_hint(node.op_type)}"
         )
     try:
         walk.values[node.output[0]] = rule(walk)

@@ -26,6 +26,7 @@ import torch.fx
 
 from verifier.convert.affine_chain import AffineChain
 from verifier.convert.torch_layers import apply_module, check_against_module, flatten_features
+from verifier.convert.unsupported import operator_hint
 from verifier.network import HeadName, Network, NetworkError
 
 
@@ -605,6 +606,7 @@ def _convert_node(
         raise NetworkError(
             f"unsupported operation {name!r} at node {node.name!r}; supported on the data "
             f"tensor: {_supported()}, and modules of verifier.convert.torch_module"
+            f"{operator_hint(name)}"
         )
     try:
         return rule(walk, args, kwargs, is_aten)

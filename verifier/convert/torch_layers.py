@@ -14,6 +14,7 @@ import torch
 
 from verifier.convert.affine_chain import AffineChain
 from verifier.convert.self_check import assert_agrees
+from verifier.convert.unsupported import operator_hint
 from verifier.network import Network, NetworkError
 from verifier.torch_modules import PerNeuronLeakyReLU
 
@@ -133,7 +134,7 @@ def apply_module(chain: AffineChain, module: torch.nn.Module, name: str) -> None
     if rule is None:
         raise NetworkError(
             f"unsupported module {type(module).__name__} at {name or '<root>'!r}; supported: "
-            f"{', '.join(SUPPORTED_MODULES)}"
+            f"{', '.join(SUPPORTED_MODULES)}{operator_hint(type(module).__name__)}"
         )
     try:
         rule(chain, module, name)

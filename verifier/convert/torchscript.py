@@ -17,6 +17,7 @@ import torch
 
 from verifier.convert.affine_chain import AffineChain
 from verifier.convert.torch_layers import apply_module, check_against_module
+from verifier.convert.unsupported import operator_hint
 from verifier.network import Network, NetworkError
 
 
@@ -138,7 +139,7 @@ def rebuild(module: torch.jit.ScriptModule, name: str = "") -> torch.nn.Module:
     if rebuilder is None:
         raise NetworkError(
             f"unsupported TorchScript module {kind} at {name or '<root>'!r}; supported: "
-            f"Sequential, {', '.join(REBUILDERS)}"
+            f"Sequential, {', '.join(REBUILDERS)}{operator_hint(kind)}"
         )
     if kind in ("Dropout", "BatchNorm1d") and module.training:
         raise NetworkError(f"TorchScript {kind} at {name!r} is in training mode")

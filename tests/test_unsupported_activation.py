@@ -1,0 +1,95 @@
+"""A GELU model is refused with an error that says it is GELU and what is supported.
+
+Exact GELU exports to ONNX as ``Erf`` (opsets below 20), reaches the fx reader (``torch.export``,
+MLflow's ``pt2``) as ``gelu``, or as ``erf`` in a graph that carries it, and the ``torch.nn`` and
+TorchScript readers as the ``GELU`` module. Every route must name GELU and list the supported
+activations.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import onnx
+import pytest
+import torch
+
+from verifier.convert.onnx_graph import from_onnx
+from verifier.convert.torch_module import from_torch
+from verifier.convert.unsupported import SUPPORTED_ACTIVATIONS
+from verifier.network import NetworkError
+
+EXAMPLE = (torch.zeros(1, 3, dtype=torch.float64),)
+
+
+def _gelu_model() -> torch.nn.Sequential:
+    return torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.GELU(), torch.nn.Linear(4, 2)
+    ).double().eval()
+
+
+class _ErfLayer(torch.nn.Module):
+    """``torch.erf`` alone between two layers: an fx graph carrying ``erf`` itself (a GELU
+    written out as ``x * Φ(x)`` is refused earlier, at its branch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(3, 4).double()
+        self.last = torch.nn.Linear(4, 2).double()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.first(x)
+        return self.last(torch.erf(h / math.sqrt(2.0)))
+
+
+def _refusal(convert: object) -> str:
+    with pytest.raises(NetworkError) as caught:
+        convert()  # type: ignore[operator]
+    return str(caught.value)
+
+
+def test_onnx_erf_names_gelu() -> None:
+    buffer = io.BytesIO()
+    torch.onnx.export(_gelu_model(), EXAMPLE, buffer, dynamo=False, opset_version=17)
+    model = onnx.load_from_string(buffer.getvalue())
+    assert "Erf" in [node.op_type for node in model.graph.node]
+    message = _refusal(lambda: from_onnx(model))
+    assert "unsupported ONNX operator 'Erf'" in message
+    assert "Erf is what exact GELU becomes" in message
+    assert SUPPORTED_ACTIVATIONS in message
+
+
+@pytest.mark.parametrize(
+    ("route", "reader_words"),
+    [
+        ("sequential", "unsupported module GELU"),
+        ("torchscript", "unsupported TorchScript module GELU"),
+        ("export", "unsupported operation 'gelu'"),
+    ],
+)
+def test_torch_gelu_names_gelu(route: str, reader_words: str) -> None:
+    model = _gelu_model()
+    converted: torch.nn.Module = {
+        "sequential": lambda: model,
+        "torchscript": lambda: torch.jit.script(model),
+        "export": lambda: torch.export.export(model, EXAMPLE).module(),
+    }[route]()
+    message = _refusal(lambda: from_torch(converted))
+    assert reader_words in message
+    assert "GELU (torch.nn.GELU) is not piecewise linear" in message
+    assert SUPPORTED_ACTIVATIONS in message
+
+
+def test_torch_erf_names_gelu() -> None:
+    message = _refusal(lambda: from_torch(_ErfLayer().eval(), input_shape=3))
+    assert "unsupported operation 'erf'" in message
+    assert "Erf is what exact GELU becomes" in message
+    assert SUPPORTED_ACTIVATIONS in message
+
+
+def test_other_operators_get_no_gelu_hint() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh()).double().eval()
+    message = _refusal(lambda: from_torch(model))
+    assert "unsupported module Tanh" in message
+    assert "GELU" not in message

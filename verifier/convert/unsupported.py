@@ -1,0 +1,29 @@
+"""What an unsupported operator usually is in the user's model, for the readers' errors.
+
+The ONNX, ``torch.fx``, ``torch.nn`` and TorchScript readers each name the operator they cannot
+convert; a few operators are not what the user wrote (exact ``torch.nn.GELU`` exports to ONNX
+as an ``Erf`` node, and decomposed graphs may carry ``erf``), so :func:`operator_hint` adds
+what they came from and which activations certgate does verify. One table, used by all readers.
+"""
+
+from __future__ import annotations
+
+SUPPORTED_ACTIVATIONS = (
+    "ReLU, LeakyReLU/PReLU (slopes in [0, 1]), Hardtanh/ReLU6/Clip, and Sigmoid/Softmax/LogSoftmax "
+    "as the classifier head only"
+)
+_GELU = (
+    "GELU (torch.nn.GELU) is not piecewise linear and is not supported; retrain with one of "
+    f"the supported activations: {SUPPORTED_ACTIVATIONS}"
+)
+_HINTS = {
+    "erf": f"Erf is what exact GELU becomes when exported: {_GELU}",
+    "gelu": _GELU,
+}
+
+
+def operator_hint(name: str) -> str:
+    """``"; <explanation>"`` for an operator (any reader's spelling: ``Erf``, ``erf``,
+    ``GELU``) whose origin or replacement is worth saying, else ``""``."""
+    hint = _HINTS.get(name.lower())
+    return f"; {hint}" if hint else ""
