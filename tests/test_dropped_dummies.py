@@ -9,7 +9,6 @@ protected group reproduces exactly, and the data's exact ratio (fractions)."""
 from __future__ import annotations
 
 import json
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ import torch
 
 from certgate.population_data import dropped_column, fit_population
 from pipeline_steps.cli import main
+from tests.parity_on_data import data_ratio, fit_default_population, verify_parity
 from tests.test_binding import export_onnx
 from tests.test_pandas_dummies import OCCUPATIONS, dummies_table
 
@@ -68,21 +68,12 @@ def test_parity_over_dropped_dummies_holds_the_datas_ratio(
         model[0].bias[:] = torch.tensor([0.5])
     path = export_onnx(model.eval(), len(names), tmp_path / "net.onnx")
     population = tmp_path / "pop.json"
-    assert main(["population", "fit", str(data), "--out", str(population),
-                 "--protected", "sex_M", "--model", str(path), "--input-names",
-                 ",".join(names), "--json"]) == 0
-    capsys.readouterr()
-    code = main(["verify", "demographic-parity", "--model", str(path), "--input-names",
-                 ",".join(names), "--population", str(population), "--protected", "sex_M",
-                 "--privileged", "1", "--favorable-class", "1", "--gamma", "0.8",
-                 "--precision", "0.001", "--timeout", "60", "--data", str(data), "--json"])
-    payload = json.loads(capsys.readouterr().out)
-    assert code in (0, 1), payload
+    fit_default_population(data, population, "sex_M", "--model", str(path), "--input-names",
+                           ",".join(names))
+    payload = verify_parity(capsys, path, names, population, data, "sex_M", "1", 0.8)
     listed = frame[[f"occ_{o}" for o in "BCDEFG"]]
     granted = (listed.sum(axis=1) == 0) | frame["occ_G"]
-    women, men = ~frame["sex_M"], frame["sex_M"]
-    exact = Fraction(int(granted[women].sum()), int(women.sum())) / \
-        Fraction(int(granted[men].sum()), int(men.sum()))
+    exact = data_ratio(granted, ~frame["sex_M"], frame["sex_M"])
     low, high = payload["ratio"]
     assert low <= exact <= high, (float(exact), payload["ratio"])
     assert payload["population_fidelity"]["status"] == "consistent"

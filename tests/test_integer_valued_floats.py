@@ -5,8 +5,6 @@ data's own frequencies, which the integer fit's atoms reproduce exactly."""
 
 from __future__ import annotations
 
-import json
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from pipeline_steps.cli import main
+from tests.parity_on_data import data_ratio, fit_default_population, verify_parity
 from tests.test_binding import export_onnx
 from verifier.population.fitting import infer_features
 
@@ -50,26 +48,17 @@ def test_parity_of_a_count_written_as_floats_holds_the_datas_ratio(
     data = tmp_path / "data.csv"
     frame.to_csv(data, index=False)
     population = tmp_path / "pop.json"
-    assert main(["population", "fit", str(data), "--out", str(population),
-                 "--protected", "female", "--json"]) == 0
-    capsys.readouterr()
+    fit_default_population(data, population, "female")
     model = torch.nn.Sequential(torch.nn.Linear(2, 1))
     with torch.no_grad():                                      # class 1 iff visits >= 1
         model[0].weight[:] = torch.tensor([[0.0, 2.0]])
         model[0].bias[:] = torch.tensor([-1.0])
     path = export_onnx(model.eval(), 2, tmp_path / "net.onnx")
-    code = main(["verify", "demographic-parity", "--model", str(path), "--input-names",
-                 "female,visits", "--population", str(population), "--protected", "female",
-                 "--privileged", "1", "--favorable-class", "1", "--gamma", "0.8",
-                 "--precision", "0.001", "--timeout", "60", "--data", str(data), "--json"])
-    payload = json.loads(capsys.readouterr().out)
-    assert code in (0, 1), payload
+    payload = verify_parity(capsys, path, ["female", "visits"], population, data, "female",
+                            "1", 0.8)
     # the population's atoms at every count are the data's frequencies per group, so its
     # exact ratio is the data's own
-    granted = frame["visits"] >= 1
-    women, men = frame["female"] == 1, frame["female"] == 0
-    exact = Fraction(int(granted[men].sum()), int(men.sum())) / \
-        Fraction(int(granted[women].sum()), int(women.sum()))
+    exact = data_ratio(frame["visits"] >= 1, frame["female"] == 0, frame["female"] == 1)
     low, high = payload["ratio"]
     assert low <= exact <= high, (float(exact), payload["ratio"])
     assert payload["population_fidelity"]["status"] == "consistent"

@@ -9,7 +9,6 @@ frequencies, which a categorical feature's table reproduces exactly."""
 from __future__ import annotations
 
 import json
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ import torch
 
 from certgate.population_data import fit_population
 from pipeline_steps.cli import main
+from tests.parity_on_data import data_ratio, fit_default_population, verify_parity
 from tests.test_binding import export_onnx
 
 OCCUPATIONS = list("ABCDEFG")
@@ -59,9 +59,7 @@ def test_parity_over_pandas_dummies_holds_the_datas_ratio(
     data = tmp_path / "data.csv"
     frame.to_csv(data, index=False)
     population = tmp_path / "pop.json"
-    assert main(["population", "fit", str(data), "--out", str(population),
-                 "--protected", "sex_M", "--json"]) == 0
-    capsys.readouterr()
+    fit_default_population(data, population, "sex_M")
     names = list(frame.columns)
     model = torch.nn.Sequential(torch.nn.Linear(len(names), 1))
     with torch.no_grad():                                    # class 1 iff occupation A or G
@@ -70,16 +68,8 @@ def test_parity_over_pandas_dummies_holds_the_datas_ratio(
             model[0].weight[0, names.index(f"occ_{occupation}")] = 1.0
         model[0].bias[:] = torch.tensor([-0.5])
     path = export_onnx(model.eval(), len(names), tmp_path / "net.onnx")
-    code = main(["verify", "demographic-parity", "--model", str(path), "--input-names",
-                 ",".join(names), "--population", str(population), "--protected", "sex_M",
-                 "--privileged", "1", "--favorable-class", "1", "--gamma", "0.7",
-                 "--precision", "0.001", "--timeout", "60", "--data", str(data), "--json"])
-    payload = json.loads(capsys.readouterr().out)
-    assert code in (0, 1), payload
-    granted = frame["occ_A"] | frame["occ_G"]
-    women, men = frame["sex_F"], frame["sex_M"]
-    exact = Fraction(int(granted[women].sum()), int(women.sum())) / \
-        Fraction(int(granted[men].sum()), int(men.sum()))
+    payload = verify_parity(capsys, path, names, population, data, "sex_M", "1", 0.7)
+    exact = data_ratio(frame["occ_A"] | frame["occ_G"], frame["sex_F"], frame["sex_M"])
     low, high = payload["ratio"]
     assert low <= exact <= high, (float(exact), payload["ratio"])
     assert payload["population_fidelity"]["status"] == "consistent"

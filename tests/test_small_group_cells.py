@@ -7,8 +7,6 @@ which a network of few-valued nodes fitted on each cell's own rows reproduces ex
 
 from __future__ import annotations
 
-import json
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +15,7 @@ import pytest
 import torch
 
 from certgate.population_data import fit_population
-from pipeline_steps.cli import main
+from tests.parity_on_data import data_ratio, fit_default_population, verify_parity
 from tests.test_binding import export_onnx
 
 
@@ -39,9 +37,7 @@ def test_a_small_groups_sparse_cells_keep_its_own_rows(
     data = tmp_path / "data.csv"
     frame.to_csv(data, index=False)
     population = tmp_path / "pop.json"
-    assert main(["population", "fit", str(data), "--out", str(population),
-                 "--protected", "minority", "--json"]) == 0
-    capsys.readouterr()
+    fit_default_population(data, population, "minority")
     names = list(frame.columns)
     model = torch.nn.Sequential(torch.nn.Linear(len(names), 1))
     with torch.no_grad():                       # class 1 iff band + education >= 8
@@ -50,16 +46,9 @@ def test_a_small_groups_sparse_cells_keep_its_own_rows(
         model[0].weight[0, names.index("education")] = 1.0
         model[0].bias[:] = torch.tensor([-7.5])
     path = export_onnx(model.eval(), len(names), tmp_path / "net.onnx")
-    code = main(["verify", "demographic-parity", "--model", str(path), "--input-names",
-                 ",".join(names), "--population", str(population), "--protected", "minority",
-                 "--privileged", "0", "--favorable-class", "1", "--gamma", "0.8",
-                 "--precision", "0.001", "--timeout", "60", "--data", str(data), "--json"])
-    payload = json.loads(capsys.readouterr().out)
-    assert code in (0, 1), payload
-    granted = frame["band"] + frame["education"] >= 8
+    payload = verify_parity(capsys, path, names, population, data, "minority", "0", 0.8)
     group = frame["minority"] == 1
-    exact = Fraction(int(granted[group].sum()), int(group.sum())) / \
-        Fraction(int(granted[~group].sum()), int((~group).sum()))
+    exact = data_ratio(frame["band"] + frame["education"] >= 8, group, ~group)
     low, high = payload["ratio"]
     assert low <= exact <= high, (float(exact), payload["ratio"])
     assert exact < 0.8 and payload["verdict"] == "violated"

@@ -1,0 +1,44 @@
+"""The README's parity flow on a user's CSV, as the population-fit tests run it: fit the
+default population with ``certgate population fit``, verify parity with the data given, and
+the data's own ratio in exact arithmetic (the oracle a certificate must not contradict)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from pipeline_steps.cli import main
+
+
+def fit_default_population(data: Path, population: Path, protected: str, *extra: str) -> None:
+    """``certgate population fit`` with its defaults (``extra``: further options)."""
+    assert main(["population", "fit", str(data), "--out", str(population),
+                 "--protected", protected, *extra, "--json"]) == 0
+
+
+def verify_parity(capsys: pytest.CaptureFixture[str], model: Path, names: Sequence[str],
+                  population: Path, data: Path, protected: str, privileged: str,
+                  gamma: float) -> dict[str, Any]:
+    """``certgate verify demographic-parity --json`` (favourable class 1, precision 0.001,
+    60 s) with the data given for the fidelity check; its payload, after checking the run
+    ended with a verdict or an unknown, not an error."""
+    capsys.readouterr()
+    code = main(["verify", "demographic-parity", "--model", str(model), "--input-names",
+                 ",".join(names), "--population", str(population), "--protected", protected,
+                 "--privileged", privileged, "--favorable-class", "1", "--gamma", str(gamma),
+                 "--precision", "0.001", "--timeout", "60", "--data", str(data), "--json"])
+    payload: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert code in (0, 1), payload
+    return payload
+
+
+def data_ratio(granted: pd.Series, unprivileged: pd.Series, privileged: pd.Series) -> Fraction:
+    """The data's parity ratio P(granted | unprivileged) / P(granted | privileged), exactly."""
+    return Fraction(int(granted[unprivileged].sum()), int(unprivileged.sum())) / \
+        Fraction(int(granted[privileged].sum()), int(privileged.sum()))
