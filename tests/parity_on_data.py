@@ -16,10 +16,15 @@ import pytest
 from pipeline_steps.cli import main
 
 
-def fit_default_population(data: Path, population: Path, protected: str, *extra: str) -> None:
-    """``certgate population fit`` with its defaults (``extra``: further options)."""
+def fit_default_population(frame: pd.DataFrame, folder: Path, protected: str,
+                           *extra: str) -> tuple[Path, Path]:
+    """``frame`` written as ``folder/data.csv`` and ``certgate population fit`` run on it with
+    its defaults (``extra``: further options) into ``folder/pop.json``; both paths."""
+    data, population = folder / "data.csv", folder / "pop.json"
+    frame.to_csv(data, index=False)
     assert main(["population", "fit", str(data), "--out", str(population),
                  "--protected", protected, *extra, "--json"]) == 0
+    return data, population
 
 
 def verify_parity(capsys: pytest.CaptureFixture[str], model: Path, names: Sequence[str],

@@ -56,8 +56,6 @@ def test_dummies_with_the_first_dropped_are_a_group_with_the_zeros_as_a_category
 def test_parity_over_dropped_dummies_holds_the_datas_ratio(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     frame = dropped_table()
-    data = tmp_path / "data.csv"
-    frame.to_csv(data, index=False)
     names = list(frame.columns)
     model = torch.nn.Sequential(torch.nn.Linear(len(names), 1))
     with torch.no_grad():                      # class 1 iff occupation A (no column) or G
@@ -67,9 +65,8 @@ def test_parity_over_dropped_dummies_holds_the_datas_ratio(
         model[0].weight[0, names.index("occ_G")] = 1.0
         model[0].bias[:] = torch.tensor([0.5])
     path = export_onnx(model.eval(), len(names), tmp_path / "net.onnx")
-    population = tmp_path / "pop.json"
-    fit_default_population(data, population, "sex_M", "--model", str(path), "--input-names",
-                           ",".join(names))
+    data, population = fit_default_population(frame, tmp_path, "sex_M", "--model", str(path),
+                                              "--input-names", ",".join(names))
     payload = verify_parity(capsys, path, names, population, data, "sex_M", "1", 0.8)
     listed = frame[[f"occ_{o}" for o in "BCDEFG"]]
     granted = (listed.sum(axis=1) == 0) | frame["occ_G"]

@@ -45,10 +45,7 @@ def test_parity_of_a_count_written_as_floats_holds_the_datas_ratio(
     frame = visits_table()
     if dtype == "float":
         frame = frame.astype({"visits": np.float64})            # written as 0.0, 1.0, …
-    data = tmp_path / "data.csv"
-    frame.to_csv(data, index=False)
-    population = tmp_path / "pop.json"
-    fit_default_population(data, population, "female")
+    data, population = fit_default_population(frame, tmp_path, "female")
     model = torch.nn.Sequential(torch.nn.Linear(2, 1))
     with torch.no_grad():                                      # class 1 iff visits >= 1
         model[0].weight[:] = torch.tensor([[0.0, 2.0]])

@@ -56,10 +56,7 @@ def test_dummies_that_partition_the_rows_are_one_categorical_feature() -> None:
 def test_parity_over_pandas_dummies_holds_the_datas_ratio(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     frame = dummies_table()
-    data = tmp_path / "data.csv"
-    frame.to_csv(data, index=False)
-    population = tmp_path / "pop.json"
-    fit_default_population(data, population, "sex_M")
+    data, population = fit_default_population(frame, tmp_path, "sex_M")
     names = list(frame.columns)
     model = torch.nn.Sequential(torch.nn.Linear(len(names), 1))
     with torch.no_grad():                                    # class 1 iff occupation A or G

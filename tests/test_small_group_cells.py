@@ -34,10 +34,7 @@ def test_a_small_groups_sparse_cells_keep_its_own_rows(
     frame = minority_table()
     learned = fit_population(frame, protected="minority").description or ""
     assert "education -> band" in learned       # the second parent that thins the cells
-    data = tmp_path / "data.csv"
-    frame.to_csv(data, index=False)
-    population = tmp_path / "pop.json"
-    fit_default_population(data, population, "minority")
+    data, population = fit_default_population(frame, tmp_path, "minority")
     names = list(frame.columns)
     model = torch.nn.Sequential(torch.nn.Linear(len(names), 1))
     with torch.no_grad():                       # class 1 iff band + education >= 8
