@@ -165,6 +165,39 @@ def test_noise_moves_atoms_onto_a_tie() -> None:
            1 - Fraction(1, 2) * Fraction(1, 20))
 
 
+def test_a_shifted_atom_is_read_at_its_real_value() -> None:
+    """c = [11 x > C] with C = 3.3000000000000003 (a float); the atom 0.1 (weight 1/2) beside
+    U(0, 1) moved by the noise 0.2 (probability 1/2, else 0). In real arithmetic
+    11 (0.1 + 0.2) < C, so the moved atom stays class 0 like the atom; the float sum
+    0.1 + 0.2 = 0.30000000000000004 is class 1. Only the density changes class, on
+    (C/11 − 0.2, C/11]: 1/2 · 1/2 · 0.2. A result that read the atom at the float sum would
+    claim exactly 1/4 less; the certified interval must contain the real probability."""
+    bound = 3.3000000000000003
+    atom, shift = 0.1, 0.2
+    assert 11 * (Fraction(atom) + Fraction(shift)) < Fraction(bound) < 11 * Fraction(atom + shift)
+    prior = _population({"x": _mixed({atom: 0.5})})
+    network = threshold_network([11.0], -bound, ["x"])
+    result = noise_robustness(network, prior,
+                              Discrete(values=[0.0, shift], probabilities=[0.5, 0.5]), [0])
+    expected = 1 - Fraction(1, 2) * Fraction(1, 2) * Fraction(shift)
+    slack = 1e-12
+    assert result.probability_lower - slack <= expected <= result.probability_upper + slack
+
+
+def test_box_branching_reads_a_shifted_value_at_its_real_sum() -> None:
+    """The same network on x ∈ {0.1, 0.5} (½ each), all discrete, so boxes are branched:
+    x and the noise stay separate coordinates, their sum is formed inside the stacked network
+    and single points are decided in rationals. In real arithmetic no shift changes a class
+    (11 · 0.7 > C too): P = 1; the float sum would flip the pair (0.1, 0.2): 3/4."""
+    network = threshold_network([11.0], -3.3000000000000003, ["x"])
+    prior = _population({"x": Discrete(values=[0.1, 0.5], probabilities=[0.5, 0.5])})
+    result = noise_robustness(network, prior,
+                              Discrete(values=[0.0, 0.2], probabilities=[0.5, 0.5]), [0],
+                              timeout_s=60)
+    assert result.extra["method"] == "box branching (PV)"
+    assert result.probability_lower > 0.75 + 1e-6 and result.probability_upper == 1.0
+
+
 def _random_prior() -> PopulationModel:
     """x0 with atoms at 0.3 (0.35) and 0.8 (0.15) beside U(0, 1); x1 in {0, 1}; x2 with an
     atom at 0 (0.5) beside U(−1, 1)."""

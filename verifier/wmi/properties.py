@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from verifier.network import Network, head_error
-from verifier.numerics import EPS, FUNCTION_REL_MARGIN, scaled_down, scaled_up
+from verifier.numerics import EPS, FUNCTION_REL_MARGIN, scaled_down, scaled_up, two_sum
 from verifier.population import PopulationModel
 from verifier.population.base import Distribution
 from verifier.wmi import branched
@@ -890,7 +890,7 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
             try:
                 queries.append(_noise_query(wrapped, term, noise_term, features, dimension,
                                             deadline))
-            except DeadlineReached:
+            except (DeadlineReached, InexactShift):
                 skipped.add(term, noise_term.coefficient[2] * _factor_mass(noise_term))
     return _with_lost(_points_only(queries, finite_sum),
                       termset.lost + noise_set.lost + skipped.total)
@@ -905,9 +905,7 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
     moving = [p for p in range(len(features)) if p not in noise_term.atoms]
     width = len(free) + len(moving)
     offset = _offset(term, dimension)
-    moved = offset.copy()
-    for p, value in noise_term.atoms.items():
-        moved[features[p]] += value
+    moved = _shifted(offset, noise_term, features)
     coefficient = times(term.coefficient, noise_term.coefficient)
     if width == 0:
         return point_query([point_placement(wrapped, offset), point_placement(wrapped, moved)],
@@ -935,6 +933,26 @@ def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,
     return Query(width, roots, [Placement(wrapped, first, offset),
                                 Placement(wrapped, shifted, moved)],
                  Disagreement(), coefficient, envelopes, lost, mass_bound=mass_bound)
+
+
+class InexactShift(Exception):
+    """A discrete noise value added to a fixed value has no float64 equal to the real sum."""
+
+
+def _shifted(offset: np.ndarray, noise_term: Term, features: list[int]) -> np.ndarray:
+    """``offset`` with each discrete noise value of ``noise_term`` added to its feature, each
+    sum exactly the real one; :class:`InexactShift` otherwise (a float atom moved off the
+    float grid, e.g. 0.1 + 0.2): a model read at the rounded sum could fall on the other side
+    of a boundary, so the caller keeps the pair's mass as lost (possibly violating, the
+    interval widens) instead of deciding it at the wrong point. Integers and shifts of a
+    free column (offset 0) are always exact."""
+    moved = offset.copy()
+    for p, value in noise_term.atoms.items():
+        total, error = two_sum(np.float64(offset[features[p]]), np.float64(value))
+        if error != 0:
+            raise InexactShift(f"{offset[features[p]]!r} + {value!r} is not a float64")
+        moved[features[p]] = total
+    return moved
 
 
 def _check_noise(prior: Prior, noise: Distribution | None, features: list[int],
@@ -988,7 +1006,8 @@ def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: li
     normal-type: then the result is a certified interval) or discrete values (each shifts its
     feature by a constant). A discrete feature of the prior takes discrete noise only (a
     density would move it off its values); on a coded column of the prior the shifts must be
-    code shifts, said by ``noise_in_codes`` (:func:`_check_noise`)."""
+    code shifts, said by ``noise_in_codes`` (:func:`_check_noise`). A shifted fixed value
+    whose sum float64 cannot hold keeps its pair's mass as lost (:func:`_shifted`)."""
     engine = _engine(stop_at, executor, bound_method, timeout_s, tolerance)
     try:
         queries = noise_robustness_queries(model, prior, noise, features, bound_method,
