@@ -111,7 +111,13 @@ def bind(network: Network, population: Any, given: Sequence[str] | None,
     the module docstring)."""
     columns = list(population.columns)
     if len(columns) > network.input_size and given is None and anonymous_inputs(network):
-        bound_names(network, given, where)      # raises: columns it need not read need names
+        raise BindingError(                     # which columns it reads only names can say
+            f"{where}: the population model has {len(columns)} columns ({_shown(columns)}) but "
+            f"the network has {network.input_size} inputs, and the model records no input "
+            f"names (only positions: {_shown(network.input_names)}); if it reads some of these "
+            "columns, give their names in the network's input order with model.input_names in "
+            "the configuration or --input-names a,b,c"
+        )
     unread = unread_columns(population, network.input_names if given is None else given)
     if len(columns) != network.input_size + len(unread):
         raise BindingError(
