@@ -1,9 +1,11 @@
-"""A GELU model is refused with an error that says it is GELU and what is supported.
+"""A model with a smooth activation is refused with an error that says what it is and what is
+supported.
 
 Exact GELU exports to ONNX as ``Erf`` (opsets below 20), reaches the fx reader (``torch.export``,
 MLflow's ``pt2``) as ``gelu``, or as ``erf`` in a graph that carries it, and the ``torch.nn`` and
 TorchScript readers as the ``GELU`` module. Every route must name GELU and list the supported
-activations.
+activations. The other smooth activations get the same, SiLU/Swish written as a product gets a
+hint at the product, and HardSigmoid gets the piecewise-linear rewrite that certgate reads.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import io
 import math
 
+import numpy as np
 import onnx
 import pytest
 import torch
@@ -93,3 +96,79 @@ def test_other_operators_get_no_gelu_hint() -> None:
     message = _refusal(lambda: from_torch(model))
     assert "unsupported module Tanh" in message
     assert "GELU" not in message
+
+
+class _Swish(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(x)
+
+
+class _HardSigmoidRewrite(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(x / 6 + 0.5, 0, 1)
+
+
+def _between(activation: torch.nn.Module) -> torch.nn.Sequential:
+    return torch.nn.Sequential(
+        torch.nn.Linear(3, 4), activation, torch.nn.Linear(4, 2)
+    ).double().eval()
+
+
+def _onnx(model: torch.nn.Module) -> onnx.ModelProto:
+    buffer = io.BytesIO()
+    torch.onnx.export(model, EXAMPLE, buffer, dynamo=False, opset_version=17)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+@pytest.mark.parametrize(
+    ("activation", "name"),
+    [
+        (torch.nn.Tanh(), "Tanh"),
+        (torch.nn.ELU(), "ELU"),
+        (torch.nn.SELU(), "SELU"),
+        (torch.nn.Softplus(), "Softplus (also the first step of Mish)"),
+        (torch.nn.SiLU(), "SiLU/Swish"),
+        (torch.nn.Hardswish(), "HardSwish"),
+    ],
+)
+def test_smooth_activations_are_named_on_every_torch_route(
+    activation: torch.nn.Module, name: str
+) -> None:
+    model = _between(activation)
+    for converted in (model, torch.export.export(model, EXAMPLE).module()):
+        message = _refusal(lambda converted=converted: from_torch(converted))
+        assert f"{name} is not piecewise linear" in message
+        assert SUPPORTED_ACTIVATIONS in message
+
+
+@pytest.mark.parametrize(
+    ("activation", "operator"),
+    [(torch.nn.Tanh(), "Tanh"), (torch.nn.ELU(), "Elu"), (torch.nn.Softplus(), "Softplus")],
+)
+def test_smooth_onnx_operators_are_named(activation: torch.nn.Module, operator: str) -> None:
+    message = _refusal(lambda: from_onnx(_onnx(_between(activation))))
+    assert f"unsupported ONNX operator '{operator}'" in message
+    assert "is not piecewise linear" in message
+
+
+def test_swish_as_a_product_is_named_at_the_product() -> None:
+    for message in (
+        _refusal(lambda: from_onnx(_onnx(_between(torch.nn.SiLU())))),
+        _refusal(lambda: from_onnx(_onnx(_between(_Swish())))),
+        _refusal(lambda: from_torch(torch.export.export(_between(_Swish()), EXAMPLE).module())),
+    ):
+        assert "SiLU/Swish (x * sigmoid(x))" in message
+        assert SUPPORTED_ACTIVATIONS in message
+
+
+def test_hardsigmoid_hint_names_a_rewrite_that_converts_exactly() -> None:
+    message = _refusal(lambda: from_torch(_between(torch.nn.Hardsigmoid())))
+    assert "torch.clamp(x / 6 + 0.5, 0, 1)" in message
+    torch.manual_seed(0)
+    original = _between(torch.nn.Hardsigmoid())
+    rewritten = _between(_HardSigmoidRewrite())
+    rewritten.load_state_dict(original.state_dict())
+    network = from_onnx(_onnx(rewritten))
+    points = torch.rand(256, 3, dtype=torch.float64) * 20 - 10
+    expected = original(points).detach().numpy()
+    np.testing.assert_allclose(network.evaluate(points.numpy()), expected, rtol=0, atol=1e-12)

@@ -33,7 +33,7 @@ from onnx import helper, numpy_helper
 
 from verifier.convert.affine_chain import AffineChain
 from verifier.convert.self_check import assert_agrees
-from verifier.convert.unsupported import operator_hint
+from verifier.convert.unsupported import PRODUCT_HINT, operator_hint
 from verifier.network import Network, NetworkError
 
 MIN_OPSET = 8
@@ -143,6 +143,7 @@ def _binary(walk: _Walk) -> tuple[Any, np.ndarray, bool]:
     if isinstance(left, _Data) and isinstance(right, _Data):
         raise NetworkError(
             f"{walk.where} combines two data tensors: only chains of operations are supported"
+            + (PRODUCT_HINT if walk.node.op_type == "Mul" else "")
         )
     if isinstance(left, _Data):
         walk.take(left)

@@ -26,7 +26,7 @@ import torch.fx
 
 from verifier.convert.affine_chain import AffineChain
 from verifier.convert.torch_layers import apply_module, check_against_module, flatten_features
-from verifier.convert.unsupported import operator_hint
+from verifier.convert.unsupported import PRODUCT_HINT, operator_hint
 from verifier.network import HeadName, Network, NetworkError
 
 
@@ -164,6 +164,8 @@ def _rsub(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
 
 def _mul(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     left, right = args[0], args[1]
+    if isinstance(left, _Data) and isinstance(right, _Data):
+        raise NetworkError(f"node {walk.node.name!r} multiplies two data tensors{PRODUCT_HINT}")
     data, factor = (left, right) if isinstance(left, _Data) else (right, left)
     walk.take(data)
     walk.chain.elementwise(_constant(factor, "multiplier"), 0.0)

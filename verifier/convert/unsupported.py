@@ -12,14 +12,36 @@ SUPPORTED_ACTIVATIONS = (
     "ReLU, LeakyReLU/PReLU (slopes in [0, 1]), Hardtanh/ReLU6/Clip, and Sigmoid/Softmax/LogSoftmax "
     "as the classifier head only"
 )
-_GELU = (
-    "GELU (torch.nn.GELU) is not piecewise linear and is not supported; retrain with one of "
-    f"the supported activations: {SUPPORTED_ACTIVATIONS}"
-)
+_RETRAIN = f"retrain with one of the supported activations: {SUPPORTED_ACTIVATIONS}"
+_GELU = f"GELU (torch.nn.GELU) is not piecewise linear and is not supported; {_RETRAIN}"
+_SMOOTH = {
+    "tanh": "Tanh",
+    "elu": "ELU",
+    "celu": "CELU",
+    "selu": "SELU",
+    "softplus": "Softplus (also the first step of Mish)",
+    "softsign": "Softsign",
+    "mish": "Mish",
+    "silu": "SiLU/Swish",
+    "hardswish": "HardSwish",
+}
 _HINTS = {
     "erf": f"Erf is what exact GELU becomes when exported: {_GELU}",
     "gelu": _GELU,
+    "hardsigmoid": (
+        "HardSigmoid is piecewise linear but not read as one operator; write it as "
+        "torch.clamp(x / 6 + 0.5, 0, 1), which certgate verifies"
+    ),
+    **{
+        key: f"{name} is not piecewise linear and is not supported; {_RETRAIN}"
+        for key, name in _SMOOTH.items()
+    },
 }
+PRODUCT_HINT = (
+    "; a product of two data tensors is what SiLU/Swish (x * sigmoid(x)) and gated units "
+    f"export to: not piecewise linear, so not supported; {_RETRAIN}"
+)
+"""Said where a reader meets the product of two data tensors (an ONNX ``Mul``)."""
 
 
 def operator_hint(name: str) -> str:
