@@ -13,8 +13,9 @@ check of the wrapped model. Box tests are exact comparisons (float32/float64 inp
 exactly; an open side ``x > a`` is tested as ``x >= nextafter(a, +inf)``, equivalent in
 float64). A linear atom ``a·x <= b`` (``<``) is decided by the exact sign of ``a·x − b``
 (:func:`verifier.selfcorrect.exact_sign.exact_linear_sign`): points within rounding of the
-hyperplane, exact ties included, are not left to the float dot product. NaN inputs are
-rejected by the layer before they get here.
+hyperplane, exact ties included, are not left to the float dot product; an infinite
+coordinate is read in the extended reals (a zero coefficient does not read it). NaN inputs
+are rejected by the layer before they get here.
 """
 
 import itertools
