@@ -84,6 +84,10 @@ def test_one_column_of_a_two_category_group_is_the_group(tmp_path: Path, capsys)
     for protected in ("sex=Male", "sex=Female", "sex=Female,sex=Male"):
         low, high = _shares(capsys, model, population, protected)
         assert low <= exact <= high and high - low < 1e-9, (protected, low, high)
+    [certificate] = certgate.audit(model, population, [{
+        "kind": "causal_fairness", "protected": "sex=Male", "max_biased_share": 0.6}])
+    assert certificate.verdict == "satisfied" and certificate.bounds["biased_share"] == (0.5, 0.5)
+    assert "depends on sex=Female, sex=Male" in certificate.details["expression"]
 
 
 def test_drop_first_dummies_compare_the_dropped_category(tmp_path: Path, capsys) -> None:

@@ -370,8 +370,8 @@ def run(settings: CausalFairnessSettings, network: Network, population: Any,
     check(settings, network, population)
     if population is not None:
         check_population_fits(network, population)
-    asked, settings = settings, settings_in_codes(protected_group(settings, population),
-                                                  population)
+    asked = protected_group(settings, population)   # the certificate names the whole group
+    settings = settings_in_codes(asked, population)
     problem = build_problem(
         network, list(settings.protected), protected_kind=settings.protected_kind,
         split_values=settings.split_values,
