@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -244,3 +246,55 @@ def test_abstaining_at_the_largest_float_stays_finite(dtype: torch.dtype,
         assert (out[bottom, k] == expected).all()
     scripted = script_module(net)
     assert torch.equal(scripted(x), out)
+
+
+def _orders_satisfying(dnfs: list[list[list[tuple[int, int]]]], m: int) -> bool:
+    """Oracle: some strict order of the m classes satisfies every DNF."""
+    for ranks in itertools.permutations(range(m)):
+        if all(any(all(ranks[a] < ranks[b] for a, b in conj) for conj in dnf) for dnf in dnfs):
+            return True
+    return False
+
+
+def test_constraints_unsatisfiable_at_every_input_are_refused() -> None:
+    """Always-active constraints ``0 < 1``, ``1 < 2``, ``2 < 0`` (each satisfiable alone) used
+    to wrap silently into a model whose every output is ⊥. Random sets of constraints active
+    everywhere (``always``, an unbounded box, ``predicted_in`` every class) plus ones active
+    somewhere: refused exactly when no strict order satisfies the everywhere-active ones
+    (oracle: every permutation of m ≤ 4 classes)."""
+    rng = np.random.default_rng(7)
+    everywhere = [{"kind": "always"}, {"kind": "box", "lower": [None], "upper": [None]},
+                  {"kind": "predicted_in", "classes": [0, 1, 2, 3]}]
+    refused = accepted = 0
+    for _ in range(300):
+        m = int(rng.integers(2, 5))
+        items, dnfs = [], []
+        for index in range(int(rng.integers(1, 4))):
+            dnf = [[tuple(int(c) for c in rng.choice(m, 2, replace=False))
+                    for _ in range(int(rng.integers(1, 3)))]
+                   for _ in range(int(rng.integers(1, 3)))]
+            somewhere = rng.random() < 0.3
+            precondition = ({"kind": "box", "lower": [0.0], "upper": [None]} if somewhere
+                            else dict(everywhere[int(rng.integers(0, 3))]))
+            if precondition["kind"] == "predicted_in":
+                precondition["classes"] = list(range(m))
+            items.append({"name": f"c{index}", "precondition": precondition,
+                          "postcondition": [[list(literal) for literal in conj]
+                                            for conj in dnf]})
+            if not somewhere:
+                dnfs.append(dnf)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            constraints = parse_constraints({"num_classes": m, "input_size": 1,
+                                             "constraints": items})
+        model = torch.nn.Linear(1, m, dtype=torch.float64)
+        if dnfs and not _orders_satisfying(dnfs, m):
+            with pytest.raises(ConstraintError, match="every output would be bottom"):
+                SelfCorrectingNetwork(model, constraints)
+            refused += 1
+        else:
+            net = SelfCorrectingNetwork(model, constraints)
+            x = torch.linspace(-2, 2, 41, dtype=torch.float64).unsqueeze(1)
+            assert not bool(net.forward_with_bottom(x)[1][x[:, 0] < 0].any())
+            accepted += 1
+    assert refused > 20 and accepted > 100

@@ -215,6 +215,55 @@ def _onehot_groups(settings: CausalFairnessSettings, network: Network,
     return [group for group in groups if not set(group) & set(settings.protected)]
 
 
+def protected_group(settings: CausalFairnessSettings,
+                    population: Any) -> CausalFairnessSettings:
+    """``settings`` with a protected categorical feature named in full.
+
+    A one-hot group of the population model is one feature, and a causal audit compares its
+    categories: a protected input inside a group cannot be varied alone (the group's other
+    columns would be free inputs, and the pairs compared points the feature never takes).
+    Protected inputs naming every column of a group but one are that group, as a model
+    reading every column of a group but one reads the last with zero weights (binding):
+    ``sex=Male`` of ``sex=Female, sex=Male``, or pandas' ``drop_first`` dummies ``race_B,
+    race_C`` of ``race_(dropped), race_B, race_C``. They become the whole group (one-hot; all
+    its categories compared unless ``protected_values`` names some). ``settings`` itself
+    when no protected input lies in a group or they already name a whole one.
+
+    Raises:
+        CertgateInputError: the protected inputs leave out two or more columns of a group
+            (which categories are meant is ambiguous), mix a group's columns with other
+            inputs, or give numeric ``protected_values`` for a group named by part.
+    """
+    if population is None:
+        return settings
+    names = list(population.columns)
+    named = set(settings.protected)
+    for indices in population.onehot_groups():
+        group = [names[index] for index in indices]
+        if not named & set(group) or named == set(group):
+            continue
+        listed = ", ".join(group)
+        if named - set(group):
+            raise CertgateInputError(
+                f"protected inputs {', '.join(settings.protected)} mix columns of the one-hot "
+                f"group ({listed}) with other inputs; protect one feature: the whole group or "
+                "one input outside it")
+        missing = [column for column in group if column not in named]
+        if len(missing) > 1:
+            raise CertgateInputError(
+                f"protected {', '.join(settings.protected)} is part of the one-hot group "
+                f"({listed}): a causal audit compares a categorical feature's categories, so "
+                f"protect the whole group (--protected {','.join(group)}) and name the "
+                "categories to compare with --protected-values")
+        values = settings.protected_values
+        if values is not None and not all(isinstance(value, str) for value in values):
+            raise CertgateInputError(
+                f"protected {', '.join(settings.protected)} is read as the one-hot group "
+                f"({listed}); give protected_values as names of its columns")
+        return settings.model_copy(update={"protected": group, "protected_kind": "one_hot"})
+    return settings
+
+
 SETTINGS = CausalFairnessSettings
 
 
@@ -226,12 +275,13 @@ def engine_options(executor: str, workers: int | None) -> None:
 
 def check(settings: CausalFairnessSettings, network: Network | None, population: Any) -> None:
     """Raise the input error :func:`run` would meet before any partition is analysed: the
-    population measure needs a population model; ``protected_values``, ``query`` and
+    population measure needs a population model; a protected input inside a one-hot group
+    must name it (:func:`protected_group`); ``protected_values``, ``query`` and
     ``domain`` give values in the data's units, which on a coded column must lie on its grid
     or hold a value of it (:func:`settings_in_codes`)."""
     if population is None and settings.measure == "population":
         raise CertgateInputError("measure: population needs a population model")
-    settings_in_codes(settings, population)
+    settings_in_codes(protected_group(settings, population), population)
 
 
 def settings_in_codes(settings: CausalFairnessSettings,
@@ -320,7 +370,8 @@ def run(settings: CausalFairnessSettings, network: Network, population: Any,
     check(settings, network, population)
     if population is not None:
         check_population_fits(network, population)
-    asked, settings = settings, settings_in_codes(settings, population)
+    asked = protected_group(settings, population)   # the certificate names the whole group
+    settings = settings_in_codes(asked, population)
     problem = build_problem(
         network, list(settings.protected), protected_kind=settings.protected_kind,
         split_values=settings.split_values,

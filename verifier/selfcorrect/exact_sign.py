@@ -10,7 +10,14 @@ dominates what is left, which then fixes the sign exactly.
 
 Domain: every non-zero product ``|a_i·x_i|`` in ``[2⁻⁹³⁰, 2⁹⁹⁵]`` and every partial sum finite,
 where the transformations are exact; a row outside it within rounding of its hyperplane
-raises :class:`ExactSignRangeError` rather than guess.
+raises :class:`ExactSignRangeError` rather than guess. A float dot product that overflows
+(``∞ − ∞`` is NaN) counts as within rounding, so such a row is refused too, never read as a
+sign.
+
+Infinite coordinates are read in the extended reals: a coordinate whose coefficient is 0 is
+not part of the form (``0·∞`` counts as 0, not NaN), and ``a_i·x_i = ±∞`` otherwise; the sign
+is that of the infinite terms when they agree, the exact finite sign when there are none, and
+a row whose infinite terms have both signs (``∞ − ∞``) raises :class:`ExactSignRangeError`.
 """
 
 import torch
@@ -71,14 +78,36 @@ def _distilled_sign(terms: Tensor) -> Tensor:
 
 def exact_linear_sign(x: Tensor, a: Tensor, b: Tensor) -> Tensor:
     """``sign(a_j·x_r − b_j)`` in real arithmetic for every row ``r`` of ``x`` ``(B, n)`` and
-    atom ``j`` of ``a`` ``(J, n)``, ``b`` ``(J,)``: a ``(B, J)`` float64 tensor in {−1, 0, 1}."""
+    atom ``j`` of ``a`` ``(J, n)``, ``b`` ``(J,)``: a ``(B, J)`` float64 tensor in {−1, 0, 1}
+    (infinite coordinates in the extended reals, module docstring). ``x`` holds no NaN."""
     x = x.to(torch.float64)
+    infinite = torch.isinf(x)
+    if not bool(infinite.any()):
+        return _finite_sign(x, a, b)
+    sign = _finite_sign(x.masked_fill(infinite, 0.0), a, b)
+    read = (a != 0.0).unsqueeze(0)
+    up = (read & (((x == float("inf")).unsqueeze(1) & (a > 0.0).unsqueeze(0))
+                  | ((x == float("-inf")).unsqueeze(1) & (a < 0.0).unsqueeze(0)))).any(dim=2)
+    down = (read & (((x == float("inf")).unsqueeze(1) & (a < 0.0).unsqueeze(0))
+                    | ((x == float("-inf")).unsqueeze(1) & (a > 0.0).unsqueeze(0)))).any(dim=2)
+    if bool((up & down).any()):
+        raise ExactSignRangeError(
+            "an input row has infinite values whose terms in a linear precondition have both "
+            "signs (inf - inf): the precondition is undefined there"
+        )
+    return torch.where(up, torch.ones_like(sign), torch.where(down, -torch.ones_like(sign), sign))
+
+
+def _finite_sign(x: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """:func:`exact_linear_sign` for finite ``x``."""
     n = x.shape[1]
     difference = x @ a.t() - b
     magnitude = x.abs() @ a.abs().t() + b.abs()
     rounding = float(n + 2) * 2.0**-52 * magnitude + float(n + 2) * 2.0**-1070
     sign = torch.sign(difference)
-    near = difference.abs() <= rounding
+    # NaN-safe: an overflowed dot product (inf - inf) is "near" and goes to the exact path,
+    # whose range check refuses it
+    near = ~(difference.abs() > rounding)
     if not bool(near.any()):
         return sign
     pairs = torch.nonzero(near)

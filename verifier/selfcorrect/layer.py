@@ -34,6 +34,7 @@ are built on first use and cached. The batch is processed with tensor operations
 Python loop runs over the distinct combinations of active properties present in the batch.
 """
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -47,7 +48,11 @@ from verifier.selfcorrect.constraints import (
     precondition_input_size,
 )
 from verifier.selfcorrect.graphs import adjacency_from_literals, graph_tables
-from verifier.selfcorrect.preconditions import PreconditionEvaluator, SelfCorrectionInputError
+from verifier.selfcorrect.preconditions import (
+    PreconditionEvaluator,
+    SelfCorrectionInputError,
+    active_everywhere,
+)
 
 MAX_COMBINATIONS = 65536
 """Most disjunct combinations one set of simultaneously active properties may produce."""
@@ -265,6 +270,24 @@ class SelfCorrectingLayer(torch.nn.Module):
     def describe(self) -> str:
         """The constraint set in readable form."""
         return self.constraint_set.describe()
+
+    def unsatisfiable_everywhere(self) -> list[str]:
+        """The names of the constraints active at every input
+        (:func:`~verifier.selfcorrect.preconditions.active_everywhere`) when no strict order
+        of the classes satisfies their postconditions together, so that every input gets ⊥;
+        else ``[]``. Also ``[]`` when those constraints have more than ``max_combinations``
+        disjunct combinations (not searched: such inputs raise :class:`CombinationLimitError`
+        at run time)."""
+        everywhere = [index for index, constraint in enumerate(self.constraint_set.constraints)
+                      if active_everywhere(constraint.precondition, self.num_classes)]
+        if not everywhere:
+            return []
+        if math.prod(self.disjunct_counts[index] for index in everywhere) \
+                > self.max_combinations:
+            return []
+        if not bool(self._tables(everywhere)[0].all()):
+            return []
+        return [self.constraint_names[index] for index in everywhere]
 
     def forward(self, x: Tensor, logits: Tensor) -> tuple[Tensor, Tensor]:
         batch = self._check_inputs(x, logits)

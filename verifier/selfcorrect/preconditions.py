@@ -13,11 +13,13 @@ check of the wrapped model. Box tests are exact comparisons (float32/float64 inp
 exactly; an open side ``x > a`` is tested as ``x >= nextafter(a, +inf)``, equivalent in
 float64). A linear atom ``a·x <= b`` (``<``) is decided by the exact sign of ``a·x − b``
 (:func:`verifier.selfcorrect.exact_sign.exact_linear_sign`): points within rounding of the
-hyperplane, exact ties included, are not left to the float dot product. NaN inputs are
-rejected by the layer before they get here.
+hyperplane, exact ties included, are not left to the float dot product; an infinite
+coordinate is read in the extended reals (a zero coefficient does not read it). NaN inputs
+are rejected by the layer before they get here.
 """
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -88,6 +90,25 @@ def _cells(precondition: Precondition) -> list[list[_Atom]]:
             for combination in itertools.product(*parts)
         ]
     raise CertgateInputError(f"unknown precondition kind {type(precondition).__name__}")
+
+
+def active_everywhere(precondition: Precondition, num_classes: int) -> bool:
+    """True when ``precondition`` holds at every input by its form alone: ``always``, a box
+    without bounded sides (or a union holding one), ``predicted_in`` listing every class, an
+    ``all`` of such parts. False otherwise (a linear atom is never taken to hold everywhere),
+    so False does not prove that some input falsifies it."""
+    if isinstance(precondition, AlwaysPrecondition):
+        return True
+    if isinstance(precondition, BoxPrecondition):
+        return all(side is None or math.isinf(side)
+                   for side in [*precondition.lower, *precondition.upper])
+    if isinstance(precondition, UnionPrecondition):
+        return any(active_everywhere(box, num_classes) for box in precondition.boxes)
+    if isinstance(precondition, PredictedInPrecondition):
+        return {int(c) for c in precondition.classes} >= set(range(num_classes))
+    if isinstance(precondition, AllPrecondition):
+        return all(active_everywhere(part, num_classes) for part in precondition.conditions)
+    return False
 
 
 def _side_flags(flags: bool | list[bool], size: int) -> list[bool]:

@@ -50,7 +50,8 @@ class SelfCorrectingNetwork(torch.nn.Module):
 
     Raises:
         ConstraintError: bad ``on_bottom``/``abstain_class``, inconsistent class counts or
-            input sizes.
+            input sizes, or constraints that give ⊥ at every input (those active everywhere
+            cannot hold together: :meth:`SelfCorrectingLayer.unsatisfiable_everywhere`).
     """
 
     def __init__(
@@ -75,6 +76,13 @@ class SelfCorrectingNetwork(torch.nn.Module):
         self.widen_inputs = any(parameter.dtype == torch.float64
                                 for parameter in model.parameters())
         self.layer = SelfCorrectingLayer(constraints, num_classes, input_size)
+        unsatisfiable = self.layer.unsatisfiable_everywhere()
+        if unsatisfiable:
+            raise ConstraintError(
+                "the constraints " + ", ".join(repr(name) for name in unsatisfiable)
+                + " are active at every input and no order of the classes satisfies them "
+                "together: every output would be bottom (⊥); drop or condition one of them"
+            )
         self.on_bottom = on_bottom
         self.abstain_index = -1
         if abstain_class is not None:
