@@ -58,7 +58,7 @@ from verifier.wmi.engine import (
 )
 from verifier.wmi.marginals import Density1D
 from verifier.wmi.points import point_placement
-from verifier.wmi.polynomial import constant
+from verifier.wmi.polynomial import box_integral, constant
 from verifier.wmi.regions import NetworkModel, PiecewiseAffineModel
 from verifier.wmi.terms import (
     MAX_ROOTS,
@@ -210,20 +210,11 @@ def _factor_masses(term: Term, skip: int | None = None) -> tuple[float, float]:
             low, high = low * total[0], high * total[1]
     for factor in term.poly:
         if skip not in factor.positions:
-            mass = sum(_piece_mass(piece) for piece in factor.pieces)
+            mass = sum(box_integral(piece.polynomial, piece.lower, piece.upper)
+                       for piece in factor.pieces)
             low = scaled_down(low * mass, FUNCTION_REL_MARGIN)
             high = scaled_up(high * mass, FUNCTION_REL_MARGIN)
     return low, high
-
-
-def _piece_mass(piece: WeightPiece) -> float:
-    total = 0.0
-    for exponents, coefficient in piece.polynomial.items():
-        value = coefficient
-        for e, low, high in zip(exponents, piece.lower, piece.upper, strict=True):
-            value *= (high ** (e + 1) - low ** (e + 1)) / (e + 1)
-        total += value
-    return total
 
 
 @dataclass
