@@ -23,7 +23,8 @@ from verifier.network import Layer, Network
 from verifier.population import Factor, Feature, Mixture, PopulationModel, Product, Uniform
 from verifier.population.distributions import TruncatedNormal
 from verifier.wmi.engine import Query, roots_mass_bound, solve
-from verifier.wmi.properties import local_robustness_queries, monotonicity_queries
+from verifier.wmi.properties.local_robustness import local_robustness_queries
+from verifier.wmi.properties.monotonicity import monotonicity_queries
 
 SAMPLES = 400_000
 

@@ -1,8 +1,8 @@
 """The WMI properties by branching (:mod:`verifier.wmi.branching`), for priors whose discrete
 value combinations exact WMI cannot enumerate (:class:`verifier.wmi.terms.TooManyTerms`).
 
-Each function states the same probability as its namesake in :mod:`verifier.wmi.properties`
-(the same pairs, precondition and class rule) and returns a certified interval
+Each function states the same probability as its namesake in :mod:`verifier.wmi.properties`'s
+modules (the same pairs, precondition and class rule) and returns a certified interval
 (:class:`~verifier.wmi.engine.WMIResult` with ``exact`` false). Only networks are branched:
 PV bounds networks, not scikit-learn trees, which keep the refusal.
 """
@@ -58,7 +58,7 @@ def _selection(rows: int, width: int) -> np.ndarray:
 def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
                  favorable_class: int, output: int | None, use_prior: bool,
                  engine: Engine) -> WMIResult:
-    """Monotonicity in ``feature`` (:func:`verifier.wmi.properties.monotonicity`): ``x`` from
+    """Monotonicity in ``feature`` (:func:`verifier.wmi.monotonicity`): ``x`` from
     the prior (or the uniform prior on the support box), ``x′_i`` an independent draw of the
     same measure's marginal of the feature, pairs with ``x_i < x′_i`` (``>`` when
     ``decreasing``; equal values cannot violate and leave the precondition)."""
@@ -98,7 +98,7 @@ def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
 
 def noise_robustness(model: Network, prior: Any, noise: Distribution, features: list[int],
                      *, engine: Engine) -> WMIResult:
-    """``P(c(x) = c(x + n))`` (:func:`verifier.wmi.properties.noise_robustness`): ``n`` is
+    """``P(c(x) = c(x + n))`` (:func:`verifier.wmi.noise_robustness`): ``n`` is
     added to ``features``; continuous noise on a discrete column is refused."""
     dimension = _sized(prior, model)
     if len(set(features)) != len(features) or not features or \
@@ -128,7 +128,7 @@ def noise_robustness(model: Network, prior: Any, noise: Distribution, features: 
 def local_robustness(model: Network, prior: Any, lower: np.ndarray, upper: np.ndarray,
                      expected_class: int, *, engine: Engine) -> WMIResult:
     """``P(class(x) = expected_class | lower <= x <= upper)``
-    (:func:`verifier.wmi.properties.local_robustness`)."""
+    (:func:`verifier.wmi.local_robustness`)."""
     dimension = _sized(prior, model)
     copies = Copies([model], [np.eye(dimension)], _names(prior, dimension))
     measure = JointMeasure([prior], lower, upper)
@@ -138,7 +138,7 @@ def local_robustness(model: Network, prior: Any, lower: np.ndarray, upper: np.nd
 
 def equivalence(model: Network, surrogate: Network, prior: Any, lower: np.ndarray,
                 upper: np.ndarray, *, engine: Engine) -> WMIResult:
-    """``P(c₁(x) = c₂(x))`` (:func:`verifier.wmi.properties.equivalence`), in the box
+    """``P(c₁(x) = c₂(x))`` (:func:`verifier.wmi.equivalence`), in the box
     ``[lower, upper]`` (infinite ends: everywhere)."""
     dimension = _sized(prior, model, surrogate)
     copies = Copies([model, surrogate], [np.eye(dimension)] * 2, _names(prior, dimension))
