@@ -49,7 +49,6 @@ class SecondDraw:
             self.pieces, self.density = _copy_marginal(termset.name(feature), free, feature)
         self.values = _value_marginal(fixed, feature)
         self._copies = math.nan  # a bound of the density part's mass, when first needed
-        self._terms = termset
 
     def parts(self, term: Term) -> list[Part]:
         """The parts a pair starting at ``term`` may take: the density part, and the values
