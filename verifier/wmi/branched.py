@@ -16,6 +16,13 @@ import numpy as np
 from verifier.network import Network
 from verifier.population.base import Distribution
 from verifier.spec import And, Not
+from verifier.wmi.arguments import (
+    check_feature,
+    check_noise_features,
+    check_noise_kind,
+    check_noise_width,
+    check_ordered_feature,
+)
 from verifier.wmi.branching import Copies, branch, input_atom
 from verifier.wmi.encode import WMIInputError
 from verifier.wmi.engine import WMIResult
@@ -63,12 +70,9 @@ def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
     same measure's marginal of the feature, pairs with ``x_i < x′_i`` (``>`` when
     ``decreasing``; equal values cannot violate and leave the precondition)."""
     dimension = _sized(prior, model)
-    if not 0 <= feature < dimension:
-        raise WMIInputError(f"feature index {feature} is outside 0..{dimension - 1}")
+    check_feature(feature, dimension)
     names = _names(prior, dimension)
-    if any(feature in group for group in prior.onehot_groups()):
-        raise WMIInputError(f"monotonicity needs an ordered feature; column "
-                            f"{names[feature]!r} belongs to a one-hot group")
+    check_ordered_feature(feature, prior.onehot_groups(), names[feature])
     base = prior if use_prior else SupportUniform(prior, names)
     measure = JointMeasure([base, ColumnMarginal(base, feature)])
     width = dimension + 1
@@ -101,19 +105,12 @@ def noise_robustness(model: Network, prior: Any, noise: Distribution, features: 
     """``P(c(x) = c(x + n))`` (:func:`verifier.wmi.noise_robustness`): ``n`` is
     added to ``features``; continuous noise on a discrete column is refused."""
     dimension = _sized(prior, model)
-    if len(set(features)) != len(features) or not features or \
-            not all(0 <= f < dimension for f in features):
-        raise WMIInputError(f"noise features {features} must be distinct indices in "
-                            f"0..{dimension - 1}")
-    if noise.dimension != len(features):
-        raise WMIInputError(f"the noise has {noise.dimension} columns for "
-                            f"{len(features)} features")
+    check_noise_features(features, dimension)
+    check_noise_width(noise.dimension, features)
     names = _names(prior, dimension)
     integer, noise_integer = prior.integer_columns(), noise.integer_columns()
     for position, f in enumerate(features):
-        if integer[f] and not noise_integer[position]:
-            raise WMIInputError(f"noise on column {names[f]!r} needs a continuous column or a "
-                                "discrete noise distribution; it is discrete")
+        check_noise_kind(names[f], bool(integer[f]), bool(noise_integer[position]))
     width = dimension + len(features)
     first = _selection(dimension, width)
     second = first.copy()

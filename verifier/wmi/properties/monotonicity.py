@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from verifier.wmi import branched
+from verifier.wmi.arguments import check_feature, check_ordered_feature
 from verifier.wmi.encode import Decrease, LostFavorable, WeightPiece, WMIInputError
 from verifier.wmi.engine import DEFAULT_TOLERANCE, DeadlineReached, Query, WMIResult
 from verifier.wmi.polynomial import constant
@@ -52,14 +53,11 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
     :func:`~verifier.wmi.properties.queries.points_only` says."""
     wrapped = as_model(model, bound_method, values=output is not None)
     dimension = input_size(wrapped)
-    if not 0 <= feature < dimension:
-        raise WMIInputError(f"feature index {feature} is outside 0..{dimension - 1}")
+    check_feature(feature, dimension)
     termset = prior_termset(prior, dimension)
     if not use_prior:
         termset = uniform_terms(prior, termset)
-    if any(feature in group for group in termset.groups):
-        raise WMIInputError(f"monotonicity needs an ordered feature; column "
-                            f"{termset.name(feature)!r} belongs to a one-hot group")
+    check_ordered_feature(feature, termset.groups, termset.name(feature))
     violation = LostFavorable(favorable_class) if output is None else Decrease(output)
     copy = SecondDraw(termset, feature, decreasing)
     merged = merged_terms(termset.terms, read_columns(wrapped) | {feature})

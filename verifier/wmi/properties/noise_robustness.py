@@ -16,6 +16,7 @@ import numpy as np
 from verifier.numerics import two_sum
 from verifier.population.base import Distribution
 from verifier.wmi import branched
+from verifier.wmi.arguments import check_noise_features, check_noise_kind, check_noise_width
 from verifier.wmi.encode import Disagreement, Placement, WMIInputError
 from verifier.wmi.engine import (
     DEFAULT_TOLERANCE,
@@ -57,14 +58,11 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
     _check_noise(prior, noise, features, dimension, noise_in_codes)
     termset = prior_termset(prior, dimension)
     noise_set = prior_terms(noise)
-    if noise_set.dimension != len(features):
-        raise WMIInputError(f"the noise has {noise_set.dimension} columns for "
-                            f"{len(features)} features")
+    check_noise_width(noise_set.dimension, features)
     discrete_noise = set(noise_set.discrete_columns())
     for position, f in enumerate(features):
-        if f in termset.discrete_columns() and position not in discrete_noise:
-            raise WMIInputError(f"noise on column {termset.name(f)!r} needs a continuous "
-                                "column or a discrete noise distribution; it is discrete")
+        check_noise_kind(termset.name(f), f in termset.discrete_columns(),
+                         position in discrete_noise)
     merged = merged_terms(termset.terms, read_columns(wrapped))
     extra = sum(root_count(noise_term, len(features)) for noise_term in noise_set.terms)
     check_roots((root_count(term, dimension) * extra for term in merged), max_roots)
@@ -174,10 +172,7 @@ def _check_noise(prior: Prior, noise: Distribution | None, features: list[int],
     branching included) reads a shift as a code shift."""
     if noise is None:
         raise WMIInputError("noise robustness needs a noise distribution")
-    if len(set(features)) != len(features) or not features or \
-            not all(0 <= f < dimension for f in features):
-        raise WMIInputError(f"noise features {features} must be distinct indices in "
-                            f"0..{dimension - 1}")
+    check_noise_features(features, dimension)
     if getattr(getattr(noise, "feature_schema", None), "coded", False):
         raise WMIInputError("the noise population codes columns (value = offset + step·k): "
                             "its codes would be added as the shifts; write the noise's values "
