@@ -17,7 +17,7 @@ import numpy as np
 from verifier.wmi import branched
 from verifier.wmi.arguments import check_feature, check_ordered_feature
 from verifier.wmi.encode import Decrease, LostFavorable, WeightPiece, WMIInputError
-from verifier.wmi.engine import DEFAULT_TOLERANCE, DeadlineReached, Query, WMIResult
+from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult
 from verifier.wmi.polynomial import constant
 from verifier.wmi.properties.layout import root_count
 from verifier.wmi.properties.models import as_model, input_size, read_columns
@@ -32,6 +32,7 @@ from verifier.wmi.properties.queries import (
 from verifier.wmi.properties.run import decide, run_options
 from verifier.wmi.properties.second_draw import SecondDraw
 from verifier.wmi.properties.term_mass import SkippedMass
+from verifier.wmi.roots import DeadlineReached
 from verifier.wmi.terms import PolyFactor, Prior, Term, TermSet, combinations
 
 

@@ -18,14 +18,7 @@ from verifier.population.base import Distribution
 from verifier.wmi import branched
 from verifier.wmi.arguments import check_noise_features, check_noise_kind, check_noise_width
 from verifier.wmi.encode import Disagreement, Placement, WMIInputError
-from verifier.wmi.engine import (
-    DEFAULT_TOLERANCE,
-    DeadlineReached,
-    Query,
-    WMIResult,
-    build_roots,
-    point_query,
-)
+from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult, point_query
 from verifier.wmi.points import point_placement
 from verifier.wmi.properties.layout import place_term, root_count, term_offset
 from verifier.wmi.properties.models import as_model, input_size, read_columns
@@ -40,6 +33,7 @@ from verifier.wmi.properties.queries import (
 from verifier.wmi.properties.run import decide, run_options
 from verifier.wmi.properties.term_mass import SkippedMass, factor_mass
 from verifier.wmi.regions import PiecewiseAffineModel
+from verifier.wmi.roots import DeadlineReached, build_roots
 from verifier.wmi.terms import PolyFactor, Prior, Term, prior_terms, times
 
 

@@ -63,7 +63,7 @@ def check_roots(counts: Iterable[int], max_roots: int | None) -> None:
 
 def deadline_passed(deadline: float) -> bool:
     """Whether the deadline has passed: a term the builders then skip (or whose roots
-    were being listed, :class:`~verifier.wmi.engine.DeadlineReached`) enters as ``lost`` mass
+    were being listed, :class:`~verifier.wmi.roots.DeadlineReached`) enters as ``lost`` mass
     (its whole mass, counted on both ends)."""
     return time.perf_counter() >= deadline
 

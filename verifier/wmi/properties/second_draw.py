@@ -20,12 +20,13 @@ import numpy as np
 
 from verifier.numerics import EPS, FUNCTION_REL_MARGIN, scaled_down, scaled_up
 from verifier.wmi.encode import Placement, WeightFactor, WeightPiece, WMIInputError
-from verifier.wmi.engine import Query, build_roots, point_query
+from verifier.wmi.engine import Query, point_query
 from verifier.wmi.marginals import Density1D
 from verifier.wmi.points import point_placement
 from verifier.wmi.properties.layout import place_density, place_term, tail_mass, term_offset
 from verifier.wmi.properties.term_mass import factor_mass, factor_masses, termset_mass
 from verifier.wmi.regions import PiecewiseAffineModel
+from verifier.wmi.roots import build_roots
 from verifier.wmi.terms import Coefficient, Term, TermSet, times
 
 Part = tuple[float, Coefficient] | None

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from verifier.wmi.encode import Placement, WMIInputError
-from verifier.wmi.engine import DeadlineReached, Query, build_roots, point_query
+from verifier.wmi.engine import Query, point_query
 from verifier.wmi.points import point_placement
 from verifier.wmi.properties.layout import place_term, root_count, term_offset
 from verifier.wmi.properties.models import read_columns
@@ -24,6 +24,7 @@ from verifier.wmi.properties.queries import (
 )
 from verifier.wmi.properties.term_mass import SkippedMass
 from verifier.wmi.regions import PiecewiseAffineModel
+from verifier.wmi.roots import DeadlineReached, build_roots
 from verifier.wmi.terms import Term, TermSet
 
 
