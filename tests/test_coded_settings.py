@@ -600,14 +600,14 @@ def test_box_branching_reads_a_half_integer_box_as_its_codes(seed: int) -> None:
     box ``[k_low − 1/2, k_high + 1/2]``; box branching (the path for populations it cannot
     enumerate) gives on it exactly what it gives on the integer box."""
     from verifier.wmi import branched
-    from verifier.wmi.properties import _engine
+    from verifier.wmi.properties.run import run_options
 
     network, bound = bind(_network(seed), _grid_population(0.5, 0.0), None, "test")
     found = []
     for lower, upper in (([-0.5, 0.5, -0.5], [1.5, 3.5, 2.5]), ([0.0, 1.0, 0.0],
                                                                 [1.0, 3.0, 2.0])):
         result = branched.local_robustness(network, bound, np.array(lower), np.array(upper), 1,
-                                           engine=_engine(None, None, "crown", 60.0, 1e-9))
+                                           engine=run_options(None, None, "crown", 60.0, 1e-9))
         found.append((result.probability_lower, result.probability_upper))
     assert found[0] == found[1]
 

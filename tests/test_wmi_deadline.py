@@ -1,6 +1,6 @@
 """Exact WMI keeps its deadline in every phase of the solver (:mod:`verifier.wmi.engine`):
 the roots the deadline leaves unprepared are bounded together by the query's mass bound
-(:func:`verifier.wmi.engine.roots_mass_bound`), in work that does not grow with their number,
+(:func:`verifier.wmi.roots.roots_mass_bound`), in work that does not grow with their number,
 and the interval returned at any point of the run is a sound unknown verdict.
 
 Oracles: the roots' exact masses in ``fractions.Fraction`` (histogram pieces carry constant
@@ -22,8 +22,10 @@ from tests.test_wmi_root_limit import histograms, network
 from verifier.network import Layer, Network
 from verifier.population import Factor, Feature, Mixture, PopulationModel, Product, Uniform
 from verifier.population.distributions import TruncatedNormal
-from verifier.wmi.engine import Query, roots_mass_bound, solve
-from verifier.wmi.properties import local_robustness_queries, monotonicity_queries
+from verifier.wmi.engine import Query, solve
+from verifier.wmi.properties.local_robustness import local_robustness_queries
+from verifier.wmi.properties.monotonicity import monotonicity_queries
+from verifier.wmi.roots import roots_mass_bound
 
 SAMPLES = 400_000
 

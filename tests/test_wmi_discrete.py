@@ -22,7 +22,7 @@ from verifier.wmi import (
     noise_robustness,
 )
 from verifier.wmi.noise import uniform_noise
-from verifier.wmi.properties import local_robustness_queries
+from verifier.wmi.properties.local_robustness import local_robustness_queries
 
 S_PROBABILITIES = (0.7, 0.3)
 

@@ -36,7 +36,7 @@ from verifier.population import (
 from verifier.wmi import branched, equivalence, local_robustness, monotonicity, noise_robustness
 from verifier.wmi.measures import ColumnMarginal, strict_order_probability
 from verifier.wmi.noise import uniform_noise
-from verifier.wmi.properties import _engine
+from verifier.wmi.properties.run import run_options
 from verifier.wmi.terms import prior_terms
 
 
@@ -137,7 +137,7 @@ def test_box_branching_monotonicity_in_a_mixed_feature() -> None:
     network = threshold_network([-1.0, 0.0], 0.5, ["x", "y"])
     result = branched.monotonicity(network, prior, 0, decreasing=False, favorable_class=1,
                                    output=None, use_prior=True,
-                                   engine=_engine(None, None, "crown", 60.0, 1e-6))
+                                   engine=run_options(None, None, "crown", 60.0, 1e-6))
     expected = float(_order_oracle(False))
     assert result.probability_lower <= expected <= result.probability_upper
     assert result.probability_upper - result.probability_lower < 1e-3

@@ -16,7 +16,8 @@ from verifier.network import Layer, Network
 from verifier.population import Factor, Feature, Mixture, PopulationModel, Product, Uniform
 from verifier.wmi import equivalence, local_robustness, monotonicity, noise_robustness
 from verifier.wmi.noise import uniform_noise
-from verifier.wmi.properties import local_robustness_queries, monotonicity_queries
+from verifier.wmi.properties.local_robustness import local_robustness_queries
+from verifier.wmi.properties.monotonicity import monotonicity_queries
 from verifier.wmi.terms import MAX_ROOTS, TooManyRoots
 
 SAMPLES = 400_000

@@ -10,14 +10,13 @@ Bayesian-network regimes); non-polynomial 1-D densities enter through certified 
 
 from verifier.wmi.check import WMI_KINDS, WMIPlan, check_wmi_property
 from verifier.wmi.encode import WMIInputError, density_pieces
-from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult, build_roots, solve
-from verifier.wmi.properties import (
-    as_model,
-    equivalence,
-    local_robustness,
-    monotonicity,
-    noise_robustness,
-)
+from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult, solve
+from verifier.wmi.properties.equivalence import equivalence
+from verifier.wmi.properties.local_robustness import local_robustness
+from verifier.wmi.properties.models import as_model
+from verifier.wmi.properties.monotonicity import monotonicity
+from verifier.wmi.properties.noise_robustness import noise_robustness
+from verifier.wmi.roots import build_roots
 
 __all__ = [
     "DEFAULT_TOLERANCE",

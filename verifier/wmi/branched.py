@@ -1,8 +1,8 @@
 """The WMI properties by branching (:mod:`verifier.wmi.branching`), for priors whose discrete
 value combinations exact WMI cannot enumerate (:class:`verifier.wmi.terms.TooManyTerms`).
 
-Each function states the same probability as its namesake in :mod:`verifier.wmi.properties`
-(the same pairs, precondition and class rule) and returns a certified interval
+Each function states the same probability as its namesake in :mod:`verifier.wmi.properties`'s
+modules (the same pairs, precondition and class rule) and returns a certified interval
 (:class:`~verifier.wmi.engine.WMIResult` with ``exact`` false). Only networks are branched:
 PV bounds networks, not scikit-learn trees, which keep the refusal.
 """
@@ -16,6 +16,13 @@ import numpy as np
 from verifier.network import Network
 from verifier.population.base import Distribution
 from verifier.spec import And, Not
+from verifier.wmi.arguments import (
+    check_feature,
+    check_noise_features,
+    check_noise_kind,
+    check_noise_width,
+    check_ordered_feature,
+)
 from verifier.wmi.branching import Copies, branch, input_atom
 from verifier.wmi.encode import WMIInputError
 from verifier.wmi.engine import WMIResult
@@ -58,17 +65,14 @@ def _selection(rows: int, width: int) -> np.ndarray:
 def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
                  favorable_class: int, output: int | None, use_prior: bool,
                  engine: Engine) -> WMIResult:
-    """Monotonicity in ``feature`` (:func:`verifier.wmi.properties.monotonicity`): ``x`` from
+    """Monotonicity in ``feature`` (:func:`verifier.wmi.monotonicity`): ``x`` from
     the prior (or the uniform prior on the support box), ``x′_i`` an independent draw of the
     same measure's marginal of the feature, pairs with ``x_i < x′_i`` (``>`` when
     ``decreasing``; equal values cannot violate and leave the precondition)."""
     dimension = _sized(prior, model)
-    if not 0 <= feature < dimension:
-        raise WMIInputError(f"feature index {feature} is outside 0..{dimension - 1}")
+    check_feature(feature, dimension)
     names = _names(prior, dimension)
-    if any(feature in group for group in prior.onehot_groups()):
-        raise WMIInputError(f"monotonicity needs an ordered feature; column "
-                            f"{names[feature]!r} belongs to a one-hot group")
+    check_ordered_feature(feature, prior.onehot_groups(), names[feature])
     base = prior if use_prior else SupportUniform(prior, names)
     measure = JointMeasure([base, ColumnMarginal(base, feature)])
     width = dimension + 1
@@ -98,22 +102,15 @@ def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
 
 def noise_robustness(model: Network, prior: Any, noise: Distribution, features: list[int],
                      *, engine: Engine) -> WMIResult:
-    """``P(c(x) = c(x + n))`` (:func:`verifier.wmi.properties.noise_robustness`): ``n`` is
+    """``P(c(x) = c(x + n))`` (:func:`verifier.wmi.noise_robustness`): ``n`` is
     added to ``features``; continuous noise on a discrete column is refused."""
     dimension = _sized(prior, model)
-    if len(set(features)) != len(features) or not features or \
-            not all(0 <= f < dimension for f in features):
-        raise WMIInputError(f"noise features {features} must be distinct indices in "
-                            f"0..{dimension - 1}")
-    if noise.dimension != len(features):
-        raise WMIInputError(f"the noise has {noise.dimension} columns for "
-                            f"{len(features)} features")
+    check_noise_features(features, dimension)
+    check_noise_width(noise.dimension, features)
     names = _names(prior, dimension)
     integer, noise_integer = prior.integer_columns(), noise.integer_columns()
     for position, f in enumerate(features):
-        if integer[f] and not noise_integer[position]:
-            raise WMIInputError(f"noise on column {names[f]!r} needs a continuous column or a "
-                                "discrete noise distribution; it is discrete")
+        check_noise_kind(names[f], bool(integer[f]), bool(noise_integer[position]))
     width = dimension + len(features)
     first = _selection(dimension, width)
     second = first.copy()
@@ -128,7 +125,7 @@ def noise_robustness(model: Network, prior: Any, noise: Distribution, features: 
 def local_robustness(model: Network, prior: Any, lower: np.ndarray, upper: np.ndarray,
                      expected_class: int, *, engine: Engine) -> WMIResult:
     """``P(class(x) = expected_class | lower <= x <= upper)``
-    (:func:`verifier.wmi.properties.local_robustness`)."""
+    (:func:`verifier.wmi.local_robustness`)."""
     dimension = _sized(prior, model)
     copies = Copies([model], [np.eye(dimension)], _names(prior, dimension))
     measure = JointMeasure([prior], lower, upper)
@@ -138,7 +135,7 @@ def local_robustness(model: Network, prior: Any, lower: np.ndarray, upper: np.nd
 
 def equivalence(model: Network, surrogate: Network, prior: Any, lower: np.ndarray,
                 upper: np.ndarray, *, engine: Engine) -> WMIResult:
-    """``P(c₁(x) = c₂(x))`` (:func:`verifier.wmi.properties.equivalence`), in the box
+    """``P(c₁(x) = c₂(x))`` (:func:`verifier.wmi.equivalence`), in the box
     ``[lower, upper]`` (infinite ends: everywhere)."""
     dimension = _sized(prior, model, surrogate)
     copies = Copies([model, surrogate], [np.eye(dimension)] * 2, _names(prior, dimension))

@@ -27,15 +27,12 @@ from verifier.population.base import Distribution
 from verifier.wmi import branched
 from verifier.wmi.encode import WMIInputError
 from verifier.wmi.engine import Query
-from verifier.wmi.properties import (
-    Prior,
-    equivalence_queries,
-    local_robustness_queries,
-    monotonicity_queries,
-    noise_robustness_queries,
-)
+from verifier.wmi.properties.equivalence import equivalence_queries
+from verifier.wmi.properties.local_robustness import local_robustness_queries
+from verifier.wmi.properties.monotonicity import monotonicity_queries
+from verifier.wmi.properties.noise_robustness import noise_robustness_queries
 from verifier.wmi.regions import PiecewiseAffineModel
-from verifier.wmi.terms import NotEnumerable
+from verifier.wmi.terms import NotEnumerable, Prior
 
 WMI_KINDS = ("monotonicity", "noise_robustness", "local_robustness", "equivalence")
 

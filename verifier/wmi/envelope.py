@@ -32,28 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from verifier.wmi.marginals import Density1D
-from verifier.wmi.polynomial import Polynomial, box_bound, compiled
+from verifier.wmi.polynomial import Polynomial, box_bound, box_integral, compiled
 from verifier.wmi.polytope import box_constraints
 from verifier.wmi.propagation import tightened
 from verifier.wmi.regions import Region
 
 VOLUME_MARGIN = 1e-9
 Integrator = Callable[[Region], tuple[float, float]]  # an enclosure of ∫_region p
-
-
-def box_integral(poly: Polynomial, lower: np.ndarray, upper: np.ndarray,
-                 skip: list[int]) -> float:
-    """``∫ poly`` over the box ``[lower, upper]`` without the coordinates ``skip`` (closed
-    form per monomial)."""
-    keep = [j for j in range(lower.size) if j not in skip]
-    total = 0.0
-    for exponents, coefficient in poly.items():
-        value = coefficient
-        for j in keep:
-            e = exponents[j] + 1
-            value *= (upper[j] ** e - lower[j] ** e) / e
-        total += value
-    return max(total, 0.0)
 
 
 @dataclass(frozen=True)
@@ -81,7 +66,7 @@ class BoxSummary:
 
 def box_summary(envelope: Envelope, lower: np.ndarray, upper: np.ndarray) -> BoxSummary:
     """The :class:`BoxSummary` of ``[lower, upper]`` (see the module docstring)."""
-    q = box_integral(envelope.poly, lower, upper, envelope.positions)
+    q = max(box_integral(envelope.poly, lower, upper, envelope.positions), 0.0)
     widths = np.array([upper[j] - lower[j] for j in envelope.positions])
     mass_lo, mass_hi, low, high = q, q, 1.0, 1.0
     spread = np.empty(len(envelope.positions))

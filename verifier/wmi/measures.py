@@ -14,8 +14,8 @@ PV ships its measure to worker processes.
 * :class:`SupportUniform`: the uniform prior on the support box (``use_prior`` false): each
   continuous column uniform on its support interval, each discrete column uniform over the
   integers of positive probability, each one-hot group uniform over its categories of
-  positive probability — the measure :func:`verifier.wmi.properties.uniform_terms` writes as
-  terms.
+  positive probability — the measure
+  :func:`verifier.wmi.properties.monotonicity.uniform_terms` writes as terms.
 * :class:`JointMeasure`: the independent product of such parts on consecutive columns.
 """
 

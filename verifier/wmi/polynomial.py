@@ -7,6 +7,8 @@ collect like terms exactly as in real arithmetic (up to float64 rounding of the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from verifier.numerics import EPS, scaled_up
@@ -92,6 +94,23 @@ def evaluate(exponents: np.ndarray, coefficients: np.ndarray, points: np.ndarray
     """Values at points of shape ``(..., D)``."""
     monomials = np.prod(points[..., None, :] ** exponents, axis=-1)
     return monomials @ coefficients
+
+
+def box_integral(poly: Polynomial, lower: np.ndarray, upper: np.ndarray,
+                 skip: Sequence[int] = ()) -> float:
+    """``∫ poly`` over the box ``[lower, upper]``, coordinates ``skip`` left out (the
+    polynomial's factor in them read as 1): the closed form per monomial,
+    ``Σ_t c_t Π_j (upper_j^{e_tj+1} − lower_j^{e_tj+1}) / (e_tj + 1)``, in float64 (not
+    rounded outward; callers that need an enclosure widen it)."""
+    keep = [j for j in range(lower.size) if j not in skip]
+    total = 0.0
+    for exponents, coefficient in poly.items():
+        value = coefficient
+        for j in keep:
+            e = exponents[j] + 1
+            value *= (upper[j] ** e - lower[j] ** e) / e
+        total += value
+    return total
 
 
 def box_bound(exponents: np.ndarray, coefficients: np.ndarray, lower: np.ndarray,

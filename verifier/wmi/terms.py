@@ -48,6 +48,10 @@ from verifier.population.base import Distribution
 from verifier.wmi.encode import WeightPiece, WMIInputError, density_pieces
 from verifier.wmi.marginals import CORE_SIGMAS, Component, Density1D, supported_marginal
 
+Prior = Distribution | PopulationModel
+"""What a WMI property integrates over: a population model, or a bare distribution whose
+columns are the model's inputs in order."""
+
 MAX_TERMS = 20_000
 Coefficient = tuple[float, float, float]  # (lower, value, upper)
 ONE: Coefficient = (1.0, 1.0, 1.0)
@@ -174,7 +178,7 @@ def _discrete_sizes(prior: PopulationModel) -> str:
     return " × ".join(parts)
 
 
-def _too_many(error: TooManyTerms, prior: Distribution | PopulationModel) -> WMIInputError:
+def _too_many(error: TooManyTerms, prior: Prior) -> WMIInputError:
     sizes = _discrete_sizes(prior) if isinstance(prior, PopulationModel) else ""
     where = f"; discrete values: {sizes}" if sizes else ""
     return TooManyTerms(f"{error}{where}. WMI enumerates the model's regions once per "
@@ -320,7 +324,7 @@ def _bayesian(network: BayesianNetwork, columns: list[int]) -> tuple[list[Term],
     return terms, lost
 
 
-def prior_terms(prior: Distribution | PopulationModel) -> TermSet:
+def prior_terms(prior: Prior) -> TermSet:
     """The prior's terms in model column order (see the module docstring); more than
     :data:`MAX_TERMS` raise :class:`TooManyTerms` naming the discrete features."""
     try:
@@ -329,7 +333,7 @@ def prior_terms(prior: Distribution | PopulationModel) -> TermSet:
         raise _too_many(error, prior) from error
 
 
-def _prior_terms(prior: Distribution | PopulationModel) -> TermSet:
+def _prior_terms(prior: Prior) -> TermSet:
     if isinstance(prior, PopulationModel):
         order = [int(j) for j in prior._order]
         terms, lost = decompose(prior.distribution, order)

@@ -1,0 +1,60 @@
+"""Equivalence (paper 002, Eq. 6): ``P(c₁(x) = c₂(x))`` under the prior, globally or in the
+ε-box around a centre, by region enumeration or, for two networks on a prior the enumeration
+cannot list, by box branching (:func:`verifier.wmi.branched.equivalence`).
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import Executor
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from verifier.wmi import branched
+from verifier.wmi.encode import Disagreement
+from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult
+from verifier.wmi.properties.models import as_model, input_size
+from verifier.wmi.properties.queries import prior_termset
+from verifier.wmi.properties.run import decide, run_options
+from verifier.wmi.properties.single_copy import centred_box, single_copy_queries
+from verifier.wmi.terms import Prior
+
+
+def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = None,
+                        epsilon: float | np.ndarray | None = None, bound_method: str = "crown", *,
+                        deadline: float = math.inf, max_roots: int | None = None,
+                        finite_sum: bool = False) -> list[Query]:
+    """The queries of :func:`equivalence`; :class:`~verifier.wmi.terms.TooManyRoots` when the
+    prior's pieces (meeting the ε-box, if any) make more than ``max_roots`` roots;
+    :class:`~verifier.wmi.terms.AllDiscrete` as
+    :func:`~verifier.wmi.properties.queries.points_only` says."""
+    first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
+    termset = prior_termset(prior, input_size(first, second))
+    box_lo, box_hi = centred_box(termset.dimension, center, epsilon)
+    return single_copy_queries([first, second], termset, termset.dimension, box_lo, box_hi,
+                               Disagreement(), deadline=deadline, max_roots=max_roots,
+                               finite_sum=finite_sum)
+
+
+def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
+                epsilon: float | np.ndarray | None = None, *, stop_at: float | None = None,
+                executor: Executor | None = None, bound_method: str = "crown",
+                timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
+                ) -> WMIResult:
+    """``P(c₁(x) = c₂(x))`` under ``prior``, globally or in the ε-box around ``center``
+    (Eq. 6)."""
+    engine = run_options(stop_at, executor, bound_method, timeout_s, tolerance)
+    return decide((model, surrogate), engine,
+                  partial(equivalence_queries, model, surrogate, prior, center, epsilon,
+                          bound_method),
+                  partial(_branched, model, surrogate, prior, center, epsilon, engine))
+
+
+def _branched(model: Any, surrogate: Any, prior: Prior, center: Any,
+              epsilon: float | np.ndarray | None, engine: branched.Engine) -> WMIResult:
+    """:func:`equivalence` by box branching (two networks on a prior the region enumeration
+    cannot list)."""
+    lower, upper = centred_box(len(prior.support()[0]), center, epsilon)
+    return branched.equivalence(model, surrogate, prior, lower, upper, engine=engine)

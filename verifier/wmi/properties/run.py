@@ -1,0 +1,86 @@
+"""How a property is decided: its run options (:func:`run_options`) and the one choice every
+property makes between exact region enumeration, a finite sum over the prior's points and box
+branching (:func:`decide`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from verifier.wmi import branched
+from verifier.wmi.branched import Engine
+from verifier.wmi.encode import WMIInputError
+from verifier.wmi.engine import Query, WMIResult, solve
+from verifier.wmi.properties.queries import deadline_passed
+from verifier.wmi.terms import MAX_ROOTS, AllDiscrete, NotEnumerable
+
+QueryBuilder = Callable[..., list[Query]]
+"""A property's query builder with its arguments bound; it takes the keywords ``deadline``,
+``max_roots`` and ``finite_sum`` (see :func:`decide`)."""
+
+
+def run_options(stop_at: float | None, executor: Executor | None, bound_method: str,
+                timeout_s: float | None, tolerance: float) -> Engine:
+    """The run options (the deadline counted from now) of :func:`_solve` and of
+    :func:`verifier.wmi.branching.branch`."""
+    deadline = math.inf if timeout_s is None else time.perf_counter() + float(timeout_s)
+    return {"stop_at": stop_at, "executor": executor, "bound_method": bound_method,
+            "deadline": deadline, "tolerance": tolerance}
+
+
+def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
+           branch: Callable[[], WMIResult]) -> WMIResult:
+    """The property's result by the method its prior and models admit.
+
+    Region enumeration first: ``build`` lists the queries before the deadline, with at most
+    :data:`~verifier.wmi.terms.MAX_ROOTS` roots when every model is a network (box branching
+    can then take over), and they are solved in the time left. A prior whose columns are all
+    discrete (:class:`~verifier.wmi.terms.AllDiscrete`) goes to ``branch`` when every model
+    is a network, else to the finite sum over its points (``build`` again, with
+    ``finite_sum``, no deadline and no root limit). Any other prior the enumeration cannot
+    list (:class:`~verifier.wmi.terms.NotEnumerable`) goes to ``branch`` for networks and is
+    refused otherwise. Every path states the same probability (:mod:`verifier.wmi.branched`).
+    """
+    try:
+        queries = build(deadline=engine["deadline"], max_roots=_root_limit(*models))
+    except AllDiscrete:
+        if branched.branchable(*models):
+            return branch()
+        return _finite_sum(build(finite_sum=True), engine)
+    except NotEnumerable:
+        if not branched.branchable(*models):
+            raise
+        return branch()
+    return _solve(queries, engine)
+
+
+def _root_limit(*models: Any) -> int | None:
+    """:data:`MAX_ROOTS` when box branching can take the audit over, else no limit."""
+    return MAX_ROOTS if branched.branchable(*models) else None
+
+
+def _solve(queries: list[Query], engine: Engine) -> WMIResult:
+    """Solve the queries in the time left of the property's deadline (building the queries
+    counted)."""
+    deadline = engine["deadline"]
+    if not queries and deadline_passed(deadline):
+        return WMIResult(probability=0.0, violation_probability=1.0, total_mass=0.0,
+                         violation_mass=0.0, regions=0, integrals=0, lps=0, elapsed_s=0.0,
+                         probability_lower=0.0, probability_upper=1.0, exact=False,
+                         timed_out=True)
+    if not queries:
+        raise WMIInputError("the precondition has probability zero under the prior")
+    timeout_s = None if deadline == math.inf else max(0.0, deadline - time.perf_counter())
+    return solve(queries, engine["stop_at"], engine["executor"], timeout_s=timeout_s,
+                 tolerance=engine["tolerance"])
+
+
+def _finite_sum(queries: list[Query], engine: Engine) -> WMIResult:
+    """The result over queries that all read fixed points."""
+    result = _solve(queries, engine)
+    result.extra["method"] = "finite sum over the prior's points"
+    return result
