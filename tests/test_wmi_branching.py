@@ -29,6 +29,7 @@ from verifier.population import (
     Product,
 )
 from verifier.wmi import branched, local_robustness, monotonicity, noise_robustness
+from verifier.wmi.encode import WMIInputError
 from verifier.wmi.measures import ColumnMarginal, strict_order_probability
 
 # ----------------------------------------------------------------------------- small, exact
@@ -164,6 +165,14 @@ def test_local_robustness_and_equivalence_by_branching_match_enumeration() -> No
     same = sum(w for p, w in small_points() if exact_class(net, p) == exact_class(other, p))
     whole = np.full(5, np.inf)
     contains(branched.equivalence(net, other, prior, -whole, whole, engine=ENGINE), same)
+
+
+def test_equivalence_of_models_of_other_sizes_names_each_size() -> None:
+    prior, whole = small_population(), np.full(5, np.inf)
+    with pytest.raises(WMIInputError, match=r"prior has 5 columns, the models \(in the order "
+                       r"given\) 5, 4 inputs"):
+        branched.equivalence(dyadic_network(5), Network([Layer(np.ones((2, 4)), np.zeros(2))]),
+                             prior, -whole, whole, engine=ENGINE)
 
 
 def test_the_tie_probability_is_enclosed_on_runs_of_a_wide_histogram() -> None:

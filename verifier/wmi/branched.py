@@ -49,11 +49,13 @@ def _names(prior: Any, dimension: int) -> list[str]:
 
 
 def _sized(prior: Any, *models: Network) -> int:
-    sizes = {model.input_size for model in models}
     dimension = len(prior.support()[0])
-    if sizes != {dimension}:
-        raise WMIInputError(f"the prior has {dimension} columns, the model "
-                            f"{sorted(sizes)[0]} inputs")
+    sizes = [model.input_size for model in models]
+    if set(sizes) != {dimension}:
+        which = ("the model" if len(models) == 1
+                 else "the models (in the order given)")
+        raise WMIInputError(f"the prior has {dimension} columns, {which} "
+                            f"{', '.join(map(str, sizes))} inputs")
     return dimension
 
 
