@@ -132,6 +132,9 @@ def test_one_hot_protected_values_pick_categories() -> None:
     with pytest.raises(CausalInputError, match="'x0' is not an input of the one-hot"):
         build_problem(network, ["x1", "x2", "x3"], protected_kind="one_hot",
                       protected_values=["x0", "x1"])
+    with pytest.raises(CausalInputError, match=r"two different values, got \['x2'\]"):
+        build_problem(network, ["x1", "x2", "x3"], protected_kind="one_hot",
+                      protected_values=["x2", "x2"])
 
 
 @pytest.mark.skipif(not FAIRQUANT.is_dir(), reason="FairQuant benchmark folder not present")

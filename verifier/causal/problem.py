@@ -259,7 +259,7 @@ def _protected_cells(kind: str, protected: tuple[int, ...], names: list[str],
                     f"feature ({', '.join(members)})"
                 )
             chosen = sorted({members[str(v)] for v in values})
-            _need_two(chosen)
+            _need_two([names[protected[k]] for k in chosen])
         return np.stack([eye[chosen], eye[chosen]], axis=1)
     if kind != "continuous":
         raise CausalInputError(f"protected kind must be 'continuous' or 'one_hot', got {kind!r}")
