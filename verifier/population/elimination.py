@@ -184,6 +184,23 @@ class RowTable:
         return Enclosure.from_error(value, error)
 
 
+def planned_einsum(paths: dict[tuple, list | bool], subscripts: str,
+                   operands: list[np.ndarray], pairs_directly: bool = False) -> np.ndarray:
+    """``np.einsum(subscripts, *operands)`` contracted along numpy's greedy path, the path
+    looked up in ``paths`` by the subscripts and the operands' shapes (found once per key:
+    the search costs more than a small contraction). ``pairs_directly``: two operands or
+    fewer are contracted in one call, without a path. The same path gives the same
+    contractions in the same order, so the result is the one ``optimize="greedy"`` (or, for
+    such pairs, ``optimize=False``) gives, bit for bit."""
+    key = (subscripts, *(t.shape for t in operands))
+    path = paths.get(key)
+    if path is None:
+        path = (False if pairs_directly and len(operands) <= 2
+                else np.einsum_path(subscripts, *operands, optimize="greedy")[0])
+        paths[key] = path
+    return np.einsum(subscripts, *operands, optimize=path)
+
+
 class Elimination:
     """The elimination plan of one network: cells, factors and the order (built once)."""
 
@@ -337,14 +354,17 @@ class Elimination:
                               for end in ("value", "lower", "upper")))
         return stacked.zero_where(empty)
 
-    def _tables(self, lo: np.ndarray, hi: np.ndarray) -> list[tuple[np.ndarray, ...]]:
-        """Per factor: the (value, lower, upper) tables of shape ``(B, parent cells…, cells)``."""
+    def _tables(self, lo: np.ndarray, hi: np.ndarray,
+                ends: tuple[str, ...] = ("value", "lower", "upper")
+                ) -> list[tuple[np.ndarray, ...]]:
+        """Per factor: the tables of ``ends`` (of the value, lower and upper ends), each of
+        shape ``(B, parent cells…, cells)``."""
         tables = []
         for factor in self.factors:
             masses = self.own_masses(factor.node, lo, hi)
             rows = factor.row_of.reshape(-1)
             parts = []
-            for end in ("value", "lower", "upper"):
+            for end in ends:
                 table = getattr(masses, end)
                 padded = np.concatenate([table, np.zeros_like(table[:, :1])], axis=1)
                 picked = padded[:, rows]  # row -1 picks the zero table
@@ -366,14 +386,8 @@ class Elimination:
                                 for _, variables in involved)
             result = "a" + "".join(letters[v] for v in scope)
             operands_list = [t for t, _ in involved]
-            subscripts = f"{operands}->{result}"
-            key = (subscripts, *(t.shape for t in operands_list))
-            path = self._paths.get(key)
-            if path is None:
-                path = (np.einsum_path(subscripts, *operands_list, optimize="greedy")[0]
-                        if len(operands_list) > 2 else False)
-                self._paths[key] = path
-            combined = np.einsum(subscripts, *operands_list, optimize=path)
+            combined = planned_einsum(self._paths, f"{operands}->{result}", operands_list,
+                                      pairs_directly=True)
             pending.append((combined, tuple(scope)))
         total = np.ones(tables[0].shape[0])
         for table, variables in pending:
@@ -384,11 +398,29 @@ class Elimination:
     def enclosure(self, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
         """Box probabilities of ``(B, columns)`` boxes with their sound enclosure."""
         tables = self._tables(lo, hi)
-        value, lower, upper = (self._contract([t[i] for t in tables]) for i in range(3))
-        reached = self._contract([(t[2] > 0).astype(np.float64) for t in tables]) > 0
+        value = self._contract([t[0] for t in tables])
+        lower, upper = self._ends([t[1:] for t in tables])
+        return Enclosure(np.clip(value, 0.0, 1.0), lower, upper)
+
+    def enclosure_ends(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(lower, upper)`` ends of :meth:`enclosure`, bit for bit, without its value
+        (PV reads only the ends)."""
+        return self._ends(self._tables(lo, hi, ("lower", "upper")))
+
+    def _ends(self, tables: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, np.ndarray]:
+        """The sound ends from the factors' (lower, upper) tables. ``TINY`` (underflow) is
+        added to an upper end only where some term is structurally non-zero: where the
+        contracted upper end is positive some product of upper ends is, so every factor of
+        that term is; only where it is 0 are the indicators of positive entries contracted
+        (a float sum of non-negative products is positive exactly when one product is)."""
+        lower, upper = (self._contract([t[i] for t in tables]) for i in range(2))
+        reached = upper > 0
+        unsure = np.flatnonzero(~reached)
+        if unsure.size:
+            reached[unsure] = self._contract(
+                [(t[1][unsure] > 0).astype(np.float64) for t in tables]) > 0
         margin = relative_margin(self.operations)
-        return Enclosure(
-            np.clip(value, 0.0, 1.0),
+        return (
             np.clip(scaled_down(lower, margin) - TINY, 0.0, 1.0),
             np.clip(scaled_up(upper, margin) + np.where(reached, TINY, 0.0), 0.0, 1.0),
         )

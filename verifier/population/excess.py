@@ -38,7 +38,7 @@ import numpy as np
 
 from verifier.numerics import EPS, relative_margin, scaled_down, scaled_up
 from verifier.population.distributions import Categorical
-from verifier.population.elimination import LETTERS, Elimination, RowTable
+from verifier.population.elimination import LETTERS, Elimination, RowTable, planned_einsum
 from verifier.population.network_view import NetworkNode
 from verifier.population.rounding import TINY
 
@@ -97,6 +97,7 @@ class ExcessBounds:
 
     def __init__(self, elimination: Elimination) -> None:
         self.elimination = elimination
+        self._paths: dict[tuple, list | bool] = {}
 
     @cached_property
     def listed(self) -> list[_Values | None]:
@@ -106,6 +107,27 @@ class ExcessBounds:
             for node, table, cells in zip(elimination.network.nodes, elimination.row_tables,
                                           elimination.cells, strict=True)
         ]
+
+    @cached_property
+    def weights(self) -> list[np.ndarray | None]:
+        """Per listed node, ``(rows + 1, cells, values)``: each CPT row's lower end of each
+        value's probability on the cell holding it (0 on the others), and a last row of
+        zeros that the parent cells picking no row (``-1``) read."""
+        tables: list[np.ndarray | None] = []
+        for listed in self.listed:
+            if listed is None:
+                tables.append(None)
+                continue
+            weights = listed.probability_lower[:, None, :] * listed.member[None, :, :]
+            tables.append(np.concatenate([weights, np.zeros_like(weights[:1])]))
+        return tables
+
+    @cached_property
+    def by_value(self) -> list[np.ndarray | None]:
+        """:attr:`weights` with the value axis before the cell axis, ``(rows + 1, values,
+        cells)``, contiguous."""
+        return [None if weights is None else np.ascontiguousarray(np.moveaxis(weights, 2, 1))
+                for weights in self.weights]
 
     @cached_property
     def listed_columns(self) -> np.ndarray:
@@ -269,10 +291,11 @@ class ExcessBounds:
         margin = (4.0 + 2.0 * len(taken)) * EPS
         if not (np.floor(scaled_down(peak / width, margin)) > 0.0).any():
             return None
-        quotient = scaled_down(
-            total / width[boxes].reshape(boxes.size, *([1] * (total.ndim - 1))), margin)
-        level = np.minimum(np.floor(quotient), float(bins)).astype(np.int64)
-        return _Levels(inside, boxes, values, level)
+        quotient = total / width[boxes].reshape(boxes.size, *([1] * (total.ndim - 1)))
+        scaled_down(quotient, margin, out=quotient)
+        np.floor(quotient, out=quotient)
+        np.minimum(quotient, float(bins), out=quotient)
+        return _Levels(inside, boxes, values, quotient.astype(np.int64))
 
     def _binned_table(self, u: int, found: _Levels, bins: int,
                       kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -283,8 +306,8 @@ class ExcessBounds:
         assert listed is not None
         inside, level = found.inside, found.level
         batch = inside.shape[0]
-        weights = listed.probability_lower[:, None, :] * listed.member[None, :, :]
-        weights = np.concatenate([weights, np.zeros_like(weights[:1])])  # row −1: zero
+        weights = self.weights[u]
+        assert weights is not None
         row_of = self._rows(u, kept, batch)
         if found.values is None:  # one bin per value: a product with its one-hot bins
             if u in kept:
@@ -305,20 +328,23 @@ class ExcessBounds:
         boxes, values = found.boxes, found.values
         pairs = boxes.size
         rows = row_of[boxes]  # (pairs, parent cells…)
-        by_value = np.moveaxis(weights, 2, 1)  # (rows + 1, values, cells)
+        by_value = self.by_value[u]  # (rows + 1, values, cells)
         if u in kept:
             index, real = kept[u]
             own = index[boxes].reshape(pairs, *([1] * (rows.ndim - 1)), -1)
             at = values.reshape(pairs, *([1] * rows.ndim))
             chosen = by_value[rows[..., None], at, own] * real[boxes].reshape(own.shape)
-        else:
-            chosen = by_value[rows, values.reshape(pairs, *([1] * (rows.ndim - 1)))]
-        # chosen: (pairs, parent cells…, cells)
+        else:  # the flat (row, value) table read at row · values + value
+            at = rows * by_value.shape[1] + values.reshape(pairs, *([1] * (rows.ndim - 1)))
+            chosen = by_value.reshape(-1, by_value.shape[2]).take(at, axis=0)
+        # chosen: (pairs, parent cells…, cells); slot ((box · entries + entry) · cells +
+        # cell) · (N + 1) + bin
         entries = int(np.prod(chosen.shape[1:-1]))
         cells = chosen.shape[-1]
-        leading = boxes[:, None] * entries + np.arange(entries)[None, :]
-        levels = np.broadcast_to(level, (pairs, *chosen.shape[1:-1])).reshape(pairs, entries, 1)
-        slots = (leading[..., None] * cells + np.arange(cells)) * (bins + 1) + levels
+        offsets = np.arange(entries * cells).reshape(chosen.shape[1:]) * (bins + 1)
+        slots = (boxes * (entries * cells * (bins + 1))).reshape(
+            pairs, *([1] * (chosen.ndim - 1))) + offsets
+        slots += level[..., None]
         flat = np.bincount(slots.ravel(), weights=chosen.ravel(),
                            minlength=batch * entries * cells * (bins + 1))
         return flat.reshape(batch, *chosen.shape[1:], bins + 1)
@@ -398,7 +424,7 @@ class ExcessBounds:
         for variable in elimination.order:
             involved = [item for item in pending if variable in item[1]]
             pending = [item for item in pending if variable not in item[1]]
-            pending.append(_eliminate(involved, variable, bins))
+            pending.append(_eliminate(involved, variable, bins, self._paths))
         total = _combine(pending, bins)
         terms = elimination.operations + len(elimination.factors) * (bins + 2) * 2
         return np.clip(scaled_down(total[:, bins], relative_margin(terms)) - TINY, 0.0, 1.0)
@@ -440,9 +466,11 @@ def _convolve(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarray:
 
 
 def _eliminate(involved: list[tuple[np.ndarray, tuple[int, ...], bool]], variable: int,
-               bins: int) -> tuple[np.ndarray, tuple[int, ...], bool]:
+               bins: int, paths: dict[tuple, list | bool]
+               ) -> tuple[np.ndarray, tuple[int, ...], bool]:
     """Multiply the factors that hold ``variable`` (convolving their bin axes) and sum the
-    variable out."""
+    variable out (contraction paths cached in ``paths``, see
+    :func:`~verifier.population.elimination.planned_einsum`)."""
     every = tuple(sorted({v for _, variables, _ in involved for v in variables}))
     scope = tuple(v for v in every if v != variable)
     binned = [item for item in involved if item[2]]
@@ -451,13 +479,13 @@ def _eliminate(involved: list[tuple[np.ndarray, tuple[int, ...], bool]], variabl
     target = "->a" + _letters(scope, names)
     if not binned:
         subscripts = ",".join("a" + _letters(vs, names) for _, vs, _ in plain) + target
-        return np.einsum(subscripts, *(t for t, _, _ in plain), optimize="greedy"), scope, False
+        return planned_einsum(paths, subscripts, [t for t, _, _ in plain]), scope, False
     merged = _merge(binned, every, bins)
     subscripts = ",".join(
         ["a" + _letters(every, names) + "z", *("a" + _letters(vs, names) for _, vs, _ in plain)]
     ) + target + "z"
     operands = [merged, *(t for t, _, _ in plain)]
-    return np.einsum(subscripts, *operands, optimize="greedy"), scope, True
+    return planned_einsum(paths, subscripts, operands), scope, True
 
 
 def _merge(binned: list[tuple[np.ndarray, tuple[int, ...], bool]], every: tuple[int, ...],
