@@ -314,14 +314,16 @@ class ExcessBounds:
                 index, real = kept[u]
                 own = index.reshape(batch, *([1] * (row_of.ndim - 1)), -1)
                 chosen = weights[row_of[..., None], own] * real.reshape(own.shape)[..., None]
+            elif row_of.ndim == 1:  # no parents: one row, the same matrix for every box
+                chosen = weights[row_of[:1]]
             else:
                 chosen = weights[row_of]  # (B, parent cells…, cells, values)
             own = level.reshape(batch, -1)  # its parent axes have size 1
             onehot = (inside[:, :, None] & (own[:, :, None] == np.arange(bins + 1))).astype(
                 np.float64)  # (B, values, N + 1)
             shape = chosen.shape
-            flat = chosen.reshape(batch, -1, shape[-1]) @ onehot
-            return flat.reshape(*shape[:-1], bins + 1)
+            flat = chosen.reshape(shape[0], -1, shape[-1]) @ onehot
+            return flat.reshape(batch, *shape[1:-1], bins + 1)
         # bins per combination of parent cells: each held (box, value) pair adds its weight
         # under every (parent cells, cell) entry into that entry's bin; per entry the pairs
         # come in the order of their values, as a sum over the value axis would take them
@@ -460,7 +462,12 @@ def _convolve(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarray:
     # small matrix-vector product per entry (Adult-13 2×64, the 457 convolutions of 8,192
     # boxes: 0.34–0.39 s, where einsum over the strided views took 0.43–0.49 s)
     below = (windows[..., :bins, ::-1] @ second[..., :, None])[..., 0]
-    tail = np.cumsum(second[..., ::-1], axis=-1)  # tail[j] = Σ_{m ≥ N − j} second[m]
+    # tail[j] = Σ_{m ≥ N − j} second[m], summed from m = N down as cumsum would (one
+    # vector addition per bin is cheaper than cumsum's many rows of N + 1)
+    tail = np.empty_like(second)
+    tail[..., 0] = second[..., bins]
+    for j in range(1, levels):
+        np.add(tail[..., j - 1], second[..., bins - j], out=tail[..., j])
     top = np.einsum("...i,...i->...", first, tail)
     return np.concatenate([below, top[..., None]], axis=-1)
 
