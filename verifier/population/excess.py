@@ -197,11 +197,15 @@ class ExcessBounds:
         spread = np.ones(rows.size)
         for reached in reach.values():
             spread *= reached.sum(axis=1)
-        rows = rows[np.argsort(spread, kind="stable")]  # similar scopes share a chunk
+        ranked = np.argsort(spread, kind="stable")  # similar scopes share a chunk
+        rows = rows[ranked]
         for start in range(0, rows.size, chunk):
             part = rows[start:start + chunk]
             width = scaled_up(threshold[part] / bins, 8.0 * EPS)
-            result[part] = self._saturated(lo[part], hi[part], coefficients[part], width, bins)
+            chunk_reach = {u: reached[ranked[start:start + chunk]]
+                           for u, reached in reach.items()}
+            result[part] = self._saturated(lo[part], hi[part], coefficients[part], width, bins,
+                                           self._kept(chunk_reach))
         return result
 
     def _reached_cells(self, lo: np.ndarray, hi: np.ndarray) -> dict[int, np.ndarray]:
@@ -390,22 +394,24 @@ class ExcessBounds:
         return padded[boxes, row_of]
 
     # ------------------------------------------------------------------ contraction
-    def _kept(self, lo: np.ndarray, hi: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """Per node with more than one cell: per box, the indices of the cells it reaches,
-        padded to the largest count among the boxes (with cells it does not reach), and
-        which entries are real (1.0) or padding (0.0), ``(B, count)`` each."""
+    @staticmethod
+    def _kept(reach: dict[int, np.ndarray]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per node with more than one cell: per box, the indices of the cells it reaches
+        (``reach``, :meth:`_reached_cells`), padded to the largest count among the boxes
+        (with cells it does not reach), and which entries are real (1.0) or padding (0.0),
+        ``(B, count)`` each."""
         kept = {}
-        for u, reached in self._reached_cells(lo, hi).items():
+        for u, reached in reach.items():
             count = max(1, int(reached.sum(axis=1).max()))
             ranked = np.argsort(~reached, axis=1, kind="stable")[:, :count]
             kept[u] = (ranked, np.take_along_axis(reached, ranked, axis=1).astype(np.float64))
         return kept
 
     def _saturated(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
-                   width: np.ndarray, bins: int) -> np.ndarray:
+                   width: np.ndarray, bins: int,
+                   kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         elimination = self.elimination
         batch = lo.shape[0]
-        kept = self._kept(lo, hi)
         taken = {p for parents in self.taken_in.values() for p in parents}
         binned = {}
         for u in range(len(elimination.factors)):
