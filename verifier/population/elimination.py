@@ -71,6 +71,16 @@ class _Factor:
     row_of: np.ndarray
 
 
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a boolean ``(B, k)`` matrix and each row's index among them
+    (rows of up to 62 entries compared as packed integers)."""
+    if rows.shape[1] > 62:
+        return np.unique(rows, axis=0, return_inverse=True)
+    keys = rows.astype(np.int64) @ (np.int64(1) << np.arange(rows.shape[1], dtype=np.int64))
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return rows[first], inverse.reshape(-1)
+
+
 def _value_cells(node: NetworkNode, children: list[NetworkNode]) -> Cells:
     """Gaps between the children's condition endpoints on ``node`` and the endpoints where
     the node's distributions have an atom; cells with no possible mass are dropped."""
@@ -222,6 +232,10 @@ class Elimination:
             np.stack([row.distribution.weights for row in node.cpt])  # type: ignore[union-attr]
             if node.categorical else None for node in nodes
         ]
+        self.category_tables = [
+            self._category_table(u) if node.categorical else None
+            for u, node in enumerate(nodes)
+        ]
         self.order = self._order()
         self._paths: dict[tuple, list | bool] = {}
         sizes = [len(cells) for cells in self.cells]
@@ -229,6 +243,18 @@ class Elimination:
         self.elements_per_box = sum(
             max(1, factor.row_of.size) * len(self.cells[factor.node]) for factor in self.factors
         )
+
+    def _category_table(self, u: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """A categorical node's ``(rows, categories)`` weights, its ``(categories, cells)``
+        membership matrix (1.0 where the cell holds the category) and its rows' largest
+        margin, for :meth:`own_masses`."""
+        node, cells = self.network.nodes[u], self.cells[u]
+        category = np.arange(node.width, dtype=np.float64)
+        member = (
+            (category[None, :] > cells.low[:, None]) & (category[None, :] < cells.high[:, None])
+        ) | (cells.point[:, None] & (category[None, :] == cells.low[:, None]))
+        margin = max(row.distribution.margin for row in node.cpt)  # type: ignore[union-attr]
+        return self.category_weights[u], member.T.astype(np.float64), margin
 
     def _factor(self, u: int, node: NetworkNode, index: dict[str, int]) -> _Factor:
         parents = [index[p] for p in node.parents]
@@ -329,19 +355,27 @@ class Elimination:
         else:
             lo_u, hi_u = lo[:, self.columns[u]], hi[:, self.columns[u]]
         if node.categorical:
-            k = node.width
+            weights, member, margin = self.category_tables[u]  # type: ignore[misc]
             if node.latent:
-                mask = np.ones((batch, k))
+                allowed = np.ones((batch, node.width), dtype=bool)
             else:
-                mask = Categorical.category_mask(lo_u, hi_u).astype(np.float64)
-            category = np.arange(k, dtype=np.float64)
-            member = (
-                (category[None, :] > cells.low[:, None]) & (category[None, :] < cells.high[:, None])
-            ) | (cells.point[:, None] & (category[None, :] == cells.low[:, None]))
-            weights = self.category_weights[u]
-            value = (mask[:, None, :] * weights[None, :, :]) @ member.T.astype(np.float64)
-            margin = max(row.distribution.margin for row in node.cpt)  # type: ignore[union-attr]
-            return Enclosure.from_error(value, margin * value)
+                allowed = Categorical.category_mask(lo_u, hi_u)
+            inverse = None
+            if len(cells) > 1:
+                # boxes share few sets of allowed categories: each distinct set is computed
+                # once and gathered. With more than one cell the product is a matrix
+                # product whose sums run along the categories, the same for a row wherever
+                # it stands (Adult-13's recorded calls: bit for bit); with one cell numpy
+                # takes a matrix-vector product, whose order of summation may depend on the
+                # row's place, so every box is computed as before
+                allowed, inverse = _distinct_rows(allowed)
+            mask = allowed.astype(np.float64)
+            value = (mask[:, None, :] * weights[None, :, :]) @ member
+            result = Enclosure.from_error(value, margin * value)
+            if inverse is None:
+                return result
+            return Enclosure(result.value[inverse], result.lower[inverse],
+                             result.upper[inverse])
         a, b, open_left, open_right = _cell_intervals(cells, lo_u[:, 0], hi_u[:, 0])
         empty = (a > b)[:, None, :]
         table = self.row_tables[u]
