@@ -14,6 +14,7 @@ from test_linear_credit import _random_boxes
 from test_population_bayesnet import random_discrete_network
 
 from verifier.population.distributions import Categorical
+from verifier.population.elimination import _distinct_rows
 from verifier.population.excess import _convolve
 from verifier.population.rounding import Enclosure
 
@@ -102,3 +103,15 @@ def test_the_saturated_convolution_is_the_plain_sums_in_order(seed: int, bins: i
     tail = np.cumsum(b[..., ::-1], axis=-1)
     expected[..., bins] = np.einsum("...i,...i->...", a, tail)
     assert np.array_equal(_bits(result), _bits(expected))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 7, 62, 63, 90]))
+def test_distinct_rows_give_back_every_row(seed: int, width: int) -> None:
+    """Packed integer keys (up to 62 columns) and numpy's row-wise unique (beyond) both list
+    each distinct row once and index every row back."""
+    rows = np.random.default_rng(seed).random((80, width)) < 0.1
+    distinct, inverse = _distinct_rows(rows)
+    assert inverse.shape == (80,)
+    assert np.array_equal(distinct[inverse], rows)
+    assert len({tuple(row) for row in distinct}) == distinct.shape[0]

@@ -75,7 +75,8 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct rows of a boolean ``(B, k)`` matrix and each row's index among them
     (rows of up to 62 entries compared as packed integers)."""
     if rows.shape[1] > 62:
-        return np.unique(rows, axis=0, return_inverse=True)
+        distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
+        return distinct, inverse.reshape(-1)
     keys = rows.astype(np.int64) @ (np.int64(1) << np.arange(rows.shape[1], dtype=np.int64))
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     return rows[first], inverse.reshape(-1)
