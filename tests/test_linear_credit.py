@@ -385,7 +385,7 @@ def test_a_node_taking_in_parents_bins_only_held_values_into_the_plain_table_bit
     lo, hi = _random_boxes(rng, specs, 12)
     coefficients = rng.normal(size=lo.shape)
     width = rng.uniform(0.05, 1.0, size=lo.shape[0])
-    kept = bounds._kept(lo, hi)
+    kept = bounds._kept(bounds._reached_cells(lo, hi))
     for u in bounds.taken_in:
         found = bounds._bins(u, lo, hi, coefficients, width, 12, kept)
         plain = _dense_binned_table(bounds, u, lo, hi, coefficients, width, 12, kept)

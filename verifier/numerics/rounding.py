@@ -197,7 +197,7 @@ def sum_upper(total: ArrayLike, roundings: int | ArrayLike) -> np.ndarray:
     return np.where(count <= _MAX_ROUNDINGS, np.where(total == 0, 0.0, grown), np.inf)
 
 
-def scaled_down(values: Scaled, relative: Margin) -> Scaled:
+def scaled_down(values: Scaled, relative: Margin, out: np.ndarray | None = None) -> Scaled:
     """``values·(1 − relative)``, computed as written (no step afterwards): a lower bound of
     the real value a non-negative computed ``values`` stands for, when ``values`` is within
     ``relative`` of it, relatively, with room left for this scaling's own two roundings (the
@@ -205,7 +205,10 @@ def scaled_down(values: Scaled, relative: Margin) -> Scaled:
     it is at least ``8·(operations + 1)·u`` for an error of about ``(operations + 1)·u``.
     ``values`` keeps its type (a float stays a float, an array an array); ``relative`` may be
     an array of per-element margins. Where the margin does not leave that room, use
-    :func:`widened_down`, which steps once more."""
+    :func:`widened_down`, which steps once more. ``out``: an array to write the result to
+    (it may be ``values`` itself), as for a numpy ufunc."""
+    if out is not None:
+        return np.multiply(values, 1.0 - relative, out=out)
     return values * (1.0 - relative)
 
 

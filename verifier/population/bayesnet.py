@@ -368,15 +368,27 @@ class BayesianNetwork(Distribution):
             return Enclosure(empty, empty, empty)
         if self._elimination.handles_points() and self._all_points(lo, hi):
             return self._elimination.point_enclosure(lo)
-        chunk = max(1, CHUNK_ELEMENTS // self._elimination.elements_per_box)
-        parts = [
-            self._elimination.enclosure(lo[start:start + chunk], hi[start:start + chunk])
-            for start in range(0, lo.shape[0], chunk)
-        ]
+        parts = [self._elimination.enclosure(lo[rows], hi[rows]) for rows in self._chunks(lo)]
         return Enclosure(
             np.concatenate([p.value for p in parts]), np.concatenate([p.lower for p in parts]),
             np.concatenate([p.upper for p in parts]),
         )
+
+    def enclosure_ends(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(lower, upper)`` ends of :meth:`enclosure`, bit for bit, without computing
+        its value (:meth:`Elimination.enclosure_ends`)."""
+        if lo.shape[0] == 0 or (self._elimination.handles_points()
+                                and self._all_points(lo, hi)):
+            result = self.enclosure(lo, hi)
+            return result.lower, result.upper
+        parts = [self._elimination.enclosure_ends(lo[rows], hi[rows]) for rows in self._chunks(lo)]
+        return (np.concatenate([lower for lower, _ in parts]),
+                np.concatenate([upper for _, upper in parts]))
+
+    def _chunks(self, lo: np.ndarray) -> list[slice]:
+        """The boxes in chunks of at most :data:`CHUNK_ELEMENTS` table entries."""
+        chunk = max(1, CHUNK_ELEMENTS // self._elimination.elements_per_box)
+        return [slice(start, start + chunk) for start in range(0, lo.shape[0], chunk)]
 
     @cached_property
     def _excess(self) -> ExcessBounds:

@@ -71,6 +71,17 @@ class _Factor:
     row_of: np.ndarray
 
 
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a boolean ``(B, k)`` matrix and each row's index among them
+    (rows of up to 62 entries compared as packed integers)."""
+    if rows.shape[1] > 62:
+        distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
+        return distinct, inverse.reshape(-1)
+    keys = rows.astype(np.int64) @ (np.int64(1) << np.arange(rows.shape[1], dtype=np.int64))
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return rows[first], inverse.reshape(-1)
+
+
 def _value_cells(node: NetworkNode, children: list[NetworkNode]) -> Cells:
     """Gaps between the children's condition endpoints on ``node`` and the endpoints where
     the node's distributions have an atom; cells with no possible mass are dropped."""
@@ -184,6 +195,23 @@ class RowTable:
         return Enclosure.from_error(value, error)
 
 
+def planned_einsum(paths: dict[tuple, list | bool], subscripts: str,
+                   operands: list[np.ndarray], pairs_directly: bool = False) -> np.ndarray:
+    """``np.einsum(subscripts, *operands)`` contracted along numpy's greedy path, the path
+    looked up in ``paths`` by the subscripts and the operands' shapes (found once per key:
+    the search costs more than a small contraction). ``pairs_directly``: two operands or
+    fewer are contracted in one call, without a path. The same path gives the same
+    contractions in the same order, so the result is the one ``optimize="greedy"`` (or, for
+    such pairs, ``optimize=False``) gives, bit for bit."""
+    key = (subscripts, *(t.shape for t in operands))
+    path = paths.get(key)
+    if path is None:
+        path = (False if pairs_directly and len(operands) <= 2
+                else np.einsum_path(subscripts, *operands, optimize="greedy")[0])
+        paths[key] = path
+    return np.einsum(subscripts, *operands, optimize=path)
+
+
 class Elimination:
     """The elimination plan of one network: cells, factors and the order (built once)."""
 
@@ -205,6 +233,10 @@ class Elimination:
             np.stack([row.distribution.weights for row in node.cpt])  # type: ignore[union-attr]
             if node.categorical else None for node in nodes
         ]
+        self.category_tables = [
+            self._category_table(u) if node.categorical else None
+            for u, node in enumerate(nodes)
+        ]
         self.order = self._order()
         self._paths: dict[tuple, list | bool] = {}
         sizes = [len(cells) for cells in self.cells]
@@ -212,6 +244,18 @@ class Elimination:
         self.elements_per_box = sum(
             max(1, factor.row_of.size) * len(self.cells[factor.node]) for factor in self.factors
         )
+
+    def _category_table(self, u: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """A categorical node's ``(rows, categories)`` weights, its ``(categories, cells)``
+        membership matrix (1.0 where the cell holds the category) and its rows' largest
+        margin, for :meth:`own_masses`."""
+        node, cells = self.network.nodes[u], self.cells[u]
+        category = np.arange(node.width, dtype=np.float64)
+        member = (
+            (category[None, :] > cells.low[:, None]) & (category[None, :] < cells.high[:, None])
+        ) | (cells.point[:, None] & (category[None, :] == cells.low[:, None]))
+        margin = max(row.distribution.margin for row in node.cpt)  # type: ignore[union-attr]
+        return self.category_weights[u], member.T.astype(np.float64), margin
 
     def _factor(self, u: int, node: NetworkNode, index: dict[str, int]) -> _Factor:
         parents = [index[p] for p in node.parents]
@@ -312,19 +356,27 @@ class Elimination:
         else:
             lo_u, hi_u = lo[:, self.columns[u]], hi[:, self.columns[u]]
         if node.categorical:
-            k = node.width
+            weights, member, margin = self.category_tables[u]  # type: ignore[misc]
             if node.latent:
-                mask = np.ones((batch, k))
+                allowed = np.ones((batch, node.width), dtype=bool)
             else:
-                mask = Categorical.category_mask(lo_u, hi_u).astype(np.float64)
-            category = np.arange(k, dtype=np.float64)
-            member = (
-                (category[None, :] > cells.low[:, None]) & (category[None, :] < cells.high[:, None])
-            ) | (cells.point[:, None] & (category[None, :] == cells.low[:, None]))
-            weights = self.category_weights[u]
-            value = (mask[:, None, :] * weights[None, :, :]) @ member.T.astype(np.float64)
-            margin = max(row.distribution.margin for row in node.cpt)  # type: ignore[union-attr]
-            return Enclosure.from_error(value, margin * value)
+                allowed = Categorical.category_mask(lo_u, hi_u)
+            inverse = None
+            if len(cells) > 1:
+                # boxes share few sets of allowed categories: each distinct set is computed
+                # once and gathered. With more than one cell the product is a matrix
+                # product whose sums run along the categories, the same for a row wherever
+                # it stands (Adult-13's recorded calls: bit for bit); with one cell numpy
+                # takes a matrix-vector product, whose order of summation may depend on the
+                # row's place, so every box is computed as before
+                allowed, inverse = _distinct_rows(allowed)
+            mask = allowed.astype(np.float64)
+            value = (mask[:, None, :] * weights[None, :, :]) @ member
+            result = Enclosure.from_error(value, margin * value)
+            if inverse is None:
+                return result
+            return Enclosure(result.value[inverse], result.lower[inverse],
+                             result.upper[inverse])
         a, b, open_left, open_right = _cell_intervals(cells, lo_u[:, 0], hi_u[:, 0])
         empty = (a > b)[:, None, :]
         table = self.row_tables[u]
@@ -337,14 +389,17 @@ class Elimination:
                               for end in ("value", "lower", "upper")))
         return stacked.zero_where(empty)
 
-    def _tables(self, lo: np.ndarray, hi: np.ndarray) -> list[tuple[np.ndarray, ...]]:
-        """Per factor: the (value, lower, upper) tables of shape ``(B, parent cells…, cells)``."""
+    def _tables(self, lo: np.ndarray, hi: np.ndarray,
+                ends: tuple[str, ...] = ("value", "lower", "upper")
+                ) -> list[tuple[np.ndarray, ...]]:
+        """Per factor: the tables of ``ends`` (of the value, lower and upper ends), each of
+        shape ``(B, parent cells…, cells)``."""
         tables = []
         for factor in self.factors:
             masses = self.own_masses(factor.node, lo, hi)
             rows = factor.row_of.reshape(-1)
             parts = []
-            for end in ("value", "lower", "upper"):
+            for end in ends:
                 table = getattr(masses, end)
                 padded = np.concatenate([table, np.zeros_like(table[:, :1])], axis=1)
                 picked = padded[:, rows]  # row -1 picks the zero table
@@ -366,14 +421,8 @@ class Elimination:
                                 for _, variables in involved)
             result = "a" + "".join(letters[v] for v in scope)
             operands_list = [t for t, _ in involved]
-            subscripts = f"{operands}->{result}"
-            key = (subscripts, *(t.shape for t in operands_list))
-            path = self._paths.get(key)
-            if path is None:
-                path = (np.einsum_path(subscripts, *operands_list, optimize="greedy")[0]
-                        if len(operands_list) > 2 else False)
-                self._paths[key] = path
-            combined = np.einsum(subscripts, *operands_list, optimize=path)
+            combined = planned_einsum(self._paths, f"{operands}->{result}", operands_list,
+                                      pairs_directly=True)
             pending.append((combined, tuple(scope)))
         total = np.ones(tables[0].shape[0])
         for table, variables in pending:
@@ -384,11 +433,29 @@ class Elimination:
     def enclosure(self, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
         """Box probabilities of ``(B, columns)`` boxes with their sound enclosure."""
         tables = self._tables(lo, hi)
-        value, lower, upper = (self._contract([t[i] for t in tables]) for i in range(3))
-        reached = self._contract([(t[2] > 0).astype(np.float64) for t in tables]) > 0
+        value = self._contract([t[0] for t in tables])
+        lower, upper = self._ends([t[1:] for t in tables])
+        return Enclosure(np.clip(value, 0.0, 1.0), lower, upper)
+
+    def enclosure_ends(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(lower, upper)`` ends of :meth:`enclosure`, bit for bit, without its value
+        (PV reads only the ends)."""
+        return self._ends(self._tables(lo, hi, ("lower", "upper")))
+
+    def _ends(self, tables: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, np.ndarray]:
+        """The sound ends from the factors' (lower, upper) tables. ``TINY`` (underflow) is
+        added to an upper end only where some term is structurally non-zero: where the
+        contracted upper end is positive some product of upper ends is, so every factor of
+        that term is; only where it is 0 are the indicators of positive entries contracted
+        (a float sum of non-negative products is positive exactly when one product is)."""
+        lower, upper = (self._contract([t[i] for t in tables]) for i in range(2))
+        reached = upper > 0
+        unsure = np.flatnonzero(~reached)
+        if unsure.size:
+            reached[unsure] = self._contract(
+                [(t[1][unsure] > 0).astype(np.float64) for t in tables]) > 0
         margin = relative_margin(self.operations)
-        return Enclosure(
-            np.clip(value, 0.0, 1.0),
+        return (
             np.clip(scaled_down(lower, margin) - TINY, 0.0, 1.0),
             np.clip(scaled_up(upper, margin) + np.where(reached, TINY, 0.0), 0.0, 1.0),
         )

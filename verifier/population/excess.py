@@ -38,7 +38,7 @@ import numpy as np
 
 from verifier.numerics import EPS, relative_margin, scaled_down, scaled_up
 from verifier.population.distributions import Categorical
-from verifier.population.elimination import LETTERS, Elimination, RowTable
+from verifier.population.elimination import LETTERS, Elimination, RowTable, planned_einsum
 from verifier.population.network_view import NetworkNode
 from verifier.population.rounding import TINY
 
@@ -97,6 +97,7 @@ class ExcessBounds:
 
     def __init__(self, elimination: Elimination) -> None:
         self.elimination = elimination
+        self._paths: dict[tuple, list | bool] = {}
 
     @cached_property
     def listed(self) -> list[_Values | None]:
@@ -106,6 +107,27 @@ class ExcessBounds:
             for node, table, cells in zip(elimination.network.nodes, elimination.row_tables,
                                           elimination.cells, strict=True)
         ]
+
+    @cached_property
+    def weights(self) -> list[np.ndarray | None]:
+        """Per listed node, ``(rows + 1, cells, values)``: each CPT row's lower end of each
+        value's probability on the cell holding it (0 on the others), and a last row of
+        zeros that the parent cells picking no row (``-1``) read."""
+        tables: list[np.ndarray | None] = []
+        for listed in self.listed:
+            if listed is None:
+                tables.append(None)
+                continue
+            weights = listed.probability_lower[:, None, :] * listed.member[None, :, :]
+            tables.append(np.concatenate([weights, np.zeros_like(weights[:1])]))
+        return tables
+
+    @cached_property
+    def by_value(self) -> list[np.ndarray | None]:
+        """:attr:`weights` with the value axis before the cell axis, ``(rows + 1, values,
+        cells)``, contiguous."""
+        return [None if weights is None else np.ascontiguousarray(np.moveaxis(weights, 2, 1))
+                for weights in self.weights]
 
     @cached_property
     def listed_columns(self) -> np.ndarray:
@@ -175,11 +197,15 @@ class ExcessBounds:
         spread = np.ones(rows.size)
         for reached in reach.values():
             spread *= reached.sum(axis=1)
-        rows = rows[np.argsort(spread, kind="stable")]  # similar scopes share a chunk
+        ranked = np.argsort(spread, kind="stable")  # similar scopes share a chunk
+        rows = rows[ranked]
         for start in range(0, rows.size, chunk):
             part = rows[start:start + chunk]
             width = scaled_up(threshold[part] / bins, 8.0 * EPS)
-            result[part] = self._saturated(lo[part], hi[part], coefficients[part], width, bins)
+            chunk_reach = {u: reached[ranked[start:start + chunk]]
+                           for u, reached in reach.items()}
+            result[part] = self._saturated(lo[part], hi[part], coefficients[part], width, bins,
+                                           self._kept(chunk_reach))
         return result
 
     def _reached_cells(self, lo: np.ndarray, hi: np.ndarray) -> dict[int, np.ndarray]:
@@ -269,10 +295,11 @@ class ExcessBounds:
         margin = (4.0 + 2.0 * len(taken)) * EPS
         if not (np.floor(scaled_down(peak / width, margin)) > 0.0).any():
             return None
-        quotient = scaled_down(
-            total / width[boxes].reshape(boxes.size, *([1] * (total.ndim - 1))), margin)
-        level = np.minimum(np.floor(quotient), float(bins)).astype(np.int64)
-        return _Levels(inside, boxes, values, level)
+        quotient = total / width[boxes].reshape(boxes.size, *([1] * (total.ndim - 1)))
+        scaled_down(quotient, margin, out=quotient)
+        np.floor(quotient, out=quotient)
+        np.minimum(quotient, float(bins), out=quotient)
+        return _Levels(inside, boxes, values, quotient.astype(np.int64))
 
     def _binned_table(self, u: int, found: _Levels, bins: int,
                       kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -283,42 +310,48 @@ class ExcessBounds:
         assert listed is not None
         inside, level = found.inside, found.level
         batch = inside.shape[0]
-        weights = listed.probability_lower[:, None, :] * listed.member[None, :, :]
-        weights = np.concatenate([weights, np.zeros_like(weights[:1])])  # row −1: zero
+        weights = self.weights[u]
+        assert weights is not None
         row_of = self._rows(u, kept, batch)
         if found.values is None:  # one bin per value: a product with its one-hot bins
             if u in kept:
                 index, real = kept[u]
                 own = index.reshape(batch, *([1] * (row_of.ndim - 1)), -1)
                 chosen = weights[row_of[..., None], own] * real.reshape(own.shape)[..., None]
+            elif row_of.ndim == 1:  # no parents: one row, the same matrix for every box
+                chosen = weights[row_of[:1]]
             else:
                 chosen = weights[row_of]  # (B, parent cells…, cells, values)
             own = level.reshape(batch, -1)  # its parent axes have size 1
-            onehot = (inside[:, :, None] & (own[:, :, None] == np.arange(bins + 1))).astype(
-                np.float64)  # (B, values, N + 1)
+            onehot = np.zeros((*inside.shape, bins + 1))  # (B, values, N + 1): 1.0 at a
+            np.put_along_axis(onehot, own[:, :, None],  # held value's bin
+                              inside[:, :, None].astype(np.float64), axis=2)
             shape = chosen.shape
-            flat = chosen.reshape(batch, -1, shape[-1]) @ onehot
-            return flat.reshape(*shape[:-1], bins + 1)
+            flat = chosen.reshape(shape[0], -1, shape[-1]) @ onehot
+            return flat.reshape(batch, *shape[1:-1], bins + 1)
         # bins per combination of parent cells: each held (box, value) pair adds its weight
         # under every (parent cells, cell) entry into that entry's bin; per entry the pairs
         # come in the order of their values, as a sum over the value axis would take them
         boxes, values = found.boxes, found.values
         pairs = boxes.size
         rows = row_of[boxes]  # (pairs, parent cells…)
-        by_value = np.moveaxis(weights, 2, 1)  # (rows + 1, values, cells)
+        by_value = self.by_value[u]  # (rows + 1, values, cells)
         if u in kept:
             index, real = kept[u]
             own = index[boxes].reshape(pairs, *([1] * (rows.ndim - 1)), -1)
             at = values.reshape(pairs, *([1] * rows.ndim))
             chosen = by_value[rows[..., None], at, own] * real[boxes].reshape(own.shape)
-        else:
-            chosen = by_value[rows, values.reshape(pairs, *([1] * (rows.ndim - 1)))]
-        # chosen: (pairs, parent cells…, cells)
+        else:  # the flat (row, value) table read at row · values + value
+            at = rows * by_value.shape[1] + values.reshape(pairs, *([1] * (rows.ndim - 1)))
+            chosen = by_value.reshape(-1, by_value.shape[2]).take(at, axis=0)
+        # chosen: (pairs, parent cells…, cells); slot ((box · entries + entry) · cells +
+        # cell) · (N + 1) + bin
         entries = int(np.prod(chosen.shape[1:-1]))
         cells = chosen.shape[-1]
-        leading = boxes[:, None] * entries + np.arange(entries)[None, :]
-        levels = np.broadcast_to(level, (pairs, *chosen.shape[1:-1])).reshape(pairs, entries, 1)
-        slots = (leading[..., None] * cells + np.arange(cells)) * (bins + 1) + levels
+        offsets = np.arange(entries * cells).reshape(chosen.shape[1:]) * (bins + 1)
+        slots = (boxes * (entries * cells * (bins + 1))).reshape(
+            pairs, *([1] * (chosen.ndim - 1))) + offsets
+        slots += level[..., None]
         flat = np.bincount(slots.ravel(), weights=chosen.ravel(),
                            minlength=batch * entries * cells * (bins + 1))
         return flat.reshape(batch, *chosen.shape[1:], bins + 1)
@@ -362,22 +395,24 @@ class ExcessBounds:
         return padded[boxes, row_of]
 
     # ------------------------------------------------------------------ contraction
-    def _kept(self, lo: np.ndarray, hi: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """Per node with more than one cell: per box, the indices of the cells it reaches,
-        padded to the largest count among the boxes (with cells it does not reach), and
-        which entries are real (1.0) or padding (0.0), ``(B, count)`` each."""
+    @staticmethod
+    def _kept(reach: dict[int, np.ndarray]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per node with more than one cell: per box, the indices of the cells it reaches
+        (``reach``, :meth:`_reached_cells`), padded to the largest count among the boxes
+        (with cells it does not reach), and which entries are real (1.0) or padding (0.0),
+        ``(B, count)`` each."""
         kept = {}
-        for u, reached in self._reached_cells(lo, hi).items():
+        for u, reached in reach.items():
             count = max(1, int(reached.sum(axis=1).max()))
             ranked = np.argsort(~reached, axis=1, kind="stable")[:, :count]
             kept[u] = (ranked, np.take_along_axis(reached, ranked, axis=1).astype(np.float64))
         return kept
 
     def _saturated(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
-                   width: np.ndarray, bins: int) -> np.ndarray:
+                   width: np.ndarray, bins: int,
+                   kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         elimination = self.elimination
         batch = lo.shape[0]
-        kept = self._kept(lo, hi)
         taken = {p for parents in self.taken_in.values() for p in parents}
         binned = {}
         for u in range(len(elimination.factors)):
@@ -398,7 +433,7 @@ class ExcessBounds:
         for variable in elimination.order:
             involved = [item for item in pending if variable in item[1]]
             pending = [item for item in pending if variable not in item[1]]
-            pending.append(_eliminate(involved, variable, bins))
+            pending.append(_eliminate(involved, variable, bins, self._paths))
         total = _combine(pending, bins)
         terms = elimination.operations + len(elimination.factors) * (bins + 2) * 2
         return np.clip(scaled_down(total[:, bins], relative_margin(terms)) - TINY, 0.0, 1.0)
@@ -428,21 +463,31 @@ def _convolve(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarray:
     """Saturated convolution along the last axis (length ``N + 1``; the last bin holds
     ``≥ N``) of two broadcastable tables of non-negative entries."""
     levels = bins + 1
-    padded = np.concatenate([np.zeros((*first.shape[:-1], bins)), first], axis=-1)
+    padded = np.zeros((*first.shape[:-1], bins + levels))
+    padded[..., bins:] = first
     windows = np.lib.stride_tricks.sliding_window_view(padded, levels, axis=-1)
     # windows[..., k, m] = first[k + m − N]: out[k] = Σ_m first[k − m]·second[m] (k < N), one
     # small matrix-vector product per entry (Adult-13 2×64, the 457 convolutions of 8,192
     # boxes: 0.34–0.39 s, where einsum over the strided views took 0.43–0.49 s)
-    below = (windows[..., :bins, ::-1] @ second[..., :, None])[..., 0]
-    tail = np.cumsum(second[..., ::-1], axis=-1)  # tail[j] = Σ_{m ≥ N − j} second[m]
-    top = np.einsum("...i,...i->...", first, tail)
-    return np.concatenate([below, top[..., None]], axis=-1)
+    shape = np.broadcast_shapes(first.shape, second.shape)
+    out = np.empty(shape)
+    np.matmul(windows[..., :bins, ::-1], second[..., :, None], out=out[..., :bins, None])
+    # tail[j] = Σ_{m ≥ N − j} second[m], summed from m = N down as cumsum would (one
+    # vector addition per bin is cheaper than cumsum's many rows of N + 1)
+    tail = np.empty_like(second)
+    tail[..., 0] = second[..., bins]
+    for j in range(1, levels):
+        np.add(tail[..., j - 1], second[..., bins - j], out=tail[..., j])
+    out[..., bins] = np.einsum("...i,...i->...", first, tail)
+    return out
 
 
 def _eliminate(involved: list[tuple[np.ndarray, tuple[int, ...], bool]], variable: int,
-               bins: int) -> tuple[np.ndarray, tuple[int, ...], bool]:
+               bins: int, paths: dict[tuple, list | bool]
+               ) -> tuple[np.ndarray, tuple[int, ...], bool]:
     """Multiply the factors that hold ``variable`` (convolving their bin axes) and sum the
-    variable out."""
+    variable out (contraction paths cached in ``paths``, see
+    :func:`~verifier.population.elimination.planned_einsum`)."""
     every = tuple(sorted({v for _, variables, _ in involved for v in variables}))
     scope = tuple(v for v in every if v != variable)
     binned = [item for item in involved if item[2]]
@@ -451,13 +496,13 @@ def _eliminate(involved: list[tuple[np.ndarray, tuple[int, ...], bool]], variabl
     target = "->a" + _letters(scope, names)
     if not binned:
         subscripts = ",".join("a" + _letters(vs, names) for _, vs, _ in plain) + target
-        return np.einsum(subscripts, *(t for t, _, _ in plain), optimize="greedy"), scope, False
+        return planned_einsum(paths, subscripts, [t for t, _, _ in plain]), scope, False
     merged = _merge(binned, every, bins)
     subscripts = ",".join(
         ["a" + _letters(every, names) + "z", *("a" + _letters(vs, names) for _, vs, _ in plain)]
     ) + target + "z"
     operands = [merged, *(t for t, _, _ in plain)]
-    return np.einsum(subscripts, *operands, optimize="greedy"), scope, True
+    return planned_einsum(paths, subscripts, operands), scope, True
 
 
 def _merge(binned: list[tuple[np.ndarray, tuple[int, ...], bool]], every: tuple[int, ...],

@@ -192,8 +192,12 @@ class PopulationModel(PopulationBase):
         signature of :data:`verifier.pv.domain.MassFunction`."""
         lo, hi, empty = as_boxes(lo, hi, self.dimension)
         order = self._order
-        result = self.distribution.enclosure(lo[:, order], hi[:, order]).zero_where(empty)
-        return result.lower, result.upper
+        ends = getattr(self.distribution, "enclosure_ends", None)
+        if ends is None:  # only the Bayesian network computes its ends alone
+            result = self.distribution.enclosure(lo[:, order], hi[:, order]).zero_where(empty)
+            return result.lower, result.upper
+        lower, upper = ends(lo[:, order], hi[:, order])
+        return np.where(empty, 0.0, lower), np.where(empty, 0.0, upper)
 
     def prob_excess_lower(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
                           threshold: np.ndarray) -> np.ndarray:

@@ -1,0 +1,117 @@
+"""The cheaper paths of the box masses and the excess bound give the bounds of the paths they
+replace, bit for bit: the masses' ends without the value, the categorical factors computed
+once per distinct set of allowed categories, and the saturated convolution's tail summed bin
+by bin. Soundness itself is held by the oracles of ``test_population_bayesnet`` (the joint
+table enumerated) and ``test_linear_credit`` (the excess against exact arithmetic); these
+tests pin that the faster code computes the same floats."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_linear_credit import _random_boxes
+from test_population_bayesnet import random_discrete_network
+
+from verifier.population.distributions import Categorical
+from verifier.population.elimination import _distinct_rows
+from verifier.population.excess import _convolve
+from verifier.population.rounding import Enclosure
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(array, dtype=np.float64).view(np.int64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_the_masses_ends_alone_are_the_enclosures_ends(seed: int) -> None:
+    """``enclosure_ends`` (no value contraction; the indicators of positive entries contracted
+    only where the upper end is 0) returns the lower and upper ends of ``enclosure``, boxes
+    with no mass and boxes off the support included."""
+    network, specs = random_discrete_network(seed)
+    rng = np.random.default_rng(seed)
+    lo, hi = _random_boxes(rng, specs, 40)
+    empty = rng.random(lo.shape[0]) < 0.2  # some boxes hold no value of a column
+    column = rng.integers(0, lo.shape[1], size=lo.shape[0])
+    lo[empty, column[empty]] = 0.25
+    hi[empty, column[empty]] = 0.75
+    full = network.enclosure(lo, hi)
+    lower, upper = network.enclosure_ends(lo, hi)
+    assert np.array_equal(_bits(lower), _bits(full.lower))
+    assert np.array_equal(_bits(upper), _bits(full.upper))
+    elimination = network._elimination
+    lower, upper = elimination.enclosure_ends(lo, hi)
+    direct = elimination.enclosure(lo, hi)
+    assert np.array_equal(_bits(lower), _bits(direct.lower))
+    assert np.array_equal(_bits(upper), _bits(direct.upper))
+
+
+def _per_box_categorical(elimination, u: int, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
+    """Node ``u``'s categorical factor computed for every box, as before the distinct sets."""
+    node, cells = elimination.network.nodes[u], elimination.cells[u]
+    columns = elimination.columns[u]
+    mask = Categorical.category_mask(lo[:, columns], hi[:, columns]).astype(np.float64)
+    category = np.arange(node.width, dtype=np.float64)
+    member = (
+        (category[None, :] > cells.low[:, None]) & (category[None, :] < cells.high[:, None])
+    ) | (cells.point[:, None] & (category[None, :] == cells.low[:, None]))
+    weights = elimination.category_weights[u]
+    value = (mask[:, None, :] * weights[None, :, :]) @ member.T.astype(np.float64)
+    margin = max(row.distribution.margin for row in node.cpt)
+    return Enclosure.from_error(value, margin * value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_a_categorical_factor_per_distinct_category_set_equals_the_per_box_one(
+    seed: int,
+) -> None:
+    network, specs = random_discrete_network(seed)
+    elimination = network._elimination
+    rng = np.random.default_rng(seed)
+    lo, hi = _random_boxes(rng, specs, 64)
+    lo, hi = lo[rng.integers(0, 64, size=200)], hi[rng.integers(0, 64, size=200)]
+    for u, node in enumerate(elimination.network.nodes):
+        if not node.categorical or node.latent:
+            continue
+        fast = elimination.own_masses(u, lo, hi)
+        slow = _per_box_categorical(elimination, u, lo, hi)
+        for end in ("value", "lower", "upper"):
+            assert np.array_equal(_bits(getattr(fast, end)), _bits(getattr(slow, end)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 16))
+def test_the_saturated_convolution_is_the_plain_sums_in_order(seed: int, bins: int) -> None:
+    """Every bin below the top is ``Σ_{m ≤ k} first[k − m]·second[m]`` summed from ``m = 0``
+    up, the top bin ``Σ_i first[i]·tail[i]`` with ``tail`` cumsum's sums of ``second`` from
+    the top down; tables broadcast against each other."""
+    rng = np.random.default_rng(seed)
+    first = rng.random((5, 3, 1, bins + 1)) * (rng.random((5, 3, 1, bins + 1)) < 0.7)
+    second = rng.random((5, 1, 4, bins + 1)) * 10.0 ** rng.integers(-9, 1)
+    result = _convolve(first, second, bins)
+    assert result.shape == (5, 3, 4, bins + 1)
+    a, b = np.broadcast_arrays(first, second)
+    expected = np.zeros(result.shape)
+    for index in np.ndindex(*result.shape[:-1]):
+        for k in range(bins):
+            total = 0.0
+            for m in range(k + 1):
+                total += a[index][k - m] * b[index][m]
+            expected[index][k] = total
+    tail = np.cumsum(b[..., ::-1], axis=-1)
+    expected[..., bins] = np.einsum("...i,...i->...", a, tail)
+    assert np.array_equal(_bits(result), _bits(expected))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 7, 62, 63, 90]))
+def test_distinct_rows_give_back_every_row(seed: int, width: int) -> None:
+    """Packed integer keys (up to 62 columns) and numpy's row-wise unique (beyond) both list
+    each distinct row once and index every row back."""
+    rows = np.random.default_rng(seed).random((80, width)) < 0.1
+    distinct, inverse = _distinct_rows(rows)
+    assert inverse.shape == (80,)
+    assert np.array_equal(distinct[inverse], rows)
+    assert len({tuple(row) for row in distinct}) == distinct.shape[0]
