@@ -98,3 +98,53 @@ def test_a_small_groups_density_cells_hold_its_rows(
     assert low <= exact <= high, (float(exact), payload["ratio"])
     estimate, error = population_ratio(population, network, 200_000)
     assert low - 4 * error <= estimate <= high + 4 * error, (estimate, error, payload["ratio"])
+
+
+def occupations_table(minority: int = 300, rows: int = 6000, seed: int = 0) -> pd.DataFrame:
+    """12 occupations (more than a parent may have per-value children), each setting the
+    income's location, 6 lower in a group of ``minority`` rows."""
+    rng = np.random.default_rng(seed)
+    group = np.zeros(rows, dtype=int)
+    group[:minority] = 1
+    occupation = rng.integers(0, 12, rows)
+    income = 10 + 7 * occupation - 6 * group + rng.normal(0, 5, rows)
+    return pd.DataFrame({"group": group, "occ": [f"o{k:02d}" for k in occupation],
+                         "income": income.round(3)})
+
+
+def occupation_network(names: list[str]) -> torch.nn.Sequential:
+    """One hidden ReLU layer computing ``income − (8 + 7·k)`` for occupation ``k`` exactly."""
+    first = torch.nn.Linear(len(names), 2)
+    last = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        first.weight.zero_()
+        first.bias.zero_()
+        last.bias.zero_()
+        for sign, row in ((1.0, 0), (-1.0, 1)):
+            first.weight[row, names.index("income")] = sign
+            for k in range(12):
+                first.weight[row, names.index(f"occ=o{k:02d}")] = -sign * (8 + 7 * k)
+        last.weight[0] = torch.tensor([1.0, -1.0])
+    return torch.nn.Sequential(first, torch.nn.ReLU(), last).eval()
+
+
+def test_a_many_valued_category_is_the_parent_of_a_continuous_column(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Forbidden as a parent, the 12 occupations were the income's child through its four
+    quartile cells: proven satisfied at γ 0.45, [0.5295, 0.8557] (Monte Carlo 0.677), where
+    the data's ratio is 0.367 (the fidelity check said contradicted)."""
+    frame = occupations_table()
+    data, population = fit_default_population(frame, tmp_path, "group")
+    names = list(load_population(population).columns)
+    network = occupation_network(names)
+    path = export_onnx(network, len(names), tmp_path / "net.onnx")
+    payload = verify_parity(capsys, path, names, population, data, "group", "0", 0.45)
+    group = frame["group"] == 1
+    code = frame["occ"].str[1:].astype(int)
+    exact = data_ratio(frame["income"] > 8 + 7 * code, group, ~group)
+    low, high = payload["ratio"]
+    assert exact < 0.45 and payload["verdict"] == "violated", (float(exact), payload["ratio"])
+    assert low <= exact <= high, (float(exact), payload["ratio"])
+    assert payload["population_fidelity"]["status"] == "consistent"
+    estimate, error = population_ratio(population, network, 200_000)
+    assert low - 4 * error <= estimate <= high + 4 * error, (estimate, error, payload["ratio"])

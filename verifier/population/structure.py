@@ -10,8 +10,12 @@ network (:func:`verifier.population.fitting.fit_bayesian_network`):
   cut points merged: a column with 92 % zeros gets the cells ``<= 0`` and ``> 0``); integer
   cut points are floored, so a cell is ``[c_i + 1, c_{i+1}]``.
 
-A categorical feature with more than ``MAX_PARENT_CELLS`` categories is never a parent (its
-children's tables would grow with it) but may be a child.
+A categorical feature with more than ``MAX_PARENT_CELLS`` categories is a parent only of
+features cut into cells (their tables grow with it, but a table of per-value children would
+grow by its categories times theirs); it may be a child of any feature. Forbidding it as a
+parent everywhere left its dependence with a continuous column to the column's four cells: on
+a table whose incomes are set by one of 12 occupations, a small group's favourable rate was
+0.39 where its rows give 0.24.
 
 An edge from a cut feature to one read per value (``income → job``) is forbidden: the two
 directions score alike on the coded table, but the fitted network keeps a child per parent
@@ -29,8 +33,10 @@ a ``protected`` feature (the audit's protected attribute) the search keeps it a 
 *requires* the edge protected → feature for every other feature, so that each feature's
 distribution is fitted per protected group: the dependence through which a model that never
 reads the protected attribute can still discriminate is never cut. The protected parent
-comes on top of the learned ones, so a node has at most ``MAX_PARENTS + 1`` parents and at
-most ``MAX_PARENT_CELLS ** (MAX_PARENTS + 1)`` table rows.
+comes on top of the learned ones, so a node has at most ``MAX_PARENTS + 1`` parents; a node
+read per value has at most ``MAX_PARENT_CELLS ** (MAX_PARENTS + 1)`` table rows, a node cut
+into cells more when a parent is a category of more than ``MAX_PARENT_CELLS`` values (the
+BIC penalty grows with the rows, so such a parent is taken only where the data supports it).
 """
 
 from __future__ import annotations
@@ -152,7 +158,8 @@ def learn_structure(frame: pd.DataFrame, features: list[Feature],
     by_node = {node[name]: np.unique(codes, return_inverse=True)[1]
                for name, codes in coded.items()}
     forbidden = [(node[a], node[b]) for a in names for b in names
-                 if a != b and ((cells[a] > MAX_PARENT_CELLS and a != protected) or b == protected
+                 if a != b and ((cells[a] > MAX_PARENT_CELLS and a != protected and b not in bins)
+                                or b == protected
                                 or _coarsens(a, b, bins, cells))]
     required = [(node[protected], node[b]) for b in names
                 if protected is not None and b != protected]
