@@ -333,7 +333,7 @@ def fit_population(
     bins: Mapping[str, Sequence[float]] | None = None,
     n_components: int = 3,
     min_leaf: int = 50,
-    min_rows: int = 30,
+    min_rows: int = 1,
     max_discrete_values: int = 20,
     seed: int = 0,
     name: str | None = None,

@@ -128,8 +128,9 @@ def move_alias(registry: Registry, name: str, alias: str, version: str) -> None:
 
 
 def alias_version(registry: Registry, name: str, alias: str) -> str | None:
-    """The version ``models:/name@alias`` points to, or ``None`` when the alias is unset (or
-    no model ``name`` is registered)."""
+    """The version ``models:/name@alias`` points to, as a string (a local store answers an
+    integer where a server answers a string; versions are compared as strings everywhere),
+    or ``None`` when the alias is unset (or no model ``name`` is registered)."""
     with registry_errors(f"cannot read registered model {name}"):
         try:
             aliases = registry.client.get_registered_model(name).aliases
@@ -137,7 +138,8 @@ def alias_version(registry: Registry, name: str, alias: str) -> str | None:
             if error.error_code == "RESOURCE_DOES_NOT_EXIST":
                 return None
             raise
-    return aliases.get(alias)
+    version = aliases.get(alias)
+    return None if version is None else str(version)
 
 
 VARIANT_TAG = "certgate.variant"

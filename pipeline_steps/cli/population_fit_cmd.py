@@ -89,9 +89,10 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
                      help="Gaussian mixture components per feature (default 3)")
     fit.add_argument("--min-leaf", type=int, default=50,
                      help="density tree: rows per leaf (default 50)")
-    fit.add_argument("--min-rows", type=int, default=30,
+    fit.add_argument("--min-rows", type=int, default=1,
                      help="Bayesian network: rows a density node's CPT cell needs, else it is "
-                          "fitted on the rows of its first parents' cells (30)")
+                          "fitted on the rows of its first parents' cells (1: every cell "
+                          "holding a row is fitted on its own rows)")
     fit.add_argument("--max-discrete-values", type=int, default=20,
                      help="integer columns with more distinct values get an integer "
                           "histogram (a discretised normal with --continuous normal)")

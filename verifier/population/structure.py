@@ -10,8 +10,19 @@ network (:func:`verifier.population.fitting.fit_bayesian_network`):
   cut points merged: a column with 92 % zeros gets the cells ``<= 0`` and ``> 0``); integer
   cut points are floored, so a cell is ``[c_i + 1, c_{i+1}]``.
 
-A categorical feature with more than ``MAX_PARENT_CELLS`` categories is never a parent (its
-children's tables would grow with it) but may be a child.
+A categorical feature with more than ``MAX_PARENT_CELLS`` categories is a parent only of
+features cut into cells (their tables grow with it, but a table of per-value children would
+grow by its categories times theirs); it may be a child of any feature. Forbidding it as a
+parent everywhere left its dependence with a continuous column to the column's four cells: on
+a table whose incomes are set by one of 12 occupations, a small group's favourable rate was
+0.39 where its rows give 0.24.
+
+An edge from a cut feature to one read per value (``income → job``) is forbidden: the two
+directions score alike on the coded table, but the fitted network keeps a child per parent
+cell, so ``income → job`` keeps which job goes with which income only per income quartile,
+while ``job → income`` fits each job's incomes whole. On a table whose incomes depend on the
+job, a learned ``income → job`` made a small group's favourable rate 0.49 where its rows give
+0.29.
 
 The structure is searched by pgmpy's hill climbing (``pgmpy.causal_discovery.HillClimbSearch``)
 with pgmpy's BIC score of the coded table (its formula, ``LL − ½ log(N) · q · (r − 1)``, with
@@ -22,8 +33,10 @@ a ``protected`` feature (the audit's protected attribute) the search keeps it a 
 *requires* the edge protected → feature for every other feature, so that each feature's
 distribution is fitted per protected group: the dependence through which a model that never
 reads the protected attribute can still discriminate is never cut. The protected parent
-comes on top of the learned ones, so a node has at most ``MAX_PARENTS + 1`` parents and at
-most ``MAX_PARENT_CELLS ** (MAX_PARENTS + 1)`` table rows.
+comes on top of the learned ones, so a node has at most ``MAX_PARENTS + 1`` parents; a node
+read per value has at most ``MAX_PARENT_CELLS ** (MAX_PARENTS + 1)`` table rows, a node cut
+into cells more when a parent is a category of more than ``MAX_PARENT_CELLS`` values (the
+BIC penalty grows with the rows, so such a parent is taken only where the data supports it).
 """
 
 from __future__ import annotations
@@ -103,6 +116,17 @@ def _counting_bic(table: pd.DataFrame, coded: dict[int, np.ndarray]) -> Any:
     return CountingBIC(table)
 
 
+def _coarsens(parent: str, child: str, bins: dict[str, list[float]], cells: dict[str, int]
+              ) -> bool:
+    """Whether the edge ``parent → child`` would hold their dependence only through the
+    parent's cut points while the reverse edge holds it whole: the parent is cut
+    (``bins``) and the child is read per value (no cut points) and may be a parent. Both
+    directions score alike on the coded table, but the fitted network keeps a child per
+    parent *cell*: ``job → income`` fits the income of every job, ``income → job`` only the
+    jobs of four income quartiles (within a quartile, which job an income goes with is lost)."""
+    return parent in bins and child not in bins and cells[child] <= MAX_PARENT_CELLS
+
+
 def learn_structure(frame: pd.DataFrame, features: list[Feature],
                     protected: str | None = None) -> LearnedStructure:
     """The structure of the module docstring, learned from ``frame``'s rows. ``protected``
@@ -134,7 +158,9 @@ def learn_structure(frame: pd.DataFrame, features: list[Feature],
     by_node = {node[name]: np.unique(codes, return_inverse=True)[1]
                for name, codes in coded.items()}
     forbidden = [(node[a], node[b]) for a in names for b in names
-                 if a != b and ((cells[a] > MAX_PARENT_CELLS and a != protected) or b == protected)]
+                 if a != b and ((cells[a] > MAX_PARENT_CELLS and a != protected and b not in bins)
+                                or b == protected
+                                or _coarsens(a, b, bins, cells))]
     required = [(node[protected], node[b]) for b in names
                 if protected is not None and b != protected]
     if len(names) > 1:
