@@ -4,16 +4,20 @@ ratio, and a valid file must be audited, not refused."""
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from verifier.audits.binding import bind
+from verifier.audits.population_fit import check_population_fits
 from verifier.audits.demographic_parity import demographic_parity_audit
 from verifier.convert.json_format import network_from_json
 from verifier.population import population_from_json
-from verifier.pv import PVSettings
+from verifier.pv import PVSettings, population_domain
+from verifier.pv.engine import ProbabilityBranchAndBound
+from verifier.spec import demographic_parity
 
 
 def _audit(population: dict[str, Any], network: dict[str, Any], gamma: float,
@@ -147,3 +151,39 @@ def test_pv_on_a_row_mixing_a_point_with_a_table_reaches_the_exact_ratio() -> No
         assert _holds(certificate.bounds["value"], ratio)
     assert below.verdict == "satisfied"
     assert above.verdict == "violated"
+
+
+def test_a_split_between_adjacent_floats_leaves_no_empty_child() -> None:
+    """A column with an atom beside a density (a point in a mixture with a normal) is cut at
+    ``[lo, cut]`` and ``[next float after cut, hi]``. On a box one float wide whose midpoint
+    rounds up to ``hi`` the right child was ``[next(hi), hi]``, empty, and CROWN refused it
+    ("empty box: lower > upper"), stopping the audit (a mixture of products reached such a
+    box in a normal's far tail). The two children must be boxes that cover both floats."""
+    population = population_from_json({
+        "format": "certgate.population/v1",
+        "features": [{"name": "s", "kind": "binary"}, {"name": "x", "kind": "continuous"}],
+        "distribution": {"kind": "product", "factors": [
+            {"columns": ["s"], "distribution":
+                {"kind": "discrete", "values": [0, 1], "probabilities": [0.5, 0.5]}},
+            {"columns": ["x"], "distribution": {"kind": "mixture", "weights": [0.5, 0.5],
+             "components": [{"kind": "point", "value": 0.1},
+                            {"kind": "normal", "mean": 0.0, "std": 1.0}]}}]}})
+    network = network_from_json({
+        "inputs": ["s", "x"], "outputs": ["logit"],
+        "layers": [{"weight": [[1.0, 1.0]], "bias": [0.0], "activation": "relu"},
+                   {"weight": [[1.0]], "bias": [-0.5], "activation": "none"}]}).as_classifier()
+    names = check_population_fits(network, population)
+    spec = demographic_parity(names, protected="s", privileged=1, favorable_class=1, gamma=0.8)
+    masses, domain = population_domain(population)
+    splitter = ProbabilityBranchAndBound(network, spec, masses, domain,
+                                         PVSettings()).splitter
+    assert not domain.atomless[1] and not domain.integer[1]
+    low = math.nextafter(1.0, 2.0)                      # an odd last bit:
+    high = math.nextafter(low, 2.0)                     # the midpoint rounds up to high
+    assert (low + high) / 2 == high
+    lo, hi = np.array([[0.0, low]]), np.array([[1.0, high]])
+    left_lo, left_hi, right_lo, right_hi = splitter.children(
+        lo, hi, np.array([1]), np.zeros_like(lo))
+    assert (left_lo <= left_hi).all() and (right_lo <= right_hi).all()
+    assert left_lo[0, 1] == low and right_hi[0, 1] == high
+    assert left_hi[0, 1] < right_lo[0, 1]
