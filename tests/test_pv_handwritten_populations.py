@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from verifier.audits.binding import bind
-from verifier.audits.population_fit import check_population_fits
 from verifier.audits.demographic_parity import demographic_parity_audit
+from verifier.audits.population_fit import check_population_fits
 from verifier.convert.json_format import network_from_json
 from verifier.population import population_from_json
 from verifier.pv import PVSettings, population_domain
