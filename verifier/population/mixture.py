@@ -122,6 +122,20 @@ class Mixture(Distribution):
         flags = [self._placed(k, self.components[k].integer_columns()) for k in self._active]
         return np.all(flags, axis=0)
 
+    @property
+    def atomless(self) -> bool:
+        """No point masses in any column (every active component atomless there), as a
+        marginal's :attr:`~verifier.population.distributions.Marginal.atomless`."""
+        return bool(self.atomless_columns().all())
+
+    @property
+    def integer_valued(self) -> bool:
+        """All mass on integers in every column, as a marginal's
+        :attr:`~verifier.population.distributions.Marginal.integer_valued`: a CPT row that
+        mixes a point with a discrete table is then read as purely atomic, so an open gap
+        between its values gets no upper mass from the atoms at its ends."""
+        return bool(self.integer_columns().all())
+
     def column_atoms(self) -> list[np.ndarray | None]:
         return self._united("column_atoms")
 

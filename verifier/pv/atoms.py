@@ -23,7 +23,6 @@ from verifier.bounds import (
     pack_signs,
     unpack_signs,
 )
-from verifier.errors import CertgateInputError
 from verifier.exact_arith import exact_linear_value, exact_outputs, linear_form_bounds
 from verifier.network import Network
 from verifier.pv.events import TrackedEvents
@@ -357,29 +356,33 @@ class AtomBounds:
         with np.errstate(over="ignore"):  # a drive beyond float32's range orders as infinite
             return undecided_drive.max(axis=1).astype(np.float32), order.astype(np.float32)
 
-    def decide_points(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def decide_points(self, lo: np.ndarray, hi: np.ndarray, low: np.ndarray,
+                      high: np.ndarray) -> np.ndarray:
         """Every event's truth on boxes that are single points in every column that matters,
-        (B, events) in {−1, 1}.
+        (B, events) in {−1, 0, 1}; ``low``/``high``: the atoms' sound bounds on these boxes.
 
         Their bounds (with rounding margins) left some event undecided, so the atoms are
         evaluated exactly at the point in rational arithmetic (a tie such as ``y1 − y0 = 0``
         is then decided exactly). That is the model's real value only when the network IR
-        holds the model's own coefficients; for a folded IR (a normalisation merged into a
-        layer) a tie within its rounding cannot be decided and is reported as an error.
+        holds the model's own coefficients; for a folded IR (a normalisation or a coded
+        column's ``offset + step·k`` merged into a layer, rounding) an atom that reads the
+        outputs keeps the truth its bounds give, so a tie within the fold's rounding stays
+        unknown (0): the caller leaves such a point's mass uncredited.
         """
-        if self.reads_outputs.any() and self.network.folded:
-            raise CertgateInputError(
-                "a single-point box leaves an event undecided within the rounding of the "
-                "network's folded coefficients (a tie at a point of positive probability): "
-                "the event cannot be decided; move its threshold off the tie"
-            )
         atoms = self.tracked.atoms
         values = np.empty((lo.shape[0], len(atoms)), dtype=np.int8)
+        exact = ~(self.reads_outputs & self.network.folded)
+        for index, atom in enumerate(atoms):
+            if not exact[index]:
+                values[:, index] = atom_truth(atom, low[:, index], high[:, index])
+        evaluated = self.reads_outputs & exact
         for row, (box_lo, box_hi) in enumerate(zip(lo, hi, strict=True)):
             point = np.where(box_lo == box_hi, box_lo, np.where(
                 np.isfinite(box_lo), box_lo, np.where(np.isfinite(box_hi), box_hi, 0.0)))
-            outputs = exact_outputs(self.network, point) if self.reads_outputs.any() else []
+            outputs = exact_outputs(self.network, point) if evaluated.any() else []
             for index, atom in enumerate(atoms):
+                if not exact[index]:
+                    continue
                 value = exact_linear_value(
                     atom.output_coeffs, atom.input_coeffs, atom.constant, outputs, point
                 )

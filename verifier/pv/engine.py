@@ -278,7 +278,11 @@ class ProbabilityBranchAndBound:
         futures: list[Future] = []
         if points.any():
             decided = chosen.select(points)
-            decided.truth = self.atoms.decide_points(decided.lo, decided.hi)
+            decided.truth = self.atoms.decide_points(decided.lo, decided.hi, decided.low,
+                                                     decided.high)
+            # a point no exact reading decides (a tie within a folded network's rounding)
+            # cannot be refined: its mass stays uncredited, which widens the bounds
+            decided.pending = decided.pending & (decided.truth != 0)
             parts.append(lambda: decided)
         if small.any():
             boxes = chosen.select(small)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifier.numerics import down, up, up_array
+from verifier.numerics import down, down_array, up, up_array
 from verifier.population.distributions import Categorical
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes
@@ -168,6 +168,9 @@ class Splitter:
             cut[chosen] = self.quantiles.split_points(int(column), low[chosen], high[chosen])
         integer = self.domain.integer[dims]
         atomless = self.domain.atomless[dims]
+        # the right child of a column with atoms starts one float above the cut: a cut that
+        # rounds up to the box's upper end (a box one float wide) would leave it empty
+        cut = np.where(integer | atomless, cut, np.minimum(cut, down_array(high)))
         left_cut = np.where(integer, np.floor(cut), cut)
         right_cut = np.where(
             integer, np.floor(cut) + 1.0, np.where(atomless, cut, up_array(cut))
