@@ -5,6 +5,8 @@ both refuse the same input with the same :class:`~verifier.wmi.encode.WMIInputEr
 
 from __future__ import annotations
 
+import math
+
 from verifier.wmi.encode import WMIInputError
 
 
@@ -42,3 +44,14 @@ def check_noise_kind(name: str, discrete_column: bool, discrete_noise: bool) -> 
     if discrete_column and not discrete_noise:
         raise WMIInputError(f"noise on column {name!r} needs a continuous column or a "
                             "discrete noise distribution; it is discrete")
+
+
+def check_uniform_support(name: str, lower: float, upper: float) -> None:
+    """Refuse a column (named ``name``) whose support ``[lower, upper]`` carries no uniform
+    density: an unbounded side, or a single point (``use_prior`` false spreads the column
+    uniformly over its support)."""
+    if not (math.isfinite(lower) and math.isfinite(upper)):
+        raise WMIInputError(f"use_prior false needs a bounded support, but column "
+                            f"{name!r} has support [{lower:g}, {upper:g}]")
+    if not lower < upper:
+        raise WMIInputError(f"column {name!r} has a single-point support")

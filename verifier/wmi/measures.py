@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from verifier.numerics import EPS, down, scaled_down, scaled_up, up
+from verifier.wmi.arguments import check_uniform_support
 from verifier.wmi.encode import WMIInputError
 
 POINT_BATCH = 8192
@@ -200,11 +201,7 @@ class SupportUniform:
                 self.parts.append(_Part((j,), "values", values))
                 atoms[j] = values
                 continue
-            if not (np.isfinite(lower[j]) and np.isfinite(upper[j])):
-                raise WMIInputError(f"use_prior false needs a bounded support, but column "
-                                    f"{names[j]!r} has support [{lower[j]:g}, {upper[j]:g}]")
-            if not lower[j] < upper[j]:
-                raise WMIInputError(f"column {names[j]!r} has a single-point support")
+            check_uniform_support(names[j], float(lower[j]), float(upper[j]))
             self.parts.append(_Part((j,), "interval", np.array([lower[j], upper[j]])))
         self._atoms = atoms
         self._integer = integer.copy()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from verifier.wmi import branched
-from verifier.wmi.arguments import check_feature, check_ordered_feature
+from verifier.wmi.arguments import check_feature, check_ordered_feature, check_uniform_support
 from verifier.wmi.encode import Decrease, LostFavorable, WeightPiece, WMIInputError
 from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult
 from verifier.wmi.polynomial import constant
@@ -123,11 +123,7 @@ def uniform_terms(prior: Prior, termset: TermSet) -> TermSet:
     for j in range(termset.dimension):
         if j in discrete:
             continue
-        if not (math.isfinite(lower[j]) and math.isfinite(upper[j])):
-            raise WMIInputError(f"use_prior false needs a bounded support, but column "
-                                f"{termset.name(j)!r} has support [{lower[j]:g}, {upper[j]:g}]")
-        if not lower[j] < upper[j]:
-            raise WMIInputError(f"column {termset.name(j)!r} has a single-point support")
+        check_uniform_support(termset.name(j), float(lower[j]), float(upper[j]))
         height = 1.0 / (float(upper[j]) - float(lower[j]))
         pieces.append(PolyFactor((j,), (WeightPiece(np.array([lower[j]]), np.array([upper[j]]),
                                                     constant(height, 1)),)))
