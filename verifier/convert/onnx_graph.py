@@ -123,8 +123,8 @@ def _gemm(walk: _Walk) -> _Data:
         bias_array = _float(walk.constant(2, "C"))
         if bias_array.size not in (1, weight.shape[0]):
             raise NetworkError(f"{walk.where}: C of shape {bias_array.shape} is not per-feature")
-        bias = beta * np.broadcast_to(bias_array.reshape(-1), (weight.shape[0],))
-    walk.chain.linear_last_dim(alpha * weight, bias)
+        bias = np.broadcast_to(bias_array.reshape(-1), (weight.shape[0],))
+    walk.chain.linear_last_dim(weight, bias, alpha, beta)
     return walk.advance()
 
 
@@ -179,7 +179,7 @@ def _div(walk: _Walk) -> _Data:
         raise NetworkError(f"{walk.where}: dividing by the data tensor is not affine")
     if np.any(constant == 0):
         raise NetworkError(f"{walk.where}: division by zero")
-    walk.chain.elementwise(1.0 / constant, 0.0)
+    walk.chain.divide(constant)
     return walk.advance()
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.fx
 
-from verifier.convert.affine_chain import AffineChain
+from verifier.convert.affine_chain import AffineChain, computed_magnitudes, exact_product
 from verifier.convert.torch_layers import apply_module, check_against_module, flatten_features
 from verifier.convert.unsupported import PRODUCT_HINT, operator_hint
 from verifier.network import HeadName, Network, NetworkError
@@ -133,7 +133,7 @@ def _addmm(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
         raise NetworkError(
             f"node {walk.node.name!r}: addmm needs a 2-D weight and a per-feature bias"
         )
-    walk.chain.linear_last_dim(alpha * weight.T, beta * bias.reshape(-1))
+    walk.chain.linear_last_dim(weight.T, bias.reshape(-1), alpha, beta)
     return walk.advance()
 
 
@@ -147,7 +147,8 @@ def _add(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool, sign: float = 1.
         )
     if isinstance(left, _Data):
         walk.take(left)
-        walk.chain.elementwise(1.0, sign * alpha * _constant(right, "added constant"))
+        shift, exact = exact_product(sign * alpha, _constant(right, "added constant"))
+        walk.chain.elementwise(1.0, shift, None, computed_magnitudes(shift, exact))
     else:
         walk.take(right)
         walk.chain.elementwise(sign * alpha, _constant(left, "added constant"))
@@ -179,7 +180,7 @@ def _div(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     divisor = _constant(args[1], "divisor")
     if np.any(divisor == 0):
         raise NetworkError(f"node {walk.node.name!r}: division by zero")
-    walk.chain.elementwise(1.0 / divisor, 0.0)
+    walk.chain.divide(divisor)
     return walk.advance()
 
 
