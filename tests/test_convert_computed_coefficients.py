@@ -26,7 +26,7 @@ from verifier.causal import CausalSettings, build_problem, certify_causal_fairne
 from verifier.convert.onnx_graph import from_onnx
 from verifier.convert.torch_module import from_torch
 from verifier.exact_arith import exact_outputs
-from verifier.network import Network
+from verifier.network import Network, NetworkError
 
 Oracle = Callable[[list[Fraction]], list[Fraction]]
 
@@ -99,9 +99,14 @@ def _division_networks() -> dict[str, Network]:
     onnx_model = _onnx([divide, gemm], {"d": np.array([5.0, 1.0]),
                                         "W": np.array([[1.0, -1.0]])}, 2,
                        elem=TensorProto.FLOAT)
+    reciprocal = _onnx([helper.make_node("Reciprocal", ["d"], ["r"]),
+                        helper.make_node("Mul", ["x", "r"], ["h"]), gemm],
+                       {"d": np.array([5.0, 1.0]), "W": np.array([[1.0, -1.0]])}, 2,
+                       elem=TensorProto.FLOAT)
     return {
         "torch.export x / 5": from_torch(_Divide(5.0).eval(), input_shape=(2,)),
         "ONNX Div by 5": from_onnx(onnx_model),
+        "ONNX Mul by a folded Reciprocal(5)": from_onnx(reciprocal),
         "BatchNorm1d, variance 25": from_torch(_batch_norm(25.0)),
     }
 
@@ -192,3 +197,33 @@ def test_consecutive_leaky_relus_keep_the_real_slope(first: float, second: float
         return [x[0] if x[0] >= 0 else Fraction(first) * Fraction(second) * x[0]]
 
     _assert_real_or_flagged(network, oracle, [[-1.0], [-3.0], [0.0], [2.0]])
+
+
+def test_folded_constants_are_read_at_their_real_value() -> None:
+    """A constant the graph computes by rational arithmetic is its exact value rounded, and
+    marked unless float64 holds it (``0.1·0.1`` is marked, ``2·0.1`` is not); one it copies
+    (``Identity``, a ``Cast``, which rounds as the operator defines) is the model's own; one
+    computed otherwise (``Sqrt``) is refused naming the node, and so is a computed PReLU slope
+    that float64 cannot hold, which the IR has no magnitude to mark."""
+    def graph(*nodes: object) -> Network:
+        return from_onnx(_onnx([*nodes, helper.make_node("Mul", ["x", "c"], ["y"])],
+                               {"k": np.array([2.0, 0.1]), "two": np.array([2.0, 2.0])}, 2))
+
+    squared = graph(helper.make_node("Mul", ["k", "k"], ["c"]))
+    assert squared.folded
+    assert squared.layers[0].weight[1, 1] == float(Fraction(0.1) ** 2)
+    assert not graph(helper.make_node("Mul", ["k", "two"], ["c"])).folded
+    assert not graph(helper.make_node("Identity", ["k"], ["c"])).folded
+    assert not graph(helper.make_node("Cast", ["k"], ["f"], to=TensorProto.FLOAT),
+                     helper.make_node("Cast", ["f"], ["c"], to=TensorProto.DOUBLE)).folded
+    with pytest.raises(NetworkError, match="computed from constants by Sqrt node 'root'"):
+        graph(helper.make_node("Sqrt", ["k"], ["c"], name="root"))
+    for divisor, refused in ((4.0, False), (3.0, True)):
+        model = _onnx([helper.make_node("Reciprocal", ["d"], ["c"]),
+                       helper.make_node("PRelu", ["x", "c"], ["y"], name="leaky")],
+                      {"d": np.array([divisor, divisor])}, 2)
+        if refused:
+            with pytest.raises(NetworkError, match="'leaky'.*slope is computed in float"):
+                from_onnx(model)
+        else:
+            assert not from_onnx(model).folded

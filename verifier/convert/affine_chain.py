@@ -71,14 +71,14 @@ def _batch_norm_exact(mean: np.ndarray, variance: np.ndarray, gain: np.ndarray, 
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Per channel, in rationals: whether ``scale`` is the real ``gain / sqrt(variance + eps)``
     (same sign, and ``scale²·(variance + eps) = gain²``) and ``shift`` the real
-    ``beta − mean·scale`` (only where the scale is)."""
+    ``beta − mean·scale`` (where the scale is, or the mean is 0)."""
     scale_exact = np.zeros(scale.shape, dtype=bool)
     shift_exact = np.zeros(shift.shape, dtype=bool)
     for c in range(scale.size):
         s, g = Fraction(float(scale[c])), Fraction(float(gain[c]))
         scale_exact[c] = (s > 0) == (g > 0) and s * s * (Fraction(float(variance[c]))
                                                         + Fraction(eps)) == g * g
-        shift_exact[c] = scale_exact[c] and Fraction(float(shift[c])) == (
+        shift_exact[c] = (scale_exact[c] or mean[c] == 0.0) and Fraction(float(shift[c])) == (
             Fraction(float(beta[c])) - Fraction(float(mean[c])) * s)
     return scale_exact, shift_exact
 
@@ -171,12 +171,14 @@ class AffineChain:
         self._pending = step if self._pending is None else Layer(**fold_affine(step, self._pending))
 
     def linear_last_dim(self, weight: np.ndarray, bias: np.ndarray | None, alpha: float = 1.0,
-                        beta: float = 1.0) -> None:
+                        beta: float = 1.0, *, computed_weight: bool = False,
+                        computed_bias: bool = False) -> None:
         """``alpha·(h @ weight.T) + beta·bias`` over the last feature dimension
         (``torch.nn.Linear``, ``Gemm``, ``MatMul``, ``addmm``); ``weight`` is ``(out, in)``.
         Leading feature dimensions are kept, each slice mapped by the same weight. A product
-        ``alpha·weight`` or ``beta·bias`` that rounds in float64 is marked as computed
-        (:func:`computed_magnitudes`)."""
+        ``alpha·weight`` or ``beta·bias`` that rounds in float64, and every entry of a
+        ``computed_weight`` or ``computed_bias`` (the float result of other operations, not
+        the model's own constant), is marked as computed (:func:`computed_magnitudes`)."""
         weight = np.asarray(weight, dtype=np.float64)
         if weight.ndim != 2:
             raise NetworkError(f"linear weight must be 2-D, got shape {weight.shape}")
@@ -196,6 +198,8 @@ class AffineChain:
         )
         weight, weight_exact = exact_product(alpha, weight)
         bias_vector, bias_exact = exact_product(beta, bias_vector)
+        weight_exact &= not computed_weight
+        bias_exact &= not computed_bias
         weight_magnitude = computed_magnitudes(weight, weight_exact)
         bias_magnitude = computed_magnitudes(bias_vector, bias_exact)
         leading = math.prod(shape[:-1])
@@ -250,17 +254,18 @@ class AffineChain:
         self._then(Layer(np.diag(scale_vector), shift_vector.copy(),
                          weight_magnitude=np.diag(scale_size), bias_magnitude=shift_size))
 
-    def divide(self, divisor: np.ndarray | float) -> None:
+    def divide(self, divisor: np.ndarray | float, computed: bool = False) -> None:
         """``h ↦ h / divisor`` (broadcast as in :meth:`elementwise`): a multiplication by the
         float reciprocal, marked as computed (:func:`computed_magnitudes`) wherever the
         reciprocal is not the real one (every divisor but a power of two). ``h / 5`` is then
         never read as ``h·0.2000000000000000111``: at ``h = 5`` the model's real value is 1,
         the rounded reciprocal's is above it, and a tie such as ``h/5 − 1 = 0`` would change
-        class."""
+        class. A ``computed`` divisor (the float result of other operations) marks every
+        reciprocal."""
         divisor = np.asarray(divisor, dtype=np.float64)
         reciprocal = 1.0 / divisor
         product, exact = exact_product(reciprocal, divisor)
-        exact &= product == 1.0
+        exact &= (product == 1.0) & (not computed)
         self.elementwise(reciprocal, 0.0, computed_magnitudes(reciprocal, exact), 0.0)
 
     def channel_affine(self, scale: np.ndarray, shift: np.ndarray, what: str,
@@ -294,12 +299,15 @@ class AffineChain:
         bias: np.ndarray | None,
         eps: float,
         what: str,
+        computed: bool = False,
     ) -> None:
         """Inference-mode batch normalisation ``(h − mean)/sqrt(variance + eps)·weight + bias``
         folded into the pending affine map as ``scale·h + shift``. The float ``scale`` and
         ``shift`` are the real ones only where :func:`_batch_norm_exact` proves it (a square
         root is rarely rational); elsewhere they are marked as computed
-        (:func:`computed_magnitudes`: four roundings in the scale, two more in the shift)."""
+        (:func:`computed_magnitudes`: four roundings in the scale, two more in the shift),
+        and everywhere when a parameter is ``computed`` (the float result of other
+        operations)."""
         mean = np.asarray(mean, dtype=np.float64).reshape(-1)
         variance = np.asarray(variance, dtype=np.float64).reshape(-1)
         gain = np.ones_like(mean) if weight is None else np.asarray(weight, np.float64).reshape(-1)
@@ -310,6 +318,8 @@ class AffineChain:
         shift = beta - mean * scale
         scale_exact, shift_exact = _batch_norm_exact(mean, variance, gain, beta, eps, scale,
                                                      shift)
+        scale_exact &= not computed
+        shift_exact &= not computed
         scale_magnitude = computed_magnitudes(scale, scale_exact, roundings=4)
         shift_magnitude = computed_magnitudes(
             shift, shift_exact, np.abs(beta) + np.abs(mean) * scale_magnitude, roundings=6)
