@@ -223,7 +223,60 @@ def test_folded_constants_are_read_at_their_real_value() -> None:
                        helper.make_node("PRelu", ["x", "c"], ["y"], name="leaky")],
                       {"d": np.array([divisor, divisor])}, 2)
         if refused:
-            with pytest.raises(NetworkError, match="'leaky'.*slope is computed in float"):
+            with pytest.raises(NetworkError, match="'leaky': slope is computed from constants"):
                 from_onnx(model)
         else:
             assert not from_onnx(model).folded
+
+
+class _Standardise(torch.nn.Module):
+    """``linear(x / (scale + eps))`` with ``eps = [1e-12, 0]`` in float32 buffers: the graph
+    computes ``scale + eps``, which float32 rounds to 1 (``1 + 1e-12``)."""
+
+    def __init__(self, last: torch.nn.Module | None = None) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.tensor([1.0, 1.0]))
+        self.register_buffer("eps", torch.tensor([1e-12, 0.0]))
+        self.linear = torch.nn.Linear(2, 1)
+        with torch.no_grad():
+            self.linear.weight[:] = torch.tensor([[-1.0, 1.0]])
+            self.linear.bias[:] = 0.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x / (self.scale + self.eps))
+
+
+def test_a_divisor_computed_from_buffers_is_read_at_its_real_value() -> None:
+    """``s − x/(1 + ε)`` on ``x ∈ {0, 1, 2}``, ``s ∈ {0, 1}``: at ``x = 1`` the model's value
+    is ``s − 1/(1 + ε)``, class 1 at ``s = 1`` and 0 at ``s = 0`` (biased); the float32 fold
+    made it ``s − 1``, a tie at ``s = 1`` (class 0), and the certificate said 1/3 where the
+    truth is 2/3."""
+    eps = Fraction(float(np.float32(1e-12)))
+
+    def oracle(x: list[Fraction]) -> list[Fraction]:
+        return [x[1] - x[0] / (1 + eps)]
+
+    network = from_torch(_Standardise().eval(), input_shape=(2,))
+    _assert_real_or_flagged(network, oracle, [[x, s] for x in range(3) for s in (0, 1)])
+    truth = Fraction(sum(len({oracle([Fraction(x), Fraction(s)])[0] > 0 for s in (0, 1)}) > 1
+                         for x in range(3)), 3)
+    assert truth == Fraction(2, 3)
+    problem = build_problem(network.renamed(input_names=["x", "s"]), ["s"], integer_inputs="all",
+                            domain={"x": (0, 2), "s": (0, 1)})
+    low, high = certify_causal_fairness(problem, CausalSettings(timeout_s=10.0)
+                                        ).bounds["biased_share"]
+    assert low <= truth <= high
+
+
+class _Root(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("variance", torch.tensor([2.0, 1.0]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x / torch.sqrt(self.variance)).sum(dim=1, keepdim=True)
+
+
+def test_a_square_root_of_a_buffer_is_refused_by_name() -> None:
+    with pytest.raises(NetworkError, match="computed from constants by sqrt node"):
+        from_torch(_Root().eval(), input_shape=(2,))

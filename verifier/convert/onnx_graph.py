@@ -23,7 +23,6 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,12 @@ from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
 from verifier.convert.affine_chain import AffineChain, computed_magnitudes
+from verifier.convert.constant_folding import (
+    Computed,
+    Unreadable,
+    computed_refusal,
+    rational_result,
+)
 from verifier.convert.self_check import assert_agrees
 from verifier.convert.unsupported import PRODUCT_HINT, operator_hint
 from verifier.network import Network, NetworkError
@@ -58,13 +63,13 @@ class _Walk:
     node: onnx.NodeProto
     opset: int
     values: dict[str, Any]
-    rational: dict[str, np.ndarray] = field(default_factory=dict)
-    """Exact values (``Fraction`` arrays) of the float constants the graph computes from
-    others by rational arithmetic where float64 cannot hold them (:func:`_fold_constants`):
-    their float values in :attr:`values` are rounded stand-ins, marked wherever used."""
-    unreadable: dict[str, str] = field(default_factory=dict)
+    rational: dict[str, Computed] = field(default_factory=dict)
+    """The float constants the graph computes from others by rational arithmetic where
+    float64 cannot hold them (:func:`_fold_constants`): their float values in :attr:`values`
+    are rounded stand-ins, marked wherever used."""
+    unreadable: dict[str, Unreadable] = field(default_factory=dict)
     """Float constants computed by other operators (a square root, a copy of a computed
-    constant): the node that computed each, refused wherever read."""
+    constant), refused wherever read."""
 
     @property
     def where(self) -> str:
@@ -78,11 +83,7 @@ class _Walk:
         if name not in self.values:
             raise NetworkError(f"{self.where}: input {name!r} is not computed by the graph")
         if name in self.unreadable:
-            raise NetworkError(
-                f"{self.where}: input {name!r} is computed from constants by "
-                f"{self.unreadable[name]}, whose real value is not a float certgate can bound; "
-                "give it as an initializer (export with constant folding)"
-            )
+            raise self.unreadable[name].refusal(f"{self.where}: input {name!r}")
         return self.values[name]
 
     def constant(self, index: int, what: str) -> np.ndarray:
@@ -100,11 +101,7 @@ class _Walk:
         """:meth:`constant`, refused when computed: for a slope or a clamp bound, which the
         IR holds without a magnitude to mark a rounded value with."""
         if self.is_computed(index):
-            raise NetworkError(
-                f"{self.where}: {what} is computed in float from other constants, so the model's "
-                "real value need not be a float; give it as an initializer (export with "
-                "constant folding)"
-            )
+            raise computed_refusal(f"{self.where}: {what}")
         return self.constant(index, what)
 
     def take(self, value: Any) -> None:
@@ -522,53 +519,27 @@ COPYING_OPERATORS = frozenset({
 """Operators whose outputs are their inputs' values copied (or, for ``Cast``, rounded as the
 operator defines): on the model's own constants they give its own constants."""
 
-RATIONAL_OPERATORS: dict[str, Callable[..., np.ndarray]] = {
-    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
-    "Neg": np.negative, "Reciprocal": lambda value: 1 / value,
-}
-"""Operators on constants whose real results certgate computes exactly, in ``Fraction``."""
-
-
 def _fold_constants(walk: _Walk, node: onnx.NodeProto, inputs: list[Any], opset: int) -> None:
     """Fold a node whose inputs are all constants into :attr:`_Walk.values`, keeping what a
-    float constant is in real arithmetic: a copy of the model's own constants is its own; a
-    rational operator's result is computed exactly (the float value correctly rounded, the
-    exact one kept in :attr:`_Walk.rational` where they differ); any other float result, and
-    a copy of a computed constant, is :attr:`_Walk.unreadable`."""
+    float constant is in real arithmetic (:mod:`verifier.convert.constant_folding`): a copy of
+    the model's own constants is its own; a rational operator's result is exact (kept in
+    :attr:`_Walk.rational` where float64 cannot hold it); any other float result, and a copy
+    of a computed constant, is :attr:`_Walk.unreadable`."""
     names = [name for name in node.input if name]
     reads_computed = any(name in walk.rational for name in names)
     for name, value in zip(node.output, _fold(node, inputs, opset), strict=False):
         walk.values[name] = np.asarray(value)
         if walk.values[name].dtype.kind != "f":
             continue
-        exact = _rational_fold(walk, node, names)
-        if exact is not None:
-            rounded = np.vectorize(float, otypes=[np.float64])(exact)
-            walk.values[name] = rounded
-            if any(Fraction(float(v)) != e for v, e in zip(rounded.flat, exact.flat, strict=True)):
-                walk.rational[name] = exact
+        exact = rational_result(node.op_type.lower(), [
+            walk.rational.get(source, walk.values[source]) for source in names])
+        if isinstance(exact, Computed):
+            walk.values[name], walk.rational[name] = exact.value, exact
+        elif exact is not None:
+            walk.values[name] = exact
         elif reads_computed or node.op_type not in COPYING_OPERATORS:
-            walk.unreadable[name] = f"{node.op_type} node {node.name or node.output[0]!r}"
-
-
-def _rational_fold(walk: _Walk, node: onnx.NodeProto, names: list[str]) -> np.ndarray | None:
-    """The exact result of a rational operator on constants (``Fraction`` array), or ``None``
-    for another operator, a non-numeric input or a division by zero."""
-    operator = RATIONAL_OPERATORS.get(node.op_type)
-    if operator is None or any(walk.values[source].dtype.kind not in "fiub"
-                               or source in walk.unreadable for source in names):
-        return None
-    try:
-        return np.asarray(operator(*(walk.rational.get(source, _fractions(walk.values[source]))
-                                     for source in names)), dtype=object)
-    except ZeroDivisionError:
-        return None
-
-
-def _fractions(values: np.ndarray) -> np.ndarray:
-    """The exact values of a numeric array, as an array of ``Fraction``."""
-    return np.vectorize(lambda v: Fraction(v.item() if hasattr(v, "item") else v),
-                        otypes=[object])(np.asarray(values))
+            walk.unreadable[name] = Unreadable(
+                f"{node.op_type} node {node.name or node.output[0]!r}", walk.values[name])
 
 
 def _names(model: onnx.ModelProto, key: str, count: int, tensor: str) -> list[str]:
