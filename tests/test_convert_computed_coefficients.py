@@ -201,10 +201,11 @@ def test_consecutive_leaky_relus_keep_the_real_slope(first: float, second: float
 
 def test_folded_constants_are_read_at_their_real_value() -> None:
     """A constant the graph computes by rational arithmetic is its exact value rounded, and
-    marked unless float64 holds it (``0.1·0.1`` is marked, ``2·0.1`` is not); one it copies
-    (``Identity``, a ``Cast``, which rounds as the operator defines) is the model's own; one
-    computed otherwise (``Sqrt``) is refused naming the node, and so is a computed PReLU slope
-    that float64 cannot hold, which the IR has no magnitude to mark."""
+    marked unless float64 holds it (``0.1·0.1`` is marked, ``2·0.1`` is not); a square root
+    is marked; one it copies (``Identity``, a ``Cast``, which rounds as the operator defines)
+    is the model's own; one computed otherwise (``Exp``) is refused naming the node, and so
+    is a computed PReLU slope that float64 cannot hold, which the IR has no magnitude to
+    mark."""
     def graph(*nodes: object) -> Network:
         return from_onnx(_onnx([*nodes, helper.make_node("Mul", ["x", "c"], ["y"])],
                                {"k": np.array([2.0, 0.1]), "two": np.array([2.0, 2.0])}, 2))
@@ -216,8 +217,9 @@ def test_folded_constants_are_read_at_their_real_value() -> None:
     assert not graph(helper.make_node("Identity", ["k"], ["c"])).folded
     assert not graph(helper.make_node("Cast", ["k"], ["f"], to=TensorProto.FLOAT),
                      helper.make_node("Cast", ["f"], ["c"], to=TensorProto.DOUBLE)).folded
-    with pytest.raises(NetworkError, match="computed from constants by Sqrt node 'root'"):
-        graph(helper.make_node("Sqrt", ["k"], ["c"], name="root"))
+    assert graph(helper.make_node("Sqrt", ["k"], ["c"])).folded
+    with pytest.raises(NetworkError, match="computed from constants by Exp node 'power'"):
+        graph(helper.make_node("Exp", ["k"], ["c"], name="power"))
     for divisor, refused in ((4.0, False), (3.0, True)):
         model = _onnx([helper.make_node("Reciprocal", ["d"], ["c"]),
                        helper.make_node("PRelu", ["x", "c"], ["y"], name="leaky")],
@@ -269,14 +271,33 @@ def test_a_divisor_computed_from_buffers_is_read_at_its_real_value() -> None:
 
 
 class _Root(torch.nn.Module):
-    def __init__(self) -> None:
+    """``linear(x / sqrt(variance))`` (float32 buffer ``[2, 1]``), or ``exp`` in its place."""
+
+    def __init__(self, function: str = "sqrt") -> None:
         super().__init__()
+        self.function = function
         self.register_buffer("variance", torch.tensor([2.0, 1.0]))
+        self.linear = torch.nn.Linear(2, 1)
+        with torch.no_grad():
+            self.linear.weight[:] = torch.tensor([[1.0, 0.0]])
+            self.linear.bias[:] = 0.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x / torch.sqrt(self.variance)).sum(dim=1, keepdim=True)
+        return self.linear(x / getattr(torch, self.function)(self.variance))
 
 
-def test_a_square_root_of_a_buffer_is_refused_by_name() -> None:
-    with pytest.raises(NetworkError, match="computed from constants by sqrt node"):
-        from_torch(_Root().eval(), input_shape=(2,))
+def test_a_square_root_of_a_buffer_is_bounded_at_its_real_value() -> None:
+    """``x / √2`` is irrational at ``x = 1``: the IR is flagged and its bounds at the point
+    hold ``1/√2`` (checked by squares in ``Fraction``). Main folded ``√2`` in float32, 2·10⁻⁸
+    off, and its self-check refused the model. An ``exp`` of a buffer is refused by name."""
+    from verifier.bounds import compute_bounds
+
+    network = from_torch(_Root().eval(), input_shape=(2,))
+    assert network.folded
+    point = np.array([[1.0, 0.0]])
+    result = compute_bounds(network, point, point, method="ibp")
+    low, high = Fraction(float(result.lower[0, 0])), Fraction(float(result.upper[0, 0]))
+    assert 0 < low and low * low <= Fraction(1, 2) <= high * high
+    assert float(high - low) < 1e-8
+    with pytest.raises(NetworkError, match="computed from constants by exp node"):
+        from_torch(_Root("exp").eval(), input_shape=(2,))

@@ -36,7 +36,7 @@ from verifier.convert.constant_folding import (
     Computed,
     Unreadable,
     computed_refusal,
-    rational_result,
+    folded_result,
 )
 from verifier.convert.self_check import assert_agrees
 from verifier.convert.unsupported import PRODUCT_HINT, operator_hint
@@ -63,8 +63,8 @@ class _Walk:
     node: onnx.NodeProto
     opset: int
     values: dict[str, Any]
-    rational: dict[str, Computed] = field(default_factory=dict)
-    """The float constants the graph computes from others by rational arithmetic where
+    computed: dict[str, Computed] = field(default_factory=dict)
+    """The float constants the graph computes from others (rational arithmetic, roots) where
     float64 cannot hold them (:func:`_fold_constants`): their float values in :attr:`values`
     are rounded stand-ins, marked wherever used."""
     unreadable: dict[str, Unreadable] = field(default_factory=dict)
@@ -94,8 +94,8 @@ class _Walk:
 
     def is_computed(self, index: int) -> bool:
         """Whether input ``index`` is a float constant whose float value rounds the real value
-        the graph computes (:attr:`rational`)."""
-        return index < len(self.node.input) and self.node.input[index] in self.rational
+        the graph computes (:attr:`computed`)."""
+        return index < len(self.node.input) and self.node.input[index] in self.computed
 
     def own_constant(self, index: int, what: str) -> np.ndarray:
         """:meth:`constant`, refused when computed: for a slope or a clamp bound, which the
@@ -522,19 +522,19 @@ operator defines): on the model's own constants they give its own constants."""
 def _fold_constants(walk: _Walk, node: onnx.NodeProto, inputs: list[Any], opset: int) -> None:
     """Fold a node whose inputs are all constants into :attr:`_Walk.values`, keeping what a
     float constant is in real arithmetic (:mod:`verifier.convert.constant_folding`): a copy of
-    the model's own constants is its own; a rational operator's result is exact (kept in
-    :attr:`_Walk.rational` where float64 cannot hold it); any other float result, and a copy
-    of a computed constant, is :attr:`_Walk.unreadable`."""
+    the model's own constants is its own; a rational operator's result is exact and a root's
+    within three roundings (kept in :attr:`_Walk.computed` where float64 cannot hold it); any
+    other float result, and a copy of a computed constant, is :attr:`_Walk.unreadable`."""
     names = [name for name in node.input if name]
-    reads_computed = any(name in walk.rational for name in names)
+    reads_computed = any(name in walk.computed for name in names)
     for name, value in zip(node.output, _fold(node, inputs, opset), strict=False):
         walk.values[name] = np.asarray(value)
         if walk.values[name].dtype.kind != "f":
             continue
-        exact = rational_result(node.op_type.lower(), [
-            walk.rational.get(source, walk.values[source]) for source in names])
+        exact = folded_result(node.op_type.lower(), [
+            walk.computed.get(source, walk.values[source]) for source in names])
         if isinstance(exact, Computed):
-            walk.values[name], walk.rational[name] = exact.value, exact
+            walk.values[name], walk.computed[name] = exact.value, exact
         elif exact is not None:
             walk.values[name] = exact
         elif reads_computed or node.op_type not in COPYING_OPERATORS:

@@ -29,6 +29,7 @@ from verifier.convert.constant_folding import (
     Computed,
     Unreadable,
     computed_refusal,
+    folded_result,
     rational_result,
 )
 from verifier.convert.torch_layers import apply_module, check_against_module, flatten_features
@@ -538,15 +539,15 @@ COPYING_OPERATIONS = frozenset({
 """Operations whose float results copy their inputs' values (or, for a dtype conversion,
 round them as the operation defines): on the model's own constants they give its own."""
 
-_RATIONAL_NAMES = {"truediv": "div", "div": "div", "add": "add", "sub": "sub", "mul": "mul",
-                   "neg": "neg", "reciprocal": "reciprocal"}
+_FOLDED_NAMES = {"truediv": "div", "div": "div", "add": "add", "sub": "sub", "mul": "mul",
+                 "neg": "neg", "reciprocal": "reciprocal", "sqrt": "sqrt", "rsqrt": "rsqrt"}
 
 
 def _fold(node: torch.fx.Node, name: str, args: tuple, kwargs: dict) -> Any:
     """Evaluate a node on constants, keeping what a float result is in real arithmetic
-    (:mod:`verifier.convert.constant_folding`): exact for a rational operation
-    (:class:`Computed` where float64 cannot hold it), the graph's own for a copy of its own
-    constants, :class:`Unreadable` otherwise."""
+    (:mod:`verifier.convert.constant_folding`): exact for a rational operation and a float64
+    stand-in for a square root (:class:`Computed` where float64 cannot hold it), the graph's
+    own for a copy of its own constants, :class:`Unreadable` otherwise."""
     if _contains((args, kwargs), BATCH):
         raise NetworkError(f"node {node.name!r} ({node.target}) computes with the batch size")
     if not _foldable(node):
@@ -560,7 +561,7 @@ def _fold(node: torch.fx.Node, name: str, args: tuple, kwargs: dict) -> Any:
     if not (isinstance(result, float) or (isinstance(result, torch.Tensor)
                                           and result.is_floating_point())):
         return result
-    exact = _rational(name, args, kwargs)
+    exact = _exact_fold(name, args, kwargs)
     if isinstance(exact, Computed):
         return exact
     if exact is not None:
@@ -578,10 +579,10 @@ def _plain(value: Any) -> Any:
     return value.value if isinstance(value, Unreadable) else value
 
 
-def _rational(name: str, args: tuple, kwargs: dict) -> Any:
-    """:func:`~verifier.convert.constant_folding.rational_result` of an fx arithmetic
+def _exact_fold(name: str, args: tuple, kwargs: dict) -> Any:
+    """:func:`~verifier.convert.constant_folding.folded_result` of an fx arithmetic
     operation (``add``/``sub``'s ``alpha`` included, ``rsub`` reversed), or ``None``."""
-    operator_name = _RATIONAL_NAMES.get("sub" if name == "rsub" else name)
+    operator_name = _FOLDED_NAMES.get("sub" if name == "rsub" else name)
     if operator_name is None or kwargs.get("rounding_mode") is not None or (
             set(kwargs) - {"alpha"}):
         return None
@@ -590,7 +591,7 @@ def _rational(name: str, args: tuple, kwargs: dict) -> Any:
         operands[1] = rational_result("mul", [kwargs["alpha"], operands[1]])
         if operands[1] is None:
             return None
-    return rational_result(operator_name, operands)
+    return folded_result(operator_name, operands)
 
 
 def _fetch_attr(module: torch.nn.Module, target: str) -> Any:
