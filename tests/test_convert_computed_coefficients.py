@@ -297,7 +297,7 @@ def test_a_square_root_of_a_buffer_is_bounded_at_its_real_value() -> None:
     point = np.array([[1.0, 0.0]])
     result = compute_bounds(network, point, point, method="ibp")
     low, high = Fraction(float(result.lower[0, 0])), Fraction(float(result.upper[0, 0]))
-    assert 0 < low and low * low <= Fraction(1, 2) <= high * high
+    assert low > 0 and low * low <= Fraction(1, 2) <= high * high
     assert float(high - low) < 1e-8
     with pytest.raises(NetworkError, match="computed from constants by exp node"):
         from_torch(_Root("exp").eval(), input_shape=(2,))
