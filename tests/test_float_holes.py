@@ -318,3 +318,50 @@ def test_witness_classes_are_certified_in_real_arithmetic() -> None:
     lowered[5] = -2.0
     genuine, class_a, class_b = confirmed_pairs(network, ones[None], lowered[None])
     assert genuine[0] and (class_a[0], class_b[0]) == (1, 0)
+
+
+@st.composite
+def _deep_kinked_case(draw: st.DrawFn) -> tuple[Network, np.ndarray, np.ndarray, np.ndarray]:
+    """Two or three hidden layers (ReLU, LeakyReLU, hardtanh) of awkward weights, each
+    neuron's bias set, where float64 holds it exactly, so that the pre-activation is exactly 0
+    at the box's lower corner (a kink at the box's end; ties there are real ties)."""
+    inputs = draw(st.integers(1, 3))
+    lo = np.array([draw(_awkward_float()) for _ in range(inputs)])
+    hi = lo + np.array([abs(draw(_awkward_float())) for _ in range(inputs)])
+    if not np.isfinite(hi).all():
+        hi = lo.copy()
+    layers, corner, width = [], [Fraction(float(v)) for v in lo], inputs
+    for _ in range(draw(st.integers(2, 3))):
+        neurons = draw(st.integers(1, 3))
+        weight = np.array([[draw(_awkward_float()) for _ in range(width)]
+                           for _ in range(neurons)])
+        bias = np.array([draw(_awkward_float()) for _ in range(neurons)])
+        for i in range(neurons):
+            pre = sum((Fraction(float(w)) * v for w, v in zip(weight[i], corner, strict=True)),
+                      Fraction(0))
+            if draw(st.booleans()) and abs(pre) < Fraction(10) ** 300 and Fraction(
+                    float(-pre)) == -pre:
+                bias[i] = float(-pre)
+        activation = draw(st.sampled_from(["relu", "leaky_relu", "hardtanh"]))
+        layer = Layer(weight, bias, activation, negative_slope=0.25, min_val=-1.0, max_val=0.5)
+        layers.append(layer)
+        corner = _rational_reference(Network([layer]), corner)
+        width = neurons
+    layers.append(Layer(np.array([[draw(_awkward_float()) for _ in range(width)]
+                                  for _ in range(2)]), np.zeros(2)))
+    return Network(layers), np.array([[1.0, -1.0], [1.0, 0.0]]), lo, hi
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=_deep_kinked_case(), fractions=st.lists(
+    st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3), min_size=1, max_size=3))
+def test_deep_bounds_with_kinks_at_the_box_end_contain_the_exact_value(
+    case: tuple[Network, np.ndarray, np.ndarray, np.ndarray], fractions: list[list[float]]
+) -> None:
+    network, spec, lo, hi = case
+    width = lo.size
+    sampled = [lo + np.array(f[:width]) * (hi * 0.5 - lo * 0.5) * 2.0 for f in fractions]
+    points = np.vstack([_corners(lo, hi), *[np.clip(p, lo, hi)[None] for p in sampled]])
+    points = points[np.isfinite(points).all(axis=1)]
+    for method in METHODS:
+        _check_points(network, spec, lo, hi, points, method)

@@ -199,3 +199,15 @@ def test_volume_bound_is_zero_only_for_a_proven_measure_zero_cell() -> None:
     assert volume_bound(A, np.array([c, -c]), y, lower, upper) == 0.0
     wider = np.array([np.nextafter(c, 1.0), -c])
     assert volume_bound(A, wider, y, lower, upper) > 0.0
+
+
+def test_a_proven_box_from_overflowing_multipliers_is_the_given_box_not_nan() -> None:
+    """Multipliers near the float range (an LP on a column scaled by 1e300) overflow the
+    weak-duality sums to ``inf − inf``; the box must then be the propagated one, which holds
+    the region ``{z ∈ [0, 1] : 1e10·z <= 1e10, −z <= 0}`` = [0, 1], never NaN ends."""
+    from verifier.wmi.interior import safe_box
+
+    A, b = np.array([[1e10], [-1.0]]), np.array([1e10, 0.0])
+    lower, upper = safe_box(A, b, np.array([[[1e300, 0.0], [1e300, 0.0]]]), np.array([0.0]),
+                            np.array([1.0]))
+    assert lower[0] <= 0.0 and upper[0] >= 1.0

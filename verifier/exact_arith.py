@@ -7,9 +7,9 @@ every addition is accompanied by its exact rounding error (error-free transforma
 Veltkamp–Dekker ``TwoProduct`` and Knuth's ``TwoSum``), so the computed value plus the sum of
 the errors is the exact real result. The returned bounds widen the value by twice the sum of
 the absolute errors (then one ulp): no widening at all when every step was exact, a rigorous
-one otherwise. Valid for finite values below ~1e290 in magnitude (Veltkamp splitting must
-not overflow); larger finite values fall back to the relative margin
-:data:`~verifier.numerics.FUNCTION_REL_MARGIN` (1e-12). Products
+one otherwise. Valid for finite operands and products below ~1e290 in magnitude (Veltkamp
+splitting must not overflow); where an operand or the product is larger, the product's error
+falls back to the relative margin :data:`~verifier.numerics.FUNCTION_REL_MARGIN` (1e-12). Products
 smaller than ~1e-280 (where splitting underflows) use the rigorous bound
 ``2⁻⁵³·|product| + 2⁻¹⁰⁷⁴`` on their rounding error instead of the computed one.
 """
@@ -36,7 +36,8 @@ def linear_form_bounds(
     """Sound ``[min, max]`` of ``coeffs[a]·x + constants[a]`` over every box, shape (B, A).
 
     Exact (no widening) when every product and sum is exact in float64. Infinite box sides
-    give infinite bounds only through non-zero coefficients.
+    give infinite bounds only through non-zero coefficients; a finite form whose products or
+    sums overflow gets the infinity on the bound's own side (``−∞`` below, ``+∞`` above).
     """
     coeffs = np.asarray(coeffs, dtype=np.float64)
     constants = np.asarray(constants, dtype=np.float64)
@@ -64,18 +65,25 @@ def linear_form_bounds(
             product, product_error = two_product(np.broadcast_to(c, finite_corner.shape),
                                                  finite_corner)
             tiny = (np.abs(product) < _TINY) & (finite_corner != 0)
-            product_error = np.where(tiny, 2.0**-53 * np.abs(product) + 2.0**-1074,
-                                     product_error)
+            # TwoProduct needs both operands and the product below _SAFE (Veltkamp's split
+            # of 2e300 overflows even where the product, 8e-320·2e300, is small): beyond it
+            # the correctly rounded product's own error bound
+            large = ((np.abs(finite_corner) > _SAFE) | (np.abs(c) > _SAFE)
+                     | (np.abs(product) > _SAFE))
+            product_error = np.where(
+                tiny, 2.0**-53 * np.abs(product) + 2.0**-1074,
+                np.where(large, FUNCTION_REL_MARGIN * np.abs(product), product_error))
             value, sum_error = two_sum(value, product)
             error_mass += np.abs(product_error) + np.abs(sum_error)
-            large = np.abs(finite_corner) * np.abs(c) > _SAFE
-            error_mass = np.where(large, error_mass + FUNCTION_REL_MARGIN * np.abs(product),
-                                  error_mass)
-        margin = 2.0 * error_mass
+        # an overflow (a product or sum beyond the float range, inf − inf) widens to the
+        # infinity on the bound's own side, never to the other one
+        margin = np.where(np.isnan(error_mass) | np.isnan(value), np.inf, 2.0 * error_mass)
         if minimise:
             bound = np.where(margin > 0, down_array(value - margin), value)
+            bound = np.where(np.isnan(bound) | (bound == np.inf), -np.inf, bound)
         else:
             bound = np.where(margin > 0, up_array(value + margin), value)
+            bound = np.where(np.isnan(bound) | (bound == -np.inf), np.inf, bound)
         bound = np.where(minus_inf, -np.inf, bound)
         bound = np.where(plus_inf, np.inf, bound)
         result.append(bound)

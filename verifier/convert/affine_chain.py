@@ -22,10 +22,65 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 
 from verifier.network import HeadName, Layer, Network, NetworkError, fold_affine
+from verifier.numerics import SMALLEST_SUBNORMAL, gamma, two_product, up_array
+
+_SAFE_LOW, _SAFE_HIGH = 1e-280, 1e290
+"""Where :func:`~verifier.numerics.two_product` is error-free: products and operands whose
+magnitudes lie in this range (zeros are exact anyway); others are checked in rationals."""
+
+
+def exact_product(a: np.ndarray | float, b: np.ndarray | float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``(a·b in float64, whether that float is the real product)``, broadcast."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    a, b = (np.broadcast_to(np.asarray(v, np.float64), shape).reshape(-1) for v in (a, b))
+    with np.errstate(all="ignore"):
+        product, error = two_product(a, b)
+    exact = (error == 0.0) & np.isfinite(product)
+    sizes = np.abs(np.stack([a, b, product]))
+    unsafe = ((sizes > _SAFE_HIGH) | ((sizes < _SAFE_LOW) & (sizes > 0.0))).any(axis=0)
+    for i in np.flatnonzero(unsafe):
+        exact[i] = bool(np.isfinite(product[i])) and Fraction(
+            float(product[i])) == Fraction(float(a[i])) * Fraction(float(b[i]))
+    return product.reshape(shape), exact.reshape(shape)
+
+
+def computed_magnitudes(value: np.ndarray, exact: np.ndarray,
+                        terms: np.ndarray | None = None, roundings: int = 1) -> np.ndarray:
+    """Magnitudes of coefficients the chain computes in float from the model's constants (a
+    reciprocal, a scaled weight, a batch norm's scale and shift), as :class:`Layer` takes
+    them: ``|value|`` where ``exact`` (the float is the real coefficient); elsewhere strictly
+    above both ``|value|`` and ``terms`` (the absolute values of the real terms the coefficient
+    is a sum of; default ``|value|``) by ``γ_roundings``, at least the smallest subnormal. A
+    magnitude above its coefficient's absolute value makes :attr:`Network.folded` true: the IR
+    then holds a rounded stand-in for the model's real coefficient, which exact evaluation
+    never reads as the model's and the bound propagators cover with their rounding margin."""
+    absolute = np.abs(value)
+    largest = absolute if terms is None else np.maximum(absolute, terms)
+    raised = np.maximum(up_array(largest * (1.0 + gamma(roundings))), SMALLEST_SUBNORMAL)
+    return np.where(exact, absolute, raised)
+
+
+def _batch_norm_exact(mean: np.ndarray, variance: np.ndarray, gain: np.ndarray, beta: np.ndarray,
+                      eps: float, scale: np.ndarray, shift: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel, in rationals: whether ``scale`` is the real ``gain / sqrt(variance + eps)``
+    (same sign, and ``scale²·(variance + eps) = gain²``) and ``shift`` the real
+    ``beta − mean·scale`` (where the scale is, or the mean is 0)."""
+    scale_exact = np.zeros(scale.shape, dtype=bool)
+    shift_exact = np.zeros(shift.shape, dtype=bool)
+    for c in range(scale.size):
+        s, g = Fraction(float(scale[c])), Fraction(float(gain[c]))
+        scale_exact[c] = (s > 0) == (g > 0) and s * s * (Fraction(float(variance[c]))
+                                                        + Fraction(eps)) == g * g
+        shift_exact[c] = (scale_exact[c] or mean[c] == 0.0) and Fraction(float(shift[c])) == (
+            Fraction(float(beta[c])) - Fraction(float(mean[c])) * s)
+    return scale_exact, shift_exact
 
 
 class AffineChain:
@@ -86,9 +141,12 @@ class AffineChain:
 
     # -- affine operations --------------------------------------------------------------------
 
-    def affine(self, weight: np.ndarray, bias: np.ndarray | None, out_shape: Sequence[int]) -> None:
+    def affine(self, weight: np.ndarray, bias: np.ndarray | None, out_shape: Sequence[int],
+               weight_magnitude: np.ndarray | None = None,
+               bias_magnitude: np.ndarray | None = None) -> None:
         """Compose ``h ↦ weight @ h + bias`` on the flattened features; the result has
-        ``out_shape``."""
+        ``out_shape``. The magnitudes (:class:`Layer`'s; default the absolute values: the
+        coefficients are the model's own) mark coefficients computed in float."""
         weight = np.asarray(weight, dtype=np.float64)
         out_shape = tuple(int(size) for size in out_shape)
         if self.shape is None:
@@ -103,7 +161,8 @@ class AffineChain:
             if bias is None
             else np.broadcast_to(np.asarray(bias, dtype=np.float64).reshape(-1), weight.shape[:1])
         )
-        self._then(Layer(weight.copy(), bias_vector.copy()))
+        self._then(Layer(weight.copy(), bias_vector.copy(), weight_magnitude=weight_magnitude,
+                         bias_magnitude=bias_magnitude))
         self.shape = out_shape
 
     def _then(self, step: Layer) -> None:
@@ -111,10 +170,15 @@ class AffineChain:
         self._refuse_after_head()
         self._pending = step if self._pending is None else Layer(**fold_affine(step, self._pending))
 
-    def linear_last_dim(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
-        """``h @ weight.T + bias`` over the last feature dimension (``torch.nn.Linear``,
-        ``Gemm``, ``MatMul``); ``weight`` is ``(out, in)``. Leading feature dimensions are
-        kept, each slice mapped by the same weight."""
+    def linear_last_dim(self, weight: np.ndarray, bias: np.ndarray | None, alpha: float = 1.0,
+                        beta: float = 1.0, *, computed_weight: bool = False,
+                        computed_bias: bool = False) -> None:
+        """``alpha·(h @ weight.T) + beta·bias`` over the last feature dimension
+        (``torch.nn.Linear``, ``Gemm``, ``MatMul``, ``addmm``); ``weight`` is ``(out, in)``.
+        Leading feature dimensions are kept, each slice mapped by the same weight. A product
+        ``alpha·weight`` or ``beta·bias`` that rounds in float64, and every entry of a
+        ``computed_weight`` or ``computed_bias`` (the float result of other operations, not
+        the model's own constant), is marked as computed (:func:`computed_magnitudes`)."""
         weight = np.asarray(weight, dtype=np.float64)
         if weight.ndim != 2:
             raise NetworkError(f"linear weight must be 2-D, got shape {weight.shape}")
@@ -132,21 +196,34 @@ class AffineChain:
             if bias is None
             else np.broadcast_to(np.asarray(bias, dtype=np.float64).reshape(-1), (out_features,))
         )
+        weight, weight_exact = exact_product(alpha, weight)
+        bias_vector, bias_exact = exact_product(beta, bias_vector)
+        weight_exact &= not computed_weight
+        bias_exact &= not computed_bias
+        weight_magnitude = computed_magnitudes(weight, weight_exact)
+        bias_magnitude = computed_magnitudes(bias_vector, bias_exact)
         leading = math.prod(shape[:-1])
         if leading == 1:
-            self.affine(weight, bias_vector, (*shape[:-1], out_features))
+            self.affine(weight, bias_vector, (*shape[:-1], out_features), weight_magnitude,
+                        bias_magnitude)
             return
         self.affine(
             np.kron(np.eye(leading), weight),
             np.tile(bias_vector, leading),
             (*shape[:-1], out_features),
+            np.kron(np.eye(leading), weight_magnitude),
+            np.tile(bias_magnitude, leading),
         )
 
-    def elementwise(self, scale: np.ndarray | float, shift: np.ndarray | float) -> None:
+    def elementwise(self, scale: np.ndarray | float, shift: np.ndarray | float,
+                    scale_magnitude: np.ndarray | float | None = None,
+                    shift_magnitude: np.ndarray | float | None = None) -> None:
         """``h ↦ scale * h + shift`` with numpy broadcasting against one sample ``(1, *shape)``.
 
         The constants may carry a leading batch dimension of size 1; they must not enlarge the
-        tensor (that would change the model's output shape per sample).
+        tensor (that would change the model's output shape per sample). The magnitudes
+        (broadcast like the constants; default their absolute values, the model's own
+        coefficients) mark constants computed in float (:func:`computed_magnitudes`).
         """
         scale_array = np.asarray(scale, dtype=np.float64)
         shift_array = np.asarray(shift, dtype=np.float64)
@@ -168,12 +245,35 @@ class AffineChain:
             )
         scale_vector = np.broadcast_to(scale_array, sample).reshape(-1)
         shift_vector = np.broadcast_to(shift_array, sample).reshape(-1)
-        self._then(Layer(np.diag(scale_vector), shift_vector.copy()))
+        scale_size, shift_size = (
+            np.abs(vector) if given is None else np.broadcast_to(
+                np.asarray(given, dtype=np.float64), np.broadcast_shapes(sample, np.shape(given))
+            ).reshape(-1)
+            for vector, given in ((scale_vector, scale_magnitude), (shift_vector, shift_magnitude))
+        )
+        self._then(Layer(np.diag(scale_vector), shift_vector.copy(),
+                         weight_magnitude=np.diag(scale_size), bias_magnitude=shift_size))
 
-    def channel_affine(self, scale: np.ndarray, shift: np.ndarray, what: str) -> None:
+    def divide(self, divisor: np.ndarray | float, computed: bool = False) -> None:
+        """``h ↦ h / divisor`` (broadcast as in :meth:`elementwise`): a multiplication by the
+        float reciprocal, marked as computed (:func:`computed_magnitudes`) wherever the
+        reciprocal is not the real one (every divisor but a power of two). ``h / 5`` is then
+        never read as ``h·0.2000000000000000111``: at ``h = 5`` the model's real value is 1,
+        the rounded reciprocal's is above it, and a tie such as ``h/5 − 1 = 0`` would change
+        class. A ``computed`` divisor (the float result of other operations) marks every
+        reciprocal."""
+        divisor = np.asarray(divisor, dtype=np.float64)
+        reciprocal = 1.0 / divisor
+        product, exact = exact_product(reciprocal, divisor)
+        exact &= (product == 1.0) & (not computed)
+        self.elementwise(reciprocal, 0.0, computed_magnitudes(reciprocal, exact), 0.0)
+
+    def channel_affine(self, scale: np.ndarray, shift: np.ndarray, what: str,
+                       scale_magnitude: np.ndarray | None = None,
+                       shift_magnitude: np.ndarray | None = None) -> None:
         """``h ↦ scale[c] * h + shift[c]`` along the first feature dimension (the channel
         dimension of ``BatchNorm1d`` and ONNX ``BatchNormalization``); a tensor of unknown shape
-        is taken to have exactly these channels."""
+        is taken to have exactly these channels. Magnitudes as in :meth:`elementwise`."""
         scale = np.asarray(scale, dtype=np.float64).reshape(-1)
         shift = np.asarray(shift, dtype=np.float64).reshape(-1)
         if self.shape is None:
@@ -184,7 +284,12 @@ class AffineChain:
                 f"{what} has {scale.size} channels, the tensor reaching it has shape {shape}"
             )
         trailing = (1,) * (len(shape) - 1)
-        self.elementwise(scale.reshape(scale.size, *trailing), shift.reshape(scale.size, *trailing))
+        per_channel = (scale.size, *trailing)
+        self.elementwise(
+            scale.reshape(per_channel), shift.reshape(per_channel),
+            None if scale_magnitude is None else np.reshape(scale_magnitude, per_channel),
+            None if shift_magnitude is None else np.reshape(shift_magnitude, per_channel),
+        )
 
     def batch_norm(
         self,
@@ -194,17 +299,31 @@ class AffineChain:
         bias: np.ndarray | None,
         eps: float,
         what: str,
+        computed: bool = False,
     ) -> None:
         """Inference-mode batch normalisation ``(h − mean)/sqrt(variance + eps)·weight + bias``
-        folded into the pending affine map."""
+        folded into the pending affine map as ``scale·h + shift``. The float ``scale`` and
+        ``shift`` are the real ones only where :func:`_batch_norm_exact` proves it (a square
+        root is rarely rational); elsewhere they are marked as computed
+        (:func:`computed_magnitudes`: four roundings in the scale, two more in the shift),
+        and everywhere when a parameter is ``computed`` (the float result of other
+        operations)."""
         mean = np.asarray(mean, dtype=np.float64).reshape(-1)
         variance = np.asarray(variance, dtype=np.float64).reshape(-1)
-        gamma = np.ones_like(mean) if weight is None else np.asarray(weight, np.float64).reshape(-1)
+        gain = np.ones_like(mean) if weight is None else np.asarray(weight, np.float64).reshape(-1)
         beta = np.zeros_like(mean) if bias is None else np.asarray(bias, np.float64).reshape(-1)
         if np.any(variance + eps <= 0):
             raise NetworkError(f"{what}: running variance + eps must be positive")
-        scale = gamma / np.sqrt(variance + eps)
-        self.channel_affine(scale, beta - mean * scale, what)
+        scale = gain / np.sqrt(variance + eps)
+        shift = beta - mean * scale
+        scale_exact, shift_exact = _batch_norm_exact(mean, variance, gain, beta, eps, scale,
+                                                     shift)
+        scale_exact &= not computed
+        shift_exact &= not computed
+        scale_magnitude = computed_magnitudes(scale, scale_exact, roundings=4)
+        shift_magnitude = computed_magnitudes(
+            shift, shift_exact, np.abs(beta) + np.abs(mean) * scale_magnitude, roundings=6)
+        self.channel_affine(scale, shift, what, scale_magnitude, shift_magnitude)
 
     def _infer_shape_from_constants(self, *constants: np.ndarray) -> None:
         widest = max(constants, key=lambda array: array.ndim)
@@ -285,7 +404,9 @@ class AffineChain:
     def _merge_into_last(self, activation: dict[str, object]) -> bool:
         """Compose an activation applied right after another into one, when the IR can
         express the composition exactly: clamps of overlapping intervals (ReLU is
-        ``clamp(0, ∞)``), and LeakyReLUs (slopes multiply; ReLU has slope 0)."""
+        ``clamp(0, ∞)``), and LeakyReLUs (slopes multiply; ReLU has slope 0) whose slopes'
+        float products are exact (``0.5·0.25``, not ``0.1·0.3``: the IR has no magnitude to
+        mark a rounded slope with, so those stay two layers)."""
         kind = activation.get("activation")
         if self._pending is not None or not self.layers or kind == "none":
             return False
@@ -311,11 +432,14 @@ class AffineChain:
             slope = activation.get("negative_slope", 0.0)
             if last.activation == "relu" or kind == "relu":
                 merged = replace(last, activation="relu")
-            elif isinstance(slope, tuple) or isinstance(last.negative_slope, tuple):
-                product = last.negative_slope_effective * np.asarray(slope, dtype=np.float64)
-                merged = replace(last, negative_slope=tuple(product.tolist()))
             else:
-                merged = replace(last, negative_slope=float(last.negative_slope) * float(slope))  # type: ignore[arg-type]
+                product, exact = exact_product(last.negative_slope_effective,
+                                               np.asarray(slope, dtype=np.float64))
+                if not exact.all():  # a rounded slope would be read as the model's own
+                    return False
+                merged = replace(last, negative_slope=(
+                    tuple(product.tolist()) if isinstance(slope, tuple)
+                    or isinstance(last.negative_slope, tuple) else float(product[0])))
         else:
             return False
         self.layers[-1] = merged

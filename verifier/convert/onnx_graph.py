@@ -22,7 +22,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,13 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
-from verifier.convert.affine_chain import AffineChain
+from verifier.convert.affine_chain import AffineChain, computed_magnitudes
+from verifier.convert.constant_folding import (
+    Computed,
+    Unreadable,
+    computed_refusal,
+    folded_result,
+)
 from verifier.convert.self_check import assert_agrees
 from verifier.convert.unsupported import PRODUCT_HINT, operator_hint
 from verifier.network import Network, NetworkError
@@ -57,6 +63,13 @@ class _Walk:
     node: onnx.NodeProto
     opset: int
     values: dict[str, Any]
+    computed: dict[str, Computed] = field(default_factory=dict)
+    """The float constants the graph computes from others (rational arithmetic, roots) where
+    float64 cannot hold them (:func:`_fold_constants`): their float values in :attr:`values`
+    are rounded stand-ins, marked wherever used."""
+    unreadable: dict[str, Unreadable] = field(default_factory=dict)
+    """Float constants computed by other operators (a square root, a copy of a computed
+    constant), refused wherever read."""
 
     @property
     def where(self) -> str:
@@ -69,6 +82,8 @@ class _Walk:
         name = self.node.input[index]
         if name not in self.values:
             raise NetworkError(f"{self.where}: input {name!r} is not computed by the graph")
+        if name in self.unreadable:
+            raise self.unreadable[name].refusal(f"{self.where}: input {name!r}")
         return self.values[name]
 
     def constant(self, index: int, what: str) -> np.ndarray:
@@ -76,6 +91,18 @@ class _Walk:
         if not isinstance(value, np.ndarray):
             raise NetworkError(f"{self.where}: {what} must be a constant")
         return value
+
+    def is_computed(self, index: int) -> bool:
+        """Whether input ``index`` is a float constant whose float value rounds the real value
+        the graph computes (:attr:`computed`)."""
+        return index < len(self.node.input) and self.node.input[index] in self.computed
+
+    def own_constant(self, index: int, what: str) -> np.ndarray:
+        """:meth:`constant`, refused when computed: for a slope or a clamp bound, which the
+        IR holds without a magnitude to mark a rounded value with."""
+        if self.is_computed(index):
+            raise computed_refusal(f"{self.where}: {what}")
+        return self.constant(index, what)
 
     def take(self, value: Any) -> None:
         if not isinstance(value, _Data):
@@ -123,8 +150,9 @@ def _gemm(walk: _Walk) -> _Data:
         bias_array = _float(walk.constant(2, "C"))
         if bias_array.size not in (1, weight.shape[0]):
             raise NetworkError(f"{walk.where}: C of shape {bias_array.shape} is not per-feature")
-        bias = beta * np.broadcast_to(bias_array.reshape(-1), (weight.shape[0],))
-    walk.chain.linear_last_dim(alpha * weight, bias)
+        bias = np.broadcast_to(bias_array.reshape(-1), (weight.shape[0],))
+    walk.chain.linear_last_dim(weight, bias, alpha, beta, computed_weight=walk.is_computed(1),
+                               computed_bias=walk.is_computed(2))
     return walk.advance()
 
 
@@ -133,53 +161,56 @@ def _matmul(walk: _Walk) -> _Data:
     matrix = _float(walk.constant(1, "the right operand"))
     if matrix.ndim != 2:
         raise NetworkError(f"{walk.where}: the constant operand must be 2-D, got {matrix.shape}")
-    walk.chain.linear_last_dim(matrix.T, None)
+    walk.chain.linear_last_dim(matrix.T, None, computed_weight=walk.is_computed(1))
     return walk.advance()
 
 
-def _binary(walk: _Walk) -> tuple[Any, np.ndarray, bool]:
-    """(data, constant, data_first) for a binary element-wise node."""
+def _binary(walk: _Walk) -> tuple[np.ndarray | None, np.ndarray, bool]:
+    """(the constant's magnitudes, the constant, data_first) for a binary element-wise node;
+    the magnitudes are ``None`` for the model's own constant, :func:`computed_magnitudes`
+    for a computed one."""
     left, right = walk.input(0), walk.input(1)
     if isinstance(left, _Data) and isinstance(right, _Data):
         raise NetworkError(
             f"{walk.where} combines two data tensors: only chains of operations are supported"
             + (PRODUCT_HINT if walk.node.op_type == "Mul" else "")
         )
-    if isinstance(left, _Data):
-        walk.take(left)
-        return left, _float(right), True
-    walk.take(right)
-    return right, _float(left), False
+    data_first = isinstance(left, _Data)
+    walk.take(left if data_first else right)
+    constant = _float(right if data_first else left)
+    computed = walk.is_computed(1 if data_first else 0)
+    return (computed_magnitudes(constant, np.zeros(constant.shape, dtype=bool)) if computed
+            else None), constant, data_first
 
 
 def _add(walk: _Walk) -> _Data:
-    _, constant, _ = _binary(walk)
-    walk.chain.elementwise(1.0, constant)
+    magnitude, constant, _ = _binary(walk)
+    walk.chain.elementwise(1.0, constant, None, magnitude)
     return walk.advance()
 
 
 def _sub(walk: _Walk) -> _Data:
-    _, constant, data_first = _binary(walk)
+    magnitude, constant, data_first = _binary(walk)
     if data_first:
-        walk.chain.elementwise(1.0, -constant)
+        walk.chain.elementwise(1.0, -constant, None, magnitude)
     else:
-        walk.chain.elementwise(-1.0, constant)
+        walk.chain.elementwise(-1.0, constant, None, magnitude)
     return walk.advance()
 
 
 def _mul(walk: _Walk) -> _Data:
-    _, constant, _ = _binary(walk)
-    walk.chain.elementwise(constant, 0.0)
+    magnitude, constant, _ = _binary(walk)
+    walk.chain.elementwise(constant, 0.0, magnitude)
     return walk.advance()
 
 
 def _div(walk: _Walk) -> _Data:
-    _, constant, data_first = _binary(walk)
+    magnitude, constant, data_first = _binary(walk)
     if not data_first:
         raise NetworkError(f"{walk.where}: dividing by the data tensor is not affine")
     if np.any(constant == 0):
         raise NetworkError(f"{walk.where}: division by zero")
-    walk.chain.elementwise(1.0 / constant, 0.0)
+    walk.chain.divide(constant, computed=magnitude is not None)
     return walk.advance()
 
 
@@ -200,7 +231,7 @@ def _leaky_relu(walk: _Walk) -> _Data:
 
 def _prelu(walk: _Walk) -> _Data:
     walk.take(walk.input(0))
-    slopes = _float(walk.constant(1, "slope"))
+    slopes = _float(walk.own_constant(1, "slope"))
     if not np.all((slopes >= 0.0) & (slopes <= 1.0)):
         raise NetworkError(f"{walk.where}: slopes must lie in [0, 1]")
     if slopes.size == 1:
@@ -217,8 +248,8 @@ def _clip(walk: _Walk) -> _Data:
         upper = float(walk.attribute("max", math.inf))
     else:
         lower_value, upper_value = walk.input(1), walk.input(2)
-        lower = None if lower_value is None else float(walk.constant(1, "min").reshape(()))
-        upper = None if upper_value is None else float(walk.constant(2, "max").reshape(()))
+        lower = None if lower_value is None else float(walk.own_constant(1, "min").reshape(()))
+        upper = None if upper_value is None else float(walk.own_constant(2, "max").reshape(()))
     walk.chain.clip(lower, upper)
     return walk.advance()
 
@@ -313,7 +344,8 @@ def _batch_normalization(walk: _Walk) -> _Data:
     if walk.opset < 9 and walk.attribute("spatial", 1) == 0:
         raise NetworkError(f"{walk.where}: spatial=0 batch normalisation is not supported")
     eps = float(walk.attribute("epsilon", 1e-5))
-    walk.chain.batch_norm(mean, variance, scale, bias, eps, walk.where)
+    walk.chain.batch_norm(mean, variance, scale, bias, eps, walk.where,
+                          computed=any(walk.is_computed(index) for index in range(1, 5)))
     return walk.advance()
 
 
@@ -480,6 +512,36 @@ def _fold(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int) -> 
         ) from error
 
 
+COPYING_OPERATORS = frozenset({
+    "Constant", "ConstantOfShape", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+    "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Shape", "Size", "Cast",
+})
+"""Operators whose outputs are their inputs' values copied (or, for ``Cast``, rounded as the
+operator defines): on the model's own constants they give its own constants."""
+
+def _fold_constants(walk: _Walk, node: onnx.NodeProto, inputs: list[Any], opset: int) -> None:
+    """Fold a node whose inputs are all constants into :attr:`_Walk.values`, keeping what a
+    float constant is in real arithmetic (:mod:`verifier.convert.constant_folding`): a copy of
+    the model's own constants is its own; a rational operator's result is exact and a root's
+    within three roundings (kept in :attr:`_Walk.computed` where float64 cannot hold it); any
+    other float result, and a copy of a computed constant, is :attr:`_Walk.unreadable`."""
+    names = [name for name in node.input if name]
+    reads_computed = any(name in walk.computed for name in names)
+    for name, value in zip(node.output, _fold(node, inputs, opset), strict=False):
+        walk.values[name] = np.asarray(value)
+        if walk.values[name].dtype.kind != "f":
+            continue
+        exact = folded_result(node.op_type.lower(), [
+            walk.computed.get(source, walk.values[source]) for source in names])
+        if isinstance(exact, Computed):
+            walk.values[name], walk.computed[name] = exact.value, exact
+        elif exact is not None:
+            walk.values[name] = exact
+        elif reads_computed or node.op_type not in COPYING_OPERATORS:
+            walk.unreadable[name] = Unreadable(
+                f"{node.op_type} node {node.name or node.output[0]!r}", walk.values[name])
+
+
 def _names(model: onnx.ModelProto, key: str, count: int, tensor: str) -> list[str]:
     for prop in model.metadata_props:
         if prop.key == key:
@@ -548,8 +610,7 @@ def _convert_node(walk: _Walk, node: onnx.NodeProto, opset: int) -> None:
         raise NetworkError(f"{walk.where}: operator domain {node.domain!r} is not supported")
     inputs = [walk.input(index) for index in range(len(node.input))]
     if not any(isinstance(value, _Data) for value in inputs):
-        for name, value in zip(node.output, _fold(node, inputs, opset), strict=False):
-            walk.values[name] = np.asarray(value)
+        _fold_constants(walk, node, inputs, opset)
         return
     rule = ONNX_RULES.get(node.op_type)
     if rule is None:

@@ -24,7 +24,14 @@ import numpy as np
 import torch
 import torch.fx
 
-from verifier.convert.affine_chain import AffineChain
+from verifier.convert.affine_chain import AffineChain, computed_magnitudes, exact_product
+from verifier.convert.constant_folding import (
+    Computed,
+    Unreadable,
+    computed_refusal,
+    folded_result,
+    rational_result,
+)
 from verifier.convert.torch_layers import apply_module, check_against_module, flatten_features
 from verifier.convert.unsupported import PRODUCT_HINT, operator_hint
 from verifier.network import HeadName, Network, NetworkError
@@ -83,6 +90,12 @@ def _arg(
 
 
 def _constant(value: Any, what: str) -> np.ndarray:
+    """A constant argument as float64; a :class:`Computed` one as its rounded values (the
+    rules mark those, :func:`_computed`), an :class:`Unreadable` one refused."""
+    if isinstance(value, Computed):
+        return value.value
+    if isinstance(value, Unreadable):
+        raise value.refusal(what)
     if isinstance(value, _Data):
         raise NetworkError(f"{what} must be a constant, but it depends on the input")
     if value is BATCH:
@@ -94,9 +107,18 @@ def _constant(value: Any, what: str) -> np.ndarray:
     raise NetworkError(f"{what} must be a number or a tensor, got {type(value).__name__}")
 
 
+def _computed(value: Any) -> bool:
+    """Whether a constant argument is :class:`Computed` (its float values rounded)."""
+    return isinstance(value, Computed)
+
+
 def _scalar(value: Any, what: str) -> float | None:
+    """A scalar argument (a slope, a clamp bound, a factor); a :class:`Computed` one is
+    refused: the IR holds these without a magnitude to mark a rounded value with."""
     if value is None:
         return None
+    if isinstance(value, Computed):
+        raise computed_refusal(what)
     array = _constant(value, what)
     if array.size != 1:
         raise NetworkError(f"{what} must be a scalar, got shape {array.shape}")
@@ -110,7 +132,9 @@ def _linear(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     walk.take(args[0])
     weight = _constant(_arg(args, kwargs, 1, "weight"), "linear weight")
     bias = _arg(args, kwargs, 2, "bias", None)
-    walk.chain.linear_last_dim(weight, None if bias is None else _constant(bias, "linear bias"))
+    walk.chain.linear_last_dim(weight, None if bias is None else _constant(bias, "linear bias"),
+                               computed_weight=_computed(_arg(args, kwargs, 1, "weight")),
+                               computed_bias=_computed(bias))
     return walk.advance()
 
 
@@ -119,7 +143,7 @@ def _matmul(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     weight = _constant(args[1], "matmul weight")
     if weight.ndim != 2:
         raise NetworkError(f"node {walk.node.name!r}: matmul with a {weight.ndim}-D constant")
-    walk.chain.linear_last_dim(weight.T, None)
+    walk.chain.linear_last_dim(weight.T, None, computed_weight=_computed(args[1]))
     return walk.advance()
 
 
@@ -133,7 +157,8 @@ def _addmm(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
         raise NetworkError(
             f"node {walk.node.name!r}: addmm needs a 2-D weight and a per-feature bias"
         )
-    walk.chain.linear_last_dim(alpha * weight.T, beta * bias.reshape(-1))
+    walk.chain.linear_last_dim(weight.T, bias.reshape(-1), alpha, beta,
+                               computed_weight=_computed(args[2]), computed_bias=_computed(args[0]))
     return walk.advance()
 
 
@@ -147,10 +172,14 @@ def _add(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool, sign: float = 1.
         )
     if isinstance(left, _Data):
         walk.take(left)
-        walk.chain.elementwise(1.0, sign * alpha * _constant(right, "added constant"))
+        shift, exact = exact_product(sign * alpha, _constant(right, "added constant"))
+        walk.chain.elementwise(1.0, shift, None,
+                               computed_magnitudes(shift, exact & (not _computed(right))))
     else:
         walk.take(right)
-        walk.chain.elementwise(sign * alpha, _constant(left, "added constant"))
+        shift = _constant(left, "added constant")
+        walk.chain.elementwise(sign * alpha, shift, None, computed_magnitudes(
+            shift, np.full(shift.shape, not _computed(left))))
     return walk.advance()
 
 
@@ -168,7 +197,9 @@ def _mul(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
         raise NetworkError(f"node {walk.node.name!r} multiplies two data tensors{PRODUCT_HINT}")
     data, factor = (left, right) if isinstance(left, _Data) else (right, left)
     walk.take(data)
-    walk.chain.elementwise(_constant(factor, "multiplier"), 0.0)
+    scale = _constant(factor, "multiplier")
+    walk.chain.elementwise(scale, 0.0, computed_magnitudes(
+        scale, np.full(scale.shape, not _computed(factor))))
     return walk.advance()
 
 
@@ -179,7 +210,7 @@ def _div(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     divisor = _constant(args[1], "divisor")
     if np.any(divisor == 0):
         raise NetworkError(f"node {walk.node.name!r}: division by zero")
-    walk.chain.elementwise(1.0 / divisor, 0.0)
+    walk.chain.divide(divisor, computed=_computed(args[1]))
     return walk.advance()
 
 
@@ -326,6 +357,7 @@ def _batch_norm(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
         None if values["bias"] is None else _constant(values["bias"], "batch norm bias"),
         eps,
         f"node {walk.node.name!r}",
+        computed=any(_computed(value) for value in values.values()),
     )
     return walk.advance()
 
@@ -341,6 +373,7 @@ def _batch_norm_no_training(walk: _Walk, args: tuple, kwargs: dict, is_aten: boo
         None if args[2] is None else _constant(args[2], "batch norm bias"),
         float(_arg(args, kwargs, 6, "eps")),
         f"node {walk.node.name!r}",
+        computed=any(_computed(value) for value in args[1:5]),
     )
     return (walk.advance(), None, None)
 
@@ -494,15 +527,71 @@ def _foldable(node: torch.fx.Node) -> bool:
     return module.startswith("torch") or module == "_operator" or target in vars(operator).values()
 
 
-def _fold(node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
+COPYING_OPERATIONS = frozenset({
+    "view", "reshape", "_unsafe_view", "t", "transpose", "permute", "expand", "expand_as",
+    "clone", "detach", "contiguous", "alias", "to", "_to_copy", "unsqueeze", "squeeze",
+    "flatten", "getitem", "select", "slice", "cat", "concat", "stack", "lift_fresh_copy",
+    "lift_fresh", "float", "double", "type", "type_as", "zeros", "ones", "full", "tensor",
+    "scalar_tensor", "arange", "zeros_like", "ones_like", "full_like", "repeat",
+    "index_select", "narrow", "split", "chunk", "unbind", "flip", "size", "sym_size",
+    "getattr",
+})
+"""Operations whose float results copy their inputs' values (or, for a dtype conversion,
+round them as the operation defines): on the model's own constants they give its own."""
+
+_FOLDED_NAMES = {"truediv": "div", "div": "div", "add": "add", "sub": "sub", "mul": "mul",
+                 "neg": "neg", "reciprocal": "reciprocal", "sqrt": "sqrt", "rsqrt": "rsqrt"}
+
+
+def _fold(node: torch.fx.Node, name: str, args: tuple, kwargs: dict) -> Any:
+    """Evaluate a node on constants, keeping what a float result is in real arithmetic
+    (:mod:`verifier.convert.constant_folding`): exact for a rational operation and a float64
+    stand-in for a square root (:class:`Computed` where float64 cannot hold it), the graph's
+    own for a copy of its own constants, :class:`Unreadable` otherwise."""
     if _contains((args, kwargs), BATCH):
         raise NetworkError(f"node {node.name!r} ({node.target}) computes with the batch size")
     if not _foldable(node):
         raise NetworkError(f"node {node.name!r}: cannot evaluate {node.target!r} on constants")
+    plain_args, plain_kwargs = torch.fx.node.map_aggregate((args, kwargs), _plain)
     with torch.no_grad():
         if node.op == "call_method":
-            return getattr(args[0], str(node.target))(*args[1:], **kwargs)
-        return node.target(*args, **kwargs)
+            result = getattr(plain_args[0], str(node.target))(*plain_args[1:], **plain_kwargs)
+        else:
+            result = node.target(*plain_args, **plain_kwargs)
+    if not (isinstance(result, float) or (isinstance(result, torch.Tensor)
+                                          and result.is_floating_point())):
+        return result
+    exact = _exact_fold(name, args, kwargs)
+    if isinstance(exact, Computed):
+        return exact
+    if exact is not None:
+        return torch.from_numpy(exact) if isinstance(result, torch.Tensor) else float(exact)
+    derived = _contains((args, kwargs), Computed) or _contains((args, kwargs), Unreadable)
+    if name in COPYING_OPERATIONS and not derived:
+        return result
+    return Unreadable(f"{name} node {node.name!r}", result)
+
+
+def _plain(value: Any) -> Any:
+    """A folded constant as the graph computed it (for operations on it: shapes, copies)."""
+    if isinstance(value, Computed):
+        return torch.from_numpy(value.value)
+    return value.value if isinstance(value, Unreadable) else value
+
+
+def _exact_fold(name: str, args: tuple, kwargs: dict) -> Any:
+    """:func:`~verifier.convert.constant_folding.folded_result` of an fx arithmetic
+    operation (``add``/``sub``'s ``alpha`` included, ``rsub`` reversed), or ``None``."""
+    operator_name = _FOLDED_NAMES.get("sub" if name == "rsub" else name)
+    if operator_name is None or kwargs.get("rounding_mode") is not None or (
+            set(kwargs) - {"alpha"}):
+        return None
+    operands = list(args[::-1] if name == "rsub" else args)
+    if "alpha" in kwargs and operator_name in ("add", "sub") and len(operands) == 2:
+        operands[1] = rational_result("mul", [kwargs["alpha"], operands[1]])
+        if operands[1] is None:
+            return None
+    return folded_result(operator_name, operands)
 
 
 def _fetch_attr(module: torch.nn.Module, target: str) -> Any:
@@ -602,7 +691,7 @@ def _convert_node(
     if not _contains((args, kwargs), _Data):
         if name in ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size"):
             return None
-        return _fold(node, args, kwargs)
+        return _fold(node, name, args, kwargs)
     rule = FX_RULES.get(name)
     if rule is None:
         raise NetworkError(

@@ -78,24 +78,28 @@ def safe_box(A: np.ndarray, b: np.ndarray, duals: np.ndarray, lower: np.ndarray,
     multipliers ``duals (D, 2, rows)`` of ``min z_j`` / ``max z_j``: for ``c = ±e_j`` and
     ``y >= 0``, every such ``z`` has ``c·z >= −yᵀb + min_{[lower, upper]} (c + Aᵀy)·z``
     (weak duality with the residual bounded over the box, every float error bounded),
-    intersected with ``[lower, upper]`` (which must be finite)."""
+    intersected with ``[lower, upper]`` (which must be finite); a side whose sums overflow
+    keeps the box's end."""
     dimension, rows = A.shape[1], A.shape[0]
     y = np.where(np.isfinite(duals), np.maximum(duals, 0.0), 0.0).reshape(2 * dimension, rows)
     costs = np.zeros((dimension, 2, dimension))
     costs[np.arange(dimension), 0, np.arange(dimension)] = 1.0
     costs[np.arange(dimension), 1, np.arange(dimension)] = -1.0
     costs = costs.reshape(2 * dimension, dimension)
-    residual = costs + y @ A
-    residual_error = gamma(rows + 2) * (np.abs(costs) + y @ np.abs(A))
-    reach = np.maximum(np.abs(lower), np.abs(upper))
-    least = np.minimum(residual * lower, residual * upper) - residual_error * reach
-    least_sum = least.sum(axis=1)
-    least_low = least_sum - gamma(dimension + 2) * (np.abs(least).sum(axis=1)
-                                                    + np.abs(least_sum))
-    rhs = y @ b
-    rhs_high = rhs + gamma(rows + 1) * (y @ np.abs(b)) + gamma(2) * np.abs(rhs)
-    bound = (least_low - rhs_high).reshape(dimension, 2)
-    bound_low = bound - gamma(2) * np.abs(bound)
+    with np.errstate(invalid="ignore", over="ignore"):
+        residual = costs + y @ A
+        residual_error = gamma(rows + 2) * (np.abs(costs) + y @ np.abs(A))
+        reach = np.maximum(np.abs(lower), np.abs(upper))
+        least = np.minimum(residual * lower, residual * upper) - residual_error * reach
+        least_sum = least.sum(axis=1)
+        least_low = least_sum - gamma(dimension + 2) * (np.abs(least).sum(axis=1)
+                                                        + np.abs(least_sum))
+        rhs = y @ b
+        rhs_high = rhs + gamma(rows + 1) * (y @ np.abs(b)) + gamma(2) * np.abs(rhs)
+        bound = (least_low - rhs_high).reshape(dimension, 2)
+        bound_low = bound - gamma(2) * np.abs(bound)
+    # an overflow (inf − inf, inf·0) proves nothing: that side keeps the box's end
+    bound_low = np.where(np.isnan(bound_low), -np.inf, bound_low)
     return (np.maximum(bound_low[:, 0], lower), np.minimum(-bound_low[:, 1], upper))
 
 

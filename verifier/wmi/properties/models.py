@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier.causal.witness import certified_classes
 from verifier.network import Network, head_error
 from verifier.wmi.encode import WMIInputError
 from verifier.wmi.regions import NetworkModel, PiecewiseAffineModel
@@ -60,10 +61,17 @@ def input_size(*models: PiecewiseAffineModel) -> int:
 
 
 def _predicted_class(model: PiecewiseAffineModel, point: np.ndarray) -> int:
-    """The class the model predicts at ``point`` (a network's class rule, a forest's argmax
-    of its scores)."""
+    """The class the model predicts at ``point``: a network's in real arithmetic
+    (:func:`~verifier.causal.witness.certified_classes`, the tie rule; a float evaluation
+    can put a tie or a near-tie on either side), a forest's argmax of its scores. Raises
+    :class:`WMIInputError` when a folded network cannot decide it."""
     if isinstance(model, NetworkModel):
-        return int(model.network.classify(point[None])[0])
+        chosen = int(certified_classes(model.network, point[None])[0])
+        if chosen < 0:
+            raise WMIInputError(
+                "the class at the centre is a tie, or within rounding of one, that the "
+                "network's folded coefficients cannot decide; give the expected class")
+        return chosen
     if isinstance(model, ForestModel):
         return int(np.argmax(model.predict_scores(point[None])[0]))
     raise WMIInputError("give the expected class explicitly for this model type")
