@@ -10,7 +10,10 @@ Adult instance of :mod:`benchmarks.adult_instances` (``--protected sex --privile
 system's monotonic clock (:func:`time.perf_counter`, one clock for every process) and its
 CPU seconds, appended to a log file; the pool's workers are forked from this process, so they
 run the timed task. Printed as JSON: the run's wall time, the caller's CPU seconds (this
-process: the loop, selection, splitting, pickling), the boxes and intervals reached, and per
+process: the loop, selection, splitting, pickling), the workers' CPU seconds (their whole
+processes, read by ``getrusage(RUSAGE_CHILDREN)`` once they are ended: tasks, unpickling
+and pickling), boxes per CPU second of the two, the tasks' mean size in boxes, the boxes
+and intervals reached, and per
 worker its tasks, busy wall seconds, CPU seconds and idle wall seconds (from its first task
 to the run's end, the time it held no task). On a loaded machine busy wall exceeds CPU by the
 other jobs' share; idle wall is the pool's own loss whatever the load.
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -71,20 +75,29 @@ def measure(stem: Path, gamma: float, budget: float, workers: int) -> dict[str, 
         log = Path(folder) / "tasks.log"
         _timed_tasks(log)
         reports: list[Any] = []
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started, cpu = time.perf_counter(), time.process_time()
         demographic_parity_audit(
             network, population, protected="sex", privileged=1.0, favorable_class=1,
             gamma=gamma, progress=reports.append,
             settings=PVSettings(timeout_s=budget, executor="process", workers=workers))
         ended, caller = time.perf_counter(), time.process_time() - cpu
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         rows = log.read_text("ascii").split("\n") if log.exists() else []
     tasks: dict[str, list[tuple[float, float, float]]] = {}
+    task_boxes = 0
     for row in filter(None, rows):
-        pid, began, done, seconds, _ = row.split()
+        pid, began, done, seconds, boxes = row.split()
         tasks.setdefault(pid, []).append((float(began), float(done), float(seconds)))
+        task_boxes += int(boxes)
+    workers_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     last = reports[-1]
+    task_count = sum(len(spans) for spans in tasks.values())
     result: dict[str, Any] = {
         "wall_s": round(ended - started, 2), "caller_cpu_s": round(caller, 2),
+        "workers_cpu_s": round(workers_cpu, 2),
+        "boxes_per_cpu_s": round(last.boxes / max(caller + workers_cpu, 1e-9)),
+        "mean_task_boxes": round(task_boxes / max(task_count, 1)),
         "boxes": last.boxes, "value": last.value, "probabilities": last.probabilities,
         "workers": {},
     }

@@ -109,14 +109,16 @@ def _evaluate_task(
 
 
 class DistributedEvaluation:
-    """Runs a :class:`BoxEvaluation` on an executor, in up to :data:`TASKS_PER_WORKER` tasks
-    per worker (and batch size / ``min_boxes``): a worker that finishes early takes the next
-    task, so a worker the machine's other jobs slow down holds the batch up less (ACAS Xu φ2,
-    30 s, 2 workers, load 2.5: N4,3 261k → 365k boxes, N5,8 184k → 412k with one task per
-    worker). Task sizes fall linearly (sizes ``k, k − 1, …, 1`` parts for ``k`` tasks), the
+    """Runs a :class:`BoxEvaluation` on an executor, in one task per worker or, where each
+    holds on average at least ``min_boxes`` boxes, up to :data:`TASKS_PER_WORKER` per worker
+    (:func:`task_parts`): a worker that finishes early takes the next task, so a worker the
+    machine's other jobs slow down holds the batch up less (ACAS Xu φ2, 30 s, 2 workers, load
+    2.5: N4,3 261k → 365k boxes, N5,8 184k → 412k with one task per worker). More tasks than
+    workers fall linearly in size (sizes ``k, k − 1, …, 1`` parts for ``k`` tasks), the
     largest first, so the last tasks, which one worker may still run while the others wait,
     are small (Adult-13 2×64, 120 s on 2 workers: 436k–455k boxes with equal tasks, 461k–483k
-    falling).
+    falling). Each task pays the evaluation's fixed cost once (~10–13 ms on Adult-13 1×16,
+    besides ~0.1 ms per box), hence the floor ``min_boxes`` on their average size.
 
     In-process a batch with a ``deadline`` runs on a
     :class:`~verifier.executor.BackgroundThread`, which the loop waits for only until the
@@ -162,10 +164,7 @@ class DistributedEvaluation:
         # even a small batch goes to a worker (one torch thread there): torch's thread pool
         # in the caller stalls on a loaded machine (N4,3's first 230 boxes: 0.6 s with one
         # thread, 2.5-12.7 s with two at load 3)
-        tasks = max(1, min(TASKS_PER_WORKER * self.workers, lo.shape[0] // self.min_boxes))
-        weights = np.arange(tasks, 0, -1)
-        ends = np.round(np.cumsum(weights) / weights.sum() * lo.shape[0]).astype(np.int64)
-        parts = np.split(np.arange(lo.shape[0]), ends[:-1])
+        parts = task_parts(lo.shape[0], self.workers, self.min_boxes)
         return PendingEvaluation([
             self.executor.submit(
                 _evaluate_task, self.shared, lo[p], hi[p], method,
@@ -218,6 +217,21 @@ class DistributedEvaluation:
         if self.box_seconds <= 0.0:
             return rest
         return min(rest, int(CHUNK_SHARE * left / self.box_seconds))
+
+
+def task_parts(count: int, workers: int, min_boxes: int) -> list[np.ndarray]:
+    """The rows of a batch of ``count`` boxes cut into a pool's tasks, in batch order: one
+    per worker of equal size (when the batch holds a box for each), or up to
+    :data:`TASKS_PER_WORKER` per worker where each holds on average at least ``min_boxes``
+    boxes, those falling in size (``k, k − 1, …, 1`` parts for ``k`` tasks, see
+    :class:`DistributedEvaluation`). Every row lies in exactly one part, and no part is
+    empty unless the batch is (a falling part that rounds to no box is left out)."""
+    tasks = min(TASKS_PER_WORKER * workers, count // max(min_boxes, 1))
+    weights = (np.arange(tasks, 0, -1) if tasks > workers
+               else np.ones(max(1, min(workers, count))))
+    ends = np.round(np.cumsum(weights) / weights.sum() * count).astype(np.int64)
+    parts = np.split(np.arange(count), ends[:-1])
+    return [part for part in parts if part.size] or parts[:1]
 
 
 class PendingEvaluation:

@@ -28,13 +28,20 @@ the caller's bookkeeping, the tasks — are amortised over larger batches); see
 :meth:`PVSettings.round_size`."""
 MIN_BATCH_PER_WORKER = 128
 """The fewest boxes a pool's round refines for each worker (when the pool holds them): its
-children fill one task of ``min_boxes_per_task``'s default size per worker."""
+children are cut into one task per worker (:func:`verifier.pv.evaluation.task_parts`)."""
 POOL_ROUND_SHARE = 16
 """On a process pool or Dask a round refines one in this many open boxes, between
 :data:`MIN_BATCH_PER_WORKER` and :data:`BATCH_PER_WORKER` per worker (docs/decisions.md,
 2026-11-28, "A pool's round is a share of its open boxes"): a round as large as the pool
 refines every open box and chooses none (PV's Adult 103-10-2 on 2 workers: decided in
 6–11 s of PV with this rule, in 52–60 s or not at all with rounds of 4,096)."""
+
+MIN_BOXES_PER_TASK = 2048
+"""On a process pool or Dask, a round is cut into more tasks than workers only where each
+holds on average at least this many boxes (docs/decisions.md, 2026-11-29, "A pool's tasks
+hold at least 2,048 boxes"): an evaluation call costs ~10–13 ms besides ~0.1 ms per box on
+Adult-13 1×16, and tasks of ~400 boxes (the earlier floor of 256 with falling sizes) spent
+a sixth of the workers' CPU on it."""
 
 OPEN_BOX_MEMORY_SHARE = 0.5
 """Share of the memory available when a run starts that its open boxes' records may fill by
@@ -76,10 +83,12 @@ class PVSettings:
     (:mod:`verifier.pv.direction`; the same as ``mass`` without a threshold).
     ``executor``/``workers``: where
     the bounding of each batch runs (``local``, ``process``, ``dask`` or ``dask=ADDRESS``, see
-    :mod:`verifier.executor`), in tasks of on average at least ``min_boxes_per_task`` boxes
-    (:class:`verifier.pv.evaluation.DistributedEvaluation`). ``batch_size``: boxes refined
-    per round (None: :data:`IN_PROCESS_BATCH`, or on a pool a share of the open boxes, see
-    :meth:`round_size`). ``rounds_in_flight``: rounds being bounded at once — the
+    :mod:`verifier.executor`), in one task per worker, or more where each holds on average
+    at least ``min_boxes_per_task`` boxes (:func:`verifier.pv.evaluation.task_parts`; the
+    default, :data:`MIN_BOXES_PER_TASK`, amortises a task's fixed cost).
+    ``batch_size``: boxes refined per round (None: :data:`IN_PROCESS_BATCH`, or on a pool a
+    share of the open boxes, see :meth:`round_size`). ``rounds_in_flight``: rounds being
+    bounded at once — the
     next round is chosen and split while the workers bound the last one (None: 1 in-process,
     up to 2 on a pool, see :meth:`rounds_ahead`)."""
 
@@ -100,7 +109,7 @@ class PVSettings:
     selection: Selection = "directed"
     executor: str = "local"
     workers: int | None = None
-    min_boxes_per_task: int = 256
+    min_boxes_per_task: int = MIN_BOXES_PER_TASK
     rounds_in_flight: int | None = None
 
     def __post_init__(self) -> None:
