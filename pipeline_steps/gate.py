@@ -49,6 +49,7 @@ from registry_hooks.tags import (
     move_alias,
     remove_alias,
     remove_result_tags_except,
+    restore_version_tag,
     set_version_tags,
     version_tags,
 )
@@ -215,11 +216,16 @@ def mirror_in_mlflow(decision: GateDecision) -> str:
 
 
 def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolicy) -> None:
-    """Tag the version with the decision; move ``policy.promote_alias`` only on ``passed``."""
+    """Tag the version with the decision; move ``policy.promote_alias`` only on ``passed``.
+    An earlier gate's ``certgate.gate.withdrawn_aliases`` is removed: the tag says what the
+    version's latest gate withdrew (:func:`withdraw_aliases`), so a later pass that gave the
+    aliases back does not leave it saying they were removed."""
     name, version = decision.model_name, decision.model_version
     if name is None or version is None:
         raise RegistryError("a gate decision can only be applied to a registered model version")
     remove_result_tags_except(registry, name, version, [check.audit for check in decision.checks])
+    if WITHDRAWN_ALIASES_TAG in version_tags(registry, name, version):
+        restore_version_tag(registry, name, version, WITHDRAWN_ALIASES_TAG, None)
     set_version_tags(registry, name, version, {
         GATE_TAG: decision.outcome,
         GATE_REASONS_TAG: decision.reasons_text(),
