@@ -56,6 +56,7 @@ from registry_hooks.audit_runs import (
     audit_run,
     load_certificates,
     run_artifact_uri,
+    run_is_active,
 )
 from registry_hooks.certgate_model import (
     LoadedModel,
@@ -359,7 +360,8 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
 def previous_audit(config: CertgateConfig, registry: Registry,
                    model_uri: str) -> AuditOutcome | None:
     """The recorded audit of the version ``model_uri`` names under this configuration, if it
-    exists (then nothing needs to run)."""
+    exists and its run is not deleted (then nothing needs to run; a deleted run is audited
+    again)."""
     reference = parse_model_uri(model_uri)
     if not reference.in_registry:
         return None
@@ -369,6 +371,8 @@ def previous_audit(config: CertgateConfig, registry: Registry,
     if is_due(tags, fingerprint) or tags.get(STATUS_TAG) != STATUS_AUDITED:
         return None
     run_id = tags[RUN_ID_TAG]
+    if not run_is_active(registry, run_id):
+        return None
     names = [settings.name for settings in config.audits]
     certificates = load_certificates(registry, run_id, names)
     artifact_uri = run_artifact_uri(registry, run_id)
