@@ -64,7 +64,7 @@ from registry_hooks.certgate_model import (
     fetch_population,
     load_model,
 )
-from registry_hooks.connection import Registry, connect
+from registry_hooks.connection import Registry, RegistryError, connect
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
     RUN_ID_TAG,
@@ -398,9 +398,20 @@ def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
     return network, population
 
 
-def _restore_status(registry: Registry, loaded: LoadedModel, previous: str | None) -> None:
-    """Put the version's audit-status tag back as it was before a failed audit."""
-    restore_version_tag(registry, loaded.name, loaded.version, STATUS_TAG, previous)
+def _restore_status(registry: Registry, loaded: LoadedModel, previous: str | None,
+                    cause: BaseException) -> None:
+    """Put the version's audit-status tag back as it was before the audit failed with
+    ``cause``. When the registry cannot be reached for that either (it went away mid-run),
+    the error raised is still ``cause``'s, saying that the tag was left ``running``."""
+    try:
+        restore_version_tag(registry, loaded.name, loaded.version, STATUS_TAG, previous)
+    except RegistryError as lost:
+        left = (f"the tag {STATUS_TAG} of models:/{loaded.name}/{loaded.version} could not be "
+                f"reset and still says {STATUS_RUNNING!r} ({lost}); `certgate run` audits the "
+                f"version again, `certgate hooks` skip it until the tag is removed")
+        if isinstance(cause, RegistryError):
+            raise RegistryError(f"{cause}; {left}") from cause
+        cause.add_note(left)
 
 
 def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,
@@ -439,9 +450,9 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
                 certificate.provenance = provenance(loaded, artifact, network)
             outcome = log_audit_run(config, registry, loaded, artifact, validation,
                                     certificates, report_dir, observed)
-        except BaseException:
+        except BaseException as error:
             if in_registry:
-                _restore_status(registry, loaded, previous_status)
+                _restore_status(registry, loaded, previous_status, error)
             raise
     outcome.elapsed_s = time.monotonic() - started
     return outcome
