@@ -382,3 +382,16 @@ def test_hooks_watch_once_audits_each_new_version_once(
     code, out, _ = run_cli(capsys, "hooks", "watch", "--config", str(config), "--once")
     assert code == 0 and "0 version(s) handled" in out
     assert runs_in(registry, config) == 1
+
+    # Another configuration (a changed audit setting): the version is due again under it, as
+    # with --alias and as the dispatcher judges it; the poll listed only versions never
+    # audited, so a tightened configuration never reached an audited version.
+    changed = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                           audit={"timeout_s": 59})
+    code, out, _ = run_cli(capsys, "hooks", "watch", "--config", str(changed), "--once")
+    assert code == 0 and "1 version(s) handled, 0 failed" in out, out
+    assert runs_in(registry, changed) == 1
+    assert version_tags(registry, name, version)["certgate.audit.config_hash"] == \
+        load_config(changed).audit_fingerprint()
+    code, out, _ = run_cli(capsys, "hooks", "watch", "--config", str(changed), "--once")
+    assert code == 0 and "0 version(s) handled" in out

@@ -381,7 +381,8 @@ def watch_command(args: argparse.Namespace) -> int:
         registry = _registry(config)
         dispatcher = _dispatcher(config, registry, args.alias, background=False)
         try:
-            handled = watch(registry, dispatcher, args.interval, names, once=args.once)
+            handled = watch(registry, dispatcher, args.interval, names, once=args.once,
+                            config_hash=config.audit_fingerprint())
         except KeyboardInterrupt:
             handled = dispatcher.handled
     print(f"certgate hooks: {len(handled)} version(s) handled, {len(dispatcher.failed)} failed")
