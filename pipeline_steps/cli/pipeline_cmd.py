@@ -255,7 +255,9 @@ DEPLOY_MODULE = "pipeline_steps.deploy"
 
 def require_deploy_step(config: CertgateConfig) -> None:
     """Refuse, before anything runs, a configuration asking for a deploy step that this
-    installation does not have, or whose constraints file does not exist."""
+    installation does not have, or whose constraints file does not exist or cannot be read
+    as a constraint set (broken YAML, an unknown key or class: found after the audit and the
+    gate, it stopped the run with the promotion alias already moved)."""
     if config.deploy is not None and importlib.util.find_spec(DEPLOY_MODULE) is None:
         raise CertgateInputError(
             "the configuration has a 'deploy' section, but this certgate has no deploy step "
@@ -265,6 +267,14 @@ def require_deploy_step(config: CertgateConfig) -> None:
         raise CertgateInputError(
             f"deploy.constraints: constraints file not found: {config.deploy.constraints}"
         )
+    if config.deploy is not None:
+        from verifier.selfcorrect import ConstraintError
+        from verifier.selfcorrect.loaders import load_constraints
+
+        try:
+            load_constraints(config.deploy.constraints)
+        except ConstraintError as error:
+            raise CertgateInputError(f"deploy.constraints: {error}") from error
 
 
 def deploy_step(config: CertgateConfig, registry: Registry, decision: GateDecision) -> str:
@@ -291,7 +301,14 @@ def run_command(args: argparse.Namespace) -> int:
         print_gate(decision, config)
         deployed = None
         if config.deploy is not None and decision.outcome == "passed":
-            deployed = deploy_step(config, registry, decision)
+            try:
+                deployed = deploy_step(config, registry, decision)
+            except CertgateInputError as error:
+                if args.json:  # the audit and the gate happened: their results are kept
+                    emit_json({"audit": outcome_summary(outcome, config),
+                               "gate": gate_summary(decision), "deploy": None,
+                               "error": f"deploy: {error}", "exit_code": EXIT_ERROR})
+                raise
             print(f"deploy: {deployed}")
     if args.json:
         emit_json({"audit": outcome_summary(outcome, config),
