@@ -60,8 +60,10 @@ def print_schema(args: argparse.Namespace) -> int:
 
 def check_file(args: argparse.Namespace) -> int:
     config = load_config(args.file)
+    from pipeline_steps.cli.pipeline_cmd import require_deploy_step
     from pipeline_steps.preflight import preflight
 
+    require_deploy_step(config)
     quiet_downloads()
     checked = preflight(config)
     names = ", ".join(audit.name for audit in config.audits)
