@@ -397,3 +397,15 @@ def test_requirement_verdicts_agree_with_every_point_of_the_interval(
         assert all(holds[comparison](p, threshold) for p in points)
     if requirement.proven_fail(low, high):
         assert not any(holds[comparison](p, threshold) for p in points)
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_privileged_value_that_is_no_number_names_the_field(tmp_path: Path,
+                                                              value: str) -> None:
+    """``privileged: .nan`` passed validation and stopped the audit with "box corners must not
+    be NaN", naming neither the field nor the value."""
+    path = tmp_path / "nan.yaml"
+    path.write_text("model: {uri: a.onnx}\naudits:\n  - {kind: demographic_parity, protected: "
+                    f"sex, privileged: {value}, favorable_class: 1, gamma: 0.8}}\n")
+    with pytest.raises(ConfigError, match=r"audits\[0\]\.privileged: Input should be a finite"):
+        load_config(path)
