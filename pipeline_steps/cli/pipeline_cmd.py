@@ -114,8 +114,8 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     serve.set_defaults(func=serve_command)
     watch = verbs.add_parser(
         "watch", help="poll the registry for versions awaiting an audit",
-        description="Every --interval seconds, audit versions not yet audited (or the version "
-        "--alias points to), once per version.",
+        description="Every --interval seconds, audit versions not yet audited under this "
+        "configuration (or the version --alias points to), once per version.",
     )
     watch.add_argument("--config", required=True, help="audit configuration (YAML)")
     watch.add_argument("--interval", type=float, default=30.0, help="seconds between polls")
