@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline_steps.cli.config_cmd import load_config
+from pipeline_steps.cli.config_cmd import DEPLOY_MODULE, load_config, require_deploy_step
 from pipeline_steps.cli.exit_codes import EXIT_ERROR, EXIT_OK, exit_for
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, quiet_downloads
 from verifier.errors import CertgateInputError
@@ -248,33 +247,6 @@ def audit_and_gate(config: CertgateConfig, registry: Registry, model_uri: str | 
                                  registry if in_registry else None,
                                  outcome.model_name, outcome.model_version)
     return outcome, decision
-
-
-DEPLOY_MODULE = "pipeline_steps.deploy"
-
-
-def require_deploy_step(config: CertgateConfig) -> None:
-    """Refuse, before anything runs, a configuration asking for a deploy step that this
-    installation does not have, or whose constraints file does not exist or cannot be read
-    as a constraint set (broken YAML, an unknown key or class: found after the audit and the
-    gate, it stopped the run with the promotion alias already moved)."""
-    if config.deploy is not None and importlib.util.find_spec(DEPLOY_MODULE) is None:
-        raise CertgateInputError(
-            "the configuration has a 'deploy' section, but this certgate has no deploy step "
-            "yet; remove the section to run audit and gate only"
-        )
-    if config.deploy is not None and not config.deploy.constraints.is_file():
-        raise CertgateInputError(
-            f"deploy.constraints: constraints file not found: {config.deploy.constraints}"
-        )
-    if config.deploy is not None:
-        from verifier.selfcorrect import ConstraintError
-        from verifier.selfcorrect.loaders import load_constraints
-
-        try:
-            load_constraints(config.deploy.constraints)
-        except ConstraintError as error:
-            raise CertgateInputError(f"deploy.constraints: {error}") from error
 
 
 def deploy_step(config: CertgateConfig, registry: Registry, decision: GateDecision) -> str:
