@@ -31,6 +31,7 @@ from verifier.audits.requirement import NAME_PATTERN as NAME_PATTERN
 from verifier.audits.requirement import Requirement as Requirement
 from verifier.audits.requirement import StrictSettings
 from verifier.errors import CertgateInputError
+from verifier.yaml_documents import load_yaml
 
 ALIAS_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 EXECUTOR_PATTERN = re.compile(r"^(local|process|dask(=\S+)?)$")
@@ -276,30 +277,13 @@ def parse_config(document: Any, source: str = "<config>") -> CertgateConfig:
         raise ConfigError(f"{source}: {describe_validation_error(error)}") from error
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key given twice in one mapping (YAML forbids it;
-    PyYAML would keep the last value, so a second ``gamma:`` pasted below the first would
-    silently set the threshold the gate reads)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if isinstance(key, str | int | float | bool) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice in this mapping",
-                    key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def load_config(path: str | Path) -> CertgateConfig:
     """Read, expand and validate a YAML configuration file."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"config file not found: {file}")
     try:
-        document = yaml.load(file.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        document = load_yaml(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
