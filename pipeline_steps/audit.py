@@ -56,6 +56,7 @@ from registry_hooks.audit_runs import (
     audit_run,
     load_certificates,
     run_artifact_uri,
+    run_is_active,
 )
 from registry_hooks.certgate_model import (
     LoadedModel,
@@ -63,7 +64,7 @@ from registry_hooks.certgate_model import (
     fetch_population,
     load_model,
 )
-from registry_hooks.connection import Registry, connect
+from registry_hooks.connection import Registry, RegistryError, connect
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
     RUN_ID_TAG,
@@ -359,7 +360,8 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
 def previous_audit(config: CertgateConfig, registry: Registry,
                    model_uri: str) -> AuditOutcome | None:
     """The recorded audit of the version ``model_uri`` names under this configuration, if it
-    exists (then nothing needs to run)."""
+    exists and its run is not deleted (then nothing needs to run; a deleted run is audited
+    again)."""
     reference = parse_model_uri(model_uri)
     if not reference.in_registry:
         return None
@@ -369,6 +371,8 @@ def previous_audit(config: CertgateConfig, registry: Registry,
     if is_due(tags, fingerprint) or tags.get(STATUS_TAG) != STATUS_AUDITED:
         return None
     run_id = tags[RUN_ID_TAG]
+    if not run_is_active(registry, run_id):
+        return None
     names = [settings.name for settings in config.audits]
     certificates = load_certificates(registry, run_id, names)
     artifact_uri = run_artifact_uri(registry, run_id)
@@ -394,9 +398,20 @@ def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
     return network, population
 
 
-def _restore_status(registry: Registry, loaded: LoadedModel, previous: str | None) -> None:
-    """Put the version's audit-status tag back as it was before a failed audit."""
-    restore_version_tag(registry, loaded.name, loaded.version, STATUS_TAG, previous)
+def _restore_status(registry: Registry, loaded: LoadedModel, previous: str | None,
+                    cause: BaseException) -> None:
+    """Put the version's audit-status tag back as it was before the audit failed with
+    ``cause``. When the registry cannot be reached for that either (it went away mid-run),
+    the error raised is still ``cause``'s, saying that the tag was left ``running``."""
+    try:
+        restore_version_tag(registry, loaded.name, loaded.version, STATUS_TAG, previous)
+    except RegistryError as lost:
+        left = (f"the tag {STATUS_TAG} of models:/{loaded.name}/{loaded.version} could not be "
+                f"reset and still says {STATUS_RUNNING!r} ({lost}); `certgate run` audits the "
+                f"version again, `certgate hooks` skip it until the tag is removed")
+        if isinstance(cause, RegistryError):
+            raise RegistryError(f"{cause}; {left}") from cause
+        cause.add_note(left)
 
 
 def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,
@@ -435,9 +450,9 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
                 certificate.provenance = provenance(loaded, artifact, network)
             outcome = log_audit_run(config, registry, loaded, artifact, validation,
                                     certificates, report_dir, observed)
-        except BaseException:
+        except BaseException as error:
             if in_registry:
-                _restore_status(registry, loaded, previous_status)
+                _restore_status(registry, loaded, previous_status, error)
             raise
     outcome.elapsed_s = time.monotonic() - started
     return outcome

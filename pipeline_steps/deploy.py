@@ -64,7 +64,7 @@ from registry_hooks.tags import (
 )
 from registry_hooks.uris import registered_uri
 from verifier import __version__
-from verifier.audits.binding import anonymous_inputs, bound_names
+from verifier.audits.binding import anonymous_inputs, anonymous_outputs, bound_names
 from verifier.errors import CertgateInputError
 from verifier.network import Network
 from verifier.selfcorrect import (
@@ -342,12 +342,14 @@ def _midpoint(low: float, high: float) -> float:
 def variant_output_columns(source: Network, num_outputs: int) -> list[str]:
     """The corrected-logit columns of the SC-Net of ``source`` (the model as loaded, before
     its classifier view): ``logit_<class name>`` when the source names its classes
-    (``logit_abstain`` for an appended abstain class), else ``logit_<index>``. A single-logit
+    (``logit_abstain`` for an appended abstain class), else ``logit_<index>`` (also for
+    positional names, :func:`~verifier.audits.binding.anonymous_outputs`: an ONNX output
+    tensor ``logits`` read as ``logits[0]``, ``logits[1]`` names no class). A single-logit
     source names its logit, not its classes: they are 0 and 1 (class 1 iff the logit is > 0),
     so its columns are ``logit_0`` (the constant 0 the classifier view puts in front) and
     ``logit_1`` (the logit)."""
     names = list(source.output_names)
-    if source.output_size == 1 or names == [f"y{index}" for index in range(len(names))]:
+    if source.output_size == 1 or anonymous_outputs(source):
         return selfcorrect_pyfunc.logit_columns(num_outputs)
     columns = [f"logit_{name}" for name in names]
     if num_outputs > len(names):

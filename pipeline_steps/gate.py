@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from configs.schema import AuditSettings, CertgateConfig, GatePolicy, Requirement
-from registry_hooks.audit_runs import load_certificates, validate_in_mlflow
+from registry_hooks.audit_runs import load_certificates, run_is_active, validate_in_mlflow
 from registry_hooks.connection import Registry, RegistryError
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
@@ -49,6 +49,7 @@ from registry_hooks.tags import (
     move_alias,
     remove_alias,
     remove_result_tags_except,
+    restore_version_tag,
     set_version_tags,
     version_tags,
 )
@@ -215,11 +216,16 @@ def mirror_in_mlflow(decision: GateDecision) -> str:
 
 
 def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolicy) -> None:
-    """Tag the version with the decision; move ``policy.promote_alias`` only on ``passed``."""
+    """Tag the version with the decision; move ``policy.promote_alias`` only on ``passed``.
+    An earlier gate's ``certgate.gate.withdrawn_aliases`` is removed: the tag says what the
+    version's latest gate withdrew (:func:`withdraw_aliases`), so a later pass that gave the
+    aliases back does not leave it saying they were removed."""
     name, version = decision.model_name, decision.model_version
     if name is None or version is None:
         raise RegistryError("a gate decision can only be applied to a registered model version")
     remove_result_tags_except(registry, name, version, [check.audit for check in decision.checks])
+    if WITHDRAWN_ALIASES_TAG in version_tags(registry, name, version):
+        restore_version_tag(registry, name, version, WITHDRAWN_ALIASES_TAG, None)
     set_version_tags(registry, name, version, {
         GATE_TAG: decision.outcome,
         GATE_REASONS_TAG: decision.reasons_text(),
@@ -266,7 +272,8 @@ def _is_variant_of(tags: dict[str, str], name: str, version: str) -> bool:
 
 def audited_run(registry: Registry, name: str, version: str, fingerprint: str) -> str:
     """The run id of the version's completed audit for this configuration; raises
-    :class:`RegistryError` when there is none or it used another configuration."""
+    :class:`RegistryError` when there is none, it used another configuration or its run was
+    deleted."""
     tags = version_tags(registry, name, version)
     if tags.get(STATUS_TAG) != STATUS_AUDITED or RUN_ID_TAG not in tags:
         raise RegistryError(
@@ -276,6 +283,11 @@ def audited_run(registry: Registry, name: str, version: str, fingerprint: str) -
         raise RegistryError(
             f"models:/{name}/{version} was audited with a different audit configuration "
             f"(hash {tags.get(CONFIG_HASH_TAG)}, now {fingerprint}); run `certgate audit` again"
+        )
+    if not run_is_active(registry, tags[RUN_ID_TAG]):
+        raise RegistryError(
+            f"the audit run {tags[RUN_ID_TAG]} of models:/{name}/{version} was deleted; run "
+            "`certgate audit` (or `certgate run`) again"
         )
     return tags[RUN_ID_TAG]
 

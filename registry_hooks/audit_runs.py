@@ -16,6 +16,7 @@ from typing import Any
 
 import mlflow
 from mlflow.entities import Metric
+from mlflow.exceptions import MlflowException
 
 from registry_hooks.connection import Registry, registry_errors
 from verifier.certificate import Certificate
@@ -89,6 +90,18 @@ def audit_run(registry: Registry, experiment: str, run_name: str, tags: Mapping[
         mlflow.set_experiment(experiment)
         with mlflow.start_run(run_name=run_name, tags=dict(tags)) as run:
             yield AuditRunWriter(registry, run, model_id)
+
+
+def run_is_active(registry: Registry, run_id: str) -> bool:
+    """Whether the run exists and is not deleted (a deleted run's artifacts go with the next
+    ``mlflow gc``, and the experiment no longer lists it: it is no record to act on)."""
+    with registry_errors(f"cannot read audit run {run_id}"):
+        try:
+            return registry.client.get_run(run_id).info.lifecycle_stage == "active"
+        except MlflowException as error:
+            if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return False
+            raise
 
 
 def run_artifact_uri(registry: Registry, run_id: str) -> str:

@@ -3,7 +3,8 @@
 Each poll turns the registry's current state into the events a webhook would have sent and
 offers them to the :class:`~registry_hooks.dispatch.Dispatcher`: with an alias, the version
 each watched model's alias points to (``model_version_alias.created``); without one, every
-version not yet audited (``model_version.created``). The dispatcher's idempotency makes
+version not yet audited under the configuration (``model_version.created``; a version audited
+under another configuration is due again, as with an alias). The dispatcher's idempotency makes
 repeated polls harmless: a version is handled once.
 """
 
@@ -36,13 +37,15 @@ def registered_names(registry: Registry) -> list[str]:
 
 
 def pending_events(registry: Registry, names: Iterable[str] | None,
-                   alias: str | None) -> list[RegistryEvent]:
-    """The events one poll produces (see the module docstring)."""
+                   alias: str | None, config_hash: str | None = None) -> list[RegistryEvent]:
+    """The events one poll produces (see the module docstring); ``config_hash``: the
+    configuration's fingerprint, under which a version audited with another configuration
+    is due again (as the dispatcher judges it)."""
     if alias is None:
         return [
             RegistryEvent(MODEL_VERSION_CREATED, version.name, str(version.version), None,
                           POLL_DELIVERY_ID)
-            for version in versions_awaiting_audit(registry, names)
+            for version in versions_awaiting_audit(registry, names, config_hash)
         ]
     events = []
     for name in names if names is not None else registered_names(registry):
@@ -55,10 +58,11 @@ def pending_events(registry: Registry, names: Iterable[str] | None,
 
 
 def poll_once(registry: Registry, dispatcher: Dispatcher,
-              names: Iterable[str] | None = None) -> list[RegistryEvent]:
+              names: Iterable[str] | None = None,
+              config_hash: str | None = None) -> list[RegistryEvent]:
     """Offer this poll's events; return those that were queued (or run)."""
     queued = []
-    for event in pending_events(registry, names, dispatcher.alias):
+    for event in pending_events(registry, names, dispatcher.alias, config_hash):
         if dispatcher.offer(event) == "queued":
             queued.append(event)
     return queued
@@ -66,14 +70,15 @@ def poll_once(registry: Registry, dispatcher: Dispatcher,
 
 def watch(registry: Registry, dispatcher: Dispatcher, interval_s: float,
           names: Iterable[str] | None = None, *, once: bool = False,
-          stop: threading.Event | None = None) -> list[RegistryEvent]:
+          stop: threading.Event | None = None,
+          config_hash: str | None = None) -> list[RegistryEvent]:
     """Poll every ``interval_s`` seconds until ``stop`` is set (or once); return everything
-    queued."""
+    queued. ``config_hash``: the configuration's fingerprint (:func:`pending_events`)."""
     names = list(names) if names is not None else None
     stop = stop or threading.Event()
     queued: list[RegistryEvent] = []
     while True:
-        queued.extend(poll_once(registry, dispatcher, names))
+        queued.extend(poll_once(registry, dispatcher, names, config_hash))
         if once or stop.wait(interval_s):
             dispatcher.drain()
             return queued

@@ -123,3 +123,27 @@ def test_self_correcting_signature_names_columns_and_classes() -> None:
         assert variant_output_columns(single, 2) == ["logit_0", "logit_1"]
         assert variant_output_columns(single, 3) == ["logit_0", "logit_1", "logit_2"]
     assert not _signature(unnamed, ["logit_0", "logit_1"]).inputs.has_input_names()
+
+
+def test_an_onnx_output_tensor_names_no_classes(tmp_path: Path) -> None:
+    """``torch.onnx.export(..., output_names=["logits"])`` of a two-class model is read as
+    outputs ``logits[0]``, ``logits[1]``: positions of one tensor, not class names, so the
+    self-correcting variant's columns are the class indices README promises (they were
+    ``logit_logits[0]``, ``logit_logits[1]``)."""
+    import torch
+
+    from pipeline_steps.deploy import variant_output_columns
+    from verifier.convert import load_network
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    path = tmp_path / "net.onnx"
+    torch.onnx.export(model.eval(), torch.zeros(1, 3), str(path), input_names=["input"],
+                      output_names=["logits"], dynamo=False)
+    network = load_network(path)
+    assert list(network.output_names) == ["logits[0]", "logits[1]"]
+    assert variant_output_columns(network, 2) == ["logit_0", "logit_1"]
+    assert variant_output_columns(network, 3) == ["logit_0", "logit_1", "logit_2"]
+    named = Network([Layer(np.ones((2, 3)), np.zeros(2))], ["a", "b", "c"],
+                    ["grant[0]", "deny[1]"])
+    assert variant_output_columns(named, 2) == ["logit_grant[0]", "logit_deny[1]"]

@@ -36,3 +36,19 @@ def test_check_rejects_a_typo_with_one_line_naming_the_field(
     assert "audits[0].favourable_class: unknown key" in lines[0]
     assert "audits[0].favorable_class: required key missing" in lines[0]
     assert captured.out == ""
+
+
+def test_check_reads_the_deploy_constraints_as_run_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`config check` refuses a deploy constraints file that `certgate run` refuses before any
+    audit (it said "valid" for a file naming a class the file does not list)."""
+    constraints = tmp_path / "constraints.yaml"
+    constraints.write_text((CONFIGS / "demo_constraints.yaml").read_text()
+                           .replace('"low < high"', '"low < hihg"'))
+    config = tmp_path / "demo.yaml"
+    config.write_text((CONFIGS / "demo.yaml").read_text().replace(
+        "${CERTGATE_DEMO_CONSTRAINTS:-configs/demo_constraints.yaml}", str(constraints)))
+    capsys.readouterr()
+    assert main(["config", "check", str(config), "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error.startswith(f"deploy.constraints: {constraints}") and "'hihg'" in error

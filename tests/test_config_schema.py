@@ -183,6 +183,24 @@ def test_yaml_errors_and_missing_files(tmp_path: Path) -> None:
         load_config(listed)
 
 
+@pytest.mark.parametrize(("text", "key", "line"), [
+    ("model: {uri: a.onnx}\naudits:\n  - kind: demographic_parity\n    protected: sex\n"
+     "    privileged: 1\n    favorable_class: 1\n    gamma: 0.8\n    gamma: 0.5\n",
+     "gamma", 8),
+    ("model: {uri: a.onnx}\nmodel: {uri: b.onnx}\naudits: []\n", "model", 2),
+    ("model: {uri: a.onnx, uri: b.onnx}\naudits: []\n", "uri", 1),
+])
+def test_a_key_given_twice_is_refused_naming_it(tmp_path: Path, text: str, key: str,
+                                                 line: int) -> None:
+    """YAML forbids a key given twice in one mapping; PyYAML kept the last value, so a second
+    ``gamma`` silently set the threshold the gate reads (0.5 where the file also says 0.8)."""
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"twice.yaml: line {line}, column \d+: invalid YAML: "
+                                          rf"key '{key}' is given twice"):
+        load_config(path)
+
+
 def test_yaml_file_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(MINIMAL))
@@ -379,3 +397,15 @@ def test_requirement_verdicts_agree_with_every_point_of_the_interval(
         assert all(holds[comparison](p, threshold) for p in points)
     if requirement.proven_fail(low, high):
         assert not any(holds[comparison](p, threshold) for p in points)
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_privileged_value_that_is_no_number_names_the_field(tmp_path: Path,
+                                                              value: str) -> None:
+    """``privileged: .nan`` passed validation and stopped the audit with "box corners must not
+    be NaN", naming neither the field nor the value."""
+    path = tmp_path / "nan.yaml"
+    path.write_text("model: {uri: a.onnx}\naudits:\n  - {kind: demographic_parity, protected: "
+                    f"sex, privileged: {value}, favorable_class: 1, gamma: 0.8}}\n")
+    with pytest.raises(ConfigError, match=r"audits\[0\]\.privileged: Input should be a finite"):
+        load_config(path)

@@ -497,3 +497,52 @@ def test_a_single_logit_variant_names_its_classes_by_index(
                                     constraints, registry=registry, workdir=tmp_path)
     outputs = mlflow.models.get_model_info(record.uri).signature.outputs.input_names()
     assert outputs == ["logit_0", "logit_1", "bottom", "predicted_class"]
+
+
+def test_malformed_constraints_stop_run_before_the_audit_or_keep_its_results(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A constraints file that cannot be read (an unknown class, broken YAML) is refused
+    before anything runs, naming ``deploy.constraints``; one that does not fit the model (its
+    width), found only once the model is wrapped, ends the run with exit code 2 and a JSON
+    object that still carries the audit and the gate, whose alias move happened. Both used to
+    be found after the gate had moved ``champion``, with ``{"error": …}`` alone on stdout."""
+    name = f"badcons_{uuid.uuid4().hex[:8]}"
+    log_model(credit_demo.fair, credit_demo.population, registered_model_name=name,
+              serialization_format="pickle", alias="candidate", registry=registry)
+    rule = {"name": "r", "precondition": {"kind": "box", "lower": [None, 100] + [None] * 4,
+                                          "upper": [None] * 6},
+            "postcondition": [["deny < granted"]]}
+    unknown_class = tmp_path / "unknown_class.yaml"
+    unknown_class.write_text(yaml.safe_dump({"classes": ["deny", "grant"],
+                                             "constraints": [rule]}))
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("classes: [deny, grant]\nconstraints:\n  - name: r\n   precondition: 1\n")
+    for path in (unknown_class, broken):
+        config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                                  {"constraints": str(path), "alias": "safe"})
+        capsys.readouterr()
+        code = main(["run", "--config", str(config), "--no-progress", "--json"])
+        captured = capsys.readouterr()
+        error = json.loads(captured.out)
+        assert code == 2 and error["error"].startswith(f"deploy.constraints: {path}"), error
+        assert alias_version(registry, name, "champion") is None
+        assert "certgate.audit.status" not in version_tags(registry, name, "1")
+
+    narrow = tmp_path / "narrow.yaml"
+    narrow.write_text(yaml.safe_dump({"classes": ["deny", "grant"], "input_size": 5,
+                                      "constraints": [{**rule, "postcondition": [
+                                          ["deny < grant"]], "precondition": {
+                                          "kind": "box", "lower": [None, 100, None, None, None],
+                                          "upper": [None] * 5}}]}))
+    config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                              {"constraints": str(narrow), "alias": "safe"})
+    code = main(["run", "--config", str(config), "--no-progress", "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 2 and summary["exit_code"] == 2, summary
+    assert summary["error"].startswith("deploy: constraints")
+    assert "the constraints read 5 inputs but the model has 6" in summary["error"]
+    assert summary["gate"]["outcome"] == "passed" and summary["deploy"] is None
+    assert summary["gate"]["promoted_alias"] == "champion"
+    assert alias_version(registry, name, "champion") == "1"
+    assert alias_version(registry, name, "safe") is None

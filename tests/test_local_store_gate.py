@@ -90,3 +90,15 @@ def test_a_failed_gate_withdraws_champion_in_a_local_store(
     withdrawn = failed["gate"]["withdrawn_aliases"]
     assert any(text.startswith("'champion' removed") for text in withdrawn), withdrawn
     assert any(text.startswith("'safe' removed") for text in withdrawn), withdrawn
+    tags = registry.client.get_model_version(NAME, version).tags
+    assert tags["certgate.gate.withdrawn_aliases"] == "; ".join(withdrawn)
+
+    # The pass again: the aliases come back, and the version's tags no longer say that its
+    # latest gate removed them (the failed gate's tag stayed beside certgate.gate=passed).
+    code, again = _run(capsys, _config(tmp_path, uri, names, population, 0.30))
+    assert code == 0 and again["gate"]["withdrawn_aliases"] == [], again
+    aliases = registry.client.get_registered_model(NAME).aliases
+    assert str(aliases["champion"]) == version and "safe" in aliases, aliases
+    tags = registry.client.get_model_version(NAME, version).tags
+    assert tags["certgate.gate"] == "passed"
+    assert "certgate.gate.withdrawn_aliases" not in tags, tags

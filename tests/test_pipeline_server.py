@@ -196,6 +196,47 @@ def test_auditing_twice_reuses_the_recorded_run_unless_forced(
     assert runs_in(registry, config) == 2
 
 
+def test_a_deleted_audit_run_is_no_record(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A deleted audit run (its artifacts go with the next ``mlflow gc``) is no record: the
+    gate refuses it, saying so, and ``run`` audits the version again. The gate read the
+    deleted run's certificates and promoted on them; once the run was collected, every
+    ``run`` and ``gate`` of the version stopped at "run not found" and no audit could be
+    recorded without ``--force``."""
+    name = f"deleted_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}/{version}")
+    code, out, _ = run_cli(capsys, "run", "--config", str(config), "--no-progress", "--json")
+    assert code == 0, out
+    first = last_json(out)["audit"]["run_id"]
+    registry.client.delete_run(first)
+    registry.client.delete_registered_model_alias(name, "champion")
+
+    code, out, err = run_cli(capsys, "gate", "--config", str(config), "--json")
+    assert code == 2 and f"the audit run {first} of models:/{name}/{version} was deleted" \
+        in one_line_error(err)
+    assert "error" in json.loads(out) and alias_version(registry, name, "champion") is None
+
+    code, out, _ = run_cli(capsys, "run", "--config", str(config), "--no-progress", "--json")
+    summary = last_json(out)
+    assert code == 0 and not summary["audit"]["reused"], out
+    second = summary["audit"]["run_id"]
+    assert second != first and version_tags(registry, name, version)[
+        "certgate.audit.run_id"] == second
+    low, high = summary["audit"]["audits"]["demographic_parity"]["ratio"]
+    certificate = Certificate.from_dict(mlflow.artifacts.load_dict(
+        f"runs:/{second}/certificates/demographic_parity.json"))
+    assert certificate.bounds["value"] == (low, high) and low > 0.8
+    assert alias_version(registry, name, "champion") == version
+
+    set_version_tags(registry, name, version, {"certgate.audit.run_id": "0" * 32})
+    code, out, err = run_cli(capsys, "gate", "--config", str(config), "--json")
+    assert code == 2 and "was deleted" in one_line_error(err)
+    code, out, _ = run_cli(capsys, "run", "--config", str(config), "--no-progress", "--json")
+    assert code == 0 and not last_json(out)["audit"]["reused"], out
+
+
 def one_line_error(err: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -341,3 +382,16 @@ def test_hooks_watch_once_audits_each_new_version_once(
     code, out, _ = run_cli(capsys, "hooks", "watch", "--config", str(config), "--once")
     assert code == 0 and "0 version(s) handled" in out
     assert runs_in(registry, config) == 1
+
+    # Another configuration (a changed audit setting): the version is due again under it, as
+    # with --alias and as the dispatcher judges it; the poll listed only versions never
+    # audited, so a tightened configuration never reached an audited version.
+    changed = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                           audit={"timeout_s": 59})
+    code, out, _ = run_cli(capsys, "hooks", "watch", "--config", str(changed), "--once")
+    assert code == 0 and "1 version(s) handled, 0 failed" in out, out
+    assert runs_in(registry, changed) == 1
+    assert version_tags(registry, name, version)["certgate.audit.config_hash"] == \
+        load_config(changed).audit_fingerprint()
+    code, out, _ = run_cli(capsys, "hooks", "watch", "--config", str(changed), "--once")
+    assert code == 0 and "0 version(s) handled" in out

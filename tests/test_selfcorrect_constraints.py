@@ -382,3 +382,16 @@ def test_a_constraint_that_can_never_hold_warns_at_load_time() -> None:
     messages = [str(w.message) for w in caught
                 if issubclass(w.category, UnsatisfiableConstraintWarning)]
     assert len(messages) == 1 and "'cycle' can never hold" in messages[0]
+
+
+def test_a_key_given_twice_in_a_constraint_file_is_refused(tmp_path: Path) -> None:
+    """A second ``postcondition:`` in one constraint replaced the first silently (PyYAML kept
+    the last value), so the variant enforced one rule where the file wrote two."""
+    path = tmp_path / "twice.yaml"
+    path.write_text("classes: [deny, grant]\nconstraints:\n  - name: r\n"
+                    "    precondition: {kind: box, lower: [1.0], upper: [null]}\n"
+                    "    postcondition: [[deny < grant]]\n"
+                    "    postcondition: [[grant < deny]]\n")
+    with pytest.raises(CertgateInputError, match=r"(?s)twice.yaml: cannot parse: key "
+                                                 r"'postcondition' is given twice.*line 6"):
+        load_constraints(path)

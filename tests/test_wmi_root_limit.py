@@ -127,3 +127,22 @@ def test_the_limit_counts_the_pieces_meeting_the_box() -> None:
     queries, _ = local_robustness_queries(network(), histograms(24), centre, 1.0,
                                           max_roots=MAX_ROOTS)
     assert sum(len(query.roots) for query in queries) == 4 ** 3
+
+
+@pytest.mark.parametrize("bins", [24, 2])
+def test_the_preflight_plans_the_method_the_run_takes(bins: int) -> None:
+    """`config check` and `certgate run`'s pre-flight (:func:`check_wmi_property`) plan what
+    the run does: beyond the root limit a network's audit is box-branched, so the plan stops
+    listing roots there too. It listed every root (24³ × 24 for monotonicity's copy) and
+    planned an enumeration the run never does: on the income demo's default fit
+    (`configs/income_wmi.yaml`) the pre-flight took 65 CPU s before audits of 0.5 s each."""
+    from verifier.wmi.check import check_wmi_property
+
+    net, prior = network(), histograms(bins)
+    run = monotonicity(net, prior, 0, use_prior=True, timeout_s=20, tolerance=1e-3)
+    ran_branching = run.extra.get("method") == "box branching (PV)"
+    plan = check_wmi_property("monotonicity", net, prior, feature=0, use_prior=True)
+    assert (plan.method == "branching") == ran_branching == (bins == 24)
+    plan = check_wmi_property("noise_robustness", net, prior, features=[1],
+                              noise=uniform_noise(0.0, 2.0))
+    assert (plan.method == "branching") == (bins == 24)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,33 @@ def load_config(path: str | Path) -> CertgateConfig:
     from configs.schema import load_config as read_config
 
     return read_config(path)
+
+
+DEPLOY_MODULE = "pipeline_steps.deploy"
+
+
+def require_deploy_step(config: CertgateConfig) -> None:
+    """Refuse, before anything runs, a configuration asking for a deploy step that this
+    installation does not have, or whose constraints file does not exist or cannot be read
+    as a constraint set (broken YAML, an unknown key or class: found after the audit and the
+    gate, it stopped the run with the promotion alias already moved)."""
+    if config.deploy is not None and importlib.util.find_spec(DEPLOY_MODULE) is None:
+        raise CertgateInputError(
+            "the configuration has a 'deploy' section, but this certgate has no deploy step "
+            "yet; remove the section to run audit and gate only"
+        )
+    if config.deploy is not None and not config.deploy.constraints.is_file():
+        raise CertgateInputError(
+            f"deploy.constraints: constraints file not found: {config.deploy.constraints}"
+        )
+    if config.deploy is not None:
+        from verifier.selfcorrect import ConstraintError
+        from verifier.selfcorrect.loaders import load_constraints
+
+        try:
+            load_constraints(config.deploy.constraints)
+        except ConstraintError as error:
+            raise CertgateInputError(f"deploy.constraints: {error}") from error
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,6 +90,7 @@ def check_file(args: argparse.Namespace) -> int:
     config = load_config(args.file)
     from pipeline_steps.preflight import preflight
 
+    require_deploy_step(config)
     quiet_downloads()
     checked = preflight(config)
     names = ", ".join(audit.name for audit in config.audits)

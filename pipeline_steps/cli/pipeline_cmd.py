@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline_steps.cli.config_cmd import load_config
+from pipeline_steps.cli.config_cmd import DEPLOY_MODULE, load_config, require_deploy_step
 from pipeline_steps.cli.exit_codes import EXIT_ERROR, EXIT_OK, exit_for
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, quiet_downloads
 from verifier.errors import CertgateInputError
@@ -114,8 +113,8 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     serve.set_defaults(func=serve_command)
     watch = verbs.add_parser(
         "watch", help="poll the registry for versions awaiting an audit",
-        description="Every --interval seconds, audit versions not yet audited (or the version "
-        "--alias points to), once per version.",
+        description="Every --interval seconds, audit versions not yet audited under this "
+        "configuration (or the version --alias points to), once per version.",
     )
     watch.add_argument("--config", required=True, help="audit configuration (YAML)")
     watch.add_argument("--interval", type=float, default=30.0, help="seconds between polls")
@@ -250,23 +249,6 @@ def audit_and_gate(config: CertgateConfig, registry: Registry, model_uri: str | 
     return outcome, decision
 
 
-DEPLOY_MODULE = "pipeline_steps.deploy"
-
-
-def require_deploy_step(config: CertgateConfig) -> None:
-    """Refuse, before anything runs, a configuration asking for a deploy step that this
-    installation does not have, or whose constraints file does not exist."""
-    if config.deploy is not None and importlib.util.find_spec(DEPLOY_MODULE) is None:
-        raise CertgateInputError(
-            "the configuration has a 'deploy' section, but this certgate has no deploy step "
-            "yet; remove the section to run audit and gate only"
-        )
-    if config.deploy is not None and not config.deploy.constraints.is_file():
-        raise CertgateInputError(
-            f"deploy.constraints: constraints file not found: {config.deploy.constraints}"
-        )
-
-
 def deploy_step(config: CertgateConfig, registry: Registry, decision: GateDecision) -> str:
     """Run the deploy step after a passed gate: ``pipeline_steps.deploy.run_deploy(config,
     registry=…, model_name=…, model_version=…)``, whose result is printed."""
@@ -291,7 +273,14 @@ def run_command(args: argparse.Namespace) -> int:
         print_gate(decision, config)
         deployed = None
         if config.deploy is not None and decision.outcome == "passed":
-            deployed = deploy_step(config, registry, decision)
+            try:
+                deployed = deploy_step(config, registry, decision)
+            except CertgateInputError as error:
+                if args.json:  # the audit and the gate happened: their results are kept
+                    emit_json({"audit": outcome_summary(outcome, config),
+                               "gate": gate_summary(decision), "deploy": None,
+                               "error": f"deploy: {error}", "exit_code": EXIT_ERROR})
+                raise
             print(f"deploy: {deployed}")
     if args.json:
         emit_json({"audit": outcome_summary(outcome, config),
@@ -381,7 +370,8 @@ def watch_command(args: argparse.Namespace) -> int:
         registry = _registry(config)
         dispatcher = _dispatcher(config, registry, args.alias, background=False)
         try:
-            handled = watch(registry, dispatcher, args.interval, names, once=args.once)
+            handled = watch(registry, dispatcher, args.interval, names, once=args.once,
+                            config_hash=config.audit_fingerprint())
         except KeyboardInterrupt:
             handled = dispatcher.handled
     print(f"certgate hooks: {len(handled)} version(s) handled, {len(dispatcher.failed)} failed")

@@ -48,8 +48,21 @@ class BindingError(CertgateInputError):
 
 def anonymous_inputs(network: Network) -> bool:
     """True when the network's input names carry no meaning beyond their position."""
-    names = list(network.input_names)
-    if names == [f"x{index}" for index in range(len(names))]:
+    return positional_names(network.input_names, "x")
+
+
+def anonymous_outputs(network: Network) -> bool:
+    """True when the network's output names carry no meaning beyond their position (the
+    readers' defaults ``y0, y1, …``, or one output tensor's ``logits[0], logits[1], …``):
+    they name no classes."""
+    return positional_names(network.output_names, "y")
+
+
+def positional_names(names: Sequence[str], letter: str) -> bool:
+    """True when ``names`` are ``<letter>0, <letter>1, …`` or the elements ``t[0], t[1], …``
+    of one tensor ``t`` (two or more): names that say only a position."""
+    names = list(names)
+    if names == [f"{letter}{index}" for index in range(len(names))]:
         return True
     matches = [_INDEXED.match(name) for name in names]
     if len(names) < 2 or not all(matches):

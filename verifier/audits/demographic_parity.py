@@ -57,7 +57,7 @@ class DemographicParitySettings(StrictSettings):
     kind: Literal["demographic_parity"]
     name: str = Field(default="demographic_parity", pattern=NAME_PATTERN)
     protected: str = Field(min_length=1)
-    privileged: float
+    privileged: float = Field(allow_inf_nan=False)
     favorable_class: int = Field(ge=0)
     gamma: float
     qualified: str | None = None

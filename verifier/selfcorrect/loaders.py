@@ -27,6 +27,7 @@ from verifier.selfcorrect.constraints import (
     ConstraintSet,
     constraint_set_from_dict,
 )
+from verifier.yaml_documents import load_yaml
 
 COLLISION_CLASS_COUNT = 2
 
@@ -45,7 +46,7 @@ def read_structured_file(path: str | Path) -> Any:
         if suffix == ".json":
             return json.loads(text)
         if suffix in (".yaml", ".yml"):
-            return yaml.safe_load(text)
+            return load_yaml(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         raise ConstraintError(f"{file}: cannot parse: {error}") from error
     raise ConstraintError(f"{file}: expected a .json, .yaml or .yml file, got {suffix!r}")

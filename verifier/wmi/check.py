@@ -31,6 +31,7 @@ from verifier.wmi.properties.equivalence import equivalence_queries
 from verifier.wmi.properties.local_robustness import local_robustness_queries
 from verifier.wmi.properties.monotonicity import monotonicity_queries
 from verifier.wmi.properties.noise_robustness import noise_robustness_queries
+from verifier.wmi.properties.run import root_limit
 from verifier.wmi.regions import PiecewiseAffineModel
 from verifier.wmi.terms import NotEnumerable, Prior
 
@@ -86,6 +87,7 @@ def _plan(kind: str, model: Any, prior: Prior, *, feature: int | None, decreasin
           surrogate: Any
           ) -> WMIPlan:
     queries: list[Query]
+    limit = root_limit(*(m for m in (model, surrogate) if m is not None))
     if model is None:
         model = InputsOnly(prior.dimension)
         if expected_class is None:
@@ -94,17 +96,19 @@ def _plan(kind: str, model: Any, prior: Prior, *, feature: int | None, decreasin
         if feature is None:
             raise WMIInputError("monotonicity needs a feature")
         queries = monotonicity_queries(model, prior, feature, decreasing=decreasing,
-                                       use_prior=use_prior)
+                                       use_prior=use_prior, max_roots=limit)
     elif kind == "noise_robustness":
-        queries = noise_robustness_queries(model, prior, noise, list(features or []))
+        queries = noise_robustness_queries(model, prior, noise, list(features or []),
+                                           max_roots=limit)
     elif kind == "local_robustness":
         if center is None or epsilon is None:
             raise WMIInputError("local robustness needs a center and an epsilon")
-        queries, _ = local_robustness_queries(model, prior, center, epsilon, expected_class)
+        queries, _ = local_robustness_queries(model, prior, center, epsilon, expected_class,
+                                              max_roots=limit)
     elif kind == "equivalence":
         if surrogate is None:
             raise WMIInputError("equivalence needs a surrogate model")
-        queries = equivalence_queries(model, surrogate, prior, center, epsilon)
+        queries = equivalence_queries(model, surrogate, prior, center, epsilon, max_roots=limit)
     else:
         raise WMIInputError(f"unknown WMI property {kind!r}; expected one of "
                             f"{', '.join(WMI_KINDS)}")

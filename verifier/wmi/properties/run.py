@@ -46,7 +46,7 @@ def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
     refused otherwise. Every path states the same probability (:mod:`verifier.wmi.branched`).
     """
     try:
-        queries = build(deadline=engine["deadline"], max_roots=_root_limit(*models))
+        queries = build(deadline=engine["deadline"], max_roots=root_limit(*models))
     except AllDiscrete:
         if branched.branchable(*models):
             return branch()
@@ -58,7 +58,7 @@ def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
     return _solve(queries, engine)
 
 
-def _root_limit(*models: Any) -> int | None:
+def root_limit(*models: Any) -> int | None:
     """:data:`MAX_ROOTS` when box branching can take the audit over, else no limit."""
     return MAX_ROOTS if branched.branchable(*models) else None
 

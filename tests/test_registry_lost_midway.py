@@ -1,0 +1,93 @@
+"""A tracking server that goes away while an audit runs: ``certgate run`` ends with exit code
+2 and the audit's own failure (the run it could not log), saying that the version's status
+tag was left ``running``. The tag could not be reset either, and that second failure was the
+only message ("cannot reset tag certgate.audit.status …"), hiding what went wrong. A real
+``mlflow server`` on 127.0.0.1 (sqlite), started for this test alone and stopped (its
+process group) once the version's status tag reads ``running``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mlflow_server import (
+    DEFAULT_AUDIT,
+    run_cli,
+    server_environment,
+    wait_until_healthy,
+    write_server_config,
+)
+from test_pipeline_server import monte_carlo_ratio, register
+
+from registry_hooks.connection import connect
+from registry_hooks.tags import STATUS_RUNNING, STATUS_TAG
+from tests.mlflow_server import free_port
+
+pytest_plugins = ["mlflow_server"]
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "server.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server",
+             "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+             "--artifacts-destination", str(tmp_path / "artifacts"),
+             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            env=server_environment(), stdout=output, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    try:
+        wait_until_healthy(url, process, log)
+        yield url, process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_a_server_lost_mid_audit_reports_the_audits_failure(
+        own_server: tuple[str, subprocess.Popen], credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    url, process = own_server
+    registry = connect(url)
+    name = f"lost_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    ratio, _ = monte_carlo_ratio(credit_demo.fair, credit_demo.population)
+    config = write_server_config(tmp_path, url, {"uri": f"models:/{name}/{version}"},
+                                 [{**DEFAULT_AUDIT, "gamma": min(ratio, 1.0),
+                                   "timeout_s": 6}])
+    stop = threading.Event()
+
+    def kill_when_running() -> None:
+        watcher = connect(url)
+        while not stop.wait(0.1):
+            tags = watcher.client.get_model_version(name, version).tags
+            if tags.get(STATUS_TAG) == STATUS_RUNNING:
+                os.killpg(process.pid, signal.SIGKILL)
+                return
+
+    killer = threading.Thread(target=kill_when_running, daemon=True)
+    killer.start()
+    try:
+        code, out, err = run_cli(capsys, "run", "--config", str(config), "--no-progress",
+                                 "--json")
+    finally:
+        stop.set()
+        killer.join()
+    assert process.poll() is not None, "the server was not stopped during the audit"
+    error = json.loads(out)["error"]
+    assert code == 2 and error.startswith(f"cannot log the audit run to {url}"), error
+    assert f"the tag {STATUS_TAG} of models:/{name}/{version} could not be reset" in error
+    assert f"certgate: error: {error}" in err
