@@ -16,9 +16,12 @@ sampler below, which reads the JSON itself (no ``verifier.population`` code). Ea
 prints the rule's and the model's favourable rate per group, data against population, in
 standard errors of the data's rate, and the two ratios. With ``--verify``, ``certgate
 verify demographic-parity --data`` at γ half-way between the two ratios, from the same
-checkout. Run from a checkout root::
+checkout (``--gammas RESULTS``: at the thresholds of an earlier run's ``results.json``, for a
+before/after pair). Run from a checkout root::
 
-    python benchmarks/numeric_dependence.py --root /work/wt/base --workdir /tmp/nd [--verify]
+    python benchmarks/numeric_dependence.py --root OLD --workdir /tmp/old --verify
+    python benchmarks/numeric_dependence.py --root . --workdir /tmp/new --verify \
+        --gammas /tmp/old/results.json
 """
 
 from __future__ import annotations
@@ -225,9 +228,12 @@ def case(args: argparse.Namespace, name: str, frame: pd.DataFrame, labels: np.nd
         ratios[what] = (dg / dr, pg / pr)
         line.append(f"  {what}: group {dg:.4f} / {pg:.4f} ({(pg - dg) / se:+.1f} SE), rest "
                     f"{dr:.4f} / {pr:.4f}; ratio data {dg / dr:.4f}, population {pg / pr:.4f}")
+    record: dict[str, float] = {"fit_seconds": fit.get("fit_seconds", float("nan"))}
     if args.verify:
         data_ratio, population_ratio = ratios["model"]
-        gamma = round((data_ratio + population_ratio) / 2, 4)
+        gamma = args.gammas.get(name, {}).get("gamma") or \
+            round((data_ratio + population_ratio) / 2, 4)
+        record["gamma"] = gamma
         audit = certgate(args.root, "verify", "demographic-parity", "--model",
                          str(workdir / "net.json"), "--population", str(workdir / "pop.json"),
                          "--protected", protected, "--privileged", privileged,
@@ -240,6 +246,8 @@ def case(args: argparse.Namespace, name: str, frame: pd.DataFrame, labels: np.nd
                     f"{audit['elapsed_s']:.1f} s; fidelity "
                     f"{audit['population_fidelity']['status']} (data "
                     f"{audit['population_fidelity'].get('empirical')})")
+        record.update(verdict=audit["verdict"], low=low, high=high)
+    args.results[name] = record
     print("\n".join(line), flush=True)
 
 
@@ -249,7 +257,11 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--verify", action="store_true")
     parser.add_argument("--only", default="")
+    parser.add_argument("--gammas", type=Path,
+                        help="a previous run's results.json: audit at its thresholds")
     args = parser.parse_args()
+    args.gammas = json.loads(args.gammas.read_text()) if args.gammas else {}
+    args.results = {}
     cases = []
     for rows, share, rho, integer, groupwise, layers in [
             (4000, 0.05, 0.8, False, False, 2), (4000, 0.1, 0.8, False, False, 3),
@@ -278,6 +290,7 @@ def main() -> None:
         rule = args.rule_of(frame)
         case(args, name, frame, labels, rule, frame["sex"].to_numpy() == "Female", "sex=Male",
              "1", 3)
+    (args.workdir / "results.json").write_text(json.dumps(args.results, indent=1))
 
 
 if __name__ == "__main__":
