@@ -63,6 +63,7 @@ import numpy as np
 import pandas as pd
 
 from verifier.population.errors import PopulationError
+from verifier.population.fitting import bin_shares
 from verifier.population.schema import Feature
 
 MAX_PARENTS = 3
@@ -114,15 +115,11 @@ def _cuts_at(values: np.ndarray, feature: Feature, shares: np.ndarray) -> list[f
 
 
 def tail_shares(rows: int) -> np.ndarray:
-    """The shares at which :func:`parent_cuts` cuts a numeric parent of ``rows`` rows: the
-    quartiles, and ``s``, ``1 − s`` for ``s = 1/8, 1/16, …`` while ``s · rows`` holds
-    ``TAIL_CELL_ROWS`` rows and the cells number at most ``MAX_PARENT_CELLS``."""
-    shares = list(np.arange(1, PARENT_BINS) / PARENT_BINS)
-    share = 1 / (2 * PARENT_BINS)
-    while share * rows >= TAIL_CELL_ROWS and len(shares) + 3 <= MAX_PARENT_CELLS:
-        shares += [share, 1 - share]
-        share /= 2
-    return np.unique(shares)
+    """The shares at which :func:`parent_cuts` cuts a numeric parent of ``rows`` rows (0 and 1
+    left out): the quartiles, and ``s``, ``1 − s`` for ``s = 1/8, 1/16, …`` while ``s · rows``
+    holds ``TAIL_CELL_ROWS`` rows and the cells number at most ``MAX_PARENT_CELLS``: a
+    histogram's bin ends (:func:`verifier.population.fitting.bin_shares`) for these counts."""
+    return bin_shares(PARENT_BINS, rows, TAIL_CELL_ROWS, MAX_PARENT_CELLS)[1:-1]
 
 
 def parent_cuts(frame: pd.DataFrame, feature: Feature) -> list[float]:
