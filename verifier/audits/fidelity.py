@@ -24,9 +24,9 @@ together with probability at least ``level`` (Bonferroni); the ratio ``p_u / p_p
 conditional on the group sizes, hence also unconditional. The check is ``contradicted`` when
 that interval is disjoint from the certified ratio, *or* when either rate's interval is
 disjoint from the certified rate (``bounds["p_unprivileged"]``, ``bounds["p_privileged"]``,
-which PV's certificates hold):
-both rates lie in their intervals together with probability at least ``level``, so either
-disjointness refutes the population at that level, as the ratio's does. A small group's
+which PV's certificates hold): both rates lie in their intervals together with probability
+at least ``level``, so either disjointness refutes the population at that level, as the
+ratio's does. A small group's
 rate interval is wide, and so is the ratio's, but the larger group's rate is pinned by its
 rows: a population that keeps the larger group's favourable rate 5 standard errors from its
 rows (two numeric columns held apart, the rule in their joint tail) moved the certified
