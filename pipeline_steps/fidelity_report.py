@@ -64,7 +64,8 @@ def fidelity_html(certificate: Certificate) -> str:
             group = empirical.get(name)
             if group is not None:
                 rows.append([f"{name} ({group['condition']}; {group['rows']} rows)",
-                             _interval(group["interval"]), _number(group["estimate"]), ""])
+                             _interval(group["interval"]), _number(group["estimate"]),
+                             _interval(group.get("certified"))])
         parts.append(_rows(["quantity", "data interval", "data estimate", "certified"], rows))
         parts.append(f"<p>Method: {html.escape(record['method'])}</p>")
         if "fit_statistics" in record:

@@ -163,6 +163,28 @@ def test_interval_covers_the_truth_at_its_level(network, form: str) -> None:
     assert covered >= binom.ppf(COVERAGE_FAILURE, COVERAGE_SAMPLES, level)
 
 
+def test_the_true_rates_and_ratio_are_consistent_at_the_level(network) -> None:
+    """Certified at the closed-form rates and ratio, the check (which also reads each rate)
+    says *consistent* on 200 seeded samples at least as often as a Binomial(200, level)
+    count exceeds its 0.1 % quantile: the rates' intervals hold together at the level, so
+    reading them adds no false alarm beyond it."""
+    agreement, level = 0.7, 0.9
+    truth = true_ratio(agreement)
+    population = fit_population(proxy_frame(2000, agreement, seed=1),
+                                parents={"proxy": ["sex"]})
+    certificate = Certificate(audit="demographic_parity", verdict="unknown", bounds={
+        "value": (truth, truth), "p_unprivileged": (1 - agreement, 1 - agreement),
+        "p_privileged": (agreement, agreement)})
+    options = FidelityOptions(level=level, population_samples=200)
+    consistent = 0
+    for seed in range(COVERAGE_SAMPLES):
+        sample = rows_of(proxy_frame(COVERAGE_ROWS, agreement, seed=1000 + seed))
+        record = fidelity_check(SETTINGS, certificate, network, population, sample, options)
+        assert record["empirical"]["p_privileged"]["certified"] == [agreement, agreement]
+        consistent += record["status"] == "consistent"
+    assert consistent >= binom.ppf(COVERAGE_FAILURE, COVERAGE_SAMPLES, level)
+
+
 @given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
        st.sampled_from([0.8, 0.9, 0.95, 0.99]))
 def test_clopper_pearson_is_the_beta_quantile_interval(case: tuple[int, int],

@@ -46,7 +46,7 @@ edges it spreads a bin's mass evenly, so the fitted probability of a half-line d
 rows' share by about one bin's share at most, ``MIN_BIN_ROWS / rows`` for a cell of fewer than
 ``HISTOGRAM_BINS · MIN_BIN_ROWS`` rows. With 20 rows a bin, a 50-row cell was two bins whose
 uniform tails passed a threshold in the group's upper tail at 0.35 where its rows pass at 0.285.
-For the same reason the outer bins are halved towards the ends (:func:`_bin_shares`).
+For the same reason the outer bins are halved towards the ends (:func:`bin_shares`).
 """
 
 from __future__ import annotations
@@ -263,10 +263,12 @@ def _bin_count(rows: int) -> int:
     return max(1, min(HISTOGRAM_BINS, rows // MIN_BIN_ROWS))
 
 
-def _bin_shares(pieces: int, rows: int) -> np.ndarray:
+def bin_shares(pieces: int, rows: int, least: int = MIN_BIN_ROWS, most: int | None = None
+               ) -> np.ndarray:
     """The shares of ``rows`` sorted values at which a histogram's bins end (sorted, from 0 to
     1): every ``1/pieces`` (equal mass), and in each outer bin ``s`` and ``1 − s`` for
-    ``s = 1/(2·pieces), 1/(4·pieces), …`` while ``s·rows`` holds ``MIN_BIN_ROWS`` rows. An
+    ``s = 1/(2·pieces), 1/(4·pieces), …`` while ``s·rows`` holds ``least`` rows (and, given
+    ``most``, the bins number at most ``most``). An
     outer bin stretches from a quantile to the extreme value, where the rows thin out; spread
     evenly, it gave a threshold in a group's upper tail 2.3 times the rows' share (0.040
     against 0.017 of 1,000 rows, 16 equal bins). Halved towards the ends, a tail bin holds
@@ -274,7 +276,7 @@ def _bin_shares(pieces: int, rows: int) -> np.ndarray:
     inside it."""
     shares = [k / pieces for k in range(pieces + 1)]
     share = 1 / (2 * pieces)
-    while share * rows >= MIN_BIN_ROWS:
+    while share * rows >= least and (most is None or len(shares) + 1 <= most):
         shares += [share, 1 - share]
         share /= 2
     return np.unique(shares)
@@ -288,7 +290,7 @@ def fit_continuous_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
     treats that value apart is audited on the mass the data puts there. The other values get
     the histogram on their range ``[min, max]``: the edges are the ``bins``-quantiles of
     those values (at most :func:`_bin_count` of their rows), with the outer bins halved
-    towards the ends (:func:`_bin_shares`; repeated edges merged), each bin
+    towards the ends (:func:`bin_shares`; repeated edges merged), each bin
     a uniform density weighted by the share of all rows in it (the last bin closed; empty
     bins left out), or one more point mass when they are all equal. Bounded by construction;
     the weights are the rows' shares and add up to one."""
@@ -304,7 +306,7 @@ def fit_continuous_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
         weights.append(rest.size / values.size)
     elif rest.size:
         pieces = min(bins, _bin_count(rest.size))
-        edges = np.unique(np.quantile(rest, _bin_shares(pieces, rest.size)))
+        edges = np.unique(np.quantile(rest, bin_shares(pieces, rest.size)))
         in_bins, _ = np.histogram(rest, bins=edges)
         keep = in_bins > 0
         components.extend(Uniform(lower=float(a), upper=float(b))
@@ -319,7 +321,7 @@ def fit_integer_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
     value holding at least ``atom_share`` of the rows is a one-integer bin (an atom, e.g. a
     skewed column's mode); each run of values between atoms is cut into about
     ``bins × its share`` bins of equal mass, contiguous from the run's first to its last
-    observed value, the run's outer bins halved towards its ends (:func:`_bin_shares`). Bin
+    observed value, the run's outer bins halved towards its ends (:func:`bin_shares`). Bin
     probabilities are the shares of the rows in them."""
     distinct, counts = np.unique(values.astype(np.int64), return_counts=True)
     total = counts.sum()
@@ -339,7 +341,7 @@ def fit_integer_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
         run = counts[start:stop]
         pieces = max(1, round(bins * run.sum() / total))
         cumulative = np.cumsum(run)
-        targets = run.sum() * _bin_shares(pieces, int(run.sum()))[1:-1]
+        targets = run.sum() * bin_shares(pieces, int(run.sum()))[1:-1]
         cuts = np.unique(np.searchsorted(cumulative, targets, side="left"))
         first = int(distinct[start])
         previous = 0

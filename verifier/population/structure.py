@@ -10,6 +10,20 @@ network (:func:`verifier.population.fitting.fit_bayesian_network`):
   cut points merged: a column with 92 % zeros gets the cells ``<= 0`` and ``> 0``); integer
   cut points are floored, so a cell is ``[c_i + 1, c_{i+1}]``.
 
+The search scores edges on these quartile cells; the fitted network then cuts a numeric parent
+finer in its tails (:func:`parent_cuts`): its outer quartiles are halved towards the ends,
+``1/8`` and ``7/8``, then ``1/16`` and ``15/16``, while each tail cell holds
+``TAIL_CELL_ROWS`` rows, up to ``MAX_PARENT_CELLS`` cells, when it is the only parent cut
+into cells of each of its children (:func:`_few_cut_siblings`). Within a cell a child is
+independent of its parent's value, and a favourable rule often sits in the joint tail of two
+numeric columns: with quartile cells, a rule ``x1 > 0.8 and x2 > 0.8`` on two columns
+correlated 0.8 had a rate of 0.126 on the fitted population where 19,000 rows give 0.138
+(5 standard errors), and a parity ratio 0.414 where the data's is 0.318; with the tail cells,
+0.135 and 0.378. Coding the search's cells that finely instead raised the penalty of every
+numeric child's parents: on Adult the edge ``education-num → hours-per-week`` was lost, and
+the rule ``education-num >= 13 and hours-per-week >= 45`` fell from a ratio of 0.528 to 0.448
+(octiles: 0.359; the data: 0.505).
+
 A categorical feature with more than ``MAX_PARENT_CELLS`` categories is a parent only of
 features cut into cells (their tables grow with it, but a table of per-value children would
 grow by its categories times theirs); it may be a child of any feature. Forbidding it as a
@@ -49,11 +63,14 @@ import numpy as np
 import pandas as pd
 
 from verifier.population.errors import PopulationError
+from verifier.population.fitting import bin_shares
 from verifier.population.schema import Feature
 
 MAX_PARENTS = 3
 PARENT_BINS = 4
 MAX_PARENT_CELLS = 8
+TAIL_CELL_ROWS = 30
+FINE_CUT_PARENTS = 1
 
 
 @dataclass(frozen=True)
@@ -81,13 +98,35 @@ def _codes(frame: pd.DataFrame, feature: Feature) -> tuple[np.ndarray, list[floa
     distinct = np.unique(values)
     if feature.kind != "continuous" and distinct.size <= MAX_PARENT_CELLS:
         return np.searchsorted(distinct, values), None, int(distinct.size)
-    cuts = np.quantile(values, np.arange(1, PARENT_BINS) / PARENT_BINS)
+    cuts = _cuts_at(values, feature, np.arange(1, PARENT_BINS) / PARENT_BINS)
+    return np.searchsorted(cuts, values, side="left"), cuts, len(cuts) + 1
+
+
+def _cuts_at(values: np.ndarray, feature: Feature, shares: np.ndarray) -> list[float]:
+    """The cut points of a numeric feature's cells at the ``shares`` quantiles of its
+    ``values``: floored for an integer feature, repeats and cuts at the largest value merged
+    (at least one cut)."""
+    distinct = np.unique(values)
+    cuts = np.quantile(values, shares)
     if feature.kind != "continuous":
         cuts = np.floor(cuts)
     cuts = np.unique(cuts[cuts < distinct[-1]])
-    if cuts.size == 0:
-        cuts = distinct[-2:-1]
-    return np.searchsorted(cuts, values, side="left"), cuts.tolist(), int(cuts.size + 1)
+    return (cuts if cuts.size else distinct[-2:-1]).tolist()
+
+
+def tail_shares(rows: int) -> np.ndarray:
+    """The shares at which :func:`parent_cuts` cuts a numeric parent of ``rows`` rows (0 and 1
+    left out): the quartiles, and ``s``, ``1 − s`` for ``s = 1/8, 1/16, …`` while ``s · rows``
+    holds ``TAIL_CELL_ROWS`` rows and the cells number at most ``MAX_PARENT_CELLS``: a
+    histogram's bin ends (:func:`verifier.population.fitting.bin_shares`) for these counts."""
+    return bin_shares(PARENT_BINS, rows, TAIL_CELL_ROWS, MAX_PARENT_CELLS)[1:-1]
+
+
+def parent_cuts(frame: pd.DataFrame, feature: Feature) -> list[float]:
+    """The cut points of a numeric parent in the fitted network: its quartiles with the outer
+    quartiles halved towards the ends (:func:`tail_shares`; module docstring)."""
+    values = frame[feature.name].to_numpy(dtype=np.float64)
+    return _cuts_at(values, feature, tail_shares(values.size))
 
 
 def _counting_bic(table: pd.DataFrame, coded: dict[int, np.ndarray]) -> Any:
@@ -185,5 +224,20 @@ def learn_structure(frame: pd.DataFrame, features: list[Feature],
     parents = {name: found for name, found in parents.items() if found}
     ordered = [(a, b) for b in names for a in parents.get(b, [])]
     used = {p for found in parents.values() for p in found}
-    return LearnedStructure(parents, {k: v for k, v in bins.items() if k in used}, ordered,
-                            protected)
+    cut = {f.name: parent_cuts(frame, f) if _few_cut_siblings(f.name, parents, bins)
+           else bins[f.name] for f in features if f.name in bins and f.name in used}
+    return LearnedStructure(parents, cut, ordered, protected)
+
+
+def _few_cut_siblings(parent: str, parents: dict[str, list[str]], bins: dict[str, list[float]]
+                      ) -> bool:
+    """Whether every child of ``parent`` has at most ``FINE_CUT_PARENTS`` parents cut into
+    cells (``parent`` alone): only then does the fit cut ``parent`` finer
+    (:func:`parent_cuts`). Variable elimination's tables over a node and its parents grow with
+    the cells of every cut axis: on a 41-column table of correlated columns (20,000 rows),
+    finer cells on every cut parent made the fit's validation alone run for minutes instead
+    of 10 s, and with up to two cut parents a child, a fit with the protected attribute as
+    every node's parent took more than 70 CPU s instead of 14; on Adult's 7 columns, PV spent
+    1.8 times the CPU per box on such a fit."""
+    return all(sum(p in bins for p in found) <= FINE_CUT_PARENTS
+               for found in parents.values() if parent in found)
