@@ -27,7 +27,7 @@ from fractions import Fraction
 import numpy as np
 
 from verifier.network import HeadName, Layer, Network, NetworkError, fold_affine
-from verifier.numerics import SMALLEST_SUBNORMAL, gamma, two_product, up_array
+from verifier.numerics import SMALLEST_SUBNORMAL, gamma, two_product, widened_up
 
 _SAFE_LOW, _SAFE_HIGH = 1e-280, 1e290
 """Where :func:`~verifier.numerics.two_product` is error-free: products and operands whose
@@ -62,7 +62,7 @@ def computed_magnitudes(value: np.ndarray, exact: np.ndarray,
     never reads as the model's and the bound propagators cover with their rounding margin."""
     absolute = np.abs(value)
     largest = absolute if terms is None else np.maximum(absolute, terms)
-    raised = np.maximum(up_array(largest * (1.0 + gamma(roundings))), SMALLEST_SUBNORMAL)
+    raised = np.maximum(widened_up(largest, gamma(roundings)), SMALLEST_SUBNORMAL)
     return np.where(exact, absolute, raised)
 
 
