@@ -283,9 +283,9 @@ class ExcessBounds:
                 continue
             listed = self.listed[p]
             assert listed is not None
-            per_cell = self._excess(p, lo, hi, coefficients)[1][:, np.argmax(listed.member, axis=1)]
-            if p in kept:
-                per_cell = np.take_along_axis(per_cell, kept[p][0], axis=1)
+            per_cell = _cell_excess(self._excess(p, lo, hi, coefficients)[1],
+                                    np.argmax(listed.member, axis=1),
+                                    kept[p][0] if p in kept else None)
             shape = [boxes.size] + [1] * len(parents)
             shape[axis + 1] = per_cell.shape[1]
             total = total + per_cell[boxes].reshape(shape)
@@ -322,10 +322,7 @@ class ExcessBounds:
                 chosen = weights[row_of[:1]]
             else:
                 chosen = weights[row_of]  # (B, parent cells…, cells, values)
-            own = level.reshape(batch, -1)  # its parent axes have size 1
-            onehot = np.zeros((*inside.shape, bins + 1))  # (B, values, N + 1): 1.0 at a
-            np.put_along_axis(onehot, own[:, :, None],  # held value's bin
-                              inside[:, :, None].astype(np.float64), axis=2)
+            onehot = _onehot_levels(inside, level.reshape(batch, -1), bins)  # parent axes: 1
             shape = chosen.shape
             flat = chosen.reshape(shape[0], -1, shape[-1]) @ onehot
             return flat.reshape(batch, *shape[1:-1], bins + 1)
@@ -362,13 +359,19 @@ class ExcessBounds:
         cells picks (``-1``: none)."""
         factor = self.elimination.factors[u]
         parents = factor.variables[:-1]
-        row_of = np.broadcast_to(factor.row_of, (batch, *factor.row_of.shape))
+        if not any(p in kept for p in parents):
+            return np.broadcast_to(factor.row_of, (batch, *factor.row_of.shape))
+        # one gather: per parent axis its kept cells per box, or all its cells
+        index = []
         for axis, p in enumerate(parents, start=1):
+            shape = [1] * (len(parents) + 1)
             if p in kept:
-                shape = [batch] + [1] * len(parents)
-                shape[axis] = kept[p][0].shape[1]
-                row_of = np.take_along_axis(row_of, kept[p][0].reshape(shape), axis=axis)
-        return row_of
+                shape[0], shape[axis] = batch, kept[p][0].shape[1]
+                index.append(kept[p][0].reshape(shape))
+            else:
+                shape[axis] = factor.row_of.shape[axis - 1]
+                index.append(np.arange(shape[axis]).reshape(shape))
+        return factor.row_of[tuple(index)]
 
     def _plain_table(self, u: int, lo: np.ndarray, hi: np.ndarray,
                      kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -387,7 +390,7 @@ class ExcessBounds:
         if u in kept:
             index, real = kept[u]
             extra = (1,) * (table.ndim - 3)
-            table = np.take_along_axis(table, index.reshape(batch, 1, -1, *extra), axis=2)
+            table = np.moveaxis(table[np.arange(batch)[:, None], :, index], 1, 2)
             table = table * real.reshape(batch, 1, -1, *extra)
         row_of = self._rows(u, kept, batch)
         padded = np.concatenate([table, np.zeros_like(table[:, :1])], axis=1)
@@ -405,7 +408,8 @@ class ExcessBounds:
         for u, reached in reach.items():
             count = max(1, int(reached.sum(axis=1).max()))
             ranked = np.argsort(~reached, axis=1, kind="stable")[:, :count]
-            kept[u] = (ranked, np.take_along_axis(reached, ranked, axis=1).astype(np.float64))
+            kept[u] = (ranked, reached[np.arange(reached.shape[0])[:, None], ranked].astype(
+                np.float64))
         return kept
 
     def _saturated(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
@@ -439,6 +443,26 @@ class ExcessBounds:
         return np.clip(scaled_down(total[:, bins], relative_margin(terms)) - TINY, 0.0, 1.0)
 
 
+def _cell_excess(excess: np.ndarray, cell_value: np.ndarray,
+                 index: np.ndarray | None) -> np.ndarray:
+    """A single-valued node's excess per box and cell: ``excess`` ``(B, values)``,
+    ``cell_value`` ``(cells,)`` the one value each cell holds, ``index`` ``(B, count)`` the
+    kept cells per box (:meth:`ExcessBounds._kept`; None: every cell). A gather, no
+    arithmetic."""
+    if index is None:
+        return excess[:, cell_value]
+    return excess[np.arange(excess.shape[0])[:, None], cell_value[index]]
+
+
+def _onehot_levels(inside: np.ndarray, level: np.ndarray, bins: int) -> np.ndarray:
+    """``(B, values, N + 1)``: 1.0 at each held value's bin (``inside``, ``level``
+    ``(B, values)``), 0.0 elsewhere and on every value outside the box."""
+    onehot = np.zeros((*inside.shape, bins + 1))
+    held, value = np.nonzero(inside)
+    onehot[held, value, level[held, value]] = 1.0
+    return onehot
+
+
 def _letters(variables: tuple[int, ...], names: dict[int, str]) -> str:
     return "".join(names[v] for v in variables)
 
@@ -465,7 +489,10 @@ def _convolve(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarray:
     levels = bins + 1
     padded = np.zeros((*first.shape[:-1], bins + levels))
     padded[..., bins:] = first
-    windows = np.lib.stride_tricks.sliding_window_view(padded, levels, axis=-1)
+    step = padded.strides[-1]  # windows[..., k, m] = padded[..., k + m]
+    windows = np.lib.stride_tricks.as_strided(
+        padded, (*padded.shape[:-1], levels, levels), (*padded.strides[:-1], step, step),
+        writeable=False)
     # windows[..., k, m] = first[k + m − N]: out[k] = Σ_m first[k − m]·second[m] (k < N), one
     # small matrix-vector product per entry (Adult-13 2×64, the 457 convolutions of 8,192
     # boxes: 0.34–0.39 s, where einsum over the strided views took 0.43–0.49 s)
