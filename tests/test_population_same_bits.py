@@ -1,9 +1,9 @@
 """The cheaper paths of the box masses and the excess bound give the bounds of the paths they
 replace, bit for bit: the masses' ends without the value, the categorical factors computed
 once per distinct set of allowed categories, the saturated convolution's tail summed bin
-by bin, one-operand contractions without a path, the excess bound's gathers by direct
-indexing (``take_along_axis``/``put_along_axis`` before), and the one-hot records' counts in
-int32. Soundness itself is held by the oracles of ``test_population_bayesnet`` (the joint
+by bin, the excess bound's kept cells, CPT rows and factors gathered by direct indexing
+(``take_along_axis`` before), the convolution's windows by ``as_strided``, and the one-hot
+records' counts in int32. Soundness itself is held by the oracles of ``test_population_bayesnet`` (the joint
 table enumerated) and ``test_linear_credit`` (the excess against exact arithmetic); these
 tests pin that the faster code computes the same floats."""
 
@@ -18,8 +18,8 @@ from test_population_bayesnet import random_discrete_network
 
 from verifier.bounds.onehot import _onehot
 from verifier.population.distributions import Categorical
-from verifier.population.elimination import LETTERS, _distinct_rows, planned_einsum
-from verifier.population.excess import _cell_excess, _convolve, _onehot_levels
+from verifier.population.elimination import _distinct_rows
+from verifier.population.excess import _convolve
 from verifier.population.rounding import Enclosure
 
 
@@ -121,23 +121,6 @@ def test_distinct_rows_give_back_every_row(seed: int, width: int) -> None:
     assert len({tuple(row) for row in distinct}) == distinct.shape[0]
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_a_one_operand_contraction_is_the_greedy_paths(seed: int) -> None:
-    """One operand is contracted by ``optimize=False``: the same floats as numpy's greedy
-    path, for any axes summed out (the box axis and a bin axis kept, as the eliminations do)."""
-    rng = np.random.default_rng(seed)
-    ndim = int(rng.integers(2, 6))
-    table = rng.random(tuple(int(n) for n in rng.integers(1, 6, size=ndim)))
-    table *= 10.0 ** rng.integers(-12, 2, size=table.shape)
-    letters = LETTERS[:ndim]
-    kept = [letter for letter in letters[1:] if rng.random() < 0.5]
-    subscripts = f"{letters}->a{''.join(kept)}"
-    paths: dict = {}
-    fast = planned_einsum(paths, subscripts, [table])
-    assert np.array_equal(_bits(fast), _bits(np.einsum(subscripts, table, optimize="greedy")))
-
-
 def _kept_along_axis(reach: dict[int, np.ndarray]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     kept = {}
     for u, reached in reach.items():
@@ -175,10 +158,9 @@ def _factor_along_axis(bounds, u: int, table: np.ndarray, kept: dict) -> np.ndar
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 12))
 def test_the_excess_bounds_gathers_are_the_along_axis_ones(seed: int, bins: int) -> None:
-    """The kept cells, the CPT row each combination of kept parent cells picks, a factor cut
-    to the kept cells (with and without a bin axis), a single-valued parent's excess per
-    kept cell and the one-hot bins: each equal to the ``take_along_axis`` /
-    ``put_along_axis`` computation it replaced."""
+    """The kept cells, the CPT row each combination of kept parent cells picks and a factor
+    cut to the kept cells (with and without a bin axis): each equal to the
+    ``take_along_axis`` computation it replaced."""
     network, specs = random_discrete_network(seed)
     bounds = network._excess
     rng = np.random.default_rng(seed)
@@ -199,18 +181,6 @@ def test_the_excess_bounds_gathers_are_the_along_axis_ones(seed: int, bins: int)
             table = rng.random((batch, max(1, factor.row_of.max() + 1), cells, *extra))
             assert np.array_equal(_bits(bounds._factor(u, table, kept)),
                                   _bits(_factor_along_axis(bounds, u, table, kept)))
-        index = kept[u][0] if u in kept else None
-        cell_value = rng.integers(0, 4, size=cells)
-        excess = rng.random((batch, 4))
-        along = excess[:, cell_value]
-        if index is not None:
-            along = np.take_along_axis(along, index, axis=1)
-        assert np.array_equal(_bits(_cell_excess(excess, cell_value, index)), _bits(along))
-    inside = rng.random((batch, 5)) < 0.6
-    level = rng.integers(0, bins + 1, size=(batch, 5))
-    onehot = np.zeros((batch, 5, bins + 1))
-    np.put_along_axis(onehot, level[:, :, None], inside[:, :, None].astype(np.float64), axis=2)
-    assert np.array_equal(_bits(_onehot_levels(inside, level, bins)), _bits(onehot))
 
 
 @settings(max_examples=60, deadline=None)

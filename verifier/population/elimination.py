@@ -202,12 +202,7 @@ def planned_einsum(paths: dict[tuple, list | bool], subscripts: str,
     the search costs more than a small contraction). ``pairs_directly``: two operands or
     fewer are contracted in one call, without a path. The same path gives the same
     contractions in the same order, so the result is the one ``optimize="greedy"`` (or, for
-    such pairs, ``optimize=False``) gives, bit for bit. One operand is always contracted
-    directly: its path is one step, numpy's one-operand contraction by these subscripts,
-    which ``optimize=False`` calls without rebuilding the path's contraction list (145 such
-    calls per 2,048 boxes of Adult-13 1×16's excess bound)."""
-    if len(operands) == 1:
-        return np.einsum(subscripts, operands[0])
+    such pairs, ``optimize=False``) gives, bit for bit."""
     key = (subscripts, *(t.shape for t in operands))
     path = paths.get(key)
     if path is None:

@@ -283,9 +283,9 @@ class ExcessBounds:
                 continue
             listed = self.listed[p]
             assert listed is not None
-            per_cell = _cell_excess(self._excess(p, lo, hi, coefficients)[1],
-                                    np.argmax(listed.member, axis=1),
-                                    kept[p][0] if p in kept else None)
+            per_cell = self._excess(p, lo, hi, coefficients)[1][:, np.argmax(listed.member, axis=1)]
+            if p in kept:
+                per_cell = np.take_along_axis(per_cell, kept[p][0], axis=1)
             shape = [boxes.size] + [1] * len(parents)
             shape[axis + 1] = per_cell.shape[1]
             total = total + per_cell[boxes].reshape(shape)
@@ -322,7 +322,10 @@ class ExcessBounds:
                 chosen = weights[row_of[:1]]
             else:
                 chosen = weights[row_of]  # (B, parent cells…, cells, values)
-            onehot = _onehot_levels(inside, level.reshape(batch, -1), bins)  # parent axes: 1
+            own = level.reshape(batch, -1)  # its parent axes have size 1
+            onehot = np.zeros((*inside.shape, bins + 1))  # (B, values, N + 1): 1.0 at a
+            np.put_along_axis(onehot, own[:, :, None],  # held value's bin
+                              inside[:, :, None].astype(np.float64), axis=2)
             shape = chosen.shape
             flat = chosen.reshape(shape[0], -1, shape[-1]) @ onehot
             return flat.reshape(batch, *shape[1:-1], bins + 1)
@@ -441,26 +444,6 @@ class ExcessBounds:
         total = _combine(pending, bins)
         terms = elimination.operations + len(elimination.factors) * (bins + 2) * 2
         return np.clip(scaled_down(total[:, bins], relative_margin(terms)) - TINY, 0.0, 1.0)
-
-
-def _cell_excess(excess: np.ndarray, cell_value: np.ndarray,
-                 index: np.ndarray | None) -> np.ndarray:
-    """A single-valued node's excess per box and cell: ``excess`` ``(B, values)``,
-    ``cell_value`` ``(cells,)`` the one value each cell holds, ``index`` ``(B, count)`` the
-    kept cells per box (:meth:`ExcessBounds._kept`; None: every cell). A gather, no
-    arithmetic."""
-    if index is None:
-        return excess[:, cell_value]
-    return excess[np.arange(excess.shape[0])[:, None], cell_value[index]]
-
-
-def _onehot_levels(inside: np.ndarray, level: np.ndarray, bins: int) -> np.ndarray:
-    """``(B, values, N + 1)``: 1.0 at each held value's bin (``inside``, ``level``
-    ``(B, values)``), 0.0 elsewhere and on every value outside the box."""
-    onehot = np.zeros((*inside.shape, bins + 1))
-    held, value = np.nonzero(inside)
-    onehot[held, value, level[held, value]] = 1.0
-    return onehot
 
 
 def _letters(variables: tuple[int, ...], names: dict[int, str]) -> str:
