@@ -3,9 +3,10 @@ replace, bit for bit: the masses' ends without the value, the categorical factor
 once per distinct set of allowed categories, the saturated convolution's tail summed bin
 by bin, the excess bound's kept cells, CPT rows and factors gathered by direct indexing
 (``take_along_axis`` before), the convolution's windows by ``as_strided``, and the one-hot
-records' counts in int32. Soundness itself is held by the oracles of ``test_population_bayesnet`` (the joint
-table enumerated) and ``test_linear_credit`` (the excess against exact arithmetic); these
-tests pin that the faster code computes the same floats."""
+records' counts in int32. Soundness itself is held by the oracles of
+``test_population_bayesnet`` (the joint table enumerated) and ``test_linear_credit`` (the
+excess against exact arithmetic); these tests pin that the faster code computes the same
+floats."""
 
 from __future__ import annotations
 
