@@ -170,12 +170,11 @@ def _awkward_case(draw: st.DrawFn) -> tuple[Network, np.ndarray, np.ndarray, np.
     return network, spec, np.minimum(lo, hi), np.maximum(lo, hi)
 
 
-@settings(max_examples=150, deadline=None)
-@given(case=_awkward_case(), fractions=st.lists(
-    st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3), min_size=1, max_size=3))
-def test_bounds_contain_the_exact_value_at_corners_and_sampled_points(
+def _check_corners_and_samples(
     case: tuple[Network, np.ndarray, np.ndarray, np.ndarray], fractions: list[list[float]]
 ) -> None:
+    """Every method's bounds contain the exact value at the box's corners and at the points
+    ``fractions`` place inside it (points that overflow are left out)."""
     network, spec, lo, hi = case
     width = lo.size
     sampled = [lo + np.array(f[:width]) * (hi * 0.5 - lo * 0.5) * 2.0 for f in fractions]
@@ -183,6 +182,15 @@ def test_bounds_contain_the_exact_value_at_corners_and_sampled_points(
     points = points[np.isfinite(points).all(axis=1)]
     for method in METHODS:
         _check_points(network, spec, lo, hi, points, method)
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=_awkward_case(), fractions=st.lists(
+    st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3), min_size=1, max_size=3))
+def test_bounds_contain_the_exact_value_at_corners_and_sampled_points(
+    case: tuple[Network, np.ndarray, np.ndarray, np.ndarray], fractions: list[list[float]]
+) -> None:
+    _check_corners_and_samples(case, fractions)
 
 
 def _rational_reference(network: Network, x: list[Fraction]) -> list[Fraction]:
@@ -358,10 +366,4 @@ def _deep_kinked_case(draw: st.DrawFn) -> tuple[Network, np.ndarray, np.ndarray,
 def test_deep_bounds_with_kinks_at_the_box_end_contain_the_exact_value(
     case: tuple[Network, np.ndarray, np.ndarray, np.ndarray], fractions: list[list[float]]
 ) -> None:
-    network, spec, lo, hi = case
-    width = lo.size
-    sampled = [lo + np.array(f[:width]) * (hi * 0.5 - lo * 0.5) * 2.0 for f in fractions]
-    points = np.vstack([_corners(lo, hi), *[np.clip(p, lo, hi)[None] for p in sampled]])
-    points = points[np.isfinite(points).all(axis=1)]
-    for method in METHODS:
-        _check_points(network, spec, lo, hi, points, method)
+    _check_corners_and_samples(case, fractions)
