@@ -150,6 +150,28 @@ def test_a_narrow_square_far_from_zero_is_not_passed_on_float() -> None:
     assert certificate.verdict in ("unknown", "satisfied")
 
 
+def test_a_row_composed_in_float_is_not_passed_on_float() -> None:
+    """The rows of a region past the first layer are float products: here the logit is
+    ``relu(0.1x) − 2 relu(0.2x) + relu(0.3x) + 1e-17`` on x ~ U(0, 1), whose slope is
+    fl(0.1) − 2 fl(0.2) + fl(0.3) = −2.78e-17 exactly but −5.55e-17 in float, so class 1
+    (logit >= 0) holds on [0, 0.36…] in real arithmetic and on [0, 0.18…] in float. The old
+    certificate was [0.180143, 0.180145]."""
+    network = Network([Layer(np.array([[0.1], [0.2], [0.3]]), np.zeros(3), "relu"),
+                       Layer(np.array([[1.0, -2.0, 1.0]]), np.array([1e-17]))], ["x"],
+                      ["logit"])
+    slope = Fraction(0.1) - 2 * Fraction(0.2) + Fraction(0.3)
+    truth = Fraction(1e-17) / -slope
+    assert 0.36 < truth < 0.361
+    population = PopulationModel(
+        features=[Feature(name="x", kind="continuous", domain=[0, 1])],
+        distribution=Product(factors=[Factor(columns=["x"],
+                                             distribution=Uniform(lower=0.0, upper=1.0))]))
+    certificate = audit(network, population, 0.0, 1.0, 0.3)
+    low, high = certificate.bounds["probability"]
+    assert low <= truth <= high
+    assert certificate.verdict in ("unknown", "satisfied")
+
+
 def test_a_density_spike_at_the_boundary_is_not_passed_on_float() -> None:
     """Half the mass within 256 ulps of 1/3, the boundary of ``3x >= 1``: the truth is
     0.58300781…, the float value 0.58333333… (an error of 3.3e-4), certified ``satisfied``
