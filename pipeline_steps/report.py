@@ -220,7 +220,8 @@ def _audit_section(section: AuditSection) -> str:
         for name, bounds in certificate.bounds.items()
     ]
     settings_rows = [[html.escape(k), _cell(v)] for k, v in section.settings.items()]
-    detail_keys = ("expression", "comparison", "threshold", "stopped_by")
+    detail_keys = ("expression", "comparison", "threshold", "stopped_by", "proven",
+                   "computed_probability", "float_interval", "float_verdict")
     detail_rows = [[html.escape(k), _cell(certificate.details[k])]
                    for k in detail_keys if k in certificate.details]
     cost_rows = [[html.escape(k), _cell(v)] for k, v in certificate.cost.items()]

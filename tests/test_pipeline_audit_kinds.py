@@ -208,6 +208,18 @@ def probability_audit(kind: str, threshold: float, **fields: Any) -> Any:
 
 FIVE_SIXTHS = 5 / 6
 MARGIN = WMI_FLOAT_ALLOWANCE
+FLOAT_VERDICT = {"proven_pass": "satisfied", "undecided": "unknown", "proven_fail": "violated"}
+
+
+def float_checked(settings: Any, certificate: Certificate) -> str:
+    """What the float interval says (``details.float_verdict``, the status the gate gave
+    before it stopped reading an engineering margin as a proof); the certificate itself is
+    not proven: ``[0, 1]``, undecided for the gate."""
+    assert certificate.details["proven"] is False
+    assert certificate.bounds["probability"] == (0.0, 1.0)
+    assert checked(settings, certificate) == "undecided"
+    return {verdict: status for status, verdict in FLOAT_VERDICT.items()}[
+        certificate.details["float_verdict"]]
 
 
 @pytest.mark.parametrize(("threshold", "status", "stopped"), [
@@ -221,10 +233,11 @@ MARGIN = WMI_FLOAT_ALLOWANCE
 def test_monotonicity_gate_around_the_closed_form(threshold: float, status: str,
                                                   stopped: bool) -> None:
     """Decreasing in s: pairs (x, s, s′) uniform with s′ <= s; the positive class is lost
-    on x ∈ (0.75 − s/2, 0.75 − s′/2], so P = 1 − E[(s − s′)/2 | s′ <= s] = 5/6."""
+    on x ∈ (0.75 − s/2, 0.75 − s′/2], so P = 1 − E[(s − s′)/2 | s′ <= s] = 5/6. The float
+    interval is judged as the margin says; the gate reads none of it."""
     settings = probability_audit("monotonicity", threshold, feature="s", decreasing=True)
     certificate = certify(settings, NETWORK, unit_population())
-    low, high = certificate.bounds["probability"]
+    low, high = certificate.details["float_interval"]
     assert low <= FIVE_SIXTHS <= high
     assert certificate.details["stopped_early"] is stopped
     if stopped:
@@ -233,16 +246,18 @@ def test_monotonicity_gate_around_the_closed_form(threshold: float, status: str,
         assert high - low == pytest.approx(2 * MARGIN)
         assert certificate.details["computed_probability"] == pytest.approx(FIVE_SIXTHS,
                                                                             abs=1e-12)
-    assert checked(settings, certificate) == status
+    assert float_checked(settings, certificate) == status
 
 
-def test_monotone_feature_is_certified_up_to_the_allowance() -> None:
+def test_monotone_feature_is_computed_up_to_the_allowance() -> None:
     settings = probability_audit("monotonicity", 1 - 2 * MARGIN, feature="x")
     certificate = certify(settings, NETWORK, unit_population())
-    assert certificate.bounds["probability"] == (1 - MARGIN, 1.0)
-    assert checked(settings, certificate) == "proven_pass"
+    assert tuple(certificate.details["float_interval"]) == (1 - MARGIN, 1.0)
+    assert float_checked(settings, certificate) == "proven_pass"
     weighted = probability_audit("monotonicity", 0.99, feature="x", use_prior=True)
-    assert certify(weighted, NETWORK, unit_population()).verdict == "satisfied"
+    certificate = certify(weighted, NETWORK, unit_population())
+    assert (certificate.verdict, certificate.details["float_verdict"]) == ("unknown",
+                                                                          "satisfied")
 
 
 @pytest.mark.parametrize(("noise", "exact"), [
@@ -256,9 +271,9 @@ def test_noise_robustness_closed_form(noise: dict[str, Any], exact: float) -> No
                               (exact + 0.01, "proven_fail")):
         settings = probability_audit("noise_robustness", threshold, features=["x"], **noise)
         certificate = certify(settings, NETWORK, unit_population())
-        low, high = certificate.bounds["probability"]
+        low, high = certificate.details["float_interval"]
         assert low <= exact <= high
-        assert checked(settings, certificate) == status
+        assert float_checked(settings, certificate) == status
 
 
 def test_local_robustness_closed_form() -> None:
@@ -267,15 +282,16 @@ def test_local_robustness_closed_form() -> None:
     box = {"center": [0.6, 0.5], "epsilon": 0.1}
     predicted = probability_audit("local_robustness", 0.9, **box)
     certificate = certify(predicted, NETWORK, unit_population())
-    low, high = certificate.bounds["probability"]
+    low, high = certificate.details["float_interval"]
     assert low <= 15 / 16 <= high and certificate.details["expected_class"] == 1
-    assert checked(predicted, certificate) == "proven_pass"
+    assert float_checked(predicted, certificate) == "proven_pass"
     other = probability_audit("local_robustness", 0.05, expected_class=0, **box)
     certificate = certify(other, NETWORK, unit_population())
-    assert certificate.bounds["probability"][0] <= 1 / 16 <= certificate.bounds["probability"][1]
-    assert checked(other, certificate) == "proven_pass"
+    low, high = certificate.details["float_interval"]
+    assert low <= 1 / 16 <= high
+    assert float_checked(other, certificate) == "proven_pass"
     strict = probability_audit("local_robustness", 0.07, expected_class=0, **box)
-    assert checked(strict, certify(strict, NETWORK, unit_population())) == "proven_fail"
+    assert float_checked(strict, certify(strict, NETWORK, unit_population())) == "proven_fail"
 
 
 def test_wmi_input_problems_name_the_field() -> None:
@@ -316,10 +332,10 @@ def test_metrics_and_tags_of_the_new_kinds_are_generic() -> None:
     assert float(tags["certgate.fair_s.biased_share_population_upper"]) == \
         causal_certificate.bounds["biased_share_population"][1]
     mono_tags = version_result_tags(mono, certificates["mono"])
-    assert mono_tags["certgate.mono.verdict"] == "satisfied"
-    assert float(mono_tags["certgate.mono.probability_lower"]) == 1 - WMI_FLOAT_ALLOWANCE
+    assert mono_tags["certgate.mono.verdict"] == "unknown"
+    assert float(mono_tags["certgate.mono.probability_lower"]) == 0.0
     assert mono_tags["certgate.mono.requirement"] == "probability >= 0.9"
-    assert headline_metrics(mono, certificates["mono"])["mono.proven_pass"] == 1.0
+    assert headline_metrics(mono, certificates["mono"])["mono.proven_pass"] == 0.0
 
 
 # ------------------------------------------------------------------------------ end to end
@@ -355,7 +371,7 @@ def test_audit_and_gate_through_mlflow(registry: Registry) -> None:
     outcome = audit_model(failing, registry=registry, progress=False)
     decision = run_gate(failing, registry=registry)
     assert [check.status for check in decision.checks] == ["proven_pass", "proven_fail",
-                                                           "proven_pass"]
+                                                           "undecided"]
     assert decision.outcome == "failed" and decision.mlflow_validation.startswith("failed")
     tags = version_tags(registry, name, version)
     assert tags["certgate.gate"] == "failed"
@@ -366,7 +382,7 @@ def test_audit_and_gate_through_mlflow(registry: Registry) -> None:
     assert low <= 0.5 <= high < 0.6
     assert float(tags["certgate.causal_weighted.biased_share_population_lower"]) >= 0.4
     mono_low = float(tags["certgate.mono.probability_lower"])
-    assert mono_low == pytest.approx(FIVE_SIXTHS - WMI_FLOAT_ALLOWANCE, abs=1e-12)
+    assert mono_low == 0.0  # computed in float, not proven
     assert alias_version(registry, name, "champion") is None
 
     run_id = outcome.run_id
@@ -383,7 +399,7 @@ def test_audit_and_gate_through_mlflow(registry: Registry) -> None:
     assert "biased_share ∈" in html and "probability &gt;= 0.8" in html
 
     passing = pipeline_config(registry, f"models:/{name}@candidate",
-                              [causal("causal_uniform", 0.6), monotone])
+                              [causal("causal_uniform", 0.6)])
     audit_model(passing, registry=registry, progress=False)
     decision = run_gate(passing, registry=registry)
     assert decision.outcome == "passed" and decision.mlflow_validation == "passed"

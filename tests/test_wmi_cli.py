@@ -55,13 +55,17 @@ def test_monotonicity_cli(files: dict, capsys: pytest.CaptureFixture) -> None:
     code, doc = run(["monotonicity", "--model", str(files["net"]), "--population",
                      str(files["pop"]), "--feature", "b", "--json", "--min-probability", "0.9"],
                     capsys)
-    assert code == 1 and doc["verdict"] == "violated"
-    assert set(doc) >= {"probability", "regions", "integrals", "elapsed_s"}
+    # region enumeration computes in float64: reported, not proven, so never a verdict
+    assert code == 1 and doc["verdict"] == "unknown" and doc["proven"] is False
+    assert doc["probability_interval"] == [0.0, 1.0]
+    assert set(doc) >= {"probability", "float_interval", "regions", "integrals", "elapsed_s"}
     assert doc["probability"] <= 2 / 3 + 1e-12
+    assert doc["float_interval"][1] < 0.9
     code, doc = run(["monotonicity", "--model", str(files["net"]), "--population",
                      str(files["pop"]), "--feature", "a", "--json", "--min-probability", "0.9"],
                     capsys)
-    assert code == 0 and doc["probability"] == pytest.approx(1.0, abs=1e-12)
+    assert code == 1 and doc["probability"] == pytest.approx(1.0, abs=1e-12)
+    assert doc["float_interval"][0] > 0.9
 
 
 def test_noise_and_local_robustness_cli(files: dict, capsys: pytest.CaptureFixture) -> None:

@@ -222,14 +222,17 @@ def _run_kind(args: argparse.Namespace, settings: Any, **extra: Any) -> int:
 
 
 def _report(args: argparse.Namespace, certificate: Certificate) -> int:
-    """Print the certificate's probability, interval and cost (the verdict only when
-    ``--min-probability`` was given); exit 0 unless a given threshold is not proven."""
+    """Print the certificate's probability, proven interval, float interval and cost (the
+    verdict only when ``--min-probability`` was given); exit 0 unless a given threshold is
+    not proven."""
     details, cost = certificate.details, certificate.cost
     low, high = certificate.bounds["probability"]
     judged = args.min_probability is not None
     document = {
         "probability": details["computed_probability"],
         "probability_interval": [low, high],
+        "proven": details["proven"],
+        "float_interval": details["float_interval"],
         "violation_probability": details["violation_probability"],
         "regions": int(cost["regions"]), "integrals": int(cost["integrals"]),
         "lps": int(cost["lps"]), "elapsed_s": cost["elapsed_s"],
@@ -243,10 +246,16 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
         bound = " (upper bound: stopped early)" if details["stopped_early"] else ""
         work = (f"{document['boxes']} boxes ({document['method']})" if "boxes" in document
                 else f"{document['regions']} regions, {document['integrals']} integrals")
+        float_low, float_high = details["float_interval"]
+        proof = ("" if details["proven"] else
+                 f" (computed in float64, not proven: [{float_low:.12g}, {float_high:.12g}] "
+                 f"with the engineering margin)")
         print(f"probability {document['probability']:.12g}{bound}, certified in "
-              f"[{low:.12g}, {high:.12g}]; {work}, {document['elapsed_s']:.3f} s")
+              f"[{low:.12g}, {high:.12g}]{proof}; {work}, {document['elapsed_s']:.3f} s")
         if judged:
-            print(f"verdict: {certificate.verdict}")
+            print(f"verdict: {certificate.verdict}"
+                  + ("" if details["proven"] else
+                     f" (in float64: {details['float_verdict']}, not a proof)"))
     return exit_for(certificate.verdict) if judged else EXIT_OK
 
 

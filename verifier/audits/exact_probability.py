@@ -1,22 +1,24 @@
 """What the exact-probability (WMI, :mod:`verifier.wmi`) audit kinds share: the settings base,
 the float allowance, the early-stop point and the one verdict rule.
 
-The probability is exact in real arithmetic but computed in float64 (LP vertices,
-triangulation, simplex quadrature). The certificate encloses it as
-``[max(0, p − a), min(1, p + a)]`` with the allowance ``a = WMI_FLOAT_ALLOWANCE``. The
-enumeration stops early once the violating mass alone shows ``P < min_probability − a``
-(``stop_at = 1 − min_probability + 2a``); the reported ``p`` is then only an upper bound (the
-violating mass found so far is a lower bound on the true one), so the certificate's interval
-is ``[0, min(1, p + a)]``, which lies below the threshold: the early stop only ever produces
-proven failures. The verdict is the requirement ``probability >= min_probability`` judged on
-that interval (:func:`verifier.audits.requirement.judged_verdict`) — for the command line
-and the pipeline alike.
+The certificate's interval (``bounds["probability"]``) is only ever a proven one
+(:func:`probability_interval`): the engine's interval when the result is ``proven`` (box
+branching, PV's certified ends; a finite sum over the prior's points; a time-out before any
+cell was integrated), else ``[0, 1]``. Region enumeration computes the probability in
+float64 (Qhull's vertices, triangulation, simplex quadrature) with no bound on that error: a
+cell whose mass lies within a few ulps of its coordinates (a narrow population far from 0, a
+density spike at a decision boundary) is integrated with an error of any size, so the
+computed value is reported beside the proof, not as one: ``details.computed_probability``,
+``details.float_interval`` (the value widened by the engineering margin
+``WMI_FLOAT_ALLOWANCE``, or the envelopes' interval so widened) and ``details.float_verdict``
+(the requirement judged on that interval). The verdict, and so the gate, reads the proven
+interval only: an engineering margin is not a proof.
 
-Densities without a polynomial form (normal, truncated normal, their mixtures) enter through
-certified envelopes, and a run that reaches its time limit (``timeout_s``, tightened by a
-runner's ``budget``) stops with the interval reached: then the result is not exact and the
-certificate's interval is the engine's certified ``[probability_lower, probability_upper]``
-widened by the same allowance on both sides. The verdict rule is the same.
+The enumeration stops early once the violating mass alone shows, in float, ``P <
+min_probability − a`` (``stop_at = 1 − min_probability + 2a``); the float interval is then
+``[0, min(1, p + a)]``. The verdict is the requirement ``probability >= min_probability``
+judged on the proven interval (:func:`verifier.audits.requirement.judged_verdict`) — for the
+command line and the pipeline alike.
 """
 
 from __future__ import annotations
@@ -33,11 +35,10 @@ from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
 
 WMI_FLOAT_ALLOWANCE = 1e-6
-"""Absolute allowance between the float64 WMI probability and the exact one. The computed
-value is a ratio of sums of simplex integrals over cells whose vertices come from LPs; its
-rounding error grows with the number and conditioning of the cells and stays below 1e-12 on
-the closed-form tests. The allowance is a documented engineering margin, not a proven bound:
-it does not cover a cell an LP wrongly declares empty."""
+"""Engineering margin between the float64 WMI probability and the exact one, for the float
+interval reported beside the proof (``details.float_interval``) and the early stop. Not a
+bound: the float error of a cell's quadrature is unbounded (a narrow uniform at 1e6–1e7
+misses by up to 6e-4), so no verdict reads it."""
 
 PROGRESS = "time"
 """The exact-probability kinds' unit of progress: the region enumeration reports nothing
@@ -51,11 +52,12 @@ class ProbabilitySettings(StrictSettings):
     """An exact-probability audit (weighted model integration, :mod:`verifier.wmi`) under the
     population model.
 
-    The gate passes when the certified *lower* bound of the probability is at least
-    ``min_probability`` (``probability >= min_probability``). The probability is exact in real
-    arithmetic but computed in float64, so the certificate widens it by a documented float
-    allowance (:data:`verifier.audits.exact_probability.WMI_FLOAT_ALLOWANCE`): a threshold
-    within that allowance of the computed value stays undecided, and 1 can never be certified.
+    The gate passes when the proven *lower* bound of the probability is at least
+    ``min_probability`` (``probability >= min_probability``). Region enumeration computes the
+    probability in float64 with no error bound, so its result is reported (with the
+    engineering margin :data:`verifier.audits.exact_probability.WMI_FLOAT_ALLOWANCE` and the
+    verdict it would give) but proves nothing: only box branching, a finite sum over the
+    prior's points or a time-out before any cell give a proven interval (module docstring).
     ``timeout_s`` bounds the work (``null``: no limit); on time-out the interval reached is
     reported and judged by the same rule.
     """
@@ -114,8 +116,18 @@ def wmi_stop_at(min_probability: float) -> float | None:
 
 
 def probability_interval(result: Any) -> tuple[float, float]:
-    """The certified interval of a :class:`verifier.wmi.WMIResult`'s probability (see the
-    module docstring)."""
+    """The proven interval of a :class:`verifier.wmi.WMIResult`'s probability: the engine's
+    when the result is ``proven``, else ``[0, 1]`` (see the module docstring)."""
+    if not result.proven:
+        return 0.0, 1.0
+    return float(result.probability_lower), float(result.probability_upper)
+
+
+def float_interval(result: Any) -> tuple[float, float]:
+    """The float64 probability widened by :data:`WMI_FLOAT_ALLOWANCE` (an engineering margin,
+    not a bound): ``[p − a, p + a]`` for a complete exact enumeration, ``[0, p + a]`` after
+    an early stop (``p`` is then an upper end), else the engine's interval widened by ``a``
+    on both sides."""
     if not result.exact:
         return (max(0.0, float(result.probability_lower) - WMI_FLOAT_ALLOWANCE),
                 min(1.0, float(result.probability_upper) + WMI_FLOAT_ALLOWANCE))
@@ -138,9 +150,11 @@ def probability_certificate(kind: str, requirement: Requirement, result: Any, ex
                             bound_method: str = "crown",
                             timeout_s: float | None = None) -> Certificate:
     """The certificate of a :class:`verifier.wmi.WMIResult` for an exact-probability audit:
-    ``bounds["probability"]`` from :func:`probability_interval`, verdict by
-    :func:`~verifier.audits.requirement.judged_verdict`."""
+    ``bounds["probability"]`` from :func:`probability_interval` (proven), verdict by
+    :func:`~verifier.audits.requirement.judged_verdict` on it; the float value, its
+    :func:`float_interval` and the verdict that interval would give in ``details``."""
     low, high = probability_interval(result)
+    engineering = float_interval(result)
     computed = float(result.probability)
     return Certificate(
         audit=kind,
@@ -156,6 +170,9 @@ def probability_certificate(kind: str, requirement: Requirement, result: Any, ex
             "stopped_by": _stopped_by(result),
             "exact": bool(result.exact),
             "timed_out": bool(result.timed_out),
+            "proven": bool(result.proven),
+            "float_interval": list(engineering),
+            "float_verdict": judged_verdict(requirement, *engineering),
             "float_allowance": WMI_FLOAT_ALLOWANCE,
             **result.extra,
         },

@@ -222,7 +222,7 @@ def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
         total_mass=float(low_norm), violation_mass=float(joint_low), regions=0, integrals=0,
         lps=0, elapsed_s=time.perf_counter() - started, stopped_early=failed,
         probability_lower=probability_lower, probability_upper=probability_upper,
-        exact=False, timed_out=late, refinements=0,
+        exact=False, timed_out=late, refinements=0, proven=True,
         extra={"method": "box branching (PV)", "boxes": int(result.boxes),
                "branching_stopped_by": result.stopped_by})
 

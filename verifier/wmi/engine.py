@@ -94,11 +94,21 @@ class WMIResult:
     """Probabilities with work counters.
 
     ``exact``: every weight was polynomial and the enumeration completed, so ``probability``
-    is exact (float64 rounding aside) and ``probability_lower == probability_upper``.
-    Otherwise ``[probability_lower, probability_upper]`` is a certified interval (envelopes of
-    non-polynomial densities, a time-out, an early stop) and ``probability`` is its lower end
-    (its upper end after an early stop, where only the violation's lower bound is known);
-    ``violation_probability`` is then ``1 − probability``.
+    is exact in real arithmetic but computed in float64, and ``probability_lower ==
+    probability_upper`` unless ``proven``. Otherwise ``[probability_lower,
+    probability_upper]`` is an interval (envelopes of non-polynomial densities, a time-out, an
+    early stop) and ``probability`` is its lower end (its upper end after an early stop, where
+    only the violation's lower bound is known); ``violation_probability`` is then
+    ``1 − probability``.
+
+    ``proven``: ``[probability_lower, probability_upper]`` holds the probability in real
+    arithmetic, float rounding included. Only results that integrated no cell are: box
+    branching (PV's certified ends), a finite sum over the prior's points (outward-rounded
+    sums of points decided exactly) and a time-out before any cell. A cell's integral is a
+    float64 quadrature over Qhull's float vertices with no error bound (a vertex is off by
+    about an ulp of its coordinates, which a cell holding much mass within few ulps turns into
+    an error of any size), so a result that integrated a cell is not proven, whatever its
+    width.
     """
 
     probability: float
@@ -117,6 +127,7 @@ class WMIResult:
     exact: bool = True
     timed_out: bool = False
     refinements: int = 0
+    proven: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The CLI's JSON document."""
@@ -124,6 +135,7 @@ class WMIResult:
             "probability": self.probability, "violation_probability": self.violation_probability,
             "probability_lower": self.probability_lower,
             "probability_upper": self.probability_upper, "exact": self.exact,
+            "proven": self.proven,
             "timed_out": self.timed_out, "regions": self.regions,
             "integrals": self.integrals, "lps": self.lps, "refinements": self.refinements,
             "elapsed_s": self.elapsed_s, "stopped_early": self.stopped_early,
@@ -341,12 +353,13 @@ class _Sums:
             raise WMIInputError("the precondition has probability zero under the prior")
         share_lo, share_hi = self.share(extra)
         exact = exact and not self.uncertain
+        proven = counters.integrals == 0 and refinements == 0
         if exact:
             share = min(1.0, max(0.0, self.violation / self.total)) if self.total > 0 else 0.0
-            low = high = 1.0 - share
         else:
-            low, high = 1.0 - share_hi, 1.0 - share_lo
             share = share_lo if stopped else share_hi
+        low, high = ((1.0 - share, 1.0 - share) if exact and not proven
+                     else (1.0 - share_hi, 1.0 - share_lo))
         return WMIResult(
             probability=float(1.0 - share), violation_probability=float(share),
             total_mass=float(self.total), violation_mass=float(self.violation),
@@ -355,7 +368,7 @@ class _Sums:
             elapsed_s=clock() - started, stopped_early=stopped,
             probability_lower=float(low), probability_upper=float(high), exact=exact,
             timed_out=timed_out,
-            refinements=refinements,
+            refinements=refinements, proven=proven,
         )
 
 

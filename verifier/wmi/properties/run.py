@@ -71,7 +71,7 @@ def _solve(queries: list[Query], engine: Engine) -> WMIResult:
         return WMIResult(probability=0.0, violation_probability=1.0, total_mass=0.0,
                          violation_mass=0.0, regions=0, integrals=0, lps=0, elapsed_s=0.0,
                          probability_lower=0.0, probability_upper=1.0, exact=False,
-                         timed_out=True)
+                         timed_out=True, proven=True)
     if not queries:
         raise WMIInputError("the precondition has probability zero under the prior")
     timeout_s = None if deadline == math.inf else max(0.0, deadline - time.perf_counter())
