@@ -34,6 +34,7 @@ import string
 from dataclasses import dataclass
 
 import numpy as np
+from numpy._core.einsumfunc import bmm_einsum
 
 from verifier.numerics import EPS, down_array, relative_margin, scaled_down, scaled_up, up_array
 from verifier.population.base import Distribution
@@ -197,19 +198,30 @@ class RowTable:
 
 def planned_einsum(paths: dict[tuple, list | bool], subscripts: str,
                    operands: list[np.ndarray], pairs_directly: bool = False) -> np.ndarray:
-    """``np.einsum(subscripts, *operands)`` contracted along numpy's greedy path, the path
-    looked up in ``paths`` by the subscripts and the operands' shapes (found once per key:
-    the search costs more than a small contraction). ``pairs_directly``: two operands or
-    fewer are contracted in one call, without a path. The same path gives the same
-    contractions in the same order, so the result is the one ``optimize="greedy"`` (or, for
-    such pairs, ``optimize=False``) gives, bit for bit."""
+    """``np.einsum(subscripts, *operands)`` contracted along numpy's greedy path, bit for bit
+    the result ``optimize="greedy"`` (or, with ``pairs_directly`` for two operands or fewer,
+    ``optimize=False``) gives. The path and numpy's list of contractions along it are looked
+    up in ``paths`` by the subscripts and the operands' shapes (built once per key: the
+    search, and even rebuilding the list from a known path, costs more than a small
+    contraction); each step then runs as ``np.einsum`` runs it — a pair by numpy's batched
+    matrix product, any other step by its plain einsum."""
     key = (subscripts, *(t.shape for t in operands))
-    path = paths.get(key)
-    if path is None:
-        path = (False if pairs_directly and len(operands) <= 2
-                else np.einsum_path(subscripts, *operands, optimize="greedy")[0])
-        paths[key] = path
-    return np.einsum(subscripts, *operands, optimize=path)
+    steps = paths.get(key)
+    if steps is None:
+        if pairs_directly and len(operands) <= 2:
+            steps = False
+        else:
+            path = np.einsum_path(subscripts, *operands, optimize="greedy")[0]
+            steps = np.einsum_path(subscripts, *operands, optimize=path, einsum_call=True)[1]
+        paths[key] = steps
+    if steps is False:
+        return np.einsum(subscripts, *operands, optimize=False)
+    pending = list(operands)
+    for positions, step, _ in steps:
+        taken = [pending.pop(x) for x in positions]
+        pending.append(bmm_einsum(step, *taken) if len(taken) == 2
+                       else np.einsum(step, *taken, optimize=False))
+    return pending[0]
 
 
 class Elimination:
