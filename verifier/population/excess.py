@@ -98,7 +98,7 @@ class ExcessBounds:
 
     def __init__(self, elimination: Elimination) -> None:
         self.elimination = elimination
-        self._paths: dict[tuple, list | bool] = {}
+        self._paths: dict[tuple, tuple] = {}
 
     @cached_property
     def listed(self) -> list[_Values | None]:
@@ -525,7 +525,7 @@ def _convolve(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarray:
 
 
 def _eliminate(involved: list[tuple[np.ndarray, tuple[int, ...], bool]], variable: int,
-               bins: int, paths: dict[tuple, list | bool]
+               bins: int, paths: dict[tuple, tuple]
                ) -> tuple[np.ndarray, tuple[int, ...], bool]:
     """Multiply the factors that hold ``variable`` (convolving their bin axes) and sum the
     variable out (contraction paths cached in ``paths``, see
