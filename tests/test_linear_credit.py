@@ -387,7 +387,7 @@ def test_a_node_taking_in_parents_bins_only_held_values_into_the_plain_table_bit
     width = rng.uniform(0.05, 1.0, size=lo.shape[0])
     kept = bounds._kept(bounds._reached_cells(lo, hi))
     for u in bounds.taken_in:
-        found = bounds._bins(u, lo, hi, coefficients, width, 12, kept)
+        found = bounds._bins(u, bounds._excesses(lo, hi, coefficients), width, 12, kept)
         plain = _dense_binned_table(bounds, u, lo, hi, coefficients, width, 12, kept)
         assert (found is None) == (plain is None)
         if found is not None:

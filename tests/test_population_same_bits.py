@@ -2,8 +2,10 @@
 replace, bit for bit: the masses' ends without the value, the categorical factors computed
 once per distinct set of allowed categories, the saturated convolution's tail summed bin
 by bin, the excess bound's kept cells, CPT rows and factors gathered by direct indexing
-(``take_along_axis`` before), the convolution's windows by ``as_strided``, and the one-hot
-records' counts in int32. Soundness itself is held by the oracles of
+(``take_along_axis`` before), the convolution's windows by ``as_strided``, the one-hot
+records' counts in int32, the contractions along numpy's cached list of steps, and the
+excess bound's per-node excess and plain tables computed once per batch and cut per chunk.
+Soundness itself is held by the oracles of
 ``test_population_bayesnet`` (the joint table enumerated) and ``test_linear_credit`` (the
 excess against exact arithmetic); these tests pin that the faster code computes the same
 floats."""
@@ -19,8 +21,8 @@ from test_population_bayesnet import random_discrete_network
 
 from verifier.bounds.onehot import _onehot
 from verifier.population.distributions import Categorical
-from verifier.population.elimination import _distinct_rows
-from verifier.population.excess import _convolve
+from verifier.population.elimination import _distinct_rows, planned_einsum
+from verifier.population.excess import _convolve, _OwnMasses
 from verifier.population.rounding import Enclosure
 
 
@@ -207,3 +209,59 @@ def test_the_one_hot_records_count_in_int32_as_in_int64(seed: int) -> None:
         others = zero_fails.sum(axis=1, keepdims=True, dtype=np.int64) - zero_fails
         expected = one_fits & (others == 0)
         assert np.array_equal(records.allowed[:, g, :len(group)].numpy(), expected)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 4), st.booleans())
+def test_contractions_along_the_cached_steps_are_numpys_einsum(seed: int, count: int,
+                                                              pairs_directly: bool) -> None:
+    """:func:`planned_einsum`, run twice (the second time from its cache), returns what
+    ``np.einsum`` gives along the greedy path (``optimize=False`` for a pair or one operand
+    with ``pairs_directly``), bit for bit; operands with size-1 axes that broadcast
+    included."""
+    rng = np.random.default_rng(seed)
+    letters = "bcdef"
+    sizes = {letter: int(rng.integers(1, 5)) for letter in letters}
+    terms = []
+    for _ in range(count):
+        chosen = sorted(rng.choice(list(letters), size=int(rng.integers(0, 4)), replace=False))
+        terms.append("a" + "".join(chosen))
+    used = sorted({letter for term in terms for letter in term[1:]})
+    kept = [letter for letter in used if rng.random() < 0.5]
+    subscripts = ",".join(terms) + "->a" + "".join(kept)
+    batch = int(rng.integers(1, 6))
+    operands = [rng.random([batch] + [1 if rng.random() < 0.2 else sizes[letter]
+                                      for letter in term[1:]]) for term in terms]
+    expected = np.einsum(subscripts, *operands,
+                         optimize=False if pairs_directly and count <= 2 else "greedy")
+    paths: dict = {}
+    for _ in range(2):
+        result = planned_einsum(paths, subscripts, operands, pairs_directly)
+        assert result.shape == expected.shape
+        assert np.array_equal(_bits(result), _bits(expected))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40))
+def test_the_excess_bounds_batch_tables_cut_to_a_chunk_are_the_chunks_own(seed: int,
+                                                                          chunk: int) -> None:
+    """The per-node excess and the plain tables' lower ends that the excess bound computes
+    once per batch, cut to a chunk of its rows, are bit for bit what the chunk's own
+    computation gives (each row's floats do not depend on the rows beside it)."""
+    network, specs = random_discrete_network(seed)
+    bounds = network._excess
+    rng = np.random.default_rng(seed)
+    lo, hi = _random_boxes(rng, specs, 40)
+    coefficients = rng.normal(size=lo.shape)
+    excess = bounds._excesses(lo, hi, coefficients)
+    own = _OwnMasses(bounds.elimination, lo, hi)
+    for start in range(0, lo.shape[0], chunk):
+        rows = slice(start, start + chunk)
+        alone = bounds._excesses(lo[rows], hi[rows], coefficients[rows])
+        assert alone.keys() == excess.keys()
+        for u, (inside, levels) in alone.items():
+            assert np.array_equal(inside, excess[u][0][rows])
+            assert np.array_equal(_bits(levels), _bits(excess[u][1][rows]))
+        for u in range(len(bounds.elimination.factors)):
+            expected = bounds.elimination.own_masses(u, lo[rows], hi[rows]).lower
+            assert np.array_equal(_bits(own.lower(u, rows)), _bits(expected))

@@ -41,6 +41,11 @@ from verifier.population.distributions import Categorical
 from verifier.population.network_view import NetworkNode, NodeNetwork
 from verifier.population.rounding import TINY, Enclosure
 
+try:  # the step np.einsum takes for a pair of operands along a path
+    from numpy._core.einsumfunc import bmm_einsum as _pair_step
+except ImportError:  # a numpy whose einsum contracts pairs otherwise
+    _pair_step = None
+
 LETTERS = string.ascii_letters
 
 
@@ -195,21 +200,35 @@ class RowTable:
         return Enclosure.from_error(value, error)
 
 
-def planned_einsum(paths: dict[tuple, list | bool], subscripts: str,
+def planned_einsum(paths: dict[tuple, tuple], subscripts: str,
                    operands: list[np.ndarray], pairs_directly: bool = False) -> np.ndarray:
-    """``np.einsum(subscripts, *operands)`` contracted along numpy's greedy path, the path
-    looked up in ``paths`` by the subscripts and the operands' shapes (found once per key:
-    the search costs more than a small contraction). ``pairs_directly``: two operands or
-    fewer are contracted in one call, without a path. The same path gives the same
-    contractions in the same order, so the result is the one ``optimize="greedy"`` (or, for
-    such pairs, ``optimize=False``) gives, bit for bit."""
+    """``np.einsum(subscripts, *operands)`` contracted along numpy's greedy path, bit for bit
+    the result ``optimize="greedy"`` (or, with ``pairs_directly`` for two operands or fewer,
+    ``optimize=False``) gives. The path and numpy's list of contractions along it are looked
+    up in ``paths`` by the subscripts and the operands' shapes (built once per key: the
+    search, and even rebuilding the list from a known path, costs more than a small
+    contraction); each step then runs as ``np.einsum`` runs it — a pair by numpy's batched
+    matrix product, any other step by its plain einsum (a numpy without that pair step:
+    ``np.einsum`` along the cached path)."""
     key = (subscripts, *(t.shape for t in operands))
-    path = paths.get(key)
-    if path is None:
-        path = (False if pairs_directly and len(operands) <= 2
-                else np.einsum_path(subscripts, *operands, optimize="greedy")[0])
-        paths[key] = path
-    return np.einsum(subscripts, *operands, optimize=path)
+    plan = paths.get(key)
+    if plan is None:
+        if pairs_directly and len(operands) <= 2:
+            plan = (False, None)
+        else:
+            path = np.einsum_path(subscripts, *operands, optimize="greedy")[0]
+            plan = (path, np.einsum_path(subscripts, *operands, optimize=path,
+                                         einsum_call=True)[1])
+        paths[key] = plan
+    path, steps = plan
+    if steps is None or _pair_step is None:
+        return np.einsum(subscripts, *operands, optimize=path)
+    pending = list(operands)
+    for positions, step, _ in steps:
+        taken = [pending.pop(x) for x in positions]
+        pending.append(_pair_step(step, *taken) if len(taken) == 2
+                       else np.einsum(step, *taken, optimize=False))
+    return pending[0]
 
 
 class Elimination:
@@ -238,7 +257,7 @@ class Elimination:
             for u, node in enumerate(nodes)
         ]
         self.order = self._order()
-        self._paths: dict[tuple, list | bool] = {}
+        self._paths: dict[tuple, tuple] = {}
         sizes = [len(cells) for cells in self.cells]
         self.operations = (len(nodes) + 1) * (sum(sizes) + len(nodes) + 1)
         self.elements_per_box = sum(

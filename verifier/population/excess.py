@@ -30,8 +30,9 @@ non-finite or non-positive threshold, or non-finite coefficients get 0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import NamedTuple
 
 import numpy as np
@@ -97,7 +98,7 @@ class ExcessBounds:
 
     def __init__(self, elimination: Elimination) -> None:
         self.elimination = elimination
-        self._paths: dict[tuple, list | bool] = {}
+        self._paths: dict[tuple, tuple] = {}
 
     @cached_property
     def listed(self) -> list[_Values | None]:
@@ -199,13 +200,20 @@ class ExcessBounds:
             spread *= reached.sum(axis=1)
         ranked = np.argsort(spread, kind="stable")  # similar scopes share a chunk
         rows = rows[ranked]
+        # each box's t_u per node, computed once for the batch (row by row: the same
+        # floats a chunk's own computation gives)
+        excess = self._excesses(lo[rows], hi[rows], coefficients[rows])
+        own = _OwnMasses(self.elimination, lo[rows], hi[rows])
         for start in range(0, rows.size, chunk):
             part = rows[start:start + chunk]
             width = scaled_up(threshold[part] / bins, 8.0 * EPS)
             chunk_reach = {u: reached[ranked[start:start + chunk]]
                            for u, reached in reach.items()}
-            result[part] = self._saturated(lo[part], hi[part], coefficients[part], width, bins,
-                                           self._kept(chunk_reach))
+            chunk_excess = {u: (inside[start:start + chunk], own[start:start + chunk])
+                            for u, (inside, own) in excess.items()}
+            result[part] = self._saturated(
+                partial(own.lower, rows=slice(start, start + chunk)), chunk_excess,
+                width, bins, self._kept(chunk_reach))
         return result
 
     def _reached_cells(self, lo: np.ndarray, hi: np.ndarray) -> dict[int, np.ndarray]:
@@ -230,6 +238,12 @@ class ExcessBounds:
         return reach
 
     # ------------------------------------------------------------------ bins
+    def _excesses(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray
+                  ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """:meth:`_excess` of every listed node."""
+        return {u: self._excess(u, lo, hi, coefficients)
+                for u, listed in enumerate(self.listed) if listed is not None}
+
     def _excess(self, u: int, lo: np.ndarray, hi: np.ndarray,
                 coefficients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per box and listed value of node ``u`` ``(B, values)``: whether the box holds it,
@@ -256,13 +270,13 @@ class ExcessBounds:
             excess = (products - smallest) - 4.0 * EPS * scale
         return inside, np.maximum(np.where(inside, excess, 0.0), 0.0)
 
-    def _bins(self, u: int, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
+    def _bins(self, u: int, excess: dict[int, tuple[np.ndarray, np.ndarray]],
               width: np.ndarray, bins: int, kept: dict[int, tuple[np.ndarray, np.ndarray]]
               ) -> _Levels | None:
         """The bin ``min(⌊(t_u + Σ t_p) / h⌋, N)`` of node ``u``, rounded down in real
         arithmetic (``p`` over :attr:`taken_in`; parent axes cut to ``kept``, size 1 for a
         parent not taken in; see :class:`_Levels`); None when every bin is 0 (a node the bins
-        need not track).
+        need not track). ``excess``: :meth:`_excesses` of the boxes.
 
         A value outside a box has no mass of it, so a node that takes in parents is binned
         only at the ``(box, value)`` pairs the box holds (a box of Adult-13 1×16 holds 28 %
@@ -270,10 +284,10 @@ class ExcessBounds:
         every pair, outside ones included: by the largest entry, the sum of each term's
         largest value, whose float sum, quotient, scaling and floor are all non-decreasing in
         every term."""
-        inside, own = self._excess(u, lo, hi, coefficients)
+        inside, own = excess[u]
         parents = self.elimination.factors[u].variables[:-1]
         taken = self.taken_in.get(u, ())
-        batch = lo.shape[0]
+        batch = own.shape[0]
         boxes, values = np.nonzero(inside) if taken else (np.arange(batch), None)
         total = own[boxes, values] if taken else own
         total = total.reshape(total.shape[0], *([1] * len(parents)), *total.shape[1:])
@@ -283,9 +297,9 @@ class ExcessBounds:
                 continue
             listed = self.listed[p]
             assert listed is not None
-            per_cell = self._excess(p, lo, hi, coefficients)[1][:, np.argmax(listed.member, axis=1)]
+            per_cell = excess[p][1][:, np.argmax(listed.member, axis=1)]
             if p in kept:
-                per_cell = np.take_along_axis(per_cell, kept[p][0], axis=1)
+                per_cell = per_cell[np.arange(batch)[:, None], kept[p][0]]
             shape = [boxes.size] + [1] * len(parents)
             shape[axis + 1] = per_cell.shape[1]
             total = total + per_cell[boxes].reshape(shape)
@@ -324,8 +338,7 @@ class ExcessBounds:
                 chosen = weights[row_of]  # (B, parent cells…, cells, values)
             own = level.reshape(batch, -1)  # its parent axes have size 1
             onehot = np.zeros((*inside.shape, bins + 1))  # (B, values, N + 1): 1.0 at a
-            np.put_along_axis(onehot, own[:, :, None],  # held value's bin
-                              inside[:, :, None].astype(np.float64), axis=2)
+            onehot[np.arange(batch)[:, None], np.arange(inside.shape[1]), own] = inside
             shape = chosen.shape
             flat = chosen.reshape(shape[0], -1, shape[-1]) @ onehot
             return flat.reshape(batch, *shape[1:-1], bins + 1)
@@ -376,12 +389,6 @@ class ExcessBounds:
                 index.append(np.arange(shape[axis]).reshape(shape))
         return factor.row_of[tuple(index)]
 
-    def _plain_table(self, u: int, lo: np.ndarray, hi: np.ndarray,
-                     kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """``(B, parent cells…, cells)``: lower ends of node ``u``'s factor (cells cut to
-        ``kept``)."""
-        return self._factor(u, self.elimination.own_masses(u, lo, hi).lower, kept)
-
     def _factor(self, u: int, table: np.ndarray,
                 kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Node ``u``'s factor from its per-row table ``(B, rows, cells[, N + 1])``: each
@@ -415,17 +422,19 @@ class ExcessBounds:
                 np.float64))
         return kept
 
-    def _saturated(self, lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
-                   width: np.ndarray, bins: int,
+    def _saturated(self, own: Callable[[int], np.ndarray],
+                   excess: dict[int, tuple[np.ndarray, np.ndarray]], width: np.ndarray, bins: int,
                    kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """The lower bounds of one chunk of boxes (:meth:`lower`): ``own(u)``, node ``u``'s
+        per-row lower table (:meth:`_OwnMasses.lower`), read for the factors without bins."""
         elimination = self.elimination
-        batch = lo.shape[0]
+        batch = width.shape[0]
         taken = {p for parents in self.taken_in.values() for p in parents}
         binned = {}
         for u in range(len(elimination.factors)):
             if self.listed[u] is None or u in taken:
                 continue
-            found = self._bins(u, lo, hi, coefficients, width, bins, kept)
+            found = self._bins(u, excess, width, bins, kept)
             if found is not None:
                 binned[u] = found
         if not binned:
@@ -436,7 +445,7 @@ class ExcessBounds:
                 table = self._binned_table(u, binned[u], bins, kept)
                 pending.append((table, factor.variables, True))
             else:
-                pending.append((self._plain_table(u, lo, hi, kept), factor.variables, False))
+                pending.append((self._factor(u, own(u), kept), factor.variables, False))
         for variable in elimination.order:
             involved = [item for item in pending if variable in item[1]]
             pending = [item for item in pending if variable not in item[1]]
@@ -444,6 +453,29 @@ class ExcessBounds:
         total = _combine(pending, bins)
         terms = elimination.operations + len(elimination.factors) * (bins + 2) * 2
         return np.clip(scaled_down(total[:, bins], relative_margin(terms)) - TINY, 0.0, 1.0)
+
+
+class _OwnMasses:
+    """The lower ends of the nodes' own masses (:meth:`Elimination.own_masses`, ``(B, rows,
+    cells)``) for the chunks of one batch of boxes, bit for bit what each chunk's own call
+    gives: computed once for the whole batch where a row's floats do not depend on the rows
+    beside it (a numeric node's table lookups and elementwise arithmetic; a categorical node
+    with more than one cell, whose matrix products sum along the categories), else per
+    chunk (a categorical node with one cell: a matrix-vector product)."""
+
+    def __init__(self, elimination: Elimination, lo: np.ndarray, hi: np.ndarray) -> None:
+        self.elimination = elimination
+        self.lo, self.hi = lo, hi
+        self._whole: dict[int, np.ndarray] = {}
+
+    def lower(self, u: int, rows: slice) -> np.ndarray:
+        """Node ``u``'s lower table for the batch's ``rows``."""
+        elimination = self.elimination
+        if elimination.network.nodes[u].categorical and len(elimination.cells[u]) <= 1:
+            return elimination.own_masses(u, self.lo[rows], self.hi[rows]).lower
+        if u not in self._whole:
+            self._whole[u] = elimination.own_masses(u, self.lo, self.hi).lower
+        return self._whole[u][rows]
 
 
 def _letters(variables: tuple[int, ...], names: dict[int, str]) -> str:
@@ -493,7 +525,7 @@ def _convolve(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarray:
 
 
 def _eliminate(involved: list[tuple[np.ndarray, tuple[int, ...], bool]], variable: int,
-               bins: int, paths: dict[tuple, list | bool]
+               bins: int, paths: dict[tuple, tuple]
                ) -> tuple[np.ndarray, tuple[int, ...], bool]:
     """Multiply the factors that hold ``variable`` (convolving their bin axes) and sum the
     variable out (contraction paths cached in ``paths``, see

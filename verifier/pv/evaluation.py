@@ -117,8 +117,11 @@ class DistributedEvaluation:
     workers fall linearly in size (sizes ``k, k − 1, …, 1`` parts for ``k`` tasks), the
     largest first, so the last tasks, which one worker may still run while the others wait,
     are small (Adult-13 2×64, 120 s on 2 workers: 436k–455k boxes with equal tasks, 461k–483k
-    falling). Each task pays the evaluation's fixed cost once (~10–13 ms on Adult-13 1×16,
-    besides ~0.1 ms per box), hence the floor ``min_boxes`` on their average size.
+    falling). Each task pays the evaluation's fixed cost once (on Adult-13 1×16 a one-box call
+    takes ~7.6 ms, spread over the masses, the bounds and the credit, besides ~0.1 ms per
+    box), and small tasks cost more per box in the excess bound (its 128-box chunks, cut
+    from the task's boxes sorted by the cells they reach, pad less in a larger task): hence
+    the floor ``min_boxes`` on their average size.
 
     In-process a batch with a ``deadline`` runs on a
     :class:`~verifier.executor.BackgroundThread`, which the loop waits for only until the
