@@ -90,8 +90,9 @@ which no exact check proved a partition fair halves the probes (down to one), a 
 proof restores them (:class:`_ExactYield`): where the checks never pay (FairQuant's GC-4:
 none of 64) their cost fades geometrically, where they pay now and then nothing changes."""
 EXACT_MIN_YIELD = 0.75
-"""Exact checks inside refinements stay on while fewer than ``EXACT_MIN_CHECKS`` were made or
-at least this share of the last ``EXACT_WINDOW`` proved their partition fair. Measured (see
+"""Exact checks inside refinements stay on while fewer than ``EXACT_MIN_CHECKS`` were made
+(unless those already say otherwise, :data:`EXACT_EARLY_LEVEL`) or at least this share of
+the last ``EXACT_WINDOW`` proved their partition fair. Measured (see
 docs/decisions.md): 91 % on Libra German 0.20-bias1/Gt, where they win (target width in
 5 s with them, 0.8 points wide at 30 s without); 75–81 % on German 0.20-bias5/Gt, where
 they still win (switched off at 51/64 by a threshold of 0.8: 9,439 partitions instead of
@@ -108,9 +109,11 @@ EXACT_EARLY_LEVEL = 0.05
 """Before ``EXACT_MIN_CHECKS`` checks, the checks are turned off once so few proofs would
 come up with probability below this level if the yield were :data:`EXACT_MIN_YIELD` (the
 binomial tail, :func:`_binomial_tail`): none of the first 3 checks, at most one of the first
-5, two of 6. The early MILPs of a FairQuant German network, on its largest partitions, cost
-30–120 ms each and prove nothing (docs/decisions.md, issue 35); a network whose checks pay
-(Libra German: 37 proofs in its first 38 checks) is judged after 16 as before."""
+5, at most two of the first 6. The first checks of a FairQuant German network, on its
+largest partitions, cost 30–120 ms each and prove nothing (docs/decisions.md, issue 35);
+where the checks pay (Libra German 0.20-bias5/Gt: 37 proofs in its first 38 checks) they
+are judged after 16 as before, and every Libra German and COMPAS run analyses the same
+partitions as with the judgement after 16 alone."""
 
 
 def _binomial_tail(successes: int, trials: int, rate: float) -> float:
