@@ -264,13 +264,12 @@ def test_exact_switch_follows_the_fair_yield_of_recent_checks() -> None:
     switch = certify_module._ExactYield()
     refining = np.array([True, True, True, False])
     assert not switch.bounds_only(refining).any()  # nothing measured: checks on
+    switch = certify_module._ExactYield()
     for _ in range(certify_module.EXACT_WINDOW):
         # a checked refining partition that is not proven fair; the unchecked fair one and the
         # checked one outside a refinement do not count
         switch.record(_outcome([2, FAIR, 3, FAIR], [True, False, False, True]), refining)
-    chosen = switch.bounds_only(refining)
     # off, except the EXACT_PROBES largest refining partitions (first), kept as probes
-    assert chosen.tolist() == [False, False, False, False]
     many = np.ones(certify_module.EXACT_PROBES + 3, dtype=bool)
     assert switch.bounds_only(many).tolist() == ([False] * certify_module.EXACT_PROBES
                                                  + [True] * 3)
@@ -279,15 +278,62 @@ def test_exact_switch_follows_the_fair_yield_of_recent_checks() -> None:
     assert not switch.bounds_only(refining).any()
 
 
-def test_exact_switch_is_judged_after_the_minimum_number_of_checks() -> None:
+def _fruitless_switch() -> certify_module._ExactYield:
+    """A switch turned off by a full window of refining checks that proved nothing."""
     switch = certify_module._ExactYield()
+    for _ in range(certify_module.EXACT_WINDOW):
+        switch.record(_outcome([2], [True]), np.array([True]))
+    return switch
+
+
+def test_exact_probes_halve_while_they_prove_nothing_and_a_proof_restores_them() -> None:
+    switch = _fruitless_switch()
+    many = np.ones(40, dtype=bool)
+    probed = []
+    for _ in range(6):
+        probed.append(int((~switch.bounds_only(many)).sum()))
+        switch.record(_outcome([2], [True]), np.array([True]))  # this round's check: no proof
+    assert probed == [16, 8, 4, 2, 1, 1]
+    # a round without refining partitions judges no probe
+    assert not switch.bounds_only(np.zeros(3, dtype=bool)).any()
+    assert int((~switch.bounds_only(many)).sum()) == 1
+    switch.record(_outcome([FAIR, 2], [True, True]), np.array([True, True]))  # one proof
+    chosen = switch.bounds_only(many)
+    assert int((~chosen).sum()) == certify_module.EXACT_PROBES
+    assert not chosen[:certify_module.EXACT_PROBES].any()  # the first (largest) partitions
+    assert not switch.worthwhile()  # one proof does not turn the checks back on
+
+
+def test_exact_switch_is_judged_early_only_on_fruitless_first_checks() -> None:
     refining = np.array([True])
-    for _ in range(certify_module.EXACT_MIN_CHECKS - 1):
+    switch = certify_module._ExactYield()
+    for _ in range(2):
         switch.record(_outcome([2], [True]), refining)
-    assert switch.worthwhile()  # too few checks to judge: on
+    assert switch.worthwhile()  # two checks without a proof: not enough to judge
     switch.record(_outcome([2], [True]), refining)
-    assert not switch.worthwhile()  # none of them proved fairness: off
+    assert not switch.worthwhile()  # three: a yield of 0.75 gives that 1.6 % of the time
+
+    def judged(outcomes: list[int]) -> bool:
+        switch = certify_module._ExactYield()
+        for status in outcomes:
+            switch.record(_outcome([status], [True]), refining)
+        return switch.worthwhile()
+
+    # where most checks prove, the yield is judged after EXACT_MIN_CHECKS as before
+    assert certify_module.EXACT_MIN_CHECKS == 16
+    assert judged([FAIR] * 11 + [2] * 4)  # 11 of 15: too few checks to judge
+    assert not judged([FAIR] * 11 + [2] * 5)  # 11 of 16: under 0.75
+    assert judged([FAIR] * 12 + [2] * 4)  # 12 of 16
+    assert not judged([FAIR, 2, 2, 2, 2])  # one of five
     assert certify_module.EXACT_MIN_CHECKS < certify_module.EXACT_WINDOW
+
+
+def test_binomial_tail_against_the_closed_form() -> None:
+    assert certify_module._binomial_tail(0, 3, 0.75) == pytest.approx(0.25 ** 3)
+    assert certify_module._binomial_tail(1, 4, 0.75) == pytest.approx(0.25 ** 4
+                                                                       + 4 * 0.75 * 0.25 ** 3)
+    assert certify_module._binomial_tail(5, 5, 0.75) == pytest.approx(1.0)
+    assert certify_module._binomial_tail(0, 0, 0.75) == 1.0
 
 
 def test_exact_switch_stays_on_at_the_yield_where_checks_still_win() -> None:

@@ -23,6 +23,7 @@ its parent, so they hold on it, and its CROWN skips the back-substitution of tho
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from concurrent.futures import CancelledError, Executor
@@ -79,15 +80,19 @@ decided), neither proven fair nor biased everywhere."""
 
 EXACT_WINDOW = 64
 EXACT_PROBES = 16
-"""While exact checks are off in refinements, the first this many refining partitions of
-each round (in :func:`_priority` order) still get one, so the yield below is re-measured
+"""While exact checks are off in refinements, at most this many refining partitions of each
+round (the first in :func:`_priority` order) still get one, so the yield below is re-measured
 within ``EXACT_WINDOW / EXACT_PROBES`` rounds. Measured under the earlier yield threshold of
 0.8: with one probe per round, German 0.20-bias5/Gt switched them off at round 14 and needed
 12 more rounds to see them pay again (bounds alone stall on partitions straddling a bias-free
-decision border): 27 rounds to the target width, 16 probes 21."""
+decision border): 27 rounds to the target width, 16 probes 21. Each round of refinement in
+which no exact check proved a partition fair halves the probes (down to one), a round with a
+proof restores them (:class:`_ExactYield`): where the checks never pay (FairQuant's GC-4:
+none of 64) their cost fades geometrically, where they pay now and then nothing changes."""
 EXACT_MIN_YIELD = 0.75
-"""Exact checks inside refinements stay on while fewer than ``EXACT_MIN_CHECKS`` were made or
-at least this share of the last ``EXACT_WINDOW`` proved their partition fair. Measured (see
+"""Exact checks inside refinements stay on while fewer than ``EXACT_MIN_CHECKS`` were made
+(unless those already say otherwise, :data:`EXACT_EARLY_LEVEL`) or at least this share of
+the last ``EXACT_WINDOW`` proved their partition fair. Measured (see
 docs/decisions.md): 91 % on Libra German 0.20-bias1/Gt, where they win (target width in
 5 s with them, 0.8 points wide at 30 s without); 75–81 % on German 0.20-bias5/Gt, where
 they still win (switched off at 51/64 by a threshold of 0.8: 9,439 partitions instead of
@@ -98,35 +103,65 @@ last ``EXACT_WINDOW``). A whole FairQuant German network is one refinement from 
 round (the root holds a witness), so until the switch is judged every partition gets
 sampling and a MILP: with 64, GC-1 spent its first 2 CPU s on them (2.2 % certified fair at
 1 CPU s, 16.4 % with 16; GC-3 29.2 % vs 50.5 %); Libra German and COMPAS analyse the same
-partitions either way (docs/decisions.md, issue 35)."""
+partitions either way (docs/decisions.md, issue 35). Fewer checks are judged only when they
+already say the yield is low (:data:`EXACT_EARLY_LEVEL`)."""
+EXACT_EARLY_LEVEL = 0.05
+"""Before ``EXACT_MIN_CHECKS`` checks, the checks are turned off once so few proofs would
+come up with probability below this level if the yield were :data:`EXACT_MIN_YIELD` (the
+binomial tail, :func:`_binomial_tail`): none of the first 3 checks, at most one of the first
+5, at most two of the first 6. The first checks of a FairQuant German network, on its
+largest partitions, cost 30–120 ms each and prove nothing (docs/decisions.md, issue 35);
+where the checks pay (Libra German 0.20-bias5/Gt: 37 proofs in its first 38 checks) they
+are judged after 16 as before, and every Libra German and COMPAS run analyses the same
+partitions as with the judgement after 16 alone."""
+
+
+def _binomial_tail(successes: int, trials: int, rate: float) -> float:
+    """``P(X <= successes)`` for ``X`` binomial with ``trials`` trials of success ``rate``."""
+    return sum(math.comb(trials, k) * rate ** k * (1.0 - rate) ** (trials - k)
+               for k in range(successes + 1))
 
 
 class _ExactYield:
     """Whether exact checks inside refinements pay: the share of the recent ones that proved
-    their partition fair. Off below :data:`EXACT_MIN_YIELD`; then the first
-    :data:`EXACT_PROBES` refining partitions of each round are still checked, so the estimate
-    follows the partitions as they shrink. Outcomes are counted, not timed: the run does not
-    depend on load or executor."""
+    their partition fair. Off below :data:`EXACT_MIN_YIELD` (or earlier, see
+    :data:`EXACT_EARLY_LEVEL`); then the first ``probes`` refining partitions of each round
+    are still checked, so the estimate follows the partitions as they shrink. ``probes`` is
+    :data:`EXACT_PROBES`, halved (down to one) by each round of refinement whose checks proved
+    no partition fair and restored by one with a proof. Outcomes are counted, not timed: the
+    run does not depend on load or executor."""
 
     def __init__(self) -> None:
         self.recent: deque[bool] = deque(maxlen=EXACT_WINDOW)
+        self.checks = 0
+        self.probes = EXACT_PROBES
+        self.round_proofs: int | None = None
 
     def worthwhile(self) -> bool:
-        return (len(self.recent) < EXACT_MIN_CHECKS
-                or sum(self.recent) >= EXACT_MIN_YIELD * len(self.recent))
+        proofs = sum(self.recent)
+        if self.checks < EXACT_MIN_CHECKS:
+            return _binomial_tail(proofs, self.checks, EXACT_MIN_YIELD) >= EXACT_EARLY_LEVEL
+        return proofs >= EXACT_MIN_YIELD * len(self.recent)
 
     def bounds_only(self, refining: np.ndarray) -> np.ndarray:
-        """``(B,)`` partitions (first in :func:`_priority`) to analyse by bounds alone
-        this round."""
+        """``(B,)`` partitions (first in :func:`_priority`) to analyse by bounds alone this
+        round. Called once per round, before it: the previous round's proofs set ``probes``."""
+        if self.round_proofs is not None:
+            self.probes = EXACT_PROBES if self.round_proofs else max(self.probes // 2, 1)
+        self.round_proofs = 0 if refining.any() else None
         if self.worthwhile():
             return np.zeros_like(refining)
         chosen = refining.copy()
-        chosen[np.flatnonzero(refining)[:EXACT_PROBES]] = False
+        chosen[np.flatnonzero(refining)[:self.probes]] = False
         return chosen
 
     def record(self, outcome: ChunkOutcome, refining: np.ndarray) -> None:
         checked = outcome.exact_checked & refining
-        self.recent.extend(bool(fair) for fair in (outcome.status == FAIR)[checked])
+        proofs = (outcome.status == FAIR)[checked]
+        self.recent.extend(bool(fair) for fair in proofs)
+        self.checks += int(proofs.size)
+        if self.round_proofs is not None:
+            self.round_proofs += int(proofs.sum())
 
 
 PRESOLVE_WINDOW = 32
