@@ -538,15 +538,21 @@ def log_self_correcting_variant(
     metadata: Mapping[str, Any], tags: Mapping[str, str], requirements: Sequence[str],
 ) -> str:
     """Log the self-correcting variant (pyfunc model code
-    :mod:`registry_hooks.selfcorrect_pyfunc` with ``artifacts``) and register it as a new
-    version of ``name`` carrying ``tags`` from its creation; returns the version.
+    :mod:`registry_hooks.selfcorrect_pyfunc` with ``artifacts``, and its TorchScript artifact
+    as the ``pytorch`` flavour: :mod:`registry_hooks.selfcorrect_flavors`) and register it as a
+    new version of ``name`` carrying ``tags`` from its creation; returns the version.
     ``named_inputs`` (``None`` for a source without input names) shape the signature
     (:func:`variant_signature`); ``requirements`` come on top of MLflow's and torch's pins."""
     from registry_hooks import selfcorrect_pyfunc
+    from registry_hooks.selfcorrect_flavors import SelfCorrectingFlavors
 
     with registry_errors(f"cannot register the self-correcting variant as {name}"):
-        info = mlflow.pyfunc.log_model(
+        info = Model.log(
+            artifact_path=None,
             name=VARIANT_ARTIFACT_NAME,
+            flavor=SelfCorrectingFlavors,
+            flavor_name="pyfunc.ModelFromCode",
+            torchscript=artifacts[selfcorrect_pyfunc.TORCHSCRIPT_ARTIFACT],
             python_model=selfcorrect_pyfunc.__file__,
             artifacts=dict(artifacts),
             model_config={"input_names": list(input_names),
