@@ -1,9 +1,10 @@
 """A tracking server that goes away while an audit runs: ``certgate run`` ends with exit code
 2 and the audit's own failure (the run it could not log), saying that the version's status
-tag was left ``running``. The tag could not be reset either, and that second failure was the
-only message ("cannot reset tag certgate.audit.status …"), hiding what went wrong. A real
-``mlflow server`` on 127.0.0.1 (sqlite), started for this test alone and stopped (its
-process group) once the version's status tag reads ``running``.
+tag was left ``running`` and that ``hooks`` audit it again once its lease expires. The tag
+could not be reset either, and that second failure was the only message ("cannot reset tag
+certgate.audit.status …"), hiding what went wrong. A real ``mlflow server`` on 127.0.0.1
+(sqlite), started for this test alone and stopped (its process group) once the version's
+claim has settled.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from mlflow_server import (
 )
 from test_pipeline_server import monte_carlo_ratio, register
 
+from registry_hooks.claims import SETTLE_S
 from registry_hooks.connection import connect
+from registry_hooks.lease import LEASE_TAG
 from registry_hooks.tags import STATUS_RUNNING, STATUS_TAG
 from tests.mlflow_server import free_port
 
@@ -71,10 +74,13 @@ def test_a_server_lost_mid_audit_reports_the_audits_failure(
     stop = threading.Event()
 
     def kill_when_running() -> None:
+        """Stop the server once the audit runs: its claim settled (SETTLE_S after the status
+        tag reads ``running``)."""
         watcher = connect(url)
         while not stop.wait(0.1):
             tags = watcher.client.get_model_version(name, version).tags
             if tags.get(STATUS_TAG) == STATUS_RUNNING:
+                stop.wait(SETTLE_S + 1.0)
                 os.killpg(process.pid, signal.SIGKILL)
                 return
 
@@ -90,4 +96,5 @@ def test_a_server_lost_mid_audit_reports_the_audits_failure(
     error = json.loads(out)["error"]
     assert code == 2 and error.startswith(f"cannot log the audit run to {url}"), error
     assert f"the tag {STATUS_TAG} of models:/{name}/{version} could not be reset" in error
+    assert f"`certgate hooks` audit it again once its lease ({LEASE_TAG}) expires" in error
     assert f"certgate: error: {error}" in err

@@ -9,6 +9,7 @@ so other verbs and configuration errors start fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -141,6 +142,8 @@ def print_audit(outcome: AuditOutcome, config: CertgateConfig) -> None:
               f"{outcome.run_id} (use --force to audit again)")
     else:
         print(f"audit {target}: run {outcome.run_id} ({outcome.elapsed_s:.1f} s)")
+    if outcome.took_over:
+        print(f"  {outcome.took_over}")
     for settings in config.audits:
         certificate = outcome.certificates.get(settings.name)
         if certificate is None:
@@ -289,14 +292,23 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _event_callback(config: CertgateConfig,
-                    registry: Registry) -> Callable[[RegistryEvent], None]:
-    def handle(event: RegistryEvent) -> None:
+                    registry: Registry) -> Callable[[RegistryEvent], str]:
+    """Audit and gate the event's version; returns the gate's outcome, or ``"skipped"`` when
+    another process holds the version's audit (its live lease is never doubled)."""
+    from registry_hooks.claims import AuditInProgressError
+
+    def handle(event: RegistryEvent) -> str:
         print(f"event {event.kind}: {event.model_uri}", flush=True)
-        outcome, decision = audit_and_gate(config, registry, event.model_uri, force=False,
-                                           progress=False, report_dir=None)
+        try:
+            outcome, decision = audit_and_gate(config, registry, event.model_uri, force=False,
+                                               progress=False, report_dir=None)
+        except AuditInProgressError as busy:
+            print(f"skipped: {busy}", flush=True)
+            return "skipped"
         print_audit(outcome, config)
         print_gate(decision, config)
         sys.stdout.flush()
+        return decision.outcome
 
     return handle
 
@@ -369,13 +381,34 @@ def watch_command(args: argparse.Namespace) -> int:
     with registry_errors("certgate hooks watch"):
         registry = _registry(config)
         dispatcher = _dispatcher(config, registry, args.alias, background=False)
-        try:
-            handled = watch(registry, dispatcher, args.interval, names, once=args.once,
-                            config_hash=config.audit_fingerprint())
-        except KeyboardInterrupt:
-            handled = dispatcher.handled
-    print(f"certgate hooks: {len(handled)} version(s) handled, {len(dispatcher.failed)} failed")
-    code = EXIT_ERROR if dispatcher.failed else EXIT_OK
+        with contextlib.suppress(KeyboardInterrupt):
+            watch(registry, dispatcher, args.interval, names, once=args.once,
+                  config_hash=config.audit_fingerprint())
+    counts = watch_counts(dispatcher)
+    print(f"certgate hooks: {counts['handled']} version(s) handled: {counts['passed']} passed, "
+          f"{counts['warned']} warned, {counts['gate_failed']} failed the gate; "
+          f"{counts['errors']} error(s), {counts['skipped']} skipped (audited elsewhere)")
+    code = watch_exit_code(counts)
     if args.json:
-        emit_json({"handled": len(handled), "failed": len(dispatcher.failed), "exit_code": code})
+        emit_json({**counts, "exit_code": code})
     return code
+
+
+def watch_counts(dispatcher: Dispatcher) -> dict[str, int]:
+    """What a watch did: ``handled`` (audited and gated) = ``passed`` + ``warned`` +
+    ``gate_failed``; ``errors`` (the audit or gate could not run; the version is due again);
+    ``skipped`` (another process held the version's audit)."""
+    outcomes = dispatcher.outcomes
+    counts = {key: outcomes.count(outcome) for key, outcome in
+              (("passed", "passed"), ("warned", "warned"), ("gate_failed", "failed"),
+               ("skipped", "skipped"))}
+    handled = counts["passed"] + counts["warned"] + counts["gate_failed"]
+    return {"handled": handled, **counts, "errors": len(dispatcher.failed)}
+
+
+def watch_exit_code(counts: dict[str, int]) -> int:
+    """2 when an audit or gate could not run, else 1 when a gate failed, else 0: the codes of
+    ``certgate gate`` (:func:`exit_for`) for the worst version, errors first."""
+    if counts["errors"]:
+        return EXIT_ERROR
+    return exit_for("failed") if counts["gate_failed"] else EXIT_OK
