@@ -13,11 +13,13 @@ dispatcher's idempotency makes repeated polls harmless: a version is handled onc
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from registry_hooks.audit_runs import inactive_runs
-from registry_hooks.connection import Registry, registry_errors
+from registry_hooks.connection import Registry, RegistryError, registry_errors
 from registry_hooks.dispatch import Dispatcher
 from registry_hooks.events import ALIAS_CREATED, MODEL_VERSION_CREATED, RegistryEvent
 from registry_hooks.tags import audited_under, is_due, model_versions, unleased_running
@@ -78,17 +80,37 @@ def poll_once(registry: Registry, dispatcher: Dispatcher,
     return queued
 
 
+@dataclass
+class WatchResult:
+    """What a watch queued, and the polls that failed (the registry could not be read)."""
+
+    queued: list[RegistryEvent] = field(default_factory=list)
+    poll_errors: list[RegistryError] = field(default_factory=list)
+
+
 def watch(registry: Registry, dispatcher: Dispatcher, interval_s: float,
           names: Iterable[str] | None = None, *, once: bool = False,
-          stop: threading.Event | None = None,
-          config_hash: str | None = None) -> list[RegistryEvent]:
-    """Poll every ``interval_s`` seconds until ``stop`` is set (or once); return everything
-    queued. ``config_hash``: the configuration's fingerprint (:func:`pending_events`)."""
+          stop: threading.Event | None = None, config_hash: str | None = None,
+          result: WatchResult | None = None) -> WatchResult:
+    """Poll every ``interval_s`` seconds until ``stop`` is set (or once), filling ``result``
+    (a new one by default; the caller's survives an interrupt) and returning it.
+    ``config_hash``: the configuration's fingerprint (:func:`pending_events`).
+
+    A poll that cannot read the registry (a server restarting, a network blip) is reported on
+    stderr and retried at the next poll, so a long-running watch outlives the outage; with
+    ``once`` it raises :class:`RegistryError`."""
     names = list(names) if names is not None else None
     stop = stop or threading.Event()
-    queued: list[RegistryEvent] = []
+    result = result if result is not None else WatchResult()
     while True:
-        queued.extend(poll_once(registry, dispatcher, names, config_hash))
+        try:
+            result.queued.extend(poll_once(registry, dispatcher, names, config_hash))
+        except RegistryError as error:
+            if once:
+                raise
+            result.poll_errors.append(error)
+            print(f"certgate: poll failed, retrying in {interval_s:g} s: {error}",
+                  file=sys.stderr, flush=True)
         if once or stop.wait(interval_s):
             dispatcher.drain()
-            return queued
+            return result

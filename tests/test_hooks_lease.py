@@ -10,14 +10,16 @@ audit runs and what a watch reports.
 * A deleted or garbage-collected audit run makes its version due again for ``hooks watch``
   (it read tags only), with and without ``--alias``, and in a long-running watch too.
 * ``hooks watch --json`` counted a failed gate as handled and exited 0; it now reports
-  ``passed``, ``warned``, ``gate_failed``, ``errors`` and ``skipped`` and exits as
-  ``certgate gate`` does (1 for a failed gate, 2 for an error).
+  ``passed``, ``warned``, ``gate_failed``, ``errors``, ``skipped`` and ``poll_errors`` and
+  exits as ``certgate gate`` does (1 for a failed gate, 2 for an error).
+* A long-running watch outlives a server restart (its first failed poll ended it).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -26,7 +28,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from mlflow_server import run_cli
+from mlflow_server import free_port, run_cli, server_environment, wait_until_healthy
 from test_pipeline_server import register, runs_in, write_config
 
 from configs.schema import load_config
@@ -41,7 +43,7 @@ from registry_hooks.tags import (
     set_version_tags,
     version_tags,
 )
-from registry_hooks.watcher import poll_once
+from registry_hooks.watcher import WatchResult, poll_once, watch
 
 pytest_plugins = ["mlflow_server"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,9 +211,9 @@ def test_watch_json_counts_a_failed_gate_apart_and_exits_as_the_gate(
     code, summary, err = watch_json(capsys, config)
     assert code == 1 and summary == {"handled": 2, "passed": 1, "warned": 0,
                                      "gate_failed": 1, "skipped": 0, "errors": 0,
-                                     "exit_code": 1}, err
+                                     "poll_errors": 0, "exit_code": 1}, err
     assert ("certgate hooks: 2 version(s) handled: 1 passed, 0 warned, 1 failed the gate; "
-            "0 error(s), 0 skipped (audited elsewhere)") in err
+            "0 error(s), 0 skipped (audited elsewhere), 0 failed poll(s)") in err
     code, summary, _ = watch_json(capsys, config)
     assert code == 0 and summary["handled"] == 0 and summary["exit_code"] == 0
 
@@ -220,3 +222,68 @@ def test_watch_json_counts_a_failed_gate_apart_and_exits_as_the_gate(
     code, summary, err = watch_json(capsys, broken)
     assert code == 2 and summary["errors"] == 2 and summary["handled"] == 0, err
     assert "'gender' is not an input" in err
+
+
+def start_server(root: Path, port: int) -> subprocess.Popen:
+    """``mlflow server`` on 127.0.0.1:``port`` with its sqlite store and artifacts in ``root``
+    (the same store when started again), healthy."""
+    log = root / "server.log"
+    with log.open("ab") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server",
+             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+             "--artifacts-destination", str(root / "artifacts"),
+             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            env=server_environment(), stdout=output, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    wait_until_healthy(f"http://127.0.0.1:{port}", process, log)
+    return process
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def test_a_long_running_watch_outlives_a_server_restart(
+        credit_demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The first poll that could not reach the server ended the watch (exit 2), so a watcher
+    left running stopped for good at the server's first restart. It now says the poll failed,
+    retries at the next one and audits what was registered meanwhile."""
+    port = free_port()
+    process = start_server(tmp_path, port)
+    try:
+        registry = connect(f"http://127.0.0.1:{port}")
+        name = f"outage_{uuid.uuid4().hex[:8]}"
+        first = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+        config = load_config(write_config(tmp_path, registry.tracking_uri,
+                                          f"models:/{name}@candidate"))
+        dispatcher = _dispatcher(config, registry, None, background=False)
+        stop = threading.Event()
+        result = WatchResult()
+        watcher = threading.Thread(target=watch, args=(registry, dispatcher, 1.0, [name]),
+                                   kwargs={"stop": stop, "result": result,
+                                           "config_hash": config.audit_fingerprint()},
+                                   daemon=True)
+        watcher.start()
+        deadline = time.monotonic() + 300
+        while [event.version for event in dispatcher.handled] != [first]:
+            assert time.monotonic() < deadline and watcher.is_alive()
+            time.sleep(0.5)
+        stop_server(process)
+        while not result.poll_errors:
+            assert time.monotonic() < deadline and watcher.is_alive()
+            time.sleep(0.5)
+        process = start_server(tmp_path, port)
+        second = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+        while [event.version for event in dispatcher.handled] != [first, second]:
+            assert time.monotonic() < deadline and watcher.is_alive(), result.poll_errors
+            time.sleep(0.5)
+        stop.set()
+        watcher.join(timeout=60)
+        assert dispatcher.outcomes == ["passed", "passed"] and not dispatcher.failed
+        assert "cannot reach the MLflow tracking server" in str(result.poll_errors[0])
+        assert "certgate: poll failed, retrying in 1 s" in capsys.readouterr().err
+    finally:
+        stop_server(process)

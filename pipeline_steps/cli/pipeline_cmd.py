@@ -374,20 +374,22 @@ def serve_command(args: argparse.Namespace) -> int:
 def watch_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     from registry_hooks.connection import registry_errors
-    from registry_hooks.watcher import watch
+    from registry_hooks.watcher import WatchResult, watch
 
     quiet_downloads()
     names = configured_model_names(config)
+    result = WatchResult()
     with registry_errors("certgate hooks watch"):
         registry = _registry(config)
         dispatcher = _dispatcher(config, registry, args.alias, background=False)
         with contextlib.suppress(KeyboardInterrupt):
             watch(registry, dispatcher, args.interval, names, once=args.once,
-                  config_hash=config.audit_fingerprint())
-    counts = watch_counts(dispatcher)
+                  config_hash=config.audit_fingerprint(), result=result)
+    counts = {**watch_counts(dispatcher), "poll_errors": len(result.poll_errors)}
     print(f"certgate hooks: {counts['handled']} version(s) handled: {counts['passed']} passed, "
           f"{counts['warned']} warned, {counts['gate_failed']} failed the gate; "
-          f"{counts['errors']} error(s), {counts['skipped']} skipped (audited elsewhere)")
+          f"{counts['errors']} error(s), {counts['skipped']} skipped (audited elsewhere), "
+          f"{counts['poll_errors']} failed poll(s)")
     code = watch_exit_code(counts)
     if args.json:
         emit_json({**counts, "exit_code": code})
@@ -407,8 +409,8 @@ def watch_counts(dispatcher: Dispatcher) -> dict[str, int]:
 
 
 def watch_exit_code(counts: dict[str, int]) -> int:
-    """2 when an audit or gate could not run, else 1 when a gate failed, else 0: the codes of
-    ``certgate gate`` (:func:`exit_for`) for the worst version, errors first."""
-    if counts["errors"]:
+    """2 when an audit, a gate or a poll could not run, else 1 when a gate failed, else 0: the
+    codes of ``certgate gate`` (:func:`exit_for`) for the worst version, errors first."""
+    if counts["errors"] or counts.get("poll_errors"):
         return EXIT_ERROR
     return exit_for("failed") if counts["gate_failed"] else EXIT_OK
