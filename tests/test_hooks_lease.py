@@ -93,6 +93,9 @@ def test_an_abandoned_audit_is_taken_over_a_live_one_never_doubled(
     code, _, err = run_cli(capsys, "run", "--config", str(config), "--model-uri",
                            f"models:/{name}/{live}", "--no-progress")
     assert code == 2 and f"models:/{name}/{live} is being audited by {held.owner}" in err
+    code, _, err = run_cli(capsys, "gate", "--config", str(config), "--model-uri",
+                           f"models:/{name}/{live}")
+    assert code == 2 and f"models:/{name}/{live} is being audited by {held.owner}" in err
     assert version_tags(registry, name, live)[LEASE_TAG] == held.to_tag()
     assert runs_in(registry, config) == 1
     code, out, _ = run_cli(capsys, "run", "--config", str(config), "--model-uri",
