@@ -13,6 +13,7 @@ audit runs and what a watch reports.
   ``passed``, ``warned``, ``gate_failed``, ``errors``, ``skipped`` and ``poll_errors`` and
   exits as ``certgate gate`` does (1 for a failed gate, 2 for an error).
 * A long-running watch outlives a server restart (its first failed poll ended it).
+* ``hooks`` deploy a passed version when the configuration asks for it, as ``certgate run``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 from mlflow_server import free_port, run_cli, server_environment, wait_until_healthy
 from test_pipeline_server import register, runs_in, write_config
 
@@ -40,6 +42,7 @@ from registry_hooks.tags import (
     RUN_ID_TAG,
     STATUS_RUNNING,
     STATUS_TAG,
+    alias_version,
     set_version_tags,
     version_tags,
 )
@@ -290,3 +293,34 @@ def test_a_long_running_watch_outlives_a_server_restart(
         assert "certgate: poll failed, retrying in 1 s" in capsys.readouterr().err
     finally:
         stop_server(process)
+
+
+def test_a_watch_deploys_a_passed_version_as_certgate_run_does(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``hooks`` ran audit and gate only: a configuration's ``deploy`` section was ignored, so
+    ``champion`` moved while ``safe`` kept serving an older version's variant."""
+    constraints = tmp_path / "credit.yaml"
+    constraints.write_text(yaml.safe_dump({"classes": ["deny", "grant"], "constraints": [
+        {"name": "wealthy_low_debt_granted",
+         "precondition": {"kind": "box", "lower": [None, 100, None, None, None, None],
+                          "upper": [None, None, 0.2, None, None, None]},
+         "postcondition": [["deny < grant"]]}]}))
+    name = f"deploys_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    target = f"{name}-safe"
+    config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                          deploy={"constraints": str(constraints), "registered_model": target,
+                                  "alias": "safe"})
+    code, summary, err = watch_json(capsys, config)
+    assert code == 0 and summary["passed"] == 1, err
+    assert f"deploy: self-correcting variant of models:/{name}/{version} registered as " \
+        f"models:/{target}/1" in err
+    assert alias_version(registry, target, "safe") == "1"
+    assert version_tags(registry, target, "1")["certgate.source_version"] == version
+
+    broken = tmp_path / "missing.yaml"
+    missing = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                           deploy={"constraints": str(broken), "registered_model": target})
+    code, _, err = run_cli(capsys, "hooks", "watch", "--config", str(missing), "--once")
+    assert code == 2 and "constraints file not found" in err

@@ -89,7 +89,8 @@ def _register_run(subparsers: argparse._SubParsersAction) -> None:
 def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "hooks", help="audit registry events: webhook receiver or polling watcher",
-        description="Run the pipeline (audit + gate) for new model versions, once per version.",
+        description="Run the pipeline (audit, gate, and deploy when configured, as `certgate "
+        "run`) for new model versions, once per version.",
     )
     verbs = parser.add_subparsers(dest="hooks_command", metavar="VERB", required=True)
     serve = verbs.add_parser(
@@ -293,8 +294,11 @@ def run_command(args: argparse.Namespace) -> int:
 
 def _event_callback(config: CertgateConfig,
                     registry: Registry) -> Callable[[RegistryEvent], str]:
-    """Audit and gate the event's version; returns the gate's outcome, or ``"skipped"`` when
-    another process holds the version's audit (its live lease is never doubled)."""
+    """Audit and gate the event's version, then deploy it after a passed gate when the
+    configuration has a ``deploy`` section (as ``certgate run``); returns the gate's outcome,
+    or ``"skipped"`` when another process holds the version's audit (its live lease is never
+    doubled). A deploy that fails raises (an error of the watch) naming ``certgate run``,
+    which deploys the version without auditing it again."""
     from registry_hooks.claims import AuditInProgressError
 
     def handle(event: RegistryEvent) -> str:
@@ -307,6 +311,13 @@ def _event_callback(config: CertgateConfig,
             return "skipped"
         print_audit(outcome, config)
         print_gate(decision, config)
+        if config.deploy is not None and decision.outcome == "passed":
+            try:
+                print(f"deploy: {deploy_step(config, registry, decision)}")
+            except CertgateInputError as error:
+                raise CertgateInputError(
+                    f"deploy: {error} (the audit and the gate are recorded; `certgate run "
+                    f"--model-uri {event.model_uri}` deploys once this is fixed)") from error
         sys.stdout.flush()
         return decision.outcome
 
@@ -338,6 +349,7 @@ def serve_command(args: argparse.Namespace) -> int:
     if not args.secret:
         raise CertgateInputError(f"a webhook secret is required: --secret or ${SECRET_ENV}")
     config = load_config(args.config)
+    require_deploy_step(config)
     from registry_hooks.connection import registry_errors
     from registry_hooks.receiver import WebhookReceiver, tls_context
 
@@ -373,6 +385,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def watch_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    require_deploy_step(config)
     from registry_hooks.connection import registry_errors
     from registry_hooks.watcher import WatchResult, watch
 
