@@ -44,7 +44,13 @@ from mlflow.models import Model
 from mlflow.models.model import ModelInfo
 
 from registry_hooks.connection import Registry, RegistryError, registry_errors
-from registry_hooks.tags import move_alias
+from registry_hooks.tags import (
+    SOURCE_MODEL_TAG,
+    SOURCE_VERSION_TAG,
+    VARIANT_SELF_CORRECTING,
+    VARIANT_TAG,
+    move_alias,
+)
 from registry_hooks.uris import parse_model_uri, registered_uri, resolve_version
 from verifier.errors import CertgateInputError, first_line
 from verifier.network import Network, NetworkError
@@ -181,6 +187,12 @@ def load_mlflow_dir(path: Path, uri: str, input_names: Sequence[str] | None = No
     with unreadable_model(uri):
         model = Model.load(str(mlmodel))
     metadata = dict(model.metadata or {})
+    if metadata.get(VARIANT_TAG) == VARIANT_SELF_CORRECTING:
+        raise CertgateInputError(
+            f"{uri} is a self-correcting variant registered by the deploy step (the SC-layer "
+            "around a network), not a network certgate audits: audit its source, the version "
+            f"its tags {SOURCE_MODEL_TAG} and {SOURCE_VERSION_TAG} name"
+        )
     input_names_recorded, output_names = _names(model, metadata)
     if "pytorch" in model.flavors:
         from verifier.convert.torch_files import quiet_logger

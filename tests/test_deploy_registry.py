@@ -30,11 +30,12 @@ import yaml
 
 from pipeline_steps.cli import main
 from pipeline_steps.deploy import DeployError, deploy_self_correcting
-from registry_hooks.certgate_model import log_model
+from registry_hooks.certgate_model import load_model, log_model
 from registry_hooks.connection import Registry, RegistryError, connect
 from registry_hooks.tags import alias_version, version_tags
 from verifier.convert import save_network
 from verifier.convert.torch_module import from_torch
+from verifier.errors import CertgateInputError
 from verifier.selfcorrect import SelfCorrectingNetwork, load_constraints
 
 INPUT_COLUMNS = ["age", "income", "debt_ratio", "sex", "housing_own", "housing_rent"]
@@ -583,3 +584,6 @@ def test_the_variant_loads_with_the_pytorch_flavour_as_the_sc_net(
     flavors = mlflow.models.get_model_info(record.uri).flavors
     assert flavors["python_function"]["loader_module"] == "mlflow.pyfunc.loaders.code_model"
     assert set(flavors) == {"python_function", "pytorch"}
+    with pytest.raises(CertgateInputError, match="is a self-correcting variant registered by "
+                       "the deploy step"):
+        load_model(record.uri, registry, tmp_path / "audit")
