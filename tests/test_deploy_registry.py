@@ -71,6 +71,13 @@ CONSTRAINTS = {
     ],
 }
 
+CREDIT_CONSTRAINTS = {"classes": ["deny", "grant"], "constraints": [
+    {"name": "wealthy_low_debt_granted",
+     "precondition": {"kind": "box", "lower": [None, 100, None, None, None, None],
+                      "upper": [None, None, 0.2, None, None, None]},
+     "postcondition": [["deny < grant"]]}]}
+"""One constraint on the demo's two-class credit classifiers (inputs as INPUT_COLUMNS)."""
+
 
 @pytest.fixture(scope="module")
 def registry(mlflow_server) -> Registry:
@@ -296,11 +303,7 @@ def test_certgate_run_deploys_only_after_a_passed_gate(
         registry: Registry, credit_demo, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     constraints = tmp_path / "credit.yaml"
-    constraints.write_text(yaml.safe_dump({"classes": ["deny", "grant"], "constraints": [
-        {"name": "wealthy_low_debt_granted",
-         "precondition": {"kind": "box", "lower": [None, 100, None, None, None, None],
-                          "upper": [None, None, 0.2, None, None, None]},
-         "postcondition": [["deny < grant"]]}]}))
+    constraints.write_text(yaml.safe_dump(CREDIT_CONSTRAINTS))
     name = f"credit_{uuid.uuid4().hex[:8]}"
     target = f"{name}-selfcorrecting"
     deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -30,7 +29,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mlflow_server import free_port, run_cli, server_environment, wait_until_healthy
+from mlflow_server import free_port, kill_server, run_cli, start_server
+from test_deploy_registry import CREDIT_CONSTRAINTS
 from test_pipeline_server import register, runs_in, write_config
 
 from configs.schema import load_config
@@ -230,33 +230,13 @@ def test_watch_json_counts_a_failed_gate_apart_and_exits_as_the_gate(
     assert "'gender' is not an input" in err
 
 
-def start_server(root: Path, port: int) -> subprocess.Popen:
-    """``mlflow server`` on 127.0.0.1:``port`` with its sqlite store and artifacts in ``root``
-    (the same store when started again), healthy."""
-    log = root / "server.log"
-    with log.open("ab") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server",
-             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-             "--artifacts-destination", str(root / "artifacts"),
-             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-            env=server_environment(), stdout=output, stderr=subprocess.STDOUT,
-            start_new_session=True)
-    wait_until_healthy(f"http://127.0.0.1:{port}", process, log)
-    return process
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
 def test_a_long_running_watch_outlives_a_server_restart(
-        credit_demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """The first poll that could not reach the server ended the watch (exit 2), so a watcher
     left running stopped for good at the server's first restart. It now says the poll failed,
     retries at the next one and audits what was registered meanwhile."""
+    shared = registry
     port = free_port()
     process = start_server(tmp_path, port)
     try:
@@ -277,7 +257,7 @@ def test_a_long_running_watch_outlives_a_server_restart(
         while [event.version for event in dispatcher.handled] != [first]:
             assert time.monotonic() < deadline and watcher.is_alive()
             time.sleep(0.5)
-        stop_server(process)
+        kill_server(process)
         while not result.poll_errors:
             assert time.monotonic() < deadline and watcher.is_alive()
             time.sleep(0.5)
@@ -292,7 +272,8 @@ def test_a_long_running_watch_outlives_a_server_restart(
         assert "cannot reach the MLflow tracking server" in str(result.poll_errors[0])
         assert "certgate: poll failed, retrying in 1 s" in capsys.readouterr().err
     finally:
-        stop_server(process)
+        kill_server(process)
+        connect(shared.tracking_uri)  # the module's server again for MLflow's fluent calls
 
 
 def test_a_watch_deploys_a_passed_version_as_certgate_run_does(
@@ -301,11 +282,7 @@ def test_a_watch_deploys_a_passed_version_as_certgate_run_does(
     """``hooks`` ran audit and gate only: a configuration's ``deploy`` section was ignored, so
     ``champion`` moved while ``safe`` kept serving an older version's variant."""
     constraints = tmp_path / "credit.yaml"
-    constraints.write_text(yaml.safe_dump({"classes": ["deny", "grant"], "constraints": [
-        {"name": "wealthy_low_debt_granted",
-         "precondition": {"kind": "box", "lower": [None, 100, None, None, None, None],
-                          "upper": [None, None, 0.2, None, None, None]},
-         "postcondition": [["deny < grant"]]}]}))
+    constraints.write_text(yaml.safe_dump(CREDIT_CONSTRAINTS))
     name = f"deploys_{uuid.uuid4().hex[:8]}"
     version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
     target = f"{name}-safe"

@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -22,9 +21,10 @@ from pathlib import Path
 import pytest
 from mlflow_server import (
     DEFAULT_AUDIT,
+    free_port,
+    kill_server,
     run_cli,
-    server_environment,
-    wait_until_healthy,
+    start_server,
     write_server_config,
 )
 from test_pipeline_server import monte_carlo_ratio, register
@@ -33,7 +33,6 @@ from registry_hooks.claims import SETTLE_S
 from registry_hooks.connection import connect
 from registry_hooks.lease import LEASE_TAG
 from registry_hooks.tags import STATUS_RUNNING, STATUS_TAG
-from tests.mlflow_server import free_port
 
 pytest_plugins = ["mlflow_server"]
 
@@ -41,23 +40,11 @@ pytest_plugins = ["mlflow_server"]
 @pytest.fixture
 def own_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "server.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server",
-             "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-             "--artifacts-destination", str(tmp_path / "artifacts"),
-             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-            env=server_environment(), stdout=output, stderr=subprocess.STDOUT,
-            start_new_session=True)
+    process = start_server(tmp_path, port)
     try:
-        wait_until_healthy(url, process, log)
-        yield url, process
+        yield f"http://127.0.0.1:{port}", process
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        kill_server(process)
 
 
 def test_a_server_lost_mid_audit_reports_the_audits_failure(
