@@ -14,12 +14,14 @@ audit runs and what a watch reports.
   exits as ``certgate gate`` does (1 for a failed gate, 2 for an error).
 * A long-running watch outlives a server restart (its first failed poll ended it).
 * ``hooks`` deploy a passed version when the configuration asks for it, as ``certgate run``.
+* ``hooks serve --poll-interval`` retries an abandoned audit without a new event.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -301,3 +303,31 @@ def test_a_watch_deploys_a_passed_version_as_certgate_run_does(
                            deploy={"constraints": str(broken), "registered_model": target})
     code, _, err = run_cli(capsys, "hooks", "watch", "--config", str(missing), "--once")
     assert code == 2 and "constraints file not found" in err
+
+
+def test_hooks_serve_with_a_poll_interval_takes_over_an_abandoned_audit(
+        registry: Registry, credit_demo, tmp_path: Path) -> None:
+    """A webhook receiver acts on events only: an audit that crashed (its lease expired) was
+    never retried without a new event. ``--poll-interval`` adds the watcher's polls."""
+    name = f"served_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    dead = new_lease(1.0, now=time.time() - 4000)
+    set_version_tags(registry, name, version, {STATUS_TAG: STATUS_RUNNING,
+                                               LEASE_TAG: dead.to_tag()})
+    config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pipeline_steps", "hooks", "serve", "--config", str(config),
+         "--port", str(free_port()), "--secret", uuid.uuid4().hex, "--poll-interval", "1"],
+        cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while version_tags(registry, name, version).get(STATUS_TAG) != "audited":
+            assert time.monotonic() < deadline and server.poll() is None, server.stderr
+            time.sleep(0.5)
+    finally:
+        server.send_signal(signal.SIGINT)
+        out, _ = server.communicate(timeout=120)
+    assert f"took over an abandoned audit (by {dead.owner}" in out
+    assert version_tags(registry, name, version)["certgate.gate"] == "passed"
+    assert runs_in(registry, config) == 1

@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,6 +113,10 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
                        help="PEM certificate (chain): serve HTTPS, as MLflow's server requires "
                             "unless MLFLOW_WEBHOOK_ALLOWED_SCHEMES allows http")
     serve.add_argument("--keyfile", help="PEM private key of --certfile (if not inside it)")
+    serve.add_argument("--poll-interval", type=float, default=0.0, metavar="SECONDS",
+                       help="also poll the registry every SECONDS, as `hooks watch` does (the "
+                            "first poll at start), so an audit that failed or was abandoned is "
+                            "retried without a new event (default 0: events only)")
     serve.set_defaults(func=serve_command)
     watch = verbs.add_parser(
         "watch", help="poll the registry for versions awaiting an audit",
@@ -374,13 +379,34 @@ def serve_command(args: argparse.Namespace) -> int:
                                    keyfile=args.keyfile)
         trigger = f"alias {args.alias!r} set" if args.alias else "model_version.created"
         print(f"certgate hooks: listening on {receiver.url} (acting on {trigger})", flush=True)
+        stop = threading.Event()
+        poller = _poller(config, registry, dispatcher, args.poll_interval, stop)
         try:
             receiver.serve_forever()
         except KeyboardInterrupt:
             print("certgate hooks: stopping", file=sys.stderr)
         finally:
+            stop.set()
+            if poller is not None:
+                poller.join()
             receiver.stop()
     return 0
+
+
+def _poller(config: CertgateConfig, registry: Registry, dispatcher: Dispatcher,
+            interval_s: float, stop: threading.Event) -> threading.Thread | None:
+    """``hooks serve --poll-interval``: the watcher's polls on a background thread, offering
+    their events to the receiver's dispatcher (``None`` when ``interval_s`` is 0)."""
+    from registry_hooks.watcher import watch
+
+    if interval_s <= 0:
+        return None
+    poller = threading.Thread(
+        target=watch, args=(registry, dispatcher, interval_s, configured_model_names(config)),
+        kwargs={"stop": stop, "config_hash": config.audit_fingerprint()},
+        name="certgate-poll", daemon=True)
+    poller.start()
+    return poller
 
 
 def watch_command(args: argparse.Namespace) -> int:
