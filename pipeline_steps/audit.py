@@ -6,7 +6,11 @@
 2. Load the model as the IR and its population model (:mod:`registry_hooks.certgate_model`).
 3. Validate (:mod:`pipeline_steps.validation`): the exact domain check, then
    great-expectations on population samples and the optional audit dataset. Nothing is
-   written to the registry or the tracking store before these pass.
+   written to the registry or the tracking store before these pass. A registered version is
+   then claimed (:func:`registry_hooks.claims.claim_version`: ``certgate.audit.status=running``
+   and a lease for the audits' budget); a live claim of another process is never doubled
+   (:class:`~registry_hooks.claims.AuditInProgressError`, unless ``force``), an expired one is
+   taken over and said so (:attr:`AuditOutcome.took_over`).
 4. Certify every configured audit on the configured executor, with a progress bar on stderr
    for in-process runs; then check each certificate's population model against data
    (:mod:`pipeline_steps.fidelity_step`; the data is resolved before any audit runs).
@@ -64,18 +68,22 @@ from registry_hooks.certgate_model import (
     fetch_population,
     load_model,
 )
+from registry_hooks.claims import (
+    Claim,
+    abandon_claim,
+    claim_version,
+    end_claim,
+    left_running,
+)
 from registry_hooks.connection import Registry, RegistryError, connect
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
     RUN_ID_TAG,
     STATUS_AUDITED,
-    STATUS_RUNNING,
     STATUS_TAG,
     audit_tag,
     is_due,
     replace_result_tags,
-    restore_version_tag,
-    set_version_tags,
     version_tags,
 )
 from registry_hooks.uris import parse_model_uri, resolve_version
@@ -113,6 +121,8 @@ class AuditOutcome:
     artifact_uri: str | None = None
     elapsed_s: float = 0.0
     tags: dict[str, str] = field(default_factory=dict)
+    took_over: str | None = None
+    """The abandoned audit this one took over."""
 
 
 # ------------------------------------------------------------------------------ certifying
@@ -398,17 +408,24 @@ def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
     return network, population
 
 
-def _restore_status(registry: Registry, loaded: LoadedModel, previous: str | None,
-                    cause: BaseException) -> None:
-    """Put the version's audit-status tag back as it was before the audit failed with
-    ``cause``. When the registry cannot be reached for that either (it went away mid-run),
-    the error raised is still ``cause``'s, saying that the tag was left ``running``."""
+def audit_budget_s(config: CertgateConfig) -> float | None:
+    """The seconds the configured audits may take together (the sum of their ``timeout_s``;
+    ``None`` when one has no time limit): the claim's lease is this plus its grace."""
+    limits = [getattr(settings, "timeout_s", None) for settings in config.audits]
+    if any(limit is None for limit in limits):
+        return None
+    return float(sum(limits))
+
+
+def _restore_status(registry: Registry, claim: Claim, cause: BaseException) -> None:
+    """Undo the claim of an audit that failed with ``cause`` (the status tag as it was, no
+    lease). When the registry cannot be reached for that either (it went away mid-run), the
+    error raised is still ``cause``'s, saying that the tag was left ``running`` and what
+    audits it again (:func:`~registry_hooks.claims.left_running`)."""
     try:
-        restore_version_tag(registry, loaded.name, loaded.version, STATUS_TAG, previous)
+        abandon_claim(registry, claim)
     except RegistryError as lost:
-        left = (f"the tag {STATUS_TAG} of models:/{loaded.name}/{loaded.version} could not be "
-                f"reset and still says {STATUS_RUNNING!r} ({lost}); `certgate run` audits the "
-                f"version again, `certgate hooks` skip it until the tag is removed")
+        left = f"{left_running(claim.name, claim.version, claim.lease)} ({lost})"
         if isinstance(cause, RegistryError):
             raise RegistryError(f"{cause}; {left}") from cause
         cause.add_note(left)
@@ -437,11 +454,10 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
         )
         data = pipeline_data(config, registry, loaded, population, artifact.path,
                              list(network.input_names), scratch_dir)
-        in_registry = loaded.name is not None and loaded.version is not None
-        previous_status = None
-        if in_registry:
-            previous_status = version_tags(registry, loaded.name, loaded.version).get(STATUS_TAG)
-            set_version_tags(registry, loaded.name, loaded.version, {STATUS_TAG: STATUS_RUNNING})
+        claim = None
+        if loaded.name is not None and loaded.version is not None:
+            claim = claim_version(registry, loaded.name, loaded.version,
+                                  audit_budget_s(config), force=force)
         try:
             certificates, observed = certify_observed(config, network, population, progress)
             check_certificates(config.audits, certificates, network, population, data,
@@ -451,9 +467,12 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
             outcome = log_audit_run(config, registry, loaded, artifact, validation,
                                     certificates, report_dir, observed)
         except BaseException as error:
-            if in_registry:
-                _restore_status(registry, loaded, previous_status, error)
+            if claim is not None:
+                _restore_status(registry, claim, error)
             raise
+        if claim is not None:
+            end_claim(registry, claim)
+            outcome.took_over = claim.takeover_text()
     outcome.elapsed_s = time.monotonic() - started
     return outcome
 
@@ -474,7 +493,7 @@ def outcome_summary(outcome: AuditOutcome, config: CertgateConfig) -> dict[str, 
     return to_jsonable({
         "model_uri": outcome.model_uri, "model_name": outcome.model_name,
         "model_version": outcome.model_version, "run_id": outcome.run_id,
-        "reused": outcome.reused, "report": outcome.report_uri,
+        "reused": outcome.reused, "took_over": outcome.took_over, "report": outcome.report_uri,
         "local_report": str(outcome.report_path) if outcome.report_path else None,
         "audits": audits,
     })

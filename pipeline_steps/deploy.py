@@ -3,7 +3,9 @@
 :func:`deploy_self_correcting` loads a registered model version, wraps it in the SC-layer built
 from a constraint file (paper 004; :class:`verifier.selfcorrect.SelfCorrectingNetwork`), and
 logs the result as a new model version with the pyfunc flavour (model code
-:mod:`registry_hooks.selfcorrect_pyfunc`, so it loads and serves without certgate):
+:mod:`registry_hooks.selfcorrect_pyfunc`, so it loads and serves without certgate) and the
+pytorch flavour of the same TorchScript (``mlflow.pytorch.load_model`` gives the SC-Net as a
+module; :mod:`registry_hooks.selfcorrect_flavors`):
 
 * artifacts: the TorchScript SC-Net (checked to reproduce the eager module exactly before it is
   logged), ``constraints.yaml`` (the normalised constraint set), and the source version's
@@ -54,6 +56,7 @@ from registry_hooks.certgate_model import (
     log_self_correcting_variant,
 )
 from registry_hooks.connection import Registry
+from registry_hooks.selfcorrect_flavors import VARIANT_FLAVORS
 from registry_hooks.tags import (
     SOURCE_MODEL_TAG,
     SOURCE_VERSION_TAG,
@@ -230,7 +233,8 @@ def variant_fingerprint(prepared: _Prepared, on_bottom: str, abstain_class: int 
                         negate: bool) -> str:
     """sha256 of what the SC-Net is built from besides the source version: the normalised
     constraint set, the ⊥ handling, the output convention, the bound input names and output
-    columns, and the certgate version (whose SC-layer code the variant carries)."""
+    columns, the certgate version (whose SC-layer code the variant carries) and the MLflow
+    flavours it is registered with."""
     document = {
         "constraints": prepared.constraints.to_dict(),
         "on_bottom": on_bottom,
@@ -239,6 +243,7 @@ def variant_fingerprint(prepared: _Prepared, on_bottom: str, abstain_class: int 
         "input_names": list(prepared.loaded.network.input_names),
         "output_columns": prepared.output_columns,
         "certgate": __version__,
+        "flavors": list(VARIANT_FLAVORS),
     }
     text = json.dumps(document, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

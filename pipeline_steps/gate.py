@@ -33,6 +33,7 @@ from typing import Literal
 from configs.schema import AuditSettings, CertgateConfig, GatePolicy, Requirement
 from registry_hooks.audit_runs import load_certificates, run_is_active, validate_in_mlflow
 from registry_hooks.connection import Registry, RegistryError
+from registry_hooks.lease import lease_of
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
     GATE_REASONS_TAG,
@@ -41,6 +42,7 @@ from registry_hooks.tags import (
     SOURCE_MODEL_TAG,
     SOURCE_VERSION_TAG,
     STATUS_AUDITED,
+    STATUS_RUNNING,
     STATUS_TAG,
     VARIANT_SELF_CORRECTING,
     VARIANT_TAG,
@@ -275,6 +277,12 @@ def audited_run(registry: Registry, name: str, version: str, fingerprint: str) -
     :class:`RegistryError` when there is none, it used another configuration or its run was
     deleted."""
     tags = version_tags(registry, name, version)
+    lease = lease_of(tags)
+    if tags.get(STATUS_TAG) == STATUS_RUNNING and lease is not None and not lease.expired():
+        raise RegistryError(
+            f"models:/{name}/{version} is being audited {lease.describe()}; gate it once that "
+            "audit is recorded (`certgate run` audits and gates in one go)"
+        )
     if tags.get(STATUS_TAG) != STATUS_AUDITED or RUN_ID_TAG not in tags:
         raise RegistryError(
             f"models:/{name}/{version} has no completed certgate audit; run `certgate audit` first"

@@ -6,16 +6,17 @@ touch MLflow's tracking API.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import mlflow
-from mlflow.entities import Metric
+from mlflow.entities import Metric, ViewType
 from mlflow.exceptions import MlflowException
 
 from registry_hooks.connection import Registry, registry_errors
@@ -102,6 +103,45 @@ def run_is_active(registry: Registry, run_id: str) -> bool:
             if error.error_code == "RESOURCE_DOES_NOT_EXIST":
                 return False
             raise
+
+
+RUN_ID_PATTERN = re.compile(r"[0-9A-Za-z_-]+")
+"""What a run id can look like (anything else in a tag names no run, so it is not active)."""
+RUN_ID_BATCH = 100
+"""Run ids per ``search_runs`` call of :func:`inactive_runs`."""
+
+
+def active_experiment_ids(registry: Registry) -> list[str]:
+    """Every active experiment's id (one call per thousand experiments)."""
+    ids: list[str] = []
+    page_token = None
+    while True:
+        page = registry.client.search_experiments(view_type=ViewType.ACTIVE_ONLY,
+                                                  max_results=1000, page_token=page_token)
+        ids.extend(experiment.experiment_id for experiment in page)
+        page_token = page.token
+        if not page_token:
+            return ids
+
+
+def inactive_runs(registry: Registry, run_ids: Collection[str]) -> set[str]:
+    """The ids among ``run_ids`` of runs that are not active (deleted, garbage-collected, or
+    in a deleted experiment): :func:`run_is_active` for all of them at once, in one call
+    listing the active experiments and one ``search_runs`` per :data:`RUN_ID_BATCH` ids."""
+    wanted = sorted({run_id for run_id in run_ids if RUN_ID_PATTERN.fullmatch(run_id)})
+    active: set[str] = set()
+    if not wanted:
+        return set(run_ids)
+    with registry_errors("cannot check the recorded audit runs"):
+        experiments = active_experiment_ids(registry)
+        for start in range(0, len(wanted) if experiments else 0, RUN_ID_BATCH):
+            batch = wanted[start:start + RUN_ID_BATCH]
+            listed = ", ".join(f"'{run_id}'" for run_id in batch)
+            runs = registry.client.search_runs(
+                experiments, f"attributes.run_id IN ({listed})",
+                run_view_type=ViewType.ACTIVE_ONLY, max_results=len(batch))
+            active.update(run.info.run_id for run in runs)
+    return set(run_ids) - active
 
 
 def run_artifact_uri(registry: Registry, run_id: str) -> str:

@@ -44,7 +44,13 @@ from mlflow.models import Model
 from mlflow.models.model import ModelInfo
 
 from registry_hooks.connection import Registry, RegistryError, registry_errors
-from registry_hooks.tags import move_alias
+from registry_hooks.tags import (
+    SOURCE_MODEL_TAG,
+    SOURCE_VERSION_TAG,
+    VARIANT_SELF_CORRECTING,
+    VARIANT_TAG,
+    move_alias,
+)
 from registry_hooks.uris import parse_model_uri, registered_uri, resolve_version
 from verifier.errors import CertgateInputError, first_line
 from verifier.network import Network, NetworkError
@@ -181,6 +187,12 @@ def load_mlflow_dir(path: Path, uri: str, input_names: Sequence[str] | None = No
     with unreadable_model(uri):
         model = Model.load(str(mlmodel))
     metadata = dict(model.metadata or {})
+    if metadata.get(VARIANT_TAG) == VARIANT_SELF_CORRECTING:
+        raise CertgateInputError(
+            f"{uri} is a self-correcting variant registered by the deploy step (the SC-layer "
+            "around a network), not a network certgate audits: audit its source, the version "
+            f"its tags {SOURCE_MODEL_TAG} and {SOURCE_VERSION_TAG} name"
+        )
     input_names_recorded, output_names = _names(model, metadata)
     if "pytorch" in model.flavors:
         from verifier.convert.torch_files import quiet_logger
@@ -538,15 +550,21 @@ def log_self_correcting_variant(
     metadata: Mapping[str, Any], tags: Mapping[str, str], requirements: Sequence[str],
 ) -> str:
     """Log the self-correcting variant (pyfunc model code
-    :mod:`registry_hooks.selfcorrect_pyfunc` with ``artifacts``) and register it as a new
-    version of ``name`` carrying ``tags`` from its creation; returns the version.
+    :mod:`registry_hooks.selfcorrect_pyfunc` with ``artifacts``, and its TorchScript artifact
+    as the ``pytorch`` flavour: :mod:`registry_hooks.selfcorrect_flavors`) and register it as a
+    new version of ``name`` carrying ``tags`` from its creation; returns the version.
     ``named_inputs`` (``None`` for a source without input names) shape the signature
     (:func:`variant_signature`); ``requirements`` come on top of MLflow's and torch's pins."""
     from registry_hooks import selfcorrect_pyfunc
+    from registry_hooks.selfcorrect_flavors import SelfCorrectingFlavors
 
     with registry_errors(f"cannot register the self-correcting variant as {name}"):
-        info = mlflow.pyfunc.log_model(
+        info = Model.log(
+            artifact_path=None,
             name=VARIANT_ARTIFACT_NAME,
+            flavor=SelfCorrectingFlavors,
+            flavor_name="pyfunc.ModelFromCode",
+            torchscript=artifacts[selfcorrect_pyfunc.TORCHSCRIPT_ARTIFACT],
             python_model=selfcorrect_pyfunc.__file__,
             artifacts=dict(artifacts),
             model_config={"input_names": list(input_names),

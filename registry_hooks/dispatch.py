@@ -4,9 +4,12 @@ Both event sources (the webhook receiver and the polling watcher) feed a :class:
 It keeps the events the configuration asks for (``model_version_alias.created`` for one alias,
 or ``model_version.created`` when no alias is configured) for the registered models the
 configuration names, drops a version that is already
-queued, running or audited (the registry's ``certgate.audit.status`` tag, read through
-``is_due``, and an in-process set against duplicate deliveries), and runs the callback for the
-rest. A callback that raises leaves the version due again, so a later event retries it.
+queued, running or audited (the registry's ``certgate.audit.status`` tag and its lease, read
+through ``is_due``; a recorded audit run that was deleted makes the version due again; an
+in-process set against duplicate deliveries while a version is queued or running), and runs
+the callback for the rest. The callback returns the version's outcome (the gate's, or
+``"skipped"``), kept in :attr:`Dispatcher.outcomes`; a callback that raises leaves the version
+due again, so a later event retries it.
 """
 
 from __future__ import annotations
@@ -17,20 +20,41 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Literal
 
+from registry_hooks.audit_runs import run_is_active
 from registry_hooks.connection import Registry
 from registry_hooks.events import ALIAS_CREATED, MODEL_VERSION_CREATED, RegistryEvent
-from registry_hooks.tags import is_due, version_tags
+from registry_hooks.tags import (
+    STATUS_TAG,
+    audited_under,
+    is_due,
+    unleased_running,
+    version_tags,
+)
 
-EventCallback = Callable[[RegistryEvent], None]
+EventCallback = Callable[[RegistryEvent], str]
 DueCheck = Callable[[str, str], bool]
 Offer = Literal["queued", "ignored", "duplicate"]
 
 
 def registry_due_check(registry: Registry, config_hash: str | None = None) -> DueCheck:
-    """``is_due(name, version)`` read from the version's tags in the registry."""
+    """``is_due(name, version)`` read from the version's tags in the registry, or its recorded
+    audit run deleted (one more call, only for a version the tags call done). A ``running``
+    tag without a lease (:func:`~registry_hooks.tags.unleased_running`) is not due; the first
+    time it is met, stderr says how to resume it."""
+    told: set[tuple[str, str]] = set()
 
     def check(name: str, version: str) -> bool:
-        return is_due(version_tags(registry, name, version), config_hash)
+        tags = version_tags(registry, name, version)
+        if is_due(tags, config_hash):
+            return True
+        if unleased_running(tags) and (name, version) not in told:
+            told.add((name, version))
+            print(f"certgate: models:/{name}/{version} has {STATUS_TAG}=running without a "
+                  "lease (written by a certgate without leases); if no audit of it is running, "
+                  f"resume it with `certgate run --config CONFIG --model-uri models:/{name}/"
+                  f"{version}`", file=sys.stderr)
+        run_id = audited_under(tags, config_hash)
+        return run_id is not None and not run_is_active(registry, run_id)
 
     return check
 
@@ -46,6 +70,8 @@ class Dispatcher:
         self.alias = alias
         self.model_names = frozenset(model_names) if model_names is not None else None
         self.handled: list[RegistryEvent] = []
+        self.outcomes: list[str] = []
+        """The callback's result for each event of :attr:`handled`, in the same order."""
         self.failed: list[tuple[RegistryEvent, BaseException]] = []
         self._claimed: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
@@ -81,15 +107,19 @@ class Dispatcher:
         return "queued"
 
     def _run(self, event: RegistryEvent) -> None:
+        """Run the callback; then the registry's tags alone say whether the version is due (a
+        later deletion of its audit run makes it due again in this process too)."""
         try:
-            self.callback(event)
+            outcome = self.callback(event)
         except Exception as error:  # reported, and the version becomes due again
             print(f"certgate: {event.model_uri}: {error}", file=sys.stderr)
             self.failed.append((event, error))
-            with self._lock:
-                self._claimed.discard((event.name, event.version))
         else:
             self.handled.append(event)
+            self.outcomes.append(outcome)
+        finally:
+            with self._lock:
+                self._claimed.discard((event.name, event.version))
 
     def _work(self) -> None:
         while (event := self._queue.get()) is not None:

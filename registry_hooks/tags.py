@@ -4,6 +4,8 @@ Tag schema (all values are strings):
 
 * ``certgate.audit.status``: ``running`` while an audit writes, ``audited`` once its run is
   complete; absent means the version awaits an audit. Event handlers use it for idempotency.
+* ``certgate.audit.lease`` beside ``running``: who audits, since when, until when
+  (:mod:`registry_hooks.lease`); a ``running`` version whose lease expired is due again.
 * ``certgate.audit.run_id``, ``certgate.audit.config_hash``: the audit run and the hash of the
   configuration it used (a changed configuration makes the version due again).
 * ``certgate.<audit>.<field>``: per-audit results, e.g. ``certgate.demographic_parity.verdict``,
@@ -26,6 +28,7 @@ from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 
 from registry_hooks.connection import Registry, registry_errors
+from registry_hooks.lease import lease_state
 
 PREFIX = "certgate."
 STATUS_TAG = "certgate.audit.status"
@@ -148,18 +151,37 @@ SOURCE_MODEL_TAG = "certgate.source_model"
 SOURCE_VERSION_TAG = "certgate.source_version"
 
 
-def is_due(tags: Mapping[str, str], config_hash: str | None = None) -> bool:
-    """Whether a version with these tags awaits an audit: no audit is running or complete, or
-    the completed one used a different configuration than ``config_hash``. Self-correcting
-    variants registered by the deploy step are never due (they are wrappers, not networks)."""
+def is_due(tags: Mapping[str, str], config_hash: str | None = None,
+           now: float | None = None) -> bool:
+    """Whether a version with these tags awaits an audit: none is complete or running (a
+    ``running`` audit whose lease expired at ``now`` was abandoned: due), or the completed one
+    used a different configuration than ``config_hash``. Self-correcting variants registered
+    by the deploy step are never due (they are wrappers, not networks). A recorded run that was
+    deleted is not seen here (tags only): :func:`audited_under` names the versions to check."""
     if tags.get(VARIANT_TAG) == VARIANT_SELF_CORRECTING:
         return False
     status = tags.get(STATUS_TAG)
     if status is None:
         return True
     if status == STATUS_RUNNING:
-        return False
+        return lease_state(tags, now) == "abandoned"
     return config_hash is not None and tags.get(CONFIG_HASH_TAG) != config_hash
+
+
+def audited_under(tags: Mapping[str, str], config_hash: str | None) -> str | None:
+    """The run id of a complete audit these tags record under ``config_hash`` (``None``: any
+    configuration), else ``None``: the versions whose run must still exist to be done."""
+    if tags.get(VARIANT_TAG) == VARIANT_SELF_CORRECTING or tags.get(STATUS_TAG) != STATUS_AUDITED:
+        return None
+    if config_hash is not None and tags.get(CONFIG_HASH_TAG) != config_hash:
+        return None
+    return tags.get(RUN_ID_TAG)
+
+
+def unleased_running(tags: Mapping[str, str]) -> bool:
+    """A ``running`` tag without a readable lease (written before leases): no handler can tell
+    whether its audit still runs."""
+    return tags.get(STATUS_TAG) == STATUS_RUNNING and lease_state(tags) == "unleased"
 
 
 def model_versions(registry: Registry, names: Iterable[str] | None = None

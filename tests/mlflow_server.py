@@ -90,23 +90,41 @@ def wait_until_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
     raise RuntimeError(f"mlflow server at {url} not healthy after {STARTUP_TIMEOUT_S} s")
 
 
+def start_server(root: Path, port: int) -> subprocess.Popen:
+    """``mlflow server`` on 127.0.0.1:``port`` with its sqlite store, artifacts and log
+    (appended) in ``root`` — the same store when started again — once it is healthy (its
+    process group is killed when it does not become so)."""
+    log = root / "server.log"
+    with log.open("ab") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server",
+             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+             "--artifacts-destination", str(root / "artifacts"),
+             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            env=server_environment(), stdout=output, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    try:
+        wait_until_healthy(f"http://127.0.0.1:{port}", process, log)
+    except BaseException:
+        kill_server(process)
+        raise
+    return process
+
+
+def kill_server(process: subprocess.Popen) -> None:
+    """Kill a server's process group (SIGKILL) and reap it."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
     root = tmp_path_factory.mktemp("mlflow-server")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [
-        sys.executable, "-m", "mlflow", "server",
-        "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-        "--artifacts-destination", str(root / "artifacts"),
-        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-    ]
-    log = root / "server.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(command, env=server_environment(), stdout=output,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+    process = start_server(root, port)
     try:
-        wait_until_healthy(url, process, log)
         yield MlflowServer(url, root)
     finally:
         if process.poll() is None:

@@ -30,11 +30,12 @@ import yaml
 
 from pipeline_steps.cli import main
 from pipeline_steps.deploy import DeployError, deploy_self_correcting
-from registry_hooks.certgate_model import log_model
+from registry_hooks.certgate_model import load_model, log_model
 from registry_hooks.connection import Registry, RegistryError, connect
 from registry_hooks.tags import alias_version, version_tags
 from verifier.convert import save_network
 from verifier.convert.torch_module import from_torch
+from verifier.errors import CertgateInputError
 from verifier.selfcorrect import SelfCorrectingNetwork, load_constraints
 
 INPUT_COLUMNS = ["age", "income", "debt_ratio", "sex", "housing_own", "housing_rent"]
@@ -69,6 +70,13 @@ CONSTRAINTS = {
          "postcondition": [["reject < review"]]},
     ],
 }
+
+CREDIT_CONSTRAINTS = {"classes": ["deny", "grant"], "constraints": [
+    {"name": "wealthy_low_debt_granted",
+     "precondition": {"kind": "box", "lower": [None, 100, None, None, None, None],
+                      "upper": [None, None, 0.2, None, None, None]},
+     "postcondition": [["deny < grant"]]}]}
+"""One constraint on the demo's two-class credit classifiers (inputs as INPUT_COLUMNS)."""
 
 
 @pytest.fixture(scope="module")
@@ -295,11 +303,7 @@ def test_certgate_run_deploys_only_after_a_passed_gate(
         registry: Registry, credit_demo, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     constraints = tmp_path / "credit.yaml"
-    constraints.write_text(yaml.safe_dump({"classes": ["deny", "grant"], "constraints": [
-        {"name": "wealthy_low_debt_granted",
-         "precondition": {"kind": "box", "lower": [None, 100, None, None, None, None],
-                          "upper": [None, None, 0.2, None, None, None]},
-         "postcondition": [["deny < grant"]]}]}))
+    constraints.write_text(yaml.safe_dump(CREDIT_CONSTRAINTS))
     name = f"credit_{uuid.uuid4().hex[:8]}"
     target = f"{name}-selfcorrecting"
     deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}
@@ -546,3 +550,43 @@ def test_malformed_constraints_stop_run_before_the_audit_or_keep_its_results(
     assert summary["gate"]["promoted_alias"] == "champion"
     assert alias_version(registry, name, "champion") == "1"
     assert alias_version(registry, name, "safe") is None
+
+
+def test_the_variant_loads_with_the_pytorch_flavour_as_the_sc_net(
+        registry: Registry, source: tuple[str, str], mlp: torch.nn.Sequential, population: Any,
+        constraints_file: Path, tmp_path: Path) -> None:
+    """A registered variant was pyfunc only: ``mlflow.pytorch.load_model`` refused it ("does
+    not have the pytorch flavor"). It now loads as a module whose outputs (and ⊥ flags through
+    ``forward_with_bottom``) equal the in-memory SC-Net's, while ``mlflow.pyfunc.load_model``
+    keeps its columns."""
+    name, version = source
+    target = f"{name}-torch"
+    record = deploy_self_correcting(f"models:/{name}/{version}", constraints_file,
+                                    registry=registry, target_name=target, workdir=tmp_path)
+    module = mlflow.pytorch.load_model(f"models:/{target}@safe")
+    rng = np.random.default_rng(8)
+    x = np.concatenate([population.sample(800, rng),
+                        rng.normal([40, 60, 0.6, 0.5, 0.5, 0.5], [20, 40, 0.4, 1, 1, 1],
+                                   size=(200, 6))])
+    reference = SelfCorrectingNetwork(copy.deepcopy(mlp).double(),
+                                      load_constraints(constraints_file, num_classes=3))
+    with torch.no_grad():
+        expected, expected_bottom = reference.forward_with_bottom(torch.from_numpy(x))
+        logits = module(torch.from_numpy(x))
+        with_bottom = module.forward_with_bottom(torch.from_numpy(x))
+    np.testing.assert_array_equal(logits.numpy(), expected.numpy())
+    np.testing.assert_array_equal(with_bottom[1].numpy(), expected_bottom.numpy())
+    assert expected_bottom.any()
+
+    served = mlflow.pyfunc.load_model(record.uri)
+    frame = served.predict(frame_of(x))
+    assert list(frame.columns) == ["logit_0", "logit_1", "logit_2", "bottom",
+                                   "predicted_class"]
+    np.testing.assert_array_equal(frame[["logit_0", "logit_1", "logit_2"]].to_numpy(),
+                                  expected.numpy())
+    flavors = mlflow.models.get_model_info(record.uri).flavors
+    assert flavors["python_function"]["loader_module"] == "mlflow.pyfunc.loaders.code_model"
+    assert set(flavors) == {"python_function", "pytorch"}
+    with pytest.raises(CertgateInputError, match="is a self-correcting variant registered by "
+                       "the deploy step"):
+        load_model(record.uri, registry, tmp_path / "audit")

@@ -375,9 +375,9 @@ def test_hooks_watch_once_audits_each_new_version_once(
     version = register(registry, credit_demo.biased, credit_demo.population, name, alias=None)
     config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate")
     code, out, _ = run_cli(capsys, "hooks", "watch", "--config", str(config), "--once")
-    assert code == 0
+    assert code == 1, out
     assert f"event model_version.created: models:/{name}/{version}" in out
-    assert "1 version(s) handled, 0 failed" in out
+    assert "1 version(s) handled: 0 passed, 0 warned, 1 failed the gate; 0 error(s)" in out
     assert version_tags(registry, name, version)["certgate.gate"] == "failed"
     code, out, _ = run_cli(capsys, "hooks", "watch", "--config", str(config), "--once")
     assert code == 0 and "0 version(s) handled" in out
@@ -389,7 +389,7 @@ def test_hooks_watch_once_audits_each_new_version_once(
     changed = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
                            audit={"timeout_s": 59})
     code, out, _ = run_cli(capsys, "hooks", "watch", "--config", str(changed), "--once")
-    assert code == 0 and "1 version(s) handled, 0 failed" in out, out
+    assert code == 1 and "1 version(s) handled: 0 passed, 0 warned, 1 failed the gate" in out, out
     assert runs_in(registry, changed) == 1
     assert version_tags(registry, name, version)["certgate.audit.config_hash"] == \
         load_config(changed).audit_fingerprint()

@@ -107,23 +107,29 @@ def test_parse_event_kinds() -> None:
 
 
 class Recorder:
-    """A callback recording events; fails on demand."""
+    """A callback recording events; fails on demand. :meth:`due` stands for the registry's
+    tags: a version whose callback returned is audited, so no longer due."""
 
-    def __init__(self, failures: int = 0) -> None:
+    def __init__(self, failures: int = 0, audited: set[tuple[str, str]] | None = None) -> None:
         self.events: list[RegistryEvent] = []
         self.failures = failures
+        self.audited = set(audited or ())
 
-    def __call__(self, event: RegistryEvent) -> None:
+    def __call__(self, event: RegistryEvent) -> str:
         if self.failures:
             self.failures -= 1
             raise RuntimeError("audit crashed")
         self.events.append(event)
+        self.audited.add((event.name, event.version))
+        return "passed"
+
+    def due(self, name: str, version: str) -> bool:
+        return (name, version) not in self.audited
 
 
 def test_dispatcher_filters_and_deduplicates() -> None:
-    recorder = Recorder()
-    audited = {("credit", "1")}
-    dispatcher = Dispatcher(recorder, lambda n, v: (n, v) not in audited, alias="candidate")
+    recorder = Recorder(audited={("credit", "1")})
+    dispatcher = Dispatcher(recorder, recorder.due, alias="candidate")
     event = RegistryEvent(ALIAS_CREATED, "credit", "2", "candidate", "d")
     assert dispatcher.offer(event) == "queued"
     assert dispatcher.offer(event) == "duplicate"
@@ -133,7 +139,7 @@ def test_dispatcher_filters_and_deduplicates() -> None:
         == "ignored"
     assert dispatcher.offer(RegistryEvent(MODEL_VERSION_CREATED, "credit", "4", None, "d")) \
         == "ignored"
-    assert recorder.events == [event]
+    assert recorder.events == [event] and dispatcher.outcomes == ["passed"]
 
 
 def test_dispatcher_acts_only_on_the_configured_models() -> None:
@@ -162,7 +168,7 @@ def test_dispatcher_retries_a_version_whose_callback_failed(
 @pytest.fixture
 def receiver():
     recorder = Recorder()
-    dispatcher = Dispatcher(recorder, lambda n, v: True, alias="candidate", background=True)
+    dispatcher = Dispatcher(recorder, recorder.due, alias="candidate", background=True)
     server = WebhookReceiver(dispatcher, SECRET, quiet=True).start()
     yield server, recorder
     server.stop()

@@ -1,9 +1,10 @@
 """A tracking server that goes away while an audit runs: ``certgate run`` ends with exit code
 2 and the audit's own failure (the run it could not log), saying that the version's status
-tag was left ``running``. The tag could not be reset either, and that second failure was the
-only message ("cannot reset tag certgate.audit.status …"), hiding what went wrong. A real
-``mlflow server`` on 127.0.0.1 (sqlite), started for this test alone and stopped (its
-process group) once the version's status tag reads ``running``.
+tag was left ``running`` and that ``hooks`` audit it again once its lease expires. The tag
+could not be reset either, and that second failure was the only message ("cannot reset tag
+certgate.audit.status …"), hiding what went wrong. A real ``mlflow server`` on 127.0.0.1
+(sqlite), started for this test alone and stopped (its process group) once the version's
+claim has settled.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -21,16 +21,18 @@ from pathlib import Path
 import pytest
 from mlflow_server import (
     DEFAULT_AUDIT,
+    free_port,
+    kill_server,
     run_cli,
-    server_environment,
-    wait_until_healthy,
+    start_server,
     write_server_config,
 )
 from test_pipeline_server import monte_carlo_ratio, register
 
+from registry_hooks.claims import SETTLE_S
 from registry_hooks.connection import connect
+from registry_hooks.lease import LEASE_TAG
 from registry_hooks.tags import STATUS_RUNNING, STATUS_TAG
-from tests.mlflow_server import free_port
 
 pytest_plugins = ["mlflow_server"]
 
@@ -38,23 +40,11 @@ pytest_plugins = ["mlflow_server"]
 @pytest.fixture
 def own_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "server.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server",
-             "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-             "--artifacts-destination", str(tmp_path / "artifacts"),
-             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-            env=server_environment(), stdout=output, stderr=subprocess.STDOUT,
-            start_new_session=True)
+    process = start_server(tmp_path, port)
     try:
-        wait_until_healthy(url, process, log)
-        yield url, process
+        yield f"http://127.0.0.1:{port}", process
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        kill_server(process)
 
 
 def test_a_server_lost_mid_audit_reports_the_audits_failure(
@@ -71,10 +61,13 @@ def test_a_server_lost_mid_audit_reports_the_audits_failure(
     stop = threading.Event()
 
     def kill_when_running() -> None:
+        """Stop the server once the audit runs: its claim settled (SETTLE_S after the status
+        tag reads ``running``)."""
         watcher = connect(url)
         while not stop.wait(0.1):
             tags = watcher.client.get_model_version(name, version).tags
             if tags.get(STATUS_TAG) == STATUS_RUNNING:
+                stop.wait(SETTLE_S + 1.0)
                 os.killpg(process.pid, signal.SIGKILL)
                 return
 
@@ -90,4 +83,5 @@ def test_a_server_lost_mid_audit_reports_the_audits_failure(
     error = json.loads(out)["error"]
     assert code == 2 and error.startswith(f"cannot log the audit run to {url}"), error
     assert f"the tag {STATUS_TAG} of models:/{name}/{version} could not be reset" in error
+    assert f"`certgate hooks` audit it again once its lease ({LEASE_TAG}) expires" in error
     assert f"certgate: error: {error}" in err

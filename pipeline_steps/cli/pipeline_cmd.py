@@ -9,9 +9,11 @@ so other verbs and configuration errors start fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,7 +90,8 @@ def _register_run(subparsers: argparse._SubParsersAction) -> None:
 def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "hooks", help="audit registry events: webhook receiver or polling watcher",
-        description="Run the pipeline (audit + gate) for new model versions, once per version.",
+        description="Run the pipeline (audit, gate, and deploy when configured, as `certgate "
+        "run`) for new model versions, once per version.",
     )
     verbs = parser.add_subparsers(dest="hooks_command", metavar="VERB", required=True)
     serve = verbs.add_parser(
@@ -110,6 +113,10 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
                        help="PEM certificate (chain): serve HTTPS, as MLflow's server requires "
                             "unless MLFLOW_WEBHOOK_ALLOWED_SCHEMES allows http")
     serve.add_argument("--keyfile", help="PEM private key of --certfile (if not inside it)")
+    serve.add_argument("--poll-interval", type=float, default=0.0, metavar="SECONDS",
+                       help="also poll the registry every SECONDS, as `hooks watch` does (the "
+                            "first poll at start), so an audit that failed or was abandoned is "
+                            "retried without a new event (default 0: events only)")
     serve.set_defaults(func=serve_command)
     watch = verbs.add_parser(
         "watch", help="poll the registry for versions awaiting an audit",
@@ -141,6 +148,8 @@ def print_audit(outcome: AuditOutcome, config: CertgateConfig) -> None:
               f"{outcome.run_id} (use --force to audit again)")
     else:
         print(f"audit {target}: run {outcome.run_id} ({outcome.elapsed_s:.1f} s)")
+    if outcome.took_over:
+        print(f"  {outcome.took_over}")
     for settings in config.audits:
         certificate = outcome.certificates.get(settings.name)
         if certificate is None:
@@ -289,14 +298,33 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _event_callback(config: CertgateConfig,
-                    registry: Registry) -> Callable[[RegistryEvent], None]:
-    def handle(event: RegistryEvent) -> None:
+                    registry: Registry) -> Callable[[RegistryEvent], str]:
+    """Audit and gate the event's version, then deploy it after a passed gate when the
+    configuration has a ``deploy`` section (as ``certgate run``); returns the gate's outcome,
+    or ``"skipped"`` when another process holds the version's audit (its live lease is never
+    doubled). A deploy that fails raises (an error of the watch) naming ``certgate run``,
+    which deploys the version without auditing it again."""
+    from registry_hooks.claims import AuditInProgressError
+
+    def handle(event: RegistryEvent) -> str:
         print(f"event {event.kind}: {event.model_uri}", flush=True)
-        outcome, decision = audit_and_gate(config, registry, event.model_uri, force=False,
-                                           progress=False, report_dir=None)
+        try:
+            outcome, decision = audit_and_gate(config, registry, event.model_uri, force=False,
+                                               progress=False, report_dir=None)
+        except AuditInProgressError as busy:
+            print(f"skipped: {busy}", flush=True)
+            return "skipped"
         print_audit(outcome, config)
         print_gate(decision, config)
+        if config.deploy is not None and decision.outcome == "passed":
+            try:
+                print(f"deploy: {deploy_step(config, registry, decision)}")
+            except CertgateInputError as error:
+                raise CertgateInputError(
+                    f"deploy: {error} (the audit and the gate are recorded; `certgate run "
+                    f"--model-uri {event.model_uri}` deploys once this is fixed)") from error
         sys.stdout.flush()
+        return decision.outcome
 
     return handle
 
@@ -326,6 +354,7 @@ def serve_command(args: argparse.Namespace) -> int:
     if not args.secret:
         raise CertgateInputError(f"a webhook secret is required: --secret or ${SECRET_ENV}")
     config = load_config(args.config)
+    require_deploy_step(config)
     from registry_hooks.connection import registry_errors
     from registry_hooks.receiver import WebhookReceiver, tls_context
 
@@ -350,32 +379,77 @@ def serve_command(args: argparse.Namespace) -> int:
                                    keyfile=args.keyfile)
         trigger = f"alias {args.alias!r} set" if args.alias else "model_version.created"
         print(f"certgate hooks: listening on {receiver.url} (acting on {trigger})", flush=True)
+        stop = threading.Event()
+        poller = _poller(config, registry, dispatcher, args.poll_interval, stop)
         try:
             receiver.serve_forever()
         except KeyboardInterrupt:
             print("certgate hooks: stopping", file=sys.stderr)
         finally:
+            stop.set()
+            if poller is not None:
+                poller.join()
             receiver.stop()
     return 0
 
 
+def _poller(config: CertgateConfig, registry: Registry, dispatcher: Dispatcher,
+            interval_s: float, stop: threading.Event) -> threading.Thread | None:
+    """``hooks serve --poll-interval``: the watcher's polls on a background thread, offering
+    their events to the receiver's dispatcher (``None`` when ``interval_s`` is 0)."""
+    from registry_hooks.watcher import watch
+
+    if interval_s <= 0:
+        return None
+    poller = threading.Thread(
+        target=watch, args=(registry, dispatcher, interval_s, configured_model_names(config)),
+        kwargs={"stop": stop, "config_hash": config.audit_fingerprint()},
+        name="certgate-poll", daemon=True)
+    poller.start()
+    return poller
+
+
 def watch_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    require_deploy_step(config)
     from registry_hooks.connection import registry_errors
-    from registry_hooks.watcher import watch
+    from registry_hooks.watcher import WatchResult, watch
 
     quiet_downloads()
     names = configured_model_names(config)
+    result = WatchResult()
     with registry_errors("certgate hooks watch"):
         registry = _registry(config)
         dispatcher = _dispatcher(config, registry, args.alias, background=False)
-        try:
-            handled = watch(registry, dispatcher, args.interval, names, once=args.once,
-                            config_hash=config.audit_fingerprint())
-        except KeyboardInterrupt:
-            handled = dispatcher.handled
-    print(f"certgate hooks: {len(handled)} version(s) handled, {len(dispatcher.failed)} failed")
-    code = EXIT_ERROR if dispatcher.failed else EXIT_OK
+        with contextlib.suppress(KeyboardInterrupt):
+            watch(registry, dispatcher, args.interval, names, once=args.once,
+                  config_hash=config.audit_fingerprint(), result=result)
+    counts = {**watch_counts(dispatcher), "poll_errors": len(result.poll_errors)}
+    print(f"certgate hooks: {counts['handled']} version(s) handled: {counts['passed']} passed, "
+          f"{counts['warned']} warned, {counts['gate_failed']} failed the gate; "
+          f"{counts['errors']} error(s), {counts['skipped']} skipped (audited elsewhere), "
+          f"{counts['poll_errors']} failed poll(s)")
+    code = watch_exit_code(counts)
     if args.json:
-        emit_json({"handled": len(handled), "failed": len(dispatcher.failed), "exit_code": code})
+        emit_json({**counts, "exit_code": code})
     return code
+
+
+def watch_counts(dispatcher: Dispatcher) -> dict[str, int]:
+    """What a watch did: ``handled`` (audited and gated) = ``passed`` + ``warned`` +
+    ``gate_failed``; ``errors`` (the audit or gate could not run; the version is due again);
+    ``skipped`` (another process held the version's audit)."""
+    outcomes = dispatcher.outcomes
+    counts = {key: outcomes.count(outcome) for key, outcome in
+              (("passed", "passed"), ("warned", "warned"), ("gate_failed", "failed"),
+               ("skipped", "skipped"))}
+    handled = counts["passed"] + counts["warned"] + counts["gate_failed"]
+    return {"handled": handled, **counts, "errors": len(dispatcher.failed)}
+
+
+def watch_exit_code(counts: dict[str, int]) -> int:
+    """2 when an audit, a gate or a poll could not run, else 1 when a gate failed, else 0: the
+    codes of ``certgate gate`` (:func:`exit_for`) for the worst version, errors first."""
+    if counts["errors"] or counts.get("poll_errors"):
+        return EXIT_ERROR
+    return exit_for("failed") if counts["gate_failed"] else EXIT_OK

@@ -1,0 +1,333 @@
+"""``certgate hooks`` against a real ``mlflow server`` (127.0.0.1, sqlite): audit leases, deleted
+audit runs and what a watch reports.
+
+* A version left ``running`` by a crashed audit was skipped by ``hooks`` until someone removed
+  the tag. The running tag now carries a lease (owner, start, expiry = budget + grace): an
+  expired one is taken over and said so, a live one is never doubled (``hooks`` leave it,
+  ``certgate run`` refuses it unless ``--force``), and a bare ``running`` of a certgate
+  without leases is left with the command that resumes it.
+* Two watchers started together on one version audit it once (both audited it before).
+* A deleted or garbage-collected audit run makes its version due again for ``hooks watch``
+  (it read tags only), with and without ``--alias``, and in a long-running watch too.
+* ``hooks watch --json`` counted a failed gate as handled and exited 0; it now reports
+  ``passed``, ``warned``, ``gate_failed``, ``errors``, ``skipped`` and ``poll_errors`` and
+  exits as ``certgate gate`` does (1 for a failed gate, 2 for an error).
+* A long-running watch outlives a server restart (its first failed poll ended it).
+* ``hooks`` deploy a passed version when the configuration asks for it, as ``certgate run``.
+* ``hooks serve --poll-interval`` retries an abandoned audit without a new event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow_server import free_port, kill_server, run_cli, start_server
+from test_deploy_registry import CREDIT_CONSTRAINTS
+from test_pipeline_server import register, runs_in, write_config
+
+from configs.schema import load_config
+from pipeline_steps.cli.pipeline_cmd import _dispatcher
+from registry_hooks.claims import AuditInProgressError, abandon_claim, claim_version
+from registry_hooks.connection import Registry, connect
+from registry_hooks.lease import LEASE_TAG, Lease, lease_of, new_lease
+from registry_hooks.tags import (
+    RUN_ID_TAG,
+    STATUS_RUNNING,
+    STATUS_TAG,
+    alias_version,
+    set_version_tags,
+    version_tags,
+)
+from registry_hooks.watcher import WatchResult, poll_once, watch
+
+pytest_plugins = ["mlflow_server"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def registry(mlflow_server) -> Registry:
+    return connect(mlflow_server.url)
+
+
+def watch_json(capsys: pytest.CaptureFixture[str], config: Path,
+               *options: str) -> tuple[int, dict, str]:
+    """Exit code, the JSON object, and stderr (where ``--json`` sends the human lines)."""
+    code, out, err = run_cli(capsys, "hooks", "watch", "--config", str(config), "--once",
+                             "--json", *options)
+    return code, json.loads(out), err
+
+
+def test_an_abandoned_audit_is_taken_over_a_live_one_never_doubled(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    name = f"lease_{uuid.uuid4().hex[:8]}"
+    crashed, live, legacy = (register(registry, credit_demo.fair, credit_demo.population, name,
+                                      alias=None) for _ in range(3))
+    now = time.time()
+    dead = Lease("elsewhere:4242:deadbeef", float(int(now - 4000)), float(int(now - 100)))
+    held = Lease("elsewhere:4343:cafecafe", float(int(now)), float(int(now + 3600)))
+    set_version_tags(registry, name, crashed, {STATUS_TAG: STATUS_RUNNING,
+                                               LEASE_TAG: dead.to_tag()})
+    set_version_tags(registry, name, live, {STATUS_TAG: STATUS_RUNNING,
+                                            LEASE_TAG: held.to_tag()})
+    set_version_tags(registry, name, legacy, {STATUS_TAG: STATUS_RUNNING})
+    config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate")
+
+    code, summary, err = watch_json(capsys, config)
+    assert code == 0 and summary["handled"] == summary["passed"] == 1, err
+    assert f"event model_version.created: models:/{name}/{crashed}" in err
+    assert f"took over an abandoned audit (by {dead.owner} since" in err
+    tags = version_tags(registry, name, crashed)
+    assert tags[STATUS_TAG] == "audited" and LEASE_TAG not in tags
+    assert version_tags(registry, name, live)[LEASE_TAG] == held.to_tag()
+    assert (f"models:/{name}/{legacy} has certgate.audit.status=running without a lease"
+            in err)
+    assert f"certgate run --config CONFIG --model-uri models:/{name}/{legacy}" in err
+    assert runs_in(registry, config) == 1
+
+    code, _, err = run_cli(capsys, "run", "--config", str(config), "--model-uri",
+                           f"models:/{name}/{live}", "--no-progress")
+    assert code == 2 and f"models:/{name}/{live} is being audited by {held.owner}" in err
+    code, _, err = run_cli(capsys, "gate", "--config", str(config), "--model-uri",
+                           f"models:/{name}/{live}")
+    assert code == 2 and f"models:/{name}/{live} is being audited by {held.owner}" in err
+    assert version_tags(registry, name, live)[LEASE_TAG] == held.to_tag()
+    assert runs_in(registry, config) == 1
+    code, out, _ = run_cli(capsys, "run", "--config", str(config), "--model-uri",
+                           f"models:/{name}/{live}", "--no-progress", "--force", "--json")
+    assert code == 0 and "took over an abandoned audit" not in out
+    assert f"audited although another audit held a live lease (by {held.owner}" in out
+
+    code, out, _ = run_cli(capsys, "run", "--config", str(config), "--model-uri",
+                           f"models:/{name}/{legacy}", "--no-progress")
+    assert code == 0 and "took over a 'running' tag without a lease" in out
+    assert version_tags(registry, name, legacy)[STATUS_TAG] == "audited"
+
+
+def test_a_claim_is_won_once_and_a_failed_audit_gives_it_back(
+        registry: Registry, credit_demo) -> None:
+    name = f"claims_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    start = threading.Barrier(2)
+    results: list[object] = []
+
+    def claim() -> None:
+        start.wait()
+        try:
+            results.append(claim_version(registry, name, version, 60.0))
+        except AuditInProgressError as error:
+            results.append(error)
+
+    threads = [threading.Thread(target=claim) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winners = [result for result in results if not isinstance(result, Exception)]
+    assert len(winners) == 1, results
+    assert lease_of(version_tags(registry, name, version)) == winners[0].lease
+
+    # an audit that fails after taking over an abandoned claim leaves the version due again
+    other = f"claims_{uuid.uuid4().hex[:8]}"
+    failing = register(registry, credit_demo.fair, credit_demo.population, other, alias=None)
+    dead = new_lease(1.0, now=time.time() - 4000)
+    set_version_tags(registry, other, failing, {STATUS_TAG: STATUS_RUNNING,
+                                                LEASE_TAG: dead.to_tag()})
+    taken = claim_version(registry, other, failing, 60.0)
+    assert taken.taken_over == dead and not taken.forced
+    abandon_claim(registry, taken)
+    assert version_tags(registry, other, failing) == {}
+
+
+def test_two_watchers_started_together_audit_a_version_once(
+        registry: Registry, credit_demo, tmp_path: Path) -> None:
+    name = f"twins_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate")
+    command = [sys.executable, "-m", "pipeline_steps", "hooks", "watch", "--config",
+               str(config), "--once", "--json"]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    processes = [subprocess.Popen(command, cwd=ROOT, env=environment, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(2)]
+    answers = [process.communicate(timeout=600) for process in processes]
+    summaries = [json.loads(out.strip().splitlines()[-1]) for out, _ in answers]
+    assert [process.returncode for process in processes] == [0, 0], answers
+    assert sum(summary["handled"] for summary in summaries) == 1, summaries
+    assert runs_in(registry, config) == 1
+    assert version_tags(registry, name, version)[STATUS_TAG] == "audited"
+
+
+def test_a_deleted_audit_run_makes_the_version_due_for_the_watcher(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    name = f"gone_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate")
+    code, summary, _ = watch_json(capsys, config)
+    assert code == 0 and summary["handled"] == 1
+    first = version_tags(registry, name, version)[RUN_ID_TAG]
+    code, summary, _ = watch_json(capsys, config)
+    assert code == 0 and summary["handled"] == 0
+
+    registry.client.delete_run(first)
+    code, summary, err = watch_json(capsys, config)
+    assert code == 0 and summary["handled"] == summary["passed"] == 1, err
+    second = version_tags(registry, name, version)[RUN_ID_TAG]
+    assert second != first
+
+    registry.client.delete_run(second)
+    code, summary, _ = watch_json(capsys, config, "--alias", "candidate")
+    assert code == 0 and summary["handled"] == 1
+    third = version_tags(registry, name, version)[RUN_ID_TAG]
+    assert third != second
+
+    # garbage-collected: the recorded id names no run at all
+    set_version_tags(registry, name, version, {RUN_ID_TAG: "0" * 32})
+    code, summary, _ = watch_json(capsys, config)
+    assert code == 0 and summary["handled"] == 1
+    fourth = version_tags(registry, name, version)[RUN_ID_TAG]
+
+    # one long-running watch: a version it handled is due again once its run is deleted
+    dispatcher = _dispatcher(load_config(config), registry, None, background=False)
+    fingerprint = load_config(config).audit_fingerprint()
+    assert poll_once(registry, dispatcher, [name], fingerprint) == []
+    registry.client.delete_run(fourth)
+    assert [event.version for event in poll_once(registry, dispatcher, [name],
+                                                 fingerprint)] == [version]
+    assert poll_once(registry, dispatcher, [name], fingerprint) == []
+    assert dispatcher.outcomes == ["passed"]
+
+
+def test_watch_json_counts_a_failed_gate_apart_and_exits_as_the_gate(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    name = f"counts_{uuid.uuid4().hex[:8]}"
+    register(registry, credit_demo.biased, credit_demo.population, name, alias=None)
+    register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate")
+    code, summary, err = watch_json(capsys, config)
+    assert code == 1 and summary == {"handled": 2, "passed": 1, "warned": 0,
+                                     "gate_failed": 1, "skipped": 0, "errors": 0,
+                                     "poll_errors": 0, "exit_code": 1}, err
+    assert ("certgate hooks: 2 version(s) handled: 1 passed, 0 warned, 1 failed the gate; "
+            "0 error(s), 0 skipped (audited elsewhere), 0 failed poll(s)") in err
+    code, summary, _ = watch_json(capsys, config)
+    assert code == 0 and summary["handled"] == 0 and summary["exit_code"] == 0
+
+    broken = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                          audit={"protected": "gender"})
+    code, summary, err = watch_json(capsys, broken)
+    assert code == 2 and summary["errors"] == 2 and summary["handled"] == 0, err
+    assert "'gender' is not an input" in err
+
+
+def test_a_long_running_watch_outlives_a_server_restart(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The first poll that could not reach the server ended the watch (exit 2), so a watcher
+    left running stopped for good at the server's first restart. It now says the poll failed,
+    retries at the next one and audits what was registered meanwhile."""
+    shared = registry
+    port = free_port()
+    process = start_server(tmp_path, port)
+    try:
+        registry = connect(f"http://127.0.0.1:{port}")
+        name = f"outage_{uuid.uuid4().hex[:8]}"
+        first = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+        config = load_config(write_config(tmp_path, registry.tracking_uri,
+                                          f"models:/{name}@candidate"))
+        dispatcher = _dispatcher(config, registry, None, background=False)
+        stop = threading.Event()
+        result = WatchResult()
+        watcher = threading.Thread(target=watch, args=(registry, dispatcher, 1.0, [name]),
+                                   kwargs={"stop": stop, "result": result,
+                                           "config_hash": config.audit_fingerprint()},
+                                   daemon=True)
+        watcher.start()
+        deadline = time.monotonic() + 300
+        while [event.version for event in dispatcher.handled] != [first]:
+            assert time.monotonic() < deadline and watcher.is_alive()
+            time.sleep(0.5)
+        kill_server(process)
+        while not result.poll_errors:
+            assert time.monotonic() < deadline and watcher.is_alive()
+            time.sleep(0.5)
+        process = start_server(tmp_path, port)
+        second = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+        while [event.version for event in dispatcher.handled] != [first, second]:
+            assert time.monotonic() < deadline and watcher.is_alive(), result.poll_errors
+            time.sleep(0.5)
+        stop.set()
+        watcher.join(timeout=60)
+        assert dispatcher.outcomes == ["passed", "passed"] and not dispatcher.failed
+        assert "cannot reach the MLflow tracking server" in str(result.poll_errors[0])
+        assert "certgate: poll failed, retrying in 1 s" in capsys.readouterr().err
+    finally:
+        kill_server(process)
+        connect(shared.tracking_uri)  # the module's server again for MLflow's fluent calls
+
+
+def test_a_watch_deploys_a_passed_version_as_certgate_run_does(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``hooks`` ran audit and gate only: a configuration's ``deploy`` section was ignored, so
+    ``champion`` moved while ``safe`` kept serving an older version's variant."""
+    constraints = tmp_path / "credit.yaml"
+    constraints.write_text(yaml.safe_dump(CREDIT_CONSTRAINTS))
+    name = f"deploys_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    target = f"{name}-safe"
+    config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                          deploy={"constraints": str(constraints), "registered_model": target,
+                                  "alias": "safe"})
+    code, summary, err = watch_json(capsys, config)
+    assert code == 0 and summary["passed"] == 1, err
+    assert f"deploy: self-correcting variant of models:/{name}/{version} registered as " \
+        f"models:/{target}/1" in err
+    assert alias_version(registry, target, "safe") == "1"
+    assert version_tags(registry, target, "1")["certgate.source_version"] == version
+
+    broken = tmp_path / "missing.yaml"
+    missing = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                           deploy={"constraints": str(broken), "registered_model": target})
+    code, _, err = run_cli(capsys, "hooks", "watch", "--config", str(missing), "--once")
+    assert code == 2 and "constraints file not found" in err
+
+
+def test_hooks_serve_with_a_poll_interval_takes_over_an_abandoned_audit(
+        registry: Registry, credit_demo, tmp_path: Path) -> None:
+    """A webhook receiver acts on events only: an audit that crashed (its lease expired) was
+    never retried without a new event. ``--poll-interval`` adds the watcher's polls."""
+    name = f"served_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    dead = new_lease(1.0, now=time.time() - 4000)
+    set_version_tags(registry, name, version, {STATUS_TAG: STATUS_RUNNING,
+                                               LEASE_TAG: dead.to_tag()})
+    config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pipeline_steps", "hooks", "serve", "--config", str(config),
+         "--port", str(free_port()), "--secret", uuid.uuid4().hex, "--poll-interval", "1"],
+        cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while version_tags(registry, name, version).get(STATUS_TAG) != "audited":
+            assert time.monotonic() < deadline and server.poll() is None, server.stderr
+            time.sleep(0.5)
+    finally:
+        server.send_signal(signal.SIGINT)
+        out, _ = server.communicate(timeout=120)
+    assert f"took over an abandoned audit (by {dead.owner}" in out
+    assert version_tags(registry, name, version)["certgate.gate"] == "passed"
+    assert runs_in(registry, config) == 1
