@@ -180,9 +180,9 @@ def compute_bounds(
     ``u >= −l``, else the left slope) or ``left`` (the left piece's slope, 0 for a ReLU;
     :data:`LOWER_SLOPES`); both are sound, neither is tighter on every box (alpha-CROWN starts
     from it). ``backend``: the arrays the propagators compute on, ``numpy``, ``torch`` or
-    ``auto`` (:func:`verifier.bounds.backend._use_torch`: torch for alpha-CROWN, when torch is
-    already imported, or for large batches); both run the same code and give sound bounds,
-    equal but for the summation order of matrix products. See the module docstring for the
+    ``auto`` (:mod:`verifier.bounds.backend`: torch for alpha-CROWN and when torch is already
+    imported, else numpy); both run the same code and give sound bounds, equal but for the
+    summation order of matrix products. See the module docstring for the
     guarantees.
     """
     if method not in METHODS:
@@ -199,7 +199,7 @@ def compute_bounds(
         )
     started = time.perf_counter()
     box_lo = np.atleast_2d(np.asarray(lower, dtype=np.float64))
-    use_torch = _use_torch(backend, method, network, box_lo.shape[0])
+    use_torch = _use_torch(backend, method)
     lowered, affines = _prepare(network, use_torch)
     lo, hi = _as_boxes(network, lower, upper, use_torch)
     onehot = _onehot(_checked_groups(groups, network.input_size),

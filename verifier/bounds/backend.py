@@ -2,10 +2,12 @@
 :mod:`verifier.arrays`).
 
 ``import torch`` costs about a CPU second; a causal-fairness run on a small network bounds
-all its partitions in a fraction of that. So the numpy backend serves every call that does
-not need torch, and torch serves alpha-CROWN (autograd), processes that already imported
-it (PV, ACAS Xu, the self-correcting layer: using it then costs nothing) and batches large
-enough for torch's kernels to pay for the import (:data:`TORCH_WORK`; docs/decisions.md).
+all its partitions in a fraction of that. So ``auto`` takes torch only for alpha-CROWN
+(autograd) and in processes that already imported it (PV, ACAS Xu, the self-correcting
+layer, tests: there using it costs nothing and keeps their bounds the bits they were), and
+numpy everywhere else. No batch is large enough to import torch for: on one thread numpy's
+CROWN took 0.42–0.92 of torch's CPU time on every network and batch measured, 16 to 2,048
+boxes of 20-6-4-1 up to 5-50×6-5 (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -13,21 +15,14 @@ from __future__ import annotations
 from typing import Literal
 
 from verifier.arrays import torch_loaded
-from verifier.network import Network
 
 Backend = Literal["auto", "numpy", "torch"]
 BACKENDS: tuple[str, ...] = ("auto", "numpy", "torch")
 
-TORCH_WORK = 1 << 40
-"""Multiply-adds of one IBP pass over a batch (boxes × the network's weights) from which
-``auto`` imports torch for it."""
 
-
-def _use_torch(backend: Backend, method: str, network: Network, batch: int) -> bool:
-    """Whether a call of ``method`` on ``batch`` boxes of ``network`` computes on torch."""
+def _use_torch(backend: Backend, method: str) -> bool:
+    """Whether a call of ``method`` computes on torch (``backend`` ``auto``: see the module
+    docstring)."""
     if backend != "auto":
         return backend == "torch"
-    if method == "alpha-crown" or torch_loaded():
-        return True
-    weights = sum(layer.weight.size for layer in network.layers)
-    return batch * weights >= TORCH_WORK
+    return method == "alpha-crown" or torch_loaded()
