@@ -47,12 +47,17 @@ runs on a flat list of ``(box, row)`` pairs that share each layer's weight matri
 
 Layout (one module per job; this module is the public API)
 ----------------------------------------------------------
-``results`` (what a call returns), ``inputs`` (argument checks), ``affine`` (affine maps
+Every propagator is written once against the array namespace that numpy and torch share;
+the few operations spelled differently go through :mod:`verifier.arrays`. ``backend``
+(which arrays a call computes on: numpy unless torch is already imported or alpha-CROWN is
+asked for, so a process that never needed torch never imports it), ``results`` (what a
+call returns), ``inputs`` (argument checks), ``affine`` (affine maps
 with their real-term magnitudes, the margin rule), ``activation`` (the one-kink activation:
 interval image, relaxation, its backward rule, alpha's slope range), ``onehot`` (exact
 one-hot groups), ``intervals`` (IBP), ``backward`` (CROWN's back-substitution and
 concretisation), ``intermediate`` (CROWN layer by layer, float32 rows), ``alpha``
-(alpha-CROWN). Names with a leading underscore are private to the package.
+(alpha-CROWN: autograd, torch only, imported when asked for). Names with a leading
+underscore are private to the package.
 """
 
 from __future__ import annotations
