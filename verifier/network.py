@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from verifier.arrays import torch_loaded
 from verifier.errors import CertgateInputError
 from verifier.numerics import SMALLEST_SUBNORMAL, two_product, two_sum, up_array
 
@@ -225,7 +226,9 @@ class Network:
 
     def evaluate(self, x: np.ndarray | Sequence[Sequence[float]]) -> np.ndarray:
         """Evaluate on a numpy batch in float64, head included; a 1-D input is treated as one
-        row."""
+        row. On torch (:meth:`forward`) when this process has imported it, else on numpy
+        (:meth:`evaluate_numpy`: the same operations, matrix products perhaps summed in
+        another order), so that a float evaluation never costs torch's import."""
         array = np.asarray(x, dtype=np.float64)
         single = array.ndim == 1
         batch = array.reshape(1, -1) if single else array
@@ -233,11 +236,28 @@ class Network:
             raise NetworkError(
                 f"input has {batch.shape[1]} columns, the network expects {self.input_size}"
             )
+        if not torch_loaded():
+            out = self.evaluate_numpy(batch)
+            return out[0] if single else out
         import torch  # deferred: the numpy paths (point enclosures, readers) run without it
 
         with torch.no_grad():
             out = self.forward(torch.from_numpy(np.ascontiguousarray(batch))).numpy()
         return out[0] if single else out
+
+    def evaluate_numpy(self, x: np.ndarray) -> np.ndarray:
+        """The network evaluated layer by layer on a float64 numpy batch ``(batch, inputs)``,
+        head included (the semantics of :meth:`forward`, without torch)."""
+        hidden = x
+        for layer in self.layers:
+            hidden = hidden @ layer.weight.T + layer.bias
+            if layer.activation == "relu":
+                hidden = np.maximum(hidden, 0.0)
+            elif layer.activation == "leaky_relu":
+                hidden = np.where(hidden < 0.0, hidden * layer.negative_slope_effective, hidden)
+            elif layer.activation == "hardtanh":
+                hidden = np.clip(hidden, layer.min_val, layer.max_val)
+        return apply_head_numpy(self.head, hidden)
 
     def classify(self, x: np.ndarray) -> np.ndarray:
         """The class of every row by :meth:`as_classifier`: the index of the largest logit

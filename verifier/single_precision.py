@@ -42,8 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import torch
-
+from verifier.arrays import Array, astype, namespace, size
 from verifier.numerics import network_roundings
 from verifier.numerics.tensor import up_tensor
 
@@ -53,9 +52,9 @@ UNDERFLOW = 2.0**-150
 MAX_UNIT_SHARE = 1.0 / 64.0  # n·u above this: float32 is too coarse for the row's depth
 
 
-def _largest(tensors: Sequence[torch.Tensor | None]) -> float:
-    """The largest absolute entry over the tensors (0 for none)."""
-    values = [float(t.abs().max()) for t in tensors if t is not None and t.numel()]
+def _largest(tensors: Sequence[Array | None]) -> float:
+    """The largest absolute entry over the arrays (0 for none)."""
+    values = [float(namespace(t).abs(t).max()) for t in tensors if t is not None and size(t)]
     return max(values, default=0.0)
 
 
@@ -71,11 +70,11 @@ def _largest_product(factors: Sequence[float]) -> float:
 
 
 def single_margins(
-    weights: Sequence[torch.Tensor], biases: Sequence[torch.Tensor],
-    slope_bounds: Sequence[torch.Tensor | None], intercepts: Sequence[torch.Tensor | None],
-    bounds: Sequence[torch.Tensor], groups: int, magnitude: torch.Tensor,
-    support: torch.Tensor, abs_margin: float,
-) -> torch.Tensor | None:
+    weights: Sequence[Array], biases: Sequence[Array],
+    slope_bounds: Sequence[Array | None], intercepts: Sequence[Array | None],
+    bounds: Sequence[Array], groups: int, magnitude: Array,
+    support: Array, abs_margin: float,
+) -> Array | None:
     """Float32 margins of a hidden layer's rows back-substituted in float32, or ``None`` when
     float32 is not safe for them (see the module docstring).
 
@@ -85,8 +84,10 @@ def single_margins(
     ``bounds``: the bounds of every map's input (the box first), lower and upper alike;
     ``groups``: the number of one-hot groups; ``magnitude``/``support``: per box and neuron
     of the layer, the magnitude of its real terms and whether some may be non-zero. Each
-    returned margin is at least ``2·γ_n·M`` plus the absolute margin, rounded up to float32.
+    returned margin is at least ``2·γ_n·M`` plus the absolute margin, rounded up to float32
+    (numpy arrays or torch tensors, as given).
     """
+    xp = namespace(magnitude)
     width = weights[0].shape[1]
     roundings = network_roundings([w.shape[1] for w in weights], width, groups)
     if roundings * UNIT > MAX_UNIT_SHARE:
@@ -95,12 +96,12 @@ def single_margins(
     factors = [_largest([weights[-1]])]
     for weight, slopes in zip(reversed(weights[:-1]), reversed(slope_bounds), strict=True):
         slope = 1.0 if slopes is None else max(1.0, _largest([slopes]))
-        factors.append(slope * float(weight.abs().sum(dim=0).max()))
+        factors.append(slope * float(xp.sum(xp.abs(weight), axis=0).max()))
     coefficient = _largest_product(factors)
     layer_bound = max(1.0, _largest(bounds))
     largest = max(
         _largest(weights), _largest(biases), _largest(intercepts), layer_bound,
-        float(magnitude.max()) if magnitude.numel() else 0.0, coefficient * layer_bound,
+        float(magnitude.max()) if size(magnitude) else 0.0, coefficient * layer_bound,
     )
     if not math.isfinite(largest) or largest > RANGE:
         return None
@@ -109,7 +110,7 @@ def single_margins(
     if underflow > abs_margin:
         return None
     margin = 2.0 * gamma * magnitude + (abs_margin + underflow)
-    margin = torch.where((magnitude == 0) & (support == 0), 0.0, margin)
-    single = margin.to(torch.float32)
-    short = single.to(torch.float64) < margin
-    return torch.where(short, up_tensor(single), single)
+    margin = xp.where((magnitude == 0) & (support == 0), 0.0, margin)
+    single = astype(margin, xp.float32)
+    short = astype(single, xp.float64) < margin
+    return xp.where(short, up_tensor(single), single)

@@ -47,12 +47,17 @@ runs on a flat list of ``(box, row)`` pairs that share each layer's weight matri
 
 Layout (one module per job; this module is the public API)
 ----------------------------------------------------------
-``results`` (what a call returns), ``inputs`` (argument checks), ``affine`` (affine maps
+Every propagator is written once against the array namespace that numpy and torch share;
+the few operations spelled differently go through :mod:`verifier.arrays`. ``backend``
+(which arrays a call computes on: numpy unless torch is already imported or alpha-CROWN is
+asked for, so a process that never needed torch never imports it), ``results`` (what a
+call returns), ``inputs`` (argument checks), ``affine`` (affine maps
 with their real-term magnitudes, the margin rule), ``activation`` (the one-kink activation:
 interval image, relaxation, its backward rule, alpha's slope range), ``onehot`` (exact
 one-hot groups), ``intervals`` (IBP), ``backward`` (CROWN's back-substitution and
 concretisation), ``intermediate`` (CROWN layer by layer, float32 rows), ``alpha``
-(alpha-CROWN). Names with a leading underscore are private to the package.
+(alpha-CROWN: autograd, torch only, imported when asked for). Names with a leading
+underscore are private to the package.
 """
 
 from __future__ import annotations
@@ -61,11 +66,18 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
+from verifier.arrays import (
+    Array,
+    from_numpy,
+    namespace,
+    no_grad,
+    shared_rows,
+    to_numpy,
+)
 from verifier.bounds.activation import LOWER_SLOPES, LowerSlopes
 from verifier.bounds.affine import _affine, _prepare
-from verifier.bounds.alpha import _alpha_optimise
+from verifier.bounds.backend import BACKENDS, Backend, _use_torch
 from verifier.bounds.backward import ROW_CHUNK
 from verifier.bounds.inputs import (
     _as_boxes,
@@ -105,6 +117,7 @@ from verifier.network import Network
 
 __all__ = [
     "ACTIVE",
+    "BACKENDS",
     "GROUP_CHUNK",
     "INACTIVE",
     "LOWER_SLOPES",
@@ -114,6 +127,7 @@ __all__ = [
     "SINGLE_TRIAL",
     "SINGLE_TRIAL_MISSES",
     "UNSTABLE",
+    "Backend",
     "BoundsResult",
     "LinearBounds",
     "LowerSlopes",
@@ -136,6 +150,7 @@ def compute_bounds(
     groups: Sequence[Sequence[int]] = (), known_signs: np.ndarray | None = None,
     needed: np.ndarray | None = None, give_up_saturated: bool = False,
     tighten: np.ndarray | None = None, lower_slopes: LowerSlopes = "adaptive",
+    backend: Backend = "auto",
 ) -> BoundsResult:
     """Sound bounds of ``spec @ network(x)`` over each box ``[lower[b], upper[b]]``.
 
@@ -169,7 +184,11 @@ def compute_bounds(
     ``lower_slopes``: CROWN's lower slope of an unstable neuron, ``adaptive`` (1 when
     ``u >= −l``, else the left slope) or ``left`` (the left piece's slope, 0 for a ReLU;
     :data:`LOWER_SLOPES`); both are sound, neither is tighter on every box (alpha-CROWN starts
-    from it). See the module docstring for the guarantees.
+    from it). ``backend``: the arrays the propagators compute on, ``numpy``, ``torch`` or
+    ``auto`` (:mod:`verifier.bounds.backend`: torch for alpha-CROWN and when torch is already
+    imported, else numpy); both run the same code and give sound bounds, equal but for the
+    summation order of matrix products. See the module docstring for the
+    guarantees.
     """
     if method not in METHODS:
         raise CertgateInputError(
@@ -179,73 +198,83 @@ def compute_bounds(
         raise CertgateInputError(
             f"unknown lower-slope rule {lower_slopes!r}; use one of {', '.join(LOWER_SLOPES)}"
         )
+    if backend not in BACKENDS:
+        raise CertgateInputError(
+            f"unknown bounds backend {backend!r}; use one of {', '.join(BACKENDS)}"
+        )
     started = time.perf_counter()
-    lowered, affines = _prepare(network)
-    lo, hi = _as_boxes(network, lower, upper)
+    box_lo = np.atleast_2d(np.asarray(lower, dtype=np.float64))
+    use_torch = _use_torch(backend, method)
+    lowered, affines = _prepare(network, use_torch)
+    lo, hi = _as_boxes(network, lower, upper, use_torch)
     onehot = _onehot(_checked_groups(groups, network.input_size),
-                     torch.as_tensor(np.atleast_2d(np.asarray(lower, dtype=np.float64))),
-                     torch.as_tensor(np.atleast_2d(np.asarray(upper, dtype=np.float64))))
+                     from_numpy(box_lo, use_torch),
+                     from_numpy(np.atleast_2d(np.asarray(upper, dtype=np.float64)), use_torch))
     batch = lo.shape[0]
-    spec_tensor = _as_spec(spec, network.output_size, batch)
-    signs = _checked_signs(known_signs, affines, batch)
-    with torch.no_grad():
+    spec_tensor = _as_spec(spec, network.output_size, batch, use_torch)
+    signs = _checked_signs(known_signs, affines, batch, use_torch)
+    xp = namespace(lo)
+    with no_grad(lo):
         pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot, _layer_signs(signs, affines))
         h_lo, h_hi = _post_activation(affines, pre_lo, pre_hi, lo, hi, len(affines) - 1)
         out_lo, out_hi = _spec_interval(
             spec_tensor, affines[-1], h_lo, h_hi, onehot if len(affines) == 1 else None
         )
-        crownable = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
+        crownable = xp.all(xp.isfinite(lo), axis=1) & xp.all(xp.isfinite(hi), axis=1)
         for z_lo, z_hi in zip(pre_lo, pre_hi, strict=True):
-            crownable &= torch.isfinite(z_lo).all(dim=1) & torch.isfinite(z_hi).all(dim=1)
+            crownable &= xp.all(xp.isfinite(z_lo), axis=1) & xp.all(xp.isfinite(z_hi), axis=1)
         run_crown = method != "ibp" and bool(crownable.any())
         sensitivity = linear = None
         tighten_s = 0.0
         f_onehot = None
         if run_crown:
             f_lo, f_hi = lo[crownable], hi[crownable]
-            if spec_tensor.stride(0) == 0:
-                f_spec = spec_tensor[0].expand(f_lo.shape[0], *spec_tensor.shape[1:])
+            if shared_rows(spec_tensor):
+                f_spec = xp.broadcast_to(spec_tensor[0], (f_lo.shape[0], *spec_tensor.shape[1:]))
             else:
                 f_spec = spec_tensor[crownable]
             f_onehot = None if onehot is None else onehot.select(crownable)
             f_signs = None if signs is None else signs[crownable]
             f_needed = None if needed is None else _checked_needed(
-                needed, batch, spec_tensor.shape[1]
+                needed, batch, spec_tensor.shape[1], use_torch
             )[crownable]
             (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_linear,
              spec_margin, tighten_s) = _crown_finite(
                 affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines), f_needed,
                 (pre_lo[0][crownable], pre_hi[0][crownable]) if pre_lo else None,
                 give_up_saturated,
-                None if tighten is None else torch.as_tensor(
-                    np.asarray(tighten, dtype=bool))[crownable],
+                None if tighten is None else from_numpy(
+                    np.asarray(tighten, dtype=bool), use_torch)[crownable],
                 lower_slopes,
             )
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
-            sensitivity[crownable.numpy()] = c_sensitivity.numpy()
-            linear = _linear_bounds(crownable.numpy(), c_linear, sensitivity.shape)
+            crown_rows = to_numpy(crownable)
+            sensitivity[crown_rows] = to_numpy(c_sensitivity)
+            linear = _linear_bounds(crown_rows, c_linear, sensitivity.shape)
             # intersected with the IBP chain's bounds: CROWN's own IBP step reads its tighter
             # intermediate bounds, but a float evaluation can still land an ulp outside
-            out_lo[crownable] = torch.maximum(out_lo[crownable], c_lo)
-            out_hi[crownable] = torch.minimum(out_hi[crownable], c_hi)
+            out_lo[crownable] = xp.maximum(out_lo[crownable], c_lo)
+            out_hi[crownable] = xp.minimum(out_hi[crownable], c_hi)
             for index in range(len(pre_lo)):
-                pre_lo[index][crownable] = torch.maximum(pre_lo[index][crownable], c_pre_lo[index])
-                pre_hi[index][crownable] = torch.minimum(pre_hi[index][crownable], c_pre_hi[index])
+                pre_lo[index][crownable] = xp.maximum(pre_lo[index][crownable], c_pre_lo[index])
+                pre_hi[index][crownable] = xp.minimum(pre_hi[index][crownable], c_pre_hi[index])
     if run_crown and method == "alpha-crown" and relaxations:
+        from verifier.bounds.alpha import _alpha_optimise  # autograd: torch only
+
         a_lo, a_hi = _alpha_optimise(
             affines, relaxations, f_spec, spec_margin, f_lo, f_hi, alpha_steps, alpha_lr,
             f_onehot,
         )
-        out_lo[crownable] = torch.maximum(out_lo[crownable], a_lo)
-        out_hi[crownable] = torch.minimum(out_hi[crownable], a_hi)
+        out_lo[crownable] = xp.maximum(out_lo[crownable], a_lo)
+        out_hi[crownable] = xp.minimum(out_hi[crownable], a_hi)
     kinks = [index for index, affine in enumerate(affines[:-1]) if affine.slope is not None]
     return BoundsResult(
-        lower=out_lo.numpy(),
-        upper=out_hi.numpy(),
+        lower=to_numpy(out_lo),
+        upper=to_numpy(out_hi),
         method=method,
         network=lowered,
-        pre_lower={k: pre_lo[k].numpy() for k in kinks},
-        pre_upper={k: pre_hi[k].numpy() for k in kinks},
+        pre_lower={k: to_numpy(pre_lo[k]) for k in kinks},
+        pre_upper={k: to_numpy(pre_hi[k]) for k in kinks},
         elapsed_s=time.perf_counter() - started,
         sensitivity=sensitivity,
         linear=linear,
@@ -254,11 +283,11 @@ def compute_bounds(
 
 
 def _linear_bounds(
-    crownable: np.ndarray, linear: tuple[torch.Tensor, ...], shape: tuple[int, ...]
+    crownable: np.ndarray, linear: tuple[Array, ...], shape: tuple[int, ...]
 ) -> LinearBounds:
     """The :class:`LinearBounds` of a batch from CROWN's on its ``crownable`` boxes (the
     others: infinite values, zero coefficients)."""
-    signed_lower, lower, signed_upper, upper = (part.numpy() for part in linear)
+    signed_lower, lower, signed_upper, upper = (to_numpy(part) for part in linear)
     result = LinearBounds(
         np.zeros(shape), np.full(shape[:2], -np.inf), np.zeros(shape), np.full(shape[:2], np.inf)
     )
@@ -285,7 +314,7 @@ def pairwise_difference_spec(classes: int) -> np.ndarray:
 def kink_neurons(network: Network) -> int:
     """How many kink neurons the lowered network has: the width of
     :meth:`BoundsResult.signs` and of ``known_signs``."""
-    _, affines = _prepare(network)
+    _, affines = _prepare(network, use_torch=False)
     return sum(a.weight.shape[0] for a in affines[:-1] if a.slope is not None)
 
 
@@ -318,10 +347,9 @@ def linear_interval(
     Exact up to the floating-point margin; infinite box sides contribute ±∞ only through
     non-zero coefficients (never ``0·∞``).
     """
-    weight = torch.as_tensor(np.asarray(matrix, dtype=np.float64))
-    lo = torch.from_numpy(np.ascontiguousarray(lower, dtype=np.float64))
-    hi = torch.from_numpy(np.ascontiguousarray(upper, dtype=np.float64))
-    out_lo, out_hi = _interval_affine(
-        _affine(weight, torch.zeros(weight.shape[0], dtype=torch.float64)), lo, hi
-    )
-    return out_lo.numpy(), out_hi.numpy()
+    weight = np.asarray(matrix, dtype=np.float64)
+    lo = np.ascontiguousarray(lower, dtype=np.float64)
+    hi = np.ascontiguousarray(upper, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        out_lo, out_hi = _interval_affine(_affine(weight, np.zeros(weight.shape[0])), lo, hi)
+    return out_lo, out_hi

@@ -1,13 +1,14 @@
 """The affine maps bounds propagate through, and the margin rule (DESIGN D2).
 
-:class:`_Affine` is one layer (or a specification folded into the last layer) as torch
-tensors, with the magnitudes and supports of its *real* terms beside the float coefficients,
-so that cancellation in a fold is never mistaken for an exact zero. :func:`_widened` and
-:func:`_row_margins` widen a computed bound by ``rel_margin × magnitude +
-SOUNDNESS_ABS_MARGIN`` (through :func:`verifier.numerics.tensor.magnitude_margin`), where
-:func:`_prepare` sets ``rel_margin`` per network (:func:`_network_rel_margin`), and
-:func:`_sanitise` turns an overflowed or NaN bound into the infinite one on its side; the
-package docstring (:mod:`verifier.bounds`) states the guarantee.
+:class:`_Affine` is one layer (or a specification folded into the last layer) as numpy
+arrays or torch tensors (the backend, :func:`_prepare`), with the magnitudes and supports of
+its *real* terms beside the float coefficients, so that cancellation in a fold is never
+mistaken for an exact zero. :func:`_widened` and :func:`_row_margins` widen a computed
+bound by ``rel_margin × magnitude + SOUNDNESS_ABS_MARGIN`` (through
+:func:`verifier.numerics.tensor.magnitude_margin`), where :func:`_prepare` sets
+``rel_margin`` per network (:func:`_network_rel_margin`), and :func:`_sanitise` turns an
+overflowed or NaN bound into the infinite one on its side; the package docstring
+(:mod:`verifier.bounds`) states the guarantee.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
+from verifier.arrays import Array, astype, from_numpy, namespace
 from verifier.network import Layer, Network
 from verifier.numerics import SOUNDNESS_REL_MARGIN, network_rel_margin, network_roundings
 from verifier.numerics.tensor import magnitude_margin
@@ -24,7 +25,7 @@ from verifier.numerics.tensor import magnitude_margin
 
 @dataclass(frozen=True)
 class _Affine:
-    """One affine map as torch tensors, with what the margin rule needs about it.
+    """One affine map as arrays of one backend, with what the margin rule needs about it.
 
     ``weight``/``bias`` are the (possibly folded) float coefficients used for values;
     ``mag_weight``/``mag_bias`` are entrywise upper bounds of the absolute values of the real
@@ -34,50 +35,52 @@ class _Affine:
     map belongs to (:func:`_network_rel_margin`).
     """
 
-    weight: torch.Tensor
-    bias: torch.Tensor
-    abs_weight: torch.Tensor
-    slope: torch.Tensor | None  # per-neuron left slope of the kink; None: no activation
-    mag_weight: torch.Tensor
-    mag_bias: torch.Tensor
-    support_weight: torch.Tensor
-    support_bias: torch.Tensor
+    weight: Array
+    bias: Array
+    abs_weight: Array
+    slope: Array | None  # per-neuron left slope of the kink; None: no activation
+    mag_weight: Array
+    mag_bias: Array
+    support_weight: Array
+    support_bias: Array
     rel_margin: float = SOUNDNESS_REL_MARGIN
 
 
 def _affine(
-    weight: torch.Tensor, bias: torch.Tensor, slope: torch.Tensor | None = None,
-    weight_magnitude: torch.Tensor | None = None, bias_magnitude: torch.Tensor | None = None,
+    weight: Array, bias: Array, slope: Array | None = None,
+    weight_magnitude: Array | None = None, bias_magnitude: Array | None = None,
     rel_margin: float = SOUNDNESS_REL_MARGIN,
 ) -> _Affine:
     """An affine map whose real coefficients' terms have the given magnitudes (default: the
     coefficients' absolute values, for coefficients that are not folded), in a network whose
     bounds take the relative margin ``rel_margin``."""
-    abs_weight = weight.abs()
+    xp = namespace(weight)
+    abs_weight = xp.abs(weight)
     mag_weight = abs_weight if weight_magnitude is None else weight_magnitude
-    mag_bias = bias.abs() if bias_magnitude is None else bias_magnitude
+    mag_bias = xp.abs(bias) if bias_magnitude is None else bias_magnitude
     return _Affine(
         weight, bias, abs_weight, slope, mag_weight, mag_bias,
-        (mag_weight != 0).to(torch.float64), mag_bias != 0, rel_margin,
+        astype(mag_weight != 0, xp.float64), mag_bias != 0, rel_margin,
     )
 
 
-def _folded(spec: torch.Tensor, last: _Affine) -> _Affine:
+def _folded(spec: Array, last: _Affine) -> _Affine:
     """``spec @ last`` as one affine map (``spec``: ``(S, n)``, or ``(B, S, n)`` for one
     matrix per box), keeping the unfolded magnitudes and supports so that cancellation in
     ``spec @ W`` is never mistaken for an exact zero."""
+    xp = namespace(spec)
     weight = spec @ last.weight
-    spec_abs = spec.abs()
-    spec_support = (spec != 0).to(torch.float64)
+    spec_abs = xp.abs(spec)
+    spec_support = astype(spec != 0, xp.float64)
     return _Affine(
-        weight, spec @ last.bias, weight.abs(), None,
+        weight, spec @ last.bias, xp.abs(weight), None,
         spec_abs @ last.mag_weight, spec_abs @ last.mag_bias,
-        ((spec_support @ last.support_weight) > 0).to(torch.float64),
-        (spec_support @ last.support_bias.to(torch.float64)) > 0, last.rel_margin,
+        astype((spec_support @ last.support_weight) > 0, xp.float64),
+        (spec_support @ astype(last.support_bias, xp.float64)) > 0, last.rel_margin,
     )
 
 
-def _restricted(affine: _Affine, mask: torch.Tensor) -> _Affine:
+def _restricted(affine: _Affine, mask: Array) -> _Affine:
     """The affine map for the boxes in ``mask`` (itself when shared by every box)."""
     if affine.weight.ndim == 2:
         return affine
@@ -88,16 +91,17 @@ def _restricted(affine: _Affine, mask: torch.Tensor) -> _Affine:
     )
 
 
-def _apply(matrix: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+def _apply(matrix: Array, vectors: Array) -> Array:
     """``matrix @ v`` for every row ``v`` of ``vectors``: ``matrix`` shared ``(S, n)`` or one
     per row ``(B, S, n)``."""
     if matrix.ndim == 2:
         return vectors @ matrix.T
-    return (matrix @ vectors.unsqueeze(-1)).squeeze(-1)
+    return (matrix @ vectors[..., None])[..., 0]
 
 
-def _prepare(network: Network) -> tuple[Network, list[_Affine]]:
-    """Lower the network and make sure the last layer is linear (append identity if not)."""
+def _prepare(network: Network, use_torch: bool = True) -> tuple[Network, list[_Affine]]:
+    """Lower the network and make sure the last layer is linear (append identity if not);
+    its maps as torch tensors (``use_torch``) or numpy arrays, sharing the layers' memory."""
     lowered = network.lowered()
     layers = list(lowered.layers)
     if layers[-1].activation != "none":
@@ -109,14 +113,15 @@ def _prepare(network: Network) -> tuple[Network, list[_Affine]]:
     for layer in layers:
         slope = (
             None if layer.activation == "none"
-            else torch.from_numpy(layer.negative_slope_effective)
+            else from_numpy(layer.negative_slope_effective, use_torch)
         )
         assert layer.weight_magnitude is not None and layer.bias_magnitude is not None
         affines.append(
             _affine(
-                torch.from_numpy(layer.weight), torch.from_numpy(layer.bias), slope,
-                torch.from_numpy(layer.weight_magnitude), torch.from_numpy(layer.bias_magnitude),
-                relative,
+                from_numpy(layer.weight, use_torch), from_numpy(layer.bias, use_torch),
+                slope,
+                from_numpy(layer.weight_magnitude, use_torch),
+                from_numpy(layer.bias_magnitude, use_torch), relative,
             )
         )
     return lowered, affines
@@ -138,39 +143,41 @@ def _network_rel_margin(network: Network) -> float:
         network_roundings(fan_ins, network.input_size, network.input_size // 2))
 
 
-def _sanitise(lower: torch.Tensor, upper: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _sanitise(lower: Array, upper: Array) -> tuple[Array, Array]:
     """Replace bounds that overflowed or became NaN by the infinite bound on their side.
 
     A lower bound of ``+∞`` or NaN (an overflow, or ``∞ − ∞``) becomes ``−∞``, an upper bound
     of ``−∞`` or NaN becomes ``+∞``: always sound, never a finite value from a broken sum.
     """
-    lower = lower.nan_to_num(nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
-    upper = upper.nan_to_num(nan=np.inf, posinf=np.inf, neginf=np.inf)
+    xp = namespace(lower)
+    lower = xp.nan_to_num(lower, nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
+    upper = xp.nan_to_num(upper, nan=np.inf, posinf=np.inf, neginf=np.inf)
     return lower, upper
 
 
-def _halves(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _halves(lo: Array, hi: Array) -> tuple[Array, Array]:
     """Midpoint and radius of ``[lo, hi]`` without overflow (``lo/2 + hi/2``, ``hi/2 − lo/2``);
     the radius is never negative. Their rounding is covered by the margin rule."""
     return lo * 0.5 + hi * 0.5, hi * 0.5 - lo * 0.5
 
 
-def _nonzero_inputs(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+def _nonzero_inputs(lo: Array, hi: Array) -> Array:
     """1.0 where a box coordinate may be non-zero (its interval is not exactly ``{0}``)."""
-    return ((lo != 0) | (hi != 0)).to(torch.float64)
+    return astype((lo != 0) | (hi != 0), namespace(lo).float64)
 
 
 def _widened(
-    affine: _Affine, lower: torch.Tensor, upper: torch.Tensor,
-    lo: torch.Tensor, hi: torch.Tensor, nonzero: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    affine: _Affine, lower: Array, upper: Array,
+    lo: Array, hi: Array, nonzero: Array | None = None,
+) -> tuple[Array, Array]:
     """``[lower, upper]`` (values of ``affine`` over the finite box ``[lo, hi]``) widened by
     the margin rule, with the magnitude from the affine map's real terms, and sanitised.
     ``nonzero``: which coordinates may be non-zero, when ``[lo, hi]`` stands for a box whose
     infinite sides were replaced by zeros (default: from ``lo``/``hi``)."""
-    magnitude = _apply(affine.mag_weight, torch.maximum(lo.abs(), hi.abs())) + affine.mag_bias
+    xp = namespace(lo)
+    magnitude = _apply(affine.mag_weight, xp.maximum(xp.abs(lo), xp.abs(hi))) + affine.mag_bias
 
-    def support() -> torch.Tensor:
+    def support() -> Array:
         inputs = _nonzero_inputs(lo, hi) if nonzero is None else nonzero
         reach = _apply(affine.support_weight, inputs)
         return (reach > 0) | affine.support_bias
@@ -179,7 +186,7 @@ def _widened(
     return _sanitise(lower - margin, upper + margin)
 
 
-def _row_margins(magnitude: torch.Tensor, support: torch.Tensor, relative: float) -> torch.Tensor:
+def _row_margins(magnitude: Array, support: Array, relative: float) -> Array:
     """Margins of rows with real-term magnitudes ``magnitude`` (the margin rule, relative
     margin ``relative``)."""
     return magnitude_margin(magnitude, lambda: support > 0, relative)

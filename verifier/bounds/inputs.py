@@ -1,5 +1,6 @@
-"""The caller's arguments checked and turned into tensors: boxes, specification, one-hot
-groups, known signs and the ``needed`` mask. Every bad argument raises
+"""The caller's arguments checked and turned into arrays of the chosen backend (numpy arrays,
+or torch tensors with ``use_torch``): boxes, specification, one-hot groups, known signs and
+the ``needed`` mask. Every bad argument raises
 :class:`~verifier.errors.CertgateInputError` naming what is wrong."""
 
 from __future__ import annotations
@@ -7,15 +8,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
+from verifier.arrays import Array, from_numpy, namespace
 from verifier.bounds.affine import _Affine
 from verifier.errors import CertgateInputError
 from verifier.network import Network
 
 
-def _as_boxes(network: Network, lower: np.ndarray, upper: np.ndarray) -> tuple[torch.Tensor, ...]:
-    """The boxes as float64 ``(B, inputs)`` tensors, checked (shapes, NaN, ``lower <= upper``,
+def _as_boxes(
+    network: Network, lower: np.ndarray, upper: np.ndarray, use_torch: bool
+) -> tuple[Array, Array]:
+    """The boxes as float64 ``(B, inputs)`` arrays, checked (shapes, NaN, ``lower <= upper``,
     no ``+∞`` lower or ``−∞`` upper side); columns the network does not read are set to 0."""
     lo = np.atleast_2d(np.asarray(lower, dtype=np.float64))
     hi = np.atleast_2d(np.asarray(upper, dtype=np.float64))
@@ -40,13 +43,13 @@ def _as_boxes(network: Network, lower: np.ndarray, upper: np.ndarray) -> tuple[t
         hi = hi.copy()
         lo[:, unread] = 0.0
         hi[:, unread] = 0.0
-    return torch.from_numpy(lo), torch.from_numpy(hi)
+    return from_numpy(lo, use_torch), from_numpy(hi, use_torch)
 
 
 def _checked_signs(
-    signs: np.ndarray | None, affines: list[_Affine], batch: int
-) -> torch.Tensor | None:
-    """Known signs as an int8 ``(B, N)`` tensor, checked against the kink neuron count."""
+    signs: np.ndarray | None, affines: list[_Affine], batch: int, use_torch: bool
+) -> Array | None:
+    """Known signs as an int8 ``(B, N)`` array, checked against the kink neuron count."""
     if signs is None:
         return None
     neurons = sum(a.weight.shape[0] for a in affines[:-1] if a.slope is not None)
@@ -57,18 +60,18 @@ def _checked_signs(
         )
     if not np.isin(array, (-1, 0, 1)).all():
         raise CertgateInputError("known signs must be -1, 0 or 1")
-    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.int8))
+    return from_numpy(np.ascontiguousarray(array, dtype=np.int8), use_torch)
 
 
-def _checked_needed(needed: np.ndarray, batch: int, rows: int) -> torch.Tensor:
-    """The ``needed`` mask as a bool ``(B, S)`` tensor, checked."""
+def _checked_needed(needed: np.ndarray, batch: int, rows: int, use_torch: bool) -> Array:
+    """The ``needed`` mask as a bool ``(B, S)`` array, checked."""
     array = np.asarray(needed)
     if array.shape != (batch, rows) or array.dtype != np.bool_:
         raise CertgateInputError(
             f"needed must be a boolean array of shape ({batch}, {rows}), got "
             f"{array.dtype} {array.shape}"
         )
-    return torch.from_numpy(np.ascontiguousarray(array))
+    return from_numpy(np.ascontiguousarray(array), use_torch)
 
 
 def _checked_groups(groups: Sequence[Sequence[int]], width: int) -> list[list[int]]:
@@ -87,24 +90,29 @@ def _checked_groups(groups: Sequence[Sequence[int]], width: int) -> list[list[in
     return checked
 
 
-def _as_spec(spec: np.ndarray | None, outputs: int, batch: int) -> torch.Tensor:
-    """The spec as a ``(B, S, outputs)`` tensor (a view when shared)."""
+def _as_spec(spec: np.ndarray | None, outputs: int, batch: int, use_torch: bool) -> Array:
+    """The spec as a ``(B, S, outputs)`` array (a broadcast view when shared)."""
     if spec is None:
-        return torch.eye(outputs, dtype=torch.float64).expand(batch, outputs, outputs)
-    matrix = torch.as_tensor(np.asarray(spec, dtype=np.float64))
+        return _shared(from_numpy(np.eye(outputs), use_torch), batch)
+    matrix = np.asarray(spec, dtype=np.float64)
     if matrix.ndim == 1:
         matrix = matrix.reshape(1, -1)
     if matrix.shape[-1] != outputs:
         raise CertgateInputError(
             f"specification rows have {matrix.shape[-1]} entries, the network has {outputs} outputs"
         )
-    if not torch.isfinite(matrix).all():
+    if not np.isfinite(matrix).all():
         raise CertgateInputError("specification matrix must be finite")
     if matrix.ndim == 2:
-        return matrix.expand(batch, *matrix.shape)
+        return _shared(from_numpy(np.ascontiguousarray(matrix), use_torch), batch)
     if matrix.ndim == 3 and matrix.shape[0] == batch:
-        return matrix
+        return from_numpy(matrix, use_torch)
     raise CertgateInputError(
         f"specification must have shape (S, {outputs}) or ({batch}, S, {outputs}), "
         f"got {tuple(matrix.shape)}"
     )
+
+
+def _shared(matrix: Array, batch: int) -> Array:
+    """``matrix`` ``(S, outputs)`` as a ``(batch, S, outputs)`` broadcast view (stride 0)."""
+    return namespace(matrix).broadcast_to(matrix, (batch, *matrix.shape))

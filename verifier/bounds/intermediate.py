@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-import torch
 
+from verifier.arrays import Array, astype, copy, namespace, nonzero, size
 from verifier.bounds.activation import (
     LowerSlopes,
     _activate_interval,
@@ -45,34 +46,34 @@ class _Magnitudes:
     values from ``max(|lo|, |hi|)``, relaxations included), and whether any such term may be
     non-zero (structurally: non-zero factors only, dead ReLUs output exactly zero)."""
 
-    value: list[torch.Tensor] = field(default_factory=list)
-    support: list[torch.Tensor] = field(default_factory=list)
+    value: list[Array] = field(default_factory=list)
+    support: list[Array] = field(default_factory=list)
 
     def push(
-        self, affine: _Affine, value_in: torch.Tensor, support_in: torch.Tensor
+        self, affine: _Affine, value_in: Array, support_in: Array
     ) -> None:
         """Add the pre-activations of ``affine`` given its input's magnitude and support."""
         self.value.append(value_in @ affine.mag_weight.T + affine.mag_bias)
         reach = support_in @ affine.support_weight.T
-        self.support.append(((reach > 0) | affine.support_bias).to(torch.float64))
+        self.support.append(astype((reach > 0) | affine.support_bias, namespace(reach).float64))
 
     def activated(
-        self, relaxation: _Relaxation | None, dead: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self, relaxation: _Relaxation | None, dead: Array | None
+    ) -> tuple[Array, Array]:
         """Magnitude and support of the last pushed layer's output (after its activation)."""
         value, support = self.value[-1], self.support[-1]
         if relaxation is None:
             return value, support
         value = relaxation.slope_bound * value + relaxation.upper_intercept
-        return value, torch.where(dead, 0.0, support)
+        return value, namespace(value).where(dead, 0.0, support)
 
 
 def _single_rows(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
-    inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor], onehot: _OneHot | None,
-    magnitude: torch.Tensor, support: torch.Tensor,
-) -> tuple[list[_Affine], dict[int, _Relaxation], list[torch.Tensor], list[torch.Tensor],
-           _OneHot | None, torch.Tensor] | None:
+    inputs_lo: list[Array], inputs_hi: list[Array], onehot: _OneHot | None,
+    magnitude: Array, support: Array,
+) -> tuple[list[_Affine], dict[int, _Relaxation], list[Array], list[Array],
+           _OneHot | None, Array] | None:
     """Float32 copies of what back-substituting ``layer``'s rows reads, with the float32
     margins of :func:`verifier.single_precision.single_margins`; ``None`` where float32 is
     not safe for them."""
@@ -86,32 +87,32 @@ def _single_rows(
     )
     if margins is None:
         return None
-    single = torch.float32
+    single = namespace(magnitude).float32
     single_affines = [
-        _Affine(a.weight.to(single), a.bias.to(single), a.abs_weight, a.slope, a.mag_weight,
-                a.mag_bias, a.support_weight, a.support_bias, a.rel_margin)
+        _Affine(astype(a.weight, single), astype(a.bias, single), a.abs_weight, a.slope,
+                a.mag_weight, a.mag_bias, a.support_weight, a.support_bias, a.rel_margin)
         for a in affines[: layer + 1]
     ]
     single_relaxations = {
-        j: _Relaxation(r.lower_slope.to(single), r.upper_slope.to(single),
-                       r.upper_intercept.to(single), r.slope_bound)
+        j: _Relaxation(astype(r.lower_slope, single), astype(r.upper_slope, single),
+                       astype(r.upper_intercept, single), r.slope_bound)
         for j, r in relaxations.items()
     }
     single_onehot = None if onehot is None else _OneHot(
-        onehot.index, onehot.allowed, onehot.usable, onehot.free.to(single),
-        onehot.shut.to(single), onehot.columns,
+        onehot.index, onehot.allowed, onehot.usable, astype(onehot.free, single),
+        astype(onehot.shut, single), onehot.columns,
     )
-    return (single_affines, single_relaxations, [t.to(single) for t in inputs_lo],
-            [t.to(single) for t in inputs_hi], single_onehot, margins)
+    return (single_affines, single_relaxations, [astype(t, single) for t in inputs_lo],
+            [astype(t, single) for t in inputs_hi], single_onehot, margins)
 
 
 def _crown_layer_bounds(
     affines: list[_Affine], relaxations: dict[int, _Relaxation], layer: int,
-    ibp_lo: torch.Tensor, ibp_hi: torch.Tensor, magnitude: torch.Tensor,
-    support: torch.Tensor, inputs_lo: list[torch.Tensor], inputs_hi: list[torch.Tensor],
-    onehot: _OneHot | None, halves: dict[torch.dtype, dict[int, torch.Tensor]],
-    active: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    ibp_lo: Array, ibp_hi: Array, magnitude: Array,
+    support: Array, inputs_lo: list[Array], inputs_hi: list[Array],
+    onehot: _OneHot | None, halves: dict[Any, dict[int, Array]],
+    active: Array,
+) -> tuple[Array, Array]:
     """Tighten the IBP pre-activation bounds of ``layer`` by CROWN on its unstable neurons
     (``magnitude``/``support``: per box and neuron, the magnitude of the neuron's real terms
     and whether one may be non-zero; ``halves``: per float type, the cache of
@@ -126,25 +127,27 @@ def _crown_layer_bounds(
     Earlier layers stay in float64: a float32 margin there widens every later layer's
     relaxation (ACAS Xu N4,3 on 2 workers, 60 s: 688k boxes in float64, 526k–578k with
     float32 rows in any earlier layer, and a wider interval)."""
+    xp = namespace(ibp_lo)
     unstable = (ibp_lo < 0) & (ibp_hi > 0) & active[:, None]
-    box, neuron = torch.nonzero(unstable, as_tuple=True)
-    out_lo, out_hi = ibp_lo.clone(), ibp_hi.clone()
-    if box.numel() == 0:
+    box, neuron = nonzero(unstable)
+    out_lo, out_hi = copy(ibp_lo), copy(ibp_hi)
+    rows = size(box)
+    if rows == 0:
         return out_lo, out_hi
     single = None
     if layer == len(affines) - 2:
         single = _single_rows(affines, relaxations, layer, inputs_lo, inputs_hi, onehot,
                               magnitude, support)
-    coarse = torch.ones(box.numel(), dtype=torch.bool)
-    lower = torch.full((box.numel(),), -np.inf, dtype=torch.float64)
-    upper = torch.full((box.numel(),), np.inf, dtype=torch.float64)
+    coarse = xp.ones(rows, dtype=xp.bool)
+    lower = xp.full((rows,), -np.inf, dtype=xp.float64)
+    upper = xp.full((rows,), np.inf, dtype=xp.float64)
     if single is not None:
         trial = slice(0, SINGLE_TRIAL)
-        cache = halves.setdefault(torch.float32, {})
-        margin = single[-1][box, neuron].to(torch.float64)
+        cache = halves.setdefault(xp.float32, {})
+        margin = astype(single[-1][box, neuron], xp.float64)
         lower[trial], upper[trial] = _layer_rows(single, layer, box[trial], neuron[trial], cache)
         coarse[trial] = margin[trial] > SINGLE_SHARE * (upper[trial] - lower[trial])
-        if float(coarse[trial].to(torch.float64).mean()) <= SINGLE_TRIAL_MISSES:
+        if float(xp.mean(astype(coarse[trial], xp.float64))) <= SINGLE_TRIAL_MISSES:
             rest = slice(SINGLE_TRIAL, None)
             lower[rest], upper[rest] = _layer_rows(single, layer, box[rest], neuron[rest], cache)
             coarse = margin > SINGLE_SHARE * (upper - lower)
@@ -154,21 +157,21 @@ def _crown_layer_bounds(
         double = (affines, relaxations, inputs_lo, inputs_hi, onehot,
                   _row_margins(magnitude, support, affines[layer].rel_margin))
         b, n = box[coarse], neuron[coarse]
-        redo_lo, redo_hi = _layer_rows(double, layer, b, n, halves.setdefault(torch.float64, {}))
-        lower[coarse] = torch.maximum(lower[coarse], redo_lo)
-        upper[coarse] = torch.minimum(upper[coarse], redo_hi)
-    out_lo[box, neuron] = torch.maximum(out_lo[box, neuron], lower)
-    out_hi[box, neuron] = torch.minimum(out_hi[box, neuron], upper)
+        redo_lo, redo_hi = _layer_rows(double, layer, b, n, halves.setdefault(xp.float64, {}))
+        lower[coarse] = xp.maximum(lower[coarse], redo_lo)
+        upper[coarse] = xp.minimum(upper[coarse], redo_hi)
+    out_lo[box, neuron] = xp.maximum(out_lo[box, neuron], lower)
+    out_hi[box, neuron] = xp.minimum(out_hi[box, neuron], upper)
     return out_lo, out_hi
 
 
 def _crown_finite(
-    affines: list[_Affine], spec: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
-    onehot: _OneHot | None, signs: list[torch.Tensor | None], needed: torch.Tensor | None,
-    first: tuple[torch.Tensor, torch.Tensor] | None, give_up_saturated: bool = False,
-    tighten: torch.Tensor | None = None, lower_slopes: LowerSlopes = "adaptive",
-) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor],
-           dict[int, _Relaxation], torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor,
+    affines: list[_Affine], spec: Array, lo: Array, hi: Array,
+    onehot: _OneHot | None, signs: list[Array | None], needed: Array | None,
+    first: tuple[Array, Array] | None, give_up_saturated: bool = False,
+    tighten: Array | None = None, lower_slopes: LowerSlopes = "adaptive",
+) -> tuple[Array, Array, list[Array], list[Array],
+           dict[int, _Relaxation], Array, tuple[Array, ...], Array,
            float]:
     """CROWN with CROWN intermediate bounds on boxes whose IBP bounds are finite; also
     returns ``|A_lower| + |A_upper|``, the final linear bounds ``(A_lower, CROWN's lower
@@ -184,19 +187,20 @@ def _crown_finite(
     the others keep their IBP pre-activation bounds there; earlier layers are tightened on
     every box). ``lower_slopes``: the relaxations' lower-slope rule (:func:`_relax`). Last in
     the result: the CPU seconds of the hidden layers' tightening."""
+    xp = namespace(lo)
     relaxations: dict[int, _Relaxation] = {}
-    active = torch.ones(lo.shape[0], dtype=torch.bool)
+    active = xp.ones(lo.shape[0], dtype=xp.bool)
     tightened = active if tighten is None else tighten
     tightening = 0.0
-    pre_lo: list[torch.Tensor] = []
-    pre_hi: list[torch.Tensor] = []
+    pre_lo: list[Array] = []
+    pre_hi: list[Array] = []
     inputs_lo, inputs_hi = [lo], [hi]
-    halves: dict[int, torch.Tensor] = {}
-    layer_halves: dict[torch.dtype, dict[int, torch.Tensor]] = {
-        torch.float64: halves
+    halves: dict[int, Array] = {}
+    layer_halves: dict[Any, dict[int, Array]] = {
+        xp.float64: halves
     }
     magnitudes = _Magnitudes()
-    value_in = torch.maximum(lo.abs(), hi.abs())
+    value_in = xp.maximum(xp.abs(lo), xp.abs(hi))
     support_in = _nonzero_inputs(lo, hi)
     for index, affine in enumerate(affines[:-1]):
         if index == 0:
@@ -222,7 +226,7 @@ def _crown_finite(
             relaxations[index] = _relax(z_lo, z_hi, affine.slope, lower_slopes)
             dead = _dead(z_hi, affine.slope)
             if give_up_saturated and index > 0:
-                active &= ~((z_lo < 0) & (z_hi > 0)).all(dim=1)
+                active &= ~xp.all((z_lo < 0) & (z_hi > 0), axis=1)
         value_in, support_in = magnitudes.activated(relaxations.get(index), dead)
         h_lo, h_hi = _activate_interval(z_lo, z_hi, affine.slope)
         inputs_lo.append(h_lo)
@@ -230,13 +234,13 @@ def _crown_finite(
     last = len(affines) - 1
     magnitudes.push(affines[last], value_in, support_in)
     spec_margin = _row_margins(
-        (spec.abs() @ magnitudes.value[-1].unsqueeze(-1)).squeeze(-1),
-        ((spec != 0).to(torch.float64) @ magnitudes.support[-1].unsqueeze(-1)).squeeze(-1),
+        (xp.abs(spec) @ magnitudes.value[-1][..., None])[..., 0],
+        (astype(spec != 0, xp.float64) @ magnitudes.support[-1][..., None])[..., 0],
         affines[last].rel_margin,
     )
     if not bool(active.all()):
         rows = spec.shape[1]
-        kept = active[:, None].expand(-1, rows)
+        kept = xp.broadcast_to(active[:, None], (active.shape[0], rows))
         needed = kept if needed is None else needed & kept
     lower, upper, coefficients, (signed_lower, signed_upper) = _crown_spec(
         affines, relaxations, spec, spec_margin, inputs_lo, inputs_hi, onehot, needed, halves
@@ -245,7 +249,7 @@ def _crown_finite(
         spec, affines[last], inputs_lo[last], inputs_hi[last], onehot if last == 0 else None
     )
     return (
-        torch.maximum(lower, ibp_lower), torch.minimum(upper, ibp_upper),
+        xp.maximum(lower, ibp_lower), xp.minimum(upper, ibp_upper),
         pre_lo, pre_hi, relaxations, coefficients,
         (signed_lower, lower, signed_upper, upper), spec_margin, tightening,
     )

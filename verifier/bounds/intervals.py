@@ -4,9 +4,11 @@ signs narrowing the pre-activations."""
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+import math
 
+import numpy as np
+
+from verifier.arrays import Array, astype, namespace, shared_rows
 from verifier.bounds.activation import _activate_interval
 from verifier.bounds.affine import (
     _Affine,
@@ -29,8 +31,8 @@ GROUP_CHUNK = 1 << 22
 
 
 def _interval_affine(
-    affine: _Affine, lo: torch.Tensor, hi: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+    affine: _Affine, lo: Array, hi: Array
+) -> tuple[Array, Array]:
     """Sound interval image of ``weight @ x + bias`` for ``x`` in ``[lo, hi]`` (batched; the
     map may be shared or one per box).
 
@@ -39,11 +41,12 @@ def _interval_affine(
     weight, never ``0·∞``. Widened by the margin rule and sanitised
     (:mod:`verifier.bounds.affine`).
     """
-    finite = torch.isfinite(lo).all(dim=1) & torch.isfinite(hi).all(dim=1)
+    xp = namespace(lo)
+    finite = xp.all(xp.isfinite(lo), axis=1) & xp.all(xp.isfinite(hi), axis=1)
     if bool(finite.all()):
         return _finite_interval_affine(affine, lo, hi)
-    out_lo = torch.empty(lo.shape[0], affine.weight.shape[-2], dtype=torch.float64)
-    out_hi = torch.empty_like(out_lo)
+    out_lo = xp.empty((lo.shape[0], affine.weight.shape[-2]), dtype=xp.float64)
+    out_hi = xp.empty_like(out_lo)
     if finite.any():
         out_lo[finite], out_hi[finite] = _finite_interval_affine(
             _restricted(affine, finite), lo[finite], hi[finite]
@@ -52,23 +55,23 @@ def _interval_affine(
     if infinite.any():
         part = _restricted(affine, infinite)
         i_lo, i_hi = lo[infinite], hi[infinite]
-        positive = part.weight.clamp(min=0.0)
-        negative = part.weight.clamp(max=0.0)
-        lo_f = torch.where(torch.isfinite(i_lo), i_lo, torch.zeros_like(i_lo))
-        hi_f = torch.where(torch.isfinite(i_hi), i_hi, torch.zeros_like(i_hi))
+        positive = xp.clip(part.weight, min=0.0)
+        negative = xp.clip(part.weight, max=0.0)
+        lo_f = xp.where(xp.isfinite(i_lo), i_lo, xp.zeros_like(i_lo))
+        hi_f = xp.where(xp.isfinite(i_hi), i_hi, xp.zeros_like(i_hi))
         c_lo, c_hi = _widened(
             part,
             _apply(positive, lo_f) + _apply(negative, hi_f) + part.bias,
             _apply(positive, hi_f) + _apply(negative, lo_f) + part.bias,
             lo_f, hi_f, _nonzero_inputs(i_lo, i_hi),
         )
-        lo_inf = (i_lo == -np.inf).to(torch.float64)
-        hi_inf = (i_hi == np.inf).to(torch.float64)
+        lo_inf = astype(i_lo == -np.inf, xp.float64)
+        hi_inf = astype(i_hi == np.inf, xp.float64)
         # a folded coefficient within rounding of zero has an unknown real sign
-        certain = part.weight.abs() > SOUNDNESS_REL_MARGIN * part.mag_weight
+        certain = xp.abs(part.weight) > SOUNDNESS_REL_MARGIN * part.mag_weight
         unsure = (part.support_weight > 0) & ~certain
-        has_pos = ((positive > 0) & certain | unsure).to(torch.float64)
-        has_neg = ((negative < 0) & certain | unsure).to(torch.float64)
+        has_pos = astype((positive > 0) & certain | unsure, xp.float64)
+        has_neg = astype((negative < 0) & certain | unsure, xp.float64)
         to_minus = (_apply(has_pos, lo_inf) + _apply(has_neg, hi_inf)) > 0
         to_plus = (_apply(has_pos, hi_inf) + _apply(has_neg, lo_inf)) > 0
         c_lo[to_minus] = -np.inf
@@ -78,8 +81,8 @@ def _interval_affine(
 
 
 def _finite_interval_affine(
-    affine: _Affine, lo: torch.Tensor, hi: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+    affine: _Affine, lo: Array, hi: Array
+) -> tuple[Array, Array]:
     """:func:`_interval_affine` on boxes whose coordinates are all finite (midpoint/radius)."""
     mid, rad = _halves(lo, hi)
     center = _apply(affine.weight, mid) + affine.bias
@@ -88,13 +91,14 @@ def _finite_interval_affine(
 
 
 def _first_interval(
-    affine: _Affine, lo: torch.Tensor, hi: torch.Tensor, onehot: _OneHot | None
-) -> tuple[torch.Tensor, torch.Tensor]:
+    affine: _Affine, lo: Array, hi: Array, onehot: _OneHot | None
+) -> tuple[Array, Array]:
     """:func:`_interval_affine` of a map applied to the input box, with every usable one-hot
     group bounded exactly by its allowed categories (boxes with an infinite coordinate keep
     the plain interval image). The margin's magnitude comes from the whole box, which holds
     every allowed one-hot vector, so it still dominates the rounding."""
-    if onehot is None or not bool(torch.isfinite(lo).all() & torch.isfinite(hi).all()):
+    xp = namespace(lo)
+    if onehot is None or not bool(xp.isfinite(lo).all() & xp.isfinite(hi).all()):
         return _interval_affine(affine, lo, hi)
     mid, rad = _input_halves(lo, hi, onehot)
     center = _apply(affine.weight, mid) + affine.bias
@@ -103,7 +107,7 @@ def _first_interval(
     if affine.weight.ndim == 2:
         group_low, group_high = _shared_group_extremes(affine.weight, onehot)
         return _widened(affine, low + group_low, high + group_high, lo, hi)
-    step = max(1, GROUP_CHUNK // max(1, affine.weight.shape[-2] * onehot.index.numel()))
+    step = max(1, GROUP_CHUNK // max(1, affine.weight.shape[-2] * math.prod(onehot.index.shape)))
     for start in range(0, lo.shape[0], step):
         part = slice(start, start + step)
         records = onehot.select(part)
@@ -113,35 +117,36 @@ def _first_interval(
 
 
 def _spec_interval(
-    spec: torch.Tensor, last: _Affine, lo: torch.Tensor, hi: torch.Tensor,
+    spec: Array, last: _Affine, lo: Array, hi: Array,
     onehot: _OneHot | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[Array, Array]:
     """IBP bound of ``spec @ (W h + b)`` with the spec folded into the last layer (the margin
     comes from the unfolded ``|spec|·|W|``, so cancellation in the fold is covered);
     ``onehot`` when ``h`` is the input box itself (a one-layer network)."""
-    matrix = spec[0] if spec.stride(0) == 0 else spec
+    matrix = spec[0] if shared_rows(spec) else spec
     return _first_interval(_folded(matrix, last), lo, hi, onehot)
 
 
 def _with_signs(
-    z_lo: torch.Tensor, z_hi: torch.Tensor, signs: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor]:
+    z_lo: Array, z_hi: Array, signs: Array | None
+) -> tuple[Array, Array]:
     """Pre-activation bounds narrowed by known signs (``1``: ``z >= 0`` on the box, ``-1``:
     ``z <= 0``, ``0``: nothing known); ``None`` leaves them as they are."""
     if signs is None:
         return z_lo, z_hi
+    xp = namespace(z_lo)
     return (
-        torch.where(signs > 0, z_lo.clamp(min=0.0), z_lo),
-        torch.where(signs < 0, z_hi.clamp(max=0.0), z_hi),
+        xp.where(signs > 0, xp.clip(z_lo, min=0.0), z_lo),
+        xp.where(signs < 0, xp.clip(z_hi, max=0.0), z_hi),
     )
 
 
 def _layer_signs(
-    signs: torch.Tensor | None, affines: list[_Affine]
-) -> list[torch.Tensor | None]:
+    signs: Array | None, affines: list[_Affine]
+) -> list[Array | None]:
     """``signs`` ``(B, N)`` cut into one ``(B, n_k)`` block per layer but the last (``None``
     for layers without a kink, or when no signs are known)."""
-    blocks: list[torch.Tensor | None] = []
+    blocks: list[Array | None] = []
     start = 0
     for affine in affines[:-1]:
         if signs is None or affine.slope is None:
@@ -154,9 +159,9 @@ def _layer_signs(
 
 
 def _ibp_layers(
-    affines: list[_Affine], lo: torch.Tensor, hi: torch.Tensor, onehot: _OneHot | None = None,
-    signs: list[torch.Tensor | None] | None = None,
-) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    affines: list[_Affine], lo: Array, hi: Array, onehot: _OneHot | None = None,
+    signs: list[Array | None] | None = None,
+) -> tuple[list[Array], list[Array]]:
     """Pre-activation IBP bounds of every layer but the last (narrowed by known signs)."""
     pre_lo, pre_hi = [], []
     h_lo, h_hi = lo, hi
@@ -174,9 +179,9 @@ def _ibp_layers(
 
 
 def _post_activation(
-    affines: list[_Affine], pre_lo: list[torch.Tensor], pre_hi: list[torch.Tensor],
-    lo: torch.Tensor, hi: torch.Tensor, index: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    affines: list[_Affine], pre_lo: list[Array], pre_hi: list[Array],
+    lo: Array, hi: Array, index: int,
+) -> tuple[Array, Array]:
     """Bounds of the input to layer ``index`` (the box, or the previous layer's activation)."""
     if index == 0:
         return lo, hi

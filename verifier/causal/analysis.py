@@ -67,8 +67,8 @@ import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import torch
 
+from verifier.arrays import single_threaded
 from verifier.bounds import (
     BoundsResult,
     LowerSlopes,
@@ -508,15 +508,12 @@ def analyse_chunk(problem: FairnessProblem, settings: AnalysisSettings, lower: n
     Adult RQ4 1280 a child of an unsaturated partition cost 1.0 ms of bounding a cell instead
     of 6.5 (docs/decisions.md, issue 35).
 
-    Runs torch single-threaded (restoring the caller's setting): the boxes are small and the
-    executor already supplies the parallelism, so intra-op threads only contend for cores."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    Runs torch single-threaded (:func:`~verifier.arrays.single_threaded`): the boxes are
+    small and the executor already supplies the parallelism, so intra-op threads only contend
+    for cores."""
+    with single_threaded():
         return _analyse(problem, settings, lower, upper, hints, deadline, refining, bounds_only,
                         signs)
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _probe_values(problem: FairnessProblem, hints: np.ndarray | None, batch: int) -> np.ndarray:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from verifier.network import Network, NetworkError, apply_head_numpy
+from verifier.network import Network, NetworkError
 
 FLOAT32_RTOL = 1e-5
 FLOAT64_RTOL = 1e-9
@@ -51,21 +51,6 @@ def check_inputs(
     values = rng.normal(size=(rows, *input_shape))
     values[rows // 2 :] *= 100.0
     return values.astype(dtype)
-
-
-def ir_outputs(network: Network, x: np.ndarray) -> np.ndarray:
-    """The IR evaluated layer by layer in float64 numpy, head included (the semantics of
-    :meth:`Network.forward`, without torch's thread start-up cost on small batches)."""
-    hidden = x
-    for layer in network.layers:
-        hidden = hidden @ layer.weight.T + layer.bias
-        if layer.activation == "relu":
-            hidden = np.maximum(hidden, 0.0)
-        elif layer.activation == "leaky_relu":
-            hidden = np.where(hidden < 0.0, hidden * layer.negative_slope_effective, hidden)
-        elif layer.activation == "hardtanh":
-            hidden = np.clip(hidden, layer.min_val, layer.max_val)
-    return apply_head_numpy(network.head, hidden)
 
 
 def magnitude(network: Network, x: np.ndarray) -> np.ndarray:
@@ -110,7 +95,7 @@ def assert_agrees(
             f"{what}: the source gives {expected.shape[1]} outputs per sample, the converted "
             f"network {network.output_size}"
         )
-    actual = ir_outputs(network, flat)
+    actual = network.evaluate_numpy(flat)
     if not np.all(np.isfinite(expected)):
         raise NetworkError(f"{what}: the source model gives non-finite outputs on check inputs")
     scale = np.maximum.reduce(

@@ -3,8 +3,8 @@ quotient enclosures and the interval-versus-threshold verdict table. Every sound
 :mod:`verifier` rounds through here; ``tests/test_numerics.py`` checks the core against exact
 rational arithmetic and ``tests/test_numerics_usage.py`` that nothing else rounds by hand.
 
-Torch variants live in :mod:`verifier.numerics.tensor` (imported on its own, so that this
-package imports no torch).
+Array variants (numpy arrays or torch tensors) live in :mod:`verifier.numerics.tensor`
+(imported on its own; neither imports torch).
 """
 
 from verifier.numerics.comparison import (

@@ -1,28 +1,31 @@
-"""Torch variants of the outward rounding (:mod:`verifier.numerics.rounding`) and the margin
+"""Array variants of the outward rounding (:mod:`verifier.numerics.rounding`) and the margin
 rule of network bounds (:mod:`verifier.numerics.margins`), for the modules that compute on
-tensors. Kept apart so that the float/numpy core imports no torch."""
+arrays: each takes a torch tensor or a numpy array and computes in its namespace
+(:func:`verifier.arrays.namespace`), the same IEEE operations on both, so the result has the
+same bits. Importing this module imports no torch; a numpy argument never loads it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
-
+from verifier.arrays import Array, namespace
 from verifier.numerics.margins import SOUNDNESS_ABS_MARGIN, SOUNDNESS_REL_MARGIN
 
 
-def down_tensor(values: torch.Tensor) -> torch.Tensor:
-    """The float just below each entry, in the tensor's own dtype (``-inf`` stays)."""
-    return torch.nextafter(values, torch.full_like(values, -torch.inf))
+def down_tensor(values: Array) -> Array:
+    """The float just below each entry, in the array's own dtype (``-inf`` stays)."""
+    xp = namespace(values)
+    return xp.nextafter(values, xp.full_like(values, -xp.inf))
 
 
-def up_tensor(values: torch.Tensor) -> torch.Tensor:
-    """The float just above each entry, in the tensor's own dtype (``+inf`` stays)."""
-    return torch.nextafter(values, torch.full_like(values, torch.inf))
+def up_tensor(values: Array) -> Array:
+    """The float just above each entry, in the array's own dtype (``+inf`` stays)."""
+    xp = namespace(values)
+    return xp.nextafter(values, xp.full_like(values, xp.inf))
 
 
-def magnitude_margin(magnitude: torch.Tensor, support: Callable[[], torch.Tensor],
-                     relative: float = SOUNDNESS_REL_MARGIN) -> torch.Tensor:
+def magnitude_margin(magnitude: Array, support: Callable[[], Array],
+                     relative: float = SOUNDNESS_REL_MARGIN) -> Array:
     """The rounding margin of a sum whose real terms have absolute values adding up to at
     most ``magnitude`` (computed in float).
 
@@ -35,10 +38,11 @@ def magnitude_margin(magnitude: torch.Tensor, support: Callable[[], torch.Tensor
     zero sum — every term exactly zero in real arithmetic — gets no margin, because its float
     evaluation is exact.
     """
+    xp = namespace(magnitude)
     margin = relative * magnitude + SOUNDNESS_ABS_MARGIN
     zero = magnitude == 0
     if bool(zero.any()):
-        absolute = torch.where(support(), torch.full_like(margin, SOUNDNESS_ABS_MARGIN),
-                               torch.zeros_like(margin))
-        margin = torch.where(zero, absolute, margin)
+        absolute = xp.where(support(), xp.full_like(margin, SOUNDNESS_ABS_MARGIN),
+                            xp.zeros_like(margin))
+        margin = xp.where(zero, absolute, margin)
     return margin
