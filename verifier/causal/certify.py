@@ -181,7 +181,7 @@ so far would come up with probability below :data:`EXACT_EARLY_LEVEL` if the sha
 ``PRESOLVE_MAX_FAIR`` (none in the first 4 checks, at most one in 6): the same judgement as
 the exact checks' early one. It matters because the choice also sets the certificate's first
 search (:func:`verifier.causal.exact_check.check_partition`'s ``presolve_first``): up to
-300 LPs before the MILP otherwise, which on FairQuant's GC-4 cost 15–80 ms a check on
+300 LPs before the MILP otherwise, which on FairQuant's GC-4 cost 13–82 ms a check on
 partitions holding a witness or a near tie (docs/decisions.md, issue 35)."""
 
 
