@@ -148,7 +148,9 @@ def search_mip(cost: np.ndarray, matrix: CompressedRows, row_lower: np.ndarray,
     ``(status, HiGHS's dual bound, the point)`` when HiGHS holds a point (at the optimum or a
     limit), or ``(status, None, None)``. Like every answer here, a claim: callers prove.
     Each search gets a fresh solver (0.1 ms), as scipy's gives it: a reused one carries state
-    from search to search (a test's verdict changed with the searches run before it)."""
+    from search to search (a test's verdict changed with the searches run before it). HiGHS's
+    MILP starts worker threads that a forked process does not inherit (a process pool's
+    worker then spins in its first MILP), so they are shut down after each search."""
     solver = quiet_highs()
     solver.setOptionValue("output_flag", False)
     for key, value in options.items():
@@ -159,6 +161,7 @@ def search_mip(cost: np.ndarray, matrix: CompressedRows, row_lower: np.ndarray,
     lp.integrality_ = [highspy.HighsVarType(int(flag)) for flag in integral]
     solver.passModel(lp)
     solver.run()
+    highspy.Highs.resetGlobalScheduler(True)
     status = solver.getModelStatus()
     if status == STATUS.kInfeasible:
         return "infeasible", None, None
