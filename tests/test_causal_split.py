@@ -393,3 +393,27 @@ def test_witnessed_partitions_are_refined_before_coverage_ends() -> None:
     assert refining.any() and (~refining).any()
     assert np.argmax(refining) < np.flatnonzero(~refining).max()
     assert_share_contains_estimate(network, certificate.bounds["biased_share"], 0)
+
+
+def test_presolve_first_is_judged_early_only_on_fruitless_first_checks() -> None:
+    """Presolve (and the certificate's root-only first search) comes first after 4 checks
+    without a proof, or one in 6, before ``PRESOLVE_MIN_CHECKS``; from then on by the window's
+    share as before; never before any check."""
+
+    def first(statuses: list[int]) -> bool:
+        choice = certify_module._PresolveChoice()
+        choice.record(_outcome(statuses, [True] * len(statuses)))
+        return choice.first()
+
+    assert certify_module.PRESOLVE_MIN_CHECKS == 8
+    assert not certify_module._PresolveChoice().first()
+    assert not first([2, 2, 2])  # a share of 0.6 gives three failures 6.4 % of the time
+    assert first([2, 2, 2, 2])
+    assert not first([FAIR, 2, 2, 2, 2])
+    assert first([FAIR, 2, 2, 2, 2, 2])
+    assert not first([FAIR, FAIR, 2, 2, 2, 2, 2])  # two of seven
+    assert first([FAIR, FAIR] + [2] * 6)  # 2 of 8 ≤ 0.6: the window's rule, unchanged
+    assert not first([FAIR] * 5 + [2] * 3)  # 5 of 8 > 0.6
+    unchecked = certify_module._PresolveChoice()
+    unchecked.record(_outcome([2] * 6, [False] * 6))  # partitions not checked do not count
+    assert not unchecked.first()

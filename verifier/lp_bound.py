@@ -15,9 +15,9 @@ Program. 99, 2004). The data are read as the exact rationals their floats denote
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_array
 
 from verifier.numerics import gamma
+from verifier.sparse_rows import CompressedRows, RowMatrix
 
 
 def _sum_upper(terms: np.ndarray) -> np.ndarray:
@@ -27,7 +27,7 @@ def _sum_upper(terms: np.ndarray) -> np.ndarray:
     return total + gamma(terms.shape[0] + 2) * (np.abs(terms).sum(axis=0) + np.abs(total))
 
 
-def proven_upper_bound(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray,
+def proven_upper_bound(cost: np.ndarray, matrix: CompressedRows, row_lower: np.ndarray,
                        row_upper: np.ndarray, lower: np.ndarray, upper: np.ndarray,
                        multipliers: np.ndarray) -> float:
     """An upper bound, in real arithmetic, on ``cost·v`` over every ``v`` with ``row_lower ≤
@@ -42,7 +42,7 @@ def proven_upper_bound(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarra
                                      y).min(initial=np.inf))
 
 
-def proven_upper_bounds(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray,
+def proven_upper_bounds(cost: np.ndarray, matrix: CompressedRows, row_lower: np.ndarray,
                         row_upper: np.ndarray, lower: np.ndarray, upper: np.ndarray,
                         multipliers: np.ndarray) -> np.ndarray:
     """:func:`proven_upper_bound` for ``r`` candidates at once, each with its own column
@@ -53,11 +53,11 @@ def proven_upper_bounds(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarr
     y = np.array(multipliers, dtype=np.float64, ndmin=2)
     y[(y > 0.0) & ~np.isfinite(row_upper)[None, :]] = 0.0
     y[(y < 0.0) & ~np.isfinite(row_lower)[None, :]] = 0.0
-    transposed = matrix.T.tocsr()
-    reduced = cost[:, None] - transposed @ y.T
+    transposed = RowMatrix.of(matrix).transposed()
+    reduced = cost[:, None] - transposed.times(y.T)
     # every column's dot product has at most max_k + 1 roundings; γ grows with the count
     roundings = int(np.diff(transposed.indptr).max(initial=0)) + 2
-    reach = abs(transposed) @ np.abs(y).T + np.abs(cost)[:, None]
+    reach = transposed.absolute().times(np.abs(y).T) + np.abs(cost)[:, None]
     error = gamma(roundings) * reach
     g_low, g_high = reduced - error, reduced + error
     low = lower[:, None] if lower.ndim == 1 else lower

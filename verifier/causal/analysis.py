@@ -564,9 +564,9 @@ def _exact_checks(problem: FairnessProblem, settings: AnalysisSettings, lower: n
     witness arrays; returns the number of MILPs solved and the checks' proofs, summed.
 
     :mod:`verifier.causal.exact_check` is imported here, at the first partition that needs it,
-    not with this module: it brings ``scipy.optimize`` (0.2–0.35 CPU s of a 1.4–1.7 s start-up),
-    and runs whose first chunks are decided by bounds alone (FairQuant's GC-4, GC-5 and
-    compas-3) certify that much earlier. It is the only import of the module deferred so."""
+    not with this module: it brings ``highspy`` and the certificate's modules (about 0.02 CPU
+    s; it brought ``scipy.optimize``, 0.2–0.35 s, until it called HiGHS directly), which runs
+    decided by bounds alone never need. It is the only import of the module deferred so."""
     from verifier.causal.exact_check import check_partition
 
     cell_count = problem.protected_cells.shape[0]

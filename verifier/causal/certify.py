@@ -176,21 +176,30 @@ costs about ``(1 − p) + 2p`` solves against ``2.4 (1 − p) + p`` for a share 
 proofs, so it pays below about 0.6. Off until measured: a presolved try that ends in a
 proof is wasted, and on Libra COMPAS priors (U = 14) each cost 180 ms against 60 ms for the
 proving solve. Measured shares: 3 % of GC-1's first solves were proofs; 99 % of German
-0.20-bias3/Gt's."""
+0.20-bias3/Gt's. Before ``PRESOLVE_MIN_CHECKS`` checks, presolve comes first once the proofs
+so far would come up with probability below :data:`EXACT_EARLY_LEVEL` if the share were
+``PRESOLVE_MAX_FAIR`` (none in the first 4 checks, at most one in 6): the same judgement as
+the exact checks' early one. It matters because the choice also sets the certificate's first
+search (:func:`verifier.causal.exact_check.check_partition`'s ``presolve_first``): up to
+300 LPs before the MILP otherwise, which on FairQuant's GC-4 cost 13–82 ms a check on
+partitions holding a witness or a near tie (docs/decisions.md, issue 35)."""
 
 
 class _PresolveChoice:
     """Whether the exact checks should try presolve first: once at least
     :data:`PRESOLVE_MIN_CHECKS` were made, while the recent ones proved their partition fair
-    at most as often as :data:`PRESOLVE_MAX_FAIR`. Counted, not
-    timed, like :class:`_ExactYield`."""
+    at most as often as :data:`PRESOLVE_MAX_FAIR`; before that, once the first checks already
+    say so (:data:`PRESOLVE_MAX_FAIR`). Counted, not timed, like :class:`_ExactYield`."""
 
     def __init__(self) -> None:
         self.recent: deque[bool] = deque(maxlen=PRESOLVE_WINDOW)
 
     def first(self) -> bool:
-        return (len(self.recent) >= PRESOLVE_MIN_CHECKS
-                and sum(self.recent) <= PRESOLVE_MAX_FAIR * len(self.recent))
+        proofs = sum(self.recent)
+        if len(self.recent) < PRESOLVE_MIN_CHECKS:
+            return (bool(self.recent) and _binomial_tail(proofs, len(self.recent),
+                                                         PRESOLVE_MAX_FAIR) < EXACT_EARLY_LEVEL)
+        return proofs <= PRESOLVE_MAX_FAIR * len(self.recent)
 
     def record(self, outcome: ChunkOutcome) -> None:
         self.recent.extend(bool(fair) for fair in (outcome.status == FAIR)[outcome.exact_checked])

@@ -1,4 +1,4 @@
-"""Exact check of one partition: a MILP over two copies of the network (HiGHS via scipy).
+"""Exact check of one partition: a MILP over two copies of the network (HiGHS via highspy).
 
 Copy A and copy B share every non-protected input; their protected inputs range over two
 protected cells. Each ReLU/LeakyReLU whose pre-activation bounds (valid over the partition and
@@ -59,14 +59,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array, csr_array
 
 from verifier.causal.milp_certificate import (
     NODE_LIMIT,
@@ -76,8 +73,10 @@ from verifier.causal.milp_certificate import (
 from verifier.causal.problem import CausalInputError, FairnessProblem
 from verifier.causal.proof_tally import ProofTally
 from verifier.causal.witness import confirmed_pairs
+from verifier.highs import search_mip
 from verifier.lp_bound import affine_interval
 from verifier.numerics import add_up, mul_down, mul_up
+from verifier.sparse_rows import RowMatrix
 
 TIE_MARGIN = 1e-6
 """The band ``[−τ, τ]`` of margins the MILP leaves undecided, relative to the model's scale
@@ -122,14 +121,15 @@ class _Model:
         self.vals: list[float] = []
         self.row_lower: list[float] = []
         self.row_upper: list[float] = []
-        self._built: tuple[tuple[int, int, int], csr_array] | None = None
+        self._built: tuple[tuple[int, int, int], RowMatrix] | None = None
 
-    def matrix(self) -> csr_array:
+    def matrix(self) -> RowMatrix:
         """``A`` as a sparse matrix, built once for the certificate and every solve of
         the same rows (rebuilt after rows or variables are added)."""
         shape = (len(self.row_lower), len(self.lower), len(self.vals))
         if self._built is None or self._built[0] != shape:
-            matrix = coo_array((self.vals, (self.rows, self.cols)), shape=shape[:2]).tocsr()
+            matrix = RowMatrix.from_entries(np.asarray(self.rows), np.asarray(self.cols),
+                                            np.asarray(self.vals), shape[:2])
             self._built = (shape, matrix)
         return self._built[1]
 
@@ -321,23 +321,18 @@ def _solve(model: _Model, t: int, time_limit: float, floor: float, presolve: boo
     objective[t] = -1.0
     lower = np.asarray(model.lower, dtype=float)
     lower[t] = floor
-    with _native_stdout_silenced(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Unrecognized options", category=RuntimeWarning)
-        result = milp(
-            objective,
-            constraints=LinearConstraint(matrix, model.row_lower, model.row_upper),
-            integrality=np.asarray(model.integral),
-            bounds=Bounds(lower, model.upper),
-            options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": MIP_REL_GAP,
-                     "mip_max_improving_sols": 1, "presolve": presolve},
-        )
-    if result.status == 2:
+    with _native_stdout_silenced():
+        status, dual, point = search_mip(
+            objective, matrix, np.asarray(model.row_lower), np.asarray(model.row_upper), lower,
+            np.asarray(model.upper), np.asarray(model.integral),
+            {"time_limit": max(time_limit, 0.01), "mip_rel_gap": MIP_REL_GAP,
+             "mip_max_improving_sols": 1, "presolve": presolve})
+    if status == "infeasible":
         return "infeasible", -np.inf, None
-    dual = getattr(result, "mip_dual_bound", None)
-    best_upper = -float(dual) if dual is not None and np.isfinite(dual) else np.inf
-    if result.x is None:
+    best_upper = -dual if dual is not None and np.isfinite(dual) else np.inf
+    if point is None:
         return "unknown", best_upper, None
-    return "solved", best_upper, np.asarray(result.x)
+    return "solved", best_upper, point
 
 
 def _encodings(problem: FairnessProblem, cell_bounds: list[CellBounds], merge_cells: bool

@@ -30,10 +30,10 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_array
 
 from verifier.highs import BoundedLp
 from verifier.lp_bound import proven_upper_bounds
+from verifier.sparse_rows import CompressedRows
 
 NODE_LIMIT = 2000
 """LPs one certificate may solve before it gives up (unproven)."""
@@ -63,7 +63,7 @@ class MarginCertificate:
     reason: str
 
 
-def certify_negative_margin(matrix: csr_array, row_lower: np.ndarray, row_upper: np.ndarray,
+def certify_negative_margin(matrix: CompressedRows, row_lower: np.ndarray, row_upper: np.ndarray,
                             lower: np.ndarray, upper: np.ndarray, integral: np.ndarray,
                             margin: int, node_limit: int = NODE_LIMIT,
                             deadline: float | None = None) -> MarginCertificate:
@@ -179,7 +179,7 @@ def _node_bounds(lower: np.ndarray, upper: np.ndarray, columns: np.ndarray,
     return node_lower, node_upper
 
 
-def _closed(cost: np.ndarray, matrix: csr_array, row_lower: np.ndarray, row_upper: np.ndarray,
+def _closed(cost: np.ndarray, matrix: CompressedRows, row_lower: np.ndarray, row_upper: np.ndarray,
             lower: np.ndarray, upper: np.ndarray, columns: np.ndarray,
             batch: list[tuple[np.ndarray, np.ndarray]],
             solved: list[tuple[str, np.ndarray | None, np.ndarray | None]]) -> np.ndarray:
