@@ -275,7 +275,7 @@ class CausalSettings:
         }
 
     def analysis(self) -> AnalysisSettings:
-        from verifier.causal.analysis import AnalysisSettings  # torch, for partitioning only
+        from verifier.causal.analysis import AnalysisSettings  # partitioning only
 
         return AnalysisSettings(self.min_edge, self.max_unstable, self.bound_method,
                                 self.milp_time_limit, self.witness_sampling, self.split_rule)
@@ -333,7 +333,7 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
     chunk not back by the deadline, or cancelled by the executor, yields ``None``. Also
     whether the executor cancelled a chunk: it can run no more (a Dask client that lost its
     scheduler; no executor here cancels a task otherwise)."""
-    from verifier.causal.analysis import analyse_chunk  # torch, for partitioning only
+    from verifier.causal.analysis import analyse_chunk  # partitioning only
 
     futures = []
     for start in range(0, lower.shape[0], chunk):
@@ -540,14 +540,14 @@ def _order_slope(problem: FairnessProblem) -> float:
     1280). On FairQuant's GC-1 (one hidden layer) the discount showed no gain (age 41.89 %
     with it against 42.45 % largest first, and 41.52 % in a repeat of largest first: within
     the spread), so networks without saturated boxes keep their path unchanged."""
-    from verifier.causal.analysis import gives_up_saturated  # torch, for partitioning only
+    from verifier.causal.analysis import gives_up_saturated  # partitioning only
 
     return PRIORITY_SLOPE if gives_up_saturated(problem) else 0.0
 
 
 def _kink_count(problem: FairnessProblem) -> int:
     """The network's kink neurons (the width of the unpacked signs)."""
-    from verifier.bounds import kink_neurons  # torch, for partitioning only
+    from verifier.bounds import kink_neurons  # partitioning only
 
     return kink_neurons(problem.network)
 
@@ -555,7 +555,7 @@ def _kink_count(problem: FairnessProblem) -> int:
 def _no_signs(problem: FairnessProblem, count: int) -> np.ndarray:
     """``(count, V, P)`` packed kink signs that say nothing (see
     :func:`~verifier.bounds.pack_signs`), for partitions with no parent."""
-    from verifier.bounds import kink_neurons, pack_signs  # torch, for partitioning only
+    from verifier.bounds import kink_neurons, pack_signs  # partitioning only
 
     cells = problem.protected_cells.shape[0]
     width = pack_signs(np.zeros((1, kink_neurons(problem.network)), dtype=np.int8)).shape[1]

@@ -34,7 +34,7 @@ def certified_classes(network: Network, points: np.ndarray) -> np.ndarray:
     points = np.atleast_2d(np.asarray(points, dtype=np.float64))
     classes = network.output_size
     if network.folded:
-        from verifier.bounds import compute_bounds, pairwise_difference_spec  # torch
+        from verifier.bounds import compute_bounds, pairwise_difference_spec  # folded networks only
 
         result = compute_bounds(network, points, points, pairwise_difference_spec(classes), "ibp")
         return proven_from_lower(result.lower, classes)
