@@ -85,7 +85,7 @@ def audit(network: Network, population: PopulationModel, low: float, high: float
           threshold: float):
     settings = LocalRobustnessSettings(kind="local_robustness", center=[(low + high) / 2],
                                        epsilon=(high - low) / 2, expected_class=1,
-                                       min_probability=threshold, timeout_s=60)
+                                       min_probability=threshold, timeout_s=10)
     return run_audit(settings, network, population)
 
 
@@ -119,6 +119,7 @@ def test_a_narrow_uniform_far_from_zero_is_not_passed_on_float(offset: float,
     bound_low, bound_high = certificate.bounds["probability"]
     assert bound_low <= truth <= bound_high
     assert certificate.details["proven"] is False
+    assert certificate.details["proven_by"] == "box branching (PV)"
     assert certificate.verdict in ("unknown", "satisfied" if truth >= between else "violated")
 
 
@@ -143,7 +144,7 @@ def test_a_narrow_square_far_from_zero_is_not_passed_on_float() -> None:
     truth = half_plane_area(square, (1, 2), Fraction(offset)) / (side_high - side_low) ** 2
     settings = LocalRobustnessSettings(kind="local_robustness", center=[(low + high) / 2] * 2,
                                        epsilon=(high - low) / 2, expected_class=1,
-                                       min_probability=0.7960, timeout_s=60)
+                                       min_probability=0.7960, timeout_s=10)
     certificate = run_audit(settings, network, population)
     bound_low, bound_high = certificate.bounds["probability"]
     assert bound_low <= truth <= bound_high
@@ -184,6 +185,7 @@ def test_a_density_spike_at_the_boundary_is_not_passed_on_float() -> None:
     assert low <= truth <= high
     assert certificate.verdict == "unknown"
     assert certificate.details["float_verdict"] == "satisfied"
+    assert certificate.details["proof_refused"] == "precision must be positive"
 
 
 def test_the_report_shows_the_float_value_beside_the_proof() -> None:
