@@ -349,10 +349,12 @@ def test_metrics_and_tags_of_the_new_kinds_are_generic() -> None:
     assert float(tags["certgate.fair_s.biased_share_population_upper"]) == \
         causal_certificate.bounds["biased_share_population"][1]
     mono_tags = version_result_tags(mono, certificates["mono"])
-    assert mono_tags["certgate.mono.verdict"] == "unknown"
-    assert float(mono_tags["certgate.mono.probability_lower"]) == 0.0
+    # monotone in x (truth 1): the float value is not proven, box branching's proof is
+    assert mono_tags["certgate.mono.verdict"] == "satisfied"
+    mono_low = float(mono_tags["certgate.mono.probability_lower"])
+    assert mono_low == certificates["mono"].bounds["probability"][0] and 0.9 <= mono_low <= 1
     assert mono_tags["certgate.mono.requirement"] == "probability >= 0.9"
-    assert headline_metrics(mono, certificates["mono"])["mono.proven_pass"] == 0.0
+    assert headline_metrics(mono, certificates["mono"])["mono.proven_pass"] == 1.0
 
 
 # ------------------------------------------------------------------------------ end to end

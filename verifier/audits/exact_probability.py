@@ -58,8 +58,9 @@ class ProbabilitySettings(StrictSettings):
     ``min_probability`` (``probability >= min_probability``). Region enumeration computes the
     probability in float64 with no error bound, so its result is reported (with the
     engineering margin :data:`verifier.audits.exact_probability.WMI_FLOAT_ALLOWANCE` and the
-    verdict it would give) but proves nothing: only box branching, a finite sum over the
-    prior's points or a time-out before any cell give a proven interval (module docstring).
+    verdict it would give) but proves nothing: only box branching (also run after the
+    enumeration, in the time left), a finite sum over the prior's points or a time-out
+    before any cell give a proven interval (module docstring).
     ``timeout_s`` bounds the work (``null``: no limit); on time-out the interval reached is
     reported and judged by the same rule.
     """
