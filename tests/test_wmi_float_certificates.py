@@ -241,3 +241,24 @@ def test_a_proven_result_keeps_its_verdict() -> None:
     assert certificate.details["proven"] is True
     assert low <= truth <= high
     assert certificate.verdict == "satisfied"
+
+
+def test_the_proof_needs_a_threshold_and_a_budget() -> None:
+    """``prove`` attaches box branching's proof only with a threshold to decide and a
+    finite budget; the proof holds the exact share P(3x >= 1) = 2/3 on U(0, 1) and leaves
+    the float value as it was."""
+    from verifier.wmi import local_robustness
+
+    population = piecewise([0.0, 1.0], [1.0])
+    truth = share_above([0.0, 1.0], [1.0], 1.0)
+    assert truth == Fraction(2, 3)
+    without_threshold = local_robustness(line(1.0), population, [0.5], 0.5, 1, timeout_s=5,
+                                         prove=True)
+    without_budget = local_robustness(line(1.0), population, [0.5], 0.5, 1, stop_at=0.5,
+                                      prove=True)
+    assert without_threshold.proof is None and without_budget.proof is None
+    result = local_robustness(line(1.0), population, [0.5], 0.5, 1, stop_at=0.5, timeout_s=5,
+                              prove=True)
+    assert result.proven is False and result.proof is not None and result.proof.proven
+    assert result.proof.probability_lower <= truth <= result.proof.probability_upper
+    assert result.probability == without_threshold.probability
