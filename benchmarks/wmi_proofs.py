@@ -5,9 +5,9 @@ proven interval, its verdict, the float verdict and the audit's CPU seconds.
 The cases are the tests' closed forms (``tests/test_pipeline_audit_kinds.py``: class 1 iff
 ``x + 0.5 s > 0.75`` on the unit square; ``tests/test_wmi_audit_intervals.py``: a normal
 population's envelopes) and the red-team's wrong certificates
-(``tests/test_wmi_float_certificates.py``). Run from the repository root, before and after a
-change: ``python benchmarks/wmi_proofs.py [--timeout S] [--only NAME…]``; one JSON line per
-case.
+(``tests/test_wmi_float_certificates.py``). Run from the repository root as a module, so
+this checkout is imported, before and after a change: ``python -m benchmarks.wmi_proofs
+[--timeout S] [--only NAME…]``; one JSON line per case.
 """
 
 from __future__ import annotations
