@@ -203,7 +203,10 @@ def test_causal_input_problems_name_the_field() -> None:
 
 
 def probability_audit(kind: str, threshold: float, **fields: Any) -> Any:
-    return audits({"kind": kind, "name": kind, "min_probability": threshold, **fields})[0]
+    """The audit with a 5-s budget: box branching spends what the enumeration leaves of it
+    on the proof, all of it for a threshold at the truth."""
+    return audits({"kind": kind, "name": kind, "min_probability": threshold, "timeout_s": 5,
+                   **fields})[0]
 
 
 FIVE_SIXTHS = 5 / 6
@@ -211,13 +214,16 @@ MARGIN = WMI_FLOAT_ALLOWANCE
 FLOAT_VERDICT = {"proven_pass": "satisfied", "undecided": "unknown", "proven_fail": "violated"}
 
 
-def float_checked(settings: Any, certificate: Certificate) -> str:
+def float_checked(settings: Any, certificate: Certificate, truth: float) -> str:
     """What the float interval says (``details.float_verdict``, the status the gate gave
-    before it stopped reading an engineering margin as a proof); the certificate itself is
-    not proven: ``[0, 1]``, undecided for the gate."""
+    before it stopped reading an engineering margin as a proof); the float value is not
+    proven, the certificate's interval is box branching's, which holds the closed form
+    ``truth`` and is what the gate reads."""
     assert certificate.details["proven"] is False
-    assert certificate.bounds["probability"] == (0.0, 1.0)
-    assert checked(settings, certificate) == "undecided"
+    assert certificate.details["proven_by"] == "box branching (PV)"
+    low, high = certificate.bounds["probability"]
+    assert low <= truth <= high
+    checked(settings, certificate)
     return {verdict: status for status, verdict in FLOAT_VERDICT.items()}[
         certificate.details["float_verdict"]]
 
@@ -234,7 +240,8 @@ def test_monotonicity_gate_around_the_closed_form(threshold: float, status: str,
                                                   stopped: bool) -> None:
     """Decreasing in s: pairs (x, s, s′) uniform with s′ <= s; the positive class is lost
     on x ∈ (0.75 − s/2, 0.75 − s′/2], so P = 1 − E[(s − s′)/2 | s′ <= s] = 5/6. The float
-    interval is judged as the margin says; the gate reads none of it."""
+    interval is judged as the margin says; the gate reads box branching's proof, which
+    decides the thresholds 0.05 from the truth."""
     settings = probability_audit("monotonicity", threshold, feature="s", decreasing=True)
     certificate = certify(settings, NETWORK, unit_population())
     low, high = certificate.details["float_interval"]
@@ -246,18 +253,22 @@ def test_monotonicity_gate_around_the_closed_form(threshold: float, status: str,
         assert high - low == pytest.approx(2 * MARGIN)
         assert certificate.details["computed_probability"] == pytest.approx(FIVE_SIXTHS,
                                                                             abs=1e-12)
-    assert float_checked(settings, certificate) == status
+    assert float_checked(settings, certificate, FIVE_SIXTHS) == status
+    if abs(threshold - FIVE_SIXTHS) > 0.05:
+        assert checked(settings, certificate) == status
 
 
 def test_monotone_feature_is_computed_up_to_the_allowance() -> None:
     settings = probability_audit("monotonicity", 1 - 2 * MARGIN, feature="x")
     certificate = certify(settings, NETWORK, unit_population())
     assert tuple(certificate.details["float_interval"]) == (1 - MARGIN, 1.0)
-    assert float_checked(settings, certificate) == "proven_pass"
+    assert float_checked(settings, certificate, 1.0) == "proven_pass"
+    assert checked(settings, certificate) == "proven_pass"
     weighted = probability_audit("monotonicity", 0.99, feature="x", use_prior=True)
     certificate = certify(weighted, NETWORK, unit_population())
-    assert (certificate.verdict, certificate.details["float_verdict"]) == ("unknown",
+    assert (certificate.verdict, certificate.details["float_verdict"]) == ("satisfied",
                                                                           "satisfied")
+    assert float_checked(weighted, certificate, 1.0) == "proven_pass"
 
 
 @pytest.mark.parametrize(("noise", "exact"), [
@@ -273,7 +284,9 @@ def test_noise_robustness_closed_form(noise: dict[str, Any], exact: float) -> No
         certificate = certify(settings, NETWORK, unit_population())
         low, high = certificate.details["float_interval"]
         assert low <= exact <= high
-        assert float_checked(settings, certificate) == status
+        assert float_checked(settings, certificate, exact) == status
+        if status != "undecided":
+            assert checked(settings, certificate) == status
 
 
 def test_local_robustness_closed_form() -> None:
@@ -284,14 +297,18 @@ def test_local_robustness_closed_form() -> None:
     certificate = certify(predicted, NETWORK, unit_population())
     low, high = certificate.details["float_interval"]
     assert low <= 15 / 16 <= high and certificate.details["expected_class"] == 1
-    assert float_checked(predicted, certificate) == "proven_pass"
+    assert float_checked(predicted, certificate, 15 / 16) == "proven_pass"
+    assert checked(predicted, certificate) == "proven_pass"
     other = probability_audit("local_robustness", 0.05, expected_class=0, **box)
     certificate = certify(other, NETWORK, unit_population())
     low, high = certificate.details["float_interval"]
     assert low <= 1 / 16 <= high
-    assert float_checked(other, certificate) == "proven_pass"
+    assert float_checked(other, certificate, 1 / 16) == "proven_pass"
+    assert checked(other, certificate) == "proven_pass"
     strict = probability_audit("local_robustness", 0.07, expected_class=0, **box)
-    assert float_checked(strict, certify(strict, NETWORK, unit_population())) == "proven_fail"
+    certificate = certify(strict, NETWORK, unit_population())
+    assert float_checked(strict, certificate, 1 / 16) == "proven_fail"
+    assert checked(strict, certificate) == "proven_fail"
 
 
 def test_wmi_input_problems_name_the_field() -> None:
@@ -332,10 +349,12 @@ def test_metrics_and_tags_of_the_new_kinds_are_generic() -> None:
     assert float(tags["certgate.fair_s.biased_share_population_upper"]) == \
         causal_certificate.bounds["biased_share_population"][1]
     mono_tags = version_result_tags(mono, certificates["mono"])
-    assert mono_tags["certgate.mono.verdict"] == "unknown"
-    assert float(mono_tags["certgate.mono.probability_lower"]) == 0.0
+    # monotone in x (truth 1): the float value is not proven, box branching's proof is
+    assert mono_tags["certgate.mono.verdict"] == "satisfied"
+    mono_low = float(mono_tags["certgate.mono.probability_lower"])
+    assert mono_low == certificates["mono"].bounds["probability"][0] and 0.9 <= mono_low <= 1
     assert mono_tags["certgate.mono.requirement"] == "probability >= 0.9"
-    assert headline_metrics(mono, certificates["mono"])["mono.proven_pass"] == 0.0
+    assert headline_metrics(mono, certificates["mono"])["mono.proven_pass"] == 1.0
 
 
 # ------------------------------------------------------------------------------ end to end
@@ -371,7 +390,7 @@ def test_audit_and_gate_through_mlflow(registry: Registry) -> None:
     outcome = audit_model(failing, registry=registry, progress=False)
     decision = run_gate(failing, registry=registry)
     assert [check.status for check in decision.checks] == ["proven_pass", "proven_fail",
-                                                           "undecided"]
+                                                           "proven_pass"]
     assert decision.outcome == "failed" and decision.mlflow_validation.startswith("failed")
     tags = version_tags(registry, name, version)
     assert tags["certgate.gate"] == "failed"
@@ -382,7 +401,7 @@ def test_audit_and_gate_through_mlflow(registry: Registry) -> None:
     assert low <= 0.5 <= high < 0.6
     assert float(tags["certgate.causal_weighted.biased_share_population_lower"]) >= 0.4
     mono_low = float(tags["certgate.mono.probability_lower"])
-    assert mono_low == 0.0  # computed in float, not proven
+    assert 0.8 <= mono_low <= FIVE_SIXTHS  # box branching's proof, not the float value
     assert alias_version(registry, name, "champion") is None
 
     run_id = outcome.run_id
@@ -399,7 +418,7 @@ def test_audit_and_gate_through_mlflow(registry: Registry) -> None:
     assert "biased_share ∈" in html and "probability &gt;= 0.8" in html
 
     passing = pipeline_config(registry, f"models:/{name}@candidate",
-                              [causal("causal_uniform", 0.6)])
+                              [causal("causal_uniform", 0.6), monotone])
     audit_model(passing, registry=registry, progress=False)
     decision = run_gate(passing, registry=registry)
     assert decision.outcome == "passed" and decision.mlflow_validation == "passed"

@@ -235,9 +235,13 @@ def test_default_fit_is_bounded_and_wmi_and_causal_audits_run_on_it() -> None:
     monotone = run_audit(MonotonicitySettings(
         kind="monotonicity", feature="grade", min_probability=0.99, use_prior=True,
         timeout_s=120), network, model)
-    # the logit increases with grade: P = 1, computed in float64 (reported, not proven)
-    assert (monotone.verdict, monotone.details["float_verdict"]) == ("unknown", "satisfied")
+    # the logit increases with grade: P = 1, computed in float64 (reported, not proven) and
+    # proven by box branching in the time left
+    assert (monotone.verdict, monotone.details["float_verdict"]) == ("satisfied", "satisfied")
     assert monotone.details["computed_probability"] == 1.0
+    assert monotone.details["proven"] is False
+    assert monotone.details["proven_by"] == "box branching (PV)"
+    assert monotone.bounds["probability"][0] >= 0.99 and monotone.bounds["probability"][1] == 1
     causal = run_audit(CausalFairnessSettings(
         kind="causal_fairness", protected=["female"], max_biased_share=0.01, timeout_s=60,
         measure="population"), network, model)

@@ -1,7 +1,7 @@
 """The exact-probability audit kinds when the probability is not exact (a normal density's
 envelopes, a time-out): the float interval contains the closed form, the certificate's bounds
-are proven (``[0, 1]`` once a cell was integrated in float64), the verdict is judged on those
-bounds, and the time budget reaches the engine."""
+are proven (box branching's after a cell was integrated in float64) and contain it too, the
+verdict is judged on those bounds, and the time budget reaches the engine."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def _case() -> tuple[Network, PopulationModel, float]:
 @pytest.mark.parametrize(("threshold", "verdict"), [(0.3, "satisfied"), (0.7, "violated")])
 def test_an_envelope_interval_is_reported_not_proven(threshold: float, verdict: str) -> None:
     """The envelopes' interval integrates cells in float64 (no error bound): it is the
-    float interval and its verdict, while the certificate proves nothing."""
+    float interval and its verdict, while the certificate's interval is box branching's in
+    the budget left, which holds the closed form and decides both thresholds."""
     network, population, exact = _case()
     settings = LocalRobustnessSettings(kind="local_robustness", center=[0.3], epsilon=0.5,
                                        expected_class=1, min_probability=threshold, timeout_s=30)
@@ -44,7 +45,10 @@ def test_an_envelope_interval_is_reported_not_proven(threshold: float, verdict: 
     assert low <= exact <= high
     assert certificate.details["exact"] is False
     assert certificate.details["float_verdict"] == verdict
-    assert (certificate.verdict, certificate.bounds["probability"]) == ("unknown", (0.0, 1.0))
+    low, high = certificate.bounds["probability"]
+    assert low <= exact <= high
+    assert (certificate.verdict, certificate.details["proven_by"]) == (verdict,
+                                                                      "box branching (PV)")
     assert certificate.settings["timeout_s"] == 30
 
 

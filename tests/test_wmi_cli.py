@@ -55,16 +55,20 @@ def test_monotonicity_cli(files: dict, capsys: pytest.CaptureFixture) -> None:
     code, doc = run(["monotonicity", "--model", str(files["net"]), "--population",
                      str(files["pop"]), "--feature", "b", "--json", "--min-probability", "0.9"],
                     capsys)
-    # region enumeration computes in float64: reported, not proven, so never a verdict
-    assert code == 1 and doc["verdict"] == "unknown" and doc["proven"] is False
-    assert doc["probability_interval"] == [0.0, 1.0]
+    # region enumeration computes in float64: reported, not proven; the verdict is box
+    # branching's proof of the truth 2/3 (a − b loses class 1 where b <= a < b′)
+    assert code == 1 and doc["verdict"] == "violated" and doc["proven"] is False
+    low, high = doc["probability_interval"]
+    assert low <= 2 / 3 <= high < 0.9
     assert set(doc) >= {"probability", "float_interval", "regions", "integrals", "elapsed_s"}
     assert doc["probability"] <= 2 / 3 + 1e-12
     assert doc["float_interval"][1] < 0.9
     code, doc = run(["monotonicity", "--model", str(files["net"]), "--population",
                      str(files["pop"]), "--feature", "a", "--json", "--min-probability", "0.9"],
                     capsys)
-    assert code == 1 and doc["probability"] == pytest.approx(1.0, abs=1e-12)
+    assert code == 0 and doc["verdict"] == "satisfied"
+    assert doc["probability"] == pytest.approx(1.0, abs=1e-12)
+    assert doc["probability_interval"][0] >= 0.9 and doc["probability_interval"][1] == 1.0
     assert doc["float_interval"][0] > 0.9
 
 

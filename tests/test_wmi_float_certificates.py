@@ -85,7 +85,7 @@ def audit(network: Network, population: PopulationModel, low: float, high: float
           threshold: float):
     settings = LocalRobustnessSettings(kind="local_robustness", center=[(low + high) / 2],
                                        epsilon=(high - low) / 2, expected_class=1,
-                                       min_probability=threshold, timeout_s=60)
+                                       min_probability=threshold, timeout_s=10)
     return run_audit(settings, network, population)
 
 
@@ -119,6 +119,7 @@ def test_a_narrow_uniform_far_from_zero_is_not_passed_on_float(offset: float,
     bound_low, bound_high = certificate.bounds["probability"]
     assert bound_low <= truth <= bound_high
     assert certificate.details["proven"] is False
+    assert certificate.details["proven_by"] == "box branching (PV)"
     assert certificate.verdict in ("unknown", "satisfied" if truth >= between else "violated")
 
 
@@ -143,7 +144,7 @@ def test_a_narrow_square_far_from_zero_is_not_passed_on_float() -> None:
     truth = half_plane_area(square, (1, 2), Fraction(offset)) / (side_high - side_low) ** 2
     settings = LocalRobustnessSettings(kind="local_robustness", center=[(low + high) / 2] * 2,
                                        epsilon=(high - low) / 2, expected_class=1,
-                                       min_probability=0.7960, timeout_s=60)
+                                       min_probability=0.7960, timeout_s=10)
     certificate = run_audit(settings, network, population)
     bound_low, bound_high = certificate.bounds["probability"]
     assert bound_low <= truth <= bound_high
@@ -184,6 +185,7 @@ def test_a_density_spike_at_the_boundary_is_not_passed_on_float() -> None:
     assert low <= truth <= high
     assert certificate.verdict == "unknown"
     assert certificate.details["float_verdict"] == "satisfied"
+    assert certificate.details["proof_refused"] == "precision must be positive"
 
 
 def test_the_report_shows_the_float_value_beside_the_proof() -> None:
@@ -239,3 +241,24 @@ def test_a_proven_result_keeps_its_verdict() -> None:
     assert certificate.details["proven"] is True
     assert low <= truth <= high
     assert certificate.verdict == "satisfied"
+
+
+def test_the_proof_needs_a_threshold_and_a_budget() -> None:
+    """``prove`` attaches box branching's proof only with a threshold to decide and a
+    finite budget; the proof holds the exact share P(3x >= 1) = 2/3 on U(0, 1) and leaves
+    the float value as it was."""
+    from verifier.wmi import local_robustness
+
+    population = piecewise([0.0, 1.0], [1.0])
+    truth = share_above([0.0, 1.0], [1.0], 1.0)
+    assert truth == Fraction(2, 3)
+    without_threshold = local_robustness(line(1.0), population, [0.5], 0.5, 1, timeout_s=5,
+                                         prove=True)
+    without_budget = local_robustness(line(1.0), population, [0.5], 0.5, 1, stop_at=0.5,
+                                      prove=True)
+    assert without_threshold.proof is None and without_budget.proof is None
+    result = local_robustness(line(1.0), population, [0.5], 0.5, 1, stop_at=0.5, timeout_s=5,
+                              prove=True)
+    assert result.proven is False and result.proof is not None and result.proof.proven
+    assert result.proof.probability_lower <= truth <= result.proof.probability_upper
+    assert result.probability == without_threshold.probability

@@ -259,7 +259,10 @@ def test_default_fit_monotonicity_in_a_balance_with_an_atom() -> None:
     result = run_audit(MonotonicitySettings(kind="monotonicity", feature="balance",
                                             min_probability=0.1, use_prior=True,
                                             timeout_s=120), network, model)
-    assert result.bounds["probability"] == (0.0, 1.0)  # float64 quadrature: not proven
+    # float64 quadrature, not proven; the certificate's interval is box branching's proof
+    assert result.details["proven"] is False
+    assert result.details["proven_by"] == "box branching (PV)"
+    proven_low, proven_high = result.bounds["probability"]
     low, high = result.details["float_interval"]
     rng = np.random.default_rng(3)
     first = pd.DataFrame(model.sample(DRAWS, rng), columns=columns).balance.to_numpy()
@@ -269,3 +272,4 @@ def test_default_fit_monotonicity_in_a_balance_with_an_atom() -> None:
     error = math.sqrt(kept * (1 - kept) / int(ordered.sum()))
     assert low - 4 * error <= kept <= high + 4 * error
     assert high - low < 3e-6  # the exact result ± the float allowance
+    assert proven_low - 4 * error <= kept <= proven_high + 4 * error

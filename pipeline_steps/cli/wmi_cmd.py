@@ -250,6 +250,8 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
         proof = ("" if details["proven"] else
                  f" (computed in float64, not proven: [{float_low:.12g}, {float_high:.12g}] "
                  f"with the engineering margin)")
+        if details.get("proven_by"):
+            proof += f"; proven by {details['proven_by']}, {details['proof_boxes']} boxes"
         print(f"probability {document['probability']:.12g}{bound}, certified in "
               f"[{low:.12g}, {high:.12g}]{proof}; {work}, {document['elapsed_s']:.3f} s")
         if judged:
@@ -303,12 +305,14 @@ def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
+        timeout = 300.0 if args.timeout is None else args.timeout
         result = noise_robustness(args.model_object, args.prior, noise,
-                                  indices, stop_at=stop_at, noise_in_codes=True, **engine)
+                                  indices, stop_at=stop_at, noise_in_codes=True, prove=True,
+                                  timeout_s=timeout, **engine)
     expression = f"P(class(x) = class(x + n)), n ~ {args.noise} on {', '.join(features)}"
     return _report(args, probability_certificate(
         KIND, requirement_at_least(threshold), result, expression, stop_at,
-        bound_method=args.bound_method))
+        bound_method=args.bound_method, timeout_s=timeout))
 
 
 def run_equivalence(args: argparse.Namespace) -> int:
@@ -343,7 +347,8 @@ def run_equivalence(args: argparse.Namespace) -> int:
         try:
             result = equivalence(model_on_codes(args.model_object, args.prior), surrogate,
                                  args.prior, None if center is None else np.asarray(center),
-                                 radius, stop_at=stop_at, timeout_s=timeout, **engine)
+                                 radius, stop_at=stop_at, timeout_s=timeout, prove=True,
+                                 **engine)
         finally:
             bar.close()
     expression = f"P(class_model(x) = class_surrogate(x)), surrogate {args.surrogate}"

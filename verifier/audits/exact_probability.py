@@ -4,7 +4,9 @@ the float allowance, the early-stop point and the one verdict rule.
 The certificate's interval (``bounds["probability"]``) is only ever a proven one
 (:func:`probability_interval`): the engine's interval when the result is ``proven`` (box
 branching, PV's certified ends; a finite sum over the prior's points; a time-out before any
-cell was integrated), else ``[0, 1]``. Region enumeration computes the probability in
+cell was integrated), else the interval box branching proved in the audit's time left after
+the enumeration (the result's ``proof``: a network on any population the enumeration took),
+else ``[0, 1]``. Region enumeration computes the probability in
 float64 (Qhull's vertices, triangulation, simplex quadrature) with no bound on that error: a
 cell whose mass lies within a few ulps of its coordinates (a narrow population far from 0, a
 density spike at a decision boundary) is integrated with an error of any size, so the
@@ -56,8 +58,9 @@ class ProbabilitySettings(StrictSettings):
     ``min_probability`` (``probability >= min_probability``). Region enumeration computes the
     probability in float64 with no error bound, so its result is reported (with the
     engineering margin :data:`verifier.audits.exact_probability.WMI_FLOAT_ALLOWANCE` and the
-    verdict it would give) but proves nothing: only box branching, a finite sum over the
-    prior's points or a time-out before any cell give a proven interval (module docstring).
+    verdict it would give) but proves nothing: only box branching (also run after the
+    enumeration, in the time left), a finite sum over the prior's points or a time-out
+    before any cell give a proven interval (module docstring).
     ``timeout_s`` bounds the work (``null``: no limit); on time-out the interval reached is
     reported and judged by the same rule.
     """
@@ -117,10 +120,25 @@ def wmi_stop_at(min_probability: float) -> float | None:
 
 def probability_interval(result: Any) -> tuple[float, float]:
     """The proven interval of a :class:`verifier.wmi.WMIResult`'s probability: the engine's
-    when the result is ``proven``, else ``[0, 1]`` (see the module docstring)."""
-    if not result.proven:
+    when the result is ``proven``, else its ``proof``'s (box branching after a float
+    enumeration), else ``[0, 1]`` (see the module docstring)."""
+    proven = result if result.proven else result.proof
+    if proven is None:
         return 0.0, 1.0
-    return float(result.probability_lower), float(result.probability_upper)
+    return float(proven.probability_lower), float(proven.probability_upper)
+
+
+def _proof_details(result: Any) -> dict[str, Any]:
+    """What proved a float-computed result's interval (box branching's method, boxes and why
+    it stopped), or why nothing did; empty for a proven result."""
+    if result.proven:
+        return {}
+    if result.proof is None:
+        return {"proven_by": None}
+    proof = result.proof
+    return {"proven_by": proof.extra["method"], "proof_boxes": proof.extra["boxes"],
+            "proof_stopped_by": proof.extra["branching_stopped_by"],
+            "proof_elapsed_s": float(proof.elapsed_s), "proof_timed_out": bool(proof.timed_out)}
 
 
 def float_interval(result: Any) -> tuple[float, float]:
@@ -152,7 +170,9 @@ def probability_certificate(kind: str, requirement: Requirement, result: Any, ex
     """The certificate of a :class:`verifier.wmi.WMIResult` for an exact-probability audit:
     ``bounds["probability"]`` from :func:`probability_interval` (proven), verdict by
     :func:`~verifier.audits.requirement.judged_verdict` on it; the float value, its
-    :func:`float_interval` and the verdict that interval would give in ``details``."""
+    :func:`float_interval` and the verdict that interval would give in ``details``, with what
+    proved the interval of a float result (:func:`_proof_details`); the cost counts the proof's
+    time."""
     low, high = probability_interval(result)
     engineering = float_interval(result)
     computed = float(result.probability)
@@ -174,11 +194,14 @@ def probability_certificate(kind: str, requirement: Requirement, result: Any, ex
             "float_interval": list(engineering),
             "float_verdict": judged_verdict(requirement, *engineering),
             "float_allowance": WMI_FLOAT_ALLOWANCE,
+            **_proof_details(result),
             **result.extra,
         },
         settings={"stop_at": stop_at, "bound_method": bound_method, "budget_s": budget,
                   "timeout_s": timeout_s},
-        cost={"elapsed_s": float(result.elapsed_s), "regions": float(result.regions),
+        cost={"elapsed_s": float(result.elapsed_s) + (0.0 if result.proof is None
+                                                      else float(result.proof.elapsed_s)),
+              "regions": float(result.regions),
               "integrals": float(result.integrals), "lps": float(result.lps)},
         algorithm=WMI_ALGORITHM,
     )

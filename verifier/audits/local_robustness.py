@@ -120,7 +120,7 @@ def run(settings: LocalRobustnessSettings, model: Any, population: Any,
     timeout_s = effective_timeout(settings.timeout_s, budget)
     result = local_robustness(model, population, center, radius,
                               settings.expected_class, stop_at=stop_at, executor=executor,
-                              bound_method=bound_method, timeout_s=timeout_s)
+                              bound_method=bound_method, timeout_s=timeout_s, prove=True)
     expression = (f"P(class(x) = {result.extra['expected_class']} | ‖x − center‖∞ <= "
                   f"{settings.epsilon:g})")
     return probability_certificate(settings.kind, settings.requirement, result, expression,

@@ -87,7 +87,7 @@ def run(settings: MonotonicitySettings, model: Any, population: Any,
     result = monotonicity(model, population, feature, decreasing=settings.decreasing,
                           favorable_class=settings.favorable_class, output=output,
                           use_prior=settings.use_prior, stop_at=stop_at, executor=executor,
-                          bound_method=bound_method, timeout_s=timeout_s)
+                          bound_method=bound_method, timeout_s=timeout_s, prove=True)
     order = ">=" if settings.decreasing else "<="
     pairs = "population-weighted" if settings.use_prior else "uniform on the support box"
     if output is None:

@@ -105,7 +105,7 @@ def run(settings: NoiseRobustnessSettings, model: Any, population: Any,
     timeout_s = effective_timeout(settings.timeout_s, budget)
     result = noise_robustness(model, population, noise, features, stop_at=stop_at,
                               executor=executor, bound_method=bound_method,
-                              timeout_s=timeout_s)
+                              timeout_s=timeout_s, prove=True)
     expression = (f"P(class(x) = class(x + n)), n ~ {described} on "
                   f"{', '.join(settings.features)}")
     return probability_certificate(settings.kind, settings.requirement, result, expression,

@@ -109,6 +109,11 @@ class WMIResult:
     about an ulp of its coordinates, which a cell holding much mass within few ulps turns into
     an error of any size), so a result that integrated a cell is not proven, whatever its
     width.
+
+    ``proof``: for a result that is not ``proven``, box branching's proven result for the same
+    probability when a time budget was left to run it (:func:`verifier.wmi.properties.run.
+    decide` with ``prove``); its interval is the one a certificate may read, this result's
+    float value is only reported beside it.
     """
 
     probability: float
@@ -128,6 +133,7 @@ class WMIResult:
     timed_out: bool = False
     refinements: int = 0
     proven: bool = False
+    proof: WMIResult | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The CLI's JSON document."""
@@ -143,6 +149,8 @@ class WMIResult:
         if self.verdict is not None:
             document["verdict"] = self.verdict
         document.update(self.extra)
+        if self.proof is not None:
+            document["proof"] = self.proof.as_json()
         return document
 
 

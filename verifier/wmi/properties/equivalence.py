@@ -41,15 +41,17 @@ def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = 
 def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
                 epsilon: float | np.ndarray | None = None, *, stop_at: float | None = None,
                 executor: Executor | None = None, bound_method: str = "crown",
-                timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
-                ) -> WMIResult:
+                timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE,
+                prove: bool = False) -> WMIResult:
     """``P(c₁(x) = c₂(x))`` under ``prior``, globally or in the ε-box around ``center``
-    (Eq. 6)."""
+    (Eq. 6). ``prove``: a float-computed result gets box branching's proven result as its
+    ``proof`` in the time left (:func:`verifier.wmi.properties.run.decide`)."""
     engine = run_options(stop_at, executor, bound_method, timeout_s, tolerance)
     return decide((model, surrogate), engine,
                   partial(equivalence_queries, model, surrogate, prior, center, epsilon,
                           bound_method),
-                  partial(_branched, model, surrogate, prior, center, epsilon, engine))
+                  partial(_branched, model, surrogate, prior, center, epsilon, engine),
+                  prove=prove)
 
 
 def _branched(model: Any, surrogate: Any, prior: Prior, center: Any,

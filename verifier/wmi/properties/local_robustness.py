@@ -44,12 +44,14 @@ def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: flo
 def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float | np.ndarray,
                      expected_class: int | None = None, *, stop_at: float | None = None,
                      executor: Executor | None = None, bound_method: str = "crown",
-                     timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
-                     ) -> WMIResult:
+                     timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE,
+                     prove: bool = False) -> WMIResult:
     """``P(class(x) = expected_class | ‖x − center‖∞ <= ε)`` under ``prior`` (Eq. 5);
     ``expected_class`` defaults to the model's prediction at the centre (reported as the
     result's ``extra["expected_class"]``). ``epsilon`` may give one half-width per column
-    (``(d,)``, each > 0): the box ``center ± epsilon``."""
+    (``(d,)``, each > 0): the box ``center ± epsilon``. ``prove``: a float-computed result
+    gets box branching's proven result as its ``proof`` in the time left
+    (:func:`verifier.wmi.properties.run.decide`)."""
     engine = run_options(stop_at, executor, bound_method, timeout_s, tolerance)
 
     def queries(**limits: Any) -> list[Query]:
@@ -58,7 +60,8 @@ def local_robustness(model: Any, prior: Prior, center: Any, epsilon: float | np.
         return found
 
     result = decide((model,), engine, queries,
-                    partial(_branched, model, prior, center, epsilon, expected_class, engine))
+                    partial(_branched, model, prior, center, epsilon, expected_class, engine),
+                    prove=prove)
     result.extra["expected_class"] = checked_class(model, bound_method, center, expected_class)
     return result
 

@@ -87,8 +87,8 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
                  favorable_class: int = 1, output: int | None = None,
                  use_prior: bool = False, stop_at: float | None = None,
                  executor: Executor | None = None, bound_method: str = "crown",
-                 timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE
-                 ) -> WMIResult:
+                 timeout_s: float | None = None, tolerance: float = DEFAULT_TOLERANCE,
+                 prove: bool = False) -> WMIResult:
     """Monotonicity in input ``feature`` by self-composition (Eq. 9): ``x`` and ``x′`` agree
     except on ``feature``, where ``x_i <= x′_i`` (``>=`` when ``decreasing``).
 
@@ -103,6 +103,8 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
     one-hot group is refused. A column with values beside a density (a fitted histogram's
     atoms; uniform on its support interval when not ``use_prior``) is compared both ways:
     ties between its values leave the precondition, as between a discrete feature's.
+    ``prove``: a float-computed result gets box branching's proven result as its ``proof``
+    in the time left (:func:`verifier.wmi.properties.run.decide`).
     """
     engine = run_options(stop_at, executor, bound_method, timeout_s, tolerance)
     pairs = {"decreasing": decreasing, "favorable_class": favorable_class, "output": output,
@@ -110,7 +112,8 @@ def monotonicity(model: Any, prior: Prior, feature: int, *, decreasing: bool = F
     return decide((model,), engine,
                   partial(monotonicity_queries, model, prior, feature, bound_method=bound_method,
                           **pairs),
-                  partial(branched.monotonicity, model, prior, feature, engine=engine, **pairs))
+                  partial(branched.monotonicity, model, prior, feature, engine=engine, **pairs),
+                  prove=prove)
 
 
 def uniform_terms(prior: Prior, termset: TermSet) -> TermSet:

@@ -79,21 +79,23 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
 def noise_robustness(model: Any, prior: Prior, noise: Distribution, features: list[int], *,
                      stop_at: float | None = None, executor: Executor | None = None,
                      bound_method: str = "crown", timeout_s: float | None = None,
-                     tolerance: float = DEFAULT_TOLERANCE, noise_in_codes: bool = False
-                     ) -> WMIResult:
+                     tolerance: float = DEFAULT_TOLERANCE, noise_in_codes: bool = False,
+                     prove: bool = False) -> WMIResult:
     """``P(c(x) = c(x + n))`` with ``x ~ prior`` and ``n ~ noise`` added to ``features``
     (Eq. 10); ``noise`` has dimension ``len(features)``: a density (piecewise polynomial, or
     normal-type: then the result is a certified interval) or discrete values (each shifts its
     feature by a constant). A discrete feature of the prior takes discrete noise only (a
     density would move it off its values); on a coded column of the prior the shifts must be
     code shifts, said by ``noise_in_codes`` (:func:`_check_noise`). A shifted fixed value
-    whose sum float64 cannot hold keeps its pair's mass as lost (:func:`_shifted`)."""
+    whose sum float64 cannot hold keeps its pair's mass as lost (:func:`_shifted`).
+    ``prove``: a float-computed result gets box branching's proven result as its ``proof``
+    in the time left (:func:`verifier.wmi.properties.run.decide`)."""
     engine = run_options(stop_at, executor, bound_method, timeout_s, tolerance)
     return decide((model,), engine,
                   partial(noise_robustness_queries, model, prior, noise, features, bound_method,
                           noise_in_codes=noise_in_codes),
                   partial(branched.noise_robustness, model, prior, noise, features,
-                          engine=engine))
+                          engine=engine), prove=prove)
 
 
 def _noise_query(wrapped: PiecewiseAffineModel, term: Term, noise_term: Term,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from verifier.errors import CertgateInputError
 from verifier.wmi import branched
 from verifier.wmi.branched import Engine
 from verifier.wmi.encode import WMIInputError
@@ -33,7 +34,7 @@ def run_options(stop_at: float | None, executor: Executor | None, bound_method: 
 
 
 def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
-           branch: Callable[[], WMIResult]) -> WMIResult:
+           branch: Callable[[], WMIResult], *, prove: bool = False) -> WMIResult:
     """The property's result by the method its prior and models admit.
 
     Region enumeration first: ``build`` lists the queries before the deadline, with at most
@@ -44,6 +45,13 @@ def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
     ``finite_sum``, no deadline and no root limit). Any other prior the enumeration cannot
     list (:class:`~verifier.wmi.terms.NotEnumerable`) goes to ``branch`` for networks and is
     refused otherwise. Every path states the same probability (:mod:`verifier.wmi.branched`).
+
+    With ``prove``, a result the enumeration computed in float (never proven,
+    :class:`~verifier.wmi.engine.WMIResult`) gets box branching's proven result as its
+    ``proof`` when every model is a network, there is a threshold to decide (``stop_at``:
+    branching stops once the share is proven on either side of it) and the deadline is
+    finite and not passed: the time left is spent on the proof (:func:`_proven`). Without a
+    threshold PV would aim at its precision alone, which may take the whole budget.
     """
     try:
         queries = build(deadline=engine["deadline"], max_roots=root_limit(*models))
@@ -55,7 +63,26 @@ def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
         if not branched.branchable(*models):
             raise
         return branch()
-    return _solve(queries, engine)
+    result = _solve(queries, engine)
+    if (prove and engine["stop_at"] is not None and not result.proven
+            and branched.branchable(*models)):
+        return _proven(result, engine["deadline"], branch)
+    return result
+
+
+def _proven(result: WMIResult, deadline: float, branch: Callable[[], WMIResult]) -> WMIResult:
+    """``result`` with box branching's proven result as its ``proof``, run in the time left
+    before the finite ``deadline`` (none after it, nor without one: PV would then run to its
+    precision however long that takes); a prior branching refuses (``WMIInputError``, e.g. a
+    lower normaliser of 0: no precision PV can aim at) leaves no proof and names the reason in
+    ``extra["proof_refused"]``."""
+    if deadline == math.inf or deadline_passed(deadline):
+        return result
+    try:
+        result.proof = branch()
+    except CertgateInputError as error:
+        result.extra["proof_refused"] = str(error)
+    return result
 
 
 def root_limit(*models: Any) -> int | None:
