@@ -258,7 +258,8 @@ class AtomBounds:
             self.network, lo, hi, rows, method,  # type: ignore[arg-type]
             groups=self.groups,
             known_signs=None if known is None else unpack_signs(known.signs, self.sign_width),
-            needed=needed, tighten=tighten)
+            needed=needed, tighten=tighten,
+            backend="torch")  # PV's sustained large batches: verifier.bounds.backend
         tightened = 0 if method == "ibp" else (
             lo.shape[0] if tighten is None else int(tighten.sum()))
         return result, (result.tighten_s, tightened)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.arrays import torch_loaded, torch_module
+from verifier.arrays import torch_module
 from verifier.executor import BackgroundThread, InProcessExecutor, share
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.credit import ExcessFunction, WantedSides, linear_credit, true_share
@@ -100,13 +100,11 @@ def _evaluate_task(
     known: Known | None, wanted: WantedSides | None, crown_share: float,
     given_mass_hi: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
-    """One task on a worker, with one torch thread where the worker has torch (one worker
-    per core: threads inside a worker only contend); a worker forked from a process without
-    torch bounds on numpy and never imports it (:mod:`verifier.bounds.backend`)."""
-    if torch_loaded():
-        torch = torch_module()
-        if torch.get_num_threads() != 1:
-            torch.set_num_threads(1)
+    """One task on a worker, with one torch thread (one worker per core: threads inside a
+    worker only contend; PV bounds on torch, :mod:`verifier.bounds.backend`)."""
+    torch = torch_module()
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
     return evaluation(lo, hi, method, known, wanted, crown_share, given_mass_hi)
 
 
