@@ -20,7 +20,6 @@ import json
 import os
 import subprocess
 import sys
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -29,25 +28,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import random_network
 
+from tests.bound_oracles import contains, exact_spec
 from verifier.bounds import compute_bounds, pairwise_difference_spec
 from verifier.bounds.affine import _network_rel_margin
 from verifier.convert import save_network
-from verifier.exact_arith import exact_outputs
 from verifier.network import Layer, Network
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUP = (1, 2, 3)  # one one-hot group among 5 inputs; columns 0 and 4 are intervals
-
-
-def _exact_spec(network: Network, spec: np.ndarray, point: list[float]) -> list[Fraction]:
-    outputs = exact_outputs(network, point)
-    return [sum((Fraction(float(c)) * y for c, y in zip(row, outputs, strict=True)),
-                Fraction(0)) for row in spec]
-
-
-def _contains(lower: float, upper: float, value: Fraction) -> bool:
-    return (lower == -np.inf or Fraction(lower) <= value) and (
-        upper == np.inf or value <= Fraction(upper))
 
 
 def _boxes(rng: np.random.Generator, count: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -107,8 +95,8 @@ def test_numpy_bounds_contain_the_exact_values(
     assert isinstance(result.lower, np.ndarray)
     for b in range(6):
         for point in _points(rng, lo[b], hi[b]):
-            for row, value in enumerate(_exact_spec(network, spec, point)):
-                assert _contains(result.lower[b, row], result.upper[b, row], value)
+            for row, value in enumerate(exact_spec(network, spec, point)):
+                assert contains(result.lower[b, row], result.upper[b, row], value)
 
 
 def _dyadic_network(rng: np.random.Generator, sizes: list[int], activation: str) -> Network:

@@ -10,27 +10,14 @@ layer).
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import random_network
 
+from tests.bound_oracles import contains, exact_spec
 from verifier.bounds import compute_bounds
-from verifier.exact_arith import exact_outputs
 from verifier.network import Network
-
-
-def _exact_spec(network: Network, spec: np.ndarray, point: np.ndarray) -> list[Fraction]:
-    outputs = exact_outputs(network, point)
-    return [sum((Fraction(float(c)) * y for c, y in zip(row, outputs, strict=True)),
-                Fraction(0)) for row in spec]
-
-
-def _contains(lower: float, upper: float, value: Fraction) -> bool:
-    return (lower == -np.inf or Fraction(lower) <= value) and (
-        upper == np.inf or value <= Fraction(upper))
 
 
 @st.composite
@@ -60,8 +47,8 @@ def test_given_up_bounds_contain_the_exact_values(
     for b in range(lo.shape[0]):
         points = [lo[b], hi[b], *(lo[b] + (hi[b] - lo[b]) * rng.uniform(size=(3, lo.shape[1])))]
         for point in points:
-            for row, value in enumerate(_exact_spec(network, spec, point)):
-                assert _contains(result.lower[b, row], result.upper[b, row], value)
+            for row, value in enumerate(exact_spec(network, spec, point)):
+                assert contains(result.lower[b, row], result.upper[b, row], value)
         for index in result.pre_lower:  # the given-up layers' bounds stay sound too
             assert np.all(result.pre_lower[index][b] <= result.pre_upper[index][b])
 

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import assert_status_holds_at, networks, random_network
 
+from tests.bound_oracles import exact_spec
 from verifier.bounds import METHODS, compute_bounds, kink_neurons, pack_signs, unpack_signs
 from verifier.errors import CertgateInputError
-from verifier.exact_arith import exact_outputs
 from verifier.network import Network
 from verifier.pv.boxpool import Boxes
 from verifier.pv.splitting import Splitter
@@ -37,14 +37,6 @@ def _children(
     child_lo[0], child_hi[0] = lo, hi
     child_hi[1] = child_lo[1]
     return np.clip(child_lo, lo, hi), np.clip(child_hi, lo, hi)
-
-
-def _exact_spec(network: Network, spec: np.ndarray, point: np.ndarray) -> list[Fraction]:
-    outputs = exact_outputs(network, point)
-    return [
-        sum((Fraction(float(c)) * y for c, y in zip(row, outputs, strict=True)), Fraction(0))
-        for row in spec
-    ]
 
 
 def _corners(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -77,7 +69,7 @@ def test_children_with_their_parents_signs_contain_the_exact_values(
                 child_lo[box] + (child_hi[box] - child_lo[box]) * unit,
             ])
             for point in points:
-                for row, value in enumerate(_exact_spec(network, spec, point)):
+                for row, value in enumerate(exact_spec(network, spec, point)):
                     assert Fraction(result.lower[box, row]) <= value, method
                     assert value <= Fraction(result.upper[box, row]), method
 

@@ -16,15 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import assert_status_holds_at, networks
 
+from tests.bound_oracles import exact_spec
 from verifier.bounds import compute_bounds
-from verifier.exact_arith import exact_outputs
 from verifier.network import Network
-
-
-def _exact_spec(network: Network, spec: np.ndarray, point: np.ndarray) -> list[Fraction]:
-    outputs = exact_outputs(network, point)
-    return [sum((Fraction(float(c)) * y for c, y in zip(row, outputs, strict=True)),
-                Fraction(0)) for row in spec]
 
 
 def _corners(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -49,7 +43,7 @@ def test_bounds_hold_whichever_boxes_are_tightened(
         unit = rng.uniform(size=(3, network.input_size))
         points = np.vstack([_corners(lo[box], hi[box]), lo[box] + (hi[box] - lo[box]) * unit])
         for point in points:
-            for row, value in enumerate(_exact_spec(network, spec, point)):
+            for row, value in enumerate(exact_spec(network, spec, point)):
                 assert Fraction(result.lower[box, row]) <= value <= Fraction(
                     result.upper[box, row]), (box, row, tighten[box])
     unit = rng.uniform(size=(5, 200, network.input_size))
