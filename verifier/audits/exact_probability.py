@@ -138,7 +138,7 @@ def _proof_details(result: Any) -> dict[str, Any]:
     proof = result.proof
     return {"proven_by": proof.extra["method"], "proof_boxes": proof.extra["boxes"],
             "proof_stopped_by": proof.extra["branching_stopped_by"],
-            "proof_elapsed_s": float(proof.elapsed_s), "proof_timed_out": bool(proof.timed_out)}
+            "proof_timed_out": bool(proof.timed_out)}
 
 
 def float_interval(result: Any) -> tuple[float, float]:
