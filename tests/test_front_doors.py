@@ -128,8 +128,9 @@ def test_cli_and_pipeline_agree(files: dict[str, Path], capsys: pytest.CaptureFi
     assert cli["verdict"] == pipeline["verdict"]
     assert interval(cli, verb, settings) == pipeline[label]
     assert cli_code == (0 if cli["verdict"] == "satisfied" else 1)
-    if settings.get("min_probability") == 0.9999995:
-        assert cli["verdict"] == "unknown" and cli["probability"] == 1.0
+    if settings.get("min_probability") == 0.9999995:  # monotone in s everywhere: P = 1
+        assert cli["verdict"] == "satisfied" and cli["probability"] == 1.0
+        assert 0.9999995 < cli["probability_interval"][0] <= 1.0 == cli["probability_interval"][1]
 
 
 VERB_OF_KIND = {"demographic_parity": "demographic-parity", "causal_fairness": "causal-fairness",

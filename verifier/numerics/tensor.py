@@ -8,20 +8,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from verifier.arrays import Array, namespace
+import numpy as np
+
+from verifier.arrays import Array, is_numpy, namespace
 from verifier.numerics.margins import SOUNDNESS_ABS_MARGIN, SOUNDNESS_REL_MARGIN
 
 
 def down_tensor(values: Array) -> Array:
     """The float just below each entry, in the array's own dtype (``-inf`` stays)."""
-    xp = namespace(values)
-    return xp.nextafter(values, xp.full_like(values, -xp.inf))
+    if not is_numpy(values):
+        from verifier.numerics.scripted import down_scripted  # a tensor: torch is loaded
+
+        return down_scripted(values)
+    return np.nextafter(values, np.full_like(values, -np.inf))
 
 
 def up_tensor(values: Array) -> Array:
     """The float just above each entry, in the array's own dtype (``+inf`` stays)."""
-    xp = namespace(values)
-    return xp.nextafter(values, xp.full_like(values, xp.inf))
+    if not is_numpy(values):
+        from verifier.numerics.scripted import up_scripted  # a tensor: torch is loaded
+
+        return up_scripted(values)
+    return np.nextafter(values, np.full_like(values, np.inf))
 
 
 def magnitude_margin(magnitude: Array, support: Callable[[], Array],

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from verifier.numerics.tensor import down_tensor, up_tensor
+from verifier.numerics.scripted import down_scripted, up_scripted
 from verifier.selfcorrect.constraints import (
     ConstraintError,
     ConstraintSet,
@@ -159,13 +159,13 @@ def strictly_decreasing(values: Tensor) -> Tensor:
         return values
     columns = [values[:, 0]]
     for k in range(1, values.shape[1]):
-        below = down_tensor(columns[k - 1].detach())
+        below = down_scripted(columns[k - 1].detach())
         columns.append(torch.minimum(values[:, k], below))
     last = values.shape[1] - 1
     if bool(torch.isinf(columns[last]).any()):
         columns[last] = torch.where(torch.isinf(columns[last]), values[:, last], columns[last])
         for k in range(last - 1, -1, -1):
-            above = up_tensor(columns[k + 1].detach())
+            above = up_scripted(columns[k + 1].detach())
             columns[k] = torch.maximum(columns[k], above)
     return torch.stack(columns, dim=1)
 

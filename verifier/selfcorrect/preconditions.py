@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from verifier.errors import CertgateInputError
-from verifier.numerics.tensor import down_tensor, up_tensor
+from verifier.numerics.scripted import down_scripted, up_scripted
 from verifier.selfcorrect.constraints import SafeOrderingConstraint
 from verifier.selfcorrect.exact_sign import exact_linear_sign
 from verifier.selfcorrect.schema import (
@@ -172,8 +172,8 @@ class PreconditionEvaluator(torch.nn.Module):
         hi = _matrix(atoms.box_hi, width, torch.float64)
         lo_closed = _matrix(atoms.box_lo_closed, width, torch.bool)
         hi_closed = _matrix(atoms.box_hi_closed, width, torch.bool)
-        lo = torch.where(lo_closed, lo, up_tensor(lo))
-        hi = torch.where(hi_closed, hi, down_tensor(hi))
+        lo = torch.where(lo_closed, lo, up_scripted(lo))
+        hi = torch.where(hi_closed, hi, down_scripted(hi))
         bound = torch.tensor(atoms.lin_b, dtype=torch.float64)
         strict = torch.tensor(atoms.lin_strict, dtype=torch.bool)
         self.register_buffer("box_lo", lo, False)

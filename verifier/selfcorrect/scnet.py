@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from verifier.numerics.tensor import down_tensor, up_tensor
+from verifier.numerics.scripted import down_scripted, up_scripted
 from verifier.selfcorrect.constraints import ConstraintError, ConstraintSet, SafeOrderingConstraint
 from verifier.selfcorrect.constraints import resolve_class as _resolve_class
 from verifier.selfcorrect.layer import SelfCorrectingLayer
@@ -127,16 +127,16 @@ class SelfCorrectingNetwork(torch.nn.Module):
         the row's other logits at it step one float down, so the output stays finite (a softmax
         of ``+inf`` is NaN) and the abstain logit the strict argmax."""
         top = corrected.amax(dim=1)
-        largest = down_tensor(torch.full_like(top, float("inf")))
+        largest = down_scripted(torch.full_like(top, float("inf")))
         at_largest = bottom & (top == largest)
-        above_top = torch.where(at_largest, largest, up_tensor(top))
+        above_top = torch.where(at_largest, largest, up_scripted(top))
         stepped = at_largest.unsqueeze(1) & (corrected == largest.unsqueeze(1))
-        corrected = torch.where(stepped, down_tensor(corrected), corrected)
+        corrected = torch.where(stepped, down_scripted(corrected), corrected)
         if self.abstain_index >= 0:
             column = corrected[:, self.abstain_index]
             raised = torch.where(bottom, above_top, column)
             return corrected.index_copy(
                 1, torch.tensor([self.abstain_index], device=corrected.device), raised.unsqueeze(1)
             )
-        lowest = up_tensor(torch.full_like(corrected[:, 0], float("-inf")))
+        lowest = up_scripted(torch.full_like(corrected[:, 0], float("-inf")))
         return torch.cat([corrected, torch.where(bottom, above_top, lowest).unsqueeze(1)], dim=1)
