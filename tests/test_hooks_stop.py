@@ -157,6 +157,34 @@ def test_hooks_watch_stops_on_sigterm_and_hands_the_audit_back(
     print(f"hooks watch stopped {elapsed:.2f} s after SIGTERM", file=sys.stderr)
 
 
+SIGNALS_SCRIPT = """
+import os, signal, time
+from pipeline_steps.cli.stop_signals import stop_on_signals
+from registry_hooks.stopping import StopGuard
+
+guard = StopGuard()
+with stop_on_signals(guard, audits_here=True), guard.claiming():
+    os.kill(os.getpid(), signal.SIGTERM)
+    print("the claim is still being written", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(60)
+print("not reached", flush=True)
+"""
+
+
+def test_a_signal_waits_for_a_write_and_a_second_one_exits_at_once() -> None:
+    """The first signal does not cut a claim or commit being written in the audit's thread;
+    a second one ends the process at once (128 + the signal's number)."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", SIGNALS_SCRIPT], cwd=ROOT, text=True,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 128 + signal.SIGTERM, done
+    assert done.stdout == "the claim is still being written\n"
+    assert "SIGTERM: stopping (a second signal exits at once)" in done.stderr
+    assert "SIGTERM again: exiting now" in done.stderr
+    assert time.monotonic() - started < 60
+
+
 def artifact_reads(server_log: Path, model_id: str) -> int:
     """How many times the server served an artifact of logged model ``model_id`` (its access
     log)."""

@@ -350,7 +350,11 @@ def _event_callback(config: CertgateConfig, registry: Registry, guard: StopGuard
         except RegistryError:
             raise
         except CertgateInputError as error:
-            reported.add(record_failure(registry, version, fingerprint, error, me).to_tag())
+            try:
+                reported.add(record_failure(registry, version, fingerprint, error, me).to_tag())
+            except RegistryError as lost:  # the audit's own error is the one to report
+                print(f"certgate: {event.model_uri}: the failure below is not recorded ({lost})",
+                      file=sys.stderr, flush=True)
             raise
         print_audit(outcome, config)
         print_gate(decision, config)
