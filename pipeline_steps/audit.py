@@ -20,6 +20,12 @@
    self-contained HTML report; certificates listing biased regions and witnesses (causal
    fairness) also as CSV (``certificates/<audit>.regions.csv``, ``.witnesses.csv``); then
    tag the model version (``certgate.<audit>.<field>``, ``certgate.audit.*``).
+
+A :class:`~registry_hooks.stopping.StopGuard` (``hooks``) stops the step at its safe points:
+before the claim, around the certification and before the version's tags, which begin the
+commit (:meth:`~registry_hooks.stopping.StopGuard.commit`, held until the event's gate and
+deploy end). A stop after the claim hands the version back
+(:func:`~registry_hooks.claims.hand_back`) and deletes a run already logged.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from registry_hooks.audit_runs import (
     CERTIFICATE_ARTIFACT,
     StepMetric,
     audit_run,
+    delete_run,
     load_certificates,
     run_artifact_uri,
     run_is_active,
@@ -73,9 +80,11 @@ from registry_hooks.claims import (
     abandon_claim,
     claim_version,
     end_claim,
+    hand_back,
     left_running,
 )
 from registry_hooks.connection import Registry, RegistryError, connect
+from registry_hooks.stopping import AuditInterrupted, StopGuard
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
     RUN_ID_TAG,
@@ -306,10 +315,13 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
                   population: PopulationArtifact, validation: ValidationReport,
                   certificates: dict[str, Certificate],
                   report_dir: Path | None = None,
-                  observed: dict[str, Anytime] | None = None) -> AuditOutcome:
+                  observed: dict[str, Anytime] | None = None,
+                  guard: StopGuard | None = None) -> AuditOutcome:
     """Write the audit run and its artifacts (see the module docstring); with ``report_dir``
     also keep a local copy of the HTML report there. ``observed``: anytime bounds the
-    certificates do not record (:func:`certify_observed`), for the step metrics and charts."""
+    certificates do not record (:func:`certify_observed`), for the step metrics and charts.
+    The version's tags are returned in :attr:`AuditOutcome.tags`, not written (the caller
+    commits them, :func:`audit_model`); ``guard`` learns the run's id as it opens."""
     observed = observed or {}
     fingerprint = config.audit_fingerprint()
     run_name = (f"audit {loaded.name} v{loaded.version}" if loaded.name
@@ -320,6 +332,8 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
                          "certgate.model_version": str(loaded.version)})
     with audit_run(registry, config.tracking.experiment, run_name, run_tags,
                    loaded.model_id) as run:
+        if guard is not None:
+            guard.logged(run.run_id)
         run.file(population.path, POPULATION_ARTIFACT)
         run.params({"model_uri": loaded.uri, "population": population.source,
                     "population_sha256": population.sha256,
@@ -355,8 +369,6 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
     for settings in config.audits:
         tags.update(version_result_tags(settings, certificates[settings.name]))
     tags.update({STATUS_TAG: STATUS_AUDITED, RUN_ID_TAG: run_id, CONFIG_HASH_TAG: fingerprint})
-    if loaded.name is not None and loaded.version is not None:
-        replace_result_tags(registry, loaded.name, loaded.version, tags)
     return AuditOutcome(
         loaded.uri, loaded.name, loaded.version, run_id, certificates, fingerprint,
         validation=validation, report_uri=f"{artifact_uri}/{REPORT_ARTIFACT}",
@@ -417,13 +429,36 @@ def audit_budget_s(config: CertgateConfig) -> float | None:
     return float(sum(limits))
 
 
-def _restore_status(registry: Registry, claim: Claim, cause: BaseException) -> None:
+def interrupted_note(claim: Claim, reason: str) -> str:
+    """The ``certgate.audit.interrupted`` text of a claim handed back on a stop."""
+    stopped = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return (f"stopped by {reason} at {stopped} ({claim.lease.owner}) before its results were "
+            "written; the version is due again")
+
+
+def give_back(registry: Registry, claim: Claim, run_id: str | None, reason: str,
+              guard: StopGuard) -> None:
+    """Hand back the claim of an audit stopped for ``reason`` and delete the audit run it had
+    logged, if any (:func:`~registry_hooks.claims.hand_back`); ``guard`` records the version
+    handed back (:attr:`~registry_hooks.stopping.StopGuard.handed_back`)."""
+    if hand_back(registry, claim, interrupted_note(claim, reason)):
+        guard.handed_back.append(f"models:/{claim.name}/{claim.version}")
+    if run_id is not None:
+        delete_run(registry, run_id)
+
+
+def _restore_status(registry: Registry, claim: Claim, cause: BaseException,
+                    run_id: str | None, guard: StopGuard) -> None:
     """Undo the claim of an audit that failed with ``cause`` (the status tag as it was, no
-    lease). When the registry cannot be reached for that either (it went away mid-run), the
-    error raised is still ``cause``'s, saying that the tag was left ``running`` and what
-    audits it again (:func:`~registry_hooks.claims.left_running`)."""
+    lease; a stop hands it back, :func:`give_back`). When the registry cannot be reached for
+    that either (it went away mid-run), the error raised is still ``cause``'s, saying that the
+    tag was left ``running`` and what audits it again
+    (:func:`~registry_hooks.claims.left_running`)."""
     try:
-        abandon_claim(registry, claim)
+        if isinstance(cause, AuditInterrupted):
+            give_back(registry, claim, run_id, str(cause), guard)
+        else:
+            abandon_claim(registry, claim)
     except RegistryError as lost:
         left = f"{left_running(claim.name, claim.version, claim.lease)} ({lost})"
         if isinstance(cause, RegistryError):
@@ -433,10 +468,14 @@ def _restore_status(registry: Registry, claim: Claim, cause: BaseException) -> N
 
 def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,
                 progress: bool = True, registry: Registry | None = None,
-                report_dir: Path | None = None) -> AuditOutcome:
+                report_dir: Path | None = None, guard: StopGuard | None = None) -> AuditOutcome:
     """The audit step for ``model_uri`` (default: the configuration's ``model.uri``); with
-    ``report_dir`` a copy of the HTML report is written there too."""
+    ``report_dir`` a copy of the HTML report is written there too. ``guard``: stops it at its
+    safe points (module docstring); a registered version's commit is left open for the
+    caller's gate and deploy (:meth:`~registry_hooks.stopping.StopGuard.finished` ends it)."""
     started = time.monotonic()
+    guard = guard if guard is not None else StopGuard()
+    guard.checkpoint()
     uri = model_uri or config.model.uri
     registry = registry or connect(config.tracking.tracking_uri, config.tracking.registry_uri)
     if not force and (reused := previous_audit(config, registry, uri)) is not None:
@@ -455,20 +494,29 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
         data = pipeline_data(config, registry, loaded, population, artifact.path,
                              list(network.input_names), scratch_dir)
         claim = None
+        run_id = None
         if loaded.name is not None and loaded.version is not None:
-            claim = claim_version(registry, loaded.name, loaded.version,
-                                  audit_budget_s(config), force=force)
+            with guard.claiming():
+                claim = claim_version(registry, loaded.name, loaded.version,
+                                      audit_budget_s(config), force=force)
+                guard.holding(claim)
         try:
+            guard.checkpoint()
             certificates, observed = certify_observed(config, network, population, progress)
+            guard.checkpoint()
             check_certificates(config.audits, certificates, network, population, data,
                                options(config))
             for certificate in certificates.values():
                 certificate.provenance = provenance(loaded, artifact, network)
             outcome = log_audit_run(config, registry, loaded, artifact, validation,
-                                    certificates, report_dir, observed)
+                                    certificates, report_dir, observed, guard)
+            run_id = outcome.run_id
+            if claim is not None:
+                guard.commit()
+                replace_result_tags(registry, claim.name, claim.version, outcome.tags)
         except BaseException as error:
             if claim is not None:
-                _restore_status(registry, claim, error)
+                _restore_status(registry, claim, error, run_id, guard)
             raise
         if claim is not None:
             end_claim(registry, claim)

@@ -93,6 +93,12 @@ def audit_run(registry: Registry, experiment: str, run_name: str, tags: Mapping[
             yield AuditRunWriter(registry, run, model_id)
 
 
+def delete_run(registry: Registry, run_id: str) -> None:
+    """Delete the run (MLflow's soft delete: no record to act on, gone at the next ``gc``)."""
+    with registry_errors(f"cannot delete audit run {run_id}"):
+        registry.client.delete_run(run_id)
+
+
 def run_is_active(registry: Registry, run_id: str) -> bool:
     """Whether the run exists and is not deleted (a deleted run's artifacts go with the next
     ``mlflow gc``, and the experiment no longer lists it: it is no record to act on)."""

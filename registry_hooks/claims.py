@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from registry_hooks.connection import Registry, RegistryError, registry_errors
 from registry_hooks.lease import LEASE_TAG, Lease, lease_of, lease_state, new_lease
 from registry_hooks.tags import (
+    INTERRUPTED_TAG,
     STATUS_RUNNING,
     STATUS_TAG,
     restore_version_tag,
@@ -129,3 +130,15 @@ def abandon_claim(registry: Registry, claim: Claim) -> None:
     previous = None if claim.previous_status == STATUS_RUNNING else claim.previous_status
     restore_version_tag(registry, claim.name, claim.version, STATUS_TAG, previous)
     restore_version_tag(registry, claim.name, claim.version, LEASE_TAG, None)
+
+
+def hand_back(registry: Registry, claim: Claim, note: str) -> bool:
+    """Give back the claim of an audit stopped before its results were written: ``note``
+    (who stopped it, when, why) on ``certgate.audit.interrupted``, then the status and lease
+    as :func:`abandon_claim` leaves them, so the version is due again at once. Returns whether
+    the claim was still this process's to give (a lease taken over meanwhile is left)."""
+    if not holds(registry, claim):
+        return False
+    set_version_tags(registry, claim.name, claim.version, {INTERRUPTED_TAG: note})
+    abandon_claim(registry, claim)
+    return True

@@ -4,7 +4,8 @@ Every POST must carry a valid MLflow HMAC signature (:func:`registry_hooks.event
 verify_signature`); otherwise it is answered ``401`` and nothing else happens. A signed
 model-version event goes to the :class:`~registry_hooks.dispatch.Dispatcher`, which runs the
 callback on its worker thread, so the answer (``202`` queued, ``200`` ignored or duplicate)
-comes back before MLflow's delivery timeout.
+comes back before MLflow's delivery timeout; while the process stops it is answered ``503``
+(delivered again later).
 
 With a certificate (``certfile``, and ``keyfile`` unless the key is in the same PEM file) it
 speaks HTTPS (stdlib ``ssl``): MLflow's server only delivers to ``https://`` URLs unless
@@ -181,6 +182,9 @@ def _handler_class(receiver: WebhookReceiver, secret: str, tolerance_s: float,
                 outcome = receiver.dispatcher.offer(event)
             except Exception as error:  # the registry could not be read: let MLflow retry
                 self._answer(HTTPStatus.SERVICE_UNAVAILABLE, {"error": str(error)})
+                return
+            if outcome == "stopping":  # MLflow delivers it again, to the next receiver
+                self._answer(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "stopping"})
                 return
             status = HTTPStatus.ACCEPTED if outcome == "queued" else HTTPStatus.OK
             self._answer(status, {"status": outcome, "model": event.model_uri})

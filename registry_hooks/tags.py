@@ -8,6 +8,10 @@ Tag schema (all values are strings):
   (:mod:`registry_hooks.lease`); a ``running`` version whose lease expired is due again.
 * ``certgate.audit.run_id``, ``certgate.audit.config_hash``: the audit run and the hash of the
   configuration it used (a changed configuration makes the version due again).
+* ``certgate.audit.failure``: an audit that could not run on the version's inputs, which
+  ``hooks`` do not repeat (:mod:`registry_hooks.failures`); ``certgate.audit.interrupted``: an
+  audit stopped before its results were written, its claim handed back
+  (:mod:`registry_hooks.stopping`). A complete audit removes both.
 * ``certgate.<audit>.<field>``: per-audit results, e.g. ``certgate.demographic_parity.verdict``,
   ``certgate.demographic_parity.ratio_lower``.
 * ``certgate.gate`` (``passed``/``failed``/``warned``) and ``certgate.gate.reasons``;
@@ -37,6 +41,8 @@ CONFIG_HASH_TAG = "certgate.audit.config_hash"
 GATE_TAG = "certgate.gate"
 GATE_REASONS_TAG = "certgate.gate.reasons"
 WITHDRAWN_ALIASES_TAG = "certgate.gate.withdrawn_aliases"
+FAILURE_TAG = "certgate.audit.failure"
+INTERRUPTED_TAG = "certgate.audit.interrupted"
 STATUS_RUNNING = "running"
 STATUS_AUDITED = "audited"
 MAX_TAG_VALUE = 5000
@@ -86,9 +92,11 @@ def replace_result_tags(registry: Registry, name: str, version: str,
                         tags: Mapping[str, float | str]) -> None:
     """Write ``tags`` and delete every other audit-result tag of the version, so the version's
     ``certgate.<audit>.*`` tags are exactly those of the audit that just ran (no stale verdict
-    of an audit the configuration no longer lists can remain)."""
+    of an audit the configuration no longer lists can remain), and the records of earlier
+    attempts that failed or were interrupted (:data:`FAILURE_TAG`, :data:`INTERRUPTED_TAG`)."""
     current = version_tags(registry, name, version)
-    stale = [key for key in current if result_tag_audit(key) is not None and key not in tags]
+    stale = [key for key in current if key not in tags and (
+        result_tag_audit(key) is not None or key in (FAILURE_TAG, INTERRUPTED_TAG))]
     with registry_errors(f"cannot remove stale tags of models:/{name}/{version}"):
         for key in stale:
             registry.client.delete_model_version_tag(name, version, key)
@@ -118,10 +126,15 @@ def restore_version_tag(registry: Registry, name: str, version: str, key: str,
             registry.client.set_model_version_tag(name, version, key, previous)
 
 
+def model_version(registry: Registry, name: str, version: str) -> ModelVersion:
+    """The registry's record of ``models:/name/version``: its tags, source and run."""
+    with registry_errors(f"cannot read models:/{name}/{version}"):
+        return registry.client.get_model_version(name, version)
+
+
 def version_tags(registry: Registry, name: str, version: str) -> dict[str, str]:
     """The current tags of a model version."""
-    with registry_errors(f"cannot read models:/{name}/{version}"):
-        return dict(registry.client.get_model_version(name, version).tags)
+    return dict(model_version(registry, name, version).tags)
 
 
 def move_alias(registry: Registry, name: str, alias: str, version: str) -> None:

@@ -92,9 +92,11 @@ def watch(registry: Registry, dispatcher: Dispatcher, interval_s: float,
           names: Iterable[str] | None = None, *, once: bool = False,
           stop: threading.Event | None = None, config_hash: str | None = None,
           result: WatchResult | None = None) -> WatchResult:
-    """Poll every ``interval_s`` seconds until ``stop`` is set (or once), filling ``result``
-    (a new one by default; the caller's survives an interrupt) and returning it.
-    ``config_hash``: the configuration's fingerprint (:func:`pending_events`).
+    """Poll every ``interval_s`` seconds until ``stop`` is set, the dispatcher stops
+    (:meth:`Dispatcher.stop`) or once, filling ``result`` (a new one by default; the caller's
+    survives an interrupt) and returning it; with ``once`` the queued events are waited for,
+    otherwise not (a stop must not wait for audits). ``config_hash``: the configuration's
+    fingerprint (:func:`pending_events`).
 
     A poll that cannot read the registry (a server restarting, a network blip) is reported on
     stderr and retried at the next poll, so a long-running watch outlives the outage; with
@@ -111,6 +113,8 @@ def watch(registry: Registry, dispatcher: Dispatcher, interval_s: float,
             result.poll_errors.append(error)
             print(f"certgate: poll failed, retrying in {interval_s:g} s: {error}",
                   file=sys.stderr, flush=True)
-        if once or stop.wait(interval_s):
+        if once:
             dispatcher.drain()
+            return result
+        if dispatcher.stopping or stop.wait(interval_s):
             return result

@@ -218,10 +218,12 @@ def test_watch_json_counts_a_failed_gate_apart_and_exits_as_the_gate(
     config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate")
     code, summary, err = watch_json(capsys, config)
     assert code == 1 and summary == {"handled": 2, "passed": 1, "warned": 0,
-                                     "gate_failed": 1, "skipped": 0, "errors": 0,
-                                     "poll_errors": 0, "exit_code": 1}, err
+                                     "gate_failed": 1, "skipped": 0, "failed_before": 0,
+                                     "errors": 0, "interrupted": 0, "poll_errors": 0,
+                                     "exit_code": 1}, err
     assert ("certgate hooks: 2 version(s) handled: 1 passed, 0 warned, 1 failed the gate; "
-            "0 error(s), 0 skipped (audited elsewhere), 0 failed poll(s)") in err
+            "0 error(s), 0 skipped (audited elsewhere), 0 skipped (failed before), "
+            "0 failed poll(s)") in err
     code, summary, _ = watch_json(capsys, config)
     assert code == 0 and summary["handled"] == 0 and summary["exit_code"] == 0
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import multiprocessing
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from registry_hooks.connection import Registry
     from registry_hooks.dispatch import Dispatcher
     from registry_hooks.events import RegistryEvent
+    from registry_hooks.stopping import StopGuard
 
 SECRET_ENV = "CERTGATE_WEBHOOK_SECRET"
 
@@ -113,6 +116,7 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
                        help="PEM certificate (chain): serve HTTPS, as MLflow's server requires "
                             "unless MLFLOW_WEBHOOK_ALLOWED_SCHEMES allows http")
     serve.add_argument("--keyfile", help="PEM private key of --certfile (if not inside it)")
+    _retry_option(serve)
     serve.add_argument("--poll-interval", type=float, default=0.0, metavar="SECONDS",
                        help="also poll the registry every SECONDS, as `hooks watch` does (the "
                             "first poll at start), so an audit that failed or was abandoned is "
@@ -128,10 +132,19 @@ def _register_hooks(subparsers: argparse._SubParsersAction) -> None:
     watch.add_argument("--once", action="store_true", help="poll once and exit")
     watch.add_argument("--alias", help="audit the version this alias points to")
     watch.add_argument("--json", action="store_true", help=JSON_HELP)
+    _retry_option(watch)
     watch.set_defaults(func=watch_command)
 
 
 # ------------------------------------------------------------------------------ printing
+
+
+def _retry_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--retry-failed", action="store_true",
+        help="audit again the versions whose audit failed before under this configuration "
+             "(tag certgate.audit.failure; without this they are skipped until the tag is "
+             "removed or the configuration changes)")
 
 
 def _interval(bounds: tuple[float, float]) -> str:
@@ -242,15 +255,15 @@ def gate_command(args: argparse.Namespace) -> int:
 
 
 def audit_and_gate(config: CertgateConfig, registry: Registry, model_uri: str | None, *,
-                   force: bool, progress: bool,
-                   report_dir: Path | None) -> tuple[AuditOutcome, GateDecision]:
+                   force: bool, progress: bool, report_dir: Path | None,
+                   guard: StopGuard | None = None) -> tuple[AuditOutcome, GateDecision]:
     """The audit step, then the gate on its certificates (tags and alias for registered
-    versions)."""
+    versions); ``guard`` stops the audit at its safe points (``hooks``)."""
     from pipeline_steps.audit import audit_model
     from pipeline_steps.gate import gate_certificates
 
     outcome = audit_model(config, model_uri=model_uri, force=force, progress=progress,
-                        registry=registry, report_dir=report_dir)
+                        registry=registry, report_dir=report_dir, guard=guard)
     in_registry = outcome.model_name is not None
     decision = gate_certificates(config, outcome.certificates,
                                  registry if in_registry else None,
@@ -297,23 +310,52 @@ def run_command(args: argparse.Namespace) -> int:
     return exit_for(decision.outcome)
 
 
-def _event_callback(config: CertgateConfig,
-                    registry: Registry) -> Callable[[RegistryEvent], str]:
+def _event_callback(config: CertgateConfig, registry: Registry, guard: StopGuard,
+                    reported: set[str], retry_failed: bool) -> Callable[[RegistryEvent], str]:
     """Audit and gate the event's version, then deploy it after a passed gate when the
     configuration has a ``deploy`` section (as ``certgate run``); returns the gate's outcome,
-    or ``"skipped"`` when another process holds the version's audit (its live lease is never
-    doubled). A deploy that fails raises (an error of the watch) naming ``certgate run``,
-    which deploys the version without auditing it again."""
+    ``"skipped"`` when another process holds the version's audit (its live lease is never
+    doubled), or ``"failed_before"`` when its audit failed before on the same model and
+    configuration (:mod:`registry_hooks.failures`; nothing is downloaded; ``retry_failed``
+    ignores the records written before this callback existed). An audit that cannot run on
+    the version's inputs (:class:`CertgateInputError`, not a registry error) is recorded so,
+    then raised. The tag
+    text of every record met or written goes into ``reported`` (the due check's memory). A
+    deploy that fails raises (an error of the watch) naming ``certgate run``, which deploys
+    the version without auditing it again."""
     from registry_hooks.claims import AuditInProgressError
+    from registry_hooks.connection import RegistryError
+    from registry_hooks.failures import record_failure, recorded_failure, recorder
+    from registry_hooks.tags import FAILURE_TAG, model_version
+
+    fingerprint = config.audit_fingerprint()
+    me = recorder()
 
     def handle(event: RegistryEvent) -> str:
         print(f"event {event.kind}: {event.model_uri}", flush=True)
+        version = model_version(registry, event.name, event.version)
+        failure = recorded_failure(version, fingerprint, retry_for=me if retry_failed else None)
+        if failure is not None:
+            reported.add(version.tags[FAILURE_TAG])
+            print(f"skipped: {event.model_uri} failed before with this model and configuration "
+                  f"({failure.at}: {failure.error}); remove its tag {FAILURE_TAG} or pass "
+                  "--retry-failed to audit it again", flush=True)
+            return "failed_before"
         try:
             outcome, decision = audit_and_gate(config, registry, event.model_uri, force=False,
-                                               progress=False, report_dir=None)
+                                               progress=False, report_dir=None, guard=guard)
         except AuditInProgressError as busy:
             print(f"skipped: {busy}", flush=True)
             return "skipped"
+        except RegistryError:
+            raise
+        except CertgateInputError as error:
+            try:
+                reported.add(record_failure(registry, version, fingerprint, error, me).to_tag())
+            except RegistryError as lost:  # the audit's own error is the one to report
+                print(f"certgate: {event.model_uri}: the failure below is not recorded ({lost})",
+                      file=sys.stderr, flush=True)
+            raise
         print_audit(outcome, config)
         print_gate(decision, config)
         if config.deploy is not None and decision.outcome == "passed":
@@ -340,14 +382,19 @@ def configured_model_names(config: CertgateConfig) -> list[str] | None:
 
 
 def _dispatcher(config: CertgateConfig, registry: Registry, alias: str | None,
-                background: bool) -> Dispatcher:
+                background: bool, retry_failed: bool = False) -> Dispatcher:
     """Events of the configured registered model only: a configuration is written for one
-    model (its inputs, its thresholds), so another model's events are ignored."""
+    model (its inputs, its thresholds), so another model's events are ignored. A failed audit
+    reported once (:func:`_event_callback`) is not due again in this process."""
     from registry_hooks.dispatch import Dispatcher, registry_due_check
+    from registry_hooks.stopping import StopGuard
 
-    due = registry_due_check(registry, config.audit_fingerprint())
-    return Dispatcher(_event_callback(config, registry), due, alias=alias,
-                      background=background, model_names=configured_model_names(config))
+    guard = StopGuard()
+    reported: set[str] = set()
+    due = registry_due_check(registry, config.audit_fingerprint(), reported)
+    return Dispatcher(_event_callback(config, registry, guard, reported, retry_failed), due,
+                      alias=alias, background=background,
+                      model_names=configured_model_names(config), guard=guard)
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -355,8 +402,10 @@ def serve_command(args: argparse.Namespace) -> int:
         raise CertgateInputError(f"a webhook secret is required: --secret or ${SECRET_ENV}")
     config = load_config(args.config)
     require_deploy_step(config)
+    from pipeline_steps.cli.stop_signals import stop_on_signals
     from registry_hooks.connection import registry_errors
     from registry_hooks.receiver import WebhookReceiver, tls_context
+    from registry_hooks.stopping import AuditInterrupted
 
     if args.keyfile and not args.certfile:
         raise CertgateInputError("--keyfile needs --certfile (the certificate it belongs to)")
@@ -373,7 +422,8 @@ def serve_command(args: argparse.Namespace) -> int:
     quiet_downloads()
     with registry_errors("certgate hooks serve"):
         registry = _registry(config)
-        dispatcher = _dispatcher(config, registry, args.alias, background=True)
+        dispatcher = _dispatcher(config, registry, args.alias, background=True,
+                                 retry_failed=args.retry_failed)
         receiver = WebhookReceiver(dispatcher, args.secret, host=args.host, port=args.port,
                                    path=args.path, certfile=args.certfile,
                                    keyfile=args.keyfile)
@@ -381,16 +431,65 @@ def serve_command(args: argparse.Namespace) -> int:
         print(f"certgate hooks: listening on {receiver.url} (acting on {trigger})", flush=True)
         stop = threading.Event()
         poller = _poller(config, registry, dispatcher, args.poll_interval, stop)
-        try:
-            receiver.serve_forever()
-        except KeyboardInterrupt:
-            print("certgate hooks: stopping", file=sys.stderr)
-        finally:
-            stop.set()
-            if poller is not None:
-                poller.join()
-            receiver.stop()
+        with stop_on_signals(dispatcher.guard, audits_here=False):
+            try:
+                receiver.serve_forever()
+            except AuditInterrupted as interrupt:
+                stop_serving(registry, dispatcher, str(interrupt))
+            finally:
+                stop.set()
+                receiver.stop()
+                if poller is not None:
+                    poller.join(timeout=POLLER_JOIN_S)
+        if dispatcher.running is not None:
+            exit_now(EXIT_OK)
     return 0
+
+
+POLLER_JOIN_S = 5.0
+"""How long a stopping ``hooks serve`` lets a poll in progress end (its registry reads; it
+offers nothing once the stop is asked)."""
+
+
+def stop_serving(registry: Registry, dispatcher: Dispatcher, reason: str) -> None:
+    """The stop of ``hooks serve`` (:mod:`registry_hooks.stopping`): no new event, the queued
+    ones dropped, a claim or commit being written waited for, the claim in flight handed
+    back; stderr says what was handed back."""
+    from pipeline_steps.audit import give_back
+    from registry_hooks.claims import left_running
+    from registry_hooks.connection import RegistryError
+
+    started = time.monotonic()
+    in_flight = dispatcher.stop(reason)
+    if in_flight is not None:
+        claim = in_flight.claim
+        try:
+            give_back(registry, claim, in_flight.run_id, reason, dispatcher.guard)
+        except RegistryError as lost:
+            print(f"certgate hooks: {lost}; {left_running(claim.name, claim.version, claim.lease)}",
+                  file=sys.stderr, flush=True)
+    say_handed_back(dispatcher.guard.handed_back, time.monotonic() - started)
+
+
+def say_handed_back(versions: list[str], elapsed_s: float) -> None:
+    """One stderr line: the versions whose interrupted audit was handed back, or none."""
+    handed = (f"handed back {', '.join(versions)} (audit interrupted before its results were "
+              "written: status as before the claim, lease released, certgate.audit.interrupted "
+              "set; the next hooks watch/serve or certgate run audits it)"
+              if versions else "no audit was in flight to hand back")
+    print(f"certgate hooks: stopped in {elapsed_s:.1f} s; {handed}", file=sys.stderr,
+          flush=True)
+
+
+def exit_now(code: int) -> None:
+    """End the process without waiting for an audit's thread still inside an engine (it writes
+    nothing more; :mod:`registry_hooks.stopping`): outputs flushed, pool workers this process
+    started terminated."""
+    for child in multiprocessing.active_children():
+        child.terminate()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _poller(config: CertgateConfig, registry: Registry, dispatcher: Dispatcher,
@@ -412,6 +511,7 @@ def _poller(config: CertgateConfig, registry: Registry, dispatcher: Dispatcher,
 def watch_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     require_deploy_step(config)
+    from pipeline_steps.cli.stop_signals import stop_on_signals
     from registry_hooks.connection import registry_errors
     from registry_hooks.watcher import WatchResult, watch
 
@@ -420,14 +520,20 @@ def watch_command(args: argparse.Namespace) -> int:
     result = WatchResult()
     with registry_errors("certgate hooks watch"):
         registry = _registry(config)
-        dispatcher = _dispatcher(config, registry, args.alias, background=False)
-        with contextlib.suppress(KeyboardInterrupt):
+        dispatcher = _dispatcher(config, registry, args.alias, background=False,
+                                 retry_failed=args.retry_failed)
+        started = time.monotonic()
+        with stop_on_signals(dispatcher.guard, audits_here=True), \
+                contextlib.suppress(KeyboardInterrupt):
             watch(registry, dispatcher, args.interval, names, once=args.once,
                   config_hash=config.audit_fingerprint(), result=result)
+        if dispatcher.stopping:
+            say_handed_back(dispatcher.guard.handed_back, time.monotonic() - started)
     counts = {**watch_counts(dispatcher), "poll_errors": len(result.poll_errors)}
     print(f"certgate hooks: {counts['handled']} version(s) handled: {counts['passed']} passed, "
           f"{counts['warned']} warned, {counts['gate_failed']} failed the gate; "
           f"{counts['errors']} error(s), {counts['skipped']} skipped (audited elsewhere), "
+          f"{counts['failed_before']} skipped (failed before), "
           f"{counts['poll_errors']} failed poll(s)")
     code = watch_exit_code(counts)
     if args.json:
@@ -437,14 +543,18 @@ def watch_command(args: argparse.Namespace) -> int:
 
 def watch_counts(dispatcher: Dispatcher) -> dict[str, int]:
     """What a watch did: ``handled`` (audited and gated) = ``passed`` + ``warned`` +
-    ``gate_failed``; ``errors`` (the audit or gate could not run; the version is due again);
-    ``skipped`` (another process held the version's audit)."""
+    ``gate_failed``; ``errors`` (the audit or gate could not run; the version is due again,
+    unless the audit could not run on its inputs: then it is recorded as failed); ``skipped``
+    (another process held the version's audit); ``failed_before`` (its audit failed before on
+    the same model and configuration: not downloaded); ``interrupted`` (a stop handed the
+    version back)."""
     outcomes = dispatcher.outcomes
     counts = {key: outcomes.count(outcome) for key, outcome in
               (("passed", "passed"), ("warned", "warned"), ("gate_failed", "failed"),
-               ("skipped", "skipped"))}
+               ("skipped", "skipped"), ("failed_before", "failed_before"))}
     handled = counts["passed"] + counts["warned"] + counts["gate_failed"]
-    return {"handled": handled, **counts, "errors": len(dispatcher.failed)}
+    return {"handled": handled, **counts, "errors": len(dispatcher.failed),
+            "interrupted": len(dispatcher.interrupted)}
 
 
 def watch_exit_code(counts: dict[str, int]) -> int:
