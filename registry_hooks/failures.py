@@ -10,9 +10,9 @@ source and run), when, and by whom (``host:pid:token``, :func:`recorder`). ``hoo
 version whose record matches its current fingerprint (:func:`recorded_failure`); a changed
 configuration (another audit fingerprint) makes it due again, and so does removing the tag
 or ``--retry-failed`` (records written before the watcher started are ignored). Only input
-errors are recorded (:class:`~verifier.errors.CertgateInputError`, not a registry error: a
-server blip is retried at the next poll). A complete audit removes the tag
-(:func:`registry_hooks.tags.replace_result_tags`).
+errors are recorded (:class:`~verifier.errors.CertgateInputError`, not a registry error nor an
+unreachable Dask scheduler: a server blip or a scheduler restart is retried at the next
+poll). A complete audit removes the tag (:func:`registry_hooks.tags.replace_result_tags`).
 """
 
 from __future__ import annotations

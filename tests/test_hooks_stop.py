@@ -240,3 +240,23 @@ def test_a_failed_audit_is_recorded_and_skipped_until_the_config_changes_or_a_re
     assert code == 0 and summary["passed"] == 1 and summary["failed_before"] == 0, err
     tags = version_tags(registry, name, version)
     assert tags[STATUS_TAG] == "audited" and FAILURE_TAG not in tags
+
+
+def test_an_unreachable_dask_scheduler_is_not_recorded_as_the_versions_failure(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A scheduler that cannot be reached now may be up at the next poll: the audit fails
+    (exit 2, the address named) but the version carries no failure record, so the next poll
+    audits it again."""
+    import dask
+
+    name = f"nosched_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    config = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                          executor=f"dask=tcp://127.0.0.1:{free_port()}")
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        for _ in range(2):
+            code, summary, err = watch_json(capsys, config)
+            assert code == 2 and summary["errors"] == 1 and summary["failed_before"] == 0, err
+            assert "cannot reach the Dask scheduler" in err
+            assert FAILURE_TAG not in version_tags(registry, name, version)

@@ -11,6 +11,12 @@ class CertgateInputError(ValueError):
     """Input that certgate cannot work with: the message names what is wrong and where."""
 
 
+class ExecutorUnreachableError(CertgateInputError):
+    """The executor named cannot be reached (a Dask scheduler's address refused or unresolved):
+    bad input now, but possibly not at the next attempt, so it is never recorded as a model
+    version's lasting failure."""
+
+
 class ExecutorLostError(RuntimeError):
     """The executor cancelled a task it was given, so it can run no more (a Dask client that
     lost its scheduler), and the computation needs every task's result."""

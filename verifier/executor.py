@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
-from verifier.errors import CertgateInputError
+from verifier.errors import CertgateInputError, ExecutorUnreachableError
 from verifier.worker_values import (
     Pickled,
     SharedValue,
@@ -189,7 +189,7 @@ class DaskExecutor(Executor):
             try:
                 self._client = Client(address)
             except OSError as error:  # refused, unresolvable, or the connect timeout
-                raise CertgateInputError(
+                raise ExecutorUnreachableError(
                     f"cannot reach the Dask scheduler at {address}: {error}") from error
         else:
             with dask.config.set({MALLOC_TRIM_KEY: None}):

@@ -318,15 +318,16 @@ def _event_callback(config: CertgateConfig, registry: Registry, guard: StopGuard
     doubled), or ``"failed_before"`` when its audit failed before on the same model and
     configuration (:mod:`registry_hooks.failures`; nothing is downloaded; ``retry_failed``
     ignores the records written before this callback existed). An audit that cannot run on
-    the version's inputs (:class:`CertgateInputError`, not a registry error) is recorded so,
-    then raised. The tag
-    text of every record met or written goes into ``reported`` (the due check's memory). A
+    the version's inputs (:class:`CertgateInputError`, not a registry error nor an
+    unreachable executor, both of which may pass) is recorded so, then raised. The tag text
+    of every record met or written goes into ``reported`` (the due check's memory). A
     deploy that fails raises (an error of the watch) naming ``certgate run``, which deploys
     the version without auditing it again."""
     from registry_hooks.claims import AuditInProgressError
     from registry_hooks.connection import RegistryError
     from registry_hooks.failures import record_failure, recorded_failure, recorder
     from registry_hooks.tags import FAILURE_TAG, model_version
+    from verifier.errors import ExecutorUnreachableError
 
     fingerprint = config.audit_fingerprint()
     me = recorder()
@@ -347,7 +348,7 @@ def _event_callback(config: CertgateConfig, registry: Registry, guard: StopGuard
         except AuditInProgressError as busy:
             print(f"skipped: {busy}", flush=True)
             return "skipped"
-        except RegistryError:
+        except (RegistryError, ExecutorUnreachableError):
             raise
         except CertgateInputError as error:
             try:
