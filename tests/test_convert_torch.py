@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import operator
 from collections.abc import Iterator
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -36,10 +37,26 @@ def _single_thread_torch() -> Iterator[None]:
 TOLERANCE = 1e-9
 
 
+def _at_kernel_scalars(module: torch.nn.Module) -> torch.nn.Module:
+    """A float64 copy of ``module`` computing what ``module`` computes in real arithmetic:
+    a float32 module's kernels apply its LeakyReLU slopes and Hardtanh bounds rounded to
+    float32, so the copy holds those rounded values."""
+    double = copy.deepcopy(module).to(torch.float64)
+    if next(module.parameters()).dtype != torch.float32:
+        return double
+    for child in double.modules():
+        if isinstance(child, torch.nn.LeakyReLU):
+            child.negative_slope = float(np.float32(child.negative_slope))
+        if isinstance(child, torch.nn.Hardtanh):
+            child.min_val = float(np.float32(child.min_val))
+            child.max_val = float(np.float32(child.max_val))
+    return double
+
+
 def _assert_matches(
     network: Network, module: torch.nn.Module, input_shape: tuple[int, ...]
 ) -> None:
-    double = copy.deepcopy(module).to(torch.float64)
+    double = _at_kernel_scalars(module)
     x = np.random.default_rng(7).normal(scale=2.0, size=(50, *input_shape))
     with torch.no_grad():
         expected = double(torch.from_numpy(x)).reshape(50, -1).numpy()
@@ -157,7 +174,9 @@ def test_input_names_and_output_names() -> None:
 
 
 class _Normalised(torch.nn.Module):
-    """Custom forward with buffers, functional ops, view by batch size and addmm."""
+    """Custom forward with buffers, functional ops, view by batch size and addmm. Its
+    scalars are float32 values, so the float64 copy the oracle runs applies the same ones
+    (a float32 kernel rounds a Python float slope such as 0.1 to float32)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -173,7 +192,7 @@ class _Normalised(torch.nn.Module):
         h = torch.clamp(self.norm(self.fc(h)), min=-0.5)
         h = h.view(h.size(0), -1)
         h = torch.addmm(torch.full((3,), 0.25, dtype=h.dtype), h, self.weight)
-        h = torch.nn.functional.leaky_relu(h.reshape(-1, 3), 0.1) * 2.0 + 1.0
+        h = torch.nn.functional.leaky_relu(h.reshape(-1, 3), 0.125) * 2.0 + 1.0
         h = torch.clamp(h, max=4.0)
         h = torch.nn.functional.dropout(h, 0.2, training=False)
         return -self.out(torch.nn.functional.relu6(h))
@@ -386,3 +405,48 @@ def test_fx_constant_folding_only_runs_torch_and_operator_functions() -> None:
     assert np.array_equal(network.layers[0].weight, np.ones((2, 2)))
     with pytest.raises(NetworkError, match="cannot evaluate"):
         from_graph_module(_weight_graph(_double))
+
+
+def _tie_at_a_float32_slope() -> torch.nn.Sequential:
+    """``−leaky(−x) − s·x`` with ``s = float32(0.01)``, the weight torch stores: on x > 0 the
+    logit is exactly 0 for the slope a float32 kernel applies (float32(0.01)), and
+    ``(0.01 − s)·x > 0`` for the Python float 0.01 the module holds."""
+    module = torch.nn.Sequential(torch.nn.Linear(1, 2), torch.nn.LeakyReLU(0.01),
+                                 torch.nn.Linear(2, 1)).eval()
+    with torch.no_grad():
+        module[0].weight.copy_(torch.tensor([[-1.0], [1.0]]))
+        module[0].bias.zero_()
+        module[2].weight.copy_(torch.tensor([[-1.0, -0.01]]))
+        module[2].bias.zero_()
+    return module
+
+
+@pytest.mark.parametrize("path", ["sequential", "export", "script"])
+def test_a_float32_leaky_relu_uses_the_slope_its_kernel_applies(path: str) -> None:
+    """A float32 LeakyReLU(0.01) multiplies by float32(0.01) (torch converts the scalar to the
+    tensor's type). Read as 0.01, the network above has logit ``2.2e-10·x > 0`` (class 1 on
+    every x > 0) where the model's logit is exactly 0 (class 0): a local-robustness audit
+    certified P(class 1) in [0.99999999999, 1] for a model that never predicts class 1.
+    Oracle: torch's own float32 outputs (exact zeros) and exact rational evaluation."""
+    module = _tie_at_a_float32_slope()
+    if path == "export":
+        module = torch.export.export(module, (torch.ones(3, 1),),
+                                     dynamic_shapes=({0: torch.export.Dim.AUTO},)).module()
+    elif path == "script":
+        module = torch.jit.script(module)
+    network = from_torch(module, ["x"], ["logit"])
+    slope = Fraction(float(np.float32(0.01)))
+    assert network.layers[0].negative_slope == slope
+    xs = np.linspace(0.5, 2.0, 7)
+    with torch.no_grad():
+        runtime = module(torch.tensor(xs, dtype=torch.float32).reshape(-1, 1))
+    assert (runtime == 0).all()
+    exact = [slope * Fraction(x) - Fraction(float(np.float32(0.01))) * Fraction(x) for x in xs]
+    assert all(value == 0 for value in exact)
+    assert (network.evaluate_numpy(xs.reshape(-1, 1)) == 0).all()
+
+
+def test_a_float64_leaky_relu_keeps_its_slope() -> None:
+    """In float64 the kernel applies the Python float itself."""
+    network = from_torch(_tie_at_a_float32_slope().to(torch.float64), ["x"], ["logit"])
+    assert network.layers[0].negative_slope == 0.01

@@ -34,7 +34,7 @@ def _relu(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
 
 
 def _leaky_relu(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
-    slope = float(module.negative_slope)
+    slope = chain.kernel_scalar(float(module.negative_slope))
     if not 0.0 <= slope <= 1.0:
         raise NetworkError(f"module {name!r}: LeakyReLU slope {slope} is outside [0, 1]")
     chain.leaky_relu(slope)
@@ -48,7 +48,8 @@ def _per_neuron_leaky_relu(chain: AffineChain, module: torch.nn.Module, name: st
 
 
 def _hardtanh(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
-    chain.clip(float(module.min_val), float(module.max_val))
+    chain.clip(chain.kernel_scalar(float(module.min_val)),
+               chain.kernel_scalar(float(module.max_val)))
 
 
 def _identity(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
@@ -146,10 +147,20 @@ def apply_module(chain: AffineChain, module: torch.nn.Module, name: str) -> None
 
 
 def parameter_dtype(module: torch.nn.Module) -> torch.dtype:
+    """The float type ``module`` computes in: that of its first float parameter or buffer
+    (float32 without any)."""
     for tensor in (*module.parameters(), *module.buffers()):
         if tensor.is_floating_point():
             return tensor.dtype
     return torch.float32
+
+
+def module_chain(module: torch.nn.Module, feature_shape: Sequence[int] | None = None,
+                 dtype: torch.dtype | None = None) -> AffineChain:
+    """An empty chain for ``module``'s layers, reading scalars in ``dtype`` (default: the
+    module's :func:`parameter_dtype`), the type its kernels compute in."""
+    chosen = parameter_dtype(module) if dtype is None else dtype
+    return AffineChain(feature_shape, torch.empty(0, dtype=chosen).numpy().dtype.type)
 
 
 def torch_source(module: torch.nn.Module) -> Callable[[np.ndarray], np.ndarray]:
@@ -174,21 +185,19 @@ def check_against_module(
     what: str,
     *,
     batch_size: int | None = None,
+    own_dtype: bool = False,
 ) -> None:
     """Check ``network`` against ``module`` on random inputs.
 
     The check runs a float64 copy of the module (float32 weights are exact in float64) when
-    that copy runs; a graph that pins float32 (constants, guards) is checked in its own dtype
-    with the float32 tolerance of :mod:`verifier.convert.self_check`.
+    that copy runs; a graph that pins float32 (constants, guards), or with ``own_dtype`` a
+    module whose scalars the converter rounded to its float type (a float32 LeakyReLU's
+    slope, :meth:`AffineChain.kernel_scalar`; a float64 copy would apply the unrounded
+    value), is checked in its own dtype with the float32 tolerance of
+    :mod:`verifier.convert.self_check`.
     """
-    with warnings.catch_warnings():
-        # torch warns about its own internals when copying exported or scripted modules
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", UserWarning)
-        double = copy.deepcopy(module).to(torch.float64)
-    try:
-        torch_source(double)(np.zeros((batch_size or 2, *input_shape)))
-    except (RuntimeError, TypeError, AssertionError):
+    double = None if own_dtype else _float64_copy(module, input_shape, batch_size)
+    if double is None:
         dtype = torch.empty(0, dtype=parameter_dtype(module)).numpy().dtype
         assert_agrees(
             network, torch_source(module), input_shape, dtype, what, batch_size=batch_size
@@ -197,3 +206,18 @@ def check_against_module(
     assert_agrees(
         network, torch_source(double), input_shape, np.float64, what, batch_size=batch_size
     )
+
+
+def _float64_copy(module: torch.nn.Module, input_shape: Sequence[int],
+                  batch_size: int | None) -> torch.nn.Module | None:
+    """A float64 copy of ``module``, or None where the copy does not run."""
+    with warnings.catch_warnings():
+        # torch warns about its own internals when copying exported or scripted modules
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        double = copy.deepcopy(module).to(torch.float64)
+    try:
+        torch_source(double)(np.zeros((batch_size or 2, *input_shape)))
+    except (RuntimeError, TypeError, AssertionError):
+        return None
+    return double
