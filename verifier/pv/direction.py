@@ -59,9 +59,9 @@ def verdict_weights(
             continue
         moved = min(step, room)
         raised = proven.copy()
-        raised[event] += moved
+        raised[event] = min(proven[event] + moved, upper[event])
         lowered = upper.copy()
-        lowered[event] -= moved
+        lowered[event] = max(upper[event] - moved, proven[event])
         gain_true[event] = (deciding_end(raised, upper) - base) / moved
         gain_false[event] = (deciding_end(proven, lowered) - base) / moved
     gain_true = np.where(np.isfinite(gain_true), np.maximum(gain_true, 0.0), 0.0)
