@@ -18,6 +18,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from verifier.bounds import compute_bounds
 from verifier.convert import load_network
 from verifier.convert.torch_files import network_from_state_dict
 from verifier.convert.torch_fx import from_graph_module
@@ -450,3 +451,35 @@ def test_a_float64_leaky_relu_keeps_its_slope() -> None:
     """In float64 the kernel applies the Python float itself."""
     network = from_torch(_tie_at_a_float32_slope().to(torch.float64), ["x"], ["logit"])
     assert network.layers[0].negative_slope == 0.01
+
+
+@settings(max_examples=30, deadline=None)
+@given(slope=st.floats(0.0, 1.0), seed=st.integers(0, 2**32 - 1),
+       method=st.sampled_from(["ibp", "crown"]))
+def test_bounds_of_a_float32_leaky_network_hold_at_its_kernel_slope(
+        slope: float, seed: int, method: str) -> None:
+    """Bounds on a box of a float32 ``Linear → LeakyReLU(slope) → Linear`` hold the network
+    evaluated exactly (``Fraction``) with its float32 weights and the float32 slope the
+    kernel multiplies by, at the box's corners and at random points in it."""
+    torch.manual_seed(seed % 2**31)
+    module = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.LeakyReLU(slope),
+                                 torch.nn.Linear(4, 1)).eval()
+    network = from_torch(module)
+    kernel = Fraction(float(np.float32(slope)))
+    weights = [(layer.weight.detach().double().numpy(), layer.bias.detach().double().numpy())
+               for layer in (module[0], module[2])]
+    rng = np.random.default_rng(seed)
+    lower = rng.normal(size=2)
+    upper = lower + rng.uniform(0.01, 2.0, size=2)
+    bounds = compute_bounds(network, lower[None, :], upper[None, :], method=method)
+    points = [np.array([a, b]) for a in (lower[0], upper[0]) for b in (lower[1], upper[1])]
+    points += list(rng.uniform(lower, upper, size=(16, 2)))
+    for point in points:
+        hidden = [sum((Fraction(float(w)) * Fraction(float(x)) for w, x in zip(row, point,
+                                                                               strict=True)),
+                      Fraction(float(b))) for row, b in zip(*weights[0], strict=True)]
+        hidden = [h if h >= 0 else kernel * h for h in hidden]
+        (row,), (bias,) = weights[1]
+        value = sum((Fraction(float(w)) * h for w, h in zip(row, hidden, strict=True)),
+                    Fraction(float(bias)))
+        assert Fraction(float(bounds.lower[0, 0])) <= value <= Fraction(float(bounds.upper[0, 0]))
