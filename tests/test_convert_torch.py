@@ -447,10 +447,19 @@ def test_a_float32_leaky_relu_uses_the_slope_its_kernel_applies(path: str) -> No
     assert (network.evaluate_numpy(xs.reshape(-1, 1)) == 0).all()
 
 
-def test_a_float64_leaky_relu_keeps_its_slope() -> None:
-    """In float64 the kernel applies the Python float itself."""
-    network = from_torch(_tie_at_a_float32_slope().to(torch.float64), ["x"], ["logit"])
-    assert network.layers[0].negative_slope == 0.01
+@pytest.mark.parametrize(("dtype", "slope"), [
+    (torch.float64, 0.01), (torch.float16, float(np.float32(0.01))),
+    (torch.bfloat16, float(np.float32(0.01)))])
+def test_the_slope_follows_the_kernels_type(dtype: torch.dtype, slope: float) -> None:
+    """float64 kernels apply the Python float itself; float16 and bfloat16 ones compute in
+    float32 (torch's own float16 LeakyReLU(0.01) of −7.7 is float16 of the float32 slope's
+    product, not of float16(0.01)'s)."""
+    network = from_torch(_tie_at_a_float32_slope().to(dtype), ["x"], ["logit"])
+    assert network.layers[0].negative_slope == slope
+    x = torch.tensor([-7.7], dtype=torch.float16)
+    kernel = torch.nn.functional.leaky_relu(x, 0.01)
+    assert kernel == (x.float() * float(np.float32(0.01))).half()
+    assert kernel != (x.float() * float(np.float16(0.01))).half()
 
 
 @settings(max_examples=30, deadline=None)
