@@ -173,7 +173,8 @@ def test_a_privileged_group_of_vanishing_mass_gets_a_sound_interval(mass: float)
     stayed unknown ([0.526, 6.67] after 5 s): the group's split-off boxes carried their
     parent's absolute rounding as their mass ([0, 4e-12]) and its events' upper ends the
     whole mass's. Both now decide ``violated`` at once; at 5e-324 (a mass no float
-    enclosure separates from 0) the intervals hold the closed form."""
+    enclosure separates from 0) the intervals hold the closed form and the certificate
+    says that the group's mass, not the model, leaves its rate open."""
     from fractions import Fraction
 
     from verifier.audits.demographic_parity import demographic_parity_audit
@@ -199,3 +200,8 @@ def test_a_privileged_group_of_vanishing_mass_gets_a_sound_interval(mass: float)
         low, high = certificate.bounds[name]
         assert Fraction(low) <= truth and (high == math.inf or truth <= Fraction(high)), name
     assert certificate.verdict == ("unknown" if mass < 1e-320 else "violated")
+    if mass < 1e-320:  # the note names the group, not the model
+        assert "the group s = 1 has a probability no float enclosure separates from 0" in \
+            certificate.details["undefined"]
+    else:
+        assert "undefined" not in certificate.details
