@@ -184,7 +184,8 @@ def test_torch_alpha_and_beta_products_that_round_are_flagged() -> None:
 @pytest.mark.parametrize(("first", "second"), [(0.1, 0.3), (0.5, 0.25)])
 def test_consecutive_leaky_relus_keep_the_real_slope(first: float, second: float) -> None:
     """Two LeakyReLUs in a row are one of slope ``first·second`` in real arithmetic; a slope
-    product that rounds (0.1·0.3) stays two layers instead of one rounded slope."""
+    product that rounds (0.1·0.3) stays two layers instead of one rounded slope. The module
+    is float32, so its kernels apply the slopes rounded to float32."""
     inner, outer = torch.nn.Linear(1, 1), torch.nn.Linear(1, 1)
     with torch.no_grad():
         for linear in (inner, outer):
@@ -194,7 +195,8 @@ def test_consecutive_leaky_relus_keep_the_real_slope(first: float, second: float
                                              torch.nn.LeakyReLU(second), outer).eval())
 
     def oracle(x: list[Fraction]) -> list[Fraction]:
-        return [x[0] if x[0] >= 0 else Fraction(first) * Fraction(second) * x[0]]
+        slopes = [Fraction(float(np.float32(slope))) for slope in (first, second)]
+        return [x[0] if x[0] >= 0 else slopes[0] * slopes[1] * x[0]]
 
     _assert_real_or_flagged(network, oracle, [[-1.0], [-3.0], [0.0], [2.0]])
 

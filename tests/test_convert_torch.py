@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import operator
 from collections.abc import Iterator
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from verifier.bounds import compute_bounds
 from verifier.convert import load_network
 from verifier.convert.torch_files import network_from_state_dict
 from verifier.convert.torch_fx import from_graph_module
@@ -36,10 +38,26 @@ def _single_thread_torch() -> Iterator[None]:
 TOLERANCE = 1e-9
 
 
+def _at_kernel_scalars(module: torch.nn.Module) -> torch.nn.Module:
+    """A float64 copy of ``module`` computing what ``module`` computes in real arithmetic:
+    a float32 module's kernels apply its LeakyReLU slopes and Hardtanh bounds rounded to
+    float32, so the copy holds those rounded values."""
+    double = copy.deepcopy(module).to(torch.float64)
+    if next(module.parameters()).dtype != torch.float32:
+        return double
+    for child in double.modules():
+        if isinstance(child, torch.nn.LeakyReLU):
+            child.negative_slope = float(np.float32(child.negative_slope))
+        if isinstance(child, torch.nn.Hardtanh):
+            child.min_val = float(np.float32(child.min_val))
+            child.max_val = float(np.float32(child.max_val))
+    return double
+
+
 def _assert_matches(
     network: Network, module: torch.nn.Module, input_shape: tuple[int, ...]
 ) -> None:
-    double = copy.deepcopy(module).to(torch.float64)
+    double = _at_kernel_scalars(module)
     x = np.random.default_rng(7).normal(scale=2.0, size=(50, *input_shape))
     with torch.no_grad():
         expected = double(torch.from_numpy(x)).reshape(50, -1).numpy()
@@ -157,7 +175,9 @@ def test_input_names_and_output_names() -> None:
 
 
 class _Normalised(torch.nn.Module):
-    """Custom forward with buffers, functional ops, view by batch size and addmm."""
+    """Custom forward with buffers, functional ops, view by batch size and addmm. Its
+    scalars are float32 values, so the float64 copy the oracle runs applies the same ones
+    (a float32 kernel rounds a Python float slope such as 0.1 to float32)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -173,7 +193,7 @@ class _Normalised(torch.nn.Module):
         h = torch.clamp(self.norm(self.fc(h)), min=-0.5)
         h = h.view(h.size(0), -1)
         h = torch.addmm(torch.full((3,), 0.25, dtype=h.dtype), h, self.weight)
-        h = torch.nn.functional.leaky_relu(h.reshape(-1, 3), 0.1) * 2.0 + 1.0
+        h = torch.nn.functional.leaky_relu(h.reshape(-1, 3), 0.125) * 2.0 + 1.0
         h = torch.clamp(h, max=4.0)
         h = torch.nn.functional.dropout(h, 0.2, training=False)
         return -self.out(torch.nn.functional.relu6(h))
@@ -386,3 +406,89 @@ def test_fx_constant_folding_only_runs_torch_and_operator_functions() -> None:
     assert np.array_equal(network.layers[0].weight, np.ones((2, 2)))
     with pytest.raises(NetworkError, match="cannot evaluate"):
         from_graph_module(_weight_graph(_double))
+
+
+def _tie_at_a_float32_slope() -> torch.nn.Sequential:
+    """``−leaky(−x) − s·x`` with ``s = float32(0.01)``, the weight torch stores: on x > 0 the
+    logit is exactly 0 for the slope a float32 kernel applies (float32(0.01)), and
+    ``(0.01 − s)·x > 0`` for the Python float 0.01 the module holds."""
+    module = torch.nn.Sequential(torch.nn.Linear(1, 2), torch.nn.LeakyReLU(0.01),
+                                 torch.nn.Linear(2, 1)).eval()
+    with torch.no_grad():
+        module[0].weight.copy_(torch.tensor([[-1.0], [1.0]]))
+        module[0].bias.zero_()
+        module[2].weight.copy_(torch.tensor([[-1.0, -0.01]]))
+        module[2].bias.zero_()
+    return module
+
+
+@pytest.mark.parametrize("path", ["sequential", "export", "script"])
+def test_a_float32_leaky_relu_uses_the_slope_its_kernel_applies(path: str) -> None:
+    """A float32 LeakyReLU(0.01) multiplies by float32(0.01) (torch converts the scalar to the
+    tensor's type). Read as 0.01, the network above has logit ``2.2e-10·x > 0`` (class 1 on
+    every x > 0) where the model's logit is exactly 0 (class 0): a local-robustness audit
+    certified P(class 1) in [0.99999999999, 1] for a model that never predicts class 1.
+    Oracle: torch's own float32 outputs (exact zeros) and exact rational evaluation."""
+    module = _tie_at_a_float32_slope()
+    if path == "export":
+        module = torch.export.export(module, (torch.ones(3, 1),),
+                                     dynamic_shapes=({0: torch.export.Dim.AUTO},)).module()
+    elif path == "script":
+        module = torch.jit.script(module)
+    network = from_torch(module, ["x"], ["logit"])
+    slope = Fraction(float(np.float32(0.01)))
+    assert network.layers[0].negative_slope == slope
+    xs = np.linspace(0.5, 2.0, 7)
+    with torch.no_grad():
+        runtime = module(torch.tensor(xs, dtype=torch.float32).reshape(-1, 1))
+    assert (runtime == 0).all()
+    exact = [slope * Fraction(x) - Fraction(float(np.float32(0.01))) * Fraction(x) for x in xs]
+    assert all(value == 0 for value in exact)
+    assert (network.evaluate_numpy(xs.reshape(-1, 1)) == 0).all()
+
+
+@pytest.mark.parametrize(("dtype", "slope"), [
+    (torch.float64, 0.01), (torch.float16, float(np.float32(0.01))),
+    (torch.bfloat16, float(np.float32(0.01)))])
+def test_the_slope_follows_the_kernels_type(dtype: torch.dtype, slope: float) -> None:
+    """float64 kernels apply the Python float itself; float16 and bfloat16 ones compute in
+    float32 (torch's own float16 LeakyReLU(0.01) of −7.7 is float16 of the float32 slope's
+    product, not of float16(0.01)'s)."""
+    network = from_torch(_tie_at_a_float32_slope().to(dtype), ["x"], ["logit"])
+    assert network.layers[0].negative_slope == slope
+    x = torch.tensor([-7.7], dtype=torch.float16)
+    kernel = torch.nn.functional.leaky_relu(x, 0.01)
+    assert kernel == (x.float() * float(np.float32(0.01))).half()
+    assert kernel != (x.float() * float(np.float16(0.01))).half()
+
+
+@settings(max_examples=30, deadline=None)
+@given(slope=st.floats(0.0, 1.0), seed=st.integers(0, 2**32 - 1),
+       method=st.sampled_from(["ibp", "crown"]))
+def test_bounds_of_a_float32_leaky_network_hold_at_its_kernel_slope(
+        slope: float, seed: int, method: str) -> None:
+    """Bounds on a box of a float32 ``Linear → LeakyReLU(slope) → Linear`` hold the network
+    evaluated exactly (``Fraction``) with its float32 weights and the float32 slope the
+    kernel multiplies by, at the box's corners and at random points in it."""
+    torch.manual_seed(seed % 2**31)
+    module = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.LeakyReLU(slope),
+                                 torch.nn.Linear(4, 1)).eval()
+    network = from_torch(module)
+    kernel = Fraction(float(np.float32(slope)))
+    weights = [(layer.weight.detach().double().numpy(), layer.bias.detach().double().numpy())
+               for layer in (module[0], module[2])]
+    rng = np.random.default_rng(seed)
+    lower = rng.normal(size=2)
+    upper = lower + rng.uniform(0.01, 2.0, size=2)
+    bounds = compute_bounds(network, lower[None, :], upper[None, :], method=method)
+    points = [np.array([a, b]) for a in (lower[0], upper[0]) for b in (lower[1], upper[1])]
+    points += list(rng.uniform(lower, upper, size=(16, 2)))
+    for point in points:
+        hidden = [sum((Fraction(float(w)) * Fraction(float(x)) for w, x in zip(row, point,
+                                                                               strict=True)),
+                      Fraction(float(b))) for row, b in zip(*weights[0], strict=True)]
+        hidden = [h if h >= 0 else kernel * h for h in hidden]
+        (row,), (bias,) = weights[1]
+        value = sum((Fraction(float(w)) * h for w, h in zip(row, hidden, strict=True)),
+                    Fraction(float(bias)))
+        assert Fraction(float(bounds.lower[0, 0])) <= value <= Fraction(float(bounds.upper[0, 0]))

@@ -25,6 +25,7 @@ from verifier.audits import run_audit
 from verifier.audits.binding import bind, coded_network
 from verifier.audits.causal_fairness import CausalFairnessSettings
 from verifier.audits.demographic_parity import demographic_parity_audit
+from verifier.audits.local_robustness import LocalRobustnessSettings
 from verifier.bounds import compute_bounds
 from verifier.network import Layer, Network
 from verifier.population import PopulationModel, load_population, population_from_json
@@ -519,3 +520,50 @@ def test_grid_values_are_the_nearest_floats(step_mantissa: int, step_exponent: i
         except OverflowError:
             nearest = float("inf") if real > 0 else float("-inf")
         assert value == nearest, (step, offset, code)
+
+
+def _tie_network(outputs: int) -> Network:
+    """``score + 0.5·level − 0.5·sex − 1`` as one logit, or as ``yes − no`` of two: exactly 0
+    at many lattice points of the 0.5-step score (a tie: class 0 by the README's rule, the
+    logit not > 0, and argmax's lowest index)."""
+    weight, bias = np.array([[-0.5, 1.0, 0.5]]), np.array([-1.0])
+    if outputs == 2:
+        weight, bias = np.vstack([np.zeros((1, 3)), weight]), np.array([0.0, -1.0])
+    return Network([Layer(weight, bias)], ["sex", "score", "level"],
+                   ["logit"] if outputs == 1 else ["no", "yes"])
+
+
+@pytest.mark.parametrize("outputs", [1, 2])
+def test_exact_ties_on_a_coded_grid_go_to_the_models_class(outputs: int) -> None:
+    """Ties at lattice points of a 0.5-step score column: demographic parity's ratio, causal
+    fairness's biased share and a WMI probability equal exact enumeration of the class at
+    the real points (ties to class 0) in every engine."""
+    population = _grid_population(0.5, 0.0)
+    original = _tie_network(outputs)
+    network, bound = bind(original, population, None, "test")
+    points = [(codes, weight, _oracle_class(original, _real_point(population, codes)))
+              for codes, weight in _points(population)]
+    reals = [_real_point(population, codes) for codes, _, _ in points]
+    assert sum(score + level / 2 - sex / 2 - 1 == 0 for sex, score, level in reals) >= 6
+    group = {s: sum(w for c, w, _ in points if c[0] == s) for s in (0, 1)}
+    favourable = {s: sum(w for c, w, k in points if c[0] == s and k == 1) for s in (0, 1)}
+    ratio = (favourable[1] / group[1]) / (favourable[0] / group[0])
+    certificate = demographic_parity_audit(
+        network, bound, protected="sex", privileged=0.0, favorable_class=1,
+        gamma=float(ratio) - 1e-6, settings=PVSettings(timeout_s=60.0))
+    low, high = certificate.bounds["value"]
+    assert Fraction(low) <= ratio <= Fraction(high) and certificate.verdict == "satisfied"
+    others = list(itertools.product(range(6), range(3)))
+    biased = sum(len({_oracle_class(original, _real_point(population, (sex, score, level)))
+                      for sex in (0, 1)}) > 1 for score, level in others)
+    causal = run_audit(CausalFairnessSettings(kind="causal_fairness", protected=["sex"],
+                                              max_biased_share=0.5, timeout_s=30),
+                       network, bound)
+    low, high = causal.bounds["biased_share"]
+    assert low <= Fraction(biased, len(others)) <= high and high - low <= 2 ** -40
+    share = sum(w for _, w, k in points if k == 1)
+    robust = run_audit(LocalRobustnessSettings(
+        kind="local_robustness", center=[0.5, 1.25, 1.0], epsilon=1.25, expected_class=1,
+        min_probability=float(share) - 1e-6, timeout_s=30), network, bound)
+    low, high = robust.bounds["probability"]
+    assert Fraction(low) <= share <= Fraction(high) and robust.verdict == "satisfied"

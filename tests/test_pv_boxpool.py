@@ -57,7 +57,8 @@ def test_the_pool_returns_what_it_was_given_and_bounds_the_credit_sums(
     seed: int, rounds: list[tuple[int, int, bool]], directed: bool
 ) -> None:
     """Box corners come back bit for bit and in float64 whether the pool stored them in
-    float32 (rounds of lattice corners) or had to widen them (a round of random ones)."""
+    float32 (rounds of lattice corners) or had to widen them (a round of random ones); the
+    credit sums bound the exact ones from below and the pending masses from above."""
     rng = np.random.default_rng(seed)
     pool = BoxPool()
     reference: dict[int, dict[str, np.ndarray]] = {}
@@ -85,6 +86,11 @@ def test_the_pool_returns_what_it_was_given_and_bounds_the_credit_sums(
                 exact = sum((Fraction(float(row[name][event])) for row in reference.values()),
                             Fraction(0))
                 assert Fraction(float(bound[event])) <= exact
+        pending = pool.pending_mass(EVENTS)
+        for event in range(EVENTS):
+            exact = sum((Fraction(float(row["mass_hi"])) for row in reference.values()
+                         if row["pending"][event]), Fraction(0))
+            assert exact <= Fraction(float(pending[event]))
 
 
 def test_the_pool_pops_the_heaviest_boxes_by_priority() -> None:

@@ -4,6 +4,8 @@ shares, and the pool's choice of boxes by worth."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -79,8 +81,10 @@ def test_no_threshold_or_no_finite_deciding_end_means_refining_by_mass() -> None
     spec = demographic_parity(NAMES, protected="sex", privileged=1.0, favorable_class=1,
                               gamma=0.8)
     nothing_proven = _vector(index, {"c": 0.0})
+    # the estimate points below γ, and the upper end is infinite while P[fav | privileged]
+    # may be 0
     assert verdict_weights(spec, tracked, nothing_proven, _vector(index, UPPER),
-                           _vector(index, {"a": 0.01, "c": 0.2}), 1.0) is None
+                           _vector(index, {"a": 0.01, "b": 0.3, "c": 0.2}), 1.0) is None
     plain = specification_from_dict({"probabilities": {"p": {"event": "y.yes > y.no"}}}, NAMES)
     plain_tracked = TrackedEvents(plain)
     assert verdict_weights(plain, plain_tracked, np.zeros(1), np.ones(1), np.zeros(1),
@@ -159,3 +163,45 @@ def test_the_difference_form_weighs_the_branch_that_attains_the_upper_end() -> N
     assert (gain_false > 0).tolist() == (_vector(index, {"a": 1.0, "d": 1.0}) > 0).tolist()
     # d ub(p_u) / d b_lo = −a_hi / (a_hi + b_lo)² = −1; d lb(p_p) / d c_lo = d_hi / (·)² = 1.3
     np.testing.assert_allclose(gain_true[[b, c]], [1.0, 1.3], rtol=1e-2)
+
+
+@pytest.mark.parametrize("mass", [1e-12, 1e-300, 5e-324])
+def test_a_privileged_group_of_vanishing_mass_gets_a_sound_interval(mass: float) -> None:
+    """``logit = x + 0.3·s − 0.5`` on x ~ U(0, 1), P(s = 1) = ``mass``: P[fav | s = 0] = 1/2,
+    P[fav | s = 1] = 4/5, ratio 5/8 (closed form). At 1e-300 the selection's moved ends
+    crossed by a rounding and the run stopped on a ``ZeroDivisionError``; at 1e-12 the run
+    stayed unknown ([0.526, 6.67] after 5 s): the group's split-off boxes carried their
+    parent's absolute rounding as their mass ([0, 4e-12]) and its events' upper ends the
+    whole mass's. Both now decide ``violated`` at once; at 5e-324 (a mass no float
+    enclosure separates from 0) the intervals hold the closed form and the certificate
+    says that the group's mass, not the model, leaves its rate open."""
+    from fractions import Fraction
+
+    from verifier.audits.demographic_parity import demographic_parity_audit
+    from verifier.population import Discrete, Feature, PopulationModel, Uniform
+    from verifier.population.product import Factor, Product
+    from verifier.pv import PVSettings
+
+    network = Network([Layer(np.array([[1.0, 0.3]]), np.array([-0.5]))], ["x", "s"],
+                      ["logit"])
+    population = PopulationModel(
+        features=[Feature(name="x", kind="continuous", domain=[0, 1]),
+                  Feature(name="s", kind="binary", domain=[0, 1])],
+        distribution=Product(factors=[
+            Factor(columns=["x"], distribution=Uniform(lower=0.0, upper=1.0)),
+            Factor(columns=["s"], distribution=Discrete(values=[0, 1],
+                                                        probabilities=[1 - mass, mass]))]))
+    certificate = demographic_parity_audit(
+        network, population, protected="s", privileged=1.0, favorable_class=1, gamma=0.8,
+        settings=PVSettings(timeout_s=5.0))
+    truths = {"value": Fraction(5, 8), "p_unprivileged": Fraction(1, 2),
+              "p_privileged": Fraction(4, 5)}
+    for name, truth in truths.items():
+        low, high = certificate.bounds[name]
+        assert Fraction(low) <= truth and (high == math.inf or truth <= Fraction(high)), name
+    assert certificate.verdict == ("unknown" if mass < 1e-320 else "violated")
+    if mass < 1e-320:  # the note names the group, not the model
+        assert "the group s = 1 has a probability no float enclosure separates from 0" in \
+            certificate.details["undefined"]
+    else:
+        assert "undefined" not in certificate.details

@@ -1,5 +1,6 @@
-"""Rounds in flight: the parents' credit sums bound the exact sums from below (they keep
-counting while the round's boxes are bounded), and a round collects its parts in order."""
+"""Rounds in flight: the parents' credit sums bound the exact sums from below and their
+pending masses from above (they keep counting while the round's boxes are bounded), and a
+round collects its parts in order."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def test_held_credits_bound_the_exact_sums_from_below(
         boxes = _boxes(rng, first, size)
         boxes.credit_true = boxes.credit_true * scale
         boxes.credit_false = boxes.credit_false * scale
+        boxes.mass_hi = boxes.mass_hi * scale
         first += size
         parents.append(boxes)
         flight.start(Round(boxes, []))
@@ -38,6 +40,12 @@ def test_held_credits_bound_the_exact_sums_from_below(
             exact = sum((Fraction(float(value)) for boxes in parents
                          for value in getattr(boxes, name)[:, event]), Fraction(0))
             assert bound[event] >= 0.0 and Fraction(float(bound[event])) <= exact
+    pending = flight.pending_mass(EVENTS)
+    for event in range(EVENTS):
+        exact = sum((Fraction(float(mass)) for boxes in parents
+                     for mass, open_ in zip(boxes.mass_hi, boxes.pending[:, event], strict=True)
+                     if open_), Fraction(0))
+        assert exact <= Fraction(float(pending[event]))
     expected = sum((boxes.open_true.sum(axis=0) for boxes in parents), np.zeros(EVENTS))
     np.testing.assert_allclose(flight.open_estimate(EVENTS), expected, rtol=1e-12)
 

@@ -6,6 +6,7 @@ exact 0 gave ``-4.94e-324`` (a denormal), which certified nothing and read as no
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from hypothesis import given
@@ -49,3 +50,25 @@ def test_nonnegative_operations_enclose_the_exact_value_from_zero_up(
     y = Fraction(b[0]) + fb * (Fraction(b[1]) - Fraction(b[0]))
     exact = {"+": x + y, "*": x * y, "/": x / y}[op]
     assert Fraction(low) <= exact <= Fraction(high)
+
+
+reaching_zero = st.tuples(st.just(0.0), st.floats(5e-324, 1.0))
+
+
+@given(a=probabilities, b=reaching_zero, fa=st.fractions(0, 1),
+       fb=st.fractions(0, 1).filter(lambda f: f > 0))
+def test_a_ratio_whose_denominator_reaches_zero_is_bounded_below_only(
+        a: list[float], b: tuple[float, float], fa: Fraction, fb: Fraction) -> None:
+    """``P[fav | unprivileged] / P[fav | privileged]`` with the privileged rate possibly 0:
+    ``[a_lo / b_hi, ∞]``, which holds every ``x / y`` with ``y > 0`` in the intervals (and
+    ``x / 0 = ∞`` for ``x > 0``), not ``(−∞, ∞)`` nor a finite upper end."""
+    low, high = interval_eval(RATIO, {"a": (a[0], a[1]), "b": b})
+    assert high == math.inf and 0.0 <= low < math.inf
+    x = Fraction(a[0]) + fa * (Fraction(a[1]) - Fraction(a[0]))
+    assert Fraction(low) <= x / (fb * Fraction(b[1]))
+
+
+def test_a_ratio_over_zero_or_nan_or_a_signed_denominator_is_unbounded() -> None:
+    for b in ((0.0, 0.0), (math.nan, 0.5), (0.1, math.nan), (-0.5, 0.5)):
+        assert interval_eval(RATIO, {"a": (0.3, 0.4), "b": b}) == (-math.inf, math.inf)
+    assert interval_eval(RATIO, {"a": (-0.1, 0.4), "b": (0.0, 0.5)}) == (-math.inf, math.inf)

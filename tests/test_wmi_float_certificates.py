@@ -176,7 +176,10 @@ def test_a_row_composed_in_float_is_not_passed_on_float() -> None:
 def test_a_density_spike_at_the_boundary_is_not_passed_on_float() -> None:
     """Half the mass within 256 ulps of 1/3, the boundary of ``3x >= 1``: the truth is
     0.58300781…, the float value 0.58333333… (an error of 3.3e-4), certified ``satisfied``
-    at 0.5833 before."""
+    at 0.5833 before. The spike's cell used to be integrated with an error relative to its
+    ends (1.2e13 · 1e-12, the whole mass), so box branching was refused ("precision must
+    be positive") and the certificate was [0, 1]; its width is now the only rounding, and
+    branching proves the mass off the spike: [1/3, 5/6], which decides 0.3."""
     cuts, densities = spike(256, 0.5)
     truth = share_above(cuts, densities, 1.0)
     assert abs(float(truth) - 0.5830078125) < 1e-9
@@ -185,7 +188,40 @@ def test_a_density_spike_at_the_boundary_is_not_passed_on_float() -> None:
     assert low <= truth <= high
     assert certificate.verdict == "unknown"
     assert certificate.details["float_verdict"] == "satisfied"
-    assert certificate.details["proof_refused"] == "precision must be positive"
+    assert "proof_refused" not in certificate.details
+    assert high - low < 0.5 + 1e-9
+    passed = audit(line(1.0), piecewise(cuts, densities), 0.0, 1.0, 0.3)
+    assert passed.verdict == "satisfied" and passed.bounds["probability"][0] <= truth
+
+
+@pytest.mark.parametrize("mass", [1e-12, 1e-300, 5e-324])
+def test_a_precondition_of_vanishing_mass_is_branched_not_refused(mass: float) -> None:
+    """P(class 1 | x = 1) for ``y − 0.1x − 0.2 > 0``, y ~ U(0, 1), P(x = 1) = ``mass``: 7/10
+    in closed form. At 5e-324 the precondition's mass has lower end 0 and branching was
+    refused ("precision must be positive"); it now runs and says why it ends at [0, 1]."""
+    network = Network([Layer(np.array([[-0.1, 1.0]]), np.array([-0.2]))], ["x", "y"],
+                      ["logit"])
+    population = PopulationModel(
+        features=[Feature(name="x", kind="binary", domain=[0, 1]),
+                  Feature(name="y", kind="continuous", domain=[0, 1])],
+        distribution=Product(factors=[
+            Factor(columns=["x"], distribution=Discrete(values=[0, 1],
+                                                        probabilities=[1 - mass, mass])),
+            Factor(columns=["y"], distribution=Uniform(lower=0.0, upper=1.0))]))
+    truth = Fraction(7, 10)
+    for threshold, verdict in ((0.6, "satisfied"), (0.8, "violated")):
+        settings = LocalRobustnessSettings(kind="local_robustness", center=[1.0, 0.5],
+                                           epsilon=0.5, expected_class=1,
+                                           min_probability=threshold, timeout_s=2)
+        certificate = run_audit(settings, network, population)
+        low, high = certificate.bounds["probability"]
+        assert low <= truth <= high
+        assert "proof_refused" not in certificate.details
+        if mass < 1e-320:
+            assert certificate.verdict == "unknown"
+            assert certificate.details["precondition_mass"][0] == 0.0
+        else:
+            assert certificate.verdict == verdict
 
 
 def test_the_report_shows_the_float_value_beside_the_proof() -> None:

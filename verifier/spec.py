@@ -425,7 +425,12 @@ def interval_eval(expr: Expr, values: dict[str, Interval]) -> Interval:
     IEEE operations are correctly rounded, so the step encloses the exact result), except
     past 0 when the operands' signs fix the result's (a ratio of probabilities starts at 0,
     not at ``-5e-324``).
-    Division by an interval containing zero gives ``(−∞, ∞)``.
+    Division by an interval containing zero (or a NaN end, or ends out of order) gives
+    ``(−∞, ∞)``, except a
+    non-negative numerator over a non-negative denominator that is not ``[0, 0]`` (a ratio
+    of probabilities whose lower one may vanish): ``[a_lo / b_hi, ∞]``, since ``a / b``
+    only grows as ``b`` falls towards 0 (``a / 0 = ∞`` for ``a > 0``; a lower end above 0
+    needs ``a_lo > 0``, so ``0 / 0`` is never inside it).
     """
     if isinstance(expr, Const):
         return (expr.value, expr.value)
@@ -446,13 +451,21 @@ def interval_eval(expr: Expr, values: dict[str, Interval]) -> Interval:
     if expr.op == "-":
         return (down(a_lo - b_hi), up(a_hi - b_lo))
     if expr.op == "/":
-        if b_lo <= 0.0 <= b_hi:
-            return (-math.inf, math.inf)
+        if not (0.0 < b_lo <= b_hi or b_lo <= b_hi < 0.0):
+            return _unbounded_quotient(a_lo, b_lo, b_hi)
         b_lo, b_hi = _on_sign(down(1.0 / b_hi), up(1.0 / b_lo), b_lo > 0.0, b_hi < 0.0)
     products = [_product(x, y) for x in (a_lo, a_hi) for y in (b_lo, b_hi)]
     return _on_sign(down(min(products)), up(max(products)),
                     (a_lo >= 0.0 and b_lo >= 0.0) or (a_hi <= 0.0 and b_hi <= 0.0),
                     (a_lo >= 0.0 and b_hi <= 0.0) or (a_hi <= 0.0 and b_lo >= 0.0))
+
+
+def _unbounded_quotient(a_lo: float, b_lo: float, b_hi: float) -> Interval:
+    """``a / b`` for ``a >= a_lo`` and ``b`` in ``[b_lo, b_hi]`` reaching 0 (see
+    :func:`interval_eval`)."""
+    if a_lo >= 0.0 and b_lo == 0.0 and b_hi > 0.0 and math.isfinite(b_hi):
+        return max(0.0, down(a_lo / b_hi)), math.inf
+    return -math.inf, math.inf
 
 
 def _on_sign(low: float, high: float, nonnegative: bool, nonpositive: bool) -> Interval:

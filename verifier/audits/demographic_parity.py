@@ -34,6 +34,8 @@ from verifier.errors import CertgateInputError, did_you_mean
 from verifier.spec import check_parity_gamma, demographic_parity
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from verifier.network import Network
     from verifier.pv import PVProgress, PVSettings
 
@@ -147,6 +149,8 @@ def run(settings: DemographicParitySettings, network: Network, population: Any,
     certificate = run_specification(network, population, spec, pv, progress)
     if settings.form == "ratio":
         _mark_undefined_ratio(certificate, settings.favorable_class)
+    _mark_vanishing_group(certificate, population,
+                          population_columns(population) or list(names.inputs), settings)
     return certificate
 
 
@@ -194,11 +198,8 @@ def _require_mass(population: Any, columns: list[str], protected: str,
                   privileged: float) -> None:
     """Both groups must have positive probability, or the ratio is undefined (the
     population's boxes are in codes: a coded column's privileged value is its code)."""
-    column = columns.index(protected)
-    lower, upper = population.support()
-    lo, hi = lower.copy(), upper.copy()
-    lo[column] = hi[column] = value_code(population, protected, privileged, "privileged")
-    mass = float(population.prob_boxes(lo[None, :], hi[None, :])[0])
+    mass = float(population.prob_boxes(*_privileged_box(population, columns, protected,
+                                                         privileged))[0])
     if mass <= 0.0:
         raise CertgateInputError(
             f"the population model gives {protected} = {privileged:g} probability 0: it does "
@@ -209,6 +210,39 @@ def _require_mass(population: Any, columns: list[str], protected: str,
             f"the population model gives {protected} = {privileged:g} probability 1: it does "
             f"not cover any unprivileged group"
         )
+
+
+def _privileged_box(population: Any, columns: list[str], protected: str,
+                    privileged: float) -> tuple[np.ndarray, np.ndarray]:
+    """The population's support with the protected column fixed at the privileged value (its
+    code on a coded column), as one box ``(1, d)``."""
+    column = columns.index(protected)
+    lower, upper = population.support()
+    lo, hi = lower.copy(), upper.copy()
+    lo[column] = hi[column] = value_code(population, protected, privileged, "privileged")
+    return lo[None, :], hi[None, :]
+
+
+def _mark_vanishing_group(certificate: Certificate, population: Any, columns: list[str],
+                          settings: DemographicParitySettings) -> None:
+    """Name the group when an undecided result comes from a group whose certified
+    probability reaches 0 (a mass such as 5e-324, which no float enclosure separates from
+    0): its rate then cannot be certified whatever the model does, which the note on a rate
+    reaching 0 would blame on the model. Proven verdicts are left alone."""
+    if certificate.verdict != "unknown" or settings.protected not in columns:
+        return
+    low, high = population.prob_boxes_interval(*_privileged_box(
+        population, columns, settings.protected, settings.privileged))
+    groups = ((f"{settings.protected} = {settings.privileged:g}", float(low[0])),
+              (f"{settings.protected} ≠ {settings.privileged:g}", 1.0 - float(high[0])))
+    for group, certified in groups:
+        if certified <= 0.0:
+            certificate.details["undefined"] = (
+                f"the group {group} has a probability no float enclosure separates from 0 "
+                f"under the population model (P({settings.protected} = "
+                f"{settings.privileged:g}) is certified in [{float(low[0]):.3g}, "
+                f"{float(high[0]):.3g}]): its rate cannot be certified")
+            return
 
 
 def _mark_undefined_ratio(certificate: Certificate, favorable_class: int) -> None:

@@ -129,8 +129,9 @@ def probability_interval(result: Any) -> tuple[float, float]:
 
 
 def _proof_details(result: Any) -> dict[str, Any]:
-    """What proved a float-computed result's interval (box branching's method, boxes and why
-    it stopped), or why nothing did; empty for a proven result."""
+    """What proved a float-computed result's interval (box branching's method, boxes, why it
+    stopped and a precondition mass it could not bound away from 0), or why nothing did;
+    empty for a proven result."""
     if result.proven:
         return {}
     if result.proof is None:
@@ -138,7 +139,8 @@ def _proof_details(result: Any) -> dict[str, Any]:
     proof = result.proof
     return {"proven_by": proof.extra["method"], "proof_boxes": proof.extra["boxes"],
             "proof_stopped_by": proof.extra["branching_stopped_by"],
-            "proof_timed_out": bool(proof.timed_out)}
+            "proof_timed_out": bool(proof.timed_out),
+            **{key: proof.extra[key] for key in ("precondition_mass",) if key in proof.extra}}
 
 
 def float_interval(result: Any) -> tuple[float, float]:

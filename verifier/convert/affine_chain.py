@@ -88,10 +88,15 @@ class AffineChain:
 
     ``feature_shape`` is the per-sample shape of the model input, or ``None`` when the
     converter learns it from the first operation that fixes it (a Linear layer's input width,
-    a BatchNorm's feature count, a constant's shape).
+    a BatchNorm's feature count, a constant's shape). ``scalar_dtype`` is the float type the
+    source model computes in: a kernel reads a scalar given as a Python float (a LeakyReLU
+    slope, a Hardtanh bound) in that type (:meth:`kernel_scalar`).
     """
 
-    def __init__(self, feature_shape: Sequence[int] | None = None) -> None:
+    def __init__(self, feature_shape: Sequence[int] | None = None,
+                 scalar_dtype: type[np.floating] = np.float64) -> None:
+        self.scalar_dtype = scalar_dtype
+        self.rounded_scalars = False
         self.input_shape: tuple[int, ...] | None = None
         self.shape: tuple[int, ...] | None = None
         self.layers: list[Layer] = []
@@ -447,6 +452,15 @@ class AffineChain:
 
     def relu(self) -> None:
         self._close_layer(activation="relu")
+
+    def kernel_scalar(self, value: float) -> float:
+        """``value`` as the source's kernels use it: rounded to :attr:`scalar_dtype` (torch
+        turns a float32 LeakyReLU's slope 0.01 into 0.009999999776…, so the model's negative
+        side is that slope times its input, exactly). An exact float64 value;
+        :attr:`rounded_scalars` records that one differed from ``value``."""
+        rounded = float(self.scalar_dtype(value))
+        self.rounded_scalars |= rounded != value
+        return rounded
 
     def leaky_relu(self, negative_slope: float | Sequence[float]) -> None:
         """LeakyReLU with one slope or one slope per feature (each in [0, 1])."""

@@ -153,8 +153,13 @@ def network_from_state_dict(
     verify: bool = True,
 ) -> Network:
     """A network from a ``Sequential`` state dict of Linear layers with ``activation`` between
-    consecutive layers (required when there are several) and none after the last."""
+    consecutive layers (required when there are several) and none after the last. The
+    activation's scalars are read as the model's kernels apply them: rounded to the weights'
+    float type (a float32 model's LeakyReLU slope 0.2 is float32(0.2))."""
     layers = _linear_layers(state)
+    kernel = torch.empty(0, dtype=layers[0][1].dtype).numpy().dtype.type
+    negative_slope, min_val, max_val = (float(kernel(value))
+                                        for value in (negative_slope, min_val, max_val))
     if len(layers) > 1 and activation is None:
         raise NetworkError(
             "a state dict does not record activations: pass activation='relu' (or "

@@ -32,7 +32,12 @@ from verifier.convert.constant_folding import (
     folded_result,
     rational_result,
 )
-from verifier.convert.torch_layers import apply_module, check_against_module, flatten_features
+from verifier.convert.torch_layers import (
+    apply_module,
+    check_against_module,
+    flatten_features,
+    module_chain,
+)
 from verifier.convert.unsupported import PRODUCT_HINT, operator_hint
 from verifier.network import HeadName, Network, NetworkError
 
@@ -123,6 +128,13 @@ def _scalar(value: Any, what: str) -> float | None:
     if array.size != 1:
         raise NetworkError(f"{what} must be a scalar, got shape {array.shape}")
     return float(array.reshape(()))
+
+
+def _kernel_scalar(walk: _Walk, value: Any, what: str) -> float | None:
+    """A scalar argument of an activation (a slope, a clamp bound) as the kernel applies it:
+    :func:`_scalar` rounded to the graph's float type (:meth:`AffineChain.kernel_scalar`)."""
+    scalar = _scalar(value, what)
+    return None if scalar is None else walk.chain.kernel_scalar(scalar)
 
 
 # -- rules: each gets (walk, args, kwargs, is_aten) and returns the node's value ---------------
@@ -234,7 +246,7 @@ def _relu6(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
 
 def _leaky_relu(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     walk.take(args[0])
-    slope = _scalar(_arg(args, kwargs, 1, "negative_slope", 0.01), "negative_slope")
+    slope = _kernel_scalar(walk, _arg(args, kwargs, 1, "negative_slope", 0.01), "negative_slope")
     if slope is None or not 0.0 <= slope <= 1.0:
         raise NetworkError(f"node {walk.node.name!r}: leaky_relu slope {slope} outside [0, 1]")
     walk.chain.leaky_relu(slope)
@@ -243,29 +255,29 @@ def _leaky_relu(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
 
 def _hardtanh(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     walk.take(args[0])
-    lower = _scalar(_arg(args, kwargs, 1, "min_val", -1.0), "min_val")
-    upper = _scalar(_arg(args, kwargs, 2, "max_val", 1.0), "max_val")
+    lower = _kernel_scalar(walk, _arg(args, kwargs, 1, "min_val", -1.0), "min_val")
+    upper = _kernel_scalar(walk, _arg(args, kwargs, 2, "max_val", 1.0), "max_val")
     walk.chain.clip(lower, upper)
     return walk.advance()
 
 
 def _clamp(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     walk.take(args[0])
-    lower = _scalar(_arg(args, kwargs, 1, "min", None), "clamp min")
-    upper = _scalar(_arg(args, kwargs, 2, "max", None), "clamp max")
+    lower = _kernel_scalar(walk, _arg(args, kwargs, 1, "min", None), "clamp min")
+    upper = _kernel_scalar(walk, _arg(args, kwargs, 2, "max", None), "clamp max")
     walk.chain.clip(lower, upper)
     return walk.advance()
 
 
 def _clamp_min(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     walk.take(args[0])
-    walk.chain.clip(_scalar(_arg(args, kwargs, 1, "min"), "clamp min"), None)
+    walk.chain.clip(_kernel_scalar(walk, _arg(args, kwargs, 1, "min"), "clamp min"), None)
     return walk.advance()
 
 
 def _clamp_max(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     walk.take(args[0])
-    walk.chain.clip(None, _scalar(_arg(args, kwargs, 1, "max"), "clamp max"))
+    walk.chain.clip(None, _kernel_scalar(walk, _arg(args, kwargs, 1, "max"), "clamp max"))
     return walk.advance()
 
 
@@ -640,7 +652,8 @@ def from_graph_module(
         )
     meta_shape, batch_size = _placeholder_shape(placeholders[0])
     shape = tuple(input_shape) if input_shape is not None else meta_shape
-    chain = AffineChain(shape)
+    chain = module_chain(graph_module, shape,
+                         getattr(placeholders[0].meta.get("val"), "dtype", None))
     walk = _Walk(chain, _Data(0, chain.shape), placeholders[0])
     values: dict[torch.fx.Node, Any] = {}
     result: Any = _MISSING
@@ -666,6 +679,7 @@ def from_graph_module(
             chain.input_shape or (network.input_size,),
             "torch fx graph",
             batch_size=batch_size,
+            own_dtype=chain.rounded_scalars,
         )
     return network
 

@@ -34,7 +34,7 @@ def _relu(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
 
 
 def _leaky_relu(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
-    slope = float(module.negative_slope)
+    slope = chain.kernel_scalar(float(module.negative_slope))
     if not 0.0 <= slope <= 1.0:
         raise NetworkError(f"module {name!r}: LeakyReLU slope {slope} is outside [0, 1]")
     chain.leaky_relu(slope)
@@ -48,7 +48,8 @@ def _per_neuron_leaky_relu(chain: AffineChain, module: torch.nn.Module, name: st
 
 
 def _hardtanh(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
-    chain.clip(float(module.min_val), float(module.max_val))
+    chain.clip(chain.kernel_scalar(float(module.min_val)),
+               chain.kernel_scalar(float(module.max_val)))
 
 
 def _identity(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
@@ -146,10 +147,22 @@ def apply_module(chain: AffineChain, module: torch.nn.Module, name: str) -> None
 
 
 def parameter_dtype(module: torch.nn.Module) -> torch.dtype:
+    """The float type ``module`` computes in: that of its first float parameter or buffer
+    (float32 without any)."""
     for tensor in (*module.parameters(), *module.buffers()):
         if tensor.is_floating_point():
             return tensor.dtype
     return torch.float32
+
+
+def module_chain(module: torch.nn.Module, feature_shape: Sequence[int] | None = None,
+                 dtype: torch.dtype | None = None) -> AffineChain:
+    """An empty chain for ``module``'s layers, reading scalars as its kernels apply them for
+    ``dtype`` (default: the module's :func:`parameter_dtype`): in float64 for float64, else
+    in float32 — torch's float16 and bfloat16 kernels compute in float32 (a float16
+    ``LeakyReLU(0.01)`` of −7.7 gives −0.07696533203125, the float32 slope's product)."""
+    chosen = parameter_dtype(module) if dtype is None else dtype
+    return AffineChain(feature_shape, np.float64 if chosen == torch.float64 else np.float32)
 
 
 def torch_source(module: torch.nn.Module) -> Callable[[np.ndarray], np.ndarray]:
@@ -174,26 +187,36 @@ def check_against_module(
     what: str,
     *,
     batch_size: int | None = None,
+    own_dtype: bool = False,
 ) -> None:
     """Check ``network`` against ``module`` on random inputs.
 
     The check runs a float64 copy of the module (float32 weights are exact in float64) when
-    that copy runs; a graph that pins float32 (constants, guards) is checked in its own dtype
-    with the float32 tolerance of :mod:`verifier.convert.self_check`.
+    that copy runs; with ``own_dtype`` (the converter rounded a scalar to what the kernels
+    apply, a float32 LeakyReLU's slope, :meth:`AffineChain.kernel_scalar`, which a float64
+    copy would apply unrounded) a float32 copy, with the float32 tolerance of
+    :mod:`verifier.convert.self_check`. A graph whose copy does not run (it pins its
+    dtype: constants, guards) is checked in its own dtype.
     """
+    wanted = torch.float32 if own_dtype else torch.float64
+    copied = _runnable_copy(module, wanted, input_shape, batch_size)
+    source, dtype = ((module, parameter_dtype(module)) if copied is None
+                     else (copied, wanted))
+    assert_agrees(network, torch_source(source), input_shape,
+                  torch.empty(0, dtype=dtype).numpy().dtype, what, batch_size=batch_size)
+
+
+def _runnable_copy(module: torch.nn.Module, dtype: torch.dtype, input_shape: Sequence[int],
+                   batch_size: int | None) -> torch.nn.Module | None:
+    """A copy of ``module`` in ``dtype``, or None where the copy does not run."""
     with warnings.catch_warnings():
         # torch warns about its own internals when copying exported or scripted modules
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", UserWarning)
-        double = copy.deepcopy(module).to(torch.float64)
+        copied = copy.deepcopy(module).to(dtype)
+    zeros = np.zeros((batch_size or 2, *input_shape), torch.empty(0, dtype=dtype).numpy().dtype)
     try:
-        torch_source(double)(np.zeros((batch_size or 2, *input_shape)))
+        torch_source(copied)(zeros)
     except (RuntimeError, TypeError, AssertionError):
-        dtype = torch.empty(0, dtype=parameter_dtype(module)).numpy().dtype
-        assert_agrees(
-            network, torch_source(module), input_shape, dtype, what, batch_size=batch_size
-        )
-        return
-    assert_agrees(
-        network, torch_source(double), input_shape, np.float64, what, batch_size=batch_size
-    )
+        return None
+    return copied

@@ -18,13 +18,13 @@ from collections.abc import Sequence
 
 import torch
 
-from verifier.convert.affine_chain import AffineChain
 from verifier.convert.torch_fx import from_graph_module
 from verifier.convert.torch_layers import (
     MODULE_RULES,
     SUPPORTED_MODULES,
     apply_module,
     check_against_module,
+    module_chain,
     parameter_dtype,
 )
 from verifier.convert.torchscript import from_torchscript
@@ -83,12 +83,13 @@ def from_torch(
                 "input_shape=... to convert it through torch.export"
             )
         return _from_export(module, shape, input_names, output_names, verify)
-    chain = AffineChain(shape)
+    chain = module_chain(module, shape)
     apply_module(chain, module, "")
     network = chain.network(input_names, output_names)
     if verify:
         input_shape = chain.input_shape or (network.input_size,)
-        check_against_module(network, module, input_shape, f"torch {type(module).__name__}")
+        check_against_module(network, module, input_shape, f"torch {type(module).__name__}",
+                             own_dtype=chain.rounded_scalars)
     return network
 
 

@@ -15,8 +15,7 @@ from typing import Any
 
 import torch
 
-from verifier.convert.affine_chain import AffineChain
-from verifier.convert.torch_layers import apply_module, check_against_module
+from verifier.convert.torch_layers import apply_module, check_against_module, module_chain
 from verifier.convert.unsupported import operator_hint
 from verifier.network import Network, NetworkError
 
@@ -156,10 +155,11 @@ def from_torchscript(
     """Convert a TorchScript ``Sequential`` (scripted or traced) to the IR; with ``verify``
     the IR is checked against the TorchScript module on random inputs."""
     rebuilt = rebuild(module)
-    chain = AffineChain()
+    chain = module_chain(module)
     apply_module(chain, rebuilt, "")
     network = chain.network(input_names, output_names)
     if verify:
         input_shape = chain.input_shape or (network.input_size,)
-        check_against_module(network, module, input_shape, f"TorchScript {module.original_name}")
+        check_against_module(network, module, input_shape, f"TorchScript {module.original_name}",
+                             own_dtype=chain.rounded_scalars)
     return network

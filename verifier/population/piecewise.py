@@ -161,7 +161,10 @@ class PiecewiseDensity(Distribution):
             low = np.clip(raw_lo, leaf_lo[None], leaf_hi[None])
             high = np.clip(raw_hi, leaf_lo[None], leaf_hi[None])
             signed = (high**powers - low**powers) / powers
-            absolute = (np.abs(high) ** powers + np.abs(low) ** powers) / powers
+            # a power of 1 is exact, so its one rounding (the subtraction) is relative to
+            # the width itself, not to the ends: a narrow cell far from 0 keeps its mass
+            absolute = np.where(powers == 1, np.abs(signed),
+                                (np.abs(high) ** powers + np.abs(low) ** powers) / powers)
             term_values = np.where(overlap, coefficients * signed.prod(axis=2), 0.0)
             term_sizes = np.where(overlap, np.abs(coefficients) * absolute.prod(axis=2), 0.0)
             total[part] = term_values.sum(axis=1)

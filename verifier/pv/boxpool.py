@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.numerics import sum_lower
+from verifier.numerics import sum_lower, sum_upper
 
 # the rest of a directed batch goes by plain priority: a wrong guess of the verdict then only
 # slows the other side down, and every box stays reachable (completeness); a tenth, not a
@@ -156,6 +156,17 @@ class BoxPool:
             return np.zeros(events), np.zeros(events)
         return (sum_lower(self.arrays["credit_true"][:, : self.used].sum(axis=1), self.used),
                 sum_lower(self.arrays["credit_false"][:, : self.used].sum(axis=1), self.used))
+
+    def pending_mass(self, events: int) -> np.ndarray:
+        """Upper bounds of the sums of the open boxes' upper masses, per event over the boxes
+        where it is pending, ``(events,)``: a sum of ``n`` non-negative terms in any order
+        (:func:`verifier.numerics.sum_upper`). Relative to the mass it sums, where the
+        whole mass less what is proven false loses a tiny event to the total's rounding."""
+        if not self.arrays:
+            return np.zeros(events)
+        used = self.used
+        weights = np.where(self.alive[:used], self.arrays["mass_hi"][:used], 0.0)
+        return sum_upper(weights @ self.arrays["pending"][:used], used)
 
     def open_estimate(self, events: int) -> np.ndarray:
         """An estimate (not a bound) of the uncredited mass of the open boxes where each event

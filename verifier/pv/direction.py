@@ -54,16 +54,16 @@ def verdict_weights(
     gain_true = np.zeros(proven.size)
     gain_false = np.zeros(proven.size)
     for event in range(proven.size):
-        room = upper[event] - proven[event]
-        if room <= 0.0:
+        moved = min(step, upper[event] - proven[event])
+        if not moved > 0.0:  # nothing open, or a step that underflows (a total of 5e-324)
             continue
-        moved = min(step, room)
         raised = proven.copy()
-        raised[event] += moved
+        raised[event] = min(proven[event] + moved, upper[event])
         lowered = upper.copy()
-        lowered[event] -= moved
-        gain_true[event] = (deciding_end(raised, upper) - base) / moved
-        gain_false[event] = (deciding_end(proven, lowered) - base) / moved
+        lowered[event] = max(upper[event] - moved, proven[event])
+        with np.errstate(over="ignore", invalid="ignore"):  # a subnormal step: not finite
+            gain_true[event] = (deciding_end(raised, upper) - base) / moved
+            gain_false[event] = (deciding_end(proven, lowered) - base) / moved
     gain_true = np.where(np.isfinite(gain_true), np.maximum(gain_true, 0.0), 0.0)
     gain_false = np.where(np.isfinite(gain_false), np.maximum(gain_false, 0.0), 0.0)
     if not (gain_true.any() or gain_false.any()):

@@ -13,7 +13,7 @@ import numpy as np
 from verifier.errors import CertgateInputError
 from verifier.executor import abandon, default_workers, make_executor, running
 from verifier.network import Network
-from verifier.numerics import add_down, add_up, sum_lower
+from verifier.numerics import add_down, add_up, sum_lower, sum_upper
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes, BoxPool, directed_count
 from verifier.pv.credit import ExcessFunction, WantedSides
@@ -102,6 +102,11 @@ class ProbabilityBranchAndBound:
              credit_false, share, cost) = under_way.result()
             if complement is not None:
                 mass_lo, mass_hi = complement.masses(mass_lo, mass_hi)
+                loose = complement.loose(mass_lo, mass_hi)
+                if loose.any():
+                    direct_lo, direct_hi = self.evaluation.masses(lo[loose], hi[loose])
+                    mass_lo[loose] = np.maximum(mass_lo[loose], direct_lo)
+                    mass_hi[loose] = np.minimum(mass_hi[loose], direct_hi)
             credited = lo.shape[0] if wanted is None else int(
                 (wanted.true | wanted.false).any(axis=1).sum())
             credit_s, crown_s, rest_s = (float(part) for part in cost[:, :3].sum(axis=0))
@@ -173,6 +178,7 @@ class ProbabilityBranchAndBound:
         total = float(new.mass_hi[0])
         lower = np.zeros(events)
         violated = np.zeros(events)
+        holds_high = np.zeros(events)
         best_proven, best_upper = np.zeros(events), np.ones(events)
         pool = BoxPool()
         flight = RoundsInFlight()
@@ -186,6 +192,8 @@ class ProbabilityBranchAndBound:
             lower = add_down(lower, sum_lower((sat * new.mass_lo[:, None]).sum(axis=0), terms))
             violated = add_down(violated,
                                 sum_lower((viol * new.mass_lo[:, None]).sum(axis=0), terms))
+            holds_high = add_up(holds_high,
+                                sum_upper((sat * new.mass_hi[:, None]).sum(axis=0), terms))
             new.pending = new.pending & (new.truth == 0)
             pool.add(new.select(new.pending.any(axis=1) & (new.mass_hi > 0.0)))
             if self.evaluation.excess is not None:
@@ -200,8 +208,13 @@ class ProbabilityBranchAndBound:
             # or not at all, see CostPace) never widens what was reported
             proven = np.maximum(best_proven, add_down(lower, credit_true))
             refuted = add_down(violated, credit_false)
-            upper = np.maximum(
-                np.minimum(np.minimum(add_up(total, -refuted), 1.0), best_upper), proven)
+            # two sound upper ends: the whole mass less what is proven false, and what is
+            # proven true plus every open box where the event is pending — the second keeps
+            # an event of tiny mass (a protected group of 1e-12) off the total's rounding
+            possible = add_up(holds_high, add_up(pool.pending_mass(events),
+                                                 flight.pending_mass(events)))
+            upper = np.maximum(np.minimum(np.minimum(np.minimum(
+                add_up(total, -refuted), 1.0), possible), best_upper), proven)
             best_proven, best_upper = proven, upper
             probabilities = self.tracked.probabilities(proven, upper)
             value = interval_eval(self.spec.expression, probabilities)
@@ -358,6 +371,11 @@ class ProbabilityBranchAndBound:
         return None
 
 
+DERIVED_WIDTH = 2.0 ** -10
+"""A derived child mass wider than this share of its upper end is evaluated after all
+(:meth:`Complement.loose`)."""
+
+
 @dataclass(frozen=True)
 class Complement:
     """Split children whose mass is their parent's less their sibling's: the population's
@@ -380,6 +398,13 @@ class Complement:
         """Per child, NaN where the evaluation computes its mass, else its parent's upper
         mass (an upper bound of its own), which stands in for it during the evaluation."""
         return np.where(self.derived, self.parent_hi, np.nan)
+
+    def loose(self, mass_lo: np.ndarray, mass_hi: np.ndarray) -> np.ndarray:
+        """Per child, whether its mass is derived and its enclosure (from :meth:`masses`)
+        wider than :data:`DERIVED_WIDTH` of its upper end: a child far lighter than its
+        parent (a protected group of mass 1e-12 split off a box of mass 1) inherits the
+        parent's absolute rounding, [0, 4e-12], which its own evaluation avoids."""
+        return self.derived & (mass_hi - mass_lo > DERIVED_WIDTH * mass_hi)
 
     def masses(self, mass_lo: np.ndarray, mass_hi: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from verifier.numerics import sum_lower
+from verifier.numerics import sum_lower, sum_upper
 from verifier.pv.boxpool import Boxes
 
 
@@ -83,6 +83,16 @@ class RoundsInFlight:
             credit_false = credit_false + started.parents.credit_false.sum(axis=0)
             count += started.parents.lo.shape[0] + 1
         return sum_lower(credit_true, count), sum_lower(credit_false, count)
+
+    def pending_mass(self, events: int) -> np.ndarray:
+        """Upper bounds of the sums of the in-flight parents' upper masses, per event over
+        the parents where it is pending (see :meth:`verifier.pv.boxpool.BoxPool.pending_mass`)."""
+        total = np.zeros(events)
+        count = 0
+        for started in self.rounds:
+            total = total + started.parents.mass_hi @ started.parents.pending
+            count += started.parents.lo.shape[0] + 1
+        return sum_upper(total, count)
 
     def open_estimate(self, events: int) -> np.ndarray:
         """The parents' estimated uncredited mass where each event holds (not a bound)."""

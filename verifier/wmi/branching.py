@@ -182,7 +182,10 @@ def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
     ``event`` is the violation together with the precondition's part that is not a box,
     ``measure`` is already restricted to the precondition's box, and ``normaliser``
     encloses the precondition's probability: the violation share is ``P(event) /
-    normaliser``, enclosed by dividing the ends. A certified interval, ``timed_out`` when the
+    normaliser``, enclosed by dividing the ends (a normaliser whose lower end is 0 leaves the
+    share's upper end at 1 and is named in ``extra["precondition_mass"]``: the precondition
+    may have probability too small to certify, e.g. a value of mass 5e-324). A certified
+    interval, ``timed_out`` when the
     deadline ended it; with ``stop_at`` it stops once the share is proven ``>= stop_at`` (a
     failure, ``stopped_early``) or below it. ``deadline`` is a ``time.perf_counter()``
     instant. PV runs in-process without ``executor`` (or with an in-process one), else on a
@@ -196,14 +199,19 @@ def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
     if not high_norm > 0:
         raise WMIInputError("the precondition has probability zero under the prior")
     term = ProbabilityTerm(event, None, "violation and precondition", "")
-    threshold = None if stop_at is None else float(stop_at) * low_norm
+    # a normaliser whose lower end is 0 still bounds the share from below (a failure is
+    # proven once P(event) >= stop_at · high_norm), never from above, so PV then aims at
+    # that threshold and has no width to stop at
+    scale = low_norm if low_norm > 0 else high_norm
+    threshold = None if stop_at is None else float(stop_at) * scale
     spec = Specification({"p_violation": term}, Ref("p_violation"), "p_violation",
                          None if threshold is None else ">=", threshold, name=name)
     local = executor is None or isinstance(executor, InProcessExecutor)
     workers = None if local else getattr(executor, "_max_workers", None) or default_workers()
     settings = PVSettings(
         method="ibp" if bound_method == "none" else bound_method, timeout_s=timeout_s,
-        precision=tolerance * low_norm, enumerate_points=ENUMERATE_POINTS,
+        precision=tolerance * low_norm if low_norm > 0 else None,
+        enumerate_points=ENUMERATE_POINTS,
         executor="local" if local else "process", workers=workers)
     result = verify(copies.network, spec, measure.prob_boxes_interval,
                     population_domain(measure)[1], settings, excess=measure.prob_excess_lower,
@@ -224,6 +232,7 @@ def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
         probability_lower=probability_lower, probability_upper=probability_upper,
         exact=False, timed_out=late, refinements=0, proven=True,
         extra={"method": "box branching (PV)", "boxes": int(result.boxes),
-               "branching_stopped_by": result.stopped_by})
+               "branching_stopped_by": result.stopped_by,
+               **({} if low_norm > 0 else {"precondition_mass": [0.0, float(high_norm)]})})
 
 
