@@ -22,6 +22,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
 from verifier.errors import CertgateInputError
+from verifier.worker_malloc import keep_freed_memory
 from verifier.worker_values import (
     Pickled,
     SharedValue,
@@ -106,7 +107,8 @@ class ProcessPool(ProcessPoolExecutor):
     def __init__(self, max_workers: int) -> None:
         self._values: dict[str, Any] = {}
         self._started = False
-        super().__init__(max_workers=max_workers, initializer=install, initargs=(self._values,))
+        super().__init__(max_workers=max_workers, initializer=start_worker,
+                         initargs=(self._values,))
 
     def share(self, value: Any) -> SharedValue:
         """A task argument standing for ``value``. Shared before the first task, the value
@@ -147,6 +149,13 @@ class ProcessPool(ProcessPoolExecutor):
             manager.result_queue._writer.close()
             manager.join(timeout=WORKER_EXIT_S)
         _end_processes(list(workers.values()))
+
+
+def start_worker(values: dict[str, Any]) -> None:
+    """A :class:`ProcessPool` worker's start: its malloc keeps the memory its tasks free
+    (:func:`verifier.worker_malloc.keep_freed_memory`) and it keeps the shared ``values``."""
+    keep_freed_memory()
+    install(values)
 
 
 def _end_processes(processes: list[Any]) -> None:
