@@ -1,4 +1,4 @@
-"""A process pool's workers keep the memory their tasks free (verifier.worker_malloc): a
+"""The workers certgate starts keep the memory their tasks free (verifier.worker_malloc): a
 block freed by one task is reused by the next without faulting its pages in again."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from verifier.executor import ProcessPool, abandon
-from verifier.worker_malloc import MMAP_THRESHOLD
+from verifier.executor import DaskExecutor, ProcessPool, abandon
+from verifier.worker_malloc import MALLOC_ENVIRON, MMAP_THRESHOLD
 
 BLOCK = 16 << 20
 """A block above glibc's default mmap threshold (128 kB) and below :data:`MMAP_THRESHOLD`."""
@@ -91,4 +91,30 @@ def test_a_process_pool_worker_reuses_what_its_last_task_freed() -> None:
         second = pool.submit(_faults_of_filled_blocks, 2).result(timeout=60)
     finally:
         abandon(pool)
+    assert all(count < PAGES // 20 for count in second), second
+
+
+def _malloc_environ() -> dict[str, str | None]:
+    import os
+
+    return {name: os.environ.get(name) for name in MALLOC_ENVIRON}
+
+
+def test_a_local_dask_clusters_worker_starts_with_the_settings_and_reuses_freed_blocks() -> None:
+    """A local cluster's workers are spawned by its nannies, so glibc reads the settings from
+    their environment at their start; the second task refills the first's block without
+    faults."""
+    if not _has_mallopt():
+        pytest.skip("the C library has no mallopt")
+    try:
+        dask = DaskExecutor(None, workers=1)
+    except Exception as error:  # a cluster that cannot start here is an environment problem
+        pytest.skip(f"no local dask cluster: {error}")
+    try:
+        environ = dask.submit(_malloc_environ).result(timeout=120)
+        dask.submit(_faults_of_filled_blocks, 1).result(timeout=120)
+        second = dask.submit(_faults_of_filled_blocks, 2).result(timeout=120)
+    finally:
+        abandon(dask)
+    assert environ == {name: str(value) for name, value in MALLOC_ENVIRON.items()}
     assert all(count < PAGES // 20 for count in second), second

@@ -10,8 +10,10 @@ open boxes keeps its heap from being trimmed (docs/decisions.md, 2026-11-29, "A 
 workers keep the memory their tasks free"). Fixed thresholds keep such blocks in the heap
 for the next task; a worker's resident memory stays at its largest task's.
 
-Only the process pool's own workers get this (:class:`verifier.executor.ProcessPool`'s
-initializer): the caller's process is the user's, and so are a Dask cluster's workers.
+Only the workers certgate starts get this — the process pool's (its initializer,
+:class:`verifier.executor.ProcessPool`) and a local Dask cluster's (:data:`MALLOC_ENVIRON`):
+the caller's process is the user's, and so are the workers of a cluster reached by its
+address.
 It changes where memory comes from, never a value computed.
 """
 
@@ -28,6 +30,11 @@ MMAP_THRESHOLD = 32 << 20
 64-bit systems, ``DEFAULT_MMAP_THRESHOLD_MAX``)."""
 TRIM_THRESHOLD = 128 << 20
 """Free memory at the heap's top beyond which it is returned to the system."""
+MALLOC_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD,
+                  "MALLOC_TRIM_THRESHOLD_": TRIM_THRESHOLD}
+"""The same two settings as the environment variables glibc reads when a process starts: a
+local Dask cluster's workers, spawned by its nannies, start with them
+(:class:`verifier.executor.DaskExecutor`)."""
 
 
 def keep_freed_memory() -> bool:
