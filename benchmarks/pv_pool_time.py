@@ -12,8 +12,8 @@ CPU seconds, appended to a log file; the pool's workers are forked from this pro
 run the timed task. Printed as JSON: the run's wall time, the caller's CPU seconds (this
 process: the loop, selection, splitting, pickling), the workers' CPU seconds (their whole
 processes, read by ``getrusage(RUSAGE_CHILDREN)`` once they are ended: tasks, unpickling
-and pickling), boxes per CPU second of the two, the tasks' mean size in boxes, the boxes
-and intervals reached, and per
+and pickling; their system share and minor page faults apart), boxes per CPU second of the
+two, the tasks' mean size in boxes, the boxes and intervals reached, and per
 worker its tasks, busy wall seconds, CPU seconds and idle wall seconds (from its first task
 to the run's end, the time it held no task). On a loaded machine busy wall exceeds CPU by the
 other jobs' share; idle wall is the pool's own loss whatever the load.
@@ -22,6 +22,12 @@ Usage (from the checkout root)::
 
     python -m benchmarks.pv_pool_time --instance adult13-h16-s0-e5-4f34ee11d87e \\
         --gamma 0.5935 --budget 120 --workers 2
+    python -m benchmarks.pv_pool_time --instance pvadult-634d2e576b31-h20x10 \\
+        --population pvadult-634d2e576b31 --protected sex=Male --gamma 0.8 --budget 60
+
+(the second: a network of PV's Adult setup, :mod:`benchmarks.pv_adult`, whose networks share
+one population file). ``--rounds`` adds one row per collected round: its wall time from the
+start, the caller's CPU, the boxes, the open boxes and the ratio interval.
 """
 
 from __future__ import annotations
@@ -59,8 +65,11 @@ def _timed_tasks(log: Path) -> None:
     evaluation._evaluate_task = timed
 
 
-def measure(stem: Path, gamma: float, budget: float, workers: int) -> dict[str, Any]:
-    """One run of ``budget`` seconds on ``workers`` processes; see the module."""
+def measure(stem: Path, gamma: float, budget: float, workers: int,
+            population_stem: Path | None = None, protected: str = "sex",
+            rounds: bool = False) -> dict[str, Any]:
+    """One run of ``budget`` seconds on ``workers`` processes; see the module
+    (``population_stem``: the population's file stem when it is not ``stem``'s)."""
     import torch
 
     from verifier.audits.demographic_parity import demographic_parity_audit
@@ -70,16 +79,24 @@ def measure(stem: Path, gamma: float, budget: float, workers: int) -> dict[str, 
 
     torch.set_num_threads(1)
     network = network_from_json(json.loads(Path(f"{stem}.network.json").read_text("utf-8")))
-    population = load_population(Path(f"{stem}.population.json"))
+    population = load_population(Path(f"{population_stem or stem}.population.json"))
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "tasks.log"
         _timed_tasks(log)
         reports: list[Any] = []
+        round_rows: list[list[Any]] = []
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started, cpu = time.perf_counter(), time.process_time()
+
+        def report(progress: Any) -> None:
+            reports.append(progress)
+            round_rows.append([round(time.perf_counter() - started, 3),
+                               round(time.process_time() - cpu, 3), progress.boxes,
+                               progress.open_boxes, list(progress.value)])
+
         demographic_parity_audit(
-            network, population, protected="sex", privileged=1.0, favorable_class=1,
-            gamma=gamma, progress=reports.append,
+            network, population, protected=protected, privileged=1.0, favorable_class=1,
+            gamma=gamma, progress=report,
             settings=PVSettings(timeout_s=budget, executor="process", workers=workers))
         ended, caller = time.perf_counter(), time.process_time() - cpu
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -91,11 +108,13 @@ def measure(stem: Path, gamma: float, budget: float, workers: int) -> dict[str, 
         tasks.setdefault(pid, []).append((float(began), float(done), float(seconds)))
         task_boxes += int(boxes)
     workers_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    workers_system = after.ru_stime - before.ru_stime
     last = reports[-1]
     task_count = sum(len(spans) for spans in tasks.values())
     result: dict[str, Any] = {
         "wall_s": round(ended - started, 2), "caller_cpu_s": round(caller, 2),
-        "workers_cpu_s": round(workers_cpu, 2),
+        "workers_cpu_s": round(workers_cpu, 2), "workers_system_s": round(workers_system, 2),
+        "workers_minor_faults": after.ru_minflt - before.ru_minflt,
         "boxes_per_cpu_s": round(last.boxes / max(caller + workers_cpu, 1e-9)),
         "mean_task_boxes": round(task_boxes / max(task_count, 1)),
         "boxes": last.boxes, "value": last.value, "probabilities": last.probabilities,
@@ -109,6 +128,8 @@ def measure(stem: Path, gamma: float, budget: float, workers: int) -> dict[str, 
             "cpu_s": round(sum(seconds for _, _, seconds in spans), 2),
             "idle_s": round(ended - first - busy, 2),
         }
+    if rounds:
+        result["rounds"] = round_rows
     return result
 
 
@@ -119,13 +140,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gamma", type=float, default=0.5935)
     parser.add_argument("--budget", type=float, default=120.0, help="wall seconds")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--population", default=None,
+                        help="the population's file stem in the cache, if not the instance's")
+    parser.add_argument("--protected", default="sex", help="the protected column")
+    parser.add_argument("--rounds", action="store_true", help="one row per collected round")
     args = parser.parse_args(argv)
     stem = CACHE_DIR / args.instance
     if not Path(f"{stem}.network.json").exists():
         print(f"no cached instance {stem}; build it with benchmarks.adult_instances",
               file=sys.stderr)
         return 2
-    print(json.dumps(measure(stem, args.gamma, args.budget, args.workers)))
+    population = None if args.population is None else CACHE_DIR / args.population
+    print(json.dumps(measure(stem, args.gamma, args.budget, args.workers, population,
+                             args.protected, args.rounds)))
     return 0
 
 

@@ -22,6 +22,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
 from verifier.errors import CertgateInputError, ExecutorUnreachableError
+from verifier.worker_malloc import MALLOC_ENVIRON, keep_freed_memory
 from verifier.worker_values import (
     Pickled,
     SharedValue,
@@ -106,7 +107,8 @@ class ProcessPool(ProcessPoolExecutor):
     def __init__(self, max_workers: int) -> None:
         self._values: dict[str, Any] = {}
         self._started = False
-        super().__init__(max_workers=max_workers, initializer=install, initargs=(self._values,))
+        super().__init__(max_workers=max_workers, initializer=start_worker,
+                         initargs=(self._values,))
 
     def share(self, value: Any) -> SharedValue:
         """A task argument standing for ``value``. Shared before the first task, the value
@@ -149,6 +151,13 @@ class ProcessPool(ProcessPoolExecutor):
         _end_processes(list(workers.values()))
 
 
+def start_worker(values: dict[str, Any]) -> None:
+    """A :class:`ProcessPool` worker's start: its malloc keeps the memory its tasks free
+    (:func:`verifier.worker_malloc.keep_freed_memory`) and it keeps the shared ``values``."""
+    keep_freed_memory()
+    install(values)
+
+
 def _end_processes(processes: list[Any]) -> None:
     """Terminate every process still alive, then kill any that has not exited within
     :data:`WORKER_EXIT_S` (a worker that ignored SIGTERM on a busy machine)."""
@@ -163,18 +172,22 @@ def _end_processes(processes: list[Any]) -> None:
 
 
 
-MALLOC_TRIM_KEY = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+NANNY_ENVIRON = "distributed.nanny.pre-spawn-environ"
+"""Dask's option holding the variables its nannies set before they start a worker."""
+MALLOC_TRIM_KEY = f"{NANNY_ENVIRON}.MALLOC_TRIM_THRESHOLD_"
 """Dask's nanny starts each worker with ``MALLOC_TRIM_THRESHOLD_=65536``, and setting it turns
 off glibc's dynamic mmap threshold: every array above 128 kB is then a fresh mapping whose
 pages are faulted in and zeroed. PV on a local cluster spent 2.4× the CPU per box with it
-(40 % of it in the kernel); the local cluster starts its workers without it (the value
-``None`` unsets a variable of this option)."""
+(40 % of it in the kernel). A local cluster's workers start instead with
+:data:`verifier.worker_malloc.MALLOC_ENVIRON`, the thresholds of the process pool's workers
+(docs/decisions.md, 2026-11-29)."""
 
 
 class DaskExecutor(Executor):
     """A ``distributed`` client's executor that also closes the client (and its cluster); its
     shared values reach the workers through a worker plugin (:meth:`share`). A local
-    cluster's workers start without :data:`MALLOC_TRIM_KEY`'s variable."""
+    cluster's workers start with :data:`verifier.worker_malloc.MALLOC_ENVIRON` (see
+    :data:`MALLOC_TRIM_KEY`)."""
 
     def __init__(self, address: str | None, workers: int | None = None) -> None:
         try:
@@ -192,7 +205,8 @@ class DaskExecutor(Executor):
                 raise ExecutorUnreachableError(
                     f"cannot reach the Dask scheduler at {address}: {error}") from error
         else:
-            with dask.config.set({MALLOC_TRIM_KEY: None}):
+            with dask.config.set({f"{NANNY_ENVIRON}.{name}": value
+                                  for name, value in MALLOC_ENVIRON.items()}):
                 self._cluster = LocalCluster(
                     n_workers=workers or default_workers(),
                     threads_per_worker=1,
