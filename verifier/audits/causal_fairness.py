@@ -280,6 +280,8 @@ def protected_group(settings: CausalFairnessSettings,
 
 
 SETTINGS = CausalFairnessSettings
+in_full = protected_group
+"""The kind's hook of :func:`verifier.audits.settings_in_full`: the protected group in full."""
 
 
 def engine_options(executor: str, workers: int | None) -> None:
