@@ -15,9 +15,10 @@ def check_audits(audits: list[Any], network: Any, population: Any, names: list[s
     and the audit can run on ``network`` and ``population``
     (:func:`verifier.audits.check_audit`); the first failure is a :class:`CertgateInputError`
     naming the audit."""
-    from verifier.audits import check_audit
+    from verifier.audits import check_audit, settings_in_full
 
     for settings in audits:
+        settings = settings_in_full(settings, population)
         missing = [name for name in settings.referenced_inputs() if name not in names]
         if missing:
             raise CertgateInputError(

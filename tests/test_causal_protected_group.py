@@ -123,3 +123,27 @@ def test_ambiguous_parts_of_a_group_are_refused(tmp_path: Path, protected: str,
         {"race=A": 1.0, "kids": 1.0}, -2.5, ["race=A", "race=B", "race=C", "kids"]))
     with pytest.raises(CertgateInputError, match=message):
         run(_parse(["--model", model, "--population", population, "--protected", protected]))
+
+
+def test_a_categorical_feature_named_alone_is_its_group(tmp_path: Path, capsys) -> None:
+    # `--protected race` names the population's feature `race` (columns race=A, race=B,
+    # race=C): it is the whole group, as its columns listed are; it used to be refused,
+    # asking for every column (a raw COMPAS race has six, one with a space in its name).
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"race": rng.choice(["A", "B", "C"], 600),
+                          "kids": rng.integers(0, 4, 600)})
+    names = ["race=A", "race=B", "race=C", "kids"]
+    weights, bias = {"race=A": 2.0, "race=B": 1.0, "kids": 1.0}, -2.5   # A >= 1, B >= 2, C >= 3
+    model, population = _case(tmp_path, frame, _score_network(weights, bias, names))
+    exact = _exact_biased_share(weights, bias, [{"race=A": 1, "race=B": 0, "race=C": 0},
+                                                {"race=A": 0, "race=B": 1, "race=C": 0},
+                                                {"race=A": 0, "race=B": 0, "race=C": 1}])
+    assert exact == Fraction(1, 2)
+    for protected in ("race", "race=A,race=B,race=C"):
+        low, high = _shares(capsys, model, population, protected)
+        assert low <= exact <= high and high - low < 1e-9, (protected, low, high)
+    [certificate] = certgate.audit(model, population, [{
+        "kind": "causal_fairness", "protected": "race", "max_biased_share": 0.6,
+        "protected_values": ["race=B", "race=C"]}])   # B against C: kids = 2 only
+    assert certificate.bounds["biased_share"] == (0.25, 0.25)
+    assert "depends on race=A, race=B, race=C" in certificate.details["expression"]

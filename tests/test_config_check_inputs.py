@@ -140,3 +140,17 @@ def test_a_registry_model_on_a_reachable_server_is_loaded_and_checked(
     line = refused(capsys, config(tmp_path, f"models:/{name}@candidate", None,
                                   {**audit, "protected": "Sex"}, tracking_uri=mlflow_server.url))
     assert "'Sex'" in line and "'sex'" in line
+
+
+def test_a_causal_audit_may_name_a_categorical_feature_alone(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    # `protected: sex` is the population's feature `sex` (sex=Female, sex=Male): the causal
+    # audit reads it as the group; the pre-flight used to refuse it as a missing input
+    causal = {"kind": "causal_fairness", "name": "causal", "protected": "sex",
+              "max_biased_share": 0.05}
+    code, out, _ = run_cli(capsys, "config", "check", "--json",
+                           config(files["root"], str(files["model"]), str(files["pop"]), causal))
+    assert code == 0 and json.loads(out)["preflight"]["checked"] == ["causal"]
+    line = refused(capsys, config(files["root"], str(files["model"]), str(files["pop"]),
+                                  {**causal, "protected": "sexx"}))
+    assert "audit 'causal'" in line and "'sexx'" in line

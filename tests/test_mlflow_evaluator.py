@@ -152,3 +152,33 @@ def test_the_evaluation_data_checks_the_population(store: dict[str, Any]) -> Non
         assert record["empirical"][label]["rows"] == int(rows.sum())
         assert record["empirical"][label]["estimate"] == pytest.approx(
             float(favourable[rows].mean()), abs=1e-12)
+
+
+def test_a_model_logged_without_names_is_named_in_the_evaluators_config(
+        store: dict[str, Any], tmp_path: Path) -> None:
+    """A plain ``mlflow.pytorch.log_model`` (pt2, a numpy example: no column names) evaluated
+    with ``evaluators=["certgate"]``: the refusal names the evaluator's own key (it named only
+    the configuration's and the command line's), and that key binds the model, giving the
+    metrics of the same network logged with its names."""
+    import mlflow
+    import mlflow.pytorch
+
+    from tests.test_api import threshold_module
+    from tests.test_front_doors import population
+    from verifier.errors import CertgateInputError
+    from verifier.population import save_population
+
+    with mlflow.start_run():
+        mlflow.pytorch.log_model(threshold_module().float(), name="model",
+                                 input_example=np.zeros((2, 2), dtype=np.float32),
+                                 registered_model_name="evaluated_unnamed")
+    save_population(population("binary"), tmp_path / "population.json")
+    unnamed = {**store, "model": "models:/evaluated_unnamed/1"}
+    config = {"audits": [SETTINGS], "population": str(tmp_path / "population.json")}
+    with pytest.raises(CertgateInputError,
+                       match=r"evaluator_config\['certgate'\]\['input_names'\]"):
+        evaluate(unnamed, config)
+    _, named = evaluate(unnamed, {**config, "input_names": ["x", "s"]})
+    _, shipped = evaluate(store, config)
+    for key in ("dp.ratio_lower", "dp.ratio_upper", "dp.proven_pass"):
+        assert named.metrics[key] == shipped.metrics[key], key

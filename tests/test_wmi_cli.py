@@ -3,6 +3,7 @@
 import argparse
 import json
 import pickle
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from verifier.convert import save_network
 from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
 from verifier.population import (
+    Discrete,
     Factor,
     Feature,
     Normal,
@@ -138,3 +140,39 @@ def test_json_stdout_is_one_object_and_holds_the_thin_cell(tmp_path: Path) -> No
     low, high = document["probability_interval"]
     assert result.returncode == 0
     assert low <= truth - 1e-9 and truth + 1e-9 <= high
+
+
+def _monotonicity_in_b_exact() -> Fraction:
+    """P(class 1 at (a, b) ⇒ class 1 at (a, b′) | b < b′) for a, b, b′ independent and uniform
+    on {0, 1, 2, 3} and class 1 iff a − b − 1/2 > 0, by enumeration in ``Fraction``."""
+    values = range(4)
+    pairs = [(a, b, c) for a in values for b in values for c in values if b < c]
+    kept = sum(not (a - b - Fraction(1, 2) > 0 and not a - c - Fraction(1, 2) > 0)
+               for a, b, c in pairs)
+    return Fraction(kept, len(pairs))
+
+
+def test_a_box_branching_result_is_printed_as_its_interval(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # box branching computes no value: the human line used to lead with "probability 0" (the
+    # interval's lower end) where the truth is far from 0, which read as an estimate
+    quarter = Discrete(values=[0.0, 1.0, 2.0, 3.0], probabilities=[0.25] * 4)
+    prior = PopulationModel(
+        features=[Feature(name="a", kind="integer", domain=(0, 3)),
+                  Feature(name="b", kind="integer", domain=(0, 3))],
+        distribution=Product(factors=[Factor(columns=["a"], distribution=quarter),
+                                      Factor(columns=["b"], distribution=quarter)]))
+    net = Network([Layer(np.array([[1.0, -1.0]]), np.array([-0.5]))], ["a", "b"], ["logit"])
+    save_network(net, tmp_path / "net.json")
+    save_population(prior, tmp_path / "pop.json")
+    parser = argparse.ArgumentParser()
+    add_wmi_parsers(parser.add_subparsers(dest="verb"))
+    args = parser.parse_args(["monotonicity", "--model", str(tmp_path / "net.json"),
+                              "--population", str(tmp_path / "pop.json"), "--feature", "b",
+                              "--use-prior", "--min-probability", "0.5", "--timeout", "30"])
+    args.func(args)
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("probability certified in ["), line
+    assert "boxes (box branching (PV))" in line
+    low, high = (float(end) for end in line.split("[", 1)[1].split("]", 1)[0].split(", "))
+    assert low <= _monotonicity_in_b_exact() <= high and low > 0.5, (low, high)

@@ -224,7 +224,9 @@ def _run_kind(args: argparse.Namespace, settings: Any, **extra: Any) -> int:
 def _report(args: argparse.Namespace, certificate: Certificate) -> int:
     """Print the certificate's probability, proven interval, float interval and cost (the
     verdict only when ``--min-probability`` was given); exit 0 unless a given threshold is
-    not proven."""
+    not proven. A box-branching result is printed as its interval alone: its
+    ``probability`` (kept in ``--json``) is the end of the interval the verdict read, not
+    an estimate."""
     details, cost = certificate.details, certificate.cost
     low, high = certificate.bounds["probability"]
     judged = args.min_probability is not None
@@ -252,8 +254,11 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
                  f"with the engineering margin)")
         if details.get("proven_by"):
             proof += f"; proven by {details['proven_by']}, {details['proof_boxes']} boxes"
-        print(f"probability {document['probability']:.12g}{bound}, certified in "
-              f"[{low:.12g}, {high:.12g}]{proof}; {work}, {document['elapsed_s']:.3f} s")
+        # box branching computes no value, only the interval (its `probability` is an end)
+        value = ("probability" if "boxes" in document
+                 else f"probability {document['probability']:.12g}{bound},")
+        print(f"{value} certified in [{low:.12g}, {high:.12g}]{proof}; {work}, "
+              f"{document['elapsed_s']:.3f} s")
         if judged:
             print(f"verdict: {certificate.verdict}"
                   + ("" if details["proven"] else

@@ -81,6 +81,20 @@ def check_audit(settings: Any, network: Any, population: Any) -> None:
         raise type(error)(f"audit {settings.name!r}: {error}") from error
 
 
+def settings_in_full(settings: Any, population: Any) -> Any:
+    """``settings`` with the inputs they name through the population model written as its
+    columns, by the kind's optional ``in_full`` (a causal audit's categorical feature named
+    alone, ``race``, is its one-hot columns); ``settings`` itself for the other kinds or
+    without a population. Errors name the audit."""
+    in_full = getattr(kind_module(settings.kind), "in_full", None)
+    if in_full is None or population is None:
+        return settings
+    try:
+        return in_full(settings, population)
+    except CertgateInputError as error:
+        raise type(error)(f"audit {settings.name!r}: {error}") from error
+
+
 def run_audit(settings: Any, network: Any, population: Any, budget: float | None = None,
               progress: Any = None, **engine: Any) -> Certificate:
     """Run the audit ``settings`` describe (picklable: an executor may run it in another
@@ -143,4 +157,5 @@ __all__ = [
     "probability_audit",
     "run_audit",
     "run_specification",
+    "settings_in_full",
 ]

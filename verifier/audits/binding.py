@@ -111,7 +111,9 @@ def bound_names(network: Network, given: Sequence[str] | None, where: str) -> li
         raise BindingError(
             f"{where}: the model records no input names (its {network.input_size} inputs are "
             f"only positions: {_shown(network.input_names)}); give them in the network's input "
-            "order with model.input_names in the configuration or --input-names a,b,c"
+            "order with model.input_names in the configuration, --input-names a,b,c, "
+            "certgate.audit(..., input_names=[...]) or, in mlflow.models.evaluate, "
+            "evaluator_config['certgate']['input_names']"
         )
     return own
 

@@ -215,6 +215,17 @@ def _onehot_groups(settings: CausalFairnessSettings, network: Network,
     return [group for group in groups if not set(group) & set(settings.protected)]
 
 
+def _named_categorical(protected: list[str], population: Any) -> list[str] | None:
+    """The columns of the population's categorical feature when ``protected`` is its name
+    alone (``race`` for ``race=A, race=B, …``) and no input column is called so; else None."""
+    if len(protected) != 1 or protected[0] in population.columns:
+        return None
+    for feature in population.features:
+        if feature.name == protected[0] and feature.kind == "categorical":
+            return list(feature.columns)
+    return None
+
+
 def protected_group(settings: CausalFairnessSettings,
                     population: Any) -> CausalFairnessSettings:
     """``settings`` with a protected categorical feature named in full.
@@ -225,8 +236,9 @@ def protected_group(settings: CausalFairnessSettings,
     Protected inputs naming every column of a group but one are that group, as a model
     reading every column of a group but one reads the last with zero weights (binding):
     ``sex=Male`` of ``sex=Female, sex=Male``, or pandas' ``drop_first`` dummies ``race_B,
-    race_C`` of ``race_(dropped), race_B, race_C``. They become the whole group (one-hot; all
-    its categories compared unless ``protected_values`` names some). ``settings`` itself
+    race_C`` of ``race_(dropped), race_B, race_C``; so is the categorical feature's own name
+    (``race``) when no input column has that name. They become the whole group (one-hot;
+    all its categories compared unless ``protected_values`` names some). ``settings`` itself
     when no protected input lies in a group or they already name a whole one.
 
     Raises:
@@ -237,6 +249,9 @@ def protected_group(settings: CausalFairnessSettings,
     if population is None:
         return settings
     names = list(population.columns)
+    whole = _named_categorical(settings.protected, population)
+    if whole is not None:
+        return settings.model_copy(update={"protected": whole, "protected_kind": "one_hot"})
     named = set(settings.protected)
     for indices in population.onehot_groups():
         group = [names[index] for index in indices]
@@ -265,6 +280,8 @@ def protected_group(settings: CausalFairnessSettings,
 
 
 SETTINGS = CausalFairnessSettings
+in_full = protected_group
+"""The kind's hook of :func:`verifier.audits.settings_in_full`: the protected group in full."""
 
 
 def engine_options(executor: str, workers: int | None) -> None:

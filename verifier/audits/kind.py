@@ -31,6 +31,11 @@ Members:
   unit of work ("" when the certificate does not record it).
 * ``EMPIRICAL_CHECK`` — its population-fidelity check (:mod:`verifier.audits.fidelity`:
   the audited quantity's empirical value on data rows), or the reason it has none.
+* ``in_full(settings, population)`` (optional) — the settings with the inputs they name
+  through the population written as its columns, read by
+  :func:`verifier.audits.settings_in_full` before a door checks those names against the
+  model's (causal fairness: a categorical feature named alone is its one-hot group); a kind
+  without it names inputs as the model does.
 """
 
 from __future__ import annotations
