@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline_steps.cli.config_cmd import DEPLOY_MODULE, load_config, require_deploy_step
 from pipeline_steps.cli.exit_codes import EXIT_ERROR, EXIT_OK, exit_for
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, quiet_downloads
-from verifier.errors import CertgateInputError
+from verifier.errors import CertgateInputError, ExecutorUnreachableError
 
 if TYPE_CHECKING:
     from configs.schema import CertgateConfig
@@ -327,7 +327,6 @@ def _event_callback(config: CertgateConfig, registry: Registry, guard: StopGuard
     from registry_hooks.connection import RegistryError
     from registry_hooks.failures import record_failure, recorded_failure, recorder
     from registry_hooks.tags import FAILURE_TAG, model_version
-    from verifier.errors import ExecutorUnreachableError
 
     fingerprint = config.audit_fingerprint()
     me = recorder()
