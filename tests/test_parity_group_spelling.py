@@ -53,11 +53,6 @@ def test_the_minority_column_spelling_holds_the_closed_form() -> None:
     assert low <= 0.0 <= high and certificate.verdict == "violated"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "PV's default path certifies P[class 1 | x['group=majority'] != 1] = 0.37362 (a point) "
-    "where it is 0, and proves the ratio above 0.5: the event constrains the column the "
-    "network does not read (BENCHMARKS.md, 2026-11-30 red-team); --enumerate-points 1000 "
-    "gives [0, 1.6e-11]"))
 def test_the_majority_column_spelling_holds_the_closed_form() -> None:
     certificate = _certificate("group=majority", 1)
     low, high = certificate.bounds["p_unprivileged"]

@@ -540,6 +540,27 @@ class Splitter:
                 target[rows] = source[rows]
             left_hi[rows, columns] = cut_left[rows]
             right_lo[rows, columns] = cut_right[rows]
+            grouped = rows[self.group_of[columns] >= 0]
+            for child_lo, child_hi in ((left_lo, left_hi), (right_lo, right_hi)):
+                self._settle_groups(child_lo, child_hi, grouped)
         lo, hi = np.concatenate([left_lo, right_lo]), np.concatenate([left_hi, right_hi])
         self.snap(lo, hi)
         return lo, hi
+
+    def _settle_groups(self, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray) -> None:
+        """On boxes ``rows``, in place: every one-hot group that allows one category only is
+        fixed to it (its column ``[1, 1]``, the others ``[0, 0]``), as :meth:`children` fixes
+        a group split down to one category. A threshold cut on one column of a group
+        (``x['sex=Female'] < 1``) narrows that column alone and leaves the group's other
+        columns open; the box then holds non-one-hot corners that carry no mass, and its
+        lower corner, which the exact point decision reads, need not be a category."""
+        if rows.size == 0:
+            return
+        for group in range(self.group_index.shape[0]):
+            columns = self.group_index[group][self.group_valid[group]]
+            allowed = Categorical.category_mask(lo[rows[:, None], columns],
+                                                hi[rows[:, None], columns])
+            settled = rows[allowed.sum(axis=1) == 1]
+            unit = allowed[allowed.sum(axis=1) == 1].astype(np.float64)
+            lo[settled[:, None], columns] = unit
+            hi[settled[:, None], columns] = unit
