@@ -4,7 +4,8 @@ once per distinct set of allowed categories, the saturated convolution's tail su
 by bin, the excess bound's kept cells, CPT rows and factors gathered by direct indexing
 (``take_along_axis`` before), the convolution's windows by ``as_strided``, the one-hot
 records' counts in int32, the contractions along numpy's cached list of steps, and the
-excess bound's per-node excess and plain tables computed once per batch and cut per chunk.
+excess bound's per-node excess and plain tables computed once per batch and cut per chunk,
+and the linear pieces' excess moments computed once for the credit and the share.
 Soundness itself is held by the oracles of
 ``test_population_bayesnet`` (the joint table enumerated) and ``test_linear_credit`` (the
 excess against exact arithmetic); these tests pin that the faster code computes the same
@@ -24,6 +25,7 @@ from verifier.population.distributions import Categorical
 from verifier.population.elimination import _distinct_rows, planned_einsum
 from verifier.population.excess import _convolve, _OwnMasses
 from verifier.population.rounding import Enclosure
+from verifier.pv.credit import _allowed_categories, _excess_moments
 
 
 def _bits(array: np.ndarray) -> np.ndarray:
@@ -265,3 +267,27 @@ def test_the_excess_bounds_batch_tables_cut_to_a_chunk_are_the_chunks_own(seed: 
         for u in range(len(bounds.elimination.factors)):
             expected = bounds.elimination.own_masses(u, lo[rows], hi[rows]).lower
             assert np.array_equal(_bits(own.lower(u, rows)), _bits(expected))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 40))
+def test_a_boxs_excess_moments_do_not_depend_on_the_boxes_beside_it(
+        seed: int, first: int, second: int) -> None:
+    """``open_pieces`` computes the moments of both linear pieces' excess in one call on the
+    two pieces' rows stacked, and ``true_share`` reads its pieces' means from there: each
+    row's mean and deviation are the bits the row's own call gives (as ``true_share``
+    computed them alone before), coefficients of either sign, zeros and infinities
+    included."""
+    _, specs = random_discrete_network(seed)
+    rng = np.random.default_rng(seed)
+    lo, hi = _random_boxes(rng, specs, first + second)
+    groups = tuple(tuple(group) for group in _groups(specs))
+    coefficients = rng.normal(size=lo.shape) * rng.choice([0.0, 1e-3, 1.0, 1e3], size=lo.shape)
+    coefficients[rng.random(lo.shape) < 0.02] = np.inf
+    allowed = _allowed_categories(lo, hi, groups)
+    mean, deviation = _excess_moments(coefficients, lo, hi, groups, allowed)
+    for rows in (slice(0, first), slice(first, first + second)):
+        alone_mean, alone_deviation = _excess_moments(
+            coefficients[rows], lo[rows], hi[rows], groups, [mask[rows] for mask in allowed])
+        assert np.array_equal(_bits(mean[rows]), _bits(alone_mean))
+        assert np.array_equal(_bits(deviation[rows]), _bits(alone_deviation))

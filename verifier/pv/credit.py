@@ -37,29 +37,70 @@ class WantedSides:
         return WantedSides(self.true[rows], self.false[rows])
 
 
+@dataclass
+class OpenPieces:
+    """The boxes on which one output atom ``atom`` is the only open one and has linear
+    pieces (see :func:`open_pieces`): their rows ``boxes``, per box and event whether the
+    event ``follows`` the atom or ``negates`` it, the categories each box allows per one-hot
+    group (``allowed``, ``(boxes, group)`` each), and per box twice — for the atom's true
+    piece, then for its false piece — the box (``lo``, ``hi``), the piece's ``coefficients``
+    and the estimated ``mean`` and ``deviation`` of its excess (:func:`_excess_moments`)."""
+
+    atom: int
+    boxes: np.ndarray
+    follows: np.ndarray
+    negates: np.ndarray
+    allowed: list[np.ndarray]
+    lo: np.ndarray
+    hi: np.ndarray
+    coefficients: np.ndarray
+    mean: np.ndarray
+    deviation: np.ndarray
+
+
+def open_pieces(
+    atoms: AtomBounds, low: np.ndarray, high: np.ndarray, lines: AtomLines, lo: np.ndarray,
+    hi: np.ndarray, mass_hi: np.ndarray,
+) -> list[OpenPieces]:
+    """Per output atom with linear pieces, the boxes of positive mass it alone leaves open
+    and the moments of its pieces' excess there: what :func:`linear_credit` and
+    :func:`true_share` both read, computed once for a call's boxes. Each box's moments are
+    its own row's (the same floats whichever boxes are beside it)."""
+    found = []
+    for atom, boxes, follows, negates in _hanging_events(atoms, low, high, lines, mass_hi):
+        allowed = _allowed_categories(lo[boxes], hi[boxes], atoms.groups)
+        box_lo = np.concatenate([lo[boxes], lo[boxes]])
+        box_hi = np.concatenate([hi[boxes], hi[boxes]])
+        coefficients = np.concatenate([lines.true_coefficients[boxes, atom],
+                                       lines.false_coefficients[boxes, atom]])
+        mean, deviation = _excess_moments(coefficients, box_lo, box_hi, atoms.groups,
+                                          [np.concatenate([mask, mask]) for mask in allowed])
+        found.append(OpenPieces(atom, boxes, follows, negates, allowed, box_lo, box_hi,
+                                coefficients, mean, deviation))
+    return found
+
+
 def linear_credit(
     atoms: AtomBounds, low: np.ndarray, high: np.ndarray, lines: AtomLines, lo: np.ndarray,
     hi: np.ndarray, mass_hi: np.ndarray, excess: ExcessFunction,
-    wanted: WantedSides | None = None,
+    wanted: WantedSides | None = None, pieces: list[OpenPieces] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(credit_true, credit_false)``, ``(B, events)``: sound lower bounds of ``P(box ∧
     event)`` and ``P(box ∧ ¬event)`` from the linear pieces of the one atom left open on the
     box (zero where the event is decided, where more than one atom is open, where the atom
     has no piece, and on a side of the atom that no wanted credit reads: ``wanted``, None
-    for all). ``low``/``high``: the atoms' bounds on each box."""
+    for all). ``low``/``high``: the atoms' bounds on each box; ``pieces``: their
+    :func:`open_pieces`, computed here if None."""
     credit_true = np.zeros((lo.shape[0], len(atoms.tracked.events)))
     credit_false = np.zeros_like(credit_true)
-    for atom, boxes, follows, negates in _hanging_events(atoms, low, high, lines, mass_hi):
-        box_lo = np.concatenate([lo[boxes], lo[boxes]])
-        box_hi = np.concatenate([hi[boxes], hi[boxes]])
-        coefficients = np.concatenate([lines.true_coefficients[boxes, atom],
-                                       lines.false_coefficients[boxes, atom]])
+    if pieces is None:
+        pieces = open_pieces(atoms, low, high, lines, lo, hi, mass_hi)
+    for piece in pieces:
+        atom, boxes, follows, negates = piece.atom, piece.boxes, piece.follows, piece.negates
+        box_lo, box_hi, coefficients = piece.lo, piece.hi, piece.coefficients
         threshold = np.concatenate([lines.true_threshold[boxes, atom],
                                     lines.false_threshold[boxes, atom]])
-        allowed = [np.concatenate([mask, mask])
-                   for mask in _allowed_categories(lo[boxes], hi[boxes], atoms.groups)]
-        mean, deviation = _excess_moments(coefficients, box_lo, box_hi, atoms.groups, allowed)
-        within = threshold <= mean + TAIL_DEVIATIONS * deviation
+        within = threshold <= piece.mean + TAIL_DEVIATIONS * piece.deviation
         if wanted is None:
             read = np.ones(threshold.size, dtype=bool)
         else:
@@ -81,23 +122,24 @@ def linear_credit(
 
 def true_share(
     atoms: AtomBounds, low: np.ndarray, high: np.ndarray, lines: AtomLines, lo: np.ndarray,
-    hi: np.ndarray, mass_hi: np.ndarray,
+    hi: np.ndarray, mass_hi: np.ndarray, pieces: list[OpenPieces] | None = None,
 ) -> np.ndarray:
     """A rough estimate, ``(B, events)`` in ``[0, 1]``, of the share of each box on which each
     event holds — for choosing boxes, never for a bound. Where an event hangs on one open atom
     with both linear pieces, the chance that the midline of the pieces (halfway between the
     atom's lower and upper linear bounds) is positive, its terms taken as independent
-    uniforms over their ranges on the box (a normal approximation); ``0.5`` elsewhere."""
+    uniforms over their ranges on the box (a normal approximation); ``0.5`` elsewhere.
+    ``pieces``: the boxes' :func:`open_pieces`, computed here if None."""
     share = np.full((lo.shape[0], len(atoms.tracked.events)), 0.5)
-    for atom, boxes, follows, negates in _hanging_events(atoms, low, high, lines, mass_hi):
+    if pieces is None:
+        pieces = open_pieces(atoms, low, high, lines, lo, hi, mass_hi)
+    for piece in pieces:
+        atom, boxes, follows, negates = piece.atom, piece.boxes, piece.follows, piece.negates
         true_c = lines.true_coefficients[boxes, atom]
         false_c = lines.false_coefficients[boxes, atom]
-        box_lo, box_hi = lo[boxes], hi[boxes]
-        allowed = _allowed_categories(box_lo, box_hi, atoms.groups)
-        true_mean, _ = _excess_moments(true_c, box_lo, box_hi, atoms.groups, allowed)
-        false_mean, _ = _excess_moments(false_c, box_lo, box_hi, atoms.groups, allowed)
-        _, deviation = _excess_moments((true_c - false_c) / 2.0, box_lo, box_hi,
-                                       atoms.groups, allowed)
+        true_mean, false_mean = piece.mean[:boxes.size], piece.mean[boxes.size:]
+        _, deviation = _excess_moments((true_c - false_c) / 2.0, lo[boxes], hi[boxes],
+                                       atoms.groups, piece.allowed)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             centre = ((true_mean - lines.true_threshold[boxes, atom])
                       - (false_mean - lines.false_threshold[boxes, atom])) / 2.0

@@ -21,7 +21,13 @@ import numpy as np
 from verifier.arrays import torch_module
 from verifier.executor import BackgroundThread, InProcessExecutor, share
 from verifier.pv.atoms import AtomBounds, Known
-from verifier.pv.credit import ExcessFunction, WantedSides, linear_credit, true_share
+from verifier.pv.credit import (
+    ExcessFunction,
+    WantedSides,
+    linear_credit,
+    open_pieces,
+    true_share,
+)
 from verifier.pv.domain import MassFunction
 
 TASKS_PER_WORKER = 4
@@ -75,14 +81,16 @@ class BoxEvaluation:
         drive, order = self.atoms.leading_drive(
             atom_drive, signed, self.atoms.undecided(low, high))
         crediting = time.process_time()
+        pieces = None
         if self.excess is None:
             events = len(self.atoms.tracked.events)
             credit_true = credit_false = np.zeros((lo.shape[0], events))
         else:
+            pieces = open_pieces(self.atoms, low, high, lines, lo, hi, mass_hi)
             credit_true, credit_false = linear_credit(
-                self.atoms, low, high, lines, lo, hi, mass_hi, self.excess, wanted)
+                self.atoms, low, high, lines, lo, hi, mass_hi, self.excess, wanted, pieces)
         credited = time.process_time()
-        share = (true_share(self.atoms, low, high, lines, lo, hi, mass_hi)
+        share = (true_share(self.atoms, low, high, lines, lo, hi, mass_hi, pieces)
                  if self.estimate_shares else np.full_like(credit_true, 0.5))
         ended = time.process_time()
         boxes = max(lo.shape[0], 1)
