@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pytest
 
 import certgate
 from verifier.certificate import Certificate
