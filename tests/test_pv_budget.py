@@ -106,6 +106,7 @@ class _ChargedEvaluation:
                  slow_from: float, slow_factor: float) -> None:
         self.evaluation, self.clock = evaluation, clock
         self.excess = evaluation.excess  # the engine reads whether credit is on
+        self.masses = evaluation.masses  # and re-reads the masses of loose derived children
         self.fixed, self.per_box = fixed, per_box
         self.slow_from, self.slow_factor = slow_from, slow_factor
         self.calls: list[tuple[float, float, int]] = []
@@ -169,6 +170,7 @@ class _SleepingEvaluation:
     def __init__(self, evaluation: BoxEvaluation, per_box: float, slow_from: float) -> None:
         self.evaluation = evaluation
         self.excess = evaluation.excess  # the engine reads whether credit is on
+        self.masses = evaluation.masses  # and re-reads the masses of loose derived children
         self.per_box, self.slow_from = per_box, slow_from
         self.first: float | None = None
         self.calls: list[tuple[float, float, int]] = []

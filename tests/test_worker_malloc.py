@@ -4,6 +4,7 @@ block freed by one task is reused by the next without faulting its pages in agai
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -95,8 +96,6 @@ def test_a_process_pool_worker_reuses_what_its_last_task_freed() -> None:
 
 
 def _malloc_environ() -> dict[str, str | None]:
-    import os
-
     return {name: os.environ.get(name) for name in MALLOC_ENVIRON}
 
 
@@ -106,10 +105,14 @@ def test_a_local_dask_clusters_worker_starts_with_the_settings_and_reuses_freed_
     faults."""
     if not _has_mallopt():
         pytest.skip("the C library has no mallopt")
+    before = dict(os.environ)
     try:
         dask = DaskExecutor(None, workers=1)
     except Exception as error:  # a cluster that cannot start here is an environment problem
         pytest.skip(f"no local dask cluster: {error}")
+    # the nannies wrote their environment into this process's os.environ to spawn the
+    # workers; the caller's own environment (and its later children's) is left as it was
+    assert dict(os.environ) == before
     try:
         environ = dask.submit(_malloc_environ).result(timeout=120)
         dask.submit(_faults_of_filled_blocks, 1).result(timeout=120)

@@ -11,13 +11,14 @@ scheduler at ADDRESS, or of a new ``LocalCluster`` when no address is given.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import queue
 import threading
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
@@ -183,6 +184,23 @@ pages are faulted in and zeroed. PV on a local cluster spent 2.4× the CPU per b
 (docs/decisions.md, 2026-11-29)."""
 
 
+@contextlib.contextmanager
+def _environment_kept() -> Iterator[None]:
+    """This process's environment as it was before the block, whatever the block set: a
+    local cluster's nannies write their ``pre-spawn-environ`` (the malloc thresholds,
+    distributed's thread counts) into the caller's own ``os.environ`` before spawning each
+    worker, and every process the caller started afterwards would inherit them."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+
+
 class DaskExecutor(Executor):
     """A ``distributed`` client's executor that also closes the client (and its cluster); its
     shared values reach the workers through a worker plugin (:meth:`share`). A local
@@ -206,7 +224,8 @@ class DaskExecutor(Executor):
                     f"cannot reach the Dask scheduler at {address}: {error}") from error
         else:
             with dask.config.set({f"{NANNY_ENVIRON}.{name}": value
-                                  for name, value in MALLOC_ENVIRON.items()}):
+                                  for name, value in MALLOC_ENVIRON.items()}), \
+                    _environment_kept():
                 self._cluster = LocalCluster(
                     n_workers=workers or default_workers(),
                     threads_per_worker=1,
