@@ -226,6 +226,8 @@ class DaskExecutor(Executor):
             with dask.config.set({f"{NANNY_ENVIRON}.{name}": value
                                   for name, value in MALLOC_ENVIRON.items()}), \
                     _environment_kept():
+                # a nanny prefers this process's variables to its configuration's values
+                os.environ.update({name: str(value) for name, value in MALLOC_ENVIRON.items()})
                 self._cluster = LocalCluster(
                     n_workers=workers or default_workers(),
                     threads_per_worker=1,
