@@ -36,6 +36,7 @@ from verifier.causal.partition import initial_partition, with_protected
 from verifier.causal.problem import CausalInputError
 from verifier.network import Layer, Network
 from verifier.population import Factor, Product, Uniform
+from verifier.population.mixture import Mixture
 
 FAST = CausalSettings(max_unstable=4, timeout_s=20.0, target_width=0.01)
 
@@ -495,3 +496,26 @@ def test_one_hot_group_partitions_agree_with_every_category(seed: int, lo: float
             assert not biased.any()
         if outcome.status[b] == BIASED_EVERYWHERE:
             assert biased.all()
+
+
+@pytest.mark.parametrize("query_mass", [1e-12, 5e-324])
+def test_the_population_share_names_the_querys_mass(query_mass: float) -> None:
+    """x's population puts ``query_mass`` on the query [0, 1] (biased iff x in (0.25, 0.75]:
+    half of it) and the rest outside: the share is conditional on that mass, and the
+    certificate states the mass's certified interval beside it; at 5e-324 no float
+    enclosure separates it from 0, and the share stays [0, 1]."""
+    network = threshold_network([1.0, 0.5], -0.75, ["x", "s"])
+    problem = build_problem(network, ["s"])
+    x = Mixture(weights=[query_mass, 1.0 - query_mass],
+                components=[Uniform(lower=0, upper=1), Uniform(lower=2, upper=3)])
+    population = Product(factors=[Factor(columns=["x"], distribution=x),
+                                  Factor(columns=["s"], distribution=Uniform(lower=0, upper=1))])
+    certificate = certify_causal_fairness(problem, FAST, population=population)
+    mass_low, mass_high = certificate.details["query_mass_population"]
+    share_low, share_high = certificate.bounds["biased_share_population"]
+    assert mass_low <= query_mass <= mass_high
+    assert share_low <= 0.5 <= share_high
+    if query_mass > 1e-300:
+        assert mass_low > 0.0 and share_high - share_low < 0.01
+    else:
+        assert mass_low == 0.0 and (share_low, share_high) == (0.0, 1.0)

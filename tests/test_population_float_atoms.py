@@ -199,7 +199,7 @@ def test_share_bounds_of_a_ledger_against_a_brute_force_tally() -> None:
     biased = float(np.isin(tile, [0, 1]).mean())
     assert abs(biased - 0.875) < 4 * math.sqrt(0.875 * 0.125 / sample.size)
     low, high = population_bounds(problem, _atom_on_the_midpoint(), lower, upper, status,
-                                  np.array([0.0, 0.0]), np.array([1.0, 1.0]))
+                                  np.array([0.0, 0.0]), np.array([1.0, 1.0])).share
     assert low <= 0.875 <= high and high - low < 1e-6
 
 
@@ -278,7 +278,7 @@ def test_only_bisected_columns_get_their_faces_moved() -> None:
             upper.append([x_high, *onehot, 1.0])
             status.append(BIASED_EVERYWHERE if category < 2 and x_low == 0.0 else FAIR)
     low, high = population_bounds(problem, _with_a_group(), np.array(lower), np.array(upper),
-                                  np.array(status), np.zeros(5), np.ones(5))
+                                  np.array(status), np.zeros(5), np.ones(5)).share
     assert low <= 0.5 <= high and high - low < 1e-6
 
 

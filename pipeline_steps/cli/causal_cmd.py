@@ -254,6 +254,7 @@ def summary(certificate: Certificate) -> dict[str, Any]:
     }
     if "biased_share_population" in certificate.bounds:
         payload["biased_fraction_population"] = list(certificate.bounds["biased_share_population"])
+        payload["query_mass_population"] = details["query_mass_population"]
     if "stopped_by" in details:
         payload["stopped_by"] = details["stopped_by"]
     return payload
@@ -272,7 +273,12 @@ def _print_text(payload: dict[str, Any]) -> None:
     print(f"  biased share: [{low:.4%}, {high:.4%}]")
     if "biased_fraction_population" in payload:
         p_low, p_high = payload["biased_fraction_population"]
-        print(f"  biased share (population): [{p_low:.4%}, {p_high:.4%}]")
+        q_low, q_high = payload["query_mass_population"]
+        print(f"  biased share (population): [{p_low:.4%}, {p_high:.4%}] of the query, whose "
+              f"population mass is in [{q_low:.6g}, {q_high:.6g}]")
+        if q_low <= 0.0:
+            print("  the query's mass is not separated from 0 by any float enclosure: the "
+                  "share conditional on it is not bounded")
     if payload.get("stopped_by") == "executor_lost":
         print("  stopped before the budget: the executor was lost (its Dask scheduler went "
               "away); the shares are those reached")

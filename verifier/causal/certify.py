@@ -620,11 +620,14 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
     else:
         verdict = "unknown"
     bounds = {"biased_share": shares.biased}
+    query_mass: dict[str, list[float]] = {}
     if population is not None:
         query_lo, query_hi = initial_partition(problem)
-        bounds["biased_share_population"] = population_bounds(
+        population_share = population_bounds(
             problem, population, lo, hi, status, query_lo[0], query_hi[0]
         )
+        bounds["biased_share_population"] = population_share.share
+        query_mass = {"query_mass_population": list(population_share.query_mass)}
     counts = {name: int((status == code).sum()) for code, name in (
         (FAIR, "fair"), (BIASED_EVERYWHERE, "biased_everywhere"),
         (BIASED_WITNESS, "biased_witness"), (EXCLUDED, "excluded"), (UNRESOLVED, "unresolved"),
@@ -643,6 +646,7 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             "witnessed_fraction": witnessed,
             "refining_fraction": refining,
             "query_fraction": problem.query_fraction(),
+            **query_mass,
             "partition_counts": counts,
             "regions": regions,
             "witnesses": witnesses[: settings.max_witnesses],

@@ -135,10 +135,13 @@ def enumerated_certificate(problem: FairnessProblem, settings: _Limits, populati
                 **names_box(problem, points[i], points[i]), "witness": witnesses[k]}
                for k, i in enumerate(shown[: settings.max_regions])]
     bounds = {"biased_share": biased}
+    query_mass: dict[str, list[float]] = {}
     if population is not None:
         query_lo, query_hi = initial_partition(problem)
-        bounds["biased_share_population"] = population_bounds(
+        population_share = population_bounds(
             problem, population, points, points, status, query_lo[0], query_hi[0])
+        bounds["biased_share_population"] = population_share.share
+        query_mass = {"query_mass_population": list(population_share.query_mass)}
     counts = {"fair": fair_count, "biased_everywhere": biased_count, "biased_witness": 0,
               "excluded": 0, "unresolved": 0, "refining": 0}
     return Certificate(
@@ -153,6 +156,7 @@ def enumerated_certificate(problem: FairnessProblem, settings: _Limits, populati
             "witnessed_fraction": 0.0,
             "refining_fraction": 0.0,
             "query_fraction": problem.query_fraction(),
+            **query_mass,
             "partition_counts": counts,
             "regions": regions,
             "witnesses": witnesses[: settings.max_witnesses],

@@ -26,6 +26,16 @@ from verifier.numerics import (
 
 
 @dataclass(frozen=True)
+class PopulationShare:
+    """``share``: certified ``(lower, upper)`` of ``P(biased | query)``; ``query_mass``:
+    certified ``(lower, upper)`` of ``P(query)``, whose lower end 0 (a query no float
+    enclosure separates from 0) is why a share can stay ``[0, 1]``."""
+
+    share: tuple[float, float]
+    query_mass: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class ShareBounds:
     """Fractions of the query: ``fair``, ``biased`` = ``(lower, upper)``, ``excluded``."""
 
@@ -78,13 +88,13 @@ def certified_shares(bounds: ShareBounds, contains_bias: float) -> dict[str, flo
 
 def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
                       upper: np.ndarray, status: np.ndarray,
-                      query_lower: np.ndarray, query_upper: np.ndarray) -> tuple[float, float]:
-    """``P(biased | query)`` bounds under ``population`` (columns = network inputs), from the
-    sound box-probability enclosures of every partition (protected inputs over their domain;
-    an integer input's ``[lo, hi]`` as ``[lo − ½, hi + ½]``, the mass of its integers). The
-    partitions tile the query with shared faces, so the upper sums read the closed boxes and
-    the lower sums the disjoint ones of :func:`_disjoint_lower` (an atom on a face counted
-    once)."""
+                      query_lower: np.ndarray, query_upper: np.ndarray) -> PopulationShare:
+    """``P(biased | query)`` and ``P(query)`` bounds under ``population`` (columns =
+    network inputs), from the sound box-probability enclosures of every partition (protected
+    inputs over their domain; an integer input's ``[lo, hi]`` as ``[lo − ½, hi + ½]``, the
+    mass of its integers). The partitions tile the query with shared faces, so the upper sums
+    read the closed boxes and the lower sums the disjoint ones of :func:`_disjoint_lower` (an
+    atom on a face counted once)."""
     if population.dimension != problem.inputs:
         raise CausalInputError(
             f"the population model has {population.dimension} columns, the network "
@@ -114,7 +124,8 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
                         float(add_up(q_high, -sum_lower(low[status == FAIR].sum(), terms))))
     share_low, share_high = nonnegative_quotient(biased_low, max(not_fair_high, 0.0), q_low,
                                                  q_high, ceiling=1.0)
-    return float(share_low), max(float(share_low), float(share_high))
+    return PopulationShare(share=(float(share_low), max(float(share_low), float(share_high))),
+                           query_mass=(q_low, q_high))
 
 
 def _disjoint_lower(problem: FairnessProblem, population, lo: np.ndarray, hi: np.ndarray,
