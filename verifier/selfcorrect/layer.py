@@ -447,8 +447,9 @@ class SelfCorrectingLayer(torch.nn.Module):
         disjunct indices), built a chunk of combinations at a time: the longest paths of a
         chunk take ``chunk·m³`` floats and its stacked graphs ``chunk·k·m²`` flags, so
         ``table_chunk_elements`` (:data:`TABLE_CHUNK_ELEMENTS`) bounds the peak memory
-        whatever ``n`` (65,536 combinations
-        of 20 classes at once needed a 4.2 GB tensor)."""
+        whatever ``n`` (65,536 combinations of 20 classes at once needed a 4.2 GB tensor).
+        Each graph's tables depend on that graph alone, so the result is the one batch's,
+        bit for bit."""
         size = self.num_classes
         count = combinations.shape[0]
         width = combinations.shape[1]

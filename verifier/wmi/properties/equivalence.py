@@ -48,7 +48,9 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
                 prove: bool = False) -> WMIResult:
     """``P(c₁(x) = c₂(x))`` under ``prior``, globally or in the ε-box around ``center``
     (Eq. 6). ``prove``: a float-computed result gets box branching's proven result as its
-    ``proof`` in the time left (:func:`verifier.wmi.properties.run.decide`)."""
+    ``proof`` in the time left (:func:`verifier.wmi.properties.run.decide`). A surrogate that
+    is the model's classifier (:func:`same_classifier`) agrees with probability 1, proven,
+    without enumeration (:func:`_agreement_everywhere`)."""
     engine = run_options(stop_at, executor, bound_method, timeout_s, tolerance)
     if same_classifier(model, surrogate):
         agreed = _agreement_everywhere(model, surrogate, prior, center, epsilon)
