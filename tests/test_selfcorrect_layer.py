@@ -10,7 +10,12 @@ preservation for distinct logits, and exact agreement with the reference; batch 
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -447,3 +452,61 @@ def test_prediction_preconditions_read_the_uncorrected_logits() -> None:
     assert once.tolist() == [[1.0, 2.0]] and twice.tolist() == [[2.0, 1.0]]
     assert layer.satisfied(x, once, torch.tensor([0])).all()
     assert not layer.satisfied(x, once).all()
+
+
+def _chain_problem(m: int, count: int) -> tuple[dict, list[tuple[Precondition, DNF]]]:
+    """``count`` always-active constraints of two one-literal disjuncts each over ``m``
+    classes: ``2**count`` disjunct combinations at once."""
+    dnfs: list[DNF] = [
+        (((i % m, (i + 1) % m),), (((i + 2) % m, (i + 3) % m),)) for i in range(count)
+    ]
+    data = {"num_classes": m, "constraints": [
+        {"name": f"c{i}", "postcondition": [[list(lit) for lit in conj] for conj in dnf]}
+        for i, dnf in enumerate(dnfs)]}
+    return data, [(lambda x, y: True, dnf) for dnf in dnfs]
+
+
+_BOUNDED_MEMORY_RUN = """
+import json, resource, sys
+limit = 1500 << 20
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+import torch
+from verifier.selfcorrect import SelfCorrectingLayer, parse_constraints
+data = json.loads(sys.argv[1])
+m = data["num_classes"]
+layer = SelfCorrectingLayer(parse_constraints(data), m)
+corrected, bottom = layer(torch.zeros(1, 1), torch.arange(m, 0, -1, dtype=torch.float64)[None])
+print(json.dumps({"corrected": corrected[0].tolist(), "bottom": bool(bottom[0])}))
+"""
+
+
+def test_many_combinations_of_many_classes_are_corrected_in_bounded_memory() -> None:
+    """32,768 disjunct combinations of 20 classes active at once (half the combination
+    limit): the longest paths of all of them at once took a 2.1 GB tensor (the limit, 4.2 GB),
+    so a process with 1.5 GB of address space failed with an allocation error; the tables are
+    now built a chunk at a time. The corrected row equals the plain-Python reference."""
+    data, constraints = _chain_problem(20, 15)
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", _BOUNDED_MEMORY_RUN, json.dumps(data)],
+                          capture_output=True, text=True, cwd=root, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    y = [float(v) for v in range(20, 0, -1)]
+    expected, bottom = reference_layer(constraints, np.zeros(1), y)
+    assert got["bottom"] is bottom is False
+    assert got["corrected"] == expected
+    assert all(holds(dnf, got["corrected"]) for _, dnf in constraints)
+
+
+def test_combination_tables_built_in_chunks_equal_one_batch() -> None:
+    """The chunked build computes every combination's tables bit for bit as one batch would."""
+    data, _ = _chain_problem(6, 9)
+    layer = SelfCorrectingLayer(parse_constraints(data), 6)
+    layer.table_chunk_elements = 1
+    chunked = layer._tables(list(range(9)))
+    layer._table_cache.clear()
+    layer.table_chunk_elements = 1 << 40
+    whole = layer._tables(list(range(9)))
+    assert chunked[0].shape[0] == 512
+    assert all(torch.equal(a, b) for a, b in zip(chunked, whole, strict=True))

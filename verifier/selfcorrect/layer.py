@@ -58,6 +58,9 @@ MAX_COMBINATIONS = 65536
 """Most disjunct combinations one set of simultaneously active properties may produce."""
 MAX_CACHED_TABLES = 4096
 """The cache of combination tables is emptied when it reaches this many entries."""
+TABLE_CHUNK_ELEMENTS = 1 << 22
+"""Most entries (``combinations · m² · max(m, k)``) the tables of one chunk of disjunct
+combinations may hold while they are built (32 MiB of float64 longest paths)."""
 
 
 class CombinationLimitError(SelfCorrectionInputError):
@@ -263,6 +266,7 @@ class SelfCorrectingLayer(torch.nn.Module):
         self._table_cache = {}
         self.max_combinations = MAX_COMBINATIONS
         self.max_cached_tables = MAX_CACHED_TABLES
+        self.table_chunk_elements = TABLE_CHUNK_ELEMENTS
 
     def extra_repr(self) -> str:
         return f"num_classes={self.num_classes}, constraints={self.num_constraints}"
@@ -430,18 +434,43 @@ class SelfCorrectingLayer(torch.nn.Module):
                 + " disjunct combinations, more than the limit of "
                 + str(self.max_combinations)
             )
-        combinations = self._combinations(properties, device)
-        size = self.num_classes
-        adjacency = (
-            self.disjunct_adjacency.index_select(0, combinations.flatten())
-            .reshape(combinations.shape[0], len(properties), size, size)
-            .any(dim=1)
+        cyclic, roots, ancestors, depth = self._combination_tables(
+            self._combinations(properties, device)
         )
-        cyclic, roots, ancestors, depth = graph_tables(adjacency)
         if len(self._table_cache) >= self.max_cached_tables:
             self._table_cache.clear()
         self._table_cache[key] = [cyclic, roots, ancestors, depth]
         return cyclic, roots, ancestors, depth
+
+    def _combination_tables(self, combinations: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """:func:`graph_tables` of the union graph of every combination (``[n, k]`` global
+        disjunct indices), built a chunk of combinations at a time: the longest paths of a
+        chunk take ``chunk·m³`` floats and its stacked graphs ``chunk·k·m²`` flags, so
+        ``table_chunk_elements`` (:data:`TABLE_CHUNK_ELEMENTS`) bounds the peak memory
+        whatever ``n`` (65,536 combinations of 20 classes at once needed a 4.2 GB tensor).
+        Each graph's tables depend on that graph alone, so the result is the one batch's,
+        bit for bit."""
+        size = self.num_classes
+        count = combinations.shape[0]
+        width = combinations.shape[1]
+        chunk = max(1, self.table_chunk_elements // (size * size * max(size, width)))
+        parts: list[list[Tensor]] = [[], [], [], []]
+        for start in range(0, count, chunk):
+            rows = combinations.narrow(0, start, min(chunk, count - start))
+            adjacency = (
+                self.disjunct_adjacency.index_select(0, rows.flatten())
+                .reshape(rows.shape[0], width, size, size)
+                .any(dim=1)
+            )
+            tables = graph_tables(adjacency)
+            for index in range(4):
+                parts[index].append(tables[index])
+        return (
+            torch.cat(parts[0]),
+            torch.cat(parts[1]),
+            torch.cat(parts[2]),
+            torch.cat(parts[3]),
+        )
 
     def _combinations(self, properties: list[int], device: torch.device) -> Tensor:
         """``[n, len(properties)]`` global disjunct indices of every combination, in

@@ -54,7 +54,19 @@ def _parse_literal(value: Any) -> Any:
     return value
 
 
-ClassRef = int | str
+def _refuse_boolean(value: Any) -> Any:
+    """A class is a name or an index, never a boolean: pydantic would read ``True`` as index 1,
+    and YAML reads unquoted ``yes``/``no``/``on``/``off``/``true``/``false`` as booleans, so a
+    class named ``no`` written unquoted would silently become class 0."""
+    if isinstance(value, bool):
+        raise ValueError(
+            f"a class is a name or an index, got the boolean {value!r}; YAML reads unquoted "
+            "yes/no/on/off/true/false as booleans: quote the class name"
+        )
+    return value
+
+
+ClassRef = Annotated[int | str, BeforeValidator(_refuse_boolean)]
 OrderLiteralSpec = Annotated[tuple[ClassRef, ClassRef], BeforeValidator(_parse_literal)]
 """``(a, b)``: the logit of class ``a`` must be strictly smaller than that of class ``b``."""
 

@@ -48,7 +48,7 @@ def _names(prior: Any, dimension: int) -> list[str]:
     return list(names) if names else [f"column {j}" for j in range(dimension)]
 
 
-def _sized(prior: Any, *models: Network) -> int:
+def sized(prior: Any, *models: Network) -> int:
     dimension = len(prior.support()[0])
     sizes = [model.input_size for model in models]
     if set(sizes) != {dimension}:
@@ -71,7 +71,7 @@ def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
     the prior (or the uniform prior on the support box), ``x′_i`` an independent draw of the
     same measure's marginal of the feature, pairs with ``x_i < x′_i`` (``>`` when
     ``decreasing``; equal values cannot violate and leave the precondition)."""
-    dimension = _sized(prior, model)
+    dimension = sized(prior, model)
     check_feature(feature, dimension)
     names = _names(prior, dimension)
     check_ordered_feature(feature, prior.onehot_groups(), names[feature])
@@ -106,7 +106,7 @@ def noise_robustness(model: Network, prior: Any, noise: Distribution, features: 
                      *, engine: Engine) -> WMIResult:
     """``P(c(x) = c(x + n))`` (:func:`verifier.wmi.noise_robustness`): ``n`` is
     added to ``features``; continuous noise on a discrete column is refused."""
-    dimension = _sized(prior, model)
+    dimension = sized(prior, model)
     check_noise_features(features, dimension)
     check_noise_width(noise.dimension, features)
     names = _names(prior, dimension)
@@ -128,7 +128,7 @@ def local_robustness(model: Network, prior: Any, lower: np.ndarray, upper: np.nd
                      expected_class: int, *, engine: Engine) -> WMIResult:
     """``P(class(x) = expected_class | lower <= x <= upper)``
     (:func:`verifier.wmi.local_robustness`)."""
-    dimension = _sized(prior, model)
+    dimension = sized(prior, model)
     copies = Copies([model], [np.eye(dimension)], _names(prior, dimension))
     measure = JointMeasure([prior], lower, upper)
     return branch("local_robustness", copies, measure, Not(copies.is_class(0, expected_class)),
@@ -139,7 +139,7 @@ def equivalence(model: Network, surrogate: Network, prior: Any, lower: np.ndarra
                 upper: np.ndarray, *, engine: Engine) -> WMIResult:
     """``P(c₁(x) = c₂(x))`` (:func:`verifier.wmi.equivalence`), in the box
     ``[lower, upper]`` (infinite ends: everywhere)."""
-    dimension = _sized(prior, model, surrogate)
+    dimension = sized(prior, model, surrogate)
     copies = Copies([model, surrogate], [np.eye(dimension)] * 2, _names(prior, dimension))
     measure = JointMeasure([prior], lower, upper)
     return branch("equivalence", copies, measure, copies.disagree(0, 1),
