@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_steps.cli import VERBS, build_parser, command_group
+from pipeline_steps.cli import VERBS, _leaf_parsers, build_parser, command_group
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "mlflow", "scipy", "pydantic", "great_expectations", "pandas")
@@ -62,6 +62,20 @@ def test_fast_paths_import_nothing_heavy(argv: list[str], expected_code: str) ->
         from verifier import __version__
 
         assert out == f"certgate {__version__}\n"
+
+
+def test_every_option_says_what_it_does() -> None:
+    """A user reading a verb's --help meets no bare option: ``--form`` of demographic parity
+    once listed its choices without saying that ``difference`` bounds |P[K | unprivileged]
+    − P[K | privileged]| below GAMMA."""
+    bare = [(parser.prog, action.option_strings) for parser in _leaf_parsers(build_parser())
+            for action in parser._actions
+            if action.option_strings and action.dest != "help" and not action.help]
+    assert bare == []
+    parity = next(parser for parser in _leaf_parsers(build_parser())
+                  if parser.prog == "certgate verify demographic-parity")
+    form = next(action for action in parity._actions if "--form" in action.option_strings)
+    assert "must stay below GAMMA" in form.help
 
 
 def test_help_lines_are_the_registered_ones() -> None:

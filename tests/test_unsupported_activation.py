@@ -161,6 +161,28 @@ def test_swish_as_a_product_is_named_at_the_product() -> None:
         assert SUPPORTED_ACTIVATIONS in message
 
 
+class _Residual(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.block, self.last = (torch.nn.Linear(3, 4), torch.nn.Linear(4, 4),
+                                             torch.nn.Linear(4, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.relu(self.first(x))
+        return self.last(hidden + torch.relu(self.block(hidden)))
+
+
+def test_a_residual_connection_is_named_at_the_sum() -> None:
+    """A skip connection's Add is refused saying what it is, on ONNX and torch.export."""
+    model = _Residual().double().eval()
+    for message in (
+        _refusal(lambda: from_onnx(_onnx(model))),
+        _refusal(lambda: from_torch(torch.export.export(model, EXAMPLE).module())),
+    ):
+        assert "combines two data tensors" in message
+        assert "residual (skip) connection x + f(x)" in message
+
+
 def test_hardsigmoid_hint_names_a_rewrite_that_converts_exactly() -> None:
     message = _refusal(lambda: from_torch(_between(torch.nn.Hardsigmoid())))
     assert "torch.clamp(x / 6 + 0.5, 0, 1)" in message

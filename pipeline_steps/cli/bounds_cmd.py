@@ -36,7 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="comma-separated lower corner (--lower=-1,0 when it starts with -)")
     parser.add_argument("--upper", required=True,
                         help="comma-separated upper corner (--upper=-1,0 when it starts with -)")
-    parser.add_argument("--method", choices=METHOD_CHOICES, default="crown")
+    parser.add_argument("--method", choices=METHOD_CHOICES, default="crown",
+                        help="bound propagation: interval (ibp), linear (crown, the default) "
+                             "or linear with optimised lower slopes (alpha-crown)")
     parser.add_argument("--spec", help="JSON file with a list of rows C (bounds C·outputs)")
     parser.add_argument("--logits", action="store_true",
                         help="bound the logits before the model's classifier head (sigmoid, "

@@ -58,9 +58,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parity.add_argument("--favorable-class", required=True, type=int,
                         help="index of the favourable output class (argmax of the logits; a "
                              "one-output model: class 1 iff its logit > 0)")
-    parity.add_argument("--gamma", required=True, type=float, help="threshold, in (0, 1]")
+    parity.add_argument("--gamma", required=True, type=float,
+                        help="threshold: in (0, 1] for the ratio form, (0, 1) for the difference")
     parity.add_argument("--qualified", help='condition of qualification, e.g. "age >= 18"')
-    parity.add_argument("--form", choices=("ratio", "difference"), default="ratio")
+    parity.add_argument("--form", choices=("ratio", "difference"), default="ratio",
+                        help="ratio (default): P[class = K | protected != V] / P[class = K | "
+                             "protected = V] must exceed GAMMA; difference: |P[class = K | "
+                             "protected != V] - P[class = K | protected = V]| must stay below "
+                             "GAMMA")
     add_fidelity_options(parity)
     parity.set_defaults(func=run_demographic_parity)
 
@@ -104,7 +109,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="stop with the bounds reached (verdict unknown unless proven) "
                              "once this many boxes are open (default: as many as half the "
                              "memory available at the start holds)")
-    parser.add_argument("--split", choices=SPLIT_CHOICES, default="smear-longest-edge")
+    parser.add_argument("--split", choices=SPLIT_CHOICES, default="smear-longest-edge",
+                        help="the column a box is split on: smear (CROWN's input "
+                             "coefficient times the width), babsb (paper 003's BaBSB) or the "
+                             "longest edge; the *-longest-edge rules take the longest edge every "
+                             "10th level (default smear-longest-edge)")
     parser.add_argument("--executor", default="local",
                         help="where each batch of boxes is bounded: local, process, dask or "
                              "dask=ADDRESS (default local)")

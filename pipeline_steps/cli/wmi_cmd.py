@@ -47,7 +47,8 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
                     "integration). Uniform on the population's support unless --use-prior.")
     _common(mono)
     mono.add_argument("--feature", required=True, help="input column name or index")
-    mono.add_argument("--decreasing", action="store_true", default=None)
+    mono.add_argument("--decreasing", action="store_true", default=None,
+                      help="certify a decreasing feature: pairs with x_i >= x′_i")
     mono.add_argument("--favorable-class", type=int,
                       help="the class whose monotonicity is certified (default 1)")
     mono.add_argument("--positive-class", action=RenamedOption, new="--favorable-class")
@@ -66,9 +67,12 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
                        help="comma-separated input columns (names or indices) the noise hits")
     source = noise.add_mutually_exclusive_group(required=True)
     source.add_argument("--noise", help="population JSON of the noise density")
-    source.add_argument("--noise-uniform", nargs=2, type=float, metavar=("LOW", "HIGH"))
+    source.add_argument("--noise-uniform", nargs=2, type=float, metavar=("LOW", "HIGH"),
+                        help="noise uniform on [LOW, HIGH] added to the one feature named")
     source.add_argument("--noise-triangular", nargs=3, type=float,
-                        metavar=("LOW", "MODE", "HIGH"))
+                        metavar=("LOW", "MODE", "HIGH"),
+                        help="noise with the triangular density on [LOW, HIGH] peaking at "
+                             "MODE, added to the one feature named")
     noise.set_defaults(func=run_noise_robustness)
 
     equiv = verbs.add_parser(

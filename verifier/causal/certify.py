@@ -67,6 +67,13 @@ Measured on the CPU clock (docs/decisions.md, causal chunk size): chunks of 2,04
 256 took Libra's COMPAS age rows (20 hidden neurons) from 16.0 to 12.0 CPU s and FairQuant's
 GC-1 from 34.2 to 39.5 % certified at 10 CPU s, while 1,024 instead of 256 cost Adult RQ4
 1280 (1,280 neurons) 40.3 → 37.6 % at 40 CPU s: there a round of 8 chunks is most of a run."""
+ROUND_TIME_SHARE = 1.0
+"""A round takes at most as many partitions as the last round's wall time per partition fits
+in this share of the time left (at least one): a chunk's screening is not cut by the
+deadline, and rounds that doubled with the pending partitions (1,688 → 2,048 on a
+15-input 16-16 network at load 7) ended 0.4–1.6 s past budgets of 5–60 s. Half the time
+left (as PV sizes its in-process chunks) also kept the budget but spent its end on ever
+smaller rounds (docs/decisions.md, 2026-11-30 red-team of networks)."""
 CHUNK_SIZES = (256, 2048)
 """The smallest and largest default chunk."""
 """A round analyses at most this many chunks of the pending partitions first in
@@ -408,6 +415,7 @@ def certify_causal_fairness(
     presolve = _PresolveChoice()
     covered_at = None
     executor_lost = False
+    per_partition = 0.0
     while True:
         if time.monotonic() >= deadline:
             break
@@ -437,18 +445,23 @@ def certify_causal_fairness(
         pending_hints, pending_origin = pending_hints[order], pending_origin[order]
         pending_signs = pending_signs[order]
         take = min(pending_lo.shape[0], ROUND_CHUNKS * chunk_size)
+        if per_partition > 0.0:
+            fits = ROUND_TIME_SHARE * (deadline - time.monotonic()) / per_partition
+            take = max(1, min(take, int(fits)))
         later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:],
                  pending_signs[take:])
         pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
         pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
         pending_signs = pending_signs[:take]
         refining = pending_origin >= 0
+        round_started = time.monotonic()
         results, executor_lost = _run_round(executor, problem,
                              replace(analysis, presolve_first=presolve.first()),
                              pending_lo, pending_hi, pending_hints,
                              refining, exact_yield.bounds_only(refining), pending_signs,
                              chunk_size, deadline)
         rounds += 1
+        per_partition = (time.monotonic() - round_started) / take
         next_lo, next_hi, next_hints, next_origin = [later[0]], [later[1]], [later[2]], [later[3]]
         next_signs = [later[4]]
         for rows, outcome in results:

@@ -39,7 +39,7 @@ from verifier.convert.constant_folding import (
     folded_result,
 )
 from verifier.convert.self_check import assert_agrees
-from verifier.convert.unsupported import PRODUCT_HINT, operator_hint
+from verifier.convert.unsupported import PRODUCT_HINT, SUM_HINT, operator_hint
 from verifier.network import Network, NetworkError
 
 MIN_OPSET = 8
@@ -173,7 +173,7 @@ def _binary(walk: _Walk) -> tuple[np.ndarray | None, np.ndarray, bool]:
     if isinstance(left, _Data) and isinstance(right, _Data):
         raise NetworkError(
             f"{walk.where} combines two data tensors: only chains of operations are supported"
-            + (PRODUCT_HINT if walk.node.op_type == "Mul" else "")
+            + {"Mul": PRODUCT_HINT, "Add": SUM_HINT, "Sub": SUM_HINT}.get(walk.node.op_type, "")
         )
     data_first = isinstance(left, _Data)
     walk.take(left if data_first else right)

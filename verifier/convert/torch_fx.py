@@ -38,7 +38,7 @@ from verifier.convert.torch_layers import (
     flatten_features,
     module_chain,
 )
-from verifier.convert.unsupported import PRODUCT_HINT, operator_hint
+from verifier.convert.unsupported import PRODUCT_HINT, SUM_HINT, operator_hint
 from verifier.network import HeadName, Network, NetworkError
 
 
@@ -179,8 +179,7 @@ def _add(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool, sign: float = 1.
     alpha = _scalar(kwargs.get("alpha", 1.0), "alpha")
     if isinstance(left, _Data) and isinstance(right, _Data):
         raise NetworkError(
-            f"node {walk.node.name!r} combines two data tensors: the graph branches, and only "
-            "chains of operations are supported"
+            f"node {walk.node.name!r} combines two data tensors{SUM_HINT}"
         )
     if isinstance(left, _Data):
         walk.take(left)

@@ -42,6 +42,11 @@ PRODUCT_HINT = (
     f"export to: not piecewise linear, so not supported; {_RETRAIN}"
 )
 """Said where a reader meets the product of two data tensors (an ONNX ``Mul``)."""
+SUM_HINT = (
+    "; a sum of two data tensors is what a residual (skip) connection x + f(x) exports to: "
+    "the graph branches, and certgate reads only networks whose layers form a chain"
+)
+"""Said where a reader meets the sum or difference of two data tensors (an ONNX ``Add``)."""
 
 
 def operator_hint(name: str) -> str:
