@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from verifier.convert.torch_fx import from_graph_module
+from verifier.convert.torch_layers import refuse_reduced_precision
 from verifier.convert.torch_module import from_torch
 from verifier.convert.torchscript import from_torchscript
 from verifier.errors import first_line
@@ -157,6 +158,7 @@ def network_from_state_dict(
     activation's scalars are read as the model's kernels apply them: rounded to the weights'
     float type (a float32 model's LeakyReLU slope 0.2 is float32(0.2))."""
     layers = _linear_layers(state)
+    refuse_reduced_precision(layers[0][1].dtype)
     kernel = torch.empty(0, dtype=layers[0][1].dtype).numpy().dtype.type
     negative_slope, min_val, max_val = (float(kernel(value))
                                         for value in (negative_slope, min_val, max_val))

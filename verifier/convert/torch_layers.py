@@ -155,13 +155,34 @@ def parameter_dtype(module: torch.nn.Module) -> torch.dtype:
     return torch.float32
 
 
+def refuse_reduced_precision(dtype: torch.dtype) -> None:
+    """Refuse a model computing in float16 or bfloat16 (``NetworkError`` naming the fix).
+
+    certgate certifies the real-arithmetic network of a model's weights. A float32 model's
+    kernels stay within ~2⁻²⁴ of it per operation; a float16 (2⁻¹¹) or bfloat16 (2⁻⁸) model's
+    round every layer's output so coarsely that its classes differ from that network's on a
+    share of the population no proof accounts for: a bfloat16 copy of a 15-input network
+    differed on 1.23e-3 of the mass, and PV proved it satisfied 0.00002 above a ratio the
+    model as torch runs it misses (docs/decisions.md, 2026-11-30). ONNX files of float16
+    are refused the same way."""
+    significant_bits = {torch.float16: 11, torch.bfloat16: 8}.get(dtype)
+    if significant_bits is not None:
+        raise NetworkError(
+            f"the model computes in {dtype}: its kernels round every layer's output to "
+            f"{significant_bits} significant bits, so its classes differ from "
+            "the real-arithmetic network certgate certifies on a share of the population "
+            "that no proof accounts for; certify and deploy model.float() (or "
+            "model.double()) instead"
+        )
+
+
 def module_chain(module: torch.nn.Module, feature_shape: Sequence[int] | None = None,
                  dtype: torch.dtype | None = None) -> AffineChain:
     """An empty chain for ``module``'s layers, reading scalars as its kernels apply them for
-    ``dtype`` (default: the module's :func:`parameter_dtype`): in float64 for float64, else
-    in float32 — torch's float16 and bfloat16 kernels compute in float32 (a float16
-    ``LeakyReLU(0.01)`` of −7.7 gives −0.07696533203125, the float32 slope's product)."""
+    ``dtype`` (default: the module's :func:`parameter_dtype`): in float64 for float64, in
+    float32 for float32; float16 and bfloat16 are refused (:func:`refuse_reduced_precision`)."""
     chosen = parameter_dtype(module) if dtype is None else dtype
+    refuse_reduced_precision(chosen)
     return AffineChain(feature_shape, np.float64 if chosen == torch.float64 else np.float32)
 
 
