@@ -8,7 +8,6 @@ a passed gate only.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import os
@@ -168,12 +167,11 @@ def test_variant_serves_the_sc_net_and_satisfies_constraints(
     assert list(frame.columns) == [*columns, "bottom", "predicted_class"]
     corrected, bottom = frame[columns].to_numpy(), frame["bottom"].to_numpy()
 
-    float64_mlp = copy.deepcopy(mlp).double()
-    reference = SelfCorrectingNetwork(float64_mlp,
-                                      load_constraints(constraints_file, num_classes=3))
-    with torch.no_grad():
+    reference = SelfCorrectingNetwork(mlp, load_constraints(constraints_file, num_classes=3))
+    with torch.no_grad():      # the float32 source computes as served: float32 rows
         expected, expected_bottom = reference.forward_with_bottom(torch.from_numpy(x))
-        raw = float64_mlp(torch.from_numpy(x)).numpy()
+        raw = mlp(torch.from_numpy(x).float()).double().numpy()
+    assert expected.dtype == torch.float32
     np.testing.assert_array_equal(corrected, expected.numpy())
     np.testing.assert_array_equal(bottom, expected_bottom.numpy())
     np.testing.assert_array_equal(frame["predicted_class"].to_numpy(), corrected.argmax(1))
@@ -281,7 +279,17 @@ def test_cli_wrap_registers_to_a_models_uri(
                                         size=(200, 6))
     from_file = mlflow.pyfunc.load_model(f"models:/{target}@fromfile").predict(x)
     from_registry = mlflow.pyfunc.load_model(f"models:/{target}@safe").predict(frame_of(x))
-    assert from_file.equals(from_registry)
+    # the IR file holds float64 values and its variant computes in float64; the registered
+    # float32 source's variant computes in float32, as the source does
+    constraints = load_constraints(constraints_file, num_classes=3)
+    for frame, module in ((from_file, from_torch(mlp).to_torch()), (from_registry, mlp)):
+        with torch.no_grad():
+            expected, bottom = SelfCorrectingNetwork(module, constraints).forward_with_bottom(
+                torch.from_numpy(x))
+        np.testing.assert_array_equal(frame[["logit_0", "logit_1", "logit_2"]].to_numpy(),
+                                      expected.double().numpy())
+        np.testing.assert_array_equal(frame["bottom"].to_numpy(), bottom.numpy())
+    np.testing.assert_array_equal(from_file["bottom"], from_registry["bottom"])
 
 
 def write_run_config(tmp_path: Path, tracking_uri: str, model_uri: str,
@@ -400,8 +408,8 @@ def test_served_over_http_returns_corrected_logits_and_bottom_flags(
                                  timeout=60)
         assert response.status_code == 200, response.text
         predictions = response.json()["predictions"]
-        reference = SelfCorrectingNetwork(copy.deepcopy(mlp).double(),
-                                          load_constraints(constraints_file, num_classes=3))
+        reference = SelfCorrectingNetwork(mlp, load_constraints(constraints_file,
+                                                                num_classes=3))
         with torch.no_grad():
             expected, bottom = reference.forward_with_bottom(torch.from_numpy(x))
         served = np.array([[row[f"logit_{i}"] for i in range(3)] for row in predictions])
@@ -568,8 +576,7 @@ def test_the_variant_loads_with_the_pytorch_flavour_as_the_sc_net(
     x = np.concatenate([population.sample(800, rng),
                         rng.normal([40, 60, 0.6, 0.5, 0.5, 0.5], [20, 40, 0.4, 1, 1, 1],
                                    size=(200, 6))])
-    reference = SelfCorrectingNetwork(copy.deepcopy(mlp).double(),
-                                      load_constraints(constraints_file, num_classes=3))
+    reference = SelfCorrectingNetwork(mlp, load_constraints(constraints_file, num_classes=3))
     with torch.no_grad():
         expected, expected_bottom = reference.forward_with_bottom(torch.from_numpy(x))
         logits = module(torch.from_numpy(x))
