@@ -240,14 +240,15 @@ def load_mlflow_dir(path: Path, uri: str, input_names: Sequence[str] | None = No
 def source_dtype(model: Any) -> str:
     """``"float32"`` when ``model`` computes in float32 (a ``torch.nn.Module`` whose float
     parameters are all float32, an ``onnx.ModelProto`` whose first input is float32), else
-    ``"float64"``: the dtype its self-correcting variant computes the network in. Modules
-    in float16 or bfloat16 (rare on CPU) and mixed-dtype modules get float64."""
+    ``"float64"``: the dtype its self-correcting variant computes the network in
+    (:func:`~verifier.selfcorrect.scnet.parameter_bits` reads a module's). A module with a
+    float64 parameter, or in float16/bfloat16 alone (rare on CPU), gets float64."""
     import torch
 
+    from verifier.selfcorrect.scnet import parameter_bits
+
     if isinstance(model, torch.nn.Module):
-        dtypes = {parameter.dtype for parameter in model.parameters()
-                  if parameter.is_floating_point()}
-        return "float32" if dtypes == {torch.float32} else "float64"
+        return "float32" if parameter_bits(model) == 32 else "float64"
     import onnx
 
     initialized = {initializer.name for initializer in model.graph.initializer}

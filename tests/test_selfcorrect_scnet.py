@@ -298,3 +298,43 @@ def test_constraints_unsatisfiable_at_every_input_are_refused() -> None:
             assert not bool(net.forward_with_bottom(x)[1][x[:, 0] < 0].any())
             accepted += 1
     assert refused > 20 and accepted > 100
+
+
+def test_a_float32_model_reads_float32_rows_and_keeps_its_logits_where_they_comply() -> None:
+    """A float32 model reads float64 rows rounded to float32 (as MLflow's PyTorch flavour
+    feeds it a DataFrame), the layer orders its float32 logits in float32, and its
+    preconditions read the rows as given. Logits tie at ±the largest float32: every active
+    constraint holds strictly on finite float32 outputs, and rows whose model logits already
+    comply leave with them bit for bit (oracle: the literals and the box test written out)."""
+    largest = torch.finfo(torch.float32).max
+    model = torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[largest, 0.0], [largest, 0.0], [-largest, 1.0]]))
+        model.bias.zero_()
+    threshold = 1.0 + 2.0 ** -40          # a float64 the rows' float32 cannot hold
+    constraints = parse_constraints({"num_classes": 3, "input_size": 2, "constraints": [
+        {"name": "one_below_zero", "precondition": {"kind": "always"},
+         "postcondition": [["1 < 0"]]},
+        {"name": "past_one", "precondition": {"kind": "box", "lower": [threshold, None],
+                                              "upper": [None, None]},
+         "postcondition": [["0 < 2"]]},
+    ]})
+    net = SelfCorrectingNetwork(model, constraints).eval()
+    x = torch.tensor(list(itertools.product([-1.0, 0.0, 0.5, 1.0, threshold],
+                                            [-2.0, 0.0, 3.0])), dtype=torch.float64)
+    with torch.no_grad():
+        out, bottom = net.forward_with_bottom(x)
+        logits = model(x.to(torch.float32))
+    assert out.dtype == torch.float32 and torch.isfinite(out).all() and not bottom.any()
+    assert (logits[:, 0] == logits[:, 1]).all() and (logits.abs() == largest).any()
+    past = x[:, 0] >= threshold
+    assert past.sum() == 3 and (x[past, 0].to(torch.float32) == 1.0).all()
+    assert (out[:, 1] < out[:, 0]).all()
+    assert (out[past, 0] < out[past, 2]).all()
+    complies = (logits[:, 1] < logits[:, 0]) & (~past | (logits[:, 0] < logits[:, 2]))
+    assert torch.equal(out[complies], logits[complies])
+    assert torch.equal(script_module(net).forward_with_bottom(x)[0], out)
+    with torch.no_grad():      # the same rows sent as float32: only the preconditions differ
+        narrowed = net(x.to(torch.float32))
+    assert torch.equal(narrowed[~past], out[~past])
+    assert not (narrowed[past, 0] < narrowed[past, 2]).any()

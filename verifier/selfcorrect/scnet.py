@@ -36,9 +36,10 @@ from verifier.selfcorrect.preconditions import SelfCorrectionInputError
 ON_BOTTOM = ("mark", "raise", "abstain")
 
 
-def _parameter_bits(model: torch.nn.Module) -> int:
-    """64 for a model with a float64 parameter, else 32 for one with float32 parameters, else 0
-    (the rows reach the model in their own dtype)."""
+def parameter_bits(model: torch.nn.Module) -> int:
+    """The float width the model computes in, read from its parameters: 64 when one is
+    float64, else 32 when one is float32, else 0 (no float32/float64 parameter: the rows
+    reach the model in their own dtype)."""
     dtypes = {parameter.dtype for parameter in model.parameters()}
     if torch.float64 in dtypes:
         return 64
@@ -87,7 +88,7 @@ class SelfCorrectingNetwork(torch.nn.Module):
                 raise ConstraintError("num_classes is required when constraints is a sequence")
             num_classes = constraints.num_classes
         self.model = model
-        self.input_bits = _parameter_bits(model)
+        self.input_bits = parameter_bits(model)
         self.layer = SelfCorrectingLayer(constraints, num_classes, input_size)
         unsatisfiable = self.layer.unsatisfiable_everywhere()
         if unsatisfiable:
