@@ -15,9 +15,8 @@ module; :mod:`registry_hooks.selfcorrect_flavors`):
   class; :func:`deploy_self_correcting`);
 * a column signature: the source's input names in (MLflow binds a DataFrame's columns by
   name; a source without input names gets a tensor input in the source's dtype),
-  ``logit_<class>`` (class names
-  when the source names its classes, else indices), ``bottom`` and ``predicted_class`` out;
-  an input example, explicit ``pip_requirements``;
+  ``logit_<class>`` (class names when the source names its classes, else indices),
+  ``bottom`` and ``predicted_class`` out; an input example, explicit ``pip_requirements``;
 * model-version tags ``certgate.variant=self-correcting``, ``certgate.source_model``,
   ``certgate.source_version``, ``certgate.selfcorrect.on_bottom``,
   ``certgate.selfcorrect.constraints`` (their count) and ``certgate.selfcorrect.sha256`` (the
@@ -194,10 +193,10 @@ def deploy_self_correcting(
     source's (:func:`~registry_hooks.certgate_model.source_dtype`: a float32 source's network
     runs in float32, on the source's own weights when no conversion folded them, so its
     logits are the source module's and a row whose logits comply keeps them and the
-    source's class); on any input error
-    nothing is written to the registry; a registered source version already deployed to
-    ``target_name`` with the same fingerprint (:func:`variant_fingerprint`) registers nothing
-    new: that version is returned (``reused``) and ``alias`` pointed at it.
+    source's class); on any input error nothing is written to the registry; a registered
+    source version already deployed to ``target_name`` with the same fingerprint
+    (:func:`variant_fingerprint`) registers nothing new: that version is returned
+    (``reused``) and ``alias`` pointed at it.
 
     Raises:
         DeployError: the constraints do not fit the model (class count, input width), the

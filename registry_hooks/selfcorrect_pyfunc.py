@@ -12,8 +12,8 @@ Model config: ``input_names`` (the network's input order) and ``output_columns``
 DataFrame (columns selected by ``input_names`` when present, else taken in order) and returns a
 DataFrame with one row per input: the corrected logits (``logit_<i>``, computed in the source
 model's dtype and widened to float64 exactly; with an appended abstain column, ``logit_<m>`` is
-the abstain logit), ``bottom`` (the constraints are unsatisfiable at
-that input) and ``predicted_class`` (the argmax of the corrected logits, lowest index on ties).
+the abstain logit), ``bottom`` (the constraints are unsatisfiable at that input) and
+``predicted_class`` (the argmax of the corrected logits, lowest index on ties).
 """
 
 from __future__ import annotations
