@@ -29,6 +29,7 @@ local JSON file, or any MLflow artifact URI (a file, or a directory holding
 from __future__ import annotations
 
 import hashlib
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -239,22 +240,21 @@ def load_mlflow_dir(path: Path, uri: str, input_names: Sequence[str] | None = No
 
 def source_dtype(model: Any) -> str:
     """``"float32"`` when ``model`` computes in float32 (a ``torch.nn.Module`` whose float
-    parameters are all float32, an ``onnx.ModelProto`` whose first input is float32), else
-    ``"float64"``: the dtype its self-correcting variant computes the network in
-    (:func:`~verifier.selfcorrect.scnet.parameter_bits` reads a module's). A module with a
-    float64 parameter, or in float16/bfloat16 alone (rare on CPU), gets float64."""
-    import torch
-
+    parameters are float32 and none float64, read by
+    :func:`~verifier.selfcorrect.scnet.parameter_bits`; an ``onnx.ModelProto`` whose first
+    input is float32), else ``"float64"``: the dtype its self-correcting variant computes the
+    network in. A module in float16/bfloat16 alone (rare on CPU) gets float64. Neither reader
+    imports the other's package (a ModelProto exists only once onnx is imported)."""
+    onnx = sys.modules.get("onnx")
+    if onnx is not None and isinstance(model, onnx.ModelProto):
+        initialized = {initializer.name for initializer in model.graph.initializer}
+        inputs = [value for value in model.graph.input if value.name not in initialized]
+        float32 = bool(inputs) and \
+            inputs[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+        return "float32" if float32 else "float64"
     from verifier.selfcorrect.scnet import parameter_bits
 
-    if isinstance(model, torch.nn.Module):
-        return "float32" if parameter_bits(model) == 32 else "float64"
-    import onnx
-
-    initialized = {initializer.name for initializer in model.graph.initializer}
-    inputs = [value for value in model.graph.input if value.name not in initialized]
-    float32 = bool(inputs) and inputs[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
-    return "float32" if float32 else "float64"
+    return "float32" if parameter_bits(model) == 32 else "float64"
 
 
 def export_shape(model: Model, given: Sequence[int] | None,

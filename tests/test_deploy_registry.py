@@ -724,3 +724,44 @@ def test_a_float64_source_keeps_its_float64_variant(registry: Registry, tmp_path
     np.testing.assert_array_equal(frame[[f"logit_{k}" for k in range(5)]].to_numpy(),
                                   expected.numpy())
     np.testing.assert_array_equal(frame["bottom"].to_numpy(), bottom.numpy())
+
+
+def test_a_float32_onnx_source_gets_a_float32_variant(registry: Registry, tmp_path: Path
+                                                      ) -> None:
+    """An ONNX source (float32 input) is computed in float32 too: float32 tensor signature,
+    float32 logits, every active constraint strict. Its network runs on torch, not
+    onnxruntime: on this model (sums of at most four exact terms) the two agree, so compliant
+    rows keep the source's logits and class as MLflow's ONNX pyfunc serves them; in general
+    the last bits may differ (README)."""
+    import onnx
+
+    model = tie_model()
+    rows = tie_rows()
+    exported = tmp_path / "ties.onnx"
+    torch.onnx.export(model, (torch.from_numpy(rows[:2]),), str(exported), dynamo=False,
+                      input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    name = f"ties_onnx_{uuid.uuid4().hex[:8]}"
+    with mlflow.start_run():
+        info = mlflow.onnx.log_model(onnx.load(str(exported)), name="model",
+                                     registered_model_name=name)
+    constraints = tmp_path / "ties.yaml"
+    constraints.write_text(yaml.safe_dump(TIE_CONSTRAINTS))
+    record = deploy_self_correcting(f"models:/{name}/{info.registered_model_version}",
+                                    constraints, registry=registry, workdir=tmp_path)
+    source = np.asarray(mlflow.pyfunc.load_model(f"models:/{name}/1").predict(
+        {"x": rows})["y"])
+    served = mlflow.pyfunc.load_model(record.uri)
+    spec = served.metadata.signature.inputs.inputs[0]
+    assert (spec.type, spec.shape) == (np.dtype(np.float32), (-1, 2))
+    frame = served.predict(rows)
+    logits = frame[[f"logit_{k}" for k in range(5)]].to_numpy()
+    np.testing.assert_array_equal(logits.astype(np.float32), logits)
+    active = np.stack([pre(rows) for pre, _ in TIE_ORACLE], axis=1)
+    complies = np.ones(len(rows), dtype=bool)
+    for index, (_, dnf) in enumerate(TIE_ORACLE):
+        complies &= ~active[:, index] | satisfies(source, dnf)
+        assert satisfies(logits, dnf)[active[:, index]].all()
+    np.testing.assert_array_equal(logits[complies], source[complies].astype(np.float64))
+    np.testing.assert_array_equal(frame["predicted_class"].to_numpy()[complies],
+                                  source[complies].argmax(axis=1))
