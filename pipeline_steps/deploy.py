@@ -77,6 +77,7 @@ from verifier.selfcorrect import (
     ConstraintError,
     ConstraintSet,
     SelfCorrectingNetwork,
+    scored_module,
     scored_network,
 )
 from verifier.selfcorrect.export import load_torchscript, save_torchscript
@@ -189,7 +190,8 @@ def deploy_self_correcting(
     with the names it records: :func:`verifier.audits.binding.bound_names`).
 
     Guarantees: the registered TorchScript computes exactly the outputs and ⊥ flags of the
-    in-memory ``SelfCorrectingNetwork(network.to_torch(dtype), constraints)``, ``dtype`` the
+    in-memory ``SelfCorrectingNetwork(scored_module(network, negate, dtype), constraints)``
+    (:func:`~verifier.selfcorrect.scored_module`), ``dtype`` the
     source's (:func:`~registry_hooks.certgate_model.source_dtype`: a float32 source's network
     runs in float32, on the source's own weights when no conversion folded them, so its
     logits are the source module's and a row whose logits comply keeps them and the
@@ -271,7 +273,8 @@ def _prepare(model_uri: str, constraints_path: Path, registry: Registry, workdir
     try:
         constraints = load_constraints(constraints_path, num_classes=network.output_size,
                                        network=options.constraints_network)
-        scnet = SelfCorrectingNetwork(network.to_torch(getattr(torch, loaded.dtype)),
+        scnet = SelfCorrectingNetwork(scored_module(source, options.negate,
+                                                    getattr(torch, loaded.dtype)),
                                       constraints,
                                       on_bottom=options.on_bottom,
                                       abstain_class=options.abstain_class,

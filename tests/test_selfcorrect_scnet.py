@@ -338,3 +338,32 @@ def test_a_float32_model_reads_float32_rows_and_keeps_its_logits_where_they_comp
         narrowed = net(x.to(torch.float32))
     assert torch.equal(narrowed[~past], out[~past])
     assert not (narrowed[past, 0] < narrowed[past, 2]).any()
+
+
+def test_the_scored_module_computes_the_models_own_logits() -> None:
+    """``scored_module`` is the classifier view computed with the model's own layers: a
+    float32 single-logit model's ``z`` bit for bit (the view's two-row last layer rounded it
+    differently on thousands of rows) and ``0`` beside it; a multi-logit model's logits bit
+    for bit; negated outputs exactly negated; TorchScript compiles it."""
+    from verifier.convert.torch_module import from_torch
+    from verifier.selfcorrect import scored_module, scored_network
+
+    torch.manual_seed(1)
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(20000, 6)).astype(np.float32))
+    single = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(),
+                                 torch.nn.Linear(16, 1)).eval()
+    several = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(),
+                                  torch.nn.Linear(16, 4)).eval()
+    with torch.no_grad():
+        z = single(x)
+        pair = scored_module(from_torch(single), dtype=torch.float32)(x)
+        view = scored_network(from_torch(single)).to_torch(torch.float32)(x)
+        logits = several(x)
+        module = scored_module(from_torch(several), dtype=torch.float32)
+        negated = scored_module(from_torch(several), negate=True, dtype=torch.float32)(x)
+    assert pair.dtype == torch.float32 and pair.shape == (20000, 2)
+    assert torch.equal(pair[:, 1:], z) and (pair[:, 0] == 0).all()
+    assert (view[:, 1:] != z).any()          # what the two-row view computed
+    assert torch.equal(module(x), logits) and torch.equal(negated, -logits)
+    assert torch.equal(script_module(scored_module(from_torch(single),
+                                                   dtype=torch.float32))(x), pair)
