@@ -10,10 +10,13 @@ module; :mod:`registry_hooks.selfcorrect_flavors`):
 * artifacts: the TorchScript SC-Net (checked to reproduce the eager module exactly before it is
   logged), ``constraints.yaml`` (the normalised constraint set), and the source version's
   population model when it ships one (its path recorded in the metadata as usual);
+* the network in the source's dtype (a float32 source's variant computes its logits in
+  float32 as the source does, so rows that already comply keep the source's logits and
+  class; :func:`deploy_self_correcting`);
 * a column signature: the source's input names in (MLflow binds a DataFrame's columns by
-  name; a source without input names gets a tensor input), ``logit_<class>`` (class names
-  when the source names its classes, else indices), ``bottom`` and ``predicted_class`` out;
-  an input example, explicit ``pip_requirements``;
+  name; a source without input names gets a tensor input in the source's dtype),
+  ``logit_<class>`` (class names when the source names its classes, else indices),
+  ``bottom`` and ``predicted_class`` out; an input example, explicit ``pip_requirements``;
 * model-version tags ``certgate.variant=self-correcting``, ``certgate.source_model``,
   ``certgate.source_version``, ``certgate.selfcorrect.on_bottom``,
   ``certgate.selfcorrect.constraints`` (their count) and ``certgate.selfcorrect.sha256`` (the
@@ -74,6 +77,7 @@ from verifier.selfcorrect import (
     ConstraintError,
     ConstraintSet,
     SelfCorrectingNetwork,
+    scored_module,
     scored_network,
 )
 from verifier.selfcorrect.export import load_torchscript, save_torchscript
@@ -186,10 +190,15 @@ def deploy_self_correcting(
     with the names it records: :func:`verifier.audits.binding.bound_names`).
 
     Guarantees: the registered TorchScript computes exactly the outputs and ⊥ flags of the
-    in-memory ``SelfCorrectingNetwork(network.to_torch(), constraints)``; on any input error
-    nothing is written to the registry; a registered source version already deployed to
-    ``target_name`` with the same fingerprint (:func:`variant_fingerprint`) registers nothing
-    new: that version is returned (``reused``) and ``alias`` pointed at it.
+    in-memory ``SelfCorrectingNetwork(scored_module(network, negate, dtype), constraints)``
+    (:func:`~verifier.selfcorrect.scored_module`), ``dtype`` the
+    source's (:func:`~registry_hooks.certgate_model.source_dtype`: a float32 source's network
+    runs in float32, on the source's own weights when no conversion folded them, so its
+    logits are the source module's and a row whose logits comply keeps them and the
+    source's class); on any input error nothing is written to the registry; a registered
+    source version already deployed to ``target_name`` with the same fingerprint
+    (:func:`variant_fingerprint`) registers nothing new: that version is returned
+    (``reused``) and ``alias`` pointed at it.
 
     Raises:
         DeployError: the constraints do not fit the model (class count, input width), the
@@ -232,15 +241,16 @@ def deploy_self_correcting(
 def variant_fingerprint(prepared: _Prepared, on_bottom: str, abstain_class: int | str | None,
                         negate: bool) -> str:
     """sha256 of what the SC-Net is built from besides the source version: the normalised
-    constraint set, the ⊥ handling, the output convention, the bound input names and output
-    columns, the certgate version (whose SC-layer code the variant carries) and the MLflow
-    flavours it is registered with."""
+    constraint set, the ⊥ handling, the output convention, the bound input names, the dtype the
+    network runs in and the output columns, the certgate version (whose SC-layer code the
+    variant carries) and the MLflow flavours it is registered with."""
     document = {
         "constraints": prepared.constraints.to_dict(),
         "on_bottom": on_bottom,
         "abstain_class": abstain_class,
         "negate": negate,
         "input_names": list(prepared.loaded.network.input_names),
+        "dtype": prepared.loaded.dtype,
         "output_columns": prepared.output_columns,
         "certgate": __version__,
         "flavors": list(VARIANT_FLAVORS),
@@ -263,7 +273,9 @@ def _prepare(model_uri: str, constraints_path: Path, registry: Registry, workdir
     try:
         constraints = load_constraints(constraints_path, num_classes=network.output_size,
                                        network=options.constraints_network)
-        scnet = SelfCorrectingNetwork(network.to_torch(), constraints,
+        scnet = SelfCorrectingNetwork(scored_module(source, options.negate,
+                                                    getattr(torch, loaded.dtype)),
+                                      constraints,
                                       on_bottom=options.on_bottom,
                                       abstain_class=options.abstain_class,
                                       input_size=network.input_size).eval()
@@ -312,9 +324,10 @@ def _shipped_population(loaded: LoadedModel) -> Path | None:
 
 
 def _input_example(loaded: LoadedModel, population: Path | None) -> np.ndarray | pd.DataFrame:
-    """A few representative float64 rows in input order (a DataFrame with the input names when
-    the model names its inputs): population samples if shipped, else the declared domain's
-    midpoints (zeros for unbounded sides), else zeros."""
+    """A few representative rows in input order: a float64 DataFrame with the input names when
+    the model names its inputs, else an array in the source's dtype (the tensor signature's);
+    population samples if shipped, else the declared domain's midpoints (zeros for unbounded
+    sides), else zeros."""
     network = loaded.network
     if population is not None:
         from verifier.audits.binding import ordered_population, unread_columns
@@ -332,7 +345,7 @@ def _input_example(loaded: LoadedModel, population: Path | None) -> np.ndarray |
         centre = [_midpoint(*domain.get(name, (0.0, 0.0))) for name in network.input_names]
         rows = np.tile(np.asarray(centre, dtype=np.float64), (EXAMPLE_ROWS, 1))
     if anonymous_inputs(network):
-        return rows
+        return rows.astype(loaded.dtype)
     return pd.DataFrame(rows, columns=list(network.input_names))
 
 
@@ -383,4 +396,5 @@ def _register_variant(prepared: _Prepared, artifacts: dict[str, str], name: str,
         name, artifacts, input_names=list(network.input_names), named_inputs=named,
         output_columns=output_columns, input_example=example, metadata=metadata, tags=tags,
         requirements=[f"numpy=={np.__version__}", f"pandas=={pd.__version__}"],
+        dtype=prepared.loaded.dtype,
     )

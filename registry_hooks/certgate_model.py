@@ -29,6 +29,7 @@ local JSON file, or any MLflow artifact URI (a file, or a directory holding
 from __future__ import annotations
 
 import hashlib
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -69,6 +70,9 @@ class LoadedModel:
     ``flavor`` is ``pytorch``, ``onnx`` or ``file``; ``serialization`` is ``pt2``, ``pickle``,
     ``onnx`` or the local file's suffix. ``model_version`` is set for registry URIs;
     ``local_dir`` is the downloaded MLflow model directory (``None`` for a plain file).
+    ``dtype`` is the float dtype the source computes in (:func:`source_dtype`): ``float32``
+    for a PyTorch module with float32 parameters or an ONNX graph with a float32 input,
+    else ``float64`` (also for plain files).
     """
 
     uri: str
@@ -78,6 +82,7 @@ class LoadedModel:
     metadata: dict[str, Any] = field(default_factory=dict)
     local_dir: Path | None = None
     model_version: ModelVersion | None = None
+    dtype: str = "float64"
 
     @property
     def name(self) -> str | None:
@@ -215,6 +220,7 @@ def load_mlflow_dir(path: Path, uri: str, input_names: Sequence[str] | None = No
                     "(--input-names, model.input_names), or give --input-shape")
         network = from_torch(module, input_shape=shape)
         flavor = "pytorch"
+        dtype = source_dtype(module)
     elif "onnx" in model.flavors:
         from verifier.convert.onnx_graph import from_onnx
 
@@ -222,13 +228,33 @@ def load_mlflow_dir(path: Path, uri: str, input_names: Sequence[str] | None = No
             proto = mlflow.onnx.load_model(str(path))
         network = from_onnx(proto)
         flavor = serialization = "onnx"
+        dtype = source_dtype(proto)
     else:
         raise CertgateInputError(
             f"{uri}: flavours {', '.join(sorted(model.flavors))} cannot be audited; log the "
             "model with the pytorch or onnx flavour"
         )
     network = _renamed(network, input_names_recorded, output_names, uri)
-    return LoadedModel(uri, network, flavor, serialization, metadata, path)
+    return LoadedModel(uri, network, flavor, serialization, metadata, path, dtype=dtype)
+
+
+def source_dtype(model: Any) -> str:
+    """``"float32"`` when ``model`` computes in float32 (a ``torch.nn.Module`` whose float
+    parameters are float32 and none float64, read by
+    :func:`~verifier.selfcorrect.scnet.parameter_bits`; an ``onnx.ModelProto`` whose first
+    input is float32), else ``"float64"``: the dtype its self-correcting variant computes the
+    network in. A module in float16/bfloat16 alone (rare on CPU) gets float64. Neither reader
+    imports the other's package (a ModelProto exists only once onnx is imported)."""
+    onnx = sys.modules.get("onnx")
+    if onnx is not None and isinstance(model, onnx.ModelProto):
+        initialized = {initializer.name for initializer in model.graph.initializer}
+        inputs = [value for value in model.graph.input if value.name not in initialized]
+        float32 = bool(inputs) and \
+            inputs[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+        return "float32" if float32 else "float64"
+    from verifier.selfcorrect.scnet import parameter_bits
+
+    return "float32" if parameter_bits(model) == 32 else "float64"
 
 
 def export_shape(model: Model, given: Sequence[int] | None,
@@ -524,18 +550,19 @@ VARIANT_ARTIFACT_NAME = "model"
 
 
 def variant_signature(input_names: Sequence[str] | None, input_size: int,
-                      output_columns: Sequence[str]) -> Any:
+                      output_columns: Sequence[str], dtype: str = "float64") -> Any:
     """The self-correcting variant's signature: named double columns in (MLflow then binds a
-    posted DataFrame's columns by name, in any order) when ``input_names`` are given, a float64
-    tensor of ``input_size`` columns for a source without names; the corrected logits, the ⊥
-    flag and the class out."""
+    posted DataFrame's columns by name, in any order, and takes float32 and float64 columns)
+    when ``input_names`` are given, a tensor of ``input_size`` columns in ``dtype`` (the
+    source's, :func:`source_dtype`: the arrays its model accepted) for a source without
+    names; the corrected logits, the ⊥ flag and the class out."""
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, Schema, TensorSpec
 
     from registry_hooks import selfcorrect_pyfunc
 
     if input_names is None:
-        inputs = Schema([TensorSpec(np.dtype(np.float64), (-1, input_size))])
+        inputs = Schema([TensorSpec(np.dtype(dtype), (-1, input_size))])
     else:
         inputs = Schema([ColSpec("double", name) for name in input_names])
     outputs = Schema([*(ColSpec("double", column) for column in output_columns),
@@ -548,13 +575,15 @@ def log_self_correcting_variant(
     name: str, artifacts: Mapping[str, str], *, input_names: Sequence[str],
     named_inputs: Sequence[str] | None, output_columns: Sequence[str], input_example: Any,
     metadata: Mapping[str, Any], tags: Mapping[str, str], requirements: Sequence[str],
+    dtype: str = "float64",
 ) -> str:
     """Log the self-correcting variant (pyfunc model code
     :mod:`registry_hooks.selfcorrect_pyfunc` with ``artifacts``, and its TorchScript artifact
     as the ``pytorch`` flavour: :mod:`registry_hooks.selfcorrect_flavors`) and register it as a
     new version of ``name`` carrying ``tags`` from its creation; returns the version.
-    ``named_inputs`` (``None`` for a source without input names) shape the signature
-    (:func:`variant_signature`); ``requirements`` come on top of MLflow's and torch's pins."""
+    ``named_inputs`` (``None`` for a source without input names) and ``dtype`` shape the
+    signature (:func:`variant_signature`); ``requirements`` come on top of MLflow's and
+    torch's pins."""
     from registry_hooks import selfcorrect_pyfunc
     from registry_hooks.selfcorrect_flavors import SelfCorrectingFlavors
 
@@ -569,7 +598,8 @@ def log_self_correcting_variant(
             artifacts=dict(artifacts),
             model_config={"input_names": list(input_names),
                           "output_columns": list(output_columns)},
-            signature=variant_signature(named_inputs, len(input_names), output_columns),
+            signature=variant_signature(named_inputs, len(input_names), output_columns,
+                                        dtype),
             input_example=input_example,
             pip_requirements=[*pinned_requirements("pytorch"), *requirements],
             metadata=dict(metadata),

@@ -10,9 +10,10 @@ Model config: ``input_names`` (the network's input order) and ``output_columns``
 
 :meth:`SelfCorrectingPyfunc.predict` takes a 2-D numpy array (columns in input order) or a
 DataFrame (columns selected by ``input_names`` when present, else taken in order) and returns a
-DataFrame with one row per input: the corrected logits (``logit_<i>``; with an appended abstain
-column, ``logit_<m>`` is the abstain logit), ``bottom`` (the constraints are unsatisfiable at
-that input) and ``predicted_class`` (the argmax of the corrected logits, lowest index on ties).
+DataFrame with one row per input: the corrected logits (``logit_<i>``, computed in the source
+model's dtype and widened to float64 exactly; with an appended abstain column, ``logit_<m>`` is
+the abstain logit), ``bottom`` (the constraints are unsatisfiable at that input) and
+``predicted_class`` (the argmax of the corrected logits, lowest index on ties).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class SelfCorrectingPyfunc(PythonModel):
         rows = self._rows(model_input)
         with torch.no_grad():
             outputs, bottom = self.network.forward_with_bottom(torch.from_numpy(rows))
-        values = outputs.numpy()
+        values = outputs.to(torch.float64).numpy()
         columns = self.output_columns or logit_columns(values.shape[1])
         frame = pd.DataFrame(values, columns=columns)
         frame[BOTTOM_COLUMN] = bottom.numpy().astype(bool)

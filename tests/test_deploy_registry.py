@@ -8,7 +8,6 @@ a passed gate only.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import os
@@ -168,12 +167,11 @@ def test_variant_serves_the_sc_net_and_satisfies_constraints(
     assert list(frame.columns) == [*columns, "bottom", "predicted_class"]
     corrected, bottom = frame[columns].to_numpy(), frame["bottom"].to_numpy()
 
-    float64_mlp = copy.deepcopy(mlp).double()
-    reference = SelfCorrectingNetwork(float64_mlp,
-                                      load_constraints(constraints_file, num_classes=3))
-    with torch.no_grad():
+    reference = SelfCorrectingNetwork(mlp, load_constraints(constraints_file, num_classes=3))
+    with torch.no_grad():      # the float32 source computes as served: float32 rows
         expected, expected_bottom = reference.forward_with_bottom(torch.from_numpy(x))
-        raw = float64_mlp(torch.from_numpy(x)).numpy()
+        raw = mlp(torch.from_numpy(x).float()).double().numpy()
+    assert expected.dtype == torch.float32
     np.testing.assert_array_equal(corrected, expected.numpy())
     np.testing.assert_array_equal(bottom, expected_bottom.numpy())
     np.testing.assert_array_equal(frame["predicted_class"].to_numpy(), corrected.argmax(1))
@@ -281,7 +279,17 @@ def test_cli_wrap_registers_to_a_models_uri(
                                         size=(200, 6))
     from_file = mlflow.pyfunc.load_model(f"models:/{target}@fromfile").predict(x)
     from_registry = mlflow.pyfunc.load_model(f"models:/{target}@safe").predict(frame_of(x))
-    assert from_file.equals(from_registry)
+    # the IR file holds float64 values and its variant computes in float64; the registered
+    # float32 source's variant computes in float32, as the source does
+    constraints = load_constraints(constraints_file, num_classes=3)
+    for frame, module in ((from_file, from_torch(mlp).to_torch()), (from_registry, mlp)):
+        with torch.no_grad():
+            expected, bottom = SelfCorrectingNetwork(module, constraints).forward_with_bottom(
+                torch.from_numpy(x))
+        np.testing.assert_array_equal(frame[["logit_0", "logit_1", "logit_2"]].to_numpy(),
+                                      expected.double().numpy())
+        np.testing.assert_array_equal(frame["bottom"].to_numpy(), bottom.numpy())
+    np.testing.assert_array_equal(from_file["bottom"], from_registry["bottom"])
 
 
 def write_run_config(tmp_path: Path, tracking_uri: str, model_uri: str,
@@ -400,8 +408,8 @@ def test_served_over_http_returns_corrected_logits_and_bottom_flags(
                                  timeout=60)
         assert response.status_code == 200, response.text
         predictions = response.json()["predictions"]
-        reference = SelfCorrectingNetwork(copy.deepcopy(mlp).double(),
-                                          load_constraints(constraints_file, num_classes=3))
+        reference = SelfCorrectingNetwork(mlp, load_constraints(constraints_file,
+                                                                num_classes=3))
         with torch.no_grad():
             expected, bottom = reference.forward_with_bottom(torch.from_numpy(x))
         served = np.array([[row[f"logit_{i}"] for i in range(3)] for row in predictions])
@@ -568,8 +576,7 @@ def test_the_variant_loads_with_the_pytorch_flavour_as_the_sc_net(
     x = np.concatenate([population.sample(800, rng),
                         rng.normal([40, 60, 0.6, 0.5, 0.5, 0.5], [20, 40, 0.4, 1, 1, 1],
                                    size=(200, 6))])
-    reference = SelfCorrectingNetwork(copy.deepcopy(mlp).double(),
-                                      load_constraints(constraints_file, num_classes=3))
+    reference = SelfCorrectingNetwork(mlp, load_constraints(constraints_file, num_classes=3))
     with torch.no_grad():
         expected, expected_bottom = reference.forward_with_bottom(torch.from_numpy(x))
         logits = module(torch.from_numpy(x))
@@ -590,3 +597,171 @@ def test_the_variant_loads_with_the_pytorch_flavour_as_the_sc_net(
     with pytest.raises(CertgateInputError, match="is a self-correcting variant registered by "
                        "the deploy step"):
         load_model(record.uri, registry, tmp_path / "audit")
+
+
+TIE_CONSTRAINTS = {"num_classes": 5, "constraints": [
+    {"name": "large_x0_ranks_4_over_2",
+     "precondition": {"kind": "box", "lower": [2.0, None], "upper": [None, None]},
+     "postcondition": [["2 < 4"]]},
+    {"name": "low_x1_ranks_0_over_1_or_3",
+     "precondition": {"kind": "box", "lower": [None, None], "upper": [None, -1.0]},
+     "postcondition": [["1 < 0"], ["3 < 0"]]},
+]}
+# (precondition on a row, DNF of (a, b) literals meaning y_a < y_b), mirroring TIE_CONSTRAINTS
+TIE_ORACLE = [
+    (lambda x: x[:, 0] >= 2.0, [[(2, 4)]]),
+    (lambda x: x[:, 1] <= -1.0, [[(1, 0)], [(3, 0)]]),
+]
+
+
+def tie_model(dtype: torch.dtype = torch.float32) -> torch.nn.Sequential:
+    """Five logits of two inputs with float32 ties that float64 resolves: ``h`` holds the
+    positive and negative parts of ``x0`` and ``x1`` (exactly), ``y0 = x0``, ``y1 = x0 +
+    2⁻³⁰·x1`` (equal to ``y0`` in float32 wherever ``|x0| ≥ 1/32`` or so, above it in float64
+    for ``x1 > 0``), ``y2 = x0/2 − 1``, ``y3 = x0 + 2⁻²⁴·x1`` (equal to ``y0`` in float32
+    for ``x0 ≥ 1`` and ``|x1| < 1``, rounding either way near ``x0 ∈ [1/2, 1)``),
+    ``y4 = −|x0| − |x1|``: for ``x0 > −2`` the top class is 0, 1 or 3."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 4, dtype=dtype), torch.nn.ReLU(),
+                                torch.nn.Linear(4, 5, dtype=dtype))
+    small, smaller = 2.0 ** -24, 2.0 ** -30
+    with torch.no_grad():
+        model[0].weight.copy_(torch.tensor([[1, 0], [-1, 0], [0, 1], [0, -1]]))
+        model[0].bias.zero_()
+        model[2].weight.copy_(torch.tensor([[1, -1, 0, 0], [1, -1, smaller, -smaller],
+                                            [0.5, -0.5, 0, 0], [1, -1, small, -small],
+                                            [-1, -1, -1, -1]]))
+        model[2].bias.copy_(torch.tensor([0, 0, -1, 0, 0]))
+    return model.eval()
+
+
+def tie_rows() -> np.ndarray:
+    """A float32 grid through the ties: x0 on sixteenths in [−4, 4] and a few large values,
+    x1 on quarters in [−2, 2]."""
+    first = np.concatenate([np.arange(-64, 65) / 16, [0.75 + 2.0 ** -24, 1000.0, 2.0 ** 20,
+                                                     -(2.0 ** 20)]])
+    second = np.arange(-8, 9) / 4
+    return np.array(list(itertools.product(first, second)), dtype=np.float32)
+
+
+@pytest.mark.parametrize("serialization", ["pickle", "pt2"])
+def test_a_float32_source_keeps_its_float32_class_wherever_it_complies(
+        registry: Registry, serialization: str, tmp_path: Path) -> None:
+    """The red-team's deploy case: a float32 5-class model logged with plain
+    ``mlflow.pytorch.log_model`` (no names, no certgate metadata). The variant computed the
+    network in float64, so where the float32 logits tie its class differed from the source's
+    on rows where no constraint is active. Now its logits on every row whose source logits
+    already comply are the source's (served by MLflow's own pyfunc), bit for bit, and its
+    class the source's (ties: the lowest index, as the source's argmax); every active
+    constraint holds strictly on every row (oracle: the literals evaluated on the served
+    float32 logits); a float32 batch is accepted, and the tensor signature is float32."""
+    model = tie_model()
+    rows = tie_rows()
+    name = f"ties_{serialization}_{uuid.uuid4().hex[:8]}"
+    extra = {"input_example": rows[:4]} if serialization == "pt2" else {}
+    with mlflow.start_run():
+        info = mlflow.pytorch.log_model(model, name="model", registered_model_name=name,
+                                        serialization_format=serialization, **extra)
+    constraints = tmp_path / "ties.yaml"
+    constraints.write_text(yaml.safe_dump(TIE_CONSTRAINTS))
+    record = deploy_self_correcting(f"models:/{name}/{info.registered_model_version}",
+                                    constraints, registry=registry, workdir=tmp_path)
+
+    source = np.asarray(mlflow.pyfunc.load_model(f"models:/{name}/1").predict(rows))
+    assert source.dtype == np.float32
+    served = mlflow.pyfunc.load_model(record.uri)
+    spec = served.metadata.signature.inputs.inputs[0]
+    assert (spec.type, spec.shape) == (np.dtype(np.float32), (-1, 2))
+    frame = served.predict(rows)
+    logits = frame[[f"logit_{k}" for k in range(5)]].to_numpy()
+    classes, bottom = frame["predicted_class"].to_numpy(), frame["bottom"].to_numpy()
+
+    active = np.stack([pre(rows) for pre, _ in TIE_ORACLE], axis=1)
+    complies = np.ones(len(rows), dtype=bool)
+    for index, (_, dnf) in enumerate(TIE_ORACLE):
+        complies &= ~active[:, index] | satisfies(source, dnf)
+        holds = satisfies(logits, dnf)
+        assert holds[active[:, index]].all()
+    assert not bottom.any()
+    np.testing.assert_array_equal(logits[complies], source[complies].astype(np.float64))
+    np.testing.assert_array_equal(classes[complies], source[complies].argmax(axis=1))
+    np.testing.assert_array_equal(classes, logits.argmax(axis=1))
+    np.testing.assert_array_equal(logits.astype(np.float32), logits)  # corrected in float32
+    assert (~complies).sum() > 100
+
+    with torch.no_grad():      # what a float64 recomputation would have served
+        float64_classes = model.double()(torch.from_numpy(rows.astype(np.float64))).argmax(1)
+    flipped = complies & (float64_classes.numpy() != source.argmax(axis=1))
+    assert flipped.sum() > 50
+    unconstrained = ~active.any(axis=1)
+    assert (flipped & unconstrained).sum() > 50
+    with pytest.raises(mlflow.exceptions.MlflowException, match="dtype"):
+        served.predict(rows.astype(np.float64))
+    assert mlflow.pytorch.load_model(record.uri)(torch.from_numpy(rows)).dtype == torch.float32
+
+
+def test_a_float64_source_keeps_its_float64_variant(registry: Registry, tmp_path: Path
+                                                    ) -> None:
+    """A float64 source is computed in float64 as before: the variant equals the in-memory
+    SC-Net of the float64 module bit for bit, and its tensor signature is float64."""
+    model = tie_model(torch.float64)
+    rows = tie_rows().astype(np.float64)
+    name = f"ties64_{uuid.uuid4().hex[:8]}"
+    with mlflow.start_run():
+        info = mlflow.pytorch.log_model(model, name="model", registered_model_name=name,
+                                        serialization_format="pickle")
+    constraints = tmp_path / "ties.yaml"
+    constraints.write_text(yaml.safe_dump(TIE_CONSTRAINTS))
+    record = deploy_self_correcting(f"models:/{name}/{info.registered_model_version}",
+                                    constraints, registry=registry, workdir=tmp_path)
+    served = mlflow.pyfunc.load_model(record.uri)
+    spec = served.metadata.signature.inputs.inputs[0]
+    assert (spec.type, spec.shape) == (np.dtype(np.float64), (-1, 2))
+    frame = served.predict(rows)
+    reference = SelfCorrectingNetwork(model, load_constraints(constraints, num_classes=5))
+    with torch.no_grad():
+        expected, bottom = reference.forward_with_bottom(torch.from_numpy(rows))
+    assert expected.dtype == torch.float64
+    np.testing.assert_array_equal(frame[[f"logit_{k}" for k in range(5)]].to_numpy(),
+                                  expected.numpy())
+    np.testing.assert_array_equal(frame["bottom"].to_numpy(), bottom.numpy())
+
+
+def test_a_float32_onnx_source_gets_a_float32_variant(registry: Registry, tmp_path: Path
+                                                      ) -> None:
+    """An ONNX source (float32 input) is computed in float32 too: float32 tensor signature,
+    float32 logits, every active constraint strict. Its network runs on torch, not
+    onnxruntime: on this model (sums of at most four exact terms) the two agree, so compliant
+    rows keep the source's logits and class as MLflow's ONNX pyfunc serves them; in general
+    the last bits may differ (README)."""
+    import onnx
+
+    model = tie_model()
+    rows = tie_rows()
+    exported = tmp_path / "ties.onnx"
+    torch.onnx.export(model, (torch.from_numpy(rows[:2]),), str(exported), dynamo=False,
+                      input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    name = f"ties_onnx_{uuid.uuid4().hex[:8]}"
+    with mlflow.start_run():
+        info = mlflow.onnx.log_model(onnx.load(str(exported)), name="model",
+                                     registered_model_name=name)
+    constraints = tmp_path / "ties.yaml"
+    constraints.write_text(yaml.safe_dump(TIE_CONSTRAINTS))
+    record = deploy_self_correcting(f"models:/{name}/{info.registered_model_version}",
+                                    constraints, registry=registry, workdir=tmp_path)
+    source = np.asarray(mlflow.pyfunc.load_model(f"models:/{name}/1").predict(
+        {"x": rows})["y"])
+    served = mlflow.pyfunc.load_model(record.uri)
+    spec = served.metadata.signature.inputs.inputs[0]
+    assert (spec.type, spec.shape) == (np.dtype(np.float32), (-1, 2))
+    frame = served.predict(rows)
+    logits = frame[[f"logit_{k}" for k in range(5)]].to_numpy()
+    np.testing.assert_array_equal(logits.astype(np.float32), logits)
+    active = np.stack([pre(rows) for pre, _ in TIE_ORACLE], axis=1)
+    complies = np.ones(len(rows), dtype=bool)
+    for index, (_, dnf) in enumerate(TIE_ORACLE):
+        complies &= ~active[:, index] | satisfies(source, dnf)
+        assert satisfies(logits, dnf)[active[:, index]].all()
+    np.testing.assert_array_equal(logits[complies], source[complies].astype(np.float64))
+    np.testing.assert_array_equal(frame["predicted_class"].to_numpy()[complies],
+                                  source[complies].argmax(axis=1))

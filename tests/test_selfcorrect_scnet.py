@@ -298,3 +298,72 @@ def test_constraints_unsatisfiable_at_every_input_are_refused() -> None:
             assert not bool(net.forward_with_bottom(x)[1][x[:, 0] < 0].any())
             accepted += 1
     assert refused > 20 and accepted > 100
+
+
+def test_a_float32_model_reads_float32_rows_and_keeps_its_logits_where_they_comply() -> None:
+    """A float32 model reads float64 rows rounded to float32 (as MLflow's PyTorch flavour
+    feeds it a DataFrame), the layer orders its float32 logits in float32, and its
+    preconditions read the rows as given. Logits tie at ±the largest float32: every active
+    constraint holds strictly on finite float32 outputs, and rows whose model logits already
+    comply leave with them bit for bit (oracle: the literals and the box test written out)."""
+    largest = torch.finfo(torch.float32).max
+    model = torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[largest, 0.0], [largest, 0.0], [-largest, 1.0]]))
+        model.bias.zero_()
+    threshold = 1.0 + 2.0 ** -40          # a float64 the rows' float32 cannot hold
+    constraints = parse_constraints({"num_classes": 3, "input_size": 2, "constraints": [
+        {"name": "one_below_zero", "precondition": {"kind": "always"},
+         "postcondition": [["1 < 0"]]},
+        {"name": "past_one", "precondition": {"kind": "box", "lower": [threshold, None],
+                                              "upper": [None, None]},
+         "postcondition": [["0 < 2"]]},
+    ]})
+    net = SelfCorrectingNetwork(model, constraints).eval()
+    x = torch.tensor(list(itertools.product([-1.0, 0.0, 0.5, 1.0, threshold],
+                                            [-2.0, 0.0, 3.0])), dtype=torch.float64)
+    with torch.no_grad():
+        out, bottom = net.forward_with_bottom(x)
+        logits = model(x.to(torch.float32))
+    assert out.dtype == torch.float32 and torch.isfinite(out).all() and not bottom.any()
+    assert (logits[:, 0] == logits[:, 1]).all() and (logits.abs() == largest).any()
+    past = x[:, 0] >= threshold
+    assert past.sum() == 3 and (x[past, 0].to(torch.float32) == 1.0).all()
+    assert (out[:, 1] < out[:, 0]).all()
+    assert (out[past, 0] < out[past, 2]).all()
+    complies = (logits[:, 1] < logits[:, 0]) & (~past | (logits[:, 0] < logits[:, 2]))
+    assert torch.equal(out[complies], logits[complies])
+    assert torch.equal(script_module(net).forward_with_bottom(x)[0], out)
+    with torch.no_grad():      # the same rows sent as float32: only the preconditions differ
+        narrowed = net(x.to(torch.float32))
+    assert torch.equal(narrowed[~past], out[~past])
+    assert not (narrowed[past, 0] < narrowed[past, 2]).any()
+
+
+def test_the_scored_module_computes_the_models_own_logits() -> None:
+    """``scored_module`` is the classifier view computed with the model's own layers: a
+    float32 single-logit model's ``z`` bit for bit (the view's two-row last layer rounded it
+    differently on thousands of rows) and ``0`` beside it; a multi-logit model's logits bit
+    for bit; negated outputs exactly negated; TorchScript compiles it."""
+    from verifier.convert.torch_module import from_torch
+    from verifier.selfcorrect import scored_module, scored_network
+
+    torch.manual_seed(1)
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(20000, 6)).astype(np.float32))
+    single = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(),
+                                 torch.nn.Linear(16, 1)).eval()
+    several = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(),
+                                  torch.nn.Linear(16, 4)).eval()
+    with torch.no_grad():
+        z = single(x)
+        pair = scored_module(from_torch(single), dtype=torch.float32)(x)
+        view = scored_network(from_torch(single)).to_torch(torch.float32)(x)
+        logits = several(x)
+        module = scored_module(from_torch(several), dtype=torch.float32)
+        negated = scored_module(from_torch(several), negate=True, dtype=torch.float32)(x)
+    assert pair.dtype == torch.float32 and pair.shape == (20000, 2)
+    assert torch.equal(pair[:, 1:], z) and (pair[:, 0] == 0).all()
+    assert (view[:, 1:] != z).any()          # what the two-row view computed
+    assert torch.equal(module(x), logits) and torch.equal(negated, -logits)
+    assert torch.equal(script_module(scored_module(from_torch(single),
+                                                   dtype=torch.float32))(x), pair)

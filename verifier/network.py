@@ -397,13 +397,20 @@ class Network:
         return Network([*view.layers[:-1], layer], list(view.input_names),
                        [f"{name} <= 0", f"{name} > 0"])
 
-    def to_torch(self) -> torch.nn.Sequential:
-        """Export as ``torch.nn.Sequential`` of ``Linear`` and activation modules (float64)."""
+    def to_torch(self, dtype: torch.dtype | None = None) -> torch.nn.Sequential:
+        """Export as ``torch.nn.Sequential`` of ``Linear`` and activation modules in ``dtype``
+        (``None``: float64, the IR's own values).
+
+        In float32 the weights and biases are rounded to float32, which is exact for a layer
+        read from a float32 model and not folded (:attr:`folded`): such a layer then runs the
+        source's own ``Linear`` kernel on the source's own values, and LeakyReLU slopes are
+        applied as the float32 kernel applies them (the IR stores the kernel's slope)."""
         import torch  # deferred: the numpy paths (point enclosures, readers) run without it
 
+        dtype = torch.float64 if dtype is None else dtype
         modules: list[torch.nn.Module] = []
         for layer in self.layers:
-            linear = torch.nn.Linear(layer.in_features, layer.out_features, dtype=torch.float64)
+            linear = torch.nn.Linear(layer.in_features, layer.out_features, dtype=dtype)
             with torch.no_grad():
                 linear.weight.copy_(torch.from_numpy(layer.weight))
                 linear.bias.copy_(torch.from_numpy(layer.bias))

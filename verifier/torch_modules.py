@@ -16,3 +16,12 @@ class PerNeuronLeakyReLU(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.where(x < 0, x * self.slopes.to(x.dtype), x)
+
+
+class BinaryLogits(torch.nn.Module):
+    """``(0, z)`` from a single logit ``z`` (``[batch, 1]`` to ``[batch, 2]``): the classifier
+    view of a binary classifier (:meth:`verifier.network.Network.as_classifier`), with ``z``
+    left exactly as the module before it computed it."""
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return torch.cat([torch.zeros_like(z), z], dim=1)

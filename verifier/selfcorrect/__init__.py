@@ -12,7 +12,7 @@ from verifier.selfcorrect.constraints import (
     SafeOrderingConstraint,
     constraint_set_from_dict,
 )
-from verifier.selfcorrect.conventions import negate_outputs, scored_network
+from verifier.selfcorrect.conventions import negate_outputs, scored_module, scored_network
 from verifier.selfcorrect.layer import CombinationLimitError, SelfCorrectingLayer
 from verifier.selfcorrect.loaders import load_constraints, parse_constraints
 from verifier.selfcorrect.preconditions import SelfCorrectionInputError
@@ -31,5 +31,6 @@ __all__ = [
     "load_constraints",
     "negate_outputs",
     "parse_constraints",
+    "scored_module",
     "scored_network",
 ]

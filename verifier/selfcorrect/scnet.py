@@ -13,8 +13,13 @@ Rows where the constraints are unsatisfiable at ``x`` (⊥) are handled by ``on_
   class's logit is raised just above the row's largest logit.
 
 The module is picklable and compiles with ``torch.jit.script``; ``forward_with_bottom(x)``
-returns ``(outputs, bottom)`` in one call (``last_bottom`` is also set by ``forward``). Around
-a float64 model, float32 (or half) rows are widened to float64 first, exactly.
+returns ``(outputs, bottom)`` in one call (``last_bottom`` is also set by ``forward``). The model
+reads the rows in its own dtype: around a float64 model, float32 (or half) rows are widened to
+float64 first, exactly; around a float32 model, float64 (or half) rows are converted to float32,
+as MLflow's PyTorch flavour converts a DataFrame's. The layer reads the rows as given (its
+preconditions decide in real arithmetic on the given values) and orders the model's logits in
+their own dtype, so a row whose logits already comply leaves with the model's logits, bit for
+bit, and the model's argmax.
 """
 
 from collections.abc import Sequence
@@ -29,6 +34,16 @@ from verifier.selfcorrect.layer import SelfCorrectingLayer
 from verifier.selfcorrect.preconditions import SelfCorrectionInputError
 
 ON_BOTTOM = ("mark", "raise", "abstain")
+
+
+def parameter_bits(model: torch.nn.Module) -> int:
+    """The float width the model computes in, read from its parameters: 64 when one is
+    float64, else 32 when one is float32, else 0 (no float32/float64 parameter: the rows
+    reach the model in their own dtype)."""
+    dtypes = {parameter.dtype for parameter in model.parameters()}
+    if torch.float64 in dtypes:
+        return 64
+    return 32 if torch.float32 in dtypes else 0
 
 
 class UnsatisfiableConstraintsError(SelfCorrectionInputError):
@@ -73,8 +88,7 @@ class SelfCorrectingNetwork(torch.nn.Module):
                 raise ConstraintError("num_classes is required when constraints is a sequence")
             num_classes = constraints.num_classes
         self.model = model
-        self.widen_inputs = any(parameter.dtype == torch.float64
-                                for parameter in model.parameters())
+        self.input_bits = parameter_bits(model)
         self.layer = SelfCorrectingLayer(constraints, num_classes, input_size)
         unsatisfiable = self.layer.unsatisfiable_everywhere()
         if unsatisfiable:
@@ -104,12 +118,16 @@ class SelfCorrectingNetwork(torch.nn.Module):
 
     @torch.jit.export
     def forward_with_bottom(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """``(outputs, bottom)``; also stores ``bottom`` in ``last_bottom``. A float64 model
-        (a certgate network's ``to_torch``) reads lower-precision float rows widened to
-        float64, which is exact: the rows a float32 model was served answer as themselves."""
-        if self.widen_inputs and x.is_floating_point() and x.dtype != torch.float64:
-            x = x.to(torch.float64)
-        logits = self.model(x)
+        """``(outputs, bottom)``; also stores ``bottom`` in ``last_bottom``. The model reads
+        ``x`` in its own float dtype (module docstring): a float64 model widens lower-precision
+        rows exactly; a float32 model reads float64 rows rounded to float32, float32 rows as
+        they are. The layer's preconditions read ``x`` as given."""
+        model_x = x
+        if self.input_bits == 64 and x.is_floating_point() and x.dtype != torch.float64:
+            model_x = x.to(torch.float64)
+        elif self.input_bits == 32 and x.is_floating_point() and x.dtype != torch.float32:
+            model_x = x.to(torch.float32)
+        logits = self.model(model_x)
         corrected, bottom = self.layer(x, logits)
         self.last_bottom = bottom
         if self.on_bottom == "raise" and bool(bottom.any()):
