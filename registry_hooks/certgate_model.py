@@ -243,7 +243,7 @@ def source_dtype(model: Any) -> str:
     parameters are float32 and none float64, read by
     :func:`~verifier.selfcorrect.scnet.parameter_bits`; an ``onnx.ModelProto`` whose first
     input is float32), else ``"float64"``: the dtype its self-correcting variant computes the
-    network in. A module in float16/bfloat16 alone (rare on CPU) gets float64. Neither reader
+    network in (float16 and bfloat16 models are refused by the converters before). Neither reader
     imports the other's package (a ModelProto exists only once onnx is imported)."""
     onnx = sys.modules.get("onnx")
     if onnx is not None and isinstance(model, onnx.ModelProto):
