@@ -26,37 +26,52 @@ class MarginalQuantiles:
     def __init__(self, masses: MassFunction, domain: InputDomain) -> None:
         self.masses = masses
         self.domain = domain
-        self.values: dict[int, np.ndarray] = {}
-        for column in range(domain.lower.size):
-            if not (math.isfinite(domain.lower[column]) and math.isfinite(domain.upper[column])):
-                self.values[column] = self._table(column)
+        columns = [column for column in range(domain.lower.size)
+                   if not (math.isfinite(domain.lower[column])
+                           and math.isfinite(domain.upper[column]))]
+        tables = self._tables(np.array(columns, dtype=np.int64))
+        self.values: dict[int, np.ndarray] = dict(zip(columns, tables, strict=True))
 
     def cdf(self, column: int, points: np.ndarray) -> np.ndarray:
         """``P[x_column <= t]`` (upper mass enclosure) for every ``t`` in ``points``."""
+        return self._cdfs(np.array([column]), points[None, :])[0]
+
+    def _cdfs(self, columns: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """:meth:`cdf` of each of ``columns`` at its row of ``points`` (``(columns, t)``), in
+        one call of the mass function (each box's mass is its own, whatever is beside it)."""
         count = points.size
         lo = np.repeat(self.domain.lower[None, :], count, axis=0)
         hi = np.repeat(self.domain.upper[None, :], count, axis=0)
-        hi[:, column] = np.minimum(points, self.domain.upper[column])
+        rows = np.arange(count)
+        which = np.repeat(columns, points.shape[1])
+        hi[rows, which] = np.minimum(points.reshape(-1), self.domain.upper[which])
         _, upper = self.masses(lo, hi)
-        return upper
+        return upper.reshape(points.shape)
 
-    def _table(self, column: int) -> np.ndarray:
-        levels = QUANTILE_LEVELS
-        low = np.full(levels.size, -1.0)
-        high = np.full(levels.size, 1.0)
+    def _tables(self, columns: np.ndarray) -> np.ndarray:
+        """Each column's value at every level of :data:`QUANTILE_LEVELS` (``(columns,
+        levels)``): brackets doubled until they hold the level, then 60 bisection steps; all
+        columns and both brackets in one mass call per step."""
+        levels = np.broadcast_to(QUANTILE_LEVELS, (columns.size, QUANTILE_LEVELS.size))
+        low = np.full(levels.shape, -1.0)
+        high = np.full(levels.shape, 1.0)
+        if columns.size == 0:
+            return high
+        both = np.concatenate([columns, columns])
         for _ in range(64):
-            below = self.cdf(column, low) > levels
-            above = self.cdf(column, high) < levels
+            at_low, at_high = np.split(self._cdfs(both, np.concatenate([low, high])), 2)
+            below = at_low > levels
+            above = at_high < levels
             if not (below.any() or above.any()):
                 break
             low[below] *= 2.0
             high[above] *= 2.0
         for _ in range(60):
             middle = (low + high) * 0.5
-            take_high = self.cdf(column, middle) >= levels
+            take_high = self._cdfs(columns, middle) >= levels
             high = np.where(take_high, middle, high)
             low = np.where(take_high, low, middle)
-        return np.maximum.accumulate(high)
+        return np.maximum.accumulate(high, axis=1)
 
     def split_points(self, column: int, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
         """A finite cut strictly inside each interval with an infinite side."""
