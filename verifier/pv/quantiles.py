@@ -29,22 +29,23 @@ class MarginalQuantiles:
         columns = [column for column in range(domain.lower.size)
                    if not (math.isfinite(domain.lower[column])
                            and math.isfinite(domain.upper[column]))]
-        tables = self._tables(np.array(columns, dtype=np.int64))
-        self.values: dict[int, np.ndarray] = dict(zip(columns, tables, strict=True))
+        self._tables_of = self._tables(np.array(columns, dtype=np.int64))
+        self._row_of = np.full(domain.lower.size, -1, dtype=np.int64)
+        self._row_of[columns] = np.arange(len(columns))
+        self.values: dict[int, np.ndarray] = dict(zip(columns, self._tables_of, strict=True))
 
     def cdf(self, column: int, points: np.ndarray) -> np.ndarray:
         """``P[x_column <= t]`` (upper mass enclosure) for every ``t`` in ``points``."""
-        return self._cdfs(np.array([column]), points[None, :])[0]
+        return self._cdf_at(np.full(points.size, column), points)
 
-    def _cdfs(self, columns: np.ndarray, points: np.ndarray) -> np.ndarray:
-        """:meth:`cdf` of each of ``columns`` at its row of ``points`` (``(columns, t)``), in
-        one call of the mass function (each box's mass is its own, whatever is beside it)."""
+    def _cdf_at(self, columns: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """:meth:`cdf` of ``columns[i]`` at ``points[i]`` (same shapes), in one call of the
+        mass function (each box's mass is its own, whatever is beside it)."""
         count = points.size
         lo = np.repeat(self.domain.lower[None, :], count, axis=0)
         hi = np.repeat(self.domain.upper[None, :], count, axis=0)
-        rows = np.arange(count)
-        which = np.repeat(columns, points.shape[1])
-        hi[rows, which] = np.minimum(points.reshape(-1), self.domain.upper[which])
+        which = columns.reshape(-1)
+        hi[np.arange(count), which] = np.minimum(points.reshape(-1), self.domain.upper[which])
         _, upper = self.masses(lo, hi)
         return upper.reshape(points.shape)
 
@@ -57,9 +58,10 @@ class MarginalQuantiles:
         high = np.full(levels.shape, 1.0)
         if columns.size == 0:
             return high
-        both = np.concatenate([columns, columns])
+        each = np.broadcast_to(columns[:, None], levels.shape)
+        both = np.concatenate([each, each])
         for _ in range(64):
-            at_low, at_high = np.split(self._cdfs(both, np.concatenate([low, high])), 2)
+            at_low, at_high = np.split(self._cdf_at(both, np.concatenate([low, high])), 2)
             below = at_low > levels
             above = at_high < levels
             if not (below.any() or above.any()):
@@ -68,29 +70,37 @@ class MarginalQuantiles:
             high[above] *= 2.0
         for _ in range(60):
             middle = (low + high) * 0.5
-            take_high = self._cdfs(columns, middle) >= levels
+            take_high = self._cdf_at(each, middle) >= levels
             high = np.where(take_high, middle, high)
             low = np.where(take_high, low, middle)
         return np.maximum.accumulate(high, axis=1)
 
-    def split_points(self, column: int, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-        """A finite cut strictly inside each interval with an infinite side."""
-        table = self.values[column]
-        points = np.empty(lower.size)
-        both = ~np.isfinite(lower) & ~np.isfinite(upper)
-        points[both] = table[np.searchsorted(QUANTILE_LEVELS, 0.5)]
+    def split_points(self, columns: np.ndarray, lower: np.ndarray,
+                     upper: np.ndarray) -> np.ndarray:
+        """A finite cut strictly inside each interval ``[lower[i], upper[i]]`` of column
+        ``columns[i]`` with an infinite side (the marginal masses of every column's one-sided
+        intervals in one mass call)."""
+        tables = self._tables_of[self._row_of[columns]]
+        levels = QUANTILE_LEVELS
+        points = tables[:, np.searchsorted(levels, 0.5)]
         right = np.isfinite(lower) & ~np.isfinite(upper)
+        left = ~np.isfinite(lower) & np.isfinite(upper)
+        one_sided = right | left
+        if not one_sided.any():
+            return points
+        mass = np.empty(lower.size)
+        mass[one_sided] = self._cdf_at(columns[one_sided],
+                                       np.where(right, lower, upper)[one_sided])
         if right.any():
-            level = (self.cdf(column, lower[right]) + 1.0) * 0.5
-            index = np.minimum(np.searchsorted(QUANTILE_LEVELS, level), table.size - 1)
-            cut = table[index]
+            level = (mass[right] + 1.0) * 0.5
+            index = np.minimum(np.searchsorted(levels, level), levels.size - 1)
+            cut = tables[right, index]
             fallback = lower[right] + np.maximum(1.0, np.abs(lower[right]))
             points[right] = np.where(cut > lower[right], cut, fallback)
-        left = ~np.isfinite(lower) & np.isfinite(upper)
         if left.any():
-            level = self.cdf(column, upper[left]) * 0.5
-            index = np.maximum(np.searchsorted(QUANTILE_LEVELS, level, side="right") - 1, 0)
-            cut = table[index]
+            level = mass[left] * 0.5
+            index = np.maximum(np.searchsorted(levels, level, side="right") - 1, 0)
+            cut = tables[left, index]
             fallback = upper[left] - np.maximum(1.0, np.abs(upper[left]))
             points[left] = np.where(cut < upper[left], cut, fallback)
         return points
