@@ -1,7 +1,8 @@
 """The cheaper paths of the box masses and the excess bound give the bounds of the paths they
 replace, bit for bit: the masses' ends without the value, the categorical factors computed
 once per distinct set of allowed categories, the saturated convolution's tail summed bin
-by bin, the excess bound's kept cells, CPT rows and factors gathered by direct indexing
+by bin, a node's normal (truncated normal) CPT rows enclosed in one element-wise call, the
+excess bound's kept cells, CPT rows and factors gathered by direct indexing
 (``take_along_axis`` before), the convolution's windows by ``as_strided``, the one-hot
 records' counts in int32, the contractions along numpy's cached list of steps, and the
 excess bound's per-node excess and plain tables computed once per batch and cut per chunk,
@@ -21,8 +22,8 @@ from test_linear_credit import _groups, _random_boxes
 from test_population_bayesnet import random_discrete_network
 
 from verifier.bounds.onehot import _onehot
-from verifier.population.distributions import Categorical
-from verifier.population.elimination import _distinct_rows, planned_einsum
+from verifier.population.distributions import Categorical, Normal, TruncatedNormal
+from verifier.population.elimination import GaussianRows, _distinct_rows, planned_einsum
 from verifier.population.excess import _convolve, _OwnMasses
 from verifier.population.rounding import Enclosure
 from verifier.pv.credit import _allowed_categories, _excess_moments
@@ -291,3 +292,49 @@ def test_a_boxs_excess_moments_do_not_depend_on_the_boxes_beside_it(
             coefficients[rows], lo[rows], hi[rows], groups, [mask[rows] for mask in allowed])
         assert np.array_equal(_bits(mean[rows]), _bits(alone_mean))
         assert np.array_equal(_bits(deviation[rows]), _bits(alone_deviation))
+
+
+_ENDS = st.one_of(st.floats(-60.0, 60.0), st.sampled_from([-np.inf, np.inf, 0.0, 1.0]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.booleans(), st.integers(0, 2**32 - 1),
+       st.lists(st.tuples(_ENDS, _ENDS), min_size=1, max_size=12))
+def test_gaussian_rows_in_one_call_are_each_rows_own_enclosure(
+    truncated: bool, seed: int, ends: list[tuple[float, float]]
+) -> None:
+    """A node's normal or truncated normal rows enclosed at once (parameters broadcast) give
+    every row's own ``interval`` bit for bit: tails, the central erf branch, infinite and
+    empty intervals, a row whose scale is a variance."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for index in range(int(rng.integers(1, 6))):
+        mean, sigma = float(rng.normal(0.0, 10.0)), float(rng.uniform(0.05, 20.0))
+        scale = {"std": sigma} if index % 2 else {"variance": sigma * sigma}
+        if truncated:  # a window holding the mean, open above on some rows
+            low, high = mean - rng.uniform(0.1, 3.0, size=2) * sigma * [1.0, -1.0]
+            rows.append(TruncatedNormal(mean=mean, lower=float(low),
+                                        upper=None if index % 3 else float(high), **scale))
+        else:
+            rows.append(Normal(mean=mean, **scale))
+    width = len(ends)
+    a = np.array([e[0] for e in ends] * 3).reshape(3, width)
+    b = np.array([e[1] for e in ends] * 3).reshape(3, width)
+    a[1], b[1] = a[1] + rng.normal(0.0, 1.0, width), b[1] + rng.normal(0.0, 1.0, width)
+    a[2] = b[2] - rng.uniform(0.0, 0.5, width)  # narrow, often near a mean
+    table = GaussianRows.of(rows)
+    assert table is not None
+    together = table.interval(a, b)
+    for index, row in enumerate(rows):
+        alone = row.interval(a, b)
+        for end in ("value", "lower", "upper"):
+            assert np.array_equal(_bits(getattr(together, end)[:, index]),
+                                  _bits(getattr(alone, end)))
+
+
+def test_gaussian_rows_need_one_gaussian_kind() -> None:
+    """Rows mixing normal and truncated normal (or another kind) keep the per-row path."""
+    normal = Normal(mean=0.0, std=1.0)
+    assert GaussianRows.of([normal, TruncatedNormal(mean=0.0, std=1.0, lower=-1.0)]) is None
+    assert GaussianRows.of([normal, Categorical(probabilities=[0.5, 0.5])]) is None
+    assert GaussianRows.of([normal]) is not None

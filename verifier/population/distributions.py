@@ -222,9 +222,8 @@ class TruncatedNormal(_GaussianParameters):
         )
 
     def interval(self, a: np.ndarray, b: np.ndarray) -> Enclosure:
-        a = np.maximum(a, lower_bound(self.lower))
-        b = np.minimum(b, upper_bound(self.upper))
-        return ratio(normal_interval(a, b, self.mean, self.sigma), self._normaliser)
+        return truncated_normal_interval(a, b, self.mean, self.sigma, lower_bound(self.lower),
+                                         upper_bound(self.upper), self._normaliser)
 
     def has_atom(self, t: float) -> bool:
         return False
@@ -257,6 +256,18 @@ class TruncatedNormal(_GaussianParameters):
             f"TruncatedNormal(mean={self.mean:.6g}, {self._scale_text()}, "
             f"[{lower_bound(self.lower):.6g}, {upper_bound(self.upper):.6g}])"
         )
+
+
+def truncated_normal_interval(
+    a: np.ndarray, b: np.ndarray, mean: float | np.ndarray, sigma: float | np.ndarray,
+    lower: float | np.ndarray, upper: float | np.ndarray, normaliser: Enclosure,
+) -> Enclosure:
+    """``P(a <= X <= b)`` for ``X ~ N(mean, sigma²)`` conditioned on ``[lower, upper]``
+    (``normaliser``: the enclosure of that interval's probability), element-wise: the
+    parameters broadcast with the ends, each entry bit for bit the scalar parameters'."""
+    a = np.maximum(a, lower)
+    b = np.minimum(b, upper)
+    return ratio(normal_interval(a, b, mean, sigma), normaliser)
 
 
 class Uniform(Marginal):

@@ -32,14 +32,20 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from verifier.numerics import EPS, down_array, relative_margin, scaled_down, scaled_up, up_array
-from verifier.population.base import Distribution
-from verifier.population.distributions import Categorical
+from verifier.population.base import Distribution, lower_bound, upper_bound
+from verifier.population.distributions import (
+    Categorical,
+    Normal,
+    TruncatedNormal,
+    truncated_normal_interval,
+)
 from verifier.population.network_view import NetworkNode, NodeNetwork
-from verifier.population.rounding import TINY, Enclosure
+from verifier.population.rounding import TINY, Enclosure, normal_interval
 
 try:  # the step np.einsum takes for a pair of operands along a path
     from numpy._core.einsumfunc import bmm_einsum as _pair_step
@@ -200,6 +206,42 @@ class RowTable:
         return Enclosure.from_error(value, error)
 
 
+@dataclass(frozen=True)
+class GaussianRows:
+    """Every CPT row of a node whose rows are all normal, or all truncated normal,
+    distributions, as ``(rows, 1)`` parameter arrays: one element-wise enclosure serves all
+    rows, each entry bit for bit its own row's :meth:`interval` (the enclosure is computed
+    element by element, so broadcasting the parameters changes no float)."""
+
+    mean: np.ndarray
+    sigma: np.ndarray
+    truncation: tuple[np.ndarray, np.ndarray, Enclosure] | None
+
+    @classmethod
+    def of(cls, distributions: list[Distribution]) -> GaussianRows | None:
+        kinds = {type(d) for d in distributions}
+        if kinds not in ({Normal}, {TruncatedNormal}):
+            return None
+        column = partial(np.array, dtype=np.float64, ndmin=2)
+        mean = column([d.mean for d in distributions]).T  # type: ignore[attr-defined]
+        sigma = column([d.sigma for d in distributions]).T  # type: ignore[attr-defined]
+        if kinds == {Normal}:
+            return cls(mean, sigma, None)
+        truncated: list[TruncatedNormal] = distributions  # type: ignore[assignment]
+        normaliser = Enclosure(*(column([getattr(d._normaliser, end) for d in truncated]).T
+                                 for end in ("value", "lower", "upper")))
+        return cls(mean, sigma, (column([lower_bound(d.lower) for d in truncated]).T,
+                                 column([upper_bound(d.upper) for d in truncated]).T,
+                                 normaliser))
+
+    def interval(self, a: np.ndarray, b: np.ndarray) -> Enclosure:
+        """``(B, rows, cells)``: every row's ``P(a <= X <= b)`` for ``(B, cells)`` ends."""
+        a, b = a[:, None, :], b[:, None, :]
+        if self.truncation is None:
+            return normal_interval(a, b, self.mean, self.sigma)
+        return truncated_normal_interval(a, b, self.mean, self.sigma, *self.truncation)
+
+
 def planned_einsum(paths: dict[tuple, tuple], subscripts: str,
                    operands: list[np.ndarray], pairs_directly: bool = False) -> np.ndarray:
     """``np.einsum(subscripts, *operands)`` contracted along numpy's greedy path, bit for bit
@@ -248,6 +290,8 @@ class Elimination:
         self.factors = [self._factor(u, node, index) for u, node in enumerate(nodes)]
         self.row_tables = [RowTable.of([row.distribution for row in node.cpt])
                            if not node.categorical else None for node in nodes]
+        self.gaussian_rows = [GaussianRows.of([row.distribution for row in node.cpt])
+                              for node in nodes]
         self.category_weights = [
             np.stack([row.distribution.weights for row in node.cpt])  # type: ignore[union-attr]
             if node.categorical else None for node in nodes
@@ -403,6 +447,9 @@ class Elimination:
             inner_a = np.where(open_left, up_array(a), a)
             inner_b = np.where(open_right, down_array(b), b)
             return table.interval(inner_a, inner_b).zero_where(empty)
+        gaussian = self.gaussian_rows[u]
+        if gaussian is not None:  # atomless: the open ends carry no mass
+            return gaussian.interval(a, b).zero_where(empty)
         parts = [_gap_mass(row.distribution, a, b, open_left, open_right) for row in node.cpt]
         stacked = Enclosure(*(np.stack([getattr(part, end) for part in parts], axis=1)
                               for end in ("value", "lower", "upper")))

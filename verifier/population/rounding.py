@@ -156,9 +156,11 @@ def _cdf_error(z: np.ndarray, tail_value: np.ndarray) -> np.ndarray:
 
 
 def normal_interval(
-    a: np.ndarray, b: np.ndarray, mean: float, std: float
+    a: np.ndarray, b: np.ndarray, mean: float | np.ndarray, std: float | np.ndarray
 ) -> Enclosure:
-    """``P(a <= X <= b)`` for ``X ~ N(mean, std²)``, element-wise; ``a > b`` gives 0.
+    """``P(a <= X <= b)`` for ``X ~ N(mean, std²)``, element-wise; ``a > b`` gives 0. Array
+    parameters broadcast with the ends; every entry is bit for bit the one the scalar
+    parameters give (each step is element-wise).
 
     ``a``/``b`` may be ±inf. The difference is taken on the tail side, so that tail
     probabilities keep their relative accuracy (see the module docstring for the bound).

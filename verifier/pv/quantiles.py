@@ -26,56 +26,81 @@ class MarginalQuantiles:
     def __init__(self, masses: MassFunction, domain: InputDomain) -> None:
         self.masses = masses
         self.domain = domain
-        self.values: dict[int, np.ndarray] = {}
-        for column in range(domain.lower.size):
-            if not (math.isfinite(domain.lower[column]) and math.isfinite(domain.upper[column])):
-                self.values[column] = self._table(column)
+        columns = [column for column in range(domain.lower.size)
+                   if not (math.isfinite(domain.lower[column])
+                           and math.isfinite(domain.upper[column]))]
+        self._tables_of = self._tables(np.array(columns, dtype=np.int64))
+        self._row_of = np.full(domain.lower.size, -1, dtype=np.int64)
+        self._row_of[columns] = np.arange(len(columns))
+        self.values: dict[int, np.ndarray] = dict(zip(columns, self._tables_of, strict=True))
 
     def cdf(self, column: int, points: np.ndarray) -> np.ndarray:
         """``P[x_column <= t]`` (upper mass enclosure) for every ``t`` in ``points``."""
+        return self._cdf_at(np.full(points.size, column), points)
+
+    def _cdf_at(self, columns: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """:meth:`cdf` of ``columns[i]`` at ``points[i]`` (same shapes), in one call of the
+        mass function (each box's mass is its own, whatever is beside it)."""
         count = points.size
         lo = np.repeat(self.domain.lower[None, :], count, axis=0)
         hi = np.repeat(self.domain.upper[None, :], count, axis=0)
-        hi[:, column] = np.minimum(points, self.domain.upper[column])
+        which = columns.reshape(-1)
+        hi[np.arange(count), which] = np.minimum(points.reshape(-1), self.domain.upper[which])
         _, upper = self.masses(lo, hi)
-        return upper
+        return upper.reshape(points.shape)
 
-    def _table(self, column: int) -> np.ndarray:
-        levels = QUANTILE_LEVELS
-        low = np.full(levels.size, -1.0)
-        high = np.full(levels.size, 1.0)
+    def _tables(self, columns: np.ndarray) -> np.ndarray:
+        """Each column's value at every level of :data:`QUANTILE_LEVELS` (``(columns,
+        levels)``): brackets doubled until they hold the level, then 60 bisection steps; all
+        columns and both brackets in one mass call per step."""
+        levels = np.broadcast_to(QUANTILE_LEVELS, (columns.size, QUANTILE_LEVELS.size))
+        low = np.full(levels.shape, -1.0)
+        high = np.full(levels.shape, 1.0)
+        if columns.size == 0:
+            return high
+        each = np.broadcast_to(columns[:, None], levels.shape)
+        both = np.concatenate([each, each])
         for _ in range(64):
-            below = self.cdf(column, low) > levels
-            above = self.cdf(column, high) < levels
+            at_low, at_high = np.split(self._cdf_at(both, np.concatenate([low, high])), 2)
+            below = at_low > levels
+            above = at_high < levels
             if not (below.any() or above.any()):
                 break
             low[below] *= 2.0
             high[above] *= 2.0
         for _ in range(60):
             middle = (low + high) * 0.5
-            take_high = self.cdf(column, middle) >= levels
+            take_high = self._cdf_at(each, middle) >= levels
             high = np.where(take_high, middle, high)
             low = np.where(take_high, low, middle)
-        return np.maximum.accumulate(high)
+        return np.maximum.accumulate(high, axis=1)
 
-    def split_points(self, column: int, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-        """A finite cut strictly inside each interval with an infinite side."""
-        table = self.values[column]
-        points = np.empty(lower.size)
-        both = ~np.isfinite(lower) & ~np.isfinite(upper)
-        points[both] = table[np.searchsorted(QUANTILE_LEVELS, 0.5)]
+    def split_points(self, columns: np.ndarray, lower: np.ndarray,
+                     upper: np.ndarray) -> np.ndarray:
+        """A finite cut strictly inside each interval ``[lower[i], upper[i]]`` of column
+        ``columns[i]`` with an infinite side (the marginal masses of every column's one-sided
+        intervals in one mass call)."""
+        tables = self._tables_of[self._row_of[columns]]
+        levels = QUANTILE_LEVELS
+        points = tables[:, np.searchsorted(levels, 0.5)]
         right = np.isfinite(lower) & ~np.isfinite(upper)
+        left = ~np.isfinite(lower) & np.isfinite(upper)
+        one_sided = right | left
+        if not one_sided.any():
+            return points
+        mass = np.empty(lower.size)
+        mass[one_sided] = self._cdf_at(columns[one_sided],
+                                       np.where(right, lower, upper)[one_sided])
         if right.any():
-            level = (self.cdf(column, lower[right]) + 1.0) * 0.5
-            index = np.minimum(np.searchsorted(QUANTILE_LEVELS, level), table.size - 1)
-            cut = table[index]
+            level = (mass[right] + 1.0) * 0.5
+            index = np.minimum(np.searchsorted(levels, level), levels.size - 1)
+            cut = tables[right, index]
             fallback = lower[right] + np.maximum(1.0, np.abs(lower[right]))
             points[right] = np.where(cut > lower[right], cut, fallback)
-        left = ~np.isfinite(lower) & np.isfinite(upper)
         if left.any():
-            level = self.cdf(column, upper[left]) * 0.5
-            index = np.maximum(np.searchsorted(QUANTILE_LEVELS, level, side="right") - 1, 0)
-            cut = table[index]
+            level = mass[left] * 0.5
+            index = np.maximum(np.searchsorted(levels, level, side="right") - 1, 0)
+            cut = tables[left, index]
             fallback = upper[left] - np.maximum(1.0, np.abs(upper[left]))
             points[left] = np.where(cut < upper[left], cut, fallback)
         return points

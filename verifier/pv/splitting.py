@@ -163,9 +163,9 @@ class Splitter:
         low, high = lo[rows, dims], hi[rows, dims]
         infinite = ~(np.isfinite(low) & np.isfinite(high))
         cut = (np.where(infinite, 0.0, low) + np.where(infinite, 0.0, high)) * 0.5
-        for column in np.unique(dims[infinite]):
-            chosen = infinite & (dims == column)
-            cut[chosen] = self.quantiles.split_points(int(column), low[chosen], high[chosen])
+        if infinite.any():
+            cut[infinite] = self.quantiles.split_points(dims[infinite], low[infinite],
+                                                        high[infinite])
         integer = self.domain.integer[dims]
         atomless = self.domain.atomless[dims]
         # the right child of a column with atoms starts one float above the cut: a cut that
