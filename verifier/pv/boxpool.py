@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifier.numerics import sum_lower, sum_upper
+from verifier.pv.direction import split_gain
 
 # the rest of a directed batch goes by plain priority: a wrong guess of the verdict then only
 # slows the other side down, and every box stays reachable (completeness); a tenth, not a
@@ -181,8 +182,10 @@ class BoxPool:
         """Remove and return ``count`` open boxes: those of largest priority (SelectProb on
         the mass that no linear credit covers) or, given ``weights`` (per event, the worth
         of a unit of mass proven to hold and to fail), the first :func:`directed_count` of
-        them by largest worth ``open_true·w_true + open_false·w_false`` and the rest by
-        priority."""
+        them by the largest expected gain of a split
+        (:func:`~verifier.pv.direction.split_gain` of the worth ``open_true·w_true +
+        open_false·w_false`` and the credit ``credit_true·w_true + credit_false·w_false``)
+        and the rest by priority."""
         assert self.arrays
         used = self.used
         alive = self.alive[:used]
@@ -191,8 +194,11 @@ class BoxPool:
             if weights is None:
                 chosen = _largest(priority, count)
             else:
-                worth = (weights[0] @ self.arrays["open_true"][:, :used]
-                         + weights[1] @ self.arrays["open_false"][:, :used])
+                worth = split_gain(
+                    weights[0] @ self.arrays["open_true"][:, :used]
+                    + weights[1] @ self.arrays["open_false"][:, :used],
+                    weights[0] @ self.arrays["credit_true"][:, :used]
+                    + weights[1] @ self.arrays["credit_false"][:, :used])
                 directed = directed_count(count, self.size)
                 chosen = _largest(np.where(alive, worth, -np.inf), directed)
                 if directed < count:
