@@ -6,8 +6,9 @@ A demographic-parity ratio ``P[fav | unprivileged] / P[fav | privileged] >= γ``
 value lies below ``γ`` is proven violated only by the upper end of its enclosure, which falls
 with mass proven favourable among the privileged and unfavourable among the unprivileged;
 mass proven the other way only tightens the lower end. Paper 003's SelectProb refines the
-heaviest boxes whatever they can prove. Choosing boxes never touches a bound: every interval
-stays sound whatever the order.
+heaviest boxes whatever they can prove. Of the boxes whose mass moves that end, a split
+gains most on those whose linear credit already proves part of it (:func:`split_gain`).
+Choosing boxes never touches a bound: every interval stays sound whatever the order.
 """
 
 from __future__ import annotations
