@@ -251,6 +251,7 @@ def test_of_equal_worth_the_box_credited_on_the_deciding_side_is_split_first() -
     credit = np.array([[0.0, 0.0], [0.3, 0.0], [0.0, 0.9], [0.1, 0.0], [0.0, 0.0]])
     priority = np.array([0.5, 0.1, 0.2, 0.3, 0.9])
     pool = _pool(open_true, priority, credit)
+    assert pool.credited and not _pool(open_true, priority).credited
     chosen = pool.pop_heaviest(3, (np.array([1.0, 0.0]), np.zeros(2)))
     # two by expected gain (credits 0.3 and 0.1 on event 0), one by priority among the rest
     assert sorted(chosen.priority.tolist()) == [0.1, 0.3, 0.9]
