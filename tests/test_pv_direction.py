@@ -1,6 +1,6 @@
 """Directed selection: the worth of proven mass per event against closed-form derivatives of
 the deciding end of a parity ratio, the estimated true share of a box against exact uniform
-shares, and the pool's choice of boxes by worth."""
+shares, and the pool's choice of boxes by worth and by a split's expected gain."""
 
 from __future__ import annotations
 
@@ -8,12 +8,19 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from verifier.network import Layer, Network
 from verifier.pv.atoms import AtomBounds
 from verifier.pv.boxpool import BOX_FIELDS, Boxes, BoxPool
 from verifier.pv.credit import true_share
-from verifier.pv.direction import verdict_weights
+from verifier.pv.direction import (
+    CREDIT_SCALE,
+    UNCREDITED_GAIN,
+    split_gain,
+    verdict_weights,
+)
 from verifier.pv.events import TrackedEvents
 from verifier.spec import Names, demographic_parity, specification_from_dict
 
@@ -120,12 +127,14 @@ def test_a_decided_box_keeps_the_neutral_share() -> None:
     assert true_share(atoms, low, high, lines, box_lo, box_hi, np.ones(1))[0, 0] == 0.5
 
 
-def _pool(open_true: np.ndarray, priority: np.ndarray) -> BoxPool:
+def _pool(open_true: np.ndarray, priority: np.ndarray,
+          credit_true: np.ndarray | None = None) -> BoxPool:
     count, events = open_true.shape
     fields = {name: np.zeros(count) for name in BOX_FIELDS}
     fields.update(lo=np.zeros((count, 1)), hi=np.ones((count, 1)), open_true=open_true,
                   open_false=np.zeros_like(open_true), priority=priority,
-                  credit_true=np.zeros((count, events)), credit_false=np.zeros((count, events)))
+                  credit_true=np.zeros((count, events)) if credit_true is None else credit_true,
+                  credit_false=np.zeros((count, events)))
     pool = BoxPool()
     pool.add(Boxes(**fields))
     return pool
@@ -205,3 +214,48 @@ def test_a_privileged_group_of_vanishing_mass_gets_a_sound_interval(mass: float)
             certificate.details["undefined"]
     else:
         assert "undefined" not in certificate.details
+
+
+FINITE = st.floats(0.0, 1e6, allow_nan=False, allow_infinity=False)
+
+
+@given(worth=FINITE, credit=FINITE, more=FINITE)
+def test_a_splits_expected_gain_lies_between_a_fifth_of_the_worth_and_all_of_it(
+    worth: float, credit: float, more: float,
+) -> None:
+    """The closed form ``w·(c + a·s·w) / (c + s·w)``, checked in rationals: between
+    ``UNCREDITED_GAIN·w`` (no credit) and ``w`` (credit far beyond the worth), rising with the
+    credit and with the worth, 0 without worth."""
+    from fractions import Fraction
+
+    gain = float(split_gain(np.array([worth]), np.array([credit]))[0])
+    if worth == 0.0:
+        assert gain == 0.0
+        return
+    w, c = Fraction(worth), Fraction(credit)
+    a, s = Fraction(UNCREDITED_GAIN), Fraction(CREDIT_SCALE)
+    exact = w * (c + a * s * w) / (c + s * w)
+    assert gain == pytest.approx(float(exact), rel=1e-12)
+    assert UNCREDITED_GAIN * worth * (1 - 1e-12) <= gain <= worth * (1 + 1e-12)
+    assert float(split_gain(np.array([worth]), np.array([credit + more]))[0]) >= gain * (
+        1 - 1e-12)
+    assert float(split_gain(np.array([worth + more]), np.array([credit]))[0]) >= gain * (
+        1 - 1e-12)
+
+
+def test_of_equal_worth_the_box_credited_on_the_deciding_side_is_split_first() -> None:
+    """Four boxes of equal worth on event 0 (the deciding end reads only its true side):
+    the two credited there go first, the one credited on event 1 (weight 0) counts as
+    uncredited; the guard's box is the heaviest by priority of the rest (no worth, 0.9)."""
+    open_true = np.array([[0.5, 0.0], [0.5, 0.0], [0.5, 0.0], [0.5, 0.0], [0.0, 0.0]])
+    credit = np.array([[0.0, 0.0], [0.3, 0.0], [0.0, 0.9], [0.1, 0.0], [0.0, 0.0]])
+    priority = np.array([0.5, 0.1, 0.2, 0.3, 0.9])
+    pool = _pool(open_true, priority, credit)
+    assert pool.credited and not _pool(open_true, priority).credited
+    chosen = pool.pop_heaviest(3, (np.array([1.0, 0.0]), np.zeros(2)))
+    # two by expected gain (credits 0.3 and 0.1 on event 0), one by priority among the rest
+    assert sorted(chosen.priority.tolist()) == [0.1, 0.3, 0.9]
+    assert pool.size == 2
+    # by worth alone the first two would be any two of the four equal boxes: here the
+    # uncredited box (0.5) and the one credited on the other event (0.2) stay
+    assert sorted(pool.pop_heaviest(2).priority.tolist()) == [0.2, 0.5]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifier.numerics import sum_lower, sum_upper
+from verifier.pv.direction import split_gain
 
 # the rest of a directed batch goes by plain priority: a wrong guess of the verdict then only
 # slows the other side down, and every box stays reachable (completeness); a tenth, not a
@@ -86,6 +87,9 @@ class BoxPool:
     is exactly a float32 (integer and one-hot columns split on the lattice: 816 of the 2,733
     bytes of a 102-column Adult box), and widened to float64 at the first that is not; a
     popped box gets its corners back in float64, the same values bit for bit.
+
+    ``credited``: whether any box added so far held a linear credit (see
+    :meth:`pop_heaviest`).
     """
 
     def __init__(self) -> None:
@@ -93,6 +97,7 @@ class BoxPool:
         self.dtypes: dict[str, np.dtype] = {}
         self.alive = np.zeros(0, dtype=bool)
         self.used = 0
+        self.credited = False
 
     @property
     def record_bytes(self) -> int:
@@ -111,6 +116,8 @@ class BoxPool:
         count = boxes.lo.shape[0]
         if count == 0:
             return
+        self.credited = self.credited or bool(boxes.credit_true.any()
+                                              or boxes.credit_false.any())
         if not self.arrays:
             self.arrays = {name: _stored(getattr(boxes, name), name, 0) for name in BOX_FIELDS}
             self.dtypes = {name: getattr(boxes, name).dtype for name in BOX_FIELDS}
@@ -181,8 +188,12 @@ class BoxPool:
         """Remove and return ``count`` open boxes: those of largest priority (SelectProb on
         the mass that no linear credit covers) or, given ``weights`` (per event, the worth
         of a unit of mass proven to hold and to fail), the first :func:`directed_count` of
-        them by largest worth ``open_true·w_true + open_false·w_false`` and the rest by
-        priority."""
+        them by the largest expected gain of a split
+        (:func:`~verifier.pv.direction.split_gain` of the worth ``open_true·w_true +
+        open_false·w_false`` and the credit ``credit_true·w_true + credit_false·w_false``;
+        by the worth alone while no box added has held a credit, which ranks the same and
+        spares a run without linear credit the pass: 7 ms a round at 10⁶ open boxes) and
+        the rest by priority."""
         assert self.arrays
         used = self.used
         alive = self.alive[:used]
@@ -193,6 +204,9 @@ class BoxPool:
             else:
                 worth = (weights[0] @ self.arrays["open_true"][:, :used]
                          + weights[1] @ self.arrays["open_false"][:, :used])
+                if self.credited:
+                    worth = split_gain(worth, weights[0] @ self.arrays["credit_true"][:, :used]
+                                       + weights[1] @ self.arrays["credit_false"][:, :used])
                 directed = directed_count(count, self.size)
                 chosen = _largest(np.where(alive, worth, -np.inf), directed)
                 if directed < count:
