@@ -149,3 +149,29 @@ def test_a_histogram_holds_its_rows_inside_its_bins(kind: str) -> None:
     else:
         mixture = fit_continuous_histogram(values, bins=bins)
         assert _worst_error(values, lambda t: _above_continuous(mixture, float(t))) < 2.5
+
+
+def test_a_groups_rate_above_a_common_amount_holds_its_rows() -> None:
+    """The default fit per group of a capital-gain-like count: 90 % zeros, common amounts
+    (7,688, 15,024, …) each under the atoms' 5 %, a lognormal rest. A model granting above
+    7,000 reads the rows' share of the common amounts above it; spread evenly over wide
+    bins, the census's men got 0.0462 where their rows give 0.0544 (5.2 standard errors),
+    and this table's group 0 got 0.0229 where its rows give 0.0340 (5.5). Oracle: each
+    group's rows, against its CPT row read in plain arithmetic."""
+    rng = np.random.default_rng(41)
+    rows = 12_000
+    group = (rng.random(rows) < 0.35).astype(np.int64)
+    spikes = rng.choice([2174, 3103, 5178, 7688, 15024], size=rows, p=[.2, .2, .2, .3, .1])
+    tail = np.round(rng.lognormal(8.0, 1.2, rows)).astype(np.int64)
+    draw = rng.random(rows) * np.where(group == 1, 1.4, 1.0)
+    gain = np.where(draw < 0.9, 0, np.where(draw < 0.96, spikes, tail))
+    population = fit_population(pd.DataFrame({"group": group, "gain": gain}), protected="group")
+    node = next(n for n in population.distribution.nodes if n.name == "gain")
+    for row in node.cpt:
+        member = group == int(row.condition["group"][0])
+        fitted = row.distribution
+        assert isinstance(fitted, IntegerHistogram)
+        share = float((gain[member] > 7000).mean())
+        error = np.sqrt(share * (1 - share) / member.sum())
+        above = _above_integer(fitted, 7000)
+        assert abs(above - share) < 2 * error, (row.condition, above, share, error)
