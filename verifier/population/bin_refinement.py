@@ -7,8 +7,9 @@ a Pareto column's tail) the uniform puts too much mass above a threshold, by a f
 the bin while the rows' standard error shrinks as ``1/√n``. On 3,179 heavy-tailed counts the
 fitted P(X > 90) was 0.0903 against the rows' 0.0761 (3.0 standard errors); on 20,000 Pareto
 draws 5.8. Splitting every bin whose rows' Kolmogorov–Smirnov distance from the uniform
-exceeds the 5 % critical value ``KS_CRITICAL / √m`` bounds the fitted probability beyond any
-threshold inside a final bin of ``m`` rows by ``KS_CRITICAL·√m`` rows of the rows' count.
+exceeds the 5 % critical value ``KS_CRITICAL / √m`` keeps the fitted probability beyond any
+threshold inside a final bin of ``m`` rows within ``KS_CRITICAL·√m`` rows of the rows' count
+(but in a bin left whole because a half would hold too few rows).
 """
 
 from __future__ import annotations
