@@ -123,13 +123,17 @@ def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
 
     parts: list[pd.DataFrame] = []
     categories: dict[str, list[str]] = {}
+    blank = {column: int(frame[column].isna().sum()) for column in frame.columns
+             if is_string_column(frame[column]) and frame[column].isna().any()}
+    if blank:
+        raise PopulationError("; ".join(
+            f"column {column!r}: missing values in {count} of {len(frame)} rows"
+            for column, count in blank.items()) + " (fill or drop them first)")
     for column in frame.columns:
         series = frame[column]
         if not is_string_column(series):
             parts.append(frame[[column]])
             continue
-        if series.isna().any():
-            raise PopulationError(f"column {column!r}: missing values (fill or drop them first)")
         text = series.astype(str)
         values = sorted(text.unique())
         _refuse_non_categories(str(column), text, values)
