@@ -7,8 +7,9 @@ Column handling, in this order:
    column ``C`` with values ``v1 < v2 < …`` (sorted as strings) becomes the columns
    ``C=v1, C=v2, …`` (0/1 integers) at ``C``'s position, forming the categorical feature ``C``
    with categories ``[v1, v2, …]``. A missing value, a single distinct value, a different
-   value in every row (an identifier) or more than 20 values that all read as dates are
-   errors naming the column (:func:`_refuse_identifiers_and_dates`).
+   value in every row (an identifier) or more than 20 values that all read as dates, or as
+   numbers written as text (``$1,234.50``, ``12%``), are errors naming the column
+   (:func:`_refuse_non_categories`).
 2. **Given one-hot groups** (``categorical``: feature name → its columns) are used as given.
 3. **Detected one-hot groups**: the remaining columns named ``NAME=VALUE`` that share a
    ``NAME`` (at least two of them) form the categorical feature ``NAME`` with categories
@@ -122,16 +123,20 @@ def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
 
     parts: list[pd.DataFrame] = []
     categories: dict[str, list[str]] = {}
+    blank = {column: int(frame[column].isna().sum()) for column in frame.columns
+             if is_string_column(frame[column]) and frame[column].isna().any()}
+    if blank:
+        raise PopulationError("; ".join(
+            f"column {column!r}: missing values in {count} of {len(frame)} rows"
+            for column, count in blank.items()) + " (fill or drop them first)")
     for column in frame.columns:
         series = frame[column]
         if not is_string_column(series):
             parts.append(frame[[column]])
             continue
-        if series.isna().any():
-            raise PopulationError(f"column {column!r}: missing values (fill or drop them first)")
         text = series.astype(str)
         values = sorted(text.unique())
-        _refuse_identifiers_and_dates(str(column), text, values)
+        _refuse_non_categories(str(column), text, values)
         if len(values) < 2:
             raise PopulationError(
                 f"column {column!r}: a string column needs at least 2 distinct values to be a "
@@ -167,12 +172,13 @@ def dummies_hint(names: Sequence[str], frame: pd.DataFrame) -> str:
             "get_dummies call, drop_first included)")
 
 
-def _refuse_identifiers_and_dates(column: str, text: pd.Series, values: list[str]) -> None:
+def _refuse_non_categories(column: str, text: pd.Series, values: list[str]) -> None:
     """Raise :class:`PopulationError` for a string column that is no categorical feature: one
     holding a different value in every row (an identifier), or more than
     :data:`FEW_CATEGORIES` distinct values that all read as dates or times (with digits: month
-    names such as ``Jan`` are categories). One-hot encoded, either is a group of hundreds of
-    columns that no model reads as it was meant."""
+    names such as ``Jan`` are categories) or as numbers once currency signs, thousands
+    separators and a percent sign are removed (an amount saved as ``$1,234.50``). One-hot
+    encoded, each is a group of hundreds of columns that no model reads as it was meant."""
     import pandas as pd
 
     if len(values) <= FEW_CATEGORIES:
@@ -183,6 +189,13 @@ def _refuse_identifiers_and_dates(column: str, text: pd.Series, values: list[str
         raise PopulationError(
             f"column {column!r} holds a different value in every row ({len(values)}, e.g. "
             f"{values[0]!r}), like an identifier: it is no category a model reads; {fix}")
+    stripped = pd.Series(values).str.replace(r"[\s$€£¥,%]", "", regex=True)
+    if pd.to_numeric(stripped, errors="coerce").notna().all():
+        raise PopulationError(
+            f"column {column!r} holds numbers written as text ({len(values)} distinct, e.g. "
+            f"{values[0]!r}): one-hot encoded they are {len(values)} categories; convert it "
+            "to numbers first (pandas.to_numeric after removing the currency sign and the "
+            f"thousands separators), or {fix}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dates = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed")

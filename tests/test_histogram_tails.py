@@ -100,3 +100,78 @@ def test_a_groups_tail_rate_and_ratio_on_the_default_fit() -> None:
     data = rows_passed[rows_in].mean() / rows_passed[~rows_in].mean()
     fitted = passed[in_group].mean() / passed[~in_group].mean()
     assert abs(fitted - data) < 0.05, (fitted, data)
+
+
+def _worst_error(values: np.ndarray, above: object) -> float:
+    """The largest gap between the fit's probability beyond a threshold and the rows' share
+    beyond it, in the rows' standard errors, over the thresholds that leave at least
+    ``2·MIN_BIN_ROWS`` rows on each side."""
+    n = values.size
+    worst = 0.0
+    for t in np.unique(values):
+        beyond = int((values > t).sum())
+        if min(beyond, n - beyond) < 2 * MIN_BIN_ROWS:
+            continue
+        share = beyond / n
+        fitted = above(t)                                           # type: ignore[operator]
+        worst = max(worst, abs(fitted - share) / np.sqrt(share * (1 - share) / n))
+    return worst
+
+
+def _skewed(kind: str) -> np.ndarray:
+    rng = np.random.default_rng(37)
+    if kind == "zipf counts":
+        return np.minimum(rng.zipf(1.5, 3179) - 1, 10**6)
+    if kind == "spiky counts":
+        spikes = rng.choice([2174, 3103, 5178, 7688, 15024], size=20_000)
+        tail = np.round(rng.lognormal(8.0, 1.2, 20_000)).astype(np.int64)
+        draw = rng.random(20_000)
+        return np.where(draw < 0.9, 0, np.where(draw < 0.95, spikes, tail))
+    if kind == "pareto":
+        return rng.pareto(1.0, 20_000).round(6)
+    return rng.lognormal(0.0, 2.0, 5000).round(4)
+
+
+@pytest.mark.parametrize("kind", ["zipf counts", "spiky counts", "pareto", "lognormal"])
+def test_a_histogram_holds_its_rows_inside_its_bins(kind: str) -> None:
+    """Inside an equal-mass bin the uniform spread a decaying density's rows towards the bin's
+    upper end: a sixteenth of the rows per bin is a fixed resolution while the rows' standard
+    error shrinks as 1/√n, so the fit contradicted its own rows at a threshold inside a bin
+    (before: 2.97 standard errors on the counts, 12.4 on the spiky counts, 5.7 on the Pareto
+    draws; the lognormal's 1.97 was within the bound, now 0.84). Bins whose rows reject the
+    uniform are now split; the oracle is the rows' own share beyond every threshold, the
+    fit's read in plain arithmetic."""
+    values = _skewed(kind)
+    bins = max(1, min(16, values.size // MIN_BIN_ROWS))
+    if values.dtype.kind == "i":
+        fit = fit_integer_histogram(values, bins=bins)
+        assert _worst_error(values, lambda t: _above_integer(fit, int(t))) < 2.5
+    else:
+        mixture = fit_continuous_histogram(values, bins=bins)
+        assert _worst_error(values, lambda t: _above_continuous(mixture, float(t))) < 2.5
+
+
+def test_a_groups_rate_above_a_common_amount_holds_its_rows() -> None:
+    """The default fit per group of a capital-gain-like count: 90 % zeros, common amounts
+    (7,688, 15,024, …) each under the atoms' 5 %, a lognormal rest. A model granting above
+    7,000 reads the rows' share of the common amounts above it; spread evenly over wide
+    bins, the census's men got 0.0462 where their rows give 0.0544 (5.2 standard errors),
+    and this table's group 0 got 0.0229 where its rows give 0.0340 (5.5). Oracle: each
+    group's rows, against its CPT row read in plain arithmetic."""
+    rng = np.random.default_rng(41)
+    rows = 12_000
+    group = (rng.random(rows) < 0.35).astype(np.int64)
+    spikes = rng.choice([2174, 3103, 5178, 7688, 15024], size=rows, p=[.2, .2, .2, .3, .1])
+    tail = np.round(rng.lognormal(8.0, 1.2, rows)).astype(np.int64)
+    draw = rng.random(rows) * np.where(group == 1, 1.4, 1.0)
+    gain = np.where(draw < 0.9, 0, np.where(draw < 0.96, spikes, tail))
+    population = fit_population(pd.DataFrame({"group": group, "gain": gain}), protected="group")
+    node = next(n for n in population.distribution.nodes if n.name == "gain")
+    for row in node.cpt:
+        member = group == int(row.condition["group"][0])
+        fitted = row.distribution
+        assert isinstance(fitted, IntegerHistogram)
+        share = float((gain[member] > 7000).mean())
+        error = np.sqrt(share * (1 - share) / member.sum())
+        above = _above_integer(fitted, 7000)
+        assert abs(above - share) < 2 * error, (row.condition, above, share, error)

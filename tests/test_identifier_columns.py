@@ -1,7 +1,9 @@
 """Columns a user table carries that are no model input: a customer id, a signup date. Fitted
 without ``--model``, a date column of 250 distinct strings became 250 one-hot columns and an
-id an integer histogram, silently (the learned network even linked them). A string id or a
-date column is now refused naming it and the fix; an integer id is warned about. Oracle: the
+id an integer histogram, silently (the learned network even linked them); an amount saved
+as text (``$10,006.98``, a tenth of the rows duplicated, so no identifier) became 3,900
+one-hot columns. A string id, a date column or numbers written as text are now refused
+naming the column and the fix; an integer id is warned about. Oracle: the
 table itself (its distinct values per row)."""
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ def user_table(rows: int = 600) -> pd.DataFrame:
      "holds dates or times (25 distinct, e.g. '2020-01-01')"),
     ("code", [f"C{i:05d}" for i in range(600)],
      "holds a different value in every row (600, e.g. 'C00000'), like an identifier"),
+    ("balance", [f"${1000 + 37 * (i % 300):,}.50" for i in range(600)],
+     "holds numbers written as text (300 distinct, e.g. '$1,000.50')"),
+    ("share", [f"{i % 40}%" for i in range(600)],
+     "holds numbers written as text (40 distinct, e.g. '0%')"),
 ])
 def test_a_string_identifier_or_date_column_is_refused_naming_it(
         column: str, values: object, says: str) -> None:

@@ -102,3 +102,8 @@ def test_a_string_column_named_as_in_the_csv_gets_a_way_forward(
     with pytest.raises(ValueError, match="protected: sex=Male, privileged: 1"):
         DemographicParitySettings(kind="demographic_parity", protected="sex",
                                   privileged="Male", favorable_class=1, gamma=0.8)
+    for spelled, value in (("True", 1), ("false", 0)):
+        with pytest.raises(ValueError, match=rf"binary, True 1 and False 0 \(protected: "
+                                             rf"married, privileged: {value}\)"):
+            DemographicParitySettings(kind="demographic_parity", protected="married",
+                                      privileged=spelled, favorable_class=1, gamma=0.8)

@@ -71,7 +71,9 @@ class DemographicParitySettings(StrictSettings):
     @classmethod
     def _privileged_is_a_value(cls, data: Any) -> Any:
         """A category's name as ``privileged`` (``sex`` = ``Male``, as the CSV spells it) is
-        refused naming the one-hot column to protect instead, whose privileged value is 1."""
+        refused naming the one-hot column to protect instead, whose privileged value is 1;
+        ``True``/``False``, which a CSV's boolean column holds and the fit reads as a binary
+        column, also name its value 1 or 0."""
         if not isinstance(data, dict) or not isinstance(data.get("privileged"), str):
             return data
         value = data["privileged"].strip()
@@ -79,10 +81,14 @@ class DemographicParitySettings(StrictSettings):
             float(value)
         except ValueError:
             column = str(data.get("protected", "COLUMN")).split("=", 1)[0]
+            boolean = ""
+            if value.lower() in ("true", "false"):
+                boolean = (f"; a True/False column is binary, True 1 and False 0 (protected: "
+                           f"{column}, privileged: {int(value.lower() == 'true')})")
             raise ValueError(
                 f"privileged is the protected column's value for the privileged group, a "
                 f"number; {value!r} names a category: protect its one-hot column instead "
-                f"(protected: {column}={value}, privileged: 1)") from None
+                f"(protected: {column}={value}, privileged: 1){boolean}") from None
         return data
 
     @model_validator(mode="after")

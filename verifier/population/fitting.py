@@ -64,6 +64,7 @@ from scipy.stats import truncnorm
 from verifier.numerics import up
 from verifier.population.base import Distribution
 from verifier.population.bayesnet import BayesianNetwork, BayesNode, CPTRow
+from verifier.population.bin_refinement import refine_bins, rows_in
 from verifier.population.distributions import (
     Categorical,
     Discrete,
@@ -292,8 +293,10 @@ def fit_continuous_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
     those values (at most :func:`_bin_count` of their rows), with the outer bins halved
     towards the ends (:func:`bin_shares`; repeated edges merged), each bin
     a uniform density weighted by the share of all rows in it (the last bin closed; empty
-    bins left out), or one more point mass when they are all equal. Bounded by construction;
-    the weights are the rows' shares and add up to one."""
+    bins left out), each bin whose rows reject that uniform split at their median
+    (:func:`~verifier.population.bin_refinement.refine_bins`), or one more point mass when
+    they are all equal. Bounded by construction; the weights are the rows' shares and add up
+    to one."""
     if np.ptp(values) == 0:
         raise PopulationError("a histogram needs values that are not all equal")
     distinct, counts = np.unique(values, return_counts=True)
@@ -309,9 +312,12 @@ def fit_continuous_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
         edges = np.unique(np.quantile(rest, bin_shares(pieces, rest.size)))
         in_bins, _ = np.histogram(rest, bins=edges)
         keep = in_bins > 0
-        components.extend(Uniform(lower=float(a), upper=float(b))
-                          for a, b in zip(edges[:-1][keep], edges[1:][keep], strict=True))
-        weights.extend((in_bins[keep] / values.size).tolist())
+        bins = refine_bins(rest, list(zip(edges[:-1][keep], edges[1:][keep], strict=True)),
+                           MIN_BIN_ROWS, integer=False)
+        ordered = np.sort(rest)
+        components.extend(Uniform(lower=float(a), upper=float(b)) for a, b in bins)
+        weights.extend(rows_in(ordered, a, b, False, closed=b == bins[-1][1]).size / values.size
+                       for a, b in bins)
     return Mixture(weights=weights, components=components)
 
 
@@ -321,18 +327,18 @@ def fit_integer_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
     value holding at least ``atom_share`` of the rows is a one-integer bin (an atom, e.g. a
     skewed column's mode); each run of values between atoms is cut into about
     ``bins × its share`` bins of equal mass, contiguous from the run's first to its last
-    observed value, the run's outer bins halved towards its ends (:func:`bin_shares`). Bin
-    probabilities are the shares of the rows in them."""
+    observed value, the run's outer bins halved towards its ends (:func:`bin_shares`), each
+    bin whose rows reject its uniform split at their median into bins spanning their rows
+    (:func:`~verifier.population.bin_refinement.refine_bins`). Bin probabilities are the
+    shares of the rows in them."""
     distinct, counts = np.unique(values.astype(np.int64), return_counts=True)
     total = counts.sum()
     heavy = counts >= atom_share * total
     ranges: list[tuple[int, int]] = []
-    masses: list[int] = []
     start = 0
     while start < distinct.size:
         if heavy[start]:
             ranges.append((int(distinct[start]), int(distinct[start])))
-            masses.append(int(counts[start]))
             start += 1
             continue
         stop = start
@@ -350,9 +356,11 @@ def fit_integer_histogram(values: np.ndarray, bins: int = HISTOGRAM_BINS,
                 continue
             last = int(distinct[start + cut])
             ranges.append((first, last))
-            masses.append(int(run[previous:cut + 1].sum()))
             first, previous = last + 1, cut + 1
         start = stop
+    ordered = np.sort(values.astype(np.int64))
+    ranges = refine_bins(ordered, ranges, MIN_BIN_ROWS, integer=True)
+    masses = [rows_in(ordered, low, high, True, closed=True).size for low, high in ranges]
     return IntegerHistogram(bins=ranges, probabilities=(np.array(masses) / total).tolist())
 
 
