@@ -17,6 +17,7 @@ import numpy as np
 from verifier.bounds import (
     BoundsResult,
     LinearBounds,
+    PreparedNetwork,
     compute_bounds,
     kink_neurons,
     linear_interval,
@@ -131,6 +132,7 @@ class AtomBounds:
         self, network: Network, tracked: TrackedEvents, groups: Sequence[Sequence[int]]
     ) -> None:
         self.network = network
+        self.prepared = PreparedNetwork(network)
         self.tracked = tracked
         self.groups = tuple(tuple(int(c) for c in group) for group in groups)
         atoms = tracked.atoms
@@ -255,7 +257,7 @@ class AtomBounds:
                                  self.strict[self.reads_outputs], needed, crown_share,
                                  sides)] = True
         result = compute_bounds(
-            self.network, lo, hi, rows, method,  # type: ignore[arg-type]
+            self.prepared, lo, hi, rows, method,  # type: ignore[arg-type]
             groups=self.groups,
             known_signs=None if known is None else unpack_signs(known.signs, self.sign_width),
             needed=needed, tighten=tighten,
