@@ -14,6 +14,7 @@ overflowed or NaN bound into the infinite one on its side; the package docstring
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -44,6 +45,34 @@ class _Affine:
     support_weight: Array
     support_bias: Array
     rel_margin: float = SOUNDNESS_REL_MARGIN
+
+    @cached_property
+    def positive(self) -> Array:
+        """The weight's positive part (``max(w, 0)``)."""
+        return namespace(self.weight).clip(self.weight, min=0.0)
+
+    @cached_property
+    def negative(self) -> Array:
+        """The weight's negative part (``min(w, 0)``)."""
+        return namespace(self.weight).clip(self.weight, max=0.0)
+
+    @cached_property
+    def may_be_positive(self) -> Array:
+        """1.0 where the real coefficient may be positive: its float is positive and not
+        within rounding of zero, or it is within rounding of zero with a real term that may
+        be non-zero (a folded coefficient there has an unknown real sign)."""
+        return self._signed_support(self.positive > 0)
+
+    @cached_property
+    def may_be_negative(self) -> Array:
+        """1.0 where the real coefficient may be negative (see :attr:`may_be_positive`)."""
+        return self._signed_support(self.negative < 0)
+
+    def _signed_support(self, signed: Array) -> Array:
+        xp = namespace(self.weight)
+        certain = xp.abs(self.weight) > SOUNDNESS_REL_MARGIN * self.mag_weight
+        unsure = (self.support_weight > 0) & ~certain
+        return astype(signed & certain | unsure, xp.float64)
 
 
 def _affine(
@@ -97,6 +126,35 @@ def _apply(matrix: Array, vectors: Array) -> Array:
     if matrix.ndim == 2:
         return vectors @ matrix.T
     return (matrix @ vectors[..., None])[..., 0]
+
+
+class PreparedNetwork:
+    """A network as the bounds read it, built once: lowered, with its affine maps per
+    backend (:func:`_prepare`, on first use) and the input columns it reads. Passed to
+    :func:`verifier.bounds.compute_bounds` in place of the network, every call reuses them
+    (the same arrays, so the same bounds bit for bit) instead of rebuilding them; the caller
+    must leave the network's arrays unchanged. A copy for another process (pickling) carries
+    the network only and builds its own maps there."""
+
+    def __init__(self, network: Network) -> None:
+        self.network = network
+        self._maps: dict[bool, tuple[Network, list[_Affine]]] = {}
+        self._read: np.ndarray | None = None
+
+    def maps(self, use_torch: bool) -> tuple[Network, list[_Affine]]:
+        """:func:`_prepare` of the network on the chosen backend, built on first use."""
+        if use_torch not in self._maps:
+            self._maps[use_torch] = _prepare(self.network, use_torch)
+        return self._maps[use_torch]
+
+    def read_inputs(self) -> np.ndarray:
+        """:meth:`Network.read_inputs`, computed on first use."""
+        if self._read is None:
+            self._read = self.network.read_inputs()
+        return self._read
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"network": self.network, "_maps": {}, "_read": None}
 
 
 def _prepare(network: Network, use_torch: bool = True) -> tuple[Network, list[_Affine]]:

@@ -16,10 +16,12 @@ from verifier.network import Network
 
 
 def _as_boxes(
-    network: Network, lower: np.ndarray, upper: np.ndarray, use_torch: bool
+    network: Network, lower: np.ndarray, upper: np.ndarray, use_torch: bool,
+    read: np.ndarray | None = None,
 ) -> tuple[Array, Array]:
     """The boxes as float64 ``(B, inputs)`` arrays, checked (shapes, NaN, ``lower <= upper``,
-    no ``+∞`` lower or ``−∞`` upper side); columns the network does not read are set to 0."""
+    no ``+∞`` lower or ``−∞`` upper side); columns the network does not read (``read``: its
+    :meth:`~verifier.network.Network.read_inputs`, computed here when None) are set to 0."""
     lo = np.atleast_2d(np.asarray(lower, dtype=np.float64))
     hi = np.atleast_2d(np.asarray(upper, dtype=np.float64))
     if lo.shape != hi.shape:
@@ -37,7 +39,7 @@ def _as_boxes(
         )
     if (lo == np.inf).any() or (hi == -np.inf).any():
         raise CertgateInputError("a box's lower bound is +inf or its upper bound is -inf")
-    unread = ~network.read_inputs()
+    unread = ~(network.read_inputs() if read is None else read)
     if unread.any():
         lo = lo.copy()
         hi = hi.copy()

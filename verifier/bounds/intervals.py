@@ -25,7 +25,6 @@ from verifier.bounds.onehot import (
     _OneHot,
     _shared_group_extremes,
 )
-from verifier.numerics import SOUNDNESS_REL_MARGIN
 
 GROUP_CHUNK = 1 << 22
 
@@ -55,8 +54,7 @@ def _interval_affine(
     if infinite.any():
         part = _restricted(affine, infinite)
         i_lo, i_hi = lo[infinite], hi[infinite]
-        positive = xp.clip(part.weight, min=0.0)
-        negative = xp.clip(part.weight, max=0.0)
+        positive, negative = part.positive, part.negative
         lo_f = xp.where(xp.isfinite(i_lo), i_lo, xp.zeros_like(i_lo))
         hi_f = xp.where(xp.isfinite(i_hi), i_hi, xp.zeros_like(i_hi))
         c_lo, c_hi = _widened(
@@ -67,11 +65,7 @@ def _interval_affine(
         )
         lo_inf = astype(i_lo == -np.inf, xp.float64)
         hi_inf = astype(i_hi == np.inf, xp.float64)
-        # a folded coefficient within rounding of zero has an unknown real sign
-        certain = xp.abs(part.weight) > SOUNDNESS_REL_MARGIN * part.mag_weight
-        unsure = (part.support_weight > 0) & ~certain
-        has_pos = astype((positive > 0) & certain | unsure, xp.float64)
-        has_neg = astype((negative < 0) & certain | unsure, xp.float64)
+        has_pos, has_neg = part.may_be_positive, part.may_be_negative
         to_minus = (_apply(has_pos, lo_inf) + _apply(has_neg, hi_inf)) > 0
         to_plus = (_apply(has_pos, hi_inf) + _apply(has_neg, lo_inf)) > 0
         c_lo[to_minus] = -np.inf

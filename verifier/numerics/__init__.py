@@ -22,7 +22,12 @@ from verifier.numerics.margins import (
     SOUNDNESS_ABS_MARGIN,
     SOUNDNESS_REL_MARGIN,
 )
-from verifier.numerics.ratio import nonnegative_quotient, probability_ratio, share_interval
+from verifier.numerics.ratio import (
+    nonnegative_quotient,
+    probability_ratio,
+    share_interval,
+    share_intervals,
+)
 from verifier.numerics.rounding import (
     EPS,
     SMALLEST_SUBNORMAL,
@@ -75,6 +80,7 @@ __all__ = [
     "scaled_down",
     "scaled_up",
     "share_interval",
+    "share_intervals",
     "sum_lower",
     "sum_upper",
     "two_product",

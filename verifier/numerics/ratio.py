@@ -55,7 +55,17 @@ def probability_ratio(
 
 def share_interval(a_lo: float, a_hi: float, b_lo: float, b_hi: float) -> tuple[float, float]:
     """Enclosure of ``a / (a + b)`` over ``a ∈ [a_lo, a_hi]``, ``b ∈ [b_lo, b_hi]`` (all
-    ``>= 0``): ``P[E | C]`` from ``a = P[E ∧ C]`` and ``b = P[¬E ∧ C]``.
+    ``>= 0``): ``P[E | C]`` from ``a = P[E ∧ C]`` and ``b = P[¬E ∧ C]``; see
+    :func:`share_intervals`."""
+    low, high = share_intervals(a_lo, a_hi, b_lo, b_hi)
+    return float(low), float(high)
+
+
+def share_intervals(
+    a_lo: ArrayLike, a_hi: ArrayLike, b_lo: ArrayLike, b_hi: ArrayLike,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`share_interval` element-wise (broadcast, float64): the same operations on
+    each element, so the same bits as one call per element.
 
     The quotient increases in ``a`` and decreases in ``b``, so its ends are
     ``a_lo / (a_lo + b_hi)`` and ``a_hi / (a_hi + b_lo)``, which keeps the correlation that
@@ -63,7 +73,8 @@ def share_interval(a_lo: float, a_hi: float, b_lo: float, b_hi: float) -> tuple[
     stepped outward (up in the lower end's denominator, down in the upper end's), then
     :func:`probability_ratio`.
     """
-    low_den = float(up_array(a_lo + b_hi))
-    high_den = float(down_array(a_hi + b_lo))
-    low, high = probability_ratio(a_lo, a_hi, high_den, low_den)
-    return float(low), float(high)
+    a_lo, a_hi = np.asarray(a_lo, np.float64), np.asarray(a_hi, np.float64)
+    b_lo, b_hi = np.asarray(b_lo, np.float64), np.asarray(b_hi, np.float64)
+    low_den = up_array(a_lo + b_hi)
+    high_den = down_array(a_hi + b_lo)
+    return probability_ratio(a_lo, a_hi, high_den, low_den)

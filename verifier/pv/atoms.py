@@ -9,6 +9,7 @@ with error-free arithmetic. An event's truth follows by Kleene logic.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ import numpy as np
 from verifier.bounds import (
     BoundsResult,
     LinearBounds,
+    PreparedNetwork,
     compute_bounds,
     kink_neurons,
     linear_interval,
@@ -75,6 +77,11 @@ measured rows (docs/decisions.md, 2026-11-28, "The 787-69 net"): the 103-787-69-
 ratio of at most 2."""
 
 
+TABLED_ATOMS = 10
+"""Up to this many atoms, every event's truth is tabled once for all ``3^atoms`` combinations
+of the atoms' truths (59,049 rows at most) and read per box (:meth:`AtomBounds.events_of`)."""
+
+
 def wide_fed_last_layer(network: Network) -> bool:
     """Whether ``network`` has two hidden layers or more and its last hidden layer is fed by
     a layer at least :data:`WIDE_FEED_RATIO` times wider: CROWN's tightening of that layer
@@ -131,6 +138,7 @@ class AtomBounds:
         self, network: Network, tracked: TrackedEvents, groups: Sequence[Sequence[int]]
     ) -> None:
         self.network = network
+        self.prepared = PreparedNetwork(network)
         self.tracked = tracked
         self.groups = tuple(tuple(int(c) for c in group) for group in groups)
         atoms = tracked.atoms
@@ -146,6 +154,11 @@ class AtomBounds:
         self.strict = np.array([a.strict for a in atoms], dtype=bool)
         self.sign_width = kink_neurons(network) if self.reads_outputs.any() else 0
         self.wide_fed = wide_fed_last_layer(network)
+        self._event_table = None
+        if len(atoms) <= TABLED_ATOMS:
+            every = np.array(list(itertools.product((-1, 0, 1), repeat=len(atoms))),
+                             dtype=np.int8).reshape(-1, len(atoms))
+            self._event_table = self._evaluated(every)
 
     def read_columns(self) -> np.ndarray:
         """Input columns that some atom depends on (through the network or directly)."""
@@ -255,7 +268,7 @@ class AtomBounds:
                                  self.strict[self.reads_outputs], needed, crown_share,
                                  sides)] = True
         result = compute_bounds(
-            self.network, lo, hi, rows, method,  # type: ignore[arg-type]
+            self.prepared, lo, hi, rows, method,  # type: ignore[arg-type]
             groups=self.groups,
             known_signs=None if known is None else unpack_signs(known.signs, self.sign_width),
             needed=needed, tighten=tighten,
@@ -324,16 +337,20 @@ class AtomBounds:
             lines.false_threshold[:, atom] = _rounded_up(false_threshold, upper, constant)
 
     def events_of(self, atom_truths: np.ndarray) -> np.ndarray:
-        """Kleene truth of every event (B, events) from the atoms' truths (B, atoms)."""
-        return self._events({atom: atom_truths[:, i] for i, atom in enumerate(self.tracked.atoms)})
+        """Kleene truth of every event (B, events) from the atoms' truths (B, atoms): read
+        from the table of every combination of the atoms' truths, built once (at most
+        :data:`TABLED_ATOMS` atoms; evaluated per box beyond)."""
+        if self._event_table is None:
+            return self._evaluated(atom_truths)
+        place = 3 ** np.arange(atom_truths.shape[1] - 1, -1, -1)
+        return self._event_table[(atom_truths.astype(np.int64) + 1) @ place]
 
     def truth(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """Kleene truth of every event per box: (B, events) in {−1, 0, 1}."""
-        values = {
-            atom: atom_truth(atom, low[:, i], high[:, i])
-            for i, atom in enumerate(self.tracked.atoms)
-        }
-        return self._events(values)
+        truths = np.empty((low.shape[0], len(self.tracked.atoms)), dtype=np.int8)
+        for i, atom in enumerate(self.tracked.atoms):
+            truths[:, i] = atom_truth(atom, low[:, i], high[:, i])
+        return self.events_of(truths)
 
     def undecided(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """Per box and atom: whether the bounds leave the atom's truth open, (B, atoms)."""
@@ -389,9 +406,11 @@ class AtomBounds:
                 )
                 holds = value > 0 if atom.strict else value >= 0
                 values[row, index] = 1 if holds else -1
-        return self._events({atom: values[:, i] for i, atom in enumerate(atoms)})
+        return self.events_of(values)
 
-    def _events(self, values: dict) -> np.ndarray:
+    def _evaluated(self, atom_truths: np.ndarray) -> np.ndarray:
+        """Kleene truth of every event (B, events), each evaluated on the atoms' truths."""
+        values = {atom: atom_truths[:, i] for i, atom in enumerate(self.tracked.atoms)}
         return np.stack(
             [evaluate_event(event, values) for event in self.tracked.events], axis=1
         ).astype(np.int8)

@@ -52,27 +52,32 @@ def verdict_weights(
         return None
     raise_low = guess > spec.threshold
 
-    def deciding_end(event_lower: np.ndarray, event_upper: np.ndarray) -> float:
-        value = interval_eval(spec.expression, tracked.probabilities(event_lower, event_upper))
-        return value[0] if raise_low else -value[1]
+    def deciding_ends(event_lower: np.ndarray, event_upper: np.ndarray) -> list[float]:
+        values = [interval_eval(spec.expression, probabilities) for probabilities
+                  in tracked.probability_rows(event_lower, event_upper)]
+        return [value[0] if raise_low else -value[1] for value in values]
 
-    base = deciding_end(proven, upper)
+    base = deciding_ends(proven[None, :], upper[None, :])[0]
     if not np.isfinite(base):
         return None
     step = STEP * total
     gain_true = np.zeros(proven.size)
     gain_false = np.zeros(proven.size)
-    for event in range(proven.size):
-        moved = min(step, upper[event] - proven[event])
-        if not moved > 0.0:  # nothing open, or a step that underflows (a total of 5e-324)
-            continue
-        raised = proven.copy()
-        raised[event] = min(proven[event] + moved, upper[event])
-        lowered = upper.copy()
-        lowered[event] = max(upper[event] - moved, proven[event])
+    moved = np.minimum(step, upper - proven)
+    # nothing open, or a step that underflows (a total of 5e-324)
+    moving = np.flatnonzero(moved > 0.0)
+    if moving.size:
+        rows = np.arange(moving.size)
+        raised = np.repeat(proven[None, :], moving.size, axis=0)
+        raised[rows, moving] = np.minimum(proven[moving] + moved[moving], upper[moving])
+        lowered = np.repeat(upper[None, :], moving.size, axis=0)
+        lowered[rows, moving] = np.maximum(upper[moving] - moved[moving], proven[moving])
+        ends = deciding_ends(
+            np.concatenate([raised, np.repeat(proven[None, :], moving.size, axis=0)]),
+            np.concatenate([np.repeat(upper[None, :], moving.size, axis=0), lowered]))
         with np.errstate(over="ignore", invalid="ignore"):  # a subnormal step: not finite
-            gain_true[event] = (deciding_end(raised, upper) - base) / moved
-            gain_false[event] = (deciding_end(proven, lowered) - base) / moved
+            gain_true[moving] = (np.array(ends[: moving.size]) - base) / moved[moving]
+            gain_false[moving] = (np.array(ends[moving.size :]) - base) / moved[moving]
     gain_true = np.where(np.isfinite(gain_true), np.maximum(gain_true, 0.0), 0.0)
     gain_false = np.where(np.isfinite(gain_false), np.maximum(gain_false, 0.0), 0.0)
     if not (gain_true.any() or gain_false.any()):

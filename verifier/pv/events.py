@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifier.numerics import share_interval
+from verifier.numerics import share_intervals
 from verifier.spec import And, Atom, Event, Interval, Not, Specification, atoms_of
 
 
@@ -39,12 +39,23 @@ class TrackedEvents:
 
     def probabilities(self, lower: np.ndarray, upper: np.ndarray) -> dict[str, Interval]:
         """Sound intervals of every named probability from the event intervals."""
-        result = {}
+        return self.probability_rows(np.asarray(lower, dtype=np.float64)[None, :],
+                                     np.asarray(upper, dtype=np.float64)[None, :])[0]
+
+    def probability_rows(self, lower: np.ndarray, upper: np.ndarray) -> list[dict[str, Interval]]:
+        """:meth:`probabilities` of every row of ``(K, events)`` event intervals, each
+        conditional probability's ends computed for all rows at once
+        (:func:`~verifier.numerics.share_intervals`: bit for bit each row's own)."""
+        rows: list[dict[str, Interval]] = [{} for _ in range(lower.shape[0])]
         for name, (joint, complement) in self.terms.items():
             if complement is None:
-                result[name] = (max(0.0, float(lower[joint])), min(1.0, float(upper[joint])))
+                for row, (low, high) in zip(rows, zip(lower[:, joint].tolist(),
+                                                      upper[:, joint].tolist(), strict=True),
+                                            strict=True):
+                    row[name] = (max(0.0, low), min(1.0, high))
                 continue
-            a_lo, a_hi = float(lower[joint]), float(upper[joint])
-            b_lo, b_hi = float(lower[complement]), float(upper[complement])
-            result[name] = share_interval(a_lo, a_hi, b_lo, b_hi)
-        return result
+            lows, highs = share_intervals(lower[:, joint], upper[:, joint],
+                                          lower[:, complement], upper[:, complement])
+            for row, low, high in zip(rows, lows.tolist(), highs.tolist(), strict=True):
+                row[name] = (low, high)
+        return rows

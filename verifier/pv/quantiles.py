@@ -29,7 +29,7 @@ class MarginalQuantiles:
         columns = [column for column in range(domain.lower.size)
                    if not (math.isfinite(domain.lower[column])
                            and math.isfinite(domain.upper[column]))]
-        self._tables_of = self._tables(np.array(columns, dtype=np.int64))
+        self._tables_of, self._masses_of = self._tables(np.array(columns, dtype=np.int64))
         self._row_of = np.full(domain.lower.size, -1, dtype=np.int64)
         self._row_of[columns] = np.arange(len(columns))
         self.values: dict[int, np.ndarray] = dict(zip(columns, self._tables_of, strict=True))
@@ -49,15 +49,17 @@ class MarginalQuantiles:
         _, upper = self.masses(lo, hi)
         return upper.reshape(points.shape)
 
-    def _tables(self, columns: np.ndarray) -> np.ndarray:
+    def _tables(self, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each column's value at every level of :data:`QUANTILE_LEVELS` (``(columns,
         levels)``): brackets doubled until they hold the level, then 60 bisection steps; all
-        columns and both brackets in one mass call per step."""
+        columns and both brackets in one mass call per step. Beside it, the :meth:`cdf` of
+        each entry as that step's mass call returned it (NaN for a bracket doubled after its
+        last call), which :meth:`split_points` reads instead of calling again."""
         levels = np.broadcast_to(QUANTILE_LEVELS, (columns.size, QUANTILE_LEVELS.size))
         low = np.full(levels.shape, -1.0)
         high = np.full(levels.shape, 1.0)
         if columns.size == 0:
-            return high
+            return high, np.full(levels.shape, np.nan)
         each = np.broadcast_to(columns[:, None], levels.shape)
         both = np.concatenate([each, each])
         for _ in range(64):
@@ -68,18 +70,37 @@ class MarginalQuantiles:
                 break
             low[below] *= 2.0
             high[above] *= 2.0
+        high_mass = np.where(above, np.nan, at_high)
         for _ in range(60):
             middle = (low + high) * 0.5
-            take_high = self._cdf_at(each, middle) >= levels
+            at_middle = self._cdf_at(each, middle)
+            take_high = at_middle >= levels
             high = np.where(take_high, middle, high)
+            high_mass = np.where(take_high, at_middle, high_mass)
             low = np.where(take_high, low, middle)
-        return np.maximum.accumulate(high, axis=1)
+        table = np.maximum.accumulate(high, axis=1)
+        # each entry is the level's own bracket or an earlier level's larger one: its mass
+        # is that entry's
+        position = np.arange(levels.shape[1])
+        source = np.maximum.accumulate(np.where(high >= table, position, 0), axis=1)
+        return table, np.take_along_axis(high_mass, source, axis=1)
+
+    def _known_cdf(self, columns: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """:meth:`cdf` of ``columns[i]`` at ``points[i]`` where the point is an entry of the
+        column's table (the same bits) whose mass the table's own mass calls returned (the
+        same box: the same float), NaN elsewhere."""
+        rows = self._row_of[columns]
+        match = self._tables_of[rows].view(np.int64) == points.view(np.int64)[:, None]
+        masses = np.where(match, self._masses_of[rows], np.nan)
+        entry = np.argmax(match & ~np.isnan(masses), axis=1)
+        return masses[np.arange(points.size), entry]
 
     def split_points(self, columns: np.ndarray, lower: np.ndarray,
                      upper: np.ndarray) -> np.ndarray:
         """A finite cut strictly inside each interval ``[lower[i], upper[i]]`` of column
-        ``columns[i]`` with an infinite side (the marginal masses of every column's one-sided
-        intervals in one mass call)."""
+        ``columns[i]`` with an infinite side. A one-sided interval's finite end is most often
+        an earlier cut, an entry of the table, whose marginal mass the table kept; the others'
+        masses are computed in one mass call."""
         tables = self._tables_of[self._row_of[columns]]
         levels = QUANTILE_LEVELS
         points = tables[:, np.searchsorted(levels, 0.5)]
@@ -88,9 +109,11 @@ class MarginalQuantiles:
         one_sided = right | left
         if not one_sided.any():
             return points
-        mass = np.empty(lower.size)
-        mass[one_sided] = self._cdf_at(columns[one_sided],
-                                       np.where(right, lower, upper)[one_sided])
+        mass = self._known_cdf(columns, np.where(right, lower, upper))
+        unknown = one_sided & np.isnan(mass)
+        if unknown.any():
+            mass[unknown] = self._cdf_at(columns[unknown],
+                                         np.where(right, lower, upper)[unknown])
         if right.any():
             level = (mass[right] + 1.0) * 0.5
             index = np.minimum(np.searchsorted(levels, level), levels.size - 1)
