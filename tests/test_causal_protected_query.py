@@ -112,3 +112,28 @@ def test_a_query_on_a_protected_category_is_enumerated_exactly() -> None:
         low, high = certificate.bounds["biased_share_population"]
         assert Fraction(low) <= expected <= Fraction(high)
         assert high - low <= 1e-9
+
+
+@pytest.mark.parametrize(("band", "share"), [((0.6, 1.0), 1.0), ((0.0, 0.4), 0.0),
+                                             ((0.4, 0.6), 0.5)])
+def test_a_continuous_protected_range_conditions_the_share(band: tuple[float, float],
+                                                           share: float) -> None:
+    """s continuous: half the population has s ~ U[0, 0.5] with x ~ U[0, 0.5], half s ~
+    U[0.5, 1] with x ~ U[0.5, 1]; a point is biased iff x > 0.5 (some s ∈ [0, 1] moves
+    x + 0.5 s across 1). The share among s ∈ band is the mass of the second half in it."""
+    halves = [Product(factors=[Factor(columns=["x"], distribution=Uniform(lower=low, upper=high)),
+                               Factor(columns=["s"], distribution=Uniform(lower=low,
+                                                                          upper=high))])
+              for low, high in ((0.0, 0.5), (0.5, 1.0))]
+    population = PopulationModel(
+        features=[Feature(name="x", kind="continuous", domain=(0, 1)),
+                  Feature(name="s", kind="continuous", domain=(0, 1))],
+        distribution=Mixture(weights=[0.5, 0.5], components=halves))
+    certificate = _audit({"s": band}, population, ["s"])
+    low, high = certificate.bounds["biased_share_population"]
+    draws = population.sample(400_000, np.random.default_rng(5))
+    draws = draws[(draws[:, 1] >= band[0]) & (draws[:, 1] <= band[1])]
+    biased = SHIFTED.classify(np.column_stack([draws[:, 0], np.zeros(len(draws))])) != \
+        SHIFTED.classify(np.column_stack([draws[:, 0], np.ones(len(draws))]))
+    assert low <= share <= high and high - low <= 0.01
+    assert abs(float(biased.mean()) - share) <= 0.01
