@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import uuid
 from typing import Any
@@ -423,3 +424,44 @@ def test_audit_and_gate_through_mlflow(registry: Registry) -> None:
     decision = run_gate(passing, registry=registry)
     assert decision.outcome == "passed" and decision.mlflow_validation == "passed"
     assert alias_version(registry, name, "champion") == version
+
+
+def test_an_undecided_causal_audit_never_promotes(registry: Registry, tmp_path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Through the command line on a real server: a share interval straddling the threshold
+    (the closed form is 0.5, ``max_biased_share`` 0.5) and a budget spent before any partition
+    is analysed are undecided. Neither moves ``champion``; under ``undecided: fail`` the run
+    exits 1 and a failed gate withdraws the alias an earlier proven pass gave this version;
+    under ``warn`` the gate warns (exit 0) and still moves nothing."""
+    from mlflow_server import run_cli, write_server_config
+
+    name = f"undecided_{uuid.uuid4().hex[:8]}"
+    info = log_model(NETWORK.to_torch(), unit_population(), registered_model_name=name,
+                     serialization_format="pickle", alias="candidate", registry=registry)
+    version = str(info.registered_model_version)
+    uri = {"uri": f"models:/{name}@candidate"}
+    straddling = causal("straddling", 0.5)
+    spent = causal("spent", 0.6, timeout_s=1e-9)
+
+    def run(audit: dict[str, Any], *verb: str, **sections: Any) -> tuple[int, dict[str, Any]]:
+        config = write_server_config(tmp_path, registry.tracking_uri, uri, [audit], 200,
+                                     **sections)
+        code, out, _ = run_cli(capsys, *verb, "--config", str(config), "--json")
+        return code, json.loads(out.strip().splitlines()[-1])
+
+    code, summary = run(causal("passing", 0.6), "run", "--no-progress")
+    assert (code, summary["gate"]["outcome"]) == (0, "passed")
+    assert alias_version(registry, name, "champion") == version
+    for audit in (straddling, spent):
+        code, summary = run(audit, "run", "--no-progress")
+        low, high = summary["gate"]["checks"][audit["name"]]["interval"]
+        assert low <= 0.5 <= high and not high < audit["max_biased_share"]
+        assert summary["gate"]["checks"][audit["name"]]["status"] == "undecided"
+        assert (code, summary["gate"]["outcome"], summary["gate"]["exit_code"]) == (1, "failed", 1)
+        assert summary["audit"]["audits"][audit["name"]]["verdict"] == "unknown"
+        assert alias_version(registry, name, "champion") is None
+        assert version_tags(registry, name, version)["certgate.gate"] == "failed"
+        code, summary = run(audit, "gate", gate={"undecided": "warn"})
+        assert (code, summary["outcome"], summary["promoted_alias"]) == (0, "warned", None)
+        assert alias_version(registry, name, "champion") is None
+    assert summary["checks"]["spent"]["interval"] == [0.0, 1.0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from decimal import Decimal, getcontext
 from fractions import Fraction
 
 import numpy as np
@@ -110,3 +111,63 @@ def test_a_changed_weight_or_activation_is_another_classifier() -> None:
             layers[index] = Layer(layer.weight, layer.bias,
                                   "none" if layer.activation == "relu" else "relu")
         assert not same_classifier(RELU3, Network(layers))
+
+
+def _folded_model_and_its_floats() -> tuple[Network, Network, float, Fraction]:
+    """A Linear → BatchNorm model, folded by the converter into one layer whose bias rounds
+    to 0.0 while the model's real bias is about −6.8e-18, and a surrogate holding the folded
+    floats themselves. At the returned ``x0`` (between the two roots) the surrogate is class
+    1 and the model class 0: its real logit, computed to 100 digits from its own parameters,
+    is negative (returned)."""
+    import torch
+
+    from verifier.convert.torch_module import from_torch
+
+    eps, gain, mean, var = 1e-5, 1.3, 0.2, 2.0
+    shift = float(-(gain * (0.1 - mean) / np.sqrt(var + eps)))
+    model = torch.nn.Sequential(torch.nn.Linear(1, 1), torch.nn.BatchNorm1d(1, eps=eps))
+    model = model.double().eval()
+    with torch.no_grad():
+        model[0].weight.fill_(3.0)
+        model[0].bias.fill_(0.1)
+        model[1].running_mean.fill_(mean)
+        model[1].running_var.fill_(var)
+        model[1].weight.fill_(gain)
+        model[1].bias.fill_(shift)
+    network = from_torch(model, input_shape=1, input_names=["x"])
+    [layer] = network.layers
+    surrogate = Network([Layer(layer.weight.copy(), layer.bias.copy())], input_names=["x"])
+    getcontext().prec = 100
+
+    def exact(value: float) -> Decimal:
+        ratio = Fraction(value)
+        return Decimal(ratio.numerator) / Decimal(ratio.denominator)
+
+    scale = exact(gain) / (exact(var) + exact(eps)).sqrt()
+    weight, bias = scale * exact(3.0), scale * (exact(0.1) - exact(mean)) + exact(shift)
+    surrogate_root = -Fraction(float(layer.bias[0])) / Fraction(float(layer.weight[0, 0]))
+    x0 = float((exact(float(surrogate_root)) + -bias / weight) / 2)
+    logit = weight * exact(x0) + bias
+    return network, surrogate, x0, Fraction(str(logit))
+
+
+def test_a_folded_model_and_its_floats_are_not_the_same_classifier() -> None:
+    """The surrogate of a folded model (its floats written as plain weights) computes another
+    function: on an atom between the two roots they disagree. Before, the same-classifier
+    shortcut certified agreement 1, and box branching then [0.9999999999999999, 1] (the
+    atom's undecided mass left the upper end); the truth is 0 on the atom, 1/2 with an
+    atom of 1/2 where both agree."""
+    network, surrogate, x0, logit = _folded_model_and_its_floats()
+    assert network.folded and logit < 0
+    assert Fraction(float(surrogate.layers[0].weight[0, 0])) * Fraction(x0) + Fraction(
+        float(surrogate.layers[0].bias[0])) > 0
+    assert not same_classifier(network, surrogate)
+    for values, truth in (([x0], 0.0), ([x0, 0.5], 0.5)):
+        population = PopulationModel(
+            features=[Feature(name="x", kind="continuous")],
+            distribution=Product(factors=[Factor(columns=["x"], distribution=Discrete(
+                values=values, probabilities=[1 / len(values)] * len(values)))]))
+        result = equivalence(network, surrogate, population, stop_at=0.1, timeout_s=30,
+                             prove=True)
+        assert result.proven
+        assert result.probability_lower <= truth <= result.probability_upper

@@ -43,7 +43,8 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
                              "group")
     parser.add_argument("--sensitive", action=RenamedOption, new="--protected")
     parser.add_argument("--spec", help="specification JSON (Libra benchmark format)")
-    parser.add_argument("--query", help="query box JSON (Libra format or {name: [lo, hi]})")
+    parser.add_argument("--query", help="query box JSON (Libra format or {name: [lo, hi]}); "
+                        "its range of a protected input conditions the population share")
     parser.add_argument("--lower-edge", type=float,
                         help="L: smallest partition edge (default 0: never exclude)")
     parser.add_argument("--max-unstable", type=int,

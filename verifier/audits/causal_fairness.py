@@ -67,7 +67,9 @@ class CausalFairnessSettings(StrictSettings):
     its values) or the inputs of a one-hot group (``one_hot``); ``protected_values`` compares
     only those values (numbers, or input names of the group). ``onehot_groups`` lists the
     other one-hot groups by input name (``null``: the population model's categorical
-    features); ``query`` restricts the question to a box (``name: [low, high]``).
+    features); ``query`` restricts the question to a box (``name: [low, high]``; its range of
+    a protected input conditions the population measure, and a point is still biased when
+    any two protected values give it two classes).
     ``lower_edge`` (L) is the smallest partition edge before
     a partition is excluded, ``max_unstable`` (U) the most unstable ReLUs handed to the exact
     MILP check; ``timeout_s`` is the time budget and ``target_width`` stops refining once the

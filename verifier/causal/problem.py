@@ -42,6 +42,9 @@ class FairnessProblem:
     non-protected inputs. ``onehot_groups``: index tuples of the non-protected one-hot groups.
     ``query_lower``/``query_upper``: the query box over all inputs (protected entries unused);
     ``query_allowed``: per one-hot group, a boolean mask of the categories the query admits.
+    ``protected_query``: ``(2, k)`` the query's range of each protected input (its domain
+    where the query names none). It conditions the population measure only: whether a point
+    is biased compares every protected value, whatever the query says of them.
     ``domain_lower``/``domain_upper``: every input's domain; ``integer``: ``(n,)`` which inputs
     take only integer values (their query bounds are integers).
     """
@@ -58,6 +61,7 @@ class FairnessProblem:
     domain_lower: np.ndarray
     domain_upper: np.ndarray
     integer: np.ndarray
+    protected_query: np.ndarray
 
     @property
     def inputs(self) -> int:
@@ -166,6 +170,11 @@ def build_problem(
                              protected_values, dom_lo, dom_hi, integer)
     lower, upper, allowed = _query_box(names, position, protected_idx, groups, query or {},
                                        dom_lo, dom_hi, integer)
+    wanted = np.stack([dom_lo, dom_hi])
+    for name, (low, high) in (query or {}).items():
+        if position[name] in protected_idx:
+            wanted[:, position[name]] = _query_interval(name, position[name], low, high,
+                                                        dom_lo, dom_hi, integer)
     return FairnessProblem(
         network=network.as_classifier().lowered(),
         protected=protected_idx,
@@ -179,6 +188,7 @@ def build_problem(
         domain_lower=dom_lo,
         domain_upper=dom_hi,
         integer=integer,
+        protected_query=wanted[:, list(protected_idx)],
     )
 
 
@@ -331,16 +341,8 @@ def _query_box(
         index = position[name]
         if index in protected:
             continue
-        lower[index] = max(dom_lo[index], float(low))
-        upper[index] = min(dom_hi[index], float(high))
-        if integer[index]:
-            lower[index], upper[index] = np.ceil(lower[index]), np.floor(upper[index])
-        if lower[index] > upper[index]:
-            raise CausalInputError(
-                f"the query box is empty: {name} in [{low}, {high}] does not meet its domain "
-                f"[{dom_lo[index]}, {dom_hi[index]}]"
-                + (" at an integer" if integer[index] else "")
-            )
+        lower[index], upper[index] = _query_interval(name, index, low, high, dom_lo, dom_hi,
+                                                     integer)
     allowed = []
     for group in groups:
         forced = [i for i in group if lower[i] > 0.0]
@@ -361,6 +363,21 @@ def _query_box(
             f"the query box has zero volume on {', '.join(continuous_empty)}"
         )
     return lower, upper, allowed
+
+
+def _query_interval(name: str, index: int, low: float, high: float, dom_lo: np.ndarray,
+                    dom_hi: np.ndarray, integer: np.ndarray) -> tuple[float, float]:
+    """The query's ``[low, high]`` on input ``index`` within its domain (an integer input's
+    integers in it); raises :class:`CausalInputError` when they do not meet."""
+    lower, upper = max(dom_lo[index], float(low)), min(dom_hi[index], float(high))
+    if integer[index]:
+        lower, upper = float(np.ceil(lower)), float(np.floor(upper))
+    if lower > upper:
+        raise CausalInputError(
+            f"the query box is empty: {name} in [{low}, {high}] does not meet its domain "
+            f"[{dom_lo[index]}, {dom_hi[index]}]" + (" at an integer" if integer[index] else "")
+        )
+    return lower, upper
 
 
 def load_libra_spec(path: str | Path) -> dict[str, Any]:

@@ -91,10 +91,11 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
                       query_lower: np.ndarray, query_upper: np.ndarray) -> PopulationShare:
     """``P(biased | query)`` and ``P(query)`` bounds under ``population`` (columns =
     network inputs), from the sound box-probability enclosures of every partition (protected
-    inputs over their domain; an integer input's ``[lo, hi]`` as ``[lo − ½, hi + ½]``, the
-    mass of its integers). The partitions tile the query with shared faces, so the upper sums
-    read the closed boxes and the lower sums the disjoint ones of :func:`_disjoint_lower` (an
-    atom on a face counted once)."""
+    inputs over the query's range of them, ``problem.protected_query``: a query naming a
+    protected input conditions the measure on it; an integer input's ``[lo, hi]`` as
+    ``[lo − ½, hi + ½]``, the mass of its integers). The partitions tile the query with
+    shared faces, so the upper sums read the closed boxes and the lower sums the disjoint
+    ones of :func:`_disjoint_lower` (an atom on a face counted once)."""
     if population.dimension != problem.inputs:
         raise CausalInputError(
             f"the population model has {population.dimension} columns, the network "
@@ -112,8 +113,8 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
     whole = problem.integer
     boxes_lo[:, whole] -= 0.5
     boxes_hi[:, whole] += 0.5
-    boxes_lo[:, prot] = problem.domain_lower[prot] - 0.5 * problem.integer[prot]
-    boxes_hi[:, prot] = problem.domain_upper[prot] + 0.5 * problem.integer[prot]
+    boxes_lo[:, prot] = problem.protected_query[0] - 0.5 * problem.integer[prot]
+    boxes_hi[:, prot] = problem.protected_query[1] + 0.5 * problem.integer[prot]
     low, high = population.prob_boxes_interval(boxes_lo, boxes_hi)
     q_low, q_high = float(low[-1]), float(high[-1])
     high = high[:-1]

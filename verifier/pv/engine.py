@@ -180,6 +180,7 @@ class ProbabilityBranchAndBound:
         violated = np.zeros(events)
         holds_high = np.zeros(events)
         best_proven, best_upper = np.zeros(events), np.ones(events)
+        unsettled = np.zeros(events)  # pending points no exact reading decides (_refine)
         pool = BoxPool()
         flight = RoundsInFlight()
         processed = iterations = 0
@@ -211,8 +212,8 @@ class ProbabilityBranchAndBound:
             # two sound upper ends: the whole mass less what is proven false, and what is
             # proven true plus every open box where the event is pending — the second keeps
             # an event of tiny mass (a protected group of 1e-12) off the total's rounding
-            possible = add_up(holds_high, add_up(pool.pending_mass(events),
-                                                 flight.pending_mass(events)))
+            possible = add_up(holds_high, add_up(add_up(pool.pending_mass(events),
+                                                        flight.pending_mass(events)), unsettled))
             upper = np.maximum(np.minimum(np.minimum(np.minimum(
                 add_up(total, -refuted), 1.0), possible), best_upper), proven)
             best_proven, best_upper = proven, upper
@@ -247,7 +248,8 @@ class ProbabilityBranchAndBound:
                 wanted = self._credit_capped(
                     chosen, _wanted_credits(weights, directed, chosen.lo.shape[0]))
                 pace.started(count, now, len(flight) > 0)
-                parts, futures = self._refine(chosen, evaluate, wanted, pace.deadline)
+                parts, futures, stuck = self._refine(chosen, evaluate, wanted, pace.deadline)
+                unsettled = add_up(unsettled, stuck)
                 flight.start(Round(chosen, parts, futures, now))
             if len(flight) == 0:
                 stopped_by = "timeout"
@@ -275,26 +277,31 @@ class ProbabilityBranchAndBound:
 
     def _refine(self, chosen: Boxes, evaluate: DistributedEvaluation,
                 wanted: WantedSides | None = None, deadline: float | None = None,
-                ) -> tuple[list[Callable[[], Boxes]], list[Future]]:
-        """Start the next boxes from the chosen ones (the calls that wait for them, and the
-        futures of the tasks bounding them): single
-        points are decided exactly, boxes with few discrete points are replaced by all their
-        points (bounded by IBP, exact at a point up to the rounding margin), the others are
-        split. ``wanted``: per chosen box, the credits its successors bound (None: all);
-        ``deadline``: see :meth:`_evaluate`."""
+                ) -> tuple[list[Callable[[], Boxes]], list[Future], np.ndarray]:
+        """Start the next boxes from the chosen ones (the calls that wait for them, the
+        futures of the tasks bounding them, and an upper bound per event of the mass of the
+        points left unsettled): single points are decided exactly, boxes with few discrete
+        points are replaced by all their points (bounded by IBP, exact at a point up to the
+        rounding margin), the others are split. ``wanted``: per chosen box, the credits its
+        successors bound (None: all); ``deadline``: see :meth:`_evaluate`. A point no exact
+        reading decides is never refined again: its mass leaves the open boxes, so the caller
+        keeps it in the event's upper end through the returned bound."""
         splitter = self.splitter
         points = ~splitter.candidates(chosen.lo, chosen.hi).any(axis=1)
         counts = splitter.point_counts(chosen.lo, chosen.hi)
         small = ~points & (counts <= self.settings.enumerate_points)
         small &= np.cumsum(np.where(small, counts, 0.0)) <= self.settings.max_points_per_batch
         parts: list[Callable[[], Boxes]] = []
+        unsettled = np.zeros(len(self.tracked.events))
         futures: list[Future] = []
         if points.any():
             decided = chosen.select(points)
             decided.truth = self.atoms.decide_points(decided.lo, decided.hi, decided.low,
                                                      decided.high)
             # a point no exact reading decides (a tie within a folded network's rounding)
-            # cannot be refined: its mass stays uncredited, which widens the bounds
+            # cannot be refined: its mass stays uncredited, and pending for the upper ends
+            stuck = decided.pending & (decided.truth == 0)
+            unsettled = sum_upper(decided.mass_hi @ stuck, decided.lo.shape[0])
             decided.pending = decided.pending & (decided.truth != 0)
             parts.append(lambda: decided)
         if small.any():
@@ -330,7 +337,7 @@ class ProbabilityBranchAndBound:
             )
             parts.append(record)
             futures += started
-        return parts, futures
+        return parts, futures, unsettled
 
     def _credit_capped(self, chosen: Boxes, wanted: WantedSides | None
                        ) -> WantedSides | None:

@@ -66,11 +66,15 @@ def equivalence(model: Any, surrogate: Any, prior: Prior, center: Any = None,
 def same_classifier(model: Any, surrogate: Any) -> bool:
     """True when both are networks whose classifier views have the same layers, value for
     value: they compute the same logits at every input in real arithmetic, so the same class
-    (ties included). False says nothing: other networks may compute the same function."""
+    (ties included). A folded network (:attr:`~verifier.network.Network.folded`, e.g. a
+    BatchNorm merged into a Linear) stands for a computation its floats only approximate,
+    which another network with the same floats need not share, so it is never the same.
+    False says nothing: other networks may compute the same function."""
     if not (isinstance(model, Network) and isinstance(surrogate, Network)):
         return False
     first, second = model.as_classifier(), surrogate.as_classifier()
-    return len(first.layers) == len(second.layers) and all(
+    return not first.folded and not second.folded and len(first.layers) == len(
+        second.layers) and all(
         a.activation == b.activation and np.array_equal(a.weight, b.weight)
         and np.array_equal(a.bias, b.bias)
         and np.array_equal(np.asarray(a.negative_slope), np.asarray(b.negative_slope))
