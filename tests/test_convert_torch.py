@@ -276,6 +276,28 @@ def test_torchscript_modules_and_files(mode: str, tmp_path) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("mode", ["script", "trace"])
+@pytest.mark.parametrize("activation", [torch.nn.ReLU(), torch.nn.LeakyReLU(0.1)])
+def test_torchscript_batch_norm_without_affine_keeps_its_eps(mode: str,
+                                                             activation: torch.nn.Module) -> None:
+    """A traced ``BatchNorm1d(affine=False)`` passes ``weight`` and ``bias`` to
+    ``aten::batch_norm`` as the constant ``None``: its ``eps`` is the call's argument 7, not
+    the third constant (``training``, False). Read as ``eps = 0``, the float64 self-check
+    refused the ReLU model, and the float32 one (a LeakyReLU slope rounded to float32) let the
+    LeakyReLU model through 3.5e-6 away from torch: a misread model."""
+    torch.manual_seed(3)
+    module = torch.nn.Sequential(
+        torch.nn.BatchNorm1d(4, affine=False), torch.nn.Linear(4, 6), activation,
+        torch.nn.Linear(6, 2)).eval()
+    with torch.no_grad():
+        module[0].running_mean.normal_()
+        module[0].running_var.fill_(0.8)
+    script = (torch.jit.script(module) if mode == "script"
+              else torch.jit.trace(module, torch.randn(3, 4)))
+    _assert_matches(from_torch(script), module, (4,))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_scripted_ts_file_through_the_uri_parser_and_the_cli(tmp_path, capsys) -> None:
     """A ``.ts`` TorchScript file is a model file wherever a model is named: the URI parser
     takes it as a local file, and ``certgate bounds`` bounds it (the bounds hold the scripted

@@ -20,29 +20,29 @@ from verifier.convert.unsupported import operator_hint
 from verifier.network import Network, NetworkError
 
 
-def _graph_constants(module: torch.jit.ScriptModule, op: str) -> list[Any]:
-    """The constant arguments of the ``aten::<op>`` call in a traced module's graph."""
+def _graph_argument(module: torch.jit.ScriptModule, op: str, position: int) -> Any:
+    """Argument ``position`` of the ``aten::<op>`` call in a traced module's graph (the
+    schema's position: ``aten::batch_norm``'s ``eps`` is argument 7 whether or not its
+    ``weight`` and ``bias`` are the constant ``None``), which must be a constant."""
     for node in module.graph.nodes():
         if node.kind() == f"aten::{op}":
-            return [
-                value.toIValue()
-                for value in node.inputs()
-                if value.node().kind() == "prim::Constant"
-            ]
-    raise NetworkError(f"TorchScript {module.original_name}: no aten::{op} call in its graph")
+            arguments = list(node.inputs())
+            if position >= len(arguments) or \
+                    arguments[position].node().kind() != "prim::Constant":
+                break
+            return arguments[position].toIValue()
+    raise NetworkError(
+        f"TorchScript {module.original_name}: no aten::{op} call with a constant argument "
+        f"{position} in its graph")
 
 
 def _attribute(module: torch.jit.ScriptModule, name: str, op: str, position: int) -> Any:
-    """A hyper-parameter: the scripted attribute, else the traced constant at ``position``."""
+    """A hyper-parameter: the scripted attribute, else argument ``position`` of the traced
+    ``aten::<op>`` call (:func:`_graph_argument`)."""
     try:
         return getattr(module, name)
     except AttributeError:
-        constants = _graph_constants(module, op)
-        if position >= len(constants):
-            raise NetworkError(
-                f"TorchScript {module.original_name}: cannot find {name!r}"
-            ) from None
-        return constants[position]
+        return _graph_argument(module, op, position)
 
 
 def _tensor(module: torch.jit.ScriptModule, name: str) -> torch.Tensor | None:
@@ -65,18 +65,18 @@ def _linear(module: torch.jit.ScriptModule) -> torch.nn.Module:
 
 
 def _leaky_relu(module: torch.jit.ScriptModule) -> torch.nn.Module:
-    return torch.nn.LeakyReLU(float(_attribute(module, "negative_slope", "leaky_relu", 0)))
+    return torch.nn.LeakyReLU(float(_attribute(module, "negative_slope", "leaky_relu", 1)))
 
 
 def _hardtanh(module: torch.jit.ScriptModule) -> torch.nn.Module:
-    lower = float(_attribute(module, "min_val", "hardtanh", 0))
-    upper = float(_attribute(module, "max_val", "hardtanh", 1))
+    lower = float(_attribute(module, "min_val", "hardtanh", 1))
+    upper = float(_attribute(module, "max_val", "hardtanh", 2))
     return torch.nn.Hardtanh(lower, upper)
 
 
 def _flatten(module: torch.jit.ScriptModule) -> torch.nn.Module:
-    start = int(_attribute(module, "start_dim", "flatten", 0))
-    end = int(_attribute(module, "end_dim", "flatten", 1))
+    start = int(_attribute(module, "start_dim", "flatten", 1))
+    end = int(_attribute(module, "end_dim", "flatten", 2))
     return torch.nn.Flatten(start, end)
 
 
@@ -84,7 +84,7 @@ def _batch_norm(module: torch.jit.ScriptModule) -> torch.nn.Module:
     mean, variance = _tensor(module, "running_mean"), _tensor(module, "running_var")
     if mean is None or variance is None:
         raise NetworkError("TorchScript BatchNorm1d without running statistics")
-    eps = float(_attribute(module, "eps", "batch_norm", 2))
+    eps = float(_attribute(module, "eps", "batch_norm", 7))
     weight, bias = _tensor(module, "weight"), _tensor(module, "bias")
     norm = torch.nn.BatchNorm1d(mean.numel(), eps=eps, affine=weight is not None).to(mean.dtype)
     with torch.no_grad():
@@ -97,12 +97,12 @@ def _batch_norm(module: torch.jit.ScriptModule) -> torch.nn.Module:
 
 
 def _softmax(module: torch.jit.ScriptModule) -> torch.nn.Module:
-    dim = _attribute(module, "dim", "softmax", 0)
+    dim = _attribute(module, "dim", "softmax", 1)
     return torch.nn.Softmax(None if dim is None else int(dim))
 
 
 def _log_softmax(module: torch.jit.ScriptModule) -> torch.nn.Module:
-    dim = _attribute(module, "dim", "log_softmax", 0)
+    dim = _attribute(module, "dim", "log_softmax", 1)
     return torch.nn.LogSoftmax(None if dim is None else int(dim))
 
 
