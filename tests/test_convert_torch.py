@@ -297,6 +297,43 @@ def test_torchscript_batch_norm_without_affine_keeps_its_eps(mode: str,
     _assert_matches(from_torch(script), module, (4,))
 
 
+class _ChannelPReLU(torch.nn.Module):
+    """A PReLU over the channels of a (2, 3) per-sample tensor (slopes along dimension 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prelu = torch.nn.PReLU(2)
+        self.out = torch.nn.Linear(6, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.prelu(x.view(x.shape[0], 2, 3)).flatten(1))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_prelu_in_every_torch_reader() -> None:
+    """``torch.nn.PReLU`` (one slope, one per feature, one per channel) is a LeakyReLU with
+    the stored slopes: the module, TorchScript (scripted, traced) and torch.export readers give
+    the network torch computes; a slope outside [0, 1] is refused naming the layer."""
+    torch.manual_seed(8)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.PReLU(5), torch.nn.Linear(5, 3),
+                                 torch.nn.PReLU(), torch.nn.Linear(3, 2)).eval()
+    with torch.no_grad():
+        module[1].weight.uniform_(0.0, 1.0)
+        module[3].weight.fill_(0.3)
+    example = torch.randn(3, 4)
+    for source in (module, torch.jit.script(module), torch.jit.trace(module, example),
+                   torch.export.export(module, (example,)).module()):
+        _assert_matches(from_torch(source), module, (4,))
+    channels = _ChannelPReLU().eval()
+    with torch.no_grad():
+        channels.prelu.weight.copy_(torch.tensor([0.25, 0.75]))
+    _assert_matches(from_torch(channels, input_shape=(6,)), channels, (6,))
+    with torch.no_grad():
+        module[1].weight[0] = -0.5
+    with pytest.raises(NetworkError, match=r"module '1'.*PReLU slopes must lie in \[0, 1\]"):
+        from_torch(module)
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_scripted_ts_file_through_the_uri_parser_and_the_cli(tmp_path, capsys) -> None:
     """A ``.ts`` TorchScript file is a model file wherever a model is named: the URI parser

@@ -1,7 +1,7 @@
 """``torch.nn`` models to the IR: ``Sequential`` containers (nested allowed) of supported layers.
 
 Supported modules: ``Linear``, ``ReLU``, ``LeakyReLU`` (and the IR's own
-``PerNeuronLeakyReLU``), ``Hardtanh`` (``ReLU6`` is
+``PerNeuronLeakyReLU``), ``PReLU`` (slopes in [0, 1]), ``Hardtanh`` (``ReLU6`` is
 ``hardtanh(0, 6)``), ``Identity``, ``Flatten``, ``Dropout`` (identity in eval mode) and
 ``BatchNorm1d`` in eval mode (folded into the neighbouring affine maps), and as the last
 module only, a classifier head ``Sigmoid``, ``Softmax`` or ``LogSoftmax`` over the outputs

@@ -68,6 +68,16 @@ def _leaky_relu(module: torch.jit.ScriptModule) -> torch.nn.Module:
     return torch.nn.LeakyReLU(float(_attribute(module, "negative_slope", "leaky_relu", 1)))
 
 
+def _prelu(module: torch.jit.ScriptModule) -> torch.nn.Module:
+    weight = _tensor(module, "weight")
+    if weight is None:
+        raise NetworkError("TorchScript PReLU without a weight")
+    prelu = torch.nn.PReLU(weight.numel()).to(weight.dtype)
+    with torch.no_grad():
+        prelu.weight.copy_(weight.reshape(-1))
+    return prelu
+
+
 def _hardtanh(module: torch.jit.ScriptModule) -> torch.nn.Module:
     lower = float(_attribute(module, "min_val", "hardtanh", 1))
     upper = float(_attribute(module, "max_val", "hardtanh", 2))
@@ -110,6 +120,7 @@ REBUILDERS: dict[str, Callable[[torch.jit.ScriptModule], torch.nn.Module]] = {
     "Linear": _linear,
     "ReLU": lambda module: torch.nn.ReLU(),
     "LeakyReLU": _leaky_relu,
+    "PReLU": _prelu,
     "Hardtanh": _hardtanh,
     "ReLU6": lambda module: torch.nn.ReLU6(),
     "Identity": lambda module: torch.nn.Identity(),
