@@ -334,6 +334,41 @@ def test_prelu_in_every_torch_reader() -> None:
         from_torch(module)
 
 
+class _BatchBranch(torch.nn.Module):
+    """A forward that computes another function when the batch is one row, or ``rows`` or more."""
+
+    def __init__(self, rows: int | None) -> None:
+        super().__init__()
+        self.rows = rows
+        self.deep = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.ReLU(),
+                                        torch.nn.Linear(6, 2))
+        self.shallow = torch.nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (x.shape[0] == 1) if self.rows is None else (x.shape[0] >= self.rows):
+            return self.shallow(x)
+        return self.deep(x)
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    (None, r"run one row at a time: the converted network disagrees"),
+    (100, r"depends on the batch size: torch.export traced it for batch sizes 2 to 99 only"),
+])
+def test_a_forward_that_branches_on_the_batch_size_is_refused(rows: int | None,
+                                                              message: str) -> None:
+    """A pickled module's forward may branch on ``x.shape[0]``: torch.export traces the branch
+    of its example batch, and the 64-row self-check ran the other. Both read one of the two
+    functions while the served module computes the other on single rows (or batches of 100):
+    torch itself is the oracle that the row's output depends on its batch."""
+    torch.manual_seed(4)
+    module = _BatchBranch(rows).eval()
+    row = torch.randn(1, 3)
+    with torch.no_grad():
+        assert not torch.allclose(module(row.repeat(rows or 1, 1))[0], module(row.repeat(2, 1))[0])
+    with pytest.raises(NetworkError, match=message):
+        from_torch(module, input_shape=(3,))
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_scripted_ts_file_through_the_uri_parser_and_the_cli(tmp_path, capsys) -> None:
     """A ``.ts`` TorchScript file is a model file wherever a model is named: the URI parser

@@ -14,10 +14,12 @@ can still be converted when its input shape is given, through ``torch.export``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 
+from verifier.convert.self_check import assert_agrees
 from verifier.convert.torch_fx import from_graph_module
 from verifier.convert.torch_layers import (
     MODULE_RULES,
@@ -26,6 +28,7 @@ from verifier.convert.torch_layers import (
     check_against_module,
     module_chain,
     parameter_dtype,
+    torch_source,
 )
 from verifier.convert.torchscript import from_torchscript
 from verifier.network import Network, NetworkError
@@ -112,6 +115,31 @@ def _from_export(
         raise NetworkError(
             f"torch.export could not trace {type(module).__name__}: {error}"
         ) from error
-    return from_graph_module(
+    _refuse_batch_guards(exported, type(module).__name__)
+    network = from_graph_module(
         exported.module(), input_names, output_names, input_shape=shape, verify=verify
     )
+    if verify:
+        assert_agrees(network, torch_source(module), shape,
+                      torch.empty(0, dtype=parameter_dtype(module)).numpy().dtype,
+                      f"torch {type(module).__name__} run one row at a time", batch_size=1)
+    return network
+
+
+def _refuse_batch_guards(exported: torch.export.ExportedProgram, kind: str) -> None:
+    """Refuse a module whose ``forward`` branches on the batch size.
+
+    certgate certifies one function of each row; a branch on ``x.shape[0]`` makes the class of
+    a row depend on the rows served with it. ``torch.export`` traces one branch and records the
+    batch sizes it holds for: anything narrower than ``[2, ∞)`` (its default, batch sizes 0 and
+    1 being specialised) is such a branch. A branch on batch size 1 itself is invisible to the
+    trace; :func:`_from_export` catches it by checking the module one row at a time."""
+    for symbol, bounds in exported.range_constraints.items():
+        lower, upper = float(bounds.lower), float(bounds.upper)
+        if lower > 2 or math.isfinite(upper):
+            raise NetworkError(
+                f"the forward of {kind} depends on the batch size: torch.export traced it for "
+                f"batch sizes {lower:g} to {upper:g} only ({symbol}), so a row's class would "
+                "depend on the rows served with it; certgate certifies a model that computes "
+                "each row alike at every batch size"
+            )
