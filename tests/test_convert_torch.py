@@ -297,6 +297,21 @@ def test_torchscript_batch_norm_without_affine_keeps_its_eps(mode: str,
     _assert_matches(from_torch(script), module, (4,))
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("layer", [torch.nn.BatchNorm1d(5), torch.nn.Dropout(0.2)])
+def test_a_module_traced_in_training_mode_is_refused_by_name(layer: torch.nn.Module) -> None:
+    """Tracing freezes ``training=True`` into the ``aten`` call; ``.eval()`` on the traced
+    module does not undo it. The refusal names the layer and the fix (the self-check refused
+    such models too, as an unexplained disagreement)."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 5), layer, torch.nn.ReLU(),
+                                 torch.nn.Linear(5, 2)).train()
+    traced = torch.jit.trace(module, torch.randn(8, 4), check_trace=False).eval()
+    with pytest.raises(NetworkError, match=r"at '1' was traced in training mode.*model\.eval\(\)"):
+        from_torch(traced)
+    _assert_matches(from_torch(torch.jit.trace(module.eval(), torch.randn(8, 4))), module, (4,))
+
+
 class _ChannelPReLU(torch.nn.Module):
     """A PReLU over the channels of a (2, 3) per-sample tensor (slopes along dimension 1)."""
 

@@ -20,29 +20,31 @@ from verifier.convert.unsupported import operator_hint
 from verifier.network import Network, NetworkError
 
 
-def _graph_argument(module: torch.jit.ScriptModule, op: str, position: int) -> Any:
-    """Argument ``position`` of the ``aten::<op>`` call in a traced module's graph (the
-    schema's position: ``aten::batch_norm``'s ``eps`` is argument 7 whether or not its
-    ``weight`` and ``bias`` are the constant ``None``), which must be a constant."""
+def _constant_argument(module: torch.jit.ScriptModule, op: str, position: int) -> tuple[bool, Any]:
+    """``(True, value)`` when argument ``position`` of the first ``aten::<op>`` call in the
+    module's graph is a constant (a traced module inlines its hyper-parameters so), else
+    ``(False, None)``. The position is the schema's: ``aten::batch_norm``'s ``eps`` is argument
+    7 whether or not its ``weight`` and ``bias`` are the constant ``None``."""
     for node in module.graph.nodes():
         if node.kind() == f"aten::{op}":
             arguments = list(node.inputs())
-            if position >= len(arguments) or \
-                    arguments[position].node().kind() != "prim::Constant":
-                break
-            return arguments[position].toIValue()
-    raise NetworkError(
-        f"TorchScript {module.original_name}: no aten::{op} call with a constant argument "
-        f"{position} in its graph")
+            if position < len(arguments) and arguments[position].node().kind() == "prim::Constant":
+                return True, arguments[position].toIValue()
+            break
+    return False, None
 
 
 def _attribute(module: torch.jit.ScriptModule, name: str, op: str, position: int) -> Any:
     """A hyper-parameter: the scripted attribute, else argument ``position`` of the traced
-    ``aten::<op>`` call (:func:`_graph_argument`)."""
+    ``aten::<op>`` call (:func:`_constant_argument`)."""
     try:
         return getattr(module, name)
     except AttributeError:
-        return _graph_argument(module, op, position)
+        found, value = _constant_argument(module, op, position)
+    if not found:
+        raise NetworkError(f"TorchScript {module.original_name}: no aten::{op} call with a "
+                           f"constant argument {position} in its graph")
+    return value
 
 
 def _tensor(module: torch.jit.ScriptModule, name: str) -> torch.Tensor | None:
@@ -135,6 +137,10 @@ REBUILDERS: dict[str, Callable[[torch.jit.ScriptModule], torch.nn.Module]] = {
 ``LogSoftmax``) are accepted only as the last module by the converter of the rebuilt model."""
 
 
+TRAINING_ARGUMENT = {"Dropout": ("dropout", 2), "BatchNorm1d": ("batch_norm", 5)}
+"""Per module class, its aten call and the position of the call's ``training`` argument."""
+
+
 def rebuild(module: torch.jit.ScriptModule, name: str = "") -> torch.nn.Module:
     """Plain ``torch.nn`` modules equivalent to a TorchScript ``Sequential`` of supported
     layers; any other class is an error naming it and its path."""
@@ -151,8 +157,15 @@ def rebuild(module: torch.jit.ScriptModule, name: str = "") -> torch.nn.Module:
             f"unsupported TorchScript module {kind} at {name or '<root>'!r}; supported: "
             f"Sequential, {', '.join(REBUILDERS)}{operator_hint(kind)}"
         )
-    if kind in ("Dropout", "BatchNorm1d") and module.training:
-        raise NetworkError(f"TorchScript {kind} at {name!r} is in training mode")
+    if kind in TRAINING_ARGUMENT:
+        op, position = TRAINING_ARGUMENT[kind]
+        if module.training:
+            raise NetworkError(f"TorchScript {kind} at {name!r} is in training mode")
+        if _constant_argument(module, op, position) == (True, True):
+            raise NetworkError(
+                f"TorchScript {kind} at {name!r} was traced in training mode: its graph computes "
+                "batch statistics or drops units whatever .eval() says afterwards; call "
+                "model.eval() before torch.jit.trace")
     return rebuilder(module)
 
 
