@@ -312,6 +312,24 @@ def test_a_module_traced_in_training_mode_is_refused_by_name(layer: torch.nn.Mod
     _assert_matches(from_torch(torch.jit.trace(module.eval(), torch.randn(8, 4))), module, (4,))
 
 
+class _MixedDtypes(torch.nn.Module):
+    """A module that cannot run: a float32 constant added inside a float64 ``addmm``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(2, 3, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(torch.ones(2), x, self.weight.t())
+
+
+def test_a_module_that_fails_on_the_check_inputs_is_refused_in_one_line() -> None:
+    """torch's own error on the check inputs becomes a refusal naming it (it escaped as a raw
+    RuntimeError)."""
+    with pytest.raises(NetworkError, match=r"fails on the check inputs: RuntimeError: .*dtype"):
+        from_torch(_MixedDtypes().eval(), input_shape=(3,))
+
+
 class _ChannelPReLU(torch.nn.Module):
     """A PReLU over the channels of a (2, 3) per-sample tensor (slopes along dimension 1)."""
 
