@@ -134,12 +134,19 @@ def _refuse_batch_guards(exported: torch.export.ExportedProgram, kind: str) -> N
     batch sizes it holds for: anything narrower than ``[2, ∞)`` (its default, batch sizes 0 and
     1 being specialised) is such a branch. A branch on batch size 1 itself is invisible to the
     trace; :func:`_from_export` catches it by checking the module one row at a time."""
-    for symbol, bounds in exported.range_constraints.items():
-        lower, upper = float(bounds.lower), float(bounds.upper)
-        if lower > 2 or math.isfinite(upper):
-            raise NetworkError(
-                f"the forward of {kind} depends on the batch size: torch.export traced it for "
-                f"batch sizes {lower:g} to {upper:g} only ({symbol}), so a row's class would "
-                "depend on the rows served with it; certgate certifies a model that computes "
-                "each row alike at every batch size"
-            )
+    inputs = [node for node in exported.graph.nodes if node.op == "placeholder"
+              and node.name in exported.graph_signature.user_inputs]
+    size = inputs[0].meta["val"].shape[0]
+    if isinstance(size, torch.SymInt):
+        bounds = exported.range_constraints.get(size.node.expr)
+        lower, upper = (2.0, math.inf) if bounds is None else (float(bounds.lower),
+                                                                float(bounds.upper))
+    else:
+        lower = upper = float(size)
+    if lower > 2 or math.isfinite(upper):
+        raise NetworkError(
+            f"the forward of {kind} depends on the batch size: torch.export traced it for "
+            f"batch sizes {lower:g} to {upper:g} only, so a row's class would depend on the "
+            "rows served with it; certgate certifies a model that computes each row alike "
+            "at every batch size"
+        )
