@@ -311,6 +311,12 @@ def _single_node(op: str, **attributes: object) -> onnx.ModelProto:
         (_single_node("Tanh"), r"'Tanh' at node 'the_node'"),
         (_single_node("Flatten", axis=0), r"Flatten node 'the_node'.*merge the batch"),
         (_single_node("LeakyRelu", alpha=2.0), r"LeakyRelu node 'the_node'.*outside \[0, 1\]"),
+        (_single_node("Cast", to=TensorProto.FLOAT),
+         r"'Cast' at node 'the_node'.*changes the precision the model computes in"),
+        (_model([helper.make_node("Add", ["x", "c"], ["y"], name="the_node")],
+                {"c": np.ones((3, 1))}, ["N", 3]),
+         r"Add node 'the_node': a constant of shape \(3, 1\) broadcast against one sample of "
+         r"shape \(1, 3\) gives shape \(3, 3\)"),
     ],
 )
 def test_unsupported_nodes_are_named(model: onnx.ModelProto, message: str) -> None:

@@ -276,6 +276,133 @@ def test_torchscript_modules_and_files(mode: str, tmp_path) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("mode", ["script", "trace"])
+@pytest.mark.parametrize("activation", [torch.nn.ReLU(), torch.nn.LeakyReLU(0.1)])
+def test_torchscript_batch_norm_without_affine_keeps_its_eps(mode: str,
+                                                             activation: torch.nn.Module) -> None:
+    """A traced ``BatchNorm1d(affine=False)`` passes ``weight`` and ``bias`` to
+    ``aten::batch_norm`` as the constant ``None``: its ``eps`` is the call's argument 7, not
+    the third constant (``training``, False). Read as ``eps = 0``, the float64 self-check
+    refused the ReLU model, and the float32 one (a LeakyReLU slope rounded to float32) let the
+    LeakyReLU model through 3.5e-6 away from torch: a misread model."""
+    torch.manual_seed(3)
+    module = torch.nn.Sequential(
+        torch.nn.BatchNorm1d(4, affine=False), torch.nn.Linear(4, 6), activation,
+        torch.nn.Linear(6, 2)).eval()
+    with torch.no_grad():
+        module[0].running_mean.normal_()
+        module[0].running_var.fill_(0.8)
+    script = (torch.jit.script(module) if mode == "script"
+              else torch.jit.trace(module, torch.randn(3, 4)))
+    _assert_matches(from_torch(script), module, (4,))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("layer", [torch.nn.BatchNorm1d(5), torch.nn.Dropout(0.2)])
+def test_a_module_traced_in_training_mode_is_refused_by_name(layer: torch.nn.Module) -> None:
+    """Tracing freezes ``training=True`` into the ``aten`` call; ``.eval()`` on the traced
+    module does not undo it. The refusal names the layer and the fix (the self-check refused
+    such models too, as an unexplained disagreement)."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 5), layer, torch.nn.ReLU(),
+                                 torch.nn.Linear(5, 2)).train()
+    traced = torch.jit.trace(module, torch.randn(8, 4), check_trace=False).eval()
+    with pytest.raises(NetworkError, match=r"at '1' was traced in training mode.*model\.eval\(\)"):
+        from_torch(traced)
+    _assert_matches(from_torch(torch.jit.trace(module.eval(), torch.randn(8, 4))), module, (4,))
+
+
+class _MixedDtypes(torch.nn.Module):
+    """A module that cannot run: a float32 constant added inside a float64 ``addmm``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(2, 3, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(torch.ones(2), x, self.weight.t())
+
+
+def test_a_module_that_fails_on_the_check_inputs_is_refused_in_one_line() -> None:
+    """torch's own error on the check inputs becomes a refusal naming it (it escaped as a raw
+    RuntimeError)."""
+    with pytest.raises(NetworkError, match=r"fails on the check inputs: RuntimeError: .*dtype"):
+        from_torch(_MixedDtypes().eval(), input_shape=(3,))
+
+
+class _ChannelPReLU(torch.nn.Module):
+    """A PReLU over the channels of a (2, 3) per-sample tensor (slopes along dimension 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prelu = torch.nn.PReLU(2)
+        self.out = torch.nn.Linear(6, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.prelu(x.view(x.shape[0], 2, 3)).flatten(1))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_prelu_in_every_torch_reader() -> None:
+    """``torch.nn.PReLU`` (one slope, one per feature, one per channel) is a LeakyReLU with
+    the stored slopes: the module, TorchScript (scripted, traced) and torch.export readers give
+    the network torch computes; a slope outside [0, 1] is refused naming the layer."""
+    torch.manual_seed(8)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.PReLU(5), torch.nn.Linear(5, 3),
+                                 torch.nn.PReLU(), torch.nn.Linear(3, 2)).eval()
+    with torch.no_grad():
+        module[1].weight.uniform_(0.0, 1.0)
+        module[3].weight.fill_(0.3)
+    example = torch.randn(3, 4)
+    for source in (module, torch.jit.script(module), torch.jit.trace(module, example),
+                   torch.export.export(module, (example,)).module()):
+        _assert_matches(from_torch(source), module, (4,))
+    channels = _ChannelPReLU().eval()
+    with torch.no_grad():
+        channels.prelu.weight.copy_(torch.tensor([0.25, 0.75]))
+    _assert_matches(from_torch(channels, input_shape=(6,)), channels, (6,))
+    with torch.no_grad():
+        module[1].weight[0] = -0.5
+    with pytest.raises(NetworkError, match=r"module '1'.*PReLU slopes must lie in \[0, 1\]"):
+        from_torch(module)
+
+
+class _BatchBranch(torch.nn.Module):
+    """A forward that computes another function when the batch is one row, or ``rows`` or more."""
+
+    def __init__(self, rows: int | None) -> None:
+        super().__init__()
+        self.rows = rows
+        self.deep = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.ReLU(),
+                                        torch.nn.Linear(6, 2))
+        self.shallow = torch.nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (x.shape[0] == 1) if self.rows is None else (x.shape[0] >= self.rows):
+            return self.shallow(x)
+        return self.deep(x)
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    (None, r"run one row at a time: the converted network disagrees"),
+    (100, r"depends on the batch size: torch.export traced it for batch sizes 2 to 99 only"),
+])
+def test_a_forward_that_branches_on_the_batch_size_is_refused(rows: int | None,
+                                                              message: str) -> None:
+    """A pickled module's forward may branch on ``x.shape[0]``: torch.export traces the branch
+    of its example batch, and the 64-row self-check ran the other. Both read one of the two
+    functions while the served module computes the other on single rows (or batches of 100):
+    torch itself is the oracle that the row's output depends on its batch."""
+    torch.manual_seed(4)
+    module = _BatchBranch(rows).eval()
+    row = torch.randn(1, 3)
+    with torch.no_grad():
+        assert not torch.allclose(module(row.repeat(rows or 1, 1))[0], module(row.repeat(2, 1))[0])
+    with pytest.raises(NetworkError, match=message):
+        from_torch(module, input_shape=(3,))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_scripted_ts_file_through_the_uri_parser_and_the_cli(tmp_path, capsys) -> None:
     """A ``.ts`` TorchScript file is a model file wherever a model is named: the URI parser
     takes it as a local file, and ``certgate bounds`` bounds it (the bounds hold the scripted

@@ -244,9 +244,11 @@ class AffineChain:
                 f"against the tensor of per-sample shape {shape}"
             ) from error
         if result != sample:
+            constant = max((scale_array, shift_array), key=lambda array: array.ndim).shape
             raise NetworkError(
-                f"constant broadcasting would change the per-sample shape {shape} to "
-                f"{result[1:]}; only per-feature or scalar constants are supported"
+                f"a constant of shape {constant} broadcast against one sample of shape "
+                f"{sample} gives shape {result}: it would enlarge each sample (or the batch); "
+                "only per-feature or scalar constants are supported"
             )
         scale_vector = np.broadcast_to(scale_array, sample).reshape(-1)
         shift_vector = np.broadcast_to(shift_array, sample).reshape(-1)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from verifier.errors import first_line
 from verifier.network import Network, NetworkError
 
 FLOAT32_RTOL = 1e-5
@@ -85,7 +86,11 @@ def assert_agrees(
     inputs = check_inputs(input_shape, dtype, rows)
     step = batch_size or rows
     usable = rows - rows % step
-    chunks = [source(inputs[start : start + step]) for start in range(0, usable, step)]
+    try:
+        chunks = [source(inputs[start : start + step]) for start in range(0, usable, step)]
+    except (RuntimeError, TypeError, ValueError) as error:
+        raise NetworkError(f"{what}: the source model fails on the check inputs: "
+                           f"{type(error).__name__}: {first_line(error)}") from error
     expected = np.concatenate(
         [np.asarray(chunk, dtype=np.float64).reshape(step, -1) for chunk in chunks]
     )

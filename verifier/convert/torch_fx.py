@@ -37,6 +37,7 @@ from verifier.convert.torch_layers import (
     check_against_module,
     flatten_features,
     module_chain,
+    prelu_slopes,
 )
 from verifier.convert.unsupported import PRODUCT_HINT, SUM_HINT, operator_hint
 from verifier.network import HeadName, Network, NetworkError
@@ -249,6 +250,15 @@ def _leaky_relu(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     if slope is None or not 0.0 <= slope <= 1.0:
         raise NetworkError(f"node {walk.node.name!r}: leaky_relu slope {slope} outside [0, 1]")
     walk.chain.leaky_relu(slope)
+    return walk.advance()
+
+
+def _prelu(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
+    walk.take(args[0])
+    weight = _arg(args, kwargs, 1, "weight")
+    if _computed(weight):
+        raise computed_refusal(f"node {walk.node.name!r}: prelu weight")
+    prelu_slopes(walk.chain, _constant(weight, "prelu weight"), f"node {walk.node.name!r}")
     return walk.advance()
 
 
@@ -468,6 +478,8 @@ FX_RULES: dict[str, Rule] = {
     "relu": _relu,
     "relu6": _relu6,
     "leaky_relu": _leaky_relu,
+    "prelu": _prelu,
+    "_prelu_kernel": _prelu,
     "hardtanh": _hardtanh,
     "clamp": _clamp,
     "clip": _clamp,

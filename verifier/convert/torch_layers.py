@@ -47,6 +47,31 @@ def _per_neuron_leaky_relu(chain: AffineChain, module: torch.nn.Module, name: st
     chain.leaky_relu(slopes)
 
 
+def prelu_slopes(chain: AffineChain, slopes: np.ndarray, where: str) -> None:
+    """``torch.nn.PReLU`` (``F.prelu``, ``aten.prelu``): ``max(0, h) + a·min(0, h)`` with one
+    slope ``a``, or one per channel (the first feature dimension, the batch's dimension 1, as
+    torch applies it); with slopes in [0, 1] that is the IR's LeakyReLU, exactly (the kernel
+    multiplies by the slopes as stored, which the IR holds unrounded)."""
+    slopes = np.asarray(slopes, dtype=np.float64).reshape(-1)
+    if not np.all((slopes >= 0.0) & (slopes <= 1.0)):
+        raise NetworkError(f"{where}: PReLU slopes must lie in [0, 1], got "
+                           f"{slopes.min()} to {slopes.max()}")
+    if slopes.size == 1:
+        chain.leaky_relu(float(slopes[0]))
+        return
+    if not chain.known:
+        chain.assume_shape((slopes.size,), where)
+    shape = chain.shape or ()
+    if shape[0] != slopes.size:
+        raise NetworkError(f"{where}: {slopes.size} PReLU slopes for a tensor of per-sample "
+                           f"shape {shape} (one per channel, its first dimension)")
+    chain.leaky_relu(slopes.reshape((slopes.size,) + (1,) * (len(shape) - 1)))
+
+
+def _prelu(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
+    prelu_slopes(chain, _array(module.weight), f"module {name!r}")
+
+
 def _hardtanh(chain: AffineChain, module: torch.nn.Module, name: str) -> None:
     chain.clip(chain.kernel_scalar(float(module.min_val)),
                chain.kernel_scalar(float(module.max_val)))
@@ -110,6 +135,7 @@ MODULE_RULES: dict[type[torch.nn.Module], ModuleRule] = {
     torch.nn.ReLU: _relu,
     torch.nn.LeakyReLU: _leaky_relu,
     PerNeuronLeakyReLU: _per_neuron_leaky_relu,
+    torch.nn.PReLU: _prelu,
     torch.nn.Hardtanh: _hardtanh,
     torch.nn.ReLU6: _hardtanh,
     torch.nn.Identity: _identity,

@@ -1,7 +1,7 @@
 """``torch.nn`` models to the IR: ``Sequential`` containers (nested allowed) of supported layers.
 
 Supported modules: ``Linear``, ``ReLU``, ``LeakyReLU`` (and the IR's own
-``PerNeuronLeakyReLU``), ``Hardtanh`` (``ReLU6`` is
+``PerNeuronLeakyReLU``), ``PReLU`` (slopes in [0, 1]), ``Hardtanh`` (``ReLU6`` is
 ``hardtanh(0, 6)``), ``Identity``, ``Flatten``, ``Dropout`` (identity in eval mode) and
 ``BatchNorm1d`` in eval mode (folded into the neighbouring affine maps), and as the last
 module only, a classifier head ``Sigmoid``, ``Softmax`` or ``LogSoftmax`` over the outputs
@@ -14,10 +14,12 @@ can still be converted when its input shape is given, through ``torch.export``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 
+from verifier.convert.self_check import assert_agrees
 from verifier.convert.torch_fx import from_graph_module
 from verifier.convert.torch_layers import (
     MODULE_RULES,
@@ -26,6 +28,7 @@ from verifier.convert.torch_layers import (
     check_against_module,
     module_chain,
     parameter_dtype,
+    torch_source,
 )
 from verifier.convert.torchscript import from_torchscript
 from verifier.network import Network, NetworkError
@@ -112,6 +115,38 @@ def _from_export(
         raise NetworkError(
             f"torch.export could not trace {type(module).__name__}: {error}"
         ) from error
-    return from_graph_module(
+    _refuse_batch_guards(exported, type(module).__name__)
+    network = from_graph_module(
         exported.module(), input_names, output_names, input_shape=shape, verify=verify
     )
+    if verify:
+        assert_agrees(network, torch_source(module), shape,
+                      torch.empty(0, dtype=parameter_dtype(module)).numpy().dtype,
+                      f"torch {type(module).__name__} run one row at a time", batch_size=1)
+    return network
+
+
+def _refuse_batch_guards(exported: torch.export.ExportedProgram, kind: str) -> None:
+    """Refuse a module whose ``forward`` branches on the batch size.
+
+    certgate certifies one function of each row; a branch on ``x.shape[0]`` makes the class of
+    a row depend on the rows served with it. ``torch.export`` traces one branch and records the
+    batch sizes it holds for: anything narrower than ``[2, ∞)`` (its default, batch sizes 0 and
+    1 being specialised) is such a branch. A branch on batch size 1 itself is invisible to the
+    trace; :func:`_from_export` catches it by checking the module one row at a time."""
+    inputs = [node for node in exported.graph.nodes if node.op == "placeholder"
+              and node.name in exported.graph_signature.user_inputs]
+    size = inputs[0].meta["val"].shape[0]
+    if isinstance(size, torch.SymInt):
+        bounds = exported.range_constraints.get(size.node.expr)
+        lower, upper = (2.0, math.inf) if bounds is None else (float(bounds.lower),
+                                                                float(bounds.upper))
+    else:
+        lower = upper = float(size)
+    if lower > 2 or math.isfinite(upper):
+        raise NetworkError(
+            f"the forward of {kind} depends on the batch size: torch.export traced it for "
+            f"batch sizes {lower:g} to {upper:g} only, so a row's class would depend on the "
+            "rows served with it; certgate certifies a model that computes each row alike "
+            "at every batch size"
+        )

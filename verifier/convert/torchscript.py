@@ -20,29 +20,31 @@ from verifier.convert.unsupported import operator_hint
 from verifier.network import Network, NetworkError
 
 
-def _graph_constants(module: torch.jit.ScriptModule, op: str) -> list[Any]:
-    """The constant arguments of the ``aten::<op>`` call in a traced module's graph."""
+def _constant_argument(module: torch.jit.ScriptModule, op: str, position: int) -> tuple[bool, Any]:
+    """``(True, value)`` when argument ``position`` of the first ``aten::<op>`` call in the
+    module's graph is a constant (a traced module inlines its hyper-parameters so), else
+    ``(False, None)``. The position is the schema's: ``aten::batch_norm``'s ``eps`` is argument
+    7 whether or not its ``weight`` and ``bias`` are the constant ``None``."""
     for node in module.graph.nodes():
         if node.kind() == f"aten::{op}":
-            return [
-                value.toIValue()
-                for value in node.inputs()
-                if value.node().kind() == "prim::Constant"
-            ]
-    raise NetworkError(f"TorchScript {module.original_name}: no aten::{op} call in its graph")
+            arguments = list(node.inputs())
+            if position < len(arguments) and arguments[position].node().kind() == "prim::Constant":
+                return True, arguments[position].toIValue()
+            break
+    return False, None
 
 
 def _attribute(module: torch.jit.ScriptModule, name: str, op: str, position: int) -> Any:
-    """A hyper-parameter: the scripted attribute, else the traced constant at ``position``."""
+    """A hyper-parameter: the scripted attribute, else argument ``position`` of the traced
+    ``aten::<op>`` call (:func:`_constant_argument`)."""
     try:
         return getattr(module, name)
     except AttributeError:
-        constants = _graph_constants(module, op)
-        if position >= len(constants):
-            raise NetworkError(
-                f"TorchScript {module.original_name}: cannot find {name!r}"
-            ) from None
-        return constants[position]
+        found, value = _constant_argument(module, op, position)
+    if not found:
+        raise NetworkError(f"TorchScript {module.original_name}: no aten::{op} call with a "
+                           f"constant argument {position} in its graph")
+    return value
 
 
 def _tensor(module: torch.jit.ScriptModule, name: str) -> torch.Tensor | None:
@@ -65,18 +67,28 @@ def _linear(module: torch.jit.ScriptModule) -> torch.nn.Module:
 
 
 def _leaky_relu(module: torch.jit.ScriptModule) -> torch.nn.Module:
-    return torch.nn.LeakyReLU(float(_attribute(module, "negative_slope", "leaky_relu", 0)))
+    return torch.nn.LeakyReLU(float(_attribute(module, "negative_slope", "leaky_relu", 1)))
+
+
+def _prelu(module: torch.jit.ScriptModule) -> torch.nn.Module:
+    weight = _tensor(module, "weight")
+    if weight is None:
+        raise NetworkError("TorchScript PReLU without a weight")
+    prelu = torch.nn.PReLU(weight.numel()).to(weight.dtype)
+    with torch.no_grad():
+        prelu.weight.copy_(weight.reshape(-1))
+    return prelu
 
 
 def _hardtanh(module: torch.jit.ScriptModule) -> torch.nn.Module:
-    lower = float(_attribute(module, "min_val", "hardtanh", 0))
-    upper = float(_attribute(module, "max_val", "hardtanh", 1))
+    lower = float(_attribute(module, "min_val", "hardtanh", 1))
+    upper = float(_attribute(module, "max_val", "hardtanh", 2))
     return torch.nn.Hardtanh(lower, upper)
 
 
 def _flatten(module: torch.jit.ScriptModule) -> torch.nn.Module:
-    start = int(_attribute(module, "start_dim", "flatten", 0))
-    end = int(_attribute(module, "end_dim", "flatten", 1))
+    start = int(_attribute(module, "start_dim", "flatten", 1))
+    end = int(_attribute(module, "end_dim", "flatten", 2))
     return torch.nn.Flatten(start, end)
 
 
@@ -84,7 +96,7 @@ def _batch_norm(module: torch.jit.ScriptModule) -> torch.nn.Module:
     mean, variance = _tensor(module, "running_mean"), _tensor(module, "running_var")
     if mean is None or variance is None:
         raise NetworkError("TorchScript BatchNorm1d without running statistics")
-    eps = float(_attribute(module, "eps", "batch_norm", 2))
+    eps = float(_attribute(module, "eps", "batch_norm", 7))
     weight, bias = _tensor(module, "weight"), _tensor(module, "bias")
     norm = torch.nn.BatchNorm1d(mean.numel(), eps=eps, affine=weight is not None).to(mean.dtype)
     with torch.no_grad():
@@ -97,12 +109,12 @@ def _batch_norm(module: torch.jit.ScriptModule) -> torch.nn.Module:
 
 
 def _softmax(module: torch.jit.ScriptModule) -> torch.nn.Module:
-    dim = _attribute(module, "dim", "softmax", 0)
+    dim = _attribute(module, "dim", "softmax", 1)
     return torch.nn.Softmax(None if dim is None else int(dim))
 
 
 def _log_softmax(module: torch.jit.ScriptModule) -> torch.nn.Module:
-    dim = _attribute(module, "dim", "log_softmax", 0)
+    dim = _attribute(module, "dim", "log_softmax", 1)
     return torch.nn.LogSoftmax(None if dim is None else int(dim))
 
 
@@ -110,6 +122,7 @@ REBUILDERS: dict[str, Callable[[torch.jit.ScriptModule], torch.nn.Module]] = {
     "Linear": _linear,
     "ReLU": lambda module: torch.nn.ReLU(),
     "LeakyReLU": _leaky_relu,
+    "PReLU": _prelu,
     "Hardtanh": _hardtanh,
     "ReLU6": lambda module: torch.nn.ReLU6(),
     "Identity": lambda module: torch.nn.Identity(),
@@ -122,6 +135,10 @@ REBUILDERS: dict[str, Callable[[torch.jit.ScriptModule], torch.nn.Module]] = {
 }
 """Rebuilt ``torch.nn`` module per TorchScript class; the heads (``Sigmoid``, ``Softmax``,
 ``LogSoftmax``) are accepted only as the last module by the converter of the rebuilt model."""
+
+
+TRAINING_ARGUMENT = {"Dropout": ("dropout", 2), "BatchNorm1d": ("batch_norm", 5)}
+"""Per module class, its aten call and the position of the call's ``training`` argument."""
 
 
 def rebuild(module: torch.jit.ScriptModule, name: str = "") -> torch.nn.Module:
@@ -140,8 +157,15 @@ def rebuild(module: torch.jit.ScriptModule, name: str = "") -> torch.nn.Module:
             f"unsupported TorchScript module {kind} at {name or '<root>'!r}; supported: "
             f"Sequential, {', '.join(REBUILDERS)}{operator_hint(kind)}"
         )
-    if kind in ("Dropout", "BatchNorm1d") and module.training:
-        raise NetworkError(f"TorchScript {kind} at {name!r} is in training mode")
+    if kind in TRAINING_ARGUMENT:
+        op, position = TRAINING_ARGUMENT[kind]
+        if module.training:
+            raise NetworkError(f"TorchScript {kind} at {name!r} is in training mode")
+        if _constant_argument(module, op, position) == (True, True):
+            raise NetworkError(
+                f"TorchScript {kind} at {name!r} was traced in training mode: its graph computes "
+                "batch statistics or drops units whatever .eval() says afterwards; call "
+                "model.eval() before torch.jit.trace")
     return rebuilder(module)
 
 

@@ -32,6 +32,10 @@ _HINTS = {
         "HardSigmoid is piecewise linear but not read as one operator; write it as "
         "torch.clamp(x / 6 + 0.5, 0, 1), which certgate verifies"
     ),
+    "cast": (
+        "a Cast of the data tensor changes the precision the model computes in (x.float() or "
+        "x.double() in forward); export the model in one float type, without the cast"
+    ),
     **{
         key: f"{name} is not piecewise linear and is not supported; {_RETRAIN}"
         for key, name in _SMOOTH.items()
