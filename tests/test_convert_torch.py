@@ -458,6 +458,40 @@ def test_state_dict_files(tmp_path) -> None:
         network_from_state_dict(module.state_dict(), activation="sigmoid")
 
 
+class _OutputFirst(torch.nn.Module):
+    """Registers its output layer before its hidden one: a state dict lists them that way."""
+
+    def __init__(self, inputs: int, hidden: int, outputs: int) -> None:
+        super().__init__()
+        self.out = torch.nn.Linear(hidden, outputs)
+        self.hidden = torch.nn.Linear(inputs, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.hidden(x)))
+
+
+def test_state_dict_layers_are_read_in_the_one_order_their_shapes_chain() -> None:
+    torch.manual_seed(3)
+    module = _OutputFirst(5, 8, 2).double()
+    assert next(iter(module.state_dict())) == "out.weight"
+    network = network_from_state_dict(module.state_dict(), activation="relu")
+    _assert_matches(network, module, (5,))
+
+
+def test_state_dict_layers_whose_shapes_chain_either_way_are_refused() -> None:
+    torch.manual_seed(3)
+    module = _OutputFirst(4, 4, 4).double()
+    with pytest.raises(NetworkError, match=r"more than one order .*out → hidden; hidden → out"):
+        network_from_state_dict(module.state_dict(), activation="relu")
+
+
+def test_state_dict_orders_too_many_to_search_are_refused() -> None:
+    state = {f"square{i}.weight": torch.zeros(4, 4, dtype=torch.float64) for i in range(12)}
+    state["odd.weight"] = torch.zeros(3, 7, dtype=torch.float64)
+    with pytest.raises(NetworkError, match="too many orders"):
+        network_from_state_dict(state, activation="relu")
+
+
 def test_pickled_module_is_refused_not_unpickled(tmp_path) -> None:
     path = tmp_path / "whole.pt"
     torch.save(torch.nn.Sequential(torch.nn.Linear(2, 1)), path)

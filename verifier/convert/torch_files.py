@@ -105,8 +105,13 @@ def load_torch_file(
     )
 
 
-def _linear_layers(state: Mapping[str, Any]) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
-    """``(module path, weight, bias)`` per Linear layer, in state-dict order."""
+LinearEntry = tuple[str, torch.Tensor, torch.Tensor | None]
+"""A state dict's Linear layer: ``(module path, weight, bias)``."""
+
+
+def _linear_layers(state: Mapping[str, Any]) -> list[LinearEntry]:
+    """``(module path, weight, bias)`` per Linear layer, in forward order
+    (:func:`_forward_order`)."""
     groups: dict[str, dict[str, Any]] = {}
     for key, value in state.items():
         prefix, _, name = str(key).rpartition(".")
@@ -127,7 +132,64 @@ def _linear_layers(state: Mapping[str, Any]) -> list[tuple[str, torch.Tensor, to
         layers.append((prefix, weight, tensors.get("bias")))
     if not layers:
         raise NetworkError("the state dict is empty")
-    return layers
+    return _forward_order(layers)
+
+
+def _forward_order(layers: list[LinearEntry]) -> list[LinearEntry]:
+    """The layers in the order a forward pass applies them. A ``Sequential``'s keys (one
+    parent, integer indices) give it by index. Other names (``fc1``, ``out``) record only the
+    modules' registration order, so the order is the one chain of shapes (each layer's inputs
+    the previous layer's outputs) that uses every layer; :class:`NetworkError` when several
+    chains fit (square layers could run in either order). With no chain, the registration
+    order is returned and the caller names the first mismatch."""
+    parents = {prefix.rpartition(".")[0] for prefix, _, _ in layers}
+    if len(parents) == 1 and all(prefix.rpartition(".")[2].isdigit() for prefix, _, _ in layers):
+        return sorted(layers, key=lambda layer: int(layer[0].rpartition(".")[2]))
+    advice = ("save the model as a TorchScript (torch.jit.save), torch.export or ONNX file, "
+              "or as an nn.Sequential's state dict")
+    chains = _shape_chains(layers, limit=2)
+    if chains is None:
+        raise NetworkError(
+            f"a state dict records no forward order, and its {len(layers)} Linear layers' "
+            f"shapes admit too many orders to settle one; {advice}"
+        )
+    if len(chains) > 1:
+        first, second = (" → ".join(layers[i][0] for i in chain) for chain in chains)
+        raise NetworkError(
+            "a state dict records no forward order, and its Linear layers' shapes chain in "
+            f"more than one order ({first}; {second}); {advice}"
+        )
+    return [layers[i] for i in chains[0]] if chains else layers
+
+
+SHAPE_CHAIN_STEPS = 100_000
+"""How many partial orders :func:`_shape_chains` tries before it gives up."""
+
+
+def _shape_chains(layers: list[LinearEntry], limit: int) -> list[list[int]] | None:
+    """Up to ``limit`` orders of all ``layers`` in which each layer's input width is the
+    previous layer's output width (depth-first, registration order first); ``None`` when
+    :data:`SHAPE_CHAIN_STEPS` partial orders did not settle it."""
+    found: list[list[int]] = []
+    steps = 0
+
+    def extend(chain: list[int], unused: set[int]) -> None:
+        nonlocal steps
+        steps += 1
+        if len(found) >= limit or steps > SHAPE_CHAIN_STEPS:
+            return
+        if not unused:
+            found.append(list(chain))
+            return
+        width = None if not chain else layers[chain[-1]][1].shape[0]
+        for index in sorted(unused):
+            if width is None or layers[index][1].shape[1] == width:
+                chain.append(index)
+                extend(chain, unused - {index})
+                chain.pop()
+
+    extend([], set(range(len(layers))))
+    return None if steps > SHAPE_CHAIN_STEPS and len(found) < limit else found
 
 
 def _activation_module(
