@@ -1,6 +1,6 @@
 """The narrow column table against a plain float64 table: every read gives back the written
 values bit for bit (signed zeros, infinities, NaN and subnormals included) while each column
-is stored in the narrowest float that holds what was written to it."""
+is stored in the narrowest type that holds what was written to it."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verifier.pv.narrow_columns import FLOAT_LADDER, NarrowColumns
+from verifier.pv.narrow_columns import STORAGE_LADDER, NarrowColumns
 
-SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0**-24, 65504.0, 65505.0,
-                    2049.0, 2.0**-149, 2.0**-1074, 1e300, 0.1])
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -128.0, 127.0, 128.0, -32768.0,
+                    32767.0, 32768.0, 2.0**-24, 65505.0, 2.0**-149, 2.0**-1074, 1e300, 0.1])
 
 
 def _column_values(rng: np.random.Generator, count: int, kind: int) -> np.ndarray:
@@ -26,11 +26,11 @@ def _column_values(rng: np.random.Generator, count: int, kind: int) -> np.ndarra
 
 
 def _narrowest(values: np.ndarray) -> np.dtype:
-    """The oracle: the first float of the ladder whose cast back returns every value's bits
+    """The oracle: the first type of the ladder whose cast back returns every value's bits
     (float64 for a NaN, whose payload a narrower float need not carry)."""
     if np.isnan(values).any():
         return np.dtype(np.float64)
-    for kind in FLOAT_LADDER:
+    for kind in STORAGE_LADDER:
         with np.errstate(over="ignore", invalid="ignore"):
             back = values.astype(kind).astype(np.float64)
         if np.array_equal(back.view(np.int64), values.view(np.int64)):
@@ -83,4 +83,4 @@ def test_growth_keeps_the_used_rows_and_leaves_the_rest_zero() -> None:
     assert np.array_equal(table.read(np.arange(3)).view(np.int64),
                           np.array([[1.0, 0.5], [2.0, 0.1], [-0.0, np.inf]]).view(np.int64))
     assert not table.read(np.arange(3, 16)).any()
-    assert [table.dtype_of(0), table.dtype_of(1)] == [np.float16, np.float64]
+    assert [table.dtype_of(0), table.dtype_of(1)] == [np.float32, np.float64]
