@@ -88,7 +88,7 @@ class NarrowColumns:
 
     def _relayout(self, level: np.ndarray, used: int) -> None:
         """Store the columns at the steps of ``level`` (each at or above its own), copying the
-        first ``used`` rows column block by column block (a cast to a wider float is exact)."""
+        first ``used`` rows column block by column block (a cast up the ladder is exact)."""
         old_level, old_parts = self.level, self.parts
         old_position = _positions(old_level)
         self._layout(level)
