@@ -101,7 +101,6 @@ def run_to_cpu(stem: Path, gamma: float, cpu: float) -> tuple[Any, Any, Any]:
     from verifier.convert import network_from_json
     from verifier.population import load_population
     from verifier.pv import PVSettings
-    from verifier.pv.boxpool import BOX_FIELDS, EVENT_FIELDS, Boxes
 
     torch.set_num_threads(1)
     network = network_from_json(json.loads(Path(f"{stem}.network.json").read_text("utf-8")))
@@ -119,12 +118,8 @@ def run_to_cpu(stem: Path, gamma: float, cpu: float) -> tuple[Any, Any, Any]:
                                  favorable_class=1, gamma=gamma, progress=record,
                                  settings=PVSettings(timeout_s=None))
     pool = captured.pools[-1]
-    alive = np.flatnonzero(pool.alive[: pool.used])
-    fields = {name: (pool.arrays[name][:, alive].T if name in EVENT_FIELDS
-                     else pool.arrays[name][alive]) for name in BOX_FIELDS}
-    for name in ("lo", "hi"):
-        fields[name] = fields[name].astype(np.float64)
-    return captured.engines[-1], Boxes(**fields), reports[-1]
+    return (captured.engines[-1], pool.view(np.flatnonzero(pool.alive[: pool.used])),
+            reports[-1])
 
 
 class _Lines:

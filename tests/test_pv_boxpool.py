@@ -17,12 +17,18 @@ EVENTS = 3
 
 
 def _corners(rng: np.random.Generator, count: int, lattice: bool) -> np.ndarray:
-    """Box corners: on a lattice of halves and infinities (each a float32 exactly, as the
-    corners of integer and one-hot columns are), or random float64 values."""
+    """Box corners: random float64 values, or on lattices as the corners of integer and
+    one-hot columns are (columns 0–1: integers in [−2048, 2048], column 2: 0 and 1, column 3:
+    halves up to 2^19 and infinities, each a float32 exactly)."""
     if not lattice:
         return rng.random((count, 4))
-    values = rng.integers(-2**20, 2**20, (count, 4)) / 2.0
-    return np.where(rng.random((count, 4)) < 0.1, np.inf * np.sign(values - 0.25), values)
+    halves = rng.integers(-2**20, 2**20, count) / 2.0
+    return np.stack([
+        rng.integers(-2048, 2049, count).astype(np.float64),
+        rng.integers(-2048, 2049, count).astype(np.float64),
+        rng.integers(0, 2, count).astype(np.float64),
+        np.where(rng.random(count) < 0.1, np.inf * np.sign(halves - 0.25), halves),
+    ], axis=1)
 
 
 def _boxes(rng: np.random.Generator, first_id: int, count: int, lattice: bool = False) -> Boxes:
@@ -115,17 +121,19 @@ def test_the_top_k_search_returns_exactly_the_largest_values(
     assert sorted(values[found].tolist()) == sorted(values.tolist())[-count:]
 
 
-def test_lattice_corners_are_stored_in_float32_until_one_is_not() -> None:
+def test_lattice_corners_are_stored_per_column_in_the_narrowest_exact_type() -> None:
     rng = np.random.default_rng(3)
     pool = BoxPool()
     pool.add(_boxes(rng, 0, 50, lattice=True))
-    assert pool.arrays["lo"].dtype == np.float32 and pool.arrays["hi"].dtype == np.float32
+    for name in ("lo", "hi"):
+        assert [pool.corners[name].dtype_of(c) for c in range(4)] == [
+            np.int16, np.int16, np.int8, np.float32]
     narrow_bytes = pool.record_bytes
     random = _boxes(rng, 50, 5)
     pool.add(random)
-    assert pool.arrays["lo"].dtype == np.float64 and pool.arrays["hi"].dtype == np.float64
-    assert pool.record_bytes == narrow_bytes + 2 * 4 * 4
+    for name in ("lo", "hi"):
+        assert all(pool.corners[name].dtype_of(c) == np.float64 for c in range(4))
+    assert pool.record_bytes == narrow_bytes + 2 * (6 + 6 + 7 + 4)
     popped = pool.pop_heaviest(55)
     back = {int(i): row for i, row in zip(popped.depth, popped.lo, strict=True)}
     assert all(np.array_equal(back[50 + i], random.lo[i]) for i in range(5))
-
