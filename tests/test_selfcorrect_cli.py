@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_steps.cli import selfcorrect_cmd
+from pipeline_steps.cli import main, selfcorrect_cmd
 from verifier.convert import save_network
 from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
@@ -244,3 +244,30 @@ def test_the_wrapped_model_takes_the_float32_rows_the_model_was_served(
     assert got.dtype == torch.float64
     assert torch.equal(got, wide) and torch.equal(got_bottom, wide_bottom)
     assert torch.equal(plain, wide)
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_wrap_without_onnx_says_why_and_what_to_do_and_dumps_no_graph(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], as_json: bool
+) -> None:
+    # the exporter logged the whole TorchScript graph (~700 lines) on file descriptor 1 when
+    # it failed: on stdout in text mode, on stderr with --json; capfd reads the descriptors
+    _, path = _argmin_network(tmp_path)
+    argv = ["selfcorrect", "wrap", "--model", str(path), "--constraints", str(TOY),
+            "--out", str(tmp_path / "o"), *(["--json"] if as_json else [])]
+    assert main(argv) == 0
+    out, err = capfd.readouterr()
+    assert "Torch IR graph" not in out + err and "%x.1" not in out + err
+    assert len(out.splitlines()) == (1 if as_json else 4)
+    if as_json:
+        message = json.loads(out)["onnx_error"]
+    else:
+        (line,) = [line for line in out.splitlines() if "model.onnx" in line]
+        message = line.removeprefix("  model.onnx not written: ")
+    assert message.startswith("torch.onnx.export cannot express this module (")
+    assert message.endswith(
+        "). The self-correcting layer's control flow depends on each batch, which the ONNX "
+        "exporter cannot express. model.pt is the wrapped model: load it with torch.jit.load "
+        "(no certgate needed), or register it in MLflow with --out models:/NAME.")
+    assert "\n" not in message and "bug report" not in message
+    assert (tmp_path / "o" / "model.pt").exists() and not (tmp_path / "o" / "model.onnx").exists()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import select
 import sys
 import traceback
@@ -65,9 +66,22 @@ class UsageError(CertgateInputError):
     """A command line argparse rejects."""
 
 
+_NUMBER = r"(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf(?:inity)?)"
+NEGATIVE_NUMBERS = re.compile(rf"^-{_NUMBER}(?:,[+-]?{_NUMBER})*$", re.IGNORECASE)
+"""A word argparse must read as a value, not an option: a number or comma-separated numbers
+whose first is negative, as a user types them (``-1``, ``-.5``, ``-1e3``, ``-inf``,
+``-1,0``). argparse's own pattern knows only ``-1`` and ``-1.5``, so ``--noise-uniform -inf 1``
+was a missing argument. No option of certgate is spelled like such a word."""
+
+
 class CertgateParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are raised (so ``--json`` can report them)
-    instead of exiting."""
+    instead of exiting, and which reads every :data:`NEGATIVE_NUMBERS` word as a value (its
+    subcommands' parsers are of this class too)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._negative_number_matcher = NEGATIVE_NUMBERS
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)

@@ -33,9 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--model", required=True, help=MODEL_HELP)
     parser.add_argument("--lower", required=True,
-                        help="comma-separated lower corner (--lower=-1,0 when it starts with -)")
+                        help="comma-separated lower corner")
     parser.add_argument("--upper", required=True,
-                        help="comma-separated upper corner (--upper=-1,0 when it starts with -)")
+                        help="comma-separated upper corner")
     parser.add_argument("--method", choices=METHOD_CHOICES, default="crown",
                         help="bound propagation: interval (ibp), linear (crown, the default) "
                              "or linear with optimised lower slopes (alpha-crown)")

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import logging
 import os
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
+
+from verifier.native_output import flush_c_streams
 
 JSON_HELP = "print exactly one JSON object on stdout (also on errors); human text goes to stderr"
 """The help of every ``--json`` option."""
@@ -53,14 +54,6 @@ class _Channel:
 _channel = _Channel()
 
 
-def _flush_c_streams() -> None:
-    """Flush the C library's output buffers (a native library's ``printf`` may sit there)."""
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):
-        return
-
-
 @contextlib.contextmanager
 def _stdout_descriptor_to_stderr() -> Iterator[None]:
     """Point file descriptor 1 at stderr's for the body: what native libraries (HiGHS's
@@ -75,7 +68,7 @@ def _stdout_descriptor_to_stderr() -> Iterator[None]:
     try:
         yield
     finally:
-        _flush_c_streams()
+        flush_c_streams()
         os.dup2(saved, 1)
         os.close(saved)
 

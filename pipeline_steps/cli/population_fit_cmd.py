@@ -64,7 +64,7 @@ def add_fit_parsers(verbs: argparse._SubParsersAction) -> None:
                      help="a one-hot group: feature NAME made of these 0/1 columns (repeatable)")
     fit.add_argument("--domain", action="append", default=[], metavar="COL=LO:HI",
                      help="domain of a numeric column; leave a side empty for unbounded "
-                          "(repeatable; --domain=x=-1:1 when LO starts with -)")
+                          "(repeatable)")
     fit.add_argument("--continuous", choices=CONTINUOUS_METHODS, default="histogram",
                      help="marginals: histogram (default: bounded, on the data's range), "
                           "normal (unbounded normals unless --domain bounds them; discretised "

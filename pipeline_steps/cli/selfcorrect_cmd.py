@@ -170,11 +170,24 @@ def _format_row(values: np.ndarray) -> str:
     return "[" + ", ".join(f"{value:.6g}" for value in values) + "]"
 
 
+ONNX_NOT_EXPRESSIBLE = ("The self-correcting layer's control flow depends on each batch, "
+                        "which the ONNX exporter cannot express.")
+"""Why the exporter fails on every wrapped model (:mod:`verifier.selfcorrect.export`)."""
+ONNX_WHAT_TO_DO = ("model.pt is the wrapped model: load it with torch.jit.load (no certgate "
+                   "needed), or register it in MLflow with --out models:/NAME.")
+"""What a user does when ``wrap`` writes no ``model.onnx``."""
+
+
 def run_wrap(args: argparse.Namespace) -> int:
     import torch
 
     from verifier.selfcorrect.conventions import scored_network
-    from verifier.selfcorrect.export import OnnxExportError, export_onnx, save_torchscript
+    from verifier.selfcorrect.export import (
+        OnnxExportError,
+        OnnxNotExpressible,
+        export_onnx,
+        save_torchscript,
+    )
     from verifier.selfcorrect.loaders import load_constraints
     from verifier.selfcorrect.scnet import SelfCorrectingNetwork
 
@@ -207,8 +220,10 @@ def run_wrap(args: argparse.Namespace) -> int:
     onnx_error: str | None = None
     try:
         written["model.onnx"] = str(export_onnx(scnet, out / "model.onnx", example))
+    except OnnxNotExpressible as error:
+        onnx_error = f"{error}. {ONNX_NOT_EXPRESSIBLE} {ONNX_WHAT_TO_DO}"
     except OnnxExportError as error:
-        onnx_error = str(error)
+        onnx_error = f"{error}. {ONNX_WHAT_TO_DO}"
     if args.json:
         emit_json({"written": written, "onnx_error": onnx_error})
         return 0

@@ -244,7 +244,8 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
         "lps": int(cost["lps"]), "elapsed_s": cost["elapsed_s"],
         "stopped_early": details["stopped_early"],
         **({"verdict": certificate.verdict} if judged else {}),
-        **{key: details[key] for key in ("expected_class", "method", "boxes") if key in details},
+        **{key: details[key] for key in ("expected_class", "method", "boxes", "cells_bounded",
+                                         "undecided_because") if key in details},
     }
     if args.json:
         emit_json(to_jsonable(document))
@@ -263,6 +264,8 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
                  else f"probability {document['probability']:.12g}{bound},")
         print(f"{value} certified in [{low:.12g}, {high:.12g}]{proof}; {work}, "
               f"{document['elapsed_s']:.3f} s")
+        if "undecided_because" in details:
+            print(f"not proven: {details['undecided_because']}")
         if judged:
             print(f"verdict: {certificate.verdict}"
                   + ("" if details["proven"] else

@@ -143,6 +143,31 @@ def _proof_details(result: Any) -> dict[str, Any]:
             **{key: proof.extra[key] for key in ("precondition_mass",) if key in proof.extra}}
 
 
+def undecided_because(result: Any) -> str | None:
+    """Why the proven interval of a float-computed result is ``[0, 1]`` or box branching's
+    unfinished one, in one sentence; ``None`` when the result is proven or its proof
+    finished. It names what was not run (``proof_skipped``, ``proof_refused``) or ran out of
+    time, and the cells whose mass even the float enumeration only bounded
+    (``cells_bounded``: cells too thin for float64, which widen ``float_interval``)."""
+    proof = result.proof
+    if result.proven or (proof is not None and not proof.timed_out):
+        return None
+    reasons = ["region enumeration computes in float64, which proves no interval"]
+    bounded = result.extra.get("cells_bounded", 0)
+    if bounded:
+        reasons.append(f"{counted(bounded, 'cell')} too thin for float64 (interior not proven "
+                       "or not triangulated) only bounded, not integrated, which widens the "
+                       "float interval too")
+    if proof is not None:
+        reasons.append(f"box branching stopped at the time budget after "
+                       f"{counted(proof.extra['boxes'], 'box')}")
+    elif "proof_refused" in result.extra:
+        reasons.append(f"box branching refused the prior: {result.extra['proof_refused']}")
+    elif "proof_skipped" in result.extra:
+        reasons.append(f"box branching did not run: {result.extra['proof_skipped']}")
+    return "; ".join(reasons)
+
+
 def float_interval(result: Any) -> tuple[float, float]:
     """The float64 probability widened by :data:`WMI_FLOAT_ALLOWANCE` (an engineering margin,
     not a bound): ``[p − a, p + a]`` for a complete exact enumeration, ``[0, p + a]`` after
@@ -198,6 +223,7 @@ def probability_certificate(kind: str, requirement: Requirement, result: Any, ex
             "float_allowance": WMI_FLOAT_ALLOWANCE,
             **_proof_details(result),
             **result.extra,
+            **({} if (why := undecided_because(result)) is None else {"undecided_because": why}),
         },
         settings={"stop_at": stop_at, "bound_method": bound_method, "budget_s": budget,
                   "timeout_s": timeout_s},

@@ -56,11 +56,7 @@ the partition at margin 0, where nothing is proven).
 
 from __future__ import annotations
 
-import os
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +71,7 @@ from verifier.causal.proof_tally import ProofTally
 from verifier.causal.witness import confirmed_pairs
 from verifier.highs import search_mip
 from verifier.lp_bound import affine_interval
+from verifier.native_output import native_stdout_silenced
 from verifier.numerics import add_up, mul_down, mul_up
 from verifier.sparse_rows import RowMatrix
 
@@ -288,21 +285,6 @@ def tie_margin(model: _Model) -> float:
     return TIE_MARGIN * max(1.0, float(finite.max(initial=0.0)))
 
 
-@contextmanager
-def _native_stdout_silenced() -> Iterator[None]:
-    """HiGHS prints some diagnostics from native code straight to file descriptor 1; keep them
-    out of the command's (JSON) output."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "wb") as sink:
-            os.dup2(sink.fileno(), 1)
-            yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def _solve(model: _Model, t: int, time_limit: float, floor: float, presolve: bool = False
            ) -> tuple[str, float, np.ndarray | None]:
     """Search for a point whose margin ``t`` is at least ``floor``: *infeasible* says none is
@@ -321,7 +303,7 @@ def _solve(model: _Model, t: int, time_limit: float, floor: float, presolve: boo
     objective[t] = -1.0
     lower = np.asarray(model.lower, dtype=float)
     lower[t] = floor
-    with _native_stdout_silenced():
+    with native_stdout_silenced():
         status, dual, point = search_mip(
             objective, matrix, np.asarray(model.row_lower), np.asarray(model.row_upper), lower,
             np.asarray(model.upper), np.asarray(model.integral),

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from verifier.errors import CertgateInputError
+from verifier.native_output import native_stdout_silenced
 
 ONNX_CHECK_ROWS = 64
 ONNX_CHECK_RTOL = 1e-5
@@ -40,6 +41,10 @@ class ExportError(CertgateInputError):
 
 class OnnxExportError(ExportError):
     """``torch.onnx.export`` cannot express the module, or its ONNX output disagrees."""
+
+
+class OnnxNotExpressible(OnnxExportError):
+    """``torch.onnx.export`` cannot express the module (always so for an SC-Net)."""
 
 
 @contextlib.contextmanager
@@ -99,7 +104,8 @@ def export_onnx(
     target = Path(path)
     scripted = script_module(module)
     try:
-        with warnings.catch_warnings():
+        # the exporter logs the whole TorchScript graph to stdout when it fails
+        with warnings.catch_warnings(), native_stdout_silenced():
             warnings.simplefilter("ignore")
             torch.onnx.export(
                 scripted,
@@ -113,9 +119,8 @@ def export_onnx(
             )
     except Exception as error:  # the exporter raises many unrelated types
         target.unlink(missing_ok=True)
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-        raise OnnxExportError(
-            f"torch.onnx.export cannot express this module ({type(error).__name__}: {reason})"
+        raise OnnxNotExpressible(
+            f"torch.onnx.export cannot express this module ({_first_sentence(error)})"
         ) from error
     generator = torch.Generator().manual_seed(0)
     random_rows = torch.randn(
@@ -126,6 +131,14 @@ def export_onnx(
     for inputs in (example_input, random_rows):
         _check_onnx(module, target, inputs)
     return target
+
+
+def _first_sentence(error: Exception) -> str:
+    """The exception's type and the first sentence of its message: the exporter's messages
+    go on with a request to report a bug to PyTorch and a dump of the graph node."""
+    text = " ".join(str(error).split())
+    sentence = text.split(". ")[0].rstrip(".") if text else repr(error)
+    return f"{type(error).__name__}: {sentence}"
 
 
 def _check_onnx(module: torch.nn.Module, path: Path, example_input: torch.Tensor) -> None:

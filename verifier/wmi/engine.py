@@ -174,17 +174,22 @@ def _integrate(region: Region, weight: tuple[np.ndarray, np.ndarray]) -> Mass:
     """Enclosure ``(low, high)`` of ``∫_region weight``: one value when the region is proven
     to have an interior and triangulates (exact up to float64 rounding), else ``[0, ∫ |p|]``
     bounded over a box proven to hold it and a bound on its volume (its interior undecided,
-    :class:`~verifier.wmi.polytope.Undecided`, or Qhull failing on it)."""
+    :class:`~verifier.wmi.polytope.Undecided`, or Qhull failing on it), counted in the
+    region's ``counters.bounded``."""
     polytope = region.polytope()
     if polytope is None:
         return 0.0, 0.0
     if isinstance(polytope, Undecided):
+        region.counters.bounded += 1
         return 0.0, box_bound(*weight, polytope.lower, polytope.upper, polytope.volume)
     try:
         value = integrate_simplices(triangulate(polytope), *weight)
     except TriangulationError:
         box = enclosing_box(polytope.A, polytope.b)
-        return (0.0, 0.0) if box is None else (0.0, box_bound(*weight, *box))
+        if box is None:
+            return 0.0, 0.0
+        region.counters.bounded += 1
+        return 0.0, box_bound(*weight, *box)
     return value, value
 
 
@@ -377,6 +382,7 @@ class _Sums:
             probability_lower=float(low), probability_upper=float(high), exact=exact,
             timed_out=timed_out,
             refinements=refinements, proven=proven,
+            extra={"cells_bounded": counters.bounded} if counters.bounded else {},
         )
 
 

@@ -151,7 +151,22 @@ def box_constraints(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, n
 
 def vertices(poly: Polytope) -> np.ndarray:
     """Vertices ``(V, D)`` of a bounded polytope (duplicates possible, never missing)."""
-    A, b = poly.A, poly.b
+    points, middle, half = _unit_vertices(poly)
+    return middle + half * points
+
+
+def _unit_vertices(poly: Polytope) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The vertices in the coordinates ``u`` of the polytope's enclosing box scaled to
+    ``[-1, 1]^D`` (``z = middle + half · u``), with ``middle`` and ``half``. Qhull's
+    tolerances are relative to the data's extent, so a cell 1e-12 wide in one coordinate and
+    1000 in another is a flat simplex to it in ``z`` (its halfspaces' dual points reach
+    1e12) but a well-shaped one in ``u``. A coordinate the box leaves unbounded keeps its
+    unit scale (:func:`scaling`)."""
+    box = enclosing_box(poly.A, poly.b)
+    if box is None:  # proven empty: cannot be, the polytope holds a point strictly inside
+        raise TriangulationError("vertex enumeration failed: the cell's box is empty")
+    middle, half = scaling(*box)
+    A, b = poly.A * half[None, :], poly.b - poly.A @ middle
     norms = row_norms(A)
     rows = norms > 0
     A, b = A[rows] / norms[rows, None], b[rows] / norms[rows]
@@ -161,28 +176,31 @@ def vertices(poly: Polytope) -> np.ndarray:
         lower = np.max(b[coef < 0] / coef[coef < 0]) if np.any(coef < 0) else -math.inf
         if not (math.isfinite(lower) and math.isfinite(upper)):
             raise PolytopeError("the integration domain is unbounded; give a bounded support")
-        return np.array([[lower], [upper]])
+        return np.array([[lower], [upper]]), middle, half
     try:
-        intersection = HalfspaceIntersection(np.hstack([A, -b[:, None]]), poly.point)
+        intersection = HalfspaceIntersection(np.hstack([A, -b[:, None]]),
+                                             (poly.point - middle) / half)
     except QhullError as error:
         raise TriangulationError(f"vertex enumeration failed: {error}") from error
     points = intersection.intersections
     if not np.isfinite(points).all():
         raise PolytopeError("the integration domain is unbounded; give a bounded support")
-    return points
+    return points, middle, half
 
 
 def triangulate(poly: Polytope) -> np.ndarray:
     """Simplices ``(S, D + 1, D)`` whose union is the polytope and whose interiors are
-    disjoint (Delaunay triangulation of the vertices, which are in convex position)."""
-    points = vertices(poly)
+    disjoint (Delaunay triangulation of the vertices, which are in convex position, taken in
+    the scaled coordinates of :func:`_unit_vertices`: an affine map keeps a triangulation
+    one)."""
+    points, middle, half = _unit_vertices(poly)
     if poly.dimension == 1:
-        return points[None, :, :]
+        return (middle + half * points)[None, :, :]
     try:
         triangulation = Delaunay(points)
     except QhullError as error:
         raise TriangulationError(f"triangulation failed: {error}") from error
-    return points[triangulation.simplices]
+    return (middle + half * points)[triangulation.simplices]
 
 
 def simplex_volumes(simplices: np.ndarray) -> np.ndarray:

@@ -41,16 +41,20 @@ INTERIOR_MARGIN = 1e-7
 
 @dataclass
 class Counters:
-    """Work done: LPs solved, complete regions reached, polytopes integrated."""
+    """Work done: LPs solved, complete regions reached, polytopes integrated, and of those
+    ``bounded``: cells whose mass is only bounded (``[0, sup |w| · volume]``), not integrated,
+    because float64 could neither prove their interior nor triangulate them."""
 
     lps: int = 0
     regions: int = 0
     integrals: int = 0
+    bounded: int = 0
 
     def add(self, other: Counters) -> None:
         self.lps += other.lps
         self.regions += other.regions
         self.integrals += other.integrals
+        self.bounded += other.bounded
 
 
 @dataclass

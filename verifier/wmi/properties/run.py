@@ -64,8 +64,13 @@ def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
             raise
         return branch()
     result = _solve(queries, engine)
-    if (prove and engine["stop_at"] is not None and not result.proven
-            and branched.branchable(*models)):
+    if result.proven or not prove:
+        return result
+    if not branched.branchable(*models):
+        result.extra["proof_skipped"] = "box branching proves networks only, not this model"
+    elif engine["stop_at"] is None:
+        result.extra["proof_skipped"] = "no minimum probability to prove against"
+    else:
         return _proven(result, engine["deadline"], branch)
     return result
 
@@ -73,10 +78,14 @@ def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
 def _proven(result: WMIResult, deadline: float, branch: Callable[[], WMIResult]) -> WMIResult:
     """``result`` with box branching's proven result as its ``proof``, run in the time left
     before the finite ``deadline`` (none after it, nor without one: PV would then run to its
-    precision however long that takes); a prior branching refuses (``WMIInputError``, e.g. a
-    lower normaliser of 0: no precision PV can aim at) leaves no proof and names the reason in
-    ``extra["proof_refused"]``."""
-    if deadline == math.inf or deadline_passed(deadline):
+    precision however long that takes; ``extra["proof_skipped"]`` then says which); a prior
+    branching refuses (``WMIInputError``, e.g. a lower normaliser of 0: no precision PV can
+    aim at) leaves no proof and names the reason in ``extra["proof_refused"]``."""
+    if deadline == math.inf:
+        result.extra["proof_skipped"] = "no time budget to run box branching in"
+        return result
+    if deadline_passed(deadline):
+        result.extra["proof_skipped"] = "the enumeration used the whole time budget"
         return result
     try:
         result.proof = branch()
