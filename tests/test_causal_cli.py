@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 
@@ -48,6 +49,8 @@ def test_json_output_with_query(model: Path, tmp_path: Path, capsys) -> None:
         assert witness["classes"][0] != witness["classes"][1]
     shares = payload["certified_shares"]  # closed form: fair iff x <= 0.25, biased iff > 0.25
     assert shares["fair"] <= 0.5 and shares["biased_everywhere"] <= 0.5
+    assert payload["provenance"] == {
+        "model": str(model), "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest()}
     assert shares["fair"] == pytest.approx(payload["fair_fraction"])
     assert shares["decided"] <= shares["fair"] + shares["biased_everywhere"]
     assert shares["decided"] >= 1.0 - 0.01 - shares["undecided"] - shares["contains_bias"]

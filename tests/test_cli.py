@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from onnx import TensorProto, helper
 from strategies import random_network
 
 from pipeline_steps.cli import main
+from pipeline_steps.cli.inputs import read_certified
 from verifier.bounds import crown
 from verifier.convert import load_network, save_network
 from verifier.errors import CertgateInputError
@@ -112,6 +114,39 @@ def test_demographic_parity_json_contains_monte_carlo(capsys, credit_network: Pa
         error = hits.std() / np.sqrt(hits.size)
         low, high = payload["probabilities"][name]
         assert low - 4 * error <= hits.mean() <= high + 4 * error
+
+
+def test_a_parity_certificate_names_the_bytes_it_certified(
+    capsys, credit_network: Path
+) -> None:
+    code, out, _ = _run(
+        capsys, "verify", "demographic-parity", "--model", str(credit_network),
+        "--population", str(CREDIT), "--protected", "owns_home", "--privileged", "1",
+        "--favorable-class", "1", "--gamma", "0.5", "--timeout", "2", "--json",
+    )
+    assert code in (0, 1)
+    assert json.loads(out)["provenance"] == {
+        "model": str(credit_network),
+        "model_sha256": hashlib.sha256(credit_network.read_bytes()).hexdigest(),
+        "population": str(CREDIT),
+        "population_sha256": hashlib.sha256(CREDIT.read_bytes()).hexdigest(),
+    }
+
+
+def test_a_file_rewritten_while_it_is_read_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "population.json"
+    path.write_text(CREDIT.read_text())
+
+    def read_then_rewrite() -> object:
+        population = load_population(path)
+        path.write_text(CREDIT.read_text() + "\n")
+        return population
+
+    with pytest.raises(CertgateInputError, match=r"--population .* changed while it was read"):
+        read_certified(str(path), "--population", read_then_rewrite)
+    assert read_certified(str(tmp_path), "--model", lambda: 1) == (1, {"model": str(tmp_path)})
+    assert read_certified("models:/credit@champion", "--model", lambda: 2) == (
+        2, {"model": "models:/credit@champion"})
 
 
 def test_probability_spec_file(capsys, credit_network: Path, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pipeline_steps.cli.inputs import (
     bound_network,
     model_network,
     named_network,
+    read_certified,
 )
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from pipeline_steps.cli.settings_options import RenamedOption, settings_from_args
@@ -83,18 +84,23 @@ def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentPar
     return parser
 
 
-def _network_and_population(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The network and the optional population model. With a population model the two are
-    bound by name (:mod:`verifier.audits.binding`); without one, inputs are addressed by the
-    names the model records or ``--input-names`` gives (``x0, x1, …`` for an unnamed file)."""
-    network = model_network(args)
+def _network_and_population(args: argparse.Namespace) -> tuple[Any, Any, dict[str, str]]:
+    """The network, the optional population model, and what the certificate names of their
+    files (:func:`~pipeline_steps.cli.inputs.read_certified`). With a population model the
+    two are bound by name (:mod:`verifier.audits.binding`); without one, inputs are addressed
+    by the names the model records or ``--input-names`` gives (``x0, x1, …`` for an unnamed
+    file)."""
+    network, read = read_certified(args.model, "--model", lambda: model_network(args))
     if not args.population:
         if args.input_names is not None:
             network = named_network(args, network)
-        return network, None
+        return network, None, read
     from verifier.population import load_population
 
-    return bound_network(args, network, load_population(args.population))
+    population, population_read = read_certified(
+        args.population, "--population", lambda: load_population(args.population))
+    network, population = bound_network(args, network, population)
+    return network, population, {**read, **population_read}
 
 
 def audit_settings(args: argparse.Namespace) -> Any:
@@ -183,7 +189,7 @@ def certify(args: argparse.Namespace, settings: Any, bar: Any) -> Certificate:
     from verifier.audits import causal_fairness
     from verifier.causal import certify_causal_fairness
 
-    network, population = _network_and_population(args)
+    network, population, read = _network_and_population(args)
     engine = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}
     executor = ChunkCounter(make_executor(args.executor, args.workers), bar.chunk_done)
     try:
@@ -202,6 +208,7 @@ def certify(args: argparse.Namespace, settings: Any, bar: Any) -> Certificate:
         bar.finish(certificate)
     finally:
         executor.shutdown()
+    certificate.provenance.update(read)
     return certificate
 
 
@@ -223,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         payload["verdict"] = certificate.details["causal_verdict"]
     if args.json:
-        emit_json(to_jsonable(payload))
+        emit_json(to_jsonable({**payload, "provenance": certificate.provenance}))
     else:
         _print_text(payload)
     return exit_for(certificate.verdict if judged else payload["verdict"])

@@ -17,7 +17,13 @@ from pipeline_steps.cli.fidelity_options import (
     exit_code,
     fidelity_inputs,
 )
-from pipeline_steps.cli.inputs import MODEL_HELP, add_input_names, bound_network, model_network
+from pipeline_steps.cli.inputs import (
+    MODEL_HELP,
+    add_input_names,
+    bound_network,
+    model_network,
+    read_certified,
+)
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
@@ -146,12 +152,17 @@ def _settings(args: argparse.Namespace) -> PVSettings:
                       linear_credit=args.linear_credit, selection=args.selection)
 
 
-def _load(args: argparse.Namespace) -> tuple[Any, Any]:
+def _load(args: argparse.Namespace) -> tuple[Any, Any, dict[str, str]]:
     """The network and the population model, bound by name (see
-    :mod:`verifier.audits.binding`)."""
+    :mod:`verifier.audits.binding`), and what the certificate names of the two files
+    (:func:`~pipeline_steps.cli.inputs.read_certified`)."""
     from verifier.population import load_population
 
-    return bound_network(args, model_network(args), load_population(args.population))
+    network, model_read = read_certified(args.model, "--model", lambda: model_network(args))
+    population, population_read = read_certified(
+        args.population, "--population", lambda: load_population(args.population))
+    network, population = bound_network(args, network, population)
+    return network, population, {**model_read, **population_read}
 
 
 def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
@@ -173,6 +184,7 @@ def _report(certificate: Certificate, as_json: bool, value_name: str) -> int:
             payload["undefined"] = certificate.details["undefined"]
         if certificate.population_fidelity:
             payload["population_fidelity"] = fidelity_summary(certificate)
+        payload["provenance"] = certificate.provenance
         emit_json(to_jsonable(payload))
     else:
         details = certificate.details
@@ -204,7 +216,7 @@ def run_demographic_parity(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(DemographicParitySettings, args)
     engine = _settings(args)
-    network, population = _load(args)
+    network, population, read = _load(args)
     inputs = fidelity_inputs(args, network, population)
     bar = audit_progress(settings, shows_progress(args))
     try:
@@ -212,6 +224,7 @@ def run_demographic_parity(args: argparse.Namespace) -> int:
                                 engine=engine)
     finally:
         bar.close()
+    certificate.provenance.update(read)
     check_fidelity(inputs, settings, certificate, network, population)
     code = _report(certificate, args.json, settings.requirement.label)
     return exit_code(args, certificate, code)
@@ -228,11 +241,12 @@ def run_probability(args: argparse.Namespace) -> int:
         raise CertgateInputError(f"--spec {path}: not valid YAML/JSON ({error})") from error
     if not isinstance(document, dict):
         raise CertgateInputError(f"--spec {path}: expected a mapping at the top level")
-    network, population = _load(args)
+    network, population, read = _load(args)
     bar = BoxProgress("probability", "value", shows_progress(args))
     try:
         certificate = probability_audit(network, population, document,
                                         settings=_settings(args), progress=bar.callback)
     finally:
         bar.close()
+    certificate.provenance.update(read)
     return _report(certificate, args.json, "value")
