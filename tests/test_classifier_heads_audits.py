@@ -79,13 +79,16 @@ TWINS = ("logit", "sigmoid", "softmax", "log_softmax")
 
 def verify_json(capsys: pytest.CaptureFixture[str], arguments: list[str]) -> dict[str, Any]:
     """``certgate verify ARGUMENTS`` (with ``--json``) run in process: its JSON object, less
-    the time it took; the run must not be an input error (exit 0 or 1)."""
+    the time it took and any provenance naming the files read (checked to name ``--model``);
+    the run must not be an input error (exit 0 or 1)."""
     capsys.readouterr()
     code = main(["verify", *arguments])
     captured = capsys.readouterr()
     assert code in (0, 1), captured.err
     payload = json.loads(captured.out)
     payload.pop("elapsed_s", None)
+    provenance = payload.pop("provenance", None)  # the exact-probability verbs name none
+    assert provenance is None or provenance["model"] == arguments[arguments.index("--model") + 1]
     return payload
 
 
