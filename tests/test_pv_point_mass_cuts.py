@@ -216,7 +216,29 @@ def _float_gap_mass(left: float, right: float) -> Fraction:
     return _exact_mass(left, right) - _exact_mass(left, left) - _exact_mass(right, right)
 
 
-def test_the_default_fit_lists_the_zero_of_an_amount_for_the_splits() -> None:
+NORMAL_SPLITTER = _splitter_of(NORMAL_BESIDE_ZERO)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.sampled_from([-math.inf, 0.0, -5e-324]), st.floats(-50.0, 50.0)),
+       st.one_of(st.sampled_from([math.inf, 0.0, 5e-324]), st.floats(-50.0, 50.0)))
+def test_an_unbounded_side_is_cut_at_the_point_it_holds(a: float, b: float) -> None:
+    """The normal beside an atom at 0: sides with infinite ends are cut at quantiles by the
+    rule; one holding 0 is cut at 0 instead, into two closed float boxes that do not meet,
+    0 alone or at the start of the right one."""
+    if not a < b:
+        return
+    splitter, _ = NORMAL_SPLITTER
+    left_lo, left_hi, right_lo, right_hi = splitter.children(
+        np.array([[0.0, a]]), np.array([[1.0, b]]), np.array([1]), np.zeros((1, 2)))
+    left, right = float(left_hi[0, 1]), float(right_lo[0, 1])
+    assert left_lo[0, 1] == a and right_hi[0, 1] == b
+    assert a <= left < right <= b and right == math.nextafter(left, math.inf)
+    if a <= 0.0 <= b:
+        assert (a == left == 0.0) or right == 0.0
+
+
+def test_the_splitter_lists_the_points_beside_a_density() -> None:
     splitter, _ = _splitter_of(ZERO_INFLATED)
     assert [(c, list(p)) for c, p in splitter.point_columns] == [(1, [0.0])]
     three, _ = THREE_POINTS_SPLITTER

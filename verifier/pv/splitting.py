@@ -6,9 +6,11 @@ at quantiles of the population's marginal (halving the marginal mass of the unbo
 integer columns split into disjoint integer ranges; a one-hot group is split as a whole: a
 category holding at least half of the allowed categories' marginal mass is cut off alone,
 otherwise the allowed categories are halved in the order of the leading atom's
-coefficients. A box with an undecided input atom on one column (``x.age >= 18``) is first
-cut exactly at the atom's threshold, with the threshold on the atom's true side, which
-decides that atom on both children. Column choice: smear (CROWN's input coefficients times
+coefficients. A column with point masses beside a density (a zero-inflated amount) is cut
+at the listed point nearest to the rule's cut, so that the point ends alone in a box and is
+decided exactly there. A box with an undecided input atom on one column (``x.age >= 18``)
+is first cut exactly at the atom's threshold, with the threshold on the atom's true side,
+which decides that atom on both children. Column choice: smear (CROWN's input coefficients times
 the width, paper 003's BaBSB as an alternative), with LongestEdge every ``k`` levels for
 completeness.
 """
