@@ -25,7 +25,10 @@ class InputDomain:
     simply never credited to either bound, which is conservative. ``groups``: one-hot groups
     (column indices whose values are 0/1 with exactly one 1). ``atoms``: per column, the sorted
     finite set of values that may carry mass (None: not such a set); boxes are shrunk to them
-    and split between them.
+    and split between them. ``point_masses``: per column, a sorted finite superset of the
+    values that may carry a point mass (None: not such a set; as the population lists them,
+    see ``column_point_masses``); on a column that also has a density (not integer, not
+    atomless, no finite value set) a split may cut a listed point off alone.
     """
 
     lower: np.ndarray
@@ -34,6 +37,7 @@ class InputDomain:
     groups: tuple[tuple[int, ...], ...] = ()
     atomless: np.ndarray | None = None
     atoms: tuple[np.ndarray | None, ...] = ()
+    point_masses: tuple[np.ndarray | None, ...] = ()
 
     def __post_init__(self) -> None:
         if self.atomless is None:
@@ -45,11 +49,14 @@ class InputDomain:
             raise CertgateInputError("input domain is empty (lower > upper)")
         if self.atoms and len(self.atoms) != self.lower.size:
             raise CertgateInputError("input domain atoms disagree in length")
+        if self.point_masses and len(self.point_masses) != self.lower.size:
+            raise CertgateInputError("input domain point masses disagree in length")
 
 
 def population_domain(population: Any) -> tuple[MassFunction, InputDomain]:
     """PV's view of a population model: its sound box-mass enclosure and its input domain
-    (support box, integer and atomless columns, one-hot groups, finite value sets)."""
+    (support box, integer and atomless columns, one-hot groups, finite value sets, listed
+    point masses)."""
     lower, upper = population.support()
     domain = InputDomain(
         np.asarray(lower, dtype=np.float64),
@@ -58,5 +65,7 @@ def population_domain(population: Any) -> tuple[MassFunction, InputDomain]:
         tuple(tuple(int(c) for c in group) for group in population.onehot_groups()),
         np.asarray(population.atomless_columns(), dtype=bool),
         tuple(population.column_atoms()) if hasattr(population, "column_atoms") else (),
+        tuple(population.column_point_masses())
+        if hasattr(population, "column_point_masses") else (),
     )
     return population.prob_boxes_interval, domain

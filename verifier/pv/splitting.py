@@ -6,9 +6,11 @@ at quantiles of the population's marginal (halving the marginal mass of the unbo
 integer columns split into disjoint integer ranges; a one-hot group is split as a whole: a
 category holding at least half of the allowed categories' marginal mass is cut off alone,
 otherwise the allowed categories are halved in the order of the leading atom's
-coefficients. A box with an undecided input atom on one column (``x.age >= 18``) is first
-cut exactly at the atom's threshold, with the threshold on the atom's true side, which
-decides that atom on both children. Column choice: smear (CROWN's input coefficients times
+coefficients. A column with point masses beside a density (a zero-inflated amount) is cut
+at the listed point nearest to the rule's cut, so that the point ends alone in a box and is
+decided exactly there. A box with an undecided input atom on one column (``x.age >= 18``)
+is first cut exactly at the atom's threshold, with the threshold on the atom's true side,
+which decides that atom on both children. Column choice: smear (CROWN's input coefficients times
 the width, paper 003's BaBSB as an alternative), with LongestEdge every ``k`` levels for
 completeness.
 """
@@ -62,6 +64,11 @@ class Splitter:
             column: self._marginal_prefix(masses, domain, column, atoms)
             for column, atoms in self.atom_columns
         }
+        self.point_columns = [
+            (column, np.asarray(points, dtype=np.float64))
+            for column, points in enumerate(domain.point_masses)
+            if points is not None and len(points) and self._beside_a_density(column)
+        ]
         self.category_mass = self._category_masses(masses, domain)
         self.quantiles = MarginalQuantiles(masses, domain)
         self._threshold_atoms()
@@ -70,6 +77,14 @@ class Splitter:
             central = table[(QUANTILE_LEVELS >= 2.0**-10) & (QUANTILE_LEVELS <= 1 - 2.0**-10)]
             self.root_width[column] = max(float(central[-1] - central[0]), 1e-12)
         self.root_width = np.where(self.root_width > 0, self.root_width, 1.0)
+
+    def _beside_a_density(self, column: int) -> bool:
+        """Whether ``column`` may hold point masses beside a density: neither integer nor
+        atomless, no finite value set, outside every one-hot group."""
+        domain = self.domain
+        finite_set = bool(domain.atoms) and domain.atoms[column] is not None
+        return not (domain.integer[column] or domain.atomless[column] or finite_set
+                    or self.group_of[column] >= 0)
 
     def _threshold_atoms(self) -> None:
         """Atoms ``c·x_d + k ≥ 0`` (or ``> 0``) on one input column: their column, threshold
@@ -178,6 +193,7 @@ class Splitter:
         left_hi[rows, dims] = left_cut
         right_lo[rows, dims] = right_cut
         self._atom_cuts(lo, hi, dims, left_hi, right_lo)
+        self._point_mass_cuts(lo, hi, dims, cut, left_hi, right_lo)
         grouped = self.group_of[dims] >= 0
         if grouped.any():
             rows_g = rows[grouped]
@@ -448,6 +464,36 @@ class Splitter:
                 heavy_last, np.maximum(last - 1, first), (first + last) // 2))
             left_hi[chosen[several], column] = atoms[middle[several]]
             right_lo[chosen[several], column] = atoms[middle[several] + 1]
+
+    def _point_mass_cuts(
+        self, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray, cut: np.ndarray,
+        left_hi: np.ndarray, right_lo: np.ndarray,
+    ) -> None:
+        """Cut boxes split along a column with listed point masses beside a density at the
+        listed point ``t`` nearest to the rule's ``cut`` that their side ``[a, b]`` holds,
+        in place: ``[t, t]`` and ``[t⁺, b]`` where ``t = a``, else ``[a, t⁻]`` and ``[t, b]``
+        (``t⁻``, ``t⁺``: the adjacent floats), so the point is alone after one cut, or two
+        where it lies inside the side. The children are closed float intervals that do not
+        meet: the point's mass is in one child only, and a point box is decided exactly.
+        Only places cuts: the children's masses are the population's enclosures of them."""
+        rows = np.arange(lo.shape[0])
+        for column, points in self.point_columns:
+            chosen = rows[dims == column]
+            low, high = lo[chosen, column], hi[chosen, column]
+            first = np.searchsorted(points, low, side="left")
+            last = np.searchsorted(points, high, side="right") - 1
+            some = (first <= last) & (low < high)
+            if not some.any():
+                continue
+            chosen, low, first, last = chosen[some], low[some], first[some], last[some]
+            target = cut[chosen]
+            above = np.clip(np.searchsorted(points, target), first, last)
+            below = np.clip(above - 1, first, last)
+            point = np.where(np.abs(points[below] - target) <= np.abs(points[above] - target),
+                             points[below], points[above])
+            at_low = point == low
+            left_hi[chosen, column] = np.where(at_low, point, down_array(point))
+            right_lo[chosen, column] = np.where(at_low, up_array(point), point)
 
     def partitioned(self, parent_lo: np.ndarray, parent_hi: np.ndarray, lo: np.ndarray,
                     hi: np.ndarray) -> np.ndarray:
