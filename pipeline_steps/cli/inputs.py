@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from verifier.errors import CertgateInputError, first_line
+from verifier.file_digest import read_unchanged
 
 if TYPE_CHECKING:
     from verifier.network import Network
@@ -115,8 +116,6 @@ def read_certified(path: str, option: str, read: Callable[[], Read]) -> tuple[Re
     ``model_sha256``, taken by :func:`verifier.file_digest.read_unchanged` (a file that
     changes while it is read is a :class:`CertgateInputError` naming the option). A directory
     or a registry/run URI is named by its path alone."""
-    from verifier.file_digest import read_unchanged
-
     key = option.removeprefix("--").replace("-", "_")
     local = Path(path)
     if ":/" in path or not local.is_file():
