@@ -464,6 +464,15 @@ def test_constraints_not_active_everywhere_together_are_kept(case: str) -> None:
     raise AssertionError(f"{case}: every probed row is ⊥ for every predicted class")
 
 
+def _in_union(boxes: list, point: tuple[float, ...]) -> bool:
+    return any(all(
+        (box.lower[i] is None or point[i] > box.lower[i]
+         or (point[i] == box.lower[i] and box.lower_closed[i]))
+        and (box.upper[i] is None or point[i] < box.upper[i]
+             or (point[i] == box.upper[i] and box.upper_closed[i]))
+        for i in range(len(point))) for box in boxes)
+
+
 def test_a_union_covers_the_space_exactly_when_every_representative_point_is_in_it() -> None:
     """``boxes_cover_space`` against the points that represent every piece: with sides in
     {−1, 0, 1} (or unbounded), every cell of the cut space holds one of −2, −1, −½, 0, ½, 1,
@@ -490,15 +499,8 @@ def test_a_union_covers_the_space_exactly_when_every_representative_point_is_in_
             boxes.append(BoxPrecondition(kind="box", lower=lower, upper=upper,
                                          lower_closed=lower_closed, upper_closed=upper_closed))
 
-        def inside(point: tuple[float, ...]) -> bool:
-            return any(all(
-                (box.lower[i] is None or point[i] > box.lower[i]
-                 or (point[i] == box.lower[i] and box.lower_closed[i]))
-                and (box.upper[i] is None or point[i] < box.upper[i]
-                     or (point[i] == box.upper[i] and box.upper_closed[i]))
-                for i in range(size)) for box in boxes)
-
-        truth = all(inside(point) for point in itertools.product(representatives, repeat=size))
+        truth = all(_in_union(boxes, point)
+                    for point in itertools.product(representatives, repeat=size))
         assert boxes_cover_space(boxes) == truth, boxes
         covering += truth
     assert 50 < covering < 750
