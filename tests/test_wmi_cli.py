@@ -247,3 +247,23 @@ def test_a_wmi_input_rewritten_while_it_is_read_is_refused(
                                                  "read; run again once it is written$"):
         run(["equivalence", "--model", str(files["net"]), "--population", str(files["pop"]),
              "--surrogate", str(surrogate), "--json"], capsys)
+
+
+def test_an_enumeration_cut_by_the_time_budget_is_not_printed_as_the_probability(
+        files: dict, capsys: pytest.CaptureFixture) -> None:
+    """The truth is 2/3 (test_monotonicity_cli). A budget that ends before the first region
+    used to print ``probability 0, certified in [0, 1]`` with nothing saying that 0 is only
+    the mass counted before the cut."""
+    parser = argparse.ArgumentParser()
+    add_wmi_parsers(parser.add_subparsers(dest="verb"))
+    argv = ["monotonicity", "--model", str(files["net"]), "--population", str(files["pop"]),
+            "--feature", "b"]
+    args = parser.parse_args([*argv, "--timeout", "1e-9"])
+    args.func(args)
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("probability 0 (the mass counted before the time budget cut the "
+                           "enumeration), certified in [0, 1]"), line
+    _, doc = run([*argv, "--timeout", "1e-9", "--json"], capsys)
+    assert doc["timed_out"] is True and doc["probability_interval"] == [0.0, 1.0]
+    _, doc = run([*argv, "--timeout", "30", "--json"], capsys)
+    assert doc["timed_out"] is False and doc["probability"] == pytest.approx(2 / 3, abs=1e-12)

@@ -237,7 +237,8 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
     ``--min-probability`` was given; ``--json`` adds the provenance); exit 0 unless a given
     threshold is not proven. A box-branching result is printed as its interval alone: its
     ``probability`` (kept in ``--json``) is the end of the interval the verdict read, not
-    an estimate."""
+    an estimate; an enumeration cut by the time budget prints its value as the mass counted
+    before the cut (``timed_out`` in ``--json``), not the probability."""
     certificate.provenance.update(args.provenance)
     details, cost = certificate.details, certificate.cost
     low, high = certificate.bounds["probability"]
@@ -250,7 +251,7 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
         "violation_probability": details["violation_probability"],
         "regions": int(cost["regions"]), "integrals": int(cost["integrals"]),
         "lps": int(cost["lps"]), "elapsed_s": cost["elapsed_s"],
-        "stopped_early": details["stopped_early"],
+        "stopped_early": details["stopped_early"], "timed_out": details["timed_out"],
         **({"verdict": certificate.verdict} if judged else {}),
         **{key: details[key] for key in ("expected_class", "method", "boxes", "cells_bounded",
                                          "undecided_because") if key in details},
@@ -258,7 +259,9 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
     if args.json:
         emit_json(to_jsonable({**document, "provenance": certificate.provenance}))
     else:
-        bound = " (upper bound: stopped early)" if details["stopped_early"] else ""
+        bound = (" (upper bound: stopped early)" if details["stopped_early"] else
+                 " (the mass counted before the time budget cut the enumeration)"
+                 if details["timed_out"] else "")
         work = (f"{document['boxes']} boxes ({document['method']})" if "boxes" in document
                 else f"{document['regions']} regions, {document['integrals']} integrals")
         float_low, float_high = details["float_interval"]
