@@ -35,6 +35,7 @@ import numpy as np
 
 from verifier.audits.fidelity import DataRows, NoData
 from verifier.errors import CertgateInputError, first_line
+from verifier.file_digest import file_sha256
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,15 +45,6 @@ MlflowDataset = Callable[[], "DataRows | NoData"]
 
 class DataError(CertgateInputError):
     """A data table that cannot serve as the model's inputs: the message names the file."""
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of the file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_table(path: Path) -> pd.DataFrame:

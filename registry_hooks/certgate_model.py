@@ -28,7 +28,6 @@ local JSON file, or any MLflow artifact URI (a file, or a directory holding
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import tempfile
 import warnings
@@ -54,6 +53,7 @@ from registry_hooks.tags import (
 )
 from registry_hooks.uris import parse_model_uri, registered_uri, resolve_version
 from verifier.errors import CertgateInputError, first_line
+from verifier.file_digest import read_unchanged
 from verifier.network import Network, NetworkError
 
 POPULATION_FILE = "population_model.json"
@@ -72,7 +72,9 @@ class LoadedModel:
     ``local_dir`` is the downloaded MLflow model directory (``None`` for a plain file).
     ``dtype`` is the float dtype the source computes in (:func:`source_dtype`): ``float32``
     for a PyTorch module with float32 parameters or an ONNX graph with a float32 input,
-    else ``float64`` (also for plain files).
+    else ``float64`` (also for plain files). ``sha256`` names the bytes of a plain local file
+    (:func:`verifier.file_digest.read_unchanged`); an MLflow directory or a registry/run URI
+    has none (a registered version is named by its name and version).
     """
 
     uri: str
@@ -83,6 +85,7 @@ class LoadedModel:
     local_dir: Path | None = None
     model_version: ModelVersion | None = None
     dtype: str = "float64"
+    sha256: str | None = None
 
     @property
     def name(self) -> str | None:
@@ -158,9 +161,10 @@ def load_model(uri: str, registry: Registry | None, workdir: Path, *,
         from verifier.convert import load_network
 
         assert reference.path is not None
+        path = reference.path
         with unreadable_model(uri):
-            network = load_network(reference.path)
-        return LoadedModel(uri, network, "file", reference.path.suffix.lstrip(".").lower())
+            network, digest = read_unchanged(path, uri, lambda: load_network(path))
+        return LoadedModel(uri, network, "file", path.suffix.lstrip(".").lower(), sha256=digest)
     if reference.kind == "local_mlflow_dir":
         assert reference.path is not None
         return load_mlflow_dir(reference.path, uri, input_names, input_shape)
@@ -388,9 +392,9 @@ def fetch_population(loaded: LoadedModel, population_uri: str | None,
     from verifier.population import load_population
 
     path = population_file(loaded, population_uri, workdir)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return PopulationArtifact(load_population(path), path,
-                              population_source(loaded, population_uri), digest)
+    model, digest = read_unchanged(path, f"population model {path}",
+                                   lambda: load_population(path))
+    return PopulationArtifact(model, path, population_source(loaded, population_uri), digest)
 
 
 EXAMPLE_ROWS = 5

@@ -87,8 +87,8 @@ def verify_json(capsys: pytest.CaptureFixture[str], arguments: list[str]) -> dic
     assert code in (0, 1), captured.err
     payload = json.loads(captured.out)
     payload.pop("elapsed_s", None)
-    provenance = payload.pop("provenance", None)  # the exact-probability verbs name none
-    assert provenance is None or provenance["model"] == arguments[arguments.index("--model") + 1]
+    provenance = payload.pop("provenance")
+    assert provenance["model"] == arguments[arguments.index("--model") + 1]
     return payload
 
 

@@ -12,15 +12,18 @@ doors must say ``unknown`` (the command line used to judge the raw float and sai
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+import mlflow
 import pytest
 import yaml
 
 from pipeline_steps.cli import main
 from tests.causal_nets import threshold_network
+from verifier.certificate import Certificate
 from verifier.convert import save_network
 from verifier.population import (
     Discrete,
@@ -157,3 +160,52 @@ def test_every_settings_field_is_an_option_of_the_same_name() -> None:
         fields = set(settings_type.model_fields) - NOT_OPTIONS - DERIVED.get(kind, set())
         missing = {field for field in fields if option_for(field) not in options}
         assert not missing, (kind, missing)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_audit_step_names_a_local_model_file_by_its_bytes(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``certgate run`` on a local model file: every certificate it logs names the model file
+    and the population file by the sha256 ``hashlib`` gives of their bytes; a model file
+    rewritten while it is read is refused (exit 2) and nothing is certified."""
+    import verifier.convert
+
+    model = tmp_path / "model.json"
+    model.write_bytes(files["model"].read_bytes())
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = tmp_path / "audit.yaml"
+    config.write_text(yaml.safe_dump({
+        "tracking": {"tracking_uri": tracking, "experiment": "provenance"},
+        "model": {"uri": str(model), "population_uri": str(files["uniform"])},
+        "validation": {"population_samples": 200},
+        "audits": [{"name": "checked", **CASES[3][2]}],
+        "gate": {"promote_alias": None},
+    }))
+    capsys.readouterr()
+    code = main(["run", "--config", str(config), "--no-progress", "--json"])
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err
+    run_id = json.loads(captured.out.strip().splitlines()[-1])["audit"]["run_id"]
+    mlflow.set_tracking_uri(tracking)
+    provenance = Certificate.from_dict(mlflow.artifacts.load_dict(
+        f"runs:/{run_id}/certificates/checked.json")).provenance
+    assert provenance["model_uri"] == str(model)
+    assert provenance["model_sha256"] == _sha256(model)
+    assert provenance["population_sha256"] == _sha256(files["uniform"])
+    assert provenance["model_name"] is None and provenance["model_version"] is None
+
+    read = verifier.convert.load_network
+
+    def read_then_rewrite(path: Any) -> Any:
+        network = read(path)
+        model.write_bytes(model.read_bytes() + b"\n")
+        return network
+
+    monkeypatch.setattr(verifier.convert, "load_network", read_then_rewrite)
+    code = main(["run", "--config", str(config), "--no-progress", "--force"])
+    assert code == 2
+    assert f"{model} changed while it was read" in capsys.readouterr().err

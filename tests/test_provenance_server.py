@@ -66,6 +66,10 @@ def test_population_artifact_hash_and_no_stale_tags(
         certificate = Certificate.from_dict(mlflow.artifacts.load_dict(
             f"runs:/{run_id}/certificates/{audit}.json"))
         assert certificate.provenance["population_sha256"] == digest
+        # a registered version is named by name and version, not by a digest of its files
+        assert (certificate.provenance["model_name"],
+                certificate.provenance["model_version"]) == (name, version)
+        assert "model_sha256" not in certificate.provenance
         assert certificate.provenance["population_artifact"] == "population/population_model.json"
         assert certificate.provenance["input_names"] == list(credit_demo.population.columns)
         assert "smear-longest-edge splitting" in certificate.algorithm

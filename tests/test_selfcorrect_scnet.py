@@ -367,3 +367,140 @@ def test_the_scored_module_computes_the_models_own_logits() -> None:
     assert torch.equal(module(x), logits) and torch.equal(negated, -logits)
     assert torch.equal(script_module(scored_module(from_torch(single),
                                                    dtype=torch.float32))(x), pair)
+
+
+def _box(lower: list[float | None], upper: list[float | None], **sides: object) -> dict:
+    return {"kind": "box", "lower": lower, "upper": upper, **sides}
+
+
+LEFT, RIGHT = _box([None, None], [0.0, None]), _box([0.0, None], [None, None])
+EVERYWHERE_BY_FORM = {
+    # every input is predicted 0 or predicted 1 or 2: one of A, B is active with C
+    "predicted classes split across constraints": [
+        ("A", {"kind": "predicted_in", "classes": [0]}, [[[0, 1]]]),
+        ("B", {"kind": "predicted_in", "classes": [1, 2]}, [[[0, 1]]]),
+        ("C", {"kind": "always"}, [[[1, 0]]])],
+    "a chain per predicted class closed by an always-active literal": [
+        ("A", {"kind": "predicted_in", "classes": [0]}, [[[0, 1], [1, 2]]]),
+        ("B", {"kind": "predicted_in", "classes": [1, 2]}, [[[0, 1], [1, 2]]]),
+        ("C", {"kind": "always"}, [[[2, 0]]])],
+    "two closed half-planes covering the plane": [
+        ("A", {"kind": "union", "boxes": [LEFT, RIGHT]}, [[[0, 1]]]),
+        ("B", {"kind": "always"}, [[[1, 0]]])],
+    "four quadrants (one side open each) covering the plane": [
+        ("A", {"kind": "union", "boxes": [
+            _box([None, None], [0.0, 0.0]), _box([0.0, None], [None, 0.0], lower_closed=False),
+            _box([None, 0.0], [0.0, None], lower_closed=[True, False]),
+            _box([0.0, 0.0], [None, None], lower_closed=False)]}, [[[0, 1]]]),
+        ("B", {"kind": "always"}, [[[1, 0]]])],
+    "a linear row with zero coefficients (0 <= 0)": [
+        ("A", {"kind": "linear", "a": [0.0, 0.0], "b": 0.0}, [[[0, 1]]]),
+        ("B", {"kind": "always"}, [[[1, 0]]])],
+}
+SOMEWHERE_ONLY = {
+    # the line x0 = 0 is in neither open half-plane: there B alone is active and satisfiable
+    "two open half-planes": [
+        ("A", {"kind": "union", "boxes": [_box([None, None], [0.0, None], upper_closed=False),
+                                          _box([0.0, None], [None, None], lower_closed=False)]},
+         [[[0, 1]]]),
+        ("B", {"kind": "always"}, [[[1, 0]]])],
+    # a model predicting 2 has only C active: satisfiable
+    "predicted classes 0 and 1 only": [
+        ("A", {"kind": "predicted_in", "classes": [0]}, [[[0, 1]]]),
+        ("B", {"kind": "predicted_in", "classes": [1]}, [[[0, 1]]]),
+        ("C", {"kind": "always"}, [[[1, 0]]])],
+    "a linear row with zero coefficients (0 < 0, never active)": [
+        ("A", {"kind": "linear", "a": [0.0, 0.0], "b": 0.0, "strict": True}, [[[0, 1]]]),
+        ("B", {"kind": "always"}, [[[1, 0]]])],
+}
+
+
+def _set(items: list[tuple[str, dict, list]]) -> object:
+    return parse_constraints({"num_classes": 3, "input_size": 2, "constraints": [
+        {"name": name, "precondition": pre, "postcondition": post} for name, pre, post in items]})
+
+
+def _probe_rows() -> torch.Tensor:
+    """Random rows, rows on the axes (0.0 and -0.0) and at huge magnitudes."""
+    rng = np.random.default_rng(0)
+    special = [0.0, -0.0, 5e-324, -5e-324, 1.0, -1.0, 1e300, -1e300]
+    grid = [[a, b] for a in special for b in special]
+    return torch.tensor([*grid, *rng.normal(size=(500, 2)).tolist()], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("case", sorted(EVERYWHERE_BY_FORM))
+def test_constraints_active_everywhere_by_a_form_spread_over_them_are_refused(case: str) -> None:
+    """Each set is ⊥ at every input (the docstrings of ``EVERYWHERE_BY_FORM`` say why: the
+    preconditions together cover every input, or every predicted class): the layer marks ⊥ on
+    every probed row whatever the model predicts, and the wrapped model is refused, naming
+    the constraints, instead of being written to answer ⊥ always."""
+    from verifier.selfcorrect import SelfCorrectingLayer
+
+    constraints = _set(EVERYWHERE_BY_FORM[case])
+    x = _probe_rows()
+    for column in range(3):  # a model predicting each class in turn
+        logits = torch.zeros(len(x), 3, dtype=torch.float64)
+        logits[:, column] = 1.0
+        assert bool(SelfCorrectingLayer(constraints, 3)(x, logits)[1].all())
+    with pytest.raises(ConstraintError, match="every output would be bottom"):
+        SelfCorrectingNetwork(torch.nn.Linear(2, 3, dtype=torch.float64), constraints)
+
+
+@pytest.mark.parametrize("case", sorted(SOMEWHERE_ONLY))
+def test_constraints_not_active_everywhere_together_are_kept(case: str) -> None:
+    """The near misses: some input or some predicted class leaves a satisfiable set active,
+    so the wrapped model is built and answers there."""
+    network = SelfCorrectingNetwork(torch.nn.Linear(2, 3, dtype=torch.float64), _set(
+        SOMEWHERE_ONLY[case]))
+    x = _probe_rows()
+    with torch.no_grad():
+        network.model.weight.zero_()
+        for column in range(3):
+            network.model.bias.zero_()
+            network.model.bias[column] = 1.0
+            bottom = network.forward_with_bottom(x)[1]
+            if not bool(bottom.all()):
+                return
+    raise AssertionError(f"{case}: every probed row is ⊥ for every predicted class")
+
+
+def _in_union(boxes: list, point: tuple[float, ...]) -> bool:
+    return any(all(
+        (box.lower[i] is None or point[i] > box.lower[i]
+         or (point[i] == box.lower[i] and box.lower_closed[i]))
+        and (box.upper[i] is None or point[i] < box.upper[i]
+             or (point[i] == box.upper[i] and box.upper_closed[i]))
+        for i in range(len(point))) for box in boxes)
+
+
+def test_a_union_covers_the_space_exactly_when_every_representative_point_is_in_it() -> None:
+    """``boxes_cover_space`` against the points that represent every piece: with sides in
+    {−1, 0, 1} (or unbounded), every cell of the cut space holds one of −2, −1, −½, 0, ½, 1,
+    2 per coordinate, so the union covers the space iff it holds all of them (800 random
+    unions of 1–4 boxes in 1–3 dimensions, open and closed sides)."""
+    from verifier.selfcorrect.preconditions import boxes_cover_space
+    from verifier.selfcorrect.schema import BoxPrecondition
+
+    rng = np.random.default_rng(11)
+    representatives = [-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
+    covering = 0
+    for _ in range(800):
+        size = int(rng.integers(1, 4))
+        boxes = []
+        for _ in range(int(rng.integers(1, 5))):
+            sides = [sorted(rng.choice([-1.0, 0.0, 1.0], 2).tolist()) for _ in range(size)]
+            lower = [None if rng.random() < 0.4 else low for low, _ in sides]
+            upper = [None if rng.random() < 0.4 else high for _, high in sides]
+            lower_closed = [bool(rng.random() < 0.5) for _ in range(size)]
+            upper_closed = [bool(rng.random() < 0.5) for _ in range(size)]
+            for axis in range(size):  # a point side must be closed at both ends
+                if lower[axis] is not None and lower[axis] == upper[axis]:
+                    lower_closed[axis] = upper_closed[axis] = True
+            boxes.append(BoxPrecondition(kind="box", lower=lower, upper=upper,
+                                         lower_closed=lower_closed, upper_closed=upper_closed))
+
+        truth = all(_in_union(boxes, point)
+                    for point in itertools.product(representatives, repeat=size))
+        assert boxes_cover_space(boxes) == truth, boxes
+        covering += truth
+    assert 50 < covering < 750

@@ -1,10 +1,12 @@
 """The WMI verify verbs end to end on small files (closed-form answers)."""
 
 import argparse
+import hashlib
 import json
 import pickle
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -176,3 +178,92 @@ def test_a_box_branching_result_is_printed_as_its_interval(
     assert "boxes (box branching (PV))" in line
     low, high = (float(end) for end in line.split("[", 1)[1].split("]", 1)[0].split(", "))
     assert low <= _monotonicity_in_b_exact() <= high and low > 0.5, (low, high)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_every_wmi_verb_names_the_bytes_it_certified(files: dict, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    """Each verb's ``--json`` provenance (and its certificate's) names every file it read by
+    path and by the sha256 ``hashlib`` gives of its bytes: model, population, the noise file
+    and the surrogate (a network file or a scikit-learn pickle)."""
+    noise = PopulationModel(features=[Feature(name="n", kind="continuous")],
+                            distribution=Product(factors=[
+                                Factor(columns=["n"], distribution=Uniform(lower=0, upper=1))]))
+    save_population(noise, tmp_path / "noise.json")
+    base = ["--model", str(files["net"]), "--population", str(files["pop"]), "--json"]
+    named = {"model": str(files["net"]), "model_sha256": _digest(files["net"]),
+             "population": str(files["pop"]), "population_sha256": _digest(files["pop"])}
+    noise_file = {"noise": str(tmp_path / "noise.json"),
+                  "noise_sha256": _digest(tmp_path / "noise.json")}
+    cases = [
+        (["monotonicity", "--feature", "a"], named),
+        (["noise-robustness", "--features", "a", "--noise-uniform", "0", "1"], named),
+        (["noise-robustness", "--features", "a", "--noise", str(tmp_path / "noise.json")],
+         {**named, **noise_file}),
+        (["local-robustness", "--center", "0.5,0.5", "--epsilon", "0.5"], named),
+        (["equivalence", "--surrogate", str(files["tree"])],
+         {**named, "surrogate": str(files["tree"]), "surrogate_sha256": _digest(files["tree"])}),
+        (["equivalence", "--surrogate", str(files["net"])],
+         {**named, "surrogate": str(files["net"]), "surrogate_sha256": _digest(files["net"])}),
+    ]
+    for verb, expected in cases:
+        code, doc = run([*verb, *base], capsys)
+        assert code == 0
+        assert doc["provenance"] == expected, verb
+    # the noise-file run's probability is the closed form of the --noise-uniform run: 2/3
+    code, doc = run([*cases[2][0], *base], capsys)
+    assert doc["probability"] == pytest.approx(2 / 3, abs=1e-12)
+
+
+@pytest.mark.parametrize("option", ["--surrogate", "--model", "--population"])
+def test_a_wmi_input_rewritten_while_it_is_read_is_refused(
+        files: dict, tmp_path: Path, capsys: pytest.CaptureFixture,
+        monkeypatch: pytest.MonkeyPatch, option: str) -> None:
+    """A file whose bytes change between the two digests of its read names no bytes the
+    certificate could name: the verb refuses it, naming the option and the file."""
+    import pipeline_steps.cli.wmi_cmd as wmi_cmd
+    import verifier.population as population_module
+
+    surrogate = tmp_path / "surrogate.pkl"
+    surrogate.write_bytes(files["tree"].read_bytes())
+    target = {"--surrogate": surrogate, "--model": files["net"],
+              "--population": files["pop"]}[option]
+
+    def rewriting(read: Any) -> Any:
+        def wrapper(path: Any, *rest: Any, **keywords: Any) -> Any:
+            value = read(path, *rest, **keywords)
+            if str(path) == str(target):
+                target.write_bytes(target.read_bytes() + b"\n")
+            return value
+        return wrapper
+
+    monkeypatch.setattr(wmi_cmd, "_load_model", rewriting(wmi_cmd._load_model))
+    monkeypatch.setattr(population_module, "load_population",
+                        rewriting(population_module.load_population))
+    with pytest.raises(CertgateInputError, match=rf"^{option} {target} changed while it was "
+                                                 "read; run again once it is written$"):
+        run(["equivalence", "--model", str(files["net"]), "--population", str(files["pop"]),
+             "--surrogate", str(surrogate), "--json"], capsys)
+
+
+def test_an_enumeration_cut_by_the_time_budget_is_not_printed_as_the_probability(
+        files: dict, capsys: pytest.CaptureFixture) -> None:
+    """The truth is 2/3 (test_monotonicity_cli). A budget that ends before the first region
+    used to print ``probability 0, certified in [0, 1]`` with nothing saying that 0 is only
+    the mass counted before the cut."""
+    parser = argparse.ArgumentParser()
+    add_wmi_parsers(parser.add_subparsers(dest="verb"))
+    argv = ["monotonicity", "--model", str(files["net"]), "--population", str(files["pop"]),
+            "--feature", "b"]
+    args = parser.parse_args([*argv, "--timeout", "1e-9"])
+    args.func(args)
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("probability 0 (the mass counted before the time budget cut the "
+                           "enumeration), certified in [0, 1]"), line
+    _, doc = run([*argv, "--timeout", "1e-9", "--json"], capsys)
+    assert doc["timed_out"] is True and doc["probability_interval"] == [0.0, 1.0]
+    _, doc = run([*argv, "--timeout", "30", "--json"], capsys)
+    assert doc["timed_out"] is False and doc["probability"] == pytest.approx(2 / 3, abs=1e-12)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from verifier.errors import CertgateInputError, first_line
+from verifier.file_digest import read_unchanged
 
 if TYPE_CHECKING:
     from verifier.network import Network
@@ -112,20 +113,12 @@ def named_network(args: argparse.Namespace, network: Network) -> Network:
 def read_certified(path: str, option: str, read: Callable[[], Read]) -> tuple[Read, dict[str, str]]:
     """``read()`` (which reads ``path``) and what a certificate names of it: the path under
     the option's name (``--model`` → ``model``) and, for a local file, its sha256 under
-    ``model_sha256``. The digest is taken before and after the read; when they differ the
-    file changed while it was read, no digest names the bytes certified, and a
-    :class:`CertgateInputError` naming the option says so. A directory or a registry/run URI
-    is named by its path alone."""
-    from pipeline_steps.fidelity_data import file_sha256
-
+    ``model_sha256``, taken by :func:`verifier.file_digest.read_unchanged` (a file that
+    changes while it is read is a :class:`CertgateInputError` naming the option). A directory
+    or a registry/run URI is named by its path alone."""
     key = option.removeprefix("--").replace("-", "_")
     local = Path(path)
     if ":/" in path or not local.is_file():
         return read(), {key: path}
-    before = file_sha256(local)
-    value = read()
-    if file_sha256(local) != before:
-        raise CertgateInputError(f"{option} {path} changed while it was read; run again once "
-                                 "it is written")
-    return value, {key: path, f"{key}_sha256": before}
-
+    value, digest = read_unchanged(local, f"{option} {path}", read)
+    return value, {key: path, f"{key}_sha256": digest}

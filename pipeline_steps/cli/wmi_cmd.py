@@ -28,6 +28,7 @@ from pipeline_steps.cli.inputs import (
     add_input_names,
     bound_network,
     model_network,
+    read_certified,
     read_network,
 )
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
@@ -140,14 +141,19 @@ def _load_model(path: str, option: str = "--model",
 
 def _columns(args: argparse.Namespace) -> tuple[str, ...]:
     """Load ``--model`` and ``--population`` bound by name (``args.model_object``,
-    ``args.prior``); returns the bound input names in input order. A scikit-learn model names
-    its inputs with ``feature_names_in_`` when it was fitted on a DataFrame."""
+    ``args.prior``) and what the certificate names of their files (``args.provenance``,
+    :func:`~pipeline_steps.cli.inputs.read_certified`); returns the bound input names in
+    input order. A scikit-learn model names its inputs with ``feature_names_in_`` when it was
+    fitted on a DataFrame."""
     from verifier.audits.binding import BindingError, ordered_population, parse_input_names
     from verifier.network import Network
     from verifier.population import load_population
 
-    prior = load_population(args.population)
-    model = _load_model(args.model, args=args)
+    prior, population_read = read_certified(args.population, "--population",
+                                            lambda: load_population(args.population))
+    model, model_read = read_certified(args.model, "--model",
+                                       lambda: _load_model(args.model, args=args))
+    args.provenance = {**model_read, **population_read}
     if isinstance(model, Network):
         model, prior = bound_network(args, model, prior)
         names = list(model.input_names)
@@ -226,11 +232,14 @@ def _run_kind(args: argparse.Namespace, settings: Any, **extra: Any) -> int:
 
 
 def _report(args: argparse.Namespace, certificate: Certificate) -> int:
-    """Print the certificate's probability, proven interval, float interval and cost (the
-    verdict only when ``--min-probability`` was given); exit 0 unless a given threshold is
-    not proven. A box-branching result is printed as its interval alone: its
+    """Name the files read in the certificate's provenance (``args.provenance``), then print
+    its probability, proven interval, float interval and cost (the verdict only when
+    ``--min-probability`` was given; ``--json`` adds the provenance); exit 0 unless a given
+    threshold is not proven. A box-branching result is printed as its interval alone: its
     ``probability`` (kept in ``--json``) is the end of the interval the verdict read, not
-    an estimate."""
+    an estimate; an enumeration cut by the time budget prints its value as the mass counted
+    before the cut (``timed_out`` in ``--json``), not the probability."""
+    certificate.provenance.update(args.provenance)
     details, cost = certificate.details, certificate.cost
     low, high = certificate.bounds["probability"]
     judged = args.min_probability is not None
@@ -242,15 +251,17 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
         "violation_probability": details["violation_probability"],
         "regions": int(cost["regions"]), "integrals": int(cost["integrals"]),
         "lps": int(cost["lps"]), "elapsed_s": cost["elapsed_s"],
-        "stopped_early": details["stopped_early"],
+        "stopped_early": details["stopped_early"], "timed_out": details["timed_out"],
         **({"verdict": certificate.verdict} if judged else {}),
         **{key: details[key] for key in ("expected_class", "method", "boxes", "cells_bounded",
                                          "undecided_because") if key in details},
     }
     if args.json:
-        emit_json(to_jsonable(document))
+        emit_json(to_jsonable({**document, "provenance": certificate.provenance}))
     else:
-        bound = " (upper bound: stopped early)" if details["stopped_early"] else ""
+        bound = (" (upper bound: stopped early)" if details["stopped_early"] else
+                 " (the mass counted before the time budget cut the enumeration)"
+                 if details["timed_out"] else "")
         work = (f"{document['boxes']} boxes ({document['method']})" if "boxes" in document
                 else f"{document['regions']} regions, {document['integrals']} integrals")
         float_low, float_high = details["float_interval"]
@@ -313,7 +324,9 @@ def _noise_file(args: argparse.Namespace, features: list[str]) -> int:
     threshold = _min_probability(args)
     stop_at = wmi_stop_at(threshold)
     indices = [args.bound_names.index(name) for name in features]
-    noise = noise_in_codes(load_population(args.noise), args.prior, features)
+    noise, read = read_certified(args.noise, "--noise", lambda: load_population(args.noise))
+    args.provenance.update(read)
+    noise = noise_in_codes(noise, args.prior, features)
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
@@ -348,7 +361,9 @@ def run_equivalence(args: argparse.Namespace) -> int:
     if center is not None:
         center, radius = ball_in_codes(center, args.epsilon, args.bound_names, args.prior,
                                        class_at_center=False)
-    surrogate = _load_model(args.surrogate, "--surrogate")
+    surrogate, read = read_certified(args.surrogate, "--surrogate",
+                                     lambda: _load_model(args.surrogate, "--surrogate"))
+    args.provenance.update(read)
     _check_surrogate_names(surrogate, args.bound_names, args.surrogate)
     surrogate = _surrogate_on_codes(surrogate, args)
     with ExitStack() as stack:

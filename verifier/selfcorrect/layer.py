@@ -276,22 +276,24 @@ class SelfCorrectingLayer(torch.nn.Module):
         return self.constraint_set.describe()
 
     def unsatisfiable_everywhere(self) -> list[str]:
-        """The names of the constraints active at every input
-        (:func:`~verifier.selfcorrect.preconditions.active_everywhere`) when no strict order
-        of the classes satisfies their postconditions together, so that every input gets ⊥;
-        else ``[]``. Also ``[]`` when those constraints have more than ``max_combinations``
-        disjunct combinations (not searched: such inputs raise :class:`CombinationLimitError`
-        at run time)."""
-        everywhere = [index for index, constraint in enumerate(self.constraint_set.constraints)
-                      if active_everywhere(constraint.precondition, self.num_classes)]
-        if not everywhere:
-            return []
-        if math.prod(self.disjunct_counts[index] for index in everywhere) \
-                > self.max_combinations:
-            return []
-        if not bool(self._tables(everywhere)[0].all()):
-            return []
-        return [self.constraint_names[index] for index in everywhere]
+        """The names of the constraints that give ⊥ at every input, else ``[]``. For each
+        class ``c`` the network may predict, the constraints active at every input predicted
+        ``c`` (:func:`~verifier.selfcorrect.preconditions.active_everywhere`) must admit no
+        strict order of the classes together; when that holds for every class, every input
+        gets ⊥ and the constraints named are those of every class. ``[]`` as soon as one class
+        has a satisfiable (or unsearched: more than ``max_combinations`` disjunct
+        combinations, which raise :class:`CombinationLimitError` at run time) set."""
+        names: list[str] = []
+        for predicted in range(self.num_classes):
+            everywhere = [index for index, constraint
+                          in enumerate(self.constraint_set.constraints)
+                          if active_everywhere(constraint.precondition, predicted)]
+            if not everywhere or math.prod(self.disjunct_counts[index] for index in everywhere) \
+                    > self.max_combinations or not bool(self._tables(everywhere)[0].all()):
+                return []
+            names += [self.constraint_names[index] for index in everywhere
+                      if self.constraint_names[index] not in names]
+        return names
 
     def forward(self, x: Tensor, logits: Tensor) -> tuple[Tensor, Tensor]:
         batch = self._check_inputs(x, logits)

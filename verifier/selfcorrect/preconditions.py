@@ -92,23 +92,78 @@ def _cells(precondition: Precondition) -> list[list[_Atom]]:
     raise CertgateInputError(f"unknown precondition kind {type(precondition).__name__}")
 
 
-def active_everywhere(precondition: Precondition, num_classes: int) -> bool:
-    """True when ``precondition`` holds at every input by its form alone: ``always``, a box
-    without bounded sides (or a union holding one), ``predicted_in`` listing every class, an
-    ``all`` of such parts. False otherwise (a linear atom is never taken to hold everywhere),
-    so False does not prove that some input falsifies it."""
+def active_everywhere(precondition: Precondition, predicted: int) -> bool:
+    """True when ``precondition`` holds by its form alone at every input the network assigns
+    the class ``predicted``: ``always``, a union of boxes covering the whole space
+    (:func:`boxes_cover_space`; a box without bounded sides covers it alone), a linear
+    precondition whose every row has zero coefficients and holds at 0 (``0 <= b``, ``0 < b``
+    when strict), ``predicted_in`` listing ``predicted``, an ``all`` of such parts. False
+    otherwise, so False does not prove that some input falsifies it."""
     if isinstance(precondition, AlwaysPrecondition):
         return True
     if isinstance(precondition, BoxPrecondition):
-        return all(side is None or math.isinf(side)
-                   for side in [*precondition.lower, *precondition.upper])
+        return boxes_cover_space([precondition])
     if isinstance(precondition, UnionPrecondition):
-        return any(active_everywhere(box, num_classes) for box in precondition.boxes)
+        return boxes_cover_space(precondition.boxes)
+    if isinstance(precondition, LinearPrecondition):
+        return all(not any(row) and (bound > 0.0 if precondition.strict else bound >= 0.0)
+                   for row, bound in zip(precondition.a, precondition.b, strict=True))
     if isinstance(precondition, PredictedInPrecondition):
-        return {int(c) for c in precondition.classes} >= set(range(num_classes))
+        return predicted in {int(c) for c in precondition.classes}
     if isinstance(precondition, AllPrecondition):
-        return all(active_everywhere(part, num_classes) for part in precondition.conditions)
+        return all(active_everywhere(part, predicted) for part in precondition.conditions)
     return False
+
+
+COVER_PIECES = 100_000
+"""Most slabs :func:`boxes_cover_space` examines before it answers False (not shown)."""
+
+
+def boxes_cover_space(boxes: list[BoxPrecondition]) -> bool:
+    """True when the union of ``boxes`` (open or closed sides, ``None`` unbounded) is the whole
+    space. One coordinate at a time, the line is cut at the boxes' finite sides into points
+    and the open intervals between them; the boxes holding a piece entirely must cover the
+    remaining coordinates over it. Exact comparisons of the sides' floats. More than
+    :data:`COVER_PIECES` pieces answer False (not shown), never a wrong True."""
+    budget = [COVER_PIECES]
+    sides = [(box.lower, box.upper, _side_flags(box.lower_closed, box.size),
+              _side_flags(box.upper_closed, box.size)) for box in boxes]
+    return _covers(sides, 0, boxes[0].size if boxes else 0, budget)
+
+
+_Sides = tuple[list[float | None], list[float | None], list[bool], list[bool]]
+
+
+def _covers(boxes: list[_Sides], axis: int, size: int, budget: list[int]) -> bool:
+    if not boxes:
+        return False
+    if axis == size:
+        return True
+    cuts = sorted({float(v) for box in boxes for v in (box[0][axis], box[1][axis])
+                   if v is not None})
+    ends = [-math.inf, *cuts, math.inf]
+    pieces = [(ends[i], ends[i + 1], False) for i in range(len(ends) - 1)]
+    pieces += [(cut, cut, True) for cut in cuts]
+    for low, high, point in pieces:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
+        holding = [box for box in boxes if _holds_piece(box, axis, low, high, point)]
+        if not _covers(holding, axis + 1, size, budget):
+            return False
+    return True
+
+
+def _holds_piece(box: _Sides, axis: int, low: float, high: float, point: bool) -> bool:
+    """The box's side on ``axis`` contains the point ``low`` (``point``) or the open interval
+    ``(low, high)``."""
+    lower, upper = box[0][axis], box[1][axis]
+    lower_closed, upper_closed = box[2][axis], box[3][axis]
+    if point:
+        above = lower is None or lower < low or (lower == low and lower_closed)
+        below = upper is None or upper > low or (upper == low and upper_closed)
+        return above and below
+    return (lower is None or lower <= low) and (upper is None or upper >= high)
 
 
 def _side_flags(flags: bool | list[bool], size: int) -> list[bool]:

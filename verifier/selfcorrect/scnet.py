@@ -94,8 +94,10 @@ class SelfCorrectingNetwork(torch.nn.Module):
         if unsatisfiable:
             raise ConstraintError(
                 "the constraints " + ", ".join(repr(name) for name in unsatisfiable)
-                + " are active at every input and no order of the classes satisfies them "
-                "together: every output would be bottom (⊥); drop or condition one of them"
+                + " give ⊥ at every input: whatever the input and the class the network "
+                "predicts, those of them active there by their preconditions' form admit no "
+                "order of the classes together, so every output would be bottom (⊥); drop or "
+                "condition one of them"
             )
         self.on_bottom = on_bottom
         self.abstain_index = -1

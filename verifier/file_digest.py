@@ -1,0 +1,35 @@
+"""What names the bytes of an input file: its sha256, and a read that is refused when the
+file changes while it is read (so a certificate's digest is the digest of what it certified)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from verifier.errors import CertgateInputError
+
+Read = TypeVar("Read")
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of the file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_unchanged(path: Path, what: str, read: Callable[[], Read]) -> tuple[Read, str]:
+    """``read()`` (which reads the file ``path``) and the sha256 of the bytes it read. The
+    digest is taken before and after the read; when they differ the file changed while it was
+    read, no digest names what was read, and a :class:`CertgateInputError` says so, naming
+    the file as ``what``."""
+    before = file_sha256(path)
+    value = read()
+    if file_sha256(path) != before:
+        raise CertgateInputError(f"{what} changed while it was read; run again once it is "
+                                 "written")
+    return value, before
