@@ -133,8 +133,9 @@ def bind(network: Network, population: Any, given: Sequence[str] | None,
             "columns, give their names in the network's input order with model.input_names in "
             "the configuration or --input-names a,b,c"
         )
+    named = given is not None or not anonymous_inputs(network)
     unread = unread_columns(population, network.input_names if given is None else given)
-    if len(columns) != network.input_size + len(unread):
+    if not named and len(columns) != network.input_size + len(unread):
         raise BindingError(
             f"{where}: the population model has {len(columns)} columns ({_shown(columns)}) but "
             f"the network has {network.input_size} inputs"
@@ -202,6 +203,21 @@ def coded_network(network: Network, population: Any) -> Network:
     return compose(input_map, network)
 
 
+def _numbers_read_as_categories(missing: Sequence[str], unknown: Sequence[str]) -> str:
+    """A hint for each population column ``C`` the model does not read whose one-hot columns
+    ``C=V`` or ``C_V`` it reads: a category column whose values are digits, read from the table
+    as a number (empty when there is none)."""
+    hints = [
+        f"; '{column}' is a numeric column of the population where the model reads its "
+        f"categories ({_shown(reads)}): a category written as digits is read from a table as a "
+        "number; fit the population on the table the model was trained on (its one-hot "
+        "columns) or write the category as text"
+        for column in unknown
+        if (reads := [name for name in missing if name.startswith((f"{column}=", f"{column}_"))])
+    ]
+    return "".join(hints)
+
+
 def ordered_population(population: Any, names: Sequence[str], where: str) -> Any:
     """``population`` with its columns in the order ``names``; raises :class:`BindingError`
     unless it has exactly these columns."""
@@ -216,7 +232,7 @@ def ordered_population(population: Any, names: Sequence[str], where: str) -> Any
             f"{where}: the population model's columns ({_shown(columns)}) are not the model's "
             f"inputs ({_shown(names)}): inputs missing from the population model "
             f"[{_shown(missing)}], population columns the model does not read "
-            f"[{_shown(unknown)}]"
+            f"[{_shown(unknown)}]{_numbers_read_as_categories(missing, unknown)}"
         )
     if population.distribution.column_names() is None:
         raise BindingError(
