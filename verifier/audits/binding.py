@@ -14,13 +14,16 @@ the wrong inputs and the certificate would be wrong.
 * names given by the user must agree with the model's real names, if it has any (an error
   names both lists);
 * an anonymous model without given names is refused, with one line that says how to name it;
-* the population model must then have exactly these columns: in the same order, or in another
-  order when its distribution addresses columns by name (then it is re-ordered to the
-  network's inputs: ``column_order``); a missing or unknown column is an error naming both,
-  except a categorical feature's one column that the model lacks while it reads all the
-  others (a one-hot group whose category was dropped, as ``pandas.get_dummies(...,
-  drop_first=True)`` drops it: that category is the row of zeros, a function of the others):
-  the bound network reads it with zero weights (:func:`unread_columns`, :func:`reading`);
+* the population model must then hold every one of these columns: in the same order, or in
+  another order when its distribution addresses columns by name (then it is re-ordered to the
+  network's inputs: ``column_order``); a missing column is an error naming both lists. The
+  population's other columns are read with zero weights (:func:`unread_by_names`,
+  :func:`reading`): a protected attribute the model was trained without is what a parity
+  audit conditions on, and the model's outputs do not depend on it. When a name is missing,
+  only a categorical feature's one column that the model lacks while it reads all the others
+  (a one-hot group whose category was dropped, as ``pandas.get_dummies(...,
+  drop_first=True)`` drops it: that category is the row of zeros, a function of the others)
+  is read that way (:func:`unread_columns`), and the rest is an error naming both;
 * when the population codes a column (an integer feature with a ``step``/``offset``: the
   value is ``offset + step·k``), the bound network reads the codes: it is the model composed
   with that exact affine input map (:func:`coded_network`), so every engine keeps seeing the
@@ -141,6 +144,7 @@ def bind(network: Network, population: Any, given: Sequence[str] | None,
             f"the network has {network.input_size} inputs"
         )
     names = bound_names(network, given, where)
+    unread = unread_by_names(population, names)
     if names != list(network.input_names):
         network = network.renamed(input_names=names)
     network = reading(network, unread)
@@ -164,6 +168,19 @@ def unread_columns(population: Any, names: Sequence[str]) -> list[str]:
             if len(missing) == 1:
                 unread.extend(missing)
     return [column for column in population.columns if column in unread]
+
+
+def unread_by_names(population: Any, names: Sequence[str]) -> list[str]:
+    """The population's columns that a model whose inputs are named ``names`` does not read,
+    in population column order: when every name is a population column, every other column
+    (a protected attribute the model was trained without, a column it never used: its
+    outputs do not depend on them, so it reads them with zero weights); else the dropped
+    one-hot categories of :func:`unread_columns` (the missing names are then an error of
+    :func:`ordered_population`)."""
+    columns = list(population.columns)
+    if all(name in columns for name in names):
+        return [column for column in columns if column not in names]
+    return unread_columns(population, names)
 
 
 def reading(network: Network, columns: Sequence[str]) -> Network:
