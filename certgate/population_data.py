@@ -117,14 +117,15 @@ def is_string_column(series: pd.Series) -> bool:
 
 def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """``frame`` with every raw string column one-hot encoded in place (step 1 of the module
-    docstring), and each encoded column's categories."""
+    docstring), and each encoded column's categories. A table with missing values is refused
+    naming every column that holds them, string or numeric, with counts."""
     import numpy as np
     import pandas as pd
 
     parts: list[pd.DataFrame] = []
     categories: dict[str, list[str]] = {}
     blank = {column: int(frame[column].isna().sum()) for column in frame.columns
-             if is_string_column(frame[column]) and frame[column].isna().any()}
+             if frame[column].isna().any()}   # numeric ones too: every column said at once
     if blank:
         raise PopulationError("; ".join(
             f"column {column!r}: missing values in {count} of {len(frame)} rows"

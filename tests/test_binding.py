@@ -153,3 +153,27 @@ def test_metadata_names_that_disagree_with_the_signature_are_refused(tmp_path: P
         load_model(str(tmp_path / "disagree"), None, tmp_path / "work")
     loaded = load_model(str(tmp_path / "agree"), None, tmp_path / "work")
     assert list(loaded.network.input_names) == ["a", "b", "c"]
+
+
+def test_named_inputs_the_population_lacks_are_named_not_counted() -> None:
+    """A category column whose values are digits (a capped count written as 0, 1, 2) is read
+    from a CSV as a number, so the population holds one numeric column where the model reads
+    its one-hot columns: the refusal names the differing columns on both sides, not only the
+    two counts (with 100 columns, counts leave the user to diff the lists)."""
+    import pandas as pd
+
+    from certgate.population_data import fit_population
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"sex": rng.choice(["F", "M"], 400),
+                          "delinq": rng.choice([0, 1, 2], 400),
+                          "income": rng.normal(50.0, 10.0, 400)})
+    population = fit_population(frame, structure="independent")
+    names = ["sex=F", "sex=M", "delinq=0", "delinq=1", "delinq=2", "income"]
+    network = Network([Layer(np.ones((1, len(names))), np.zeros(1))], [], [])
+    with pytest.raises(BindingError) as refused:
+        bind(network, population, names, "m.onnx")
+    message = str(refused.value)
+    assert "missing from the population model [delinq=0, delinq=1, delinq=2]" in message
+    assert "the model does not read [delinq]" in message
+    assert "'delinq' is a numeric column of the population" in message

@@ -188,3 +188,42 @@ def test_names_from_an_mlflow_column_signature_bind_the_population(
         "demographic_parity"]["ratio"]
     ratio, se = monte_carlo_ratio(credit_demo.fair, credit_demo.population)
     assert low - 4 * se <= ratio <= high + 4 * se
+
+
+def test_a_model_trained_without_the_protected_column_is_audited_for_parity(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Fairness through unawareness, as users build it: the demo's biased classifier with its
+    `sex` input removed, logged with plain ``mlflow.pytorch.log_model``, named by
+    ``model.input_names`` without `sex`. The population holds `sex` (the audit conditions on
+    it); the run binds it with zero weights and certifies the ratio dense Monte Carlo gives."""
+    columns = list(credit_demo.population.columns)
+    sex = columns.index("sex")
+    first = credit_demo.biased[0]
+    with torch.no_grad():
+        reduced = torch.nn.Linear(first.in_features - 1, first.out_features)
+        reduced.weight.copy_(torch.cat([first.weight[:, :sex], first.weight[:, sex + 1:]], 1))
+        reduced.bias.copy_(first.bias)
+    unaware = torch.nn.Sequential(reduced, *list(credit_demo.biased)[1:]).eval()
+    name = f"unaware_{uuid.uuid4().hex[:8]}"
+    register_unnamed(registry, unaware, name)
+    reads = [column for column in columns if column != "sex"]
+    config = write_config(tmp_path, registry.tracking_uri,
+                          {"uri": f"models:/{name}@candidate",
+                           "population_uri": str(population_file(credit_demo.population,
+                                                                 tmp_path, None)),
+                           "input_names": reads})
+    code, out, err = run_cli(capsys, "run", "--config", str(config), "--no-progress", "--json")
+    assert code in (0, 1), (out, err)
+    audit = json.loads(out.strip().splitlines()[-1])["audit"]["audits"]["demographic_parity"]
+    low, high = audit["ratio"]
+    x = credit_demo.population.sample(200_000, np.random.default_rng(7))
+    with torch.no_grad():
+        favourable = unaware(torch.as_tensor(np.delete(x, sex, axis=1),
+                                             dtype=torch.float32)).argmax(1).numpy() == 1
+    group = x[:, sex] == 1
+    p0, p1 = favourable[~group].mean(), favourable[group].mean()
+    ratio = p0 / p1
+    se = ratio * np.sqrt((1 - p0) / ((~group).sum() * p0) + (1 - p1) / (group.sum() * p1))
+    assert low - 4 * se <= ratio <= high + 4 * se
+    assert high - low < 1.0

@@ -322,9 +322,10 @@ def test_certgate_run_deploys_only_after_a_passed_gate(
     config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}/1", deploy)
     capsys.readouterr()
     code = main(["run", "--config", str(config), "--no-progress", "--json"])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 1
     assert json.loads(out.strip().splitlines()[-1])["deploy"] is None
+    assert "deploy: not done: the gate failed (a variant is deployed after a passed gate)" in err
     assert registry.client.search_registered_models(f"name='{target}'") == []
 
     config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",

@@ -33,6 +33,7 @@ from verifier.audits.fidelity import population_assumptions
 from verifier.audits.monotonicity import MonotonicitySettings
 from verifier.convert import save_network
 from verifier.convert.torch_module import from_torch
+from verifier.network import Layer, Network
 from verifier.population import (
     BayesianNetwork,
     IntegerHistogram,
@@ -409,12 +410,13 @@ def test_a_failed_fit_leaves_no_file_and_keeps_the_old_one(
                    "--protected", "nobody")
     assert code == 2 and not out.exists()
     out.write_text("previous")
-    network = tmp_path / "net.json"  # reads sex=M only: the fitted sex group has three
-    # columns, two of which it does not read (one alone would be the others' complement)
-    save_network(score_network(["sex=M", "score", "tenure", "female"]), network)
+    network = tmp_path / "net.json"  # no input names and 2 inputs: the whole table is fitted
+    # (6 columns), written beside --out, and refused by the binding check after the write
+    save_network(Network([Layer(np.ones((2, 2)), np.zeros(2))]), network)
     code, report = _cli(capsys, "population", "fit", str(data), "--out", str(out),
                         "--model", str(network))
     assert code == 2, report
+    assert "but the network has 2 inputs" in report["error"]
     assert out.read_text() == "previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "net.json", "pop.json"]
 

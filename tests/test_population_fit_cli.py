@@ -144,6 +144,9 @@ def test_continuous_parent_with_bins(capsys: pytest.CaptureFixture[str],
     ("city,team,x\nRome,,1\n,b,2\nParis,a,3\n,a,4\n", [],
      "column 'city': missing values in 2 of 4 rows; column 'team': missing values in 1 of 4 "
      "rows (fill or drop them first)"),
+    ("city,income,x\nRome,,1\n,5.5,2\nParis,7.5,\n,6.0,4\n", [],
+     "column 'city': missing values in 2 of 4 rows; column 'income': missing values in 1 of 4 "
+     "rows; column 'x': missing values in 1 of 4 rows (fill or drop them first)"),
     ("x,y\n1.5,a\n2.5,b\n", ["--domain", "y=0:1"], "not numeric columns"),
     ("x,y\n1.5,a\n2.5,b\n", ["--bins", "x=2"], "give parents too"),
     ("x,y\n1.5,a\n2.5,b\n", ["--parents", "y=z"], "unknown features ['z']"),

@@ -304,6 +304,9 @@ def run_command(args: argparse.Namespace) -> int:
                                "error": f"deploy: {error}", "exit_code": EXIT_ERROR})
                 raise
             print(f"deploy: {deployed}")
+        elif config.deploy is not None:
+            print(f"deploy: not done: the gate {decision.outcome} (a variant is deployed after "
+                  "a passed gate)")
     if args.json:
         emit_json({"audit": outcome_summary(outcome, config),
                    "gate": gate_summary(decision), "deploy": deployed})

@@ -34,7 +34,7 @@ def check_binding(args: argparse.Namespace, model: Any) -> str:
         anonymous_inputs,
         bound_names,
         parse_input_names,
-        unread_columns,
+        unread_by_names,
     )
 
     network = read_network(args.model)
@@ -43,6 +43,6 @@ def check_binding(args: argparse.Namespace, model: Any) -> str:
         check_matches_network(model, network.input_size, None)
         return "column count matches (the network records no input names) of network"
     names = bound_names(network, given, f"--model {args.model}")
-    unread = unread_columns(model, names)
+    unread = unread_by_names(model, names)
     check_matches_network(model, network.input_size + len(unread), [*names, *unread])
     return "matches network"

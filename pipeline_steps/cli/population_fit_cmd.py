@@ -211,7 +211,8 @@ def summary(model: PopulationModel, rows: int) -> dict[str, Any]:
 def model_columns(args: argparse.Namespace, frame: pd.DataFrame) -> pd.DataFrame:
     """The columns of ``frame`` that the network of ``--model`` reads, in table order: a
     column named like an input, or a raw string column ``COL`` when an input is named
-    ``COL=VALUE``. A network without input names keeps the whole table. Raises naming the
+    ``COL=VALUE``; and the protected attribute's columns (``--protected``, or ``--config``'s),
+    read or not. A network without input names keeps the whole table. Raises naming the
     inputs the table lacks."""
     from certgate.population_data import dummies_hint, is_string_column
     from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
@@ -224,15 +225,27 @@ def model_columns(args: argparse.Namespace, frame: pd.DataFrame) -> pd.DataFrame
     raw = [str(c) for c in frame.columns if is_string_column(frame[c])]
     feeds = {column: [name for name in inputs if name.startswith(f"{column}=")]
              for column in raw}
-    kept = [c for c in frame.columns if str(c) in inputs or feeds.get(str(c))]
-    fed = set(map(str, kept)) | {name for c in kept for name in feeds.get(str(c), [])}
+    fed = {str(c) for c in frame.columns if str(c) in inputs or feeds.get(str(c))}
+    fed |= {name for c in fed for name in feeds.get(c, [])}
     missing = [name for name in inputs if name not in fed]
+    protected = fit_protected(args)
+    kept = [c for c in frame.columns if str(c) in fed or _protects(str(c), protected)]
     if missing:
         raise CertgateInputError(
             f"{args.data}: the network of --model {args.model} reads inputs {missing}, which "
             f"are not columns of the table (nor COL=VALUE of a string column COL); columns: "
             f"{[str(c) for c in frame.columns]}{dummies_hint(missing, frame)}")
     return frame[kept]
+
+
+def _protects(column: str, protected: str | None) -> bool:
+    """Whether table column ``column`` holds the protected attribute ``protected`` (the column
+    itself, or one of its one-hot columns ``P=V`` / ``P_V``; ``P=V`` names the feature ``P``):
+    kept by ``--model`` though the network may not read it, since the audit conditions on it."""
+    if protected is None:
+        return False
+    feature = protected.split("=", 1)[0]
+    return column in (protected, feature) or column.startswith((f"{feature}=", f"{feature}_"))
 
 
 def write_validated(model: PopulationModel, out: str,
@@ -348,14 +361,14 @@ def fit_protected(args: argparse.Namespace) -> str | None:
 
 def in_network_order(args: argparse.Namespace, model: PopulationModel) -> PopulationModel:
     """``model`` with ``column_order`` set to the network's input order (then the columns it
-    need not read: :func:`verifier.audits.binding.unread_columns`) when the network
+    need not read: :func:`verifier.audits.binding.unread_by_names`) when the network
     names the same columns in another order (so the file binds as written); otherwise
     unchanged, and the binding check reports the difference."""
     from verifier.audits.binding import (
         anonymous_inputs,
         bound_names,
         parse_input_names,
-        unread_columns,
+        unread_by_names,
     )
     from verifier.population import PopulationModel
 
@@ -364,7 +377,7 @@ def in_network_order(args: argparse.Namespace, model: PopulationModel) -> Popula
     if given is None and anonymous_inputs(network):
         return model
     names = bound_names(network, given, f"--model {args.model}")
-    names = [*names, *unread_columns(model, names)]
+    names = [*names, *unread_by_names(model, names)]
     if sorted(names) != sorted(model.columns) or names == list(model.columns):
         return model
     return PopulationModel.model_validate({**model.model_dump(), "column_order": names})

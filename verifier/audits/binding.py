@@ -14,13 +14,16 @@ the wrong inputs and the certificate would be wrong.
 * names given by the user must agree with the model's real names, if it has any (an error
   names both lists);
 * an anonymous model without given names is refused, with one line that says how to name it;
-* the population model must then have exactly these columns: in the same order, or in another
-  order when its distribution addresses columns by name (then it is re-ordered to the
-  network's inputs: ``column_order``); a missing or unknown column is an error naming both,
-  except a categorical feature's one column that the model lacks while it reads all the
-  others (a one-hot group whose category was dropped, as ``pandas.get_dummies(...,
-  drop_first=True)`` drops it: that category is the row of zeros, a function of the others):
-  the bound network reads it with zero weights (:func:`unread_columns`, :func:`reading`);
+* the population model must then hold every one of these columns: in the same order, or in
+  another order when its distribution addresses columns by name (then it is re-ordered to the
+  network's inputs: ``column_order``); a missing column is an error naming both lists. The
+  population's other columns are read with zero weights (:func:`unread_by_names`,
+  :func:`reading`): a protected attribute the model was trained without is what a parity
+  audit conditions on, and the model's outputs do not depend on it. When a name is missing,
+  only a categorical feature's one column that the model lacks while it reads all the others
+  (a one-hot group whose category was dropped, as ``pandas.get_dummies(...,
+  drop_first=True)`` drops it: that category is the row of zeros, a function of the others)
+  is read that way (:func:`unread_columns`), and the rest is an error naming both;
 * when the population codes a column (an integer feature with a ``step``/``offset``: the
   value is ``offset + step·k``), the bound network reads the codes: it is the model composed
   with that exact affine input map (:func:`coded_network`), so every engine keeps seeing the
@@ -133,13 +136,15 @@ def bind(network: Network, population: Any, given: Sequence[str] | None,
             "columns, give their names in the network's input order with model.input_names in "
             "the configuration or --input-names a,b,c"
         )
+    named = given is not None or not anonymous_inputs(network)
     unread = unread_columns(population, network.input_names if given is None else given)
-    if len(columns) != network.input_size + len(unread):
+    if not named and len(columns) != network.input_size + len(unread):
         raise BindingError(
             f"{where}: the population model has {len(columns)} columns ({_shown(columns)}) but "
             f"the network has {network.input_size} inputs"
         )
     names = bound_names(network, given, where)
+    unread = unread_by_names(population, names)
     if names != list(network.input_names):
         network = network.renamed(input_names=names)
     network = reading(network, unread)
@@ -163,6 +168,19 @@ def unread_columns(population: Any, names: Sequence[str]) -> list[str]:
             if len(missing) == 1:
                 unread.extend(missing)
     return [column for column in population.columns if column in unread]
+
+
+def unread_by_names(population: Any, names: Sequence[str]) -> list[str]:
+    """The population's columns that a model whose inputs are named ``names`` does not read,
+    in population column order: when every name is a population column, every other column
+    (a protected attribute the model was trained without, a column it never used: its
+    outputs do not depend on them, so it reads them with zero weights); else the dropped
+    one-hot categories of :func:`unread_columns` (the missing names are then an error of
+    :func:`ordered_population`)."""
+    columns = list(population.columns)
+    if all(name in columns for name in names):
+        return [column for column in columns if column not in names]
+    return unread_columns(population, names)
 
 
 def reading(network: Network, columns: Sequence[str]) -> Network:
@@ -202,6 +220,21 @@ def coded_network(network: Network, population: Any) -> Network:
     return compose(input_map, network)
 
 
+def _numbers_read_as_categories(missing: Sequence[str], unknown: Sequence[str]) -> str:
+    """A hint for each population column ``C`` the model does not read whose one-hot columns
+    ``C=V`` or ``C_V`` it reads: a category column whose values are digits, read from the table
+    as a number (empty when there is none)."""
+    hints = [
+        f"; '{column}' is a numeric column of the population where the model reads its "
+        f"categories ({_shown(reads)}): a category written as digits is read from a table as a "
+        "number; fit the population on the table the model was trained on (its one-hot "
+        "columns) or write the category as text"
+        for column in unknown
+        if (reads := [name for name in missing if name.startswith((f"{column}=", f"{column}_"))])
+    ]
+    return "".join(hints)
+
+
 def ordered_population(population: Any, names: Sequence[str], where: str) -> Any:
     """``population`` with its columns in the order ``names``; raises :class:`BindingError`
     unless it has exactly these columns."""
@@ -216,7 +249,7 @@ def ordered_population(population: Any, names: Sequence[str], where: str) -> Any
             f"{where}: the population model's columns ({_shown(columns)}) are not the model's "
             f"inputs ({_shown(names)}): inputs missing from the population model "
             f"[{_shown(missing)}], population columns the model does not read "
-            f"[{_shown(unknown)}]"
+            f"[{_shown(unknown)}]{_numbers_read_as_categories(missing, unknown)}"
         )
     if population.distribution.column_names() is None:
         raise BindingError(
