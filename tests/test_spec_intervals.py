@@ -28,11 +28,30 @@ def test_a_product_of_an_exact_zero_stays_zero() -> None:
     assert interval_eval(product, {"a": (0.0, 0.0), "b": (0.2, 0.4)}) == (0.0, 0.0)
 
 
-def test_a_signed_quantity_keeps_its_outward_rounding() -> None:
-    """Only a quantity proven nonnegative is clamped: a difference near 0 still rounds out."""
+def test_an_inexact_difference_rounds_out_and_an_exact_one_stays_exact() -> None:
+    """A difference rounds outward only where the float subtraction was inexact: an unknown
+    parity difference of two rates in [0, 1] is [-1, 1], not [-1.0000000000000002, 1]."""
     difference = BinaryOp("-", Ref("a"), Ref("b"))
-    low, high = interval_eval(difference, {"a": (0.25, 0.25), "b": (0.25, 0.25)})
-    assert low < 0.0 < high
+    assert interval_eval(difference, {"a": (0.0, 1.0), "b": (0.0, 1.0)}) == (-1.0, 1.0)
+    assert interval_eval(difference, {"a": (0.25, 0.25), "b": (0.25, 0.25)}) == (0.0, 0.0)
+    low, high = interval_eval(difference, {"a": (0.1, 0.1), "b": (0.7, 0.7)})
+    assert low < high and Fraction(low) <= Fraction(0.1) - Fraction(0.7) <= Fraction(high)
+
+
+signed = st.tuples(st.floats(-1e308, 1e308), st.floats(-1e308, 1e308)).map(sorted)
+
+
+@given(a=signed, b=signed, op=st.sampled_from("+-"),
+       fa=st.fractions(0, 1), fb=st.fractions(0, 1))
+def test_sums_and_differences_enclose_the_exact_value(
+        a: list[float], b: list[float], op: str, fa: Fraction, fb: Fraction) -> None:
+    low, high = interval_eval(BinaryOp(op, Ref("a"), Ref("b")),  # type: ignore[arg-type]
+                              {"a": (a[0], a[1]), "b": (b[0], b[1])})
+    x = Fraction(a[0]) + fa * (Fraction(a[1]) - Fraction(a[0]))
+    y = Fraction(b[0]) + fb * (Fraction(b[1]) - Fraction(b[0]))
+    exact = x + y if op == "+" else x - y
+    assert (low == -math.inf or Fraction(low) <= exact)
+    assert (high == math.inf or exact <= Fraction(high))
 
 
 probabilities = st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0)).map(sorted)

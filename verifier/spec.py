@@ -25,7 +25,16 @@ from typing import Any, Literal
 import numpy as np
 
 from verifier.errors import CertgateInputError
-from verifier.numerics import COMPARISONS, Comparison, Verdict, down, interval_verdict, up
+from verifier.numerics import (
+    COMPARISONS,
+    Comparison,
+    Verdict,
+    add_down,
+    add_up,
+    down,
+    interval_verdict,
+    up,
+)
 
 
 class SpecError(CertgateInputError):
@@ -423,8 +432,9 @@ def interval_eval(expr: Expr, values: dict[str, Interval]) -> Interval:
 
     Every operation rounds outward by one float step (:mod:`verifier.numerics.rounding`:
     IEEE operations are correctly rounded, so the step encloses the exact result), except
-    past 0 when the operands' signs fix the result's (a ratio of probabilities starts at 0,
-    not at ``-5e-324``).
+    a sum or difference the float computes exactly (its TwoSum error says so: ``0 − 1`` is
+    ``-1``, not ``-1.0000000000000002``), and past 0 when the operands' signs fix the
+    result's (a ratio of probabilities starts at 0, not at ``-5e-324``).
     Division by an interval containing zero (or a NaN end, or ends out of order) gives
     ``(−∞, ∞)``, except a
     non-negative numerator over a non-negative denominator that is not ``[0, 0]`` (a ratio
@@ -446,10 +456,10 @@ def interval_eval(expr: Expr, values: dict[str, Interval]) -> Interval:
     a_lo, a_hi = interval_eval(expr.left, values)
     b_lo, b_hi = interval_eval(expr.right, values)
     if expr.op == "+":
-        return _on_sign(down(a_lo + b_lo), up(a_hi + b_hi),
+        return _on_sign(float(add_down(a_lo, b_lo)), float(add_up(a_hi, b_hi)),
                         a_lo >= 0.0 and b_lo >= 0.0, a_hi <= 0.0 and b_hi <= 0.0)
     if expr.op == "-":
-        return (down(a_lo - b_hi), up(a_hi - b_lo))
+        return (float(add_down(a_lo, -b_hi)), float(add_up(a_hi, -b_lo)))
     if expr.op == "/":
         if not (0.0 < b_lo <= b_hi or b_lo <= b_hi < 0.0):
             return _unbounded_quotient(a_lo, b_lo, b_hi)
