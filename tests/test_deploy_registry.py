@@ -307,6 +307,26 @@ def write_run_config(tmp_path: Path, tracking_uri: str, model_uri: str,
     return path
 
 
+def test_hooks_watch_says_a_failed_gate_held_its_deploy_back(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    constraints = tmp_path / "credit.yaml"
+    constraints.write_text(yaml.safe_dump(CREDIT_CONSTRAINTS))
+    name = f"credit_{uuid.uuid4().hex[:8]}"
+    target = f"{name}-selfcorrecting"
+    deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}
+    log_model(credit_demo.biased, credit_demo.population, registered_model_name=name,
+              serialization_format="pickle", alias="candidate", registry=registry)
+    config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                              deploy)
+    capsys.readouterr()
+    code = main(["hooks", "watch", "--config", str(config), "--once"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "deploy: not done: the gate failed (a variant is deployed after a passed gate)" in out
+    assert registry.client.search_registered_models(f"name='{target}'") == []
+
+
 def test_certgate_run_deploys_only_after_a_passed_gate(
         registry: Registry, credit_demo, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -279,6 +279,14 @@ def deploy_step(config: CertgateConfig, registry: Registry, decision: GateDecisi
                                  model_version=decision.model_version))
 
 
+def say_held_back_deploy(config: CertgateConfig, decision: GateDecision) -> None:
+    """Print that a configured deploy was not done because the gate did not pass (silence
+    would read as a deploy that was forgotten)."""
+    if config.deploy is not None and decision.outcome != "passed":
+        print(f"deploy: not done: the gate {decision.outcome} (a variant is deployed after a "
+              "passed gate)")
+
+
 def run_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     from pipeline_steps.audit import outcome_summary
@@ -304,9 +312,7 @@ def run_command(args: argparse.Namespace) -> int:
                                "error": f"deploy: {error}", "exit_code": EXIT_ERROR})
                 raise
             print(f"deploy: {deployed}")
-        elif config.deploy is not None:
-            print(f"deploy: not done: the gate {decision.outcome} (a variant is deployed after "
-                  "a passed gate)")
+        say_held_back_deploy(config, decision)
     if args.json:
         emit_json({"audit": outcome_summary(outcome, config),
                    "gate": gate_summary(decision), "deploy": deployed})
@@ -368,6 +374,7 @@ def _event_callback(config: CertgateConfig, registry: Registry, guard: StopGuard
                 raise CertgateInputError(
                     f"deploy: {error} (the audit and the gate are recorded; `certgate run "
                     f"--model-uri {event.model_uri}` deploys once this is fixed)") from error
+        say_held_back_deploy(config, decision)
         sys.stdout.flush()
         return decision.outcome
 
