@@ -8,8 +8,8 @@ Column handling, in this order:
    ``C=v1, C=v2, …`` (0/1 integers) at ``C``'s position, forming the categorical feature ``C``
    with categories ``[v1, v2, …]``. A missing value, a single distinct value, a different
    value in every row (an identifier) or more than 20 values that all read as dates, or as
-   numbers written as text (``$1,234.50``, ``12%``), are errors naming the column
-   (:func:`_refuse_non_categories`).
+   numbers written as text (``$1,234.50``, ``12%``), are errors naming the column, every
+   such column of the table in one error (:func:`_non_category_reason`).
 2. **Given one-hot groups** (``categorical``: feature name → its columns) are used as given.
 3. **Detected one-hot groups**: the remaining columns named ``NAME=VALUE`` that share a
    ``NAME`` (at least two of them) form the categorical feature ``NAME`` with categories
@@ -117,36 +117,39 @@ def is_string_column(series: pd.Series) -> bool:
 
 def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """``frame`` with every raw string column one-hot encoded in place (step 1 of the module
-    docstring), and each encoded column's categories. A table with missing values is refused
-    naming every column that holds them, string or numeric, with counts."""
+    docstring), and each encoded column's categories. A table the fit cannot read is refused
+    in one error naming every column at fault: missing values (string or numeric, with
+    counts), string columns that are no categories (:func:`_non_category_reason`) and string
+    columns with a single value, so a user fixes them all in one pass."""
     import numpy as np
     import pandas as pd
 
+    blank = [f"column {column!r}: missing values in {int(frame[column].isna().sum())} of "
+             f"{len(frame)} rows" for column in frame.columns if frame[column].isna().any()]
+    problems = ["; ".join(blank) + " (fill or drop them first)"] if blank else []
     parts: list[pd.DataFrame] = []
     categories: dict[str, list[str]] = {}
-    blank = {column: int(frame[column].isna().sum()) for column in frame.columns
-             if frame[column].isna().any()}   # numeric ones too: every column said at once
-    if blank:
-        raise PopulationError("; ".join(
-            f"column {column!r}: missing values in {count} of {len(frame)} rows"
-            for column, count in blank.items()) + " (fill or drop them first)")
     for column in frame.columns:
         series = frame[column]
         if not is_string_column(series):
             parts.append(frame[[column]])
             continue
-        text = series.astype(str)
+        text = series.dropna().astype(str)
         values = sorted(text.unique())
-        _refuse_non_categories(str(column), text, values)
-        if len(values) < 2:
-            raise PopulationError(
-                f"column {column!r}: a string column needs at least 2 distinct values to be a "
-                f"categorical feature, got {values}")
+        reason = _non_category_reason(str(column), text, values)
+        if reason is None and len(values) < 2:
+            reason = (f"column {column!r}: a string column needs at least 2 distinct values "
+                      f"to be a categorical feature, got {values}")
+        if reason is not None:
+            problems.append(reason)
+            continue
         categories[str(column)] = values
-        codes = pd.Categorical(text, categories=values).codes
+        codes = pd.Categorical(series.astype(str), categories=values).codes
         onehot = (codes[:, None] == np.arange(len(values))).astype(np.int64)
         parts.append(pd.DataFrame(onehot, columns=[f"{column}={value}" for value in values],
                                   index=frame.index))
+    if problems:
+        raise PopulationError("; ".join(problems))
     encoded = pd.concat(parts, axis=1) if parts else frame
     duplicated = sorted({c for c in encoded.columns if list(encoded.columns).count(c) > 1})
     if duplicated:
@@ -173,9 +176,9 @@ def dummies_hint(names: Sequence[str], frame: pd.DataFrame) -> str:
             "get_dummies call, drop_first included)")
 
 
-def _refuse_non_categories(column: str, text: pd.Series, values: list[str]) -> None:
-    """Raise :class:`PopulationError` for a string column that is no categorical feature: one
-    holding a different value in every row (an identifier), or more than
+def _non_category_reason(column: str, text: pd.Series, values: list[str]) -> str | None:
+    """Why a string column is no categorical feature, or ``None`` when it is one. It is none
+    when it holds a different value in every row (an identifier), or more than
     :data:`FEW_CATEGORIES` distinct values that all read as dates or times (with digits: month
     names such as ``Jan`` are categories) or as numbers once currency signs, thousands
     separators and a percent sign are removed (an amount saved as ``$1,234.50``). One-hot
@@ -183,16 +186,16 @@ def _refuse_non_categories(column: str, text: pd.Series, values: list[str]) -> N
     import pandas as pd
 
     if len(values) <= FEW_CATEGORIES:
-        return
+        return None
     fix = ("drop it from the table, or fit only the columns the model reads (--model NET; "
            "certgate.fit_population on those columns)")
     if len(values) == len(text):
-        raise PopulationError(
+        return (
             f"column {column!r} holds a different value in every row ({len(values)}, e.g. "
             f"{values[0]!r}), like an identifier: it is no category a model reads; {fix}")
     stripped = pd.Series(values).str.replace(r"[\s$€£¥,%]", "", regex=True)
     if pd.to_numeric(stripped, errors="coerce").notna().all():
-        raise PopulationError(
+        return (
             f"column {column!r} holds numbers written as text ({len(values)} distinct, e.g. "
             f"{values[0]!r}): one-hot encoded they are {len(values)} categories; convert it "
             "to numbers first (pandas.to_numeric after removing the currency sign and the "
@@ -201,10 +204,11 @@ def _refuse_non_categories(column: str, text: pd.Series, values: list[str]) -> N
         warnings.simplefilter("ignore")
         dates = pd.to_datetime(pd.Series(values), errors="coerce", format="mixed")
     if dates.notna().all() and all(any(c.isdigit() for c in value) for value in values):
-        raise PopulationError(
+        return (
             f"column {column!r} holds dates or times ({len(values)} distinct, e.g. "
             f"{values[0]!r}): one-hot encoded they are {len(values)} categories; {fix}, or "
             "give the model numbers derived from them (a year, a day count) as columns")
+    return None
 
 
 def identifier_columns(features: Sequence[Feature], frame: pd.DataFrame) -> list[str]:

@@ -44,6 +44,20 @@ def test_a_string_identifier_or_date_column_is_refused_naming_it(
     assert says in str(error.value)
 
 
+def test_every_column_at_fault_is_named_in_one_error() -> None:
+    """Missing values, a date column and an identifier are said at once, not one per run."""
+    frame = user_table()
+    frame["signup"] = pd.date_range("2020-01-01", periods=600, freq="h").strftime("%Y-%m-%d")
+    frame["code"] = [f"C{i:05d}" for i in range(600)]
+    frame.loc[3, "income"] = np.nan
+    with pytest.raises(PopulationError) as error:
+        fit_population(frame)
+    said = str(error.value)
+    assert "column 'income': missing values in 1 of 600 rows (fill or drop them first)" in said
+    assert "column 'signup' holds dates or times" in said
+    assert "column 'code' holds a different value in every row" in said
+
+
 def test_an_integer_identifier_is_warned_about_and_categories_are_not() -> None:
     frame = user_table()
     frame["customer_id"] = np.arange(100_000, 100_600)
