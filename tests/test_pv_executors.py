@@ -30,7 +30,9 @@ def _population():
     return fit_product(frame, features)
 
 
-def _intervals(executor: str, rounds: int) -> tuple:
+def instance() -> tuple[Network, object]:
+    """The network (6-16-8-2, its class boundary through the population) and the product
+    population of hours and age (integers) that the executors are compared on."""
     layers = random_network(np.random.default_rng(7), [6, 16, 8, 2]).layers
     first = layers[0]
     scale = np.array([1.0, 1.0, 1.0, 1.0, 1 / 150, 1 / 35])  # hours and age to unit range
@@ -43,9 +45,13 @@ def _intervals(executor: str, rounds: int) -> tuple:
     last = layers[-1]
     shift = np.median(outputs[:, 1] - outputs[:, 0])  # the class boundary through the population
     layers[-1] = Layer(last.weight, last.bias - np.array([0.0, shift]), last.activation)
-    network = Network(layers, COLUMNS, ["no", "yes"])
+    return Network(layers, COLUMNS, ["no", "yes"]), population
+
+
+def _intervals(executor: str, rounds: int) -> tuple:
+    network, population = instance()
     # a threshold at a dense Monte Carlo estimate of the difference keeps PV refining
-    points = population.sample(200_000, 1)
+    points = population.sample(2_000_000, 1)
     favourable = network.evaluate(points).argmax(axis=1) == 1
     male = points[:, 0] == 1
     gamma = abs(favourable[~male].mean() - favourable[male].mean())
