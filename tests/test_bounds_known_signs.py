@@ -122,7 +122,7 @@ def test_a_child_outside_its_parent_inherits_nothing() -> None:
     packed = pack_signs(np.array([[1, -1, 1]], np.int8))
     parents = Boxes(lo, hi, *(np.zeros(1) for _ in range(8)), packed,
                     np.array([[0.5, -2.0]]), np.array([[1.5, 3.0]]),
-                    *(np.zeros(1) for _ in range(5)))
+                    *(np.zeros(1) for _ in range(5)), np.array([[[-1.0], [2.0]]], np.float32))
     child_lo = np.array([[0.0, 0.5], [0.5, 0.0], [-0.1, 0.0]])
     child_hi = np.array([[1.0, 1.0], [1.0, 0.5], [0.5, 1.0]])
     known = Splitter.inherited(parents, np.zeros(3, dtype=np.int64), child_lo, child_hi)
@@ -130,6 +130,9 @@ def test_a_child_outside_its_parent_inherits_nothing() -> None:
     assert unpack_signs(known.signs, 3).tolist() == [[1, -1, 1], [1, -1, 1], [0, 0, 0]]
     assert known.low.tolist() == [[0.5, -2.0], [0.5, -2.0], [-np.inf, -np.inf]]
     assert known.high.tolist() == [[1.5, 3.0], [1.5, 3.0], [np.inf, np.inf]]
+    assert known.carried is not None and known.reuse is not None
+    assert known.carried.tolist() == [[[-1.0], [2.0]], [[-1.0], [2.0]], [[-np.inf], [np.inf]]]
+    assert known.reuse.tolist() == [True, True, False]
 
 
 @given(network=networks(), seed=st.integers(0, 2**31 - 1))

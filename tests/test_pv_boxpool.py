@@ -45,6 +45,7 @@ def _boxes(rng: np.random.Generator, first_id: int, count: int, lattice: bool = 
         order=rng.random((count, 4)), truth=rng.integers(-1, 2, (count, EVENTS), np.int8),
         signs=rng.integers(0, 255, (count, 2), np.uint8), low=rng.random((count, 2)),
         high=rng.random((count, 2)), priority=rng.random(count),
+        carried=rng.random((count, 2, 3)).astype(np.float32),
     )
     return Boxes(**{name: fields[name] for name in BOX_FIELDS})
 

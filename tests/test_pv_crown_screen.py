@@ -92,7 +92,7 @@ def test_every_atom_bound_holds_whichever_boxes_are_tightened(
     events = len(atoms.tracked.events)
     wanted = (rng.integers(0, 2, size=(6, events)).astype(bool),
               rng.integers(0, 2, size=(6, events)).astype(bool))
-    low, high, _, _, _, (_, tightened), _ = atoms.bounds_and_drive(
+    low, high, _, _, _, (_, tightened), _, _ = atoms.bounds_and_drive(
         lo, hi, "crown", known, share, wanted)
     if known is None or share >= 1.0 or not atoms.wide_fed:
         assert tightened == 6

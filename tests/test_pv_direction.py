@@ -111,7 +111,7 @@ def test_estimated_true_share_follows_the_uniform_share(lo: float, hi: float,
     spec = specification_from_dict({"probabilities": {"p": {"event": "y.yes > y.no"}}}, names)
     atoms = AtomBounds(network, TrackedEvents(spec), ())
     box_lo, box_hi = np.array([[lo]]), np.array([[hi]])
-    low, high, *_, lines = atoms.bounds_and_drive(box_lo, box_hi, "crown")
+    low, high, *_, lines, _ = atoms.bounds_and_drive(box_lo, box_hi, "crown")
     share = true_share(atoms, low, high, lines, box_lo, box_hi, np.ones(1))
     assert abs(share[0, 0] - uniform_share) < 0.07
 
@@ -123,7 +123,7 @@ def test_a_decided_box_keeps_the_neutral_share() -> None:
     spec = specification_from_dict({"probabilities": {"p": {"event": "y.yes > y.no"}}}, names)
     atoms = AtomBounds(network, TrackedEvents(spec), ())
     box_lo, box_hi = np.array([[0.5]]), np.array([[1.0]])
-    low, high, *_, lines = atoms.bounds_and_drive(box_lo, box_hi, "crown")
+    low, high, *_, lines, _ = atoms.bounds_and_drive(box_lo, box_hi, "crown")
     assert true_share(atoms, low, high, lines, box_lo, box_hi, np.ones(1))[0, 0] == 0.5
 
 

@@ -51,7 +51,8 @@ Every propagator is written once against the array namespace that numpy and torc
 the few operations spelled differently go through :mod:`verifier.arrays`. ``backend``
 (which arrays a call computes on: numpy unless torch is already imported or alpha-CROWN is
 asked for, so a process that never needed torch never imports it), ``results`` (what a
-call returns), ``inputs`` (argument checks), ``affine`` (affine maps
+call returns), ``inputs`` (argument checks), ``carried`` (bounds of the last hidden layer carried
+from an enclosing box), ``affine`` (affine maps
 with their real-term magnitudes, the margin rule), ``activation`` (the one-kink activation:
 interval image, relaxation, its backward rule, alpha's slope range), ``onehot`` (exact
 one-hot groups), ``intervals`` (IBP), ``backward`` (CROWN's back-substitution and
@@ -79,9 +80,15 @@ from verifier.bounds.activation import LOWER_SLOPES, LowerSlopes
 from verifier.bounds.affine import PreparedNetwork, _affine, _prepare
 from verifier.bounds.backend import BACKENDS, Backend, _use_torch
 from verifier.bounds.backward import ROW_CHUNK
+from verifier.bounds.carried import (
+    _layer_carried,
+    carried_bounds,
+    carried_width,
+)
 from verifier.bounds.inputs import (
     _as_boxes,
     _as_spec,
+    _checked_carried,
     _checked_groups,
     _checked_needed,
     _checked_signs,
@@ -134,6 +141,8 @@ __all__ = [
     "Method",
     "PreparedNetwork",
     "alpha_crown",
+    "carried_bounds",
+    "carried_width",
     "compute_bounds",
     "crown",
     "ibp",
@@ -152,7 +161,7 @@ def compute_bounds(
     groups: Sequence[Sequence[int]] = (), known_signs: np.ndarray | None = None,
     needed: np.ndarray | None = None, give_up_saturated: bool = False,
     tighten: np.ndarray | None = None, lower_slopes: LowerSlopes = "adaptive",
-    backend: Backend = "auto",
+    backend: Backend = "auto", carried: np.ndarray | None = None,
 ) -> BoundsResult:
     """Sound bounds of ``spec @ network(x)`` over each box ``[lower[b], upper[b]]``.
 
@@ -189,7 +198,13 @@ def compute_bounds(
     from it). ``backend``: the arrays the propagators compute on, ``numpy``, ``torch`` or
     ``auto`` (:mod:`verifier.bounds.backend`: torch for alpha-CROWN and when torch is already
     imported, else numpy); both run the same code and give sound bounds, equal but for the
-    summation order of matrix products. ``network`` may be a :class:`PreparedNetwork`: the
+    summation order of matrix products. ``carried``: ``(B, 2, n)``, sound bounds of the last
+    hidden layer's pre-activations on each box (``[:, 0]`` lower, ``[:, 1]`` upper; ``n`` is
+    :func:`carried_width`), typically an enclosing box's (:func:`carried_bounds` of its
+    result), ``−∞``/``+∞`` where nothing is known; the caller guarantees them. They are
+    intersected with IBP's bounds of that layer before CROWN tightens it, so a box not
+    tightened (``tighten``) keeps the tighter of the two (:mod:`verifier.bounds.carried`).
+    ``network`` may be a :class:`PreparedNetwork`: the
     same bounds, bit for bit, without rebuilding its maps on every call. See the module
     docstring for the guarantees.
     """
@@ -218,9 +233,11 @@ def compute_bounds(
     batch = lo.shape[0]
     spec_tensor = _as_spec(spec, network.output_size, batch, use_torch)
     signs = _checked_signs(known_signs, affines, batch, use_torch)
+    known_layer = _checked_carried(carried, affines, batch, use_torch)
     xp = namespace(lo)
     with no_grad(lo):
-        pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot, _layer_signs(signs, affines))
+        pre_lo, pre_hi = _ibp_layers(affines, lo, hi, onehot, _layer_signs(signs, affines),
+                                     _layer_carried(known_layer, affines))
         h_lo, h_hi = _post_activation(affines, pre_lo, pre_hi, lo, hi, len(affines) - 1)
         out_lo, out_hi = _spec_interval(
             spec_tensor, affines[-1], h_lo, h_hi, onehot if len(affines) == 1 else None
@@ -251,6 +268,7 @@ def compute_bounds(
                 None if tighten is None else from_numpy(
                     np.asarray(tighten, dtype=bool), use_torch)[crownable],
                 lower_slopes,
+                _layer_carried(None if known_layer is None else known_layer[crownable], affines),
             )
             sensitivity = np.zeros((batch, spec_tensor.shape[1], network.input_size))
             crown_rows = to_numpy(crownable)

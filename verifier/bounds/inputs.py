@@ -11,6 +11,7 @@ import numpy as np
 
 from verifier.arrays import Array, from_numpy, namespace
 from verifier.bounds.affine import _Affine
+from verifier.bounds.carried import _carried_index
 from verifier.errors import CertgateInputError
 from verifier.network import Network
 
@@ -63,6 +64,29 @@ def _checked_signs(
     if not np.isin(array, (-1, 0, 1)).all():
         raise CertgateInputError("known signs must be -1, 0 or 1")
     return from_numpy(np.ascontiguousarray(array, dtype=np.int8), use_torch)
+
+
+def _checked_carried(
+    carried: np.ndarray | None, affines: list[_Affine], batch: int, use_torch: bool
+) -> Array | None:
+    """Carried bounds as a float64 ``(B, 2, n)`` array, checked against the carried layer's
+    width (:func:`verifier.bounds.carried.carried_width`; none carried: only an empty
+    ``n = 0`` is accepted, and ignored)."""
+    if carried is None:
+        return None
+    index = _carried_index(affines)
+    width = 0 if index is None else affines[index].weight.shape[0]
+    array = np.asarray(carried)
+    if array.shape != (batch, 2, width):
+        raise CertgateInputError(
+            f"carried bounds must have shape ({batch}, 2, {width}), got {array.shape}"
+        )
+    if width == 0:
+        return None
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    if np.isnan(array).any():
+        raise CertgateInputError("carried bounds must not hold NaN")
+    return from_numpy(array, use_torch)
 
 
 def _checked_needed(needed: np.ndarray, batch: int, rows: int, use_torch: bool) -> Array:

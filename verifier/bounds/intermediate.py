@@ -25,6 +25,7 @@ from verifier.bounds.activation import (
 )
 from verifier.bounds.affine import _Affine, _nonzero_inputs, _row_margins
 from verifier.bounds.backward import _crown_spec, _layer_rows
+from verifier.bounds.carried import _with_carried
 from verifier.bounds.intervals import _interval_affine, _spec_interval, _with_signs
 from verifier.bounds.onehot import _OneHot
 from verifier.numerics import SOUNDNESS_ABS_MARGIN
@@ -170,6 +171,7 @@ def _crown_finite(
     onehot: _OneHot | None, signs: list[Array | None], needed: Array | None,
     first: tuple[Array, Array] | None, give_up_saturated: bool = False,
     tighten: Array | None = None, lower_slopes: LowerSlopes = "adaptive",
+    carried: list[tuple[Array, Array] | None] | None = None,
 ) -> tuple[Array, Array, list[Array], list[Array],
            dict[int, _Relaxation], Array, tuple[Array, ...], Array,
            float]:
@@ -185,8 +187,10 @@ def _crown_finite(
     narrowed by the known signs (exact intervals, so CROWN has nothing to add; None without
     a hidden layer). ``tighten``: the boxes whose last hidden layer CROWN tightens (None: all;
     the others keep their IBP pre-activation bounds there; earlier layers are tightened on
-    every box). ``lower_slopes``: the relaxations' lower-slope rule (:func:`_relax`). Last in
-    the result: the CPU seconds of the hidden layers' tightening."""
+    every box). ``lower_slopes``: the relaxations' lower-slope rule (:func:`_relax`).
+    ``carried``: per layer, bounds carried from an enclosing box (None where none,
+    :mod:`verifier.bounds.carried`), intersected with the layer's bounds before it is
+    tightened. Last in the result: the CPU seconds of the hidden layers' tightening."""
     xp = namespace(lo)
     relaxations: dict[int, _Relaxation] = {}
     active = xp.ones(lo.shape[0], dtype=xp.bool)
@@ -209,6 +213,8 @@ def _crown_finite(
         else:
             z_lo, z_hi = _with_signs(
                 *_interval_affine(affine, inputs_lo[index], inputs_hi[index]), signs[index])
+            if carried is not None:
+                z_lo, z_hi = _with_carried(z_lo, z_hi, carried[index])
         magnitudes.push(affine, value_in, support_in)
         if index > 0 and affine.slope is not None:
             started = time.process_time()

@@ -19,6 +19,7 @@ from verifier.bounds.affine import (
     _restricted,
     _widened,
 )
+from verifier.bounds.carried import _with_carried
 from verifier.bounds.onehot import (
     _group_extreme,
     _input_halves,
@@ -155,8 +156,10 @@ def _layer_signs(
 def _ibp_layers(
     affines: list[_Affine], lo: Array, hi: Array, onehot: _OneHot | None = None,
     signs: list[Array | None] | None = None,
+    carried: list[tuple[Array, Array] | None] | None = None,
 ) -> tuple[list[Array], list[Array]]:
-    """Pre-activation IBP bounds of every layer but the last (narrowed by known signs)."""
+    """Pre-activation IBP bounds of every layer but the last (narrowed by known signs and
+    intersected with carried bounds, :mod:`verifier.bounds.carried`)."""
     pre_lo, pre_hi = [], []
     h_lo, h_hi = lo, hi
     for index, affine in enumerate(affines[:-1]):
@@ -166,6 +169,8 @@ def _ibp_layers(
             z_lo, z_hi = _interval_affine(affine, h_lo, h_hi)
         if signs is not None:
             z_lo, z_hi = _with_signs(z_lo, z_hi, signs[index])
+        if carried is not None:
+            z_lo, z_hi = _with_carried(z_lo, z_hi, carried[index])
         pre_lo.append(z_lo)
         pre_hi.append(z_hi)
         h_lo, h_hi = _activate_interval(z_lo, z_hi, affine.slope)

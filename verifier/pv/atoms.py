@@ -19,6 +19,7 @@ from verifier.bounds import (
     BoundsResult,
     LinearBounds,
     PreparedNetwork,
+    carried_bounds,
     compute_bounds,
     kink_neurons,
     linear_interval,
@@ -36,14 +37,22 @@ class Known:
     """What is proven on each box of a batch before it is bounded, e.g. on an enclosing box
     (a parent in the branch and bound): the signs of the network's kink neurons, packed by
     :func:`pack_signs` (see :func:`verifier.bounds.compute_bounds`), and sound bounds of every
-    atom, ``(B, atoms)`` (``−∞``/``+∞`` where nothing is known)."""
+    atom, ``(B, atoms)`` (``−∞``/``+∞`` where nothing is known); ``carried``: sound bounds of
+    the last hidden layer's pre-activations, ``(B, 2, n)`` (``carried`` of
+    :func:`verifier.bounds.compute_bounds`; None: nothing known), and ``reuse``: ``(B,)``, the
+    boxes whose last hidden layer CROWN does not tighten, keeping the carried bounds (None:
+    none)."""
 
     signs: np.ndarray
     low: np.ndarray
     high: np.ndarray
+    carried: np.ndarray | None = None
+    reuse: np.ndarray | None = None
 
     def select(self, rows: np.ndarray) -> Known:
-        return Known(self.signs[rows], self.low[rows], self.high[rows])
+        return Known(self.signs[rows], self.low[rows], self.high[rows],
+                     None if self.carried is None else self.carried[rows],
+                     None if self.reuse is None else self.reuse[rows])
 
 
 @dataclass
@@ -175,7 +184,7 @@ class AtomBounds:
         self, lo: np.ndarray, hi: np.ndarray, method: str, known: Known | None = None,
         crown_share: float = 1.0, wanted: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[float, int],
-               AtomLines]:
+               AtomLines, np.ndarray]:
         """Atom bounds (B, atoms), each input's drive on each atom's gap (B, atoms, D): the
         absolute input coefficients of CROWN's linear bounds (output atoms) or of the atom
         itself (input atoms); multiplied by an input's width, its share of the gap; the
@@ -183,7 +192,9 @@ class AtomBounds:
         network's kink neurons proven on each box (:attr:`sign_width` of them), packed by
         :func:`pack_signs`; the CPU seconds CROWN spent tightening hidden layers and the
         boxes it tightened (0 and 0 for IBP); and the atoms' linear pieces
-        (:class:`AtomLines`; output atoms that read no input, CROWN methods only).
+        (:class:`AtomLines`; output atoms that read no input, CROWN methods only); and the
+        last hidden layer's bounds its children may carry (:func:`verifier.bounds.
+        carried_bounds`, ``(B, 2, 0)`` when none are).
 
         ``crown_share`` below 1 with a CROWN method, ``known`` bounds and a last hidden layer
         fed by a far wider one (:func:`wide_fed_last_layer`): CROWN tightens the last hidden
@@ -192,7 +203,9 @@ class AtomBounds:
         (:func:`screen_order`; ``wanted``: per box and event, whether the event's holding
         and its failing are wanted, None for both); the others are bounded by CROWN over
         IBP's bounds of that layer (CROWN-IBP: sound, looser, far cheaper behind a wide
-        layer). Every box keeps its linear bounds, drive and pieces.
+        layer). Every box keeps its linear bounds, drive and pieces. Boxes that ``known``
+        marks to ``reuse`` carried bounds are not tightened either; every box's carried
+        bounds are intersected with its own.
 
         ``known``: what holds on each box beforehand (:class:`Known`, e.g. from its parent).
         The known signs spare CROWN's back-substitution of stable neurons; atoms the known
@@ -209,6 +222,7 @@ class AtomBounds:
         lines = AtomLines.unknown(count, atoms, lo.shape[1])
         linear = None
         crown = (0.0, 0)
+        carried = np.zeros((count, 2, 0), dtype=np.float32)
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
             needed = None
@@ -221,6 +235,7 @@ class AtomBounds:
             result, crown = self._output_bounds(lo, hi, rows, method, known, needed,
                                                 crown_share, sides)
             signs = pack_signs(result.signs())
+            carried = carried_bounds(result)
             low[:, self.reads_outputs] = result.lower
             high[:, self.reads_outputs] = result.upper
             if result.sensitivity is not None:
@@ -246,7 +261,7 @@ class AtomBounds:
             )
         if known is not None:
             low, high = np.maximum(low, known.low), np.minimum(high, known.high)
-        return low, high, drive, signed, signs, crown, lines
+        return low, high, drive, signed, signs, crown, lines, carried
 
     def _output_bounds(
         self, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray, method: str,
@@ -258,7 +273,8 @@ class AtomBounds:
         tightens the last hidden layer of the ``⌈crown_share·B⌉`` boxes whose open output
         atoms their ``known`` bounds leave closest to decided on a wanted side
         (:func:`screen_order`), and the other boxes keep IBP's bounds of that layer (sound
-        either way; ``tighten`` of :func:`verifier.bounds.compute_bounds`). Also the CPU
+        either way; ``tighten`` of :func:`verifier.bounds.compute_bounds`); nor does it
+        tighten the boxes ``known`` marks to ``reuse`` their carried bounds. Also the CPU
         seconds of the tightening and the boxes it ran on."""
         tighten = None
         if self.wide_fed and method != "ibp" and crown_share < 1.0 and known is not None:
@@ -267,11 +283,14 @@ class AtomBounds:
                                  known.high[:, self.reads_outputs],
                                  self.strict[self.reads_outputs], needed, crown_share,
                                  sides)] = True
+        if known is not None and known.reuse is not None and method != "ibp":
+            tighten = ~known.reuse if tighten is None else tighten & ~known.reuse
         result = compute_bounds(
             self.prepared, lo, hi, rows, method,  # type: ignore[arg-type]
             groups=self.groups,
             known_signs=None if known is None else unpack_signs(known.signs, self.sign_width),
             needed=needed, tighten=tighten,
+            carried=None if known is None else known.carried,
             backend="torch")  # PV's sustained large batches: verifier.bounds.backend
         tightened = 0 if method == "ibp" else (
             lo.shape[0] if tighten is None else int(tighten.sum()))

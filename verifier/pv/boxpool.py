@@ -31,7 +31,9 @@ class Boxes:
     linear credit of every event and of its complement (zero where not pending), its
     priority: the largest share of its mass that no bound has credited to a pending event
     or its complement, and per event the estimated parts of that uncredited mass where the
-    event holds and where it fails (``open_true``/``open_false``, for choosing boxes only)."""
+    event holds and where it fails (``open_true``/``open_false``, for choosing boxes only);
+    the bounds of the last hidden layer its children may carry (``carried``, ``(B, 2, n)``
+    float32, :func:`verifier.bounds.carried_bounds`)."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -51,6 +53,7 @@ class Boxes:
     priority: np.ndarray
     open_true: np.ndarray
     open_false: np.ndarray
+    carried: np.ndarray
 
     def select(self, rows: np.ndarray) -> Boxes:
         return Boxes(*(getattr(self, name)[rows] for name in BOX_FIELDS))
@@ -65,7 +68,7 @@ class Boxes:
 BOX_FIELDS = (
     "lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "order", "truth",
     "signs", "low", "high", "credit_true", "credit_false", "priority",
-    "open_true", "open_false",
+    "open_true", "open_false", "carried",
 )
 EVENT_FIELDS = ("credit_true", "credit_false", "open_true", "open_false")
 """The per-event fields, which the pool stores event-major (see :class:`BoxPool`)."""

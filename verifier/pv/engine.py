@@ -99,7 +99,7 @@ class ProbabilityBranchAndBound:
 
         def record() -> Boxes:
             (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
-             credit_false, share, cost) = under_way.result()
+             credit_false, share, carried, cost) = under_way.result()
             if complement is not None:
                 mass_lo, mass_hi = complement.masses(mass_lo, mass_hi)
                 loose = complement.loose(mass_lo, mass_hi)
@@ -124,7 +124,7 @@ class ProbabilityBranchAndBound:
             return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
                          truth, signs, low, high, credit_true, credit_false,
                          uncredited.max(axis=1, initial=0.0), share * uncredited,
-                         (1.0 - share) * uncredited)
+                         (1.0 - share) * uncredited, carried)
 
         return record, under_way.futures
 

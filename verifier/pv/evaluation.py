@@ -40,8 +40,8 @@ the boxes turn costlier than planned, is at most one chunk."""
 @dataclass
 class BoxEvaluation:
     """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, order,
-    signs, credit_true, credit_false, share, cost)`` (see :meth:`AtomBounds.bounds_and_drive`,
-    which also takes the call's ``crown_share``;
+    signs, credit_true, credit_false, share, carried, cost)`` (see
+    :meth:`AtomBounds.bounds_and_drive`, which also takes the call's ``crown_share``;
     ``drive`` and ``order`` per box and input, :meth:`AtomBounds.leading_drive` of the
     atoms still undecided — computed here, so a worker returns a fifth of the per-atom
     arrays; ``known`` must hold on each box; the credits of
@@ -52,9 +52,11 @@ class BoxEvaluation:
     the CPU seconds of the call spread evenly over its boxes, column 0 the linear credit's,
     column 1 CROWN's tightening of hidden layers', column 2 the rest's, and in column 3 the
     share of the call's boxes it tightened — for :class:`verifier.pv.pace.CostPace`, never
-    for a bound). ``given_mass_hi``: per box, NaN where the masses are computed here, else an
-    upper bound of the box's mass that stands in for it (the caller derives the box's
-    enclosure itself, :class:`verifier.pv.engine.Complement`; ``mass_lo`` is 0 there)."""
+    for a bound); ``carried`` (before ``cost``), the bounds of the last hidden layer the
+    boxes' children may carry. ``given_mass_hi``: per box, NaN where the masses are
+    computed here, else an upper bound of the box's mass that stands in for it (the caller
+    derives the box's enclosure itself, :class:`verifier.pv.engine.Complement`; ``mass_lo``
+    is 0 there)."""
 
     masses: MassFunction
     atoms: AtomBounds
@@ -74,7 +76,7 @@ class BoxEvaluation:
             mass_lo, mass_hi = np.zeros(lo.shape[0]), np.where(own, 0.0, given_mass_hi)
             if own.any():
                 mass_lo[own], mass_hi[own] = self.masses(lo[own], hi[own])
-        low, high, atom_drive, signed, signs, (crown_s, crowned), lines = (
+        low, high, atom_drive, signed, signs, (crown_s, crowned), lines, carried = (
             self.atoms.bounds_and_drive(
                 lo, hi, method, known, crown_share,
                 None if wanted is None else (wanted.true, wanted.false)))
@@ -101,7 +103,7 @@ class BoxEvaluation:
         cost[:, 2] = ((crediting - started) + (ended - credited) - crown_s) / boxes
         cost[:, 3] = crowned / boxes
         return (mass_lo, mass_hi, low, high, drive, order, signs, credit_true, credit_false,
-                share, cost)
+                share, carried, cost)
 
 
 def _evaluate_task(

@@ -23,6 +23,7 @@ from verifier.numerics import down, down_array, up, up_array
 from verifier.population.distributions import Categorical
 from verifier.pv.atoms import AtomBounds, Known
 from verifier.pv.boxpool import Boxes
+from verifier.pv.carry import inherited_carried
 from verifier.pv.domain import InputDomain, MassFunction
 from verifier.pv.quantiles import QUANTILE_LEVELS, MarginalQuantiles
 from verifier.pv.settings import PVSettings
@@ -555,15 +556,19 @@ class Splitter:
     def inherited(
         parents: Boxes, parent: np.ndarray, lo: np.ndarray, hi: np.ndarray
     ) -> Known:
-        """What box ``parent[i]`` of ``parents`` proved (kink signs, atom bounds) for every
-        child ``[lo[i], hi[i]]`` that lies inside it (a sound bound on a box holds on every
-        box inside it); nothing known for a child that does not."""
+        """What box ``parent[i]`` of ``parents`` proved (kink signs, atom bounds, the last
+        hidden layer's carried bounds) for every child ``[lo[i], hi[i]]`` that lies inside it
+        (a sound bound on a box holds on every box inside it); nothing known for a child that
+        does not. Which children reuse the carried bounds: :mod:`verifier.pv.carry`."""
         inside = (lo >= parents.lo[parent]).all(axis=1) & (hi <= parents.hi[parent]).all(axis=1)
         column = inside[:, None]
+        carried, reuse = inherited_carried(parents.carried[parent], inside,
+                                           parents.depth[parent] + 1)
         return Known(
             np.where(column, parents.signs[parent], np.zeros((), parents.signs.dtype)),
             np.where(column, parents.low[parent], -np.inf),
             np.where(column, parents.high[parent], np.inf),
+            carried, reuse,
         )
 
     def split(self, chosen: Boxes) -> tuple[np.ndarray, np.ndarray]:
