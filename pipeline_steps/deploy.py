@@ -272,7 +272,8 @@ def _prepare(model_uri: str, constraints_path: Path, registry: Registry, workdir
     network = loaded.network
     try:
         constraints = load_constraints(constraints_path, num_classes=network.output_size,
-                                       network=options.constraints_network)
+                                       network=options.constraints_network,
+                                       input_names=network.input_names)
         scnet = SelfCorrectingNetwork(scored_module(source, options.negate,
                                                     getattr(torch, loaded.dtype)),
                                       constraints,

@@ -52,3 +52,37 @@ def test_check_reads_the_deploy_constraints_as_run_does(
     assert main(["config", "check", str(config), "--json"]) == 2
     error = json.loads(capsys.readouterr().out)["error"]
     assert error.startswith(f"deploy.constraints: {constraints}") and "'hihg'" in error
+
+
+def _demo_config_with(tmp_path: Path, constraints_text: str, model_lines: str = "") -> Path:
+    constraints = tmp_path / "constraints.yaml"
+    constraints.write_text(constraints_text)
+    text = (CONFIGS / "demo.yaml").read_text().replace(
+        "${CERTGATE_DEMO_CONSTRAINTS:-configs/demo_constraints.yaml}", str(constraints))
+    config = tmp_path / "demo.yaml"
+    population = "  population_uri: null"
+    config.write_text(text.replace(population, model_lines + population))
+    return config
+
+
+def test_check_resolves_the_constraints_input_names_before_any_audit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A name the file's `inputs:` header (or `model.input_names`) does not list is refused
+    by `config check` (and so by `certgate run` before the audit); a file naming the model's
+    own inputs without either is left to the deploy step, which has the model."""
+    demo = (CONFIGS / "demo_constraints.yaml").read_text()
+    config = _demo_config_with(tmp_path, demo.replace("{hpw: 45.0", "{hpww: 45.0"))
+    capsys.readouterr()
+    assert main(["config", "check", str(config), "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error.startswith("deploy.constraints: ")
+    assert "lower: unknown input 'hpww' (did you mean 'hpw'?)" in error
+
+    headerless = demo.replace("inputs: [female, hpw, yexp, hw]\n", "")
+    names = "  input_names: [female, hpw, yexp, hw]\n"
+    config = _demo_config_with(tmp_path, headerless.replace("{hpw: 45.0", "{hpww: 45.0"), names)
+    assert main(["config", "check", str(config), "--json"]) == 2
+    assert "unknown input 'hpww'" in json.loads(capsys.readouterr().out)["error"]
+    assert main(["config", "check", str(_demo_config_with(tmp_path, headerless, names))]) == 0
+    assert main(["config", "check", str(_demo_config_with(tmp_path, headerless))]) == 0
+    assert "valid (1 audit(s)" in capsys.readouterr().out

@@ -369,6 +369,59 @@ def test_certgate_run_deploys_only_after_a_passed_gate(
     assert not frame["bottom"].any()
 
 
+def test_certgate_run_deploys_a_file_naming_the_models_inputs(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Bounds written by input name resolve against the names the logged model carries: the
+    variant is the positional file's (the same fingerprint, so the positional file reuses it),
+    and a misspelt name stops the deploy naming the field and the near miss."""
+    named = tmp_path / "named.yaml"
+    named.write_text(yaml.safe_dump({"classes": ["deny", "grant"], "constraints": [
+        {"name": "wealthy_low_debt_granted",
+         "precondition": {"kind": "box", "lower": {"income": 100},
+                          "upper": {"debt_ratio": 0.2}},
+         "postcondition": [["deny < grant"]]}]}))
+    positional = tmp_path / "positional.yaml"
+    positional.write_text(yaml.safe_dump(CREDIT_CONSTRAINTS))
+    name = f"named_{uuid.uuid4().hex[:8]}"
+    target = f"{name}-selfcorrecting"
+    log_model(credit_demo.fair, credit_demo.population, registered_model_name=name,
+              serialization_format="pickle", alias="candidate", registry=registry)
+    summaries = []
+    for constraints in (named, positional):
+        deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}
+        config = write_run_config(tmp_path, registry.tracking_uri,
+                                  f"models:/{name}@candidate", deploy)
+        capsys.readouterr()
+        assert main(["run", "--config", str(config), "--no-progress", "--json"]) == 0
+        summaries.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
+    assert f"registered as models:/{target}/1" in summaries[0]["deploy"]
+    assert "reused" in summaries[1]["deploy"]
+    assert registered_versions(registry, target) == ["1"]
+    served = mlflow.pyfunc.load_model(f"models:/{target}@safe")
+    x = credit_demo.population.sample(400, np.random.default_rng(2))
+    x[:100, 1], x[:100, 2] = 100.0, 0.2  # on the box's closed corner
+    x[100:200, 1], x[100:200, 2] = np.nextafter(100.0, 0), np.nextafter(0.2, 1)  # just outside
+    frame = served.predict(frame_of(x))
+    with torch.no_grad():
+        expected, bottom = SelfCorrectingNetwork(
+            credit_demo.fair, load_constraints(positional, num_classes=2)
+        ).forward_with_bottom(torch.from_numpy(x))
+    np.testing.assert_array_equal(frame[["logit_0", "logit_1"]].to_numpy(),
+                                  expected.double().numpy())
+    np.testing.assert_array_equal(frame["bottom"].to_numpy(), bottom.numpy())
+    assert (frame["predicted_class"][:100] == 1).all()
+
+    misspelt = tmp_path / "misspelt.yaml"
+    misspelt.write_text(named.read_text().replace("debt_ratio", "debt_ration"))
+    with pytest.raises(DeployError, match=r"constraints\.0\.precondition\.box: Value error, "
+                                          r"upper: unknown input 'debt_ration' \(did you mean "
+                                          r"'debt_ratio'\?\)"):
+        deploy_self_correcting(f"models:/{name}/1", misspelt, registry=registry,
+                               target_name=target, workdir=tmp_path / "work")
+    assert registered_versions(registry, target) == ["1"]
+
+
 def test_abstain_variant_appends_an_abstain_column(
         registry: Registry, source: tuple[str, str], mlp: torch.nn.Sequential, population: Any,
         constraints_file: Path, tmp_path: Path) -> None:

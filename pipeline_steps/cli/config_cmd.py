@@ -33,7 +33,10 @@ def require_deploy_step(config: CertgateConfig) -> None:
     """Refuse, before anything runs, a configuration asking for a deploy step that this
     installation does not have, or whose constraints file does not exist or cannot be read
     as a constraint set (broken YAML, an unknown key or class: found after the audit and the
-    gate, it stopped the run with the promotion alias already moved)."""
+    gate, it stopped the run with the promotion alias already moved). Input names in the file
+    resolve against its ``inputs:`` header or ``model.input_names``; a file naming inputs by
+    the model's own names, with neither, is resolved by the deploy step once the model is
+    loaded."""
     if config.deploy is not None and importlib.util.find_spec(DEPLOY_MODULE) is None:
         raise CertgateInputError(
             "the configuration has a 'deploy' section, but this certgate has no deploy step "
@@ -45,10 +48,13 @@ def require_deploy_step(config: CertgateConfig) -> None:
         )
     if config.deploy is not None:
         from verifier.selfcorrect import ConstraintError
+        from verifier.selfcorrect.constraints import InputNamesUnknownError
         from verifier.selfcorrect.loaders import load_constraints
 
         try:
-            load_constraints(config.deploy.constraints)
+            load_constraints(config.deploy.constraints, input_names=config.model.input_names)
+        except InputNamesUnknownError:
+            pass  # bounds inputs by the model's own names: the deploy step resolves them
         except ConstraintError as error:
             raise CertgateInputError(f"deploy.constraints: {error}") from error
 

@@ -196,7 +196,8 @@ def run_wrap(args: argparse.Namespace) -> int:
 
     network = scored_network(read_network(args.model), args.negate_outputs)
     constraints = load_constraints(
-        args.constraints, num_classes=network.output_size, network=args.network
+        args.constraints, num_classes=network.output_size, network=args.network,
+        input_names=network.input_names,
     )
     scnet = SelfCorrectingNetwork(
         network.to_torch(),

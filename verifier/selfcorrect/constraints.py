@@ -20,6 +20,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from verifier.errors import CertgateInputError
+from verifier.selfcorrect.input_names import (
+    INPUT_NAMES,
+    NAMES_UNKNOWN,
+    PLACEHOLDER,
+    placeholder_names,
+)
 from verifier.selfcorrect.schema import (
     AllPrecondition,
     AlwaysPrecondition,
@@ -42,6 +48,11 @@ _INDEX_PATTERN = re.compile(r"^y?(\d+)$")
 
 class ConstraintError(CertgateInputError):
     """A constraint file or constraint set is malformed; the message names the field."""
+
+
+class InputNamesUnknownError(ConstraintError):
+    """The file names inputs, but neither its ``inputs:`` header nor the model names them; a
+    check without the model (``certgate config check``) leaves this to the deploy step."""
 
 
 class UnsatisfiableConstraintWarning(UserWarning):
@@ -150,7 +161,9 @@ class ConstraintSet:
         raise ConstraintError(f"unknown precondition kind {type(precondition).__name__}")
 
     def to_dict(self) -> dict[str, Any]:
-        """The normalised file form: class names, counts, indices only; loads back unchanged."""
+        """The normalised file form: class names, counts, indices only (boxes and rows as
+        positional lists, whether the file gave them by input name or not, so a set means one
+        thing to the deploy step's fingerprint however it was written); loads back unchanged."""
         data: dict[str, Any] = {
             "classes": list(self.class_names),
             "num_classes": self.num_classes,
@@ -400,6 +413,8 @@ def build_constraint_set(
         )
     if spec.input_size is not None:
         widths.add(spec.input_size)
+    if spec.inputs is not None:
+        widths.add(len(spec.inputs))
     if len(widths) > 1:
         raise ConstraintError(
             f"{source}: preconditions read different input sizes {sorted(widths)}"
@@ -408,20 +423,69 @@ def build_constraint_set(
     return ConstraintSet(tuple(constraints), count, class_names, input_size)
 
 
+def _file_input_names(
+    data: Any, model_names: Sequence[str] | None, source: str
+) -> tuple[list[str] | None, bool]:
+    """The input names a file's named fields resolve against, and whether they are a
+    network's placeholders ``x0, x1, …``: the file's ``inputs:`` header, which must agree with
+    the model's names (when the model has names of its own) or at least its size; else the
+    model's names.
+
+    Raises:
+        ConstraintError: the header and the model disagree, naming ``inputs``.
+    """
+    header = data.get("inputs") if isinstance(data, dict) else None
+    if not (isinstance(header, list) and all(isinstance(name, str) for name in header)):
+        header = None
+    if header is None:
+        placeholder = model_names is not None and placeholder_names(model_names)
+        return (None if model_names is None else list(model_names)), placeholder
+    if model_names is None:
+        return header, False
+    if len(header) != len(model_names):
+        raise ConstraintError(
+            f"{source}: inputs: the file lists {len(header)} inputs, the model has "
+            f"{len(model_names)}"
+        )
+    if not placeholder_names(model_names):
+        for position, (ours, theirs) in enumerate(zip(header, model_names, strict=True)):
+            if ours != theirs:
+                raise ConstraintError(
+                    f"{source}: inputs.{position}: the file names input {position} {ours!r}, "
+                    f"the model {theirs!r}; list the model's inputs in its order, or leave "
+                    "'inputs' out to use the model's names"
+                )
+    return header, False
+
+
 def constraint_set_from_dict(
-    data: Any, num_classes: int | None = None, source: str = "constraints"
+    data: Any,
+    num_classes: int | None = None,
+    source: str = "constraints",
+    input_names: Sequence[str] | None = None,
 ) -> ConstraintSet:
     """Validate a dict in the schema of :mod:`verifier.selfcorrect.schema` and resolve it.
 
+    Args:
+        input_names: the model's input names, which fields given by input name resolve
+            against when the file has no ``inputs:`` header (and which the header must match).
+
     Raises:
+        InputNamesUnknownError: the file names inputs and no input names are known (and it
+            has no other fault).
         ConstraintError: with every schema violation as ``field.path: message``.
     """
+    names, placeholder = _file_input_names(data, input_names, source)
+    context = {INPUT_NAMES: names, PLACEHOLDER: placeholder}
     try:
-        spec = ConstraintFileSpec.model_validate(data)
+        spec = ConstraintFileSpec.model_validate(data, context=context)
     except ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in item['loc']) or '<root>'}: {item['msg']}"
             for item in error.errors()
         )
-        raise ConstraintError(f"{source}: invalid constraints: {problems}") from error
+        kind = (InputNamesUnknownError
+                if all(item["type"] == NAMES_UNKNOWN for item in error.errors())
+                else ConstraintError)
+        raise kind(f"{source}: invalid constraints: {problems}") from error
     return build_constraint_set(spec, num_classes, source)

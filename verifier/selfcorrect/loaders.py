@@ -37,23 +37,38 @@ def read_structured_file(path: str | Path) -> Any:
 
     Raises:
         FileNotFoundError: no such file.
-        ConstraintError: unknown extension or a syntax error (with the position).
+        ConstraintError: unknown extension, a syntax error (with the position) or a key
+            given twice in one mapping.
     """
     file = Path(path)
     text = file.read_text()
     suffix = file.suffix.lower()
     try:
         if suffix == ".json":
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_unique_keys)
         if suffix in (".yaml", ".yml"):
             return load_yaml(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
+    except (ValueError, yaml.YAMLError) as error:  # json.JSONDecodeError is a ValueError
         raise ConstraintError(f"{file}: cannot parse: {error}") from error
     raise ConstraintError(f"{file}: expected a .json, .yaml or .yml file, got {suffix!r}")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict; a key given twice is an error (as in YAML, see
+    :func:`verifier.yaml_documents.load_yaml`): ``{"dti": 300, "dti": 400}`` bounds one input
+    twice, and ``json`` would keep the last silently."""
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise ValueError(f"key(s) {', '.join(map(repr, repeated))} given twice in one object")
+    return dict(pairs)
+
+
 def load_constraints(
-    path: str | Path, num_classes: int | None = None, network: str | None = None
+    path: str | Path,
+    num_classes: int | None = None,
+    network: str | None = None,
+    input_names: Sequence[str] | None = None,
 ) -> ConstraintSet:
     """Load a constraint file in any recognised layout.
 
@@ -62,12 +77,15 @@ def load_constraints(
         num_classes: the classifier's class count (checked against the file).
         network: for files that assign constraints per network (ACAS Xu), the network whose
             constraints to take, e.g. ``"N_2,9"``.
+        input_names: the model's input names, for fields given by input name in certgate's
+            schema (checked against the file's ``inputs:`` header).
 
     Raises:
         ConstraintError: malformed file; the message names the file and the field.
     """
     data = read_structured_file(path)
-    return parse_constraints(data, num_classes, network, source=str(path))
+    return parse_constraints(data, num_classes, network, source=str(path),
+                             input_names=input_names)
 
 
 def parse_constraints(
@@ -75,6 +93,7 @@ def parse_constraints(
     num_classes: int | None = None,
     network: str | None = None,
     source: str = "constraints",
+    input_names: Sequence[str] | None = None,
 ) -> ConstraintSet:
     """Like :func:`load_constraints` for already-parsed data."""
     if not isinstance(data, Mapping):
@@ -96,7 +115,7 @@ def parse_constraints(
         return _from_collision(properties, num_classes, network, source)
     if network is not None:
         raise ConstraintError(f"{source}: this file does not assign constraints per network")
-    return constraint_set_from_dict(data, num_classes, source)
+    return constraint_set_from_dict(data, num_classes, source, input_names)
 
 
 def _is_neutral_item(item: Any) -> bool:

@@ -19,6 +19,13 @@ pair ``[a, b]`` meaning ``y_a < y_b``. Preconditions (``kind``): ``box`` (``null
 (every row ``a·x <= b``, or ``<`` with ``strict``), ``predicted_in`` (the argmax of the
 *uncorrected* logits lies in ``classes``), ``always``, and ``all`` (a conjunction of preconditions).
 Names are resolved to indices by :mod:`verifier.selfcorrect.constraints`.
+
+Inputs may be named: a box's ``lower``/``upper``/``lower_closed``/``upper_closed`` and a linear
+row ``a`` may each be a mapping from input name to value (``lower: {dti: 300}``); unnamed
+inputs are unbounded (closed, coefficient 0). The names come from the file's ``inputs:`` header
+or the model's input names, in the validation context (:mod:`verifier.selfcorrect.input_names`);
+validation turns a named field into the positional list, so a validated precondition holds
+lists only.
 """
 
 from __future__ import annotations
@@ -27,7 +34,16 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
+
+from verifier.selfcorrect.input_names import by_position
 
 _LITERAL_PATTERN = re.compile(r"^\s*([^<>\s]+)\s*([<>])\s*([^<>\s]+)\s*$")
 
@@ -95,6 +111,23 @@ class BoxPrecondition(SchemaModel):
     lower_closed: bool | list[bool] = True
     upper_closed: bool | list[bool] = True
 
+    @model_validator(mode="before")
+    @classmethod
+    def _by_name(cls, data: Any, info: ValidationInfo) -> Any:
+        """Fields given as ``{input name: value}`` to lists (unnamed: unbounded, closed); in a
+        box written by name, a missing ``lower`` or ``upper`` is unbounded on every input."""
+        if not isinstance(data, dict):
+            return data
+        fills = {"lower": None, "upper": None, "lower_closed": True, "upper_closed": True}
+        named = {key: value for key, value in data.items()
+                 if key in fills and isinstance(value, dict)}
+        if not named:
+            return data
+        named = {**named, **{side: {} for side in ("lower", "upper") if side not in data}}
+        resolved = {key: by_position(value, key, info.context, fills[key])
+                    for key, value in named.items()}
+        return {**data, **resolved}
+
     @model_validator(mode="after")
     def _check_box(self) -> BoxPrecondition:
         if len(self.lower) != len(self.upper):
@@ -141,7 +174,8 @@ class UnionPrecondition(SchemaModel):
 
 class LinearPrecondition(SchemaModel):
     """Every row holds: ``a[i]·x <= b[i]`` (``<`` when ``strict``). A single row may be given
-    as a flat list ``a: [..]`` with a number ``b``."""
+    as a flat list ``a: [..]`` (or a mapping ``{input name: coefficient}``) with a number
+    ``b``; a row given as a mapping has coefficient 0 on the inputs it does not name."""
 
     kind: Literal["linear"]
     a: list[list[float]] = Field(min_length=1)
@@ -150,13 +184,22 @@ class LinearPrecondition(SchemaModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _single_row(cls, data: Any) -> Any:
+    def _single_row(cls, data: Any, info: ValidationInfo) -> Any:
         if isinstance(data, dict):
             row, bound = data.get("a"), data.get("b")
-            if isinstance(row, list) and row and not isinstance(row[0], list):
+            if isinstance(row, dict) or (
+                isinstance(row, list) and row and not isinstance(row[0], list | dict)
+            ):
                 data = {**data, "a": [row]}
             if isinstance(bound, int | float) and not isinstance(bound, bool):
                 data = {**data, "b": [bound]}
+            rows = data.get("a")
+            if isinstance(rows, list) and any(isinstance(item, dict) for item in rows):
+                data = {**data, "a": [
+                    by_position(item, f"a.{i}", info.context, 0.0)
+                    if isinstance(item, dict) else item
+                    for i, item in enumerate(rows)
+                ]}
         return data
 
     @model_validator(mode="after")
@@ -221,11 +264,13 @@ class ConstraintSpec(SchemaModel):
 
 
 class ConstraintFileSpec(SchemaModel):
-    """A constraint file: the class names or count, optionally the input size, the constraints."""
+    """A constraint file: the class names or count, optionally the input size and the input
+    names (``inputs``, in the model's order), the constraints."""
 
     classes: list[str] | None = Field(default=None, min_length=1)
     num_classes: int | None = Field(default=None, ge=1)
     input_size: int | None = Field(default=None, ge=1)
+    inputs: list[str] | None = Field(default=None, min_length=1)
     constraints: list[ConstraintSpec]
 
     @model_validator(mode="after")
@@ -237,6 +282,14 @@ class ConstraintFileSpec(SchemaModel):
             if self.num_classes is not None and self.num_classes != len(self.classes):
                 raise ValueError(
                     f"num_classes={self.num_classes} but classes lists {len(self.classes)} names"
+                )
+        if self.inputs is not None:
+            duplicates = sorted({n for n in self.inputs if self.inputs.count(n) > 1})
+            if duplicates:
+                raise ValueError(f"inputs: duplicate names {duplicates}")
+            if self.input_size is not None and self.input_size != len(self.inputs):
+                raise ValueError(
+                    f"input_size={self.input_size} but inputs lists {len(self.inputs)} names"
                 )
         names = [constraint.name for constraint in self.constraints]
         duplicates = sorted({n for n in names if names.count(n) > 1})
