@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from configs.schema import AuditSettings, CertgateConfig
-from pipeline_steps.audit_inputs import check_audits
+from pipeline_steps.audit_inputs import check_audits, check_deploy_constraints
 from pipeline_steps.fidelity_step import (
     check_certificates,
     fidelity_metrics,
@@ -414,11 +414,16 @@ def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
     never from the population), after checking that every input an audit names exists and
     that each audit can run on them (:func:`verifier.audits.check_audit`): a typo, an unnamed
     model or a population an audit cannot handle fails here, before anything is written to
-    the registry or any audit starts."""
+    the registry or any audit starts. A configured deploy's constraint file must resolve
+    on the model's input names here too: found by the deploy step, a misspelt name stopped
+    the run after the gate had moved the promotion alias."""
     network, population = bind(loaded.network, population, config.model.input_names,
                                loaded.uri)
     check_audits(config.audits, network, population, list(network.input_names),
                  ("an input of the model", "inputs of the model"))
+    if config.deploy is not None:
+        check_deploy_constraints(config.deploy.constraints, list(network.input_names),
+                                 names_may_come_later=False)
     return network, population
 
 

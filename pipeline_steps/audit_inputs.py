@@ -1,8 +1,11 @@
 """The check every audit configuration passes before it runs: the inputs it names exist and
-the audit can run on the bound model and population."""
+the audit can run on the bound model and population; a deploy step's constraint file reads
+as a constraint set on the model's inputs."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from verifier.errors import CertgateInputError, did_you_mean
@@ -27,3 +30,23 @@ def check_audits(audits: list[Any], network: Any, population: Any, names: list[s
                 f"{did_you_mean(missing[0], names)} (names: {', '.join(names)})"
             )
         check_audit(settings, network, population)
+
+
+def check_deploy_constraints(constraints: Path, input_names: Sequence[str] | None, *,
+                             names_may_come_later: bool) -> None:
+    """The deploy step's constraint file loads as a constraint set, input names resolved
+    against its ``inputs:`` header or ``input_names``; any fault is a
+    :class:`CertgateInputError` naming ``deploy.constraints``. With
+    ``names_may_come_later`` (no model loaded yet), a file naming inputs that neither names
+    passes: the check on the loaded model's names, before the audit, resolves it."""
+    from verifier.selfcorrect import ConstraintError
+    from verifier.selfcorrect.constraints import InputNamesUnknownError
+    from verifier.selfcorrect.loaders import load_constraints
+
+    try:
+        load_constraints(constraints, input_names=input_names)
+    except InputNamesUnknownError as error:
+        if not names_may_come_later:
+            raise CertgateInputError(f"deploy.constraints: {error}") from error
+    except ConstraintError as error:
+        raise CertgateInputError(f"deploy.constraints: {error}") from error

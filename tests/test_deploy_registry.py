@@ -422,6 +422,35 @@ def test_certgate_run_deploys_a_file_naming_the_models_inputs(
     assert registered_versions(registry, target) == ["1"]
 
 
+def test_certgate_run_refuses_a_misspelt_input_name_before_the_audit(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A constraint file naming the model's inputs, with no ``inputs:`` header, is resolved
+    on the loaded model's names before the audit: a misspelt name exits 2 with nothing
+    audited, gated or deployed (found by the deploy step, it stopped the run after the gate
+    had moved the promotion alias)."""
+    misspelt = tmp_path / "misspelt.yaml"
+    misspelt.write_text(yaml.safe_dump({"classes": ["deny", "grant"], "constraints": [
+        {"name": "low_debt_granted", "precondition": {"kind": "box",
+                                                      "upper": {"debt_ration": 0.2}},
+         "postcondition": [["deny < grant"]]}]}))
+    name = f"misspelt_{uuid.uuid4().hex[:8]}"
+    log_model(credit_demo.fair, credit_demo.population, registered_model_name=name,
+              serialization_format="pickle", alias="candidate", registry=registry)
+    deploy = {"constraints": str(misspelt), "registered_model": f"{name}-sc", "alias": "safe"}
+    config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                              deploy)
+    capsys.readouterr()
+    code = main(["run", "--config", str(config), "--no-progress", "--json"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 2
+    assert "deploy.constraints" in report["error"]
+    assert "unknown input 'debt_ration' (did you mean 'debt_ratio'?)" in report["error"]
+    tags = registry.client.get_model_version(name, "1").tags
+    assert not any(key.startswith("certgate.gate") for key in tags), tags
+    assert registry.client.search_registered_models(f"name='{name}-sc'") == []
+
+
 def test_abstain_variant_appends_an_abstain_column(
         registry: Registry, source: tuple[str, str], mlp: torch.nn.Sequential, population: Any,
         constraints_file: Path, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline_steps.audit_inputs import check_deploy_constraints
 from pipeline_steps.cli.output import JSON_HELP, emit_json, quiet_downloads
 from verifier.errors import CertgateInputError
 
@@ -35,8 +36,8 @@ def require_deploy_step(config: CertgateConfig) -> None:
     as a constraint set (broken YAML, an unknown key or class: found after the audit and the
     gate, it stopped the run with the promotion alias already moved). Input names in the file
     resolve against its ``inputs:`` header or ``model.input_names``; a file naming inputs by
-    the model's own names, with neither, is resolved by the deploy step once the model is
-    loaded."""
+    the model's own names, with neither, is resolved once the model is loaded, before the
+    audit (:func:`pipeline_steps.audit.bound_inputs`)."""
     if config.deploy is not None and importlib.util.find_spec(DEPLOY_MODULE) is None:
         raise CertgateInputError(
             "the configuration has a 'deploy' section, but this certgate has no deploy step "
@@ -47,16 +48,8 @@ def require_deploy_step(config: CertgateConfig) -> None:
             f"deploy.constraints: constraints file not found: {config.deploy.constraints}"
         )
     if config.deploy is not None:
-        from verifier.selfcorrect import ConstraintError
-        from verifier.selfcorrect.constraints import InputNamesUnknownError
-        from verifier.selfcorrect.loaders import load_constraints
-
-        try:
-            load_constraints(config.deploy.constraints, input_names=config.model.input_names)
-        except InputNamesUnknownError:
-            pass  # bounds inputs by the model's own names: the deploy step resolves them
-        except ConstraintError as error:
-            raise CertgateInputError(f"deploy.constraints: {error}") from error
+        check_deploy_constraints(config.deploy.constraints, config.model.input_names,
+                                 names_may_come_later=True)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
