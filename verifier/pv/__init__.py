@@ -8,9 +8,8 @@ an event is proven true on a box, the box's (rounded-down) mass is added to the 
 bound; proven false, it is subtracted from the event's upper bound. Boxes with no undecided
 event leave the tree. An open box whose events hang on one open output atom also counts,
 while it waits, lower bounds of the mass of its parts that CROWN's linear bounds decide
-(:mod:`~verifier.pv.credit`: the population's excess bound where it has one, and the mass
-of a corner box the line decides whole); these credits leave the totals when the box is
-split or decided.
+(:mod:`~verifier.pv.credit`, under populations that bound such parts); these credits leave
+the totals when the box is split or decided.
 
 Selection, for a specification with a threshold, is directed
 (:mod:`~verifier.pv.direction`): nine tenths of each batch are the boxes whose estimated

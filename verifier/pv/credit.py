@@ -16,10 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
-from verifier.numerics import relative_margin, scaled_down
 from verifier.population.distributions import Categorical
 from verifier.pv.atoms import AtomBounds, AtomLines
-from verifier.pv.domain import MassFunction
 from verifier.spec import atom_truth
 
 TAIL_DEVIATIONS = 2.0
@@ -82,78 +80,21 @@ def open_pieces(
     return found
 
 
-CORNER_MIN_SHARE = 0.2
-"""A piece's corner box (:func:`corner_boxes`) is credited only where the product of its
-sides over the box's keeps this share: each costs a mass call, and smaller corners credit
-little (the numeric-only 2×16 model of ``benchmarks/pv_numeric.py`` at 30 CPU s: widths
-0.2463 at 0.05, 0.2410 at 0.2, 0.2608 without corners; docs/decisions.md, 2026-11-30)."""
-
-
-def corner_boxes(lo: np.ndarray, hi: np.ndarray, coefficients: np.ndarray,
-                 threshold: np.ndarray, grouped: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row, a box inside ``[lo, hi]`` on which ``c·x − min_box(c·x) > τ`` holds at every
-    point (real arithmetic), and whether one was found: ``(lo', hi', found)``. The box keeps
-    every one-hot column (``grouped``) and every column of ``c_i = 0`` whole and cuts each
-    other column to a fraction ``f_i`` of its side at the end where ``c_i·x_i`` is largest;
-    the fractions maximise ``Σ log f_i`` under ``Σ a_i (1 − f_i) = τ`` (``a_i = |c_i|·(hi_i −
-    lo_i)``): ``f_i = min(1, μ / a_i)``, water-filling. Its excess is then checked from its
-    ends, rounded down; a row whose check fails is not found. Soundness rests on the check
-    only: a one-hot group's term is ``≥ 0`` on every allowed category."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        reach = np.where(grouped[None, :], 0.0, np.abs(coefficients) * (hi - lo))
-    # τ ≥ 2⁻¹⁰⁰⁰: the check's relative margin then also covers the absolute error of terms
-    # that underflow (at most 2⁻¹⁰⁷⁴ each)
-    usable = (np.isfinite(reach).all(axis=1) & np.isfinite(threshold)
-              & (threshold >= 2.0**-1000) & (reach.sum(axis=1) > threshold))
-    new_lo, new_hi = lo.copy(), hi.copy()
-    found = np.zeros(lo.shape[0], dtype=bool)
-    rows = np.flatnonzero(usable)
-    if rows.size == 0:
-        return new_lo, new_hi, found
-    reach, c, lo, hi, threshold = reach[rows], coefficients[rows], lo[rows], hi[rows], \
-        threshold[rows]
-    ordered = -np.sort(-reach, axis=1)
-    count = np.arange(1, reach.shape[1] + 1)
-    level = (np.cumsum(ordered, axis=1) - threshold[:, None]) / count
-    active = (ordered > level).sum(axis=1)
-    mu = level[np.arange(rows.size), np.maximum(active - 1, 0)] * (1.0 - 1e-6)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        fraction = np.where(reach > 0.0, np.minimum(1.0, mu[:, None] / reach), 1.0)
-    side = (hi - lo) * fraction
-    corner_lo = np.where(c > 0.0, np.maximum(hi - side, lo), lo)
-    corner_hi = np.where(c < 0.0, np.minimum(lo + side, hi), hi)
-    with np.errstate(invalid="ignore", over="ignore"):
-        term = np.where(grouped[None, :], 0.0, np.where(
-            c > 0.0, c * (corner_lo - lo), np.where(c < 0.0, -c * (hi - corner_hi), 0.0)))
-    checked = scaled_down(np.maximum(term, 0.0).sum(axis=1),
-                          relative_margin(reach.shape[1] + 2))
-    new_lo[rows], new_hi[rows] = corner_lo, corner_hi
-    found[rows] = (mu > 0.0) & (checked > threshold)
-    return new_lo, new_hi, found
-
-
 def linear_credit(
     atoms: AtomBounds, low: np.ndarray, high: np.ndarray, lines: AtomLines, lo: np.ndarray,
     hi: np.ndarray, mass_hi: np.ndarray, excess: ExcessFunction,
     wanted: WantedSides | None = None, pieces: list[OpenPieces] | None = None,
-    masses: MassFunction | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(credit_true, credit_false)``, ``(B, events)``: sound lower bounds of ``P(box ∧
     event)`` and ``P(box ∧ ¬event)`` from the linear pieces of the one atom left open on the
     box (zero where the event is decided, where more than one atom is open, where the atom
     has no piece, and on a side of the atom that no wanted credit reads: ``wanted``, None
     for all). ``low``/``high``: the atoms' bounds on each box; ``pieces``: their
-    :func:`open_pieces`, computed here if None. Each piece's credit is the larger of the
-    excess bound's and, with ``masses``, the lower mass of its :func:`corner_boxes` box
-    (where that box keeps at least :data:`CORNER_MIN_SHARE` of the box's sides' product)."""
+    :func:`open_pieces`, computed here if None."""
     credit_true = np.zeros((lo.shape[0], len(atoms.tracked.events)))
     credit_false = np.zeros_like(credit_true)
     if pieces is None:
         pieces = open_pieces(atoms, low, high, lines, lo, hi, mass_hi)
-    grouped = np.zeros(lo.shape[1], dtype=bool)
-    for group in atoms.groups:
-        grouped[list(group)] = True
     for piece in pieces:
         atom, boxes, follows, negates = piece.atom, piece.boxes, piece.follows, piece.negates
         box_lo, box_hi, coefficients = piece.lo, piece.hi, piece.coefficients
@@ -173,17 +114,6 @@ def linear_credit(
         if bounded.any():
             both[bounded] = excess(box_lo[bounded], box_hi[bounded], coefficients[bounded],
                                    threshold[bounded])
-        if masses is not None and read.any():
-            rows = np.flatnonzero(read)
-            corner_lo, corner_hi, found = corner_boxes(
-                box_lo[rows], box_hi[rows], coefficients[rows], threshold[rows], grouped)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                kept = np.where(box_hi[rows] > box_lo[rows], (corner_hi - corner_lo)
-                                / (box_hi[rows] - box_lo[rows]), 1.0).prod(axis=1)
-            found &= kept >= CORNER_MIN_SHARE
-            rows, corner_lo, corner_hi = rows[found], corner_lo[found], corner_hi[found]
-            if rows.size:
-                both[rows] = np.maximum(both[rows], masses(corner_lo, corner_hi)[0])
         atom_holds, atom_fails = both[:boxes.size, None], both[boxes.size:, None]
         credit_true[boxes] = np.where(follows, atom_holds, np.where(negates, atom_fails, 0.0))
         credit_false[boxes] = np.where(follows, atom_fails, np.where(negates, atom_holds, 0.0))

@@ -90,8 +90,7 @@ class BoxEvaluation:
         else:
             pieces = open_pieces(self.atoms, low, high, lines, lo, hi, mass_hi)
             credit_true, credit_false = linear_credit(
-                self.atoms, low, high, lines, lo, hi, mass_hi, self.excess, wanted, pieces,
-                self.masses)
+                self.atoms, low, high, lines, lo, hi, mass_hi, self.excess, wanted, pieces)
         credited = time.process_time()
         share = (true_share(self.atoms, low, high, lines, lo, hi, mass_hi, pieces)
                  if self.estimate_shares else np.full_like(credit_true, 0.5))
