@@ -307,14 +307,21 @@ def write_run_config(tmp_path: Path, tracking_uri: str, model_uri: str,
     return path
 
 
-def test_hooks_watch_says_a_failed_gate_held_its_deploy_back(
-        registry: Registry, credit_demo, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+def credit_deploy(tmp_path: Path) -> tuple[str, str, dict[str, Any]]:
+    """A fresh registered-model name, its variant's name and a ``deploy`` section wrapping it
+    with the credit constraints."""
     constraints = tmp_path / "credit.yaml"
     constraints.write_text(yaml.safe_dump(CREDIT_CONSTRAINTS))
     name = f"credit_{uuid.uuid4().hex[:8]}"
     target = f"{name}-selfcorrecting"
-    deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}
+    return name, target, {"constraints": str(constraints), "registered_model": target,
+                          "alias": "safe"}
+
+
+def test_hooks_watch_says_a_failed_gate_held_its_deploy_back(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    name, target, deploy = credit_deploy(tmp_path)
     log_model(credit_demo.biased, credit_demo.population, registered_model_name=name,
               serialization_format="pickle", alias="candidate", registry=registry)
     config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
@@ -330,11 +337,7 @@ def test_hooks_watch_says_a_failed_gate_held_its_deploy_back(
 def test_certgate_run_deploys_only_after_a_passed_gate(
         registry: Registry, credit_demo, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    constraints = tmp_path / "credit.yaml"
-    constraints.write_text(yaml.safe_dump(CREDIT_CONSTRAINTS))
-    name = f"credit_{uuid.uuid4().hex[:8]}"
-    target = f"{name}-selfcorrecting"
-    deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}
+    name, target, deploy = credit_deploy(tmp_path)
     for model in (credit_demo.biased, credit_demo.fair):
         log_model(model, credit_demo.population, registered_model_name=name,
                                   serialization_format="pickle", alias="candidate",
