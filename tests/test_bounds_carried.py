@@ -114,12 +114,12 @@ def test_carried_bounds_only_narrow_a_boxs_own(network: Network, seed: int) -> N
 def test_the_float32_record_encloses_the_float64_bounds(values: list[float]) -> None:
     """Each float32 end is the float64 one rounded outward (infinite beyond float32's range on
     the outer side only), compared exactly."""
-    from verifier.bounds.carried import _float32_outward
+    from verifier.numerics import float32_outward
 
     array = np.sort(np.array(values).reshape(-1, 1) if len(values) % 2 else
                     np.array(values).reshape(-1, 2), axis=-1)
     lower, upper = array[:, :1], array[:, -1:]
-    low32, high32 = _float32_outward(lower, upper)
+    low32, high32 = float32_outward(lower, upper)
     assert low32.dtype == np.float32 and high32.dtype == np.float32
     for a, b, a32, b32 in zip(lower.ravel(), upper.ravel(), low32.ravel(), high32.ravel(),
                               strict=True):

@@ -19,6 +19,7 @@ from verifier.arrays import Array, namespace
 from verifier.bounds.affine import PreparedNetwork, _Affine, _prepare
 from verifier.bounds.results import BoundsResult
 from verifier.network import Network
+from verifier.numerics import float32_outward
 
 
 def _carried_index(affines: list[_Affine]) -> int | None:
@@ -51,23 +52,7 @@ def carried_bounds(result: BoundsResult) -> np.ndarray:
     batch = result.lower.shape[0]
     if index < 1 or index not in result.pre_lower:
         return np.zeros((batch, 2, 0), dtype=np.float32)
-    return np.stack(_float32_outward(result.pre_lower[index], result.pre_upper[index]), axis=1)
-
-
-def _float32_outward(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``lower``/``upper`` in float32, each rounded outward: ``low32 <= lower`` and
-    ``high32 >= upper`` in the extended reals (a float32 cast rounds to nearest, and one that
-    landed inside is moved one float32 step out; beyond float32's range the outer side
-    becomes infinite)."""
-    lower = np.asarray(lower, dtype=np.float64)
-    upper = np.asarray(upper, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        low32, high32 = lower.astype(np.float32), upper.astype(np.float32)
-    low32 = np.where(low32.astype(np.float64) > lower,
-                     np.nextafter(low32, np.float32(-np.inf)), low32)
-    high32 = np.where(high32.astype(np.float64) < upper,
-                      np.nextafter(high32, np.float32(np.inf)), high32)
-    return low32, high32
+    return np.stack(float32_outward(result.pre_lower[index], result.pre_upper[index]), axis=1)
 
 
 def _layer_carried(

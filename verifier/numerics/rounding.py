@@ -238,3 +238,19 @@ def widened_up(values: ArrayLike, relative: float = FUNCTION_REL_MARGIN) -> np.n
     with np.errstate(over="ignore"):
         widened = np.where(values > 0, values * (1.0 + relative), values * (1.0 - relative))
     return up_array(widened)
+
+
+def float32_outward(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``lower``/``upper`` in float32, each rounded outward: ``low32 <= lower`` and
+    ``high32 >= upper`` in the extended reals (a float32 cast rounds to nearest, and one that
+    landed inside is moved one float32 step out; beyond float32's range the outer side
+    becomes infinite)."""
+    lower = np.asarray(lower, dtype=np.float64)
+    upper = np.asarray(upper, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        low32, high32 = lower.astype(np.float32), upper.astype(np.float32)
+    low32 = np.where(low32.astype(np.float64) > lower,
+                     np.nextafter(low32, np.float32(-np.inf)), low32)
+    high32 = np.where(high32.astype(np.float64) < upper,
+                      np.nextafter(high32, np.float32(np.inf)), high32)
+    return low32, high32
