@@ -5,6 +5,7 @@ the data's own ratio in exact arithmetic (the oracle a certificate must not cont
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -47,3 +48,16 @@ def data_ratio(granted: pd.Series, unprivileged: pd.Series, privileged: pd.Serie
     """The data's parity ratio P(granted | unprivileged) / P(granted | privileged), exactly."""
     return Fraction(int(granted[unprivileged].sum()), int(unprivileged.sum())) / \
         Fraction(int(granted[privileged].sum()), int(privileged.sum()))
+
+
+def data_ratio_interval(granted: pd.Series, unprivileged: pd.Series, privileged: pd.Series,
+                        z: float = 3.0) -> tuple[float, float]:
+    """The data's parity ratio ``± z`` standard errors (delta method on the log ratio of the
+    two groups' rates): the rows are a sample of the population a certificate is about, so a
+    tight certificate may miss their exact ratio by sampling error; one that misses this
+    interval contradicts the rows."""
+    ratio = float(data_ratio(granted, unprivileged, privileged))
+    rates = [(float(granted[group].mean()), int(group.sum()))
+             for group in (unprivileged, privileged)]
+    spread = math.sqrt(sum((1.0 - rate) / (count * rate) for rate, count in rates))
+    return ratio * math.exp(-z * spread), ratio * math.exp(z * spread)

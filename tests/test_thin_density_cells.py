@@ -25,7 +25,12 @@ import pytest
 import torch
 
 from certgate.population_data import fit_population
-from tests.parity_on_data import data_ratio, fit_default_population, verify_parity
+from tests.parity_on_data import (
+    data_ratio,
+    data_ratio_interval,
+    fit_default_population,
+    verify_parity,
+)
 from tests.test_binding import export_onnx
 from verifier.population import load_population
 
@@ -144,7 +149,10 @@ def test_a_many_valued_category_is_the_parent_of_a_continuous_column(
     exact = data_ratio(frame["income"] > 8 + 7 * code, group, ~group)
     low, high = payload["ratio"]
     assert exact < 0.45 and payload["verdict"] == "violated", (float(exact), payload["ratio"])
-    assert low <= exact <= high, (float(exact), payload["ratio"])
+    # 300 rows in the group: the rows' ratio 0.367 has a standard error of 0.038, and PV's
+    # interval around the population's 0.400 can be narrower than that gap
+    data_low, data_high = data_ratio_interval(frame["income"] > 8 + 7 * code, group, ~group)
+    assert data_low <= high and low <= data_high, ((data_low, data_high), payload["ratio"])
     assert payload["population_fidelity"]["status"] == "consistent"
     estimate, error = population_ratio(population, network, 200_000)
     assert low - 4 * error <= estimate <= high + 4 * error, (estimate, error, payload["ratio"])
