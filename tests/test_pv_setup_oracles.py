@@ -21,6 +21,7 @@ import mpmath
 import numpy as np
 import pytest
 
+from tests.bound_oracles import rational_outputs
 from verifier.audits.binding import bind
 from verifier.audits.demographic_parity import demographic_parity_audit
 from verifier.network import Layer, Network
@@ -61,13 +62,7 @@ def _dyadic_network() -> Network:
 
 def _exact_class(network: Network, point: tuple[int, ...]) -> int:
     """The argmax class (the lowest index on a tie) in rationals."""
-    values = [Fraction(v) for v in point]
-    for layer in network.layers:
-        values = [sum((Fraction(float(w)) * v for w, v in zip(row, values, strict=True)),
-                      Fraction(float(bias)))
-                  for row, bias in zip(layer.weight, layer.bias, strict=True)]
-        if layer.activation == "relu":
-            values = [max(Fraction(0), v) for v in values]
+    values = rational_outputs(network, point)
     return max(range(len(values)), key=lambda k: (values[k], -k))
 
 
