@@ -312,7 +312,8 @@ def _single_node(op: str, **attributes: object) -> onnx.ModelProto:
         (_single_node("Flatten", axis=0), r"Flatten node 'the_node'.*merge the batch"),
         (_single_node("LeakyRelu", alpha=2.0), r"LeakyRelu node 'the_node'.*outside \[0, 1\]"),
         (_single_node("Cast", to=TensorProto.FLOAT),
-         r"'Cast' at node 'the_node'.*changes the precision the model computes in"),
+         r"Cast node 'the_node': casts the float64 data tensor to another type.*changes the "
+         r"precision the model computes in"),
         (_model([helper.make_node("Add", ["x", "c"], ["y"], name="the_node")],
                 {"c": np.ones((3, 1))}, ["N", 3]),
          r"Add node 'the_node': a constant of shape \(3, 1\) broadcast against one sample of "
@@ -556,3 +557,30 @@ def test_squeeze_needs_axes_off_the_batch() -> None:
                        {**constants, "axes": np.array([0], dtype=np.int64)}, ["N", 3])
         with pytest.raises(NetworkError, match=message):
             from_onnx(model)
+
+
+def test_cast_like_of_constants_and_of_the_data() -> None:
+    """``CastLike(c, x)`` is the constant in the data's type: a product the graph computes
+    exactly stays exact (its real value, 1 + 2⁻¹⁹ + 2⁻⁴⁰, which float32 cannot hold), a
+    float64 constant is rounded to float32 as the operator defines; a cast of the data to its
+    own type is the identity, to another type refused by name."""
+    factor = np.float32(1 + 2.0**-20)
+    constants = {"a": np.array([factor]), "b": np.array([factor]), "shift": np.array([0.1])}
+    nodes = [
+        helper.make_node("Mul", ["a", "b"], ["c"]),
+        helper.make_node("CastLike", ["c", "x"], ["c_like"]),
+        helper.make_node("CastLike", ["shift64", "x"], ["shift_like"]),
+        helper.make_node("Mul", ["x", "c_like"], ["h"]),
+        helper.make_node("CastLike", ["h", "x"], ["h_like"], name="identity"),
+        helper.make_node("Add", ["h_like", "shift_like"], ["y"]),
+    ]
+    model = _model(nodes, constants, ["N", 1], opset=17, elem=TensorProto.FLOAT)
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0.1]), "shift64"))
+    network = _assert_matches_ort(model)
+    assert network.layers[0].weight[0, 0] == 1 + 2.0**-19 + 2.0**-40
+    assert network.layers[0].bias[0] == float(np.float32(0.1))
+    nodes[-2] = helper.make_node("CastLike", ["h", "shift64"], ["h_like"], name="widening")
+    model = _model(nodes, constants, ["N", 1], opset=17, elem=TensorProto.FLOAT)
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0.1]), "shift64"))
+    with pytest.raises(NetworkError, match=r"CastLike node 'widening': casts the float32 data"):
+        from_onnx(model)
