@@ -173,6 +173,19 @@ def test_default_exports_read_as_onnxruntime_runs_them(name: str, dtype: torch.d
         assert network.input_names == [f"features[{feature}]" for feature in range(FEATURES)]
 
 
+@pytest.mark.parametrize("opset", [22, 23])
+def test_opsets_22_and_23_are_read(opset: int, tmp_path: Path) -> None:
+    """``opset_version=22`` or ``23``, which the exporter accepts, changed only the types the
+    operators read accepts (bfloat16, float4…), not their attributes or inputs; such a file
+    was refused ("opset 23 is not supported (8 to 21)")."""
+    torch.manual_seed(opset)
+    model = _export(_Negated(_mlp([8, 8], 3, batch_norm=True, dropout=True,
+                                  activation=lambda: torch.nn.LeakyReLU(0.2))),
+                    tmp_path / "model.onnx", opset_version=opset)
+    assert model.opset_import[0].version == opset
+    _against_onnxruntime(model, from_onnx(model))
+
+
 def _exact_forward(layers: list[tuple[np.ndarray, np.ndarray]], point: np.ndarray,
                    clip: tuple[Fraction, Fraction] | None = None,
                    scale: list[Fraction] | None = None) -> list[Fraction]:

@@ -1,4 +1,4 @@
-"""ONNX graphs (opset 8 to 21) to the IR.
+"""ONNX graphs (opset 8 to 23) to the IR.
 
 Supported ops on the data tensor: Gemm, MatMul (with a constant right operand), Add, Sub, Mul,
 Div by constants (scalar or per-feature), Neg, Relu, LeakyRelu, PRelu (constant slopes in [0, 1]),
@@ -46,7 +46,7 @@ from verifier.convert.unsupported import PRODUCT_HINT, SUM_HINT, operator_hint
 from verifier.network import Network, NetworkError
 
 MIN_OPSET = 8
-MAX_OPSET = 21
+MAX_OPSET = 23
 INPUT_NAMES_KEY = "certgate.input_names"
 OUTPUT_NAMES_KEY = "certgate.output_names"
 _DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64}
