@@ -584,3 +584,19 @@ def test_cast_like_of_constants_and_of_the_data() -> None:
     model.graph.initializer.append(numpy_helper.from_array(np.array([0.1]), "shift64"))
     with pytest.raises(NetworkError, match=r"CastLike node 'widening': casts the float32 data"):
         from_onnx(model)
+
+
+def test_max_and_min_read_one_constant_bound_only() -> None:
+    """``Max``/``Min`` of the data and a constant with equal entries is a one-sided clip;
+    a bound that differs between features, or a third operand, is refused naming the node."""
+    constants = {"W": np.eye(3), "zero": np.zeros((1, 3)), "cap": np.array(0.7),
+                 "mixed": np.array([[0.0, 1.0, 2.0]])}
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]),
+             helper.make_node("Max", ["h", "zero"], ["m"]),
+             helper.make_node("Min", ["cap", "m"], ["y"])]
+    for elem in (TensorProto.FLOAT, TensorProto.DOUBLE):
+        _assert_matches_ort(_model(nodes, constants, ["N", 3], elem=elem))
+    for node in (helper.make_node("Max", ["h", "mixed"], ["y"], name="per_feature"),
+                 helper.make_node("Max", ["h", "zero", "cap"], ["y"], name="per_feature")):
+        with pytest.raises(NetworkError, match="Max node 'per_feature'"):
+            from_onnx(_model([nodes[0], node], constants, ["N", 3]))

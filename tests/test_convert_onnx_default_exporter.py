@@ -298,3 +298,35 @@ def test_an_unoptimised_export_casts_its_constants_like_the_data(tmp_path: Path)
     scale = [1 / Fraction(float(value)) for value in divided.std.double().numpy()]
     _assert_bounds_hold(network, points.astype(np.float64),
                         lambda point: _exact_forward(_weights(divided), point, scale=scale))
+
+
+class _MaximumMinimum(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(FEATURES, 4), torch.nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.first(x)
+        hidden = torch.maximum(hidden, torch.zeros_like(hidden))
+        return self.second(torch.minimum(hidden, torch.full_like(hidden, 0.7)))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_maximum_and_minimum_with_a_constant_are_one_sided_clips(dynamic: bool,
+                                                                 tmp_path: Path) -> None:
+    """``torch.maximum(h, zeros_like(h))`` and ``torch.minimum(h, full_like(h, 0.7))`` export
+    to ``Max``/``Min`` of the data and a constant (batch-shaped at a fixed batch, an
+    ``Expand`` of a scalar with a dynamic one); they were refused ("unsupported ONNX operator
+    'Max'"). Oracle: the formula in ``Fraction`` clipped to [0, float32(0.7)]."""
+    torch.manual_seed(5)
+    module = _MaximumMinimum()
+    options: dict[str, object] = {"dynamic_shapes": ({0: torch.export.Dim("batch")},)} if (
+        dynamic) else {}
+    model = _export(module, tmp_path / "model.onnx", **options)
+    assert {"Max", "Min"} <= {node.op_type for node in model.graph.node}
+    network = from_onnx(model)
+    _against_onnxruntime(model, network)
+    bounds = (Fraction(0), Fraction(float(np.float32(0.7))))
+    points = np.random.default_rng(6).normal(scale=2.0, size=(24, FEATURES)).astype(np.float32)
+    _assert_bounds_hold(network, points.astype(np.float64),
+                        lambda point: _exact_forward(_weights(module), point, bounds))

@@ -2,7 +2,8 @@
 
 Supported ops on the data tensor: Gemm, MatMul (with a constant right operand), Add, Sub, Mul,
 Div by constants (scalar or per-feature), Neg, Relu, LeakyRelu, PRelu (constant slopes in [0, 1]),
-Clip (both bounds: hardtanh; one bound: a shifted ReLU), Flatten, Reshape and Squeeze/Unsqueeze
+Clip (both bounds: hardtanh; one bound: a shifted ReLU), Max/Min of the data and one constant
+bound (a one-sided clip), Flatten, Reshape and Squeeze/Unsqueeze
 (explicit axes) that keep the batch dimension, Identity, Dropout (inference), BatchNormalization
 (inference), MaxPool (exactly, as ReLU layers: see :meth:`AffineChain.window_max`), and Cast or
 CastLike of the data to its own type (the identity: the torch.export-based exporter writes them
@@ -295,6 +296,27 @@ def _clip(walk: _Walk) -> _Data:
     return walk.advance()
 
 
+def _max_min(walk: _Walk) -> _Data:
+    """``Max``/``Min`` of the data tensor and one constant whose entries are all equal (what
+    ``torch.maximum(x, torch.zeros_like(x))`` and an unoptimised float64 ``clamp`` export
+    to): a clip with that one bound, exact. Other forms are refused naming the node."""
+    if len(walk.node.input) != 2:
+        raise NetworkError(f"{walk.where}: only the data tensor and one constant are read")
+    left, right = walk.input(0), walk.input(1)
+    if isinstance(left, _Data) and isinstance(right, _Data):
+        raise NetworkError(f"{walk.where} combines two data tensors{SUM_HINT}")
+    index = 1 if isinstance(left, _Data) else 0
+    walk.take(left if index == 1 else right)
+    bound = _float(walk.own_constant(index, "bound")).reshape(-1)
+    if bound.size == 0 or np.any(bound != bound[0]):
+        raise NetworkError(f"{walk.where}: a bound that differs between entries is not read")
+    if walk.node.op_type == "Max":
+        walk.chain.clip(float(bound[0]), None)
+    else:
+        walk.chain.clip(None, float(bound[0]))
+    return walk.advance()
+
+
 def _flatten(walk: _Walk) -> _Data:
     walk.take(walk.input(0))
     shape = walk.chain.shape
@@ -481,6 +503,8 @@ ONNX_RULES: dict[str, Rule] = {
     "LeakyRelu": _leaky_relu,
     "PRelu": _prelu,
     "Clip": _clip,
+    "Max": _max_min,
+    "Min": _max_min,
     "Flatten": _flatten,
     "Reshape": _reshape,
     "Squeeze": _squeeze,
