@@ -532,6 +532,23 @@ def _load(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
         raise NetworkError(f"cannot read ONNX file {path}: {error}") from error
 
 
+def external_data_files(path: Path) -> list[Path]:
+    """The files beside the ONNX model ``path`` that hold its external tensors (the default
+    torch exporter writes ``model.onnx.data`` for every tensor above a few hundred bytes), in
+    order, each once; none for an unreadable file (its read reports that)."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, OSError, ValueError):
+        return []
+    tensors = [*model.graph.initializer, *(
+        attribute.t for node in model.graph.node for attribute in node.attribute
+        if attribute.type == onnx.AttributeProto.TENSOR)]
+    locations = [entry.value for tensor in tensors
+                 if tensor.data_location == onnx.TensorProto.EXTERNAL
+                 for entry in tensor.external_data if entry.key == "location"]
+    return [path.parent / location for location in dict.fromkeys(locations)]
+
+
 def _default_opset(model: onnx.ModelProto) -> int:
     for opset in model.opset_import:
         if opset.domain in ("", "ai.onnx"):
