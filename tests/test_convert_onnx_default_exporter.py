@@ -27,9 +27,9 @@ import torch
 from onnx import TensorProto
 
 from verifier.bounds import compute_bounds
-from verifier.convert import load_network
+from verifier.convert import load_network, model_companions
 from verifier.convert.onnx_graph import from_onnx, onnx_source
-from verifier.network import Network
+from verifier.network import Network, NetworkError
 
 RTOL = {TensorProto.DOUBLE: 1e-9, TensorProto.FLOAT: 1e-5}
 FEATURES = 5
@@ -330,3 +330,31 @@ def test_maximum_and_minimum_with_a_constant_are_one_sided_clips(dynamic: bool,
     points = np.random.default_rng(6).normal(scale=2.0, size=(24, FEATURES)).astype(np.float32)
     _assert_bounds_hold(network, points.astype(np.float64),
                         lambda point: _exact_forward(_weights(module), point, bounds))
+
+
+def test_external_data_outside_the_models_directory_or_missing_is_refused(tmp_path: Path
+                                                                          ) -> None:
+    """The weights a default export keeps in ``model.onnx.data`` are listed for the
+    certificate's digests only as regular files inside the model's directory; a location
+    outside it (raised by onnx as a ValidationError, which escaped as a traceback) or a
+    missing data file is one ``NetworkError`` naming the file."""
+    torch.manual_seed(7)
+    module = torch.nn.Sequential(torch.nn.Linear(FEATURES, 64), torch.nn.ReLU(),
+                                 torch.nn.Linear(64, 2))
+    _export(module, tmp_path / "model.onnx")
+    assert model_companions(tmp_path / "model.onnx") == [tmp_path / "model.onnx.data"]
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    proto = onnx.load(str(tmp_path / "model.onnx"), load_external_data=False)
+    for tensor in proto.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = "../model.onnx.data"
+    onnx.save(proto, str(inside / "model.onnx"))
+    assert model_companions(inside / "model.onnx") == []
+    with pytest.raises(NetworkError, match=r"cannot read ONNX file .*points outside"):
+        load_network(inside / "model.onnx")
+    (tmp_path / "model.onnx.data").unlink()
+    assert model_companions(tmp_path / "model.onnx") == []
+    with pytest.raises(NetworkError, match="cannot read ONNX file"):
+        load_network(tmp_path / "model.onnx")

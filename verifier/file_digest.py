@@ -4,6 +4,7 @@ file changes while it is read (so a certificate's digest is the digest of what i
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -35,10 +36,11 @@ def read_unchanged_with(path: Path, companions: Sequence[Path], what: str,
                         read: Callable[[], Read]) -> tuple[Read, str, dict[str, str]]:
     """:func:`read_unchanged` of a file whose content continues in ``companions`` (an ONNX
     model's external weights, ``model.onnx.data``): also the sha256 of each companion, by its
-    name, taken and checked the same way, so a certificate's digests name every byte the
-    model was read from."""
+    path relative to ``path``'s directory, taken and checked the same way, so a certificate's
+    digests name every byte the model was read from."""
     def digests() -> tuple[str, dict[str, str]]:
-        return file_sha256(path), {str(other.name): file_sha256(other) for other in companions}
+        return file_sha256(path), {os.path.relpath(other, path.parent): file_sha256(other)
+                                   for other in companions}
 
     before = digests()
     value = read()

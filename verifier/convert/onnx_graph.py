@@ -528,14 +528,17 @@ def _load(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
         raise NetworkError(f"ONNX file not found: {path}")
     try:
         return onnx.load(str(path))
-    except (DecodeError, OSError, ValueError) as error:
+    except (DecodeError, OSError, ValueError, onnx.checker.ValidationError) as error:
+        # ValidationError: an external data location outside the model's directory
         raise NetworkError(f"cannot read ONNX file {path}: {error}") from error
 
 
 def external_data_files(path: Path) -> list[Path]:
     """The files beside the ONNX model ``path`` that hold its external tensors (the default
     torch exporter writes ``model.onnx.data`` for every tensor above a few hundred bytes), in
-    order, each once; none for an unreadable file (its read reports that)."""
+    order, each once. Only regular files inside the model's directory are listed: a location
+    outside it, or missing, is the model read's error to report (onnx refuses it), and an
+    unreadable model lists none."""
     try:
         model = onnx.load(str(path), load_external_data=False)
     except (DecodeError, OSError, ValueError):
@@ -546,7 +549,10 @@ def external_data_files(path: Path) -> list[Path]:
     locations = [entry.value for tensor in tensors
                  if tensor.data_location == onnx.TensorProto.EXTERNAL
                  for entry in tensor.external_data if entry.key == "location"]
-    return [path.parent / location for location in dict.fromkeys(locations)]
+    base = path.parent.resolve()
+    return [path.parent / location for location in dict.fromkeys(locations)
+            if (path.parent / location).resolve().is_relative_to(base)
+            and (path.parent / location).is_file()]
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
