@@ -600,3 +600,36 @@ def test_max_and_min_read_one_constant_bound_only() -> None:
                  helper.make_node("Max", ["h", "zero", "cap"], ["y"], name="per_feature")):
         with pytest.raises(NetworkError, match="Max node 'per_feature'"):
             from_onnx(_model([nodes[0], node], constants, ["N", 3]))
+
+
+def test_absent_float_attributes_are_their_float32_defaults() -> None:
+    """An ONNX float attribute is a float32, its default too: LeakyRelu without ``alpha``
+    multiplies by float32(0.01) and BatchNormalization without ``epsilon`` adds float32(1e-5),
+    in a float64 graph as well. Read as the Python floats 0.01 and 1e-5, the single logit
+    ``−leaky(x) − float32(0.01)`` was +2.2e-10 at ``x = −1`` (class 1) where the runtime
+    computes exactly 0 (class 0); the batch norm was off by 1.2e-8 relative, under the
+    self-check's tolerance. Oracle: the runtime's float64 outputs (exact at these points)."""
+    slope = float(np.float32(0.01))
+    leaky = _model([helper.make_node("LeakyRelu", ["x"], ["h"]),
+                    helper.make_node("Mul", ["h", "minus"], ["n"]),
+                    helper.make_node("Sub", ["n", "c"], ["y"])],
+                   {"minus": np.array([-1.0]), "c": np.array([slope])}, ["N", 1])
+    network = from_onnx(leaky)
+    point = np.array([[-1.0]])
+    assert _ort_or_reference(leaky, point)[0, 0] == 0.0
+    assert network.evaluate(point)[0, 0] == 0.0
+    assert network.as_classifier().classify(point).tolist() == [0]
+    norm = _model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])],
+                  {"s": np.ones(1), "b": np.zeros(1), "m": np.zeros(1), "v": np.array([1e-6])},
+                  ["N", 1], opset=17)
+    expected = _ort_or_reference(norm, np.array([[1.0]]))[0, 0]
+    assert expected == 1.0 / np.sqrt(1e-6 + float(np.float32(1e-5)))
+    assert abs(from_onnx(norm).evaluate(np.array([[1.0]]))[0, 0] - expected) <= 1e-15 * expected
+
+
+def _ort_or_reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    """The runtime's outputs: onnxruntime, or the ONNX reference evaluator where onnxruntime
+    has no kernel (float64 LeakyRelu)."""
+    from verifier.convert.onnx_graph import onnx_source
+
+    return onnx_source(model, "x")(x)

@@ -51,6 +51,10 @@ MAX_OPSET = 23
 INPUT_NAMES_KEY = "certgate.input_names"
 OUTPUT_NAMES_KEY = "certgate.output_names"
 _DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64}
+FLOAT_ATTRIBUTE = np.float32
+"""An ONNX float attribute is a float32, its default too: an absent LeakyRelu ``alpha`` is
+float32(0.01) and an absent BatchNormalization ``epsilon`` float32(1e-5) in the runtimes'
+kernels, in float64 graphs as well."""
 
 
 @dataclass(frozen=True)
@@ -264,7 +268,7 @@ def _relu(walk: _Walk) -> _Data:
 
 def _leaky_relu(walk: _Walk) -> _Data:
     walk.take(walk.input(0))
-    slope = float(walk.attribute("alpha", 0.01))
+    slope = float(walk.attribute("alpha", FLOAT_ATTRIBUTE(0.01)))
     if not 0.0 <= slope <= 1.0:
         raise NetworkError(f"{walk.where}: alpha {slope} is outside [0, 1]")
     walk.chain.leaky_relu(slope)
@@ -406,7 +410,7 @@ def _batch_normalization(walk: _Walk) -> _Data:
     )
     if walk.opset < 9 and walk.attribute("spatial", 1) == 0:
         raise NetworkError(f"{walk.where}: spatial=0 batch normalisation is not supported")
-    eps = float(walk.attribute("epsilon", 1e-5))
+    eps = float(walk.attribute("epsilon", FLOAT_ATTRIBUTE(1e-5)))
     walk.chain.batch_norm(mean, variance, scale, bias, eps, walk.where,
                           computed=any(walk.is_computed(index) for index in range(1, 5)))
     return walk.advance()
