@@ -358,3 +358,28 @@ def test_external_data_outside_the_models_directory_or_missing_is_refused(tmp_pa
     assert model_companions(tmp_path / "model.onnx") == []
     with pytest.raises(NetworkError, match="cannot read ONNX file"):
         load_network(tmp_path / "model.onnx")
+
+
+class _RowStandardised(torch.nn.Module):
+    def __init__(self, norm: bool) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(FEATURES) if norm else None
+        self.fc = torch.nn.Linear(FEATURES, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.norm is not None:
+            return self.fc(self.norm(x))
+        return self.fc(x - x.mean(dim=1, keepdim=True))
+
+
+@pytest.mark.parametrize(("norm", "message"), [
+    (False, r"'ReduceMean' at node '\w+'.*x\.mean\(dim=1\).*standardise with constants"),
+    (True, r"'LayerNormalization' at node '\w+'.*LayerNorm divides each row")])
+def test_a_row_standardised_by_its_own_statistics_is_refused_saying_so(
+        norm: bool, message: str, tmp_path: Path) -> None:
+    """``x − x.mean(1)`` and LayerNorm export to ``ReduceMean`` and ``LayerNormalization``:
+    refused naming the node and what the user wrote."""
+    model = _export(_RowStandardised(norm), tmp_path / "model.onnx")
+    with pytest.raises(NetworkError, match=message):
+        from_onnx(model)
+
