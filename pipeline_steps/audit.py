@@ -299,13 +299,16 @@ def build_report(config: CertgateConfig, loaded: LoadedModel, run_id: str | None
 def provenance(loaded: LoadedModel, population: PopulationArtifact,
                network: Network) -> dict[str, Any]:
     """What a certificate of this audit is about: the model (its URI; a registered version's
-    name and version; a local model file's sha256), the population model (logged as
+    name and version; a local model file's sha256, and its external data files' for an ONNX
+    model), the population model (logged as
     :data:`POPULATION_ARTIFACT`, with its sha256) and the bound input names."""
     return {
         "model_uri": loaded.uri,
         "model_name": loaded.name,
         "model_version": loaded.version,
         **({"model_sha256": loaded.sha256} if loaded.sha256 is not None else {}),
+        **({"model_external_data_sha256": loaded.external_data_sha256}
+           if loaded.external_data_sha256 else {}),
         "population_source": population.source,
         "population_artifact": POPULATION_ARTIFACT,
         "population_sha256": population.sha256,

@@ -53,7 +53,7 @@ from registry_hooks.tags import (
 )
 from registry_hooks.uris import parse_model_uri, registered_uri, resolve_version
 from verifier.errors import CertgateInputError, first_line
-from verifier.file_digest import read_unchanged
+from verifier.file_digest import read_unchanged, read_unchanged_with
 from verifier.network import Network, NetworkError
 
 POPULATION_FILE = "population_model.json"
@@ -73,8 +73,9 @@ class LoadedModel:
     ``dtype`` is the float dtype the source computes in (:func:`source_dtype`): ``float32``
     for a PyTorch module with float32 parameters or an ONNX graph with a float32 input,
     else ``float64`` (also for plain files). ``sha256`` names the bytes of a plain local file
-    (:func:`verifier.file_digest.read_unchanged`); an MLflow directory or a registry/run URI
-    has none (a registered version is named by its name and version).
+    and ``external_data_sha256`` those of the files an ONNX model keeps its tensors in, by name
+    (:func:`verifier.file_digest.read_unchanged_with`); an MLflow directory or a registry/run
+    URI has none (a registered version is named by its name and version).
     """
 
     uri: str
@@ -86,6 +87,7 @@ class LoadedModel:
     model_version: ModelVersion | None = None
     dtype: str = "float64"
     sha256: str | None = None
+    external_data_sha256: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str | None:
@@ -158,13 +160,15 @@ def load_model(uri: str, registry: Registry | None, workdir: Path, *,
     """
     reference = parse_model_uri(uri)
     if reference.kind == "local_file":
-        from verifier.convert import load_network
+        from verifier.convert import load_network, model_companions
 
         assert reference.path is not None
         path = reference.path
         with unreadable_model(uri):
-            network, digest = read_unchanged(path, uri, lambda: load_network(path))
-        return LoadedModel(uri, network, "file", path.suffix.lstrip(".").lower(), sha256=digest)
+            network, digest, external = read_unchanged_with(
+                path, model_companions(path), uri, lambda: load_network(path))
+        return LoadedModel(uri, network, "file", path.suffix.lstrip(".").lower(), sha256=digest,
+                           external_data_sha256=external)
     if reference.kind == "local_mlflow_dir":
         assert reference.path is not None
         return load_mlflow_dir(reference.path, uri, input_names, input_shape)

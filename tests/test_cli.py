@@ -233,3 +233,49 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     with pytest.raises(CertgateInputError, match="not found"):
         main(["--debug", "bounds", "--model", str(tmp_path / "missing.onnx"), "--lower", "0",
               "--upper", "1"])
+
+
+def test_an_onnx_certificate_names_its_external_weights(capsys, tmp_path: Path) -> None:
+    """Plain ``torch.onnx.export`` writes tensors above a few hundred bytes to
+    ``model.onnx.data`` beside the model: the certificate names that file's sha256 as well as
+    the model file's (before, the weights could change under the same recorded digest), and a
+    rewrite of it during the read is refused."""
+    import contextlib
+    import io
+
+    import torch
+
+    population = load_population(CREDIT)
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(population.dimension, 64), torch.nn.ReLU(),
+                                 torch.nn.Linear(64, 2)).eval()
+    model = tmp_path / "credit.onnx"
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.onnx.export(module, (torch.zeros(2, population.dimension),), str(model))
+    weights = tmp_path / "credit.onnx.data"
+    assert weights.stat().st_size >= 64 * population.dimension * 4  # the first weight
+    code, out, err = _run(
+        capsys, "verify", "demographic-parity", "--model", str(model),
+        "--input-names", ",".join(population.columns), "--population", str(CREDIT),
+        "--protected", "owns_home", "--privileged", "1", "--favorable-class", "1",
+        "--gamma", "0.5", "--timeout", "2", "--json",
+    )
+    assert code in (0, 1), err
+    provenance = json.loads(out)["provenance"]
+    assert provenance["model_sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
+    assert provenance["model_external_data_sha256"] == {
+        weights.name: hashlib.sha256(weights.read_bytes()).hexdigest()}
+
+    from registry_hooks.certgate_model import load_model
+
+    loaded = load_model(str(model), None, tmp_path)
+    assert loaded.sha256 == provenance["model_sha256"]
+    assert loaded.external_data_sha256 == provenance["model_external_data_sha256"]
+
+    def read_then_rewrite() -> object:
+        network = load_network(model)
+        weights.write_bytes(weights.read_bytes()[::-1])
+        return network
+
+    with pytest.raises(CertgateInputError, match=r"--model .* changed while it was read"):
+        read_certified(str(model), "--model", read_then_rewrite)

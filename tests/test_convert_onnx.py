@@ -312,7 +312,8 @@ def _single_node(op: str, **attributes: object) -> onnx.ModelProto:
         (_single_node("Flatten", axis=0), r"Flatten node 'the_node'.*merge the batch"),
         (_single_node("LeakyRelu", alpha=2.0), r"LeakyRelu node 'the_node'.*outside \[0, 1\]"),
         (_single_node("Cast", to=TensorProto.FLOAT),
-         r"'Cast' at node 'the_node'.*changes the precision the model computes in"),
+         r"Cast node 'the_node': casts the float64 data tensor to another type.*changes the "
+         r"precision the model computes in"),
         (_model([helper.make_node("Add", ["x", "c"], ["y"], name="the_node")],
                 {"c": np.ones((3, 1))}, ["N", 3]),
          r"Add node 'the_node': a constant of shape \(3, 1\) broadcast against one sample of "
@@ -556,3 +557,79 @@ def test_squeeze_needs_axes_off_the_batch() -> None:
                        {**constants, "axes": np.array([0], dtype=np.int64)}, ["N", 3])
         with pytest.raises(NetworkError, match=message):
             from_onnx(model)
+
+
+def test_cast_like_of_constants_and_of_the_data() -> None:
+    """``CastLike(c, x)`` is the constant in the data's type: a product the graph computes
+    exactly stays exact (its real value, 1 + 2⁻¹⁹ + 2⁻⁴⁰, which float32 cannot hold), a
+    float64 constant is rounded to float32 as the operator defines; a cast of the data to its
+    own type is the identity, to another type refused by name."""
+    factor = np.float32(1 + 2.0**-20)
+    constants = {"a": np.array([factor]), "b": np.array([factor]), "shift": np.array([0.1])}
+    nodes = [
+        helper.make_node("Mul", ["a", "b"], ["c"]),
+        helper.make_node("CastLike", ["c", "x"], ["c_like"]),
+        helper.make_node("CastLike", ["shift64", "x"], ["shift_like"]),
+        helper.make_node("Mul", ["x", "c_like"], ["h"]),
+        helper.make_node("CastLike", ["h", "x"], ["h_like"], name="identity"),
+        helper.make_node("Add", ["h_like", "shift_like"], ["y"]),
+    ]
+    model = _model(nodes, constants, ["N", 1], opset=17, elem=TensorProto.FLOAT)
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0.1]), "shift64"))
+    network = _assert_matches_ort(model)
+    assert network.layers[0].weight[0, 0] == 1 + 2.0**-19 + 2.0**-40
+    assert network.layers[0].bias[0] == float(np.float32(0.1))
+    nodes[-2] = helper.make_node("CastLike", ["h", "shift64"], ["h_like"], name="widening")
+    model = _model(nodes, constants, ["N", 1], opset=17, elem=TensorProto.FLOAT)
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0.1]), "shift64"))
+    with pytest.raises(NetworkError, match=r"CastLike node 'widening': casts the float32 data"):
+        from_onnx(model)
+
+
+def test_max_and_min_read_one_constant_bound_only() -> None:
+    """``Max``/``Min`` of the data and a constant with equal entries is a one-sided clip;
+    a bound that differs between features, or a third operand, is refused naming the node."""
+    constants = {"W": np.eye(3), "zero": np.zeros((1, 3)), "cap": np.array(0.7),
+                 "mixed": np.array([[0.0, 1.0, 2.0]])}
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]),
+             helper.make_node("Max", ["h", "zero"], ["m"]),
+             helper.make_node("Min", ["cap", "m"], ["y"])]
+    for elem in (TensorProto.FLOAT, TensorProto.DOUBLE):
+        _assert_matches_ort(_model(nodes, constants, ["N", 3], elem=elem))
+    for node in (helper.make_node("Max", ["h", "mixed"], ["y"], name="per_feature"),
+                 helper.make_node("Max", ["h", "zero", "cap"], ["y"], name="per_feature")):
+        with pytest.raises(NetworkError, match="Max node 'per_feature'"):
+            from_onnx(_model([nodes[0], node], constants, ["N", 3]))
+
+
+def test_absent_float_attributes_are_their_float32_defaults() -> None:
+    """An ONNX float attribute is a float32, its default too: LeakyRelu without ``alpha``
+    multiplies by float32(0.01) and BatchNormalization without ``epsilon`` adds float32(1e-5),
+    in a float64 graph as well. Read as the Python floats 0.01 and 1e-5, the single logit
+    ``−leaky(x) − float32(0.01)`` was +2.2e-10 at ``x = −1`` (class 1) where the runtime
+    computes exactly 0 (class 0); the batch norm was off by 1.2e-8 relative, under the
+    self-check's tolerance. Oracle: the runtime's float64 outputs (exact at these points)."""
+    slope = float(np.float32(0.01))
+    leaky = _model([helper.make_node("LeakyRelu", ["x"], ["h"]),
+                    helper.make_node("Mul", ["h", "minus"], ["n"]),
+                    helper.make_node("Sub", ["n", "c"], ["y"])],
+                   {"minus": np.array([-1.0]), "c": np.array([slope])}, ["N", 1])
+    network = from_onnx(leaky)
+    point = np.array([[-1.0]])
+    assert _ort_or_reference(leaky, point)[0, 0] == 0.0
+    assert network.evaluate(point)[0, 0] == 0.0
+    assert network.as_classifier().classify(point).tolist() == [0]
+    norm = _model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])],
+                  {"s": np.ones(1), "b": np.zeros(1), "m": np.zeros(1), "v": np.array([1e-6])},
+                  ["N", 1], opset=17)
+    expected = _ort_or_reference(norm, np.array([[1.0]]))[0, 0]
+    assert expected == 1.0 / np.sqrt(1e-6 + float(np.float32(1e-5)))
+    assert abs(from_onnx(norm).evaluate(np.array([[1.0]]))[0, 0] - expected) <= 1e-15 * expected
+
+
+def _ort_or_reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    """The runtime's outputs: onnxruntime, or the ONNX reference evaluator where onnxruntime
+    has no kernel (float64 LeakyRelu)."""
+    from verifier.convert.onnx_graph import onnx_source
+
+    return onnx_source(model, "x")(x)

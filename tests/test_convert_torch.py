@@ -677,3 +677,96 @@ def test_bounds_of_a_float32_leaky_network_hold_at_its_kernel_slope(
         value = sum((Fraction(float(w)) * h for w, h in zip(row, hidden, strict=True)),
                     Fraction(float(bias)))
         assert Fraction(float(bounds.lower[0, 0])) <= value <= Fraction(float(bounds.upper[0, 0]))
+
+
+_C32 = float(np.float32(0.1))
+_TIE_BREAK = -(2.0**-40)
+
+
+class _ScalarForward(torch.nn.Module):
+    """``fc(op(x))`` where ``op`` applies a Python float (or a float64 tensor without
+    dimensions) to the data, and ``fc`` gives the logits ``(w·h + b, −2⁻⁴⁰)``."""
+
+    def __init__(self, op: str, weight: float, bias: float) -> None:
+        super().__init__()
+        self.op = op
+        self.register_buffer("tenth", torch.tensor(0.1, dtype=torch.float64))
+        self.fc = torch.nn.Linear(1, 2)
+        with torch.no_grad():
+            self.fc.weight.copy_(torch.tensor([[weight], [0.0]]))
+            self.fc.bias.copy_(torch.tensor([bias, _TIE_BREAK]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.op == "mul":
+            h = x * 0.1
+        elif self.op == "add":
+            h = x + 0.1
+        elif self.op == "sub":
+            h = x - 0.1
+        elif self.op == "rsub":
+            h = 0.1 - x
+        elif self.op == "alpha":
+            h = torch.add(x, 1.0, alpha=0.1)
+        elif self.op == "buffer":
+            h = x * self.tenth
+        else:
+            h = x / 2.9
+        return self.fc(h)
+
+
+_SCALAR_CASES = {
+    # op: (x, w, b, h as read from the Python float 0.1 or 2.9 in real arithmetic)
+    "mul": (1.0, 1.0, -_C32, Fraction(1, 10)),
+    "add": (0.0, 1.0, -_C32, Fraction(1, 10)),
+    "sub": (0.0, -1.0, -_C32, Fraction(-1, 10)),
+    "rsub": (0.0, 1.0, -_C32, Fraction(1, 10)),
+    "alpha": (0.0, 1.0, -_C32, Fraction(1, 10)),
+    "buffer": (1.0, 1.0, -_C32, Fraction(1, 10)),
+    "div": (float(np.float32(2.9)), -1.0, 1.0, Fraction(float(np.float32(2.9))) / Fraction(29, 10)),
+}
+
+
+@pytest.mark.parametrize("path", ["export", "symbolic_trace"])
+@pytest.mark.parametrize("op", sorted(_SCALAR_CASES))
+def test_a_float32_forwards_scalars_are_the_values_its_kernels_apply(op: str, path: str) -> None:
+    """A float32 ``forward`` computing ``x * 0.1`` multiplies by float32(0.1) (torch converts
+    a Python number, and a tensor without dimensions, to the type it computes in), and
+    ``x / 2.9`` divides by float32(2.9). At the chosen row torch computes ``w·h + b`` exactly,
+    and it is 0: class 0 against the tie-break logit −2⁻⁴⁰. Read as the Python float, the
+    first logit is about −1.5e-9 (−3.3e-8 for the division), class 1: a model that runs
+    class 0 was certified as class 1 there. Oracle: torch's own float32 outputs (bit for bit;
+    the division, held as a marked reciprocal, inside the network's bounds at the row, which
+    leave out the Python float's reading), and that reading in ``Fraction``."""
+    x, weight, bias, literal = _SCALAR_CASES[op]
+    module = _ScalarForward(op, weight, bias).eval()
+    if path == "symbolic_trace":
+        network = from_graph_module(torch.fx.symbolic_trace(module), input_shape=(1,))
+    else:
+        network = from_torch(module, input_shape=(1,))
+    row = np.array([[x]])
+    with torch.no_grad():
+        runtime = module(torch.tensor(row, dtype=torch.float32)).double().numpy()
+    assert runtime[0, 0] == 0.0 and runtime.argmax(1).tolist() == [0]
+    as_literal = Fraction(weight) * literal + Fraction(bias)
+    assert as_literal < Fraction(_TIE_BREAK)
+    bounds = compute_bounds(network, row, row, method="crown")
+    assert (bounds.lower <= runtime).all() and (runtime <= bounds.upper).all()
+    assert Fraction(float(bounds.lower[0, 0])) > as_literal
+    if op != "div":
+        assert np.array_equal(network.evaluate_numpy(row), runtime)
+        assert network.as_classifier().classify(row).tolist() == [0]
+
+
+@pytest.mark.parametrize("op", sorted(_SCALAR_CASES))
+def test_a_float64_forwards_scalars_are_the_python_floats(op: str) -> None:
+    """In float64 the kernels apply the Python float itself: certgate's logits are torch's
+    float64 ones to rounding, on rows around the chosen one."""
+    x, weight, bias, _ = _SCALAR_CASES[op]
+    module = _ScalarForward(op, weight, bias).double().eval()
+    network = from_torch(module, input_shape=(1,))
+    rows = x + np.linspace(-3.0, 3.0, 13).reshape(-1, 1)
+    with torch.no_grad():
+        runtime = module(torch.from_numpy(rows)).numpy()
+    assert np.allclose(network.evaluate_numpy(rows), runtime, rtol=1e-15, atol=1e-15)
+    if op == "mul":
+        assert network.layers[0].weight[0, 0] == 0.1

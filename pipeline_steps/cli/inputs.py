@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from verifier.errors import CertgateInputError, first_line
-from verifier.file_digest import read_unchanged
+from verifier.file_digest import read_unchanged_with
 
 if TYPE_CHECKING:
     from verifier.network import Network
@@ -110,15 +110,24 @@ def named_network(args: argparse.Namespace, network: Network) -> Network:
     return network.renamed(input_names=names)
 
 
-def read_certified(path: str, option: str, read: Callable[[], Read]) -> tuple[Read, dict[str, str]]:
+def read_certified(path: str, option: str, read: Callable[[], Read]) -> tuple[Read, dict[str, Any]]:
     """``read()`` (which reads ``path``) and what a certificate names of it: the path under
     the option's name (``--model`` → ``model``) and, for a local file, its sha256 under
-    ``model_sha256``, taken by :func:`verifier.file_digest.read_unchanged` (a file that
-    changes while it is read is a :class:`CertgateInputError` naming the option). A directory
-    or a registry/run URI is named by its path alone."""
+    ``model_sha256`` and, for an ONNX model whose tensors are stored beside it, each such
+    file's sha256 by name under ``model_external_data_sha256``
+    (:func:`verifier.convert.model_companions`), taken by
+    :func:`verifier.file_digest.read_unchanged_with` (a file that changes while it is read is
+    a :class:`CertgateInputError` naming the option). A directory or a registry/run URI is
+    named by its path alone."""
+    from verifier.convert import model_companions
+
     key = option.removeprefix("--").replace("-", "_")
     local = Path(path)
     if ":/" in path or not local.is_file():
         return read(), {key: path}
-    value, digest = read_unchanged(local, f"{option} {path}", read)
-    return value, {key: path, f"{key}_sha256": digest}
+    value, digest, external = read_unchanged_with(local, model_companions(local),
+                                                  f"{option} {path}", read)
+    named: dict[str, Any] = {key: path, f"{key}_sha256": digest}
+    if external:
+        named[f"{key}_external_data_sha256"] = external
+    return value, named

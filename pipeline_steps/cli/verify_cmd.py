@@ -152,7 +152,7 @@ def _settings(args: argparse.Namespace) -> PVSettings:
                       linear_credit=args.linear_credit, selection=args.selection)
 
 
-def _load(args: argparse.Namespace) -> tuple[Any, Any, dict[str, str]]:
+def _load(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     """The network and the population model, bound by name (see
     :mod:`verifier.audits.binding`), and what the certificate names of the two files
     (:func:`~pipeline_steps.cli.inputs.read_certified`)."""

@@ -14,7 +14,7 @@ torch converters: :func:`verifier.convert.torch_module.from_torch`,
 :func:`save_network` import the reader or writer of the file's format when they need it.
 """
 
-from verifier.convert.files import load_classifier, load_network, save_network
+from verifier.convert.files import load_classifier, load_network, model_companions, save_network
 from verifier.convert.json_format import network_from_json, network_to_json
 from verifier.convert.nnet import NNetFile, read_nnet
 
@@ -22,6 +22,7 @@ __all__ = [
     "NNetFile",
     "load_classifier",
     "load_network",
+    "model_companions",
     "network_from_json",
     "network_to_json",
     "read_nnet",

@@ -455,12 +455,13 @@ class AffineChain:
     def relu(self) -> None:
         self._close_layer(activation="relu")
 
-    def kernel_scalar(self, value: float) -> float:
-        """``value`` as the source's kernels use it: rounded to :attr:`scalar_dtype` (torch
-        turns a float32 LeakyReLU's slope 0.01 into 0.009999999776…, so the model's negative
-        side is that slope times its input, exactly). An exact float64 value;
-        :attr:`rounded_scalars` records that one differed from ``value``."""
-        rounded = float(self.scalar_dtype(value))
+    def kernel_scalar(self, value: float, dtype: type[np.floating] | None = None) -> float:
+        """``value`` as the source's kernels use it: rounded to ``dtype``, by default
+        :attr:`scalar_dtype` (torch turns a float32 LeakyReLU's slope 0.01 into
+        0.009999999776…, so the model's negative side is that slope times its input, exactly).
+        An exact float64 value; :attr:`rounded_scalars` records that one differed from
+        ``value``."""
+        rounded = float((dtype or self.scalar_dtype)(value))
         self.rounded_scalars |= rounded != value
         return rounded
 

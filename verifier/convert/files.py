@@ -105,6 +105,16 @@ def load_classifier(path: str | Path, *, fmt: str | None = None,
     return network.as_classifier(), domain
 
 
+def model_companions(path: Path) -> list[Path]:
+    """The files a network file's content continues in: an ONNX model's external data files
+    (:func:`verifier.convert.onnx_graph.external_data_files`); none for other formats."""
+    if FORMATS_BY_SUFFIX.get(path.suffix.lower()) != "onnx":
+        return []
+    from verifier.convert.onnx_graph import external_data_files
+
+    return external_data_files(path)
+
+
 def _load(path: Path, chosen: str, key: str | None, options: dict[str, Any]) -> Network:
     if chosen == "onnx":
         from verifier.convert.onnx_graph import from_onnx

@@ -1,14 +1,18 @@
-"""ONNX graphs (opset 8 to 21) to the IR.
+"""ONNX graphs (opset 8 to 23) to the IR.
 
 Supported ops on the data tensor: Gemm, MatMul (with a constant right operand), Add, Sub, Mul,
-Div by constants (scalar or per-feature), Relu, LeakyRelu, PRelu (constant slopes in [0, 1]),
-Clip (both bounds: hardtanh; one bound: a shifted ReLU), Flatten, Reshape and Squeeze/Unsqueeze
+Div by constants (scalar or per-feature), Neg, Relu, LeakyRelu, PRelu (constant slopes in [0, 1]),
+Clip (both bounds: hardtanh; one bound: a shifted ReLU), Max/Min of the data and one constant
+bound (a one-sided clip), Flatten, Reshape and Squeeze/Unsqueeze
 (explicit axes) that keep the batch dimension, Identity, Dropout (inference), BatchNormalization
-(inference) and MaxPool (exactly, as ReLU layers: see :meth:`AffineChain.window_max`); and
+(inference), MaxPool (exactly, as ReLU layers: see :meth:`AffineChain.window_max`), and Cast or
+CastLike of the data to its own type (the identity: the torch.export-based exporter writes them
+unoptimised); and
 as the last operation only (reshapes aside, Squeeze included), a classifier head Sigmoid, Softmax
 or LogSoftmax over the outputs, recorded as the network's ``head`` (elsewhere an error naming
 its node). Nodes whose inputs are all constants (``Constant``, shape arithmetic, transposed
-weights) are evaluated with the ONNX reference implementation; ``Shape`` of the data tensor
+weights) are evaluated with the ONNX reference implementation, and ``CastLike`` of a constant to
+the data tensor's type is that constant cast to the model's float type; ``Shape`` of the data tensor
 reports a batch size of 1, which is exact for the per-sample IR and checked against the source
 by the self-check.
 
@@ -43,10 +47,14 @@ from verifier.convert.unsupported import PRODUCT_HINT, SUM_HINT, operator_hint
 from verifier.network import Network, NetworkError
 
 MIN_OPSET = 8
-MAX_OPSET = 21
+MAX_OPSET = 23
 INPUT_NAMES_KEY = "certgate.input_names"
 OUTPUT_NAMES_KEY = "certgate.output_names"
 _DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64}
+FLOAT_ATTRIBUTE = np.float32
+"""An ONNX float attribute is a float32, its default too: an absent LeakyRelu ``alpha`` is
+float32(0.01) and an absent BatchNormalization ``epsilon`` float32(1e-5) in the runtimes'
+kernels, in float64 graphs as well."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,8 @@ class _Walk:
     node: onnx.NodeProto
     opset: int
     values: dict[str, Any]
+    dtype: np.dtype
+    """The float type of the data tensor: the model input's (a cast to another is refused)."""
     computed: dict[str, Computed] = field(default_factory=dict)
     """The float constants the graph computes from others (rational arithmetic, roots) where
     float64 cannot hold them (:func:`_fold_constants`): their float values in :attr:`values`
@@ -70,6 +80,9 @@ class _Walk:
     unreadable: dict[str, Unreadable] = field(default_factory=dict)
     """Float constants computed by other operators (a square root, a copy of a computed
     constant), refused wherever read."""
+    graph_dtypes: dict[str, np.dtype] = field(default_factory=dict)
+    """The graph's type of each folded constant whose :attr:`values` entry is a float64
+    exact value or stand-in (:func:`_fold_constants`), for evaluating the nodes that read it."""
 
     @property
     def where(self) -> str:
@@ -214,6 +227,39 @@ def _div(walk: _Walk) -> _Data:
     return walk.advance()
 
 
+def _neg(walk: _Walk) -> _Data:
+    walk.take(walk.input(0))
+    walk.chain.elementwise(-1.0, 0.0)
+    return walk.advance()
+
+
+def _cast(walk: _Walk) -> _Data | np.ndarray:
+    """``Cast`` (``to``) or ``CastLike`` (the second input's type) of the data tensor: the
+    identity when the type is the data's own, refused otherwise (a cast rounds the data).
+    ``CastLike`` of a constant to the data tensor is that constant in the data's type, rounded
+    as the operator defines: the model's own constant (a computed one is refused, as any copy
+    of it would be); a constant the graph computed exactly in the data's type is kept exact."""
+    source = walk.input(0)
+    if not isinstance(source, _Data):
+        if walk.is_computed(0):
+            raise computed_refusal(f"{walk.where}: the constant it casts")
+        if walk.graph_dtypes.get(walk.node.input[0]) == walk.dtype:
+            walk.graph_dtypes[walk.node.output[0]] = walk.dtype
+            return source
+        return np.asarray(source).astype(walk.dtype)
+    walk.take(source)
+    if walk.node.op_type == "Cast":
+        target = _DTYPES.get(int(walk.attribute("to", 0)))
+    else:
+        like = walk.input(1)
+        target = walk.dtype.type if isinstance(like, _Data) else like.dtype.type
+    if target is not walk.dtype.type:
+        raise NetworkError(
+            f"{walk.where}: casts the {walk.dtype} data tensor to another type"
+            f"{operator_hint('Cast')}")
+    return walk.data
+
+
 def _relu(walk: _Walk) -> _Data:
     walk.take(walk.input(0))
     walk.chain.relu()
@@ -222,7 +268,7 @@ def _relu(walk: _Walk) -> _Data:
 
 def _leaky_relu(walk: _Walk) -> _Data:
     walk.take(walk.input(0))
-    slope = float(walk.attribute("alpha", 0.01))
+    slope = float(walk.attribute("alpha", FLOAT_ATTRIBUTE(0.01)))
     if not 0.0 <= slope <= 1.0:
         raise NetworkError(f"{walk.where}: alpha {slope} is outside [0, 1]")
     walk.chain.leaky_relu(slope)
@@ -251,6 +297,27 @@ def _clip(walk: _Walk) -> _Data:
         lower = None if lower_value is None else float(walk.own_constant(1, "min").reshape(()))
         upper = None if upper_value is None else float(walk.own_constant(2, "max").reshape(()))
     walk.chain.clip(lower, upper)
+    return walk.advance()
+
+
+def _max_min(walk: _Walk) -> _Data:
+    """``Max``/``Min`` of the data tensor and one constant whose entries are all equal (what
+    ``torch.maximum(x, torch.zeros_like(x))`` and an unoptimised float64 ``clamp`` export
+    to): a clip with that one bound, exact. Other forms are refused naming the node."""
+    if len(walk.node.input) != 2:
+        raise NetworkError(f"{walk.where}: only the data tensor and one constant are read")
+    left, right = walk.input(0), walk.input(1)
+    if isinstance(left, _Data) and isinstance(right, _Data):
+        raise NetworkError(f"{walk.where} combines two data tensors{SUM_HINT}")
+    index = 1 if isinstance(left, _Data) else 0
+    walk.take(left if index == 1 else right)
+    bound = _float(walk.own_constant(index, "bound")).reshape(-1)
+    if bound.size == 0 or np.any(bound != bound[0]):
+        raise NetworkError(f"{walk.where}: a bound that differs between entries is not read")
+    if walk.node.op_type == "Max":
+        walk.chain.clip(float(bound[0]), None)
+    else:
+        walk.chain.clip(None, float(bound[0]))
     return walk.advance()
 
 
@@ -343,7 +410,7 @@ def _batch_normalization(walk: _Walk) -> _Data:
     )
     if walk.opset < 9 and walk.attribute("spatial", 1) == 0:
         raise NetworkError(f"{walk.where}: spatial=0 batch normalisation is not supported")
-    eps = float(walk.attribute("epsilon", 1e-5))
+    eps = float(walk.attribute("epsilon", FLOAT_ATTRIBUTE(1e-5)))
     walk.chain.batch_norm(mean, variance, scale, bias, eps, walk.where,
                           computed=any(walk.is_computed(index) for index in range(1, 5)))
     return walk.advance()
@@ -433,10 +500,15 @@ ONNX_RULES: dict[str, Rule] = {
     "Sub": _sub,
     "Mul": _mul,
     "Div": _div,
+    "Neg": _neg,
+    "Cast": _cast,
+    "CastLike": _cast,
     "Relu": _relu,
     "LeakyRelu": _leaky_relu,
     "PRelu": _prelu,
     "Clip": _clip,
+    "Max": _max_min,
+    "Min": _max_min,
     "Flatten": _flatten,
     "Reshape": _reshape,
     "Squeeze": _squeeze,
@@ -460,8 +532,31 @@ def _load(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
         raise NetworkError(f"ONNX file not found: {path}")
     try:
         return onnx.load(str(path))
-    except (DecodeError, OSError, ValueError) as error:
+    except (DecodeError, OSError, ValueError, onnx.checker.ValidationError) as error:
+        # ValidationError: an external data location outside the model's directory
         raise NetworkError(f"cannot read ONNX file {path}: {error}") from error
+
+
+def external_data_files(path: Path) -> list[Path]:
+    """The files beside the ONNX model ``path`` that hold its external tensors (the default
+    torch exporter writes ``model.onnx.data`` for every tensor above a few hundred bytes), in
+    order, each once. Only regular files inside the model's directory are listed: a location
+    outside it, or missing, is the model read's error to report (onnx refuses it), and an
+    unreadable model lists none."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, OSError, ValueError):
+        return []
+    tensors = [*model.graph.initializer, *(
+        attribute.t for node in model.graph.node for attribute in node.attribute
+        if attribute.type == onnx.AttributeProto.TENSOR)]
+    locations = [entry.value for tensor in tensors
+                 if tensor.data_location == onnx.TensorProto.EXTERNAL
+                 for entry in tensor.external_data if entry.key == "location"]
+    base = path.parent.resolve()
+    return [path.parent / location for location in dict.fromkeys(locations)
+            if (path.parent / location).resolve().is_relative_to(base)
+            and (path.parent / location).is_file()]
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
@@ -515,9 +610,10 @@ def _fold(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int) -> 
 COPYING_OPERATORS = frozenset({
     "Constant", "ConstantOfShape", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
     "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Shape", "Size", "Cast",
+    "CastLike",
 })
-"""Operators whose outputs are their inputs' values copied (or, for ``Cast``, rounded as the
-operator defines): on the model's own constants they give its own constants."""
+"""Operators whose outputs are their inputs' values copied (or, for ``Cast`` and ``CastLike``,
+rounded as the operator defines): on the model's own constants they give its own constants."""
 
 def _fold_constants(walk: _Walk, node: onnx.NodeProto, inputs: list[Any], opset: int) -> None:
     """Fold a node whose inputs are all constants into :attr:`_Walk.values`, keeping what a
@@ -527,17 +623,33 @@ def _fold_constants(walk: _Walk, node: onnx.NodeProto, inputs: list[Any], opset:
     other float result, and a copy of a computed constant, is :attr:`_Walk.unreadable`."""
     names = [name for name in node.input if name]
     reads_computed = any(name in walk.computed for name in names)
-    for name, value in zip(node.output, _fold(node, inputs, opset), strict=False):
+    retyped = False
+    try:
+        outputs = _fold(node, inputs, opset)
+    except NetworkError:
+        if not any(name in walk.graph_dtypes for name in names):
+            raise
+        # a float64 exact value beside the graph's float32 operands: evaluated in the graph's
+        # types (for shapes and types; the exact value comes from folded_result below)
+        outputs = _fold(node, [value if name not in walk.graph_dtypes else
+                               np.asarray(value).astype(walk.graph_dtypes[name])
+                               for name, value in zip(node.input, inputs, strict=False)], opset)
+        retyped = True
+    graph_dtype = next((walk.graph_dtypes[name] for name in names if name in walk.graph_dtypes),
+                       None)
+    for name, value in zip(node.output, outputs, strict=False):
         walk.values[name] = np.asarray(value)
         if walk.values[name].dtype.kind != "f":
             continue
         exact = folded_result(node.op_type.lower(), [
             walk.computed.get(source, walk.values[source]) for source in names])
+        if exact is not None:
+            walk.graph_dtypes[name] = graph_dtype or walk.values[name].dtype
         if isinstance(exact, Computed):
             walk.values[name], walk.computed[name] = exact.value, exact
         elif exact is not None:
             walk.values[name] = exact
-        elif reads_computed or node.op_type not in COPYING_OPERATORS:
+        elif reads_computed or retyped or node.op_type not in COPYING_OPERATORS:
             walk.unreadable[name] = Unreadable(
                 f"{node.op_type} node {node.name or node.output[0]!r}", walk.values[name])
 
@@ -585,7 +697,8 @@ def from_onnx(
     chain = AffineChain(shape)
     values: dict[str, Any] = dict(constants)
     values[inputs[0].name] = _Data(0)
-    walk = _Walk(chain, _Data(0), graph.node[0] if graph.node else onnx.NodeProto(), opset, values)
+    walk = _Walk(chain, _Data(0), graph.node[0] if graph.node else onnx.NodeProto(), opset, values,
+                 dtype)
     for node in graph.node:
         _convert_node(walk, node, opset)
     result = values.get(graph.output[0].name)

@@ -131,11 +131,35 @@ def _scalar(value: Any, what: str) -> float | None:
     return float(array.reshape(()))
 
 
+_NUMPY_FLOATS: dict[torch.dtype, type[np.floating]] = {
+    torch.float32: np.float32, torch.float64: np.float64}
+
+
+def _computing_dtype(walk: _Walk) -> type[np.floating] | None:
+    """The float type the current node computes in, from the export's metadata (a
+    ``torch.export`` graph records it); ``None`` (the chain's type) where it is not recorded."""
+    return _NUMPY_FLOATS.get(getattr(walk.node.meta.get("val"), "dtype", None))
+
+
 def _kernel_scalar(walk: _Walk, value: Any, what: str) -> float | None:
-    """A scalar argument of an activation (a slope, a clamp bound) as the kernel applies it:
-    :func:`_scalar` rounded to the graph's float type (:meth:`AffineChain.kernel_scalar`)."""
+    """A scalar argument (an activation's slope or clamp bound, ``alpha``/``beta``) as the
+    kernel applies it: :func:`_scalar` rounded to the float type the node computes in
+    (:meth:`AffineChain.kernel_scalar`)."""
     scalar = _scalar(value, what)
-    return None if scalar is None else walk.chain.kernel_scalar(scalar)
+    return None if scalar is None else walk.chain.kernel_scalar(scalar, _computing_dtype(walk))
+
+
+def _operand(walk: _Walk, value: Any, what: str) -> np.ndarray:
+    """A constant operand of an element-wise node as its kernel applies it. torch converts a
+    Python number, and a tensor without dimensions, to the float type the node computes in
+    (neither takes part in type promotion against the data tensor): a float32 model's
+    ``x * 0.1`` multiplies by float32(0.1) = 0.100000001490116…, and ``x / 2.9`` divides by
+    float32(2.9), so those are the values read (:func:`_kernel_scalar`). A tensor with
+    dimensions is read as it is: its type is at most the node's."""
+    if isinstance(value, bool | int | float) or (
+            isinstance(value, torch.Tensor) and value.ndim == 0):
+        return np.asarray(_kernel_scalar(walk, value, what))
+    return _constant(value, what)
 
 
 # -- rules: each gets (walk, args, kwargs, is_aten) and returns the node's value ---------------
@@ -164,8 +188,8 @@ def _addmm(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     walk.take(args[1])
     bias = _constant(args[0], "addmm bias")
     weight = _constant(args[2], "addmm weight")
-    beta = _scalar(kwargs.get("beta", 1.0), "addmm beta")
-    alpha = _scalar(kwargs.get("alpha", 1.0), "addmm alpha")
+    beta = _kernel_scalar(walk, kwargs.get("beta", 1.0), "addmm beta")
+    alpha = _kernel_scalar(walk, kwargs.get("alpha", 1.0), "addmm alpha")
     if weight.ndim != 2 or (bias.ndim > 1 and bias.shape[0] != 1):
         raise NetworkError(
             f"node {walk.node.name!r}: addmm needs a 2-D weight and a per-feature bias"
@@ -177,19 +201,19 @@ def _addmm(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
 
 def _add(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool, sign: float = 1.0) -> _Data:
     left, right = args[0], args[1]
-    alpha = _scalar(kwargs.get("alpha", 1.0), "alpha")
+    alpha = _kernel_scalar(walk, kwargs.get("alpha", 1.0), "alpha")
     if isinstance(left, _Data) and isinstance(right, _Data):
         raise NetworkError(
             f"node {walk.node.name!r} combines two data tensors{SUM_HINT}"
         )
     if isinstance(left, _Data):
         walk.take(left)
-        shift, exact = exact_product(sign * alpha, _constant(right, "added constant"))
+        shift, exact = exact_product(sign * alpha, _operand(walk, right, "added constant"))
         walk.chain.elementwise(1.0, shift, None,
                                computed_magnitudes(shift, exact & (not _computed(right))))
     else:
         walk.take(right)
-        shift = _constant(left, "added constant")
+        shift = _operand(walk, left, "added constant")
         walk.chain.elementwise(sign * alpha, shift, None, computed_magnitudes(
             shift, np.full(shift.shape, not _computed(left))))
     return walk.advance()
@@ -209,7 +233,7 @@ def _mul(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
         raise NetworkError(f"node {walk.node.name!r} multiplies two data tensors{PRODUCT_HINT}")
     data, factor = (left, right) if isinstance(left, _Data) else (right, left)
     walk.take(data)
-    scale = _constant(factor, "multiplier")
+    scale = _operand(walk, factor, "multiplier")
     walk.chain.elementwise(scale, 0.0, computed_magnitudes(
         scale, np.full(scale.shape, not _computed(factor))))
     return walk.advance()
@@ -219,7 +243,7 @@ def _div(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool) -> _Data:
     walk.take(args[0])
     if kwargs.get("rounding_mode") is not None:
         raise NetworkError(f"node {walk.node.name!r}: division with rounding is not affine")
-    divisor = _constant(args[1], "divisor")
+    divisor = _operand(walk, args[1], "divisor")
     if np.any(divisor == 0):
         raise NetworkError(f"node {walk.node.name!r}: division by zero")
     walk.chain.divide(divisor, computed=_computed(args[1]))

@@ -25,6 +25,15 @@ _SMOOTH = {
     "silu": "SiLU/Swish",
     "hardswish": "HardSwish",
 }
+_ROW_MEAN = (
+    "a mean over a row's features is what x.mean(dim=1) in forward exports to (standardising "
+    "each row by its own mean): it combines the data with itself, so the layers no longer "
+    "form a chain; standardise with constants (buffers or Python floats) instead"
+)
+_LAYER_NORM = (
+    "LayerNorm divides each row by its own standard deviation: not piecewise linear, so not "
+    "supported; use BatchNorm1d (in eval mode) or standardise with constants"
+)
 _HINTS = {
     "erf": f"Erf is what exact GELU becomes when exported: {_GELU}",
     "gelu": _GELU,
@@ -32,6 +41,11 @@ _HINTS = {
         "HardSigmoid is piecewise linear but not read as one operator; write it as "
         "torch.clamp(x / 6 + 0.5, 0, 1), which certgate verifies"
     ),
+    "reducemean": _ROW_MEAN,
+    "mean": _ROW_MEAN,
+    "layernormalization": _LAYER_NORM,
+    "layer_norm": _LAYER_NORM,
+    "native_layer_norm": _LAYER_NORM,
     "cast": (
         "a Cast of the data tensor changes the precision the model computes in (x.float() or "
         "x.double() in forward); export the model in one float type, without the cast"
