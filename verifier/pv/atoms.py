@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifier.bounds import (
+    CARRIED_DTYPE,
     BoundsResult,
     LinearBounds,
     PreparedNetwork,
@@ -222,7 +223,7 @@ class AtomBounds:
         lines = AtomLines.unknown(count, atoms, lo.shape[1])
         linear = None
         crown = (0.0, 0)
-        carried = np.zeros((count, 2, 0), dtype=np.float32)
+        carried = np.zeros((count, 2, 0), dtype=CARRIED_DTYPE)
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
             needed = None

@@ -33,7 +33,7 @@ class Boxes:
     or its complement, and per event the estimated parts of that uncredited mass where the
     event holds and where it fails (``open_true``/``open_false``, for choosing boxes only);
     the bounds of the last hidden layer its children may carry (``carried``, ``(B, 2, n)``
-    float32, :func:`verifier.bounds.carried_bounds`)."""
+    in :data:`verifier.bounds.CARRIED_DTYPE`, :func:`verifier.bounds.carried_bounds`)."""
 
     lo: np.ndarray
     hi: np.ndarray
