@@ -283,8 +283,8 @@ def test_a_group_with_a_heavy_category_scores_its_share_of_mass() -> None:
     order[0, 1:5] = [0.0, 1.0, 0.5, 0.5]
     order[0, 5:8] = [0.0, 1.2, 0.6]
     undecided = np.ones((1, splitter.atoms.constants.size), dtype=bool)
-    dims = splitter.choose_dims(lo, hi, np.zeros(1, np.int64), undecided, np.zeros_like(lo), order)
+    dims = splitter.choose_dims(lo, hi, np.zeros(1, np.int64), undecided, order)
     assert dims.tolist() == [1]
     order[0, 5:8] = [0.0, 1.6, 0.6]  # now education's range beats job's 2 × 0.7 × 1.0
-    dims = splitter.choose_dims(lo, hi, np.zeros(1, np.int64), undecided, np.zeros_like(lo), order)
+    dims = splitter.choose_dims(lo, hi, np.zeros(1, np.int64), undecided, order)
     assert dims.tolist() == [5]
