@@ -386,12 +386,13 @@ class AtomBounds:
     ) -> np.ndarray:
         """Per box and input, what the split rule reads of the column
         (:class:`~verifier.pv.splitting.Splitter`): outside the one-hot groups the largest
-        drive over the atoms still undecided there; on a group's columns the signed
-        coefficients of the undecided atom with the largest total drive (they score the group
-        and order its categories when it is split), whose drive no split reads, as no column
-        outside a group is ordered (the two in one array: half of what each open box keeps,
-        Adult-13 2×64: 408 bytes, not 816). In float32: they only guide splits, never a
-        bound, and each open box keeps them (float64 was 1.6 of a 102-column box's 3.5 kB)."""
+        drive over the atoms still undecided there (smear's score per unit of width); on a
+        group's columns the signed coefficients of the undecided atom with the largest total
+        drive (they score the group and order its categories). The rule reads no drive on a
+        group's columns and no coefficient elsewhere, so one array holds both: half of what
+        each open box kept in two (Adult-13 2×64: 408 bytes, not 816; the same splits bit for
+        bit). In float32: it only guides splits, never a bound (float64 was 1.6 of a
+        102-column box's 3.5 kB)."""
         undecided_drive = np.where(undecided[:, :, None], atom_drive, 0.0)
         leading = np.argmax(undecided_drive.sum(axis=2), axis=1)
         order = signed[np.arange(signed.shape[0]), leading]
