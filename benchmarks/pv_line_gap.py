@@ -205,10 +205,10 @@ def box_gap(engine: Any, boxes: Any, row: int, lines: _Lines, cap: int
     result["input split, engine"] = sum(children_proven(child_lo[k], child_hi[k])
                                         for k in range(child_lo.shape[0]))
     best = line
-    order = chosen.order.astype(np.float64)
+    guide = chosen.guide.astype(np.float64)
     for column in np.flatnonzero(splitter.candidates(box_lo, box_hi)[0]):
         left_lo, left_hi, right_lo, right_hi = splitter.children(
-            box_lo, box_hi, np.array([column]), order)
+            box_lo, box_hi, np.array([column]), guide)
         best = max(best, children_proven(left_lo[0], left_hi[0])
                    + children_proven(right_lo[0], right_hi[0]))
     result["input split, best"] = best

@@ -221,12 +221,13 @@ def where(args: argparse.Namespace) -> None:
               f"{open_mass[at].sum() / total:.3f}")
     splitter = engine.splitter
     relative = (boxes.hi - boxes.lo) / splitter.root_width[None, :]
-    dims = splitter.choose_dims(boxes.lo, boxes.hi, boxes.depth, boxes.atoms, boxes.drive,
-                                boxes.order)
+    dims = splitter.choose_dims(boxes.lo, boxes.hi, boxes.depth, boxes.atoms, boxes.guide)
     candidates = splitter.candidates(boxes.lo, boxes.hi)
     widest = np.argmax(np.where(candidates, relative, -np.inf), axis=1)
     columns = json.loads((work / "net.json").read_text())["inputs"]
-    smear = np.where(candidates, boxes.drive * np.minimum(boxes.hi - boxes.lo, 1e300), 0.0)
+    smear = splitter._group_scores(boxes.guide * np.minimum(boxes.hi - boxes.lo, 1e300),
+                                   boxes.lo, boxes.hi, boxes.guide)
+    smear = np.where(candidates, smear, 0.0)
     smear = smear / np.maximum(smear.sum(axis=1, keepdims=True), 1e-300)
     for name in NUMERIC:
         d = columns.index(name)

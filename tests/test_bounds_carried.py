@@ -3,9 +3,10 @@
 
 Oracles: the network evaluated in rational arithmetic (``Fraction``) at the corners and at
 sampled points of every box: the carried layer's exact pre-activations lie within the
-carried float32 bounds, and every bound a child gets with its parent's carried bounds —
-tightened or not — holds the exact outputs and pre-activations; the float32 rounding
-against ``Fraction`` comparisons of the float64 bounds it encloses.
+carried bounds (float16, rounded outward), and every bound a child gets with its parent's
+carried bounds — tightened or not — holds the exact outputs and pre-activations; the outward
+rounding to float32 and float16 against ``Fraction`` comparisons of the float64 bounds it
+encloses.
 """
 
 from __future__ import annotations
@@ -110,25 +111,32 @@ def test_carried_bounds_only_narrow_a_boxs_own(network: Network, seed: int) -> N
         assert np.array_equal(same.upper, own.upper)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @given(values=st.lists(st.floats(allow_nan=False), min_size=2, max_size=40))
-def test_the_float32_record_encloses_the_float64_bounds(values: list[float]) -> None:
-    """Each float32 end is the float64 one rounded outward (infinite beyond float32's range on
-    the outer side only), compared exactly."""
-    from verifier.numerics import float32_outward
+def test_the_narrow_record_encloses_the_float64_bounds(
+    dtype: type[np.floating], values: list[float]
+) -> None:
+    """Each narrow end is the float64 one rounded outward (infinite beyond the type's range on
+    the outer side only), compared exactly; one step of the type further in would not
+    enclose."""
+    from verifier.numerics import outward_cast
 
     array = np.sort(np.array(values).reshape(-1, 1) if len(values) % 2 else
                     np.array(values).reshape(-1, 2), axis=-1)
     lower, upper = array[:, :1], array[:, -1:]
-    low32, high32 = float32_outward(lower, upper)
-    assert low32.dtype == np.float32 and high32.dtype == np.float32
-    for a, b, a32, b32 in zip(lower.ravel(), upper.ravel(), low32.ravel(), high32.ravel(),
+    low, high = outward_cast(lower, upper, dtype)
+    assert low.dtype == dtype and high.dtype == dtype
+    for a, b, a_n, b_n in zip(lower.ravel(), upper.ravel(), low.ravel(), high.ravel(),
                               strict=True):
-        assert _at_most(float(a32), float(a)) and _at_most(float(b), float(b32))
-        # one float32 step: the next float32 further in would not enclose
-        if np.isfinite(a32) and np.isfinite(a):
+        assert _at_most(float(a_n), float(a)) and _at_most(float(b), float(b_n))
+        if np.isfinite(a_n) and np.isfinite(a):
             with np.errstate(over="ignore"):
-                inward = np.nextafter(a32, np.float32(np.inf))
+                inward = np.nextafter(a_n, dtype(np.inf))
             assert inward == np.inf or not _at_most(float(inward), float(a))
+        if np.isfinite(b_n) and np.isfinite(b):
+            with np.errstate(over="ignore"):
+                inward = np.nextafter(b_n, dtype(-np.inf))
+            assert inward == -np.inf or not _at_most(float(b), float(inward))
 
 
 def _at_most(x: float, y: float) -> bool:

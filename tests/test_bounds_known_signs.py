@@ -120,9 +120,9 @@ def test_a_child_outside_its_parent_inherits_nothing() -> None:
     lo = np.array([[0.0, 0.0]])
     hi = np.array([[1.0, 1.0]])
     packed = pack_signs(np.array([[1, -1, 1]], np.int8))
-    parents = Boxes(lo, hi, *(np.zeros(1) for _ in range(8)), packed,
+    parents = Boxes(lo, hi, *(np.zeros(1) for _ in range(7)), packed,
                     np.array([[0.5, -2.0]]), np.array([[1.5, 3.0]]),
-                    *(np.zeros(1) for _ in range(5)), np.array([[[-1.0], [2.0]]], np.float32))
+                    *(np.zeros(1) for _ in range(5)), np.array([[[-1.0], [2.0]]], np.float16))
     child_lo = np.array([[0.0, 0.5], [0.5, 0.0], [-0.1, 0.0]])
     child_hi = np.array([[1.0, 1.0], [1.0, 0.5], [0.5, 1.0]])
     known = Splitter.inherited(parents, np.zeros(3, dtype=np.int64), child_lo, child_hi)

@@ -41,11 +41,11 @@ def _boxes(rng: np.random.Generator, first_id: int, count: int, lattice: bool = 
         mass_lo=rng.random(count),
         mass_hi=rng.random(count), pending=rng.random((count, EVENTS)) < 0.5,
         depth=np.arange(first_id, first_id + count, dtype=np.int64),
-        atoms=rng.random((count, 2)) < 0.5, drive=rng.random((count, 4)),
-        order=rng.random((count, 4)), truth=rng.integers(-1, 2, (count, EVENTS), np.int8),
+        atoms=rng.random((count, 2)) < 0.5, guide=rng.random((count, 4)),
+        truth=rng.integers(-1, 2, (count, EVENTS), np.int8),
         signs=rng.integers(0, 255, (count, 2), np.uint8), low=rng.random((count, 2)),
         high=rng.random((count, 2)), priority=rng.random(count),
-        carried=rng.random((count, 2, 3)).astype(np.float32),
+        carried=rng.random((count, 2, 3)).astype(np.float16),
     )
     return Boxes(**{name: fields[name] for name in BOX_FIELDS})
 

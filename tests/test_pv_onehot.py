@@ -237,6 +237,32 @@ def test_a_category_holding_half_the_open_mass_is_cut_off_alone() -> None:
     assert right_lo[0, 1:5].tolist() == [0, 0, 0, 0] and right_hi[0, 1:5].tolist() == [0, 1, 0, 1]
 
 
+def test_the_split_guide_holds_the_order_on_the_splitters_group_columns_only() -> None:
+    """The one array a box keeps for splitting: on the columns the splitter splits as one-hot
+    groups, the signed coefficients of the undecided atom with the largest total drive
+    (which order the categories), elsewhere the largest drive over the undecided atoms
+    (which smear multiplies by the width)."""
+    splitter, _ = _splitter(_skewed_population())
+    atoms = splitter.atoms
+    rng = np.random.default_rng(5)
+    boxes, count, width = 6, atoms.constants.size, splitter.group_of.size
+    drive = rng.uniform(0.0, 3.0, size=(boxes, count, width))
+    signed = rng.normal(size=(boxes, count, width))
+    undecided = rng.random((boxes, count)) < 0.7
+    undecided[:, 0] = True
+    guide = atoms.split_guide(drive, signed, undecided)
+    assert guide.dtype == np.float32 and guide.shape == (boxes, width)
+    grouped = splitter.group_of >= 0
+    assert grouped.any() and not grouped.all()
+    for box in range(boxes):
+        live = np.where(undecided[box][:, None], drive[box], 0.0)
+        leading = int(np.argmax(live.sum(axis=1)))
+        np.testing.assert_array_equal(guide[box, grouped],
+                                      signed[box, leading, grouped].astype(np.float32))
+        np.testing.assert_array_equal(guide[box, ~grouped],
+                                      live.max(axis=0)[~grouped].astype(np.float32))
+
+
 @given(st.data())
 def test_category_halves_partition_the_open_categories(data: st.DataObject) -> None:
     splitter, _ = _splitter(_skewed_population())
@@ -283,8 +309,8 @@ def test_a_group_with_a_heavy_category_scores_its_share_of_mass() -> None:
     order[0, 1:5] = [0.0, 1.0, 0.5, 0.5]
     order[0, 5:8] = [0.0, 1.2, 0.6]
     undecided = np.ones((1, splitter.atoms.constants.size), dtype=bool)
-    dims = splitter.choose_dims(lo, hi, np.zeros(1, np.int64), undecided, np.zeros_like(lo), order)
+    dims = splitter.choose_dims(lo, hi, np.zeros(1, np.int64), undecided, order)
     assert dims.tolist() == [1]
     order[0, 5:8] = [0.0, 1.6, 0.6]  # now education's range beats job's 2 × 0.7 × 1.0
-    dims = splitter.choose_dims(lo, hi, np.zeros(1, np.int64), undecided, np.zeros_like(lo), order)
+    dims = splitter.choose_dims(lo, hi, np.zeros(1, np.int64), undecided, order)
     assert dims.tolist() == [5]

@@ -37,13 +37,13 @@ def test_only_the_wanted_sides_are_bounded_and_each_is_the_full_credit() -> None
     engine, lo, hi = _engine_and_boxes()
     evaluation = engine.evaluation
     full = evaluation(lo, hi, "crown")
-    credit_true, credit_false = full[7], full[8]
+    credit_true, credit_false = full[6], full[7]
     assert credit_true.sum() > 0.0 and credit_false.sum() > 0.0
     rng = np.random.default_rng(1)
     wanted = WantedSides(rng.random(credit_true.shape) < 0.5,
                          rng.random(credit_true.shape) < 0.5)
     part = evaluation(lo, hi, "crown", wanted=wanted)
-    part_true, part_false = part[7], part[8]
+    part_true, part_false = part[6], part[7]
     for bounded, reference, asked in ((part_true, credit_true, wanted.true),
                                       (part_false, credit_false, wanted.false)):
         assert np.array_equal(bounded[asked], reference[asked])
@@ -52,6 +52,6 @@ def test_only_the_wanted_sides_are_bounded_and_each_is_the_full_credit() -> None
     every = WantedSides(np.ones_like(wanted.true), np.ones_like(wanted.false))
     again = evaluation(lo, hi, "crown", wanted=every)
     # every array but the last, the call's CPU seconds (a measurement, not a result)
-    assert len(again) == len(full) == 12
+    assert len(again) == len(full) == 11
     for left, right in zip(again[:-1], full[:-1], strict=True):
         assert np.array_equal(left, right)

@@ -81,6 +81,7 @@ from verifier.bounds.affine import PreparedNetwork, _affine, _prepare
 from verifier.bounds.backend import BACKENDS, Backend, _use_torch
 from verifier.bounds.backward import ROW_CHUNK
 from verifier.bounds.carried import (
+    CARRIED_DTYPE,
     _layer_carried,
     carried_bounds,
     carried_width,
@@ -125,6 +126,7 @@ from verifier.network import Network
 __all__ = [
     "ACTIVE",
     "BACKENDS",
+    "CARRIED_DTYPE",
     "GROUP_CHUNK",
     "INACTIVE",
     "LOWER_SLOPES",

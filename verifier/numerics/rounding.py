@@ -240,17 +240,18 @@ def widened_up(values: ArrayLike, relative: float = FUNCTION_REL_MARGIN) -> np.n
     return up_array(widened)
 
 
-def float32_outward(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``lower``/``upper`` in float32, each rounded outward: ``low32 <= lower`` and
-    ``high32 >= upper`` in the extended reals (a float32 cast rounds to nearest, and one that
-    landed inside is moved one float32 step out; beyond float32's range the outer side
-    becomes infinite)."""
+def outward_cast(
+    lower: np.ndarray, upper: np.ndarray, dtype: type[np.floating]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``lower``/``upper`` in the narrower float type ``dtype`` (float32 or float16), each
+    rounded outward: ``low <= lower`` and ``high >= upper`` in the extended reals (a cast
+    rounds to nearest, and one that landed inside is moved one step of ``dtype`` out; beyond
+    its range the outer side becomes infinite). Every ``dtype`` value is a float64 value, so
+    the comparisons are exact."""
     lower = np.asarray(lower, dtype=np.float64)
     upper = np.asarray(upper, dtype=np.float64)
     with np.errstate(over="ignore"):
-        low32, high32 = lower.astype(np.float32), upper.astype(np.float32)
-    low32 = np.where(low32.astype(np.float64) > lower,
-                     np.nextafter(low32, np.float32(-np.inf)), low32)
-    high32 = np.where(high32.astype(np.float64) < upper,
-                      np.nextafter(high32, np.float32(np.inf)), high32)
-    return low32, high32
+        low, high = lower.astype(dtype), upper.astype(dtype)
+    low = np.where(low.astype(np.float64) > lower, np.nextafter(low, dtype(-np.inf)), low)
+    high = np.where(high.astype(np.float64) < upper, np.nextafter(high, dtype(np.inf)), high)
+    return low, high

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifier.bounds import (
+    CARRIED_DTYPE,
     BoundsResult,
     LinearBounds,
     PreparedNetwork,
@@ -150,6 +151,8 @@ class AtomBounds:
         self.prepared = PreparedNetwork(network)
         self.tracked = tracked
         self.groups = tuple(tuple(int(c) for c in group) for group in groups)
+        self.in_group = np.zeros(network.input_size, dtype=bool)
+        self.in_group[[c for group in self.groups for c in group]] = True
         atoms = tracked.atoms
         width = network.input_size
         self.output_rows = np.array(
@@ -222,7 +225,7 @@ class AtomBounds:
         lines = AtomLines.unknown(count, atoms, lo.shape[1])
         linear = None
         crown = (0.0, 0)
-        carried = np.zeros((count, 2, 0), dtype=np.float32)
+        carried = np.zeros((count, 2, 0), dtype=CARRIED_DTYPE)
         if self.reads_outputs.any():
             rows = self.output_rows[self.reads_outputs]
             needed = None
@@ -378,20 +381,24 @@ class AtomBounds:
         ]
         return np.stack(values, axis=1) == 0
 
-    @staticmethod
-    def leading_drive(
-        atom_drive: np.ndarray, signed: np.ndarray, undecided: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Per box and input: the largest drive over the atoms still undecided there, and the
-        signed coefficients of the undecided atom with the largest total drive (they order a
-        one-hot group's categories when it is split). In float32: they only guide splits,
-        never a bound, and each open box keeps them (float64 was 1.6 of a 102-column box's
-        3.5 kB)."""
+    def split_guide(
+        self, atom_drive: np.ndarray, signed: np.ndarray, undecided: np.ndarray
+    ) -> np.ndarray:
+        """Per box and input, what the split rule reads of the column
+        (:class:`~verifier.pv.splitting.Splitter`): outside the one-hot groups the largest
+        drive over the atoms still undecided there (smear's score per unit of width); on a
+        group's columns the signed coefficients of the undecided atom with the largest total
+        drive (they score the group and order its categories). The rule reads no drive on a
+        group's columns and no coefficient elsewhere, so one array holds both: half of what
+        each open box kept in two (Adult-13 2×64: 408 bytes, not 816; the same splits bit for
+        bit). In float32: it only guides splits, never a bound (float64 was 1.6 of a
+        102-column box's 3.5 kB)."""
         undecided_drive = np.where(undecided[:, :, None], atom_drive, 0.0)
         leading = np.argmax(undecided_drive.sum(axis=2), axis=1)
         order = signed[np.arange(signed.shape[0]), leading]
+        guide = np.where(self.in_group[None, :], order, undecided_drive.max(axis=1))
         with np.errstate(over="ignore"):  # a drive beyond float32's range orders as infinite
-            return undecided_drive.max(axis=1).astype(np.float32), order.astype(np.float32)
+            return guide.astype(np.float32)
 
     def decide_points(self, lo: np.ndarray, hi: np.ndarray, low: np.ndarray,
                       high: np.ndarray) -> np.ndarray:

@@ -25,15 +25,16 @@ exactly (see :class:`BoxPool`)."""
 @dataclass
 class Boxes:
     """A batch of boxes and what PV keeps per box: masses, undecided events (``pending``),
-    split depth, undecided atoms, per-input drive, the signed input coefficients that order a
-    one-hot group's categories for splitting, the events' three-valued truth, what its
+    split depth, undecided atoms, what the split rule reads per input (``guide``: the drive,
+    and on a one-hot group's columns the signed input coefficients that order its categories,
+    :meth:`~verifier.pv.atoms.AtomBounds.split_guide`), the events' three-valued truth, what its
     children inherit (the signs of the network's kink neurons and the atoms' bounds), the
     linear credit of every event and of its complement (zero where not pending), its
     priority: the largest share of its mass that no bound has credited to a pending event
     or its complement, and per event the estimated parts of that uncredited mass where the
     event holds and where it fails (``open_true``/``open_false``, for choosing boxes only);
     the bounds of the last hidden layer its children may carry (``carried``, ``(B, 2, n)``
-    float32, :func:`verifier.bounds.carried_bounds`)."""
+    in :data:`verifier.bounds.CARRIED_DTYPE`, :func:`verifier.bounds.carried_bounds`)."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -42,8 +43,7 @@ class Boxes:
     pending: np.ndarray
     depth: np.ndarray
     atoms: np.ndarray
-    drive: np.ndarray
-    order: np.ndarray
+    guide: np.ndarray
     truth: np.ndarray
     signs: np.ndarray
     low: np.ndarray
@@ -66,9 +66,9 @@ class Boxes:
 
 
 BOX_FIELDS = (
-    "lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "drive", "order", "truth",
-    "signs", "low", "high", "credit_true", "credit_false", "priority",
-    "open_true", "open_false", "carried",
+    "lo", "hi", "mass_lo", "mass_hi", "pending", "depth", "atoms", "guide", "truth", "signs",
+    "low", "high", "credit_true", "credit_false", "priority", "open_true", "open_false",
+    "carried",
 )
 EVENT_FIELDS = ("credit_true", "credit_false", "open_true", "open_false")
 """The per-event fields, which the pool stores event-major (see :class:`BoxPool`)."""

@@ -98,7 +98,7 @@ class ProbabilityBranchAndBound:
                                     deadline, crown_share, given)
 
         def record() -> Boxes:
-            (mass_lo, mass_hi, low, high, drive, order, signs, credit_true,
+            (mass_lo, mass_hi, low, high, guide, signs, credit_true,
              credit_false, share, carried, cost) = under_way.result()
             if complement is not None:
                 mass_lo, mass_hi = complement.masses(mass_lo, mass_hi)
@@ -121,8 +121,8 @@ class ProbabilityBranchAndBound:
             uncredited = np.where(
                 open_events, np.maximum(mass_hi[:, None] - credit_true - credit_false, 0.0),
                 0.0)
-            return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, drive, order,
-                         truth, signs, low, high, credit_true, credit_false,
+            return Boxes(lo, hi, mass_lo, mass_hi, pending, depth, undecided, guide, truth,
+                         signs, low, high, credit_true, credit_false,
                          uncredited.max(axis=1, initial=0.0), share * uncredited,
                          (1.0 - share) * uncredited, carried)
 

@@ -39,16 +39,15 @@ the boxes turn costlier than planned, is at most one chunk."""
 
 @dataclass
 class BoxEvaluation:
-    """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, drive, order,
-    signs, credit_true, credit_false, share, carried, cost)`` (see
+    """Masses and atom bounds of boxes: ``(mass_lo, mass_hi, low, high, guide, signs,
+    credit_true, credit_false, share, carried, cost)`` (see
     :meth:`AtomBounds.bounds_and_drive`, which also takes the call's ``crown_share``;
-    ``drive`` and ``order`` per box and input, :meth:`AtomBounds.leading_drive` of the
-    atoms still undecided — computed here, so a worker returns a fifth of the per-atom
-    arrays; ``known`` must hold on each box; the credits of
-    :func:`verifier.pv.credit.linear_credit` on the ``wanted`` sides, zero without
-    ``excess``; the estimated
-    share of each box where each event holds, :func:`verifier.pv.credit.true_share`, or 0.5
-    without ``estimate_shares`` — only directed selection reads it; ``cost``, ``(B, 4)``:
+    ``guide`` per box and input, :meth:`AtomBounds.split_guide` of the atoms still
+    undecided — computed here, so a worker returns a tenth of the per-atom arrays;
+    ``known`` must hold on each box; the credits of :func:`verifier.pv.credit.linear_credit`
+    on the ``wanted`` sides, zero without ``excess``; the estimated share of each box where
+    each event holds, :func:`verifier.pv.credit.true_share`, or 0.5 without
+    ``estimate_shares`` — only directed selection reads it; ``cost``, ``(B, 4)``:
     the CPU seconds of the call spread evenly over its boxes, column 0 the linear credit's,
     column 1 CROWN's tightening of hidden layers', column 2 the rest's, and in column 3 the
     share of the call's boxes it tightened — for :class:`verifier.pv.pace.CostPace`, never
@@ -80,8 +79,7 @@ class BoxEvaluation:
             self.atoms.bounds_and_drive(
                 lo, hi, method, known, crown_share,
                 None if wanted is None else (wanted.true, wanted.false)))
-        drive, order = self.atoms.leading_drive(
-            atom_drive, signed, self.atoms.undecided(low, high))
+        guide = self.atoms.split_guide(atom_drive, signed, self.atoms.undecided(low, high))
         crediting = time.process_time()
         pieces = None
         if self.excess is None:
@@ -101,8 +99,8 @@ class BoxEvaluation:
         cost[:, 1] = crown_s / boxes
         cost[:, 2] = ((crediting - started) + (ended - credited) - crown_s) / boxes
         cost[:, 3] = crowned / boxes
-        return (mass_lo, mass_hi, low, high, drive, order, signs, credit_true, credit_false,
-                share, carried, cost)
+        return (mass_lo, mass_hi, low, high, guide, signs, credit_true, credit_false, share,
+                carried, cost)
 
 
 def _evaluate_task(

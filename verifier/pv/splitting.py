@@ -166,13 +166,15 @@ class Splitter:
         return open_column
 
     def children(
-        self, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray, order: np.ndarray
+        self, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray, guide: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Split box ``i`` along ``dims[i]``: returns (left_lo, left_hi, right_lo, right_hi).
 
         A one-hot group's allowed categories go to two children (:meth:`_halve_categories`:
-        its heaviest category alone, or halves in the order of ``order``, the leading atom's
-        coefficients); a child left with one category fixes it."""
+        its heaviest category alone, or halves in the order of ``guide`` on the group's
+        columns, the leading atom's coefficients, :meth:`~verifier.pv.atoms.AtomBounds.
+        split_guide`; no other column of ``guide`` is read); a child left with one category
+        fixes it."""
         rows = np.arange(lo.shape[0])
         left_lo, left_hi = lo.copy(), hi.copy()
         right_lo, right_hi = lo.copy(), hi.copy()
@@ -202,7 +204,7 @@ class Splitter:
             allowed = self.allowed(lo[rows_g], hi[rows_g], groups)
             columns = self.group_index[groups]
             valid = self.group_valid[groups]
-            halves = self._halve_categories(allowed, groups, order[rows_g[:, None], columns])
+            halves = self._halve_categories(allowed, groups, guide[rows_g[:, None], columns])
             where = (np.repeat(rows_g[:, None], columns.shape[1], axis=1)[valid], columns[valid])
             for (child_lo, child_hi), half in zip(
                 ((left_lo, left_hi), (right_lo, right_hi)), halves, strict=True
@@ -240,10 +242,11 @@ class Splitter:
             total > 0.0, weight.max(axis=1) / np.maximum(total, np.finfo(float).tiny), 0.0)
 
     def _group_scores(
-        self, score: np.ndarray, lo: np.ndarray, hi: np.ndarray, order: np.ndarray
+        self, score: np.ndarray, lo: np.ndarray, hi: np.ndarray, guide: np.ndarray
     ) -> np.ndarray:
         """Smear scores with each one-hot group's (on its first column) replaced by the range
-        of the leading atom's coefficients over the categories the box allows: how much of
+        of the leading atom's coefficients (``guide`` on the group's columns) over the
+        categories the box allows: how much of
         the gap the group's choice drives (twice, as the drive counts both bounds). A group
         whose heaviest open category holds a share ``s ≥ 1/2`` of the open marginal mass is
         cut by fixing that category (:meth:`_halve_categories`), which removes the whole
@@ -252,7 +255,7 @@ class Splitter:
         rows = np.arange(lo.shape[0])[:, None]
         for group in range(self.group_index.shape[0]):
             allowed = self.group_allowed(lo, hi, group)
-            values = order[rows, self.group_index[group][None, :]]
+            values = guide[rows, self.group_index[group][None, :]]
             high = np.where(allowed, values, -np.inf).max(axis=1)
             low = np.where(allowed, values, np.inf).min(axis=1)
             spread = np.where(allowed.sum(axis=1) >= 2, 2.0 * (high - low), 0.0)
@@ -264,10 +267,12 @@ class Splitter:
 
     def choose_dims(
         self, lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, undecided_atoms: np.ndarray,
-        drive: np.ndarray, order: np.ndarray,
+        guide: np.ndarray,
     ) -> np.ndarray:
-        """One split column per box: smear (largest drive × width) or BaBSB, with LongestEdge
-        every k levels for the ``*-longest-edge`` rules; unbounded read columns first."""
+        """One split column per box: smear (largest drive × width; the drive is ``guide``
+        outside the one-hot groups, :meth:`~verifier.pv.atoms.AtomBounds.split_guide`, and a
+        group scores by :meth:`_group_scores`) or BaBSB, with LongestEdge every k levels for
+        the ``*-longest-edge`` rules; unbounded read columns first."""
         count = lo.shape[0]
         candidates = self.candidates(lo, hi)
         with np.errstate(invalid="ignore"):
@@ -287,13 +292,13 @@ class Splitter:
         if rule.startswith("babsb"):
             dims[other] = self._babsb(
                 lo[other], hi[other], candidates[other], relative[other], undecided_atoms[other],
-                order[other],
+                guide[other],
             )
             return dims
         width = hi[other] - lo[other]
         with np.errstate(invalid="ignore"):
-            score = np.where(np.isfinite(width), drive[other] * width, np.inf)
-        score = self._group_scores(score, lo[other], hi[other], order[other])
+            score = np.where(np.isfinite(width), guide[other] * width, np.inf)
+        score = self._group_scores(score, lo[other], hi[other], guide[other])
         score = np.where(candidates[other], score, -np.inf)
         best = np.argmax(score, axis=1)
         no_signal = ~np.isfinite(score[np.arange(best.size), best]) | (
@@ -575,10 +580,10 @@ class Splitter:
         """Both children of every chosen box, left ones first (an input-atom threshold cut
         where one applies, else the split rule's column), as ``(lo, hi)``."""
         dims = self.choose_dims(
-            chosen.lo, chosen.hi, chosen.depth, chosen.atoms, chosen.drive, chosen.order
+            chosen.lo, chosen.hi, chosen.depth, chosen.atoms, chosen.guide
         )
         left_lo, left_hi, right_lo, right_hi = self.children(
-            chosen.lo, chosen.hi, dims, chosen.order
+            chosen.lo, chosen.hi, dims, chosen.guide
         )
         cut, cut_column, cut_left, cut_right = self.threshold_cuts(
             chosen.lo, chosen.hi, chosen.atoms
