@@ -407,6 +407,18 @@ def previous_audit(config: CertgateConfig, registry: Registry,
     )
 
 
+def recorded_input_names(outcome: AuditOutcome) -> list[str] | None:
+    """The input names the certificates of a recorded audit were bound to (their
+    ``provenance``), ``None`` when none records them: the names a deploy file of the audited
+    version resolves on when the reused audit loads no model (a misspelt name found by the
+    deploy step stopped the run after the gate had moved the promotion alias)."""
+    for certificate in outcome.certificates.values():
+        names = certificate.provenance.get("input_names")
+        if names:
+            return list(names)
+    return None
+
+
 def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
                  population: Any) -> tuple[Network, Any]:
     """The network with its inputs named and the population model ordered by
@@ -486,6 +498,10 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
     uri = model_uri or config.model.uri
     registry = registry or connect(config.tracking.tracking_uri, config.tracking.registry_uri)
     if not force and (reused := previous_audit(config, registry, uri)) is not None:
+        if config.deploy is not None:
+            names = recorded_input_names(reused) or config.model.input_names
+            check_deploy_constraints(config.deploy.constraints, names,
+                                     names_may_come_later=names is None)
         return reused
     with tempfile.TemporaryDirectory(prefix="certgate-audit-") as scratch:
         scratch_dir = Path(scratch)

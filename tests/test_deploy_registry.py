@@ -454,6 +454,51 @@ def test_certgate_run_refuses_a_misspelt_input_name_before_the_audit(
     assert registry.client.search_registered_models(f"name='{name}-sc'") == []
 
 
+def test_a_reused_audit_checks_the_deploy_files_input_names_before_the_gate(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An audit reused from an earlier run loads no model, so the deploy file's names are
+    resolved on the input names its certificates recorded: a misspelt name exits 2 before
+    the gate (checked by the deploy step, it stopped the run after the gate had moved the
+    promotion alias); the correct name then gates and deploys on the same reused audit."""
+    name = f"reused_{uuid.uuid4().hex[:8]}"
+    log_model(credit_demo.fair, credit_demo.population, registered_model_name=name,
+              serialization_format="pickle", alias="candidate", registry=registry)
+    config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                              None)
+    capsys.readouterr()
+    assert main(["audit", "--config", str(config), "--no-progress", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["reused"] is False
+
+    document = yaml.safe_load(config.read_text())
+    rules = {"classes": ["deny", "grant"], "constraints": [
+        {"name": "low_debt_granted", "precondition": {"kind": "box",
+                                                      "upper": {"debt_ration": 0.2}},
+         "postcondition": [["deny < grant"]]}]}
+    constraints = tmp_path / "named.yaml"
+    constraints.write_text(yaml.safe_dump(rules))
+    document["deploy"] = {"constraints": str(constraints), "registered_model": f"{name}-sc",
+                          "alias": "safe"}
+    config.write_text(yaml.safe_dump(document))
+    code = main(["run", "--config", str(config), "--no-progress", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 2
+    assert "deploy.constraints" in report["error"]
+    assert "unknown input 'debt_ration' (did you mean 'debt_ratio'?)" in report["error"]
+    tags = registry.client.get_model_version(name, "1").tags
+    assert not any(key.startswith("certgate.gate") for key in tags), tags
+    assert alias_version(registry, name, "champion") is None
+    assert registry.client.search_registered_models(f"name='{name}-sc'") == []
+
+    constraints.write_text(yaml.safe_dump(rules).replace("debt_ration", "debt_ratio"))
+    assert main(["run", "--config", str(config), "--no-progress", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["audit"]["reused"] is True
+    assert f"registered as models:/{name}-sc/1" in summary["deploy"]
+    assert alias_version(registry, name, "champion") == "1"
+
+
 def test_abstain_variant_appends_an_abstain_column(
         registry: Registry, source: tuple[str, str], mlp: torch.nn.Sequential, population: Any,
         constraints_file: Path, tmp_path: Path) -> None:
