@@ -297,11 +297,12 @@ def build_report(config: CertgateConfig, loaded: LoadedModel, run_id: str | None
 
 
 def provenance(loaded: LoadedModel, population: PopulationArtifact,
-               network: Network) -> dict[str, Any]:
+               network: Network, model_inputs: int) -> dict[str, Any]:
     """What a certificate of this audit is about: the model (its URI; a registered version's
     name and version; a local model file's sha256, and its external data files' for an ONNX
-    model), the population model (logged as
-    :data:`POPULATION_ARTIFACT`, with its sha256) and the bound input names."""
+    model), the population model (logged as :data:`POPULATION_ARTIFACT`, with its sha256),
+    the bound input names and, of these, the model's own (the first ``model_inputs``; binding
+    appends the population's columns the model does not read)."""
     return {
         "model_uri": loaded.uri,
         "model_name": loaded.name,
@@ -313,6 +314,7 @@ def provenance(loaded: LoadedModel, population: PopulationArtifact,
         "population_artifact": POPULATION_ARTIFACT,
         "population_sha256": population.sha256,
         "input_names": list(network.input_names),
+        "model_input_names": list(network.input_names)[:model_inputs],
     }
 
 
@@ -410,6 +412,20 @@ def previous_audit(config: CertgateConfig, registry: Registry,
     )
 
 
+def recorded_input_names(outcome: AuditOutcome) -> list[str] | None:
+    """The model's input names the certificates of a recorded audit record (their
+    ``provenance``; the bound names where an older certificate lacks the model's own),
+    ``None`` when none records them: the names a deploy file of the audited
+    version resolves on when the reused audit loads no model (a misspelt name found by the
+    deploy step stopped the run after the gate had moved the promotion alias)."""
+    for certificate in outcome.certificates.values():
+        names = (certificate.provenance.get("model_input_names")
+                 or certificate.provenance.get("input_names"))
+        if names:
+            return list(names)
+    return None
+
+
 def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
                  population: Any) -> tuple[Network, Any]:
     """The network with its inputs named and the population model ordered by
@@ -418,15 +434,16 @@ def bound_inputs(config: CertgateConfig, loaded: LoadedModel,
     that each audit can run on them (:func:`verifier.audits.check_audit`): a typo, an unnamed
     model or a population an audit cannot handle fails here, before anything is written to
     the registry or any audit starts. A configured deploy's constraint file must resolve
-    on the model's input names here too: found by the deploy step, a misspelt name stopped
+    on the model's own input names here too (not the population's columns binding appends,
+    which the variant does not read): found by the deploy step, a misspelt name stopped
     the run after the gate had moved the promotion alias."""
     network, population = bind(loaded.network, population, config.model.input_names,
                                loaded.uri)
     check_audits(config.audits, network, population, list(network.input_names),
                  ("an input of the model", "inputs of the model"))
     if config.deploy is not None:
-        check_deploy_constraints(config.deploy.constraints, list(network.input_names),
-                                 names_may_come_later=False)
+        own = list(network.input_names)[:loaded.network.input_size]
+        check_deploy_constraints(config.deploy.constraints, own, names_may_come_later=False)
     return network, population
 
 
@@ -489,11 +506,16 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
     uri = model_uri or config.model.uri
     registry = registry or connect(config.tracking.tracking_uri, config.tracking.registry_uri)
     if not force and (reused := previous_audit(config, registry, uri)) is not None:
+        if config.deploy is not None:
+            names = recorded_input_names(reused) or config.model.input_names
+            check_deploy_constraints(config.deploy.constraints, names,
+                                     names_may_come_later=names is None)
         return reused
     with tempfile.TemporaryDirectory(prefix="certgate-audit-") as scratch:
         scratch_dir = Path(scratch)
         loaded = load_model(uri, registry, scratch_dir, input_names=config.model.input_names)
         artifact = fetch_population(loaded, config.model.population_uri, scratch_dir)
+        model_inputs = loaded.network.input_size
         network, population = bound_inputs(config, loaded, artifact.model)
         loaded.network = network
         validation = validate_audit_inputs(
@@ -517,7 +539,7 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
             check_certificates(config.audits, certificates, network, population, data,
                                options(config))
             for certificate in certificates.values():
-                certificate.provenance = provenance(loaded, artifact, network)
+                certificate.provenance = provenance(loaded, artifact, network, model_inputs)
             outcome = log_audit_run(config, registry, loaded, artifact, validation,
                                     certificates, report_dir, observed, guard)
             run_id = outcome.run_id

@@ -308,7 +308,8 @@ def test_defaults_and_requirements_of_the_new_kinds() -> None:
     ("causal_fairness", {"protected": ["a", "a"], "protected_kind": "one_hot"},
      "audits[0]: protected lists an input twice"),
     ("causal_fairness", {"protected_kind": "one_hot"},
-     "audits[0]: a one_hot protected feature needs at least two inputs"),
+     "audits[0]: a one_hot protected feature needs at least two inputs: list the group's "
+     "columns, or give the categorical feature's name ('sex') without protected_kind"),
     ("causal_fairness", {"protected": ["a", "b"], "protected_kind": "one_hot",
                          "split_values": [0.5]},
      "audits[0]: split_values only apply to a continuous protected input"),

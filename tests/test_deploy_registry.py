@@ -35,6 +35,7 @@ from registry_hooks.tags import alias_version, version_tags
 from verifier.convert import save_network
 from verifier.convert.torch_module import from_torch
 from verifier.errors import CertgateInputError
+from verifier.population import Discrete, Factor, Feature, PopulationModel, Product, save_population
 from verifier.selfcorrect import SelfCorrectingNetwork, load_constraints
 
 INPUT_COLUMNS = ["age", "income", "debt_ratio", "sex", "housing_own", "housing_rent"]
@@ -452,6 +453,96 @@ def test_certgate_run_refuses_a_misspelt_input_name_before_the_audit(
     tags = registry.client.get_model_version(name, "1").tags
     assert not any(key.startswith("certgate.gate") for key in tags), tags
     assert registry.client.search_registered_models(f"name='{name}-sc'") == []
+
+
+def test_a_reused_audit_checks_the_deploy_files_input_names_before_the_gate(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An audit reused from an earlier run loads no model, so the deploy file's names are
+    resolved on the input names its certificates recorded: a misspelt name exits 2 before
+    the gate (checked by the deploy step, it stopped the run after the gate had moved the
+    promotion alias); the correct name then gates and deploys on the same reused audit."""
+    name = f"reused_{uuid.uuid4().hex[:8]}"
+    log_model(credit_demo.fair, credit_demo.population, registered_model_name=name,
+              serialization_format="pickle", alias="candidate", registry=registry)
+    config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                              None)
+    capsys.readouterr()
+    assert main(["audit", "--config", str(config), "--no-progress", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["reused"] is False
+
+    document = yaml.safe_load(config.read_text())
+    rules = {"classes": ["deny", "grant"], "constraints": [
+        {"name": "low_debt_granted", "precondition": {"kind": "box",
+                                                      "upper": {"debt_ration": 0.2}},
+         "postcondition": [["deny < grant"]]}]}
+    constraints = tmp_path / "named.yaml"
+    constraints.write_text(yaml.safe_dump(rules))
+    document["deploy"] = {"constraints": str(constraints), "registered_model": f"{name}-sc",
+                          "alias": "safe"}
+    config.write_text(yaml.safe_dump(document))
+    code = main(["run", "--config", str(config), "--no-progress", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 2
+    assert "deploy.constraints" in report["error"]
+    assert "unknown input 'debt_ration' (did you mean 'debt_ratio'?)" in report["error"]
+    tags = registry.client.get_model_version(name, "1").tags
+    assert not any(key.startswith("certgate.gate") for key in tags), tags
+    assert alias_version(registry, name, "champion") is None
+    assert registry.client.search_registered_models(f"name='{name}-sc'") == []
+
+    constraints.write_text(yaml.safe_dump(rules).replace("debt_ration", "debt_ratio"))
+    assert main(["run", "--config", str(config), "--no-progress", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["audit"]["reused"] is True
+    assert f"registered as models:/{name}-sc/1" in summary["deploy"]
+    assert alias_version(registry, name, "champion") == "1"
+
+
+def test_a_deploy_file_naming_a_population_column_the_model_does_not_read_stops_before_the_gate(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A population fitted on the whole table holds the label, which binding appends to the
+    network with zero weights; the variant reads the model's own inputs only, so a deploy
+    file naming the label is refused before the gate, on a fresh audit and on a reused one
+    (both passed it and the deploy step refused it after ``champion`` had moved)."""
+    base = credit_demo.population
+    wide = PopulationModel(
+        features=[*base.features, Feature(name="label", kind="binary")],
+        distribution=Product(factors=[*base.distribution.factors, Factor(
+            columns=["label"], distribution=Discrete(values=[0, 1],
+                                                     probabilities=[0.5, 0.5]))]))
+    population = tmp_path / "wide.json"
+    save_population(wide, population)
+    name = f"label_{uuid.uuid4().hex[:8]}"
+    log_model(credit_demo.fair, credit_demo.population, registered_model_name=name,
+              serialization_format="pickle", alias="candidate", registry=registry)
+    labelled = tmp_path / "labelled.yaml"
+    labelled.write_text(yaml.safe_dump({"classes": ["deny", "grant"], "constraints": [
+        {"name": "labelled_granted", "precondition": {"kind": "box", "lower": {"label": 1}},
+         "postcondition": [["deny < grant"]]}]}))
+    config = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                              {"constraints": str(labelled), "registered_model": f"{name}-sc",
+                               "alias": "safe"})
+    document = yaml.safe_load(config.read_text())
+    document["model"]["population_uri"] = str(population)
+    config.write_text(yaml.safe_dump(document))
+    capsys.readouterr()
+    for verb in ("run", "audit-then-run"):
+        if verb == "audit-then-run":
+            without = {**document, "deploy": None}
+            plain = tmp_path / "plain.yaml"
+            plain.write_text(yaml.safe_dump(without))
+            assert main(["audit", "--config", str(plain), "--no-progress", "--json"]) == 0
+            assert json.loads(capsys.readouterr().out)["reused"] is False
+        code = main(["run", "--config", str(config), "--no-progress", "--json"])
+        report = json.loads(capsys.readouterr().out)
+        assert code == 2, verb
+        assert "unknown input 'label'" in report["error"], verb
+        tags = registry.client.get_model_version(name, "1").tags
+        assert not any(key.startswith("certgate.gate") for key in tags), (verb, tags)
+        assert alias_version(registry, name, "champion") is None, verb
 
 
 def test_abstain_variant_appends_an_abstain_column(

@@ -98,6 +98,38 @@ def test_equivalence_cli_with_tree(files: dict, capsys: pytest.CaptureFixture) -
     assert doc["probability"] == pytest.approx(1 - (t**2 + (1 - t) ** 2) / 2, abs=1e-12)
 
 
+def test_equivalence_reads_the_surrogate_on_the_models_own_inputs(
+        files: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A population with a column the model does not read (a label, fitted from the whole
+    table) binds the network with that column appended at zero weights; the surrogate, fitted
+    on the model's own inputs, is read the same way: the closed form of the two-column
+    population (it was refused: "the models read different numbers of inputs: [2, 3]")."""
+    wide = PopulationModel(
+        features=[Feature(name=name, kind="continuous") for name in ("a", "label", "b")],
+        distribution=Product(factors=[
+            Factor(columns=[name], distribution=Uniform(lower=0, upper=1))
+            for name in ("a", "label", "b")]))
+    save_population(wide, tmp_path / "wide.json")
+    anonymous = Network([Layer(np.array([[1.0, -1.0]]), np.array([0.0]))], ["x[0]", "x[1]"],
+                        ["logit"])
+    save_network(anonymous, tmp_path / "anonymous.json")
+    t = files["threshold"]
+    expected = {files["tree"]: 1 - (t**2 + (1 - t) ** 2) / 2, tmp_path / "anonymous.json": 1.0}
+    for surrogate, probability in expected.items():
+        code, doc = run(["equivalence", "--model", str(files["net"]), "--population",
+                         str(tmp_path / "wide.json"), "--surrogate", str(surrogate), "--json"],
+                        capsys)
+        assert code == 0
+        assert doc["probability"] == pytest.approx(probability, abs=1e-12)
+    three = DecisionTreeClassifier(max_depth=1).fit(np.eye(3), [0, 1, 1])
+    with open(tmp_path / "three.pkl", "wb") as handle:
+        pickle.dump(three, handle)
+    with pytest.raises(CertgateInputError, match=r"--surrogate .*three.pkl: it reads 3 "
+                                                 r"inputs, the model 2 \(a, b\)"):
+        run(["equivalence", "--model", str(files["net"]), "--population",
+             str(tmp_path / "wide.json"), "--surrogate", str(tmp_path / "three.pkl")], capsys)
+
+
 def test_bad_feature_is_refused(files: dict, capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(CertgateInputError, match="--feature"):
         run(["monotonicity", "--model", str(files["net"]), "--population",

@@ -15,6 +15,7 @@ from tests.causal_nets import threshold_network
 from tests.mlflow_server import run_cli
 from verifier.convert import save_network
 from verifier.population import (
+    Categorical,
     Discrete,
     Factor,
     Feature,
@@ -180,3 +181,50 @@ def test_a_prior_with_too_many_discrete_combinations_is_branched_not_refused(
     assert "more than 20000 product terms" in line
     assert "'k0' 8 × 'k1' 8 × 'k2' 8" in line
     assert "unbounded" not in line
+
+
+def test_a_branched_audit_is_refused_as_its_run_refuses_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A prior too large to enumerate sends a network's audit to box branching; the pre-flight
+    still refuses what branching refuses (it passed them: `config check` said "can run" and
+    `certgate run` failed in the audit), and a favourable class the network lacks: noise
+    uniform on an integer column, monotonicity in a one-hot column, class 2 of a two-class
+    network. Each error is one line naming the audit and the column or field."""
+    names = [f"k{j}" for j in range(5)]
+    factors = [Factor(columns=[name], distribution=Discrete(values=list(range(8)),
+                                                            probabilities=[0.125] * 8))
+               for name in names]
+    population = PopulationModel(
+        features=[*(Feature(name=name, kind="integer", domain=(0, 7)) for name in names),
+                  Feature(name="x", kind="continuous", domain=(0, 1)),
+                  Feature(name="c", kind="categorical", columns=["c=a", "c=b"],
+                          categories=["a", "b"])],
+        distribution=Product(factors=[
+            *factors, Factor(columns=["x"], distribution=Uniform(lower=0, upper=1)),
+            Factor(columns=["c=a", "c=b"],
+                   distribution=Categorical(probabilities=[0.5, 0.5]))]))
+    save_population(population, tmp_path / "wide.json")
+    inputs = [*names, "x", "c=a", "c=b"]
+    save_network(threshold_network([1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.5, 0.0], -4.0, inputs),
+                 tmp_path / "wide_model.json")
+    refused = [
+        ({**NOISY, "features": ["k1"]}, "audit 'noisy'", "'k1'", "discrete"),
+        ({**MONOTONE, "feature": "c=a", "use_prior": True}, "audit 'monotone_x'", "'c=a'",
+         "one-hot group"),
+        ({**MONOTONE, "use_prior": True, "favorable_class": 2}, "audit 'monotone_x'",
+         "favorable_class 2", "the model has 2 classes (0..1)"),
+        ({"kind": "demographic_parity", "name": "parity", "protected": "k0", "privileged": 1,
+          "favorable_class": 2, "gamma": 0.8}, "audit 'parity'", "favorable_class 2",
+         "the model has 2 classes (0..1)"),
+    ]
+    for audit, *said in refused:
+        path = config(tmp_path, str(tmp_path / "wide_model.json"), str(tmp_path / "wide.json"),
+                      audit)
+        code, _, err = check(capsys, path)
+        assert code == 2, (audit, err)
+        (line,) = err.strip().splitlines()
+        assert all(part in line for part in said), line
+    path = config(tmp_path, str(tmp_path / "wide_model.json"), str(tmp_path / "wide.json"),
+                  {**NOISY, "features": ["x"]}, {**MONOTONE, "use_prior": True})
+    code, _, err = check(capsys, path)
+    assert code == 0, err

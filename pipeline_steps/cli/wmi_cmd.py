@@ -15,6 +15,7 @@ cannot be reached; without it the probability is reported with no verdict.
 from __future__ import annotations
 
 import argparse
+import copy
 import pickle
 from contextlib import ExitStack
 from pathlib import Path
@@ -143,8 +144,9 @@ def _columns(args: argparse.Namespace) -> tuple[str, ...]:
     """Load ``--model`` and ``--population`` bound by name (``args.model_object``,
     ``args.prior``) and what the certificate names of their files (``args.provenance``,
     :func:`~pipeline_steps.cli.inputs.read_certified`); returns the bound input names in
-    input order. A scikit-learn model names its inputs with ``feature_names_in_`` when it was
-    fitted on a DataFrame."""
+    input order (``args.own_names``: the model's own inputs, which lead them; the population's
+    columns the network does not read follow, bound with zero weights). A scikit-learn model
+    names its inputs with ``feature_names_in_`` when it was fitted on a DataFrame."""
     from verifier.audits.binding import BindingError, ordered_population, parse_input_names
     from verifier.network import Network
     from verifier.population import load_population
@@ -155,8 +157,10 @@ def _columns(args: argparse.Namespace) -> tuple[str, ...]:
                                        lambda: _load_model(args.model, args=args))
     args.provenance = {**model_read, **population_read}
     if isinstance(model, Network):
+        own = model.input_size
         model, prior = bound_network(args, model, prior)
         names = list(model.input_names)
+        args.own_names = names[:own]
     else:
         given = parse_input_names(args.input_names)
         own = getattr(model, "feature_names_in_", None)
@@ -170,6 +174,7 @@ def _columns(args: argparse.Namespace) -> tuple[str, ...]:
             raise BindingError(f"--model {args.model}: the model records no input names; give "
                                "them in the model's input order with --input-names a,b,c")
         prior = ordered_population(prior, names, f"--model {args.model}")
+        args.own_names = list(names)
     args.model_object, args.prior, args.bound_names = model, prior, list(names)
     return tuple(names)
 
@@ -364,8 +369,8 @@ def run_equivalence(args: argparse.Namespace) -> int:
     surrogate, read = read_certified(args.surrogate, "--surrogate",
                                      lambda: _load_model(args.surrogate, "--surrogate"))
     args.provenance.update(read)
-    _check_surrogate_names(surrogate, args.bound_names, args.surrogate)
-    surrogate = _surrogate_on_codes(surrogate, args)
+    _check_surrogate_names(surrogate, args.own_names, args.surrogate)
+    surrogate = _surrogate_on_codes(_surrogate_on_bound_inputs(surrogate, args), args)
     with ExitStack() as stack:
         engine = _engine(args, stack)
         engine.pop("input_names", None)
@@ -382,6 +387,35 @@ def run_equivalence(args: argparse.Namespace) -> int:
     return _report(args, probability_certificate(
         "equivalence", requirement_at_least(threshold), result, expression, stop_at,
         bound_method=args.bound_method, timeout_s=timeout))
+
+
+def _surrogate_on_bound_inputs(surrogate: Any, args: argparse.Namespace) -> Any:
+    """The surrogate reading the bound inputs: the model's own inputs, then the population's
+    columns binding appended to the network with zero weights (a label, a protected
+    attribute the model was trained without), which a surrogate of that model does not read
+    either. Its outputs at any values of them are the surrogate's, exactly. Raises
+    :class:`~verifier.audits.binding.BindingError` when it does not read as many inputs as
+    the model."""
+    from verifier.audits.binding import BindingError, anonymous_inputs, reading
+    from verifier.network import Network
+    from verifier.wmi.trees import ForestModel
+
+    extra = args.bound_names[len(args.own_names):]
+    forest = None if isinstance(surrogate, Network) else (
+        surrogate if isinstance(surrogate, ForestModel) else ForestModel(surrogate))
+    size = surrogate.input_size if forest is None else forest.input_size
+    if size != len(args.own_names):
+        raise BindingError(f"--surrogate {args.surrogate}: it reads {size} inputs, the model "
+                           f"{len(args.own_names)} ({', '.join(args.own_names)})")
+    if not extra:
+        return surrogate
+    if forest is None:
+        named = surrogate.renamed(input_names=args.own_names) \
+            if anonymous_inputs(surrogate) else surrogate
+        return reading(named, extra)
+    widened = copy.copy(forest)
+    widened.input_size = len(args.bound_names)
+    return widened
 
 
 def _surrogate_on_codes(surrogate: Any, args: argparse.Namespace) -> Any:

@@ -133,7 +133,10 @@ class CausalFairnessSettings(StrictSettings):
             raise ValueError("a continuous protected feature is exactly one input; use "
                              "protected_kind: one_hot for a one-hot group")
         if self.protected_kind == "one_hot" and len(self.protected) < 2:
-            raise ValueError("a one_hot protected feature needs at least two inputs")
+            raise ValueError(
+                "a one_hot protected feature needs at least two inputs: list the group's "
+                f"columns, or give the categorical feature's name ({self.protected[0]!r}) "
+                "without protected_kind, which reads it as its whole one-hot group")
         if self.protected_kind == "one_hot" and self.split_values is not None:
             raise ValueError("split_values only apply to a continuous protected input")
         if not 0.0 < self.max_biased_share <= 1.0:

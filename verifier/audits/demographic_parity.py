@@ -27,6 +27,7 @@ from verifier.audits.requirement import (
     NAME_PATTERN,
     Requirement,
     StrictSettings,
+    check_class,
     effective_timeout,
 )
 from verifier.certificate import Certificate
@@ -185,8 +186,10 @@ def check(settings: DemographicParitySettings, network: Network | None,
     the privileged value must leave both groups positive probability; on a coded column it
     is a value on the column's grid (:func:`~verifier.audits.coded_values.value_code`; the
     specification's events, ``qualified`` included, are written in codes with every PV
-    specification's, :func:`~verifier.audits.coded_values.spec_in_codes`). ``network`` may
-    be ``None`` (only the population is at hand)."""
+    specification's, :func:`~verifier.audits.coded_values.spec_in_codes`); the favourable
+    class must be one of the network's. ``network`` may be ``None`` (only the population is
+    at hand)."""
+    check_class("favorable_class", settings.favorable_class, network)
     columns = population_columns(population)
     if columns is None and network is not None:
         columns = list(network.input_names)

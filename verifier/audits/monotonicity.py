@@ -22,7 +22,7 @@ from verifier.audits.exact_probability import (
 from verifier.audits.exact_probability import engine_options as engine_options
 from verifier.audits.exact_probability import work_done as work_done
 from verifier.audits.fidelity import monotonicity_check
-from verifier.audits.requirement import NAME_PATTERN, effective_timeout
+from verifier.audits.requirement import NAME_PATTERN, check_class, effective_timeout
 from verifier.certificate import Certificate
 
 KIND = "monotonicity"
@@ -60,9 +60,11 @@ SETTINGS = MonotonicitySettings
 
 def check(settings: MonotonicitySettings, model: Any, population: Any) -> None:
     """Raise a one-line input error now if weighted model integration cannot run this audit
-    on this model and population (a column it cannot handle, an unbounded support)."""
+    on this model and population (a column it cannot handle, an unbounded support, a
+    favourable class the network does not have)."""
     from verifier.wmi.check import check_wmi_property
 
+    check_class("favorable_class", settings.favorable_class, model)
     names = model_inputs(model, population, None)
     model = model_on_codes(model, population)
     check_wmi_property(KIND, model, population,

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from verifier.errors import CertgateInputError
 from verifier.numerics import Comparison, Verdict, interval_verdict, proven_fail, proven_pass
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
@@ -95,6 +96,20 @@ class Requirement(StrictSettings):
 
     def describe(self) -> str:
         return f"{self.label} {self.comparison} {self.threshold:g}"
+
+
+def check_class(field: str, cls: int, model: Any) -> None:
+    """Raise a :class:`~verifier.errors.CertgateInputError` naming ``field`` when the class
+    ``cls`` is not one the network ``model`` predicts (its classifier's outputs: a single
+    logit has classes 0 and 1). Other models (``None``, a tree) pass: their engines check."""
+    from verifier.network import Network
+
+    if not isinstance(model, Network):
+        return
+    classes = model.as_classifier().output_size
+    if not 0 <= cls < classes:
+        raise CertgateInputError(f"{field} {cls} is out of range: the model has {classes} "
+                                 f"classes (0..{classes - 1})")
 
 
 def judged_verdict(requirement: Requirement, low: float, high: float) -> Verdict:

@@ -64,6 +64,28 @@ def _selection(rows: int, width: int) -> np.ndarray:
     return np.eye(rows, width)
 
 
+def monotonicity_arguments(prior: Any, feature: int, dimension: int) -> list[str]:
+    """The prior's column names, once ``feature`` is checked: a column of the prior, not
+    one of a one-hot group (:class:`WMIInputError` otherwise)."""
+    check_feature(feature, dimension)
+    names = _names(prior, dimension)
+    check_ordered_feature(feature, prior.onehot_groups(), names[feature])
+    return names
+
+
+def noise_arguments(prior: Any, noise: Distribution, features: list[int],
+                    dimension: int) -> list[str]:
+    """The prior's column names, once the noise is checked: one noise column per feature, and
+    continuous noise only on continuous columns (:class:`WMIInputError` otherwise)."""
+    check_noise_features(features, dimension)
+    check_noise_width(noise.dimension, features)
+    names = _names(prior, dimension)
+    integer, noise_integer = prior.integer_columns(), noise.integer_columns()
+    for position, f in enumerate(features):
+        check_noise_kind(names[f], bool(integer[f]), bool(noise_integer[position]))
+    return names
+
+
 def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
                  favorable_class: int, output: int | None, use_prior: bool,
                  engine: Engine) -> WMIResult:
@@ -72,9 +94,7 @@ def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
     same measure's marginal of the feature, pairs with ``x_i < x′_i`` (``>`` when
     ``decreasing``; equal values cannot violate and leave the precondition)."""
     dimension = sized(prior, model)
-    check_feature(feature, dimension)
-    names = _names(prior, dimension)
-    check_ordered_feature(feature, prior.onehot_groups(), names[feature])
+    names = monotonicity_arguments(prior, feature, dimension)
     base = prior if use_prior else SupportUniform(prior, names)
     measure = JointMeasure([base, ColumnMarginal(base, feature)])
     width = dimension + 1
@@ -107,12 +127,7 @@ def noise_robustness(model: Network, prior: Any, noise: Distribution, features: 
     """``P(c(x) = c(x + n))`` (:func:`verifier.wmi.noise_robustness`): ``n`` is
     added to ``features``; continuous noise on a discrete column is refused."""
     dimension = sized(prior, model)
-    check_noise_features(features, dimension)
-    check_noise_width(noise.dimension, features)
-    names = _names(prior, dimension)
-    integer, noise_integer = prior.integer_columns(), noise.integer_columns()
-    for position, f in enumerate(features):
-        check_noise_kind(names[f], bool(integer[f]), bool(noise_integer[position]))
+    names = noise_arguments(prior, noise, features, dimension)
     width = dimension + len(features)
     first = _selection(dimension, width)
     second = first.copy()

@@ -78,6 +78,11 @@ def check_wmi_property(kind: str, model: Any, prior: Prior, *, feature: int | No
         models = [m for m in (model, surrogate) if m is not None]
         if not branched.branchable(*models):
             raise
+        dimension = len(prior.support()[0])
+        if kind == "monotonicity" and feature is not None:
+            branched.monotonicity_arguments(prior, feature, dimension)
+        if kind == "noise_robustness" and noise is not None:
+            branched.noise_arguments(prior, noise, list(features or []), dimension)
         return WMIPlan(kind, False, 0, 0, "branching")
 
 
