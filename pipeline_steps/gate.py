@@ -93,6 +93,9 @@ class GateDecision:
     model_name: str | None = None
     model_version: str | None = None
     promoted_alias: str | None = None
+    promotion_kept_on: str | None = None
+    """A passed version's promotion alias left on this newer version, whose own gate passed
+    (:func:`apply_decision`); its deploy is held back too."""
     mlflow_validation: str | None = None
     reasons: list[str] = field(default_factory=list)
     withdrawn_aliases: list[str] = field(default_factory=list)
@@ -218,7 +221,8 @@ def mirror_in_mlflow(decision: GateDecision) -> str:
 
 
 def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolicy) -> None:
-    """Tag the version with the decision; move ``policy.promote_alias`` only on ``passed``.
+    """Tag the version with the decision; move ``policy.promote_alias`` only on ``passed``, and
+    not away from a newer version whose gate passed (:attr:`GateDecision.promotion_kept_on`).
     An earlier gate's ``certgate.gate.withdrawn_aliases`` is removed: the tag says what the
     version's latest gate withdrew (:func:`withdraw_aliases`), so a later pass that gave the
     aliases back does not leave it saying they were removed."""
@@ -233,8 +237,24 @@ def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolic
         GATE_REASONS_TAG: decision.reasons_text(),
     })
     if decision.outcome == "passed" and policy.promote_alias:
+        newer = _newer_passed_holder(registry, name, version, policy.promote_alias)
+        if newer is not None:
+            decision.promotion_kept_on = newer
+            return
         move_alias(registry, name, policy.promote_alias, version)
         decision.promoted_alias = policy.promote_alias
+
+
+def _newer_passed_holder(registry: Registry, name: str, version: str,
+                         alias: str) -> str | None:
+    """The version ``alias`` points to when it is newer than ``version`` and its latest gate
+    passed, else ``None``: a pass of an older version (a watcher reaching a version nobody
+    audited, an old version audited again) never moves the promotion backwards; which
+    version serves instead of a newer passing one is the user's to decide."""
+    holder = alias_version(registry, name, alias)
+    if holder is None or int(holder) <= int(version):
+        return None
+    return holder if version_tags(registry, name, holder).get(GATE_TAG) == "passed" else None
 
 
 def withdraw_aliases(registry: Registry, decision: GateDecision,

@@ -373,6 +373,39 @@ def test_certgate_run_deploys_only_after_a_passed_gate(
     assert not frame["bottom"].any()
 
 
+def test_a_pass_of_an_older_version_leaves_promotion_and_deploy_on_a_newer_passing_one(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A watcher reaching a version nobody audited, or an old version audited again, passes
+    it: ``champion`` and ``safe`` stay with the newer version whose gate passed, and both the
+    text and the JSON say so."""
+    name, target, deploy = credit_deploy(tmp_path)
+    for _ in range(2):
+        log_model(credit_demo.fair, credit_demo.population, registered_model_name=name,
+                  serialization_format="pickle", registry=registry)
+    newer = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}/2", deploy)
+    capsys.readouterr()
+    assert main(["run", "--config", str(newer), "--no-progress"]) == 0
+    assert alias_version(registry, name, "champion") == "2"
+    assert alias_version(registry, target, "safe") == "1"
+
+    older = write_run_config(tmp_path, registry.tracking_uri, f"models:/{name}/1", deploy)
+    capsys.readouterr()
+    code = main(["run", "--config", str(older), "--no-progress", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["gate"]["outcome"] == "passed"
+    assert (summary["gate"]["promoted_alias"], summary["gate"]["promotion_kept_on"],
+            summary["deploy"]) == (None, "2", None)
+    assert f"alias 'champion' stays on models:/{name}/2" in err
+    assert f"deploy: not done: models:/{name}/2, a newer version whose gate passed" in err
+    assert alias_version(registry, name, "champion") == "2"
+    assert version_tags(registry, name, "1")["certgate.gate"] == "passed"
+    assert alias_version(registry, target, "safe") == "1"
+    assert registered_versions(registry, target) == ["1"]
+
+
 def test_certgate_run_deploys_a_file_naming_the_models_inputs(
         registry: Registry, credit_demo, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:

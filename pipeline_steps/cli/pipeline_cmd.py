@@ -195,6 +195,9 @@ def print_gate(decision: GateDecision, config: CertgateConfig) -> None:
     if decision.promoted_alias:
         print(f"  alias {decision.promoted_alias!r} -> models:/{decision.model_name}/"
               f"{decision.model_version}")
+    elif decision.promotion_kept_on is not None:
+        print(f"  alias {alias!r} stays on models:/{decision.model_name}/"
+              f"{decision.promotion_kept_on} (a newer version whose gate passed)")
     elif alias and decision.model_name is not None:
         print(f"  alias {alias!r} not moved")
     for withdrawn in decision.withdrawn_aliases:
@@ -209,6 +212,7 @@ def gate_summary(decision: GateDecision) -> dict[str, Any]:
         "exit_code": exit_for(decision.outcome),
         "reasons": decision.reasons_by_group(),
         "promoted_alias": decision.promoted_alias,
+        "promotion_kept_on": decision.promotion_kept_on,
         "withdrawn_aliases": decision.withdrawn_aliases,
         "mlflow_validation": decision.mlflow_validation,
         "checks": {check.audit: {"status": check.status, "interval": check.interval}
@@ -279,12 +283,24 @@ def deploy_step(config: CertgateConfig, registry: Registry, decision: GateDecisi
                                  model_version=decision.model_version))
 
 
+def deploy_due(config: CertgateConfig, decision: GateDecision) -> bool:
+    """Whether the configured deploy runs: after a passed gate that did not leave the
+    promotion on a newer passing version (its deploy alias stays with it too)."""
+    return (config.deploy is not None and decision.outcome == "passed"
+            and decision.promotion_kept_on is None)
+
+
 def say_held_back_deploy(config: CertgateConfig, decision: GateDecision) -> None:
-    """Print that a configured deploy was not done because the gate did not pass (silence
-    would read as a deploy that was forgotten)."""
-    if config.deploy is not None and decision.outcome != "passed":
+    """Print why a configured deploy was not done (silence would read as a deploy that was
+    forgotten)."""
+    if config.deploy is None or deploy_due(config, decision):
+        return
+    if decision.outcome != "passed":
         print(f"deploy: not done: the gate {decision.outcome} (a variant is deployed after a "
               "passed gate)")
+    else:
+        print(f"deploy: not done: models:/{decision.model_name}/{decision.promotion_kept_on}, "
+              "a newer version whose gate passed, keeps the promotion and its deployment")
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -302,7 +318,7 @@ def run_command(args: argparse.Namespace) -> int:
         print_audit(outcome, config)
         print_gate(decision, config)
         deployed = None
-        if config.deploy is not None and decision.outcome == "passed":
+        if deploy_due(config, decision):
             try:
                 deployed = deploy_step(config, registry, decision)
             except CertgateInputError as error:
@@ -367,7 +383,7 @@ def _event_callback(config: CertgateConfig, registry: Registry, guard: StopGuard
             raise
         print_audit(outcome, config)
         print_gate(decision, config)
-        if config.deploy is not None and decision.outcome == "passed":
+        if deploy_due(config, decision):
             try:
                 print(f"deploy: {deploy_step(config, registry, decision)}")
             except CertgateInputError as error:
