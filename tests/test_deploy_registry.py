@@ -674,9 +674,8 @@ def test_rerunning_reuses_the_variant_and_a_failed_reaudit_withdraws_the_aliases
     name = f"again_{uuid.uuid4().hex[:8]}"
     target = f"{name}-selfcorrecting"
     deploy = {"constraints": str(constraints), "registered_model": target, "alias": "safe"}
-    older = log_model(credit_demo.fair, credit_demo.population,
-                                      registered_model_name=name,
-                                      serialization_format="pickle", registry=registry)
+    log_model(credit_demo.fair, credit_demo.population, registered_model_name=name,
+              serialization_format="pickle", registry=registry)
     log_model(credit_demo.fair, credit_demo.population,
                               registered_model_name=name, serialization_format="pickle",
                               alias="candidate", registry=registry)
@@ -693,12 +692,14 @@ def test_rerunning_reuses_the_variant_and_a_failed_reaudit_withdraws_the_aliases
     assert registered_versions(registry, target) == ["1"]
     assert (alias_version(registry, name, "champion"), alias_version(registry, target, "safe")
             ) == ("2", "1")
-    # another source version is another variant
-    registry.client.set_registered_model_alias(name, "candidate",
-                                               str(older.registered_model_version))
+    # another source version is another variant (a newer one: a pass of the older version
+    # leaves the promotion and the deploy on version 2)
+    log_model(credit_demo.fair, credit_demo.population, registered_model_name=name,
+              serialization_format="pickle", alias="candidate", registry=registry)
     capsys.readouterr()
     assert main(["run", "--config", str(config), "--no-progress", "--json"]) == 0
     assert registered_versions(registry, target) == ["1", "2"]
+    assert version_tags(registry, target, "2")["certgate.source_version"] == "3"
     registry.client.set_registered_model_alias(name, "candidate", "2")
     registry.client.set_registered_model_alias(name, "champion", "2")
     registry.client.set_registered_model_alias(target, "safe", "1")
