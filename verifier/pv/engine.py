@@ -287,8 +287,10 @@ class ProbabilityBranchAndBound:
         reading decides is never refined again: its mass leaves the open boxes, so the caller
         keeps it in the event's upper end through the returned bound."""
         splitter = self.splitter
-        points = ~splitter.candidates(chosen.lo, chosen.hi).any(axis=1)
-        counts = splitter.point_counts(chosen.lo, chosen.hi)
+        masks = splitter.group_masks(chosen.lo, chosen.hi)
+        candidates = splitter.candidates(chosen.lo, chosen.hi, masks)
+        points = ~candidates.any(axis=1)
+        counts = splitter.point_counts(chosen.lo, chosen.hi, masks)
         small = ~points & (counts <= self.settings.enumerate_points)
         small &= np.cumsum(np.where(small, counts, 0.0)) <= self.settings.max_points_per_batch
         parts: list[Callable[[], Boxes]] = []
@@ -317,13 +319,17 @@ class ProbabilityBranchAndBound:
             futures += started
         rest = ~points & ~small
         if rest.any():
-            boxes = chosen.select(rest)
-            lo, hi = splitter.split(boxes)
+            # a round whose chosen boxes are all split (the common case) copies nothing here
+            every = bool(rest.all())
+            boxes = chosen if every else chosen.select(rest)
+            rest_masks = masks if every else [allowed[rest] for allowed in masks]
+            lo, hi = splitter.split(boxes, rest_masks, candidates if every else candidates[rest])
             n = boxes.lo.shape[0]
             parent = np.tile(np.arange(n), 2)
             complement = Complement(
                 np.concatenate([np.zeros(n, dtype=bool),
-                                splitter.partitioned(boxes.lo, boxes.hi, lo, hi)]),
+                                splitter.partitioned(boxes.lo, boxes.hi, lo, hi,
+                                                     rest_masks)]),
                 np.concatenate([np.arange(n, 2 * n), np.arange(n)]),
                 boxes.mass_lo[parent], boxes.mass_hi[parent])
             record, started = self._evaluate(

@@ -36,12 +36,16 @@ POOL_ROUND_SHARE = 16
 refines every open box and chooses none (PV's Adult 103-10-2 on 2 workers: decided in
 6–11 s of PV with this rule, in 52–60 s or not at all with rounds of 4,096)."""
 
-MIN_BOXES_PER_TASK = 2048
+MIN_BOXES_PER_TASK = 4096
 """On a process pool or Dask, a round is cut into more tasks than workers only where each
 holds on average at least this many boxes (docs/decisions.md, 2026-11-29, "A pool's tasks
 hold at least 2,048 boxes"): an evaluation call costs ~10–13 ms besides ~0.1 ms per box on
 Adult-13 1×16, and tasks of ~400 boxes (the earlier floor of 256 with falling sizes) spent
-a sixth of the workers' CPU on it."""
+a sixth of the workers' CPU on it. 4,096 since 2026-11-30 ("PV on a pool near the
+threshold"): each task's hand-off (its corners in, its arrays out, through the caller's
+pool threads) left a worker waiting a median 20–30 ms, and a late round of 8,192 children
+in two equal tasks instead of four falling ones gave 7 % more boxes per CPU second on
+Adult-13 1×16 in two pairs on 2 workers."""
 
 OPEN_BOX_MEMORY_SHARE = 0.5
 """Share of the memory available when a run starts that its open boxes' records may fill by

@@ -143,24 +143,30 @@ class Splitter:
         return one_fits & (others_fail == 0)
 
     def group_allowed(self, lo: np.ndarray, hi: np.ndarray, group: int) -> np.ndarray:
-        """:meth:`allowed` for the same group on every box: a gather of the group's own
-        columns, several times faster than the per-box one (it runs for every group on
-        every chosen box, several times a round)."""
+        """:meth:`allowed` for the same group on every box, on the group's own slots only
+        (``(B, k)`` for a group of ``k`` categories; :meth:`allowed`'s padding slots beyond
+        them are never allowed): a gather of the group's own columns, several times faster
+        than the per-box one (it runs for every group on every chosen box)."""
         columns = self.group_index[group][self.group_valid[group]]
-        allowed = np.zeros((lo.shape[0], self.group_index.shape[1]), dtype=bool)
-        allowed[:, : columns.size] = Categorical.category_mask(lo[:, columns], hi[:, columns])
-        return allowed
+        return Categorical.category_mask(lo[:, columns], hi[:, columns])
 
-    def candidates(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def group_masks(self, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+        """:meth:`group_allowed` of every one-hot group on the boxes, in group order: what a
+        round's choice of points, counts and columns reads of the groups, computed once."""
+        return [self.group_allowed(lo, hi, group) for group in range(self.group_index.shape[0])]
+
+    def candidates(self, lo: np.ndarray, hi: np.ndarray,
+                   masks: list[np.ndarray] | None = None) -> np.ndarray:
         """Splittable columns per box: read and non-degenerate; a one-hot group is split as
-        a whole, through its first column, while it allows two categories or more."""
+        a whole, through its first column, while it allows two categories or more
+        (``masks``: the boxes' :meth:`group_masks`, computed here if not given)."""
         open_column = (hi > lo) & self.splittable[None, :]
         in_group = self.group_of >= 0
         if in_group.any():
+            masks = self.group_masks(lo, hi) if masks is None else masks
             open_column[:, in_group] = False
-            for group in range(self.group_index.shape[0]):
+            for group, allowed in enumerate(masks):
                 first = self.group_index[group, 0]
-                allowed = self.group_allowed(lo, hi, group)
                 read = self.splittable[self.group_index[group]].any()
                 open_column[:, first] = read & (allowed.sum(axis=1) >= 2)
         return open_column
@@ -242,7 +248,7 @@ class Splitter:
             total > 0.0, weight.max(axis=1) / np.maximum(total, np.finfo(float).tiny), 0.0)
 
     def _group_scores(
-        self, score: np.ndarray, lo: np.ndarray, hi: np.ndarray, guide: np.ndarray
+        self, score: np.ndarray, masks: list[np.ndarray], guide: np.ndarray
     ) -> np.ndarray:
         """Smear scores with each one-hot group's (on its first column) replaced by the range
         of the leading atom's coefficients (``guide`` on the group's columns) over the
@@ -251,30 +257,34 @@ class Splitter:
         whose heaviest open category holds a share ``s ≥ 1/2`` of the open marginal mass is
         cut by fixing that category (:meth:`_halve_categories`), which removes the whole
         range on that share of the mass where halving removes about half of it on each
-        child: its score is ``2s`` times the range's."""
-        rows = np.arange(lo.shape[0])[:, None]
-        for group in range(self.group_index.shape[0]):
-            allowed = self.group_allowed(lo, hi, group)
-            values = guide[rows, self.group_index[group][None, :]]
+        child: its score is ``2s`` times the range's (``masks``: the boxes'
+        :meth:`group_masks`)."""
+        for group, allowed in enumerate(masks):
+            columns = self.group_index[group][self.group_valid[group]]
+            values = guide[:, columns]
             high = np.where(allowed, values, -np.inf).max(axis=1)
             low = np.where(allowed, values, np.inf).min(axis=1)
             spread = np.where(allowed.sum(axis=1) >= 2, 2.0 * (high - low), 0.0)
             share = self._heaviest_share(
-                np.where(allowed, self.category_mass[group][None, :], 0.0))
+                np.where(allowed, self.category_mass[group, : columns.size][None, :], 0.0))
             heavy = share >= HEAVY_CATEGORY_SHARE
             score[:, self.group_index[group, 0]] = spread * np.where(heavy, 2.0 * share, 1.0)
         return score
 
     def choose_dims(
         self, lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, undecided_atoms: np.ndarray,
-        guide: np.ndarray,
+        guide: np.ndarray, masks: list[np.ndarray] | None = None,
+        candidates: np.ndarray | None = None,
     ) -> np.ndarray:
         """One split column per box: smear (largest drive × width; the drive is ``guide``
         outside the one-hot groups, :meth:`~verifier.pv.atoms.AtomBounds.split_guide`, and a
         group scores by :meth:`_group_scores`) or BaBSB, with LongestEdge every k levels for
-        the ``*-longest-edge`` rules; unbounded read columns first."""
+        the ``*-longest-edge`` rules; unbounded read columns first (``masks``,
+        ``candidates``: the boxes' :meth:`group_masks` and :meth:`candidates`, computed here
+        if not given)."""
         count = lo.shape[0]
-        candidates = self.candidates(lo, hi)
+        masks = self.group_masks(lo, hi) if masks is None else masks
+        candidates = self.candidates(lo, hi, masks) if candidates is None else candidates
         with np.errstate(invalid="ignore"):
             relative = np.where(candidates, (hi - lo) / self.root_width[None, :], -np.inf)
         longest = np.argmax(relative, axis=1)
@@ -298,7 +308,7 @@ class Splitter:
         width = hi[other] - lo[other]
         with np.errstate(invalid="ignore"):
             score = np.where(np.isfinite(width), guide[other] * width, np.inf)
-        score = self._group_scores(score, lo[other], hi[other], guide[other])
+        score = self._group_scores(score, [allowed[other] for allowed in masks], guide[other])
         score = np.where(candidates[other], score, -np.inf)
         best = np.argmax(score, axis=1)
         no_signal = ~np.isfinite(score[np.arange(best.size), best]) | (
@@ -357,10 +367,12 @@ class Splitter:
         ], dtype=np.int64)
         return integer, groups
 
-    def point_counts(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def point_counts(self, lo: np.ndarray, hi: np.ndarray,
+                     masks: list[np.ndarray] | None = None) -> np.ndarray:
         """Per box: how many points its splittable columns can take (``inf`` when one of them
         is continuous): integer values per integer column times allowed categories per
-        one-hot group."""
+        one-hot group (``masks``: the boxes' :meth:`group_masks`, computed here if not
+        given)."""
         counts = np.ones(lo.shape[0])
         continuous = self.splittable & ~self.domain.integer & (self.group_of < 0)
         open_continuous = (hi[:, continuous] > lo[:, continuous]).any(axis=1)
@@ -368,7 +380,8 @@ class Splitter:
         for d in integer:
             counts *= np.maximum(np.floor(hi[:, d]) - np.ceil(lo[:, d]) + 1.0, 0.0)
         for g in groups:
-            counts *= self.group_allowed(lo, hi, g).sum(axis=1)
+            allowed = self.group_allowed(lo, hi, g) if masks is None else masks[g]
+            counts *= allowed.sum(axis=1)
         return np.where(open_continuous, np.inf, counts)
 
     def enumerate(
@@ -502,7 +515,8 @@ class Splitter:
             right_lo[chosen, column] = np.where(at_low, up_array(point), point)
 
     def partitioned(self, parent_lo: np.ndarray, parent_hi: np.ndarray, lo: np.ndarray,
-                    hi: np.ndarray) -> np.ndarray:
+                    hi: np.ndarray, parent_masks: list[np.ndarray] | None = None
+                    ) -> np.ndarray:
         """Per parent box ``i`` (``[n, d]``), whether its children ``lo[i], hi[i]`` and
         ``lo[n + i], hi[n + i]`` (as :meth:`split` returns them) partition its mass exactly:
         they differ from it on one axis only — one column or one one-hot group — and there
@@ -513,7 +527,8 @@ class Splitter:
         1`` on an integer one, ``b = a`` on an atomless one, whose shared face has no mass).
         Then ``P(parent) = P(left) + P(right)`` in real arithmetic. False where anything else
         holds (a threshold cut's gap between adjacent floats on a continuous column, a child
-        shrunk by :meth:`snap`): only exactness matters, never tightness."""
+        shrunk by :meth:`snap`): only exactness matters, never tightness. ``parent_masks``:
+        the parents' :meth:`group_masks`, computed here where needed if not given."""
         count = parent_lo.shape[0]
         left_lo, left_hi, right_lo, right_hi = lo[:count], hi[:count], lo[count:], hi[count:]
         moved = ((left_lo != parent_lo) | (left_hi != parent_hi)
@@ -530,7 +545,8 @@ class Splitter:
             rows = np.flatnonzero(exact & group_moved[:, group])
             if rows.size == 0:
                 continue
-            parent = self.group_allowed(parent_lo[rows], parent_hi[rows], group)
+            parent = (self.group_allowed(parent_lo[rows], parent_hi[rows], group)
+                      if parent_masks is None else parent_masks[group][rows])
             left = self.group_allowed(left_lo[rows], left_hi[rows], group)
             right = self.group_allowed(right_lo[rows], right_hi[rows], group)
             exact[rows] = (~(left & right).any(axis=1)) & ((left | right) == parent).all(axis=1)
@@ -576,11 +592,14 @@ class Splitter:
             carried, reuse,
         )
 
-    def split(self, chosen: Boxes) -> tuple[np.ndarray, np.ndarray]:
+    def split(self, chosen: Boxes, masks: list[np.ndarray] | None = None,
+              candidates: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Both children of every chosen box, left ones first (an input-atom threshold cut
-        where one applies, else the split rule's column), as ``(lo, hi)``."""
+        where one applies, else the split rule's column), as ``(lo, hi)`` (``masks``,
+        ``candidates``: the boxes' :meth:`group_masks` and :meth:`candidates`, computed here
+        if not given)."""
         dims = self.choose_dims(
-            chosen.lo, chosen.hi, chosen.depth, chosen.atoms, chosen.guide
+            chosen.lo, chosen.hi, chosen.depth, chosen.atoms, chosen.guide, masks, candidates,
         )
         left_lo, left_hi, right_lo, right_hi = self.children(
             chosen.lo, chosen.hi, dims, chosen.guide
