@@ -7,12 +7,10 @@ of the JSON layers (including max pooling), and the benchmark README's layer siz
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import networks
@@ -24,15 +22,6 @@ from verifier.network import Layer, Network, NetworkError
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 needs_benchmarks = pytest.mark.skipif(not BENCHMARKS.is_dir(), reason="no shared/benchmarks")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread_torch() -> Iterator[None]:
-    """Small float64 matmuls: one torch thread avoids OpenMP waits on a loaded 2-core box."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def _assert_identical(first: Network, second: Network) -> None:

@@ -8,7 +8,6 @@ graphs and 1e-5 for float32 graphs; the ACAS Xu networks use ``rtol`` 1e-6 (the 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,16 +24,6 @@ from verifier.convert.json_format import read_json_network
 from verifier.convert.onnx_export import network_to_onnx
 from verifier.convert.onnx_graph import from_onnx
 from verifier.network import Layer, Network, NetworkError
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread_torch() -> Iterator[None]:
-    """Small float64 matmuls: one torch thread avoids OpenMP waits on a loaded 2-core box."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 ACAS = BENCHMARKS / "acasxu"

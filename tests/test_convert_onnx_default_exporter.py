@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
@@ -33,14 +33,6 @@ from verifier.network import Network, NetworkError
 
 RTOL = {TensorProto.DOUBLE: 1e-9, TensorProto.FLOAT: 1e-5}
 FEATURES = 5
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread_torch() -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def _export(module: torch.nn.Module, path: Path, dtype: torch.dtype = torch.float32,

@@ -25,16 +25,6 @@ from verifier.convert.torch_fx import from_graph_module
 from verifier.convert.torch_module import from_torch
 from verifier.network import Network, NetworkError
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread_torch() -> Iterator[None]:
-    """Small float64 matmuls: one torch thread avoids OpenMP waits on a loaded 2-core box."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 TOLERANCE = 1e-9
 
 

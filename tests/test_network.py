@@ -7,8 +7,6 @@ float64 rounding), an independent numpy evaluation, and ``torch.nn`` modules bui
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import torch
@@ -18,15 +16,6 @@ from strategies import networks, random_network
 
 from verifier.convert.torch_module import from_torch
 from verifier.network import HEADS, Layer, Network, NetworkError, apply_head, apply_head_numpy
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread_torch() -> Iterator[None]:
-    """Small float64 matmuls: one torch thread avoids OpenMP waits on a loaded 2-core box."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def _numpy_forward(network: Network, x: np.ndarray) -> np.ndarray:
