@@ -27,9 +27,12 @@ from verifier.wmi.terms import TooManyTerms, prior_terms
 INF = np.inf
 
 
-def random_discrete_network(seed: int) -> tuple[BayesianNetwork, list[dict]]:
+def random_discrete_network(seed: int, dyadic: bool = False
+                            ) -> tuple[BayesianNetwork, list[dict]]:
     """A random network of integer nodes (values 0..k-1) and one-hot categorical nodes, some
-    latent, with CPT rows that cut each parent's range into consecutive intervals."""
+    latent, with CPT rows that cut each parent's range into consecutive intervals;
+    ``dyadic``: every probability a multiple of 1/1024 (each row sums to 1 exactly, so the
+    tables are the exact distribution a ``Fraction`` oracle reads)."""
     rng = np.random.default_rng(seed)
     count = int(rng.integers(2, 6))
     specs: list[dict] = []
@@ -61,6 +64,8 @@ def random_discrete_network(seed: int) -> tuple[BayesianNetwork, list[dict]]:
             if rng.random() < 0.3:
                 probabilities[int(rng.integers(0, k))] = 0.0
                 probabilities /= probabilities.sum()
+            if dyadic:
+                probabilities = rng.multinomial(1024, probabilities) / 1024
             probabilities_list = probabilities.tolist()
             distribution = (Categorical(probabilities=probabilities_list) if categorical
                             else Discrete(values=list(range(k)), probabilities=probabilities_list))

@@ -310,7 +310,8 @@ def _cartesian(parts: list[tuple[list[Term], float]]) -> tuple[list[Term], float
     lost = 0.0
     for part_terms, part_lost in parts:
         lost += part_lost
-        terms = _check_count([a.combined(b) for a in terms for b in part_terms])
+        _check_size(len(terms) * len(part_terms))
+        terms = [a.combined(b) for a in terms for b in part_terms]
     return terms, lost
 
 
