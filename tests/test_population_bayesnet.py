@@ -4,6 +4,7 @@ ones, latent nodes, and the validation of CPT partitions."""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -80,11 +81,12 @@ def random_discrete_network(seed: int, dyadic: bool = False
     return BayesianNetwork(nodes=nodes), specs
 
 
-def joint_table(specs: list[dict]) -> list[tuple[tuple[int, ...], float]]:
-    """Every value combination with its probability (brute force over the chain rule)."""
+def joint_table(specs: list[dict], number: type = float) -> list[tuple[tuple[int, ...], Any]]:
+    """Every value combination with its probability (brute force over the chain rule), each
+    table entry read as a ``number`` (``Fraction``: the exact product of the floats)."""
     table = []
     for values in itertools.product(*(range(spec["k"]) for spec in specs)):
-        probability = 1.0
+        probability = number(1)
         for index, spec in enumerate(specs):
             matching = [
                 probs for condition, probs in spec["tables"]
@@ -93,7 +95,7 @@ def joint_table(specs: list[dict]) -> list[tuple[tuple[int, ...], float]]:
                        for p, (lo, hi) in condition.items())
             ]
             assert len(matching) == 1
-            probability *= matching[0][values[index]]
+            probability *= number(matching[0][values[index]])
         table.append((values, probability))
     return table
 

@@ -17,7 +17,7 @@ from bound_oracles import contains, rational_outputs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.tree import DecisionTreeClassifier
-from test_population_bayesnet import observed_vector, random_discrete_network
+from test_population_bayesnet import joint_table, observed_vector, random_discrete_network
 
 from verifier.network import Layer, Network
 from verifier.population import (
@@ -31,7 +31,7 @@ from verifier.population import (
 )
 from verifier.wmi import equivalence, local_robustness
 from verifier.wmi.encode import WMIInputError
-from verifier.wmi.terms import MAX_TERMS, TooManyTerms, prior_terms
+from verifier.wmi.terms import MAX_LISTED, MAX_TERMS, TooManyTerms, prior_terms
 
 INF = np.inf
 
@@ -100,16 +100,9 @@ def test_summed_terms_are_the_exact_marginal_of_the_read_columns_in_the_box(seed
     unread = [j for j in range(dimension) if j not in read]
     lower[sorted(read)], upper[sorted(read)] = -INF, INF
     expected: dict[tuple[float, ...], Fraction] = {}
-    for values in itertools.product(*(range(spec["k"]) for spec in specs)):
+    for values, probability in joint_table(specs, Fraction):
         point = observed_vector(specs, values)
         if all(lower[j] <= point[j] <= upper[j] for j in unread):
-            probability = Fraction(1)
-            for index, spec in enumerate(specs):
-                probs, = [probs for condition, probs in spec["tables"] if all(
-                    (lo is None or values[int(p[1:])] >= lo)
-                    and (hi is None or values[int(p[1:])] <= hi)
-                    for p, (lo, hi) in condition.items())]
-                probability *= Fraction(float(probs[values[index]]))
             key = tuple(float(point[j]) for j in sorted(read))
             expected[key] = expected.get(key, Fraction(0)) + probability
     expected = {key: p for key, p in expected.items() if p > 0}
@@ -180,6 +173,20 @@ def test_the_limit_counts_and_names_the_read_columns_only() -> None:
     assert "discrete values read: 'x1' 25 × 'x2' 25 × 'x3' 25 × 'x4' 25" in message
     assert "'label'" not in message and "'flag'" not in message
     assert "2 columns no model reads summed out" in message
+
+
+def test_a_hub_of_many_values_stops_at_the_listing_limit() -> None:
+    """An unread hub of 30 values over two read columns of 100: ~300,000 terms listed for
+    10,000 merged ones, past :data:`MAX_LISTED`; refused as too many terms (a network is
+    then box-branched), never listed without end."""
+    rng = np.random.default_rng(4)
+    network = BayesianNetwork(nodes=[
+        discrete_node("hub", 30, None, [(None, None)], rng),
+        *[discrete_node(f"x{i}", 100, "hub", [(v, v) for v in range(30)], rng)
+          for i in (1, 2)]])
+    assert MAX_LISTED < 30 * 100 * 100 * 0.95
+    with pytest.raises(TooManyTerms, match=f"list more than {MAX_LISTED} terms"):
+        prior_terms(network, [1, 2])
 
 
 def continuous_hub(seed: int = 3) -> BayesianNetwork:
