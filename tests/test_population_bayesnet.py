@@ -4,6 +4,7 @@ ones, latent nodes, and the validation of CPT partitions."""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,9 +28,12 @@ from verifier.wmi.terms import TooManyTerms, prior_terms
 INF = np.inf
 
 
-def random_discrete_network(seed: int) -> tuple[BayesianNetwork, list[dict]]:
+def random_discrete_network(seed: int, dyadic: bool = False
+                            ) -> tuple[BayesianNetwork, list[dict]]:
     """A random network of integer nodes (values 0..k-1) and one-hot categorical nodes, some
-    latent, with CPT rows that cut each parent's range into consecutive intervals."""
+    latent, with CPT rows that cut each parent's range into consecutive intervals;
+    ``dyadic``: every probability a multiple of 1/1024 (each row sums to 1 exactly, so the
+    tables are the exact distribution a ``Fraction`` oracle reads)."""
     rng = np.random.default_rng(seed)
     count = int(rng.integers(2, 6))
     specs: list[dict] = []
@@ -61,6 +65,8 @@ def random_discrete_network(seed: int) -> tuple[BayesianNetwork, list[dict]]:
             if rng.random() < 0.3:
                 probabilities[int(rng.integers(0, k))] = 0.0
                 probabilities /= probabilities.sum()
+            if dyadic:
+                probabilities = rng.multinomial(1024, probabilities) / 1024
             probabilities_list = probabilities.tolist()
             distribution = (Categorical(probabilities=probabilities_list) if categorical
                             else Discrete(values=list(range(k)), probabilities=probabilities_list))
@@ -75,11 +81,12 @@ def random_discrete_network(seed: int) -> tuple[BayesianNetwork, list[dict]]:
     return BayesianNetwork(nodes=nodes), specs
 
 
-def joint_table(specs: list[dict]) -> list[tuple[tuple[int, ...], float]]:
-    """Every value combination with its probability (brute force over the chain rule)."""
+def joint_table(specs: list[dict], number: type = float) -> list[tuple[tuple[int, ...], Any]]:
+    """Every value combination with its probability (brute force over the chain rule), each
+    table entry read as a ``number`` (``Fraction``: the exact product of the floats)."""
     table = []
     for values in itertools.product(*(range(spec["k"]) for spec in specs)):
-        probability = 1.0
+        probability = number(1)
         for index, spec in enumerate(specs):
             matching = [
                 probs for condition, probs in spec["tables"]
@@ -88,7 +95,7 @@ def joint_table(specs: list[dict]) -> list[tuple[tuple[int, ...], float]]:
                        for p, (lo, hi) in condition.items())
             ]
             assert len(matching) == 1
-            probability *= matching[0][values[index]]
+            probability *= number(matching[0][values[index]])
         table.append((values, probability))
     return table
 

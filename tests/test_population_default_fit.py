@@ -233,11 +233,20 @@ def test_default_fit_is_bounded_and_wmi_and_causal_audits_run_on_it() -> None:
         layer.weight[1, list(model.columns).index("grade")] = 1.0
         layer.bias[1] = -2.5
     network = from_torch(torch.nn.Sequential(layer), list(model.columns), ["no", "yes"])
-    monotone = run_audit(MonotonicitySettings(
-        kind="monotonicity", feature="grade", min_probability=0.99, use_prior=True,
-        timeout_s=120), network, model)
-    # the logit increases with grade: P = 1, computed in float64 (reported, not proven) and
-    # proven by box branching in the time left
+    settings = MonotonicitySettings(kind="monotonicity", feature="grade", min_probability=0.99,
+                                    use_prior=True, timeout_s=120)
+    # the logit increases with grade: P = 1. The network reads grade alone, so female and
+    # income are summed out and the pairs are points: box branching proves it
+    monotone = run_audit(settings, network, model)
+    assert monotone.verdict == "satisfied" and monotone.details["proven"] is True
+    assert monotone.details["method"] == "box branching (PV)"
+    assert monotone.bounds["probability"][0] >= 0.99 and monotone.bounds["probability"][1] == 1
+    # reading income too (still increasing in grade): computed in float64 (reported, not
+    # proven) and proven by box branching in the time left
+    with torch.no_grad():
+        layer.weight[1, list(model.columns).index("income")] = 1e-3
+    network = from_torch(torch.nn.Sequential(layer), list(model.columns), ["no", "yes"])
+    monotone = run_audit(settings, network, model)
     assert (monotone.verdict, monotone.details["float_verdict"]) == ("satisfied", "satisfied")
     assert monotone.details["computed_probability"] == 1.0
     assert monotone.details["proven"] is False

@@ -168,8 +168,8 @@ def test_a_prior_with_too_many_discrete_combinations_is_branched_not_refused(
     path = config(tmp_path, "models:/loan@candidate", str(tmp_path / "wide.json"), MONOTONE)
     code, _, err = check(capsys, path)
     assert code == 0, err
-    network = threshold_network([1.0, 0.0, 0.0, 0.0, 0.0, 1.0], -4.0,
-                                [*names, "x"])
+    network = threshold_network([1.0, 0.5, 0.25, 0.125, 0.0625, 1.0], -4.0,
+                                [*names, "x"])  # reads every column: none is summed out
     plan = check_wmi_property("monotonicity", network, population, feature=5)
     assert plan.method == "branching" and not plan.exact
     forest = RandomForestClassifier(n_estimators=2, max_depth=3, random_state=0).fit(

@@ -18,7 +18,7 @@ from verifier.wmi import branched
 from verifier.wmi.encode import Disagreement, WMIInputError
 from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult
 from verifier.wmi.measures import JointMeasure
-from verifier.wmi.properties.models import as_model, input_size
+from verifier.wmi.properties.models import as_model, input_size, read_columns
 from verifier.wmi.properties.queries import prior_termset
 from verifier.wmi.properties.run import decide, run_options
 from verifier.wmi.properties.single_copy import centred_box, single_copy_queries
@@ -34,8 +34,10 @@ def equivalence_queries(model: Any, surrogate: Any, prior: Prior, center: Any = 
     :class:`~verifier.wmi.terms.AllDiscrete` as
     :func:`~verifier.wmi.properties.queries.points_only` says."""
     first, second = as_model(model, bound_method), as_model(surrogate, bound_method)
-    termset = prior_termset(prior, input_size(first, second))
-    box_lo, box_hi = centred_box(termset.dimension, center, epsilon)
+    dimension = input_size(first, second)
+    box_lo, box_hi = centred_box(dimension, center, epsilon)
+    termset = prior_termset(prior, dimension, read_columns(first) | read_columns(second),
+                            (box_lo, box_hi))
     return single_copy_queries([first, second], termset, termset.dimension, box_lo, box_hi,
                                Disagreement(), deadline=deadline, max_roots=max_roots,
                                finite_sum=finite_sum)

@@ -16,7 +16,7 @@ import numpy as np
 from verifier.wmi import branched
 from verifier.wmi.encode import OtherClass
 from verifier.wmi.engine import DEFAULT_TOLERANCE, Query, WMIResult
-from verifier.wmi.properties.models import as_model, checked_class, input_size
+from verifier.wmi.properties.models import as_model, checked_class, input_size, read_columns
 from verifier.wmi.properties.queries import prior_termset
 from verifier.wmi.properties.run import decide, run_options
 from verifier.wmi.properties.single_copy import centred_box, single_copy_queries
@@ -33,9 +33,10 @@ def local_robustness_queries(model: Any, prior: Prior, center: Any, epsilon: flo
     :func:`~verifier.wmi.properties.queries.points_only` says."""
     wrapped = as_model(model, bound_method)
     point = np.asarray(center, dtype=np.float64).reshape(-1)
-    termset = prior_termset(prior, input_size(wrapped))
+    dimension = input_size(wrapped)
+    box_lo, box_hi = centred_box(dimension, point, epsilon)
+    termset = prior_termset(prior, dimension, read_columns(wrapped), (box_lo, box_hi))
     chosen = checked_class(wrapped, bound_method, point, expected_class)
-    box_lo, box_hi = centred_box(termset.dimension, point, epsilon)
     return single_copy_queries([wrapped], termset, point.size, box_lo, box_hi,
                                OtherClass(chosen), deadline=deadline,
                                max_roots=max_roots, finite_sum=finite_sum), chosen

@@ -24,7 +24,6 @@ from verifier.wmi.properties.models import as_model, input_size, read_columns
 from verifier.wmi.properties.queries import (
     check_roots,
     deadline_passed,
-    merged_terms,
     points_only,
     prior_termset,
     with_lost,
@@ -55,18 +54,17 @@ def monotonicity_queries(model: Any, prior: Prior, feature: int, *, decreasing: 
     wrapped = as_model(model, bound_method, values=output is not None)
     dimension = input_size(wrapped)
     check_feature(feature, dimension)
-    termset = prior_termset(prior, dimension)
+    termset = prior_termset(prior, dimension, read_columns(wrapped) | {feature})
     if not use_prior:
         termset = uniform_terms(prior, termset)
     check_ordered_feature(feature, termset.groups, termset.name(feature))
     violation = LostFavorable(favorable_class) if output is None else Decrease(output)
     copy = SecondDraw(termset, feature, decreasing)
-    merged = merged_terms(termset.terms, read_columns(wrapped) | {feature})
-    check_roots((root_count(term, dimension) * copy.root_factor(term) for term in merged),
-                max_roots)
+    check_roots((root_count(term, dimension) * copy.root_factor(term)
+                 for term in termset.terms), max_roots)
     queries: list[Query] = []
     skipped = SkippedMass()
-    for term in merged:
+    for term in termset.terms:
         parts = copy.parts(term)
         for part in parts:
             if deadline_passed(deadline):

@@ -25,7 +25,6 @@ from verifier.wmi.properties.models import as_model, input_size, read_columns
 from verifier.wmi.properties.queries import (
     check_roots,
     deadline_passed,
-    merged_terms,
     points_only,
     prior_termset,
     with_lost,
@@ -50,19 +49,18 @@ def noise_robustness_queries(model: Any, prior: Prior, noise: Distribution | Non
     wrapped = as_model(model, bound_method)
     dimension = input_size(wrapped)
     _check_noise(prior, noise, features, dimension, noise_in_codes)
-    termset = prior_termset(prior, dimension)
+    termset = prior_termset(prior, dimension, read_columns(wrapped) | set(features))
     noise_set = prior_terms(noise)
     check_noise_width(noise_set.dimension, features)
     discrete_noise = set(noise_set.discrete_columns())
     for position, f in enumerate(features):
         check_noise_kind(termset.name(f), f in termset.discrete_columns(),
                          position in discrete_noise)
-    merged = merged_terms(termset.terms, read_columns(wrapped))
     extra = sum(root_count(noise_term, len(features)) for noise_term in noise_set.terms)
-    check_roots((root_count(term, dimension) * extra for term in merged), max_roots)
+    check_roots((root_count(term, dimension) * extra for term in termset.terms), max_roots)
     queries: list[Query] = []
     skipped = SkippedMass()
-    for term in merged:
+    for term in termset.terms:
         for noise_term in noise_set.terms:
             if deadline_passed(deadline):
                 skipped.add(term, noise_term.coefficient[2] * factor_mass(noise_term))

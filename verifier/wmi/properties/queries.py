@@ -1,7 +1,7 @@
 """The steps every property's query builder shares: the prior as terms checked against the
-model (:func:`prior_termset`), terms merged over the columns no model reads
-(:func:`merged_terms`), the root limit (:func:`check_roots`), the deadline
-(:func:`deadline_passed`), and the mass the queries leave out (:func:`with_lost`).
+model, the columns no model reads summed out (:func:`prior_termset`), the root limit
+(:func:`check_roots`), the deadline (:func:`deadline_passed`), and the mass the queries
+leave out (:func:`with_lost`).
 
 A term left out at the deadline, or the tails a prior's discretisation drops, enter the first
 query's ``lost`` mass: the solver counts it as possibly violating, so leaving it out widens
@@ -14,35 +14,23 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
+import numpy as np
+
 from verifier.wmi.encode import WMIInputError
 from verifier.wmi.engine import Query
-from verifier.wmi.terms import AllDiscrete, Prior, Term, TermSet, TooManyRoots, prior_terms
+from verifier.wmi.terms import AllDiscrete, Prior, TermSet, TooManyRoots, prior_terms
 
 
-def prior_termset(prior: Prior, dimension: int) -> TermSet:
-    """The prior's terms (:func:`~verifier.wmi.terms.prior_terms`); :class:`WMIInputError`
-    unless it has one column per model input."""
-    termset = prior_terms(prior)
+def prior_termset(prior: Prior, dimension: int, read: Iterable[int],
+                  box: tuple[np.ndarray, np.ndarray] | None = None) -> TermSet:
+    """The prior's terms (:func:`~verifier.wmi.terms.prior_terms`) with the columns outside
+    ``read`` summed out in the precondition ``box`` (:mod:`verifier.wmi.unread`);
+    :class:`WMIInputError` unless it has one column per model input."""
+    termset = prior_terms(prior, read, box)
     if termset.dimension != dimension:
         raise WMIInputError(f"the prior has {termset.dimension} columns, the model "
                             f"{dimension} inputs")
     return termset
-
-
-def merged_terms(terms: list[Term], read: set[int]) -> list[Term]:
-    """Terms that differ only in atoms of unread columns become one (coefficients added)."""
-    merged: dict[tuple, Term] = {}
-    for term in terms:
-        atoms = {j: v for j, v in term.atoms.items() if j in read}
-        key = (term.continuous_key(), tuple(sorted(atoms.items())))
-        if key in merged:
-            old = merged[key]
-            c, d = old.coefficient, term.coefficient
-            merged[key] = Term((c[0] + d[0], c[1] + d[1], c[2] + d[2]), old.atoms, old.poly,
-                               old.densities)
-        else:
-            merged[key] = Term(term.coefficient, dict(term.atoms), term.poly, term.densities)
-    return list(merged.values())
 
 
 def check_roots(counts: Iterable[int], max_roots: int | None) -> None:

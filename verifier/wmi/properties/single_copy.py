@@ -14,11 +14,9 @@ from verifier.wmi.encode import Placement, WMIInputError
 from verifier.wmi.engine import Query, point_query
 from verifier.wmi.points import point_placement
 from verifier.wmi.properties.layout import place_term, root_count, term_offset
-from verifier.wmi.properties.models import read_columns
 from verifier.wmi.properties.queries import (
     check_roots,
     deadline_passed,
-    merged_terms,
     points_only,
     with_lost,
 )
@@ -33,13 +31,14 @@ def single_copy_queries(models: list[PiecewiseAffineModel], termset: TermSet,
                         violation: Any, deadline: float = math.inf,
                         max_roots: int | None = None, finite_sum: bool = False
                         ) -> list[Query]:
-    """One query per (merged) term whose atoms lie in the precondition box (a term fixing
+    """One query per term (the columns no model reads summed out in the box:
+    :func:`~verifier.wmi.properties.queries.prior_termset`) whose atoms lie in the
+    precondition box (a term fixing
     every column reads its point). Terms reached after ``deadline`` are left out as
     ``lost`` mass (:func:`deadline_passed`); :class:`~verifier.wmi.terms.TooManyRoots` when
     the pieces meeting the box make more than ``max_roots`` roots;
     :class:`~verifier.wmi.terms.AllDiscrete` as :func:`points_only` says."""
-    read = set().union(*(read_columns(model) for model in models))
-    terms = merged_terms([t for t in termset.terms if _atoms_inside(t, box_lo, box_hi)], read)
+    terms = [t for t in termset.terms if _atoms_inside(t, box_lo, box_hi)]
     check_roots((root_count(term, dimension, box_lo, box_hi) for term in terms), max_roots)
     queries: list[Query] = []
     skipped = SkippedMass()
