@@ -166,7 +166,9 @@ def engine_settings(settings: CausalFairnessSettings, budget: float | None = Non
 
     return CausalSettings(min_edge=settings.lower_edge, max_unstable=settings.max_unstable,
                           timeout_s=effective_timeout(settings.timeout_s, budget),
-                          target_width=settings.target_width, **engine)
+                          target_width=settings.target_width,
+                          judged_below=settings.max_biased_share,
+                          judged_measure=settings.measure, **engine)
 
 
 def input_domain(settings: CausalFairnessSettings, network: Network, population: Any,
