@@ -73,7 +73,8 @@ class CausalFairnessSettings(StrictSettings):
     ``lower_edge`` (L) is the smallest partition edge before
     a partition is excluded, ``max_unstable`` (U) the most unstable ReLUs handed to the exact
     MILP check; ``timeout_s`` is the time budget and ``target_width`` stops refining once the
-    uniform biased-share interval is that narrow.
+    uniform biased-share interval is that narrow and the share ``measure`` judges no longer
+    holds ``max_biased_share`` (a narrow interval around it is refined on).
 
     The gate reads the biased share of the query under ``measure`` — ``uniform``: the share
     of the query's volume (``biased_share``); ``population``: ``P(biased | query)`` under the
