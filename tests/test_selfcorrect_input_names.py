@@ -235,3 +235,36 @@ def test_wrap_resolves_names_against_the_models_input_names(
     # without the model, `describe` cannot resolve the names and says how to
     assert main(["selfcorrect", "describe", "--constraints", str(named)]) == 2
     assert "add a header 'inputs: [name, ...]'" in capsys.readouterr().err
+
+
+def test_a_header_names_a_model_whose_inputs_are_one_tensors_elements(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model from plain ``torch.onnx.export`` records one input tensor, read as the
+    positions ``input[0], input[1], …``: names that say only a position, as ``x0, x1, …`` do.
+    A header names such a model's inputs (its size must still agree) and a name the file
+    does not list says the inputs are unnamed; ``selfcorrect wrap`` takes the file."""
+    elements = [f"input[{i}]" for i in range(6)]
+    document = _document(NAMED[:1], inputs=INPUTS)
+    assert parse_constraints(document, input_names=elements) == parse_constraints(
+        _document(POSITIONAL[:1]))
+    with pytest.raises(ConstraintError, match=r"inputs: the file lists 6 inputs, the model has 7"):
+        parse_constraints(document, input_names=[f"input[{i}]" for i in range(7)])
+    with pytest.raises(ConstraintError, match=r"lower: unknown input 'income' \(the model's "
+                                              r"inputs are unnamed: add a header 'inputs: "):
+        parse_constraints(_document(NAMED[:1]), input_names=elements)
+    rng = np.random.default_rng(5)
+    network = Network([Layer(rng.normal(size=(8, 6)), rng.normal(size=8), "relu"),
+                       Layer(rng.normal(size=(3, 8)), rng.normal(size=3), "none")],
+                      elements, list(CLASSES))
+    model_path = tmp_path / "net.json"
+    save_network(network, model_path)
+    named = tmp_path / "named.yaml"
+    named.write_text(yaml.safe_dump(_document(NAMED, inputs=INPUTS), sort_keys=False))
+    positional = tmp_path / "positional.yaml"
+    positional.write_text(yaml.safe_dump(_document(POSITIONAL), sort_keys=False))
+    for constraints, out in ((named, "n"), (positional, "p")):
+        assert main(["selfcorrect", "wrap", "--model", str(model_path), "--constraints",
+                     str(constraints), "--out", str(tmp_path / out), "--json"]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "n" / "constraints.yaml").read_text() == (
+        tmp_path / "p" / "constraints.yaml").read_text()

@@ -299,3 +299,24 @@ def test_an_enumeration_cut_by_the_time_budget_is_not_printed_as_the_probability
     assert doc["timed_out"] is True and doc["probability_interval"] == [0.0, 1.0]
     _, doc = run([*argv, "--timeout", "30", "--json"], capsys)
     assert doc["timed_out"] is False and doc["probability"] == pytest.approx(2 / 3, abs=1e-12)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["monotonicity", "--feature", "b", "--favorable-class", "2"],
+     r"favorable_class 2 is out of range: the model has 2 classes \(0\.\.1\)"),
+    (["monotonicity", "--feature", "b", "--output-index", "1"],
+     r"--output-index 1 is out of range: the model has 1 output \(0\.\.0\)"),
+    (["local-robustness", "--center", "0.5,0.5", "--epsilon", "0.1", "--expected-class", "3"],
+     r"expected_class 3 is out of range: the model has 2 classes \(0\.\.1\)"),
+])
+def test_a_class_or_output_the_model_lacks_is_an_input_error(
+        files: dict, args: list[str], message: str) -> None:
+    """A class beyond the head was an IndexError deep in the encoder (monotonicity: exit 3,
+    "internal error"), and local robustness certified ``P(class = 3)`` of a 2-class model
+    as [0, 1]: each names its option now, as demographic parity does."""
+    parser = argparse.ArgumentParser()
+    add_wmi_parsers(parser.add_subparsers(dest="verb"))
+    parsed = parser.parse_args([args[0], "--model", str(files["net"]), "--population",
+                                str(files["pop"]), "--json", *args[1:]])
+    with pytest.raises(CertgateInputError, match=message):
+        parsed.func(parsed)

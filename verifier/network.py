@@ -31,6 +31,7 @@ Loaders from torch modules, ONNX files, ``.nnet`` files and the neutral JSON for
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
@@ -435,6 +436,23 @@ class Network:
         if self.head != "none":
             lines.append(f"  head: {self.head} over the {self.output_size} outputs")
         return "\n".join(lines)
+
+
+_INDEXED = re.compile(r"^(?P<tensor>.*)\[(?P<index>\d+)\]$")
+
+
+def positional_names(names: Sequence[str], letter: str) -> bool:
+    """True when ``names`` are ``<letter>0, <letter>1, …`` or the elements ``t[0], t[1], …``
+    of one tensor ``t`` (two or more): names that say only a position."""
+    names = list(names)
+    if names == [f"{letter}{index}" for index in range(len(names))]:
+        return True
+    matches = [_INDEXED.match(name) for name in names]
+    if len(names) < 2 or not all(matches):
+        return False
+    tensors = {match.group("tensor") for match in matches if match}
+    indices = [int(match.group("index")) for match in matches if match]
+    return len(tensors) == 1 and indices == list(range(len(names)))
 
 
 def _head_module(head: str) -> torch.nn.Module:

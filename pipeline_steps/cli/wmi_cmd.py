@@ -296,7 +296,22 @@ def run_monotonicity(args: argparse.Namespace) -> int:
     settings = settings_from_args(MonotonicitySettings, args,
                                   feature=_name(args.feature, columns, "--feature"),
                                   min_probability=_min_probability(args))
+    _check_output_index(args.output_index, args.model_object)
     return _run_kind(args, settings, output=args.output_index)
+
+
+def _check_output_index(index: int | None, model: Any) -> None:
+    """``--output-index`` must name one of a network's outputs (a tree's engine checks its
+    own)."""
+    from verifier.network import Network
+
+    if index is None or not isinstance(model, Network):
+        return
+    count = model.output_size
+    if not 0 <= index < count:
+        raise CertgateInputError(
+            f"--output-index {index} is out of range: the model has {count} "
+            f"output{'s' if count != 1 else ''} (0..{count - 1})")
 
 
 def run_noise_robustness(args: argparse.Namespace) -> int:

@@ -32,7 +32,6 @@ the wrong inputs and the certificate would be wrong.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -40,9 +39,7 @@ from typing import Any
 import numpy as np
 
 from verifier.errors import CertgateInputError
-from verifier.network import Layer, Network, compose
-
-_INDEXED = re.compile(r"^(?P<tensor>.*)\[(?P<index>\d+)\]$")
+from verifier.network import Layer, Network, compose, positional_names
 
 
 class BindingError(CertgateInputError):
@@ -59,20 +56,6 @@ def anonymous_outputs(network: Network) -> bool:
     readers' defaults ``y0, y1, …``, or one output tensor's ``logits[0], logits[1], …``):
     they name no classes."""
     return positional_names(network.output_names, "y")
-
-
-def positional_names(names: Sequence[str], letter: str) -> bool:
-    """True when ``names`` are ``<letter>0, <letter>1, …`` or the elements ``t[0], t[1], …``
-    of one tensor ``t`` (two or more): names that say only a position."""
-    names = list(names)
-    if names == [f"{letter}{index}" for index in range(len(names))]:
-        return True
-    matches = [_INDEXED.match(name) for name in names]
-    if len(names) < 2 or not all(matches):
-        return False
-    tensors = {match.group("tensor") for match in matches if match}
-    indices = [int(match.group("index")) for match in matches if match]
-    return len(tensors) == 1 and indices == list(range(len(names)))
 
 
 def parse_input_names(text: str | Sequence[str] | None) -> list[str] | None:

@@ -73,7 +73,8 @@ class CausalFairnessSettings(StrictSettings):
     ``lower_edge`` (L) is the smallest partition edge before
     a partition is excluded, ``max_unstable`` (U) the most unstable ReLUs handed to the exact
     MILP check; ``timeout_s`` is the time budget and ``target_width`` stops refining once the
-    uniform biased-share interval is that narrow.
+    uniform biased-share interval is that narrow and the share ``measure`` judges no longer
+    holds ``max_biased_share`` (a narrow interval around it is refined on).
 
     The gate reads the biased share of the query under ``measure`` — ``uniform``: the share
     of the query's volume (``biased_share``); ``population``: ``P(biased | query)`` under the
@@ -166,7 +167,9 @@ def engine_settings(settings: CausalFairnessSettings, budget: float | None = Non
 
     return CausalSettings(min_edge=settings.lower_edge, max_unstable=settings.max_unstable,
                           timeout_s=effective_timeout(settings.timeout_s, budget),
-                          target_width=settings.target_width, **engine)
+                          target_width=settings.target_width,
+                          judged_below=settings.max_biased_share,
+                          judged_measure=settings.measure, **engine)
 
 
 def input_domain(settings: CausalFairnessSettings, network: Network, population: Any,

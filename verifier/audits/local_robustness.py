@@ -23,7 +23,7 @@ from verifier.audits.exact_probability import (
 )
 from verifier.audits.exact_probability import engine_options as engine_options
 from verifier.audits.exact_probability import work_done as work_done
-from verifier.audits.requirement import NAME_PATTERN, effective_timeout
+from verifier.audits.requirement import NAME_PATTERN, check_class, effective_timeout
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
 
@@ -109,9 +109,12 @@ def run(settings: LocalRobustnessSettings, model: Any, population: Any,
         executor: Any = None) -> Certificate:
     """Exact ``P(class(x) = expected_class | ‖x − center‖∞ <= ε)``, the box written in the
     population's codes by :func:`ball_in_codes`; ``input_names`` name the inputs of a model
-    that is not an IR network; ``progress`` is not called."""
+    that is not an IR network; ``progress`` is not called. An ``expected_class`` the network
+    does not have is an input error naming the field."""
     from verifier.wmi import local_robustness
 
+    if settings.expected_class is not None:
+        check_class("expected_class", settings.expected_class, model)
     names = model_inputs(model, population, None if input_names is None else list(input_names))
     model = model_on_codes(model, population)
     center, radius = ball_in_codes(settings.center, settings.epsilon, names, population,

@@ -78,9 +78,12 @@ def run(settings: MonotonicitySettings, model: Any, population: Any,
         bound_method: str = "crown", executor: Any = None) -> Certificate:
     """Exact monotonicity probability in ``settings.feature``. ``output`` asks the regressor
     form instead, ``P(f(x)[output] <= f(x′)[output])``; ``input_names`` name the inputs of a
-    model that is not an IR network (a scikit-learn model); ``progress`` is not called."""
+    model that is not an IR network (a scikit-learn model); ``progress`` is not called. A
+    favourable class the network does not have is an input error naming the field."""
     from verifier.wmi import monotonicity
 
+    if output is None:
+        check_class("favorable_class", settings.favorable_class, model)
     names = model_inputs(model, population, None if input_names is None else list(input_names))
     model = model_on_codes(model, population)
     feature = input_position(names, "feature", settings.feature)

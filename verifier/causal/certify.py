@@ -221,9 +221,12 @@ def _unfinished(origin: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class CausalSettings:
     """``min_edge`` (L) and ``max_unstable`` (U) as in Libra; ``timeout_s`` the time budget;
-    ``target_width`` stops refinement once the uniform biased-share interval is this narrow;
-    ``chunk_size`` partitions per executor task, bounded together (None: sized to the
-    network by :meth:`chunk_size_for`);
+    ``target_width`` stops refinement once the uniform biased-share interval is this narrow
+    and, when ``judged_below`` is given, the interval the verdict reads (``judged_measure``:
+    the uniform share, or the population share) no longer holds ``judged_below``, the
+    threshold of ``biased share < judged_below`` (a narrow interval around the threshold is
+    refined on until the budget ends); ``chunk_size`` partitions per executor task, bounded
+    together (None: sized to the network by :meth:`chunk_size_for`);
     ``split_rule`` ``smear`` (default) or ``bounds`` (see :mod:`verifier.causal.analysis`)."""
 
     min_edge: float = 0.0
@@ -238,6 +241,8 @@ class CausalSettings:
     witness_sampling: bool = True
     split_rule: str = "smear"
     enumeration_work: int = ENUMERATION_WORK
+    judged_below: float | None = None
+    judged_measure: str = "uniform"
 
     def __post_init__(self) -> None:
         if not self.min_edge >= 0.0:
@@ -424,7 +429,9 @@ def certify_causal_fairness(
             if covered_at is None:
                 covered_at = time.monotonic() - started
             bounds = _current_bounds(problem, ledger, refinable, pending_lo, pending_hi)
-            if bounds.biased[1] - bounds.biased[0] <= settings.target_width:
+            if bounds.biased[1] - bounds.biased[0] <= settings.target_width and _judged(
+                    problem, settings, bounds.biased, population, ledger, refinable,
+                    pending_lo, pending_hi):
                 break
         if refinable:
             pending_lo = np.vstack([pending_lo, *[r[0] for r in refinable]])
@@ -593,6 +600,31 @@ def _current_bounds(problem, ledger: _Ledger, refinable, pending_lo: np.ndarray,
         sum(value for code, value in shares.items() if code != FAIR),
         shares.get(EXCLUDED, 0.0) + shares.get(UNRESOLVED, 0.0), count,
     )
+
+
+def _judged(problem: FairnessProblem, settings: CausalSettings, uniform: tuple[float, float],
+            population, ledger: _Ledger, refinable, pending_lo: np.ndarray,
+            pending_hi: np.ndarray) -> bool:
+    """Whether the verdict is decided if the run stopped now: always without a threshold,
+    else when the judged share's interval (``uniform``, or the population share of the
+    ledger, the witnessed partitions awaiting refinement and the refinement's pending ones,
+    as :func:`_certificate` would compute it) lies wholly below ``judged_below`` or at or
+    above it."""
+    if settings.judged_below is None:
+        return True
+    low, high = uniform
+    if settings.judged_measure == "population" and population is not None:
+        n = problem.inputs
+        lo, hi, status, *_ = ledger.arrays(n)
+        boxes = [r[2] for r in refinable]
+        lo = np.vstack([lo, *[box[:1] for box in boxes], pending_lo])
+        hi = np.vstack([hi, *[box[1:] for box in boxes], pending_hi])
+        status = np.concatenate([status, np.full(len(boxes), BIASED_WITNESS, dtype=np.int8),
+                                 np.full(pending_lo.shape[0], REFINING, dtype=np.int8)])
+        query_lo, query_hi = initial_partition(problem)
+        low, high = population_bounds(problem, population, lo, hi, status, query_lo[0],
+                                      query_hi[0]).share
+    return high < settings.judged_below or low >= settings.judged_below
 
 
 def _add_shares(shares: dict[int, float], weight: np.ndarray, status: np.ndarray) -> None:

@@ -20,11 +20,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from verifier.errors import CertgateInputError
+from verifier.network import positional_names
 from verifier.selfcorrect.input_names import (
     INPUT_NAMES,
     NAMES_UNKNOWN,
     PLACEHOLDER,
-    placeholder_names,
 )
 from verifier.selfcorrect.schema import (
     AllPrecondition,
@@ -426,10 +426,10 @@ def build_constraint_set(
 def _file_input_names(
     data: Any, model_names: Sequence[str] | None, source: str
 ) -> tuple[list[str] | None, bool]:
-    """The input names a file's named fields resolve against, and whether they are a
-    network's placeholders ``x0, x1, …``: the file's ``inputs:`` header, which must agree with
-    the model's names (when the model has names of its own) or at least its size; else the
-    model's names.
+    """The input names a file's named fields resolve against, and whether they say only a
+    position (``x0, x1, …`` or one tensor's ``input[0], input[1], …``): the file's ``inputs:``
+    header, which must agree with the model's names (when the model has names of its own) or
+    at least its size; else the model's names.
 
     Raises:
         ConstraintError: the header and the model disagree, naming ``inputs``.
@@ -438,7 +438,7 @@ def _file_input_names(
     if not (isinstance(header, list) and all(isinstance(name, str) for name in header)):
         header = None
     if header is None:
-        placeholder = model_names is not None and placeholder_names(model_names)
+        placeholder = model_names is not None and positional_names(model_names, "x")
         return (None if model_names is None else list(model_names)), placeholder
     if model_names is None:
         return header, False
@@ -447,7 +447,7 @@ def _file_input_names(
             f"{source}: inputs: the file lists {len(header)} inputs, the model has "
             f"{len(model_names)}"
         )
-    if not placeholder_names(model_names):
+    if not positional_names(model_names, "x"):
         for position, (ours, theirs) in enumerate(zip(header, model_names, strict=True)):
             if ours != theirs:
                 raise ConstraintError(

@@ -9,7 +9,7 @@ same positional form as one written with lists, so nothing after validation sees
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic_core import PydanticCustomError
@@ -19,14 +19,11 @@ from verifier.errors import did_you_mean
 INPUT_NAMES = "input_names"
 """Context key: the input names in order, or ``None`` when unknown."""
 PLACEHOLDER = "placeholder"
-"""Context key: True when the names are a network's defaults ``x0, x1, …`` (no names given)."""
+"""Context key: True when the names say only a position: a reader's defaults ``x0, x1, …`` or
+one input tensor's elements ``input[0], input[1], …``
+(:func:`verifier.network.positional_names`)."""
 NAMES_UNKNOWN = "input_names_unknown"
 """Error type of a name given where no input names are known."""
-
-
-def placeholder_names(names: Sequence[str]) -> bool:
-    """True when ``names`` are the defaults ``x0, x1, …`` a network gets when none are given."""
-    return list(names) == [f"x{i}" for i in range(len(names))]
 
 
 def by_position(values: Mapping[Any, Any], field: str, context: Any, fill: Any) -> list[Any]:
