@@ -56,7 +56,6 @@ from registry_hooks.uris import parse_model_uri, registered_uri, resolve_version
 from verifier.errors import CertgateInputError, first_line
 from verifier.file_digest import read_unchanged, read_unchanged_with
 from verifier.network import Network, NetworkError
-from verifier.population.errors import PopulationError
 
 POPULATION_FILE = "population_model.json"
 METADATA_POPULATION = "certgate.population"
@@ -402,7 +401,7 @@ def fetch_population(loaded: LoadedModel, population_uri: str | None,
     try:
         model, digest = read_unchanged(path, f"population model {path}",
                                        lambda: load_population(path))
-    except (PopulationError, ValidationError, UnicodeDecodeError) as error:
+    except (CertgateInputError, ValidationError) as error:
         if not source.startswith(loaded.uri):
             raise
         raise CertgateInputError(f"the population model shipped with {source} cannot be read: "

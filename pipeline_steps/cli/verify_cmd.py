@@ -29,6 +29,7 @@ from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
+from verifier.text_files import read_text
 from verifier.yaml_documents import load_yaml
 
 if TYPE_CHECKING:
@@ -236,7 +237,7 @@ def run_probability(args: argparse.Namespace) -> int:
 
     path = Path(args.spec)
     try:
-        document = load_yaml(path.read_text())
+        document = load_yaml(read_text(path))
     except yaml.YAMLError as error:
         raise CertgateInputError(f"--spec {path}: not valid YAML/JSON ({error})") from error
     if not isinstance(document, dict):
