@@ -25,6 +25,7 @@ from pathlib import Path
 from threading import Thread
 
 import pytest
+import yaml
 from mlflow_server import DEFAULT_AUDIT, run_cli, write_server_config
 from test_pipeline_server import register
 
@@ -146,3 +147,71 @@ def test_a_lookup_the_server_fails_is_not_reported_as_not_found(
     message = str(caught.value)
     assert "not found" not in message, message
     assert message.startswith(f"cannot read models:/credit/3 from the registry at {url}: ")
+
+
+class _FailingProxy(BaseHTTPRequestHandler):
+    """Forwards every request to the real server (``target``) except those whose method and
+    path contain ``refused``, which get HTTP 500."""
+
+    target = ""
+    refused = ""
+
+    def _forward(self) -> None:
+        import requests
+
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.refused in f"{self.command} {self.path}":
+            answer, status, kind = b'{"error_code": "INTERNAL_ERROR"}', 500, "application/json"
+        else:
+            reply = requests.request(self.command, self.target + self.path, data=body,
+                                     headers={key: value for key, value in self.headers.items()
+                                              if key.lower() != "host"}, timeout=60)
+            answer, status = reply.content, reply.status_code
+            kind = reply.headers.get("Content-Type", "application/json")
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _forward
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_an_alias_move_the_server_refuses_says_the_gate_passed_and_how_to_finish(
+        mlflow_server, credit_demo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = connect(mlflow_server.url)
+    name = f"alias500_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    handler = type("Refusing", (_FailingProxy,), {
+        "target": mlflow_server.url, "refused": "POST /api/2.0/mlflow/registered-models/alias"})
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    Thread(target=proxy.serve_forever, daemon=True).start()
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    try:
+        config = _config(tmp_path, f"http://127.0.0.1:{proxy.server_address[1]}", name,
+                         version)
+        code, out, _ = run_cli(capsys, "run", "--config", str(config), "--no-progress",
+                               "--json")
+    finally:
+        proxy.shutdown()
+    error = json.loads(out)["error"]
+    assert code == 2
+    assert error.startswith(f"the gate passed models:/{name}/{version} (recorded: "
+                            "certgate.gate=passed) but cannot set alias 'champion'"), error
+    assert error.endswith(f"`certgate gate --config CONFIG --model-uri models:/{name}/"
+                          f"{version}` moves the alias once the registry answers"), error
+    registry = connect(mlflow_server.url)
+    assert registry.client.get_model_version(name, version).tags.get(GATE_TAG) == "passed"
+    assert alias_version(registry, name, "champion") is None
+    direct = tmp_path / "direct.yaml"
+    document = yaml.safe_load(config.read_text())
+    document["tracking"]["tracking_uri"] = mlflow_server.url
+    direct.write_text(yaml.safe_dump(document))
+    code, out, _ = run_cli(capsys, "gate", "--config", str(direct), "--model-uri",
+                           f"models:/{name}/{version}", "--json")
+    assert code == 0, out
+    assert alias_version(registry, name, "champion") == version
