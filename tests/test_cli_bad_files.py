@@ -6,7 +6,8 @@ silently different table.
 - a CSV whose header names a column twice (pandas read the second ``age`` as ``age.1``, a
   column the table does not have, and the fit wrote it into the population model);
 - a CSV with a header and no rows, or with one row (the fit stopped in scikit-learn);
-- an output path the file system refuses (under a regular file, in a read-only directory).
+- an output path the file system refuses (under a regular file, in a read-only directory);
+- a directory given as the configuration (it was "not found").
 """
 
 from __future__ import annotations
@@ -95,3 +96,10 @@ def test_an_output_the_file_system_refuses_is_named(capsys, tmp_path: Path) -> N
                           "--out", str(sample))
     assert code == 2, document
     assert document["error"] == f"{sample}: Not a directory"
+
+
+def test_a_directory_given_as_the_configuration_is_said_to_be_one(capsys,
+                                                                 tmp_path: Path) -> None:
+    code, document = _run(capsys, "config", "check", str(tmp_path))
+    assert code == 2, document
+    assert document["error"] == f"{tmp_path} is a directory; give the configuration's YAML file"
