@@ -228,6 +228,17 @@ def identifier_columns(features: Sequence[Feature], frame: pd.DataFrame) -> list
     return messages
 
 
+MIN_ROWS = 2
+"""The fewest rows a population model is fitted on (one row has no spread to fit)."""
+
+
+def require_rows(rows: int) -> None:
+    """Raise :class:`PopulationError` unless a table of ``rows`` rows can be fitted."""
+    if rows < MIN_ROWS:
+        raise PopulationError(f"the table has {rows} row{'' if rows == 1 else 's'}; a "
+                              f"population model is fitted on at least {MIN_ROWS}")
+
+
 def data_source(path: str | Path, rows: int) -> DataSource:
     """What a population fitted from the table file ``path`` records as ``fitted_from``: the
     path as given, the sha256 of the file's bytes and the number of rows the fit used."""
@@ -392,6 +403,7 @@ def fit_population(
     if protected is not None and not network:
         raise PopulationError("protected makes the protected attribute every feature's parent "
                               "in a learned network; the independent product has no parents")
+    require_rows(len(frame))
     encoded, string_categories = encode_strings(frame)
     groups = {key: list(columns) for key, columns in (categorical or {}).items()}
     groups.update({column: [f"{column}={value}" for value in values]

@@ -31,6 +31,7 @@ from verifier.audits.requirement import NAME_PATTERN as NAME_PATTERN
 from verifier.audits.requirement import Requirement as Requirement
 from verifier.audits.requirement import StrictSettings
 from verifier.errors import CertgateInputError
+from verifier.text_files import read_text
 from verifier.yaml_documents import load_yaml
 
 ALIAS_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
@@ -283,7 +284,7 @@ def load_config(path: str | Path) -> CertgateConfig:
     if not file.is_file():
         raise ConfigError(f"config file not found: {file}")
     try:
-        document = load_yaml(file.read_text(encoding="utf-8"))
+        document = load_yaml(read_text(file))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

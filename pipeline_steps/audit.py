@@ -30,6 +30,7 @@ deploy end). A stop after the claim hands the version back
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import tempfile
@@ -132,6 +133,8 @@ class AuditOutcome:
     tags: dict[str, str] = field(default_factory=dict)
     took_over: str | None = None
     """The abandoned audit this one took over."""
+    report_error: str | None = None
+    """Why the local copy of the report (``report_dir``) was not written, if it was not."""
 
 
 # ------------------------------------------------------------------------------ certifying
@@ -367,11 +370,9 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
         html = build_report(config, loaded, run.run_id, certificates, validation, figures)
         run.text(html, REPORT_ARTIFACT)
         run_id, artifact_uri = run.run_id, run.artifact_uri
-    report_path = None
+    report_path, report_error = None, None
     if report_dir is not None:
-        report_dir.mkdir(parents=True, exist_ok=True)
-        report_path = report_dir / f"report-{run_id}.html"
-        report_path.write_text(html, encoding="utf-8")
+        report_path, report_error = local_report_copy(report_dir, run_id, html)
     tags: dict[str, str] = {}
     for settings in config.audits:
         tags.update(version_result_tags(settings, certificates[settings.name]))
@@ -379,8 +380,28 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
     return AuditOutcome(
         loaded.uri, loaded.name, loaded.version, run_id, certificates, fingerprint,
         validation=validation, report_uri=f"{artifact_uri}/{REPORT_ARTIFACT}",
-        report_path=report_path, artifact_uri=artifact_uri, tags=tags,
+        report_path=report_path, artifact_uri=artifact_uri, tags=tags, report_error=report_error,
     )
+
+
+def local_report_copy(report_dir: Path, run_id: str, html: str) -> tuple[Path | None,
+                                                                        str | None]:
+    """Write ``report_dir/report-RUN_ID.html``: its path, or ``None`` and why it could not be
+    written (a read-only or full file system, a file in the directory's place). The report
+    is an artifact of the run already logged, so a local copy that fails costs the audit
+    nothing: the reason is said on stderr and in the outcome, and no partial file stays."""
+    path = report_dir / f"report-{run_id}.html"
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(html, encoding="utf-8")
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+        reason = (f"cannot write a local copy of the report in {report_dir} "
+                  f"({error.strerror or error}); the run's artifact holds it")
+        print(f"certgate: warning: {reason}", file=sys.stderr)
+        return None, reason
+    return path, None
 
 
 # ------------------------------------------------------------------------------ the step
@@ -575,5 +596,6 @@ def outcome_summary(outcome: AuditOutcome, config: CertgateConfig) -> dict[str, 
         "model_version": outcome.model_version, "run_id": outcome.run_id,
         "reused": outcome.reused, "took_over": outcome.took_over, "report": outcome.report_uri,
         "local_report": str(outcome.report_path) if outcome.report_path else None,
+        "local_report_error": outcome.report_error,
         "audits": audits,
     })

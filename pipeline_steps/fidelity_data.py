@@ -48,16 +48,28 @@ class DataError(CertgateInputError):
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    """A CSV (``.csv``) or Parquet (``.parquet``, ``.pq``) table; errors name the file."""
+    """A CSV (``.csv``) or Parquet (``.parquet``, ``.pq``) table; errors name the file. A
+    column name given twice is an error naming it (pandas would read the second ``age`` as
+    a column ``age.1`` the table does not have)."""
     import pandas as pd
 
     suffix = path.suffix.lower()
     try:
         if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        return pd.read_csv(path)
+            frame = pd.read_parquet(path)
+            header = [str(name) for name in frame.columns]
+        else:
+            frame = pd.read_csv(path)
+            first_row = pd.read_csv(path, header=None, nrows=1, dtype=str,
+                                    keep_default_na=False).iloc[0]
+            header = [name for name in first_row if name != ""]
     except (ValueError, OSError, ImportError) as error:
         raise DataError(f"{path}: cannot read the table ({first_line(error)})") from error
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise DataError(f"{path}: column names given more than once: {', '.join(twice)} "
+                        "(rename or drop the copies)")
+    return frame
 
 
 def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple[np.ndarray,

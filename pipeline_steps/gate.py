@@ -241,7 +241,13 @@ def apply_decision(registry: Registry, decision: GateDecision, policy: GatePolic
         if newer is not None:
             decision.promotion_kept_on = newer
             return
-        move_alias(registry, name, policy.promote_alias, version)
+        try:
+            move_alias(registry, name, policy.promote_alias, version)
+        except RegistryError as error:
+            raise type(error)(
+                f"the gate passed models:/{name}/{version} (recorded: {GATE_TAG}=passed) but "
+                f"{error}; `certgate gate --config CONFIG --model-uri models:/{name}/{version}` "
+                "moves the alias once the registry answers") from error
         decision.promoted_alias = policy.promote_alias
 
 

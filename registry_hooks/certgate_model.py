@@ -42,6 +42,7 @@ import numpy as np
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.models import Model
 from mlflow.models.model import ModelInfo
+from pydantic import ValidationError
 
 from registry_hooks.connection import Registry, RegistryError, registry_errors
 from registry_hooks.tags import (
@@ -396,9 +397,26 @@ def fetch_population(loaded: LoadedModel, population_uri: str | None,
     from verifier.population import load_population
 
     path = population_file(loaded, population_uri, workdir)
-    model, digest = read_unchanged(path, f"population model {path}",
-                                   lambda: load_population(path))
-    return PopulationArtifact(model, path, population_source(loaded, population_uri), digest)
+    source = population_source(loaded, population_uri)
+    try:
+        model, digest = read_unchanged(path, f"population model {path}",
+                                       lambda: load_population(path))
+    except (CertgateInputError, ValidationError) as error:
+        if not source.startswith(loaded.uri):
+            raise
+        raise CertgateInputError(f"the population model shipped with {source} cannot be read: "
+                                 f"{_population_problem(error, path)}") from error
+    return PopulationArtifact(model, path, source, digest)
+
+
+def _population_problem(error: Exception, path: Path) -> str:
+    """What is wrong with the population file at ``path`` (a download in a scratch directory
+    the user never sees, so its path is left out): each field pydantic refused, else the
+    error's text."""
+    if isinstance(error, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, item['loc'])) or '<root>'}: {item['msg']}"
+                         for item in error.errors())
+    return str(error).replace(f"{path}: ", "")
 
 
 EXAMPLE_ROWS = 5

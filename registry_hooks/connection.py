@@ -133,10 +133,16 @@ def _forget_active_experiment() -> None:
     fluent._active_experiment_id = None
 
 
+MISSING_CODES = frozenset({"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"})
+"""The error codes MLflow answers for a model, version or alias it does not hold."""
+
+
 @contextmanager
-def registry_errors(action: str) -> Iterator[None]:
-    """Re-raise MLflow exceptions in the block as :class:`RegistryError` ``"<action>: <msg>"``;
-    one caused by a failed connection (MLflow chains the ``requests`` error) as
+def registry_errors(action: str, missing: str | None = None) -> Iterator[None]:
+    """Re-raise MLflow exceptions in the block as :class:`RegistryError` ``"<action>: <msg>"``
+    (``"<missing>: <msg>"`` when given and the registry says it holds no such thing,
+    :data:`MISSING_CODES`; a server error or a timeout is not "not found"); one caused by a
+    failed connection (MLflow chains the ``requests`` error) as
     :class:`RegistryUnreachableError` naming the server."""
     try:
         yield
@@ -150,4 +156,5 @@ def registry_errors(action: str) -> Iterator[None]:
             ) from error
         message = str(error.message if hasattr(error, "message") else error).splitlines()
         first = message[0] if message else type(error).__name__
-        raise RegistryError(f"{action}: {first}") from error
+        said = missing if missing is not None and error.error_code in MISSING_CODES else action
+        raise RegistryError(f"{said}: {first}") from error

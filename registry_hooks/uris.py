@@ -88,8 +88,9 @@ def resolve_version(registry: Registry, reference: ModelReference) -> ModelVersi
     """
     if not reference.in_registry or reference.name is None:
         raise RegistryError(f"{reference.uri} is not a registered model version URI")
-    with registry_errors(f"model {reference.uri} not found in the registry at "
-                         f"{registry.registry_uri}"):
+    where = f"the registry at {registry.registry_uri}"
+    with registry_errors(f"cannot read {reference.uri} from {where}",
+                         missing=f"model {reference.uri} not found in {where}"):
         if reference.alias is not None:
             return registry.client.get_model_version_by_alias(reference.name, reference.alias)
         return registry.client.get_model_version(reference.name, str(reference.version))

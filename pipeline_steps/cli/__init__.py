@@ -17,6 +17,7 @@ the functions that need them, so ``certgate --help`` and a configuration error s
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import re
@@ -150,14 +151,28 @@ def _one_line(error: BaseException) -> str:
         return f"invalid {error.title}: " + "; ".join(problems)
     if isinstance(error, FileNotFoundError):
         return f"file not found: {error.filename or error}"
+    if _is_file_system_error(error):
+        where = f"{error.filename}: " if error.filename is not None else ""
+        return f"{where}{error.strerror or error}"
     return str(error).replace("\n", " ")
 
 
+FILE_SYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
+                                errno.EPERM, errno.ENOTDIR, errno.EISDIR})
+"""What a file system answers about a path (full, read-only, not permitted, not a
+directory): the environment's answer, not a bug, so exit 2 with the path and the reason."""
+
+
+def _is_file_system_error(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in FILE_SYSTEM_ERRNOS
+
+
 def _is_input_error(error: BaseException) -> bool:
-    """Bad input: our own errors, a missing file, or a pydantic validation error (pydantic is
+    """Bad input: our own errors, a missing file, a file system's refusal
+    (:data:`FILE_SYSTEM_ERRNOS`), or a pydantic validation error (pydantic is
     only consulted when something imported it); also an executor lost mid-run."""
     if isinstance(error, (CertgateInputError, ExecutorLostError, FileNotFoundError,
-                          IsADirectoryError)):
+                          IsADirectoryError)) or _is_file_system_error(error):
         return True
     pydantic = sys.modules.get("pydantic")
     return pydantic is not None and isinstance(error, pydantic.ValidationError)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -13,6 +12,7 @@ from pipeline_steps.cli.inputs import MODEL_HELP, read_network
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.certificate import to_jsonable
 from verifier.errors import CertgateInputError
+from verifier.text_files import read_text
 
 METHOD_CHOICES = ("ibp", "crown", "alpha-crown")
 """``verifier.bounds.METHODS``, listed here so that ``certgate bounds --help`` does not import
@@ -59,7 +59,7 @@ def parse_vector(text: str, name: str) -> np.ndarray:
 def load_spec(path: str) -> np.ndarray:
     """A specification matrix from a JSON list of rows."""
     try:
-        rows = json.loads(Path(path).read_text())
+        rows = json.loads(read_text(path))
         matrix = np.array(rows, dtype=np.float64)
     except (json.JSONDecodeError, ValueError, TypeError) as error:
         raise CertgateInputError(f"--spec {path}: expected a JSON list of numeric rows") from error

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 def load_config(path: str | Path) -> CertgateConfig:
     """The configuration at ``path`` (:func:`configs.schema.load_config`). A missing file is
     reported before the schema is imported (the audit settings it validates against import
-    the verifier, torch included), with the same message."""
+    the verifier, torch included), with the same message; a directory is said to be one."""
+    if Path(path).is_dir():
+        raise CertgateInputError(f"{path} is a directory; give the configuration's YAML file")
     if not Path(path).is_file():
         raise CertgateInputError(f"config file not found: {path}")
     from configs.schema import load_config as read_config

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline_steps.cli.output import JSON_HELP, emit_json
+from pipeline_steps.cli.output import JSON_HELP, emit_json, outlives_its_reader
 
 EXPECTED_GATES = {"biased": "failed", "unbiased": "passed"}
 
@@ -32,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=demo_command)
 
 
+@outlives_its_reader
 def demo_command(args: argparse.Namespace) -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")

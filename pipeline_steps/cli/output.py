@@ -11,17 +11,23 @@ to say gets ``{"exit_code": N}`` from :func:`finish`; an error becomes ``{"error
 ``--log-level`` (or ``-v``/``-vv``/``-q``) sets the level of Python logging on stderr and, when
 given, of MLflow's own loggers (through ``MLFLOW_LOGGING_LEVEL``, which MLflow reads when it is
 imported, so it is set before any verb imports it).
+
+A verb that writes to the registry (:func:`outlives_its_reader`) is not stopped by a reader
+that closed stdout or stderr early (``certgate run … | head -1``): its writes there are
+dropped and it finishes its audit, gate and deploy, so that no display costs a run its
+result (MLflow's own "View run" line had undone a whole audit).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from verifier.native_output import flush_c_streams
@@ -118,6 +124,60 @@ def fail(message: str, code: int) -> None:
     if _channel.stream is not None and _channel.pending is None:
         _channel.pending = json.dumps({"error": message, "exit_code": code})
     _channel.release()
+
+
+class _ReaderTolerantStream:
+    """A text stream that drops what it is given, instead of raising, once the reader of its
+    pipe has gone: the first broken pipe points the stream's descriptor at the null device
+    (so what is still buffered, and what native code writes there, goes nowhere too)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        self.reader_gone = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+        except (OSError, ValueError):  # no descriptor (an embedding host's stream)
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def outlives_its_reader(command: Callable[[argparse.Namespace], int]
+                        ) -> Callable[[argparse.Namespace], int]:
+    """``command`` with stdout and stderr that drop their writes once their reader has gone
+    (see the module docstring): it runs to its end and returns its own exit code."""
+
+    @functools.wraps(command)
+    def tolerant(args: argparse.Namespace) -> int:
+        out, err = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _ReaderTolerantStream(out), _ReaderTolerantStream(err)
+        try:
+            return command(args)
+        finally:
+            sys.stdout, sys.stderr = out, err
+
+    return tolerant
 
 
 def add_no_progress(parser: argparse.ArgumentParser) -> None:

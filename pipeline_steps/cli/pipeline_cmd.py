@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline_steps.cli.config_cmd import DEPLOY_MODULE, load_config, require_deploy_step
 from pipeline_steps.cli.exit_codes import EXIT_ERROR, EXIT_OK, exit_for
-from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, quiet_downloads
+from pipeline_steps.cli.output import (
+    JSON_HELP,
+    add_no_progress,
+    emit_json,
+    outlives_its_reader,
+    quiet_downloads,
+)
 from verifier.errors import CertgateInputError, ExecutorUnreachableError
 
 if TYPE_CHECKING:
@@ -180,6 +186,8 @@ def print_audit(outcome: AuditOutcome, config: CertgateConfig) -> None:
         print(f"  report: {outcome.report_uri}")
     if outcome.report_path:
         print(f"  report (local copy): {outcome.report_path}")
+    if outcome.report_error:
+        print(f"  report (local copy): not written: {outcome.report_error}")
 
 
 def print_gate(decision: GateDecision, config: CertgateConfig) -> None:
@@ -229,6 +237,7 @@ def _registry(config: CertgateConfig) -> Registry:
     return connect(config.tracking.tracking_uri, config.tracking.registry_uri)
 
 
+@outlives_its_reader
 def audit_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     from pipeline_steps.audit import audit_model, outcome_summary
@@ -244,6 +253,7 @@ def audit_command(args: argparse.Namespace) -> int:
     return 0
 
 
+@outlives_its_reader
 def gate_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     from pipeline_steps.gate import run_gate
@@ -303,6 +313,7 @@ def say_held_back_deploy(config: CertgateConfig, decision: GateDecision) -> None
               "a newer version whose gate passed, keeps the promotion and its deployment")
 
 
+@outlives_its_reader
 def run_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     from pipeline_steps.audit import outcome_summary
@@ -423,6 +434,7 @@ def _dispatcher(config: CertgateConfig, registry: Registry, alias: str | None,
                       model_names=configured_model_names(config), guard=guard)
 
 
+@outlives_its_reader
 def serve_command(args: argparse.Namespace) -> int:
     if not args.secret:
         raise CertgateInputError(f"a webhook secret is required: --secret or ${SECRET_ENV}")
@@ -534,6 +546,7 @@ def _poller(config: CertgateConfig, registry: Registry, dispatcher: Dispatcher,
     return poller
 
 
+@outlives_its_reader
 def watch_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     require_deploy_step(config)

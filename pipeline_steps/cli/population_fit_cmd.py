@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline_steps.cli.inputs import read_network
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from pipeline_steps.cli.settings_options import RenamedOption
-from verifier.errors import CertgateInputError, first_line
+from verifier.errors import CertgateInputError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -169,21 +169,15 @@ def parse_bins(values: list[str]) -> dict[str, list[float]]:
 
 
 def read_table(path: str) -> pd.DataFrame:
-    """A CSV (``.csv``) or Parquet (``.parquet``, ``.pq``) table."""
-    import pandas as pd
+    """A CSV (``.csv``) or Parquet (``.parquet``, ``.pq``) table, read as the fidelity
+    check reads data (:func:`pipeline_steps.fidelity_data.read_table`)."""
+    from pipeline_steps.fidelity_data import read_table as read_data
 
-    suffix = Path(path).suffix.lower()
     if not Path(path).is_file():
         raise FileNotFoundError(2, "no such file", path)
-    try:
-        if suffix == ".csv":
-            return pd.read_csv(path)
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-    except (ValueError, OSError, ImportError) as error:
-        first = first_line(error)
-        raise CertgateInputError(f"{path}: cannot read the table ({first})") from error
-    raise CertgateInputError(f"{path}: expected a .csv, .parquet or .pq file")
+    if Path(path).suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise CertgateInputError(f"{path}: expected a .csv, .parquet or .pq file")
+    return read_data(Path(path))
 
 
 def summary(model: PopulationModel, rows: int) -> dict[str, Any]:
@@ -259,14 +253,21 @@ def write_validated(model: PopulationModel, out: str,
     from verifier.population import save_population
 
     target = Path(out)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                         dir=target.parent if str(target.parent) else ".")
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                             dir=target.parent if str(target.parent) else ".")
+    except OSError as error:
+        raise CertgateInputError(f"cannot write {target}: {error.strerror or error}") from error
     os.close(handle)
     try:
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(temporary, 0o666 & ~mask)  # mkstemp's 0600 would survive the rename
-        save_population(model, temporary)
+        try:
+            save_population(model, temporary)
+        except OSError as error:
+            raise CertgateInputError(f"cannot write {target}: {error.strerror or error}") \
+                from error
         written, total = validated_file(temporary)
         checked = check(written) if check is not None else None
         os.replace(temporary, target)
@@ -277,10 +278,16 @@ def write_validated(model: PopulationModel, out: str,
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from certgate.population_data import PopulationFitWarning, data_source, fit_population
+    from certgate.population_data import (
+        PopulationFitWarning,
+        data_source,
+        fit_population,
+        require_rows,
+    )
     from pipeline_steps.cli.population_checks import check_binding
 
     frame = read_table(args.data)
+    require_rows(len(frame))
     if args.model:
         frame = model_columns(args, frame)
     categorical = {key: _names(text, "--categorical", key)

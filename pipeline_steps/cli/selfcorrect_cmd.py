@@ -32,6 +32,7 @@ import yaml
 from pipeline_steps.cli.inputs import read_network
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.errors import CertgateInputError
+from verifier.text_files import read_text
 
 if TYPE_CHECKING:
     from verifier.selfcorrect.scnet import SelfCorrectingNetwork
@@ -115,7 +116,7 @@ def load_rows(path: str, option: str) -> np.ndarray:
         if suffix == ".npy":
             array = np.load(file, allow_pickle=False)
         elif suffix == ".json":
-            array = np.array(json.loads(file.read_text()), dtype=np.float64)
+            array = np.array(json.loads(read_text(file)), dtype=np.float64)
         else:
             raise CertgateInputError(f"--{option} {path}: expected a .npy or .json file")
     except (ValueError, TypeError, json.JSONDecodeError) as error:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pipeline_steps.cli.causal_cmd import add_causal_parser
+from pipeline_steps.cli.engine_signals import stop_engine_on_signals
 from pipeline_steps.cli.exit_codes import exit_for
 from pipeline_steps.cli.fidelity_options import (
     add_fidelity_options,
@@ -29,6 +30,7 @@ from pipeline_steps.cli.settings_options import settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
+from verifier.text_files import read_text
 from verifier.yaml_documents import load_yaml
 
 if TYPE_CHECKING:
@@ -220,8 +222,9 @@ def run_demographic_parity(args: argparse.Namespace) -> int:
     inputs = fidelity_inputs(args, network, population)
     bar = audit_progress(settings, shows_progress(args))
     try:
-        certificate = run_audit(settings, network, population, None, bar.callback,
-                                engine=engine)
+        with stop_engine_on_signals():
+            certificate = run_audit(settings, network, population, None, bar.callback,
+                                    engine=engine)
     finally:
         bar.close()
     certificate.provenance.update(read)
@@ -236,7 +239,7 @@ def run_probability(args: argparse.Namespace) -> int:
 
     path = Path(args.spec)
     try:
-        document = load_yaml(path.read_text())
+        document = load_yaml(read_text(path))
     except yaml.YAMLError as error:
         raise CertgateInputError(f"--spec {path}: not valid YAML/JSON ({error})") from error
     if not isinstance(document, dict):
@@ -244,8 +247,9 @@ def run_probability(args: argparse.Namespace) -> int:
     network, population, read = _load(args)
     bar = BoxProgress("probability", "value", shows_progress(args))
     try:
-        certificate = probability_audit(network, population, document,
-                                        settings=_settings(args), progress=bar.callback)
+        with stop_engine_on_signals():
+            certificate = probability_audit(network, population, document,
+                                            settings=_settings(args), progress=bar.callback)
     finally:
         bar.close()
     certificate.provenance.update(read)

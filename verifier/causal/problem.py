@@ -26,6 +26,7 @@ import numpy as np
 from verifier.errors import CertgateInputError, did_you_mean
 from verifier.network import Network
 from verifier.numerics import SMALLEST_SUBNORMAL
+from verifier.text_files import read_text
 
 
 class CausalInputError(CertgateInputError):
@@ -432,7 +433,7 @@ def _read_json(path: str | Path, what: str) -> dict[str, Any]:
     if not file_path.is_file():
         raise CausalInputError(f"{what} file not found: {file_path}")
     try:
-        data = json.loads(file_path.read_text())
+        data = json.loads(read_text(file_path))
     except json.JSONDecodeError as error:
         raise CausalInputError(f"{what} file {file_path} is not valid JSON: {error}") from error
     if not isinstance(data, dict):

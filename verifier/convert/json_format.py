@@ -35,6 +35,7 @@ import numpy as np
 from verifier.convert.affine_chain import AffineChain
 from verifier.convert.self_check import assert_agrees
 from verifier.network import ACTIVATIONS, HEADS, Layer, Network, NetworkError, apply_head_numpy
+from verifier.text_files import read_text
 
 ACTIVATION_ALIASES = {"linear": "none"}
 LAYER_TYPES = ("dense", "maxpool1d")
@@ -273,7 +274,7 @@ def read_json_network(path: str | Path, key: str | None = None, *, verify: bool 
     if not path.is_file():
         raise NetworkError(f"JSON network file not found: {path}")
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(read_text(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise NetworkError(f"{path}: not valid JSON: {error}") from error
     try:

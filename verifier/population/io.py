@@ -8,6 +8,7 @@ from typing import Any
 
 from verifier.population.errors import PopulationError
 from verifier.population.model import FORMAT, PopulationModel
+from verifier.text_files import read_text
 
 POPULATION_FILENAME = "population_model.json"
 
@@ -32,7 +33,7 @@ def _reject_constant(name: str) -> float:
 def load_population(path: str | Path) -> PopulationModel:
     """Load and validate a population model from a JSON file."""
     path = Path(path)
-    text = path.read_text()
+    text = read_text(path)
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as error:

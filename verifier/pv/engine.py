@@ -27,6 +27,7 @@ from verifier.pv.result import PVProgress, PVResult
 from verifier.pv.settings import PVSettings
 from verifier.pv.splitting import Splitter
 from verifier.spec import Interval, Specification, interval_eval
+from verifier.stop_request import stop_requested
 
 Refuter = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """``(lo, hi) -> [n_boxes] bool``: ``True`` only where the event is false at every point of
@@ -256,7 +257,8 @@ class ProbabilityBranchAndBound:
                 break
             if not flight.oldest.wait(None if pace.deadline is None
                                       else pace.deadline - self.clock()):
-                stopped_by = "timeout" if running(evaluate.executor) else "executor_lost"
+                stopped_by = ("interrupted" if stop_requested() else
+                              "timeout" if running(evaluate.executor) else "executor_lost")
                 break
             oldest = flight.oldest
             new = flight.collect_oldest()
@@ -371,6 +373,8 @@ class ProbabilityBranchAndBound:
             return "decided"
         if open_boxes == 0:
             return "exhausted"
+        if stop_requested():
+            return "interrupted"
         if settings.precision is not None and all(
             high - low <= settings.precision for low, high in probabilities.values()
         ):

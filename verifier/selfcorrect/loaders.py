@@ -27,6 +27,7 @@ from verifier.selfcorrect.constraints import (
     ConstraintSet,
     constraint_set_from_dict,
 )
+from verifier.text_files import read_text
 from verifier.yaml_documents import load_yaml
 
 COLLISION_CLASS_COUNT = 2
@@ -41,7 +42,7 @@ def read_structured_file(path: str | Path) -> Any:
             given twice in one mapping.
     """
     file = Path(path)
-    text = file.read_text()
+    text = read_text(file)
     suffix = file.suffix.lower()
     try:
         if suffix == ".json":
