@@ -74,9 +74,9 @@ class LoadedModel:
     for a PyTorch module with float32 parameters or an ONNX graph with a float32 input, in an
     MLflow model or a local file (:func:`file_dtype`), else ``float64``. ``sha256`` names the
     bytes of a plain local file and ``external_data_sha256`` those of the files an ONNX model
-    keeps its tensors in, by name
-    (:func:`verifier.file_digest.read_unchanged_with`); an MLflow directory or a registry/run
-    URI has none (a registered version is named by its name and version).
+    keeps its tensors in, by name (:func:`verifier.file_digest.read_unchanged_with`); an
+    MLflow directory or a registry/run URI has none (a registered version is named by its
+    name and version).
     """
 
     uri: str
