@@ -1119,3 +1119,28 @@ def test_a_torch_files_dtype_is_its_parameters(tmp_path: Path) -> None:
     network_file = tmp_path / "ties.json"
     save_network(from_torch(tie_model()), network_file)
     assert load_model(str(network_file), None, tmp_path).dtype == "float64"
+
+
+def test_a_file_rewritten_while_read_is_refused_and_a_float64_onnx_file_is_float64(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float32 ONNX file replaced by a float64 export after its network was read, before
+    its dtype is read, is refused rather than described by the two versions; the float64
+    file, read whole, is float64."""
+    import verifier.convert
+
+    path, _ = write_tie_file("onnx", tmp_path)
+    wide = tmp_path / "wide.onnx"
+    torch.onnx.export(tie_model(torch.float64), (torch.zeros(2, 2, dtype=torch.float64),),
+                      str(wide), dynamo=False, input_names=["x"], output_names=["y"])
+    read = verifier.convert.load_network
+
+    def read_then_rewrite(source: Any) -> Any:
+        network = read(source)
+        path.write_bytes(wide.read_bytes())
+        return network
+
+    monkeypatch.setattr(verifier.convert, "load_network", read_then_rewrite)
+    with pytest.raises(CertgateInputError, match="changed while it was read"):
+        load_model(str(path), None, tmp_path)
+    monkeypatch.undo()
+    assert load_model(str(path), None, tmp_path).dtype == "float64"
