@@ -72,11 +72,12 @@ class LoadedModel:
     ``onnx`` or the local file's suffix. ``model_version`` is set for registry URIs;
     ``local_dir`` is the downloaded MLflow model directory (``None`` for a plain file).
     ``dtype`` is the float dtype the source computes in (:func:`source_dtype`): ``float32``
-    for a PyTorch module with float32 parameters or an ONNX graph with a float32 input,
-    else ``float64`` (also for plain files). ``sha256`` names the bytes of a plain local file
-    and ``external_data_sha256`` those of the files an ONNX model keeps its tensors in, by name
-    (:func:`verifier.file_digest.read_unchanged_with`); an MLflow directory or a registry/run
-    URI has none (a registered version is named by its name and version).
+    for a PyTorch module with float32 parameters or an ONNX graph with a float32 input, in an
+    MLflow model or a local file (:func:`file_dtype`), else ``float64``. ``sha256`` names the
+    bytes of a plain local file and ``external_data_sha256`` those of the files an ONNX model
+    keeps its tensors in, by name (:func:`verifier.file_digest.read_unchanged_with`); an
+    MLflow directory or a registry/run URI has none (a registered version is named by its
+    name and version).
     """
 
     uri: str
@@ -161,15 +162,9 @@ def load_model(uri: str, registry: Registry | None, workdir: Path, *,
     """
     reference = parse_model_uri(uri)
     if reference.kind == "local_file":
-        from verifier.convert import load_network, model_companions
-
         assert reference.path is not None
-        path = reference.path
         with unreadable_model(uri):
-            network, digest, external = read_unchanged_with(
-                path, model_companions(path), uri, lambda: load_network(path))
-        return LoadedModel(uri, network, "file", path.suffix.lstrip(".").lower(), sha256=digest,
-                           external_data_sha256=external)
+            return load_network_file(reference.path, uri)
     if reference.kind == "local_mlflow_dir":
         assert reference.path is not None
         return load_mlflow_dir(reference.path, uri, input_names, input_shape)
@@ -181,6 +176,40 @@ def load_model(uri: str, registry: Registry | None, workdir: Path, *,
     loaded = load_mlflow_dir(local, uri, input_names, input_shape)
     loaded.model_version = version
     return loaded
+
+
+def load_network_file(path: Path, uri: str) -> LoadedModel:
+    """The network file ``path`` (named ``uri`` in messages) converted to the IR, with the
+    dtype its source computes in (:func:`file_dtype`) and the digests of the bytes both were
+    read from: the network and the dtype are read inside one
+    :func:`~verifier.file_digest.read_unchanged_with`, so a file changed between the two reads
+    is refused rather than described by two different versions of it."""
+    from verifier.convert import load_network, model_companions
+
+    (network, dtype), digest, external = read_unchanged_with(
+        path, model_companions(path), uri, lambda: (load_network(path), file_dtype(path)))
+    return LoadedModel(uri, network, "file", path.suffix.lstrip(".").lower(), dtype=dtype,
+                       sha256=digest, external_data_sha256=external)
+
+
+def file_dtype(path: Path) -> str:
+    """:func:`source_dtype` of the network file ``path``, by its format: an ONNX graph's
+    input type (read without its external data), a torch file's parameters
+    (:func:`~verifier.convert.torch_files.torch_file_module`: TorchScript, state dict or
+    ``torch.export`` archive); ``"float64"`` for ``.json`` and ``.nnet`` files, whose readers
+    read their numbers as float64."""
+    from verifier.convert.files import FORMATS_BY_SUFFIX
+
+    chosen = FORMATS_BY_SUFFIX.get(path.suffix.lower())
+    if chosen == "onnx":
+        import onnx
+
+        return source_dtype(onnx.load(str(path), load_external_data=False))
+    if chosen in ("torch", "pt2"):
+        from verifier.convert.torch_files import torch_file_module
+
+        return source_dtype(torch_file_module(path))
+    return "float64"
 
 
 def download(artifact_uri: str, destination: Path, action: str) -> Path:

@@ -996,3 +996,151 @@ def test_a_float32_onnx_source_gets_a_float32_variant(registry: Registry, tmp_pa
     np.testing.assert_array_equal(logits[complies], source[complies].astype(np.float64))
     np.testing.assert_array_equal(frame["predicted_class"].to_numpy()[complies],
                                   source[complies].argmax(axis=1))
+
+
+def ulp_tie_rows() -> np.ndarray:
+    """:func:`tie_rows` and rows one float32 ulp either side of its x0 values in [−4, 4]
+    (where ``y1`` and ``y3`` round onto ``y0`` or off it)."""
+    centre = (np.arange(-64, 65) / 16).astype(np.float32)
+    first = np.concatenate([np.nextafter(centre, np.float32(np.inf)),
+                            np.nextafter(centre, np.float32(-np.inf))])
+    second = (np.arange(-8, 9) / 4).astype(np.float32)
+    near = np.array(list(itertools.product(first, second)), dtype=np.float32)
+    return np.concatenate([tie_rows(), near])
+
+
+def write_tie_file(kind: str, directory: Path) -> tuple[Path, np.ndarray]:
+    """The float32 tie model as a local file, ``onnx`` (plain ``torch.onnx.export``) or
+    ``torchscript`` (``torch.jit.save``), and its logits on :func:`ulp_tie_rows` as its own
+    runtime computes them (onnxruntime, torch), in one batch."""
+    import onnxruntime
+
+    model, rows = tie_model(), ulp_tie_rows()
+    if kind == "onnx":
+        path = directory / "ties.onnx"
+        torch.onnx.export(model, (torch.from_numpy(rows[:2]),), str(path), dynamo=False,
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return path, session.run(None, {"x": rows})[0]
+    path = directory / "ties.ts"
+    torch.jit.save(torch.jit.script(model), str(path))
+    with torch.no_grad():
+        return path, torch.jit.load(str(path))(torch.from_numpy(rows)).numpy()
+
+
+def assert_serves_the_source(rows: np.ndarray, source: np.ndarray, logits: np.ndarray,
+                             classes: np.ndarray, bottom: np.ndarray) -> None:
+    """The float32 source's logits and class, bit for bit, on every row whose source logits
+    already satisfy every constraint active there; every active constraint holds on the served
+    logits (the literals of TIE_ORACLE evaluated on them); many complying rows are ones where
+    a float64 recomputation would have changed the class."""
+    assert source.dtype == np.float32
+    assert logits.dtype == np.float32
+    active = np.stack([pre(rows) for pre, _ in TIE_ORACLE], axis=1)
+    complies = np.ones(len(rows), dtype=bool)
+    for index, (_, dnf) in enumerate(TIE_ORACLE):
+        complies &= ~active[:, index] | satisfies(source, dnf)
+        assert satisfies(logits, dnf)[active[:, index]].all()
+    assert not bottom.any()
+    np.testing.assert_array_equal(logits[complies], source[complies])
+    np.testing.assert_array_equal(classes[complies], source[complies].argmax(axis=1))
+    np.testing.assert_array_equal(classes, logits.argmax(axis=1))
+    with torch.no_grad():
+        float64_classes = tie_model().double()(torch.from_numpy(rows.astype(np.float64)))
+    flipped = complies & ~active.any(axis=1) & (
+        float64_classes.argmax(1).numpy() != source.argmax(axis=1))
+    assert flipped.sum() > 50
+
+
+@pytest.mark.parametrize("kind", ["onnx", "torchscript"])
+def test_a_local_float32_file_registers_a_float32_variant(
+        registry: Registry, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    """The twelfth red-team's case: a float32 model given as a local file got a variant
+    computed in float64. Wrapped to ``models:/NAME`` it is now computed in float32, as the
+    file's own runtime computes it: the file is read as float32, the variant's tensor
+    signature is float32, and MLflow's pyfunc serves the source's logits and class bit for bit
+    wherever no constraint changes them, rows one ulp from a tie included."""
+    path, source = write_tie_file(kind, tmp_path)
+    rows = ulp_tie_rows()
+    assert load_model(str(path), None, tmp_path / "read").dtype == "float32"
+    constraints = tmp_path / "ties.yaml"
+    constraints.write_text(yaml.safe_dump(TIE_CONSTRAINTS))
+    target = f"ties_file_{kind}_{uuid.uuid4().hex[:8]}"
+    code = main(["selfcorrect", "wrap", "--model", str(path), "--constraints",
+                 str(constraints), "--out", f"models:/{target}",
+                 "--tracking-uri", registry.tracking_uri])
+    assert code == 0, capsys.readouterr().err
+    served = mlflow.pyfunc.load_model(f"models:/{target}@safe")
+    spec = served.metadata.signature.inputs.inputs[0]
+    assert (spec.type, spec.shape) == (np.dtype(np.float32), (-1, 2))
+    frame = served.predict(rows)
+    logits = frame[[f"logit_{k}" for k in range(5)]].to_numpy()
+    np.testing.assert_array_equal(logits.astype(np.float32), logits)
+    assert_serves_the_source(rows, source, logits.astype(np.float32),
+                             frame["predicted_class"].to_numpy(), frame["bottom"].to_numpy())
+
+
+@pytest.mark.parametrize("kind", ["onnx", "torchscript"])
+def test_a_local_float32_file_wraps_to_a_float32_directory(
+        kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``selfcorrect wrap --out DIR`` of a local float32 file: the TorchScript SC-Net
+    (``torch.jit.load``) computes the network in float32 and returns the source's logits bit
+    for bit wherever no constraint changes them. (The ONNX exporter cannot express this
+    layer's control flow, float32 or float64: no ``model.onnx`` is written.)"""
+    path, source = write_tie_file(kind, tmp_path)
+    rows = ulp_tie_rows()
+    constraints = tmp_path / "ties.yaml"
+    constraints.write_text(yaml.safe_dump(TIE_CONSTRAINTS))
+    out = tmp_path / "wrapped"
+    code = main(["selfcorrect", "wrap", "--model", str(path), "--constraints",
+                 str(constraints), "--out", str(out), "--json"])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["written"]["model.pt"] == str(out / "model.pt")
+    with torch.no_grad():
+        logits, bottom = torch.jit.load(str(out / "model.pt")).forward_with_bottom(
+            torch.from_numpy(rows))
+    assert_serves_the_source(rows, source, logits.numpy(), logits.argmax(1).numpy(),
+                             bottom.numpy())
+
+
+def test_a_torch_files_dtype_is_its_parameters(tmp_path: Path) -> None:
+    """A state dict and a ``torch.export`` archive are read as the dtype of their parameters;
+    a JSON network file as float64, the dtype its reader reads."""
+    single = torch.nn.Linear(2, 3)
+    for dtype in (torch.float32, torch.float64):
+        state = tmp_path / f"state_{dtype}.pt"
+        torch.save(single.to(dtype).state_dict(), state)
+        assert load_model(str(state), None, tmp_path).dtype == str(dtype).removeprefix("torch.")
+    exported = tmp_path / "ties.pt2"
+    torch.export.save(torch.export.export(tie_model(), (torch.zeros(2, 2),)), str(exported))
+    assert load_model(str(exported), None, tmp_path).dtype == "float32"
+    network_file = tmp_path / "ties.json"
+    save_network(from_torch(tie_model()), network_file)
+    assert load_model(str(network_file), None, tmp_path).dtype == "float64"
+
+
+def test_a_file_rewritten_while_read_is_refused_and_a_float64_onnx_file_is_float64(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float32 ONNX file replaced by a float64 export after its network was read, before
+    its dtype is read, is refused rather than described by the two versions; the float64
+    file, read whole, is float64."""
+    import verifier.convert
+
+    path, _ = write_tie_file("onnx", tmp_path)
+    wide = tmp_path / "wide.onnx"
+    torch.onnx.export(tie_model(torch.float64), (torch.zeros(2, 2, dtype=torch.float64),),
+                      str(wide), dynamo=False, input_names=["x"], output_names=["y"])
+    read = verifier.convert.load_network
+
+    def read_then_rewrite(source: Any) -> Any:
+        network = read(source)
+        path.write_bytes(wide.read_bytes())
+        return network
+
+    monkeypatch.setattr(verifier.convert, "load_network", read_then_rewrite)
+    with pytest.raises(CertgateInputError, match="changed while it was read"):
+        load_model(str(path), None, tmp_path)
+    monkeypatch.undo()
+    assert load_model(str(path), None, tmp_path).dtype == "float64"

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -14,6 +15,7 @@ from verifier.errors import CertgateInputError, first_line
 from verifier.file_digest import read_unchanged_with
 
 if TYPE_CHECKING:
+    from registry_hooks.certgate_model import LoadedModel
     from verifier.network import Network
 
 Read = TypeVar("Read")
@@ -70,19 +72,47 @@ def read_network(path: str, option: str = "--model", *, input_names: list[str] |
     (``input_names``/``shape``: what a pickled module converted through ``torch.export`` may
     need, :func:`registry_hooks.certgate_model.load_model`). A missing, truncated or corrupt
     file is one :class:`CertgateInputError` line naming the option and the file."""
-    if ":/" in path or Path(path).is_dir():
-        from registry_hooks.certgate_model import load_model_source
-
-        with tempfile.TemporaryDirectory(prefix="certgate-model-") as workdir:
-            return load_model_source(path, None, Path(workdir), input_names=input_names,
-                                     input_shape=shape).network
+    if _stored_model(path):
+        return read_model(path, option, input_names=input_names, shape=shape).network
     from verifier.convert import load_network
 
-    try:
+    with _network_file_errors(path, option):
         return load_network(path)
+
+
+def read_model(path: str, option: str = "--model", *, input_names: list[str] | None = None,
+               shape: tuple[int, ...] | None = None) -> LoadedModel:
+    """:func:`read_network`'s model with the dtype its source computes in
+    (:attr:`~registry_hooks.certgate_model.LoadedModel.dtype`): a network file is read with
+    its dtype from the same bytes
+    (:func:`~registry_hooks.certgate_model.load_network_file`); a ``file.json#KEY``
+    selection is read as :func:`read_network` reads it, float64 as JSON is."""
+    from registry_hooks.certgate_model import LoadedModel, load_model_source, load_network_file
+
+    if _stored_model(path):
+        with tempfile.TemporaryDirectory(prefix="certgate-model-") as workdir:
+            return load_model_source(path, None, Path(workdir), input_names=input_names,
+                                     input_shape=shape)
+    if not Path(path).is_file():
+        return LoadedModel(path, read_network(path, option), "file", "json")
+    with _network_file_errors(path, option):
+        return load_network_file(Path(path), path)
+
+
+def _stored_model(path: str) -> bool:
+    """``path`` names an MLflow model (a URI or a local model directory), not a network file."""
+    return ":/" in path or Path(path).is_dir()
+
+
+@contextmanager
+def _network_file_errors(path: str, option: str) -> Iterator[None]:
+    """Any failure to read the network file ``path`` as one :class:`CertgateInputError` line
+    naming ``option`` and the file (every reader fails differently on bad bytes)."""
+    try:
+        yield
     except (CertgateInputError, FileNotFoundError, IsADirectoryError):
         raise
-    except Exception as error:  # every reader fails differently on bad bytes
+    except Exception as error:
         first = first_line(error)
         raise CertgateInputError(
             f"{option} {path}: cannot read the network file ({type(error).__name__}: {first})"

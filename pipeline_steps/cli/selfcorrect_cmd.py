@@ -29,12 +29,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
-from pipeline_steps.cli.inputs import read_network
+from pipeline_steps.cli.inputs import read_model
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.errors import CertgateInputError
 from verifier.text_files import read_text
 
 if TYPE_CHECKING:
+    import torch
+
     from verifier.selfcorrect.scnet import SelfCorrectingNetwork
 
 TORCHSCRIPT_CHECK_ROWS = 256
@@ -182,7 +184,7 @@ ONNX_WHAT_TO_DO = ("model.pt is the wrapped model: load it with torch.jit.load (
 def run_wrap(args: argparse.Namespace) -> int:
     import torch
 
-    from verifier.selfcorrect.conventions import scored_network
+    from verifier.selfcorrect.conventions import scored_module, scored_network
     from verifier.selfcorrect.export import (
         OnnxExportError,
         OnnxNotExpressible,
@@ -195,13 +197,15 @@ def run_wrap(args: argparse.Namespace) -> int:
     if args.out.startswith("models:"):
         return _register_wrapped(args)
 
-    network = scored_network(read_network(args.model), args.negate_outputs)
+    loaded = read_model(args.model)
+    dtype = getattr(torch, loaded.dtype)
+    network = scored_network(loaded.network, args.negate_outputs)
     constraints = load_constraints(
         args.constraints, num_classes=network.output_size, network=args.network,
         input_names=network.input_names,
     )
     scnet = SelfCorrectingNetwork(
-        network.to_torch(),
+        scored_module(loaded.network, args.negate_outputs, dtype),
         constraints,
         on_bottom=args.on_bottom,
         abstain_class=args.abstain_class,
@@ -211,14 +215,14 @@ def run_wrap(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Any] = {}
     model_path = save_torchscript(scnet, out / "model.pt")
-    _check_torchscript(scnet, model_path, network.input_size)
+    _check_torchscript(scnet, model_path, network.input_size, dtype)
     written["model.pt"] = str(model_path)
     constraints_path = out / "constraints.yaml"
     constraints_path.write_text(
         yaml.safe_dump(constraints.to_dict(), sort_keys=False, allow_unicode=True)
     )
     written["constraints.yaml"] = str(constraints_path)
-    example = torch.zeros(2, network.input_size, dtype=torch.float64)
+    example = torch.zeros(2, network.input_size, dtype=dtype)
     onnx_error: str | None = None
     try:
         written["model.onnx"] = str(export_onnx(scnet, out / "model.onnx", example))
@@ -266,16 +270,17 @@ def _register_wrapped(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_torchscript(scnet: SelfCorrectingNetwork, path: Path, input_size: int) -> None:
+def _check_torchscript(scnet: SelfCorrectingNetwork, path: Path, input_size: int,
+                       dtype: torch.dtype) -> None:
     """The saved TorchScript model and SC-layer must reproduce the eager ones on random inputs
-    (logits, corrected logits and ⊥ flags, compared exactly)."""
+    in ``dtype``, the network's (logits, corrected logits and ⊥ flags, compared exactly)."""
     import torch
 
     from verifier.selfcorrect.export import load_torchscript
 
     loaded = load_torchscript(path)
     rng = np.random.default_rng(0)
-    x = torch.from_numpy(rng.normal(size=(TORCHSCRIPT_CHECK_ROWS, input_size)))
+    x = torch.from_numpy(rng.normal(size=(TORCHSCRIPT_CHECK_ROWS, input_size))).to(dtype)
     with torch.no_grad():
         logits = scnet.model(x)
         same = torch.equal(loaded.model(x), logits)

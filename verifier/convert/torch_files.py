@@ -72,13 +72,47 @@ def load_torch_file(
     if not path.is_file():
         raise NetworkError(f"torch file not found: {path}")
     if is_torchscript(path):
-        with warnings.catch_warnings():
-            # TorchScript is deprecated upstream, but it is the only reader of these archives
-            warnings.simplefilter("ignore", DeprecationWarning)
-            module = torch.jit.load(str(path), map_location="cpu")
-        return from_torchscript(module, input_names, output_names, verify=verify)
+        return from_torchscript(_torchscript_module(path), input_names, output_names,
+                                verify=verify)
     if is_exported_program(path):
         return load_exported_program(path, input_names, output_names, verify=verify)
+    state = _state_dict(path)
+    return network_from_state_dict(
+        state,
+        activation=activation,
+        negative_slope=negative_slope,
+        min_val=min_val,
+        max_val=max_val,
+        input_names=input_names,
+        output_names=output_names,
+        verify=verify,
+    )
+
+
+def torch_file_module(path: Path) -> torch.nn.Module:
+    """The module whose parameters a torch file holds, read as :func:`load_torch_file` and
+    :func:`load_exported_program` read it: a TorchScript module, an exported program's module,
+    or a state dict's float tensors as a ``ParameterList`` (their dtypes as stored), so that
+    :func:`~verifier.selfcorrect.scnet.parameter_bits` reads the dtype the file computes in."""
+    if is_torchscript(path):
+        return _torchscript_module(path)
+    if path.suffix.lower() == ".pt2" or is_exported_program(path):
+        return _exported_program(path).module()
+    return torch.nn.ParameterList(
+        torch.nn.Parameter(value, requires_grad=False) for value in _state_dict(path).values()
+        if isinstance(value, torch.Tensor) and value.is_floating_point())
+
+
+def _torchscript_module(path: Path) -> torch.jit.ScriptModule:
+    with warnings.catch_warnings():
+        # TorchScript is deprecated upstream, but it is the only reader of these archives
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.load(str(path), map_location="cpu")
+
+
+def _state_dict(path: Path) -> Mapping[str, Any]:
+    """The state dict a ``torch.save`` file holds (also under a ``state_dict`` key), read
+    with ``weights_only=True``."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
@@ -93,16 +127,7 @@ def load_torch_file(
         state = state["state_dict"]
     if not isinstance(state, Mapping):
         raise NetworkError(f"{path} holds a {type(state).__name__}, not a state dict")
-    return network_from_state_dict(
-        state,
-        activation=activation,
-        negative_slope=negative_slope,
-        min_val=min_val,
-        max_val=max_val,
-        input_names=input_names,
-        output_names=output_names,
-        verify=verify,
-    )
+    return state
 
 
 LinearEntry = tuple[str, torch.Tensor, torch.Tensor | None]
@@ -280,13 +305,17 @@ def load_exported_program(
     path = Path(path)
     if not path.is_file():
         raise NetworkError(f"torch.export archive not found: {path}")
+    program = _exported_program(path)
+    return from_graph_module(program.module(), input_names, output_names, verify=verify)
+
+
+def _exported_program(path: Path) -> torch.export.ExportedProgram:
     if not zipfile.is_zipfile(path):
         raise NetworkError(f"cannot read torch.export archive {path}: not a zip archive (the "
                            "file is truncated or is not a torch.export.save archive)")
     try:
         with quiet_logger("torch.export"):
-            program = torch.export.load(str(path))
+            return torch.export.load(str(path))
     except (RuntimeError, OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
         raise NetworkError(f"cannot read torch.export archive {path}: {first_line(error)}") \
             from error
-    return from_graph_module(program.module(), input_names, output_names, verify=verify)
