@@ -101,7 +101,7 @@ def test_box_rows_contain_exact_pre_activations(
     counted = _Counted()
     with pytest.MonkeyPatch.context() as patch:
         # every box by box, whatever it costs: the rule's soundness, not the choice
-        patch.setattr(box_rows, "cheaper_by_box", lambda box, lo, hi, rows: box >= 0)
+        patch.setattr(box_rows, "cheaper_by_box", lambda box, lo, hi, rows, first: box >= 0)
         patch.setattr(box_rows, "second_map_rows", counted)
         result = compute_bounds(network, lo, hi, None, "crown", groups=GROUPS, backend=backend)
     unstable = (result.pre_lower[1] < 0) & (result.pre_upper[1] > 0)
@@ -130,7 +130,7 @@ def test_box_rows_are_the_row_pass_but_for_rounding(monkeypatch: pytest.MonkeyPa
         patch.setattr(box_rows, "second_map_rows", counted)
         by_box = compute_bounds(network, lo, hi, None, "crown", groups=GROUPS, backend="torch")
     with monkeypatch.context() as patch:
-        patch.setattr(box_rows, "cheaper_by_box", lambda box, lo, hi, rows: box < 0)
+        patch.setattr(box_rows, "cheaper_by_box", lambda box, lo, hi, rows, first: box < 0)
         by_row = compute_bounds(network, lo, hi, None, "crown", groups=GROUPS, backend="torch")
     assert counted.pairs > 0
     for bound in (by_box.pre_lower[1], by_box.pre_upper[1]):

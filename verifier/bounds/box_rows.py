@@ -39,6 +39,10 @@ from verifier.bounds.onehot import _input_halves, _OneHot
 # Boxes whose factors share one product (a chunk's factor holds at most
 # 2·n × (inputs + 2) × BOX_CHUNK entries: 21 MB in float32 on the 787-69 net).
 BOX_CHUNK = 32
+# The first map must be this many times wider than the second for the box product: below
+# it the per-box spreading and gathers outweigh the product saved (Adult-13 2×64, ratio 1:
+# the tightening took 15–20 % more CPU by box; the 787-69 net, ratio 11.4: 50–70 % less).
+WIDE_RATIO = 4
 
 
 def layer_rows(
@@ -50,7 +54,8 @@ def layer_rows(
     affines, relaxations, inputs_lo, inputs_hi, onehot, margins = setup
     if layer != 1 or 0 not in relaxations or size(box) == 0:
         return _layer_rows(setup, layer, box, neuron, halves)
-    by_box = cheaper_by_box(box, inputs_lo[0], inputs_hi[0], affines[1].weight.shape[0])
+    by_box = cheaper_by_box(box, inputs_lo[0], inputs_hi[0], affines[1].weight.shape[0],
+                            affines[0].weight.shape[0])
     if not bool(by_box.any()):
         return _layer_rows(setup, layer, box, neuron, halves)
     xp = namespace(box)
@@ -66,14 +71,17 @@ def layer_rows(
     return lower, upper
 
 
-def cheaper_by_box(box: Array, lo: Array, hi: Array, rows: int) -> Array:
+def cheaper_by_box(box: Array, lo: Array, hi: Array, rows: int, first: int) -> Array:
     """Per pair (``box[r]``, a box of the input bounds ``lo``/``hi``): whether its box's
     product (:func:`second_map_rows`: ``2·rows × (free + 2)`` entries, each an inner product
-    of length ``2·n``) takes fewer multiply-adds than its pairs' row-by-row products (``2 ×
-    (inputs + 1)`` entries per pair, of length ``n``). On the 787-69 net's batches the
-    threshold's factor 2 made no measurable difference against 1; the per-row gathers and
-    clamps the box product skips are not counted."""
+    of length ``2·first``) takes fewer multiply-adds than its pairs' row-by-row products (``2
+    × (inputs + 1)`` entries per pair, of length ``first``), on a first map of ``first``
+    neurons at least :data:`WIDE_RATIO` times the second's ``rows`` (none otherwise). On the
+    787-69 net's batches the threshold's factor 2 made no measurable difference against 1;
+    the per-row gathers and clamps the box product skips are not counted."""
     xp = namespace(lo)
+    if first < WIDE_RATIO * rows:
+        return xp.zeros(box.shape[0], dtype=xp.bool)
     boxes, inverse = unique_values(box)
     pairs = xp.bincount(inverse)
     free = xp.sum(take(lo, boxes) < take(hi, boxes), axis=1)
