@@ -41,7 +41,7 @@ from verifier.bounds.onehot import _input_halves, _OneHot
 BOX_CHUNK = 32
 # The first map must be this many times wider than the second for the box product: below
 # it the per-box spreading and gathers outweigh the product saved (Adult-13 2×64, ratio 1:
-# the tightening took 15–20 % more CPU by box; the 787-69 net, ratio 11.4: 50–70 % less).
+# the tightening took ~20 % more CPU by box; the 787-69 net, ratio 11.4: 50–70 % less).
 WIDE_RATIO = 4
 
 
