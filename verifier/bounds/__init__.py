@@ -56,7 +56,8 @@ from an enclosing box), ``affine`` (affine maps
 with their real-term magnitudes, the margin rule), ``activation`` (the one-kink activation:
 interval image, relaxation, its backward rule, alpha's slope range), ``onehot`` (exact
 one-hot groups), ``intervals`` (IBP), ``backward`` (CROWN's back-substitution and
-concretisation), ``intermediate`` (CROWN layer by layer, float32 rows), ``alpha``
+concretisation), ``box_rows`` (the second map's rows box by box, one product per box over
+its free input columns), ``intermediate`` (CROWN layer by layer, float32 rows), ``alpha``
 (alpha-CROWN: autograd, torch only, imported when asked for). Names with a leading
 underscore are private to the package.
 """

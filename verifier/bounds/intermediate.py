@@ -24,7 +24,8 @@ from verifier.bounds.activation import (
     _Relaxation,
 )
 from verifier.bounds.affine import _Affine, _nonzero_inputs, _row_margins
-from verifier.bounds.backward import _crown_spec, _layer_rows
+from verifier.bounds.backward import _crown_spec
+from verifier.bounds.box_rows import layer_rows
 from verifier.bounds.carried import _with_carried
 from verifier.bounds.intervals import _interval_affine, _spec_interval, _with_signs
 from verifier.bounds.onehot import _OneHot
@@ -146,11 +147,11 @@ def _crown_layer_bounds(
         trial = slice(0, SINGLE_TRIAL)
         cache = halves.setdefault(xp.float32, {})
         margin = astype(single[-1][box, neuron], xp.float64)
-        lower[trial], upper[trial] = _layer_rows(single, layer, box[trial], neuron[trial], cache)
+        lower[trial], upper[trial] = layer_rows(single, layer, box[trial], neuron[trial], cache)
         coarse[trial] = margin[trial] > SINGLE_SHARE * (upper[trial] - lower[trial])
         if float(xp.mean(astype(coarse[trial], xp.float64))) <= SINGLE_TRIAL_MISSES:
             rest = slice(SINGLE_TRIAL, None)
-            lower[rest], upper[rest] = _layer_rows(single, layer, box[rest], neuron[rest], cache)
+            lower[rest], upper[rest] = layer_rows(single, layer, box[rest], neuron[rest], cache)
             coarse = margin > SINGLE_SHARE * (upper - lower)
         else:
             coarse[:] = True
@@ -158,7 +159,7 @@ def _crown_layer_bounds(
         double = (affines, relaxations, inputs_lo, inputs_hi, onehot,
                   _row_margins(magnitude, support, affines[layer].rel_margin))
         b, n = box[coarse], neuron[coarse]
-        redo_lo, redo_hi = _layer_rows(double, layer, b, n, halves.setdefault(xp.float64, {}))
+        redo_lo, redo_hi = layer_rows(double, layer, b, n, halves.setdefault(xp.float64, {}))
         lower[coarse] = xp.maximum(lower[coarse], redo_lo)
         upper[coarse] = xp.minimum(upper[coarse], redo_hi)
     out_lo[box, neuron] = xp.maximum(out_lo[box, neuron], lower)
