@@ -493,6 +493,18 @@ def previous_audit(config: CertgateConfig, registry: Registry,
     )
 
 
+def reusable_audit(config: CertgateConfig, registry: Registry,
+                   model_uri: str) -> AuditOutcome | None:
+    """:func:`previous_audit`, after checking that a configured deploy's constraint file
+    resolves on the input names its certificates record (the reused audit loads no model)."""
+    reused = previous_audit(config, registry, model_uri)
+    if reused is not None and config.deploy is not None:
+        names = recorded_input_names(reused) or config.model.input_names
+        check_deploy_constraints(config.deploy.constraints, names,
+                                 names_may_come_later=names is None)
+    return reused
+
+
 def recorded_input_names(outcome: AuditOutcome) -> list[str] | None:
     """The model's input names the certificates of a recorded audit record (their
     ``provenance``; the bound names where an older certificate lacks the model's own),
@@ -588,11 +600,7 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
     guard.checkpoint()
     uri = model_uri or config.model.uri
     registry = registry or connect(config.tracking.tracking_uri, config.tracking.registry_uri)
-    if not force and (reused := previous_audit(config, registry, uri)) is not None:
-        if config.deploy is not None:
-            names = recorded_input_names(reused) or config.model.input_names
-            check_deploy_constraints(config.deploy.constraints, names,
-                                     names_may_come_later=names is None)
+    if not force and (reused := reusable_audit(config, registry, uri)) is not None:
         return reused
     with tempfile.TemporaryDirectory(prefix="certgate-audit-") as scratch:
         scratch_dir = Path(scratch)
@@ -611,6 +619,11 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
         claim = None
         run_id = None
         if loaded.name is not None and loaded.version is not None:
+            # another process (``hooks watch``) may have recorded this version's audit while
+            # the model was downloaded and checked: reused, as at the start
+            if not force and (reused := reusable_audit(
+                    config, registry, f"models:/{loaded.name}/{loaded.version}")) is not None:
+                return reused
             with guard.claiming():
                 claim = claim_version(registry, loaded.name, loaded.version,
                                       audit_budget_s(config), force=force)
