@@ -6,11 +6,13 @@
 2. Load the model as the IR and its population model (:mod:`registry_hooks.certgate_model`).
 3. Validate (:mod:`pipeline_steps.validation`): the exact domain check, then
    great-expectations on population samples and the optional audit dataset. Nothing is
-   written to the registry or the tracking store before these pass. A registered version is
-   then claimed (:func:`registry_hooks.claims.claim_version`: ``certgate.audit.status=running``
-   and a lease for the audits' budget); a live claim of another process is never doubled
-   (:class:`~registry_hooks.claims.AuditInProgressError`, unless ``force``), an expired one is
-   taken over and said so (:attr:`AuditOutcome.took_over`).
+   written to the registry or the tracking store before these pass. A registered version's
+   recorded audit is looked for again (another process may have recorded it meanwhile: it is
+   reused), then the version is claimed (:func:`registry_hooks.claims.claim_version`:
+   ``certgate.audit.status=running`` and a lease for the audits' budget); a live claim of
+   another process is never doubled (:class:`~registry_hooks.claims.AuditInProgressError`,
+   unless ``force``), an expired one is taken over and said so
+   (:attr:`AuditOutcome.took_over`).
 4. Certify every configured audit on the configured executor, with a progress bar on stderr
    for in-process runs; then check each certificate's population model against data
    (:mod:`pipeline_steps.fidelity_step`; the data is resolved before any audit runs).
