@@ -6,11 +6,13 @@
 2. Load the model as the IR and its population model (:mod:`registry_hooks.certgate_model`).
 3. Validate (:mod:`pipeline_steps.validation`): the exact domain check, then
    great-expectations on population samples and the optional audit dataset. Nothing is
-   written to the registry or the tracking store before these pass. A registered version is
-   then claimed (:func:`registry_hooks.claims.claim_version`: ``certgate.audit.status=running``
-   and a lease for the audits' budget); a live claim of another process is never doubled
-   (:class:`~registry_hooks.claims.AuditInProgressError`, unless ``force``), an expired one is
-   taken over and said so (:attr:`AuditOutcome.took_over`).
+   written to the registry or the tracking store before these pass. A registered version's
+   recorded audit is looked for again (another process may have recorded it meanwhile: it is
+   reused), then the version is claimed (:func:`registry_hooks.claims.claim_version`:
+   ``certgate.audit.status=running`` and a lease for the audits' budget); a live claim of
+   another process is never doubled (:class:`~registry_hooks.claims.AuditInProgressError`,
+   unless ``force``), an expired one is taken over and said so
+   (:attr:`AuditOutcome.took_over`).
 4. Certify every configured audit on the configured executor, with a progress bar on stderr
    for in-process runs; then check each certificate's population model against data
    (:mod:`pipeline_steps.fidelity_step`; the data is resolved before any audit runs).
@@ -19,7 +21,9 @@
    (``certificates/<audit>.json``), the validation results, the convergence plots and the
    self-contained HTML report; certificates listing biased regions and witnesses (causal
    fairness) also as CSV (``certificates/<audit>.regions.csv``, ``.witnesses.csv``); then
-   tag the model version (``certgate.<audit>.<field>``, ``certgate.audit.*``).
+   tag the model version (``certgate.<audit>.<field>``, ``certgate.audit.*``). When the
+   registry fails here, after the audits finished, their certificates are written to local
+   files and :class:`AuditNotRecorded` carries them: the bounds are never lost to an upload.
 
 A :class:`~registry_hooks.stopping.StopGuard` (``hooks``) stops the step at its safe points:
 before the claim, around the certification and before the version's tags, which begin the
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sys
 import tempfile
 import time
@@ -135,6 +140,23 @@ class AuditOutcome:
     """The abandoned audit this one took over."""
     report_error: str | None = None
     """Why the local copy of the report (``report_dir``) was not written, if it was not."""
+    recording_error: str | None = None
+    """Why the finished audit is not recorded in the registry (:class:`AuditNotRecorded`)."""
+    local_certificates: dict[str, Path] = field(default_factory=dict)
+    """The local files of the certificates an unrecorded audit keeps, by audit name."""
+
+
+class AuditNotRecorded(RegistryError):
+    """The audits finished but the registry failed while they were being recorded (an
+    artifact upload or a tag answered HTTP 500, the server went away): :attr:`outcome` holds
+    their certificates (:attr:`AuditOutcome.recording_error` this message, ``run_id``
+    ``None``) and the local files they were written to, so the bounds are not lost. Nothing
+    is recorded on the version, so the gate does not trust them and nothing is promoted."""
+
+    def __init__(self, message: str, outcome: AuditOutcome) -> None:
+        super().__init__(message)
+        outcome.recording_error = message
+        self.outcome = outcome
 
 
 # ------------------------------------------------------------------------------ certifying
@@ -384,6 +406,20 @@ def log_audit_run(config: CertgateConfig, registry: Registry, loaded: LoadedMode
     )
 
 
+def write_local(path: Path, text: str) -> str | None:
+    """Write ``text`` to ``path`` (its directory made if missing): ``None``, or why the file
+    system refused it (read-only, full, a file in the directory's place), with no partial
+    file left."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+        return str(error.strerror or error)
+    return None
+
+
 def local_report_copy(report_dir: Path, run_id: str, html: str) -> tuple[Path | None,
                                                                         str | None]:
     """Write ``report_dir/report-RUN_ID.html``: its path, or ``None`` and why it could not be
@@ -391,17 +427,43 @@ def local_report_copy(report_dir: Path, run_id: str, html: str) -> tuple[Path | 
     is an artifact of the run already logged, so a local copy that fails costs the audit
     nothing: the reason is said on stderr and in the outcome, and no partial file stays."""
     path = report_dir / f"report-{run_id}.html"
-    try:
-        report_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(html, encoding="utf-8")
-    except OSError as error:
-        with contextlib.suppress(OSError):
-            path.unlink(missing_ok=True)
+    refused = write_local(path, html)
+    if refused is not None:
         reason = (f"cannot write a local copy of the report in {report_dir} "
-                  f"({error.strerror or error}); the run's artifact holds it")
+                  f"({refused}); the run's artifact holds it")
         print(f"certgate: warning: {reason}", file=sys.stderr)
         return None, reason
     return path, None
+
+
+def unrecorded_audit(loaded: LoadedModel, certificates: dict[str, Certificate],
+                     fingerprint: str, report_dir: Path | None, cause: RegistryError,
+                     elapsed_s: float) -> AuditNotRecorded:
+    """The error of finished audits the registry failed to record (``cause``), after writing
+    each certificate as its run's artifact would hold it (``Certificate.to_json``) to
+    ``certificate-AUDIT-STAMP-PID.json`` in ``report_dir`` (else a new directory in the
+    system's temporary directory, which nothing removes): the message names the files, or
+    says why the file system refused them (the outcome's certificates still carry the
+    bounds for the output)."""
+    directory = report_dir
+    if directory is None:
+        directory = Path(tempfile.mkdtemp(prefix="certgate-certificates-"))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    kept: dict[str, Path] = {}
+    refused: list[str] = []
+    for name, certificate in certificates.items():
+        path = directory / f"certificate-{name}-{stamp}-{os.getpid()}.json"
+        why = write_local(path, certificate.to_json())
+        if why is None:
+            kept[name] = path
+        else:
+            refused.append(f"{name}: cannot write {path} ({why})")
+    where = "; ".join([*(str(path) for path in kept.values()), *refused])
+    outcome = AuditOutcome(loaded.uri, loaded.name, loaded.version, None, certificates,
+                           fingerprint, elapsed_s=elapsed_s, local_certificates=kept)
+    return AuditNotRecorded(
+        f"{cause}; the audit finished but is not recorded in the registry, so the gate did "
+        f"not run and nothing was promoted; its certificates: {where}", outcome)
 
 
 # ------------------------------------------------------------------------------ the step
@@ -431,6 +493,18 @@ def previous_audit(config: CertgateConfig, registry: Registry,
         reused=True, report_uri=f"{artifact_uri}/{REPORT_ARTIFACT}", artifact_uri=artifact_uri,
         tags={k: v for k, v in tags.items() if k.startswith("certgate.")},
     )
+
+
+def reusable_audit(config: CertgateConfig, registry: Registry,
+                   model_uri: str) -> AuditOutcome | None:
+    """:func:`previous_audit`, after checking that a configured deploy's constraint file
+    resolves on the input names its certificates record (the reused audit loads no model)."""
+    reused = previous_audit(config, registry, model_uri)
+    if reused is not None and config.deploy is not None:
+        names = recorded_input_names(reused) or config.model.input_names
+        check_deploy_constraints(config.deploy.constraints, names,
+                                 names_may_come_later=names is None)
+    return reused
 
 
 def recorded_input_names(outcome: AuditOutcome) -> list[str] | None:
@@ -509,6 +583,8 @@ def _restore_status(registry: Registry, claim: Claim, cause: BaseException,
             abandon_claim(registry, claim)
     except RegistryError as lost:
         left = f"{left_running(claim.name, claim.version, claim.lease)} ({lost})"
+        if isinstance(cause, AuditNotRecorded):
+            raise AuditNotRecorded(f"{cause}; {left}", cause.outcome) from cause
         if isinstance(cause, RegistryError):
             raise RegistryError(f"{cause}; {left}") from cause
         cause.add_note(left)
@@ -526,11 +602,7 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
     guard.checkpoint()
     uri = model_uri or config.model.uri
     registry = registry or connect(config.tracking.tracking_uri, config.tracking.registry_uri)
-    if not force and (reused := previous_audit(config, registry, uri)) is not None:
-        if config.deploy is not None:
-            names = recorded_input_names(reused) or config.model.input_names
-            check_deploy_constraints(config.deploy.constraints, names,
-                                     names_may_come_later=names is None)
+    if not force and (reused := reusable_audit(config, registry, uri)) is not None:
         return reused
     with tempfile.TemporaryDirectory(prefix="certgate-audit-") as scratch:
         scratch_dir = Path(scratch)
@@ -549,6 +621,11 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
         claim = None
         run_id = None
         if loaded.name is not None and loaded.version is not None:
+            # another process (``hooks watch``) may have recorded this version's audit while
+            # the model was downloaded and checked: reused, as at the start
+            if not force and (reused := reusable_audit(
+                    config, registry, f"models:/{loaded.name}/{loaded.version}")) is not None:
+                return reused
             with guard.claiming():
                 claim = claim_version(registry, loaded.name, loaded.version,
                                       audit_budget_s(config), force=force)
@@ -561,12 +638,16 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
                                options(config))
             for certificate in certificates.values():
                 certificate.provenance = provenance(loaded, artifact, network, model_inputs)
-            outcome = log_audit_run(config, registry, loaded, artifact, validation,
-                                    certificates, report_dir, observed, guard)
-            run_id = outcome.run_id
-            if claim is not None:
-                guard.commit()
-                replace_result_tags(registry, claim.name, claim.version, outcome.tags)
+            try:
+                outcome = log_audit_run(config, registry, loaded, artifact, validation,
+                                        certificates, report_dir, observed, guard)
+                run_id = outcome.run_id
+                if claim is not None:
+                    guard.commit()
+                    replace_result_tags(registry, claim.name, claim.version, outcome.tags)
+            except RegistryError as lost:
+                raise unrecorded_audit(loaded, certificates, config.audit_fingerprint(),
+                                       report_dir, lost, time.monotonic() - started) from lost
         except BaseException as error:
             if claim is not None:
                 _restore_status(registry, claim, error, run_id, guard)
@@ -597,5 +678,8 @@ def outcome_summary(outcome: AuditOutcome, config: CertgateConfig) -> dict[str, 
         "reused": outcome.reused, "took_over": outcome.took_over, "report": outcome.report_uri,
         "local_report": str(outcome.report_path) if outcome.report_path else None,
         "local_report_error": outcome.report_error,
+        "recording_error": outcome.recording_error,
+        "local_certificates": {name: str(path)
+                               for name, path in outcome.local_certificates.items()},
         "audits": audits,
     })

@@ -22,16 +22,24 @@ import sys
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from threading import Thread
+from threading import Event, Thread
 
 import pytest
 import yaml
 from mlflow_server import DEFAULT_AUDIT, run_cli, write_server_config
 from test_pipeline_server import register
 
+from pipeline_steps.cli.config_cmd import load_config
 from registry_hooks.connection import RegistryError, connect
-from registry_hooks.tags import GATE_TAG, STATUS_AUDITED, STATUS_TAG, alias_version
+from registry_hooks.tags import (
+    GATE_TAG,
+    RUN_ID_TAG,
+    STATUS_AUDITED,
+    STATUS_TAG,
+    alias_version,
+)
 from registry_hooks.uris import parse_model_uri, resolve_version
+from verifier.certificate import Certificate
 
 pytest_plugins = ["mlflow_server"]
 
@@ -215,3 +223,130 @@ def test_an_alias_move_the_server_refuses_says_the_gate_passed_and_how_to_finish
                            f"models:/{name}/{version}", "--json")
     assert code == 0, out
     assert alias_version(registry, name, "champion") == version
+
+
+def _refusing_proxy(target: str, refused: str) -> ThreadingHTTPServer:
+    handler = type("Refusing", (_FailingProxy,), {"target": target, "refused": refused})
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    Thread(target=proxy.serve_forever, daemon=True).start()
+    return proxy
+
+
+def test_an_artifact_upload_the_server_refuses_keeps_the_audits_bounds(
+        mlflow_server, credit_demo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit finished, its run's artifacts could not be uploaded (HTTP 500): exit 2,
+    nothing promoted, and the certified bounds in the output and in a local certificate file
+    (they were in neither, so the whole audit had to run again)."""
+    registry = connect(mlflow_server.url)
+    name = f"upload500_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    proxy = _refusing_proxy(mlflow_server.url, "/artifacts/certificates/")  # the upload
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    reports = tmp_path / "reports"
+    try:
+        config = _config(tmp_path, f"http://127.0.0.1:{proxy.server_address[1]}", name,
+                         version)
+        [settings] = load_config(config).audits
+        requirement = settings.requirement
+        code, out, err = run_cli(capsys, "run", "--config", str(config), "--no-progress",
+                                 "--report-dir", str(reports))
+        assert code == 2, err
+        kept = list(reports.glob("certificate-*.json"))
+        assert len(kept) == 1, (out, err)
+        certificate = Certificate.from_dict(json.loads(kept[0].read_text()))
+        low, high = certificate.bounds[requirement.quantity]
+        assert f"∈ [{low:.6g}, {high:.6g}]" in out, out
+        assert f"{certificate.verdict}, certified" in out, out
+        assert str(kept[0]) in out, out
+        assert "not recorded" in err, err
+        code, out, _ = run_cli(capsys, "run", "--config", str(config), "--no-progress",
+                               "--json")
+        audit_code, audit_out, _ = run_cli(capsys, "audit", "--config", str(config),
+                                           "--no-progress", "--json")
+    finally:
+        proxy.shutdown()
+    audited = json.loads(audit_out)  # `certgate audit`: the audit summary with the error
+    assert audit_code == 2 and audited["exit_code"] == 2, audited
+    kept_by_audit = Certificate.from_dict(json.loads(
+        Path(audited["local_certificates"][settings.name]).read_text()))
+    assert audited["audits"][settings.name][requirement.label] == list(
+        kept_by_audit.bounds[requirement.quantity])
+    document = json.loads(out)  # one object
+    assert code == 2 and document["exit_code"] == 2, document
+    assert document["error"].startswith("cannot log the audit run to "), document["error"]
+    assert document["gate"] is None, document
+    result = document["audit"]
+    assert result["run_id"] is None and result["recording_error"] == document["error"]
+    summary = result["audits"][settings.name]
+    path = Path(result["local_certificates"][settings.name])
+    assert path.is_file() and str(path) in document["error"]
+    certificate = Certificate.from_dict(json.loads(path.read_text()))
+    assert summary[requirement.label] == list(certificate.bounds[requirement.quantity])
+    assert summary["verdict"] == certificate.verdict
+    registry = connect(mlflow_server.url)
+    tags = registry.client.get_model_version(name, version).tags
+    assert tags.get(STATUS_TAG) is None and tags.get(GATE_TAG) is None, tags
+    assert alias_version(registry, name, "champion") is None
+
+
+class _HoldingProxy(_FailingProxy):
+    """Forwards every request; the first whose method and path contain ``held`` waits until
+    ``release`` is set (``reached`` says it arrived)."""
+
+    held = ""
+    reached: Event
+    release: Event
+
+    def _forward(self) -> None:
+        if self.held in f"{self.command} {self.path}" and not self.release.is_set():
+            self.reached.set()
+            self.release.wait(timeout=240)
+        super()._forward()
+
+    do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _forward
+
+
+def test_a_run_reuses_an_audit_recorded_while_it_downloaded_the_model(
+        mlflow_server, credit_demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run that found no audit to reuse, then downloaded the model while another process
+    (a ``hooks watch``) recorded the version's audit, reuses that audit instead of auditing
+    again (it looked only before the download and claimed the version after)."""
+    registry = connect(mlflow_server.url)
+    name = f"overlap_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    handler = type("Holding", (_HoldingProxy,), {
+        "target": mlflow_server.url, "refused": "\x00nothing",
+        "held": "GET /api/2.0/mlflow-artifacts/artifacts/", "reached": Event(),
+        "release": Event()})
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    Thread(target=proxy.serve_forever, daemon=True).start()
+    config = _config(tmp_path, mlflow_server.url, name, version)
+    through_proxy = tmp_path / "through_proxy.yaml"
+    document = yaml.safe_load(config.read_text())
+    document["tracking"]["tracking_uri"] = f"http://127.0.0.1:{proxy.server_address[1]}"
+    through_proxy.write_text(yaml.safe_dump(document))
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline_steps", "run", "--config", str(through_proxy),
+             "--no-progress"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert handler.reached.wait(timeout=240), "the run never downloaded the model"
+        code, _, err = run_cli(capsys, "audit", "--config", str(config), "--no-progress")
+        assert code == 0, err
+        recorded = registry.client.get_model_version(name, version).tags[RUN_ID_TAG]
+        handler.release.set()
+        out, err = process.communicate(timeout=300)
+    finally:
+        handler.release.set()
+        proxy.shutdown()
+    assert process.returncode == 0, err[-2000:]
+    assert f"already audited with this configuration in run {recorded}" in out, out
+    tags = registry.client.get_model_version(name, version).tags
+    assert tags[RUN_ID_TAG] == recorded and tags.get(GATE_TAG) == "passed"
+    assert alias_version(registry, name, "champion") == version
+    runs = registry.client.search_runs(
+        [registry.client.get_experiment_by_name(document["tracking"]["experiment"])
+         .experiment_id])
+    assert [run.info.run_id for run in runs] == [recorded]

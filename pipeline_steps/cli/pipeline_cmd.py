@@ -33,7 +33,7 @@ from verifier.errors import CertgateInputError, ExecutorUnreachableError
 
 if TYPE_CHECKING:
     from configs.schema import CertgateConfig
-    from pipeline_steps.audit import AuditOutcome
+    from pipeline_steps.audit import AuditNotRecorded, AuditOutcome
     from pipeline_steps.gate import GateDecision
     from registry_hooks.connection import Registry
     from registry_hooks.dispatch import Dispatcher
@@ -165,6 +165,9 @@ def print_audit(outcome: AuditOutcome, config: CertgateConfig) -> None:
     if outcome.reused:
         print(f"audit {target}: already audited with this configuration in run "
               f"{outcome.run_id} (use --force to audit again)")
+    elif outcome.recording_error:
+        print(f"audit {target}: finished ({outcome.elapsed_s:.1f} s), not recorded in the "
+              "registry (its certificates below are not trusted by the gate)")
     else:
         print(f"audit {target}: run {outcome.run_id} ({outcome.elapsed_s:.1f} s)")
     if outcome.took_over:
@@ -188,6 +191,21 @@ def print_audit(outcome: AuditOutcome, config: CertgateConfig) -> None:
         print(f"  report (local copy): {outcome.report_path}")
     if outcome.report_error:
         print(f"  report (local copy): not written: {outcome.report_error}")
+    for name, path in outcome.local_certificates.items():
+        print(f"  {name}: certificate (local file, not in the registry): {path}")
+
+
+def keep_unrecorded(error: AuditNotRecorded, config: CertgateConfig, as_json: bool,
+                    envelope: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Print the results of audits the registry failed to record (the error follows on
+    stderr) and, with ``--json``, hand over ``envelope`` of their summary with the error: the
+    bounds reach the output whatever the registry did."""
+    from pipeline_steps.audit import outcome_summary
+
+    print_audit(error.outcome, config)
+    if as_json:
+        emit_json({**envelope(outcome_summary(error.outcome, config)), "error": str(error),
+                   "exit_code": EXIT_ERROR})
 
 
 def print_gate(decision: GateDecision, config: CertgateConfig) -> None:
@@ -240,13 +258,17 @@ def _registry(config: CertgateConfig) -> Registry:
 @outlives_its_reader
 def audit_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    from pipeline_steps.audit import audit_model, outcome_summary
+    from pipeline_steps.audit import AuditNotRecorded, audit_model, outcome_summary
     from registry_hooks.connection import registry_errors
 
     quiet_downloads()
     with registry_errors("certgate audit"):
-        outcome = audit_model(config, model_uri=args.model_uri, force=args.force,
-                            progress=not args.no_progress, report_dir=args.report_dir)
+        try:
+            outcome = audit_model(config, model_uri=args.model_uri, force=args.force,
+                                  progress=not args.no_progress, report_dir=args.report_dir)
+        except AuditNotRecorded as unrecorded:
+            keep_unrecorded(unrecorded, config, args.json, lambda summary: summary)
+            raise
     print_audit(outcome, config)
     if args.json:
         emit_json(outcome_summary(outcome, config))
@@ -316,16 +338,21 @@ def say_held_back_deploy(config: CertgateConfig, decision: GateDecision) -> None
 @outlives_its_reader
 def run_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    from pipeline_steps.audit import outcome_summary
+    from pipeline_steps.audit import AuditNotRecorded, outcome_summary
     from registry_hooks.connection import registry_errors
 
     require_deploy_step(config)
     quiet_downloads()
     with registry_errors("certgate run"):
         registry = _registry(config)
-        outcome, decision = audit_and_gate(config, registry, args.model_uri, force=args.force,
-                                           progress=not args.no_progress,
-                                           report_dir=args.report_dir)
+        try:
+            outcome, decision = audit_and_gate(config, registry, args.model_uri,
+                                               force=args.force, progress=not args.no_progress,
+                                               report_dir=args.report_dir)
+        except AuditNotRecorded as unrecorded:
+            keep_unrecorded(unrecorded, config, args.json,
+                            lambda summary: {"audit": summary, "gate": None, "deploy": None})
+            raise
         print_audit(outcome, config)
         print_gate(decision, config)
         deployed = None
