@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from pipeline_steps.cli.signal_handlers import handling
 from verifier.stop_request import request_stop, withdraw_stop
 
 ENGINE_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -38,12 +39,8 @@ def stop_engine_on_signals() -> Iterator[None]:
         print(f"certgate: {signal.Signals(signum).name}: stopping with the bounds reached "
               "(a second signal stops at once)", file=sys.stderr, flush=True)
 
-    previous = {number: signal.getsignal(number) for number in ENGINE_STOP_SIGNALS}
-    for number in ENGINE_STOP_SIGNALS:
-        signal.signal(number, first)
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        withdraw_stop()
+    with handling(ENGINE_STOP_SIGNALS, first):
+        try:
+            yield
+        finally:
+            withdraw_stop()

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from pipeline_steps.cli.signal_handlers import handling
 from registry_hooks.claims import left_running
 from registry_hooks.stopping import AuditInterrupted, StopGuard
 
@@ -49,11 +50,5 @@ def stop_on_signals(guard: StopGuard, *, audits_here: bool) -> Iterator[None]:
         if not (audits_here and guard.busy):
             raise AuditInterrupted(name)
 
-    previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
-    for number in STOP_SIGNALS:
-        signal.signal(number, first)
-    try:
+    with handling(STOP_SIGNALS, first):
         yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
