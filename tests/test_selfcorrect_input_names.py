@@ -215,11 +215,13 @@ def _named_network(tmp_path: Path) -> tuple[Network, Path]:
     return network, path
 
 
-def test_wrap_resolves_names_against_the_models_input_names(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _, model_path = _named_network(tmp_path)
+def _wrapped_alike(tmp_path: Path, model_path: Path, named_document: dict[str, Any],
+                   capsys: pytest.CaptureFixture[str]) -> Path:
+    """Wrap ``model_path`` with ``named_document`` and with the positional constraints
+    (``tmp_path/n`` and ``tmp_path/p``); both must succeed and write the same resolved
+    constraint file. Returns the named document's path."""
     named, positional = tmp_path / "named.yaml", tmp_path / "positional.yaml"
-    named.write_text(yaml.safe_dump(_document(NAMED), sort_keys=False))
+    named.write_text(yaml.safe_dump(named_document, sort_keys=False))
     positional.write_text(yaml.safe_dump(_document(POSITIONAL), sort_keys=False))
     for constraints, out in ((named, "n"), (positional, "p")):
         assert main(["selfcorrect", "wrap", "--model", str(model_path), "--constraints",
@@ -227,6 +229,13 @@ def test_wrap_resolves_names_against_the_models_input_names(
     capsys.readouterr()
     assert (tmp_path / "n" / "constraints.yaml").read_text() == (
         tmp_path / "p" / "constraints.yaml").read_text()
+    return named
+
+
+def test_wrap_resolves_names_against_the_models_input_names(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, model_path = _named_network(tmp_path)
+    named = _wrapped_alike(tmp_path, model_path, _document(NAMED), capsys)
     x = _adversarial_rows()
     with torch.no_grad():
         got, got_bottom = load_torchscript(tmp_path / "n" / "model.pt").forward_with_bottom(x)
@@ -258,13 +267,4 @@ def test_a_header_names_a_model_whose_inputs_are_one_tensors_elements(
                       elements, list(CLASSES))
     model_path = tmp_path / "net.json"
     save_network(network, model_path)
-    named = tmp_path / "named.yaml"
-    named.write_text(yaml.safe_dump(_document(NAMED, inputs=INPUTS), sort_keys=False))
-    positional = tmp_path / "positional.yaml"
-    positional.write_text(yaml.safe_dump(_document(POSITIONAL), sort_keys=False))
-    for constraints, out in ((named, "n"), (positional, "p")):
-        assert main(["selfcorrect", "wrap", "--model", str(model_path), "--constraints",
-                     str(constraints), "--out", str(tmp_path / out), "--json"]) == 0
-    capsys.readouterr()
-    assert (tmp_path / "n" / "constraints.yaml").read_text() == (
-        tmp_path / "p" / "constraints.yaml").read_text()
+    _wrapped_alike(tmp_path, model_path, _document(NAMED, inputs=INPUTS), capsys)
