@@ -30,7 +30,7 @@ from mlflow_server import DEFAULT_AUDIT, run_cli, write_server_config
 from test_pipeline_server import register
 
 from pipeline_steps.cli.config_cmd import load_config
-from registry_hooks.connection import RegistryError, connect
+from registry_hooks.connection import Registry, RegistryError, connect
 from registry_hooks.tags import (
     GATE_TAG,
     RUN_ID_TAG,
@@ -46,6 +46,14 @@ pytest_plugins = ["mlflow_server"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _registered(mlflow_server, credit_demo, prefix: str) -> tuple[Registry, str, str]:
+    """The server's registry, and a new model ``PREFIX_<random>`` holding the credit demo's
+    fair network and its population as version 1."""
+    registry = connect(mlflow_server.url)
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    return registry, name, register(registry, credit_demo.fair, credit_demo.population, name)
+
+
 def _config(tmp_path: Path, url: str, name: str, version: str) -> Path:
     return write_server_config(tmp_path, url, {"uri": f"models:/{name}/{version}"},
                                [dict(DEFAULT_AUDIT)], gate={"promote_alias": "champion"})
@@ -53,9 +61,7 @@ def _config(tmp_path: Path, url: str, name: str, version: str) -> Path:
 
 def test_a_run_whose_stdout_reader_is_gone_still_audits_and_gates(
         mlflow_server, credit_demo, tmp_path: Path) -> None:
-    registry = connect(mlflow_server.url)
-    name = f"reader_{uuid.uuid4().hex[:8]}"
-    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    registry, name, version = _registered(mlflow_server, credit_demo, "reader")
     config = _config(tmp_path, mlflow_server.url, name, version)
     process = subprocess.Popen(
         [sys.executable, "-m", "pipeline_steps", "run", "--config", str(config),
@@ -76,9 +82,7 @@ def test_a_run_whose_stdout_reader_is_gone_still_audits_and_gates(
 def test_a_report_dir_that_cannot_be_written_costs_the_run_nothing(
         mlflow_server, credit_demo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         where: str) -> None:
-    registry = connect(mlflow_server.url)
-    name = f"report_{uuid.uuid4().hex[:8]}"
-    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    registry, name, version = _registered(mlflow_server, credit_demo, "report")
     config = _config(tmp_path, mlflow_server.url, name, version)
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the report directory should be")
@@ -114,9 +118,7 @@ def _shipped_population_file(mlflow_server, registry, name: str, version: str) -
 def test_a_broken_shipped_population_names_the_version(
         mlflow_server, credit_demo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         content: str) -> None:
-    registry = connect(mlflow_server.url)
-    name = f"brokenpop_{uuid.uuid4().hex[:8]}"
-    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    registry, name, version = _registered(mlflow_server, credit_demo, "brokenpop")
     _shipped_population_file(mlflow_server, registry, name, version).write_text(content)
     config = _config(tmp_path, mlflow_server.url, name, version)
     code, out, _ = run_cli(capsys, "run", "--config", str(config), "--no-progress", "--json")
@@ -191,9 +193,7 @@ class _FailingProxy(BaseHTTPRequestHandler):
 def test_an_alias_move_the_server_refuses_says_the_gate_passed_and_how_to_finish(
         mlflow_server, credit_demo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    registry = connect(mlflow_server.url)
-    name = f"alias500_{uuid.uuid4().hex[:8]}"
-    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    registry, name, version = _registered(mlflow_server, credit_demo, "alias500")
     handler = type("Refusing", (_FailingProxy,), {
         "target": mlflow_server.url, "refused": "POST /api/2.0/mlflow/registered-models/alias"})
     proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -238,9 +238,7 @@ def test_an_artifact_upload_the_server_refuses_keeps_the_audits_bounds(
     """The audit finished, its run's artifacts could not be uploaded (HTTP 500): exit 2,
     nothing promoted, and the certified bounds in the output and in a local certificate file
     (they were in neither, so the whole audit had to run again)."""
-    registry = connect(mlflow_server.url)
-    name = f"upload500_{uuid.uuid4().hex[:8]}"
-    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    registry, name, version = _registered(mlflow_server, credit_demo, "upload500")
     proxy = _refusing_proxy(mlflow_server.url, "/artifacts/certificates/")  # the upload
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     reports = tmp_path / "reports"
@@ -312,9 +310,7 @@ def test_a_run_reuses_an_audit_recorded_while_it_downloaded_the_model(
     """A run that found no audit to reuse, then downloaded the model while another process
     (a ``hooks watch``) recorded the version's audit, reuses that audit instead of auditing
     again (it looked only before the download and claimed the version after)."""
-    registry = connect(mlflow_server.url)
-    name = f"overlap_{uuid.uuid4().hex[:8]}"
-    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    registry, name, version = _registered(mlflow_server, credit_demo, "overlap")
     handler = type("Holding", (_HoldingProxy,), {
         "target": mlflow_server.url, "refused": "\x00nothing",
         "held": "GET /api/2.0/mlflow-artifacts/artifacts/", "reached": Event(),
