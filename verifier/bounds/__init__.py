@@ -266,7 +266,8 @@ def compute_bounds(
             (c_lo, c_hi, c_pre_lo, c_pre_hi, relaxations, c_sensitivity, c_linear,
              spec_margin, tighten_s) = _crown_finite(
                 affines, f_spec, f_lo, f_hi, f_onehot, _layer_signs(f_signs, affines), f_needed,
-                (pre_lo[0][crownable], pre_hi[0][crownable]) if pre_lo else None,
+                # the IBP chain's first two layers: _crown_finite's own start from them
+                ([z[crownable] for z in pre_lo[:2]], [z[crownable] for z in pre_hi[:2]]),
                 give_up_saturated,
                 None if tighten is None else from_numpy(
                     np.asarray(tighten, dtype=bool), use_torch)[crownable],

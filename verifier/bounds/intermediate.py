@@ -170,7 +170,7 @@ def _crown_layer_bounds(
 def _crown_finite(
     affines: list[_Affine], spec: Array, lo: Array, hi: Array,
     onehot: _OneHot | None, signs: list[Array | None], needed: Array | None,
-    first: tuple[Array, Array] | None, give_up_saturated: bool = False,
+    ibp: tuple[list[Array], list[Array]], give_up_saturated: bool = False,
     tighten: Array | None = None, lower_slopes: LowerSlopes = "adaptive",
     carried: list[tuple[Array, Array] | None] | None = None,
 ) -> tuple[Array, Array, list[Array], list[Array],
@@ -184,11 +184,16 @@ def _crown_finite(
     not ``needed`` (per box) keep their IBP bounds. With ``give_up_saturated``, a box with a
     kink layer whose every neuron is unstable keeps IBP bounds from the next layer on (spec
     rows included; the first layer, bounded exactly by intervals, is not counted).
-    ``first``: the first layer's pre-activation bounds on these boxes, the caller's IBP ones
-    narrowed by the known signs (exact intervals, so CROWN has nothing to add; None without
-    a hidden layer). ``tighten``: the boxes whose last hidden layer CROWN tightens (None: all;
-    the others keep their IBP pre-activation bounds there; earlier layers are tightened on
-    every box). ``lower_slopes``: the relaxations' lower-slope rule (:func:`_relax`).
+    ``ibp``: (lower list, upper list), the caller's IBP pre-activation bounds of the first
+    one or two layers on these boxes, narrowed by the known signs and intersected with the
+    carried bounds (empty lists without a hidden layer). The first layer's are exact
+    intervals, so CROWN has nothing to add; the second layer's are the interval image of the
+    first layer's activation, which this loop would recompute from the same arrays by the
+    same operations (the same bits), before CROWN tightens them. A later layer's interval
+    reads CROWN-tightened inputs, so it is computed here. ``tighten``: the boxes whose last
+    hidden layer CROWN tightens (None: all; the others keep their IBP pre-activation bounds
+    there; earlier layers are tightened on every box). ``lower_slopes``: the relaxations'
+    lower-slope rule (:func:`_relax`).
     ``carried``: per layer, bounds carried from an enclosing box (None where none,
     :mod:`verifier.bounds.carried`), intersected with the layer's bounds before it is
     tightened. Last in the result: the CPU seconds of the hidden layers' tightening."""
@@ -208,9 +213,8 @@ def _crown_finite(
     value_in = xp.maximum(xp.abs(lo), xp.abs(hi))
     support_in = _nonzero_inputs(lo, hi)
     for index, affine in enumerate(affines[:-1]):
-        if index == 0:
-            assert first is not None
-            z_lo, z_hi = first
+        if index < len(ibp[0]):
+            z_lo, z_hi = ibp[0][index], ibp[1][index]
         else:
             z_lo, z_hi = _with_signs(
                 *_interval_affine(affine, inputs_lo[index], inputs_hi[index]), signs[index])
