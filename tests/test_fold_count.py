@@ -337,3 +337,25 @@ def test_the_oracle_sees_the_folds_rounding(monkeypatch: pytest.MonkeyPatch) -> 
                 failures += 1
     assert off > 0
     assert failures > 0
+
+
+def test_negated_outputs_keep_a_folded_last_layer() -> None:
+    """The SC-layer's argmin convention negates the last layer: a batch norm folded into it
+    stays folded and counted (it was rebuilt without magnitudes, so the IR looked like the
+    model's own floats)."""
+    from verifier.selfcorrect import negate_outputs
+
+    module = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2),
+                                 _batch_norm(np.random.default_rng(2), 2)).double().eval()
+    network = from_torch(module)
+    negated = negate_outputs(network)
+    assert network.folded and negated.folded
+    assert negated.fold_roundings == network.fold_roundings is not None
+    point = np.array([0.3, -0.2, 0.9])
+    spec = pairwise_difference_spec(2)
+    result = compute_bounds(negated, point, point, spec, "crown")
+    real = [-value for value in _real_outputs(module, point)]
+    for column, (c, d) in enumerate(((0, 1), (1, 0))):
+        low, high = _ends(real[c] - real[d])
+        assert Fraction(float(result.lower[0, column])) <= low
+        assert high <= Fraction(float(result.upper[0, column]))
