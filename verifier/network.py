@@ -126,6 +126,9 @@ class Layer:
             raise NetworkError(
                 f"hardtanh needs min_val < max_val, got {self.min_val}, {self.max_val}"
             )
+        if self.fold_roundings is not None and (
+                not isinstance(self.fold_roundings, int) or self.fold_roundings < 0):
+            raise NetworkError(f"fold_roundings must be a count, got {self.fold_roundings!r}")
         object.__setattr__(self, "weight", weight)
         object.__setattr__(self, "bias", bias)
         for name, value in (("weight_magnitude", weight), ("bias_magnitude", bias)):
