@@ -359,3 +359,41 @@ def test_negated_outputs_keep_a_folded_last_layer() -> None:
         low, high = _ends(real[c] - real[d])
         assert Fraction(float(result.lower[0, column])) <= low
         assert high <= Fraction(float(result.upper[0, column]))
+
+
+class _ScaledShift(torch.nn.Module):
+    """``torch.sub(x, c, alpha=0.3)`` then a Linear layer: the converter rounds ``0.3·c``."""
+
+    def __init__(self, shift: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> None:
+        super().__init__()
+        self.register_buffer("shift", torch.tensor(shift))
+        self.linear = torch.nn.Linear(weight.shape[1], weight.shape[0]).double()
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.tensor(weight))
+            self.linear.bias.copy_(torch.tensor(bias))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(torch.sub(x, self.shift, alpha=0.3))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_an_alpha_scaled_shift_is_counted_and_its_bounds_hold_the_real_model(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    module = _ScaledShift(rng.normal(size=3), rng.normal(size=(2, 3)), rng.normal(size=2)).eval()
+    network = from_torch(module, input_shape=(3,))
+    assert network.folded and network.fold_roundings == 1 + 3 + 1
+    spec = pairwise_difference_spec(2)
+    points = rng.uniform(-3.0, 3.0, (4, 3))
+    weight, bias = module.linear.weight.detach().numpy(), module.linear.bias.detach().numpy()
+    for method, backend in RUNS:
+        result = compute_bounds(network, points, points, spec, method, backend=backend)
+        for row, point in enumerate(points):
+            shifted = [iv.mpf(float(x)) - iv.mpf(0.3) * iv.mpf(float(c))
+                       for x, c in zip(point, module.shift.tolist(), strict=True)]
+            outputs = [sum((iv.mpf(float(w)) * v for w, v in zip(line, shifted, strict=True)),
+                           iv.mpf(float(b))) for line, b in zip(weight, bias, strict=True)]
+            for column, (c, d) in enumerate(((0, 1), (1, 0))):
+                low, high = _ends(outputs[c] - outputs[d])
+                assert Fraction(float(result.lower[row, column])) <= low
+                assert high <= Fraction(float(result.upper[row, column]))
