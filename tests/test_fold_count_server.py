@@ -1,5 +1,6 @@
-"""A batch-norm model logged with plain ``mlflow.pytorch.log_model`` whose parity turns on one
-near-tie lattice point, through ``certgate run`` against a real ``mlflow server``.
+"""A batch-norm model logged with plain ``mlflow.pytorch.log_model`` (``pickle`` and the default
+``pt2``) whose parity turns on one near-tie lattice point, through ``certgate run`` against a
+real ``mlflow server``.
 
 The model (``Linear → BatchNorm1d → ReLU → Linear``, float64) is folded by the converter, so
 its bounds used to take the flat relative margin ``1e-9``: at the lattice point
@@ -21,12 +22,14 @@ import uuid
 from fractions import Fraction
 from pathlib import Path
 
+import mlflow
 import numpy as np
 import pytest
 import torch
 from mlflow_server import run_cli, write_server_config
 
 import verifier.bounds.affine as affine
+from registry_hooks.certgate_model import pinned_requirements
 from registry_hooks.connection import Registry, connect
 from tests.test_binding_server import register_unnamed
 from tests.test_fold_count import _ends, _real_outputs
@@ -98,10 +101,25 @@ def _exact_ratio(module: torch.nn.Module) -> tuple[Fraction, Fraction]:
     return Fraction(favourable[0], favourable[1]), tie_low
 
 
+def _register(registry: Registry, module: torch.nn.Module, name: str, serialization: str
+              ) -> None:
+    """Plain ``mlflow.pytorch.log_model``: ``pickle`` as the binding tests log it, or MLflow's
+    default ``pt2`` (an exported program, which needs an input example)."""
+    if serialization == "pickle":
+        register_unnamed(registry, module, name)
+        return
+    mlflow.set_tracking_uri(registry.tracking_uri)
+    info = mlflow.pytorch.log_model(module, name="model", input_example=np.zeros((2, 3)),
+                                    pip_requirements=pinned_requirements("pytorch"),
+                                    registered_model_name=name)
+    registry.client.set_registered_model_alias(name, "candidate",
+                                               str(info.registered_model_version))
+
+
 def _audit(registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-           module: torch.nn.Module, population: Path) -> tuple[int, dict]:
+           module: torch.nn.Module, population: Path, serialization: str) -> tuple[int, dict]:
     name = f"foldcount_{uuid.uuid4().hex[:8]}"
-    register_unnamed(registry, module, name)
+    _register(registry, module, name, serialization)
     parity = {"kind": "demographic_parity", "protected": "sex", "privileged": 1,
               "favorable_class": 1, "gamma": GAMMA, "timeout_s": 60}
     config = write_server_config(
@@ -114,9 +132,10 @@ def _audit(registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str
         "demographic_parity"]
 
 
+@pytest.mark.parametrize("serialization", ["pickle", "pt2"])
 def test_a_near_tie_lattice_point_of_a_batch_norm_model_is_decided(
         registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, serialization: str) -> None:
     module = _model()
     ratio, tie_low = _exact_ratio(module)
     assert ratio == Fraction(8, 10) and ratio > GAMMA
@@ -125,12 +144,12 @@ def test_a_near_tie_lattice_point_of_a_batch_norm_model_is_decided(
 
     with monkeypatch.context() as patch:
         patch.setattr(affine, "_network_rel_margin", lambda _: SOUNDNESS_REL_MARGIN)
-        code, before = _audit(registry, tmp_path, capsys, module, population)
+        code, before = _audit(registry, tmp_path, capsys, module, population, serialization)
     assert code == 1 and before["verdict"] == "unknown", before
     low, high = before["ratio"]
     assert low <= 0.7 and high >= 0.8
 
-    code, after = _audit(registry, tmp_path, capsys, module, population)
+    code, after = _audit(registry, tmp_path, capsys, module, population, serialization)
     assert code == 0 and after["verdict"] == "satisfied", after
     low, high = after["ratio"]
     assert Fraction(low) <= ratio <= Fraction(high)
