@@ -1,8 +1,9 @@
 """``Network.folded`` flags every fold that rounded, cancelling or not.
 
 A fold's float coefficient that is not its real value makes the IR a rounded stand-in: points
-must then not be decided on it exactly, and bounds keep the flat ``1e-9`` margin (the fold's
-own rounding is not in the counted one). Oracle: every folded coefficient in rational
+must then not be decided on it exactly, and bounds add the fold's counted roundings to their
+margin (``Layer.fold_roundings``; tests/test_fold_count.py holds that margin's oracle).
+Oracle: every folded coefficient in rational
 arithmetic from the operands (``Fraction``), by hypothesis over small layers whose entries
 are exact dyadics (folds that may be exact) or decimals (folds that round).
 """
@@ -21,7 +22,7 @@ from verifier.audits.binding import bind
 from verifier.bounds import affine
 from verifier.convert.torch_module import from_torch
 from verifier.network import Layer, Network, fold_affine
-from verifier.numerics import SOUNDNESS_REL_MARGIN
+from verifier.numerics import SOUNDNESS_REL_MARGIN, network_rel_margin, network_roundings
 
 ENTRIES = st.sampled_from([0.0, 1.0, -1.0, 0.5, -2.0, 0.25, 3.0, 0.1, -0.7, 1.3, 1e-3, 2.0 ** 60])
 
@@ -66,12 +67,17 @@ def test_an_inexact_grid_coding_without_cancellation_is_flagged() -> None:
     for step, folded in ((0.7, True), (0.5, False), (2.0, False)):
         network, _ = bind(_network(0), _grid_population(step, 0.0), None, "test")
         assert network.folded is folded
-        expected = SOUNDNESS_REL_MARGIN if folded else None
         margin = affine._network_rel_margin(network.lowered())
-        assert (margin == expected) if folded else margin < SOUNDNESS_REL_MARGIN
+        if folded:   # the diagonal coding: one product per coefficient, counted
+            assert network.fold_roundings == 0 + 0 + 1 + 1
+            fan_ins = [layer.in_features for layer in network.layers] + [2]
+            assert margin == network_rel_margin(network_roundings(fan_ins, 3, 1) + 2)
+        assert margin < SOUNDNESS_REL_MARGIN
 
 
-def test_a_batch_norm_folded_into_a_linear_layer_keeps_the_flat_margin() -> None:
+def test_a_batch_norm_folded_into_a_linear_layer_takes_the_counted_margin() -> None:
+    """Six roundings in the batch norm's scale and shift, one product per coefficient and
+    its bias in the fold into the Linear layer (tests/test_fold_count.py holds the oracle)."""
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),
                                  torch.nn.ReLU(), torch.nn.Linear(4, 2)).eval()
@@ -79,8 +85,8 @@ def test_a_batch_norm_folded_into_a_linear_layer_keeps_the_flat_margin() -> None
         module[1].running_var.uniform_(0.5, 2.0)
         module[1].running_mean.uniform_(-1.0, 1.0)
     network = from_torch(module.double())
-    assert network.folded
-    assert affine._network_rel_margin(network.lowered()) == SOUNDNESS_REL_MARGIN
+    assert network.folded and network.fold_roundings == 6 + 0 + 1 + 1
+    assert affine._network_rel_margin(network.lowered()) < 1e-13
 
 
 def test_exact_folds_leave_no_trace() -> None:

@@ -71,6 +71,18 @@ class Layer:
     are taken from them, since a folded float coefficient may have cancelled (even to an
     exact zero) where the real one did not. An entry is zero only if every term is exactly
     zero (see :func:`fold_affine`).
+
+    ``fold_roundings`` counts the roundings a folded coefficient carries (``None``: not
+    counted). A count ``f`` promises, for every coefficient ``c̃`` (weight or bias) with
+    recorded magnitude ``m̃``, real terms ``t_k`` whose sum is the model's real coefficient
+    (products of the model's own parameters and of real values such as ``1/sqrt(var + eps)``)
+    with ``c̃ = Σ t_k·(1 + θ_k)`` and ``m̃ ≥ Σ |t_k|·(1 + θ'_k)``, every ``|θ|`` at most
+    Higham's ``γ_f = f·u/(1 − f·u)`` (``u = 2⁻⁵³``): the float coefficient and its magnitude
+    are float evaluations of the real terms and of their absolute values in which each term
+    met at most ``f`` roundings. A coefficient that is its own real value (magnitude
+    ``|c̃|``) keeps it with the single term ``c̃``, so a layer of the model's own coefficients
+    needs no count (:attr:`fold_count` is 0). The bound propagators add the counts of every
+    layer to the roundings their margin counts (:attr:`Network.fold_roundings`).
     """
 
     weight: np.ndarray
@@ -81,6 +93,7 @@ class Layer:
     max_val: float = 1.0
     weight_magnitude: np.ndarray | None = None
     bias_magnitude: np.ndarray | None = None
+    fold_roundings: int | None = None
 
     def __post_init__(self) -> None:
         weight = np.ascontiguousarray(np.asarray(self.weight, dtype=np.float64))
@@ -113,6 +126,9 @@ class Layer:
             raise NetworkError(
                 f"hardtanh needs min_val < max_val, got {self.min_val}, {self.max_val}"
             )
+        if self.fold_roundings is not None and (
+                not isinstance(self.fold_roundings, int) or self.fold_roundings < 0):
+            raise NetworkError(f"fold_roundings must be a count, got {self.fold_roundings!r}")
         object.__setattr__(self, "weight", weight)
         object.__setattr__(self, "bias", bias)
         for name, value in (("weight_magnitude", weight), ("bias_magnitude", bias)):
@@ -128,6 +144,15 @@ class Layer:
     @property
     def in_features(self) -> int:
         return int(self.weight.shape[1])
+
+    @property
+    def fold_count(self) -> int | None:
+        """The roundings the margin must add for this layer's coefficients: 0 where every
+        one is the model's own value (magnitude = absolute value), else
+        :attr:`fold_roundings` (``None``: not counted, the network keeps the flat margin)."""
+        if _own_values(self):
+            return 0
+        return self.fold_roundings
 
     @property
     def out_features(self) -> int:
@@ -289,6 +314,17 @@ class Network:
             or bool((layer.bias_magnitude != np.abs(layer.bias)).any())
             for layer in self.layers
         )
+
+    @property
+    def fold_roundings(self) -> int | None:
+        """The roundings every real term of a bound meets in the folds of its coefficients:
+        the sum of the layers' :attr:`Layer.fold_count` (a term of a bound is a product of one
+        term of one coefficient per layer, and Higham's ``(1 + θ_a)(1 + θ_b) = 1 + θ_{a+b}``),
+        0 when nothing is folded; ``None`` when some folded layer is not counted."""
+        counts = [layer.fold_count for layer in self.layers]
+        if any(count is None for count in counts):
+            return None
+        return sum(count for count in counts if count is not None)
 
     def relu_layer_sizes(self) -> list[int]:
         """Number of neurons of every layer with a kink (after lowering; the head has none)."""
@@ -531,6 +567,37 @@ def fold_affine(outer: Layer, inner: Layer) -> dict[str, np.ndarray]:
     identity, a permutation, a scaling by a power of two) leaves no trace; every other
     non-zero coefficient gets a magnitude strictly above its absolute value (one float up
     where no term cancelled), so :attr:`Network.folded` flags every fold that rounded.
+
+    ``fold_roundings`` (:class:`Layer`'s count) is ``f_o + f_i + n + 1`` for operands
+    counted ``f_o`` and ``f_i`` (:attr:`Layer.fold_count`) and ``n`` the most products of
+    two non-zero magnitudes in one coefficient's sum (at most the inner width), or ``None``
+    when an operand is not counted, a product may have underflowed, or the count exceeds
+    :data:`FOLD_COUNT_LIMIT`. Proof, with Higham's model ``fl(a ∘ b) = (a ∘ b)(1 + δ)``,
+    ``|δ| ≤ u``, which holds for every product whose real value is at least ``2⁻¹⁰²²``
+    (no underflow) and for every sum (a sum that lands below ``2⁻¹⁰²²`` is exact):
+
+    * *No underflow.* Every product the fold forms — ``a·b`` of two non-zero coefficients
+      and ``m_a·m_b`` of two non-zero magnitudes — is, per inner index ``j``, at least the
+      product of the smallest non-zero entries of column ``j`` of the outer operand and row
+      ``j`` of the inner one (and of the inner bias); the count is kept only where those
+      products, computed in float, are at least ``2⁻¹⁰²¹``, so each real product is at least
+      ``2⁻¹⁰²²``. Products with a zero factor are exact zeros.
+    * *Coefficients.* A weight ``c̃ = fl(Σ_j a_j·b_j)`` (any order of summation, BLAS
+      blocking or fused multiply-adds included) is ``Σ_j a_j·b_j·(1 + θ_n)``: each product
+      meets one rounding and at most ``n − 1`` additions (a product with a factor of
+      magnitude 0 is an exact zero, and adding it rounds nothing). A bias
+      ``fl(Σ_j a_j·β_j + β_o)`` sums ``n + 1`` terms: ``θ_{n+1}``. Substituting the
+      operands' own terms (``a_j = Σ t·(1 + θ_{f_o})``, ``b_j = Σ s·(1 + θ_{f_i})``,
+      ``β_o`` likewise) gives ``c̃ = Σ t·s·(1 + θ_{f_o})(1 + θ_{f_i})(1 + θ_{n+1})``, and
+      Higham's lemma 3.3, ``(1 + θ_a)(1 + θ_b) = 1 + θ_{a+b}``, makes every term ``t·s``
+      (their sum is the real coefficient: the fold is exact in real arithmetic) meet at
+      most ``f_o + f_i + n + 1``.
+    * *Magnitudes.* ``fl(Σ_j m_a·m_b)`` (and ``+ m_β``) sums non-negative products the
+      same way, each ``(1 + θ_{n+1})``; with ``m_a ≥ Σ |t|·(1 + θ'_{f_o})`` and
+      ``m_b ≥ Σ |s|·(1 + θ'_{f_i})`` (all factors positive) it is at least
+      ``Σ |t·s|·(1 + θ'_{f_o + f_i + n + 1})``. Raising a magnitude afterwards (to one
+      float above ``|c̃|``, or from an underflowed 0 to the smallest subnormal) only
+      increases it; an entry proven exact keeps ``|c̃|``, which is its single term ``c̃``.
     """
     outer_w, inner_w = outer.weight_magnitude, inner.weight_magnitude
     assert outer_w is not None and inner_w is not None
@@ -556,7 +623,47 @@ def fold_affine(outer: Layer, inner: Layer) -> dict[str, np.ndarray]:
         "bias": bias,
         "weight_magnitude": _rounded_magnitude(weight, weight_magnitude, exact_weight),
         "bias_magnitude": _rounded_magnitude(bias, bias_magnitude, exact_bias),
+        "fold_roundings": _fold_count(outer, inner),
     }
+
+
+FOLD_COUNT_LIMIT = 1_000_000
+"""The largest count a folded layer keeps (:func:`fold_affine`): ``γ_f`` stays below
+``1.2e-10``, so the bound propagators' test for a coefficient's certain sign
+(``|c̃| > 1e-9·m̃``) stays sound for every counted layer."""
+
+NORMAL_PRODUCT = 2.0**-1021
+"""A float product at least this large is a product whose real value is a normal float
+(at least ``2⁻¹⁰²²``): its rounding is relative (no underflow)."""
+
+
+def _fold_count(outer: Layer, inner: Layer) -> int | None:
+    """``fold_roundings`` of ``outer ∘ inner`` (:func:`fold_affine` proves it)."""
+    outer_count, inner_count = outer.fold_count, inner.fold_count
+    if outer_count is None or inner_count is None or not (
+            _no_underflow(outer.weight, np.hstack([inner.weight, inner.bias[:, None]]))
+            and _no_underflow(outer.weight_magnitude, np.hstack(
+                [inner.weight_magnitude, inner.bias_magnitude[:, None]]))):
+        return None
+    assert outer.weight_magnitude is not None and inner.weight_magnitude is not None
+    assert inner.bias_magnitude is not None
+    inner_support = np.hstack([inner.weight_magnitude, inner.bias_magnitude[:, None]]) != 0
+    products = (outer.weight_magnitude != 0).astype(np.float64) @ inner_support
+    count = outer_count + inner_count + int(products.max(initial=0.0)) + 1
+    return count if count <= FOLD_COUNT_LIMIT else None
+
+
+def _no_underflow(outer: np.ndarray | None, inner: np.ndarray | None) -> bool:
+    """Whether every product ``outer[i, j]·inner[j, k]`` of two non-zero entries is, in
+    float, at least :data:`NORMAL_PRODUCT` (per ``j``: the smallest non-zero entries of
+    column ``j`` and of row ``j``)."""
+    assert outer is not None and inner is not None
+    outer_abs, inner_abs = np.abs(outer), np.abs(inner)
+    smallest_outer = np.where(outer_abs > 0, outer_abs, np.inf).min(axis=0, initial=np.inf)
+    smallest_inner = np.where(inner_abs > 0, inner_abs, np.inf).min(axis=1, initial=np.inf)
+    with np.errstate(over="ignore"):
+        products = smallest_outer * smallest_inner
+    return bool((products >= NORMAL_PRODUCT).all())
 
 
 FOLD_CHECK_WORK = 20_000_000

@@ -17,10 +17,10 @@ Guarantees
   outward by ``rel × magnitude + SOUNDNESS_ABS_MARGIN`` (:mod:`verifier.numerics.margins`),
   ``rel`` counted per network: ``2·gamma(r)`` (``8·r·u``) for ``r`` the roundings a real
   term meets through every layer (:func:`verifier.numerics.network_roundings`) where the
-  coefficients are the network's own, ``SOUNDNESS_REL_MARGIN`` (``1e-9``) where some are
-  folded (:attr:`verifier.network.Network.folded`: a fold's own rounding is not counted;
-  one that is not flagged, because no coefficient cancelled, is covered while its inner
-  dimension stays below ``r``). The *magnitude* is the network (and
+  coefficients are the network's own, ``2·gamma(r + F)`` where some are folded and every
+  fold counted the ``F`` roundings it left in them
+  (:attr:`verifier.network.Network.fold_roundings`), ``SOUNDNESS_REL_MARGIN`` (``1e-9``)
+  where a folded layer is not counted. The *magnitude* is the network (and
   the specification) evaluated in absolute values — ``|C|·|W_L|·…·|W_1|·max(|lo|, |hi|)``
   plus the absolute biases and relaxation intercepts — computed from the unfolded factors,
   never from float products that may have cancelled (``C·W`` can round to an exact zero

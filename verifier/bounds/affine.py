@@ -33,7 +33,8 @@ class _Affine:
     terms that make them up (``|C|·|W|`` for a folded ``C·W``); ``support_weight`` (0/1) and
     ``support_bias`` (bool) say which real coefficients may be non-zero (structurally).
     ``rel_margin``: the relative margin of every bound computed through the network this
-    map belongs to (:func:`_network_rel_margin`).
+    map belongs to (:func:`_network_rel_margin`); ``fold_roundings``: that network's
+    :attr:`~verifier.network.Network.fold_roundings` (0: no fold; ``None``: not counted).
     """
 
     weight: Array
@@ -45,6 +46,7 @@ class _Affine:
     support_weight: Array
     support_bias: Array
     rel_margin: float = SOUNDNESS_REL_MARGIN
+    fold_roundings: int | None = 0
 
     @cached_property
     def positive(self) -> Array:
@@ -78,18 +80,18 @@ class _Affine:
 def _affine(
     weight: Array, bias: Array, slope: Array | None = None,
     weight_magnitude: Array | None = None, bias_magnitude: Array | None = None,
-    rel_margin: float = SOUNDNESS_REL_MARGIN,
+    rel_margin: float = SOUNDNESS_REL_MARGIN, fold_roundings: int | None = 0,
 ) -> _Affine:
     """An affine map whose real coefficients' terms have the given magnitudes (default: the
     coefficients' absolute values, for coefficients that are not folded), in a network whose
-    bounds take the relative margin ``rel_margin``."""
+    bounds take the relative margin ``rel_margin`` and whose folds left ``fold_roundings``."""
     xp = namespace(weight)
     abs_weight = xp.abs(weight)
     mag_weight = abs_weight if weight_magnitude is None else weight_magnitude
     mag_bias = xp.abs(bias) if bias_magnitude is None else bias_magnitude
     return _Affine(
         weight, bias, abs_weight, slope, mag_weight, mag_bias,
-        astype(mag_weight != 0, xp.float64), mag_bias != 0, rel_margin,
+        astype(mag_weight != 0, xp.float64), mag_bias != 0, rel_margin, fold_roundings,
     )
 
 
@@ -106,6 +108,7 @@ def _folded(spec: Array, last: _Affine) -> _Affine:
         spec_abs @ last.mag_weight, spec_abs @ last.mag_bias,
         astype((spec_support @ last.support_weight) > 0, xp.float64),
         (spec_support @ astype(last.support_bias, xp.float64)) > 0, last.rel_margin,
+        last.fold_roundings,
     )
 
 
@@ -116,7 +119,7 @@ def _restricted(affine: _Affine, mask: Array) -> _Affine:
     return _Affine(
         affine.weight[mask], affine.bias[mask], affine.abs_weight[mask], None,
         affine.mag_weight[mask], affine.mag_bias[mask], affine.support_weight[mask],
-        affine.support_bias[mask], affine.rel_margin,
+        affine.support_bias[mask], affine.rel_margin, affine.fold_roundings,
     )
 
 
@@ -167,7 +170,7 @@ def _prepare(network: Network, use_torch: bool = True) -> tuple[Network, list[_A
         layers.append(Layer(np.eye(width), np.zeros(width), "none"))
         lowered = Network(layers, list(lowered.input_names), list(lowered.output_names))
     affines = []
-    relative = _network_rel_margin(lowered)
+    relative, folds = _network_rel_margin(lowered), lowered.fold_roundings
     for layer in layers:
         slope = (
             None if layer.activation == "none"
@@ -179,26 +182,40 @@ def _prepare(network: Network, use_torch: bool = True) -> tuple[Network, list[_A
                 from_numpy(layer.weight, use_torch), from_numpy(layer.bias, use_torch),
                 slope,
                 from_numpy(layer.weight_magnitude, use_torch),
-                from_numpy(layer.bias_magnitude, use_torch), relative,
+                from_numpy(layer.bias_magnitude, use_torch), relative, folds,
             )
         )
     return lowered, affines
 
 
 def _network_rel_margin(network: Network) -> float:
-    """The relative margin of every bound of ``network`` (lowered): where its coefficients
-    are its own (not folded), ``2·gamma(r)`` with ``r`` the roundings a real term meets
-    through every map and a specification folded into the last
-    (:func:`~verifier.numerics.rounding.network_roundings`, at most ``inputs / 2`` one-hot
-    groups); a folded network keeps :data:`~verifier.numerics.SOUNDNESS_REL_MARGIN`, which
-    also covers its fold's own rounding. The counted margin is far smaller on deep networks:
-    ``1.47e-12`` on Adult RQ4's 32 × 40 network, where ``1e-9`` widened the bounds of the
-    last layers by several output units (docs/decisions.md, issue 35)."""
-    if network.folded:
+    """The relative margin of every bound of ``network`` (lowered): ``2·gamma(r + F)`` with
+    ``r`` the roundings a real term meets through every map and a specification folded into
+    the last (:func:`~verifier.numerics.rounding.network_roundings`, at most ``inputs / 2``
+    one-hot groups) and ``F`` the roundings its folds left in its coefficients
+    (:attr:`~verifier.network.Network.fold_roundings`, 0 where they are the model's own).
+
+    Why ``F`` is enough: a bound is a float evaluation of a sum of products of one
+    coefficient per layer (and box coordinates, relaxation factors); a folded coefficient is
+    ``Σ t·(1 + θ_f)`` over real terms ``t`` of the model's real coefficient, so the bound is
+    a float evaluation of the real network's terms in which each meets at most ``r + F``
+    roundings (``(1 + θ_a)(1 + θ_b) = 1 + θ_{a+b}``), and the magnitude it is widened by is a
+    float evaluation of those terms' absolute values with the same count (the recorded
+    magnitudes are, :class:`~verifier.network.Layer`): the argument of
+    :func:`~verifier.numerics.rounding.network_rel_margin` with ``r + F`` for ``r``. A folded
+    network with a layer not counted (``F`` is ``None``: a constant the model's graph
+    computed, a normalisation a ``.nnet`` file merges, a fold that may have underflowed)
+    keeps :data:`~verifier.numerics.SOUNDNESS_REL_MARGIN` (``1e-9``). The counted margin is
+    far smaller: ``1.47e-12`` on Adult RQ4's 32 × 40 network, where ``1e-9`` widened the
+    bounds of the last layers by several output units (docs/decisions.md, issue 35), and
+    about ``1e-13`` on a small network with a batch norm folded into it, where ``1e-9`` left
+    near-tie points undecided."""
+    folds = network.fold_roundings
+    if folds is None:
         return SOUNDNESS_REL_MARGIN
     fan_ins = [layer.in_features for layer in network.layers] + [network.output_size]
     return network_rel_margin(
-        network_roundings(fan_ins, network.input_size, network.input_size // 2))
+        network_roundings(fan_ins, network.input_size, network.input_size // 2) + folds)
 
 
 def _sanitise(lower: Array, upper: Array) -> tuple[Array, Array]:

@@ -85,14 +85,15 @@ def _single_rows(
         [relaxations[j].slope_bound if j in relaxations else None for j in below],
         [relaxations[j].upper_intercept if j in relaxations else None for j in below],
         [*inputs_lo, *inputs_hi], 0 if onehot is None else onehot.index.shape[0],
-        magnitude, support, SOUNDNESS_ABS_MARGIN,
+        magnitude, support, SOUNDNESS_ABS_MARGIN, affines[0].fold_roundings or 0,
     )
     if margins is None:
         return None
     single = namespace(magnitude).float32
     single_affines = [
         _Affine(astype(a.weight, single), astype(a.bias, single), a.abs_weight, a.slope,
-                a.mag_weight, a.mag_bias, a.support_weight, a.support_bias, a.rel_margin)
+                a.mag_weight, a.mag_bias, a.support_weight, a.support_bias, a.rel_margin,
+                a.fold_roundings)
         for a in affines[: layer + 1]
     ]
     single_relaxations = {

@@ -26,7 +26,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verifier.network import HeadName, Layer, Network, NetworkError, fold_affine
+from verifier.network import NORMAL_PRODUCT, HeadName, Layer, Network, NetworkError, fold_affine
 from verifier.numerics import SMALLEST_SUBNORMAL, gamma, two_product, widened_up
 
 _SAFE_LOW, _SAFE_HIGH = 1e-280, 1e290
@@ -64,6 +64,19 @@ def computed_magnitudes(value: np.ndarray, exact: np.ndarray,
     largest = absolute if terms is None else np.maximum(absolute, terms)
     raised = np.maximum(widened_up(largest, gamma(roundings)), SMALLEST_SUBNORMAL)
     return np.where(exact, absolute, raised)
+
+
+def counted(roundings: int, *results: np.ndarray | float) -> int | None:
+    """``roundings`` when every non-zero float ``result`` of a product or quotient is at
+    least :data:`~verifier.network.NORMAL_PRODUCT` in absolute value (its real value is then
+    a normal float and its rounding relative: no underflow), else ``None``: the count a
+    :class:`Layer` of coefficients computed with at most ``roundings`` roundings each carries
+    (``fold_roundings``)."""
+    for result in results:
+        size = np.abs(np.asarray(result, dtype=np.float64))
+        if ((size > 0) & (size < NORMAL_PRODUCT)).any():
+            return None
+    return roundings
 
 
 def _batch_norm_exact(mean: np.ndarray, variance: np.ndarray, gain: np.ndarray, beta: np.ndarray,
@@ -148,10 +161,12 @@ class AffineChain:
 
     def affine(self, weight: np.ndarray, bias: np.ndarray | None, out_shape: Sequence[int],
                weight_magnitude: np.ndarray | None = None,
-               bias_magnitude: np.ndarray | None = None) -> None:
+               bias_magnitude: np.ndarray | None = None, roundings: int | None = None) -> None:
         """Compose ``h ↦ weight @ h + bias`` on the flattened features; the result has
         ``out_shape``. The magnitudes (:class:`Layer`'s; default the absolute values: the
-        coefficients are the model's own) mark coefficients computed in float."""
+        coefficients are the model's own) mark coefficients computed in float, and
+        ``roundings`` is their count (:class:`Layer`'s ``fold_roundings``; ``None``: not
+        counted)."""
         weight = np.asarray(weight, dtype=np.float64)
         out_shape = tuple(int(size) for size in out_shape)
         if self.shape is None:
@@ -167,7 +182,7 @@ class AffineChain:
             else np.broadcast_to(np.asarray(bias, dtype=np.float64).reshape(-1), weight.shape[:1])
         )
         self._then(Layer(weight.copy(), bias_vector.copy(), weight_magnitude=weight_magnitude,
-                         bias_magnitude=bias_magnitude))
+                         bias_magnitude=bias_magnitude, fold_roundings=roundings))
         self.shape = out_shape
 
     def _then(self, step: Layer) -> None:
@@ -183,7 +198,9 @@ class AffineChain:
         Leading feature dimensions are kept, each slice mapped by the same weight. A product
         ``alpha·weight`` or ``beta·bias`` that rounds in float64, and every entry of a
         ``computed_weight`` or ``computed_bias`` (the float result of other operations, not
-        the model's own constant), is marked as computed (:func:`computed_magnitudes`)."""
+        the model's own constant), is marked as computed (:func:`computed_magnitudes`). The
+        products carry one rounding each (counted, :func:`counted`); computed operands are
+        not counted."""
         weight = np.asarray(weight, dtype=np.float64)
         if weight.ndim != 2:
             raise NetworkError(f"linear weight must be 2-D, got shape {weight.shape}")
@@ -207,10 +224,11 @@ class AffineChain:
         bias_exact &= not computed_bias
         weight_magnitude = computed_magnitudes(weight, weight_exact)
         bias_magnitude = computed_magnitudes(bias_vector, bias_exact)
+        roundings = None if computed_weight or computed_bias else counted(1, weight, bias_vector)
         leading = math.prod(shape[:-1])
         if leading == 1:
             self.affine(weight, bias_vector, (*shape[:-1], out_features), weight_magnitude,
-                        bias_magnitude)
+                        bias_magnitude, roundings)
             return
         self.affine(
             np.kron(np.eye(leading), weight),
@@ -218,17 +236,20 @@ class AffineChain:
             (*shape[:-1], out_features),
             np.kron(np.eye(leading), weight_magnitude),
             np.tile(bias_magnitude, leading),
+            roundings,
         )
 
     def elementwise(self, scale: np.ndarray | float, shift: np.ndarray | float,
                     scale_magnitude: np.ndarray | float | None = None,
-                    shift_magnitude: np.ndarray | float | None = None) -> None:
+                    shift_magnitude: np.ndarray | float | None = None,
+                    roundings: int | None = None) -> None:
         """``h ↦ scale * h + shift`` with numpy broadcasting against one sample ``(1, *shape)``.
 
         The constants may carry a leading batch dimension of size 1; they must not enlarge the
         tensor (that would change the model's output shape per sample). The magnitudes
         (broadcast like the constants; default their absolute values, the model's own
-        coefficients) mark constants computed in float (:func:`computed_magnitudes`).
+        coefficients) mark constants computed in float (:func:`computed_magnitudes`), with
+        ``roundings`` their count (as in :meth:`affine`).
         """
         scale_array = np.asarray(scale, dtype=np.float64)
         shift_array = np.asarray(shift, dtype=np.float64)
@@ -259,7 +280,8 @@ class AffineChain:
             for vector, given in ((scale_vector, scale_magnitude), (shift_vector, shift_magnitude))
         )
         self._then(Layer(np.diag(scale_vector), shift_vector.copy(),
-                         weight_magnitude=np.diag(scale_size), bias_magnitude=shift_size))
+                         weight_magnitude=np.diag(scale_size), bias_magnitude=shift_size,
+                         fold_roundings=roundings))
 
     def divide(self, divisor: np.ndarray | float, computed: bool = False) -> None:
         """``h ↦ h / divisor`` (broadcast as in :meth:`elementwise`): a multiplication by the
@@ -268,19 +290,23 @@ class AffineChain:
         never read as ``h·0.2000000000000000111``: at ``h = 5`` the model's real value is 1,
         the rounded reciprocal's is above it, and a tie such as ``h/5 − 1 = 0`` would change
         class. A ``computed`` divisor (the float result of other operations) marks every
-        reciprocal."""
+        reciprocal. A reciprocal of the model's own divisor is one rounding (counted,
+        :func:`counted`)."""
         divisor = np.asarray(divisor, dtype=np.float64)
         reciprocal = 1.0 / divisor
         product, exact = exact_product(reciprocal, divisor)
         exact &= (product == 1.0) & (not computed)
-        self.elementwise(reciprocal, 0.0, computed_magnitudes(reciprocal, exact), 0.0)
+        self.elementwise(reciprocal, 0.0, computed_magnitudes(reciprocal, exact), 0.0,
+                         None if computed else counted(1, reciprocal))
 
     def channel_affine(self, scale: np.ndarray, shift: np.ndarray, what: str,
                        scale_magnitude: np.ndarray | None = None,
-                       shift_magnitude: np.ndarray | None = None) -> None:
+                       shift_magnitude: np.ndarray | None = None,
+                       roundings: int | None = None) -> None:
         """``h ↦ scale[c] * h + shift[c]`` along the first feature dimension (the channel
         dimension of ``BatchNorm1d`` and ONNX ``BatchNormalization``); a tensor of unknown shape
-        is taken to have exactly these channels. Magnitudes as in :meth:`elementwise`."""
+        is taken to have exactly these channels. Magnitudes and ``roundings`` as in
+        :meth:`elementwise`."""
         scale = np.asarray(scale, dtype=np.float64).reshape(-1)
         shift = np.asarray(shift, dtype=np.float64).reshape(-1)
         if self.shape is None:
@@ -296,6 +322,7 @@ class AffineChain:
             scale.reshape(per_channel), shift.reshape(per_channel),
             None if scale_magnitude is None else np.reshape(scale_magnitude, per_channel),
             None if shift_magnitude is None else np.reshape(shift_magnitude, per_channel),
+            roundings,
         )
 
     def batch_norm(
@@ -314,7 +341,18 @@ class AffineChain:
         root is rarely rational); elsewhere they are marked as computed
         (:func:`computed_magnitudes`: four roundings in the scale, two more in the shift),
         and everywhere when a parameter is ``computed`` (the float result of other
-        operations)."""
+        operations).
+
+        Count (``fold_roundings`` 6, unless a parameter is computed or a product or quotient
+        may have underflowed, :func:`counted`): ``fl(variance + eps)`` is
+        ``(variance + eps)(1 + δ₁)``, its square root ``sqrt(variance + eps)·(1 + δ₁)^½·
+        (1 + δ₂)`` with ``|(1 + δ₁)^½ − 1| ≤ u``, and the quotient gives ``scalẽ =
+        scale·(1 + θ₃)`` for the real ``scale = weight/sqrt(variance + eps)``; then
+        ``shift̃ = fl(bias − fl(mean·scalẽ)) = bias·(1 + θ₁) − mean·scale·(1 + θ₅)``, two real
+        terms each within ``θ₆``. The magnitudes (``|scalẽ|`` raised by ``gamma(4)``, and
+        ``|bias| + |mean|·m_scale`` raised by ``gamma(6)``, :func:`computed_magnitudes`;
+        ``gamma(k)`` is about ``4·k·u``) exceed ``|scale|·(1 + γ₆)`` and ``(|bias| +
+        |mean·scale|)·(1 + γ₆)`` after their own roundings."""
         mean = np.asarray(mean, dtype=np.float64).reshape(-1)
         variance = np.asarray(variance, dtype=np.float64).reshape(-1)
         gain = np.ones_like(mean) if weight is None else np.asarray(weight, np.float64).reshape(-1)
@@ -330,7 +368,8 @@ class AffineChain:
         scale_magnitude = computed_magnitudes(scale, scale_exact, roundings=4)
         shift_magnitude = computed_magnitudes(
             shift, shift_exact, np.abs(beta) + np.abs(mean) * scale_magnitude, roundings=6)
-        self.channel_affine(scale, shift, what, scale_magnitude, shift_magnitude)
+        roundings = None if computed else counted(6, scale, mean * scale)
+        self.channel_affine(scale, shift, what, scale_magnitude, shift_magnitude, roundings)
 
     def _infer_shape_from_constants(self, *constants: np.ndarray) -> None:
         widest = max(constants, key=lambda array: array.ndim)

@@ -24,7 +24,12 @@ import numpy as np
 import torch
 import torch.fx
 
-from verifier.convert.affine_chain import AffineChain, computed_magnitudes, exact_product
+from verifier.convert.affine_chain import (
+    AffineChain,
+    computed_magnitudes,
+    counted,
+    exact_product,
+)
 from verifier.convert.constant_folding import (
     Computed,
     Unreadable,
@@ -210,7 +215,8 @@ def _add(walk: _Walk, args: tuple, kwargs: dict, is_aten: bool, sign: float = 1.
         walk.take(left)
         shift, exact = exact_product(sign * alpha, _operand(walk, right, "added constant"))
         walk.chain.elementwise(1.0, shift, None,
-                               computed_magnitudes(shift, exact & (not _computed(right))))
+                               computed_magnitudes(shift, exact & (not _computed(right))),
+                               None if _computed(right) else counted(1, shift))
     else:
         walk.take(right)
         shift = _operand(walk, left, "added constant")

@@ -15,8 +15,9 @@ values):
   values), not to the value; the forward error of any evaluation order is at most
   ``γ_n × magnitude`` with ``n`` the factors and terms per path, and ``1e-9`` dominates
   ``γ_n`` for networks up to about 10⁵ neurons deep and wide. It is the relative margin of
-  networks with folded coefficients; a network whose coefficients are its own gets the
-  counted ``2·gamma(n)`` instead (:func:`verifier.numerics.rounding.network_rel_margin`),
+  networks with a folded layer whose roundings were not counted; every other network gets
+  the counted ``2·gamma(n)`` instead (:func:`verifier.numerics.rounding.network_rel_margin`,
+  ``n`` including the roundings its folds counted),
   far smaller on deep networks, where ``1e-9`` times a magnitude grown through 32 layers
   was several output units. The absolute part covers products that underflow (their error
   is absolute, at most ``2⁻¹⁰⁷⁴`` each).

@@ -161,14 +161,16 @@ def network_roundings(fan_ins: Sequence[int], inputs: int, groups: int) -> int:
 
 def network_rel_margin(roundings: int) -> float:
     """The relative margin of a network bound whose every real term meets at most
-    ``roundings`` roundings (:func:`network_roundings`) on float64 coefficients that are the
-    network's own: ``2·gamma(roundings)``, i.e. ``8·r·u / (1 − 2·r·u)``. Higham's error of such
+    ``roundings`` roundings (:func:`network_roundings`, plus a fold's count where coefficients
+    are folded): ``2·gamma(roundings)``, i.e. ``8·r·u / (1 − 2·r·u)``. Higham's error of such
     an evaluation is at most ``γ_r = r·u / (1 − r·u)`` times the terms' magnitude; the
     margin is eight times that, which also covers the float evaluation of the magnitude
     itself and the few extra ``γ_r`` of a bound read at points (CROWN's linear bounds).
     Adult RQ4's 32 × 40 network: ``1.45e-12`` instead of the flat
     :data:`~verifier.numerics.margins.SOUNDNESS_REL_MARGIN` (``1e-9``), which stays the
-    margin of networks with folded coefficients (their fold's own rounding is not counted)."""
+    margin of networks with a folded layer whose roundings were not counted; folded
+    coefficients that carry their count (:attr:`verifier.network.Layer.fold_roundings`) add it
+    to ``roundings`` (:func:`verifier.bounds.affine._network_rel_margin`)."""
     if roundings * EPS >= 0.25:
         raise ValueError(f"{roundings} roundings: float64 is too coarse for a margin")
     return 2.0 * gamma(roundings)

@@ -15,9 +15,10 @@ layer's weights and bias, which negates every output exactly.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from verifier.network import Layer, Network, NetworkError
+from verifier.network import Network, NetworkError
 
 if TYPE_CHECKING:
     import torch
@@ -55,7 +56,9 @@ def scored_module(network: Network, negate: bool = False,
 
 
 def negate_outputs(network: Network) -> Network:
-    """The same network with every output negated (``y' = −y``), exactly.
+    """The same network with every output negated (``y' = −y``), exactly: a folded last
+    layer keeps its magnitudes and its count (negating a coefficient negates its real terms
+    and rounds nothing), so the result is as folded as ``network``.
 
     Raises:
         NetworkError: the network has a head, or the last layer has an activation (negating
@@ -72,7 +75,7 @@ def negate_outputs(network: Network) -> Network:
             f"cannot negate the outputs: the last layer has activation {last.activation!r}, "
             "expected 'none'"
         )
-    negated = Layer(-last.weight, -last.bias, "none")
+    negated = replace(last, weight=-last.weight, bias=-last.bias)  # magnitudes and count kept
     return Network(
         [*network.layers[:-1], negated], list(network.input_names), list(network.output_names)
     )

@@ -76,7 +76,16 @@ def _block(layers: list[Layer]) -> Layer:
                  np.concatenate([layer.bias for layer in layers]), activation,  # type: ignore[arg-type]
                  negative_slope=slope,
                  weight_magnitude=block_diag(*(layer.weight_magnitude for layer in layers)),
-                 bias_magnitude=np.concatenate([layer.bias_magnitude for layer in layers]))
+                 bias_magnitude=np.concatenate([layer.bias_magnitude for layer in layers]),
+                 fold_roundings=_largest_count([layer.fold_count for layer in layers]))
+
+
+def _largest_count(counts: list[int | None]) -> int | None:
+    """The count of layers set side by side: each coefficient keeps its own layer's terms,
+    and a term within ``θ_a`` is within ``θ_b`` for ``b ≥ a`` (``None`` if one is not
+    counted)."""
+    return None if any(count is None for count in counts) else max(
+        count for count in counts if count is not None)
 
 
 def stacked(networks: list[Network], maps: list[np.ndarray], input_names: list[str]) -> Network:
