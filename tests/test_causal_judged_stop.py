@@ -23,7 +23,7 @@ def _layer(weight: list[list[float]], bias: list[float], activation: str = "relu
     return {"weight": weight, "bias": bias, "activation": activation, **extra}
 
 
-def _slab_network() -> dict:
+def slab_network() -> dict:
     """Class 1 (``yes``) iff ``s >= 2`` and ``tri(x2) > 0.0002 + 0.001·(x1 − 0.3 + 0.01·x3)``,
     ``tri`` the triangle of height 0.0005 on ``[0.5, 0.501]``; class 0 elsewhere."""
     return {"inputs": ["s", "x1", "x2", "x3"], "outputs": ["no", "yes"], "layers": [
@@ -34,7 +34,7 @@ def _slab_network() -> dict:
         _layer([[0, 0], [1, -0.001]], [0, -0.0002], "none")]}
 
 
-def _population() -> dict:
+def slab_population() -> dict:
     """``s`` on 0–3, ``x1`` uniform on a 1e-4-wide interval, ``x2`` uniform on [−2, 2] with an
     atom of weight 0.1 inside the biased slab, ``x3`` uniform on 0–4."""
     return {"format": "certgate.population/v1", "features": [
@@ -55,7 +55,7 @@ def _population() -> dict:
                                                  "probabilities": [0.2] * 5}}]}}
 
 
-def _truths() -> tuple[Fraction, Fraction]:
+def slab_truths() -> tuple[Fraction, Fraction]:
     """The uniform and the population biased shares, exactly. A point is biased iff
     ``tri(x2) > k``, ``k = 0.0002 + 0.001·(x1 − 0.3 + 0.01·x3)`` (every constant the float
     the network holds): ``x2`` in ``(a + k, 2b − a − k)``, of length ``2(b − a) − 2k``,
@@ -75,8 +75,8 @@ def _truths() -> tuple[Fraction, Fraction]:
 def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("slab")
     network, population = folder / "slab.json", folder / "population.json"
-    network.write_text(json.dumps(_slab_network()))
-    population.write_text(json.dumps(_population()))
+    network.write_text(json.dumps(slab_network()))
+    population.write_text(json.dumps(slab_population()))
     return network, population
 
 
@@ -88,7 +88,7 @@ def test_a_threshold_inside_a_narrow_interval_is_refined_to_a_verdict(
         files: tuple[Path, Path], capsys: pytest.CaptureFixture[str], measure: str,
         offset: Fraction, verdict: str) -> None:
     network, population = files
-    uniform, weighted = _truths()
+    uniform, weighted = slab_truths()
     truth = uniform if measure == "uniform" else weighted
     threshold = float(truth + offset)
     code = main(["verify", "causal-fairness", "--model", str(network), "--protected", "s",

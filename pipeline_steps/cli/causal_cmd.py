@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pipeline_steps.cli.engine_signals import stop_engine_on_signals
 from pipeline_steps.cli.exit_codes import exit_for
 from pipeline_steps.cli.inputs import (
     MODEL_HELP,
@@ -20,7 +21,8 @@ from pipeline_steps.cli.inputs import (
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
 from pipeline_steps.cli.settings_options import RenamedOption, settings_from_args
 from verifier.certificate import Certificate, to_jsonable
-from verifier.executor import make_executor
+from verifier.executor import abandon, make_executor
+from verifier.stop_request import stop_requested
 
 
 def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -207,7 +209,10 @@ def certify(args: argparse.Namespace, settings: Any, bar: Any) -> Certificate:
                                     **engine)
         bar.finish(certificate)
     finally:
-        executor.shutdown()
+        if stop_requested():
+            abandon(executor.inner)  # a stopped run's chunks still running are not wanted
+        else:
+            executor.shutdown()
     certificate.provenance.update(read)
     return certificate
 
@@ -220,7 +225,8 @@ def run(args: argparse.Namespace) -> int:
     settings = audit_settings(args)
     bar = PartitionProgress(settings.name, shows_progress(args))
     try:
-        certificate = certify(args, settings, bar)
+        with stop_engine_on_signals():
+            certificate = certify(args, settings, bar)
     finally:
         bar.close()
     payload = summary(certificate)
@@ -242,7 +248,7 @@ def summary(certificate: Certificate) -> dict[str, Any]:
     ``undecided``), then the fractions of the query (uniform), witnesses, cost: MILPs and how
     the exact checks proved their pairs absent (``proofs``: the certificate's cost keys of
     :data:`~verifier.causal.proof_tally.COST_KEYS`); ``stopped_by: executor_lost`` when the
-    run ended early because its executor was lost."""
+    run ended early because its executor was lost, ``interrupted`` when a signal stopped it."""
     from verifier.causal.proof_tally import COST_KEYS
 
     details = certificate.details
@@ -290,6 +296,9 @@ def _print_text(payload: dict[str, Any]) -> None:
     if payload.get("stopped_by") == "executor_lost":
         print("  stopped before the budget: the executor was lost (its Dask scheduler went "
               "away); the shares are those reached")
+    elif payload.get("stopped_by") == "interrupted":
+        print("  stopped before the budget: interrupted (SIGINT or SIGTERM); the shares are "
+              "those reached")
     print(f"  {payload['partitions']} partitions, {payload['milps']} MILPs, "
           f"{payload['elapsed_s']:.2f} s, {len(payload['witnesses'])} witnesses shown")
     proofs = payload["proofs"]

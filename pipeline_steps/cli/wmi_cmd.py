@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline_steps.cli.engine_signals import stop_engine_on_signals
 from pipeline_steps.cli.exit_codes import EXIT_OK, exit_for
 from pipeline_steps.cli.inputs import (
     MODEL_HELP,
@@ -229,8 +230,9 @@ def _run_kind(args: argparse.Namespace, settings: Any, **extra: Any) -> int:
         engine = _engine(args, stack)
         bar = audit_progress(settings, shows_progress(args))
         try:
-            certificate = run_audit(settings, args.model_object, args.prior, None, None,
-                                    **engine, **extra)
+            with stop_engine_on_signals():
+                certificate = run_audit(settings, args.model_object, args.prior, None, None,
+                                        **engine, **extra)
         finally:
             bar.close()
     return _report(args, certificate)
@@ -257,6 +259,7 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
         "regions": int(cost["regions"]), "integrals": int(cost["integrals"]),
         "lps": int(cost["lps"]), "elapsed_s": cost["elapsed_s"],
         "stopped_early": details["stopped_early"], "timed_out": details["timed_out"],
+        "stopped_by": details["stopped_by"],
         **({"verdict": certificate.verdict} if judged else {}),
         **{key: details[key] for key in ("expected_class", "method", "boxes", "cells_bounded",
                                          "undecided_because") if key in details},
@@ -264,8 +267,9 @@ def _report(args: argparse.Namespace, certificate: Certificate) -> int:
     if args.json:
         emit_json(to_jsonable({**document, "provenance": certificate.provenance}))
     else:
+        cut = "a signal" if details["stopped_by"] == "interrupted" else "the time budget"
         bound = (" (upper bound: stopped early)" if details["stopped_early"] else
-                 " (the mass counted before the time budget cut the enumeration)"
+                 f" (the mass counted before {cut} cut the enumeration)"
                  if details["timed_out"] else "")
         work = (f"{document['boxes']} boxes ({document['method']})" if "boxes" in document
                 else f"{document['regions']} regions, {document['integrals']} integrals")
@@ -391,17 +395,19 @@ def run_equivalence(args: argparse.Namespace) -> int:
         engine.pop("input_names", None)
         timeout = 300.0 if args.timeout is None else args.timeout
         bar = TimeProgress("equivalence", shows_progress(args), timeout)
+        expression = f"P(class_model(x) = class_surrogate(x)), surrogate {args.surrogate}"
         try:
-            result = equivalence(model_on_codes(args.model_object, args.prior), surrogate,
-                                 args.prior, None if center is None else np.asarray(center),
-                                 radius, stop_at=stop_at, timeout_s=timeout, prove=True,
-                                 **engine)
+            with stop_engine_on_signals():  # the certificate reads whether a signal stopped it
+                result = equivalence(model_on_codes(args.model_object, args.prior), surrogate,
+                                     args.prior, None if center is None else np.asarray(center),
+                                     radius, stop_at=stop_at, timeout_s=timeout, prove=True,
+                                     **engine)
+                certificate = probability_certificate(
+                    "equivalence", requirement_at_least(threshold), result, expression,
+                    stop_at, bound_method=args.bound_method, timeout_s=timeout)
         finally:
             bar.close()
-    expression = f"P(class_model(x) = class_surrogate(x)), surrogate {args.surrogate}"
-    return _report(args, probability_certificate(
-        "equivalence", requirement_at_least(threshold), result, expression, stop_at,
-        bound_method=args.bound_method, timeout_s=timeout))
+    return _report(args, certificate)
 
 
 def _surrogate_on_bound_inputs(surrogate: Any, args: argparse.Namespace) -> Any:

@@ -35,6 +35,7 @@ from verifier.audits.kind import counted, elapsed_text, stopped_text
 from verifier.audits.requirement import Requirement, StrictSettings, judged_verdict
 from verifier.certificate import Certificate
 from verifier.errors import CertgateInputError
+from verifier.stop_request import stop_requested
 
 WMI_FLOAT_ALLOWANCE = 1e-6
 """Engineering margin between the float64 WMI probability and the exact one, for the float
@@ -159,8 +160,9 @@ def undecided_because(result: Any) -> str | None:
                        "or not triangulated) only bounded, not integrated, which widens the "
                        "float interval too")
     if proof is not None:
-        reasons.append(f"box branching stopped at the time budget after "
-                       f"{counted(proof.extra['boxes'], 'box')}")
+        why = ("was interrupted" if proof.extra["branching_stopped_by"] == "interrupted"
+               else "stopped at the time budget")
+        reasons.append(f"box branching {why} after {counted(proof.extra['boxes'], 'box')}")
     elif "proof_refused" in result.extra:
         reasons.append(f"box branching refused the prior: {result.extra['proof_refused']}")
     elif "proof_skipped" in result.extra:
@@ -183,8 +185,11 @@ def float_interval(result: Any) -> tuple[float, float]:
 
 
 def _stopped_by(result: Any) -> str:
+    """Why the engine ended; a requested stop (:mod:`verifier.stop_request`, read while the
+    command's signal handlers stand: certificates are built inside that block) ends the
+    engines as their deadline does, and is named ``interrupted``."""
     if result.timed_out:
-        return "timeout"
+        return "interrupted" if stop_requested() else "timeout"
     if result.stopped_early:
         return "early stop: the threshold is decided"
     return "complete enumeration" if result.exact else "certified envelopes"

@@ -98,6 +98,7 @@ from verifier.causal.problem import FairnessProblem
 from verifier.causal.proof_tally import ProofTally
 from verifier.causal.sampling import find_witnesses
 from verifier.causal.witness import confirmed_pairs
+from verifier.stop_request import stop_requested
 
 SATURATION_DEPTH = 8
 """On networks this deep, a partition whose CROWN bounds leave every neuron of a layer
@@ -551,7 +552,10 @@ def _probe_classes(problem: FairnessProblem, probes: np.ndarray, probe_lo: np.nd
 
 
 def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.time() >= deadline
+    """Whether ``deadline`` (``time.time()`` seconds) has passed, or a stop was requested in
+    this process (:mod:`verifier.stop_request`; a worker process never sees one, its chunk is
+    abandoned instead)."""
+    return stop_requested() or (deadline is not None and time.time() >= deadline)
 
 
 def _exact_checks(problem: FairnessProblem, settings: AnalysisSettings, lower: np.ndarray,

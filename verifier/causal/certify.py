@@ -26,8 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from concurrent.futures import CancelledError, Executor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import CancelledError, Executor, wait
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +54,7 @@ from verifier.causal.share import (
 from verifier.certificate import Certificate
 from verifier.executor import InProcessExecutor
 from verifier.network import Network
+from verifier.stop_request import POLL_S, stop_requested
 
 if TYPE_CHECKING:
     from verifier.causal.analysis import AnalysisSettings, ChunkOutcome
@@ -350,7 +350,7 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
     futures = []
     for start in range(0, lower.shape[0], chunk):
         rows = np.arange(start, min(start + chunk, lower.shape[0]))
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or stop_requested():
             futures.append((rows, None))
             continue
         wall_deadline = time.time() + (deadline - time.monotonic())
@@ -358,21 +358,33 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
                                               upper[rows], hints[rows], wall_deadline,
                                               refining[rows], bounds_only[rows],
                                               signs[rows])))
+    _wait_until(deadline, [future for _, future in futures if future is not None])
     results: list[tuple[np.ndarray, ChunkOutcome | None]] = []
     lost = False
     for rows, future in futures:
-        if future is None:
+        if future is None or not future.done():
+            if future is not None:
+                future.cancel()
             results.append((rows, None))
             continue
         try:
-            results.append((rows, future.result(timeout=max(deadline - time.monotonic(), 0.0))))
-        except FutureTimeout:
-            future.cancel()
-            results.append((rows, None))
+            results.append((rows, future.result()))
         except CancelledError:
             lost = True
             results.append((rows, None))
     return results, lost
+
+
+def _wait_until(deadline: float, futures: list) -> None:
+    """Wait for ``futures`` until they are all done, the ``deadline`` (``time.monotonic()``)
+    passes or a stop is requested (:mod:`verifier.stop_request`, looked at every
+    :data:`~verifier.stop_request.POLL_S`)."""
+    pending = set(futures)
+    while pending and not stop_requested():
+        left = deadline - time.monotonic()
+        if left <= 0.0:
+            return
+        pending = wait(pending, timeout=min(left, POLL_S)).not_done
 
 
 def certify_causal_fairness(
@@ -392,7 +404,11 @@ def certify_causal_fairness(
     seconds after which every partition outside a refinement was decided (present once it
     happened; the rest of the budget narrowed the biased share). A run whose executor can
     run no more tasks (a Dask client that lost its scheduler) ends after that round with the
-    shares reached, ``details["stopped_by"] == "executor_lost"``.
+    shares reached, ``details["stopped_by"] == "executor_lost"``. A stop requested meanwhile
+    (:mod:`verifier.stop_request`: a command's first SIGINT or SIGTERM) ends the run as its
+    deadline would, at once: no chunk is submitted after it, the round's chunks not back are
+    left unfinished (their partitions undecided, so the shares stay sound) and
+    ``details["stopped_by"] == "interrupted"``; an in-process chunk stops at its next check.
     """
     settings = settings or CausalSettings()
     started = time.monotonic()
@@ -421,8 +437,10 @@ def certify_causal_fairness(
     covered_at = None
     executor_lost = False
     per_partition = 0.0
+    interrupted = False
     while True:
-        if time.monotonic() >= deadline:
+        interrupted = stop_requested()
+        if interrupted or time.monotonic() >= deadline:
             break
         if not (pending_origin < 0).any():
             # coverage done: stop once the interval is narrow enough
@@ -524,8 +542,9 @@ def certify_causal_fairness(
     for _, _, box, witness, _, origin, _ in refinable:
         ledger.add(box[:1], box[1:], [BIASED_WITNESS], witness[:1], witness[1:], [[-1, -1]],
                    [origin])
+    stopped_by = "executor_lost" if executor_lost else "interrupted" if interrupted else None
     return _certificate(problem, settings, ledger, population, analysed, milps, proofs, rounds,
-                        time.monotonic() - started, covered_at, executor_lost)
+                        time.monotonic() - started, covered_at, stopped_by)
 
 
 PRIORITY_SLOPE = 4.0
@@ -635,7 +654,8 @@ def _add_shares(shares: dict[int, float], weight: np.ndarray, status: np.ndarray
 
 def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Ledger,
                  population, analysed: int, milps: int, proofs: ProofTally, rounds: int,
-                 elapsed: float, covered_at: float | None, executor_lost: bool) -> Certificate:
+                 elapsed: float, covered_at: float | None, stopped_by: str | None
+                 ) -> Certificate:
     n = problem.inputs
     lo, hi, status, wa, wb, wc, _ = ledger.arrays(n)
     excluded_mask = np.isin(status, (EXCLUDED, UNRESOLVED))
@@ -696,7 +716,7 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             "regions": regions,
             "witnesses": witnesses[: settings.max_witnesses],
             "witness_count": len(witnesses),
-            **({"stopped_by": "executor_lost"} if executor_lost else {}),
+            **({"stopped_by": stopped_by} if stopped_by is not None else {}),
         },
         settings=settings.record(problem),
         cost={"elapsed_s": elapsed, "partitions": float(len(status)),

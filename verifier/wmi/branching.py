@@ -229,8 +229,8 @@ def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
     low = max(0.0, down(joint_low / high_norm))
     high = min(1.0, up(joint_high / low_norm)) if low_norm > 0 else 1.0
     failed = stop_at is not None and low >= stop_at
-    late = result.stopped_by == "timeout" or (result.stopped_by != "decided"
-                                             and time.perf_counter() >= deadline)
+    late = result.stopped_by in ("timeout", "interrupted") or (
+        result.stopped_by != "decided" and time.perf_counter() >= deadline)
     probability_lower = max(0.0, down(1.0 - high))
     probability_upper = min(1.0, up(1.0 - low))
     return WMIResult(

@@ -41,6 +41,7 @@ from verifier.numerics import (
     probability_ratio,
     sum_upper,
 )
+from verifier.stop_request import stoppable
 from verifier.wmi.encode import Placement, Root, WMIInputError
 from verifier.wmi.envelope import Envelope, Refiner, box_summary, refine_until
 from verifier.wmi.integrate import integrate_simplices
@@ -277,7 +278,9 @@ def solve(queries: Query | list[Query], stop_at: float | None = None,
     roots (one query per prior term; see the module docstring): exact when every weight is
     polynomial, else a certified interval refined until it is ``tolerance`` wide (or decided
     against ``stop_at``), ``max_refinements`` bisections or ``timeout_s`` seconds (read on
-    ``clock``; every deadline check of the solver reads it)."""
+    ``clock``; every deadline check of the solver reads it, and also fires once a stop is
+    requested: :func:`verifier.stop_request.stoppable`). Without a deadline or ``stop_at``,
+    on an executor, the roots run in parallel to their end."""
     batch = [queries] if isinstance(queries, Query) else list(queries)
     if (executor is not None and stop_at is None and timeout_s is None
             and not any(query.envelopes for query in batch)):
@@ -395,7 +398,8 @@ class Solver:
                  clock: Clock = time.perf_counter) -> None:
         self.batch = [query for query in batch if query.dimension > 0]
         self.stop_at = stop_at
-        self.clock = clock
+        self.wall_clock = clock
+        self.clock = stoppable(clock)  # every deadline check also fires on a stop request
         self.started = clock()
         self.deadline = np.inf if timeout_s is None else self.started + float(timeout_s)
         self.tolerance = tolerance
@@ -510,7 +514,7 @@ class Solver:
             timed_out = not decided and self.clock() >= self.deadline
         return self.sums.result(self.counters, self.started, stopped=stopped,
                                 timed_out=timed_out, refinements=self.refiner.steps,
-                                exact=exact, extra=self._extra(), clock=self.clock)
+                                exact=exact, extra=self._extra(), clock=self.wall_clock)
 
     def _refined(self) -> bool:
         low, high = self.sums.share(self._extra())

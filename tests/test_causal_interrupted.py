@@ -1,0 +1,75 @@
+"""SIGINT or SIGTERM during ``certgate verify causal-fairness``: the run ends at once with the
+shares it reached, says ``stopped_by: interrupted`` and gives only a verdict those shares
+prove. Before, the first signal ended it with ``error: interrupted`` (exit 2) and the
+partitions of the minutes spent were lost.
+
+The audit is the thin-slab network of ``test_causal_judged_stop`` judged at a threshold
+equal (to the float) to its exact biased share, so it refines until its budget; the signal
+is sent from a thread once the command's handlers are installed and the engine has run for a
+second. The shares it reports must contain the exact truths (``Fraction``), and the run must
+end within seconds of the signal, not at its 300-s budget.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_causal_judged_stop import slab_network, slab_population, slab_truths
+
+from pipeline_steps.cli import main
+from tests.bound_oracles import contains
+
+ENGINE_RUNS_S = 1.0
+
+
+def _signal_once_running(signum: int, original: object) -> threading.Thread:
+    """A thread that sends ``signum`` to this process once a handler other than ``original``
+    is installed for it (the command's) and the engine has run :data:`ENGINE_RUNS_S`, and only
+    while that handler is still installed (so a command that ended never gets it)."""
+
+    def send() -> None:
+        deadline = time.monotonic() + 120.0
+        while signal.getsignal(signum) is original and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(ENGINE_RUNS_S)
+        if signal.getsignal(signum) is not original:
+            os.kill(os.getpid(), signum)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(("signum", "executor", "measure"), [
+    (signal.SIGINT, "local", "uniform"), (signal.SIGTERM, "process", "population")])
+def test_a_signal_ends_causal_fairness_with_its_shares(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], signum: int, executor: str,
+        measure: str) -> None:
+    network, population = tmp_path / "slab.json", tmp_path / "population.json"
+    network.write_text(json.dumps(slab_network()))
+    population.write_text(json.dumps(slab_population()))
+    uniform, weighted = slab_truths()
+    truth = uniform if measure == "uniform" else weighted
+    sender = _signal_once_running(signum, signal.getsignal(signum))
+    started = time.monotonic()
+    code = main(["verify", "causal-fairness", "--model", str(network), "--protected", "s",
+                 "--population", str(population), "--measure", measure,
+                 "--max-biased-share", repr(float(truth)), "--timeout", "300",
+                 "--executor", executor, "--workers", "2", "--json"])
+    elapsed = time.monotonic() - started
+    sender.join(timeout=5.0)
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)
+    assert payload["stopped_by"] == "interrupted", payload
+    assert payload["verdict"] == "unknown" and code == 1
+    assert elapsed < 60.0, elapsed
+    assert payload["partitions"] > 0
+    assert contains(*payload["biased_fraction"], uniform)
+    assert contains(*payload["biased_fraction_population"], weighted)
+    assert f"{signal.Signals(signum).name}: stopping with the bounds reached" in captured.err
