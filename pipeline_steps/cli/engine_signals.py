@@ -1,9 +1,9 @@
 """SIGINT and SIGTERM while a ``verify`` verb's engine runs (PV, causal fairness, WMI): the
-first asks the engine to stop with the bounds it has reached (:mod:`verifier.stop_request`), so the command still
-reports them, with ``stopped_by: interrupted`` and only a verdict those bounds prove; a
-second signal interrupts at once (``KeyboardInterrupt``: exit 2, nothing reported). Outside
-the engine the signals act as Python's defaults do. ``certgate hooks`` has its own handlers
-(:mod:`pipeline_steps.cli.stop_signals`)."""
+first asks the engine to stop with the bounds it has reached (:mod:`verifier.stop_request`),
+so the command still reports them, with ``stopped_by: interrupted`` and only a verdict those
+bounds prove; a second signal interrupts at once (``KeyboardInterrupt``: exit 2, nothing
+reported). Outside the engine the signals act as Python's defaults do. ``certgate hooks``
+has its own handlers (:mod:`pipeline_steps.cli.stop_signals`)."""
 
 from __future__ import annotations
 
