@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from verifier.bounds import compute_bounds
 from verifier.exact_arith import exact_outputs
 from verifier.network import Layer, Network
-from verifier.numerics import SOUNDNESS_ABS_MARGIN
+from verifier.numerics import SOUNDNESS_ABS_MARGIN, SOUNDNESS_REL_MARGIN
 from verifier.single_precision import RANGE, UNIT, single_margins
 
 
@@ -119,6 +119,25 @@ def test_float32_margins_cover_the_rounding_of_the_row() -> None:
     assert wide[0, 0] == 0.0
     assert wide[0, 1] >= SOUNDNESS_ABS_MARGIN
     assert bool((wide[0, 1:] >= 2 * gamma * magnitude[0, 1:] + SOUNDNESS_ABS_MARGIN).all())
+
+
+def test_a_fold_not_counted_adds_at_least_the_flat_margin_to_float32_rows() -> None:
+    """A network with a folded layer whose roundings were not counted takes the flat relative
+    margin ``1e-9`` in float64; its float32 rows add one float32 rounding, which covers it:
+    each margin grows by at least ``1e-9`` times the row's magnitude."""
+    weights, biases = _plain_layers([3, 4, 2])
+    bounds = [torch.ones(1, 3, dtype=torch.float64), torch.ones(1, 4, dtype=torch.float64)]
+    magnitude = torch.tensor([[0.5, 7.5]], dtype=torch.float64)
+    support = torch.ones(1, 2, dtype=torch.float64)
+    slopes = [torch.ones(1, w.shape[0], dtype=torch.float64) for w in weights[:-1]]
+    intercepts = [torch.zeros(1, w.shape[0], dtype=torch.float64) for w in weights[:-1]]
+    counted, uncounted = (
+        single_margins(weights, biases, slopes, intercepts, bounds, 0, magnitude, support,
+                       SOUNDNESS_ABS_MARGIN, folds)
+        for folds in (0, None))
+    assert counted is not None and uncounted is not None
+    grown = uncounted.to(torch.float64) - counted.to(torch.float64)
+    assert bool((grown >= SOUNDNESS_REL_MARGIN * magnitude).all())
 
 
 def test_rows_float32_cannot_hold_stay_in_float64() -> None:

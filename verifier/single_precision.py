@@ -23,8 +23,9 @@ sound once the margin covers it. The argument is the float64 one of
 * *Folds.* A network whose folds left ``F`` float64 roundings in its coefficients
   (:attr:`verifier.network.Network.fold_roundings`) adds ``⌈F / 2²⁹⌉`` to ``n``: a float64
   ``θ_F`` is at most ``F·2⁻⁵³ = (F/2²⁹)·2⁻²⁴``, a float32 ``θ`` of that many roundings. A
-  folded layer not counted adds nothing (its float64 rounding, about ``2⁻⁵³`` per term of
-  the fold, is not counted here, as before counts existed).
+  network with a folded layer not counted (``F`` is ``None``) adds one rounding: its float64
+  bounds take the flat relative margin :data:`~verifier.numerics.SOUNDNESS_REL_MARGIN`
+  (``1e-9``) for the fold, and one float32 rounding, ``2⁻²⁴ ≈ 6e-8``, is more.
 * *Range.* Rows go to float32 only when every weight, bias, intercept, layer bound,
   magnitude and every coefficient a row can reach (the weights' column sums times the
   slopes, composed) and its product with a layer bound stay below ``2⁶⁰``: no product of two
@@ -78,7 +79,7 @@ def single_margins(
     weights: Sequence[Array], biases: Sequence[Array],
     slope_bounds: Sequence[Array | None], intercepts: Sequence[Array | None],
     bounds: Sequence[Array], groups: int, magnitude: Array,
-    support: Array, abs_margin: float, fold_roundings: int = 0,
+    support: Array, abs_margin: float, fold_roundings: int | None = 0,
 ) -> Array | None:
     """Float32 margins of a hidden layer's rows back-substituted in float32, or ``None`` when
     float32 is not safe for them (see the module docstring).
@@ -89,14 +90,15 @@ def single_margins(
     ``bounds``: the bounds of every map's input (the box first), lower and upper alike;
     ``groups``: the number of one-hot groups; ``magnitude``/``support``: per box and neuron
     of the layer, the magnitude of its real terms and whether some may be non-zero;
-    ``fold_roundings``: the network's float64 fold count (module docstring). Each
+    ``fold_roundings``: the network's float64 fold count (``None``: a fold not counted;
+    module docstring). Each
     returned margin is at least ``2·γ_n·M`` plus the absolute margin, rounded up to float32
     (numpy arrays or torch tensors, as given).
     """
     xp = namespace(magnitude)
     width = weights[0].shape[1]
-    roundings = network_roundings([w.shape[1] for w in weights], width, groups) + math.ceil(
-        fold_roundings / 2**29)
+    folds = 1 if fold_roundings is None else math.ceil(fold_roundings / 2**29)
+    roundings = network_roundings([w.shape[1] for w in weights], width, groups) + folds
     if roundings * UNIT > MAX_UNIT_SHARE:
         return None
     gamma = roundings * UNIT / (1.0 - roundings * UNIT)

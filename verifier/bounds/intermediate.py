@@ -85,7 +85,7 @@ def _single_rows(
         [relaxations[j].slope_bound if j in relaxations else None for j in below],
         [relaxations[j].upper_intercept if j in relaxations else None for j in below],
         [*inputs_lo, *inputs_hi], 0 if onehot is None else onehot.index.shape[0],
-        magnitude, support, SOUNDNESS_ABS_MARGIN, affines[0].fold_roundings or 0,
+        magnitude, support, SOUNDNESS_ABS_MARGIN, affines[0].fold_roundings,
     )
     if margins is None:
         return None
