@@ -3,9 +3,8 @@
 A box with a hidden layer (after the first) whose every neuron CROWN leaves unstable keeps
 IBP bounds from there on. Oracles: the network in rational arithmetic at the corners of
 every box and at sampled points (every bound must contain the exact value), and the order
-IBP ≤ given-up ≤ CROWN of the bounds up to float evaluation order (IBP is monotone in the
-intervals it starts from, and the given-up bounds start from CROWN's up to the saturated
-layer).
+IBP ≤ given-up of the bounds up to float evaluation order (IBP is monotone in the intervals
+it starts from, and the given-up bounds start from CROWN's up to the saturated layer).
 """
 
 from __future__ import annotations
@@ -55,19 +54,20 @@ def test_given_up_bounds_contain_the_exact_values(
 
 @settings(max_examples=80, deadline=None)
 @given(case=_deep_case())
-def test_given_up_bounds_lie_between_ibp_and_crown(
+def test_given_up_bounds_lie_within_ibp(
     case: tuple[Network, np.ndarray, np.ndarray, np.ndarray],
 ) -> None:
     network, spec, lo, hi = case
     ibp = compute_bounds(network, lo, hi, spec, "ibp")
-    crown = compute_bounds(network, lo, hi, spec, "crown")
     given_up = compute_bounds(network, lo, hi, spec, "crown", give_up_saturated=True)
     # the same bounds computed in other batch compositions may differ in the last bits
     slack = 1e-12 * (np.abs(ibp.lower) + np.abs(ibp.upper) + 1.0)
     assert np.all(given_up.lower >= ibp.lower - slack)
     assert np.all(given_up.upper <= ibp.upper + slack)
-    assert np.all(given_up.lower <= crown.lower + slack)
-    assert np.all(given_up.upper >= crown.upper - slack)
+    # no order with CROWN's own bounds holds: a given-up box's IBP from CROWN's intermediate
+    # bounds can be tighter than CROWN's last bound (by up to 5.8e-8 on this strategy's
+    # examples), and a kept box's last-layer rows go to float32 by a trial over the batch,
+    # which giving up changes (3.9e-9 apart); soundness is the test above
 
 
 def test_a_saturated_box_keeps_ibp_bounds_and_a_narrow_one_its_crown_bounds() -> None:

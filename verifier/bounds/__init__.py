@@ -185,8 +185,9 @@ def compute_bounds(
     sound, with zero ``sensitivity``; alpha-CROWN optimises every row).
     ``give_up_saturated``: CROWN stops tightening a box after a kink layer (not the first)
     whose every neuron it leaves unstable (a saturated layer); the box's later layers and
-    spec rows keep IBP bounds (sound, looser, zero ``sensitivity``; its unstable count can
-    only be larger).
+    spec rows keep IBP bounds (sound, usually looser than CROWN's though not always: IBP
+    from the layers CROWN bounded; zero ``sensitivity``; its unstable count can only be
+    larger).
     For deep networks, where a box that saturates one layer saturates all later ones and
     would otherwise back-substitute every neuron through every layer for nothing.
     ``tighten``: ``(B,)`` bool, the boxes whose last hidden layer CROWN tightens (None: all;
