@@ -65,7 +65,8 @@ def test_the_masses_ends_alone_are_the_enclosures_ends(seed: int) -> None:
 
 
 def _per_box_categorical(elimination, u: int, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
-    """Node ``u``'s categorical factor computed for every box, as before the distinct sets."""
+    """Node ``u``'s categorical factor computed for every box, as before the distinct sets
+    (with one cell, its sums taken category by category)."""
     node, cells = elimination.network.nodes[u], elimination.cells[u]
     columns = elimination.columns[u]
     mask = Categorical.category_mask(lo[:, columns], hi[:, columns]).astype(np.float64)
@@ -74,7 +75,13 @@ def _per_box_categorical(elimination, u: int, lo: np.ndarray, hi: np.ndarray) ->
         (category[None, :] > cells.low[:, None]) & (category[None, :] < cells.high[:, None])
     ) | (cells.point[:, None] & (category[None, :] == cells.low[:, None]))
     weights = elimination.category_weights[u]
-    value = (mask[:, None, :] * weights[None, :, :]) @ member.T.astype(np.float64)
+    if len(cells) > 1:
+        value = (mask[:, None, :] * weights[None, :, :]) @ member.T.astype(np.float64)
+    else:  # one cell: the categories added one by one, in their order
+        value = np.zeros((mask.shape[0], weights.shape[0], 1))
+        for category in range(node.width):
+            value[:, :, 0] += mask[:, category, None] * (
+                weights[None, :, category] * float(member[0, category]))
     margin = max(row.distribution.margin for row in node.cpt)
     return Enclosure.from_error(value, margin * value)
 

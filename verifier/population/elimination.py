@@ -106,6 +106,16 @@ def _distinct_intervals(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.
     return order[starts], inverse
 
 
+def _category_sums(mask: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``(P, rows)``: ``Σ_c mask[p, c] · weights[r, c]`` for ``(P, categories)`` masks and
+    ``(rows, categories)`` weights, added category by category from the first, so every entry
+    is summed in one order wherever its row stands."""
+    total = np.zeros((mask.shape[0], weights.shape[0]))
+    for category in range(weights.shape[1]):
+        total += mask[:, category, None] * weights[None, :, category]
+    return total
+
+
 def _value_cells(node: NetworkNode, children: list[NetworkNode]) -> Cells:
     """Gaps between the children's condition endpoints on ``node`` and the endpoints where
     the node's distributions have an atom; cells with no possible mass are dropped."""
@@ -453,20 +463,19 @@ class Elimination:
                 allowed = np.ones((batch, node.width), dtype=bool)
             else:
                 allowed = Categorical.category_mask(lo_u, hi_u)
-            inverse = None
-            if len(cells) > 1:
-                # boxes share few sets of allowed categories: each distinct set is computed
-                # once and gathered. With more than one cell the product is a matrix
-                # product whose sums run along the categories, the same for a row wherever
-                # it stands (Adult-13's recorded calls: bit for bit); with one cell numpy
-                # takes a matrix-vector product, whose order of summation may depend on the
-                # row's place, so every box is computed as before
-                allowed, inverse = _distinct_rows(allowed)
+            # boxes share few sets of allowed categories: each distinct set is computed once
+            # and gathered, by sums whose order does not depend on a set's place among them
+            allowed, inverse = _distinct_rows(allowed)
             mask = allowed.astype(np.float64)
-            value = (mask[:, None, :] * weights[None, :, :]) @ member
+            if len(cells) > 1:
+                # a matrix product whose sums run along the categories, the same for a row
+                # wherever it stands (Adult-13's recorded calls: bit for bit)
+                value = (mask[:, None, :] * weights[None, :, :]) @ member
+            else:
+                # one cell: a matrix-vector product's order of summation may depend on the
+                # row's place, so the categories are added one by one, in their order
+                value = _category_sums(mask, weights * member[:, 0])[:, :, None]
             result = Enclosure.from_error(value, margin * value)
-            if inverse is None:
-                return result
             return Enclosure(result.value[inverse], result.lower[inverse],
                              result.upper[inverse])
         table = self.row_tables[u]
