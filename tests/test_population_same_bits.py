@@ -1,6 +1,7 @@
 """The cheaper paths of the box masses and the excess bound give the bounds of the paths they
 replace, bit for bit: the masses' ends without the value, the categorical factors computed
-once per distinct set of allowed categories, the saturated convolution's tail summed bin
+once per distinct set of allowed categories, an integer node's CPT rows once per distinct
+interval of its column, the saturated convolution's tail summed bin
 by bin, a node's normal (truncated normal) CPT rows enclosed in one element-wise call, the
 excess bound's kept cells, CPT rows and factors gathered by direct indexing
 (``take_along_axis`` before), the convolution's windows by ``as_strided``, the one-hot
@@ -22,8 +23,14 @@ from test_linear_credit import _groups, _random_boxes
 from test_population_bayesnet import random_discrete_network
 
 from verifier.bounds.onehot import _onehot
+from verifier.population import elimination as elimination_module
 from verifier.population.distributions import Categorical, Normal, TruncatedNormal
-from verifier.population.elimination import GaussianRows, _distinct_rows, planned_einsum
+from verifier.population.elimination import (
+    GaussianRows,
+    _distinct_intervals,
+    _distinct_rows,
+    planned_einsum,
+)
 from verifier.population.excess import _convolve, _OwnMasses
 from verifier.population.rounding import Enclosure
 from verifier.pv.credit import _allowed_categories, _excess_moments
@@ -58,7 +65,8 @@ def test_the_masses_ends_alone_are_the_enclosures_ends(seed: int) -> None:
 
 
 def _per_box_categorical(elimination, u: int, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
-    """Node ``u``'s categorical factor computed for every box, as before the distinct sets."""
+    """Node ``u``'s categorical factor computed for every box, as before the distinct sets
+    (with one cell, its sums taken category by category)."""
     node, cells = elimination.network.nodes[u], elimination.cells[u]
     columns = elimination.columns[u]
     mask = Categorical.category_mask(lo[:, columns], hi[:, columns]).astype(np.float64)
@@ -67,7 +75,13 @@ def _per_box_categorical(elimination, u: int, lo: np.ndarray, hi: np.ndarray) ->
         (category[None, :] > cells.low[:, None]) & (category[None, :] < cells.high[:, None])
     ) | (cells.point[:, None] & (category[None, :] == cells.low[:, None]))
     weights = elimination.category_weights[u]
-    value = (mask[:, None, :] * weights[None, :, :]) @ member.T.astype(np.float64)
+    if len(cells) > 1:
+        value = (mask[:, None, :] * weights[None, :, :]) @ member.T.astype(np.float64)
+    else:  # one cell: the categories added one by one, in their order
+        value = np.zeros((mask.shape[0], weights.shape[0], 1))
+        for category in range(node.width):
+            value[:, :, 0] += mask[:, category, None] * (
+                weights[None, :, category] * float(member[0, category]))
     margin = max(row.distribution.margin for row in node.cpt)
     return Enclosure.from_error(value, margin * value)
 
@@ -89,6 +103,50 @@ def test_a_categorical_factor_per_distinct_category_set_equals_the_per_box_one(
         slow = _per_box_categorical(elimination, u, lo, hi)
         for end in ("value", "lower", "upper"):
             assert np.array_equal(_bits(getattr(fast, end)), _bits(getattr(slow, end)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_an_integer_nodes_rows_per_distinct_interval_equal_the_per_box_ones(seed: int) -> None:
+    """An integer node's ``(B, rows, cells)`` masses computed once per distinct interval of
+    its column and gathered are, bit for bit, every box's own computation: repeated boxes,
+    infinite ends and a ``-0.0`` end beside ``0.0`` included."""
+    network, specs = random_discrete_network(seed)
+    elimination = network._elimination
+    rng = np.random.default_rng(seed)
+    lo, hi = _random_boxes(rng, specs, 30)
+    pick = rng.integers(0, 30, size=120)
+    lo, hi = lo[pick], hi[pick]
+    lo[rng.random(lo.shape) < 0.05] = -np.inf
+    hi[rng.random(hi.shape) < 0.05] = np.inf
+    lo[(lo == 0.0) & (rng.random(lo.shape) < 0.5)] = -0.0
+    nodes = [u for u, table in enumerate(elimination.row_tables) if table is not None]
+    original = elimination_module.DISTINCT_ENTRIES
+    elimination_module.DISTINCT_ENTRIES = 1  # every integer node takes the distinct path
+    try:
+        for u in nodes:
+            if elimination.network.nodes[u].latent:  # summed over its whole line
+                a, b = np.full(lo.shape[0], -np.inf), np.full(lo.shape[0], np.inf)
+            else:
+                column = elimination.columns[u][0]
+                a, b = lo[:, column], hi[:, column]
+            fast = elimination.own_masses(u, lo, hi)
+            slow = elimination.row_tables[u].cell_masses(elimination.cells[u], a, b)
+            for end in ("value", "lower", "upper"):
+                assert np.array_equal(_bits(getattr(fast, end)), _bits(getattr(slow, end)))
+    finally:
+        elimination_module.DISTINCT_ENTRIES = original
+
+
+def test_distinct_intervals_tell_every_bit_pattern_apart() -> None:
+    """One index per distinct ``(lo, hi)`` pair of bits (``-0.0`` is not ``0.0``), every box
+    indexed back to its own pair."""
+    lo = np.array([0.0, -0.0, 0.0, 1.0, -np.inf, 1.0, 0.0])
+    hi = np.array([2.0, 2.0, 2.0, 1.0, 3.0, 1.0, np.inf])
+    first, inverse = _distinct_intervals(lo, hi)
+    assert first.size == 5
+    assert np.array_equal(_bits(lo[first][inverse]), _bits(lo))
+    assert np.array_equal(_bits(hi[first][inverse]), _bits(hi))
 
 
 @settings(max_examples=100, deadline=None)

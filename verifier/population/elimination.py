@@ -93,6 +93,29 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[first], inverse.reshape(-1)
 
 
+def _distinct_intervals(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ``(B,)`` interval ends: the index of one box per distinct ``(lo, hi)`` pair (the
+    same bits: ``-0.0`` and ``0.0`` are distinct) and each box's index among them."""
+    keys = np.stack([lo, hi], axis=1).view(np.int64)
+    order = np.lexsort((keys[:, 1], keys[:, 0]))
+    ranked = keys[order]
+    starts = np.ones(order.size, dtype=bool)
+    starts[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
+    inverse = np.empty(order.size, dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return order[starts], inverse
+
+
+def _category_sums(mask: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``(P, rows)``: ``Σ_c mask[p, c] · weights[r, c]`` for ``(P, categories)`` masks and
+    ``(rows, categories)`` weights, added category by category from the first, so every entry
+    is summed in one order wherever its row stands."""
+    total = np.zeros((mask.shape[0], weights.shape[0]))
+    for category in range(weights.shape[1]):
+        total += mask[:, category, None] * weights[None, :, category]
+    return total
+
+
 def _value_cells(node: NetworkNode, children: list[NetworkNode]) -> Cells:
     """Gaps between the children's condition endpoints on ``node`` and the endpoints where
     the node's distributions have an atom; cells with no possible mass are dropped."""
@@ -153,6 +176,13 @@ def _gap_mass(
     return Enclosure(inner.value, inner.lower, closed.upper)
 
 
+DISTINCT_ENTRIES = 16
+"""A node whose integer table has at least this many (row, cell) entries per box computes
+them once per distinct interval of its column (:meth:`Elimination.own_masses`; sorting the
+intervals costs about what 16 entries per box do: Adult-13's hours-per-week, 112 rows, 4,000
+boxes: 26.7 → 5.7 ms)."""
+
+
 @dataclass(frozen=True)
 class RowTable:
     """Every CPT row of a node whose rows are all discrete distributions on integers, as
@@ -186,6 +216,15 @@ class RowTable:
             [np.cumsum(probabilities[:, ::-1], axis=1)[:, ::-1], zeros], axis=1)
         margin = max(t.margin for t in tables) + 2.0 * (values.size + 1) * EPS
         return cls(values, probabilities, prefix, suffix, margin)
+
+    def cell_masses(self, cells: Cells, lo: np.ndarray, hi: np.ndarray) -> Enclosure:
+        """``(B, rows, cells)``: every row's mass of each box ``[lo, hi]`` (``(B,)``) within
+        each cell, an open end of a gap cell moved to the next float inwards (the rows are
+        purely atomic, so nothing lies between)."""
+        a, b, open_left, open_right = _cell_intervals(cells, lo, hi)
+        inner_a = np.where(open_left, up_array(a), a)
+        inner_b = np.where(open_right, down_array(b), b)
+        return self.interval(inner_a, inner_b).zero_where((a > b)[:, None, :])
 
     def interval(self, a: np.ndarray, b: np.ndarray) -> Enclosure:
         """``(B, rows, cells)``: every row's ``P(a <= X <= b)`` for ``(B, cells)`` ends, as
@@ -424,29 +463,34 @@ class Elimination:
                 allowed = np.ones((batch, node.width), dtype=bool)
             else:
                 allowed = Categorical.category_mask(lo_u, hi_u)
-            inverse = None
-            if len(cells) > 1:
-                # boxes share few sets of allowed categories: each distinct set is computed
-                # once and gathered. With more than one cell the product is a matrix
-                # product whose sums run along the categories, the same for a row wherever
-                # it stands (Adult-13's recorded calls: bit for bit); with one cell numpy
-                # takes a matrix-vector product, whose order of summation may depend on the
-                # row's place, so every box is computed as before
-                allowed, inverse = _distinct_rows(allowed)
+            # boxes share few sets of allowed categories: each distinct set is computed once
+            # and gathered, by sums whose order does not depend on a set's place among them
+            allowed, inverse = _distinct_rows(allowed)
             mask = allowed.astype(np.float64)
-            value = (mask[:, None, :] * weights[None, :, :]) @ member
+            if len(cells) > 1:
+                # a matrix product whose sums run along the categories, the same for a row
+                # wherever it stands (Adult-13's recorded calls: bit for bit)
+                value = (mask[:, None, :] * weights[None, :, :]) @ member
+            else:
+                # one cell: a matrix-vector product's order of summation may depend on the
+                # row's place, so the categories are added one by one, in their order
+                value = _category_sums(mask, weights * member[:, 0])[:, :, None]
             result = Enclosure.from_error(value, margin * value)
-            if inverse is None:
-                return result
+            return Enclosure(result.value[inverse], result.lower[inverse],
+                             result.upper[inverse])
+        table = self.row_tables[u]
+        if table is not None:
+            if table.prefix.shape[0] * len(cells) < DISTINCT_ENTRIES:
+                return table.cell_masses(cells, lo_u[:, 0], hi_u[:, 0])
+            # boxes share few intervals of one column: each distinct interval is computed
+            # once and gathered (every entry is element-wise in its box's interval, so the
+            # floats are each box's own)
+            first, inverse = _distinct_intervals(lo_u[:, 0], hi_u[:, 0])
+            result = table.cell_masses(cells, lo_u[first, 0], hi_u[first, 0])
             return Enclosure(result.value[inverse], result.lower[inverse],
                              result.upper[inverse])
         a, b, open_left, open_right = _cell_intervals(cells, lo_u[:, 0], hi_u[:, 0])
         empty = (a > b)[:, None, :]
-        table = self.row_tables[u]
-        if table is not None:
-            inner_a = np.where(open_left, up_array(a), a)
-            inner_b = np.where(open_right, down_array(b), b)
-            return table.interval(inner_a, inner_b).zero_where(empty)
         gaussian = self.gaussian_rows[u]
         if gaussian is not None:  # atomless: the open ends carry no mass
             return gaussian.interval(a, b).zero_where(empty)

@@ -458,10 +458,9 @@ class ExcessBounds:
 class _OwnMasses:
     """The lower ends of the nodes' own masses (:meth:`Elimination.own_masses`, ``(B, rows,
     cells)``) for the chunks of one batch of boxes, bit for bit what each chunk's own call
-    gives: computed once for the whole batch where a row's floats do not depend on the rows
-    beside it (a numeric node's table lookups and elementwise arithmetic; a categorical node
-    with more than one cell, whose matrix products sum along the categories), else per
-    chunk (a categorical node with one cell: a matrix-vector product)."""
+    gives: computed once for the whole batch, since a row's floats do not depend on the rows
+    beside it (a numeric node's table lookups and elementwise arithmetic; a categorical
+    node's sums along its categories, whose order is the same for every row)."""
 
     def __init__(self, elimination: Elimination, lo: np.ndarray, hi: np.ndarray) -> None:
         self.elimination = elimination
@@ -470,11 +469,8 @@ class _OwnMasses:
 
     def lower(self, u: int, rows: slice) -> np.ndarray:
         """Node ``u``'s lower table for the batch's ``rows``."""
-        elimination = self.elimination
-        if elimination.network.nodes[u].categorical and len(elimination.cells[u]) <= 1:
-            return elimination.own_masses(u, self.lo[rows], self.hi[rows]).lower
         if u not in self._whole:
-            self._whole[u] = elimination.own_masses(u, self.lo, self.hi).lower
+            self._whole[u] = self.elimination.own_masses(u, self.lo, self.hi).lower
         return self._whole[u][rows]
 
 
