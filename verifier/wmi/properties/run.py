@@ -50,7 +50,10 @@ def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
     :class:`~verifier.wmi.engine.WMIResult`) gets box branching's proven result as its
     ``proof`` when every model is a network, there is a threshold to decide (``stop_at``:
     branching stops once the share is proven on either side of it) and the deadline is
-    finite and not passed: the time left is spent on the proof (:func:`_proven`). Without a
+    finite and not passed: the enumeration then has half the time left
+    (:func:`_enumeration_engine`) and the proof the rest (:func:`_proven`); an enumeration
+    stopped there before it integrated anything (proven, but only as the bounds of the
+    cells it decided) is replaced by box branching's result. Without a
     threshold PV would aim at its precision alone, which may take the whole budget.
     """
     try:
@@ -63,7 +66,10 @@ def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
         if not branched.branchable(*models):
             raise
         return branch()
-    result = _solve(queries, engine)
+    proving = prove and branched.branchable(*models) and engine["stop_at"] is not None
+    result = _solve(queries, _enumeration_engine(engine) if proving else engine)
+    if proving and result.proven and result.timed_out and not deadline_passed(engine["deadline"]):
+        return branch()
     if result.proven or not prove:
         return result
     if not branched.branchable(*models):
@@ -73,6 +79,18 @@ def decide(models: tuple[Any, ...], engine: Engine, build: QueryBuilder,
     else:
         return _proven(result, engine["deadline"], branch)
     return result
+
+
+def _enumeration_engine(engine: Engine) -> Engine:
+    """``engine`` with half its time left as the deadline of an enumeration whose float
+    result is to be proven by box branching: the enumeration proves nothing, so it may not
+    take the whole budget and leave the proof none (a default-fit population whose discrete
+    columns fit under the root limit enumerates for minutes)."""
+    deadline = engine["deadline"]
+    if deadline == math.inf:
+        return engine
+    now = time.perf_counter()
+    return {**engine, "deadline": now + max(0.0, deadline - now) / 2.0}
 
 
 def _proven(result: WMIResult, deadline: float, branch: Callable[[], WMIResult]) -> WMIResult:
