@@ -87,7 +87,9 @@ def test_a_signal_ends_a_wmi_verb_with_its_interval(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], signum: int) -> None:
     """``verify monotonicity`` at a threshold equal to the float probability runs to its
     120-s budget; the signal, sent once the command's handler is installed and the engine
-    has run 3 s, ends it within seconds with its interval and ``stopped_by: interrupted``."""
+    has run 3 s (in the float enumeration or in the box branching that proves it, by the
+    machine's speed), ends it within seconds with its interval and ``stopped_by:
+    interrupted``."""
     model, population = tmp_path / "net.json", tmp_path / "population.json"
     save_network(network(), model)
     save_population(histograms(6), population)
@@ -111,7 +113,7 @@ def test_a_signal_ends_a_wmi_verb_with_its_interval(
     sender.join(timeout=5.0)
     captured = capsys.readouterr()
     payload = json.loads(captured.out)
-    assert payload["stopped_by"] == "interrupted" and payload["timed_out"], payload
+    assert payload["stopped_by"] == "interrupted", payload
     assert payload["verdict"] == "unknown" and code == 1
     assert elapsed < 60.0, elapsed
     estimate, error = _uniform_monotonicity(11)

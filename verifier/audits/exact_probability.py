@@ -187,9 +187,13 @@ def float_interval(result: Any) -> tuple[float, float]:
 def _stopped_by(result: Any) -> str:
     """Why the engine ended; a requested stop (:mod:`verifier.stop_request`, read while the
     command's signal handlers stand: certificates are built inside that block) ends the
-    engines as their deadline does, and is named ``interrupted``."""
+    enumeration or its proof by box branching as their deadline does, and is named
+    ``interrupted``."""
+    proof = result.proof
+    if (result.timed_out or (proof is not None and proof.timed_out)) and stop_requested():
+        return "interrupted"
     if result.timed_out:
-        return "interrupted" if stop_requested() else "timeout"
+        return "timeout"
     if result.stopped_early:
         return "early stop: the threshold is decided"
     return "complete enumeration" if result.exact else "certified envelopes"
