@@ -13,37 +13,18 @@ end within seconds of the signal, not at its 300-s budget.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from signal_sender import signal_once_running
 from test_causal_judged_stop import slab_network, slab_population, slab_truths
 
 from pipeline_steps.cli import main
 from tests.bound_oracles import contains
 
 ENGINE_RUNS_S = 1.0
-
-
-def _signal_once_running(signum: int, original: object) -> threading.Thread:
-    """A thread that sends ``signum`` to this process once a handler other than ``original``
-    is installed for it (the command's) and the engine has run :data:`ENGINE_RUNS_S`, and only
-    while that handler is still installed (so a command that ended never gets it)."""
-
-    def send() -> None:
-        deadline = time.monotonic() + 120.0
-        while signal.getsignal(signum) is original and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(ENGINE_RUNS_S)
-        if signal.getsignal(signum) is not original:
-            os.kill(os.getpid(), signum)
-
-    thread = threading.Thread(target=send, daemon=True)
-    thread.start()
-    return thread
 
 
 @pytest.mark.parametrize(("signum", "executor", "measure"), [
@@ -56,7 +37,7 @@ def test_a_signal_ends_causal_fairness_with_its_shares(
     population.write_text(json.dumps(slab_population()))
     uniform, weighted = slab_truths()
     truth = uniform if measure == "uniform" else weighted
-    sender = _signal_once_running(signum, signal.getsignal(signum))
+    sender = signal_once_running(signum, signal.getsignal(signum), ENGINE_RUNS_S)
     started = time.monotonic()
     code = main(["verify", "causal-fairness", "--model", str(network), "--protected", "s",
                  "--population", str(population), "--measure", measure,

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from signal_sender import signal_once_running
 
 from pipeline_steps.cli import main
 from tests.test_wmi_deadline import TickClock, inside, monotonicity_hits
@@ -93,18 +92,7 @@ def test_a_signal_ends_a_wmi_verb_with_its_interval(
     model, population = tmp_path / "net.json", tmp_path / "population.json"
     save_network(network(), model)
     save_population(histograms(6), population)
-    original = signal.getsignal(signum)
-
-    def send() -> None:
-        deadline = time.monotonic() + 120.0
-        while signal.getsignal(signum) is original and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(3.0)
-        if signal.getsignal(signum) is not original:
-            os.kill(os.getpid(), signum)
-
-    sender = threading.Thread(target=send, daemon=True)
-    sender.start()
+    sender = signal_once_running(signum, signal.getsignal(signum), 3.0)
     started = time.monotonic()
     code = main(["verify", "monotonicity", "--model", str(model), "--population",
                  str(population), "--feature", "a", "--min-probability", "0.9360761",
