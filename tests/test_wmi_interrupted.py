@@ -11,17 +11,14 @@ command's interval holds a Monte Carlo of its own uniform pairs."""
 
 from __future__ import annotations
 
-import json
 import math
 import signal
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from signal_sender import signal_once_running
+from signal_sender import interrupted_run
 
-from pipeline_steps.cli import main
 from tests.test_wmi_deadline import TickClock, inside, monotonicity_hits
 from tests.test_wmi_root_limit import histograms, network
 from verifier.convert import save_network
@@ -92,19 +89,10 @@ def test_a_signal_ends_a_wmi_verb_with_its_interval(
     model, population = tmp_path / "net.json", tmp_path / "population.json"
     save_network(network(), model)
     save_population(histograms(6), population)
-    sender = signal_once_running(signum, signal.getsignal(signum), 3.0)
-    started = time.monotonic()
-    code = main(["verify", "monotonicity", "--model", str(model), "--population",
-                 str(population), "--feature", "a", "--min-probability", "0.9360761",
-                 "--timeout", "120", "--json"])
-    elapsed = time.monotonic() - started
-    sender.join(timeout=5.0)
-    captured = capsys.readouterr()
-    payload = json.loads(captured.out)
-    assert payload["stopped_by"] == "interrupted", payload
-    assert payload["verdict"] == "unknown" and code == 1
-    assert elapsed < 60.0, elapsed
+    payload = interrupted_run(
+        ["verify", "monotonicity", "--model", str(model), "--population", str(population),
+         "--feature", "a", "--min-probability", "0.9360761", "--timeout", "120", "--json"],
+        signum, 3.0, capsys)
     estimate, error = _uniform_monotonicity(11)
     low, high = payload["probability_interval"]
     assert low - 4 * error <= estimate <= high + 4 * error, (low, high, estimate)
-    assert f"{signal.Signals(signum).name}: stopping with the bounds reached" in captured.err
