@@ -764,3 +764,48 @@ def test_a_float64_forwards_scalars_are_the_python_floats(op: str) -> None:
     assert np.allclose(network.evaluate_numpy(rows), runtime, rtol=1e-15, atol=1e-15)
     if op == "mul":
         assert network.layers[0].weight[0, 0] == 0.1
+
+
+class ReLU(torch.nn.Module):
+    """A user's own ``ReLU``: torch's, except on a narrow band where it flips the sign."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.where((x > 3.1) & (x < 3.2), -x, torch.relu(x))
+
+
+class Sequential(torch.nn.Sequential):
+    """A user's own ``Sequential`` adding a skip of its input to the output."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x
+        for layer in self:
+            y = layer(y)
+        return y + x[:, :2]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("mode", ["script", "trace", "file"])
+@pytest.mark.parametrize("own", ["ReLU", "Sequential"])
+def test_a_users_class_named_like_a_torch_layer_is_refused(mode: str, own: str,
+                                                           tmp_path) -> None:
+    """TorchScript keeps a user's class name as ``original_name``; read by that name alone, a
+    ``ReLU`` of the user's own was converted as torch's and passed the self-check on random
+    inputs, which never hit the band where the two differ: every certificate would then be
+    about a network the model is not. The reader now requires torch.nn's own class."""
+    torch.manual_seed(0)
+    layers = (torch.nn.Linear(2, 3), ReLU() if own == "ReLU" else torch.nn.ReLU(),
+              torch.nn.Linear(3, 2))
+    module = (torch.nn.Sequential(*layers) if own == "ReLU" else Sequential(*layers)).eval()
+    band = torch.tensor([[3.15]])
+    assert ReLU()(band).item() != torch.relu(band).item()
+    if mode == "trace":
+        script = torch.jit.trace(module, torch.randn(3, 2))
+    else:
+        script = torch.jit.script(module)
+    if mode == "file":
+        path = tmp_path / "model.pt"
+        torch.jit.save(script, str(path))
+        script = torch.jit.load(str(path))
+    with pytest.raises(NetworkError, match=rf"module {own} at '.*' is the class .*{own}, not "
+                                           r"torch\.nn's own"):
+        from_torch(script)

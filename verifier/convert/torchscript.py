@@ -1,11 +1,14 @@
 """TorchScript modules to the IR, Sequential-style.
 
 A scripted or traced module keeps, for every submodule, the name of its original class
-(``original_name``). The converter rebuilds the model as plain ``torch.nn`` modules from those
-names and their tensors, converts that with :mod:`verifier.convert.torch_module`, and checks
-the result against the TorchScript module itself. Hyper-parameters (slopes, clip bounds,
-``eps``) are attributes of scripted modules; traced modules inline them as constants of their
-single aten call, where they are read from.
+(``original_name``) and that class's qualified name (``__torch__.torch.nn.modules.linear.
+Linear`` for torch's own). The converter rebuilds the model as plain ``torch.nn`` modules from
+torch's own classes and their tensors (a user's class that merely shares a name, say a
+``ReLU`` of its own, is refused: its forward is not torch's, and a check on random inputs
+cannot prove it is), converts that with :mod:`verifier.convert.torch_module`, and checks the
+result against the TorchScript module itself. Hyper-parameters (slopes, clip bounds, ``eps``)
+are attributes of scripted modules; traced modules inline them as constants of their single
+aten call, where they are read from.
 """
 
 from __future__ import annotations
@@ -141,10 +144,38 @@ TRAINING_ARGUMENT = {"Dropout": ("dropout", 2), "BatchNorm1d": ("batch_norm", 5)
 """Per module class, its aten call and the position of the call's ``training`` argument."""
 
 
+TORCH_NN_PREFIX = ("__torch__", "torch", "nn", "modules")
+"""Where torch's own ``torch.nn`` classes live in TorchScript's qualified type names."""
+
+
+def _qualified_name(module: torch.jit.ScriptModule) -> str:
+    """The qualified name of the module's TorchScript type, without the ``___torch_mangle_N``
+    parts TorchScript inserts to tell apart types of the same name."""
+    parts = module._c._type().qualified_name().split(".")
+    return ".".join(part for part in parts if not part.startswith("___torch_mangle_"))
+
+
+def _torch_class_name(module: torch.jit.ScriptModule, name: str) -> str:
+    """The ``torch.nn`` class the module was compiled from; a class of the same name defined
+    elsewhere is an error naming its path and qualified name."""
+    kind = module.original_name
+    parts = _qualified_name(module).split(".")
+    if tuple(parts[:len(TORCH_NN_PREFIX)]) != TORCH_NN_PREFIX or parts[-1] != kind:
+        raise NetworkError(
+            f"TorchScript module {kind} at {name or '<root>'!r} is the class "
+            f"{_qualified_name(module).removeprefix('__torch__.')}, not torch.nn's own: its "
+            "forward is not read from its name; script a torch.nn.Sequential of torch.nn "
+            "layers, or export the model with torch.onnx.export")
+    return kind
+
+
 def rebuild(module: torch.jit.ScriptModule, name: str = "") -> torch.nn.Module:
     """Plain ``torch.nn`` modules equivalent to a TorchScript ``Sequential`` of supported
-    layers; any other class is an error naming it and its path."""
+    ``torch.nn`` layers; any other class, or a class of a supported name not from
+    ``torch.nn``, is an error naming it and its path."""
     kind = module.original_name
+    if kind == "Sequential" or kind in REBUILDERS:
+        kind = _torch_class_name(module, name)
     if kind == "Sequential":
         children = [
             rebuild(child, f"{name}.{child_name}" if name else child_name)
