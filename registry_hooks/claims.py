@@ -176,8 +176,15 @@ def lost_to(registry: Registry, claim: Claim) -> str | None:
     """``None`` while the claim may record its audit: the version's lease is still this
     claim's and no other audit was recorded since it was claimed; otherwise what happened,
     for people (``"was claimed by … while this audit ran"``, or ``"was recorded by another
-    audit (run …) while this one ran"``)."""
-    tags = version_tags(registry, claim.name, claim.version)
+    audit (run …) while this one ran"``).
+
+    Raises:
+        RegistryError: the version could not be read (the message says what for).
+    """
+    try:
+        tags = version_tags(registry, claim.name, claim.version)
+    except RegistryError as error:
+        raise type(error)(f"cannot check that this audit's claim still holds: {error}") from error
     lease = lease_of(tags)
     if lease != claim.lease:
         if lease is None:
