@@ -182,7 +182,8 @@ def test_two_watchers_started_together_audit_a_version_once(
     assert [process.returncode for process in processes] == [0, 0], answers
     assert sum(summary["handled"] for summary in summaries) == 1, summaries
     assert runs_in(registry, config) == 1
-    assert version_tags(registry, name, version)[STATUS_TAG] == "audited"
+    tags = version_tags(registry, name, version)
+    assert tags[STATUS_TAG] == "audited" and LEASE_TAG not in tags, tags
 
 
 class LateClaimant(StopGuard):
