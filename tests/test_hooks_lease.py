@@ -42,7 +42,7 @@ from test_pipeline_server import register, runs_in, write_config
 
 from configs.schema import load_config
 from pipeline_steps.audit import audit_model
-from pipeline_steps.cli.pipeline_cmd import _dispatcher
+from pipeline_steps.cli.pipeline_cmd import _dispatcher, _event_callback
 from registry_hooks.claims import (
     AuditInProgressError,
     Claim,
@@ -54,6 +54,7 @@ from registry_hooks.claims import (
     write_claim,
 )
 from registry_hooks.connection import Registry, connect
+from registry_hooks.events import MODEL_VERSION_CREATED, RegistryEvent
 from registry_hooks.lease import LEASE_TAG, Lease, lease_of, new_lease
 from registry_hooks.stopping import StopGuard
 from registry_hooks.tags import (
@@ -260,6 +261,33 @@ def test_an_audit_whose_claim_was_taken_while_it_ran_records_nothing(
         tags = version_tags(registry, name, version)
         assert tags == {STATUS_TAG: STATUS_RUNNING, LEASE_TAG: late.lease.to_tag()}
         assert runs_in(registry, config_path) == 0
+
+
+def test_a_hooks_audit_that_lost_its_claim_is_skipped_saying_so(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The event callback of ``hooks``: a lost claim is ``skipped`` (not an error, so the
+    watch exits as the gate would), and stdout says what became of its audit."""
+    name = f"hooked_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    config = load_config(write_config(tmp_path, registry.tracking_uri,
+                                      f"models:/{name}@candidate"))
+    read_free = plan_claim(registry, name, version)
+    guard = LateClaimant("logged", lambda: write_claim(registry, read_free, 60.0,
+                                                       settle_s=0.2))
+    handle = _event_callback(config, registry, guard, set(), False)
+    capsys.readouterr()
+    outcome = handle(RegistryEvent(MODEL_VERSION_CREATED, name, version, None, "test"))
+    late = guard.result
+    assert isinstance(late, Claim)
+    out = capsys.readouterr().out
+    assert outcome == "skipped", out
+    assert (f"skipped: models:/{name}/{version} was claimed {late.lease.describe()} while this "
+            "audit ran; this audit (") in out
+    assert " was deleted; nothing written on the version)" in out
+    guard.finished()
+    assert version_tags(registry, name, version) == {STATUS_TAG: STATUS_RUNNING,
+                                                      LEASE_TAG: late.lease.to_tag()}
 
 
 def test_two_audits_of_a_version_overlapping_record_one(
