@@ -583,8 +583,9 @@ def discarded(registry: Registry, claim: Claim, why: str, run_id: str | None
               ) -> ClaimLostError:
     """The error of an audit whose claim was lost (``why``, :func:`~registry_hooks.claims.
     lost_to`), after deleting the run it logged (``run_id``; ``None``: none yet): nothing of
-    it stays recorded, so the version's record is the other audit's. A run that cannot be
-    deleted is named in the message, to delete by hand."""
+    it stays recorded, so the version's record is the other audit's (or, when that one fails
+    and gives its claim back, a later audit's). A run that cannot be deleted is named in the
+    message, to delete by hand."""
     run = "no run was logged"
     if run_id is not None:
         try:
@@ -595,8 +596,8 @@ def discarded(registry: Registry, claim: Claim, why: str, run_id: str | None
                    "version: delete it")
     return ClaimLostError(
         f"models:/{claim.name}/{claim.version} {why}; this audit ({claim.lease.owner}) lost its "
-        f"claim and discarded its results ({run}; nothing written on the version), so the "
-        "version's audit is recorded once, by the other")
+        f"claim and discarded its results ({run}; nothing written on the version): the "
+        "version is left to the audit that claimed or recorded it")
 
 
 def _restore_status(registry: Registry, claim: Claim, cause: BaseException,

@@ -252,8 +252,8 @@ def test_an_audit_whose_claim_was_taken_while_it_ran_records_nothing(
         assert f"models:/{name}/{version} was claimed {late.lease.describe()} while this audit " \
             "ran; this audit (" in message
         assert "lost its claim and discarded its results (" in message
-        assert "nothing written on the version), so the version's audit is recorded once" \
-            in message
+        assert ("nothing written on the version): the version is left to the audit that "
+                "claimed or recorded it") in message
         if at == "holding":
             assert "no run was logged" in message
         else:
