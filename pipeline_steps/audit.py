@@ -25,13 +25,14 @@
    registry fails here, after the audits finished, their certificates are written to local
    files and :class:`AuditNotRecorded` carries them: the bounds are never lost to an upload.
 
-A claim is checked again (:func:`~registry_hooks.claims.lost_to`) after the certification,
-before the run is logged, and once more before the version's tags are written: a claim that
-another process's lease replaced meanwhile (a claim race lost after its settle window, an
-expired lease taken over, ``--force``), or whose version another audit recorded meanwhile,
-records nothing, deletes its run if it logged one and raises
-:class:`~registry_hooks.claims.ClaimLostError` naming the audit the version was left to: a
-version's audit is recorded once.
+A claim is watched while the engines run (:func:`~registry_hooks.lease_watch.watching`: once
+it is lost, the engine is asked to stop), checked again (:func:`~registry_hooks.claims.
+lost_to`) after the certification, before the run is logged, and once more before the
+version's tags are written: a claim that another process's lease replaced meanwhile (a claim
+race lost after its settle window, an expired lease taken over, ``--force``), or whose
+version another audit recorded meanwhile, records nothing, deletes its run if it logged one
+and raises :class:`~registry_hooks.claims.ClaimLostError` naming the audit the version was
+left to: a version's audit is recorded once.
 
 A :class:`~registry_hooks.stopping.StopGuard` (``hooks``) stops the step at its safe points:
 before the claim, around the certification and before the version's tags, which begin the
@@ -100,6 +101,7 @@ from registry_hooks.claims import (
     lost_to,
 )
 from registry_hooks.connection import Registry, RegistryError, connect
+from registry_hooks.lease_watch import WATCH_S, watching
 from registry_hooks.stopping import AuditInterrupted, StopGuard
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
@@ -623,11 +625,14 @@ def _restore_status(registry: Registry, claim: Claim, cause: BaseException,
 
 def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,
                 progress: bool = True, registry: Registry | None = None,
-                report_dir: Path | None = None, guard: StopGuard | None = None) -> AuditOutcome:
+                report_dir: Path | None = None, guard: StopGuard | None = None,
+                watch_s: float = WATCH_S) -> AuditOutcome:
     """The audit step for ``model_uri`` (default: the configuration's ``model.uri``); with
     ``report_dir`` a copy of the HTML report is written there too. ``guard``: stops it at its
     safe points (module docstring); a registered version's commit is left open for the
-    caller's gate and deploy (:meth:`~registry_hooks.stopping.StopGuard.finished` ends it)."""
+    caller's gate and deploy (:meth:`~registry_hooks.stopping.StopGuard.finished` ends it).
+    ``watch_s``: how often the claim is read while the engines run
+    (:func:`registry_hooks.lease_watch.watching`)."""
     started = time.monotonic()
     guard = guard if guard is not None else StopGuard()
     guard.checkpoint()
@@ -664,7 +669,9 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
                 guard.holding(claim)
         try:
             guard.checkpoint()
-            certificates, observed = certify_observed(config, network, population, progress)
+            with watching(registry, claim, watch_s):
+                certificates, observed = certify_observed(config, network, population,
+                                                          progress)
             guard.checkpoint()
             check_certificates(config.audits, certificates, network, population, data,
                                options(config))

@@ -38,7 +38,7 @@ import pytest
 import yaml
 from mlflow_server import free_port, kill_server, run_cli, start_server
 from test_deploy_registry import CREDIT_CONSTRAINTS
-from test_pipeline_server import register, runs_in, write_config
+from test_pipeline_server import monte_carlo_ratio, register, runs_in, write_config
 
 from configs.schema import load_config
 from pipeline_steps.audit import audit_model
@@ -67,6 +67,7 @@ from registry_hooks.tags import (
     version_tags,
 )
 from registry_hooks.watcher import WatchResult, poll_once, watch
+from verifier.stop_request import stop_requested
 
 pytest_plugins = ["mlflow_server"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -288,6 +289,33 @@ def test_a_hooks_audit_that_lost_its_claim_is_skipped_saying_so(
     guard.finished()
     assert version_tags(registry, name, version) == {STATUS_TAG: STATUS_RUNNING,
                                                       LEASE_TAG: late.lease.to_tag()}
+
+
+def test_an_audit_whose_claim_was_taken_stops_its_engine(
+        registry: Registry, credit_demo, tmp_path: Path) -> None:
+    """At a threshold the engine cannot decide within its 120 s (the Monte Carlo ratio), an
+    audit whose claim B takes as it starts certifying stops within seconds of the watch's
+    next read, and no stop request outlives it."""
+    name = f"stopped_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    ratio, _ = monte_carlo_ratio(credit_demo.fair, credit_demo.population)
+    config_path = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                               audit={"gamma": min(ratio, 1.0), "timeout_s": 120})
+    read_free = plan_claim(registry, name, version)
+    taken: list[float] = []
+
+    def late() -> Claim:
+        claim = write_claim(registry, read_free, 120.0, settle_s=0.2)
+        taken.append(time.monotonic())
+        return claim
+
+    guard = LateClaimant("holding", late)
+    with pytest.raises(ClaimLostError, match="no run was logged"):
+        audit_model(load_config(config_path), model_uri=f"models:/{name}/{version}",
+                    progress=False, registry=registry, guard=guard, watch_s=0.5)
+    assert time.monotonic() - taken[0] < 30.0
+    assert not stop_requested()
+    assert runs_in(registry, config_path) == 0
 
 
 def test_two_audits_of_a_version_overlapping_record_one(
