@@ -107,16 +107,18 @@ def test_a_raw_fit_for_a_dummies_model_is_told_only_the_separator_differs(
     assert payload["population_fidelity"]["status"] == "consistent"
 
 
-def test_a_population_whose_separator_is_the_models_gets_no_separator_hint(
+def test_a_missing_input_that_is_no_respelling_gets_no_separator_hint(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A missing column that is not a respelling is not called one."""
+    """Unread one-hot columns and missing one-hot inputs of another name are not called
+    respellings."""
     raw = raw_table()
     _, population = fit(capsys, raw, tmp_path, "raw")
     model = export_onnx(torch.nn.Sequential(torch.nn.Linear(6, 1)).eval(), 6,
                         tmp_path / "net.onnx")
-    error = parity_error(capsys, model, ["income", "sex=F", "sex=M", "occ=A", "occ=B", "job"],
+    error = parity_error(capsys, model, ["income", "sex=F", "sex=M", "job_A", "job_B", "job_C"],
                          population, "sex=M", "1")
-    assert "inputs missing from the population model [job]" in error
+    assert ("inputs missing from the population model [job_A, job_B, job_C], population "
+            "columns the model does not read [occ=A, occ=B, occ=C]") in error, error
     assert "separator" not in error
 
 
