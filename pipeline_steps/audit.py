@@ -25,6 +25,15 @@
    registry fails here, after the audits finished, their certificates are written to local
    files and :class:`AuditNotRecorded` carries them: the bounds are never lost to an upload.
 
+A claim is watched while the engines run (:func:`~registry_hooks.lease_watch.watching`: once
+it is lost, the engine is asked to stop), checked again (:func:`~registry_hooks.claims.
+lost_to`) after the certification, before the run is logged, and once more before the
+version's tags are written: a claim that another process's lease replaced meanwhile (a claim
+race lost after its settle window, an expired lease taken over, ``--force``), or whose
+version another audit recorded meanwhile, records nothing, deletes its run if it logged one
+and raises :class:`~registry_hooks.claims.ClaimLostError` naming the audit the version was
+left to: a version's audit is recorded once.
+
 A :class:`~registry_hooks.stopping.StopGuard` (``hooks``) stops the step at its safe points:
 before the claim, around the certification and before the version's tags, which begin the
 commit (:meth:`~registry_hooks.stopping.StopGuard.commit`, held until the event's gate and
@@ -83,13 +92,16 @@ from registry_hooks.certgate_model import (
 )
 from registry_hooks.claims import (
     Claim,
+    ClaimLostError,
     abandon_claim,
     claim_version,
     end_claim,
     hand_back,
     left_running,
+    lost_to,
 )
 from registry_hooks.connection import Registry, RegistryError, connect
+from registry_hooks.lease_watch import WATCH_S, watching
 from registry_hooks.stopping import AuditInterrupted, StopGuard
 from registry_hooks.tags import (
     CONFIG_HASH_TAG,
@@ -569,6 +581,27 @@ def give_back(registry: Registry, claim: Claim, run_id: str | None, reason: str,
         delete_run(registry, run_id)
 
 
+def discarded(registry: Registry, claim: Claim, why: str, run_id: str | None
+              ) -> ClaimLostError:
+    """The error of an audit whose claim was lost (``why``, :func:`~registry_hooks.claims.
+    lost_to`), after deleting the run it logged (``run_id``; ``None``: none yet): nothing of
+    it stays recorded, so the version's record is the other audit's (or, when that one fails
+    and gives its claim back, a later audit's). A run that cannot be deleted is named in the
+    message, to delete by hand."""
+    run = "no run was logged"
+    if run_id is not None:
+        try:
+            delete_run(registry, run_id)
+            run = f"its run {run_id} was deleted"
+        except RegistryError as error:
+            run = (f"its run {run_id} could not be deleted ({error}) and is no record of the "
+                   "version: delete it")
+    return ClaimLostError(
+        f"models:/{claim.name}/{claim.version} {why}; this audit ({claim.lease.owner}) lost its "
+        f"claim and discarded its results ({run}; nothing written on the version): the "
+        "version is left to the audit that claimed or recorded it")
+
+
 def _restore_status(registry: Registry, claim: Claim, cause: BaseException,
                     run_id: str | None, guard: StopGuard) -> None:
     """Undo the claim of an audit that failed with ``cause`` (the status tag as it was, no
@@ -592,11 +625,14 @@ def _restore_status(registry: Registry, claim: Claim, cause: BaseException,
 
 def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: bool = False,
                 progress: bool = True, registry: Registry | None = None,
-                report_dir: Path | None = None, guard: StopGuard | None = None) -> AuditOutcome:
+                report_dir: Path | None = None, guard: StopGuard | None = None,
+                watch_s: float = WATCH_S) -> AuditOutcome:
     """The audit step for ``model_uri`` (default: the configuration's ``model.uri``); with
     ``report_dir`` a copy of the HTML report is written there too. ``guard``: stops it at its
     safe points (module docstring); a registered version's commit is left open for the
-    caller's gate and deploy (:meth:`~registry_hooks.stopping.StopGuard.finished` ends it)."""
+    caller's gate and deploy (:meth:`~registry_hooks.stopping.StopGuard.finished` ends it).
+    ``watch_s``: how often the claim is read while the engines run
+    (:func:`registry_hooks.lease_watch.watching`)."""
     started = time.monotonic()
     guard = guard if guard is not None else StopGuard()
     guard.checkpoint()
@@ -620,6 +656,7 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
                              list(network.input_names), scratch_dir)
         claim = None
         run_id = None
+        lost: str | None = None
         if loaded.name is not None and loaded.version is not None:
             # another process (``hooks watch``) may have recorded this version's audit while
             # the model was downloaded and checked: reused, as at the start
@@ -632,22 +669,30 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
                 guard.holding(claim)
         try:
             guard.checkpoint()
-            certificates, observed = certify_observed(config, network, population, progress)
+            with watching(registry, claim, watch_s):
+                certificates, observed = certify_observed(config, network, population,
+                                                          progress)
             guard.checkpoint()
             check_certificates(config.audits, certificates, network, population, data,
                                options(config))
             for certificate in certificates.values():
                 certificate.provenance = provenance(loaded, artifact, network, model_inputs)
             try:
-                outcome = log_audit_run(config, registry, loaded, artifact, validation,
-                                        certificates, report_dir, observed, guard)
-                run_id = outcome.run_id
-                if claim is not None:
+                lost = lost_to(registry, claim) if claim is not None else None
+                if lost is None:
+                    outcome = log_audit_run(config, registry, loaded, artifact, validation,
+                                            certificates, report_dir, observed, guard)
+                    run_id = outcome.run_id
+                if claim is not None and lost is None:
                     guard.commit()
-                    replace_result_tags(registry, claim.name, claim.version, outcome.tags)
-            except RegistryError as lost:
+                    lost = lost_to(registry, claim)
+                    if lost is None:
+                        replace_result_tags(registry, claim.name, claim.version, outcome.tags)
+            except RegistryError as failed:
                 raise unrecorded_audit(loaded, certificates, config.audit_fingerprint(),
-                                       report_dir, lost, time.monotonic() - started) from lost
+                                       report_dir, failed, time.monotonic() - started) from failed
+            if claim is not None and lost is not None:
+                raise discarded(registry, claim, lost, run_id)
         except BaseException as error:
             if claim is not None:
                 _restore_status(registry, claim, error, run_id, guard)

@@ -1,13 +1,21 @@
-"""Claiming a model version's audit in the registry: at most one live audit per version.
+"""Claiming a model version's audit in the registry: at most one live audit per version, and
+at most one audit recorded per claim race.
 
 MLflow's tags have no compare-and-set, so a claim is written and then read back:
 :func:`claim_version` refuses a version whose lease is live (:mod:`registry_hooks.lease`),
 writes its own lease and ``certgate.audit.status=running``, waits :data:`SETTLE_S` and reads
 the lease again. Two processes that claim at the same time both write; the later write wins,
 and the earlier writer reads the other's lease back and gives up
-(:class:`AuditInProgressError`). A claim is lost only to a writer whose read-then-write took
-longer than :data:`SETTLE_S` (one round trip each); then both audit, and the later one's
-tags stand — two complete audits of one version under one configuration, never a wrong tag.
+(:class:`AuditInProgressError`). A writer whose read-then-write took longer than
+:data:`SETTLE_S` (a loaded machine, a slow round trip) also wins, so both audit.
+
+That is why a claim is checked again before the audit's results are recorded
+(:func:`lost_to`): a claim whose lease another process has written since, or whose version
+another audit recorded since it was claimed (the run id tag changed), discards its results
+(:class:`ClaimLostError`) and leaves the version to that other audit. Only one lease stands
+at a time, so of two overlapping claims at most one passes the check; two recordings would
+need the other claim to be written, settle a second, audit and be checked, all between one
+audit's check and its tags' write (one round trip).
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from registry_hooks.connection import Registry, RegistryError, registry_errors
 from registry_hooks.lease import LEASE_TAG, Lease, lease_of, lease_state, new_lease
 from registry_hooks.tags import (
     INTERRUPTED_TAG,
+    RUN_ID_TAG,
+    STATUS_AUDITED,
     STATUS_RUNNING,
     STATUS_TAG,
     restore_version_tag,
@@ -34,6 +44,11 @@ class AuditInProgressError(RegistryError):
     """Another process holds a live lease on the version's audit; the message names it."""
 
 
+class ClaimLostError(AuditInProgressError):
+    """The audit's claim was lost while it ran (:func:`lost_to`): its results are discarded,
+    and the message says to which audit the version was left and what became of the run."""
+
+
 @dataclass(frozen=True)
 class Claim:
     """A claimed audit: the lease written, the status tag it replaced, and the audit it took
@@ -46,6 +61,9 @@ class Claim:
     previous_status: str | None
     taken_over: Lease | str | None
     forced: bool = False
+    recorded_run: str | None = None
+    """The audit run the version's tags named (:data:`RUN_ID_TAG`) when it was claimed: a
+    different one later means another audit recorded the version meanwhile."""
 
     def takeover_text(self) -> str | None:
         """What was taken over, for people (``None``: nothing)."""
@@ -60,14 +78,27 @@ class Claim:
                 "was taken to have ended)")
 
 
-def claim_version(registry: Registry, name: str, version: str, budget_s: float | None, *,
-                  force: bool = False, settle_s: float = SETTLE_S) -> Claim:
-    """Claim the audit of ``models:/name/version`` for ``budget_s`` seconds (plus the lease's
-    grace; ``None``: no time limit).
+@dataclass(frozen=True)
+class ClaimPlan:
+    """What a claim read before writing its lease (:func:`plan_claim`): the version's status
+    tag, the audit it takes over (:attr:`Claim.taken_over`), whether that one's lease was live
+    (``forced``) and the recorded run (:attr:`Claim.recorded_run`)."""
+
+    name: str
+    version: str
+    previous_status: str | None
+    taken_over: Lease | str | None
+    forced: bool
+    recorded_run: str | None
+
+
+def plan_claim(registry: Registry, name: str, version: str, *,
+               force: bool = False) -> ClaimPlan:
+    """Read the version's tags and decide whether it may be claimed (the first half of
+    :func:`claim_version`; nothing is written).
 
     Raises:
-        AuditInProgressError: another process holds a live lease (unless ``force``), or
-            claimed the version in the same moment and won.
+        AuditInProgressError: another process holds a live lease (unless ``force``).
     """
     tags = version_tags(registry, name, version)
     previous = tags.get(STATUS_TAG)
@@ -82,6 +113,21 @@ def claim_version(registry: Registry, name: str, version: str, budget_s: float |
                 "again once that lease expires (or now with `certgate run --force`)"
             )
         taken_over = held if held is not None else "unleased"
+    return ClaimPlan(name, version, previous, taken_over, state == "live",
+                     tags.get(RUN_ID_TAG))
+
+
+def write_claim(registry: Registry, plan: ClaimPlan, budget_s: float | None, *,
+                settle_s: float = SETTLE_S) -> Claim:
+    """Write the claim ``plan`` decided on for ``budget_s`` seconds (plus the lease's grace;
+    ``None``: no time limit), wait ``settle_s`` and read the lease back (the second half of
+    :func:`claim_version`).
+
+    Raises:
+        AuditInProgressError: another process's lease was read back (it claimed the version
+            in the same moment and won).
+    """
+    name, version = plan.name, plan.version
     lease = new_lease(budget_s)
     set_version_tags(registry, name, version, {LEASE_TAG: lease.to_tag(),
                                                STATUS_TAG: STATUS_RUNNING})
@@ -95,7 +141,21 @@ def claim_version(registry: Registry, name: str, version: str, budget_s: float |
         raise AuditInProgressError(
             f"models:/{name}/{version} was claimed {other} at the same time; that audit goes on"
         )
-    return Claim(name, version, lease, previous, taken_over, forced=state == "live")
+    return Claim(name, version, lease, plan.previous_status, plan.taken_over,
+                 forced=plan.forced, recorded_run=plan.recorded_run)
+
+
+def claim_version(registry: Registry, name: str, version: str, budget_s: float | None, *,
+                  force: bool = False, settle_s: float = SETTLE_S) -> Claim:
+    """Claim the audit of ``models:/name/version`` for ``budget_s`` seconds (plus the lease's
+    grace; ``None``: no time limit): :func:`plan_claim`, then :func:`write_claim` at once.
+
+    Raises:
+        AuditInProgressError: another process holds a live lease (unless ``force``), or
+            claimed the version in the same moment and won.
+    """
+    return write_claim(registry, plan_claim(registry, name, version, force=force), budget_s,
+                       settle_s=settle_s)
 
 
 def left_running(name: str, version: str, lease: Lease) -> str:
@@ -112,6 +172,30 @@ def holds(registry: Registry, claim: Claim) -> bool:
     return lease_of(version_tags(registry, claim.name, claim.version)) == claim.lease
 
 
+def lost_to(registry: Registry, claim: Claim) -> str | None:
+    """``None`` while the claim may record its audit: the version's lease is still this
+    claim's and no other audit was recorded since it was claimed; otherwise what happened,
+    for people (``"was claimed by … while this audit ran"``, or ``"was recorded by another
+    audit (run …) while this one ran"``).
+
+    Raises:
+        RegistryError: the version could not be read (the message says what for).
+    """
+    try:
+        tags = version_tags(registry, claim.name, claim.version)
+    except RegistryError as error:
+        raise type(error)(f"cannot check that this audit's claim still holds: {error}") from error
+    lease = lease_of(tags)
+    if lease != claim.lease:
+        if lease is None:
+            return "had its lease removed by another process while this audit ran"
+        return f"was claimed {lease.describe()} while this audit ran"
+    recorded = tags.get(RUN_ID_TAG)
+    if recorded != claim.recorded_run:
+        return f"was recorded by another audit (run {recorded}) while this one ran"
+    return None
+
+
 def end_claim(registry: Registry, claim: Claim) -> None:
     """Remove the claim's lease tag once the audit's own tags are written (a lease another
     process took over meanwhile is left to it)."""
@@ -122,12 +206,16 @@ def end_claim(registry: Registry, claim: Claim) -> None:
 
 
 def abandon_claim(registry: Registry, claim: Claim) -> None:
-    """Undo a claim whose audit failed: the status tag as it was before (none, when it was an
-    abandoned ``running``: the version is due again) and no lease. A lease another process
-    took over meanwhile is left to it."""
-    if not holds(registry, claim):
+    """Undo a claim whose audit failed or lost (:func:`lost_to`): the status tag as it was
+    before (none, when it was an abandoned ``running``: the version is due again; ``audited``
+    when another audit recorded the version meanwhile: its record stands) and no lease. A
+    lease another process took over meanwhile is left to it."""
+    tags = version_tags(registry, claim.name, claim.version)
+    if lease_of(tags) != claim.lease:
         return
     previous = None if claim.previous_status == STATUS_RUNNING else claim.previous_status
+    if tags.get(RUN_ID_TAG) != claim.recorded_run:
+        previous = STATUS_AUDITED
     restore_version_tag(registry, claim.name, claim.version, STATUS_TAG, previous)
     restore_version_tag(registry, claim.name, claim.version, LEASE_TAG, None)
 

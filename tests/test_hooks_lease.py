@@ -7,6 +7,10 @@ audit runs and what a watch reports.
   ``certgate run`` refuses it unless ``--force``), and a bare ``running`` of a certgate
   without leases is left with the command that resumes it.
 * Two watchers started together on one version audit it once (both audited it before).
+* A claim whose write lands after another claim's settle window wins too (tags have no
+  compare-and-set), and both audited and recorded: a claim is now checked again before its
+  results are recorded, and one that lost its lease, or whose version another audit recorded
+  meanwhile, discards its results (its run deleted) and says so; the version keeps one record.
 * A deleted or garbage-collected audit run makes its version due again for ``hooks watch``
   (it read tags only), with and without ``--alias``, and in a long-running watch too.
 * ``hooks watch --json`` counted a failed gate as handled and exited 0; it now reports
@@ -27,21 +31,35 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from mlflow_server import free_port, kill_server, run_cli, start_server
 from test_deploy_registry import CREDIT_CONSTRAINTS
-from test_pipeline_server import register, runs_in, write_config
+from test_pipeline_server import monte_carlo_ratio, register, runs_in, write_config
 
 from configs.schema import load_config
-from pipeline_steps.cli.pipeline_cmd import _dispatcher
-from registry_hooks.claims import AuditInProgressError, abandon_claim, claim_version
+from pipeline_steps.audit import audit_model
+from pipeline_steps.cli.pipeline_cmd import _dispatcher, _event_callback
+from registry_hooks.claims import (
+    AuditInProgressError,
+    Claim,
+    ClaimLostError,
+    abandon_claim,
+    claim_version,
+    lost_to,
+    plan_claim,
+    write_claim,
+)
 from registry_hooks.connection import Registry, connect
+from registry_hooks.events import MODEL_VERSION_CREATED, RegistryEvent
 from registry_hooks.lease import LEASE_TAG, Lease, lease_of, new_lease
+from registry_hooks.stopping import StopGuard
 from registry_hooks.tags import (
     RUN_ID_TAG,
+    STATUS_AUDITED,
     STATUS_RUNNING,
     STATUS_TAG,
     alias_version,
@@ -49,6 +67,7 @@ from registry_hooks.tags import (
     version_tags,
 )
 from registry_hooks.watcher import WatchResult, poll_once, watch
+from verifier.stop_request import stop_requested
 
 pytest_plugins = ["mlflow_server"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,7 +184,173 @@ def test_two_watchers_started_together_audit_a_version_once(
     assert [process.returncode for process in processes] == [0, 0], answers
     assert sum(summary["handled"] for summary in summaries) == 1, summaries
     assert runs_in(registry, config) == 1
-    assert version_tags(registry, name, version)[STATUS_TAG] == "audited"
+    tags = version_tags(registry, name, version)
+    assert tags[STATUS_TAG] == "audited" and LEASE_TAG not in tags, tags
+
+
+class LateClaimant(StopGuard):
+    """The guard of an audit that lets another claimant's write land at one point of it: as
+    its claim is won (``holding``, after its settle window: the audit certifies next) or as
+    its run opens (``logged``); ``late()`` does the other claimant's work there."""
+
+    def __init__(self, at: str, late: Callable[[], object]) -> None:
+        super().__init__()
+        self.at = at
+        self.late = late
+        self.result: object = None
+
+    def holding(self, claim: Claim) -> None:
+        super().holding(claim)
+        if self.at == "holding":
+            self.result = self.late()
+
+    def logged(self, run_id: str) -> None:
+        super().logged(run_id)
+        if self.at == "logged":
+            self.result = self.late()
+
+
+def test_a_claim_written_after_the_others_settle_window_wins_too_and_is_caught(
+        registry: Registry, credit_demo) -> None:
+    """The race of two claims, in order: B reads the version free, A claims it (write,
+    settle, read back: won), then B's write lands and B reads its own lease back: won too."""
+    name = f"late_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    read_free = plan_claim(registry, name, version)
+    first = claim_version(registry, name, version, 60.0, settle_s=0.2)
+    second = write_claim(registry, read_free, 60.0, settle_s=0.2)
+    assert first.lease != second.lease
+    assert lost_to(registry, second) is None
+    assert lost_to(registry, first) == f"was claimed {second.lease.describe()} while this audit ran"
+    abandon_claim(registry, first)
+    tags = version_tags(registry, name, version)
+    assert tags[STATUS_TAG] == STATUS_RUNNING and lease_of(tags) == second.lease
+    abandon_claim(registry, second)
+    assert version_tags(registry, name, version) == {}
+
+
+def test_an_audit_whose_claim_was_taken_while_it_ran_records_nothing(
+        registry: Registry, credit_demo, tmp_path: Path) -> None:
+    """B read the version free before A claimed it; B's write lands while A certifies
+    (``holding``: A's first check, before any run is logged) or as A's run opens
+    (``logged``: the check before the version's tags, which deletes A's run). A records
+    nothing and names B; the version is B's, untouched."""
+    name = f"taken_{uuid.uuid4().hex[:8]}"
+    versions = [register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+                for _ in range(2)]
+    config_path = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate")
+    config = load_config(config_path)
+    for version, at in zip(versions, ("holding", "logged"), strict=True):
+        read_free = plan_claim(registry, name, version)
+        guard = LateClaimant(at, lambda plan=read_free: write_claim(registry, plan, 60.0,
+                                                                    settle_s=0.2))
+        with pytest.raises(ClaimLostError) as lost:
+            audit_model(config, model_uri=f"models:/{name}/{version}", progress=False,
+                        registry=registry, guard=guard)
+        late = guard.result
+        assert isinstance(late, Claim)
+        message = str(lost.value)
+        assert f"models:/{name}/{version} was claimed {late.lease.describe()} while this audit " \
+            "ran; this audit (" in message
+        assert "lost its claim and discarded its results (" in message
+        assert ("nothing written on the version): the version is left to the audit that "
+                "claimed or recorded it") in message
+        if at == "holding":
+            assert "no run was logged" in message
+        else:
+            assert "its run " in message and " was deleted" in message
+        tags = version_tags(registry, name, version)
+        assert tags == {STATUS_TAG: STATUS_RUNNING, LEASE_TAG: late.lease.to_tag()}
+        assert runs_in(registry, config_path) == 0
+
+
+def test_a_hooks_audit_that_lost_its_claim_is_skipped_saying_so(
+        registry: Registry, credit_demo, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The event callback of ``hooks``: a lost claim is ``skipped`` (not an error, so the
+    watch exits as the gate would), and stdout says what became of its audit."""
+    name = f"hooked_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    config = load_config(write_config(tmp_path, registry.tracking_uri,
+                                      f"models:/{name}@candidate"))
+    read_free = plan_claim(registry, name, version)
+    guard = LateClaimant("logged", lambda: write_claim(registry, read_free, 60.0,
+                                                       settle_s=0.2))
+    handle = _event_callback(config, registry, guard, set(), False)
+    capsys.readouterr()
+    outcome = handle(RegistryEvent(MODEL_VERSION_CREATED, name, version, None, "test"))
+    late = guard.result
+    assert isinstance(late, Claim)
+    out = capsys.readouterr().out
+    assert outcome == "skipped", out
+    assert (f"skipped: models:/{name}/{version} was claimed {late.lease.describe()} while this "
+            "audit ran; this audit (") in out
+    assert " was deleted; nothing written on the version)" in out
+    guard.finished()
+    assert version_tags(registry, name, version) == {STATUS_TAG: STATUS_RUNNING,
+                                                      LEASE_TAG: late.lease.to_tag()}
+
+
+def test_an_audit_whose_claim_was_taken_stops_its_engine(
+        registry: Registry, credit_demo, tmp_path: Path) -> None:
+    """At a threshold the engine cannot decide within its 120 s (the Monte Carlo ratio), an
+    audit whose claim B takes as it starts certifying stops within seconds of the watch's
+    next read, and no stop request outlives it."""
+    name = f"stopped_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    ratio, _ = monte_carlo_ratio(credit_demo.fair, credit_demo.population)
+    config_path = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate",
+                               audit={"gamma": min(ratio, 1.0), "timeout_s": 120})
+    read_free = plan_claim(registry, name, version)
+    taken: list[float] = []
+
+    def late() -> Claim:
+        claim = write_claim(registry, read_free, 120.0, settle_s=0.2)
+        taken.append(time.monotonic())
+        return claim
+
+    guard = LateClaimant("holding", late)
+    with pytest.raises(ClaimLostError, match="no run was logged"):
+        audit_model(load_config(config_path), model_uri=f"models:/{name}/{version}",
+                    progress=False, registry=registry, guard=guard, watch_s=0.5)
+    assert time.monotonic() - taken[0] < 30.0
+    assert not stop_requested()
+    assert runs_in(registry, config_path) == 0
+
+
+def test_two_audits_of_a_version_overlapping_record_one(
+        registry: Registry, credit_demo, tmp_path: Path) -> None:
+    """Two complete audits whose claims overlap: B claims the version (``--force``, the way a
+    late write lands whatever B read) while A certifies, and records; A, which had won its
+    claim first, then records nothing. And a claim that won after another audit had recorded
+    the version (its read before that audit's claim, its write after its tags) records
+    nothing and puts the version back as that audit left it."""
+    name = f"overlap_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    config_path = write_config(tmp_path, registry.tracking_uri, f"models:/{name}@candidate")
+    config = load_config(config_path)
+    uri = f"models:/{name}/{version}"
+    guard = LateClaimant("holding", lambda: audit_model(config, model_uri=uri, force=True,
+                                                        progress=False, registry=registry))
+    with pytest.raises(ClaimLostError) as lost:
+        audit_model(config, model_uri=uri, progress=False, registry=registry, guard=guard)
+    recorded = version_tags(registry, name, version)
+    assert "had its lease removed by another process while this audit ran" in str(lost.value)
+    assert recorded[STATUS_TAG] == STATUS_AUDITED and LEASE_TAG not in recorded
+    assert recorded[RUN_ID_TAG] == guard.result.run_id
+    assert runs_in(registry, config_path) == 1
+
+    other = register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+    read_free = plan_claim(registry, name, other)
+    first = audit_model(config, model_uri=f"models:/{name}/{other}", progress=False,
+                        registry=registry)
+    before = version_tags(registry, name, other)
+    late = write_claim(registry, read_free, 60.0, settle_s=0.2)
+    assert lost_to(registry, late) == (f"was recorded by another audit (run {first.run_id}) "
+                                      "while this one ran")
+    abandon_claim(registry, late)
+    assert version_tags(registry, name, other) == before
+    assert runs_in(registry, config_path) == 2
 
 
 def test_a_deleted_audit_run_makes_the_version_due_for_the_watcher(

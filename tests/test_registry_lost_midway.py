@@ -1,5 +1,6 @@
 """A tracking server that goes away while an audit runs: ``certgate run`` ends with exit code
-2 and the audit's own failure (the run it could not log), saying that the version's status
+2 and the audit's own failure (its first call after the certification: the check that its
+claim still holds before its run is logged), saying that the version's status
 tag was left ``running`` and that ``hooks`` audit it again once its lease expires. The tag
 could not be reset either, and that second failure was the only message ("cannot reset tag
 certgate.audit.status …"), hiding what went wrong. A real ``mlflow server`` on 127.0.0.1
@@ -81,7 +82,10 @@ def test_a_server_lost_mid_audit_reports_the_audits_failure(
         killer.join()
     assert process.poll() is not None, "the server was not stopped during the audit"
     error = json.loads(out)["error"]
-    assert code == 2 and error.startswith(f"cannot log the audit run to {url}"), error
+    assert code == 2 and error.startswith(
+        "cannot check that this audit's claim still holds: cannot read "
+        f"models:/{name}/{version}: cannot reach the MLflow tracking server at {url}"), error
+    assert "the audit finished but is not recorded in the registry" in error
     assert f"the tag {STATUS_TAG} of models:/{name}/{version} could not be reset" in error
     assert f"`certgate hooks` audit it again once its lease ({LEASE_TAG}) expires" in error
     assert f"certgate: error: {error}" in err

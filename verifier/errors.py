@@ -28,14 +28,37 @@ def first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
+ONE_HOT_SEPARATORS = ("=", "_")
+"""How one-hot columns join a raw column's name and its value: certgate's fit writes
+``sex=Male``, ``pandas.get_dummies`` ``sex_Male``."""
+
+
+def one_hot_columns(name: str, known: Sequence[str]) -> list[str]:
+    """The columns of ``known`` that one-hot encode the raw column ``name``
+    (``NAME=VALUE`` or ``NAME_VALUE``, :data:`ONE_HOT_SEPARATORS`), in their order."""
+    return [candidate for candidate in known
+            if candidate.startswith(tuple(name + sep for sep in ONE_HOT_SEPARATORS))]
+
+
+def one_hot_column(name: str, value: str, known: Sequence[str]) -> str | None:
+    """The column of ``known`` that one-hot encodes value ``value`` of the raw column ``name``
+    as it is spelled there (``sex=Male`` or ``sex_Male``; the value's case may differ when no
+    column has it exactly), ``None`` when there is none or several."""
+    encoded = one_hot_columns(name, known)
+    for same in (str.__eq__, lambda a, b: a.lower() == b.lower()):
+        found = [column for column in encoded if same(column[len(name) + 1:], value)]
+        if found:
+            return found[0] if len(found) == 1 else None
+    return None
+
+
 def did_you_mean(name: str, known: Sequence[str]) -> str:
     """`` (did you mean 'X'?)`` when ``known`` holds a name ``name`` is a likely misspelling
     of (the same up to case, else the closest by :func:`difflib.get_close_matches`), else
     ``""``: for errors about a name that is not there. When ``name`` is the raw column whose
     one-hot columns ``known`` holds (``sex`` for ``sex=Female``, ``sex=Male``, or pandas'
     ``sex_Female``), the hint names those columns instead."""
-    encoded = [candidate for candidate in known
-               if candidate.startswith((f"{name}=", f"{name}_"))]
+    encoded = one_hot_columns(name, known)
     if len(encoded) >= 2:
         return f" ({name!r} is one-hot encoded as {', '.join(encoded)}: name one of these)"
     same_case = [candidate for candidate in known if candidate.lower() == name.lower()]

@@ -47,10 +47,12 @@ def destination(field: str) -> str:
     return option_for(field).removeprefix("--").replace("-", "_")
 
 
-def settings_from_args(settings_type: type, args: argparse.Namespace, **values: Any) -> Any:
+def settings_from_args(settings_type: type, args: argparse.Namespace,
+                       columns: list[str] | None = None, **values: Any) -> Any:
     """``settings_type(kind=…, …)`` (the kind its ``kind`` field declares) from every field's
     option that was given (``None`` leaves the field's default), with ``values`` (fields the
-    verb derives itself) on top."""
+    verb derives itself) on top; ``columns``: the bound inputs' names, for errors that name
+    an input as it is spelled (the validation context ``{"columns": columns}``)."""
     from pydantic import ValidationError
 
     from verifier.audits.kind import settings_kind
@@ -64,7 +66,8 @@ def settings_from_args(settings_type: type, args: argparse.Namespace, **values: 
         if value is not None:
             given[field] = value
     try:
-        return settings_type(kind=kind, **given, **values)
+        return settings_type.model_validate({"kind": kind, **given, **values},
+                                            context={"columns": columns})
     except ValidationError as error:
         problems = []
         for item in error.errors():

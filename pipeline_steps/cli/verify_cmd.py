@@ -216,9 +216,10 @@ def run_demographic_parity(args: argparse.Namespace) -> int:
     from pipeline_steps.progress import audit_progress
     from verifier.audits import DemographicParitySettings, run_audit
 
-    settings = settings_from_args(DemographicParitySettings, args)
-    engine = _settings(args)
     network, population, read = _load(args)
+    settings = settings_from_args(DemographicParitySettings, args,
+                                  columns=list(network.input_names))
+    engine = _settings(args)
     inputs = fidelity_inputs(args, network, population)
     bar = audit_progress(settings, shows_progress(args))
     try:

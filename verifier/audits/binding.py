@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.errors import CertgateInputError
+from verifier.errors import ONE_HOT_SEPARATORS, CertgateInputError
 from verifier.network import Layer, Network, compose, positional_names
 
 
@@ -218,6 +218,48 @@ def _numbers_read_as_categories(missing: Sequence[str], unknown: Sequence[str]) 
     return "".join(hints)
 
 
+def _separated_apart(column: str, name: str) -> tuple[str, str] | None:
+    """``(the population's separator, the model's)`` when population column ``column`` and
+    model input ``name`` are one one-hot column spelled with different separators
+    (:data:`~verifier.errors.ONE_HOT_SEPARATORS`: ``sex=F`` and ``sex_F``), else ``None``."""
+    for ours in ONE_HOT_SEPARATORS:
+        head, found, tail = column.partition(ours)
+        for theirs in ONE_HOT_SEPARATORS:
+            if found and head and theirs != ours and name == f"{head}{theirs}{tail}":
+                return ours, theirs
+    return None
+
+
+SEPARATOR_FIXES = {
+    "_": ("fit the population on the table encoded as the model was trained (the same "
+          "pandas.get_dummies call, drop_first included: its COL_VALUE columns are kept as "
+          "they are), not on the raw table, whose string columns `population fit` encodes as "
+          "COL=VALUE"),
+    "=": ("fit the population on the raw table (`population fit` encodes a string column as "
+          "COL=VALUE) or on the table encoded with pandas.get_dummies(..., prefix_sep='=')"),
+}
+"""How to refit a population whose one-hot columns' separator is not the model's, by the
+model's separator."""
+
+
+def _separator_differs(missing: Sequence[str], unknown: Sequence[str]) -> str:
+    """A hint when population columns the model does not read and inputs it lacks differ
+    only in the separator of their one-hot names (``sex=F`` against ``sex_F``: a population
+    fitted on the raw table for a model trained on ``pandas.get_dummies`` columns): which
+    separator each side uses, the pairs, and how to refit; empty when there is none."""
+    pairs = [(column, name, seps) for column in unknown for name in missing
+             if (seps := _separated_apart(column, name)) is not None]
+    if not pairs:
+        return ""
+    ours, theirs = pairs[0][2]
+    if any(seps != (ours, theirs) for _, _, seps in pairs):
+        return "; only the separators of their one-hot columns differ: " + ", ".join(
+            f"{column} vs {name}" for column, name, _ in pairs)
+    shown = ", ".join(f"{column} vs {name}" for column, name, _ in pairs)
+    return (f"; only the separator differs: the population's columns use {ours!r} where the "
+            f"model's inputs use {theirs!r} ({shown}); {SEPARATOR_FIXES[theirs]}")
+
+
 def ordered_population(population: Any, names: Sequence[str], where: str) -> Any:
     """``population`` with its columns in the order ``names``; raises :class:`BindingError`
     unless it has exactly these columns."""
@@ -232,7 +274,8 @@ def ordered_population(population: Any, names: Sequence[str], where: str) -> Any
             f"{where}: the population model's columns ({_shown(columns)}) are not the model's "
             f"inputs ({_shown(names)}): inputs missing from the population model "
             f"[{_shown(missing)}], population columns the model does not read "
-            f"[{_shown(unknown)}]{_numbers_read_as_categories(missing, unknown)}"
+            f"[{_shown(unknown)}]{_separator_differs(missing, unknown)}"
+            f"{_numbers_read_as_categories(missing, unknown)}"
         )
     if population.distribution.column_names() is None:
         raise BindingError(

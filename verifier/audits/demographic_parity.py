@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from verifier.audits.coded_values import value_code
 from verifier.audits.fidelity import parity_check
@@ -31,7 +31,7 @@ from verifier.audits.requirement import (
     effective_timeout,
 )
 from verifier.certificate import Certificate
-from verifier.errors import CertgateInputError, did_you_mean
+from verifier.errors import CertgateInputError, did_you_mean, one_hot_column, one_hot_columns
 from verifier.spec import check_parity_gamma, demographic_parity
 
 if TYPE_CHECKING:
@@ -70,11 +70,13 @@ class DemographicParitySettings(StrictSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _privileged_is_a_value(cls, data: Any) -> Any:
+    def _privileged_is_a_value(cls, data: Any, info: ValidationInfo) -> Any:
         """A category's name as ``privileged`` (``sex`` = ``Male``, as the CSV spells it) is
-        refused naming the one-hot column to protect instead, whose privileged value is 1;
-        ``True``/``False``, which a CSV's boolean column holds and the fit reads as a binary
-        column, also name its value 1 or 0."""
+        refused naming the one-hot column to protect instead, whose privileged value is 1:
+        spelled as the model's input is when the validation context holds the inputs'
+        names (``{"columns": [...]}``, :func:`category_hint`); ``True``/``False``, which a
+        CSV's boolean column holds and the fit reads as a binary column, also name its
+        value 1 or 0."""
         if not isinstance(data, dict) or not isinstance(data.get("privileged"), str):
             return data
         value = data["privileged"].strip()
@@ -82,14 +84,15 @@ class DemographicParitySettings(StrictSettings):
             float(value)
         except ValueError:
             column = str(data.get("protected", "COLUMN")).split("=", 1)[0]
+            columns = (info.context or {}).get("columns")
             boolean = ""
             if value.lower() in ("true", "false"):
                 boolean = (f"; a True/False column is binary, True 1 and False 0 (protected: "
                            f"{column}, privileged: {int(value.lower() == 'true')})")
             raise ValueError(
                 f"privileged is the protected column's value for the privileged group, a "
-                f"number; {value!r} names a category: protect its one-hot column instead "
-                f"(protected: {column}={value}, privileged: 1){boolean}") from None
+                f"number; {value!r} names a category: "
+                f"{category_hint(column, value, columns)}{boolean}") from None
         return data
 
     @model_validator(mode="after")
@@ -159,6 +162,22 @@ def run(settings: DemographicParitySettings, network: Network, population: Any,
     _mark_vanishing_group(certificate, population,
                           population_columns(population) or list(names.inputs), settings)
     return certificate
+
+
+def category_hint(column: str, value: str, columns: list[str] | None) -> str:
+    """What to write for ``protected: COLUMN, privileged: VALUE`` where ``VALUE`` names a
+    category: its one-hot column, privileged 1, spelled as ``columns`` (the model's inputs)
+    spell it (``sex=Male`` or ``sex_Male``), else naming the raw column's one-hot columns
+    there, else (the inputs unknown: a configuration read before its model) in both
+    spellings certgate's fit and ``pandas.get_dummies`` write."""
+    if columns is not None:
+        if (found := one_hot_column(column, value, columns)) is not None:
+            return f"protect its one-hot column instead (protected: {found}, privileged: 1)"
+        if encoded := one_hot_columns(column, columns):
+            return (f"protect one of its one-hot columns instead ({', '.join(encoded)}), "
+                    "privileged: 1")
+    return (f"protect its one-hot column instead (protected: {column}={value}, privileged: 1; "
+            f"spelled as the model's input is: {column}_{value} for pandas.get_dummies)")
 
 
 def demographic_parity_audit(
