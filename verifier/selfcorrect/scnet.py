@@ -65,8 +65,9 @@ class SelfCorrectingNetwork(torch.nn.Module):
 
     Raises:
         ConstraintError: bad ``on_bottom``/``abstain_class``, inconsistent class counts or
-            input sizes, or constraints that give ⊥ at every input (those active everywhere
-            cannot hold together: :meth:`SelfCorrectingLayer.unsatisfiable_everywhere`).
+            input sizes, or constraints that give ⊥ at every input (on every piece of the
+            input space, those active there by their form cannot hold together:
+            :meth:`SelfCorrectingLayer.unsatisfiable_everywhere`).
     """
 
     def __init__(
