@@ -305,6 +305,19 @@ class SelfCorrectingLayer(torch.nn.Module):
                 involved.update(active)
         return [self.constraint_names[index] for index in sorted(involved)]
 
+    def require_satisfiable_somewhere(self) -> None:
+        """Raises :class:`ConstraintError` naming the constraints when they give ⊥ at every
+        input (:meth:`unsatisfiable_everywhere`): a wrapped model would answer ⊥ always."""
+        unsatisfiable = self.unsatisfiable_everywhere()
+        if unsatisfiable:
+            raise ConstraintError(
+                "the constraints " + ", ".join(repr(name) for name in unsatisfiable)
+                + " give ⊥ at every input: whatever the input and the class the network "
+                "predicts, those of them active there by their preconditions' form admit no "
+                "order of the classes together, so every output would be bottom (⊥); drop or "
+                "condition one of them"
+            )
+
     def forward(self, x: Tensor, logits: Tensor) -> tuple[Tensor, Tensor]:
         batch = self._check_inputs(x, logits)
         bottom = torch.zeros(batch, dtype=torch.bool, device=logits.device)
