@@ -282,3 +282,24 @@ def test_a_model_without_input_names_and_a_wider_raw_table_asks_for_input_names(
                        "--input-names", "sex=F,sex=M,kids,income")
     assert code == 0, answer
     assert list(load_population(out).columns) == ["sex=F", "sex=M", "kids", "income"]
+
+
+def test_a_numeric_input_written_as_text_in_one_row_is_named(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """One `unknown` in a numeric column makes the table read it as text; a network reading
+    that column as one number was fitted a one-hot group of every distinct value (thousands
+    of columns) and refused with all their names. Now the fit names the column and the text,
+    and writes nothing."""
+    frame = mixed_table(300)
+    model = tmp_path / "net.json"
+    trained_network(frame, model)
+    dirty = frame.astype({"income": object})
+    dirty.loc[7, "income"] = "unknown"
+    table = tmp_path / "dirty.csv"
+    dirty.to_csv(table, index=False)
+    out = tmp_path / "population.json"
+    code, answer = run(capsys, "population", "fit", str(table), "--out", str(out),
+                       "--model", str(model))
+    assert code == 2 and not out.exists()
+    assert "column 'income' holds text" in answer["error"] and "'unknown'" in answer["error"]
+    assert len(answer["error"]) < 400
