@@ -35,16 +35,19 @@ def check_audits(audits: list[Any], network: Any, population: Any, names: list[s
 def check_deploy_constraints(constraints: Path, input_names: Sequence[str] | None, *,
                              names_may_come_later: bool) -> None:
     """The deploy step's constraint file loads as a constraint set, input names resolved
-    against its ``inputs:`` header or ``input_names``; any fault is a
+    against its ``inputs:`` header or ``input_names``, that does not give ⊥ at every input
+    (as the deploy step refuses it after the gate); any fault is a
     :class:`CertgateInputError` naming ``deploy.constraints``. With
     ``names_may_come_later`` (no model loaded yet), a file naming inputs that neither names
     passes: the check on the loaded model's names, before the audit, resolves it."""
-    from verifier.selfcorrect import ConstraintError
+    from verifier.selfcorrect import ConstraintError, SelfCorrectingLayer
     from verifier.selfcorrect.constraints import InputNamesUnknownError
     from verifier.selfcorrect.loaders import load_constraints
 
     try:
-        load_constraints(constraints, input_names=input_names)
+        constraint_set = load_constraints(constraints, input_names=input_names)
+        SelfCorrectingLayer(constraint_set, constraint_set.num_classes) \
+            .require_satisfiable_somewhere()
     except InputNamesUnknownError as error:
         if not names_may_come_later:
             raise CertgateInputError(f"deploy.constraints: {error}") from error

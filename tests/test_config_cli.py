@@ -86,3 +86,27 @@ def test_check_resolves_the_constraints_input_names_before_any_audit(
     assert main(["config", "check", str(_demo_config_with(tmp_path, headerless, names))]) == 0
     assert main(["config", "check", str(_demo_config_with(tmp_path, headerless))]) == 0
     assert "valid (1 audit(s)" in capsys.readouterr().out
+
+
+def test_check_refuses_deploy_constraints_that_give_bottom_at_every_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A deploy file whose constraints give ⊥ at every input — `hpw <= 30` in one constraint,
+    `hpw >= 30` in another, both `high < low`, beside `low < high` always — is refused by
+    `config check`, and so by `certgate run` before the audit (it was refused only by the
+    deploy step, after the gate had moved `champion`); the open-sided near miss is valid."""
+    def constraints(closed: bool) -> str:
+        return ("classes: [low, high]\ninputs: [female, hpw, yexp, hw]\nconstraints:\n"
+                "  - {name: short_hours, precondition: {kind: box, upper: {hpw: 30},"
+                f" upper_closed: {str(closed).lower()}}}, postcondition: [['high < low']]}}\n"
+                "  - {name: long_hours, precondition: {kind: box, lower: {hpw: 30},"
+                f" lower_closed: {str(closed).lower()}}}, postcondition: [['high < low']]}}\n"
+                "  - {name: always_high, precondition: {kind: always},"
+                " postcondition: [['low < high']]}\n")
+
+    capsys.readouterr()
+    assert main(["config", "check", str(_demo_config_with(tmp_path, constraints(True))),
+                 "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error.startswith("deploy.constraints: the constraints 'short_hours', 'long_hours', "
+                            "'always_high' give ⊥ at every input")
+    assert main(["config", "check", str(_demo_config_with(tmp_path, constraints(False)))]) == 0

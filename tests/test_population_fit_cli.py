@@ -248,3 +248,58 @@ def test_a_few_valued_column_whose_values_all_keep_their_mass_gets_no_warning() 
         assert low[0] <= share <= high[0] and high[0] - low[0] < 1e-9
     with pytest.warns(FewValuedDensityWarning, match="its values get no probability mass"):
         certgate.fit_population(frame, structure="independent", continuous="normal")
+
+
+def test_a_model_without_input_names_and_a_wider_raw_table_asks_for_input_names(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A plain ``torch.onnx.export`` records no input names; fitted beside a raw table whose
+    columns, one-hot encoded, outnumber its inputs (a constant ``country`` and a label it
+    does not read), the fit says to name the inputs instead of failing on a column the
+    model never reads (the constant) or on the column counts, and writes nothing; named, it
+    fits only the network's columns."""
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"sex": rng.choice(["F", "M"], 200), "kids": rng.integers(0, 4, 200),
+                          "income": rng.lognormal(10, 1, 200), "country": "US",
+                          "label": rng.choice(["low", "mid", "high"], 200)})
+    table = tmp_path / "raw.csv"
+    frame.to_csv(table, index=False)
+    model = tmp_path / "net.onnx"
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(module.eval(), (torch.zeros(2, 4),), str(model), dynamo=False)
+    out = tmp_path / "population.json"
+
+    code, answer = run(capsys, "population", "fit", str(table), "--out", str(out),
+                       "--protected", "sex", "--model", str(model))
+    assert code == 2 and "records no input names" in answer["error"]
+    assert "--input-names" in answer["error"] and "'country'" not in answer["error"]
+    assert not out.exists()
+
+    code, answer = run(capsys, "population", "fit", str(table), "--out", str(out),
+                       "--protected", "sex", "--model", str(model),
+                       "--input-names", "sex=F,sex=M,kids,income")
+    assert code == 0, answer
+    assert list(load_population(out).columns) == ["sex=F", "sex=M", "kids", "income"]
+
+
+def test_a_numeric_input_written_as_text_in_one_row_is_named(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """One `unknown` in a numeric column makes the table read it as text; a network reading
+    that column as one number was fitted a one-hot group of every distinct value (thousands
+    of columns) and refused with all their names. Now the fit names the column and the text,
+    and writes nothing."""
+    frame = mixed_table(300)
+    model = tmp_path / "net.json"
+    trained_network(frame, model)
+    dirty = frame.astype({"income": object})
+    dirty.loc[7, "income"] = "unknown"
+    table = tmp_path / "dirty.csv"
+    dirty.to_csv(table, index=False)
+    out = tmp_path / "population.json"
+    code, answer = run(capsys, "population", "fit", str(table), "--out", str(out),
+                       "--model", str(model))
+    assert code == 2 and not out.exists()
+    assert "column 'income' holds text" in answer["error"] and "'unknown'" in answer["error"]
+    assert len(answer["error"]) < 400

@@ -396,6 +396,16 @@ EVERYWHERE_BY_FORM = {
     "a linear row with zero coefficients (0 <= 0)": [
         ("A", {"kind": "linear", "a": [0.0, 0.0], "b": 0.0}, [[[0, 1]]]),
         ("B", {"kind": "always"}, [[[1, 0]]])],
+    "two closed half-planes of two constraints covering the plane": [
+        ("A", LEFT, [[[0, 1]]]),
+        ("B", RIGHT, [[[0, 1]]]),
+        ("C", {"kind": "always"}, [[[1, 0]]])],
+    "three boxes of three constraints covering the plane, one only for some classes": [
+        ("A", {"kind": "all", "conditions": [LEFT, {"kind": "predicted_in", "classes": [0, 1, 2]}]},
+         [[[0, 1]]]),
+        ("B", _box([0.0, None], [None, 0.0]), [[[0, 1]]]),
+        ("D", _box([None, 0.0], [None, None]), [[[0, 1]]]),
+        ("C", {"kind": "always"}, [[[1, 0]]])],
 }
 SOMEWHERE_ONLY = {
     # the line x0 = 0 is in neither open half-plane: there B alone is active and satisfiable
@@ -412,6 +422,11 @@ SOMEWHERE_ONLY = {
     "a linear row with zero coefficients (0 < 0, never active)": [
         ("A", {"kind": "linear", "a": [0.0, 0.0], "b": 0.0, "strict": True}, [[[0, 1]]]),
         ("B", {"kind": "always"}, [[[1, 0]]])],
+    # the line x0 = 0 is in neither constraint's open half-plane
+    "two open half-planes of two constraints": [
+        ("A", _box([None, None], [0.0, None], upper_closed=False), [[[0, 1]]]),
+        ("B", _box([0.0, None], [None, None], lower_closed=False), [[[0, 1]]]),
+        ("C", {"kind": "always"}, [[[1, 0]]])],
 }
 
 
@@ -474,33 +489,137 @@ def _in_union(boxes: list, point: tuple[float, ...]) -> bool:
 
 
 def test_a_union_covers_the_space_exactly_when_every_representative_point_is_in_it() -> None:
-    """``boxes_cover_space`` against the points that represent every piece: with sides in
-    {−1, 0, 1} (or unbounded), every cell of the cut space holds one of −2, −1, −½, 0, ½, 1,
-    2 per coordinate, so the union covers the space iff it holds all of them (800 random
-    unions of 1–4 boxes in 1–3 dimensions, open and closed sides)."""
-    from verifier.selfcorrect.preconditions import boxes_cover_space
-    from verifier.selfcorrect.schema import BoxPrecondition
+    """``active_sets_everywhere`` of one union against the points that represent every
+    piece: with sides in {−1, 0, 1} (or unbounded), every cell of the cut space holds one of
+    −2, −1, −½, 0, ½, 1, 2 per coordinate, so the union covers the space (no piece without
+    it) iff it holds all of them (800 random unions of 1–4 boxes in 1–3 dimensions, open and
+    closed sides)."""
+    from verifier.selfcorrect.preconditions import active_sets_everywhere
+    from verifier.selfcorrect.schema import BoxPrecondition, UnionPrecondition
 
     rng = np.random.default_rng(11)
-    representatives = [-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
     covering = 0
     for _ in range(800):
         size = int(rng.integers(1, 4))
-        boxes = []
-        for _ in range(int(rng.integers(1, 5))):
-            sides = [sorted(rng.choice([-1.0, 0.0, 1.0], 2).tolist()) for _ in range(size)]
-            lower = [None if rng.random() < 0.4 else low for low, _ in sides]
-            upper = [None if rng.random() < 0.4 else high for _, high in sides]
-            lower_closed = [bool(rng.random() < 0.5) for _ in range(size)]
-            upper_closed = [bool(rng.random() < 0.5) for _ in range(size)]
-            for axis in range(size):  # a point side must be closed at both ends
-                if lower[axis] is not None and lower[axis] == upper[axis]:
-                    lower_closed[axis] = upper_closed[axis] = True
-            boxes.append(BoxPrecondition(kind="box", lower=lower, upper=upper,
-                                         lower_closed=lower_closed, upper_closed=upper_closed))
-
+        boxes = [BoxPrecondition(kind="box", **_random_sides(rng, size))
+                 for _ in range(int(rng.integers(1, 5)))]
         truth = all(_in_union(boxes, point)
-                    for point in itertools.product(representatives, repeat=size))
-        assert boxes_cover_space(boxes) == truth, boxes
+                    for point in itertools.product(REPRESENTATIVES, repeat=size))
+        pieces = list(active_sets_everywhere([UnionPrecondition(kind="union", boxes=boxes)], 0))
+        assert None not in pieces
+        assert (frozenset() not in pieces) == truth, boxes
         covering += truth
     assert 50 < covering < 750
+
+
+REPRESENTATIVES = [-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0]
+
+
+def _random_sides(rng: np.random.Generator, size: int) -> dict:
+    """A box's sides in {−1, 0, 1} or unbounded, each open or closed (a point side closed)."""
+    sides = [sorted(rng.choice([-1.0, 0.0, 1.0], 2).tolist()) for _ in range(size)]
+    lower = [None if rng.random() < 0.4 else low for low, _ in sides]
+    upper = [None if rng.random() < 0.4 else high for _, high in sides]
+    lower_closed = [bool(rng.random() < 0.5) for _ in range(size)]
+    upper_closed = [bool(rng.random() < 0.5) for _ in range(size)]
+    for axis in range(size):
+        if lower[axis] is not None and lower[axis] == upper[axis]:
+            lower_closed[axis] = upper_closed[axis] = True
+    return {"lower": lower, "upper": upper, "lower_closed": lower_closed,
+            "upper_closed": upper_closed}
+
+
+def _random_precondition(rng: np.random.Generator, size: int) -> dict:
+    draw = rng.random()
+    if draw < 0.15:
+        return {"kind": "always"}
+    if draw < 0.55:
+        return {"kind": "box", **_random_sides(rng, size)}
+    if draw < 0.75:
+        return {"kind": "union", "boxes": [{"kind": "box", **_random_sides(rng, size)}
+                                           for _ in range(2)]}
+    classes = sorted(rng.choice(3, int(rng.integers(1, 3)), replace=False).tolist())
+    if draw < 0.85:
+        return {"kind": "predicted_in", "classes": classes}
+    return {"kind": "all", "conditions": [{"kind": "box", **_random_sides(rng, size)},
+                                          {"kind": "predicted_in", "classes": classes}]}
+
+
+def _holds(precondition: dict, point: tuple[float, ...], predicted: int) -> bool:
+    """The precondition at a point, read from its dictionary (independent of the layer)."""
+    kind = precondition["kind"]
+    if kind == "always":
+        return True
+    if kind == "box":
+        return all(
+            (low is None or point[i] > low or (point[i] == low and lc))
+            and (high is None or point[i] < high or (point[i] == high and hc))
+            for i, (low, high, lc, hc) in enumerate(zip(
+                precondition["lower"], precondition["upper"], precondition["lower_closed"],
+                precondition["upper_closed"], strict=True)))
+    if kind == "union":
+        return any(_holds(box, point, predicted) for box in precondition["boxes"])
+    if kind == "predicted_in":
+        return predicted in precondition["classes"]
+    return all(_holds(part, point, predicted) for part in precondition["conditions"])
+
+
+def _some_order_satisfies(postconditions: list[list[list[list[int]]]]) -> bool:
+    """Some strict order of three classes satisfies every DNF (``[a, b]``: ``a`` below ``b``)."""
+    return any(all(any(all(rank[a] < rank[b] for a, b in disjunct) for disjunct in dnf)
+                   for dnf in postconditions)
+               for rank in itertools.permutations(range(3)))
+
+
+def test_constraints_refused_exactly_when_bottom_at_every_representative_point() -> None:
+    """Sets of 2–4 constraints whose preconditions are boxes, unions, ``always``,
+    ``predicted_in`` and ``all`` of a box and ``predicted_in``, in 1–2 dimensions with sides
+    in {−1, 0, 1}: the layer reports ⊥ everywhere iff, at every representative point of the
+    cut space and for every predicted class, no order of the three classes satisfies the
+    constraints active there (the preconditions and the orders checked by brute force).
+    Boxes of several constraints covering the space together were once missed."""
+    from verifier.selfcorrect import SelfCorrectingLayer
+
+    rng = np.random.default_rng(14)
+    refused = 0
+    for _ in range(400):
+        size = int(rng.integers(1, 3))
+        items = []
+        for index in range(int(rng.integers(2, 5))):
+            postcondition = [[rng.choice(3, 2, replace=False).tolist()
+                              for _ in range(int(rng.integers(1, 3)))]
+                             for _ in range(int(rng.integers(1, 3)))]
+            items.append((f"c{index}", _random_precondition(rng, size), postcondition))
+        constraints = parse_constraints({"num_classes": 3, "input_size": size, "constraints": [
+            {"name": name, "precondition": pre, "postcondition": post}
+            for name, pre, post in items]})
+        truth = all(
+            not _some_order_satisfies([post for _, pre, post in items
+                                       if _holds(pre, point, predicted)])
+            for point in itertools.product(REPRESENTATIVES, repeat=size)
+            for predicted in range(3))
+        named = SelfCorrectingLayer(constraints, 3).unsatisfiable_everywhere()
+        assert bool(named) == truth, items
+        refused += truth
+    assert 20 < refused < 380
+
+
+def test_constraints_bottom_everywhere_beside_many_boxes_are_refused_at_once() -> None:
+    """Two ``always`` constraints that contradict each other give ⊥ at every input whatever
+    40 boxes of other constraints cut the space into (more pieces than are listed): the
+    region holding only the contradiction is not cut, so the set is refused, naming the two;
+    without the contradiction the set is kept."""
+    from verifier.selfcorrect import SelfCorrectingLayer
+
+    rng = np.random.default_rng(3)
+    boxes = [{"name": f"box{index}", "precondition": {"kind": "box", **_random_sides(rng, 7)},
+              "postcondition": [[[0, 1]]]} for index in range(40)]
+    contradiction = [
+        {"name": "up", "precondition": {"kind": "always"}, "postcondition": [[[1, 0]]]},
+        {"name": "down", "precondition": {"kind": "always"}, "postcondition": [[[0, 1]]]}]
+    refused = SelfCorrectingLayer(parse_constraints(
+        {"num_classes": 4, "input_size": 7, "constraints": boxes + contradiction}), 4)
+    kept = SelfCorrectingLayer(parse_constraints(
+        {"num_classes": 4, "input_size": 7, "constraints": boxes + contradiction[:1]}), 4)
+    assert refused.unsatisfiable_everywhere() == ["up", "down"]
+    assert kept.unsatisfiable_everywhere() == []

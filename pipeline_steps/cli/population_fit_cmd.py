@@ -206,14 +206,28 @@ def model_columns(args: argparse.Namespace, frame: pd.DataFrame) -> pd.DataFrame
     """The columns of ``frame`` that the network of ``--model`` reads, in table order: a
     column named like an input, or a raw string column ``COL`` when an input is named
     ``COL=VALUE``; and the protected attribute's columns (``--protected``, or ``--config``'s),
-    read or not. A network without input names keeps the whole table. Raises naming the
-    inputs the table lacks."""
+    read or not. A network without input names keeps the whole table, which must then have
+    no more columns than the network has inputs once its string columns are one-hot encoded.
+    Raises naming the inputs the table lacks, a text column the network reads as one number,
+    or ``--input-names`` when a network without names meets a wider table."""
+    from pandas import to_numeric
+
     from certgate.population_data import dummies_hint, is_string_column
     from verifier.audits.binding import anonymous_inputs, bound_names, parse_input_names
 
     network = read_network(args.model)
     given = parse_input_names(args.input_names)
     if given is None and anonymous_inputs(network):
+        encoded = sum(frame[c].nunique() if is_string_column(frame[c]) else 1
+                      for c in frame.columns)
+        if encoded > network.input_size:
+            raise CertgateInputError(
+                f"--model {args.model} records no input names (its {network.input_size} inputs "
+                f"are only positions: {network.input_names[0]}, …), and {args.data} has "
+                f"{encoded} columns once its string columns are one-hot encoded, so the ones it "
+                "reads cannot be told apart: give its input names in the network's input order "
+                "with --input-names a,b,c (then only those columns, and the protected "
+                "attribute's, are fitted)")
         return frame
     inputs = bound_names(network, given, f"--model {args.model}")
     raw = [str(c) for c in frame.columns if is_string_column(frame[c])]
@@ -229,6 +243,14 @@ def model_columns(args: argparse.Namespace, frame: pd.DataFrame) -> pd.DataFrame
             f"{args.data}: the network of --model {args.model} reads inputs {missing}, which "
             f"are not columns of the table (nor COL=VALUE of a string column COL); columns: "
             f"{[str(c) for c in frame.columns]}{dummies_hint(missing, frame)}")
+    for column in (c for c in raw if c in inputs):
+        texts = frame[column].dropna()
+        words = texts[to_numeric(texts, errors="coerce").isna()].unique().tolist()
+        raise CertgateInputError(
+            f"{args.data}: column {column!r} holds text where the network of --model "
+            f"{args.model} reads one number (input {column!r}, not {column}=VALUE): "
+            + (f"values such as {words[:5]} are not numbers; fix or drop those rows"
+               if words else "its values are numbers written as text; store them as numbers"))
     return frame[kept]
 
 

@@ -51,7 +51,7 @@ from verifier.selfcorrect.graphs import adjacency_from_literals, graph_tables
 from verifier.selfcorrect.preconditions import (
     PreconditionEvaluator,
     SelfCorrectionInputError,
-    active_everywhere,
+    active_sets_everywhere,
 )
 
 MAX_COMBINATIONS = 65536
@@ -277,23 +277,46 @@ class SelfCorrectingLayer(torch.nn.Module):
 
     def unsatisfiable_everywhere(self) -> list[str]:
         """The names of the constraints that give ⊥ at every input, else ``[]``. For each
-        class ``c`` the network may predict, the constraints active at every input predicted
-        ``c`` (:func:`~verifier.selfcorrect.preconditions.active_everywhere`) must admit no
-        strict order of the classes together; when that holds for every class, every input
-        gets ⊥ and the constraints named are those of every class. ``[]`` as soon as one class
-        has a satisfiable (or unsearched: more than ``max_combinations`` disjunct
-        combinations, which raise :class:`CombinationLimitError` at run time) set."""
-        names: list[str] = []
+        class ``c`` the network may predict, the input space is cut into pieces on each of
+        which some constraints are active by their preconditions' form together
+        (:func:`~verifier.selfcorrect.preconditions.active_sets_everywhere`: boxes of several
+        constraints covering the space together count); each piece's constraints must admit
+        no strict order of the classes together. When that holds for every piece and every
+        class, every input gets ⊥, and the constraints named are those of every piece. ``[]``
+        as soon as one piece has a satisfiable (or unsearched: more than ``max_combinations``
+        disjunct combinations, which raise :class:`CombinationLimitError` at run time) set,
+        or the pieces are too many to list."""
+        preconditions = [constraint.precondition for constraint in self.constraint_set.constraints]
+        unsatisfiable: dict[frozenset[int], bool] = {}
+
+        def gives_bottom(active: frozenset[int]) -> bool:
+            if active not in unsatisfiable:
+                indices = sorted(active)
+                unsatisfiable[active] = bool(indices) and math.prod(
+                    self.disjunct_counts[index] for index in indices
+                ) <= self.max_combinations and bool(self._tables(indices)[0].all())
+            return unsatisfiable[active]
+
+        involved: set[int] = set()
         for predicted in range(self.num_classes):
-            everywhere = [index for index, constraint
-                          in enumerate(self.constraint_set.constraints)
-                          if active_everywhere(constraint.precondition, predicted)]
-            if not everywhere or math.prod(self.disjunct_counts[index] for index in everywhere) \
-                    > self.max_combinations or not bool(self._tables(everywhere)[0].all()):
-                return []
-            names += [self.constraint_names[index] for index in everywhere
-                      if self.constraint_names[index] not in names]
-        return names
+            for active in active_sets_everywhere(preconditions, predicted, gives_bottom):
+                if active is None or not gives_bottom(active):
+                    return []
+                involved.update(active)
+        return [self.constraint_names[index] for index in sorted(involved)]
+
+    def require_satisfiable_somewhere(self) -> None:
+        """Raises :class:`ConstraintError` naming the constraints when they give ⊥ at every
+        input (:meth:`unsatisfiable_everywhere`): a wrapped model would answer ⊥ always."""
+        unsatisfiable = self.unsatisfiable_everywhere()
+        if unsatisfiable:
+            raise ConstraintError(
+                "the constraints " + ", ".join(repr(name) for name in unsatisfiable)
+                + " give ⊥ at every input: whatever the input and the class the network "
+                "predicts, those of them active there by their preconditions' form admit no "
+                "order of the classes together, so every output would be bottom (⊥); drop or "
+                "condition one of them"
+            )
 
     def forward(self, x: Tensor, logits: Tensor) -> tuple[Tensor, Tensor]:
         batch = self._check_inputs(x, logits)

@@ -20,6 +20,7 @@ are rejected by the layer before they get here.
 
 import itertools
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -28,7 +29,7 @@ from torch import Tensor
 
 from verifier.errors import CertgateInputError
 from verifier.numerics.scripted import down_scripted, up_scripted
-from verifier.selfcorrect.constraints import SafeOrderingConstraint
+from verifier.selfcorrect.constraints import SafeOrderingConstraint, precondition_input_size
 from verifier.selfcorrect.exact_sign import exact_linear_sign
 from verifier.selfcorrect.schema import (
     AllPrecondition,
@@ -92,54 +93,93 @@ def _cells(precondition: Precondition) -> list[list[_Atom]]:
     raise CertgateInputError(f"unknown precondition kind {type(precondition).__name__}")
 
 
-def active_everywhere(precondition: Precondition, predicted: int) -> bool:
-    """True when ``precondition`` holds by its form alone at every input the network assigns
-    the class ``predicted``: ``always``, a union of boxes covering the whole space
-    (:func:`boxes_cover_space`; a box without bounded sides covers it alone), a linear
-    precondition whose every row has zero coefficients and holds at 0 (``0 <= b``, ``0 < b``
-    when strict), ``predicted_in`` listing ``predicted``, an ``all`` of such parts. False
-    otherwise, so False does not prove that some input falsifies it."""
-    if isinstance(precondition, AlwaysPrecondition):
-        return True
-    if isinstance(precondition, BoxPrecondition):
-        return boxes_cover_space([precondition])
-    if isinstance(precondition, UnionPrecondition):
-        return boxes_cover_space(precondition.boxes)
-    if isinstance(precondition, LinearPrecondition):
-        return all(not any(row) and (bound > 0.0 if precondition.strict else bound >= 0.0)
-                   for row, bound in zip(precondition.a, precondition.b, strict=True))
-    if isinstance(precondition, PredictedInPrecondition):
-        return predicted in {int(c) for c in precondition.classes}
-    if isinstance(precondition, AllPrecondition):
-        return all(active_everywhere(part, predicted) for part in precondition.conditions)
-    return False
+def active_sets_everywhere(
+    preconditions: Sequence[Precondition], predicted: int,
+    enough: Callable[[frozenset[int]], bool] = lambda active: False,
+) -> Iterator[frozenset[int] | None]:
+    """Sets of preconditions (by index) that hold together by their form alone, one set per
+    region of the input space, for the inputs the network assigns the class ``predicted``:
+    every such input lies in a region whose set lists only preconditions that hold at it. By
+    form: ``always``, a box (open or closed sides, ``None`` unbounded), a union of boxes, a
+    linear precondition whose every row has zero coefficients and holds at 0 (``0 <= b``,
+    ``0 < b`` when strict), ``predicted_in`` listing ``predicted``, an ``all`` of such parts.
+    The space is cut one coordinate at a time at the boxes' finite sides, of every
+    precondition at once, into points and the open intervals between them, so boxes of
+    different preconditions covering the space together are seen (exact comparisons of the
+    sides' floats). A set may omit a precondition that holds (a linear row is not read), never
+    lists one that does not. A region whose set of preconditions holding all of it is
+    ``enough`` is not cut further (the sets of its pieces would contain it). Yields ``None``
+    and stops once :data:`COVER_PIECES` pieces were examined (the rest are not listed); the
+    caller may stop reading at any set."""
+    size = max((precondition_input_size(precondition) or 0 for precondition in preconditions),
+               default=0)
+    cells = [(index, sides) for index, precondition in enumerate(preconditions)
+             for cell in _cells(precondition)
+             if (sides := _held_box(cell, predicted, size)) is not None]
+    yield from _piece_sets(cells, 0, size, enough, [COVER_PIECES])
 
 
 COVER_PIECES = 100_000
-"""Most slabs :func:`boxes_cover_space` examines before it answers False (not shown)."""
-
-
-def boxes_cover_space(boxes: list[BoxPrecondition]) -> bool:
-    """True when the union of ``boxes`` (open or closed sides, ``None`` unbounded) is the whole
-    space. One coordinate at a time, the line is cut at the boxes' finite sides into points
-    and the open intervals between them; the boxes holding a piece entirely must cover the
-    remaining coordinates over it. Exact comparisons of the sides' floats. More than
-    :data:`COVER_PIECES` pieces answer False (not shown), never a wrong True."""
-    budget = [COVER_PIECES]
-    sides = [(box.lower, box.upper, _side_flags(box.lower_closed, box.size),
-              _side_flags(box.upper_closed, box.size)) for box in boxes]
-    return _covers(sides, 0, boxes[0].size if boxes else 0, budget)
+"""Most pieces :func:`active_sets_everywhere` examines before it yields None."""
 
 
 _Sides = tuple[list[float | None], list[float | None], list[bool], list[bool]]
 
 
-def _covers(boxes: list[_Sides], axis: int, size: int, budget: list[int]) -> bool:
-    if not boxes:
-        return False
-    if axis == size:
-        return True
-    cuts = sorted({float(v) for box in boxes for v in (box[0][axis], box[1][axis])
+def _held_box(cell: list[_Atom], predicted: int, size: int) -> _Sides | None:
+    """The box in ``size`` dimensions (the intersection of the cell's box atoms; unbounded
+    without any) on which every atom of ``cell`` holds by its form for inputs predicted
+    ``predicted``; ``None`` when an atom is not proven so (a linear row with a nonzero
+    coefficient or false at 0, a ``predicted_in`` without ``predicted``)."""
+    lower: list[float | None] = [None] * size
+    upper: list[float | None] = [None] * size
+    lower_closed, upper_closed = [True] * size, [True] * size
+    for kind, payload in cell:
+        if kind == "linear":
+            row, bound, strict = cast(tuple[list[float], float, bool], payload)
+            if any(row) or not (bound > 0.0 if strict else bound >= 0.0):
+                return None
+        elif kind == "predicted":
+            if predicted not in cast(list[int], payload):
+                return None
+        else:
+            box = cast(BoxPrecondition, payload)
+            box_lower_closed = _side_flags(box.lower_closed, box.size)
+            box_upper_closed = _side_flags(box.upper_closed, box.size)
+            for axis in range(box.size):
+                lower[axis], lower_closed[axis] = _tighter(
+                    lower[axis], lower_closed[axis], box.lower[axis], box_lower_closed[axis], 1.0)
+                upper[axis], upper_closed[axis] = _tighter(
+                    upper[axis], upper_closed[axis], box.upper[axis], box_upper_closed[axis], -1.0)
+    return lower, upper, lower_closed, upper_closed
+
+
+def _tighter(side: float | None, closed: bool, other: float | None, other_closed: bool,
+             direction: float) -> tuple[float | None, bool]:
+    """The tighter of two sides of the same kind (``direction`` 1 for lower sides, -1 for
+    upper ones); at equal values the side is closed only when both are."""
+    if other is None:
+        return side, closed
+    if side is None or direction * other > direction * side:
+        return float(other), other_closed
+    if other == side:
+        return side, closed and other_closed
+    return side, closed
+
+
+def _piece_sets(cells: list[tuple[int, _Sides]], axis: int, size: int,
+                enough: Callable[[frozenset[int]], bool],
+                budget: list[int]) -> Iterator[frozenset[int] | None]:
+    """The indices of the ``cells`` holding each piece of the space from ``axis`` on (the cells
+    given hold the current piece on the axes before it), or of those holding all of it when
+    that set is ``enough``; ``None`` once ``budget`` is spent."""
+    whole = frozenset(index for index, box in cells
+                      if all(box[0][later] is None and box[1][later] is None
+                             for later in range(axis, size)))
+    if axis == size or not cells or enough(whole):
+        yield whole
+        return
+    cuts = sorted({float(v) for _, box in cells for v in (box[0][axis], box[1][axis])
                    if v is not None})
     ends = [-math.inf, *cuts, math.inf]
     pieces = [(ends[i], ends[i + 1], False) for i in range(len(ends) - 1)]
@@ -147,11 +187,14 @@ def _covers(boxes: list[_Sides], axis: int, size: int, budget: list[int]) -> boo
     for low, high, point in pieces:
         budget[0] -= 1
         if budget[0] < 0:
-            return False
-        holding = [box for box in boxes if _holds_piece(box, axis, low, high, point)]
-        if not _covers(holding, axis + 1, size, budget):
-            return False
-    return True
+            yield None
+            return
+        holding = [(index, box) for index, box in cells
+                   if _holds_piece(box, axis, low, high, point)]
+        for active in _piece_sets(holding, axis + 1, size, enough, budget):
+            yield active
+            if active is None:
+                return
 
 
 def _holds_piece(box: _Sides, axis: int, low: float, high: float, point: bool) -> bool:

@@ -65,8 +65,9 @@ class SelfCorrectingNetwork(torch.nn.Module):
 
     Raises:
         ConstraintError: bad ``on_bottom``/``abstain_class``, inconsistent class counts or
-            input sizes, or constraints that give ⊥ at every input (those active everywhere
-            cannot hold together: :meth:`SelfCorrectingLayer.unsatisfiable_everywhere`).
+            input sizes, or constraints that give ⊥ at every input (on every piece of the
+            input space, those active there by their form cannot hold together:
+            :meth:`SelfCorrectingLayer.unsatisfiable_everywhere`).
     """
 
     def __init__(
@@ -90,15 +91,7 @@ class SelfCorrectingNetwork(torch.nn.Module):
         self.model = model
         self.input_bits = parameter_bits(model)
         self.layer = SelfCorrectingLayer(constraints, num_classes, input_size)
-        unsatisfiable = self.layer.unsatisfiable_everywhere()
-        if unsatisfiable:
-            raise ConstraintError(
-                "the constraints " + ", ".join(repr(name) for name in unsatisfiable)
-                + " give ⊥ at every input: whatever the input and the class the network "
-                "predicts, those of them active there by their preconditions' form admit no "
-                "order of the classes together, so every output would be bottom (⊥); drop or "
-                "condition one of them"
-            )
+        self.layer.require_satisfiable_somewhere()
         self.on_bottom = on_bottom
         self.abstain_index = -1
         if abstain_class is not None:
