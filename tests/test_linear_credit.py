@@ -253,9 +253,10 @@ def test_nodes_of_one_cell_binned_together_never_exceed_the_exact_probability(
 
 
 def test_two_independent_nodes_binned_together_lose_one_fine_bin_not_two() -> None:
-    """x, y uniform on 0..9, τ = 9.5: on the grid of h/4 (h ≈ 9.5/12) the pair's fine bins
-    add to at least 48 exactly when x + y ≥ 10, so the bound is the exact 0.45, where one
-    bin of h lost per node left pairs with x + y = 10 or 11 out."""
+    """x, y uniform on 0..9, τ = 9.5, 12 bins of h ≈ 9.5/12: on the grid of h/2 the fine
+    bins ⌊2.526·x⌋ + ⌊2.526·y⌋ reach 24 for every pair with x + y ≥ 10 and for none below,
+    so the bound is the exact 0.45, where one bin of h lost per node left pairs with
+    x + y = 10 out."""
     pair = BayesianNetwork(nodes=[_uniform_integers("x", 10), _uniform_integers("y", 10)])
     assert pair._excess.scalar_nodes == (0, 1)
     lo, hi = np.array([[0.0, 0.0]]), np.array([[9.0, 9.0]])
