@@ -252,7 +252,7 @@ def test_nodes_of_one_cell_binned_together_never_exceed_the_exact_probability(
     assert (bound >= separate * (1.0 - 1e-9)).all()
 
 
-def test_two_independent_nodes_binned_together_lose_one_fine_bin_not_two() -> None:
+def test_two_independent_nodes_binned_together_on_a_finer_grid_give_the_exact_tail() -> None:
     """x, y uniform on 0..9, τ = 9.5, 12 bins of h ≈ 9.5/12: on the grid of h/2 the fine
     bins ⌊2.526·x⌋ + ⌊2.526·y⌋ reach 24 for every pair with x + y ≥ 10 and for none below,
     so the bound is the exact 0.45, where one bin of h lost per node left pairs with

@@ -17,8 +17,8 @@ h⌋`` per combination of their cells and one bin is lost for the family where o
 (Adult-13: hours-per-week takes in education and marital status). Nodes whose factor is one
 entry per box (every variable it reads has one cell: Adult-13's four independent nodes) are
 binned together apart from the elimination, on a grid ``R`` times finer, their sum's fine bin
-rounded down to a bin once: one bin lost for the group (see :meth:`ExcessBounds.
-_scalar_table`). The distribution of
+rounded down to a bin once: each node loses under ``1/R`` of a bin where alone it lost
+under one (see :meth:`ExcessBounds._scalar_table`). The distribution of
 ``min(Σ k_u, N)`` is a
 variable elimination over the network's cells (the one of
 :mod:`verifier.population.elimination`) whose factors carry a bin axis, combined by
@@ -244,8 +244,10 @@ class ExcessBounds:
         :attr:`scalar_nodes` taken together (None without them), their bin ``⌊K / R⌋`` of
         ``K = min(Σ_u k_u, N·R)``, each ``k_u = min(⌊t_u·R / h⌋, N·R)`` rounded down in real
         arithmetic on a grid ``R`` = :data:`FINE_STEPS` times finer. Since ``k_u ≤ t_u·R / h``,
-        ``⌊K / R⌋ ≤ Σ_u t_u / h``: the group is one binned term of the bound that loses at
-        most one bin where each node alone lost up to one. ``P`` is each node's CPT row (its
+        ``⌊K / R⌋ ≤ Σ_u t_u / h``: the group is one binned term of the bound in which each
+        node loses under ``1/R`` of a bin where alone it lost under one (the floor of ``K / R``
+        loses nothing more: with integer bins ``m`` of the other terms, ``⌊K / R⌋ + m ≥ N``
+        exactly when ``K + R·m ≥ N·R``). ``P`` is each node's CPT row (its
         one cell's) summed over the values its box holds by bin, the nodes independent given
         the one-cell variables their rows read; the fine tables are convolved saturated at
         ``N·R`` (:func:`_convolve`) and every ``R`` fine bins summed into one (the last fine
