@@ -121,26 +121,39 @@ def write_claim(registry: Registry, plan: ClaimPlan, budget_s: float | None, *,
                 settle_s: float = SETTLE_S) -> Claim:
     """Write the claim ``plan`` decided on for ``budget_s`` seconds (plus the lease's grace;
     ``None``: no time limit), wait ``settle_s`` and read the lease back (the second half of
-    :func:`claim_version`).
+    :func:`claim_version`). A write that fails is judged by the read-back too: two claims
+    writing one tag at once can collide in the store (MLflow's SQL store inserts a new tag
+    key, and the second insert fails on its unique key), so another process's lease read
+    back is a claim lost, this claim's own lease read back has its tags written again, and
+    no lease at all re-raises the write's error.
 
     Raises:
         AuditInProgressError: another process's lease was read back (it claimed the version
             in the same moment and won).
+        RegistryError: the claim could not be written, or its lease not read back.
     """
     name, version = plan.name, plan.version
     lease = new_lease(budget_s)
-    set_version_tags(registry, name, version, {LEASE_TAG: lease.to_tag(),
-                                               STATUS_TAG: STATUS_RUNNING})
+    claim_tags = {LEASE_TAG: lease.to_tag(), STATUS_TAG: STATUS_RUNNING}
+    try:
+        set_version_tags(registry, name, version, claim_tags)
+        collision = None
+    except RegistryError as failed:
+        collision = failed
     time.sleep(settle_s)
     try:
         winner = lease_of(version_tags(registry, name, version))
     except RegistryError as lost:
         raise type(lost)(f"{lost}; {left_running(name, version, lease)}") from lost
+    if collision is not None and winner is None:
+        raise collision
     if winner != lease:
         other = winner.describe() if winner is not None else "by another process"
         raise AuditInProgressError(
             f"models:/{name}/{version} was claimed {other} at the same time; that audit goes on"
-        )
+        ) from collision
+    if collision is not None:
+        set_version_tags(registry, name, version, claim_tags)
     return Claim(name, version, lease, plan.previous_status, plan.taken_over,
                  forced=plan.forced, recorded_run=plan.recorded_run)
 

@@ -152,6 +152,7 @@ def test_a_claim_is_won_once_and_a_failed_audit_gives_it_back(
         thread.start()
     for thread in threads:
         thread.join()
+    assert len(results) == 2, results  # each claim won or was told the other won
     winners = [result for result in results if not isinstance(result, Exception)]
     assert len(winners) == 1, results
     assert lease_of(version_tags(registry, name, version)) == winners[0].lease
@@ -166,6 +167,41 @@ def test_a_claim_is_won_once_and_a_failed_audit_gives_it_back(
     assert taken.taken_over == dead and not taken.forced
     abandon_claim(registry, taken)
     assert version_tags(registry, other, failing) == {}
+
+
+def test_claims_written_at_the_same_instant_end_won_or_in_progress_never_an_error(
+        registry: Registry, credit_demo) -> None:
+    """Two claims that write the same new tag key at once can collide in MLflow's SQL store
+    (the second insert fails on the tag's unique key: an HTTP 400 to its client). Seen as a
+    watcher's audit error; the read-back now decides, as for claims that do not collide:
+    one wins, the other is told the version is being audited."""
+    name = f"collide_{uuid.uuid4().hex[:8]}"
+    versions = [register(registry, credit_demo.fair, credit_demo.population, name, alias=None)
+                for _ in range(8)]
+    outcomes: dict[str, list[object]] = {version: [] for version in versions}
+
+    def claim(version: str, start: threading.Barrier) -> None:
+        start.wait()
+        try:
+            outcomes[version].append(claim_version(registry, name, version, 60.0,
+                                                   settle_s=0.3))
+        except Exception as error:  # the test lists what each claim ended with
+            outcomes[version].append(error)
+
+    for version in versions:
+        start = threading.Barrier(2)
+        threads = [threading.Thread(target=claim, args=(version, start)) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    for version, ended in outcomes.items():
+        errors = [result for result in ended if isinstance(result, Exception)]
+        assert all(isinstance(error, AuditInProgressError) for error in errors), ended
+        winners = [result for result in ended if not isinstance(result, Exception)]
+        assert len(winners) == 1, ended
+        tags = version_tags(registry, name, version)
+        assert lease_of(tags) == winners[0].lease and tags[STATUS_TAG] == STATUS_RUNNING
 
 
 def test_two_watchers_started_together_audit_a_version_once(

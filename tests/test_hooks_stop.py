@@ -151,7 +151,8 @@ def test_hooks_watch_stops_on_sigterm_and_hands_the_audit_back(
         elapsed, out, err = stop_within_bound(watcher, signal.SIGTERM)
     assert elapsed < STOP_BOUND_S
     summary = json.loads(out.strip().splitlines()[-1])
-    assert summary["interrupted"] == 1 and summary["handled"] == 0, (out, err)
+    assert summary["interrupted"] == 1 and summary["handled"] == 0, (
+        f"stdout:\n{out}\nstderr:\n{err}")
     assert_handed_back(registry, name, version, "SIGTERM", err)
     assert runs_in(registry, config) == 0
     print(f"hooks watch stopped {elapsed:.2f} s after SIGTERM", file=sys.stderr)
