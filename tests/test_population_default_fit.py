@@ -419,13 +419,14 @@ def test_a_failed_fit_leaves_no_file_and_keeps_the_old_one(
                    "--protected", "nobody")
     assert code == 2 and not out.exists()
     out.write_text("previous")
-    network = tmp_path / "net.json"  # no input names and 2 inputs: the whole table is fitted
-    # (6 columns), written beside --out, and refused by the binding check after the write
-    save_network(Network([Layer(np.ones((2, 2)), np.zeros(2))]), network)
+    network = tmp_path / "net.json"  # no input names and 40 inputs: the whole table is
+    # fitted (fewer columns), written beside --out, and refused by the binding check after
+    # the write
+    save_network(Network([Layer(np.ones((2, 40)), np.zeros(2))]), network)
     code, report = _cli(capsys, "population", "fit", str(data), "--out", str(out),
                         "--model", str(network))
     assert code == 2, report
-    assert "but the network has 2 inputs" in report["error"]
+    assert "but the network has 40 inputs" in report["error"]
     assert out.read_text() == "previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "net.json", "pop.json"]
 
