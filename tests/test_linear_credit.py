@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -159,23 +160,45 @@ def _groups(specs: list[dict]) -> list[list[int]]:
     return groups
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_excess_bound_never_exceeds_the_exact_probability(seed: int) -> None:
-    network, specs = random_discrete_network(seed)
-    points, weights = enumerated_points(specs)
-    rng = np.random.default_rng(seed)
+class _TailCases(NamedTuple):
+    """24 random boxes with linear coefficients, and per box the enumerated points inside
+    (``inside``), their float excess and a threshold at a random quantile of it."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    coefficients: np.ndarray
+    groups: list
+    threshold: np.ndarray
+    inside: list[np.ndarray]
+    excess: list[np.ndarray]
+
+
+def _tail_cases(rng: np.random.Generator, specs: list[dict], points: np.ndarray) -> _TailCases:
     lo, hi = _random_boxes(rng, specs, 24)
     coefficients = rng.normal(size=lo.shape) * rng.choice([0.0, 1.0], size=lo.shape, p=[0.2, 0.8])
     groups = _groups(specs)
-    exact = np.zeros(lo.shape[0])
     threshold = np.zeros(lo.shape[0])
+    insides, excesses = [], []
     for b in range(lo.shape[0]):
         inside = np.flatnonzero(((points >= lo[b]) & (points <= hi[b])).all(axis=1))
         excess = points[inside] @ coefficients[b] - _box_minimum(coefficients[b], lo[b], hi[b],
                                                                 groups)
         threshold[b] = float(np.quantile(excess, rng.uniform(0.0, 0.9))) if excess.size else 1.0
         threshold[b] = max(threshold[b], 1e-3)
+        insides.append(inside)
+        excesses.append(excess)
+    return _TailCases(lo, hi, coefficients, groups, threshold, insides, excesses)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_excess_bound_never_exceeds_the_exact_probability(seed: int) -> None:
+    network, specs = random_discrete_network(seed)
+    points, weights = enumerated_points(specs)
+    rng = np.random.default_rng(seed)
+    lo, hi, coefficients, groups, threshold, insides, _ = _tail_cases(rng, specs, points)
+    exact = np.zeros(lo.shape[0])
+    for b, inside in enumerate(insides):
         exact[b] = sum(weights[i] for i in inside
                        if _exact_excess(coefficients[b], points[i], lo[b], hi[b], groups)
                        > Fraction(threshold[b]))
@@ -224,17 +247,9 @@ def test_nodes_of_one_cell_binned_together_never_exceed_the_exact_probability(
     specs = [*specs, *extra_specs]
     assert len(network._excess.scalar_nodes) >= len(extra)
     points, weights = enumerated_points(specs)
-    lo, hi = _random_boxes(rng, specs, 24)
-    coefficients = rng.normal(size=lo.shape) * rng.choice([0.0, 1.0], size=lo.shape, p=[0.2, 0.8])
-    groups = _groups(specs)
+    lo, hi, coefficients, groups, threshold, insides, excesses = _tail_cases(rng, specs, points)
     exact = np.zeros(lo.shape[0])
-    threshold = np.zeros(lo.shape[0])
-    for b in range(lo.shape[0]):
-        inside = np.flatnonzero(((points >= lo[b]) & (points <= hi[b])).all(axis=1))
-        excess = points[inside] @ coefficients[b] - _box_minimum(coefficients[b], lo[b], hi[b],
-                                                                groups)
-        threshold[b] = float(np.quantile(excess, rng.uniform(0.0, 0.9))) if excess.size else 1.0
-        threshold[b] = max(threshold[b], 1e-3)
+    for b, (inside, excess) in enumerate(zip(insides, excesses, strict=True)):
         # each point's side in floats where a rounding margin of the dot product, the box
         # minimum and their difference proves it (d columns), in Fractions otherwise
         scale = float(np.abs(coefficients[b]) @ np.maximum(np.abs(lo[b]), np.abs(hi[b])))
