@@ -606,8 +606,9 @@ def _restore_status(registry: Registry, claim: Claim, cause: BaseException,
                     run_id: str | None, guard: StopGuard) -> None:
     """Undo the claim of an audit that failed with ``cause`` (the status tag as it was, no
     lease; a stop hands it back, :func:`give_back`). When the registry cannot be reached for
-    that either (it went away mid-run), the error raised is still ``cause``'s, saying that the
-    tag was left ``running`` and what audits it again
+    that either (it went away mid-run), the error raised is still ``cause``'s, of its type
+    (a lost claim stays a :class:`~registry_hooks.claims.ClaimLostError`, which ``hooks``
+    report as skipped), saying that the tag was left ``running`` and what audits it again
     (:func:`~registry_hooks.claims.left_running`)."""
     try:
         if isinstance(cause, AuditInterrupted):
@@ -619,7 +620,7 @@ def _restore_status(registry: Registry, claim: Claim, cause: BaseException,
         if isinstance(cause, AuditNotRecorded):
             raise AuditNotRecorded(f"{cause}; {left}", cause.outcome) from cause
         if isinstance(cause, RegistryError):
-            raise RegistryError(f"{cause}; {left}") from cause
+            raise type(cause)(f"{cause}; {left}") from cause
         cause.add_note(left)
 
 

@@ -30,9 +30,11 @@ from mlflow_server import (
 )
 from test_pipeline_server import monte_carlo_ratio, register
 
-from registry_hooks.claims import SETTLE_S
+from pipeline_steps.audit import _restore_status as restore_status
+from registry_hooks.claims import SETTLE_S, ClaimLostError, claim_version
 from registry_hooks.connection import connect
 from registry_hooks.lease import LEASE_TAG
+from registry_hooks.stopping import StopGuard
 from registry_hooks.tags import STATUS_RUNNING, STATUS_TAG
 
 pytest_plugins = ["mlflow_server"]
@@ -89,3 +91,23 @@ def test_a_server_lost_mid_audit_reports_the_audits_failure(
     assert f"the tag {STATUS_TAG} of models:/{name}/{version} could not be reset" in error
     assert f"`certgate hooks` audit it again once its lease ({LEASE_TAG}) expires" in error
     assert f"certgate: error: {error}" in err
+
+
+def test_a_lost_claim_the_server_cannot_undo_stays_a_lost_claim(
+        own_server: tuple[str, subprocess.Popen], credit_demo) -> None:
+    """An audit that lost its claim to another audit, and then its server: the error that
+    says the tag could not be reset was a plain ``RegistryError``, so ``hooks`` counted an
+    audit error instead of a version audited elsewhere (``skipped``)."""
+    url, process = own_server
+    registry = connect(url)
+    name = f"lostclaim_{uuid.uuid4().hex[:8]}"
+    version = register(registry, credit_demo.fair, credit_demo.population, name)
+    claim = claim_version(registry, name, version, 60.0, settle_s=0.0)
+    kill_server(process)
+    lost = ClaimLostError(f"models:/{name}/{version} was claimed by another audit")
+    with pytest.raises(ClaimLostError) as raised:
+        restore_status(registry, claim, lost, None, StopGuard())
+    message = str(raised.value)
+    assert message.startswith(f"{lost}; the tag {STATUS_TAG} of models:/{name}/{version} "
+                              "could not be reset"), message
+    assert raised.value.__cause__ is lost
