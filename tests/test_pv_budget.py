@@ -16,6 +16,8 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import multiprocessing
+import os
+import signal
 import time
 
 import numpy as np
@@ -23,6 +25,7 @@ import pytest
 from adult_engine import needs_census
 
 from benchmarks.adult_instances import ParityReference, build_instance, exact_reference
+from pipeline_steps.cli.engine_signals import stop_engine_on_signals
 from verifier.audits.probability import spec_network
 from verifier.executor import InProcessExecutor, ProcessPool, abandon
 from verifier.pv import PVProgress, PVResult, PVSettings, population_domain
@@ -262,6 +265,38 @@ def test_abandon_ends_a_pool_whose_worker_died_while_sending_its_result() -> Non
         assert time.perf_counter() - before < 2.0
         assert manager is not None and not manager.is_alive()
         assert not multiprocessing.active_children()
+
+
+def _spin(seconds: float) -> float:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return seconds
+
+
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_workers_leave_the_stop_signals_to_the_command(
+        capfd: pytest.CaptureFixture[str], interrupted: bool) -> None:
+    """Forked under the command's engine signal handlers, busy workers inherited them:
+    ``abandon``'s SIGTERM made each say it was stopping with the bounds reached and go on, so
+    ``abandon`` waited :data:`~verifier.executor.WORKER_EXIT_S` (5 s) for each before killing
+    it; a SIGINT (a Ctrl-C reaches the whole process group) made each say the same."""
+    with stop_engine_on_signals():
+        pool = ProcessPool(max_workers=2)
+        spinning = [pool.submit(_spin, 60.0) for _ in range(2)]
+        time.sleep(2.0)
+        workers = list(pool._processes.values())
+        if interrupted:
+            for worker in workers:
+                os.kill(worker.pid, signal.SIGINT)
+            time.sleep(0.5)
+        assert all(worker.is_alive() for worker in workers)
+        assert not any(future.done() for future in spinning)
+        before = time.perf_counter()
+        abandon(pool)
+        assert time.perf_counter() - before < 2.0
+    assert not multiprocessing.active_children()
+    assert "stopping" not in capfd.readouterr().err
 
 
 def test_pace_plans_nothing_without_a_deadline_or_a_cost() -> None:

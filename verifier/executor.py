@@ -15,6 +15,7 @@ import contextlib
 import os
 import pickle
 import queue
+import signal
 import threading
 import uuid
 import warnings
@@ -97,7 +98,7 @@ class BackgroundThread:
 
 
 WORKER_EXIT_S = 5.0
-"""Seconds :meth:`ProcessPool.terminate_workers` waits for each terminated worker to exit."""
+"""Seconds :meth:`ProcessPool.terminate_workers` waits for each killed worker to exit."""
 
 
 class ProcessPool(ProcessPoolExecutor):
@@ -130,11 +131,11 @@ class ProcessPool(ProcessPoolExecutor):
         return super().submit(fn, *args, **kwargs)
 
     def terminate_workers(self) -> None:
-        """Cancel the pending tasks, shut down without waiting, and terminate the workers
-        still alive (this process's own children; a running task's result is lost), killing
-        any that has not exited within :data:`WORKER_EXIT_S`. The pool's manager thread may
-        start a worker in place of one that exited while this runs, so the workers are swept
-        again once that thread has ended (or :data:`WORKER_EXIT_S` has passed).
+        """Cancel the pending tasks, shut down without waiting, and kill the workers still
+        alive (this process's own children; a running task's result is lost). The pool's
+        manager thread may start a worker in place of one that exited while this runs, so
+        the workers are swept again once that thread has ended (or :data:`WORKER_EXIT_S` has
+        passed).
 
         A worker ended while it wrote a result leaves a message cut short in the results
         pipe, and the manager thread blocks reading its rest for ever — and with it the
@@ -152,24 +153,34 @@ class ProcessPool(ProcessPoolExecutor):
         _end_processes(list(workers.values()))
 
 
+WORKER_IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The stop signals a :class:`ProcessPool` worker ignores: stopping is the command's to do.
+Forked, a worker would inherit the command's handlers (the CLI's engine signals): each
+worker said it was "stopping with the bounds reached" and went on, at a Ctrl-C (SIGINT
+reaches the terminal's whole process group) and at every
+:meth:`ProcessPool.terminate_workers` (its SIGTERM), which then waited :data:`WORKER_EXIT_S`
+for each busy worker before killing it. Dying of the signal instead would lose the round in
+flight that the command's first signal keeps."""
+
+
 def start_worker(values: dict[str, Any]) -> None:
-    """A :class:`ProcessPool` worker's start: its malloc keeps the memory its tasks free
-    (:func:`verifier.worker_malloc.keep_freed_memory`) and it keeps the shared ``values``."""
+    """A :class:`ProcessPool` worker's start: it ignores :data:`WORKER_IGNORED_SIGNALS`, its
+    malloc keeps the memory its tasks free (:func:`verifier.worker_malloc.keep_freed_memory`)
+    and it keeps the shared ``values``."""
+    for number in WORKER_IGNORED_SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
     keep_freed_memory()
     install(values)
 
 
 def _end_processes(processes: list[Any]) -> None:
-    """Terminate every process still alive, then kill any that has not exited within
-    :data:`WORKER_EXIT_S` (a worker that ignored SIGTERM on a busy machine)."""
+    """Kill every process still alive (a worker ignores SIGTERM,
+    :data:`WORKER_IGNORED_SIGNALS`) and wait up to :data:`WORKER_EXIT_S` for each to exit."""
     for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(timeout=WORKER_EXIT_S)
         if process.is_alive():
             process.kill()
-            process.join(timeout=WORKER_EXIT_S)
+    for process in processes:
+        process.join(timeout=WORKER_EXIT_S)
 
 
 
