@@ -1,0 +1,106 @@
+"""Plain YAML scalars in configurations and constraint files mean what the user wrote.
+
+PyYAML resolves plain scalars by YAML 1.1: ``privileged: 010`` (a department code as the CSV
+writes it, which pandas and ``--privileged 010`` read as 10) was the octal 8, so the audit
+certified the group coded 8 and the gate passed where the group coded 10 is proven to violate
+the requirement; ``yes``/``no`` were the booleans 1/0. Configurations are now read by the YAML
+1.2 core schema (:mod:`verifier.yaml_documents`).
+
+Oracle: the population is independent marginals with dyadic masses and the network's class is
+``score > 2`` (logits ``(2, score)``, a tie at ``score = 2`` is class 0); the parity ratio of
+each department is enumerated in ``Fraction``.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import certgate
+from configs.schema import ConfigError, load_config
+from verifier.network import Layer, Network
+from verifier.population import PopulationModel
+from verifier.yaml_documents import load_yaml
+
+DEPARTMENTS = {8: Fraction(1, 2), 10: Fraction(1, 4), 12: Fraction(1, 4)}
+SCORES = {8: [Fraction(1, 2), Fraction(1, 4), Fraction(1, 8), Fraction(1, 16), Fraction(1, 16)],
+          10: [Fraction(1, 16), Fraction(1, 16), Fraction(1, 8), Fraction(1, 4), Fraction(1, 2)],
+          12: [Fraction(1, 8), Fraction(1, 8), Fraction(1, 4), Fraction(1, 4), Fraction(1, 4)]}
+
+
+def _population() -> PopulationModel:
+    """``dept`` ∈ {8, 10, 12} and ``score`` ∈ {0..4} given ``dept``: a Bayesian network."""
+    rows = [{"condition": {"dept": [code, code]},
+             "distribution": {"kind": "discrete", "values": [0.0, 1.0, 2.0, 3.0, 4.0],
+                              "probabilities": [float(p) for p in SCORES[code]]}}
+            for code in DEPARTMENTS]
+    return PopulationModel.from_json({
+        "format": "certgate.population/v1",
+        "features": [{"name": "dept", "kind": "integer", "domain": [8.0, 12.0]},
+                     {"name": "score", "kind": "integer", "domain": [0.0, 4.0]}],
+        "distribution": {"kind": "bayesian_network", "nodes": [
+            {"name": "dept", "parents": [], "columns": ["dept"], "cpt": [{"condition": {},
+             "distribution": {"kind": "discrete", "values": [float(c) for c in DEPARTMENTS],
+                              "probabilities": [float(p) for p in DEPARTMENTS.values()]}}]},
+            {"name": "score", "parents": ["dept"], "columns": ["score"], "cpt": rows}]}})
+
+
+def _network() -> Network:
+    return Network([Layer(np.array([[0.0, 0.0], [0.0, 1.0]]), np.array([2.0, 0.0]), "none")],
+                   input_names=["dept", "score"])
+
+
+def _exact_ratio(privileged: int) -> Fraction:
+    """P[score > 2 | dept ≠ privileged] / P[score > 2 | dept = privileged], in ``Fraction``."""
+    def favourable(code: int) -> Fraction:
+        return sum(SCORES[code][3:], Fraction(0))
+    others = [code for code in DEPARTMENTS if code != privileged]
+    mass = sum(DEPARTMENTS[code] for code in others)
+    unprivileged = sum(DEPARTMENTS[code] * favourable(code) for code in others) / mass
+    return unprivileged / favourable(privileged)
+
+
+def _config(tmp_path: Path, privileged: str) -> Path:
+    path = tmp_path / "audit.yaml"
+    path.write_text("model: {uri: net.json}\naudits:\n  - kind: demographic_parity\n"
+                    f"    protected: dept\n    privileged: {privileged}\n"
+                    "    favorable_class: 1\n    gamma: 0.5\n")
+    return path
+
+
+@pytest.mark.parametrize("written, code", [("010", 10), ("008", 8), ("012", 12), ("10", 10),
+                                           ("10.0", 10), ("0o12", 10), ("0xA", 10)])
+def test_a_zero_padded_code_audits_the_group_it_names(tmp_path: Path, written: str,
+                                                      code: int) -> None:
+    """``privileged: 010`` is department 10 (YAML 1.1 read it as 8, audited department 8,
+    ratio > 1, and the gate passed where department 10's ratio 0.4 < 0.5 is violated)."""
+    [settings] = load_config(_config(tmp_path, written)).audits
+    assert settings.privileged == code
+    [certificate] = certgate.audit(_network(), _population(), [settings])
+    low, high = certificate.bounds["value"]
+    truth = _exact_ratio(code)
+    assert Fraction(low) <= truth <= Fraction(high)
+    assert certificate.verdict == ("satisfied" if truth > Fraction(1, 2) else "violated")
+
+
+@pytest.mark.parametrize("written, value", [("yes", 1), ("on", 1), ("no", 0), ("off", 0)])
+def test_a_yes_or_no_privileged_value_is_refused_naming_the_binary_value(
+        tmp_path: Path, written: str, value: int) -> None:
+    """``privileged: yes`` was the boolean true, read as the value 1 of whatever the column
+    holds; a word is now refused naming the field and the binary column's value."""
+    with pytest.raises(ConfigError, match=rf"audits\[0\]: privileged is .* '{written}' names a "
+                                          rf"category: .*yes/no column is binary.*privileged: "
+                                          rf"{value}\)"):
+        load_config(_config(tmp_path, written))
+
+
+def test_scalars_resolve_by_the_yaml_1_2_core_schema() -> None:
+    document = load_yaml("[010, 008, 1_0, 1:30, 0o10, 0x1f, yes, no, on, off, true, FALSE, "
+                         "1e-3, 8e-1, .5, -.inf, ~, null, 0b11]")
+    assert document[:6] == [10, 8, "1_0", "1:30", 8, 31]
+    assert document[6:12] == ["yes", "no", "on", "off", True, False]
+    assert document[12:16] == [0.001, 0.8, 0.5, float("-inf")]
+    assert document[16:] == [None, None, "0b11"]
