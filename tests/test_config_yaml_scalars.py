@@ -21,6 +21,7 @@ import pytest
 
 import certgate
 from configs.schema import ConfigError, load_config
+from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
 from verifier.population import PopulationModel
 from verifier.yaml_documents import load_yaml
@@ -104,3 +105,49 @@ def test_scalars_resolve_by_the_yaml_1_2_core_schema() -> None:
     assert document[6:12] == ["yes", "no", "on", "off", True, False]
     assert document[12:16] == [0.001, 0.8, 0.5, float("-inf")]
     assert document[16:] == [None, None, "0b11"]
+
+
+def _dept_network() -> Network:
+    """Logits ``(2, score + 1.5·(dept − 10))``: class 1 iff ``score + 1.5·(dept − 10) > 2``."""
+    return Network([Layer(np.array([[0.0, 0.0], [1.5, 1.0]]), np.array([2.0, -15.0]), "none")],
+                   input_names=["dept", "score"])
+
+
+def _exact_biased_share(first: int, second: int) -> Fraction:
+    """The share of scores 0..4 whose class differs between departments ``first`` and
+    ``second`` (Fraction; a logit equal to 2 is class 0)."""
+    def favourable(code: int, score: int) -> bool:
+        return score + Fraction(3, 2) * (code - 10) > 2
+    return Fraction(sum(favourable(first, score) != favourable(second, score)
+                        for score in range(5)), 5)
+
+
+def _causal_config(tmp_path: Path, values: str) -> Path:
+    path = tmp_path / "causal.yaml"
+    path.write_text("model: {uri: net.json}\naudits:\n  - kind: causal_fairness\n"
+                    f"    protected: dept\n    protected_values: {values}\n"
+                    "    max_biased_share: 0.5\n    timeout_s: 30\n")
+    return path
+
+
+def test_zero_padded_protected_values_compare_the_groups_they_name(tmp_path: Path) -> None:
+    """``protected_values: [010, 012]`` compares departments 10 and 12 (share 3/5, violated
+    at 0.5); YAML 1.1 read departments 8 and 10 (share 2/5, satisfied)."""
+    [settings] = load_config(_causal_config(tmp_path, "[010, 012]")).audits
+    assert settings.protected_values == [10, 12]
+    [certificate] = certgate.audit(_dept_network(), _population(), [settings])
+    low, high = certificate.bounds["biased_share"]
+    truth = _exact_biased_share(10, 12)
+    assert truth == Fraction(3, 5) and Fraction(low) <= truth <= Fraction(high)
+    assert certificate.verdict == "violated"
+
+
+def test_words_as_protected_values_of_one_input_are_refused_naming_the_field(
+        tmp_path: Path) -> None:
+    """``protected_values: [no, yes]`` of a one-column protected input (YAML 1.1's 0 and 1)
+    is refused before the audit, naming the field, instead of failing in the engine with
+    "protected value 'no' is not a number"."""
+    [settings] = load_config(_causal_config(tmp_path, "[no, yes]")).audits
+    with pytest.raises(CertgateInputError, match=r"protected_values: 'no' is not a number, and "
+                                                 r"'dept' is one input"):
+        certgate.audit(_dept_network(), _population(), [settings])
