@@ -151,3 +151,27 @@ def test_words_as_protected_values_of_one_input_are_refused_naming_the_field(
     with pytest.raises(CertgateInputError, match=r"protected_values: 'no' is not a number, and "
                                                  r"'dept' is one input"):
         certgate.audit(_dept_network(), _population(), [settings])
+
+
+@pytest.mark.parametrize("field, line", [
+    ("min_probability", "  - {kind: monotonicity, feature: score, min_probability: false}"),
+    ("gamma", "  - {kind: demographic_parity, protected: dept, privileged: 10, "
+              "favorable_class: 1, gamma: true}"),
+    ("favorable_class", "  - {kind: demographic_parity, protected: dept, privileged: 10, "
+                        "favorable_class: true, gamma: 0.5}"),
+    ("max_biased_share", "  - {kind: causal_fairness, protected: dept, max_biased_share: true}"),
+])
+def test_a_boolean_threshold_is_refused_naming_the_field(tmp_path: Path, field: str,
+                                                         line: str) -> None:
+    """``min_probability: false`` was the threshold 0, so the gate passed whatever the
+    certified probability (``probability >= 0``); ``gamma: true`` was γ = 1."""
+    path = tmp_path / "audit.yaml"
+    path.write_text(f"model: {{uri: net.json}}\naudits:\n{line}\n")
+    with pytest.raises(ConfigError, match=rf"audits\[0\]: {field} is a number, got the boolean"):
+        load_config(path)
+
+
+def test_a_boolean_privileged_value_is_the_binary_columns_value(tmp_path: Path) -> None:
+    """``privileged: true`` names a True/False column's value 1, as documented."""
+    [settings] = load_config(_config(tmp_path, "true")).audits
+    assert settings.privileged == 1.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
@@ -59,6 +59,8 @@ class DemographicParitySettings(StrictSettings):
     ``timeout_s`` bounds the search (``null``: no limit); ``precision`` stops it once the
     interval is that narrow.
     """
+
+    BOOLEAN_NUMBERS: ClassVar[frozenset[str]] = frozenset({"privileged"})
 
     kind: Literal["demographic_parity"]
     name: str = Field(default="demographic_parity", pattern=NAME_PATTERN)

@@ -6,7 +6,8 @@ verdict. Every audit kind (:mod:`verifier.audits`) judges its certified interval
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from types import UnionType
+from typing import Any, ClassVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -33,6 +34,13 @@ def _renamed_in_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
                                      "description": renamed_message(kind, old, new)}
 
 
+def _is_number(annotation: Any) -> bool:
+    """Whether ``annotation`` takes numbers and not booleans (``float``, ``int | None``)."""
+    members = set(get_args(annotation)) if get_origin(annotation) in (Union, UnionType) \
+        else {annotation}
+    return bool(members & {int, float}) and bool not in members
+
+
 class StrictSettings(BaseModel):
     """Base of every settings model: unknown keys rejected, values frozen.
 
@@ -45,6 +53,25 @@ class StrictSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_renamed_in_schema)
 
     RENAMED: ClassVar[Mapping[str, str]] = {}
+    BOOLEAN_NUMBERS: ClassVar[frozenset[str]] = frozenset()
+    """Number fields where ``True``/``False`` mean 1/0 (a binary column's value); every other
+    number field refuses a boolean (:meth:`_no_boolean_numbers`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, data: Any) -> Any:
+        """A boolean given for a number (``gamma: true``, ``min_probability: false`` in YAML)
+        is refused naming the field: pydantic would read it as the threshold 1 or 0, which
+        the user did not write."""
+        if not isinstance(data, Mapping):
+            return data
+        for key, value in data.items():
+            field = cls.model_fields.get(key) if isinstance(key, str) else None
+            if (isinstance(value, bool) and field is not None
+                    and key not in cls.BOOLEAN_NUMBERS and _is_number(field.annotation)):
+                raise ValueError(f"{key} is a number, got the boolean {value} (YAML reads "
+                                 "unquoted true/false as booleans)")
+        return data
 
     @model_validator(mode="before")
     @classmethod
