@@ -122,7 +122,30 @@ class Requirement(StrictSettings):
         return self.comparison in (">", ">=")
 
     def describe(self) -> str:
-        return f"{self.label} {self.comparison} {self.threshold:g}"
+        """``label comparison threshold``, the threshold written exactly (the shortest text
+        that reads back as the same float: ``0.8``, ``0.7916666666666553``), as the
+        ``certgate.<audit>.requirement`` tag records it."""
+        return f"{self.label} {self.comparison} {exact_text(self.threshold)}"
+
+    def interval_text(self, low: float, high: float) -> str:
+        """``[low, high]`` to six significant digits, each end with as many more as it takes
+        to differ from the threshold's text when it differs from the threshold (a lower bound
+        1e-12 above γ = 0.8 is not shown as 0.8)."""
+        return f"[{self._beside_threshold(low)}, {self._beside_threshold(high)}]"
+
+    def _beside_threshold(self, value: float) -> str:
+        for digits in range(6, 18):
+            text = f"{value:.{digits}g}"
+            if value == self.threshold or text != f"{self.threshold:.{digits}g}":
+                return text
+        return exact_text(value)
+
+
+def exact_text(value: float) -> str:
+    """The shortest text that reads back as ``value`` (``repr``), an integral value without
+    ``.0``."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def check_class(field: str, cls: int, model: Any) -> None:
