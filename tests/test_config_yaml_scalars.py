@@ -24,7 +24,7 @@ from configs.schema import ConfigError, load_config
 from verifier.errors import CertgateInputError
 from verifier.network import Layer, Network
 from verifier.population import PopulationModel
-from verifier.yaml_documents import load_yaml
+from verifier.yaml_documents import dump_yaml, load_yaml
 
 DEPARTMENTS = {8: Fraction(1, 2), 10: Fraction(1, 4), 12: Fraction(1, 4)}
 SCORES = {8: [Fraction(1, 2), Fraction(1, 4), Fraction(1, 8), Fraction(1, 16), Fraction(1, 16)],
@@ -175,3 +175,14 @@ def test_a_boolean_privileged_value_is_the_binary_columns_value(tmp_path: Path) 
     """``privileged: true`` names a True/False column's value 1, as documented."""
     [settings] = load_config(_config(tmp_path, "true")).audits
     assert settings.privileged == 1.0
+
+
+def test_written_documents_read_back_as_they_were() -> None:
+    """PyYAML's dumper writes the text ``1e3`` or ``0o10`` unquoted (YAML 1.1 reads it as
+    text), which the 1.2 core schema reads as a number: a class or input named so would come
+    back as another value from the files ``wrap``, the deploy step and the demo write."""
+    document = {"classes": ["1e3", "0o10", "yes", "010", "1_0", "x", ".5", "null", "True"],
+                "numbers": [1e-05, 10, float("inf"), True, None], "name: x": {"c": "d"}}
+    text = dump_yaml(document)
+    assert "'1e3'" in text and "'0o10'" in text
+    assert load_yaml(text) == document

@@ -15,7 +15,9 @@ integers are decimal (``010`` is 10) or written ``0o…``/``0x…``, floats are 
 (``1e-3`` included, as 1.2 reads it), ``.inf``/``.nan``; anything else, ``yes`` and
 ``1_0`` included, is a string, which the schemas reading it refuse by field where a number
 is due, read as a boolean where one is due (pydantic's ``yes``/``on``), or read as the name
-the user wrote. Nulls and dates are read as PyYAML reads them.
+the user wrote. Nulls and dates are read as PyYAML reads them. :func:`dump_yaml` writes
+documents that :func:`load_yaml` reads back as they were (PyYAML's dumper leaves ``1e3`` or
+``0o10`` unquoted, which YAML 1.2 reads as numbers).
 """
 
 from __future__ import annotations
@@ -83,6 +85,30 @@ _UniqueKeyLoader.add_implicit_resolver(_FLOAT, _CORE_FLOAT, list("-+0123456789."
 _UniqueKeyLoader.add_constructor(_BOOL, _UniqueKeyLoader.construct_core_bool)
 _UniqueKeyLoader.add_constructor(_INT, _UniqueKeyLoader.construct_core_int)
 _UniqueKeyLoader.add_constructor(_FLOAT, _UniqueKeyLoader.construct_core_float)
+
+
+_RESOLVER = _UniqueKeyLoader("")
+
+
+class _CoreSchemaDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper quoting every string that :func:`load_yaml` would read as
+    another type."""
+
+    def represent_text(self, text: str) -> yaml.ScalarNode:
+        """A string, single-quoted when the core schema would resolve it as a number,
+        boolean or null."""
+        plain = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+        style = None if plain == "tag:yaml.org,2002:str" else "'"
+        return self.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_CoreSchemaDumper.add_representer(str, _CoreSchemaDumper.represent_text)
+
+
+def dump_yaml(document: Any) -> str:
+    """``document`` as YAML text (keys in their order, Unicode as is) that :func:`load_yaml`
+    reads back equal to ``document``."""
+    return yaml.dump(document, Dumper=_CoreSchemaDumper, sort_keys=False, allow_unicode=True)
 
 
 def load_yaml(text: str) -> Any:
