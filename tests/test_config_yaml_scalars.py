@@ -186,3 +186,21 @@ def test_written_documents_read_back_as_they_were() -> None:
     text = dump_yaml(document)
     assert "'1e3'" in text and "'0o10'" in text
     assert load_yaml(text) == document
+
+
+def test_audits_sharing_settings_through_a_merge_key_load(tmp_path: Path) -> None:
+    """``<<: *anchor`` (two audits sharing their settings) failed with "could not determine a
+    constructor for the tag 'tag:yaml.org,2002:merge'": the duplicate-key check constructed
+    the merge key as a value. The mapping's own keys override the anchor's; a key given twice
+    is still refused."""
+    path = tmp_path / "anchors.yaml"
+    path.write_text("model: {uri: net.json}\naudits:\n"
+                    "  - &dp {kind: demographic_parity, name: dp10, protected: dept, "
+                    "privileged: 010, favorable_class: 1, gamma: 0.5}\n"
+                    "  - <<: *dp\n    name: dp12\n    privileged: 012\n")
+    audits = load_config(path).audits
+    assert [(audit.name, audit.privileged, audit.gamma) for audit in audits] == [
+        ("dp10", 10, 0.5), ("dp12", 12, 0.5)]
+    path.write_text(path.read_text() + "    name: again\n")
+    with pytest.raises(ConfigError, match="key 'name' is given twice"):
+        load_config(path)

@@ -30,6 +30,9 @@ import yaml
 
 _BOOL, _INT, _FLOAT = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int",
                        "tag:yaml.org,2002:float")
+_MERGE = "tag:yaml.org,2002:merge"
+"""A merge key (``<<: *anchor``): the keys it brings are the anchor's, which the mapping's own
+keys override (YAML's merge rule), so it is not a key given twice."""
 _CORE_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _CORE_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
 _CORE_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
@@ -38,7 +41,7 @@ _CORE_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader with YAML 1.2 core-schema scalars, refusing a key given twice in
-    one mapping."""
+    one mapping (merge keys, ``<<: *anchor``, are read as PyYAML reads them)."""
 
     yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, re.Pattern[str]]]]] = {
         first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
@@ -47,6 +50,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE:
+                continue
             key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
             if isinstance(key, str | int | float | bool) and key in seen:
                 raise yaml.constructor.ConstructorError(
