@@ -115,6 +115,24 @@ def is_string_column(series: pd.Series) -> bool:
             or isinstance(series.dtype, pd.CategoricalDtype))
 
 
+MISSING_WORDS = "certgate.missing_words"
+"""``DataFrame.attrs`` key of the cells a CSV reader read as missing from a word (``NA``,
+``None``, ``null``, …): ``{column: {word: rows}}``
+(:func:`pipeline_steps.fidelity_data.read_table`)."""
+
+
+def _read_from_words(words: dict[str, int]) -> str:
+    """What a missing-values message adds when the CSV's cells held words that pandas reads
+    as missing (``NA``, ``None``, ``null``, …): a category spelled so is not a missing value
+    to fill but a category to rename."""
+    if not words:
+        return ""
+    listed = ", ".join(f"{word!r} in {rows}" for word, rows in words.items())
+    return (f", read from the text {listed} (pandas reads NA, N/A, NULL, None, nan and the "
+            "like as missing: if it names a category, rename it in the data, e.g. 'NA' to "
+            "'N.A.')")
+
+
 def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """``frame`` with every raw string column one-hot encoded in place (step 1 of the module
     docstring), and each encoded column's categories. A table the fit cannot read is refused
@@ -124,8 +142,10 @@ def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
     import numpy as np
     import pandas as pd
 
+    words = frame.attrs.get(MISSING_WORDS, {})
     blank = [f"column {column!r}: missing values in {int(frame[column].isna().sum())} of "
-             f"{len(frame)} rows" for column in frame.columns if frame[column].isna().any()]
+             f"{len(frame)} rows{_read_from_words(words.get(str(column), {}))}"
+             for column in frame.columns if frame[column].isna().any()]
     problems = ["; ".join(blank) + " (fill or drop them first)"] if blank else []
     parts: list[pd.DataFrame] = []
     categories: dict[str, list[str]] = {}

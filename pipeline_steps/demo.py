@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-import yaml
 
 import configs
 from configs.schema import CertgateConfig, DeploySettings, TrackingSettings, load_config
@@ -50,6 +49,7 @@ from registry_hooks.connection import Registry, connect
 from verifier.errors import CertgateInputError
 from verifier.population import PopulationModel
 from verifier.population.fitting import fit_bayesian_network, infer_features
+from verifier.yaml_documents import dump_yaml
 
 MODEL_NAME = "income_classifier"
 CANDIDATE_ALIAS = "candidate"
@@ -183,7 +183,7 @@ def demo_config(workdir: Path, source: Path = DEMO_CONFIG) -> CertgateConfig:
 
 def write_config(config: CertgateConfig, path: Path) -> Path:
     """The configuration the demo ran, as YAML (``certgate run --config PATH`` reruns it)."""
-    path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False),
+    path.write_text(dump_yaml(config.model_dump(mode="json")),
                     encoding="utf-8")
     return path
 

@@ -45,7 +45,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-import yaml
 
 from configs.schema import CertgateConfig
 from registry_hooks import selfcorrect_pyfunc
@@ -82,6 +81,7 @@ from verifier.selfcorrect import (
 )
 from verifier.selfcorrect.export import load_torchscript, save_torchscript
 from verifier.selfcorrect.loaders import load_constraints
+from verifier.yaml_documents import dump_yaml
 
 ON_BOTTOM_TAG = "certgate.selfcorrect.on_bottom"
 CONSTRAINT_COUNT_TAG = "certgate.selfcorrect.constraints"
@@ -294,8 +294,7 @@ def _write_artifacts(prepared: _Prepared, staging: Path) -> dict[str, str]:
     torchscript = save_torchscript(prepared.scnet, staging / "scnet.pt")
     _check_torchscript(prepared.scnet, torchscript, prepared.loaded.network.input_size)
     constraints_file = staging / "constraints.yaml"
-    constraints_file.write_text(yaml.safe_dump(prepared.constraints.to_dict(), sort_keys=False,
-                                               allow_unicode=True), encoding="utf-8")
+    constraints_file.write_text(dump_yaml(prepared.constraints.to_dict()), encoding="utf-8")
     artifacts = {selfcorrect_pyfunc.TORCHSCRIPT_ARTIFACT: str(torchscript),
                  selfcorrect_pyfunc.CONSTRAINTS_ARTIFACT: str(constraints_file)}
     population = _shipped_population(prepared.loaded)

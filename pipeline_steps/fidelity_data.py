@@ -69,7 +69,27 @@ def read_table(path: Path) -> pd.DataFrame:
     if twice:
         raise DataError(f"{path}: column names given more than once: {', '.join(twice)} "
                         "(rename or drop the copies)")
+    if suffix not in (".parquet", ".pq") and frame.isna().to_numpy().any():
+        from certgate.population_data import MISSING_WORDS
+
+        frame.attrs[MISSING_WORDS] = _missing_words(path, frame)
     return frame
+
+
+def _missing_words(path: Path, frame: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """Per column, the non-empty texts of the cells pandas read as missing, with their
+    counts: a category spelled ``NA`` (North America) is one of pandas' missing-value
+    words, which the messages about missing values name."""
+    import pandas as pd
+
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    words: dict[str, dict[str, int]] = {}
+    for column in frame.columns[frame.isna().any()]:
+        cells = raw[column][frame[column].isna().to_numpy()]
+        counts = cells[cells != ""].value_counts()
+        if len(counts):
+            words[str(column)] = {str(word): int(rows) for word, rows in counts.items()}
+    return words
 
 
 def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple[np.ndarray,

@@ -55,6 +55,7 @@ from registry_hooks.tags import (
     set_version_tags,
     version_tags,
 )
+from verifier.audits.requirement import exact_text
 from verifier.certificate import Certificate
 
 logger = logging.getLogger(__name__)
@@ -118,10 +119,6 @@ class GateDecision:
         return f"{self.outcome}: {self.reasons_text()}"
 
 
-def _interval_text(interval: tuple[float, float]) -> str:
-    return f"[{interval[0]:.6g}, {interval[1]:.6g}]"
-
-
 def check_certificate(audit: AuditSettings, certificate: Certificate | None) -> AuditCheck:
     """Compare one certificate with the audit's requirement (see the module docstring)."""
     requirement = audit.requirement
@@ -134,7 +131,7 @@ def check_certificate(audit: AuditSettings, certificate: Certificate | None) -> 
                           f"{requirement.quantity!r}")
     low, high = certificate.bounds[requirement.quantity]
     interval = (float(low), float(high))
-    text = f"{requirement.label} ∈ {_interval_text(interval)}"
+    text = f"{requirement.label} ∈ {requirement.interval_text(*interval)}"
     if requirement.proven_pass(*interval):
         status: CheckStatus = "proven_pass"
         reason = f"{audit.name}: proven {requirement.describe()} ({text})"
@@ -145,7 +142,8 @@ def check_certificate(audit: AuditSettings, certificate: Certificate | None) -> 
         status = "undecided"
         undefined = certificate.details.get("undefined")
         reason = (f"{audit.name}: undecided, {undefined}" if undefined else
-                  f"{audit.name}: undecided, {text} straddles {requirement.threshold:g}")
+                  f"{audit.name}: undecided, {text} straddles "
+                  f"{exact_text(requirement.threshold)}")
     recorded = certificate.details.get("threshold")
     same_threshold = isinstance(recorded, int | float) and float(recorded) == requirement.threshold
     contradicts = (

@@ -103,3 +103,22 @@ def test_a_directory_given_as_the_configuration_is_said_to_be_one(capsys,
     code, document = _run(capsys, "config", "check", str(tmp_path))
     assert code == 2, document
     assert document["error"] == f"{tmp_path} is a directory; give the configuration's YAML file"
+
+
+def test_a_category_spelled_as_a_missing_value_word_is_named(capsys, tmp_path: Path) -> None:
+    """pandas reads the text ``NA`` (North America), ``None``, ``null`` … as missing; the fit
+    said "missing values in 20 of 60 rows (fill or drop them first)" of a table without an
+    empty cell. It now names the word and its count; a truly empty cell adds no word."""
+    data = tmp_path / "data.csv"
+    table = _table()
+    table["continent"] = np.where(np.arange(60) % 3 == 0, "NA", "EU")
+    table.loc[5, "sex"] = ""
+    table.to_csv(data, index=False)
+    out = tmp_path / "population.json"
+    code, document = _run(capsys, "population", "fit", str(data), "--out", str(out))
+    assert code == 2, document
+    assert "column 'sex': missing values in 1 of 60 rows; " in document["error"]
+    assert ("column 'continent': missing values in 20 of 60 rows, read from the text 'NA' in "
+            "20 (pandas reads NA, N/A, NULL, None, nan and the like as missing: if it names a "
+            "category, rename it in the data") in document["error"]
+    assert not out.exists()

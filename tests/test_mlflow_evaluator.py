@@ -10,8 +10,11 @@ environment's installed metadata may predate the entry point)."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import tomllib
+from fractions import Fraction
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
@@ -182,3 +185,77 @@ def test_a_model_logged_without_names_is_named_in_the_evaluators_config(
     _, shipped = evaluate(store, config)
     for key in ("dp.ratio_lower", "dp.ratio_upper", "dp.proven_pass"):
         assert named.metrics[key] == shipped.metrics[key], key
+
+
+TIE_WEIGHTS = [[1.0, 0.0, 0.0], [0.0, 1.0, 1.0], [-1.0, 0.0, 0.0]]
+TIE_BIASES = [0.0, 0.0, 3.0]
+"""Logits ``(x, y + s, 3 − x)`` on ``x, y ∈ {0..3}``, ``s ∈ {0, 1}``: many exact ties."""
+
+
+def _tie_class(point: tuple[int, int, int]) -> int:
+    """The class in ``Fraction``: the first largest logit (torch's and numpy's argmax)."""
+    logits = [sum((Fraction(w) * v for w, v in zip(row, point, strict=True)), Fraction(b))
+              for row, b in zip(TIE_WEIGHTS, TIE_BIASES, strict=True)]
+    return logits.index(max(logits))
+
+
+def test_the_readme_gates_on_proven_pass_which_a_bound_at_a_strict_threshold_cannot_pass(
+        store: dict[str, Any]) -> None:
+    """A finite causal query's biased share is enumerated exactly: 1/4 here (Fraction
+    oracle), so at ``max_biased_share: 0.25`` the strict requirement is proven violated while
+    ``cf.biased_share_upper`` equals the threshold and passes MLflow's non-strict
+    ``MetricThreshold``. The README's evaluator example gated on a bound that way
+    (``dp.ratio_lower`` against γ); it now gates on ``proven_pass``, which fails here."""
+    import mlflow
+    import torch
+    from mlflow.models import MetricThreshold
+    from mlflow.models.evaluation.validation import ModelValidationFailedException
+
+    from registry_hooks.certgate_model import log_model
+    from verifier.population import PopulationModel
+
+    example = re.search(r"mlflow\.validate_evaluation_results\(\s*\{\"dp\.(\w+)\": "
+                        r"MetricThreshold\(threshold=(\w+), greater_is_better=True\)\}",
+                        (ROOT / "README.md").read_text())
+    assert example is not None and example.groups() == ("proven_pass", "1")
+
+    biased = [(x, y) for x, y in itertools.product(range(4), repeat=2)
+              if _tie_class((x, y, 0)) != _tie_class((x, y, 1))]
+    assert Fraction(len(biased), 16) == Fraction(1, 4)
+
+    layer = torch.nn.Linear(3, 3).double()
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor(TIE_WEIGHTS, dtype=torch.float64))
+        layer.bias.copy_(torch.tensor(TIE_BIASES, dtype=torch.float64))
+    values = {"x": [0.0, 1.0, 2.0, 3.0], "y": [0.0, 1.0, 2.0, 3.0], "s": [0.0, 1.0]}
+    population = PopulationModel.from_json({
+        "format": "certgate.population/v1",
+        "features": [{"name": "x", "kind": "integer", "domain": [0, 3]},
+                     {"name": "y", "kind": "integer", "domain": [0, 3]},
+                     {"name": "s", "kind": "binary"}],
+        "distribution": {"kind": "product", "factors": [
+            {"columns": [name], "distribution": {
+                "kind": "discrete", "values": points,
+                "probabilities": [1.0 / len(points)] * len(points)}}
+            for name, points in values.items()]}})
+    mlflow.set_experiment("evaluator")
+    with mlflow.start_run():
+        log_model(torch.nn.Sequential(layer), population, registered_model_name="ties",
+                  serialization_format="pickle")
+    data = pd.DataFrame(list(itertools.product(*values.values())), columns=list(values))
+    data["label"] = [_tie_class(tuple(int(v) for v in row)) for row in data.to_numpy()]
+    audit = {"name": "cf", "kind": "causal_fairness", "protected": ["s"],
+             "max_biased_share": 0.25, "timeout_s": 60}
+    with mlflow.start_run():
+        result = mlflow.models.evaluate("models:/ties/1", data, targets="label",
+                                        model_type="classifier", evaluators=["certgate"],
+                                        evaluator_config={"certgate": {"audits": [audit]}})
+    assert result.metrics["cf.biased_share_lower"] == result.metrics["cf.biased_share_upper"]
+    assert Fraction(result.metrics["cf.biased_share_upper"]) == Fraction(1, 4)
+    assert (result.metrics["cf.proven_pass"], result.metrics["cf.proven_fail"]) == (0.0, 1.0)
+    mlflow.validate_evaluation_results(
+        {"cf.biased_share_upper": MetricThreshold(threshold=0.25, greater_is_better=False)},
+        result)
+    with pytest.raises(ModelValidationFailedException, match=r"cf\.proven_pass"):
+        mlflow.validate_evaluation_results(
+            {"cf.proven_pass": MetricThreshold(threshold=1, greater_is_better=True)}, result)

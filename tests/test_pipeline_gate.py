@@ -145,3 +145,23 @@ def test_a_passed_gate_lists_only_passing_checks() -> None:
     decision = decide([audit("a")], {"a": certificate(0.9, 1.0, "satisfied")}, FAIL)
     assert decision.reasons_by_group()["failing"] == []
     assert decision.reasons_text().startswith("passing: a: proven ratio > 0.8")
+
+
+def test_a_bound_beside_the_threshold_and_the_threshold_are_written_apart() -> None:
+    """A pass proven by a lower bound 1.2e-12 above γ read "proven ratio > 0.8 (ratio ∈
+    [0.8, 0.9])", and a threshold of 0.7916666666666553 was recorded (the requirement tag) as
+    "ratio > 0.791667": the texts named a bound equal to the threshold and a threshold that
+    is not the one applied. Each end is now written until it differs from the threshold, and
+    the threshold exactly (the shortest text that reads back as the same float)."""
+    passed = check_certificate(audit("a"), certificate(0.8000000000012, 0.9, "satisfied"))
+    assert passed.reason == "a: proven ratio > 0.8 (ratio ∈ [0.800000000001, 0.9])"
+    open_ = check_certificate(audit("a"), certificate(0.7999999999988, 0.8000000000012,
+                                                      "unknown"))
+    assert open_.reason == ("a: undecided, ratio ∈ [0.799999999999, 0.800000000001] "
+                            "straddles 0.8")
+    exact = audit("a", gamma=0.7916666666666553)
+    assert exact.requirement.describe() == "ratio > 0.7916666666666553"
+    assert float(exact.requirement.describe().split()[-1]) == exact.gamma
+    assert audit("a", gamma=1.0).requirement.describe() == "ratio > 1"
+    at = check_certificate(audit("a"), certificate(0.8, 0.9, "unknown"))
+    assert at.reason == "a: undecided, ratio ∈ [0.8, 0.9] straddles 0.8"

@@ -418,3 +418,13 @@ def test_open_box_limit_defaults_to_a_share_of_the_available_memory(monkeypatch)
     assert PVSettings(max_open_boxes=7).open_box_limit(4_000) == 7
     with pytest.raises(CertgateInputError, match="max_open_boxes"):
         PVSettings(max_open_boxes=0)
+
+
+def test_a_number_with_a_leading_zero_is_told_to_drop_it_not_to_be_octal() -> None:
+    """``dept == 010`` (a code as a CSV writes it, read as 10) was refused with Python's
+    advice to use an ``0o`` prefix, which would read ``0o10`` as 8."""
+    names = Names.of(["dept", "score"], ["no", "yes"])
+    with pytest.raises(SpecError, match=r"a number with a leading zero: write it without "
+                                        r"\(010 is 10"):
+        parse_event("x.dept == 010", names)
+    assert parse_event("x.dept == 10", names) == parse_event("x[0] == 10", names)

@@ -398,15 +398,17 @@ def test_a_key_given_twice_in_a_constraint_file_is_refused(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("postcondition, precondition, field", [
-    ("[[[no, yes]]]", "{kind: always}", r"constraints\.0\.postcondition\.0\.0\.0"),
-    ("[[yes < no]]", "{kind: predicted_in, classes: [no]}",
+    ("[[[false, true]]]", "{kind: always}", r"constraints\.0\.postcondition\.0\.0\.0"),
+    ("[[yes < no]]", "{kind: predicted_in, classes: [false]}",
      r"constraints\.0\.precondition\.predicted_in\.classes\.0"),
 ])
-def test_an_unquoted_yes_or_no_class_is_refused_not_read_as_an_index(
+def test_a_boolean_class_is_refused_and_unquoted_yes_or_no_name_their_classes(
         tmp_path: Path, postcondition: str, precondition: str, field: str) -> None:
-    """YAML reads unquoted ``no``/``yes`` as booleans and pydantic read ``False``/``True`` as
-    the indices 0/1: with classes ``["yes", "no"]`` the pair ``[no, yes]`` (meant ``y_no <
-    y_yes``) became ``(0, 1)``, ``y_yes < y_no``, the opposite order, without a word."""
+    """YAML 1.1 read unquoted ``no``/``yes`` as booleans and pydantic read ``False``/``True``
+    as the indices 0/1: with classes ``["yes", "no"]`` the pair ``[no, yes]`` (meant ``y_no <
+    y_yes``) became ``(0, 1)``, ``y_yes < y_no``, the opposite order, without a word. The
+    file is now read by the YAML 1.2 core schema: ``no`` and ``yes`` are the class names the
+    user wrote, and a boolean (``true``/``false``) is refused by field."""
     path = tmp_path / "yes_no.yaml"
     path.write_text('classes: ["yes", "no"]\nconstraints:\n  - name: r\n'
                     f"    precondition: {precondition}\n    postcondition: {postcondition}\n")
@@ -414,8 +416,8 @@ def test_an_unquoted_yes_or_no_class_is_refused_not_read_as_an_index(
                                               r"Value error, a class is a name or an index, "
                                               r"got the boolean (True|False)"):
         load_constraints(path)
-    quoted = path.read_text().replace("[no, yes]", '["no", "yes"]').replace("[no]", '["no"]')
-    path.write_text(quoted)
+    unquoted = path.read_text().replace("[false, true]", "[no, yes]").replace("[false]", "[no]")
+    path.write_text(unquoted)
     constraints = load_constraints(path)
-    expected = (((1, 0),),) if "no, yes" in postcondition else (((0, 1),),)
+    expected = (((1, 0),),) if "no, yes" in unquoted else (((0, 1),),)
     assert constraints.constraints[0].postcondition == expected

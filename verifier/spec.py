@@ -341,12 +341,23 @@ def _atom(form: _Linear, strict: bool) -> Atom:
     return Atom(tuple(form.out.tolist()), tuple(form.inp.tolist()), float(form.const), strict)
 
 
+def _syntax_problem(error: SyntaxError) -> str:
+    """Python's reason for a syntax error, except for a number written with a leading zero
+    (``dept == 010``, a code as a CSV writes it), where Python advises an octal prefix that
+    would read ``0o10`` as 8: the number is written without its leading zeros."""
+    if "leading zeros in decimal integer literals" in str(error.msg):
+        return ("a number with a leading zero: write it without (010 is 10; the value a CSV "
+                "writes as 010 is read as 10)")
+    return str(error.msg)
+
+
 def parse_event(text: str, names: Names) -> Event:
     """Parse an event such as ``"y.high > y.low and x.age >= 18"``; errors name the problem."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
-        raise SpecError(f"in event {text!r}: not a valid expression ({error.msg})") from error
+        raise SpecError(f"in event {text!r}: not a valid expression ({_syntax_problem(error)})"
+                        ) from error
     return _EventParser(names, text).event(tree.body)
 
 
@@ -533,7 +544,8 @@ def parse_expression(text: str, probability_names: Sequence[str]) -> Expr:
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
-        raise SpecError(f"in expression {text!r}: not a valid expression ({error.msg})") from error
+        raise SpecError(f"in expression {text!r}: not a valid expression "
+                        f"({_syntax_problem(error)})") from error
     return _ExprParser(probability_names, text).parse(tree.body)
 
 

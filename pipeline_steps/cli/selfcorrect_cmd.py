@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import yaml
 
 from pipeline_steps.cli.inputs import read_model
 from pipeline_steps.cli.output import JSON_HELP, emit_json
 from verifier.errors import CertgateInputError
 from verifier.text_files import read_text
+from verifier.yaml_documents import dump_yaml
 
 if TYPE_CHECKING:
     import torch
@@ -219,7 +219,7 @@ def run_wrap(args: argparse.Namespace) -> int:
     written["model.pt"] = str(model_path)
     constraints_path = out / "constraints.yaml"
     constraints_path.write_text(
-        yaml.safe_dump(constraints.to_dict(), sort_keys=False, allow_unicode=True)
+        dump_yaml(constraints.to_dict())
     )
     written["constraints.yaml"] = str(constraints_path)
     example = torch.zeros(2, network.input_size, dtype=dtype)

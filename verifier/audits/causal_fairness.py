@@ -306,7 +306,25 @@ def check(settings: CausalFairnessSettings, network: Network | None, population:
     or hold a value of it (:func:`settings_in_codes`)."""
     if population is None and settings.measure == "population":
         raise CertgateInputError("measure: population needs a population model")
-    settings_in_codes(protected_group(settings, population), population)
+    grouped = protected_group(settings, population)
+    _values_are_numbers(grouped)
+    settings_in_codes(grouped, population)
+
+
+def _values_are_numbers(settings: CausalFairnessSettings) -> None:
+    """A protected input that is one column (not a one-hot group) takes numbers as its
+    ``protected_values``; a word is refused naming the field (``yes``/``no`` are words in the
+    configuration's YAML, not 1/0)."""
+    if settings.protected_kind != "continuous" or not settings.protected_values:
+        return
+    for value in settings.protected_values:
+        try:
+            float(value)
+        except ValueError:
+            raise CertgateInputError(
+                f"protected_values: {value!r} is not a number, and {settings.protected[0]!r} is "
+                "one input, not a one-hot group (whose protected values are its input names): "
+                "give the column's values as numbers (a binary column's are 0 and 1)") from None
 
 
 def settings_in_codes(settings: CausalFairnessSettings,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 KIND = "demographic_parity"
 PROGRESS = "boxes"
 EMPIRICAL_CHECK = parity_check
+_BOOLEAN_WORDS = {"true": 1, "yes": 1, "on": 1, "false": 0, "no": 0, "off": 0}
+"""Words naming a binary column's value: a configuration's YAML (read by the 1.2 core schema)
+keeps ``yes``/``no``/``on``/``off`` as strings, and ``--privileged`` takes any word."""
 
 
 class DemographicParitySettings(StrictSettings):
@@ -56,6 +59,8 @@ class DemographicParitySettings(StrictSettings):
     ``timeout_s`` bounds the search (``null``: no limit); ``precision`` stops it once the
     interval is that narrow.
     """
+
+    BOOLEAN_NUMBERS: ClassVar[frozenset[str]] = frozenset({"privileged"})
 
     kind: Literal["demographic_parity"]
     name: str = Field(default="demographic_parity", pattern=NAME_PATTERN)
@@ -74,9 +79,9 @@ class DemographicParitySettings(StrictSettings):
         """A category's name as ``privileged`` (``sex`` = ``Male``, as the CSV spells it) is
         refused naming the one-hot column to protect instead, whose privileged value is 1:
         spelled as the model's input is when the validation context holds the inputs'
-        names (``{"columns": [...]}``, :func:`category_hint`); ``True``/``False``, which a
-        CSV's boolean column holds and the fit reads as a binary column, also name its
-        value 1 or 0."""
+        names (``{"columns": [...]}``, :func:`category_hint`); ``True``/``False`` (which a
+        CSV's boolean column holds and the fit reads as a binary column) and ``yes``/``no``/
+        ``on``/``off`` also name the binary column's value 1 or 0."""
         if not isinstance(data, dict) or not isinstance(data.get("privileged"), str):
             return data
         value = data["privileged"].strip()
@@ -86,9 +91,10 @@ class DemographicParitySettings(StrictSettings):
             column = str(data.get("protected", "COLUMN")).split("=", 1)[0]
             columns = (info.context or {}).get("columns")
             boolean = ""
-            if value.lower() in ("true", "false"):
-                boolean = (f"; a True/False column is binary, True 1 and False 0 (protected: "
-                           f"{column}, privileged: {int(value.lower() == 'true')})")
+            if value.lower() in _BOOLEAN_WORDS:
+                boolean = (f"; a True/False or yes/no column is binary, True 1 and False 0 "
+                           f"(protected: {column}, privileged: "
+                           f"{_BOOLEAN_WORDS[value.lower()]}); yes and on are 1, no and off 0")
             raise ValueError(
                 f"privileged is the protected column's value for the privileged group, a "
                 f"number; {value!r} names a category: "

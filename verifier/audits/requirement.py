@@ -6,7 +6,8 @@ verdict. Every audit kind (:mod:`verifier.audits`) judges its certified interval
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from types import UnionType
+from typing import Any, ClassVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -33,6 +34,13 @@ def _renamed_in_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
                                      "description": renamed_message(kind, old, new)}
 
 
+def _is_number(annotation: Any) -> bool:
+    """Whether ``annotation`` takes numbers and not booleans (``float``, ``int | None``)."""
+    members = set(get_args(annotation)) if get_origin(annotation) in (Union, UnionType) \
+        else {annotation}
+    return bool(members & {int, float}) and bool not in members
+
+
 class StrictSettings(BaseModel):
     """Base of every settings model: unknown keys rejected, values frozen.
 
@@ -45,6 +53,25 @@ class StrictSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_renamed_in_schema)
 
     RENAMED: ClassVar[Mapping[str, str]] = {}
+    BOOLEAN_NUMBERS: ClassVar[frozenset[str]] = frozenset()
+    """Number fields where ``True``/``False`` mean 1/0 (a binary column's value); every other
+    number field refuses a boolean (:meth:`_no_boolean_numbers`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, data: Any) -> Any:
+        """A boolean given for a number (``gamma: true``, ``min_probability: false`` in YAML)
+        is refused naming the field: pydantic would read it as the threshold 1 or 0, which
+        the user did not write."""
+        if not isinstance(data, Mapping):
+            return data
+        for key, value in data.items():
+            field = cls.model_fields.get(key) if isinstance(key, str) else None
+            if (isinstance(value, bool) and field is not None
+                    and key not in cls.BOOLEAN_NUMBERS and _is_number(field.annotation)):
+                raise ValueError(f"{key} is a number, got the boolean {value} (YAML reads "
+                                 "unquoted true/false as booleans)")
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -95,7 +122,30 @@ class Requirement(StrictSettings):
         return self.comparison in (">", ">=")
 
     def describe(self) -> str:
-        return f"{self.label} {self.comparison} {self.threshold:g}"
+        """``label comparison threshold``, the threshold written exactly (the shortest text
+        that reads back as the same float: ``0.8``, ``0.7916666666666553``), as the
+        ``certgate.<audit>.requirement`` tag records it."""
+        return f"{self.label} {self.comparison} {exact_text(self.threshold)}"
+
+    def interval_text(self, low: float, high: float) -> str:
+        """``[low, high]`` to six significant digits, each end with as many more as it takes
+        to differ from the threshold's text when it differs from the threshold (a lower bound
+        1e-12 above γ = 0.8 is not shown as 0.8)."""
+        return f"[{self._beside_threshold(low)}, {self._beside_threshold(high)}]"
+
+    def _beside_threshold(self, value: float) -> str:
+        for digits in range(6, 18):
+            text = f"{value:.{digits}g}"
+            if value == self.threshold or text != f"{self.threshold:.{digits}g}":
+                return text
+        return exact_text(value)
+
+
+def exact_text(value: float) -> str:
+    """The shortest text that reads back as ``value`` (``repr``), an integral value without
+    ``.0``."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def check_class(field: str, cls: int, model: Any) -> None:

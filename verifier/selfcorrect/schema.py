@@ -72,12 +72,12 @@ def _parse_literal(value: Any) -> Any:
 
 def _refuse_boolean(value: Any) -> Any:
     """A class is a name or an index, never a boolean: pydantic would read ``True`` as index 1,
-    and YAML reads unquoted ``yes``/``no``/``on``/``off``/``true``/``false`` as booleans, so a
-    class named ``no`` written unquoted would silently become class 0."""
+    so a class named ``true`` written unquoted (a boolean in YAML; ``yes``/``no`` are strings
+    in the YAML 1.2 core schema the files are read by) would silently become class 1."""
     if isinstance(value, bool):
         raise ValueError(
             f"a class is a name or an index, got the boolean {value!r}; YAML reads unquoted "
-            "yes/no/on/off/true/false as booleans: quote the class name"
+            "true/false as booleans: quote the class name"
         )
     return value
 
