@@ -113,13 +113,26 @@ def correlated(rng: np.random.Generator, n: int = 20000) -> Table:
     return frame, label, ["age", "tenure", "dept"]
 
 
+def v_structure(rng: np.random.Generator, n: int = 5000) -> Table:
+    """sex -> proxy <- zone, proxy = sex XOR zone on 70 % of rows: proxy and sex are
+    independent, and so are proxy and zone; the model reads proxy and zone."""
+    female = rng.random(n) < 0.5
+    zone = rng.integers(0, 2, n).astype(bool)
+    proxy = np.where(rng.random(n) < 0.7, female ^ zone, ~(female ^ zone))
+    frame = pd.DataFrame({"sex": np.where(female, "F", "M"), "zone": np.where(zone, "z1", "z0"),
+                          "proxy": np.where(proxy, "p1", "p0")})
+    noise_columns(rng, n, frame)
+    return frame, (~(proxy ^ zone)).astype(int), ["proxy", "zone", "score"]
+
+
 def interaction_weak(rng: np.random.Generator, n: int = 500) -> Table:
     return interaction(rng, n, 0.58, 0.50)
 
 
 CASES: dict[str, Callable[..., Table]] = {
     "interaction": interaction, "withinbin": within_bin, "chain": chain, "rare": rare,
-    "small": small, "corr": correlated, "interaction_weak": interaction_weak}
+    "small": small, "corr": correlated, "interaction_weak": interaction_weak,
+    "vstruct": v_structure}
 
 
 def train(x: np.ndarray, y: np.ndarray, seed: int, epochs: int = 600) -> nn.Sequential:
