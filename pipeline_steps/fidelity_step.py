@@ -112,8 +112,8 @@ def fidelity_tags(tag: Any, name: str, certificate: Certificate) -> dict[str, st
 
 
 def fidelity_summary(certificate: Certificate) -> dict[str, Any] | None:
-    """The ``--json`` view: status, reason, assumptions, and when checked both intervals and
-    the data's source."""
+    """The ``--json`` view: status, reason, assumptions, and when checked both intervals, the
+    verdict the data's rows give by themselves (demographic parity) and the data's source."""
     record = certificate.population_fidelity
     if not record:
         return None
@@ -123,6 +123,8 @@ def fidelity_summary(certificate: Certificate) -> dict[str, Any] | None:
         summary.update(empirical=record["empirical"]["interval"],
                        estimate=record["empirical"]["estimate"],
                        certified=record["certified"], level=record["level"])
+    if "data_verdict" in record:
+        summary["data_verdict"] = record["data_verdict"]
     if "data" in record:
         summary["data"] = {key: record["data"][key] for key in ("origin", "uri", "sha256",
                                                               "rows_used")

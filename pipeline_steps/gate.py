@@ -163,9 +163,15 @@ def premise_check(check: AuditCheck, certificate: Certificate | None,
     Under a contradicted population a pass becomes ``contradicted`` (policy ``fail``) or
     ``contradicted_warn`` (``warn``), an undecided interval becomes ``contradicted`` under
     ``fail`` (under ``warn`` the ``undecided`` policy still applies to it); every check
-    names the contradiction."""
+    names the contradiction. A proven check whose data rows' own estimate is on the other
+    side of γ (``data_verdict``, within the rows' sampling error) keeps its status and says
+    so in its reason."""
     record = certificate.population_fidelity if certificate is not None else {}
     if record.get("status") != "contradicted":
+        on_rows = record.get("data_verdict", {}).get("estimate")
+        if check.status in ("proven_pass", "proven_fail") and certificate is not None \
+                and on_rows not in (None, certificate.verdict):
+            return replace(check, reason=f"{check.reason}; {record['reason']}")
         return check
     reason = f"{check.reason}; population contradicted by the data: {record['reason']}"
     status = check.status
