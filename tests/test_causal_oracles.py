@@ -570,3 +570,26 @@ def test_the_population_measure_fits_in_the_budget(monkeypatch: pytest.MonkeyPat
     assert time.monotonic() - started <= 1.05
     low, high = certificate.bounds["biased_share_population"]
     assert low <= 0.4375 <= high
+
+
+def test_the_shown_witnesses_are_the_first_of_all() -> None:
+    """The certificate keeps a witness pair only for the partitions that have one and writes
+    out only the shown ones: with ``max_witnesses`` 3 the witnesses are the first three of
+    the same run's full list (a run ended by its target width analyses the same partitions
+    whatever the time), the count is the full list's, every region is the same, and each
+    shown pair flips the network's class (evaluated apart from the certifier)."""
+    network = threshold_network([1.0, 1.0, 0.5], -1.25, ["x1", "x2", "s"])
+    problem = build_problem(network, ["s"])
+    runs = [certify_causal_fairness(problem, CausalSettings(
+        max_unstable=4, timeout_s=60.0, target_width=0.05, max_witnesses=shown))
+        for shown in (10_000, 3)]
+    every, first = (run.details for run in runs)
+    assert runs[0].cost["rounds"] == runs[1].cost["rounds"]
+    assert every["witness_count"] == len(every["witnesses"]) > 3
+    assert first["witness_count"] == every["witness_count"]
+    assert first["witnesses"] == every["witnesses"][:3]
+    assert first["regions"] == every["regions"]
+    assert any("witness" in region for region in first["regions"])
+    for run in runs:
+        _witnesses_flip(network, run, [2])
+        assert run.verdict == "biased"

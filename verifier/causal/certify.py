@@ -298,7 +298,8 @@ class _Ledger:
     """Final partitions with status, witness and *origin*: the index of the refined parent
     they descend from (−1 outside refinement); ``shares``/``count``: running sums of their
     uniform shares by status and their number (for the stopping rule, without restacking
-    the whole ledger every round)."""
+    the whole ledger every round). A witness pair is kept only for the partitions that have
+    one (most have none: two NaN rows each were half the ledger)."""
 
     problem: FairnessProblem
     lower: list[np.ndarray] = field(default_factory=list)
@@ -315,25 +316,35 @@ class _Ledger:
     count: int = 0
 
     def add(self, lower, upper, status, wa, wb, wc, origin) -> None:
+        """Add partitions ``lower``/``upper`` with their status, witness pairs ``wa``/``wb``
+        (rows read only where the classes ``wc`` are set: ``wc[:, 0] >= 0``) and origin."""
+        classes = np.asarray(wc, dtype=np.int64).reshape(-1, 2)
+        witnessed = classes[:, 0] >= 0
         self.lower.append(lower)
         self.upper.append(upper)
         self.status.append(np.asarray(status, dtype=np.int8))
-        self.witness_a.append(wa)
-        self.witness_b.append(wb)
-        self.witness_classes.append(np.asarray(wc, dtype=np.int64).reshape(-1, 2))
+        self.witness_a.append(np.asarray(wa)[witnessed])
+        self.witness_b.append(np.asarray(wb)[witnessed])
+        self.witness_classes.append(classes)
         self.origin.append(np.asarray(origin, dtype=np.int64).reshape(-1))
         _add_shares(self.shares, uniform_share(self.problem, lower, upper), self.status[-1])
         self.count += self.status[-1].size
 
     def arrays(self, n: int) -> tuple[np.ndarray, ...]:
-        """``lower, upper, status, witness_a, witness_b, witness_classes, origin``."""
+        """``lower, upper, status, witness_classes, origin`` of every partition."""
         if not self.lower:
             empty = np.zeros((0, n))
-            return (empty, empty, np.zeros(0, dtype=np.int8), empty, empty,
-                    np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64))
+            return (empty, empty, np.zeros(0, dtype=np.int8), np.zeros((0, 2), dtype=np.int64),
+                    np.zeros(0, dtype=np.int64))
         return (np.vstack(self.lower), np.vstack(self.upper), np.concatenate(self.status),
-                np.vstack(self.witness_a), np.vstack(self.witness_b),
                 np.vstack(self.witness_classes), np.concatenate(self.origin))
+
+    def witness_pairs(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(W, n)`` twice: the witness pairs of the partitions whose classes are set, in
+        their order in :meth:`arrays`."""
+        if not self.lower:
+            return np.zeros((0, n)), np.zeros((0, n))
+        return np.vstack(self.witness_a), np.vstack(self.witness_b)
 
 
 def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisSettings,
@@ -697,15 +708,19 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
                  elapsed: float, covered_at: float | None, stopped_by: str | None
                  ) -> Certificate:
     n = problem.inputs
-    lo, hi, status, wa, wb, wc, _ = ledger.arrays(n)
+    lo, hi, status, wc, _ = ledger.arrays(n)
+    pairs_a, pairs_b = ledger.witness_pairs(n)
+    pair_of = np.cumsum(wc[:, 0] >= 0) - 1
     excluded_mask = np.isin(status, (EXCLUDED, UNRESOLVED))
     shares = uniform_bounds(problem, lo, hi, status, excluded_mask)
     weight = uniform_share(problem, lo, hi)
-    witnesses = [
-        witness_record(wa[i], wb[i], (int(wc[i, 0]), int(wc[i, 1])))
-        for i in np.flatnonzero(wc[:, 0] >= 0)
-    ]
-    witnesses += [witness_record(a, b, c) for a, b, c in ledger.witness_records]
+    witness_rows = np.flatnonzero(wc[:, 0] >= 0)
+    witness_count = witness_rows.size + len(ledger.witness_records)
+    shown = witness_rows[: settings.max_witnesses]
+    witnesses = [witness_record(pairs_a[pair_of[i]], pairs_b[pair_of[i]],
+                                (int(wc[i, 0]), int(wc[i, 1]))) for i in shown]
+    witnesses += [witness_record(a, b, c) for a, b, c in
+                  ledger.witness_records[: settings.max_witnesses - len(witnesses)]]
     biased_rows = np.flatnonzero(np.isin(status, (BIASED_EVERYWHERE, BIASED_WITNESS)))
     biased_rows = biased_rows[np.argsort(-weight[biased_rows], kind="stable")]
     regions = [
@@ -713,12 +728,13 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             "kind": "biased_everywhere" if status[i] == BIASED_EVERYWHERE else "contains_bias",
             "share": float(weight[i]),
             **names_box(problem, lo[i], hi[i]),
-            **({"witness": witness_record(wa[i], wb[i], (int(wc[i, 0]), int(wc[i, 1])))}
+            **({"witness": witness_record(pairs_a[pair_of[i]], pairs_b[pair_of[i]],
+                                          (int(wc[i, 0]), int(wc[i, 1])))}
                if wc[i, 0] >= 0 else {}),
         }
         for i in biased_rows[: settings.max_regions]
     ]
-    if witnesses:
+    if witness_count:
         verdict = "biased"
     elif status.size and (status == FAIR).all():
         verdict = "fair"
@@ -754,8 +770,8 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             **query_mass,
             "partition_counts": counts,
             "regions": regions,
-            "witnesses": witnesses[: settings.max_witnesses],
-            "witness_count": len(witnesses),
+            "witnesses": witnesses,
+            "witness_count": witness_count,
             **({"stopped_by": stopped_by} if stopped_by is not None else {}),
         },
         settings=settings.record(problem),
