@@ -399,38 +399,79 @@ def _wait_until(deadline: float, futures: list) -> None:
 
 
 MEASURE_SAMPLE = 512
-"""Pending partitions whose population measure is timed after each round
-(:class:`_MeasureReserve`)."""
+MEASURE_MIN_SAMPLE = 64
+"""The population measure is timed on up to :data:`MEASURE_SAMPLE` pending partitions, at
+least :data:`MEASURE_MIN_SAMPLE` (the pending ones repeated when fewer), beside the query's
+box alone (:class:`_MeasureReserve`): on a 72-input model the fixed cost of a call is
+15–20 ms and a partition 0.12–0.27 ms, so a few partitions say nothing of the second."""
+MEASURE_MARGIN = 1.25
+"""The reserve is the timed cost times this: the certificate's measure of 32,963 partitions
+took 273 µs each against 233 µs timed on the pending ones after the last round (load 3)."""
+RETIME_SHARE = 0.25
+"""Once timed on :data:`MEASURE_SAMPLE` partitions, the measure is timed again after a round
+only while the reserve is at least this share of the time left: where it decides when the
+rounds stop (a timing costs about 0.1 s on a 72-input model, 1.5 s over a 30-s run if done
+after every round)."""
 
 
 @dataclass
 class _MeasureReserve:
     """The wall time the certificate's population measure (:func:`population_bounds` over
     every partition, after the last round) will take, so that the rounds stop early enough
-    for the certificate to be out by the deadline. Its cost per partition is timed after each
-    round on up to :data:`MEASURE_SAMPLE` of the pending partitions (their shapes, and so
-    their cost under a Bayesian network, change as they shrink). Measured on a 72-input
-    network under a fitted 21-node Bayesian network: 150,049 partitions took the measure
-    37 s past a 90-s budget (docs/decisions.md, fifteenth red-team)."""
+    for the certificate to be out by the deadline: a call's fixed cost (the query's box
+    alone) plus a cost per partition, timed on up to :data:`MEASURE_SAMPLE` of the pending
+    partitions (their shapes, and so their cost under a Bayesian network, change as they
+    shrink). Measured on a 72-input network under a fitted 21-node Bayesian network:
+    150,049 partitions took the measure 37 s past a 90-s budget (docs/decisions.md,
+    fifteenth red-team); the fixed cost, divided among the two partitions of the first
+    round, made the reserve 21.7 ms a partition (0.2–0.3 ms over thousands) and stopped a
+    10-s run after 0.6 s (docs/decisions.md, causal fairness keeps its budget)."""
 
     problem: FairnessProblem
     population: Any
+    fixed: float = 0.0
     per_partition: float = 0.0
+    sampled: int = 0
 
-    def calibrate(self, lower: np.ndarray, upper: np.ndarray) -> None:
-        """Time the measure on the first :data:`MEASURE_SAMPLE` of ``lower``/``upper``."""
+    def calibrate(self, lower: np.ndarray, upper: np.ndarray, rows: int,
+                  time_left: float) -> None:
+        """Time the measure on the first :data:`MEASURE_SAMPLE` of ``lower``/``upper`` if
+        more of them than last time can be sampled or the reserve for ``rows`` partitions is
+        at least :data:`RETIME_SHARE` of ``time_left``, and (once timed) the timing takes at
+        most a tenth of ``time_left``. A cost per partition lost in the noise of the fixed
+        cost is taken as the whole time over the sample (too large, never too small)."""
         if self.population is None or lower.shape[0] == 0:
             return
-        rows = min(lower.shape[0], MEASURE_SAMPLE)
+        sample = np.resize(np.arange(min(lower.shape[0], MEASURE_SAMPLE)),
+                           max(min(lower.shape[0], MEASURE_SAMPLE), MEASURE_MIN_SAMPLE))
+        wanted = sample.size > self.sampled or self.seconds(rows) >= RETIME_SHARE * time_left
+        if not wanted or (self.sampled and self.seconds(sample.size) > 0.1 * time_left):
+            return
+        self.fixed = self._timed(lower[:0], upper[:0])
+        whole = self._timed(lower[sample], upper[sample])
+        self.per_partition = (whole - self.fixed if whole > self.fixed else whole) / sample.size
+        self.sampled = sample.size
+
+    def _timed(self, lower: np.ndarray, upper: np.ndarray) -> float:
         query_lo, query_hi = initial_partition(self.problem)
         started = time.monotonic()
-        population_bounds(self.problem, self.population, lower[:rows], upper[:rows],
-                          np.full(rows, REFINING, dtype=np.int8), query_lo[0], query_hi[0])
-        self.per_partition = (time.monotonic() - started) / rows
+        population_bounds(self.problem, self.population, lower, upper,
+                          np.full(lower.shape[0], REFINING, dtype=np.int8), query_lo[0],
+                          query_hi[0])
+        return time.monotonic() - started
 
     def seconds(self, rows: int) -> float:
-        """The measure's expected wall time over ``rows`` partitions."""
-        return self.per_partition * rows
+        """The wall time to keep for the measure over ``rows`` partitions (with
+        :data:`MEASURE_MARGIN`)."""
+        return MEASURE_MARGIN * (self.fixed + self.per_partition * rows)
+
+
+def _measured_rows(ledger: _Ledger, pending: np.ndarray, refinable: list) -> int:
+    """The partitions the certificate measures if the run stops before the next round:
+    the ledger's, the pending ones and the refinable ones' two children each (they join the
+    pending ones before the round). A round adds at most one for each partition it
+    analyses (two children, or a witnessed partition whose children join later)."""
+    return ledger.count + pending.shape[0] + 2 * len(refinable)
 
 
 def certify_causal_fairness(
@@ -488,8 +529,7 @@ def certify_causal_fairness(
     while True:
         interrupted = stop_requested()
         # every pending partition ends as at most two rows, a refinable one as its two children
-        stop_at = deadline - reserve.seconds(
-            ledger.count + 2 * pending_lo.shape[0] + 2 * len(refinable))
+        stop_at = deadline - reserve.seconds(_measured_rows(ledger, pending_lo, refinable))
         if interrupted or time.monotonic() >= stop_at:
             break
         if not (pending_origin < 0).any():
@@ -497,9 +537,13 @@ def certify_causal_fairness(
             if covered_at is None:
                 covered_at = time.monotonic() - started
             bounds = _current_bounds(problem, ledger, refinable, pending_lo, pending_hi)
-            if bounds.biased[1] - bounds.biased[0] <= settings.target_width and _judged(
-                    problem, settings, bounds.biased, population, ledger, refinable,
-                    pending_lo, pending_hi):
+            # judging the population share measures every partition: only if it fits
+            judging = reserve.seconds(ledger.count + len(refinable) + pending_lo.shape[0]) if (
+                settings.judged_measure == "population") else 0.0
+            if (bounds.biased[1] - bounds.biased[0] <= settings.target_width
+                    and time.monotonic() + judging <= stop_at
+                    and _judged(problem, settings, bounds.biased, population, ledger,
+                                refinable, pending_lo, pending_hi)):
                 break
         if refinable:
             pending_lo = np.vstack([pending_lo, *[r[0] for r in refinable]])
@@ -521,7 +565,9 @@ def certify_causal_fairness(
         pending_signs = pending_signs[order]
         take = min(pending_lo.shape[0], ROUND_CHUNKS * chunk_size)
         if per_partition > 0.0:
-            fits = ROUND_TIME_SHARE * (stop_at - time.monotonic()) / per_partition
+            # each partition analysed adds at most one to the certificate's measure
+            fits = ROUND_TIME_SHARE * (stop_at - time.monotonic()) / (
+                per_partition + MEASURE_MARGIN * reserve.per_partition)
             take = max(1, min(take, int(fits)))
         later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:],
                  pending_signs[take:])
@@ -585,7 +631,9 @@ def certify_causal_fairness(
         pending_signs = np.vstack(next_signs)
         if executor_lost:
             break
-        reserve.calibrate(pending_lo, pending_hi)
+        reserve.calibrate(pending_lo, pending_hi,
+                          _measured_rows(ledger, pending_lo, refinable),
+                          deadline - time.monotonic())
     if pending_lo.shape[0]:
         nan = np.full((pending_lo.shape[0], n), np.nan)
         ledger.add(pending_lo, pending_hi, _unfinished(pending_origin), nan, nan,
