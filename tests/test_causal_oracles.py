@@ -429,9 +429,8 @@ def test_running_share_sums_give_the_ledger_bounds() -> None:
     for _ in range(5):
         lo = rng.uniform(0.0, 0.5, size=(7, 3))
         status = rng.choice([FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, EXCLUDED, UNRESOLVED], size=7)
-        nan = np.full((7, 3), np.nan)
-        ledger.add(lo, lo + rng.uniform(0.0, 0.5, size=(7, 3)), status, nan, nan,
-                   np.full((7, 2), -1), np.full(7, -1))
+        ledger.add(lo, lo + rng.uniform(0.0, 0.5, size=(7, 3)), status, np.full((7, 2), -1),
+                   np.full(7, -1))
     lo, hi, status, *_ = ledger.arrays(3)
     whole = uniform_bounds(problem, lo, hi, status, np.isin(status, (EXCLUDED, UNRESOLVED)))
     empty = np.zeros((0, 3))

@@ -294,12 +294,41 @@ class CausalSettings:
 
 
 @dataclass
+class _Rows:
+    """Rows appended a batch at a time to one array, its capacity doubled when full (one
+    array instead of a Python object per row)."""
+
+    dtype: Any
+    data: np.ndarray | None = None
+    count: int = 0
+
+    def extend(self, rows: np.ndarray) -> None:
+        if self.data is None:
+            self.data = np.empty((max(rows.shape[0], 16), *rows.shape[1:]), dtype=self.dtype)
+        if self.count + rows.shape[0] > self.data.shape[0]:
+            grown = np.empty((max(2 * self.data.shape[0], self.count + rows.shape[0]),
+                              *self.data.shape[1:]), dtype=self.dtype)
+            grown[:self.count] = self.data[:self.count]
+            self.data = grown
+        self.data[self.count:self.count + rows.shape[0]] = rows
+        self.count += rows.shape[0]
+
+    def view(self) -> np.ndarray:
+        """The rows appended so far (a view: valid until the next :meth:`extend`; none
+        appended yet: an empty array)."""
+        return self.data[:self.count] if self.data is not None else np.zeros(0, self.dtype)
+
+
+@dataclass
 class _Ledger:
     """Final partitions with status, witness and *origin*: the index of the refined parent
     they descend from (−1 outside refinement); ``shares``/``count``: running sums of their
     uniform shares by status and their number (for the stopping rule, without restacking
     the whole ledger every round). A witness pair is kept only for the partitions that have
-    one (most have none: two NaN rows each were half the ledger)."""
+    one (most have none: two NaN rows each were half the ledger). ``refined``/
+    ``refined_classes``: the witness pair ``(2, n)`` and its classes of each refined
+    partition, by refinement index (the *origin* of its descendants, whose analysis reads
+    the pair as its hint)."""
 
     problem: FairnessProblem
     lower: list[np.ndarray] = field(default_factory=list)
@@ -309,22 +338,23 @@ class _Ledger:
     witness_b: list[np.ndarray] = field(default_factory=list)
     witness_classes: list[np.ndarray] = field(default_factory=list)
     origin: list[np.ndarray] = field(default_factory=list)
-    witness_records: list[tuple[np.ndarray, np.ndarray, tuple[int, int]]] = field(
-        default_factory=list
-    )
+    refined: _Rows = field(default_factory=lambda: _Rows(np.float64))
+    refined_classes: _Rows = field(default_factory=lambda: _Rows(np.int64))
     shares: dict[int, float] = field(default_factory=dict)
     count: int = 0
 
-    def add(self, lower, upper, status, wa, wb, wc, origin) -> None:
-        """Add partitions ``lower``/``upper`` with their status, witness pairs ``wa``/``wb``
-        (rows read only where the classes ``wc`` are set: ``wc[:, 0] >= 0``) and origin."""
+    def add(self, lower, upper, status, wc, origin, wa=None, wb=None) -> None:
+        """Add partitions ``lower``/``upper`` with their status, witness classes ``wc``
+        (``−1`` where none), origin, and witness pairs ``wa``/``wb`` (rows read only where
+        the classes are set: ``wc[:, 0] >= 0``; None when none is)."""
         classes = np.asarray(wc, dtype=np.int64).reshape(-1, 2)
         witnessed = classes[:, 0] >= 0
         self.lower.append(lower)
         self.upper.append(upper)
         self.status.append(np.asarray(status, dtype=np.int8))
-        self.witness_a.append(np.asarray(wa)[witnessed])
-        self.witness_b.append(np.asarray(wb)[witnessed])
+        if witnessed.any():
+            self.witness_a.append(wa[witnessed])
+            self.witness_b.append(wb[witnessed])
         self.witness_classes.append(classes)
         self.origin.append(np.asarray(origin, dtype=np.int64).reshape(-1))
         _add_shares(self.shares, uniform_share(self.problem, lower, upper), self.status[-1])
@@ -342,9 +372,19 @@ class _Ledger:
     def witness_pairs(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """``(W, n)`` twice: the witness pairs of the partitions whose classes are set, in
         their order in :meth:`arrays`."""
-        if not self.lower:
+        if not self.witness_a:
             return np.zeros((0, n)), np.zeros((0, n))
         return np.vstack(self.witness_a), np.vstack(self.witness_b)
+
+
+def _ancestor_hints(ledger: _Ledger, origin: np.ndarray, n: int) -> np.ndarray:
+    """``(B, 2, n)``: the witness pair of each partition's refined ancestor (NaN outside a
+    refinement), which its analysis reads as a hint."""
+    hints = np.full((origin.size, 2, n), np.nan)
+    inside = origin >= 0
+    if inside.any():
+        hints[inside] = ledger.refined.view()[origin[inside]]
+    return hints
 
 
 def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisSettings,
@@ -509,12 +549,10 @@ def certify_causal_fairness(
     n = problem.inputs
     ledger = _Ledger(problem)
     pending_lo, pending_hi = initial_partition(problem)
-    pending_hints = np.full((1, 2, n), np.nan)
     pending_origin = np.full(1, -1, dtype=np.int64)
     pending_signs = _no_signs(problem, 1)
     kinks, slope = _kink_count(problem), _order_slope(problem)
-    # witnessed partitions awaiting refinement: children lo/hi, box, witness, hints, origin,
-    # signs
+    # witnessed partitions awaiting refinement: children lo/hi, box, origin, signs
     refinable: list[tuple[np.ndarray, ...]] = []
     refined = 0
     analysed = milps = rounds = 0
@@ -548,12 +586,10 @@ def certify_causal_fairness(
         if refinable:
             pending_lo = np.vstack([pending_lo, *[r[0] for r in refinable]])
             pending_hi = np.vstack([pending_hi, *[r[1] for r in refinable]])
-            pending_hints = np.vstack([pending_hints,
-                                       *[np.stack([r[4], r[4]]) for r in refinable]])
             pending_origin = np.concatenate([
                 pending_origin, np.repeat(np.arange(refined, refined + len(refinable)), 2)
             ])
-            pending_signs = np.vstack([pending_signs, *[r[6] for r in refinable]])
+            pending_signs = np.vstack([pending_signs, *[r[4] for r in refinable]])
             refined += len(refinable)
             refinable = []
         if pending_lo.shape[0] == 0:
@@ -561,7 +597,7 @@ def certify_causal_fairness(
         order = np.argsort(-_priority(problem, pending_lo, pending_hi, pending_signs, kinks,
                                       slope), kind="stable")
         pending_lo, pending_hi = pending_lo[order], pending_hi[order]
-        pending_hints, pending_origin = pending_hints[order], pending_origin[order]
+        pending_origin = pending_origin[order]
         pending_signs = pending_signs[order]
         take = min(pending_lo.shape[0], ROUND_CHUNKS * chunk_size)
         if per_partition > 0.0:
@@ -569,28 +605,24 @@ def certify_causal_fairness(
             fits = ROUND_TIME_SHARE * (stop_at - time.monotonic()) / (
                 per_partition + MEASURE_MARGIN * reserve.per_partition)
             take = max(1, min(take, int(fits)))
-        later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:],
-                 pending_signs[take:])
+        later = (pending_lo[take:], pending_hi[take:], pending_origin[take:], pending_signs[take:])
         pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
-        pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
+        pending_origin = pending_origin[:take]
         pending_signs = pending_signs[:take]
         refining = pending_origin >= 0
         round_started = time.monotonic()
         results, executor_lost = _run_round(executor, problem,
                              replace(analysis, presolve_first=presolve.first()),
-                             pending_lo, pending_hi, pending_hints,
+                             pending_lo, pending_hi, _ancestor_hints(ledger, pending_origin, n),
                              refining, exact_yield.bounds_only(refining), pending_signs,
                              chunk_size, stop_at)
         rounds += 1
         per_partition = (time.monotonic() - round_started) / take
-        next_lo, next_hi, next_hints, next_origin = [later[0]], [later[1]], [later[2]], [later[3]]
-        next_signs = [later[4]]
+        next_lo, next_hi, next_origin, next_signs = [later[0]], [later[1]], [later[2]], [later[3]]
         for rows, outcome in results:
             lo, hi, origin = pending_lo[rows], pending_hi[rows], pending_origin[rows]
             if outcome is None:
-                nan = np.full((rows.size, n), np.nan)
-                ledger.add(lo, hi, _unfinished(origin), nan, nan,
-                           np.full((rows.size, 2), -1), origin)
+                ledger.add(lo, hi, _unfinished(origin), np.full((rows.size, 2), -1), origin)
                 continue
             analysed += rows.size
             milps += outcome.milps
@@ -599,34 +631,28 @@ def certify_causal_fairness(
             presolve.record(outcome)
             cut = outcome.status == UNFINISHED
             if cut.any():
-                nan = np.full((int(cut.sum()), n), np.nan)
-                ledger.add(lo[cut], hi[cut], _unfinished(origin[cut]), nan, nan,
+                ledger.add(lo[cut], hi[cut], _unfinished(origin[cut]),
                            np.full((int(cut.sum()), 2), -1), origin[cut])
             final = np.isin(outcome.status, (FAIR, BIASED_EVERYWHERE, EXCLUDED)) | (
                 (outcome.status == BIASED_WITNESS) & ~outcome.has_children
             )
-            ledger.add(lo[final], hi[final], outcome.status[final], outcome.witness_a[final],
-                       outcome.witness_b[final], outcome.witness_classes[final], origin[final])
+            ledger.add(lo[final], hi[final], outcome.status[final],
+                       outcome.witness_classes[final], origin[final], outcome.witness_a[final],
+                       outcome.witness_b[final])
             witnessed = (outcome.status == BIASED_WITNESS) & outcome.has_children
+            ledger.refined.extend(outcome.children_hints[witnessed])
+            ledger.refined_classes.extend(outcome.witness_classes[witnessed])
             for r in np.flatnonzero(witnessed):
-                witness = np.stack([outcome.witness_a[r], outcome.witness_b[r]])
                 refinable.append((outcome.children_lower[r], outcome.children_upper[r],
-                                  np.stack([lo[r], hi[r]]), witness, outcome.children_hints[r],
-                                  int(origin[r]),
+                                  np.stack([lo[r], hi[r]]), int(origin[r]),
                                   np.stack([outcome.children_signs[r]] * 2)))
-                ledger.witness_records.append(
-                    (witness[0].copy(), witness[1].copy(),
-                     (int(outcome.witness_classes[r, 0]), int(outcome.witness_classes[r, 1])))
-                )
             split = ~final & ~witnessed & ~cut
             next_lo.append(outcome.children_lower[split].reshape(-1, n))
             next_hi.append(outcome.children_upper[split].reshape(-1, n))
-            next_hints.append(np.repeat(outcome.children_hints[split], 2, axis=0))
             next_origin.append(np.repeat(origin[split], 2))
             next_signs.append(np.repeat(outcome.children_signs[split], 2, axis=0))
         pending_lo = np.vstack(next_lo)
         pending_hi = np.vstack(next_hi)
-        pending_hints = np.vstack(next_hints)
         pending_origin = np.concatenate(next_origin)
         pending_signs = np.vstack(next_signs)
         if executor_lost:
@@ -635,12 +661,10 @@ def certify_causal_fairness(
                           _measured_rows(ledger, pending_lo, refinable),
                           deadline - time.monotonic())
     if pending_lo.shape[0]:
-        nan = np.full((pending_lo.shape[0], n), np.nan)
-        ledger.add(pending_lo, pending_hi, _unfinished(pending_origin), nan, nan,
+        ledger.add(pending_lo, pending_hi, _unfinished(pending_origin),
                    np.full((pending_lo.shape[0], 2), -1), pending_origin)
-    for _, _, box, witness, _, origin, _ in refinable:
-        ledger.add(box[:1], box[1:], [BIASED_WITNESS], witness[:1], witness[1:], [[-1, -1]],
-                   [origin])
+    for _, _, box, origin, _ in refinable:
+        ledger.add(box[:1], box[1:], [BIASED_WITNESS], [[-1, -1]], [origin])
     stopped_by = "executor_lost" if executor_lost else "interrupted" if interrupted else None
     return _certificate(problem, settings, ledger, population, analysed, milps, proofs, rounds,
                         time.monotonic() - started, covered_at, stopped_by)
@@ -763,12 +787,13 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
     shares = uniform_bounds(problem, lo, hi, status, excluded_mask)
     weight = uniform_share(problem, lo, hi)
     witness_rows = np.flatnonzero(wc[:, 0] >= 0)
-    witness_count = witness_rows.size + len(ledger.witness_records)
+    witness_count = witness_rows.size + ledger.refined.count
     shown = witness_rows[: settings.max_witnesses]
     witnesses = [witness_record(pairs_a[pair_of[i]], pairs_b[pair_of[i]],
                                 (int(wc[i, 0]), int(wc[i, 1]))) for i in shown]
-    witnesses += [witness_record(a, b, c) for a, b, c in
-                  ledger.witness_records[: settings.max_witnesses - len(witnesses)]]
+    refined = range(min(ledger.refined.count, settings.max_witnesses - len(witnesses)))
+    witnesses += [witness_record(ledger.refined.view()[k, 0], ledger.refined.view()[k, 1],
+                                 tuple(ledger.refined_classes.view()[k])) for k in refined]
     biased_rows = np.flatnonzero(np.isin(status, (BIASED_EVERYWHERE, BIASED_WITNESS)))
     biased_rows = biased_rows[np.argsort(-weight[biased_rows], kind="stable")]
     regions = [
