@@ -15,6 +15,7 @@ hand-written ledger.
 from __future__ import annotations
 
 import math
+import time
 from fractions import Fraction
 
 import numpy as np
@@ -354,3 +355,22 @@ def test_population_shares_measured_in_blocks_are_those_of_one_call(
         blocks = population_bounds(problem, model, lower, upper, status, query_lower,
                                    query_upper)
         assert blocks == whole
+
+
+def test_a_measure_cut_by_its_deadline_stays_sound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tally's ledger measured in blocks of one partition with a deadline already passed:
+    only the query's box is measured (its mass as before), each partition adds 0 to the
+    lower sums and the upper end is ``P(query) − P(fair)``, so the share still holds the
+    tally's 7/8, holds the fully measured share, and says no partition was measured."""
+    monkeypatch.setattr(share, "MEASURE_BLOCK", 1)
+    problem = build_problem(threshold_network([1.0, 0.5], -0.75, ["x", "s"]), ["s"])
+    lower = np.array([[0.0, 0.0], [0.5, 0.0], [0.75, 0.0]])
+    upper = np.array([[0.5, 1.0], [0.75, 1.0], [1.0, 1.0]])
+    status = np.array([BIASED_EVERYWHERE, BIASED_EVERYWHERE, FAIR])
+    query = (np.array([0.0, 0.0]), np.array([1.0, 1.0]))
+    full = population_bounds(problem, _atom_on_the_midpoint(), lower, upper, status, *query)
+    cut = population_bounds(problem, _atom_on_the_midpoint(), lower, upper, status, *query,
+                            deadline=time.monotonic())
+    assert (full.measured, cut.measured) == (3, 0)
+    assert cut.query_mass == full.query_mass
+    assert cut.share[0] <= full.share[0] <= 0.875 <= full.share[1] <= cut.share[1]

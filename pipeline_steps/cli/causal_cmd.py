@@ -269,6 +269,8 @@ def summary(certificate: Certificate) -> dict[str, Any]:
     if "biased_share_population" in certificate.bounds:
         payload["biased_fraction_population"] = list(certificate.bounds["biased_share_population"])
         payload["query_mass_population"] = details["query_mass_population"]
+        if "population_measured_partitions" in details:
+            payload["population_measured_partitions"] = details["population_measured_partitions"]
     if "stopped_by" in details:
         payload["stopped_by"] = details["stopped_by"]
     return payload

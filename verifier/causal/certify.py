@@ -527,7 +527,9 @@ def certify_causal_fairness(
     The certificate's verdict is ``fair`` only when every partition is proven fair, ``biased``
     when some witness (re-evaluated by the network) exists, ``unknown`` otherwise. Bounds:
     ``biased_share`` (uniform on the query) and, with a population model,
-    ``biased_share_population`` (conditional on the query). Cost ``coverage_done_s``: the
+    ``biased_share_population`` (conditional on the query; measured until the deadline:
+    ``details["population_measured_partitions"]`` says how many partitions were when not
+    all, the others counted soundly, see :func:`population_bounds`). Cost ``coverage_done_s``: the
     seconds after which every partition outside a refinement was decided (present once it
     happened; the rest of the budget narrowed the biased share). A run whose executor can
     run no more tasks (a Dask client that lost its scheduler) ends after that round with the
@@ -581,7 +583,7 @@ def certify_causal_fairness(
             if (bounds.biased[1] - bounds.biased[0] <= settings.target_width
                     and time.monotonic() + judging <= stop_at
                     and _judged(problem, settings, bounds.biased, population, ledger,
-                                refinable, pending_lo, pending_hi)):
+                                refinable, pending_lo, pending_hi, stop_at)):
                 break
         if refinable:
             pending_lo = np.vstack([pending_lo, *[r[0] for r in refinable]])
@@ -667,7 +669,7 @@ def certify_causal_fairness(
         ledger.add(box[:1], box[1:], [BIASED_WITNESS], [[-1, -1]], [origin])
     stopped_by = "executor_lost" if executor_lost else "interrupted" if interrupted else None
     return _certificate(problem, settings, ledger, population, analysed, milps, proofs, rounds,
-                        time.monotonic() - started, covered_at, stopped_by)
+                        time.monotonic() - started, covered_at, stopped_by, deadline)
 
 
 PRIORITY_SLOPE = 4.0
@@ -746,12 +748,12 @@ def _current_bounds(problem, ledger: _Ledger, refinable, pending_lo: np.ndarray,
 
 def _judged(problem: FairnessProblem, settings: CausalSettings, uniform: tuple[float, float],
             population, ledger: _Ledger, refinable, pending_lo: np.ndarray,
-            pending_hi: np.ndarray) -> bool:
+            pending_hi: np.ndarray, deadline: float) -> bool:
     """Whether the verdict is decided if the run stopped now: always without a threshold,
     else when the judged share's interval (``uniform``, or the population share of the
     ledger, the witnessed partitions awaiting refinement and the refinement's pending ones,
     as :func:`_certificate` would compute it) lies wholly below ``judged_below`` or at or
-    above it."""
+    above it. A population share whose measure ``deadline`` cut decides nothing."""
     if settings.judged_below is None:
         return True
     low, high = uniform
@@ -764,8 +766,11 @@ def _judged(problem: FairnessProblem, settings: CausalSettings, uniform: tuple[f
         status = np.concatenate([status, np.full(len(boxes), BIASED_WITNESS, dtype=np.int8),
                                  np.full(pending_lo.shape[0], REFINING, dtype=np.int8)])
         query_lo, query_hi = initial_partition(problem)
-        low, high = population_bounds(problem, population, lo, hi, status, query_lo[0],
-                                      query_hi[0]).share
+        share = population_bounds(problem, population, lo, hi, status, query_lo[0],
+                                  query_hi[0], deadline)
+        if share.measured < status.size:
+            return False
+        low, high = share.share
     return high < settings.judged_below or low >= settings.judged_below
 
 
@@ -777,8 +782,8 @@ def _add_shares(shares: dict[int, float], weight: np.ndarray, status: np.ndarray
 
 def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Ledger,
                  population, analysed: int, milps: int, proofs: ProofTally, rounds: int,
-                 elapsed: float, covered_at: float | None, stopped_by: str | None
-                 ) -> Certificate:
+                 elapsed: float, covered_at: float | None, stopped_by: str | None,
+                 deadline: float) -> Certificate:
     n = problem.inputs
     lo, hi, status, wc, _ = ledger.arrays(n)
     pairs_a, pairs_b = ledger.witness_pairs(n)
@@ -814,14 +819,16 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
     else:
         verdict = "unknown"
     bounds = {"biased_share": shares.biased}
-    query_mass: dict[str, list[float]] = {}
+    population_details: dict[str, Any] = {}
     if population is not None:
         query_lo, query_hi = initial_partition(problem)
         population_share = population_bounds(
-            problem, population, lo, hi, status, query_lo[0], query_hi[0]
+            problem, population, lo, hi, status, query_lo[0], query_hi[0], deadline
         )
         bounds["biased_share_population"] = population_share.share
-        query_mass = {"query_mass_population": list(population_share.query_mass)}
+        population_details = {"query_mass_population": list(population_share.query_mass)}
+        if population_share.measured < status.size:
+            population_details["population_measured_partitions"] = population_share.measured
     counts = {name: int((status == code).sum()) for code, name in (
         (FAIR, "fair"), (BIASED_EVERYWHERE, "biased_everywhere"),
         (BIASED_WITNESS, "biased_witness"), (EXCLUDED, "excluded"), (UNRESOLVED, "unresolved"),
@@ -840,7 +847,7 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             "witnessed_fraction": witnessed,
             "refining_fraction": refining,
             "query_fraction": problem.query_fraction(),
-            **query_mass,
+            **population_details,
             "partition_counts": counts,
             "regions": regions,
             "witnesses": witnesses,
