@@ -295,6 +295,10 @@ def _print_text(payload: dict[str, Any]) -> None:
         if q_low <= 0.0:
             print("  the query's mass is not separated from 0 by any float enclosure: the "
                   "share conditional on it is not bounded")
+        if "population_measured_partitions" in payload:
+            print(f"  the population measure reached {payload['population_measured_partitions']}"
+                  f" of the {payload['partitions']} partitions by the deadline (the others "
+                  "counted soundly, so the population share is wider)")
     if payload.get("stopped_by") == "executor_lost":
         print("  stopped before the budget: the executor was lost (its Dask scheduler went "
               "away); the shares are those reached")
