@@ -475,14 +475,16 @@ class _MeasureReserve:
 
     def calibrate(self, lower: np.ndarray, upper: np.ndarray, rows: int,
                   time_left: float) -> None:
-        """Time the measure on the first :data:`MEASURE_SAMPLE` of ``lower``/``upper`` if
+        """Time the measure on :data:`MEASURE_SAMPLE` of ``lower``/``upper`` spread evenly
+        over them (they come largest first) if
         more of them than last time can be sampled or the reserve for ``rows`` partitions is
         at least :data:`RETIME_SHARE` of ``time_left``, and (once timed) the timing takes at
         most a tenth of ``time_left``. A cost per partition lost in the noise of the fixed
         cost is taken as the whole time over the sample (too large, never too small)."""
         if self.population is None or lower.shape[0] == 0:
             return
-        sample = np.resize(np.arange(min(lower.shape[0], MEASURE_SAMPLE)),
+        spread = np.linspace(0, lower.shape[0] - 1, min(lower.shape[0], MEASURE_SAMPLE))
+        sample = np.resize(spread.astype(np.int64),
                            max(min(lower.shape[0], MEASURE_SAMPLE), MEASURE_MIN_SAMPLE))
         wanted = sample.size > self.sampled or self.seconds(rows) >= RETIME_SHARE * time_left
         if not wanted or (self.sampled and self.seconds(sample.size) > 0.1 * time_left):
