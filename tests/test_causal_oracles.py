@@ -429,9 +429,8 @@ def test_running_share_sums_give_the_ledger_bounds() -> None:
     for _ in range(5):
         lo = rng.uniform(0.0, 0.5, size=(7, 3))
         status = rng.choice([FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, EXCLUDED, UNRESOLVED], size=7)
-        nan = np.full((7, 3), np.nan)
-        ledger.add(lo, lo + rng.uniform(0.0, 0.5, size=(7, 3)), status, nan, nan,
-                   np.full((7, 2), -1), np.full(7, -1))
+        ledger.add(lo, lo + rng.uniform(0.0, 0.5, size=(7, 3)), status, np.full((7, 2), -1),
+                   np.full(7, -1))
     lo, hi, status, *_ = ledger.arrays(3)
     whole = uniform_bounds(problem, lo, hi, status, np.isin(status, (EXCLUDED, UNRESOLVED)))
     empty = np.zeros((0, 3))
@@ -570,3 +569,56 @@ def test_the_population_measure_fits_in_the_budget(monkeypatch: pytest.MonkeyPat
     assert time.monotonic() - started <= 1.05
     low, high = certificate.bounds["biased_share_population"]
     assert low <= 0.4375 <= high
+
+
+def test_the_judged_stop_fits_in_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stop rule judges the population share between rounds, over every partition (the
+    same measure as the certificate's): with each box's probability taking 1 ms more, a
+    target width of 1 (so it is judged after every round once coverage is done) and a
+    threshold the share can never be decided against (its closed form, 0.4375 for
+    x1 + x2 in [0.75, 1.25) under the uniform population), a 2-s budget still ends within 5 %
+    of it (it ended at 2.22–2.31 s when each judgement ran whatever the time left), and the
+    population share still holds the closed form. No start-up allowance: the clock starts
+    just before the call, as the engine's does."""
+    exact = Product.prob_boxes_interval
+
+    def slow(self, lower, upper):
+        time.sleep(1e-3 * np.asarray(lower).shape[0])
+        return exact(self, lower, upper)
+
+    monkeypatch.setattr(Product, "prob_boxes_interval", slow)
+    network = threshold_network([1.0, 1.0, 0.5], -1.25, ["x1", "x2", "s"])
+    problem = build_problem(network, ["s"])
+    uniform = Product(factors=[Factor(columns=[name], distribution=Uniform(lower=0, upper=1))
+                               for name in ("x1", "x2", "s")])
+    started = time.monotonic()
+    certificate = certify_causal_fairness(
+        problem, CausalSettings(max_unstable=4, timeout_s=2.0, target_width=1.0,
+                                judged_below=0.4375, judged_measure="population"),
+        population=uniform)
+    assert time.monotonic() - started <= 2.0 * 1.05
+    low, high = certificate.bounds["biased_share_population"]
+    assert low <= 0.4375 <= high
+
+
+def test_the_shown_witnesses_are_the_first_of_all() -> None:
+    """The certificate keeps a witness pair only for the partitions that have one and writes
+    out only the shown ones: with ``max_witnesses`` 3 the witnesses are the first three of
+    the same run's full list (a run ended by its target width analyses the same partitions
+    whatever the time), the count is the full list's, every region is the same, and each
+    shown pair flips the network's class (evaluated apart from the certifier)."""
+    network = threshold_network([1.0, 1.0, 0.5], -1.25, ["x1", "x2", "s"])
+    problem = build_problem(network, ["s"])
+    runs = [certify_causal_fairness(problem, CausalSettings(
+        max_unstable=4, timeout_s=60.0, target_width=0.05, max_witnesses=shown))
+        for shown in (10_000, 3)]
+    every, first = (run.details for run in runs)
+    assert runs[0].cost["rounds"] == runs[1].cost["rounds"]
+    assert every["witness_count"] == len(every["witnesses"]) > 3
+    assert first["witness_count"] == every["witness_count"]
+    assert first["witnesses"] == every["witnesses"][:3]
+    assert first["regions"] == every["regions"]
+    assert any("witness" in region for region in first["regions"])
+    for run in runs:
+        _witnesses_flip(network, run, [2])
+        assert run.verdict == "biased"

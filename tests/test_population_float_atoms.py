@@ -15,6 +15,7 @@ hand-written ledger.
 from __future__ import annotations
 
 import math
+import time
 from fractions import Fraction
 
 import numpy as np
@@ -25,10 +26,16 @@ import torch
 from certgate.population_data import fit_population
 from tests.causal_nets import threshold_network
 from verifier.audits import demographic_parity_audit, run_audit
-from verifier.audits.causal_fairness import CausalFairnessSettings
+from verifier.audits.causal_fairness import (
+    CausalFairnessSettings,
+    input_domain,
+    integer_inputs,
+)
 from verifier.audits.fidelity import _is_discrete
-from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
-from verifier.causal.codes import BIASED_EVERYWHERE, FAIR
+from verifier.causal import CausalSettings, build_problem, certify_causal_fairness, share
+from verifier.causal.certify import REFINING
+from verifier.causal.codes import BIASED_EVERYWHERE, BIASED_WITNESS, FAIR
+from verifier.causal.partition import initial_partition
 from verifier.causal.share import population_bounds
 from verifier.convert.torch_module import from_torch
 from verifier.population import (
@@ -296,3 +303,74 @@ def test_a_cell_holding_one_value_is_that_value() -> None:
     low, high = model.prob_boxes_interval([[0.0, 0.0]], [[0.0, 0.0]])
     share = float(((frame.employed == 0) & (frame.balance == 0.0)).mean())
     assert low[0] <= share <= high[0]
+
+
+def _bisected(problem, count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` partitions tiling the query: a random partition halved on a random bisected
+    column, again and again (so neighbours share faces)."""
+    lower, upper = (bound.copy() for bound in initial_partition(problem))
+    columns = list(problem.continuous)
+    while lower.shape[0] < count:
+        row, column = int(rng.integers(lower.shape[0])), columns[int(rng.integers(len(columns)))]
+        middle = 0.5 * (lower[row, column] + upper[row, column])
+        left_upper, right_lower = upper[row].copy(), lower[row].copy()
+        left_upper[column], right_lower[column] = middle, middle
+        lower = np.vstack([lower, right_lower])
+        upper = np.vstack([upper, upper[row]])
+        upper[row] = left_upper
+    return lower, upper
+
+
+@pytest.mark.parametrize("fitted", [True, False])
+def test_population_shares_measured_in_blocks_are_those_of_one_call(
+        monkeypatch: pytest.MonkeyPatch, fitted: bool) -> None:
+    """The population measure runs over the partitions in blocks (to bound its memory); each
+    box's enclosure depends on that box alone, so the shares and the query's mass are, bit
+    for bit, those of the single call over every partition it made before (a block larger
+    than the ledger) — under the fitted Bayesian network of the balance table (atoms on the
+    partitions' shared faces: the disjoint lower sums) and under the mixture with a one-hot
+    group, for several assignments of classes to the partitions."""
+    rng = np.random.default_rng(11)
+    if fitted:
+        model = fit_population(balance_table(), protected="female")
+        network = nonzero_network(list(model.columns), female_weight=0.01)
+        settings = CausalFairnessSettings(kind="causal_fairness", protected=["female"],
+                                          max_biased_share=0.5, measure="population")
+        problem = build_problem(network, ["female"],
+                                domain=input_domain(settings, network, model),
+                                integer_inputs=integer_inputs(settings, network, model))
+    else:
+        model = _with_a_group()
+        network = threshold_network([1.0, 0.0, 0.0, -2.0, 0.4], -0.5,
+                                    ["x", "g0", "g1", "g2", "s"])
+        problem = build_problem(network, ["s"], onehot_groups=[["g0", "g1", "g2"]])
+    lower, upper = _bisected(problem, 40, rng)
+    query_lower, query_upper = (bound[0] for bound in initial_partition(problem))
+    for _ in range(4):
+        status = rng.choice([FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, REFINING], size=40)
+        monkeypatch.setattr(share, "MEASURE_BLOCK", 1 << 20)
+        whole = population_bounds(problem, model, lower, upper, status, query_lower,
+                                  query_upper)
+        monkeypatch.setattr(share, "MEASURE_BLOCK", 7)
+        blocks = population_bounds(problem, model, lower, upper, status, query_lower,
+                                   query_upper)
+        assert blocks == whole
+
+
+def test_a_measure_cut_by_its_deadline_stays_sound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tally's ledger measured in blocks of one partition with a deadline already passed:
+    only the query's box is measured (its mass as before), each partition adds 0 to the
+    lower sums and the upper end is ``P(query) − P(fair)``, so the share still holds the
+    tally's 7/8, holds the fully measured share, and says no partition was measured."""
+    monkeypatch.setattr(share, "MEASURE_BLOCK", 1)
+    problem = build_problem(threshold_network([1.0, 0.5], -0.75, ["x", "s"]), ["s"])
+    lower = np.array([[0.0, 0.0], [0.5, 0.0], [0.75, 0.0]])
+    upper = np.array([[0.5, 1.0], [0.75, 1.0], [1.0, 1.0]])
+    status = np.array([BIASED_EVERYWHERE, BIASED_EVERYWHERE, FAIR])
+    query = (np.array([0.0, 0.0]), np.array([1.0, 1.0]))
+    full = population_bounds(problem, _atom_on_the_midpoint(), lower, upper, status, *query)
+    cut = population_bounds(problem, _atom_on_the_midpoint(), lower, upper, status, *query,
+                            deadline=time.monotonic())
+    assert (full.measured, cut.measured) == (3, 0)
+    assert cut.query_mass == full.query_mass
+    assert cut.share[0] <= full.share[0] <= 0.875 <= full.share[1] <= cut.share[1]

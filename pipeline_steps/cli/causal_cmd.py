@@ -269,6 +269,8 @@ def summary(certificate: Certificate) -> dict[str, Any]:
     if "biased_share_population" in certificate.bounds:
         payload["biased_fraction_population"] = list(certificate.bounds["biased_share_population"])
         payload["query_mass_population"] = details["query_mass_population"]
+        if "population_measured_partitions" in details:
+            payload["population_measured_partitions"] = details["population_measured_partitions"]
     if "stopped_by" in details:
         payload["stopped_by"] = details["stopped_by"]
     return payload
@@ -293,6 +295,10 @@ def _print_text(payload: dict[str, Any]) -> None:
         if q_low <= 0.0:
             print("  the query's mass is not separated from 0 by any float enclosure: the "
                   "share conditional on it is not bounded")
+        if "population_measured_partitions" in payload:
+            print(f"  the population measure reached {payload['population_measured_partitions']}"
+                  f" of the {payload['partitions']} partitions by the deadline (the others "
+                  "counted soundly, so the population share is wider)")
     if payload.get("stopped_by") == "executor_lost":
         print("  stopped before the budget: the executor was lost (its Dask scheduler went "
               "away); the shares are those reached")

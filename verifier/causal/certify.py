@@ -294,11 +294,41 @@ class CausalSettings:
 
 
 @dataclass
+class _Rows:
+    """Rows appended a batch at a time to one array, its capacity doubled when full (one
+    array instead of a Python object per row)."""
+
+    dtype: Any
+    data: np.ndarray | None = None
+    count: int = 0
+
+    def extend(self, rows: np.ndarray) -> None:
+        if self.data is None:
+            self.data = np.empty((max(rows.shape[0], 16), *rows.shape[1:]), dtype=self.dtype)
+        if self.count + rows.shape[0] > self.data.shape[0]:
+            grown = np.empty((max(2 * self.data.shape[0], self.count + rows.shape[0]),
+                              *self.data.shape[1:]), dtype=self.dtype)
+            grown[:self.count] = self.data[:self.count]
+            self.data = grown
+        self.data[self.count:self.count + rows.shape[0]] = rows
+        self.count += rows.shape[0]
+
+    def view(self) -> np.ndarray:
+        """The rows appended so far (a view: valid until the next :meth:`extend`; none
+        appended yet: an empty array)."""
+        return self.data[:self.count] if self.data is not None else np.zeros(0, self.dtype)
+
+
+@dataclass
 class _Ledger:
     """Final partitions with status, witness and *origin*: the index of the refined parent
     they descend from (−1 outside refinement); ``shares``/``count``: running sums of their
     uniform shares by status and their number (for the stopping rule, without restacking
-    the whole ledger every round)."""
+    the whole ledger every round). A witness pair is kept only for the partitions that have
+    one (most have none: two NaN rows each were half the ledger). ``refined``/
+    ``refined_classes``: the witness pair ``(2, n)`` and its classes of each refined
+    partition, by refinement index (the *origin* of its descendants, whose analysis reads
+    the pair as its hint)."""
 
     problem: FairnessProblem
     lower: list[np.ndarray] = field(default_factory=list)
@@ -308,32 +338,53 @@ class _Ledger:
     witness_b: list[np.ndarray] = field(default_factory=list)
     witness_classes: list[np.ndarray] = field(default_factory=list)
     origin: list[np.ndarray] = field(default_factory=list)
-    witness_records: list[tuple[np.ndarray, np.ndarray, tuple[int, int]]] = field(
-        default_factory=list
-    )
+    refined: _Rows = field(default_factory=lambda: _Rows(np.float64))
+    refined_classes: _Rows = field(default_factory=lambda: _Rows(np.int64))
     shares: dict[int, float] = field(default_factory=dict)
     count: int = 0
 
-    def add(self, lower, upper, status, wa, wb, wc, origin) -> None:
+    def add(self, lower, upper, status, wc, origin, wa=None, wb=None) -> None:
+        """Add partitions ``lower``/``upper`` with their status, witness classes ``wc``
+        (``−1`` where none), origin, and witness pairs ``wa``/``wb`` (rows read only where
+        the classes are set: ``wc[:, 0] >= 0``; None when none is)."""
+        classes = np.asarray(wc, dtype=np.int64).reshape(-1, 2)
+        witnessed = classes[:, 0] >= 0
         self.lower.append(lower)
         self.upper.append(upper)
         self.status.append(np.asarray(status, dtype=np.int8))
-        self.witness_a.append(wa)
-        self.witness_b.append(wb)
-        self.witness_classes.append(np.asarray(wc, dtype=np.int64).reshape(-1, 2))
+        if witnessed.any():
+            self.witness_a.append(wa[witnessed])
+            self.witness_b.append(wb[witnessed])
+        self.witness_classes.append(classes)
         self.origin.append(np.asarray(origin, dtype=np.int64).reshape(-1))
         _add_shares(self.shares, uniform_share(self.problem, lower, upper), self.status[-1])
         self.count += self.status[-1].size
 
     def arrays(self, n: int) -> tuple[np.ndarray, ...]:
-        """``lower, upper, status, witness_a, witness_b, witness_classes, origin``."""
+        """``lower, upper, status, witness_classes, origin`` of every partition."""
         if not self.lower:
             empty = np.zeros((0, n))
-            return (empty, empty, np.zeros(0, dtype=np.int8), empty, empty,
-                    np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64))
+            return (empty, empty, np.zeros(0, dtype=np.int8), np.zeros((0, 2), dtype=np.int64),
+                    np.zeros(0, dtype=np.int64))
         return (np.vstack(self.lower), np.vstack(self.upper), np.concatenate(self.status),
-                np.vstack(self.witness_a), np.vstack(self.witness_b),
                 np.vstack(self.witness_classes), np.concatenate(self.origin))
+
+    def witness_pairs(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(W, n)`` twice: the witness pairs of the partitions whose classes are set, in
+        their order in :meth:`arrays`."""
+        if not self.witness_a:
+            return np.zeros((0, n)), np.zeros((0, n))
+        return np.vstack(self.witness_a), np.vstack(self.witness_b)
+
+
+def _ancestor_hints(ledger: _Ledger, origin: np.ndarray, n: int) -> np.ndarray:
+    """``(B, 2, n)``: the witness pair of each partition's refined ancestor (NaN outside a
+    refinement), which its analysis reads as a hint."""
+    hints = np.full((origin.size, 2, n), np.nan)
+    inside = origin >= 0
+    if inside.any():
+        hints[inside] = ledger.refined.view()[origin[inside]]
+    return hints
 
 
 def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisSettings,
@@ -388,38 +439,81 @@ def _wait_until(deadline: float, futures: list) -> None:
 
 
 MEASURE_SAMPLE = 512
-"""Pending partitions whose population measure is timed after each round
-(:class:`_MeasureReserve`)."""
+MEASURE_MIN_SAMPLE = 64
+"""The population measure is timed on up to :data:`MEASURE_SAMPLE` pending partitions, at
+least :data:`MEASURE_MIN_SAMPLE` (the pending ones repeated when fewer), beside the query's
+box alone (:class:`_MeasureReserve`): on a 72-input model the fixed cost of a call is
+15–20 ms and a partition 0.12–0.27 ms, so a few partitions say nothing of the second."""
+MEASURE_MARGIN = 1.25
+"""The reserve is the timed cost times this: the certificate's measure of 32,963 partitions
+took 273 µs each against 233 µs timed on the pending ones after the last round (load 3)."""
+RETIME_SHARE = 0.25
+"""Once timed on :data:`MEASURE_SAMPLE` partitions, the measure is timed again after a round
+only while the reserve is at least this share of the time left: where it decides when the
+rounds stop (a timing costs about 0.1 s on a 72-input model, 1.5 s over a 30-s run if done
+after every round)."""
 
 
 @dataclass
 class _MeasureReserve:
     """The wall time the certificate's population measure (:func:`population_bounds` over
     every partition, after the last round) will take, so that the rounds stop early enough
-    for the certificate to be out by the deadline. Its cost per partition is timed after each
-    round on up to :data:`MEASURE_SAMPLE` of the pending partitions (their shapes, and so
-    their cost under a Bayesian network, change as they shrink). Measured on a 72-input
-    network under a fitted 21-node Bayesian network: 150,049 partitions took the measure
-    37 s past a 90-s budget (docs/decisions.md, fifteenth red-team)."""
+    for the certificate to be out by the deadline: a call's fixed cost (the query's box
+    alone) plus a cost per partition, timed on up to :data:`MEASURE_SAMPLE` of the pending
+    partitions (their shapes, and so their cost under a Bayesian network, change as they
+    shrink). Measured on a 72-input network under a fitted 21-node Bayesian network:
+    150,049 partitions took the measure 37 s past a 90-s budget (docs/decisions.md,
+    fifteenth red-team); the fixed cost, divided among the two partitions of the first
+    round, made the reserve 21.7 ms a partition (0.2–0.3 ms over thousands) and stopped a
+    10-s run after 0.6 s (docs/decisions.md, causal fairness keeps its budget)."""
 
     problem: FairnessProblem
     population: Any
+    fixed: float = 0.0
     per_partition: float = 0.0
+    sampled: int = 0
 
-    def calibrate(self, lower: np.ndarray, upper: np.ndarray) -> None:
-        """Time the measure on the first :data:`MEASURE_SAMPLE` of ``lower``/``upper``."""
+    def calibrate(self, lower: np.ndarray, upper: np.ndarray, rows: int,
+                  time_left: float) -> None:
+        """Time the measure on :data:`MEASURE_SAMPLE` of ``lower``/``upper`` spread evenly
+        over them (they come largest first) if
+        more of them than last time can be sampled or the reserve for ``rows`` partitions is
+        at least :data:`RETIME_SHARE` of ``time_left``, and (once timed) the timing takes at
+        most a tenth of ``time_left``. A cost per partition lost in the noise of the fixed
+        cost is taken as the whole time over the sample (too large, never too small)."""
         if self.population is None or lower.shape[0] == 0:
             return
-        rows = min(lower.shape[0], MEASURE_SAMPLE)
+        spread = np.linspace(0, lower.shape[0] - 1, min(lower.shape[0], MEASURE_SAMPLE))
+        sample = np.resize(spread.astype(np.int64),
+                           max(min(lower.shape[0], MEASURE_SAMPLE), MEASURE_MIN_SAMPLE))
+        wanted = sample.size > self.sampled or self.seconds(rows) >= RETIME_SHARE * time_left
+        if not wanted or (self.sampled and self.seconds(sample.size) > 0.1 * time_left):
+            return
+        self.fixed = self._timed(lower[:0], upper[:0])
+        whole = self._timed(lower[sample], upper[sample])
+        self.per_partition = (whole - self.fixed if whole > self.fixed else whole) / sample.size
+        self.sampled = sample.size
+
+    def _timed(self, lower: np.ndarray, upper: np.ndarray) -> float:
         query_lo, query_hi = initial_partition(self.problem)
         started = time.monotonic()
-        population_bounds(self.problem, self.population, lower[:rows], upper[:rows],
-                          np.full(rows, REFINING, dtype=np.int8), query_lo[0], query_hi[0])
-        self.per_partition = (time.monotonic() - started) / rows
+        population_bounds(self.problem, self.population, lower, upper,
+                          np.full(lower.shape[0], REFINING, dtype=np.int8), query_lo[0],
+                          query_hi[0])
+        return time.monotonic() - started
 
     def seconds(self, rows: int) -> float:
-        """The measure's expected wall time over ``rows`` partitions."""
-        return self.per_partition * rows
+        """The wall time to keep for the measure over ``rows`` partitions (with
+        :data:`MEASURE_MARGIN`)."""
+        return MEASURE_MARGIN * (self.fixed + self.per_partition * rows)
+
+
+def _measured_rows(ledger: _Ledger, pending: np.ndarray, refinable: list) -> int:
+    """The partitions the certificate measures if the run stops before the next round:
+    the ledger's, the pending ones and the refinable ones' two children each (they join the
+    pending ones before the round). A round adds at most one for each partition it
+    analyses (two children, or a witnessed partition whose children join later)."""
+    return ledger.count + pending.shape[0] + 2 * len(refinable)
 
 
 def certify_causal_fairness(
@@ -435,7 +529,9 @@ def certify_causal_fairness(
     The certificate's verdict is ``fair`` only when every partition is proven fair, ``biased``
     when some witness (re-evaluated by the network) exists, ``unknown`` otherwise. Bounds:
     ``biased_share`` (uniform on the query) and, with a population model,
-    ``biased_share_population`` (conditional on the query). Cost ``coverage_done_s``: the
+    ``biased_share_population`` (conditional on the query; measured until the deadline:
+    ``details["population_measured_partitions"]`` says how many partitions were when not
+    all, the others counted soundly, see :func:`population_bounds`). Cost ``coverage_done_s``: the
     seconds after which every partition outside a refinement was decided (present once it
     happened; the rest of the budget narrowed the biased share). A run whose executor can
     run no more tasks (a Dask client that lost its scheduler) ends after that round with the
@@ -457,12 +553,10 @@ def certify_causal_fairness(
     n = problem.inputs
     ledger = _Ledger(problem)
     pending_lo, pending_hi = initial_partition(problem)
-    pending_hints = np.full((1, 2, n), np.nan)
     pending_origin = np.full(1, -1, dtype=np.int64)
     pending_signs = _no_signs(problem, 1)
     kinks, slope = _kink_count(problem), _order_slope(problem)
-    # witnessed partitions awaiting refinement: children lo/hi, box, witness, hints, origin,
-    # signs
+    # witnessed partitions awaiting refinement: children lo/hi, box, origin, signs
     refinable: list[tuple[np.ndarray, ...]] = []
     refined = 0
     analysed = milps = rounds = 0
@@ -477,8 +571,7 @@ def certify_causal_fairness(
     while True:
         interrupted = stop_requested()
         # every pending partition ends as at most two rows, a refinable one as its two children
-        stop_at = deadline - reserve.seconds(
-            ledger.count + 2 * pending_lo.shape[0] + 2 * len(refinable))
+        stop_at = deadline - reserve.seconds(_measured_rows(ledger, pending_lo, refinable))
         if interrupted or time.monotonic() >= stop_at:
             break
         if not (pending_origin < 0).any():
@@ -486,19 +579,21 @@ def certify_causal_fairness(
             if covered_at is None:
                 covered_at = time.monotonic() - started
             bounds = _current_bounds(problem, ledger, refinable, pending_lo, pending_hi)
-            if bounds.biased[1] - bounds.biased[0] <= settings.target_width and _judged(
-                    problem, settings, bounds.biased, population, ledger, refinable,
-                    pending_lo, pending_hi):
+            # judging the population share measures every partition: only if it fits
+            judging = reserve.seconds(ledger.count + len(refinable) + pending_lo.shape[0]) if (
+                settings.judged_measure == "population") else 0.0
+            if (bounds.biased[1] - bounds.biased[0] <= settings.target_width
+                    and time.monotonic() + judging <= stop_at
+                    and _judged(problem, settings, bounds.biased, population, ledger,
+                                refinable, pending_lo, pending_hi, stop_at)):
                 break
         if refinable:
             pending_lo = np.vstack([pending_lo, *[r[0] for r in refinable]])
             pending_hi = np.vstack([pending_hi, *[r[1] for r in refinable]])
-            pending_hints = np.vstack([pending_hints,
-                                       *[np.stack([r[4], r[4]]) for r in refinable]])
             pending_origin = np.concatenate([
                 pending_origin, np.repeat(np.arange(refined, refined + len(refinable)), 2)
             ])
-            pending_signs = np.vstack([pending_signs, *[r[6] for r in refinable]])
+            pending_signs = np.vstack([pending_signs, *[r[4] for r in refinable]])
             refined += len(refinable)
             refinable = []
         if pending_lo.shape[0] == 0:
@@ -506,34 +601,32 @@ def certify_causal_fairness(
         order = np.argsort(-_priority(problem, pending_lo, pending_hi, pending_signs, kinks,
                                       slope), kind="stable")
         pending_lo, pending_hi = pending_lo[order], pending_hi[order]
-        pending_hints, pending_origin = pending_hints[order], pending_origin[order]
+        pending_origin = pending_origin[order]
         pending_signs = pending_signs[order]
         take = min(pending_lo.shape[0], ROUND_CHUNKS * chunk_size)
         if per_partition > 0.0:
-            fits = ROUND_TIME_SHARE * (stop_at - time.monotonic()) / per_partition
+            # each partition analysed adds at most one to the certificate's measure
+            fits = ROUND_TIME_SHARE * (stop_at - time.monotonic()) / (
+                per_partition + MEASURE_MARGIN * reserve.per_partition)
             take = max(1, min(take, int(fits)))
-        later = (pending_lo[take:], pending_hi[take:], pending_hints[take:], pending_origin[take:],
-                 pending_signs[take:])
+        later = (pending_lo[take:], pending_hi[take:], pending_origin[take:], pending_signs[take:])
         pending_lo, pending_hi = pending_lo[:take], pending_hi[:take]
-        pending_hints, pending_origin = pending_hints[:take], pending_origin[:take]
+        pending_origin = pending_origin[:take]
         pending_signs = pending_signs[:take]
         refining = pending_origin >= 0
         round_started = time.monotonic()
         results, executor_lost = _run_round(executor, problem,
                              replace(analysis, presolve_first=presolve.first()),
-                             pending_lo, pending_hi, pending_hints,
+                             pending_lo, pending_hi, _ancestor_hints(ledger, pending_origin, n),
                              refining, exact_yield.bounds_only(refining), pending_signs,
                              chunk_size, stop_at)
         rounds += 1
         per_partition = (time.monotonic() - round_started) / take
-        next_lo, next_hi, next_hints, next_origin = [later[0]], [later[1]], [later[2]], [later[3]]
-        next_signs = [later[4]]
+        next_lo, next_hi, next_origin, next_signs = [later[0]], [later[1]], [later[2]], [later[3]]
         for rows, outcome in results:
             lo, hi, origin = pending_lo[rows], pending_hi[rows], pending_origin[rows]
             if outcome is None:
-                nan = np.full((rows.size, n), np.nan)
-                ledger.add(lo, hi, _unfinished(origin), nan, nan,
-                           np.full((rows.size, 2), -1), origin)
+                ledger.add(lo, hi, _unfinished(origin), np.full((rows.size, 2), -1), origin)
                 continue
             analysed += rows.size
             milps += outcome.milps
@@ -542,49 +635,43 @@ def certify_causal_fairness(
             presolve.record(outcome)
             cut = outcome.status == UNFINISHED
             if cut.any():
-                nan = np.full((int(cut.sum()), n), np.nan)
-                ledger.add(lo[cut], hi[cut], _unfinished(origin[cut]), nan, nan,
+                ledger.add(lo[cut], hi[cut], _unfinished(origin[cut]),
                            np.full((int(cut.sum()), 2), -1), origin[cut])
             final = np.isin(outcome.status, (FAIR, BIASED_EVERYWHERE, EXCLUDED)) | (
                 (outcome.status == BIASED_WITNESS) & ~outcome.has_children
             )
-            ledger.add(lo[final], hi[final], outcome.status[final], outcome.witness_a[final],
-                       outcome.witness_b[final], outcome.witness_classes[final], origin[final])
+            ledger.add(lo[final], hi[final], outcome.status[final],
+                       outcome.witness_classes[final], origin[final], outcome.witness_a[final],
+                       outcome.witness_b[final])
             witnessed = (outcome.status == BIASED_WITNESS) & outcome.has_children
+            ledger.refined.extend(outcome.children_hints[witnessed])
+            ledger.refined_classes.extend(outcome.witness_classes[witnessed])
             for r in np.flatnonzero(witnessed):
-                witness = np.stack([outcome.witness_a[r], outcome.witness_b[r]])
                 refinable.append((outcome.children_lower[r], outcome.children_upper[r],
-                                  np.stack([lo[r], hi[r]]), witness, outcome.children_hints[r],
-                                  int(origin[r]),
+                                  np.stack([lo[r], hi[r]]), int(origin[r]),
                                   np.stack([outcome.children_signs[r]] * 2)))
-                ledger.witness_records.append(
-                    (witness[0].copy(), witness[1].copy(),
-                     (int(outcome.witness_classes[r, 0]), int(outcome.witness_classes[r, 1])))
-                )
             split = ~final & ~witnessed & ~cut
             next_lo.append(outcome.children_lower[split].reshape(-1, n))
             next_hi.append(outcome.children_upper[split].reshape(-1, n))
-            next_hints.append(np.repeat(outcome.children_hints[split], 2, axis=0))
             next_origin.append(np.repeat(origin[split], 2))
             next_signs.append(np.repeat(outcome.children_signs[split], 2, axis=0))
         pending_lo = np.vstack(next_lo)
         pending_hi = np.vstack(next_hi)
-        pending_hints = np.vstack(next_hints)
         pending_origin = np.concatenate(next_origin)
         pending_signs = np.vstack(next_signs)
         if executor_lost:
             break
-        reserve.calibrate(pending_lo, pending_hi)
+        reserve.calibrate(pending_lo, pending_hi,
+                          _measured_rows(ledger, pending_lo, refinable),
+                          deadline - time.monotonic())
     if pending_lo.shape[0]:
-        nan = np.full((pending_lo.shape[0], n), np.nan)
-        ledger.add(pending_lo, pending_hi, _unfinished(pending_origin), nan, nan,
+        ledger.add(pending_lo, pending_hi, _unfinished(pending_origin),
                    np.full((pending_lo.shape[0], 2), -1), pending_origin)
-    for _, _, box, witness, _, origin, _ in refinable:
-        ledger.add(box[:1], box[1:], [BIASED_WITNESS], witness[:1], witness[1:], [[-1, -1]],
-                   [origin])
+    for _, _, box, origin, _ in refinable:
+        ledger.add(box[:1], box[1:], [BIASED_WITNESS], [[-1, -1]], [origin])
     stopped_by = "executor_lost" if executor_lost else "interrupted" if interrupted else None
     return _certificate(problem, settings, ledger, population, analysed, milps, proofs, rounds,
-                        time.monotonic() - started, covered_at, stopped_by)
+                        time.monotonic() - started, covered_at, stopped_by, deadline)
 
 
 PRIORITY_SLOPE = 4.0
@@ -663,12 +750,12 @@ def _current_bounds(problem, ledger: _Ledger, refinable, pending_lo: np.ndarray,
 
 def _judged(problem: FairnessProblem, settings: CausalSettings, uniform: tuple[float, float],
             population, ledger: _Ledger, refinable, pending_lo: np.ndarray,
-            pending_hi: np.ndarray) -> bool:
+            pending_hi: np.ndarray, deadline: float) -> bool:
     """Whether the verdict is decided if the run stopped now: always without a threshold,
     else when the judged share's interval (``uniform``, or the population share of the
     ledger, the witnessed partitions awaiting refinement and the refinement's pending ones,
     as :func:`_certificate` would compute it) lies wholly below ``judged_below`` or at or
-    above it."""
+    above it. A population share whose measure ``deadline`` cut decides nothing."""
     if settings.judged_below is None:
         return True
     low, high = uniform
@@ -681,8 +768,11 @@ def _judged(problem: FairnessProblem, settings: CausalSettings, uniform: tuple[f
         status = np.concatenate([status, np.full(len(boxes), BIASED_WITNESS, dtype=np.int8),
                                  np.full(pending_lo.shape[0], REFINING, dtype=np.int8)])
         query_lo, query_hi = initial_partition(problem)
-        low, high = population_bounds(problem, population, lo, hi, status, query_lo[0],
-                                      query_hi[0]).share
+        share = population_bounds(problem, population, lo, hi, status, query_lo[0],
+                                  query_hi[0], deadline)
+        if share.measured < status.size:
+            return False
+        low, high = share.share
     return high < settings.judged_below or low >= settings.judged_below
 
 
@@ -694,18 +784,23 @@ def _add_shares(shares: dict[int, float], weight: np.ndarray, status: np.ndarray
 
 def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Ledger,
                  population, analysed: int, milps: int, proofs: ProofTally, rounds: int,
-                 elapsed: float, covered_at: float | None, stopped_by: str | None
-                 ) -> Certificate:
+                 elapsed: float, covered_at: float | None, stopped_by: str | None,
+                 deadline: float) -> Certificate:
     n = problem.inputs
-    lo, hi, status, wa, wb, wc, _ = ledger.arrays(n)
+    lo, hi, status, wc, _ = ledger.arrays(n)
+    pairs_a, pairs_b = ledger.witness_pairs(n)
+    pair_of = np.cumsum(wc[:, 0] >= 0) - 1
     excluded_mask = np.isin(status, (EXCLUDED, UNRESOLVED))
     shares = uniform_bounds(problem, lo, hi, status, excluded_mask)
     weight = uniform_share(problem, lo, hi)
-    witnesses = [
-        witness_record(wa[i], wb[i], (int(wc[i, 0]), int(wc[i, 1])))
-        for i in np.flatnonzero(wc[:, 0] >= 0)
-    ]
-    witnesses += [witness_record(a, b, c) for a, b, c in ledger.witness_records]
+    witness_rows = np.flatnonzero(wc[:, 0] >= 0)
+    witness_count = witness_rows.size + ledger.refined.count
+    shown = witness_rows[: settings.max_witnesses]
+    witnesses = [witness_record(pairs_a[pair_of[i]], pairs_b[pair_of[i]],
+                                (int(wc[i, 0]), int(wc[i, 1]))) for i in shown]
+    refined = range(min(ledger.refined.count, settings.max_witnesses - len(witnesses)))
+    witnesses += [witness_record(ledger.refined.view()[k, 0], ledger.refined.view()[k, 1],
+                                 tuple(ledger.refined_classes.view()[k])) for k in refined]
     biased_rows = np.flatnonzero(np.isin(status, (BIASED_EVERYWHERE, BIASED_WITNESS)))
     biased_rows = biased_rows[np.argsort(-weight[biased_rows], kind="stable")]
     regions = [
@@ -713,26 +808,29 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             "kind": "biased_everywhere" if status[i] == BIASED_EVERYWHERE else "contains_bias",
             "share": float(weight[i]),
             **names_box(problem, lo[i], hi[i]),
-            **({"witness": witness_record(wa[i], wb[i], (int(wc[i, 0]), int(wc[i, 1])))}
+            **({"witness": witness_record(pairs_a[pair_of[i]], pairs_b[pair_of[i]],
+                                          (int(wc[i, 0]), int(wc[i, 1])))}
                if wc[i, 0] >= 0 else {}),
         }
         for i in biased_rows[: settings.max_regions]
     ]
-    if witnesses:
+    if witness_count:
         verdict = "biased"
     elif status.size and (status == FAIR).all():
         verdict = "fair"
     else:
         verdict = "unknown"
     bounds = {"biased_share": shares.biased}
-    query_mass: dict[str, list[float]] = {}
+    population_details: dict[str, Any] = {}
     if population is not None:
         query_lo, query_hi = initial_partition(problem)
         population_share = population_bounds(
-            problem, population, lo, hi, status, query_lo[0], query_hi[0]
+            problem, population, lo, hi, status, query_lo[0], query_hi[0], deadline
         )
         bounds["biased_share_population"] = population_share.share
-        query_mass = {"query_mass_population": list(population_share.query_mass)}
+        population_details = {"query_mass_population": list(population_share.query_mass)}
+        if population_share.measured < status.size:
+            population_details["population_measured_partitions"] = population_share.measured
     counts = {name: int((status == code).sum()) for code, name in (
         (FAIR, "fair"), (BIASED_EVERYWHERE, "biased_everywhere"),
         (BIASED_WITNESS, "biased_witness"), (EXCLUDED, "excluded"), (UNRESOLVED, "unresolved"),
@@ -751,11 +849,11 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
             "witnessed_fraction": witnessed,
             "refining_fraction": refining,
             "query_fraction": problem.query_fraction(),
-            **query_mass,
+            **population_details,
             "partition_counts": counts,
             "regions": regions,
-            "witnesses": witnesses[: settings.max_witnesses],
-            "witness_count": len(witnesses),
+            "witnesses": witnesses,
+            "witness_count": witness_count,
             **({"stopped_by": stopped_by} if stopped_by is not None else {}),
         },
         settings=settings.record(problem),

@@ -8,6 +8,7 @@ classes, relative to the query) therefore lies in ``[mass(biased everywhere), 1 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,15 +25,26 @@ from verifier.numerics import (
     up_array,
 )
 
+MEASURE_BLOCK = 2048
+"""Partitions whose population masses :func:`population_bounds` computes in one call: one
+call over a whole ledger held every box's copies and enclosure at once, and a deadline is
+looked at between blocks (a block of a 72-input model under a fitted 21-node Bayesian
+network takes 0.2–0.8 s, a call's fixed cost 15–20 ms). Each block also carries the query's
+box, as the single call did: a block is all single points (the Bayesian network's
+chain-rule path) only when the query is one too (docs/decisions.md, causal fairness keeps
+its budget)."""
+
 
 @dataclass(frozen=True)
 class PopulationShare:
     """``share``: certified ``(lower, upper)`` of ``P(biased | query)``; ``query_mass``:
     certified ``(lower, upper)`` of ``P(query)``, whose lower end 0 (a query no float
-    enclosure separates from 0) is why a share can stay ``[0, 1]``."""
+    enclosure separates from 0) is why a share can stay ``[0, 1]``; ``measured``: the
+    partitions whose masses were computed before the deadline (all of them without one)."""
 
     share: tuple[float, float]
     query_mass: tuple[float, float]
+    measured: int
 
 
 @dataclass(frozen=True)
@@ -88,14 +100,19 @@ def certified_shares(bounds: ShareBounds, contains_bias: float) -> dict[str, flo
 
 def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
                       upper: np.ndarray, status: np.ndarray,
-                      query_lower: np.ndarray, query_upper: np.ndarray) -> PopulationShare:
+                      query_lower: np.ndarray, query_upper: np.ndarray,
+                      deadline: float | None = None) -> PopulationShare:
     """``P(biased | query)`` and ``P(query)`` bounds under ``population`` (columns =
     network inputs), from the sound box-probability enclosures of every partition (protected
     inputs over the query's range of them, ``problem.protected_query``: a query naming a
     protected input conditions the measure on it; an integer input's ``[lo, hi]`` as
     ``[lo − ½, hi + ½]``, the mass of its integers). The partitions tile the query with
     shared faces, so the upper sums read the closed boxes and the lower sums the disjoint
-    ones of :func:`_disjoint_lower` (an atom on a face counted once)."""
+    ones of :func:`_disjoint_lower` (an atom on a face counted once). The partitions are
+    measured in blocks of :data:`MEASURE_BLOCK`; none is begun once ``deadline``
+    (``time.monotonic()``) has passed. A partition left unmeasured adds 0 to the lower sums
+    and, unless proven fair, leaves the upper end to ``P(query) − P(fair)`` alone: both
+    sound, only wider."""
     if population.dimension != problem.inputs:
         raise CausalInputError(
             f"the population model has {population.dimension} columns, the network "
@@ -107,18 +124,23 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
             "the population model's columns must be the network's inputs in order: "
             f"{list(columns)} vs {problem.network.input_names}"
         )
-    prot = list(problem.protected)
-    boxes_lo = np.vstack([lower, query_lower[None, :]])
-    boxes_hi = np.vstack([upper, query_upper[None, :]])
-    whole = problem.integer
-    boxes_lo[:, whole] -= 0.5
-    boxes_hi[:, whole] += 0.5
-    boxes_lo[:, prot] = problem.protected_query[0] - 0.5 * problem.integer[prot]
-    boxes_hi[:, prot] = problem.protected_query[1] + 0.5 * problem.integer[prot]
-    low, high = population.prob_boxes_interval(boxes_lo, boxes_hi)
-    q_low, q_high = float(low[-1]), float(high[-1])
-    high = high[:-1]
-    low = _disjoint_lower(problem, population, boxes_lo[:-1], boxes_hi[:-1], query_lower, low[:-1])
+    q_low = q_high = 0.0
+    high = np.full(lower.shape[0], np.inf)
+    low = np.zeros(lower.shape[0])
+    measured = 0
+    for start in range(0, max(lower.shape[0], 1), MEASURE_BLOCK):
+        late = deadline is not None and time.monotonic() >= deadline
+        if late and start > 0:
+            break
+        rows = slice(start, start if late else start + MEASURE_BLOCK)
+        boxes_lo, boxes_hi = _population_boxes(problem, np.vstack([lower[rows], query_lower]),
+                                               np.vstack([upper[rows], query_upper]))
+        block_low, block_high = population.prob_boxes_interval(boxes_lo, boxes_hi)
+        q_low, q_high = float(block_low[-1]), float(block_high[-1])
+        high[rows] = block_high[:-1]
+        low[rows] = _disjoint_lower(problem, population, boxes_lo[:-1], boxes_hi[:-1],
+                                    query_lower, block_low[:-1])
+        measured += boxes_lo.shape[0] - 1
     terms = len(status)
     biased_low = sum_lower(low[status == BIASED_EVERYWHERE].sum(), terms)
     not_fair_high = min(float(sum_upper(high[status != FAIR].sum(), terms)),
@@ -126,7 +148,22 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
     share_low, share_high = nonnegative_quotient(biased_low, max(not_fair_high, 0.0), q_low,
                                                  q_high, ceiling=1.0)
     return PopulationShare(share=(float(share_low), max(float(share_low), float(share_high))),
-                           query_mass=(q_low, q_high))
+                           query_mass=(q_low, q_high), measured=measured)
+
+
+def _population_boxes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """The boxes whose population mass is a partition's ``[lower, upper]`` (``(B, n)``):
+    the protected inputs over the query's range of them, an integer input's ``[lo, hi]`` as
+    ``[lo − ½, hi + ½]``."""
+    prot = list(problem.protected)
+    boxes_lo, boxes_hi = lower.copy(), upper.copy()
+    whole = problem.integer
+    boxes_lo[:, whole] -= 0.5
+    boxes_hi[:, whole] += 0.5
+    boxes_lo[:, prot] = problem.protected_query[0] - 0.5 * problem.integer[prot]
+    boxes_hi[:, prot] = problem.protected_query[1] + 0.5 * problem.integer[prot]
+    return boxes_lo, boxes_hi
 
 
 def _disjoint_lower(problem: FairnessProblem, population, lo: np.ndarray, hi: np.ndarray,
