@@ -37,6 +37,8 @@ CHECK_TEXT = {
     "inconsistent": "inconsistent",
     "contradicted": "population contradicted by the data",
     "contradicted_warn": "population contradicted by the data (warning)",
+    "unchecked": "population not checked against data",
+    "unchecked_warn": "population not checked against data (warning)",
 }
 
 

@@ -277,6 +277,28 @@ def test_the_gate_policy_and_fidelity_section_are_validated() -> None:
     assert config.audit_fingerprint() != parse_config(base).audit_fingerprint()
 
 
+def test_the_population_unchecked_policy_is_validated_and_not_fingerprinted() -> None:
+    base = {"model": {"uri": "model.onnx"}, "audits": [PARITY]}
+    with pytest.raises(ConfigError, match=r"gate\.population_unchecked"):
+        parse_config({**base, "gate": {"population_unchecked": "ignore"}})
+    assert parse_config(base).gate.population_unchecked == "pass"
+    failing = parse_config({**base, "gate": {"population_unchecked": "fail"}})
+    assert failing.audit_fingerprint() == parse_config(base).audit_fingerprint()
+
+
+def test_an_unchecked_population_leaves_other_verdicts_to_their_own_policies() -> None:
+    unchecked = {"status": "unchecked", "reason": "no check possible: the table changed"}
+    undecided = Certificate(audit="demographic_parity", verdict="unknown",
+                            bounds={"value": (0.7, 0.9)}, population_fidelity=unchecked)
+    fail = GatePolicy(undecided="warn", population_unchecked="fail")
+    decision = decide([SETTINGS], {SETTINGS.name: undecided}, fail)
+    assert decision.outcome == "warned" and decision.checks[0].status == "undecided"
+    violated = Certificate(audit="demographic_parity", verdict="violated",
+                           bounds={"value": (0.5, 0.6)}, population_fidelity=unchecked)
+    decision = decide([SETTINGS], {SETTINGS.name: violated}, fail)
+    assert decision.outcome == "failed" and decision.checks[0].status == "proven_fail"
+
+
 def test_assumptions_name_features_and_dependents() -> None:
     frame = pd.DataFrame({"age": [20, 30, 40, 50, 60, 25], "sex": ["F", "M", "F", "M", "M", "F"],
                           "score": [0.1, 0.5, 0.2, 0.9, 0.4, 0.3]})
