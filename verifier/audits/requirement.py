@@ -130,10 +130,13 @@ class Requirement(StrictSettings):
     def interval_text(self, low: float, high: float) -> str:
         """``[low, high]`` to six significant digits, each end with as many more as it takes
         to differ from the threshold's text when it differs from the threshold (a lower bound
-        1e-12 above γ = 0.8 is not shown as 0.8)."""
-        return f"[{self._beside_threshold(low)}, {self._beside_threshold(high)}]"
+        1e-12 above γ = 0.8 is not shown as 0.8). The gate's reasons write a certified
+        interval beside its threshold with it, the HTML report each end (:meth:`bound_text`)."""
+        return f"[{self.bound_text(low)}, {self.bound_text(high)}]"
 
-    def _beside_threshold(self, value: float) -> str:
+    def bound_text(self, value: float) -> str:
+        """One end of :meth:`interval_text`: six significant digits, more until its text
+        differs from the threshold's when the value does."""
         for digits in range(6, 18):
             text = f"{value:.{digits}g}"
             if value == self.threshold or text != f"{self.threshold:.{digits}g}":
