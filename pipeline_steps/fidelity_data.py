@@ -128,7 +128,9 @@ def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str
     try:
         encoded, categories = encode_strings(subset)
     except PopulationError as error:
-        raise DataError(f"{where}: {error}") from error
+        after = (f" (after dropping {dropped['rows_dropped']} rows for a missing value: "
+                 f"{'; '.join(dropped['missing_values'])})" if dropped["rows_dropped"] else "")
+        raise DataError(f"{where}: {error}{after}") from error
     strings = set(categories)
     implied = [name for name in names if name not in encoded.columns
                and name.endswith((f"_{DROPPED}", f"={DROPPED}"))]

@@ -526,3 +526,13 @@ def test_rows_dropped_for_a_missing_value_word_name_the_column_word_and_count(
     assert line is not None and "4 rows dropped" in line and "'NA' in 2" in line
     assert "&#x27;NA&#x27; in 2" in fidelity_html(certificate)
     assert fidelity_summary(certificate)["data"]["missing_values"] == [age, region]
+
+
+def test_a_category_left_alone_by_dropped_words_says_what_was_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "two_regions.csv"
+    path.write_text("age,region\n30,EU\n40,NA\n50,NA\n")
+    with pytest.raises(DataError, match=r"got \['EU'\] \(after dropping 2 rows for a missing "
+                                        r"value: column 'region': missing values in 2 of 3 "
+                                        r"rows, read from the text 'NA' in 2"):
+        given_rows(path, ["age", "region=EU", "region=NA"], "--data")
+
