@@ -133,6 +133,15 @@ def _read_from_words(words: dict[str, int]) -> str:
             "'N.A.')")
 
 
+def missing_values_text(frame: pd.DataFrame, column: object) -> str:
+    """``column 'C': missing values in N of M rows`` and, where the CSV's cells held words
+    that pandas reads as missing (:data:`MISSING_WORDS`), which words in how many rows and
+    how to keep such a category (:func:`_read_from_words`)."""
+    words = frame.attrs.get(MISSING_WORDS, {})
+    return (f"column {column!r}: missing values in {int(frame[column].isna().sum())} of "
+            f"{len(frame)} rows{_read_from_words(words.get(str(column), {}))}")
+
+
 def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """``frame`` with every raw string column one-hot encoded in place (step 1 of the module
     docstring), and each encoded column's categories. A table the fit cannot read is refused
@@ -142,9 +151,7 @@ def encode_strings(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
     import numpy as np
     import pandas as pd
 
-    words = frame.attrs.get(MISSING_WORDS, {})
-    blank = [f"column {column!r}: missing values in {int(frame[column].isna().sum())} of "
-             f"{len(frame)} rows{_read_from_words(words.get(str(column), {}))}"
+    blank = [missing_values_text(frame, column)
              for column in frame.columns if frame[column].isna().any()]
     problems = ["; ".join(blank) + " (fill or drop them first)"] if blank else []
     parts: list[pd.DataFrame] = []

@@ -143,12 +143,18 @@ class GatePolicy(_Strict):
     ``population_contradicted: fail`` fails an audit whose population model the data
     contradicts (``population_fidelity: contradicted``), whatever it proved; ``warn`` lets
     the pipeline continue but never promotes.
+    ``population_unchecked`` is what a proven pass whose population the data could not test
+    (``population_fidelity: unchecked``: no data reached, the table the population was
+    fitted from changed since the fit, or no empirical check for the audit kind) does to the
+    gate: ``pass`` (the default) passes it, ``warn`` lets the pipeline continue but never
+    promotes, ``fail`` fails it.
     ``promote_alias`` is moved to the audited version on a proven pass (``null``: never move).
     ``mlflow_validation`` also runs the decision through ``mlflow.validate_evaluation_results``.
     """
 
     undecided: Literal["fail", "warn"] = "fail"
     population_contradicted: Literal["fail", "warn"] = "fail"
+    population_unchecked: Literal["pass", "warn", "fail"] = "pass"
     promote_alias: str | None = Field(default="champion", pattern=ALIAS_PATTERN)
     mlflow_validation: bool = False
 

@@ -20,8 +20,9 @@ column ``C`` becomes the one-hot columns ``C=value``; a model input ``C=value`` 
 the data never takes is all zeros; an input ``PREFIX_(dropped)`` (``NAME=(dropped)``), the
 column the fit adds for dummies written with ``drop_first``, is 1 where the inputs
 ``PREFIX_…`` (``NAME=…``) are all 0. Only
-the network's inputs are read; rows with a missing value in one of them are dropped and
-counted.
+the network's inputs are read; rows with a missing value in one of them are dropped,
+counted, and named per column with the words pandas read as missing (``NA``, ``None``,
+``null``: a category so spelled is said, with how to keep it).
 """
 
 from __future__ import annotations
@@ -92,16 +93,20 @@ def _missing_words(path: Path, frame: pd.DataFrame) -> dict[str, dict[str, int]]
     return words
 
 
-def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple[np.ndarray,
-                                                                                   int]:
-    """The rows of ``frame`` as the inputs ``names`` (see the module docstring) and the
-    number of rows dropped for a missing value; raises :class:`DataError` naming the missing
+def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str
+                 ) -> tuple[np.ndarray, dict[str, Any]]:
+    """The rows of ``frame`` as the inputs ``names`` (see the module docstring) and what was
+    dropped: ``rows_dropped`` (rows with a missing value in a column read) and, when some
+    were, ``missing_values`` (per such column, its count and the words pandas read as
+    missing, :func:`certgate.population_data.missing_values_text`: a category spelled
+    ``NA`` is named, not silently dropped); raises :class:`DataError` naming the missing
     columns."""
     from certgate.population_data import (
         DROPPED,
         dummies_hint,
         encode_strings,
         is_string_column,
+        missing_values_text,
         with_dropped_columns,
     )
     from verifier.population.errors import PopulationError
@@ -116,11 +121,16 @@ def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple
             wanted.append(base)
     wanted = list(dict.fromkeys(wanted))
     subset = frame[wanted].dropna()
-    dropped = len(frame) - len(subset)
+    dropped: dict[str, Any] = {"rows_dropped": len(frame) - len(subset)}
+    if dropped["rows_dropped"]:
+        dropped["missing_values"] = [missing_values_text(frame, column) for column in wanted
+                                     if frame[column].isna().any()]
     try:
         encoded, categories = encode_strings(subset)
     except PopulationError as error:
-        raise DataError(f"{where}: {error}") from error
+        after = (f" (after dropping {dropped['rows_dropped']} rows for a missing value: "
+                 f"{'; '.join(dropped['missing_values'])})" if dropped["rows_dropped"] else "")
+        raise DataError(f"{where}: {error}{after}") from error
     strings = set(categories)
     implied = [name for name in names if name not in encoded.columns
                and name.endswith((f"_{DROPPED}", f"={DROPPED}"))]
@@ -146,6 +156,15 @@ def encoded_rows(frame: pd.DataFrame, names: Sequence[str], where: str) -> tuple
     return np.column_stack(columns) if columns else np.zeros((len(encoded), 0)), dropped
 
 
+def dropped_text(source: dict[str, Any]) -> str:
+    """``; N rows dropped: column 'C': missing values in …`` for a data source that dropped
+    rows (:func:`pipeline_steps.fidelity_data.encoded_rows`), else empty."""
+    if not source.get("rows_dropped"):
+        return ""
+    return (f"; {source['rows_dropped']} rows dropped: "
+            + "; ".join(source.get("missing_values", [])))
+
+
 def rows_from_file(path: Path, names: Sequence[str], origin: str, uri: str | None = None,
                    sha256: str | None = None) -> DataRows:
     """The rows of the table at ``path`` with their source record (``sha256``: already
@@ -154,7 +173,7 @@ def rows_from_file(path: Path, names: Sequence[str], origin: str, uri: str | Non
     rows, dropped = encoded_rows(frame, names, f"{origin} {uri or path}")
     source = {"origin": origin, "uri": uri or str(path),
               "sha256": sha256 or file_sha256(path), "rows_read": len(frame),
-              "rows_used": len(rows), "rows_dropped": dropped}
+              "rows_used": len(rows), **dropped}
     return DataRows(rows, source)
 
 
@@ -251,4 +270,4 @@ def frame_rows(frame: pd.DataFrame, names: Sequence[str], source: dict[str, Any]
     is named in the message)."""
     rows, dropped = encoded_rows(frame, names, where)
     return DataRows(rows, {**source, "rows_read": len(frame), "rows_used": len(rows),
-                           "rows_dropped": dropped})
+                           **dropped})

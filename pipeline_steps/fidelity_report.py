@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from pipeline_steps.fidelity_data import dropped_text
 from verifier.certificate import Certificate
 
 STATUS_COLOURS = {"consistent": "#1a7f37", "contradicted": "#cf222e", "unchecked": "#9a6700"}
@@ -53,6 +54,7 @@ def fidelity_html(certificate: Certificate) -> str:
         parts.append(f"<p>Data: {html.escape(str(source.get('origin', '')))} "
                      f"{html.escape(str(source['uri']))}"
                      + (f", {source['rows_used']} rows used" if "rows_used" in source else "")
+                     + html.escape(dropped_text(source))
                      + (f", sha256 {html.escape(str(source['sha256'])[:16])}…"
                         if "sha256" in source else "") + "</p>")
     empirical = record.get("empirical")

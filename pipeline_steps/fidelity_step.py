@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline_steps.fidelity_data import resolve_data, table_rows
+from pipeline_steps.fidelity_data import dropped_text, resolve_data, table_rows
 from verifier.audits import fidelity_check
 from verifier.audits.fidelity import (
     DataRows,
@@ -127,7 +127,8 @@ def fidelity_summary(certificate: Certificate) -> dict[str, Any] | None:
         summary["data_verdict"] = record["data_verdict"]
     if "data" in record:
         summary["data"] = {key: record["data"][key] for key in ("origin", "uri", "sha256",
-                                                              "rows_used")
+                                                              "rows_used", "rows_dropped",
+                                                              "missing_values")
                            if key in record["data"]}
     return summary
 
@@ -138,7 +139,7 @@ def fidelity_line(certificate: Certificate) -> str | None:
     if not record:
         return None
     source = record.get("data", {})
-    where = f" (data: {source['uri']}, {source['rows_used']} rows)" \
+    where = f" (data: {source['uri']}, {source['rows_used']} rows{dropped_text(source)})" \
         if "rows_used" in source else ""
     return (f"population fidelity: {record['status']}{where}: {record['reason']}; "
             f"population: {record['assumptions']['summary']}")

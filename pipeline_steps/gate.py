@@ -9,7 +9,11 @@ proven pass, ``failed`` when any audit fails (or is undecided under ``undecided:
 ``warned`` when the only problems are undecided audits under ``undecided: warn``.
 A certificate whose population model the data contradicts (``population_fidelity:
 contradicted``, :mod:`verifier.audits.fidelity`) is not a pass whatever it proved: under
-``population_contradicted: fail`` (the default) it fails, under ``warn`` it warns.
+``population_contradicted: fail`` (the default) it fails, under ``warn`` it warns. A proven
+pass whose population the check could not test (``population_fidelity: unchecked``: no data
+reached, the table the population was fitted from changed since the fit, or no empirical
+check for the audit kind) passes under ``population_unchecked: pass`` (the default), warns
+under ``warn`` and fails under ``fail``.
 
 Applying a decision removes the result tags (``certgate.<audit>.*``) of audits the
 configuration does not list, writes the model-version tags ``certgate.gate`` and
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from configs.schema import AuditSettings, CertgateConfig, GatePolicy, Requirement
 from registry_hooks.audit_runs import load_certificates, run_is_active, validate_in_mlflow
@@ -60,11 +64,11 @@ from verifier.certificate import Certificate
 
 logger = logging.getLogger(__name__)
 CheckStatus = Literal["proven_pass", "proven_fail", "undecided", "missing", "inconsistent",
-                      "contradicted", "contradicted_warn"]
+                      "contradicted", "contradicted_warn", "unchecked", "unchecked_warn"]
 Outcome = Literal["passed", "failed", "warned"]
 CHECK_GROUPS: tuple[tuple[str, tuple[CheckStatus, ...]], ...] = (
-    ("failing", ("proven_fail", "missing", "inconsistent", "contradicted")),
-    ("warning", ("contradicted_warn",)),
+    ("failing", ("proven_fail", "missing", "inconsistent", "contradicted", "unchecked")),
+    ("warning", ("contradicted_warn", "unchecked_warn")),
     ("undecided", ("undecided",)),
     ("passing", ("proven_pass",)),
 )
@@ -165,8 +169,12 @@ def premise_check(check: AuditCheck, certificate: Certificate | None,
     ``fail`` (under ``warn`` the ``undecided`` policy still applies to it); every check
     names the contradiction. A proven check whose data rows' own estimate is on the other
     side of γ (``data_verdict``, within the rows' sampling error) keeps its status and says
-    so in its reason."""
+    so in its reason. A proven pass whose population is ``unchecked`` becomes ``unchecked``
+    under ``population_unchecked: fail``, ``unchecked_warn`` under ``warn`` (its reason
+    naming the check's own reason), and stays a pass under ``pass``."""
     record = certificate.population_fidelity if certificate is not None else {}
+    if record.get("status") == "unchecked":
+        return _unchecked_check(check, record, policy)
     if record.get("status") != "contradicted":
         on_rows = record.get("data_verdict", {}).get("estimate")
         if check.status in ("proven_pass", "proven_fail") and certificate is not None \
@@ -182,6 +190,18 @@ def premise_check(check: AuditCheck, certificate: Certificate | None,
     return replace(check, status=status, reason=reason)
 
 
+def _unchecked_check(check: AuditCheck, record: dict[str, Any],
+                     policy: GatePolicy) -> AuditCheck:
+    """``check`` under an ``unchecked`` population (:func:`premise_check`)."""
+    if check.status != "proven_pass" or policy.population_unchecked == "pass":
+        return check
+    status: CheckStatus = "unchecked" if policy.population_unchecked == "fail" \
+        else "unchecked_warn"
+    reason = (f"{check.reason}; population not checked against data "
+              f"(population_unchecked: {policy.population_unchecked}): {record['reason']}")
+    return replace(check, status=status, reason=reason)
+
+
 def decide(audits: list[AuditSettings], certificates: dict[str, Certificate],
            policy: GatePolicy) -> GateDecision:
     """The decision for these certificates under ``policy`` (no side effects)."""
@@ -190,7 +210,8 @@ def decide(audits: list[AuditSettings], certificates: dict[str, Certificate],
     statuses = {check.status for check in checks}
     if statuses <= {"proven_pass"}:
         outcome: Outcome = "passed"
-    elif statuses & {"proven_fail", "missing", "inconsistent", "contradicted"} or (
+    elif statuses & {"proven_fail", "missing", "inconsistent", "contradicted",
+                     "unchecked"} or (
             "undecided" in statuses and policy.undecided == "fail"):
         outcome = "failed"
     else:

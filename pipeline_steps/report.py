@@ -24,6 +24,7 @@ from configs.schema import Requirement
 from pipeline_steps.fidelity_report import fidelity_html
 from pipeline_steps.gate import CHECK_GROUPS
 from verifier.audits import KINDS
+from verifier.audits.requirement import exact_text
 from verifier.certificate import Certificate
 
 UPPER_COLOUR = "#0969da"
@@ -37,6 +38,8 @@ CHECK_TEXT = {
     "inconsistent": "inconsistent",
     "contradicted": "population contradicted by the data",
     "contradicted_warn": "population contradicted by the data (warning)",
+    "unchecked": "population not checked against data",
+    "unchecked_warn": "population not checked against data (warning)",
 }
 
 
@@ -171,6 +174,15 @@ def _interval(bounds: Sequence[float]) -> str:
     return f"[{_number(bounds[0])}, {_number(bounds[1])}]"
 
 
+def _beside_threshold(requirement: Requirement, bounds: Sequence[float]) -> str:
+    """``bounds`` of the requirement's quantity, each finite end written until it differs
+    from the threshold (:meth:`Requirement.bound_text`): a lower bound 1e-12 above γ = 0.8
+    is not shown as 0.8."""
+    ends = [requirement.bound_text(end) if math.isfinite(end) else _number(end)
+            for end in bounds]
+    return f"[{ends[0]}, {ends[1]}]"
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return html.escape(_number(value))
@@ -197,7 +209,8 @@ def _summary(data: ReportData) -> str:
         rows.append([
             html.escape(section.name),
             _verdict_badge(section.certificate.verdict),
-            html.escape(f"{section.requirement.label} ∈ {_interval(interval)}"),
+            html.escape(f"{section.requirement.label} ∈ "
+                        f"{_beside_threshold(section.requirement, interval)}"),
             html.escape(section.requirement.describe()),
             html.escape(CHECK_TEXT.get(section.check, section.check)),
         ])
@@ -215,14 +228,18 @@ def work_done(kind: str, certificate: Certificate) -> str:
 
 def _audit_section(section: AuditSection) -> str:
     certificate = section.certificate
+    requirement = section.requirement
     probability_rows = [
-        [html.escape(name), html.escape(_interval(bounds))]
+        [html.escape(name), html.escape(_beside_threshold(requirement, bounds)
+                                        if name == requirement.quantity else _interval(bounds))]
         for name, bounds in certificate.bounds.items()
     ]
     settings_rows = [[html.escape(k), _cell(v)] for k, v in section.settings.items()]
     detail_keys = ("expression", "comparison", "threshold", "stopped_by", "proven",
                    "computed_probability", "float_interval", "float_verdict")
-    detail_rows = [[html.escape(k), _cell(certificate.details[k])]
+    detail_rows = [[html.escape(k), html.escape(exact_text(certificate.details[k]))
+                    if k == "threshold" and isinstance(certificate.details[k], float)
+                    else _cell(certificate.details[k])]
                    for k in detail_keys if k in certificate.details]
     cost_rows = [[html.escape(k), _cell(v)] for k, v in certificate.cost.items()]
     work = work_done(str(section.settings.get("kind", "")), certificate)

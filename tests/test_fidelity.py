@@ -34,6 +34,8 @@ from scipy.stats import beta, binom
 from certgate.population_data import fit_population
 from configs.schema import ConfigError, GatePolicy, parse_config
 from pipeline_steps.fidelity_data import DataError, fitted_from_rows, given_rows
+from pipeline_steps.fidelity_report import fidelity_html
+from pipeline_steps.fidelity_step import fidelity_line, fidelity_summary
 from pipeline_steps.gate import decide
 from verifier.audits import (
     CausalFairnessSettings,
@@ -277,6 +279,28 @@ def test_the_gate_policy_and_fidelity_section_are_validated() -> None:
     assert config.audit_fingerprint() != parse_config(base).audit_fingerprint()
 
 
+def test_the_population_unchecked_policy_is_validated_and_not_fingerprinted() -> None:
+    base = {"model": {"uri": "model.onnx"}, "audits": [PARITY]}
+    with pytest.raises(ConfigError, match=r"gate\.population_unchecked"):
+        parse_config({**base, "gate": {"population_unchecked": "ignore"}})
+    assert parse_config(base).gate.population_unchecked == "pass"
+    failing = parse_config({**base, "gate": {"population_unchecked": "fail"}})
+    assert failing.audit_fingerprint() == parse_config(base).audit_fingerprint()
+
+
+def test_an_unchecked_population_leaves_other_verdicts_to_their_own_policies() -> None:
+    unchecked = {"status": "unchecked", "reason": "no check possible: the table changed"}
+    undecided = Certificate(audit="demographic_parity", verdict="unknown",
+                            bounds={"value": (0.7, 0.9)}, population_fidelity=unchecked)
+    fail = GatePolicy(undecided="warn", population_unchecked="fail")
+    decision = decide([SETTINGS], {SETTINGS.name: undecided}, fail)
+    assert decision.outcome == "warned" and decision.checks[0].status == "undecided"
+    violated = Certificate(audit="demographic_parity", verdict="violated",
+                           bounds={"value": (0.5, 0.6)}, population_fidelity=unchecked)
+    decision = decide([SETTINGS], {SETTINGS.name: violated}, fail)
+    assert decision.outcome == "failed" and decision.checks[0].status == "proven_fail"
+
+
 def test_assumptions_name_features_and_dependents() -> None:
     frame = pd.DataFrame({"age": [20, 30, 40, 50, 60, 25], "sex": ["F", "M", "F", "M", "M", "F"],
                           "score": [0.1, 0.5, 0.2, 0.9, 0.4, 0.3]})
@@ -479,3 +503,36 @@ def test_monotonicity_interval_covers_the_truth_at_its_level() -> None:
     from verifier.audits import MonotonicitySettings
 
     assert_covers(MonotonicitySettings(**MONOTONE), bump_network(), MONOTONE_TRUTH, 5000)
+
+
+def test_rows_dropped_for_a_missing_value_word_name_the_column_word_and_count(
+        tmp_path: Path) -> None:
+    path = tmp_path / "regions.csv"
+    path.write_text("age,region\n30,EU\n35,AS\n40,NA\n50,NA\n,EU\n60,null\n")
+    rows = given_rows(path, ["age", "region=AS", "region=EU", "region=NA"], "--data")
+    assert rows.rows.tolist() == [[30.0, 0.0, 1.0, 0.0], [35.0, 1.0, 0.0, 0.0]]
+    assert rows.source["rows_dropped"] == 4
+    age, region = rows.source["missing_values"]
+    assert age == "column 'age': missing values in 1 of 6 rows"
+    assert region.startswith("column 'region': missing values in 3 of 6 rows, read from the "
+                             "text 'NA' in 2, 'null' in 1")
+    assert "rename it in the data" in region
+    certificate = Certificate(audit="demographic_parity", verdict="satisfied",
+                              bounds={"value": (0.9, 1.0)}, population_fidelity={
+                                  "status": "consistent", "reason": "r",
+                                  "assumptions": {"summary": "independent features"},
+                                  "data": rows.source})
+    line = fidelity_line(certificate)
+    assert line is not None and "4 rows dropped" in line and "'NA' in 2" in line
+    assert "&#x27;NA&#x27; in 2" in fidelity_html(certificate)
+    assert fidelity_summary(certificate)["data"]["missing_values"] == [age, region]
+
+
+def test_a_category_left_alone_by_dropped_words_says_what_was_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "two_regions.csv"
+    path.write_text("age,region\n30,EU\n40,NA\n50,NA\n")
+    with pytest.raises(DataError, match=r"got \['EU'\] \(after dropping 2 rows for a missing "
+                                        r"value: column 'region': missing values in 2 of 3 "
+                                        r"rows, read from the text 'NA' in 2"):
+        given_rows(path, ["age", "region=EU", "region=NA"], "--data")
+

@@ -124,3 +124,41 @@ def test_verify_reads_the_logged_dataset_of_a_registered_model(
     assert fidelity["status"] == "contradicted", (out, err)
     assert fidelity["data"]["origin"] == "mlflow dataset" and fidelity["data"]["uri"] == str(csv)
     assert code == 1
+
+
+def test_an_unchecked_population_follows_the_population_unchecked_policy(
+        registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name, version, csv = register(registry, tmp_path)
+    csv.write_text(csv.read_text().replace("\n1,", "\n0,", 3))
+    model = {"uri": f"models:/{name}/{version}"}
+
+    def gate_under(policy: str | None) -> tuple[int, dict]:
+        gate = {} if policy is None else {"gate": {"population_unchecked": policy}}
+        config = write_server_config(tmp_path, registry.tracking_uri, model, [PARITY],
+                                     samples=300, **gate)
+        code, out, _ = run_cli(capsys, "run", "--config", str(config), "--no-progress",
+                                 "--json")
+        return code, json.loads(out)["gate"]
+
+    code, gate = gate_under("fail")
+    check = gate["checks"]["demographic_parity"]
+    assert code == 1 and gate["outcome"] == "failed" and check["status"] == "unchecked"
+    reason = gate["reasons"]["failing"][0]
+    assert reason.startswith("demographic_parity: proven ")
+    assert "population_unchecked: fail" in reason and "is not the logged dataset" in reason
+    tags = version_tags(registry, name, version)
+    assert tags["certgate.gate"] == "failed" and "is not the logged dataset" in tags[
+        "certgate.gate.reasons"]
+    assert alias_version(registry, name, "champion") is None
+
+    code, gate = gate_under("warn")
+    assert code == 0 and gate["outcome"] == "warned"
+    assert gate["checks"]["demographic_parity"]["status"] == "unchecked_warn"
+    assert "is not the logged dataset" in gate["reasons"]["warning"][0]
+    assert not gate["reasons"]["passing"]
+    assert alias_version(registry, name, "champion") is None
+
+    code, gate = gate_under(None)
+    assert code == 0 and gate["outcome"] == "passed"
+    assert gate["checks"]["demographic_parity"]["status"] == "proven_pass"
+    assert alias_version(registry, name, "champion") == version

@@ -37,6 +37,16 @@ class RenamedOption(argparse.Action):
                                            "rename it")
 
 
+def class_index(text: str) -> int:
+    """An option's class, by index: a name is refused saying so
+    (:func:`verifier.audits.requirement.class_name_message`)."""
+    from verifier.audits.requirement import class_name_message, is_class_name
+
+    if is_class_name(text):
+        raise argparse.ArgumentTypeError(class_name_message(text))
+    return int(text)
+
+
 def option_for(field: str) -> str:
     """The command-line option of settings field ``field``."""
     return OPTION_FOR_FIELD.get(field, "--" + field.replace("_", "-"))

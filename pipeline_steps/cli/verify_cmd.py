@@ -26,7 +26,7 @@ from pipeline_steps.cli.inputs import (
     read_certified,
 )
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
-from pipeline_steps.cli.settings_options import settings_from_args
+from pipeline_steps.cli.settings_options import class_index, settings_from_args
 from pipeline_steps.cli.wmi_cmd import add_wmi_parsers
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
@@ -63,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parity.add_argument("--privileged", required=True,
                         help="value of the protected feature for the privileged group (a "
                              "number; a one-hot column's is 1)")
-    parity.add_argument("--favorable-class", required=True, type=int,
+    parity.add_argument("--favorable-class", required=True, type=class_index,
                         help="index of the favourable output class (argmax of the logits; a "
                              "one-output model: class 1 iff its logit > 0)")
     parity.add_argument("--gamma", required=True, type=float,

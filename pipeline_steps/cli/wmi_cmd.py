@@ -34,7 +34,7 @@ from pipeline_steps.cli.inputs import (
     read_network,
 )
 from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, shows_progress
-from pipeline_steps.cli.settings_options import RenamedOption, settings_from_args
+from pipeline_steps.cli.settings_options import RenamedOption, class_index, settings_from_args
 from verifier.certificate import Certificate, to_jsonable
 from verifier.errors import CertgateInputError
 from verifier.executor import make_executor
@@ -52,7 +52,7 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
     mono.add_argument("--feature", required=True, help="input column name or index")
     mono.add_argument("--decreasing", action="store_true", default=None,
                       help="certify a decreasing feature: pairs with x_i >= x′_i")
-    mono.add_argument("--favorable-class", type=int,
+    mono.add_argument("--favorable-class", type=class_index,
                       help="the class whose monotonicity is certified (default 1)")
     mono.add_argument("--positive-class", action=RenamedOption, new="--favorable-class")
     mono.add_argument("--output-index", type=int,
@@ -94,7 +94,7 @@ def add_wmi_parsers(verbs: argparse._SubParsersAction) -> None:
         description="Exact probabilistic local robustness under the population density.")
     _common(local)
     _box(local, required=True)
-    local.add_argument("--expected-class", type=int,
+    local.add_argument("--expected-class", type=class_index,
                        help="expected class (default: prediction at center)")
     local.add_argument("--label", action=RenamedOption, new="--expected-class")
     local.set_defaults(func=run_local_robustness)

@@ -41,6 +41,10 @@ def _is_number(annotation: Any) -> bool:
     return bool(members & {int, float}) and bool not in members
 
 
+CLASS_FIELDS = frozenset({"favorable_class", "expected_class"})
+"""Settings fields that hold a class of the model's output, by index."""
+
+
 class StrictSettings(BaseModel):
     """Base of every settings model: unknown keys rejected, values frozen.
 
@@ -71,6 +75,21 @@ class StrictSettings(BaseModel):
                     and key not in cls.BOOLEAN_NUMBERS and _is_number(field.annotation)):
                 raise ValueError(f"{key} is a number, got the boolean {value} (YAML reads "
                                  "unquoted true/false as booleans)")
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _classes_by_index(cls, data: Any) -> Any:
+        """A class given by name (``favorable_class: approved``) is refused naming the field
+        and saying that classes are indices, the class's position among the model's outputs
+        (settings are read before the model, so a name is not looked up among the output
+        names a model may record)."""
+        if not isinstance(data, Mapping):
+            return data
+        for key in CLASS_FIELDS & set(data):
+            value = data[key]
+            if isinstance(value, str) and is_class_name(value):
+                raise ValueError(f"{key}: {class_name_message(value)}")
         return data
 
     @model_validator(mode="before")
@@ -130,15 +149,37 @@ class Requirement(StrictSettings):
     def interval_text(self, low: float, high: float) -> str:
         """``[low, high]`` to six significant digits, each end with as many more as it takes
         to differ from the threshold's text when it differs from the threshold (a lower bound
-        1e-12 above γ = 0.8 is not shown as 0.8)."""
-        return f"[{self._beside_threshold(low)}, {self._beside_threshold(high)}]"
+        1e-12 above γ = 0.8 is not shown as 0.8). The gate's reasons write a certified
+        interval beside its threshold with it, the HTML report each end (:meth:`bound_text`)."""
+        return f"[{self.bound_text(low)}, {self.bound_text(high)}]"
 
-    def _beside_threshold(self, value: float) -> str:
+    def bound_text(self, value: float) -> str:
+        """One end of :meth:`interval_text`: six significant digits, more until its text
+        differs from the threshold's when the value does."""
         for digits in range(6, 18):
             text = f"{value:.{digits}g}"
             if value == self.threshold or text != f"{self.threshold:.{digits}g}":
                 return text
         return exact_text(value)
+
+
+def is_class_name(text: str) -> bool:
+    """Whether ``text`` names a class rather than writing a number (an index, or a number
+    that the usual checks refuse as one)."""
+    try:
+        float(text)
+    except ValueError:
+        return True
+    return False
+
+
+def class_name_message(name: str) -> str:
+    """The one refusal of a class given by name (settings and command-line options)."""
+    return (f"a class is given by its index, got the name {name!r}: classes are the indices "
+            "0..n-1 of the model's n outputs (a single-logit model: 0 and 1), not names; give "
+            "the name's position among the model's output names (for a target encoded with "
+            "scikit-learn's LabelEncoder: encoder.classes_.tolist().index("
+            f"{name!r}))")
 
 
 def exact_text(value: float) -> str:
