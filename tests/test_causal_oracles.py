@@ -33,7 +33,7 @@ from verifier.causal.analysis import BIASED_EVERYWHERE as BIASED_EVERYWHERE_STAT
 from verifier.causal.analysis import FAIR as FAIR_STATUS
 from verifier.causal.exact_check import check_partition
 from verifier.causal.partition import initial_partition, with_protected
-from verifier.causal.problem import CausalInputError
+from verifier.causal.problem import CausalInputError, FairnessProblem
 from verifier.network import Layer, Network
 from verifier.population import Factor, Product, Uniform
 from verifier.population.mixture import Mixture
@@ -545,23 +545,32 @@ def test_rounds_shrink_to_the_time_left(monkeypatch: pytest.MonkeyPatch) -> None
     assert low <= 0.4375 <= high
 
 
+def _slow_uniform_problem(monkeypatch: pytest.MonkeyPatch, seconds_per_box: float
+                          ) -> tuple[FairnessProblem, Product]:
+    """The problem of ``x1 + x2 + 0.5·s > 1.25`` with ``s`` protected, and the uniform
+    population on [0, 1]³ whose box probabilities each take ``seconds_per_box`` more (a
+    fitted Bayesian network's variable elimination on a wide model): the biased share is
+    x1 + x2 in [0.75, 1.25), 0.4375 in closed form."""
+    exact = Product.prob_boxes_interval
+
+    def slow(self, lower, upper):
+        time.sleep(seconds_per_box * np.asarray(lower).shape[0])
+        return exact(self, lower, upper)
+
+    monkeypatch.setattr(Product, "prob_boxes_interval", slow)
+    network = threshold_network([1.0, 1.0, 0.5], -1.25, ["x1", "x2", "s"])
+    uniform = Product(factors=[Factor(columns=[name], distribution=Uniform(lower=0, upper=1))
+                               for name in ("x1", "x2", "s")])
+    return build_problem(network, ["s"]), uniform
+
+
 def test_the_population_measure_fits_in_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """The certificate's population measure runs after the last round, over every partition:
     with each box's probability taking 0.2 ms more (a fitted Bayesian network's variable
     elimination on a wide model took 37 s over 150,049 partitions after a 90-s budget), a
     1-s budget still ends within 5 % of it, and the population share still holds the closed
     form (x1 + x2 in [0.75, 1.25) under the uniform population: 0.4375)."""
-    exact = Product.prob_boxes_interval
-
-    def slow(self, lower, upper):
-        time.sleep(2e-4 * np.asarray(lower).shape[0])
-        return exact(self, lower, upper)
-
-    monkeypatch.setattr(Product, "prob_boxes_interval", slow)
-    network = threshold_network([1.0, 1.0, 0.5], -1.25, ["x1", "x2", "s"])
-    problem = build_problem(network, ["s"])
-    uniform = Product(factors=[Factor(columns=[name], distribution=Uniform(lower=0, upper=1))
-                               for name in ("x1", "x2", "s")])
+    problem, uniform = _slow_uniform_problem(monkeypatch, 2e-4)
     started = time.monotonic()
     certificate = certify_causal_fairness(
         problem, CausalSettings(max_unstable=4, timeout_s=1.0, target_width=0.0),
@@ -580,17 +589,7 @@ def test_the_judged_stop_fits_in_the_budget(monkeypatch: pytest.MonkeyPatch) -> 
     of it (it ended at 2.22–2.31 s when each judgement ran whatever the time left), and the
     population share still holds the closed form. No start-up allowance: the clock starts
     just before the call, as the engine's does."""
-    exact = Product.prob_boxes_interval
-
-    def slow(self, lower, upper):
-        time.sleep(1e-3 * np.asarray(lower).shape[0])
-        return exact(self, lower, upper)
-
-    monkeypatch.setattr(Product, "prob_boxes_interval", slow)
-    network = threshold_network([1.0, 1.0, 0.5], -1.25, ["x1", "x2", "s"])
-    problem = build_problem(network, ["s"])
-    uniform = Product(factors=[Factor(columns=[name], distribution=Uniform(lower=0, upper=1))
-                               for name in ("x1", "x2", "s")])
+    problem, uniform = _slow_uniform_problem(monkeypatch, 1e-3)
     started = time.monotonic()
     certificate = certify_causal_fairness(
         problem, CausalSettings(max_unstable=4, timeout_s=2.0, target_width=1.0,

@@ -64,12 +64,19 @@ def _exact_ratio(privileged: int) -> Fraction:
     return unprivileged / favourable(privileged)
 
 
-def _config(tmp_path: Path, privileged: str) -> Path:
+def _audit_config(tmp_path: Path, audit: str) -> Path:
+    """A configuration of one audit of ``net.json`` on ``dept``: ``audit`` is its YAML lines
+    after ``protected: dept``, each indented by four spaces."""
     path = tmp_path / "audit.yaml"
-    path.write_text("model: {uri: net.json}\naudits:\n  - kind: demographic_parity\n"
-                    f"    protected: dept\n    privileged: {privileged}\n"
-                    "    favorable_class: 1\n    gamma: 0.5\n")
+    path.write_text("model: {uri: net.json}\naudits:\n"
+                    f"  - protected: dept\n{audit}")
     return path
+
+
+def _config(tmp_path: Path, privileged: str) -> Path:
+    return _audit_config(tmp_path, "    kind: demographic_parity\n"
+                                   f"    privileged: {privileged}\n"
+                                   "    favorable_class: 1\n    gamma: 0.5\n")
 
 
 @pytest.mark.parametrize("written, code", [("010", 10), ("008", 8), ("012", 12), ("10", 10),
@@ -123,11 +130,9 @@ def _exact_biased_share(first: int, second: int) -> Fraction:
 
 
 def _causal_config(tmp_path: Path, values: str) -> Path:
-    path = tmp_path / "causal.yaml"
-    path.write_text("model: {uri: net.json}\naudits:\n  - kind: causal_fairness\n"
-                    f"    protected: dept\n    protected_values: {values}\n"
-                    "    max_biased_share: 0.5\n    timeout_s: 30\n")
-    return path
+    return _audit_config(tmp_path, "    kind: causal_fairness\n"
+                                   f"    protected_values: {values}\n"
+                                   "    max_biased_share: 0.5\n    timeout_s: 30\n")
 
 
 def test_zero_padded_protected_values_compare_the_groups_they_name(tmp_path: Path) -> None:
