@@ -5,13 +5,14 @@ torch MLP on the case's columns one-hot encoded as ``population fit`` encodes th
 ``OUT/TAG.onnx`` and ``OUT/TAG.meta.json`` (its input names). ``oracle TAG CASE PROTECTED
 PRIVILEGED POPULATION`` prints the model's parity ratio (unprivileged = the rows whose
 ``PROTECTED`` is not ``PRIVILEGED``) on the table's rows, under 10⁶ draws of the population
-and on 10⁶ fresh rows of the case's generator, all in float64.
+and on 10⁶ fresh rows of the case's generator, all in float64. ``OUT`` is ``--out``
+(default ``/tmp/rt17``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +23,8 @@ import torch
 from onnx import numpy_helper
 from torch import nn
 
-OUT = Path("/tmp/rt17")
+DEFAULT_OUT = Path("/tmp/rt17")
+"""Where the tables, models and input names go unless ``--out`` says otherwise."""
 Table = tuple[pd.DataFrame, np.ndarray, list[str]]
 
 
@@ -184,22 +186,23 @@ def ratio(path: Path, x: np.ndarray, unprivileged: np.ndarray) -> str:
     return f"ratio={low / high:.4f} p_unprivileged={low:.4f} p_privileged={high:.4f}"
 
 
-def tables(case: str, rows: int | None, tag: str) -> None:
+def tables(case: str, rows: int | None, tag: str, out: Path) -> None:
     rng = np.random.default_rng(1700 + list(CASES).index(case))
     frame, label, read = CASES[case](rng) if rows is None else CASES[case](rng, rows)
-    frame.to_csv(OUT / f"{tag}.csv", index=False)
+    frame.to_csv(out / f"{tag}.csv", index=False)
     inputs = pd.get_dummies(frame[read], prefix_sep="=", dtype=float)
     net = train(inputs.to_numpy(np.float64), label, 17)
-    torch.onnx.export(net, torch.zeros(1, inputs.shape[1]), OUT / f"{tag}.onnx", dynamo=False)
-    (OUT / f"{tag}.meta.json").write_text(json.dumps({"names": list(inputs.columns)}))
+    torch.onnx.export(net, torch.zeros(1, inputs.shape[1]), out / f"{tag}.onnx", dynamo=False)
+    (out / f"{tag}.meta.json").write_text(json.dumps({"names": list(inputs.columns)}))
 
 
-def oracle(tag: str, case: str, protected: str, privileged: str, population: str) -> None:
+def oracle(tag: str, case: str, protected: str, privileged: str, population: str,
+           out: Path) -> None:
     from verifier.population import load_population
 
-    names = json.loads((OUT / f"{tag}.meta.json").read_text())["names"]
-    network = OUT / f"{tag}.onnx"
-    frame = pd.read_csv(OUT / f"{tag}.csv")
+    names = json.loads((out / f"{tag}.meta.json").read_text())["names"]
+    network = out / f"{tag}.onnx"
+    frame = pd.read_csv(out / f"{tag}.csv")
     print("rows      ", ratio(network, encoded(frame, names),
                               (frame[protected].astype(str) != privileged).to_numpy()))
     model = load_population(population)
@@ -212,10 +215,28 @@ def oracle(tag: str, case: str, protected: str, privileged: str, population: str
                               (fresh[protected].astype(str) != privileged).to_numpy()))
 
 
-if __name__ == "__main__":
-    OUT.mkdir(parents=True, exist_ok=True)
-    if sys.argv[1] == "tables":
-        given = int(sys.argv[3]) if len(sys.argv) > 3 else None
-        tables(sys.argv[2], given, sys.argv[4] if len(sys.argv) > 4 else sys.argv[2])
+def main() -> None:
+    """The command line: ``tables CASE [ROWS [TAG]]`` or ``oracle TAG CASE PROTECTED
+    PRIVILEGED POPULATION`` (module docstring), files under ``--out``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="folder of the tables and models")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    build = verbs.add_parser("tables", help="write a case's table, model and input names")
+    build.add_argument("case", choices=list(CASES))
+    build.add_argument("rows", type=int, nargs="?")
+    build.add_argument("tag", nargs="?")
+    check = verbs.add_parser("oracle", help="the model's ratio on rows, population, generator")
+    for name in ("tag", "case", "protected", "privileged", "population"):
+        check.add_argument(name)
+    arguments = parser.parse_args()
+    arguments.out.mkdir(parents=True, exist_ok=True)
+    if arguments.verb == "tables":
+        tables(arguments.case, arguments.rows, arguments.tag or arguments.case, arguments.out)
     else:
-        oracle(*sys.argv[2:7])
+        oracle(arguments.tag, arguments.case, arguments.protected, arguments.privileged,
+               arguments.population, arguments.out)
+
+
+if __name__ == "__main__":
+    main()
