@@ -321,16 +321,10 @@ def _bisected(problem, count: int, rng: np.random.Generator) -> tuple[np.ndarray
     return lower, upper
 
 
-@pytest.mark.parametrize("fitted", [True, False])
-def test_population_shares_measured_in_blocks_are_those_of_one_call(
-        monkeypatch: pytest.MonkeyPatch, fitted: bool) -> None:
-    """The population measure runs over the partitions in blocks (to bound its memory); each
-    box's enclosure depends on that box alone, so the shares and the query's mass are, bit
-    for bit, those of the single call over every partition it made before (a block larger
-    than the ledger) — under the fitted Bayesian network of the balance table (atoms on the
-    partitions' shared faces: the disjoint lower sums) and under the mixture with a one-hot
-    group, for several assignments of classes to the partitions."""
-    rng = np.random.default_rng(11)
+def _measured_ledger(fitted: bool, rng: np.random.Generator):
+    """A problem, its population and 40 partitions tiling its query (and the query): under
+    the fitted Bayesian network of the balance table (atoms on the partitions' shared faces:
+    the disjoint lower sums) or under the mixture with a one-hot group."""
     if fitted:
         model = fit_population(balance_table(), protected="female")
         network = nonzero_network(list(model.columns), female_weight=0.01)
@@ -346,6 +340,19 @@ def test_population_shares_measured_in_blocks_are_those_of_one_call(
         problem = build_problem(network, ["s"], onehot_groups=[["g0", "g1", "g2"]])
     lower, upper = _bisected(problem, 40, rng)
     query_lower, query_upper = (bound[0] for bound in initial_partition(problem))
+    return problem, model, lower, upper, query_lower, query_upper
+
+
+@pytest.mark.parametrize("fitted", [True, False])
+def test_population_shares_measured_in_blocks_are_those_of_one_call(
+        monkeypatch: pytest.MonkeyPatch, fitted: bool) -> None:
+    """The population measure runs over the partitions in blocks (to bound its memory); each
+    box's enclosure depends on that box alone, so the shares and the query's mass are, bit
+    for bit, those of the single call over every partition it made before (a block larger
+    than the ledger), under both populations of :func:`_measured_ledger`, for several
+    assignments of classes to the partitions."""
+    rng = np.random.default_rng(11)
+    problem, model, lower, upper, query_lower, query_upper = _measured_ledger(fitted, rng)
     for _ in range(4):
         status = rng.choice([FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, REFINING], size=40)
         monkeypatch.setattr(share, "MEASURE_BLOCK", 1 << 20)
@@ -355,6 +362,48 @@ def test_population_shares_measured_in_blocks_are_those_of_one_call(
         blocks = population_bounds(problem, model, lower, upper, status, query_lower,
                                    query_upper)
         assert blocks == whole
+
+
+class _CountedBoxes:
+    """A population that counts the boxes its interval masses are asked for (every other
+    attribute is the population's own)."""
+
+    def __init__(self, population) -> None:
+        self.population = population
+        self.boxes = 0
+
+    def prob_boxes_interval(self, lower: np.ndarray, upper: np.ndarray):
+        self.boxes += lower.shape[0]
+        return self.population.prob_boxes_interval(lower, upper)
+
+    def __getattr__(self, name: str):
+        return getattr(self.population, name)
+
+
+@pytest.mark.parametrize("fitted", [True, False])
+def test_population_shares_from_kept_masses_are_those_of_one_call(fitted: bool) -> None:
+    """A verdict check keeps the masses of the ledger's final partitions, and the next check
+    and the certificate measure only the partitions after them: given the first ``k``
+    partitions' masses from an earlier call, the shares, the query's mass and every
+    partition's masses are, bit for bit, those of a call that measures all 40, and the
+    population is asked for the boxes a call over the other ``40 − k`` partitions alone asks
+    for (theirs and the query's; the disjoint lower sums' moved faces)."""
+    rng = np.random.default_rng(12)
+    problem, model, lower, upper, query_lower, query_upper = _measured_ledger(fitted, rng)
+    status = rng.choice([FAIR, BIASED_EVERYWHERE, BIASED_WITNESS, REFINING], size=40)
+    whole = population_bounds(problem, model, lower, upper, status, query_lower, query_upper)
+    assert whole.measured == 40
+    for kept in (0, 1, 17, 39, 40):
+        counted = _CountedBoxes(model)
+        again = population_bounds(problem, counted, lower, upper, status, query_lower,
+                                  query_upper, known=whole.masses.first(kept))
+        assert again == whole
+        assert np.array_equal(again.masses.low, whole.masses.low)
+        assert np.array_equal(again.masses.high, whole.masses.high)
+        rest = _CountedBoxes(model)
+        population_bounds(problem, rest, lower[kept:], upper[kept:], status[kept:],
+                          query_lower, query_upper)
+        assert counted.boxes == rest.boxes
 
 
 def test_a_measure_cut_by_its_deadline_stays_sound(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -46,6 +46,7 @@ from verifier.causal.problem import CausalInputError, FairnessProblem
 from verifier.causal.proof_tally import ProofTally
 from verifier.causal.report import names_box, witness_record
 from verifier.causal.share import (
+    PartitionMasses,
     bounds_from_sums,
     certified_shares,
     population_bounds,
@@ -328,7 +329,9 @@ class _Ledger:
     one (most have none: two NaN rows each were half the ledger). ``refined``/
     ``refined_classes``: the witness pair ``(2, n)`` and its classes of each refined
     partition, by refinement index (the *origin* of its descendants, whose analysis reads
-    the pair as its hint)."""
+    the pair as its hint). ``masses``: the population masses of the first partitions, as a
+    verdict check measured them (its next call and the certificate measure only the
+    partitions added since)."""
 
     problem: FairnessProblem
     lower: list[np.ndarray] = field(default_factory=list)
@@ -342,6 +345,7 @@ class _Ledger:
     refined_classes: _Rows = field(default_factory=lambda: _Rows(np.int64))
     shares: dict[int, float] = field(default_factory=dict)
     count: int = 0
+    masses: PartitionMasses | None = None
 
     def add(self, lower, upper, status, wc, origin, wa=None, wb=None) -> None:
         """Add partitions ``lower``/``upper`` with their status, witness classes ``wc``
@@ -512,8 +516,10 @@ def _measured_rows(ledger: _Ledger, pending: np.ndarray, refinable: list) -> int
     """The partitions the certificate measures if the run stops before the next round:
     the ledger's, the pending ones and the refinable ones' two children each (they join the
     pending ones before the round). A round adds at most one for each partition it
-    analyses (two children, or a witnessed partition whose children join later)."""
-    return ledger.count + pending.shape[0] + 2 * len(refinable)
+    analyses (two children, or a witnessed partition whose children join later). The
+    ledger's partitions whose masses a verdict check kept are not measured again."""
+    kept = 0 if ledger.masses is None else ledger.masses.low.size
+    return ledger.count - kept + pending.shape[0] + 2 * len(refinable)
 
 
 def certify_causal_fairness(
@@ -580,7 +586,7 @@ def certify_causal_fairness(
                 covered_at = time.monotonic() - started
             bounds = _current_bounds(problem, ledger, refinable, pending_lo, pending_hi)
             # judging the population share measures every partition: only if it fits
-            judging = reserve.seconds(ledger.count + len(refinable) + pending_lo.shape[0]) if (
+            judging = reserve.seconds(_measured_rows(ledger, pending_lo, refinable)) if (
                 settings.judged_measure == "population") else 0.0
             if (bounds.biased[1] - bounds.biased[0] <= settings.target_width
                     and time.monotonic() + judging <= stop_at
@@ -769,7 +775,8 @@ def _judged(problem: FairnessProblem, settings: CausalSettings, uniform: tuple[f
                                  np.full(pending_lo.shape[0], REFINING, dtype=np.int8)])
         query_lo, query_hi = initial_partition(problem)
         share = population_bounds(problem, population, lo, hi, status, query_lo[0],
-                                  query_hi[0], deadline)
+                                  query_hi[0], deadline, known=ledger.masses)
+        ledger.masses = share.masses.first(ledger.count)
         if share.measured < status.size:
             return False
         low, high = share.share
@@ -825,7 +832,8 @@ def _certificate(problem: FairnessProblem, settings: CausalSettings, ledger: _Le
     if population is not None:
         query_lo, query_hi = initial_partition(problem)
         population_share = population_bounds(
-            problem, population, lo, hi, status, query_lo[0], query_hi[0], deadline
+            problem, population, lo, hi, status, query_lo[0], query_hi[0], deadline,
+            known=ledger.masses,
         )
         bounds["biased_share_population"] = population_share.share
         population_details = {"query_mass_population": list(population_share.query_mass)}

@@ -9,7 +9,7 @@ classes, relative to the query) therefore lies in ``[mass(biased everywhere), 1 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,15 +36,33 @@ its budget)."""
 
 
 @dataclass(frozen=True)
+class PartitionMasses:
+    """The population masses of the first ``len(low)`` partitions handed to
+    :func:`population_bounds`, in their order: ``low`` the summable lower ends (an atom on
+    a shared face counted once, :func:`_disjoint_lower`), ``high`` the closed boxes' upper
+    ends. Valid for the same problem, population and query, and for partitions that are
+    final: a later call given them (``known``) measures only the partitions after them."""
+
+    low: np.ndarray
+    high: np.ndarray
+
+    def first(self, count: int) -> PartitionMasses:
+        """The masses of the first ``count`` partitions (at most those held)."""
+        return PartitionMasses(self.low[:count], self.high[:count])
+
+
+@dataclass(frozen=True)
 class PopulationShare:
     """``share``: certified ``(lower, upper)`` of ``P(biased | query)``; ``query_mass``:
     certified ``(lower, upper)`` of ``P(query)``, whose lower end 0 (a query no float
     enclosure separates from 0) is why a share can stay ``[0, 1]``; ``measured``: the
-    partitions whose masses were computed before the deadline (all of them without one)."""
+    partitions whose masses were computed before the deadline (all of them without one),
+    the first ``measured`` ones; ``masses``: theirs."""
 
     share: tuple[float, float]
     query_mass: tuple[float, float]
     measured: int
+    masses: PartitionMasses = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -101,7 +119,8 @@ def certified_shares(bounds: ShareBounds, contains_bias: float) -> dict[str, flo
 def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
                       upper: np.ndarray, status: np.ndarray,
                       query_lower: np.ndarray, query_upper: np.ndarray,
-                      deadline: float | None = None) -> PopulationShare:
+                      deadline: float | None = None,
+                      known: PartitionMasses | None = None) -> PopulationShare:
     """``P(biased | query)`` and ``P(query)`` bounds under ``population`` (columns =
     network inputs), from the sound box-probability enclosures of every partition (protected
     inputs over the query's range of them, ``problem.protected_query``: a query naming a
@@ -112,7 +131,9 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
     measured in blocks of :data:`MEASURE_BLOCK`; none is begun once ``deadline``
     (``time.monotonic()``) has passed. A partition left unmeasured adds 0 to the lower sums
     and, unless proven fair, leaves the upper end to ``P(query) − P(fair)`` alone: both
-    sound, only wider."""
+    sound, only wider. ``known``: the masses of the first partitions from an earlier call
+    (:attr:`PopulationShare.masses`), taken as they are; the query's box is measured again
+    in every call."""
     if population.dimension != problem.inputs:
         raise CausalInputError(
             f"the population model has {population.dimension} columns, the network "
@@ -127,10 +148,13 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
     q_low = q_high = 0.0
     high = np.full(lower.shape[0], np.inf)
     low = np.zeros(lower.shape[0])
-    measured = 0
-    for start in range(0, max(lower.shape[0], 1), MEASURE_BLOCK):
+    measured = 0 if known is None else min(known.low.size, lower.shape[0])
+    if measured:
+        low[:measured], high[:measured] = known.low[:measured], known.high[:measured]
+    first = measured
+    for start in range(first, max(lower.shape[0], first + 1), MEASURE_BLOCK):
         late = deadline is not None and time.monotonic() >= deadline
-        if late and start > 0:
+        if late and start > first:
             break
         rows = slice(start, start if late else start + MEASURE_BLOCK)
         boxes_lo, boxes_hi = _population_boxes(problem, np.vstack([lower[rows], query_lower]),
@@ -148,7 +172,8 @@ def population_bounds(problem: FairnessProblem, population, lower: np.ndarray,
     share_low, share_high = nonnegative_quotient(biased_low, max(not_fair_high, 0.0), q_low,
                                                  q_high, ceiling=1.0)
     return PopulationShare(share=(float(share_low), max(float(share_low), float(share_high))),
-                           query_mass=(q_low, q_high), measured=measured)
+                           query_mass=(q_low, q_high), measured=measured,
+                           masses=PartitionMasses(low[:measured], high[:measured]))
 
 
 def _population_boxes(problem: FairnessProblem, lower: np.ndarray, upper: np.ndarray
