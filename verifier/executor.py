@@ -17,6 +17,7 @@ import pickle
 import queue
 import signal
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -196,6 +197,25 @@ pages are faulted in and zeroed. PV on a local cluster spent 2.4× the CPU per b
 
 
 @contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """SIGINT ignored in the block, on the main thread (elsewhere it cannot be set, and is
+    left alone): a process spawned in it starts with SIGINT ignored, and Python leaves an
+    ignored SIGINT ignored (no ``KeyboardInterrupt``, no asyncio runner's handler). A local
+    cluster's workers spawned so do not print a traceback each at a Ctrl-C, which reaches
+    the terminal's whole process group: stopping is the command's to do
+    (:data:`WORKER_IGNORED_SIGNALS` for the same reason on a process pool). SIGTERM is left
+    alone: the nannies' own stop paths use it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
 def _environment_kept() -> Iterator[None]:
     """This process's environment as it was before the block, whatever the block set: a
     local cluster's nannies write their ``pre-spawn-environ`` (the malloc thresholds,
@@ -227,6 +247,7 @@ class DaskExecutor(Executor):
                 "the dask executor needs the extra: pip install 'certgate[dask]'"
             ) from error
         self._cluster = None
+        self._workers: list[Any] = []
         if address:
             try:
                 self._client = Client(address)
@@ -236,7 +257,7 @@ class DaskExecutor(Executor):
         else:
             with dask.config.set({f"{NANNY_ENVIRON}.{name}": value
                                   for name, value in MALLOC_ENVIRON.items()}), \
-                    _environment_kept():
+                    _environment_kept(), _interrupts_ignored():
                 # a nanny prefers this process's variables to its configuration's values
                 os.environ.update({name: str(value) for name, value in MALLOC_ENVIRON.items()})
                 self._cluster = LocalCluster(
@@ -245,6 +266,7 @@ class DaskExecutor(Executor):
                     processes=True,
                     dashboard_address=None,
                 )
+            self._workers = _worker_processes(self._cluster)
             self._client = Client(self._cluster)
         self._executor = self._client.get_executor()
         self._plugins: list[str] = []
@@ -282,6 +304,43 @@ class DaskExecutor(Executor):
         if self._cluster is not None:
             self._cluster.close()
 
+    def abandon(self) -> None:
+        """Shut down without waiting for the tasks still running. A remote cluster's tasks
+        run to their end there (:meth:`shutdown`). A local cluster's workers are killed once
+        its nannies are closing: a closing nanny asks its worker to stop and waits up to
+        4 s for the task it runs (3–4 s past a PV deadline, under load), and a nanny not yet
+        closing restarts a worker killed under it."""
+        if self._cluster is None:
+            self.shutdown(wait=False, cancel_futures=True)
+            return
+        nannies = list(self._cluster.workers.values())
+        self._executor.shutdown(wait=False)
+        self._plugins.clear()
+        self._client.close()
+        failure: list[BaseException] = []
+
+        def close_cluster() -> None:
+            try:
+                self._cluster.close()
+            except BaseException as error:  # re-raised in the caller's thread below
+                failure.append(error)
+
+        closing = threading.Thread(target=close_cluster, daemon=True)
+        closing.start()
+        started = time.monotonic()
+        while (any(_still_running(nanny) for nanny in nannies)
+               and time.monotonic() - started < NANNY_CLOSING_WAIT_S and closing.is_alive()):
+            time.sleep(0.01)
+        if not any(_still_running(nanny) for nanny in nannies):
+            from psutil import NoSuchProcess  # distributed's dependency
+
+            for worker in self._workers:
+                with contextlib.suppress(NoSuchProcess):
+                    worker.kill()
+        closing.join()
+        if failure:
+            raise failure[0]
+
     def _unregister_plugins(self) -> None:
         """Remove this executor's values from a remote cluster's workers, while its scheduler
         is reachable. A client that has lost its scheduler skips it with a warning, and one
@@ -300,6 +359,30 @@ class DaskExecutor(Executor):
                 warnings.warn(f"dask scheduler lost while removing this run's shared values "
                               f"({error}); the workers keep them until they end", stacklevel=3)
                 return
+
+
+NANNY_CLOSING_WAIT_S = 2.0
+"""How long :meth:`DaskExecutor.abandon` waits for a local cluster's nannies to start
+closing before it leaves the workers to them (the close then takes its usual time)."""
+
+
+def _worker_processes(cluster: Any) -> list[Any]:
+    """The worker processes of a just-started local cluster, as ``psutil`` handles
+    (distributed's dependency): one kills its own process only, never another that reused
+    the number."""
+    from psutil import Process
+
+    return [Process(nanny.pid) for nanny in cluster.workers.values()
+            if nanny.pid is not None]
+
+
+def _still_running(nanny: Any) -> bool:
+    """Whether a local cluster's nanny has not begun closing (it would restart a worker
+    that dies)."""
+    from distributed.core import Status
+
+    return nanny.status not in (Status.closing, Status.closing_gracefully, Status.closed,
+                                Status.failed)
 
 
 def default_workers() -> int:
@@ -344,5 +427,7 @@ def abandon(executor: Executor) -> None:
     cluster and closes (a task already running on a Dask worker runs to its end there)."""
     if isinstance(executor, ProcessPool):
         executor.terminate_workers()
+    elif isinstance(executor, DaskExecutor):
+        executor.abandon()
     else:
         executor.shutdown(wait=False, cancel_futures=True)

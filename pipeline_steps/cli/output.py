@@ -212,11 +212,23 @@ def log_level(explicit: str | None, verbose: int, quiet: bool) -> str:
     return {0: DEFAULT_LOG_LEVEL, 1: "INFO"}.get(verbose, "DEBUG")
 
 
+DASK_LOG_LEVEL = "DASK_LOGGING__DISTRIBUTED"
+"""The environment variable Dask reads, when ``distributed`` is imported, as its loggers'
+level."""
+
+
 def configure_logging(level: str, asked: bool) -> None:
     """Python logging on stderr at ``level``. When the level was ``asked`` for (an option was
-    given), MLflow's loggers follow it too; otherwise MLflow keeps its own default."""
+    given), MLflow's loggers follow it too; otherwise MLflow keeps its own default. Dask's
+    ``distributed`` (imported later, by a Dask executor, and in a local cluster's workers)
+    follows it unless the environment names its level: its own default, INFO, wrote ~40
+    lines of scheduler and nanny chatter on every run of a local cluster."""
     logging.basicConfig(stream=sys.stderr, level=level,
                         format="%(levelname)s %(name)s: %(message)s", force=True)
+    if asked:
+        os.environ[DASK_LOG_LEVEL] = level.lower()
+    else:
+        os.environ.setdefault(DASK_LOG_LEVEL, level.lower())
     if asked:
         os.environ["MLFLOW_LOGGING_LEVEL"] = level
         if "mlflow" in sys.modules:
