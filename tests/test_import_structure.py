@@ -33,6 +33,8 @@ HEAVY_STARTUP = {
     "pgmpy": "structure learning: only when a population is fitted",
     "distributed": "Dask: only for the dask executor",
     "dask": "Dask's configuration (distributed's base): only for the dask executor",
+    "psutil": "process handles, installed with distributed (the dask extra): only to end a "
+              "local Dask cluster's workers",
     "numpy": "arrays: verbs that only parse options or print help do without it",
 }
 """The third-party packages whose import a function may defer, each with its reason."""
