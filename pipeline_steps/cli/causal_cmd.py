@@ -22,7 +22,6 @@ from pipeline_steps.cli.output import JSON_HELP, add_no_progress, emit_json, sho
 from pipeline_steps.cli.settings_options import RenamedOption, settings_from_args
 from verifier.certificate import Certificate, to_jsonable
 from verifier.executor import abandon, make_executor
-from verifier.stop_request import stop_requested
 
 
 def add_causal_parser(verbs: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -209,10 +208,9 @@ def certify(args: argparse.Namespace, settings: Any, bar: Any) -> Certificate:
                                     **engine)
         bar.finish(certificate)
     finally:
-        if stop_requested():
-            abandon(executor.inner)  # a stopped run's chunks still running are not wanted
-        else:
-            executor.shutdown()
+        # chunks still running after the certificate (a deadline's or a stop's) are not
+        # wanted: a graceful shutdown waited for them, up to 4 s a busy local Dask worker
+        abandon(executor.inner)
     certificate.provenance.update(read)
     return certificate
 
