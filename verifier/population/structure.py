@@ -22,7 +22,11 @@ correlated 0.8 had a rate of 0.126 on the fitted population where 19,000 rows gi
 0.135 and 0.378. Coding the search's cells that finely instead raised the penalty of every
 numeric child's parents: on Adult the edge ``education-num → hours-per-week`` was lost, and
 the rule ``education-num >= 13 and hours-per-week >= 45`` fell from a ratio of 0.528 to 0.448
-(octiles: 0.359; the data: 0.505).
+(octiles: 0.359; the data: 0.505). Where a numeric child depends on such a parent so strongly
+that the parent's spread inside 8 cells widens the child's (:func:`fine_cells`), the fit cuts
+the parent into up to ``MAX_FINE_CELLS`` equal-mass cells instead: with
+``tenure = 0.9·age + noise`` (r ≈ 0.97) a model reading ``tenure − 0.9·age`` saw a parity
+ratio of 0.75 on the tail cells where the generator's is 0.655.
 
 A categorical feature with more than ``MAX_PARENT_CELLS`` categories is a parent only of
 features cut into cells (their tables grow with it, but a table of per-value children would
@@ -42,7 +46,10 @@ The structure is searched by pgmpy's hill climbing (``pgmpy.causal_discovery.Hil
 with pgmpy's BIC score of the coded table (its formula, ``LL − ½ log(N) · q · (r − 1)``, with
 the state counts taken by ``numpy.bincount`` over the integer codes instead of a pandas
 group-by: the same numbers, ~50 times faster), at most ``MAX_PARENTS`` learned parents per
-node. With
+node. Between climbs, :func:`verifier.population.pair_moves.best_pair_move` adds two
+parents to one node at once when their joint raises the score though neither alone does
+(``c`` agreeing with ``a XOR b``: no single edge shows it), and the climb resumes from there,
+at most ``PAIR_ROUNDS`` times. With
 a ``protected`` feature (the audit's protected attribute) the search keeps it a root and
 *requires* the edge protected → feature for every other feature, so that each feature's
 distribution is fitted per protected group: the dependence through which a model that never
