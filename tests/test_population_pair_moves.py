@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 
+import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,6 +22,7 @@ import pytest
 import verifier.population.structure as structure
 from certgate.population_data import fit_population
 from verifier.population.model import PopulationModel
+from verifier.population.pair_moves import best_pair_move
 
 TOLERANCE_SE = 5.0
 
@@ -87,3 +89,22 @@ def test_a_joint_dependence_no_single_edge_shows_is_fitted(
     monkeypatch.setattr(structure, "PAIR_ROUNDS", 0)
     single_edge = misses(fit_population(frame, protected=protected), frame, agreement, by_sex)
     assert max(single_edge) > TOLERANCE_SE, single_edge
+
+
+def test_the_pair_search_keeps_to_its_budget_of_scores() -> None:
+    """On the XOR table's codes (nodes ``a, b, c, d`` = 0..3, no edges) the best move makes
+    ``c``'s agreement with ``a XOR b`` explained: two of the three as parents of the third.
+    A budget below the first node's 3 pairs scores none of them; the first node's 3 pairs
+    alone find its move; the whole search needs 4 nodes × 3 pairs."""
+    frame = xor_table(6000, {"F": 0.8, "M": 0.8}, seed=31)[["a", "b", "c", "d"]]
+    table = pd.DataFrame({index: pd.Categorical(frame[name]) for index, name
+                          in enumerate(frame.columns)})
+    score = structure._counting_bic(table, {index: frame[name].to_numpy()
+                                            for index, name in enumerate(frame.columns)})
+    empty = nx.DiGraph()
+    empty.add_nodes_from(range(4))
+    assert best_pair_move(empty, score, set(), 3, budget=2) is None
+    assert best_pair_move(empty, score, set(), 3, budget=3) == (1, 2, 0)
+    assert best_pair_move(empty, score, set(), 3, budget=12) in {(1, 2, 0), (0, 2, 1),
+                                                                  (0, 1, 2)}
+    assert best_pair_move(empty, score, {(1, 0)}, 3, budget=12) in {(0, 2, 1), (0, 1, 2)}
