@@ -578,7 +578,8 @@ def learned_note(learned: LearnedStructure, rows: int) -> str:
     protected = (f"; protected attribute {learned.protected!r} is every feature's parent"
                  if learned.protected else "")
     return (f"Bayesian network, structure learned from {rows} rows by hill climbing on the BIC "
-            f"score (pgmpy){protected}. Edges: {learned.edge_text()}.")
+            f"score (pgmpy) and moves adding two parents at once{protected}. Edges: "
+            f"{learned.edge_text()}.")
 
 
 def _on_data_range(feature: Feature, frame: pd.DataFrame) -> Feature:

@@ -22,7 +22,11 @@ correlated 0.8 had a rate of 0.126 on the fitted population where 19,000 rows gi
 0.135 and 0.378. Coding the search's cells that finely instead raised the penalty of every
 numeric child's parents: on Adult the edge ``education-num → hours-per-week`` was lost, and
 the rule ``education-num >= 13 and hours-per-week >= 45`` fell from a ratio of 0.528 to 0.448
-(octiles: 0.359; the data: 0.505).
+(octiles: 0.359; the data: 0.505). Where a numeric child depends on such a parent so strongly
+that the parent's spread inside 8 cells widens the child's (:func:`fine_cells`), the fit cuts
+the parent into up to ``MAX_FINE_CELLS`` equal-mass cells instead: with
+``tenure = 0.9·age + noise`` (r ≈ 0.97) a model reading ``tenure − 0.9·age`` saw a parity
+ratio of 0.75 on the tail cells where the generator's is 0.655.
 
 A categorical feature with more than ``MAX_PARENT_CELLS`` categories is a parent only of
 features cut into cells (their tables grow with it, but a table of per-value children would
@@ -42,7 +46,10 @@ The structure is searched by pgmpy's hill climbing (``pgmpy.causal_discovery.Hil
 with pgmpy's BIC score of the coded table (its formula, ``LL − ½ log(N) · q · (r − 1)``, with
 the state counts taken by ``numpy.bincount`` over the integer codes instead of a pandas
 group-by: the same numbers, ~50 times faster), at most ``MAX_PARENTS`` learned parents per
-node. With
+node. Between climbs, :func:`verifier.population.pair_moves.best_pair_move` adds two
+parents to one node at once when their joint raises the score though neither alone does
+(``c`` agreeing with ``a XOR b``: no single edge shows it), and the climb resumes from there,
+at most ``PAIR_ROUNDS`` times. With
 a ``protected`` feature (the audit's protected attribute) the search keeps it a root and
 *requires* the edge protected → feature for every other feature, so that each feature's
 distribution is fitted per protected group: the dependence through which a model that never
@@ -64,6 +71,7 @@ import pandas as pd
 
 from verifier.population.errors import PopulationError
 from verifier.population.fitting import bin_shares
+from verifier.population.pair_moves import PAIR_ROUNDS, best_pair_move
 from verifier.population.schema import Feature
 
 MAX_PARENTS = 3
@@ -71,6 +79,9 @@ PARENT_BINS = 4
 MAX_PARENT_CELLS = 8
 TAIL_CELL_ROWS = 30
 FINE_CUT_PARENTS = 1
+MAX_FINE_CELLS = 32
+FINE_CELL_ROWS = 80
+FINE_SPREAD_EXCESS = 0.02
 
 
 @dataclass(frozen=True)
@@ -155,6 +166,16 @@ def _counting_bic(table: pd.DataFrame, coded: dict[int, np.ndarray]) -> Any:
     return CountingBIC(table)
 
 
+def _climb(search: Any, table: pd.DataFrame) -> Any:
+    """The DAG ``search`` (a configured ``HillClimbSearch``) climbs to on ``table``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # The score holds the whole table; the search reads only the variables from what
+        # it is given, whose per-cell input check costs seconds on 30k rows.
+        search.fit(table.iloc[:2])
+    return search.causal_graph_
+
+
 def _coarsens(parent: str, child: str, bins: dict[str, list[float]], cells: dict[str, int]
               ) -> bool:
     """Whether the edge ``parent → child`` would hold their dependence only through the
@@ -203,18 +224,25 @@ def learn_structure(frame: pd.DataFrame, features: list[Feature],
     required = [(node[protected], node[b]) for b in names
                 if protected is not None and b != protected]
     if len(names) > 1:
-        search = HillClimbSearch(
-            scoring_method=_counting_bic(table, by_node),
-            max_indegree=MAX_PARENTS + (protected is not None),
-            expert_knowledge=ExpertKnowledge(forbidden_edges=forbidden or None,
-                                             required_edges=required or None),
-            return_type="dag", show_progress=False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            # The score holds the whole table; the search reads only the variables from what
-            # it is given, whose per-cell input check costs seconds on 30k rows.
-            search.fit(table.iloc[:2])
-        edges = {(names[a], names[b]) for a, b in search.causal_graph_.edges()}
+        score = _counting_bic(table, by_node)
+        max_indegree = MAX_PARENTS + (protected is not None)
+
+        def search_of(start: Any) -> Any:
+            return HillClimbSearch(
+                scoring_method=score, start_dag=start, max_indegree=max_indegree,
+                expert_knowledge=ExpertKnowledge(forbidden_edges=forbidden or None,
+                                                 required_edges=required or None),
+                return_type="dag", show_progress=False)
+
+        dag = _climb(search_of(None), table)
+        for _ in range(PAIR_ROUNDS):
+            pair = best_pair_move(dag, score, set(forbidden), max_indegree)
+            if pair is None:
+                break
+            first, second, child = pair
+            dag.add_edges_from([(first, child), (second, child)])
+            dag = _climb(search_of(dag), table)
+        edges = {(names[a], names[b]) for a, b in dag.edges()}
     else:
         edges = set()
     parents = {
@@ -224,8 +252,8 @@ def learn_structure(frame: pd.DataFrame, features: list[Feature],
     parents = {name: found for name, found in parents.items() if found}
     ordered = [(a, b) for b in names for a in parents.get(b, [])]
     used = {p for found in parents.values() for p in found}
-    cut = {f.name: parent_cuts(frame, f) if _few_cut_siblings(f.name, parents, bins)
-           else bins[f.name] for f in features if f.name in bins and f.name in used}
+    cut = {f.name: _fitted_cuts(frame, f, parents, bins) for f in features
+           if f.name in bins and f.name in used}
     return LearnedStructure(parents, cut, ordered, protected)
 
 
@@ -241,3 +269,56 @@ def _few_cut_siblings(parent: str, parents: dict[str, list[str]], bins: dict[str
     1.8 times the CPU per box on such a fit."""
     return all(sum(p in bins for p in found) <= FINE_CUT_PARENTS
                for found in parents.values() if parent in found)
+
+
+def _fitted_cuts(frame: pd.DataFrame, feature: Feature, parents: dict[str, list[str]],
+                 bins: dict[str, list[float]]) -> list[float]:
+    """The cut points of numeric parent ``feature`` in the fitted network: the search's
+    quartiles when a child has another cut parent (:func:`_few_cut_siblings`), else the
+    tail cells of :func:`parent_cuts`, or :func:`fine_cells` equal-mass cells when a
+    numeric child needs more."""
+    if not _few_cut_siblings(feature.name, parents, bins):
+        return bins[feature.name]
+    values = frame[feature.name].to_numpy(dtype=np.float64)
+    children = [frame[child].to_numpy(dtype=np.float64) for child, found in parents.items()
+                if feature.name in found and child in bins]
+    cells = fine_cells(values, children)
+    if cells <= MAX_PARENT_CELLS:
+        return parent_cuts(frame, feature)
+    return _cuts_at(values, feature, np.arange(1, cells) / cells)
+
+
+def fine_cells(parent: np.ndarray, children: list[np.ndarray]) -> int:
+    """How many equal-mass cells of a numeric ``parent``'s values keep its numeric
+    ``children`` (their values on the same rows) close to their spread at the parent's
+    value: the fewest of ``MAX_PARENT_CELLS · 2^j`` cells (at most ``MAX_FINE_CELLS``, each
+    of at least ``FINE_CELL_ROWS`` rows) whose every child's pooled within-cell variance is
+    at most ``1 + FINE_SPREAD_EXCESS`` times its variance within the finest such cells.
+
+    Within a cell the fitted child is independent of the parent's value, so the parent's own
+    spread inside the cell is added to the child's: with ``tenure = 0.9·age + N(0, 2.5)`` on
+    ``age ~ U(22, 65)`` (r ≈ 0.97), 8 cells widen tenure's spread at a given age by 12 %
+    (a model reading ``tenure − 0.9·age`` saw a parity ratio 0.06–0.12 off), 32 cells by
+    1 %. ``MAX_PARENT_CELLS`` (no finer cells) when the rows allow no more or no child
+    needs them."""
+    finest = MAX_PARENT_CELLS
+    while 2 * finest <= MAX_FINE_CELLS and parent.size >= 2 * finest * FINE_CELL_ROWS:
+        finest *= 2
+    if finest == MAX_PARENT_CELLS or not children:
+        return MAX_PARENT_CELLS
+    order = np.argsort(parent, kind="stable")
+    ranks = np.empty(parent.size, dtype=np.int64)
+    ranks[order] = np.arange(parent.size)
+
+    def within(child: np.ndarray, cells: int) -> float:
+        codes = ranks * cells // parent.size
+        counts = np.bincount(codes, minlength=cells)
+        sums = np.bincount(codes, weights=child, minlength=cells)
+        squares = np.bincount(codes, weights=child * child, minlength=cells)
+        return float((squares - sums * sums / np.maximum(counts, 1)).sum() / parent.size)
+
+    cells = MAX_PARENT_CELLS
+    while cells < finest and any(within(child, cells) > (1 + FINE_SPREAD_EXCESS)
+                                 * within(child, finest) for child in children):
+        cells *= 2
+    return cells
