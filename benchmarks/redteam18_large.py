@@ -20,9 +20,9 @@ weights in ``CASE.weights.npz``, not by certgate's network).
 ``register CASE POPULATION --tracking-uri URI`` logs the model as users do
 (``mlflow.pytorch.log_model`` with a numpy input example: no input names), registers it as
 ``CASE`` with alias ``candidate``, logs the population file as a run artifact and prints the
-URIs a configuration names. Run from the checkout's root, e.g. ``PYTHONPATH=. python
-benchmarks/redteam18_large.py tables wide200k`` (the ``PYTHONPATH`` makes ``oracle`` sample
-with this checkout's ``verifier``).
+URIs a configuration names. Run from the checkout's root, e.g.
+``PYTHONPATH=. python benchmarks/redteam18_large.py tables wide200k`` (the ``PYTHONPATH``
+makes ``oracle`` sample with this checkout's ``verifier``).
 """
 
 from __future__ import annotations
