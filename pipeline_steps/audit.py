@@ -675,7 +675,7 @@ def audit_model(config: CertgateConfig, *, model_uri: str | None = None, force: 
                                                           progress)
             guard.checkpoint()
             check_certificates(config.audits, certificates, network, population, data,
-                               options(config))
+                               options(config), progress)
             for certificate in certificates.values():
                 certificate.provenance = provenance(loaded, artifact, network, model_inputs)
             try:

@@ -12,11 +12,12 @@ record into what each output shows: MLflow metrics (:func:`fidelity_metrics`) an
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline_steps.fidelity_data import dropped_text, resolve_data, table_rows
-from verifier.audits import fidelity_check
+from verifier.audits import fidelity_check, kind_module
 from verifier.audits.fidelity import (
     DataRows,
     FidelityOptions,
@@ -63,13 +64,28 @@ def pipeline_data(config: CertgateConfig, registry: Registry | None, loaded: Loa
 
 def check_certificates(audits: list[Any], certificates: dict[str, Certificate],
                        network: Network, population: Any, data: DataRows | NoData,
-                       chosen: FidelityOptions) -> None:
-    """Record the fidelity check on every audit's certificate."""
+                       chosen: FidelityOptions, progress: bool = False) -> None:
+    """Record the fidelity check on every audit's certificate; with ``progress``, each check
+    that evaluates the model on the data rows is announced first (:func:`announce_check`)."""
     for settings in audits:
         certificate = certificates.get(settings.name)
         if certificate is not None:
+            announce_check(settings, data, progress)
             attach(certificate, fidelity_check(settings, certificate, network, population,
                                                data, chosen))
+
+
+def announce_check(settings: Any, data: DataRows | NoData, enabled: bool) -> None:
+    """When ``enabled`` and the audit's kind checks its certificate on the data rows, say on
+    stderr which table and how many rows the model is about to classify: the check runs
+    after the audit's time budget and takes about half a minute on a million rows, so it is
+    named before that silence, not only in the result."""
+    if not enabled or not isinstance(data, DataRows) or not len(data.rows) \
+            or isinstance(kind_module(settings.kind).EMPIRICAL_CHECK, str):
+        return
+    where = data.source.get("uri", "the data")
+    print(f"{settings.name}: population fidelity: classifying {len(data.rows):,} data rows "
+          f"of {where}...", file=sys.stderr, flush=True)
 
 
 def status(certificate: Certificate | None) -> str | None:

@@ -90,3 +90,21 @@ def test_missing_data_file_is_an_input_error(capsys, files) -> None:
         "--gamma", "0.8", "--data", str(files["root"] / "none.csv"), "--json")
     assert code == 2
     assert json.loads(out)["error"].startswith("--data")
+
+
+def test_the_check_is_announced_on_stderr_before_it_runs(capsys, files) -> None:
+    """On a large table the check classifies every row after the audit's budget (about half
+    a minute per million rows): the human output names it on stderr, with the table and row
+    count, before the result; ``--no-progress`` and ``--json`` keep stderr free of it."""
+    arguments = ("verify", "demographic-parity", "--model", str(files["model"]),
+                 "--input-names", ",".join(COLUMNS), "--population", str(files["fitted"]),
+                 "--protected", "sex", "--privileged", "1", "--favorable-class", "1",
+                 "--gamma", "0.8", "--timeout", "30")
+    code, out, err = run_cli(capsys, *arguments)
+    assert code == 1 and "population fidelity: contradicted" in out
+    assert ("demographic_parity: population fidelity: classifying 2,000 data rows of "
+            "train.csv...") in err
+    for quiet in ("--no-progress", "--json"):
+        code, out, err = run_cli(capsys, *arguments, quiet)
+        assert code == 1
+        assert "classifying" not in err and "classifying" not in out

@@ -162,3 +162,19 @@ def test_an_unchecked_population_follows_the_population_unchecked_policy(
     assert code == 0 and gate["outcome"] == "passed"
     assert gate["checks"]["demographic_parity"]["status"] == "proven_pass"
     assert alias_version(registry, name, "champion") == version
+
+
+def test_run_announces_the_check_on_stderr_and_keeps_stdout_one_object(
+        registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``certgate run`` shows progress on stderr under ``--json`` too: the fidelity check,
+    which classifies every data row after the audits' budgets, is named there before it
+    runs (table and row count); stdout stays the one JSON object."""
+    name, _, csv = register(registry, tmp_path)
+    config = write_server_config(tmp_path, registry.tracking_uri,
+                                 {"uri": f"models:/{name}@candidate"}, [PARITY], samples=300)
+    code, out, err = run_cli(capsys, "run", "--config", str(config), "--json")
+    assert code == 1, (out, err)
+    assert json.loads(out)["audit"]["audits"]["demographic_parity"]["population_fidelity"][
+        "data"]["rows_used"] == 2000
+    assert (f"demographic_parity: population fidelity: classifying 2,000 data rows of "
+            f"{csv}...") in err

@@ -303,3 +303,21 @@ def test_a_numeric_input_written_as_text_in_one_row_is_named(
     assert code == 2 and not out.exists()
     assert "column 'income' holds text" in answer["error"] and "'unknown'" in answer["error"]
     assert len(answer["error"]) < 400
+
+
+def test_the_fit_says_what_it_fits_before_it_starts(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    """A default fit of a 1M-row table takes 25 s with no other output: the human output
+    names the table, its rows and its raw columns on stderr before the fit; ``--json``
+    keeps both streams free of it."""
+    data = tmp_path / "data.csv"
+    mixed_table(300).to_csv(data, index=False)
+    out = tmp_path / "population.json"
+    capsys.readouterr()
+    assert main(["population", "fit", str(data), "--out", str(out), "--independent"]) == 0
+    captured = capsys.readouterr()
+    assert f"{data}: fitting a population model of 300 rows, 8 columns..." in captured.err
+    assert main(["population", "fit", str(data), "--out", str(out), "--independent",
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "fitting" not in captured.err and json.loads(captured.out)["file"] == str(out)

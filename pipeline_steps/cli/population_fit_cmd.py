@@ -316,6 +316,9 @@ def run_fit(args: argparse.Namespace) -> int:
                    for key, text in _pairs(args.categorical, "--categorical").items()}
     parents = {key: _names(text, "--parents", key)
                for key, text in _pairs(args.parents, "--parents").items()}
+    if not args.json:
+        print(f"{args.data}: fitting a population model of {len(frame):,} rows, "
+              f"{frame.shape[1]} columns...", file=sys.stderr, flush=True)
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PopulationFitWarning)

@@ -213,6 +213,7 @@ def _fmt(value: float) -> str:
 def run_demographic_parity(args: argparse.Namespace) -> int:
     """The ``demographic_parity`` audit kind (:mod:`verifier.audits.demographic_parity`) with
     the settings given as options, exactly as ``certgate run`` runs it."""
+    from pipeline_steps.fidelity_step import announce_check
     from pipeline_steps.progress import audit_progress
     from verifier.audits import DemographicParitySettings, run_audit
 
@@ -229,6 +230,7 @@ def run_demographic_parity(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     certificate.provenance.update(read)
+    announce_check(settings, inputs[1], shows_progress(args))
     check_fidelity(inputs, settings, certificate, network, population)
     code = _report(certificate, args.json, settings.requirement.label)
     return exit_code(args, certificate, code)

@@ -9,6 +9,7 @@ PV bounds networks, not scikit-learn trees, which keep the refusal.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from verifier.wmi.arguments import (
     check_noise_width,
     check_ordered_feature,
 )
-from verifier.wmi.branching import Copies, branch, input_atom
+from verifier.wmi.branching import Copies, branch, input_atom, timed_out_before_branching
 from verifier.wmi.encode import WMIInputError
 from verifier.wmi.engine import WMIResult
 from verifier.wmi.measures import (
@@ -33,6 +34,7 @@ from verifier.wmi.measures import (
     strict_order_probability,
 )
 from verifier.wmi.monotone_slopes import MonotoneBoxes, margin_rows
+from verifier.wmi.roots import DeadlineReached
 
 Engine = dict[str, Any]  # stop_at, deadline, tolerance, executor, bound_method
 
@@ -92,10 +94,16 @@ def monotonicity(model: Network, prior: Any, feature: int, *, decreasing: bool,
     """Monotonicity in ``feature`` (:func:`verifier.wmi.monotonicity`): ``x`` from
     the prior (or the uniform prior on the support box), ``x′_i`` an independent draw of the
     same measure's marginal of the feature, pairs with ``x_i < x′_i`` (``>`` when
-    ``decreasing``; equal values cannot violate and leave the precondition)."""
+    ``decreasing``; equal values cannot violate and leave the precondition). A deadline
+    that passes while the uniform measure lists the values of positive probability ends the
+    run there, timed out with ``[0, 1]``."""
+    started = time.perf_counter()
     dimension = sized(prior, model)
     names = monotonicity_arguments(prior, feature, dimension)
-    base = prior if use_prior else SupportUniform(prior, names)
+    try:
+        base = prior if use_prior else SupportUniform(prior, names, engine["deadline"])
+    except DeadlineReached:
+        return timed_out_before_branching(started)
     measure = JointMeasure([base, ColumnMarginal(base, feature)])
     width = dimension + 1
     first = _selection(dimension, width)

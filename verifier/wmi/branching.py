@@ -245,3 +245,16 @@ def branch(name: str, copies: Copies, measure: JointMeasure, event: Event,
                **({} if low_norm > 0 else {"precondition_mass": [0.0, float(high_norm)]})})
 
 
+def timed_out_before_branching(started: float) -> WMIResult:
+    """The result of a branching whose deadline passed before PV began (while its measure
+    was being set up, ``started`` a ``time.perf_counter()`` instant): no box bounded, so
+    the probability is only known to lie in ``[0, 1]``, which is proven; ``timed_out``."""
+    return WMIResult(
+        probability=0.0, violation_probability=1.0, total_mass=0.0, violation_mass=0.0,
+        regions=0, integrals=0, lps=0, elapsed_s=time.perf_counter() - started,
+        stopped_early=False, probability_lower=0.0, probability_upper=1.0, exact=False,
+        timed_out=True, refinements=0, proven=True,
+        extra={"method": "box branching (PV)", "boxes": 0, "branching_stopped_by": "timeout",
+               "setup_timed_out": "the deadline passed while the uniform measure listed "
+                                  "the values of positive probability"})
+

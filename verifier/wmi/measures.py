@@ -30,6 +30,7 @@ import numpy as np
 from verifier.numerics import EPS, down, scaled_down, scaled_up, up
 from verifier.wmi.arguments import check_uniform_support
 from verifier.wmi.encode import WMIInputError
+from verifier.wmi.roots import DeadlineReached
 
 POINT_BATCH = 8192
 """Integer points whose probability one enclosure call bounds when :class:`SupportUniform`
@@ -142,10 +143,14 @@ class ColumnMarginal:
         return self.prior.prob_boxes_interval(full_lo, full_hi)
 
 
-def positive_values(prior: Any, column: int, low: float, high: float) -> np.ndarray:
+def positive_values(prior: Any, column: int, low: float, high: float,
+                    deadline: float = np.inf) -> np.ndarray:
     """The integers of ``[low, high]`` to which ``prior`` may give positive probability in
     column ``column`` (upper enclosure > 0): the prior's listed atoms when it lists them,
-    else every integer of the range, bounded ``POINT_BATCH`` points at a time."""
+    else every integer of the range, bounded ``POINT_BATCH`` points at a time. Raises
+    :class:`~verifier.wmi.roots.DeadlineReached` once ``deadline`` (a
+    ``time.perf_counter()`` instant) has passed before a batch: a Bayesian network's
+    enclosure takes seconds per call, and a wide integer column needs many."""
     atoms = prior.column_atoms()[column] if hasattr(prior, "column_atoms") else None
     if atoms is not None:
         candidates = np.asarray(atoms, dtype=np.float64)
@@ -155,6 +160,8 @@ def positive_values(prior: Any, column: int, low: float, high: float) -> np.ndar
     width = len(prior.support()[0])
     kept = []
     for start in range(0, candidates.size, POINT_BATCH):
+        if time.perf_counter() >= deadline:
+            raise DeadlineReached
         points = candidates[start:start + POINT_BATCH]
         lo = np.full((points.size, width), -np.inf)
         hi = np.full((points.size, width), np.inf)
@@ -175,9 +182,11 @@ class _Part:
 
 class SupportUniform:
     """The uniform prior on ``prior``'s support box (module docstring). A continuous column
-    with an unbounded support is refused naming it."""
+    with an unbounded support is refused naming it; listing the values of positive
+    probability raises :class:`~verifier.wmi.roots.DeadlineReached` once ``deadline`` has
+    passed (:func:`positive_values`)."""
 
-    def __init__(self, prior: Any, names: list[str]) -> None:
+    def __init__(self, prior: Any, names: list[str], deadline: float = np.inf) -> None:
         lower, upper = prior.support()
         integer = np.asarray(prior.integer_columns(), dtype=bool)
         groups = [tuple(int(c) for c in g) for g in prior.onehot_groups()]
@@ -186,7 +195,8 @@ class SupportUniform:
         self.parts: list[_Part] = []
         atoms: list[np.ndarray | None] = [None] * self.dimension
         for group in groups:
-            mask = np.array([positive_values(prior, c, 1.0, 1.0).size > 0 for c in group])
+            mask = np.array([positive_values(prior, c, 1.0, 1.0, deadline).size > 0
+                             for c in group])
             self.parts.append(_Part(group, "group", mask))
             for c in group:
                 atoms[c] = np.array([0.0, 1.0])
@@ -194,7 +204,7 @@ class SupportUniform:
             if j in grouped:
                 continue
             if integer[j]:
-                values = positive_values(prior, j, float(lower[j]), float(upper[j]))
+                values = positive_values(prior, j, float(lower[j]), float(upper[j]), deadline)
                 if values.size == 0:
                     raise WMIInputError(f"column {names[j]!r} takes no value of positive "
                                         "probability")

@@ -19,8 +19,10 @@ from verifier.wmi.polynomial import box_bound, compiled, constant, embed, multip
 
 
 class DeadlineReached(Exception):
-    """The deadline passed while :func:`build_roots` listed combinations of pieces, or while
-    the solver enumerated a root's regions (:func:`verifier.wmi.engine.root_masses`)."""
+    """The deadline passed while :func:`build_roots` listed combinations of pieces, while
+    the solver enumerated a root's regions (:func:`verifier.wmi.engine.root_masses`), or
+    while box branching's uniform measure listed the values of positive probability
+    (:class:`verifier.wmi.measures.SupportUniform`)."""
 
 
 def build_roots(dimension: int, factors: list[WeightFactor], pre_lower: np.ndarray,
