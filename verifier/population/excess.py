@@ -44,6 +44,7 @@ import numpy as np
 from verifier.numerics import EPS, relative_margin, scaled_down, scaled_up
 from verifier.population.distributions import Categorical
 from verifier.population.elimination import LETTERS, Elimination, RowTable, planned_einsum
+from verifier.population.excess_kernels import bin_pairs, bin_values, convolve_rows
 from verifier.population.network_view import NetworkNode
 from verifier.population.rounding import TINY
 
@@ -402,12 +403,10 @@ class ExcessBounds:
                 chosen = weights[row_of[:1]]
             else:
                 chosen = weights[row_of]  # (B, parent cells…, cells, values)
-            own = level.reshape(batch, -1)  # its parent axes have size 1
-            onehot = np.zeros((*inside.shape, bins + 1))  # (B, values, N + 1): 1.0 at a
-            onehot[np.arange(batch)[:, None], np.arange(inside.shape[1]), own] = inside
-            shape = chosen.shape
-            flat = chosen.reshape(shape[0], -1, shape[-1]) @ onehot
-            return flat.reshape(batch, *shape[1:-1], bins + 1)
+            shape = (batch, *chosen.shape[1:])
+            flat = bin_values(np.broadcast_to(chosen, shape).reshape(batch, -1, shape[-1]),
+                              inside, level.reshape(batch, -1), bins)
+            return flat.reshape(*shape[:-1], bins + 1)
         # bins per combination of parent cells: each held (box, value) pair adds its weight
         # under every (parent cells, cell) entry into that entry's bin; per entry the pairs
         # come in the order of their values, as a sum over the value axis would take them
@@ -416,24 +415,14 @@ class ExcessBounds:
         rows = row_of[boxes]  # (pairs, parent cells…)
         by_value = self.by_value[u]  # (rows + 1, values, cells)
         if u in kept:
-            index, real = kept[u]
-            own = index[boxes].reshape(pairs, *([1] * (rows.ndim - 1)), -1)
-            at = values.reshape(pairs, *([1] * rows.ndim))
-            chosen = by_value[rows[..., None], at, own] * real[boxes].reshape(own.shape)
-        else:  # the flat (row, value) table read at row · values + value
-            at = rows * by_value.shape[1] + values.reshape(pairs, *([1] * (rows.ndim - 1)))
-            chosen = by_value.reshape(-1, by_value.shape[2]).take(at, axis=0)
-        # chosen: (pairs, parent cells…, cells); slot ((box · entries + entry) · cells +
-        # cell) · (N + 1) + bin
-        entries = int(np.prod(chosen.shape[1:-1]))
-        cells = chosen.shape[-1]
-        offsets = np.arange(entries * cells).reshape(chosen.shape[1:]) * (bins + 1)
-        slots = (boxes * (entries * cells * (bins + 1))).reshape(
-            pairs, *([1] * (chosen.ndim - 1))) + offsets
-        slots += level[..., None]
-        flat = np.bincount(slots.ravel(), weights=chosen.ravel(),
-                           minlength=batch * entries * cells * (bins + 1))
-        return flat.reshape(batch, *chosen.shape[1:], bins + 1)
+            cells, real = kept[u]
+        else:  # every cell, each real (a product by 1.0 is exact)
+            cells = np.broadcast_to(np.arange(by_value.shape[2]), (batch, by_value.shape[2]))
+            real = np.ones(cells.shape)
+        # level: (pairs, parent cells…), size 1 on the axes of parents not taken in
+        flat = bin_pairs(by_value, rows.reshape(pairs, -1), values, boxes, cells, real,
+                         np.broadcast_to(level, rows.shape).reshape(pairs, -1), bins)
+        return flat.reshape(*row_of.shape, cells.shape[1], bins + 1)
 
     def _rows(self, u: int, kept: dict[int, tuple[np.ndarray, np.ndarray]],
               batch: int) -> np.ndarray:
@@ -573,28 +562,13 @@ def _broadcast(table: np.ndarray, variables: tuple[int, ...], scope: tuple[int, 
 
 def _convolve(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarray:
     """Saturated convolution along the last axis (length ``N + 1``; the last bin holds
-    ``≥ N``) of two broadcastable tables of non-negative entries."""
-    levels = bins + 1
-    padded = np.zeros((*first.shape[:-1], bins + levels))
-    padded[..., bins:] = first
-    step = padded.strides[-1]  # windows[..., k, m] = padded[..., k + m]
-    windows = np.lib.stride_tricks.as_strided(
-        padded, (*padded.shape[:-1], levels, levels), (*padded.strides[:-1], step, step),
-        writeable=False)
-    # windows[..., k, m] = first[k + m − N]: out[k] = Σ_m first[k − m]·second[m] (k < N), one
-    # small matrix-vector product per entry (Adult-13 2×64, the 457 convolutions of 8,192
-    # boxes: 0.34–0.39 s, where einsum over the strided views took 0.43–0.49 s)
+    ``≥ N``) of two broadcastable tables of non-negative entries: each bin a sum of at most
+    ``N + 1`` non-negative products (:func:`~verifier.population.excess_kernels.
+    convolve_rows`)."""
     shape = np.broadcast_shapes(first.shape, second.shape)
-    out = np.empty(shape)
-    np.matmul(windows[..., :bins, ::-1], second[..., :, None], out=out[..., :bins, None])
-    # tail[j] = Σ_{m ≥ N − j} second[m], summed from m = N down as cumsum would (one
-    # vector addition per bin is cheaper than cumsum's many rows of N + 1)
-    tail = np.empty_like(second)
-    tail[..., 0] = second[..., bins]
-    for j in range(1, levels):
-        np.add(tail[..., j - 1], second[..., bins - j], out=tail[..., j])
-    out[..., bins] = np.einsum("...i,...i->...", first, tail)
-    return out
+    levels = bins + 1
+    return convolve_rows(np.broadcast_to(first, shape).reshape(-1, levels),
+                         np.broadcast_to(second, shape).reshape(-1, levels), bins).reshape(shape)
 
 
 def _eliminate(involved: list[tuple[np.ndarray, tuple[int, ...], bool]], variable: int,
