@@ -44,7 +44,12 @@ import numpy as np
 from verifier.numerics import EPS, relative_margin, scaled_down, scaled_up
 from verifier.population.distributions import Categorical
 from verifier.population.elimination import LETTERS, Elimination, RowTable, planned_einsum
-from verifier.population.excess_kernels import bin_pairs, bin_values, convolve_rows
+from verifier.population.excess_kernels import (
+    bin_pairs,
+    bin_values,
+    convolve_rows,
+    floor_levels,
+)
 from verifier.population.network_view import NetworkNode
 from verifier.population.rounding import TINY
 
@@ -262,20 +267,16 @@ class ExcessBounds:
             inside, own = excess[u]
             factor = self.elimination.factors[u]
             row = int(factor.row_of.reshape(-1)[0])  # its only entry; -1: none (zero row)
-            weights = self.by_value[u]
+            weights = self.weights[u]
             assert weights is not None
-            probability = weights[row, :, 0]  # (values,): the one cell's lower ends
             # ⌊t·R / h⌋ rounded down: one division's rounding (the product by R, a power of
             # two, is exact), covered as in :meth:`_bins`
-            quotient = own / width[:, None] * float(FINE_STEPS)
-            scaled_down(quotient, 4.0 * EPS, out=quotient)
-            np.floor(quotient, out=quotient)
-            np.minimum(quotient, float(fine), out=quotient)
-            level = quotient.astype(np.int64)
-            slots = np.arange(inside.shape[0])[:, None] * (fine + 1) + level
-            table = np.bincount(slots.ravel(), weights=(inside * probability).ravel(),
-                                minlength=inside.shape[0] * (fine + 1))
-            table = table.reshape(inside.shape[0], fine + 1)
+            level = floor_levels(own, width, float(FINE_STEPS), scaled_down(1.0, 4.0 * EPS),
+                                 fine)
+            batch = inside.shape[0]  # each box: the row's lower ends on its one cell
+            cells, real = _every_cell(batch, 1)
+            table = bin_values(weights, np.full((batch, 1), row), cells, real, inside, level,
+                               fine).reshape(batch, fine + 1)
             joint = table if joint is None else _convolve(joint, table, fine)
         assert joint is not None
         coarse = np.empty((joint.shape[0], bins + 1))
@@ -376,11 +377,9 @@ class ExcessBounds:
         margin = (4.0 + 2.0 * len(taken)) * EPS
         if not (np.floor(scaled_down(peak / width, margin)) > 0.0).any():
             return None
-        quotient = total / width[boxes].reshape(boxes.size, *([1] * (total.ndim - 1)))
-        scaled_down(quotient, margin, out=quotient)
-        np.floor(quotient, out=quotient)
-        np.minimum(quotient, float(bins), out=quotient)
-        return _Levels(inside, boxes, values, quotient.astype(np.int64))
+        level = floor_levels(total.reshape(boxes.size, -1), width[boxes], 1.0,
+                             scaled_down(1.0, margin), bins)
+        return _Levels(inside, boxes, values, level.reshape(total.shape))
 
     def _binned_table(self, u: int, found: _Levels, bins: int,
                       kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -394,19 +393,11 @@ class ExcessBounds:
         weights = self.weights[u]
         assert weights is not None
         row_of = self._rows(u, kept, batch)
+        cells, real = kept[u] if u in kept else _every_cell(batch, weights.shape[1])
         if found.values is None:  # one bin per value: a product with its one-hot bins
-            if u in kept:
-                index, real = kept[u]
-                own = index.reshape(batch, *([1] * (row_of.ndim - 1)), -1)
-                chosen = weights[row_of[..., None], own] * real.reshape(own.shape)[..., None]
-            elif row_of.ndim == 1:  # no parents: one row, the same matrix for every box
-                chosen = weights[row_of[:1]]
-            else:
-                chosen = weights[row_of]  # (B, parent cells…, cells, values)
-            shape = (batch, *chosen.shape[1:])
-            flat = bin_values(np.broadcast_to(chosen, shape).reshape(batch, -1, shape[-1]),
-                              inside, level.reshape(batch, -1), bins)
-            return flat.reshape(*shape[:-1], bins + 1)
+            flat = bin_values(weights, row_of.reshape(batch, -1), cells, real, inside,
+                              level.reshape(batch, -1), bins)  # its parent axes have size 1
+            return flat.reshape(*row_of.shape, cells.shape[1], bins + 1)
         # bins per combination of parent cells: each held (box, value) pair adds its weight
         # under every (parent cells, cell) entry into that entry's bin; per entry the pairs
         # come in the order of their values, as a sum over the value axis would take them
@@ -414,11 +405,6 @@ class ExcessBounds:
         pairs = boxes.size
         rows = row_of[boxes]  # (pairs, parent cells…)
         by_value = self.by_value[u]  # (rows + 1, values, cells)
-        if u in kept:
-            cells, real = kept[u]
-        else:  # every cell, each real (a product by 1.0 is exact)
-            cells = np.broadcast_to(np.arange(by_value.shape[2]), (batch, by_value.shape[2]))
-            real = np.ones(cells.shape)
         # level: (pairs, parent cells…), size 1 on the axes of parents not taken in
         flat = bin_pairs(by_value, rows.reshape(pairs, -1), values, boxes, cells, real,
                          np.broadcast_to(level, rows.shape).reshape(pairs, -1), bins)
@@ -538,6 +524,12 @@ class _OwnMasses:
         if u not in self._whole:
             self._whole[u] = self.elimination.own_masses(u, self.lo, self.hi).lower
         return self._whole[u][rows]
+
+
+def _every_cell(batch: int, cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every cell kept for each of ``batch`` boxes, each real (as :meth:`ExcessBounds._kept`
+    gives them; a product by 1.0 is exact)."""
+    return (np.broadcast_to(np.arange(cells), (batch, cells)), np.ones((batch, cells)))
 
 
 def _letters(variables: tuple[int, ...], names: dict[int, str]) -> str:

@@ -56,19 +56,28 @@ def convolve_rows(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarra
 
 
 @numba.njit(cache=True)
-def bin_values(chosen: np.ndarray, inside: np.ndarray, level: np.ndarray,
-               bins: int) -> np.ndarray:
-    """``(B, entries, N + 1)``: per box and entry, the sum of ``chosen[b, e, v]`` ``(B,
-    entries, values)`` over the values ``v`` the box holds (``inside`` ``(B, values)``) whose
-    bin ``level[b, v]`` is that bin, added in the order of the values from zero: the product
-    with a one-hot table of the bins, without its terms that are exact zeros."""
-    batch, entries, values = chosen.shape
-    out = np.zeros((batch, entries, bins + 1))
+def bin_values(weights: np.ndarray, rows: np.ndarray, cells: np.ndarray, real: np.ndarray,
+               inside: np.ndarray, level: np.ndarray, bins: int) -> np.ndarray:
+    """``(B, entries, kept cells, N + 1)``: per box, entry and kept cell, the sum of
+    ``weights[rows[b, e], cells[b, c], v]·real[b, c]`` over the values ``v`` the box holds
+    (``inside`` ``(B, values)``) whose bin ``level[b, v]`` is that bin, added in the order of
+    the values from zero (``weights`` ``(rows, cells, values)``, ``rows`` ``(B, entries)``;
+    ``cells``, ``real`` ``(B, kept cells)``: each box's kept cells and 1.0, or 0.0 for
+    padding): the product with a one-hot table of the bins, without its terms that are exact
+    zeros."""
+    batch, entries = rows.shape
+    kept = cells.shape[1]
+    values = inside.shape[1]
+    out = np.zeros((batch, entries, kept, bins + 1))
     for b in range(batch):
         for e in range(entries):
-            for v in range(values):
-                if inside[b, v]:
-                    out[b, e, level[b, v]] += chosen[b, e, v]
+            row = rows[b, e]
+            for c in range(kept):
+                cell = cells[b, c]
+                scale = real[b, c]
+                for v in range(values):
+                    if inside[b, v]:
+                        out[b, e, c, level[b, v]] += weights[row, cell, v] * scale
     return out
 
 
@@ -93,4 +102,19 @@ def bin_pairs(by_value: np.ndarray, rows: np.ndarray, values: np.ndarray, boxes:
             row = rows[p, e]
             for c in range(kept):
                 out[b, e, c, k] += by_value[row, value, cells[b, c]] * real[b, c]
+    return out
+
+
+@numba.njit(cache=True)
+def floor_levels(total: np.ndarray, width: np.ndarray, scale: float, keep: float,
+                 top: int) -> np.ndarray:
+    """``(rows, m)``: ``min(⌊((total / width)·scale)·keep⌋, top)`` per entry of ``total``
+    ``(rows, m)``, ``width`` ``(rows,)`` per row, each operation rounded as numpy rounds it
+    (``keep``: the factor ``1 − margin`` of :func:`verifier.numerics.scaled_down`)."""
+    rows, count = total.shape
+    out = np.empty((rows, count), dtype=np.int64)
+    for r in range(rows):
+        for i in range(count):
+            level = np.floor(total[r, i] / width[r] * scale * keep)
+            out[r, i] = top if level > top else int(level)
     return out
