@@ -27,7 +27,9 @@ convolution saturated at ``N``; its top bin bounds the wanted probability from b
 Soundness: every table entry is a lower end of its probability; all terms are non-negative,
 so sums of products of lower ends are lower bounds, widened by a relative margin for the
 float rounding of the products and the sums (convolutions add at most ``N + 1`` terms per
-entry). Nodes whose values cannot be listed (continuous distributions, latent nodes)
+entry); the sums run in compiled loops (:mod:`verifier.population.excess_kernels`) in a fixed
+order, and the bound of a float sum of non-negative terms depends on their count, not their
+order. Nodes whose values cannot be listed (continuous distributions, latent nodes)
 contribute ``t_u ≥ 0`` taken as 0, which only lowers the bound. Boxes with infinite sides, a
 non-finite or non-positive threshold, or non-finite coefficients get 0.
 """

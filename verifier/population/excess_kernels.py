@@ -1,12 +1,14 @@
 """Compiled loops of the excess bound (:mod:`verifier.population.excess`): numba kernels for
-its many small tables, where numpy's per-call overhead and its batched matrix product over
-strided windows cost more than the arithmetic (Adult-13's chunks: most convolutions are
-``(128, 13)`` pairs).
+its many small tables, where numpy's per-call overhead, its temporaries and its batched matrix
+product over strided windows cost more than the arithmetic (Adult-13's chunks: most
+convolutions are ``(128, 13)`` pairs).
 
-Every kernel performs the same float operations in the same order as the numpy expressions it
-replaces (no fast-math, so no reassociation and no fused multiply-add), so its results are the
-same bits; and in any order its entries stay sums of non-negative products, the form whose
-rounding :mod:`verifier.population.excess` counts. Compiled once per machine and cached.
+Soundness: each entry is a sum of non-negative products, in the order each docstring states
+(the order of the numpy expressions these loops stand for, so the bits are theirs on x86-64),
+over no more terms than the module's margin counts; the rounding of such a sum is bounded by
+its number of terms, whatever their order. Compiled without fast-math (no reassociation, no
+fused multiply-add: every product and sum is rounded as written) and cached on disk; a
+process compiles a kernel only when the cache lacks it (about 5 CPU s for all on first use).
 """
 
 from __future__ import annotations
