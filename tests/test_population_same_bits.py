@@ -16,7 +16,9 @@ floats."""
 
 from __future__ import annotations
 
+import numba.core.caching
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,7 +36,7 @@ from verifier.population.elimination import (
     planned_einsum,
 )
 from verifier.population.excess import _convolve, _OwnMasses
-from verifier.population.excess_kernels import bin_pairs, bin_values, floor_levels
+from verifier.population.excess_kernels import _compiled, bin_pairs, bin_values, floor_levels
 from verifier.population.rounding import Enclosure
 from verifier.pv.credit import _allowed_categories, _excess_moments
 
@@ -263,6 +265,21 @@ def test_floored_levels_are_numpys_quotient_scaling_and_floor(seed: int, scale: 
     expected = np.minimum(np.floor(total / width[:, None] * scale * keep), float(top))
     assert result.dtype == np.int64
     assert np.array_equal(result, expected.astype(np.int64))
+
+
+def test_the_kernels_compile_where_no_cache_can_be_written(monkeypatch) -> None:
+    """Where numba finds no writable place for its cache (a read-only install without a
+    home), a kernel is compiled without one instead of failing at import, to the same
+    bits."""
+    monkeypatch.setattr(numba.core.caching.CacheImpl, "_locator_classes", [])
+    with pytest.raises(RuntimeError, match="cannot cache"):
+        numba.njit(cache=True)(floor_levels.py_func)
+    uncached = _compiled(floor_levels.py_func)
+    total = np.random.default_rng(0).random((4, 5)) * 30.0
+    width = np.full(4, 0.7)
+    keep = scaled_down(1.0, 4.0 * EPS)
+    assert np.array_equal(uncached(total, width, 2.0, keep, 24),
+                          floor_levels(total, width, 2.0, keep, 24))
 
 
 @settings(max_examples=40, deadline=None)

@@ -13,11 +13,25 @@ process compiles a kernel only when the cache lacks it (about 5 CPU s for all on
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+def _compiled(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` compiled on first call, cached on disk where numba finds a writable
+    place (beside this file, ``NUMBA_CACHE_DIR``, the user's cache directory); where it finds
+    none (a read-only install without a home), compiled again in each process instead of
+    failing at import."""
+    try:
+        return numba.njit(cache=True)(function)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return numba.njit(function)
+
+
+@_compiled
 def convolve_rows(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarray:
     """``(rows, N + 1)``: per row, the convolution of ``first`` and ``second`` ``(rows, N +
     1)`` saturated at ``N`` (the last bin holds ``≥ N``).
@@ -57,7 +71,7 @@ def convolve_rows(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarra
     return out
 
 
-@numba.njit(cache=True)
+@_compiled
 def bin_values(weights: np.ndarray, rows: np.ndarray, cells: np.ndarray, real: np.ndarray,
                inside: np.ndarray, level: np.ndarray, bins: int) -> np.ndarray:
     """``(B, entries, kept cells, N + 1)``: per box, entry and kept cell, the sum of
@@ -83,7 +97,7 @@ def bin_values(weights: np.ndarray, rows: np.ndarray, cells: np.ndarray, real: n
     return out
 
 
-@numba.njit(cache=True)
+@_compiled
 def bin_pairs(by_value: np.ndarray, rows: np.ndarray, values: np.ndarray, boxes: np.ndarray,
               cells: np.ndarray, real: np.ndarray, level: np.ndarray,
               bins: int) -> np.ndarray:
@@ -107,7 +121,7 @@ def bin_pairs(by_value: np.ndarray, rows: np.ndarray, values: np.ndarray, boxes:
     return out
 
 
-@numba.njit(cache=True)
+@_compiled
 def floor_levels(total: np.ndarray, width: np.ndarray, scale: float, keep: float,
                  top: int) -> np.ndarray:
     """``(rows, m)``: ``min(⌊((total / width)·scale)·keep⌋, top)`` per entry of ``total``
