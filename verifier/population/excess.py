@@ -36,6 +36,7 @@ non-finite or non-positive threshold, or non-finite coefficients get 0.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -379,7 +380,8 @@ class ExcessBounds:
         margin = (4.0 + 2.0 * len(taken)) * EPS
         if not (np.floor(scaled_down(peak / width, margin)) > 0.0).any():
             return None
-        level = floor_levels(total.reshape(boxes.size, -1), width[boxes], 1.0,
+        entries = math.prod(total.shape[1:])  # explicit: a box may hold none of u's values
+        level = floor_levels(total.reshape(boxes.size, entries), width[boxes], 1.0,
                              scaled_down(1.0, margin), bins)
         return _Levels(inside, boxes, values, level.reshape(total.shape))
 
@@ -408,8 +410,9 @@ class ExcessBounds:
         rows = row_of[boxes]  # (pairs, parent cells…)
         by_value = self.by_value[u]  # (rows + 1, values, cells)
         # level: (pairs, parent cells…), size 1 on the axes of parents not taken in
-        flat = bin_pairs(by_value, rows.reshape(pairs, -1), values, boxes, cells, real,
-                         np.broadcast_to(level, rows.shape).reshape(pairs, -1), bins)
+        entries = math.prod(rows.shape[1:])  # explicit: there may be no pairs
+        flat = bin_pairs(by_value, rows.reshape(pairs, entries), values, boxes, cells, real,
+                         np.broadcast_to(level, rows.shape).reshape(pairs, entries), bins)
         return flat.reshape(*row_of.shape, cells.shape[1], bins + 1)
 
     def _rows(self, u: int, kept: dict[int, tuple[np.ndarray, np.ndarray]],
