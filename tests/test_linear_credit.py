@@ -267,6 +267,29 @@ def test_nodes_of_one_cell_binned_together_never_exceed_the_exact_probability(
     assert (bound >= separate * (1.0 - 1e-9)).all()
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_boxes_holding_none_of_an_integer_nodes_values_get_zero(seed: int) -> None:
+    """Every box cut to a gap between two values of one integer column holds no point: its
+    bound is 0, also when that node takes its parents in and no box of a chunk holds any of
+    its values (no (box, value) pair to bin)."""
+    network, specs = random_discrete_network(seed)
+    assume(network._excess.taken_in)
+    points, _ = enumerated_points(specs)
+    rng = np.random.default_rng(seed)
+    lo, hi, coefficients, _, threshold, _, _ = _tail_cases(rng, specs, points)
+    observed = [spec for spec in specs if not spec["latent"]]
+    starts = np.cumsum([0] + [spec["k"] if spec["categorical"] else 1 for spec in observed])
+    for spec, column in zip(observed, starts[:-1], strict=True):
+        if spec["categorical"]:
+            continue
+        cut_lo, cut_hi = lo.copy(), hi.copy()
+        cut_lo[:, column] = np.floor(lo[:, column]) + 0.25
+        cut_hi[:, column] = cut_lo[:, column] + 0.5
+        bound = network.excess_lower(cut_lo, cut_hi, coefficients, threshold)
+        assert bound.tolist() == [0.0] * lo.shape[0]
+
+
 def test_two_independent_nodes_binned_together_on_a_finer_grid_give_the_exact_tail() -> None:
     """x, y uniform on 0..9, τ = 9.5, 12 bins of h ≈ 9.5/12: on the grid of h/2 the fine
     bins ⌊2.526·x⌋ + ⌊2.526·y⌋ reach 24 for every pair with x + y ≥ 10 and for none below,

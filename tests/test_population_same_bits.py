@@ -7,15 +7,18 @@ excess bound's kept cells, CPT rows and factors gathered by direct indexing
 (``take_along_axis`` before), the convolution's windows by ``as_strided``, the one-hot
 records' counts in int32, the contractions along numpy's cached list of steps, and the
 excess bound's per-node excess and plain tables computed once per batch and cut per chunk,
-and the linear pieces' excess moments computed once for the credit and the share.
-Soundness itself is held by the oracles of
+and the linear pieces' excess moments computed once for the credit and the share, and the
+excess bound's compiled kernels (the binned tables, the bins' floors) against the numpy
+expressions they replaced. Soundness itself is held by the oracles of
 ``test_population_bayesnet`` (the joint table enumerated) and ``test_linear_credit`` (the
 excess against exact arithmetic); these tests pin that the faster code computes the same
 floats."""
 
 from __future__ import annotations
 
+import numba.core.caching
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +26,7 @@ from test_linear_credit import _groups, _random_boxes
 from test_population_bayesnet import random_discrete_network
 
 from verifier.bounds.onehot import _onehot
+from verifier.numerics import EPS, scaled_down
 from verifier.population import elimination as elimination_module
 from verifier.population.distributions import Categorical, Normal, TruncatedNormal
 from verifier.population.elimination import (
@@ -32,6 +36,7 @@ from verifier.population.elimination import (
     planned_einsum,
 )
 from verifier.population.excess import _convolve, _OwnMasses
+from verifier.population.excess_kernels import _compiled, bin_pairs, bin_values, floor_levels
 from verifier.population.rounding import Enclosure
 from verifier.pv.credit import _allowed_categories, _excess_moments
 
@@ -154,7 +159,8 @@ def test_distinct_intervals_tell_every_bit_pattern_apart() -> None:
 def test_the_saturated_convolution_is_the_plain_sums_in_order(seed: int, bins: int) -> None:
     """Every bin below the top is ``Σ_{m ≤ k} first[k − m]·second[m]`` summed from ``m = 0``
     up, the top bin ``Σ_i first[i]·tail[i]`` with ``tail`` cumsum's sums of ``second`` from
-    the top down; tables broadcast against each other."""
+    the top down, summed in the two lanes of numpy's einsum on x86-64 (the order of the
+    numpy code the compiled kernel replaced); tables broadcast against each other."""
     rng = np.random.default_rng(seed)
     first = rng.random((5, 3, 1, bins + 1)) * (rng.random((5, 3, 1, bins + 1)) < 0.7)
     second = rng.random((5, 1, 4, bins + 1)) * 10.0 ** rng.integers(-9, 1)
@@ -169,8 +175,111 @@ def test_the_saturated_convolution_is_the_plain_sums_in_order(seed: int, bins: i
                 total += a[index][k - m] * b[index][m]
             expected[index][k] = total
     tail = np.cumsum(b[..., ::-1], axis=-1)
-    expected[..., bins] = np.einsum("...i,...i->...", a, tail)
+    for index in np.ndindex(*result.shape[:-1]):
+        expected[index][bins] = _two_lane_dot(a[index], tail[index])
     assert np.array_equal(_bits(result), _bits(expected))
+
+
+def _two_lane_dot(x: np.ndarray, y: np.ndarray) -> float:
+    """``Σ_i x[i]·y[i]`` summed in two lanes (even and odd ``i``), blocks of eight taken
+    from their last pair, then pairs, the lanes added last (numpy's einsum on x86-64)."""
+    lanes = [0.0, 0.0]
+    i = 0
+    while x.size - i >= 8:
+        for step in (6, 4, 2, 0):
+            for lane in (0, 1):
+                lanes[lane] = float(x[i + step + lane] * y[i + step + lane]) + lanes[lane]
+        i += 8
+    for j in range(i, x.size):
+        lanes[(j - i) % 2] = float(x[j] * y[j]) + lanes[(j - i) % 2]
+    return lanes[0] + lanes[1]
+
+
+def _kept_cells(rng: np.random.Generator, batch: int, cells: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Per box a random choice of kept cells (repeats allowed) and 1.0 or 0.0 (padding)."""
+    count = int(rng.integers(1, cells + 1))
+    return (rng.integers(0, cells, size=(batch, count)),
+            (rng.random((batch, count)) < 0.8).astype(np.float64))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 16))
+def test_binned_values_are_the_product_with_one_hot_bins(seed: int, bins: int) -> None:
+    """:func:`bin_values` is the gathered weights (row per entry, kept cells times 1.0 or
+    0.0) times a one-hot table of each held value's bin, summed over the values in order:
+    numpy's ``bincount`` of those products (which adds in the order it reads them, the
+    values outside the box adding exact zeros)."""
+    rng = np.random.default_rng(seed)
+    batch, entries, cells, values = (int(n) for n in rng.integers(1, 7, size=4))
+    weights = rng.random((5, cells, values)) * (rng.random((5, cells, values)) < 0.7)
+    rows = rng.integers(-1, 5, size=(batch, entries))  # -1: the last (zero) row
+    kept, real = _kept_cells(rng, batch, cells)
+    inside = rng.random((batch, values)) < 0.6
+    level = rng.integers(0, bins + 1, size=(batch, values))
+    result = bin_values(weights, rows, kept, real, inside, level, bins)
+    chosen = (weights[rows[:, :, None], kept[:, None, :]]
+              * real[:, None, :, None] * inside[:, None, None, :])  # (B, e, c, values)
+    slots = (np.arange(batch * entries * kept.shape[1]).reshape(batch, entries, -1, 1)
+             * (bins + 1) + level[:, None, None, :])
+    expected = np.bincount(slots.ravel(), weights=chosen.ravel(),
+                           minlength=result.size).reshape(result.shape)
+    assert np.array_equal(_bits(result), _bits(expected))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 16))
+def test_binned_pairs_are_the_bincount_of_their_weights(seed: int, bins: int) -> None:
+    """:func:`bin_pairs` adds each (box, value) pair's weight under every (entry, kept cell)
+    into its bin, pairs in order: numpy's ``bincount`` over the same slots."""
+    rng = np.random.default_rng(seed)
+    batch, entries, cells, values = (int(n) for n in rng.integers(1, 7, size=4))
+    by_value = rng.random((5, values, cells))
+    inside = rng.random((batch, values)) < 0.6
+    boxes, held = np.nonzero(inside)
+    rows = rng.integers(-1, 5, size=(boxes.size, entries))
+    kept, real = _kept_cells(rng, batch, cells)
+    level = rng.integers(0, bins + 1, size=(boxes.size, entries))
+    result = bin_pairs(by_value, rows, held, boxes, kept, real, level, bins)
+    chosen = by_value[rows[:, :, None], held[:, None, None], kept[boxes][:, None, :]] * \
+        real[boxes][:, None, :]  # (pairs, e, c)
+    slots = ((boxes[:, None, None] * entries + np.arange(entries)[None, :, None])
+             * kept.shape[1] + np.arange(kept.shape[1])) * (bins + 1) + level[:, :, None]
+    expected = np.bincount(slots.ravel(), weights=chosen.ravel(),
+                           minlength=result.size).reshape(result.shape)
+    assert np.array_equal(_bits(result), _bits(expected))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1.0, 2.0, 4.0]), st.integers(1, 40))
+def test_floored_levels_are_numpys_quotient_scaling_and_floor(seed: int, scale: float,
+                                                              top: int) -> None:
+    """:func:`floor_levels` rounds as numpy's element-wise division, products, floor and
+    minimum do (a rounded-down bin: never above ``top``, never above the real quotient)."""
+    rng = np.random.default_rng(seed)
+    total = rng.random((9, 7)) * 10.0 ** rng.integers(-3, 3)
+    total[rng.random(total.shape) < 0.2] = 0.0
+    width = rng.random(9) + 1e-3
+    keep = scaled_down(1.0, 6.0 * EPS)
+    result = floor_levels(total, width, scale, keep, top)
+    expected = np.minimum(np.floor(total / width[:, None] * scale * keep), float(top))
+    assert result.dtype == np.int64
+    assert np.array_equal(result, expected.astype(np.int64))
+
+
+def test_the_kernels_compile_where_no_cache_can_be_written(monkeypatch) -> None:
+    """Where numba finds no writable place for its cache (a read-only install without a
+    home), a kernel is compiled without one instead of failing at import, to the same
+    bits."""
+    monkeypatch.setattr(numba.core.caching.CacheImpl, "_locator_classes", [])
+    with pytest.raises(RuntimeError, match="cannot cache"):
+        numba.njit(cache=True)(floor_levels.py_func)
+    uncached = _compiled(floor_levels.py_func)
+    total = np.random.default_rng(0).random((4, 5)) * 30.0
+    width = np.full(4, 0.7)
+    keep = scaled_down(1.0, 4.0 * EPS)
+    assert np.array_equal(uncached(total, width, 2.0, keep, 24),
+                          floor_levels(total, width, 2.0, keep, 24))
 
 
 @settings(max_examples=40, deadline=None)

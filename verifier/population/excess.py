@@ -27,13 +27,16 @@ convolution saturated at ``N``; its top bin bounds the wanted probability from b
 Soundness: every table entry is a lower end of its probability; all terms are non-negative,
 so sums of products of lower ends are lower bounds, widened by a relative margin for the
 float rounding of the products and the sums (convolutions add at most ``N + 1`` terms per
-entry). Nodes whose values cannot be listed (continuous distributions, latent nodes)
+entry); the sums run in compiled loops (:mod:`verifier.population.excess_kernels`) in a fixed
+order, and the bound of a float sum of non-negative terms depends on their count, not their
+order. Nodes whose values cannot be listed (continuous distributions, latent nodes)
 contribute ``t_u ≥ 0`` taken as 0, which only lowers the bound. Boxes with infinite sides, a
 non-finite or non-positive threshold, or non-finite coefficients get 0.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -44,6 +47,12 @@ import numpy as np
 from verifier.numerics import EPS, relative_margin, scaled_down, scaled_up
 from verifier.population.distributions import Categorical
 from verifier.population.elimination import LETTERS, Elimination, RowTable, planned_einsum
+from verifier.population.excess_kernels import (
+    bin_pairs,
+    bin_values,
+    convolve_rows,
+    floor_levels,
+)
 from verifier.population.network_view import NetworkNode
 from verifier.population.rounding import TINY
 
@@ -261,20 +270,16 @@ class ExcessBounds:
             inside, own = excess[u]
             factor = self.elimination.factors[u]
             row = int(factor.row_of.reshape(-1)[0])  # its only entry; -1: none (zero row)
-            weights = self.by_value[u]
+            weights = self.weights[u]
             assert weights is not None
-            probability = weights[row, :, 0]  # (values,): the one cell's lower ends
             # ⌊t·R / h⌋ rounded down: one division's rounding (the product by R, a power of
             # two, is exact), covered as in :meth:`_bins`
-            quotient = own / width[:, None] * float(FINE_STEPS)
-            scaled_down(quotient, 4.0 * EPS, out=quotient)
-            np.floor(quotient, out=quotient)
-            np.minimum(quotient, float(fine), out=quotient)
-            level = quotient.astype(np.int64)
-            slots = np.arange(inside.shape[0])[:, None] * (fine + 1) + level
-            table = np.bincount(slots.ravel(), weights=(inside * probability).ravel(),
-                                minlength=inside.shape[0] * (fine + 1))
-            table = table.reshape(inside.shape[0], fine + 1)
+            level = floor_levels(own, width, float(FINE_STEPS), scaled_down(1.0, 4.0 * EPS),
+                                 fine)
+            batch = inside.shape[0]  # each box: the row's lower ends on its one cell
+            cells, real = _every_cell(batch, 1)
+            table = bin_values(weights, np.full((batch, 1), row), cells, real, inside, level,
+                               fine).reshape(batch, fine + 1)
             joint = table if joint is None else _convolve(joint, table, fine)
         assert joint is not None
         coarse = np.empty((joint.shape[0], bins + 1))
@@ -375,11 +380,10 @@ class ExcessBounds:
         margin = (4.0 + 2.0 * len(taken)) * EPS
         if not (np.floor(scaled_down(peak / width, margin)) > 0.0).any():
             return None
-        quotient = total / width[boxes].reshape(boxes.size, *([1] * (total.ndim - 1)))
-        scaled_down(quotient, margin, out=quotient)
-        np.floor(quotient, out=quotient)
-        np.minimum(quotient, float(bins), out=quotient)
-        return _Levels(inside, boxes, values, quotient.astype(np.int64))
+        entries = math.prod(total.shape[1:])  # explicit: a box may hold none of u's values
+        level = floor_levels(total.reshape(boxes.size, entries), width[boxes], 1.0,
+                             scaled_down(1.0, margin), bins)
+        return _Levels(inside, boxes, values, level.reshape(total.shape))
 
     def _binned_table(self, u: int, found: _Levels, bins: int,
                       kept: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -393,21 +397,11 @@ class ExcessBounds:
         weights = self.weights[u]
         assert weights is not None
         row_of = self._rows(u, kept, batch)
+        cells, real = kept[u] if u in kept else _every_cell(batch, weights.shape[1])
         if found.values is None:  # one bin per value: a product with its one-hot bins
-            if u in kept:
-                index, real = kept[u]
-                own = index.reshape(batch, *([1] * (row_of.ndim - 1)), -1)
-                chosen = weights[row_of[..., None], own] * real.reshape(own.shape)[..., None]
-            elif row_of.ndim == 1:  # no parents: one row, the same matrix for every box
-                chosen = weights[row_of[:1]]
-            else:
-                chosen = weights[row_of]  # (B, parent cells…, cells, values)
-            own = level.reshape(batch, -1)  # its parent axes have size 1
-            onehot = np.zeros((*inside.shape, bins + 1))  # (B, values, N + 1): 1.0 at a
-            onehot[np.arange(batch)[:, None], np.arange(inside.shape[1]), own] = inside
-            shape = chosen.shape
-            flat = chosen.reshape(shape[0], -1, shape[-1]) @ onehot
-            return flat.reshape(batch, *shape[1:-1], bins + 1)
+            flat = bin_values(weights, row_of.reshape(batch, -1), cells, real, inside,
+                              level.reshape(batch, -1), bins)  # its parent axes have size 1
+            return flat.reshape(*row_of.shape, cells.shape[1], bins + 1)
         # bins per combination of parent cells: each held (box, value) pair adds its weight
         # under every (parent cells, cell) entry into that entry's bin; per entry the pairs
         # come in the order of their values, as a sum over the value axis would take them
@@ -415,25 +409,11 @@ class ExcessBounds:
         pairs = boxes.size
         rows = row_of[boxes]  # (pairs, parent cells…)
         by_value = self.by_value[u]  # (rows + 1, values, cells)
-        if u in kept:
-            index, real = kept[u]
-            own = index[boxes].reshape(pairs, *([1] * (rows.ndim - 1)), -1)
-            at = values.reshape(pairs, *([1] * rows.ndim))
-            chosen = by_value[rows[..., None], at, own] * real[boxes].reshape(own.shape)
-        else:  # the flat (row, value) table read at row · values + value
-            at = rows * by_value.shape[1] + values.reshape(pairs, *([1] * (rows.ndim - 1)))
-            chosen = by_value.reshape(-1, by_value.shape[2]).take(at, axis=0)
-        # chosen: (pairs, parent cells…, cells); slot ((box · entries + entry) · cells +
-        # cell) · (N + 1) + bin
-        entries = int(np.prod(chosen.shape[1:-1]))
-        cells = chosen.shape[-1]
-        offsets = np.arange(entries * cells).reshape(chosen.shape[1:]) * (bins + 1)
-        slots = (boxes * (entries * cells * (bins + 1))).reshape(
-            pairs, *([1] * (chosen.ndim - 1))) + offsets
-        slots += level[..., None]
-        flat = np.bincount(slots.ravel(), weights=chosen.ravel(),
-                           minlength=batch * entries * cells * (bins + 1))
-        return flat.reshape(batch, *chosen.shape[1:], bins + 1)
+        # level: (pairs, parent cells…), size 1 on the axes of parents not taken in
+        entries = math.prod(rows.shape[1:])  # explicit: there may be no pairs
+        flat = bin_pairs(by_value, rows.reshape(pairs, entries), values, boxes, cells, real,
+                         np.broadcast_to(level, rows.shape).reshape(pairs, entries), bins)
+        return flat.reshape(*row_of.shape, cells.shape[1], bins + 1)
 
     def _rows(self, u: int, kept: dict[int, tuple[np.ndarray, np.ndarray]],
               batch: int) -> np.ndarray:
@@ -551,6 +531,12 @@ class _OwnMasses:
         return self._whole[u][rows]
 
 
+def _every_cell(batch: int, cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every cell kept for each of ``batch`` boxes, each real (as :meth:`ExcessBounds._kept`
+    gives them; a product by 1.0 is exact)."""
+    return (np.broadcast_to(np.arange(cells), (batch, cells)), np.ones((batch, cells)))
+
+
 def _letters(variables: tuple[int, ...], names: dict[int, str]) -> str:
     return "".join(names[v] for v in variables)
 
@@ -573,28 +559,13 @@ def _broadcast(table: np.ndarray, variables: tuple[int, ...], scope: tuple[int, 
 
 def _convolve(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarray:
     """Saturated convolution along the last axis (length ``N + 1``; the last bin holds
-    ``≥ N``) of two broadcastable tables of non-negative entries."""
-    levels = bins + 1
-    padded = np.zeros((*first.shape[:-1], bins + levels))
-    padded[..., bins:] = first
-    step = padded.strides[-1]  # windows[..., k, m] = padded[..., k + m]
-    windows = np.lib.stride_tricks.as_strided(
-        padded, (*padded.shape[:-1], levels, levels), (*padded.strides[:-1], step, step),
-        writeable=False)
-    # windows[..., k, m] = first[k + m − N]: out[k] = Σ_m first[k − m]·second[m] (k < N), one
-    # small matrix-vector product per entry (Adult-13 2×64, the 457 convolutions of 8,192
-    # boxes: 0.34–0.39 s, where einsum over the strided views took 0.43–0.49 s)
+    ``≥ N``) of two broadcastable tables of non-negative entries: each bin a sum of at most
+    ``N + 1`` non-negative products (:func:`~verifier.population.excess_kernels.
+    convolve_rows`)."""
     shape = np.broadcast_shapes(first.shape, second.shape)
-    out = np.empty(shape)
-    np.matmul(windows[..., :bins, ::-1], second[..., :, None], out=out[..., :bins, None])
-    # tail[j] = Σ_{m ≥ N − j} second[m], summed from m = N down as cumsum would (one
-    # vector addition per bin is cheaper than cumsum's many rows of N + 1)
-    tail = np.empty_like(second)
-    tail[..., 0] = second[..., bins]
-    for j in range(1, levels):
-        np.add(tail[..., j - 1], second[..., bins - j], out=tail[..., j])
-    out[..., bins] = np.einsum("...i,...i->...", first, tail)
-    return out
+    levels = bins + 1
+    return convolve_rows(np.broadcast_to(first, shape).reshape(-1, levels),
+                         np.broadcast_to(second, shape).reshape(-1, levels), bins).reshape(shape)
 
 
 def _eliminate(involved: list[tuple[np.ndarray, tuple[int, ...], bool]], variable: int,
