@@ -11,6 +11,7 @@ COPY verifier ./verifier
 COPY pipeline_steps ./pipeline_steps
 COPY registry_hooks ./registry_hooks
 COPY configs ./configs
+COPY certgate ./certgate
 
 # The CPU wheel of torch first, so the project's torch range never pulls a CUDA build.
 RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
