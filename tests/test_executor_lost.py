@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import Executor
 
 import pytest
 from small_pv import small_engine
@@ -22,6 +23,7 @@ pytest.importorskip("distributed")
 
 BUDGET_S = 60.0
 START_S = 60.0
+CONNECT_TIMEOUT_S = 30.0  # distributed's default, the client's reconnection window
 
 
 def _free_port() -> int:
@@ -91,6 +93,36 @@ def test_a_lost_scheduler_ends_the_run_with_its_bounds(remote_cluster) -> None:
         assert 0.0 <= low <= high <= 1.0
 
 
+def _wait_for_the_loss(client) -> None:
+    """Until ``client`` has noticed that its scheduler is gone (it is then reconnecting)."""
+    _wait_for(lambda: client.status != "running", "the client's loss")
+
+
+def test_a_round_submitted_after_the_loss_does_not_wait_for_the_connect_timeout(
+        remote_cluster) -> None:
+    """A round submitted once the client knows its scheduler is gone stays pending for the
+    client's reconnection window (the connect timeout, 30 s by default) before it is
+    cancelled: the run ends at once all the same."""
+    from distributed import default_client
+
+    address, scheduler = remote_cluster
+    engine = _engine(address)
+    reports = []
+
+    def kill_the_scheduler_and_wait_for_the_loss(report) -> None:
+        reports.append(report)
+        if len(reports) == 1:
+            scheduler.kill()
+            _wait_for_the_loss(default_client())
+
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match="dask scheduler"):
+        result = engine.run(kill_the_scheduler_and_wait_for_the_loss)
+    assert result.stopped_by == "executor_lost"
+    assert time.monotonic() - started < CONNECT_TIMEOUT_S / 2
+    assert result.probabilities == reports[-1].probabilities
+
+
 def test_an_unreachable_scheduler_is_a_clear_input_error() -> None:
     """Not an internal error after the connect timeout: the address is named."""
     import dask
@@ -135,6 +167,65 @@ def test_a_lost_scheduler_ends_a_causal_run_with_the_shares_reached(remote_clust
             == pytest.approx(1.0))
     complete_low, complete_high = complete.bounds["biased_share"]
     assert low <= complete_low and complete_high <= high
+
+
+class _LosesTheSchedulerBeforeTheSecondRound(Executor):
+    """Hands every task to ``inner``; before the second task (the root's chunk is the first
+    round) it kills ``scheduler`` and waits until ``client`` has noticed, so that the next
+    round is submitted once the loss is known."""
+
+    def __init__(self, inner: Executor, scheduler: subprocess.Popen, client) -> None:
+        self.inner = inner
+        self.scheduler = scheduler
+        self.client = client
+        self.submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted += 1
+        if self.submitted == 2:
+            self.scheduler.kill()
+            _wait_for_the_loss(self.client)
+        return self.inner.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.inner.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def test_a_causal_round_submitted_after_the_loss_does_not_wait_for_the_connect_timeout(
+        remote_cluster) -> None:
+    """The scheduler dies between the root's round and the next, and the client knows it
+    when that round is submitted: the run ends with the shares reached, not 30 s later (the
+    executor is the command line's, a chunk counter over the Dask client, seen through one
+    more wrapper)."""
+    from pipeline_steps.progress import ChunkCounter
+    from tests.causal_nets import random_network as causal_network
+    from verifier.causal import CausalSettings, build_problem, certify_causal_fairness
+    from verifier.executor import DaskExecutor
+
+    address, scheduler = remote_cluster
+    problem = build_problem(causal_network(4, [6, 6], seed=6), ["x3"],
+                            onehot_groups=[["x1", "x2"]], split_values=[0.5])
+    settings = CausalSettings(max_unstable=6, timeout_s=BUDGET_S, target_width=0.02,
+                              chunk_size=8)
+    dask_executor = DaskExecutor(address)
+    chunks = []
+    executor = _LosesTheSchedulerBeforeTheSecondRound(
+        ChunkCounter(dask_executor, lambda *chunk: chunks.append(chunk)), scheduler,
+        dask_executor.client)
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match="dask scheduler"):
+        try:
+            lost = certify_causal_fairness(problem, settings, executor)
+        finally:
+            executor.shutdown()
+    assert time.monotonic() - started < CONNECT_TIMEOUT_S / 2
+    assert lost.details["stopped_by"] == "executor_lost"
+    assert len(chunks) == 1 and lost.cost["analysed_partitions"] == 1.0  # the root alone
+    details = lost.details
+    low, _ = lost.bounds["biased_share"]
+    assert (details["fair_fraction"] + low + details["witnessed_fraction"]
+            + details["refining_fraction"] + details["excluded_fraction"]
+            == pytest.approx(1.0))
 
 
 def test_exact_wmi_on_a_lost_scheduler_is_a_clear_error(remote_cluster) -> None:

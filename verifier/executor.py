@@ -20,11 +20,12 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from verifier.errors import CertgateInputError, ExecutorUnreachableError
+from verifier.stop_request import POLL_S, stop_requested
 from verifier.worker_malloc import MALLOC_ENVIRON, keep_freed_memory
 from verifier.worker_values import (
     Pickled,
@@ -416,8 +417,32 @@ def share(executor: Executor, value: Any) -> Any:
 
 def running(executor: Executor) -> bool:
     """Whether ``executor`` can still run tasks: False once a Dask client has lost its
-    scheduler (its futures are then cancelled), True for every other executor."""
+    scheduler, True for every other executor. An executor that hands its tasks to another
+    one names it ``inner`` (a counting wrapper) and runs while that one does. A lost client's
+    futures are cancelled, but one submitted after the loss waits for the reconnection
+    window (the connect timeout, 30 s by default) before it is: :func:`wait_while_running`
+    does not wait for it."""
+    inner = getattr(executor, "inner", None)
+    if isinstance(inner, Executor):
+        return running(inner)
     return not isinstance(executor, DaskExecutor) or executor.client.status == "running"
+
+
+def wait_while_running(futures: Iterable[Future], timeout: float | None,
+                       executor: Executor) -> set[Future]:
+    """Wait up to ``timeout`` seconds (None: for ever) for ``futures``, looking every
+    :data:`~verifier.stop_request.POLL_S` at a stop request (:mod:`verifier.stop_request`)
+    and at whether ``executor`` still runs (:func:`running`); returns the futures not done
+    when the wait ended, empty when they all are."""
+    end = None if timeout is None else time.monotonic() + max(timeout, 0.0)
+    pending = set(futures)
+    while pending:
+        left = None if end is None else end - time.monotonic()
+        pending = wait(pending, timeout=POLL_S if left is None else
+                       max(min(left, POLL_S), 0.0)).not_done
+        if stop_requested() or not running(executor) or (left is not None and left <= POLL_S):
+            break
+    return pending
 
 
 def abandon(executor: Executor) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from concurrent.futures import CancelledError, Executor, wait
+from concurrent.futures import CancelledError, Executor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -53,9 +53,9 @@ from verifier.causal.share import (
     uniform_bounds,
 )
 from verifier.certificate import Certificate
-from verifier.executor import InProcessExecutor
+from verifier.executor import InProcessExecutor, running, wait_while_running
 from verifier.network import Network
-from verifier.stop_request import POLL_S, stop_requested
+from verifier.stop_request import stop_requested
 
 if TYPE_CHECKING:
     from verifier.causal.analysis import AnalysisSettings, ChunkOutcome
@@ -395,17 +395,18 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
                lower: np.ndarray, upper: np.ndarray, hints: np.ndarray, refining: np.ndarray,
                bounds_only: np.ndarray, signs: np.ndarray, chunk: int, deadline: float
                ) -> tuple[list[tuple[np.ndarray, ChunkOutcome | None]], bool]:
-    """Submit the partitions in chunks (none after the deadline), each with the kink signs
-    its parent proved (``signs``, see :func:`~verifier.causal.analysis.analyse_chunk`); a
-    chunk not back by the deadline, or cancelled by the executor, yields ``None``. Also
-    whether the executor cancelled a chunk: it can run no more (a Dask client that lost its
-    scheduler; no executor here cancels a task otherwise)."""
+    """Submit the partitions in chunks (none after the deadline, a stop request or the
+    executor's loss), each with the kink signs its parent proved (``signs``, see
+    :func:`~verifier.causal.analysis.analyse_chunk`), and wait for them until then; a chunk
+    not back, or cancelled by the executor, yields ``None``. Also whether the executor was
+    lost: it cancelled a chunk or can run no more (a Dask client that lost its scheduler,
+    :func:`~verifier.executor.running`; no executor here cancels a task otherwise)."""
     from verifier.causal.analysis import analyse_chunk  # partitioning only
 
     futures = []
     for start in range(0, lower.shape[0], chunk):
         rows = np.arange(start, min(start + chunk, lower.shape[0]))
-        if time.monotonic() >= deadline or stop_requested():
+        if time.monotonic() >= deadline or stop_requested() or not running(executor):
             futures.append((rows, None))
             continue
         wall_deadline = time.time() + (deadline - time.monotonic())
@@ -413,9 +414,10 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
                                               upper[rows], hints[rows], wall_deadline,
                                               refining[rows], bounds_only[rows],
                                               signs[rows])))
-    _wait_until(deadline, [future for _, future in futures if future is not None])
+    wait_while_running([future for _, future in futures if future is not None],
+                       deadline - time.monotonic(), executor)
     results: list[tuple[np.ndarray, ChunkOutcome | None]] = []
-    lost = False
+    lost = not running(executor)
     for rows, future in futures:
         if future is None or not future.done():
             if future is not None:
@@ -428,18 +430,6 @@ def _run_round(executor: Executor, problem: FairnessProblem, settings: AnalysisS
             lost = True
             results.append((rows, None))
     return results, lost
-
-
-def _wait_until(deadline: float, futures: list) -> None:
-    """Wait for ``futures`` until they are all done, the ``deadline`` (``time.monotonic()``)
-    passes or a stop is requested (:mod:`verifier.stop_request`, looked at every
-    :data:`~verifier.stop_request.POLL_S`)."""
-    pending = set(futures)
-    while pending and not stop_requested():
-        left = deadline - time.monotonic()
-        if left <= 0.0:
-            return
-        pending = wait(pending, timeout=min(left, POLL_S)).not_done
 
 
 MEASURE_SAMPLE = 512

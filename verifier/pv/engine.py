@@ -256,7 +256,7 @@ class ProbabilityBranchAndBound:
                 stopped_by = "timeout"
                 break
             if not flight.oldest.wait(None if pace.deadline is None
-                                      else pace.deadline - self.clock()):
+                                      else pace.deadline - self.clock(), evaluate.executor):
                 stopped_by = ("interrupted" if stop_requested() else
                               "timeout" if running(evaluate.executor) else "executor_lost")
                 break

@@ -9,17 +9,16 @@ informing the choice of the next boxes.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, wait
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from verifier.executor import wait_while_running
 from verifier.numerics import sum_lower, sum_upper
 from verifier.pv.boxpool import Boxes
-from verifier.stop_request import POLL_S, stop_requested
 
 
 @dataclass
@@ -33,21 +32,15 @@ class Round:
     futures: list[Future] = field(default_factory=list)
     started: float = 0.0
 
-    def wait(self, timeout: float | None) -> bool:
-        """Wait up to ``timeout`` seconds (None: for ever) for the round's tasks, or until a
-        stop is requested (:mod:`verifier.stop_request`); whether they all ended with their
-        results (a cancelled task, e.g. an in-process batch cut at its deadline, did not)."""
-        if not self.futures:
-            return True
-        end = None if timeout is None else time.monotonic() + max(timeout, 0.0)
-        while True:
-            left = None if end is None else max(end - time.monotonic(), 0.0)
-            step = POLL_S if left is None else min(left, POLL_S)
-            _, not_done = wait(self.futures, timeout=step)
-            if not not_done:
-                return not any(future.cancelled() for future in self.futures)
-            if stop_requested() or (left is not None and left <= step):
-                return False
+    def wait(self, timeout: float | None, executor: Executor) -> bool:
+        """Wait up to ``timeout`` seconds (None: for ever) for the round's tasks on
+        ``executor``, or until a stop is requested (:mod:`verifier.stop_request`) or the
+        executor can run no more (:func:`verifier.executor.running`: a Dask client that lost
+        its scheduler); whether they all ended with their results (a cancelled task, e.g. an
+        in-process batch cut at its deadline, did not)."""
+        if wait_while_running(self.futures, timeout, executor):
+            return False
+        return not any(future.cancelled() for future in self.futures)
 
     def collect(self) -> Boxes:
         """Wait for the round's boxes: the parents' children and decided points."""
