@@ -13,9 +13,11 @@ COPY registry_hooks ./registry_hooks
 COPY configs ./configs
 COPY certgate ./certgate
 
-# The CPU wheel of torch first, so the project's torch range never pulls a CUDA build.
+# The CPU wheel of torch first, so the project's torch range never pulls a CUDA build; then
+# the linear credit's compiled loops into their disk cache, so no audit compiles them.
 RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
-    && pip install ".[dask]"
+    && pip install ".[dask]" \
+    && python -m verifier.population.compile_kernels
 
 ENTRYPOINT ["certgate"]
 CMD ["--help"]

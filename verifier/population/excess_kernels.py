@@ -7,17 +7,42 @@ Soundness: each entry is a sum of non-negative products, in the order each docst
 (the order of the numpy expressions these loops stand for, so the bits are theirs on x86-64),
 over no more terms than the module's margin counts; the rounding of such a sum is bounded by
 its number of terms, whatever their order. Compiled without fast-math (no reassociation, no
-fused multiply-add: every product and sum is rounded as written) and cached on disk; a
-process compiles a kernel only when the cache lacks it (about 5 CPU s for all on first use).
+fused multiply-add: every product and sum is rounded as written), one version per kernel
+(:class:`Kernel`), cached on disk by the install (:mod:`verifier.population.compile_kernels`);
+a process compiles a kernel only when the cache lacks it (about 3 CPU s for all four).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numba
 import numpy as np
+
+
+class Kernel:
+    """A numba kernel compiled for one signature: its array arguments are passed C-contiguous
+    and writable (copied where they are not), so that whatever views the excess bound hands
+    it (broadcasts, transposes, slices) one compiled version serves them all, the one
+    :mod:`verifier.population.compile_kernels` caches at install. The copy keeps every value,
+    so the sums are those of the loops as written."""
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.py_func = function
+        self.dispatcher = _compiled(function)
+        functools.update_wrapper(self, function)
+
+    def __call__(self, *arguments: Any) -> Any:
+        return self.dispatcher(*(np.require(argument, requirements=("C", "W"))
+                                 if isinstance(argument, np.ndarray) else argument
+                                 for argument in arguments))
+
+    @property
+    def signatures(self) -> list[tuple[Any, ...]]:
+        """The argument types it is compiled (or loaded from the cache) for so far."""
+        return list(self.dispatcher.signatures)
 
 
 def _compiled(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -31,7 +56,7 @@ def _compiled(function: Callable[..., Any]) -> Callable[..., Any]:
         return numba.njit(function)
 
 
-@_compiled
+@Kernel
 def convolve_rows(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarray:
     """``(rows, N + 1)``: per row, the convolution of ``first`` and ``second`` ``(rows, N +
     1)`` saturated at ``N`` (the last bin holds ``≥ N``).
@@ -71,7 +96,7 @@ def convolve_rows(first: np.ndarray, second: np.ndarray, bins: int) -> np.ndarra
     return out
 
 
-@_compiled
+@Kernel
 def bin_values(weights: np.ndarray, rows: np.ndarray, cells: np.ndarray, real: np.ndarray,
                inside: np.ndarray, level: np.ndarray, bins: int) -> np.ndarray:
     """``(B, entries, kept cells, N + 1)``: per box, entry and kept cell, the sum of
@@ -97,7 +122,7 @@ def bin_values(weights: np.ndarray, rows: np.ndarray, cells: np.ndarray, real: n
     return out
 
 
-@_compiled
+@Kernel
 def bin_pairs(by_value: np.ndarray, rows: np.ndarray, values: np.ndarray, boxes: np.ndarray,
               cells: np.ndarray, real: np.ndarray, level: np.ndarray,
               bins: int) -> np.ndarray:
@@ -121,7 +146,7 @@ def bin_pairs(by_value: np.ndarray, rows: np.ndarray, values: np.ndarray, boxes:
     return out
 
 
-@_compiled
+@Kernel
 def floor_levels(total: np.ndarray, width: np.ndarray, scale: float, keep: float,
                  top: int) -> np.ndarray:
     """``(rows, m)``: ``min(⌊((total / width)·scale)·keep⌋, top)`` per entry of ``total``
@@ -134,3 +159,7 @@ def floor_levels(total: np.ndarray, width: np.ndarray, scale: float, keep: float
             level = np.floor(total[r, i] / width[r] * scale * keep)
             out[r, i] = top if level > top else int(level)
     return out
+
+
+KERNELS = (convolve_rows, bin_values, bin_pairs, floor_levels)
+"""Every kernel of this module (what :mod:`verifier.population.compile_kernels` compiles)."""
