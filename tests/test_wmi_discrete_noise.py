@@ -69,11 +69,12 @@ def test_continuous_noise_on_a_discrete_column_is_refused() -> None:
 
 @pytest.mark.parametrize("seed", [0, 7])
 def test_random_networks_with_integer_noise_contain_monte_carlo(seed: int) -> None:
-    """k ∈ {0..4} shifted by −1 / +1 / +2 under normal / truncated-normal marginals."""
+    """k ∈ {0..4} shifted by −1 / +1 / +2 under normal / truncated-normal marginals (seed 0
+    ends at its budget: the containment asserted holds at any budget)."""
     net, prior = random_network(seed, 3), mixed_prior()
     shifts, weights = [-1.0, 1.0, 2.0], [0.3, 0.5, 0.2]
     result = noise_robustness(net, prior, Discrete(values=shifts, probabilities=weights), [0],
-                              timeout_s=60, tolerance=1e-3)
+                              timeout_s=15, tolerance=1e-3)
     assert not result.exact
     rng = np.random.default_rng(seed)
     samples = 1_000_000
