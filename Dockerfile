@@ -14,10 +14,11 @@ COPY configs ./configs
 COPY certgate ./certgate
 
 # The CPU wheel of torch first, so the project's torch range never pulls a CUDA build; then
-# the linear credit's compiled loops into their disk cache, so no audit compiles them.
+# the linear credit's compiled loops into their disk cache, so no audit compiles them (`-P`:
+# the installed package's, whose cache the `certgate` command reads, not the copy in WORKDIR).
 RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
     && pip install ".[dask]" \
-    && python -m verifier.population.compile_kernels
+    && python -P -m verifier.population.compile_kernels
 
 ENTRYPOINT ["certgate"]
 CMD ["--help"]

@@ -1,10 +1,10 @@
 """Compile the excess bound's numba kernels (:mod:`verifier.population.excess_kernels`) into
 their on-disk cache ahead of the first audit: ``python -m verifier.population.compile_kernels``.
 
-Why: a process that finds the cache empty compiles them on first use, about 5 CPU s in each
-process that bounds boxes; on a 30-s PV budget on two workers that cost the first run after an
-install four fifths of its boxes. The install (``make install``, the Docker image) runs this
-module once, so that audits load the kernels instead.
+Why: a process that finds the cache empty compiles them on first use, about 3 CPU s in each
+process that bounds boxes (BENCHMARKS.md: on a 30-s PV budget on two workers a first run
+bounded 238,122 boxes cold against 306,512 warm). The install (``make install``, the Docker
+image) runs this module once, so that audits load the kernels instead.
 
 The kernels are compiled by running the real excess bound on a small Bayesian network whose
 shape reaches every kernel (a categorical root, integer nodes that take it in, an independent
